@@ -1,0 +1,55 @@
+# kvscope: the two commands a new machine needs.
+#   make run   - install Debian deps, build, open the window on the embedded model
+#   make test  - install Debian deps, build, run every test (also under ASan+UBSan)
+.PHONY: all deps build run test test-release test-asan bench model format clean
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc)
+CMAKE_ARGS ?=
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	$(BUILD)/kvscope $(ARGS)
+
+test: deps test-release test-asan
+
+test-release: $(BUILD)/CMakeCache.txt
+	scripts/fetch-test-data.sh $(BUILD)/testdata
+	cmake --build $(BUILD) -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The engine, tokenizer, CLI and scene tests again with AddressSanitizer +
+# UndefinedBehaviorSanitizer (no GL in this build).
+test-asan:
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVSCOPE_SANITIZE=ON -DKVSCOPE_GUI=OFF $(CMAKE_ARGS)
+	scripts/fetch-test-data.sh $(ASAN_BUILD)/testdata
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target kvscope_tests kvscope
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS)
+
+# kvscope vs a PyTorch reference (python3-torch), same checkpoints, same threads.
+bench: build
+	KVSCOPE_TRAINING=1 scripts/install-deps.sh
+	tools/bench.sh $(BUILD)/kvscope
+
+# Rebuild the embedded default model from scratch (about an hour on 2 cores).
+model:
+	KVSCOPE_TRAINING=1 scripts/install-deps.sh
+	tools/train/build_model.sh
+
+format:
+	clang-format -i $$(git ls-files '*.cpp' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,417 @@
+#include "cli.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "engine.h"
+#include "error.h"
+#include "generator.h"
+#include "model.h"
+#include "tokenizer.h"
+
+namespace kvscope {
+namespace {
+
+using nlohmann::json;
+
+// Usage errors found after parsing (exit 2), as opposed to runtime errors (exit 1).
+class UsageError : public std::runtime_error {
+ public:
+  explicit UsageError(const std::string& w) : std::runtime_error(w) {}
+};
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", b, units[u]);
+  return buf;
+}
+
+std::string human_flops(double f) {
+  const char* units[] = {"", "K", "M", "G", "T", "P"};
+  int u = 0;
+  while (f >= 1000 && u < 5) {
+    f /= 1000;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f %sFLOP", f, units[u]);
+  return buf;
+}
+
+json top_json(const StepRecord& r, const Tokenizer& tok) {
+  json top = json::array();
+  for (const Candidate& c : r.top) top.push_back({{"token", c.token}, {"piece", tok.display_piece(c.token)}, {"prob", c.prob}});
+  return top;
+}
+
+struct GenerateArgs {
+  std::string model;
+  std::string prompt;
+  int max_new = 64;
+  bool greedy = false;
+  float temperature = 1.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  float repetition_penalty = 1.0f;
+  uint64_t seed = 0;
+  std::vector<std::string> stop;
+  bool no_cache = false;
+  bool json = false;
+};
+
+int cmd_generate(const GenerateArgs& a, bool sampling_requested) {
+  if (a.prompt.empty()) throw UsageError("--prompt is empty (expected some text to continue)");
+  auto model = load_model(a.model.empty() ? default_model_dir() : a.model);
+  GenerateOptions opt;
+  opt.max_new = a.max_new;
+  opt.stop = a.stop;
+  opt.mode = a.no_cache ? CacheMode::kNoCache : CacheMode::kKV;
+  opt.keep_history = false;
+  opt.sampler.greedy = !sampling_requested;
+  opt.sampler.temperature = a.temperature;
+  opt.sampler.top_k = a.top_k;
+  opt.sampler.top_p = a.top_p;
+  opt.sampler.repetition_penalty = a.repetition_penalty;
+  opt.sampler.seed = a.seed;
+  // The attention rows of a long prompt are not printed by the CLI.
+  opt.max_prefill_attn_bytes = 0;
+
+  Generator gen(model);
+  gen.start(a.prompt, opt);
+  const Tokenizer& tok = model->tokenizer;
+  size_t hold = 0;
+  for (const auto& s : a.stop) hold = std::max(hold, s.size());
+  size_t printed = 0;
+  while (RecordPtr r = gen.step()) {
+    if (a.json) {
+      json j;
+      if (r->prefill) {
+        j["event"] = "prefill";
+        j["tokens"] = r->prompt_tokens;
+        j["pieces"] = r->prompt_pieces;
+      } else {
+        j["event"] = "step";
+        j["index"] = r->index;
+      }
+      j["mode"] = to_string(r->mode);
+      j["token"] = r->token;
+      j["piece"] = r->piece;
+      j["prob"] = r->prob;
+      j["top"] = top_json(*r, tok);
+      j["flops"] = r->flops;
+      j["flops_total"] = r->flops_total;
+      j["kv_bytes"] = r->kv_bytes;
+      j["recomputed"] = r->recomputed;
+      j["ms"] = r->ms;
+      std::cout << j.dump() << '\n' << std::flush;
+    } else {
+      // Stream the text, holding back what a stop string could still cut.
+      const std::string t = gen.text();
+      const size_t end = gen.done() ? t.size() : (t.size() > hold ? t.size() - hold : 0);
+      if (end > printed) {
+        std::cout << t.substr(printed, end - printed) << std::flush;
+        printed = end;
+      }
+    }
+  }
+  const double tps = gen.ms_total() > 0 ? gen.n_generated() / (gen.ms_total() / 1000.0) : 0.0;
+  if (a.json) {
+    json j = {{"event", "done"},
+              {"reason", to_string(gen.reason())},
+              {"text", escape_invalid_utf8(gen.text())},
+              {"new_tokens", gen.n_generated()},
+              {"flops_total", gen.flops_total()},
+              {"ms_total", gen.ms_total()},
+              {"tokens_per_s", tps}};
+    std::cout << j.dump() << '\n';
+  } else {
+    std::cout << '\n';
+    std::fprintf(stderr, "[%s] %d new tokens, stop: %s, %.1f tokens/s, %s total, mode %s\n", model->name.c_str(),
+                 gen.n_generated(), to_string(gen.reason()), tps, human_flops(static_cast<double>(gen.flops_total())).c_str(),
+                 gen.mode() == CacheMode::kKV ? "KV CACHE" : "NO CACHE");
+  }
+  return 0;
+}
+
+int cmd_tokenize(const std::string& dir, const std::string& text, bool as_json) {
+  const Tokenizer tok = Tokenizer::load(dir.empty() ? default_model_dir() : dir);
+  const std::vector<int> ids = tok.encode(text);
+  std::vector<std::string> pieces;
+  for (int id : ids) pieces.push_back(tok.display_piece(id));
+  if (as_json) {
+    std::cout << json{{"ids", ids}, {"pieces", pieces}}.dump() << '\n';
+  } else {
+    for (size_t i = 0; i < ids.size(); ++i) std::printf("%6d  %s\n", ids[i], json(pieces[i]).dump().c_str());
+    std::printf("%zu tokens\n", ids.size());
+  }
+  return 0;
+}
+
+int cmd_inspect(const std::string& dir, bool as_json) {
+  auto m = load_model(dir.empty() ? default_model_dir() : dir);
+  const Config& c = m->config;
+  const int T = c.n_positions;
+  const uint64_t kv1 = forward_flops(c, 1, 1), kvT = forward_flops(c, 1, T);
+  const uint64_t nc1 = forward_flops(c, 1, 1), ncT = forward_flops(c, T, T);
+  if (as_json) {
+    std::cout << json{{"name", m->name},           {"dir", m->dir},
+                      {"n_layer", c.n_layer},       {"n_head", c.n_head},
+                      {"n_embd", c.n_embd},         {"head_dim", c.head_dim()},
+                      {"n_positions", c.n_positions}, {"vocab_size", c.vocab_size},
+                      {"n_params", m->n_params},    {"dtype", m->stored_dtype},
+                      {"kv_bytes_per_token", c.kv_bytes_per_token()},
+                      {"kv_bytes_full_context", c.kv_bytes_per_token() * static_cast<uint64_t>(T)},
+                      {"decode_flops", {{"kv_cache", {{"T1", kv1}, {"Tmax", kvT}}}, {"no_cache", {{"T1", nc1}, {"Tmax", ncT}}}}},
+                      {"load_seconds", m->load_seconds}}
+                     .dump(2)
+              << '\n';
+    return 0;
+  }
+  std::printf("model          %s (%s)\n", m->name.c_str(), m->dir.c_str());
+  std::printf("architecture   GPT-2: %d layers, %d heads x %d, width %d, vocab %d\n", c.n_layer, c.n_head, c.head_dim(),
+              c.n_embd, c.vocab_size);
+  std::printf("parameters     %" PRIu64 " (%s, stored %s)\n", m->n_params,
+              human_bytes(static_cast<double>(m->n_params) * 4).c_str(), m->stored_dtype.c_str());
+  std::printf("context        %d positions\n", c.n_positions);
+  std::printf("KV cache       %s per token (2 x %d layers x %d x 4 B), %s at full context\n",
+              human_bytes(static_cast<double>(c.kv_bytes_per_token())).c_str(), c.n_layer, c.n_embd,
+              human_bytes(static_cast<double>(c.kv_bytes_per_token()) * T).c_str());
+  std::printf("decode FLOPs   %-10s %18s %18s\n", "", "T = 1", ("T = " + std::to_string(T)).c_str());
+  std::printf("               %-10s %18s %18s\n", "KV CACHE", human_flops(static_cast<double>(kv1)).c_str(),
+              human_flops(static_cast<double>(kvT)).c_str());
+  std::printf("               %-10s %18s %18s\n", "NO CACHE", human_flops(static_cast<double>(nc1)).c_str(),
+              human_flops(static_cast<double>(ncT)).c_str());
+  std::printf("load time      %.3f s\n", m->load_seconds);
+  return 0;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int cmd_bench(const std::string& dir, std::vector<int> lengths, int reps, bool as_json) {
+  auto m = load_model(dir.empty() ? default_model_dir() : dir);
+  const Config& c = m->config;
+  if (lengths.empty()) {
+    for (int T : {16, 64, 128, 256, 512, 1024}) {
+      if (T <= c.n_positions) lengths.push_back(T);
+    }
+  }
+  for (int T : lengths) {
+    if (T < 2 || T > c.n_positions) {
+      throw UsageError("--lengths: " + std::to_string(T) + " is outside 2.." + std::to_string(c.n_positions));
+    }
+  }
+  Engine engine(*m);
+  KVCache cache;
+  cache.init(c);
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int> pick(0, c.vocab_size - 1);
+  std::vector<int> all(static_cast<size_t>(c.n_positions));
+  for (int& t : all) t = pick(rng);
+  using clock = std::chrono::steady_clock;
+  auto ms_since = [](clock::time_point t0) { return std::chrono::duration<double, std::milli>(clock::now() - t0).count(); };
+
+  json rows = json::array();
+  if (!as_json) {
+    std::printf("%s: %d layers, width %d, %d threads\n", m->name.c_str(), c.n_layer, c.n_embd, engine_threads());
+    std::printf("%6s %14s %16s %16s %12s %12s\n", "T", "prefill tok/s", "KV decode tok/s", "NO CACHE tok/s",
+                "time ratio", "FLOP ratio");
+  }
+  for (int T : lengths) {
+    std::vector<int> seq(all.begin(), all.begin() + T);
+    std::vector<double> pre, kv, nc;
+    for (int r = 0; r < reps; ++r) {
+      cache.clear();
+      auto t0 = clock::now();
+      engine.forward(seq, 0, &cache, false);
+      pre.push_back(ms_since(t0));
+    }
+    std::vector<int> prefix(seq.begin(), seq.end() - 1);
+    cache.clear();
+    engine.forward(prefix, 0, &cache, false);
+    for (int r = 0; r < std::max(reps * 4, 8); ++r) {
+      cache.truncate(T - 1);
+      auto t0 = clock::now();
+      engine.forward(seq, T - 1, &cache, false);
+      kv.push_back(ms_since(t0));
+    }
+    for (int r = 0; r < reps; ++r) {
+      auto t0 = clock::now();
+      engine.forward(seq, 0, nullptr, false);
+      nc.push_back(ms_since(t0));
+    }
+    const double pre_ms = median(pre), kv_ms = median(kv), nc_ms = median(nc);
+    const double flop_ratio = static_cast<double>(forward_flops(c, T, T)) / static_cast<double>(forward_flops(c, 1, T));
+    rows.push_back({{"T", T},
+                    {"prefill_tokens_per_s", T / (pre_ms / 1000)},
+                    {"kv_decode_tokens_per_s", 1000 / kv_ms},
+                    {"no_cache_tokens_per_s", 1000 / nc_ms},
+                    {"kv_decode_ms", kv_ms},
+                    {"no_cache_ms", nc_ms},
+                    {"time_ratio", nc_ms / kv_ms},
+                    {"flop_ratio", flop_ratio}});
+    if (!as_json) {
+      std::printf("%6d %14.0f %16.1f %16.1f %12.1f %12.1f\n", T, T / (pre_ms / 1000), 1000 / kv_ms, 1000 / nc_ms,
+                  nc_ms / kv_ms, flop_ratio);
+      std::fflush(stdout);
+    }
+  }
+  if (as_json) {
+    std::cout << json{{"model", m->name}, {"threads", engine_threads()}, {"rows", rows}}.dump(2) << '\n';
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string default_model_dir() {
+  if (const char* env = std::getenv("KVSCOPE_MODEL"); env && *env) return env;
+  return KVSCOPE_DEFAULT_MODEL_DIR;
+}
+
+int run_cli(int argc, char** argv, const AppHooks& hooks) {
+  CLI::App app{"kvscope: watch a real GPT-2 write text, token by token, with its KV cache"};
+  app.set_version_flag("--version", "kvscope 0.1");
+  app.require_subcommand(0, 1);
+
+  // Bare `kvscope`: the window.
+  GuiOptions gui;
+  app.add_option("--model", gui.model_dir, "GPT-2 folder (config.json, model.safetensors, vocab.json, merges.txt)");
+  app.add_option("--prompt", gui.prompt, "Prompt to start with (default: the first preset)");
+  app.add_flag("--no-cache", gui.no_cache, "Start in NO CACHE mode");
+  app.add_option("--max-new", gui.max_new, "New tokens per generation")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--demo-frames", gui.demo_frames, "Run a scripted demo for N frames, then exit (smoke tests)")
+      ->check(CLI::Range(0, 1 << 24));
+  app.add_option("--screenshot", gui.screenshot, "With --demo-frames: save the last frame to this PNG");
+
+  GenerateArgs g;
+  auto* gen = app.add_subcommand("generate", "Generate text (no display needed)");
+  gen->add_option("--model", g.model, "GPT-2 folder (default: the embedded model)");
+  gen->add_option("--prompt", g.prompt, "Text to continue")->required();
+  gen->add_option("--max-new", g.max_new, "Maximum new tokens")->check(CLI::Range(1, 1 << 20));
+  auto* greedy = gen->add_flag("--greedy", g.greedy, "Pick the most likely token (default)");
+  auto* temp = gen->add_option("--temperature", g.temperature, "Sample with this temperature")
+                   ->check(CLI::PositiveNumber);
+  auto* topk = gen->add_option("--top-k", g.top_k, "Keep the k most likely tokens (0 = off)")->check(CLI::NonNegativeNumber);
+  auto* topp = gen->add_option("--top-p", g.top_p, "Keep the smallest set reaching probability p")
+                   ->check(CLI::Range(1e-6, 1.0));
+  greedy->excludes(temp)->excludes(topk)->excludes(topp);
+  gen->add_option("--repetition-penalty", g.repetition_penalty, "Divide (multiply) positive (negative) logits of seen tokens")
+      ->check(CLI::PositiveNumber);
+  gen->add_option("--seed", g.seed, "Sampling seed");
+  gen->add_option("--stop", g.stop, "Stop when this string is generated (repeatable)");
+  gen->add_flag("--no-cache", g.no_cache, "Recompute the whole sequence every step");
+  gen->add_flag("--json", g.json, "JSON Lines: prefill, steps, done");
+
+  std::string tok_model, tok_text;
+  bool tok_json = false;
+  auto* tokc = app.add_subcommand("tokenize", "Show the token ids and pieces of a text");
+  tokc->add_option("--model", tok_model, "Folder with vocab.json and merges.txt");
+  tokc->add_option("--text", tok_text, "Text to tokenize")->required();
+  tokc->add_flag("--json", tok_json, "Print {\"ids\":[...],\"pieces\":[...]}");
+
+  std::string ins_model;
+  bool ins_json = false;
+  auto* ins = app.add_subcommand("inspect", "Architecture, parameters, KV bytes per token, FLOPs per step");
+  ins->add_option("--model", ins_model, "GPT-2 folder");
+  ins->add_flag("--json", ins_json, "Print JSON");
+
+  std::string bench_model;
+  std::vector<int> bench_lengths;
+  int bench_reps = 3;
+  bool bench_json = false;
+  auto* bench = app.add_subcommand("bench", "Prefill and decode speed in both modes at several lengths");
+  bench->add_option("--model", bench_model, "GPT-2 folder");
+  bench->add_option("--lengths", bench_lengths, "Sequence lengths (default 16 64 128 256 512 1024, up to the context)");
+  bench->add_option("--reps", bench_reps, "Repetitions (median)")->check(CLI::Range(1, 1000));
+  bench->add_flag("--json", bench_json, "Print JSON");
+
+  RenderOptions ro;
+  std::string layer = "mean", head = "mean";
+  auto* render = app.add_subcommand("render", "Render the 3D view to PNG without a window");
+  render->add_option("--model", ro.model_dir, "GPT-2 folder");
+  render->add_option("--prompt", ro.prompt, "Prompt")->required();
+  render->add_option("--steps", ro.steps, "Forwards to run (the prefill is the first)")->check(CLI::Range(1, 1 << 20));
+  render->add_option("--out", ro.out, "PNG of the last step");
+  render->add_option("--frames", ro.frames_dir, "Write one PNG per step into this folder");
+  render->add_option("--width", ro.width, "Image width")->check(CLI::Range(64, 8192));
+  render->add_option("--height", ro.height, "Image height")->check(CLI::Range(64, 8192));
+  render->add_option("--camera", ro.camera, "front|top|side|follow")
+      ->check(CLI::IsMember({"front", "top", "side", "follow"}));
+  render->add_flag("--no-cache", ro.no_cache, "NO CACHE mode");
+  render->add_option("--layer", layer, "Layer whose attention the beams show, or mean");
+  render->add_option("--head", head, "Head whose attention the beams show, or mean");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "kvscope: error: %s (run kvscope --help)\n", e.what());
+    return 2;
+  }
+
+  auto parse_index = [](const std::string& flag, const std::string& v) {
+    if (v == "mean") return -1;
+    try {
+      size_t used = 0;
+      const int x = std::stoi(v, &used);
+      if (used == v.size() && x >= 0) return x;
+    } catch (const std::exception&) {
+    }
+    throw UsageError(flag + ": \"" + v + "\" is not a layer/head index or \"mean\"");
+  };
+
+  try {
+    if (*gen) {
+      const bool sampling = temp->count() > 0 || topk->count() > 0 || topp->count() > 0;
+      return cmd_generate(g, sampling);
+    }
+    if (*tokc) return cmd_tokenize(tok_model, tok_text, tok_json);
+    if (*ins) return cmd_inspect(ins_model, ins_json);
+    if (*bench) return cmd_bench(bench_model, bench_lengths, bench_reps, bench_json);
+    if (*render) {
+      if (ro.out.empty() && ro.frames_dir.empty()) throw UsageError("render: give --out FILE.png and/or --frames DIR");
+      if (ro.prompt.empty()) throw UsageError("--prompt is empty (expected some text to continue)");
+      ro.layer = parse_index("--layer", layer);
+      ro.head = parse_index("--head", head);
+      if (!hooks.render) throw Error("this kvscope was built without the renderer (KVSCOPE_GUI=OFF)");
+      return hooks.render(ro);
+    }
+    if (!hooks.gui) throw Error("this kvscope was built without the GUI (KVSCOPE_GUI=OFF); use a subcommand, see --help");
+    return hooks.gui(gui);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "kvscope: error: %s\n", e.what());
+    return 2;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "kvscope: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "kvscope: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvscope: error: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace kvscope

@@ -1,0 +1,45 @@
+// The kvscope command line. Subcommands need no display; the GUI and the
+// headless renderer are passed in as hooks so this library has no GL.
+#pragma once
+
+#include <functional>
+#include <string>
+
+namespace kvscope {
+
+// Bare `kvscope` (no subcommand): the interactive window.
+struct GuiOptions {
+  std::string model_dir;  // empty = embedded default model
+  std::string prompt;     // empty = first preset
+  bool no_cache = false;
+  int max_new = 0;        // 0 = the app's default
+  int demo_frames = 0;    // > 0: run this many frames scripted (play, toggle cache, cameras), then exit
+  std::string screenshot; // with demo_frames: save the last frame here (PNG)
+};
+
+// `kvscope render`: the same scene drawn offscreen to PNG.
+struct RenderOptions {
+  std::string model_dir;
+  std::string prompt;
+  int steps = 8;            // forwards to run (the prefill is step 0)
+  std::string out;          // PNG of the last step
+  std::string frames_dir;   // one PNG per step when set
+  int width = 1280, height = 720;
+  std::string camera = "front";  // front|top|side|follow
+  bool no_cache = false;
+  int layer = -1;           // -1 = mean over layers
+  int head = -1;            // -1 = mean over heads
+};
+
+struct AppHooks {
+  std::function<int(const GuiOptions&)> gui;        // null when built without the GUI
+  std::function<int(const RenderOptions&)> render;  // null when built without the GUI
+};
+
+// Parses argv and runs. Exit codes: 0 ok, 1 runtime error, 2 usage error.
+int run_cli(int argc, char** argv, const AppHooks& hooks);
+
+// Default model folder: $KVSCOPE_MODEL, else the one embedded at build time.
+std::string default_model_dir();
+
+}  // namespace kvscope

@@ -1,0 +1,234 @@
+#include "engine.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <string>
+
+#include "error.h"
+
+namespace kvscope {
+
+void KVCache::init(const Config& c) {
+  n_layer = c.n_layer;
+  n_embd = c.n_embd;
+  capacity = c.n_positions;
+  n_pos = 0;
+  const size_t n = static_cast<size_t>(n_layer) * capacity * n_embd;
+  k.assign(n, 0.0f);
+  v.assign(n, 0.0f);
+}
+
+void KVCache::truncate(int n) {
+  if (n < 0 || n > n_pos) throw Error("KVCache::truncate: " + std::to_string(n) + " is outside [0, " +
+                                      std::to_string(n_pos) + "]");
+  n_pos = n;
+}
+
+uint64_t forward_flops(const Config& c, int n_new, int seq_len) {
+  const uint64_t d = static_cast<uint64_t>(c.n_embd);
+  const uint64_t n = static_cast<uint64_t>(n_new);
+  // New position i (0-based among the new ones) sits at seq_len - n + i and
+  // attends to itself and everything before: L_i = seq_len - n + i + 1.
+  const uint64_t first = static_cast<uint64_t>(seq_len) - n;
+  const uint64_t sum_l = n * first + n * (n + 1) / 2;
+  const uint64_t per_layer = 24 * n * d * d + 4 * d * sum_l;
+  return static_cast<uint64_t>(c.n_layer) * per_layer + 2 * d * static_cast<uint64_t>(c.vocab_size);
+}
+
+int engine_threads() { return omp_get_max_threads(); }
+
+struct Workspace {
+  MatrixRM x;     // (n, d) residual stream
+  MatrixRM h;     // (n, d) layer-normed input
+  MatrixRM qkv;   // (n, 3d)
+  MatrixRM att;   // (n, d) attention output before c_proj
+  MatrixRM tmp;   // (n, d) projection output
+  MatrixRM fc;    // (n, 4d)
+  Vector scores;  // (seq_len) per (head, row), per thread
+};
+
+namespace {
+
+// Y (n, out) = X (n, in) * Wt^T + b, Wt stored (out, in). Decode (n = 1) is a
+// matrix-vector product split across threads by output rows; prefill is a GEMM.
+void linear(const MatrixRM& X, const MatrixRM& Wt, const Vector& b, MatrixRM& Y, uint64_t& flops) {
+  const Eigen::Index n = X.rows(), out = Wt.rows(), in = Wt.cols();
+  Y.resize(n, out);
+  if (n == 1) {
+    const Eigen::Map<const Vector> x(X.data(), in);
+    Eigen::Map<Vector> y(Y.data(), out);
+    const Eigen::Index chunk = 256;
+    const Eigen::Index n_chunks = (out + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static)
+    for (Eigen::Index c = 0; c < n_chunks; ++c) {
+      const Eigen::Index r0 = c * chunk, rn = std::min(chunk, out - r0);
+      y.segment(r0, rn).noalias() = Wt.middleRows(r0, rn) * x + b.segment(r0, rn);
+    }
+  } else {
+    Y.noalias() = X * Wt.transpose();
+    Y.rowwise() += b.transpose();
+  }
+  flops += 2ull * static_cast<uint64_t>(n) * static_cast<uint64_t>(in) * static_cast<uint64_t>(out);
+}
+
+void layer_norm(const MatrixRM& X, const Vector& g, const Vector& b, float eps, MatrixRM& Y) {
+  Y.resize(X.rows(), X.cols());
+  const float inv_d = 1.0f / static_cast<float>(X.cols());
+  for (Eigen::Index i = 0; i < X.rows(); ++i) {
+    const auto row = X.row(i);
+    const float mean = row.sum() * inv_d;
+    const float var = (row.array() - mean).square().sum() * inv_d;
+    const float rstd = 1.0f / std::sqrt(var + eps);
+    Y.row(i) = ((row.array() - mean) * rstd * g.transpose().array() + b.transpose().array()).matrix();
+  }
+}
+
+// gelu_new: the tanh approximation GPT-2 was trained with.
+void gelu_new(MatrixRM& X) {
+  const float c = std::sqrt(2.0f / static_cast<float>(M_PI));
+  float* p = X.data();
+  const Eigen::Index n = X.size();
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const float x = p[i];
+    p[i] = 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x)));
+  }
+}
+
+}  // namespace
+
+Engine::Engine(const Model& model) : model_(model), ws_(new Workspace) {}
+Engine::~Engine() { delete ws_; }
+
+ForwardOutput Engine::forward(const std::vector<int>& tokens, int first, KVCache* cache, bool keep_all_rows) {
+  const Config& c = model_.config;
+  const Weights& w = model_.weights;
+  const int seq_len = static_cast<int>(tokens.size());
+  const int n = seq_len - first;
+  const int d = c.n_embd, H = c.n_head, hd = c.head_dim();
+  if (n <= 0) throw Error("forward: no new positions (first = " + std::to_string(first) + ", sequence of " +
+                          std::to_string(seq_len) + ")");
+  if (seq_len > c.n_positions) {
+    throw Error("forward: sequence of " + std::to_string(seq_len) + " tokens exceeds the context of " +
+                std::to_string(c.n_positions));
+  }
+  if (cache) {
+    if (cache->capacity != c.n_positions || cache->n_layer != c.n_layer || cache->n_embd != d) cache->init(c);
+    if (cache->n_pos != first) {
+      throw Error("forward: the cache holds " + std::to_string(cache->n_pos) + " positions, expected " +
+                  std::to_string(first));
+    }
+  } else if (first != 0) {
+    throw Error("forward: without a cache the whole sequence must be computed (first must be 0)");
+  }
+  for (int i = 0; i < seq_len; ++i) {
+    if (tokens[static_cast<size_t>(i)] < 0 || tokens[static_cast<size_t>(i)] >= c.vocab_size) {
+      throw Error("forward: token id " + std::to_string(tokens[static_cast<size_t>(i)]) + " at position " +
+                  std::to_string(i) + " is outside the vocabulary (0.." + std::to_string(c.vocab_size - 1) + ")");
+    }
+  }
+
+  ForwardOutput out;
+  out.first = first;
+  out.n_new = n;
+  out.seq_len = seq_len;
+  out.n_rows = keep_all_rows ? n : 1;
+  out.attn.assign(static_cast<size_t>(c.n_layer) * H * out.n_rows * seq_len, 0.0f);
+  out.k.resize(static_cast<size_t>(c.n_layer) * n * d);
+  out.v.resize(static_cast<size_t>(c.n_layer) * n * d);
+
+  Workspace& ws = *ws_;
+  ws.x.resize(n, d);
+  for (int i = 0; i < n; ++i) {
+    const int tok = tokens[static_cast<size_t>(first + i)];
+    ws.x.row(i) = w.wte.row(tok) + w.wpe.row(first + i);
+  }
+
+  // Keys/values visible to this forward: the cache rows, or this forward's own.
+  MatrixRM k_all, v_all;  // (seq_len, d), only used without a cache
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  uint64_t flops = 0;
+
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& L = w.layers[static_cast<size_t>(l)];
+    layer_norm(ws.x, L.ln_1_g, L.ln_1_b, c.layer_norm_epsilon, ws.h);
+    linear(ws.h, L.attn_w_t, L.attn_b, ws.qkv, flops);
+
+    // Record and (with a cache) store this forward's K/V rows.
+    float* k_out = &out.k[static_cast<size_t>(l) * n * d];
+    float* v_out = &out.v[static_cast<size_t>(l) * n * d];
+    for (int i = 0; i < n; ++i) {
+      Eigen::Map<Vector>(k_out + static_cast<size_t>(i) * d, d) = ws.qkv.row(i).segment(d, d).transpose();
+      Eigen::Map<Vector>(v_out + static_cast<size_t>(i) * d, d) = ws.qkv.row(i).segment(2 * d, d).transpose();
+    }
+    const float* k_base;
+    const float* v_base;
+    if (cache) {
+      for (int i = 0; i < n; ++i) {
+        std::copy(k_out + static_cast<size_t>(i) * d, k_out + static_cast<size_t>(i + 1) * d, cache->k_row(l, first + i));
+        std::copy(v_out + static_cast<size_t>(i) * d, v_out + static_cast<size_t>(i + 1) * d, cache->v_row(l, first + i));
+      }
+      k_base = cache->k_row(l, 0);
+      v_base = cache->v_row(l, 0);
+    } else {
+      k_base = k_out;
+      v_base = v_out;
+    }
+    using ConstRowsMap = Eigen::Map<const MatrixRM, 0, Eigen::OuterStride<>>;
+
+    ws.att.resize(n, d);
+    uint64_t att_flops = 0;
+#pragma omp parallel for schedule(dynamic) reduction(+ : att_flops) collapse(2)
+    for (int h = 0; h < H; ++h) {
+      for (int i = 0; i < n; ++i) {
+        const int len = first + i + 1;  // keys this query may see, itself included
+        const ConstRowsMap K(k_base + h * hd, len, hd, Eigen::OuterStride<>(d));
+        const ConstRowsMap Vv(v_base + h * hd, len, hd, Eigen::OuterStride<>(d));
+        const Eigen::Map<const Vector> q(ws.qkv.data() + static_cast<size_t>(i) * 3 * d + h * hd, hd);
+        Vector s = (K * q) * scale;  // (len)
+        const float mx = s.maxCoeff();
+        s = (s.array() - mx).exp();
+        s /= s.sum();
+        ws.att.row(i).segment(h * hd, hd).noalias() = (Vv.transpose() * s).transpose();
+        att_flops += 4ull * static_cast<uint64_t>(hd) * static_cast<uint64_t>(len);
+        const int row = i - (n - out.n_rows);
+        if (row >= 0) {
+          float* dst = &out.attn[((static_cast<size_t>(l) * H + h) * out.n_rows + row) * seq_len];
+          std::copy(s.data(), s.data() + len, dst);
+        }
+      }
+    }
+    flops += att_flops;
+
+    linear(ws.att, L.attn_proj_w_t, L.attn_proj_b, ws.tmp, flops);
+    ws.x += ws.tmp;
+    layer_norm(ws.x, L.ln_2_g, L.ln_2_b, c.layer_norm_epsilon, ws.h);
+    linear(ws.h, L.fc_w_t, L.fc_b, ws.fc, flops);
+    gelu_new(ws.fc);
+    linear(ws.fc, L.mlp_proj_w_t, L.mlp_proj_b, ws.tmp, flops);
+    ws.x += ws.tmp;
+  }
+  if (cache) cache->n_pos = seq_len;
+
+  // LM head for the last position only: that is all generation needs.
+  MatrixRM last = ws.x.bottomRows(1);
+  layer_norm(last, w.ln_f_g, w.ln_f_b, c.layer_norm_epsilon, ws.h);
+  const MatrixRM& head = w.head();
+  out.logits.resize(static_cast<size_t>(head.rows()));
+  {
+    const Eigen::Map<const Vector> x(ws.h.data(), d);
+    Eigen::Map<Vector> y(out.logits.data(), head.rows());
+    const Eigen::Index rows = head.rows(), chunk = 1024, n_chunks = (rows + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static)
+    for (Eigen::Index ch = 0; ch < n_chunks; ++ch) {
+      const Eigen::Index r0 = ch * chunk, rn = std::min(chunk, rows - r0);
+      y.segment(r0, rn).noalias() = head.middleRows(r0, rn) * x;
+    }
+    flops += 2ull * static_cast<uint64_t>(d) * static_cast<uint64_t>(rows);
+  }
+  out.flops = flops;
+  return out;
+}
+
+}  // namespace kvscope

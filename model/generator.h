@@ -1,0 +1,132 @@
+// One generation: prompt -> prefill -> decode steps, in KV CACHE or NO CACHE
+// mode (switchable between any two steps). Each forward yields an immutable
+// StepRecord; readers (CLI, UI, renderer) only ever see those records.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine.h"
+#include "model.h"
+#include "sampler.h"
+
+namespace kvscope {
+
+enum class CacheMode { kKV, kNoCache };
+enum class StopReason { kNone, kEos, kMaxNew, kContextFull, kStop };
+
+const char* to_string(CacheMode m);   // "kv_cache" / "no_cache"
+const char* to_string(StopReason r);  // "" / "eos" / "max_new" / "context_full" / "stop"
+
+struct StepRecord {
+  int index = 0;         // 0 = the prefill, then 1, 2, ...
+  bool prefill = false;  // the forward over the whole prompt
+  bool refill = false;   // a KV CACHE forward that had to rebuild the cache (after NO CACHE)
+  CacheMode mode = CacheMode::kKV;
+
+  // The forward computed positions [first, first + n_new) of a sequence of
+  // seq_len tokens (prefill: first = 0, n_new = seq_len = prompt length).
+  int first = 0, n_new = 0, seq_len = 0;
+  int n_prompt = 0;
+
+  std::vector<int> prompt_tokens;          // prefill only
+  std::vector<std::string> prompt_pieces;  // prefill only, display-safe
+
+  // The token this forward chose; it lands at position seq_len.
+  int token = 0;
+  std::string piece;      // display-safe (partial UTF-8 escaped as \xNN)
+  std::string raw_piece;  // the token's raw bytes
+  float prob = 0;
+  std::vector<Candidate> top;  // >= 10 entries, best first
+  float draw = -1;             // uniform draw of the sampler, -1 when greedy
+
+  // Attention of the query rows [seq_len - n_rows, seq_len) over keys
+  // [0, seq_len), every layer and head (prefill: every prompt row).
+  int n_layer = 0, n_head = 0, n_embd = 0;
+  int n_rows = 0;
+  std::vector<float> attn;  // (layer, head, n_rows, seq_len)
+
+  // K and V rows of positions that are new to the sequence, [seq_len - n_kv, seq_len).
+  int n_kv = 0;
+  std::vector<float> k, v;  // (layer, n_kv, n_embd)
+
+  // Counters, from what ran.
+  uint64_t flops = 0;        // this forward
+  uint64_t flops_total = 0;  // every forward of this generation so far
+  uint64_t kv_bytes = 0;     // resident cache after this forward (0 in NO CACHE)
+  int recomputed = 0;        // positions computed that had been computed before
+  double ms = 0;             // wall time of the forward + sampling
+
+  StopReason stop = StopReason::kNone;  // set on the last record
+
+  float attention(int layer, int head, int row, int key) const {
+    return attn[((static_cast<size_t>(layer) * n_head + head) * n_rows + row) * seq_len + key];
+  }
+};
+
+using RecordPtr = std::shared_ptr<const StepRecord>;
+
+struct GenerateOptions {
+  int max_new = 64;                // new tokens, including the prefill's
+  std::vector<std::string> stop;   // stop strings
+  SamplerSettings sampler;
+  CacheMode mode = CacheMode::kKV;
+  bool keep_history = true;        // keep every record (the CLI streams and needs none)
+  // The prefill keeps every prompt row of attention when (layer*head*P*P) f32
+  // stays under this; above it only the last row (a 1k-token GPT-2 prompt
+  // would otherwise need 600 MB).
+  uint64_t max_prefill_attn_bytes = 64ull << 20;
+};
+
+class Generator {
+ public:
+  explicit Generator(std::shared_ptr<const Model> model);
+
+  // Tokenizes the prompt; throws kvscope::Error when it is empty or leaves
+  // no room in the context.
+  void start(const std::string& prompt, const GenerateOptions& opt);
+  void start_tokens(const std::vector<int>& prompt, const GenerateOptions& opt);
+
+  // Runs the next forward (the prefill first). Returns nullptr once done.
+  RecordPtr step();
+
+  bool done() const { return reason_ != StopReason::kNone; }
+  StopReason reason() const { return reason_; }
+
+  void set_mode(CacheMode m) { opt_.mode = m; }  // from the next step on
+  CacheMode mode() const { return opt_.mode; }
+  void set_sampler(const SamplerSettings& s) { sampler_.set_settings(s); opt_.sampler = s; }
+  void set_max_new(int n) { opt_.max_new = n; }
+  const GenerateOptions& options() const { return opt_; }
+
+  const std::vector<RecordPtr>& history() const { return history_; }
+  const std::vector<int>& tokens() const { return tokens_; }  // prompt + generated
+  int n_prompt() const { return n_prompt_; }
+  int n_generated() const { return static_cast<int>(tokens_.size()) - n_prompt_; }
+  std::string text() const;  // generated text (raw bytes), EOS and stop string removed
+  uint64_t flops_total() const { return flops_total_; }
+  double ms_total() const { return ms_total_; }
+  const KVCache& cache() const { return cache_; }
+  const Model& model() const { return *model_; }
+
+ private:
+  std::shared_ptr<const Model> model_;
+  Engine engine_;
+  KVCache cache_;
+  Sampler sampler_;
+  GenerateOptions opt_;
+  std::vector<int> tokens_;
+  int n_prompt_ = 0;
+  std::vector<RecordPtr> history_;
+  StopReason reason_ = StopReason::kNone;
+  uint64_t flops_total_ = 0;
+  double ms_total_ = 0;
+  int computed_upto_ = 0;  // positions [0, computed_upto_) have been computed at least once
+  size_t stop_cut_ = std::string::npos;  // byte offset of the first stop string in text()
+  bool started_ = false;
+  int n_forwards_ = 0;  // forwards run in this generation (history_ may be trimmed)
+};
+
+}  // namespace kvscope

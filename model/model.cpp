@@ -1,0 +1,139 @@
+#include "model.h"
+
+#include <chrono>
+#include <filesystem>
+#include <set>
+
+#include "error.h"
+#include "safetensors.h"
+
+namespace kvscope {
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// Reads tensors by their GPT-2 name, checking shape; tracks dtypes + counts.
+class TensorReader {
+ public:
+  TensorReader(const SafeTensors& st, std::string prefix) : st_(st), prefix_(std::move(prefix)) {}
+
+  std::vector<float> get(const std::string& name, const std::vector<int64_t>& shape, bool use_prefix = true) {
+    const std::string full = (use_prefix ? prefix_ : "") + name;
+    auto it = st_.tensors().find(full);
+    if (it == st_.tensors().end()) {
+      throw Error(st_.origin() + ": missing tensor \"" + full + "\" (expected shape " + shape_str(shape) + ")");
+    }
+    if (it->second.shape != shape) {
+      throw Error(st_.origin() + ": tensor \"" + full + "\" has shape " + shape_str(it->second.shape) +
+                  ", expected " + shape_str(shape));
+    }
+    const std::string& d = it->second.dtype;
+    if (d != "F32" && d != "F16" && d != "BF16") {
+      throw Error(st_.origin() + ": tensor \"" + full + "\" has dtype " + d + ", expected F32, F16 or BF16");
+    }
+    dtypes.insert(d);
+    std::vector<float> v = st_.to_f32(full);
+    n_params += v.size();
+    return v;
+  }
+
+  Vector vec(const std::string& name, int64_t n) {
+    std::vector<float> v = get(name, {n});
+    return Eigen::Map<Vector>(v.data(), n);
+  }
+  // Conv1D weight stored (in, out); returned transposed as (out, in).
+  MatrixRM conv1d_t(const std::string& name, int64_t in, int64_t out) {
+    std::vector<float> v = get(name, {in, out});
+    return Eigen::Map<MatrixRM>(v.data(), in, out).transpose();
+  }
+  MatrixRM mat(const std::string& name, int64_t rows, int64_t cols, bool use_prefix = true) {
+    std::vector<float> v = get(name, {rows, cols}, use_prefix);
+    return Eigen::Map<MatrixRM>(v.data(), rows, cols);
+  }
+
+  std::set<std::string> dtypes;
+  uint64_t n_params = 0;
+
+ private:
+  const SafeTensors& st_;
+  std::string prefix_;
+};
+
+Weights read_weights(const SafeTensors& st, const Config& c, std::set<std::string>* dtypes, uint64_t* n_params) {
+  const std::string prefix = st.has("transformer.wte.weight") ? "transformer." : "";
+  TensorReader r(st, prefix);
+  const int64_t d = c.n_embd, V = c.vocab_size;
+  Weights w;
+  w.wte = r.mat("wte.weight", V, d);
+  w.wpe = r.mat("wpe.weight", c.n_positions, d);
+  w.layers.resize(static_cast<size_t>(c.n_layer));
+  for (int i = 0; i < c.n_layer; ++i) {
+    const std::string p = "h." + std::to_string(i) + ".";
+    LayerWeights& L = w.layers[static_cast<size_t>(i)];
+    L.ln_1_g = r.vec(p + "ln_1.weight", d);
+    L.ln_1_b = r.vec(p + "ln_1.bias", d);
+    L.attn_w_t = r.conv1d_t(p + "attn.c_attn.weight", d, 3 * d);
+    L.attn_b = r.vec(p + "attn.c_attn.bias", 3 * d);
+    L.attn_proj_w_t = r.conv1d_t(p + "attn.c_proj.weight", d, d);
+    L.attn_proj_b = r.vec(p + "attn.c_proj.bias", d);
+    L.ln_2_g = r.vec(p + "ln_2.weight", d);
+    L.ln_2_b = r.vec(p + "ln_2.bias", d);
+    L.fc_w_t = r.conv1d_t(p + "mlp.c_fc.weight", d, 4 * d);
+    L.fc_b = r.vec(p + "mlp.c_fc.bias", 4 * d);
+    L.mlp_proj_w_t = r.conv1d_t(p + "mlp.c_proj.weight", 4 * d, d);
+    L.mlp_proj_b = r.vec(p + "mlp.c_proj.bias", d);
+  }
+  w.ln_f_g = r.vec("ln_f.weight", d);
+  w.ln_f_b = r.vec("ln_f.bias", d);
+  // An untied head is stored without the prefix by HF's GPT2LMHeadModel.
+  if (st.has("lm_head.weight")) w.lm_head = r.mat("lm_head.weight", V, d, false);
+  if (dtypes) *dtypes = r.dtypes;
+  if (n_params) *n_params = r.n_params;
+  return w;
+}
+
+}  // namespace
+
+Weights load_weights(const std::string& safetensors_path, const Config& config) {
+  const SafeTensors st = SafeTensors::open(safetensors_path);
+  return read_weights(st, config, nullptr, nullptr);
+}
+
+std::shared_ptr<const Model> load_model(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    throw Error(dir + ": not a directory (expected a GPT-2 folder with config.json, model.safetensors, vocab.json, "
+                      "merges.txt)");
+  }
+  auto m = std::make_shared<Model>();
+  m->dir = dir;
+  m->name = fs::path(dir).lexically_normal().filename().string();
+  if (m->name.empty()) m->name = fs::path(dir).lexically_normal().parent_path().filename().string();
+  m->config = load_config((fs::path(dir) / "config.json").string());
+  const std::string st_path = (fs::path(dir) / "model.safetensors").string();
+  if (!fs::exists(st_path)) {
+    throw Error(st_path + ": missing (expected the weights as model.safetensors; convert a pytorch_model.bin first)");
+  }
+  {
+    const SafeTensors st = SafeTensors::open(st_path);
+    std::set<std::string> dtypes;
+    m->weights = read_weights(st, m->config, &dtypes, &m->n_params);
+    m->stored_dtype = dtypes.size() == 1 ? *dtypes.begin() : "mixed";
+  }
+  m->tokenizer = Tokenizer::load(dir);
+  if (m->tokenizer.vocab_size() > m->config.vocab_size) {
+    throw Error(dir + "/vocab.json: " + std::to_string(m->tokenizer.vocab_size()) +
+                " tokens, but config.json says vocab_size = " + std::to_string(m->config.vocab_size) +
+                " (expected at most that many)");
+  }
+  m->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return m;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,61 @@
+// A loaded GPT-2 checkpoint: config, weights (f32 in memory), tokenizer.
+#pragma once
+
+#include <Eigen/Core>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "tokenizer.h"
+
+namespace kvscope {
+
+// Row-major so that a weight stored transposed, (out, in), gives contiguous
+// dot products for decode (matrix-vector) and plain GEMM for prefill.
+using MatrixRM = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Vector = Eigen::VectorXf;
+
+struct LayerWeights {
+  Vector ln_1_g, ln_1_b;   // (d)
+  MatrixRM attn_w_t;       // (3d, d)  c_attn.weight transposed from Conv1D (d, 3d)
+  Vector attn_b;           // (3d)
+  MatrixRM attn_proj_w_t;  // (d, d)   c_proj.weight transposed
+  Vector attn_proj_b;      // (d)
+  Vector ln_2_g, ln_2_b;   // (d)
+  MatrixRM fc_w_t;         // (4d, d)  mlp.c_fc.weight transposed from (d, 4d)
+  Vector fc_b;             // (4d)
+  MatrixRM mlp_proj_w_t;   // (d, 4d)  mlp.c_proj.weight transposed from (4d, d)
+  Vector mlp_proj_b;       // (d)
+};
+
+struct Weights {
+  MatrixRM wte;  // (vocab, d) token embeddings, also the tied LM head
+  MatrixRM wpe;  // (n_positions, d)
+  std::vector<LayerWeights> layers;
+  Vector ln_f_g, ln_f_b;  // (d)
+  MatrixRM lm_head;       // (vocab, d); empty when tied to wte
+  const MatrixRM& head() const { return lm_head.size() ? lm_head : wte; }
+};
+
+struct Model {
+  std::string dir;   // folder it came from
+  std::string name;  // folder basename, for display
+  Config config;
+  Weights weights;
+  Tokenizer tokenizer;
+  uint64_t n_params = 0;       // as stored (a tied head counted once)
+  std::string stored_dtype;    // "F32", "F16", "BF16" or "mixed"
+  double load_seconds = 0;
+};
+
+// Loads config.json, model.safetensors, vocab.json and merges.txt from
+// `dir`. Checks every tensor's name, dtype, shape and byte range; throws
+// kvscope::Error with the file, tensor, expected and actual on mismatch.
+std::shared_ptr<const Model> load_model(const std::string& dir);
+
+// Weights-only loader used by tests with an explicit config.
+Weights load_weights(const std::string& safetensors_path, const Config& config);
+
+}  // namespace kvscope

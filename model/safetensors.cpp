@@ -1,0 +1,190 @@
+#include "safetensors.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "error.h"
+
+namespace kvscope {
+namespace {
+
+// Bytes per element; 0 for a dtype we do not know.
+size_t dtype_size(const std::string& d) {
+  if (d == "F64" || d == "I64" || d == "U64") return 8;
+  if (d == "F32" || d == "I32" || d == "U32") return 4;
+  if (d == "F16" || d == "BF16" || d == "I16" || d == "U16") return 2;
+  if (d == "I8" || d == "U8" || d == "BOOL" || d == "F8_E4M3" || d == "F8_E5M2") return 1;
+  return 0;
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+uint64_t read_u64_le(const std::string& b) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[static_cast<size_t>(i)]);
+  return v;
+}
+
+}  // namespace
+
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      exp = 127 - 15 + 1;
+      while ((mant & 0x400u) == 0) {
+        mant <<= 1;
+        --exp;
+      }
+      mant &= 0x3ffu;
+      bits = sign | (exp << 23) | (mant << 13);
+    }
+  } else if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+float bf16_to_f32(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+SafeTensors SafeTensors::open(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(path + ": cannot open (expected a model.safetensors file)");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return from_bytes(ss.str(), path);
+}
+
+SafeTensors SafeTensors::from_bytes(std::string bytes, const std::string& origin) {
+  SafeTensors st;
+  st.origin_ = origin;
+  const uint64_t size = bytes.size();
+  if (size < 8) {
+    throw Error(origin + ": truncated safetensors file: " + std::to_string(size) +
+                " bytes, expected at least 8 (the header length)");
+  }
+  const uint64_t header_len = read_u64_le(bytes);
+  if (header_len > size - 8) {
+    throw Error(origin + ": safetensors header length " + std::to_string(header_len) + " runs past the end of the " +
+                std::to_string(size) + "-byte file (expected at most " + std::to_string(size - 8) + ")");
+  }
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_len));
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(origin + ": safetensors header is not valid JSON (" + e.what() + ")");
+  }
+  if (!header.is_object()) throw Error(origin + ": safetensors header must be a JSON object");
+  st.data_offset_ = 8 + header_len;
+  const uint64_t data_size = size - st.data_offset_;
+
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& name = it.key();
+    if (name == "__metadata__") continue;
+    const auto& e = it.value();
+    const std::string where = origin + ": tensor \"" + name + "\"";
+    if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets") ||
+        !e["dtype"].is_string() || !e["shape"].is_array() || !e["data_offsets"].is_array() ||
+        e["data_offsets"].size() != 2) {
+      throw Error(where + ": expected {\"dtype\": str, \"shape\": [..], \"data_offsets\": [begin, end]}");
+    }
+    TensorInfo info;
+    info.dtype = e["dtype"].get<std::string>();
+    const size_t esize = dtype_size(info.dtype);
+    if (esize == 0) throw Error(where + ": unknown dtype \"" + info.dtype + "\"");
+    uint64_t numel = 1;
+    for (const auto& d : e["shape"]) {
+      if (!d.is_number_unsigned()) throw Error(where + ": shape must hold non-negative integers, got " + d.dump());
+      const uint64_t dim = d.get<uint64_t>();
+      if (dim > (1ull << 40) || (dim && numel > (1ull << 40) / dim)) throw Error(where + ": shape is too large");
+      info.shape.push_back(static_cast<int64_t>(dim));
+      numel *= dim;
+    }
+    for (const auto& o : e["data_offsets"]) {
+      if (!o.is_number_unsigned()) throw Error(where + ": data_offsets must be non-negative integers");
+    }
+    info.begin = e["data_offsets"][0].get<uint64_t>();
+    info.end = e["data_offsets"][1].get<uint64_t>();
+    if (info.begin > info.end || info.end > data_size) {
+      throw Error(where + ": byte range [" + std::to_string(info.begin) + ", " + std::to_string(info.end) +
+                  ") is outside the data section of " + std::to_string(data_size) + " bytes");
+    }
+    if (info.end - info.begin != numel * esize) {
+      throw Error(where + ": byte range [" + std::to_string(info.begin) + ", " + std::to_string(info.end) + ") holds " +
+                  std::to_string(info.end - info.begin) + " bytes, expected " + std::to_string(numel * esize) +
+                  " for " + info.dtype + " " + shape_str(info.shape));
+    }
+    st.tensors_[name] = info;
+  }
+
+  // Tensors must not share bytes.
+  std::vector<std::pair<const std::string*, const TensorInfo*>> by_begin;
+  for (const auto& kv : st.tensors_) by_begin.emplace_back(&kv.first, &kv.second);
+  std::sort(by_begin.begin(), by_begin.end(),
+            [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
+  for (size_t i = 1; i < by_begin.size(); ++i) {
+    const auto* prev = by_begin[i - 1].second;
+    const auto* cur = by_begin[i].second;
+    if (cur->begin < prev->end && cur->end > cur->begin) {
+      throw Error(origin + ": tensors \"" + *by_begin[i - 1].first + "\" [" + std::to_string(prev->begin) + ", " +
+                  std::to_string(prev->end) + ") and \"" + *by_begin[i].first + "\" [" + std::to_string(cur->begin) +
+                  ", " + std::to_string(cur->end) + ") overlap (expected disjoint byte ranges)");
+    }
+  }
+  st.bytes_ = std::move(bytes);
+  return st;
+}
+
+std::vector<float> SafeTensors::to_f32(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) throw Error(origin_ + ": missing tensor \"" + name + "\"");
+  const TensorInfo& t = it->second;
+  const char* p = bytes_.data() + data_offset_ + t.begin;
+  const uint64_t nbytes = t.end - t.begin;
+  std::vector<float> out;
+  if (t.dtype == "F32") {
+    out.resize(nbytes / 4);
+    std::memcpy(out.data(), p, nbytes);
+  } else if (t.dtype == "F16" || t.dtype == "BF16") {
+    out.resize(nbytes / 2);
+    const bool half = t.dtype == "F16";
+    for (size_t i = 0; i < out.size(); ++i) {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      out[i] = half ? f16_to_f32(h) : bf16_to_f32(h);
+    }
+  } else if (t.dtype == "F64") {
+    out.resize(nbytes / 8);
+    for (size_t i = 0; i < out.size(); ++i) {
+      double d;
+      std::memcpy(&d, p + 8 * i, 8);
+      out[i] = static_cast<float>(d);
+    }
+  } else {
+    throw Error(origin_ + ": tensor \"" + name + "\" has dtype " + t.dtype + ", expected F32, F16 or BF16");
+  }
+  return out;
+}
+
+}  // namespace kvscope

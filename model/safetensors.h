@@ -1,0 +1,41 @@
+// Minimal safetensors reader: header JSON + raw little-endian tensor bytes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kvscope {
+
+struct TensorInfo {
+  std::string dtype;             // "F32", "F16", "BF16", ...
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;   // byte offsets into the data section
+};
+
+// Reads a whole .safetensors file; validates the header length, JSON,
+// dtypes, shapes vs byte ranges, bounds and overlaps. Throws kvscope::Error
+// naming the file and tensor.
+class SafeTensors {
+ public:
+  static SafeTensors open(const std::string& path);
+  static SafeTensors from_bytes(std::string bytes, const std::string& origin);
+
+  const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
+  bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+  // Converts tensor `name` (F32/F16/BF16) to f32, row-major as stored.
+  std::vector<float> to_f32(const std::string& name) const;
+  const std::string& origin() const { return origin_; }
+
+ private:
+  std::string origin_;
+  std::string bytes_;        // whole file
+  uint64_t data_offset_ = 0; // 8 + header length
+  std::map<std::string, TensorInfo> tensors_;
+};
+
+float f16_to_f32(uint16_t h);
+float bf16_to_f32(uint16_t h);
+
+}  // namespace kvscope

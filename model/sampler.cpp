@@ -1,0 +1,108 @@
+#include "sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <unordered_set>
+
+#include "error.h"
+
+namespace kvscope {
+
+void apply_repetition_penalty(std::vector<float>& logits, const std::vector<int>& history, float penalty) {
+  if (penalty == 1.0f) return;
+  // Each distinct token once, however often it occurred (as in CTRL / HF).
+  std::unordered_set<int> seen(history.begin(), history.end());
+  for (int t : seen) {
+    if (t < 0 || t >= static_cast<int>(logits.size())) continue;
+    float& x = logits[static_cast<size_t>(t)];
+    x = x > 0 ? x / penalty : x * penalty;
+  }
+}
+
+std::vector<float> softmax(const std::vector<float>& logits, float temperature) {
+  std::vector<float> p(logits.size());
+  if (logits.empty()) return p;
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    p[i] = std::exp((logits[i] - mx) / temperature);
+    sum += p[i];
+  }
+  for (float& x : p) x = static_cast<float>(x / sum);
+  return p;
+}
+
+std::vector<int> kept_indices(const std::vector<float>& probs, int top_k, float top_p) {
+  std::vector<int> idx(probs.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  // Ties keep the lower id first, so the order (and the draw) is deterministic.
+  auto better = [&](int a, int b) {
+    return probs[static_cast<size_t>(a)] > probs[static_cast<size_t>(b)] ||
+           (probs[static_cast<size_t>(a)] == probs[static_cast<size_t>(b)] && a < b);
+  };
+  size_t keep = idx.size();
+  if (top_k > 0 && static_cast<size_t>(top_k) < keep) keep = static_cast<size_t>(top_k);
+  std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(keep), idx.end(), better);
+  idx.resize(keep);
+  if (top_p < 1.0f) {
+    // Smallest prefix whose mass reaches top_p (renormalised over what top-k kept).
+    double total = 0;
+    for (int i : idx) total += probs[static_cast<size_t>(i)];
+    double cum = 0;
+    size_t n = 0;
+    while (n < idx.size()) {
+      cum += probs[static_cast<size_t>(idx[n])] / total;
+      ++n;
+      if (cum >= top_p) break;
+    }
+    idx.resize(std::max<size_t>(n, 1));
+  }
+  return idx;
+}
+
+Sampler::Sampler(const SamplerSettings& s) { set_settings(s); }
+
+void Sampler::set_settings(const SamplerSettings& s) {
+  if (!s.greedy && !(s.temperature > 0)) throw Error("sampler: temperature must be > 0 (use greedy for 0)");
+  if (!(s.top_p > 0 && s.top_p <= 1)) throw Error("sampler: top_p must be in (0, 1]");
+  if (s.top_k < 0) throw Error("sampler: top_k must be >= 0 (0 = off)");
+  if (!(s.repetition_penalty > 0)) throw Error("sampler: repetition_penalty must be > 0");
+  s_ = s;
+  rng_.seed(s.seed);
+}
+
+SampleResult Sampler::sample(const std::vector<float>& logits_in, const std::vector<int>& history, int n_top) {
+  std::vector<float> logits = logits_in;
+  apply_repetition_penalty(logits, history, s_.repetition_penalty);
+  const float temp = s_.greedy ? 1.0f : s_.temperature;
+  const std::vector<float> probs = softmax(logits, temp);
+
+  SampleResult r;
+  const std::vector<int> order = kept_indices(probs, std::min<int>(n_top, static_cast<int>(probs.size())), 1.0f);
+  for (int i : order) r.top.push_back({i, probs[static_cast<size_t>(i)]});
+
+  if (s_.greedy) {
+    r.token = order.front();
+  } else {
+    const std::vector<int> kept = kept_indices(probs, s_.top_k, s_.top_p);
+    double mass = 0;
+    for (int i : kept) mass += probs[static_cast<size_t>(i)];
+    // One uniform draw per step from a 53-bit mantissa: identical across modes and platforms.
+    const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);
+    r.draw = static_cast<float>(u);
+    double cum = 0;
+    r.token = kept.back();
+    for (int i : kept) {
+      cum += probs[static_cast<size_t>(i)] / mass;
+      if (u < cum) {
+        r.token = i;
+        break;
+      }
+    }
+  }
+  r.prob = probs[static_cast<size_t>(r.token)];
+  return r;
+}
+
+}  // namespace kvscope
