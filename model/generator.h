@@ -41,6 +41,8 @@ struct StepRecord {
   float prob = 0;
   std::vector<Candidate> top;  // >= 10 entries, best first
   float draw = -1;             // uniform draw of the sampler, -1 when greedy
+  std::vector<float> logits;   // (vocab) raw logits of the last position, before the sampler
+  SamplerSettings sampler;     // the settings the token was drawn with
 
   // Attention of the query rows [seq_len - n_rows, seq_len) over keys
   // [0, seq_len), every layer and head (prefill: every prompt row).

@@ -20,8 +20,8 @@ namespace {
 // Printable Latin-1 bytes map to themselves; the other 68 bytes map to
 // U+0100.. in byte order, so every token is a printable string in vocab.json.
 struct ByteTable {
-  std::array<char32_t, 256> to_cp{};   // byte -> code point
-  std::array<int, 324> to_byte{};      // code point (< 0x144) -> byte, -1 if none
+  std::array<char32_t, 256> to_cp{};  // byte -> code point
+  std::array<int, 324> to_byte{};     // code point (< 0x144) -> byte, -1 if none
 
   ByteTable() {
     to_byte.fill(-1);
@@ -97,8 +97,20 @@ enum class CharClass : unsigned char { kLetter, kNumber, kSpace, kOther };
 // Python's `re`, not for `regex`) are not whitespace here.
 bool is_white_space(char32_t cp) {
   switch (cp) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x20: case 0x85: case 0xA0:
-    case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
+    case 0x09:
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x20:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000:
       return true;
     default:
       return cp >= 0x2000 && cp <= 0x200A;
@@ -108,10 +120,15 @@ bool is_white_space(char32_t cp) {
 CharClass classify(char32_t cp) {
   if (is_white_space(cp)) return CharClass::kSpace;
   switch (utf8proc_category(static_cast<utf8proc_int32_t>(cp))) {
-    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
-    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO:
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
       return CharClass::kLetter;
-    case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_NO:
       return CharClass::kNumber;
     default:
       return CharClass::kOther;
@@ -265,8 +282,8 @@ Tokenizer Tokenizer::from_strings(const std::string& vocab_json, const std::stri
     append_utf8(entry, table.to_cp[b]);
     auto it = tok.vocab_entry_to_id_.find(entry);
     if (it == tok.vocab_entry_to_id_.end()) {
-      throw Error(vocab_name + ": no token for byte " + hex_byte(static_cast<unsigned char>(b)) + " (entry \"" +
-                  entry + "\"); a byte-level BPE vocab needs all 256 single-byte tokens");
+      throw Error(vocab_name + ": no token for byte " + hex_byte(static_cast<unsigned char>(b)) + " (entry \"" + entry +
+                  "\"); a byte-level BPE vocab needs all 256 single-byte tokens");
     }
     tok.byte_id_[b] = it->second;
   }
@@ -294,16 +311,16 @@ Tokenizer Tokenizer::from_strings(const std::string& vocab_json, const std::stri
     if (parts.empty()) continue;  // blank line (e.g. trailing newline)
     const std::string where = merges_name + ":" + std::to_string(line_no) + ": ";
     if (parts.size() != 2) {
-      throw Error(where + "expected two space-separated tokens \"a b\", got " + std::to_string(parts.size()) +
-                  ": \"" + escape_invalid_utf8(line) + "\"");
+      throw Error(where + "expected two space-separated tokens \"a b\", got " + std::to_string(parts.size()) + ": \"" +
+                  escape_invalid_utf8(line) + "\"");
     }
     int ids[3];
     const std::string names[3] = {parts[0], parts[1], parts[0] + parts[1]};
     for (int t = 0; t < 3; ++t) {
       auto it = tok.vocab_entry_to_id_.find(names[t]);
       if (it == tok.vocab_entry_to_id_.end()) {
-        throw Error(where + (t < 2 ? "token \"" : "merged token \"") + escape_invalid_utf8(names[t]) +
-                    "\" is not in " + vocab_name + "; expected every merge part and result in the vocab");
+        throw Error(where + (t < 2 ? "token \"" : "merged token \"") + escape_invalid_utf8(names[t]) + "\" is not in " +
+                    vocab_name + "; expected every merge part and result in the vocab");
       }
       ids[t] = it->second;
     }
@@ -383,7 +400,7 @@ void Tokenizer::bpe(const char* word, std::size_t len, std::vector<int>& out) co
   };
   struct Cand {
     int rank;
-    int left;          // node index of the pair's left symbol
+    int left;               // node index of the pair's left symbol
     int left_id, right_id;  // ids when queued; stale if either node changed since
     bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
   };

@@ -40,11 +40,11 @@ class Tokenizer {
     int merged_id;
   };
 
-  std::vector<std::string> id_to_bytes_;                   // (vocab) raw bytes; empty for ids absent from vocab.json
-  std::unordered_map<std::string, int> bytes_to_id_;       // raw bytes -> id
-  std::unordered_map<std::string, int> vocab_entry_to_id_; // unicode form -> id
-  std::unordered_map<std::uint64_t, Merge> merges_;        // (id_a << 32 | id_b) -> merge
-  std::array<int, 256> byte_id_{};                         // byte value -> id of its single-byte token
+  std::vector<std::string> id_to_bytes_;                    // (vocab) raw bytes; empty for ids absent from vocab.json
+  std::unordered_map<std::string, int> bytes_to_id_;        // raw bytes -> id
+  std::unordered_map<std::string, int> vocab_entry_to_id_;  // unicode form -> id
+  std::unordered_map<std::uint64_t, Merge> merges_;         // (id_a << 32 | id_b) -> merge
+  std::array<int, 256> byte_id_{};                          // byte value -> id of its single-byte token
 
   // BPE of one pre-token (raw bytes); appends its ids to `out`. Stateless, so encode() is thread-safe.
   void bpe(const char* word, std::size_t len, std::vector<int>& out) const;

@@ -1,0 +1,48 @@
+// A small fork-join pool for the engine's matrix products. OpenMP's default
+// spin-waiting collapses when another busy process (or the renderer on the
+// UI thread) shares the cores, so the pool spins only briefly, then sleeps.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace kvscope {
+
+class ThreadPool {
+ public:
+  // n_threads counts the caller, which always takes a share; 0 = default
+  // ($KVSCOPE_THREADS, else the number of cores).
+  explicit ThreadPool(int n_threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  // Calls fn(begin, end) on contiguous, equal shares of [0, n); returns when
+  // all are done. Not re-entrant: one parallel_for at a time per pool.
+  // `cost` (multiply-adds, roughly) below kMinParallelCost runs on the
+  // caller alone: waking a thread costs more than a tiny product.
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t cost = INT64_MAX);
+  static constexpr int64_t kMinParallelCost = 1 << 16;
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  static int default_threads();
+
+ private:
+  void worker_loop(int index);
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable wake_, done_cv_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  bool stop_ = false;
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  int64_t job_n_ = 0;
+};
+
+}  // namespace kvscope
