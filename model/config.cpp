@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -35,7 +36,7 @@ Config parse_config(const std::string& json_text, const std::string& origin) {
   json j;
   try {
     j = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     throw Error(origin + ": not valid JSON (" + e.what() + ")");
   }
   if (!j.is_object()) throw Error(origin + ": expected a JSON object at the top level");
@@ -55,11 +56,13 @@ Config parse_config(const std::string& json_text, const std::string& origin) {
                 std::to_string(c.n_head) + ")");
   }
   if (j.contains("layer_norm_epsilon")) {
-    if (!j["layer_norm_epsilon"].is_number() || !(j["layer_norm_epsilon"].get<double>() > 0)) {
-      throw Error(origin + ": field \"layer_norm_epsilon\" must be a positive number, got " +
+    // It must survive the conversion to float: 1e-50 would become 0, 1e300 overflow.
+    const double eps = j["layer_norm_epsilon"].is_number() ? j["layer_norm_epsilon"].get<double>() : 0.0;
+    if (!(eps > 0) || eps > std::numeric_limits<float>::max() || !(static_cast<float>(eps) > 0)) {
+      throw Error(origin + ": field \"layer_norm_epsilon\" must be a positive number representable as a float, got " +
                   j["layer_norm_epsilon"].dump());
     }
-    c.layer_norm_epsilon = j["layer_norm_epsilon"].get<float>();
+    c.layer_norm_epsilon = static_cast<float>(eps);
   }
   if (j.contains("activation_function")) {
     if (!j["activation_function"].is_string()) {

@@ -1,5 +1,6 @@
 #include "generator.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "error.h"
@@ -121,7 +122,7 @@ RecordPtr Generator::step() {
   rec->top = s.top;
   rec->draw = s.draw;
   rec->sampler = sampler_.settings();
-  if (opt_.keep_history) rec->logits = std::move(out.logits);
+  rec->logits = std::move(out.logits);
   const Tokenizer& tok = model_->tokenizer;
   rec->raw_piece = tok.token_bytes(s.token);
   rec->piece = tok.display_piece(s.token);
@@ -136,8 +137,20 @@ RecordPtr Generator::step() {
   rec->flops_total = flops_total_;
   rec->kv_bytes = opt_.mode == CacheMode::kKV ? cache_.bytes() : 0;
 
+  update_stop(s.token, out.seq_len);
+  rec->stop = reason_;
+  rec->ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ms_total_ += rec->ms;
+
+  RecordPtr ptr = rec;
+  if (opt_.keep_history) history_.push_back(ptr);
+  return ptr;
+}
+
+void Generator::update_stop(int token, int seq_len) {
+  const Config& c = model_->config;
   // Stop conditions, in order of precedence.
-  if (c.eos_token_id >= 0 && s.token == c.eos_token_id) {
+  if (c.eos_token_id >= 0 && token == c.eos_token_id) {
     reason_ = StopReason::kEos;
   } else {
     if (!opt_.stop.empty()) {
@@ -151,16 +164,69 @@ RecordPtr Generator::step() {
     if (reason_ == StopReason::kNone) {
       if (n_generated() >= opt_.max_new) {
         reason_ = StopReason::kMaxNew;
-      } else if (out.seq_len >= c.n_positions) {
+      } else if (seq_len >= c.n_positions) {
         // The token just chosen sits at position n_positions: no forward can take it.
         reason_ = StopReason::kContextFull;
       }
     }
   }
-  rec->stop = reason_;
-  rec->ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  ms_total_ += rec->ms;
+}
 
+RecordPtr Generator::fork(const std::vector<int>& prefix, const StepRecord& at, int token) {
+  const Config& c = model_->config;
+  if (!started_) throw Error("fork: no generation has started");
+  const int p = at.seq_len;
+  if (static_cast<int>(prefix.size()) != p || p < n_prompt_ || at.index < 0 ||
+      !std::equal(prefix.begin(), prefix.begin() + n_prompt_, tokens_.begin())) {
+    throw Error("fork: the prefix (" + std::to_string(prefix.size()) + " tokens) does not match step " +
+                std::to_string(at.index) + " (expected its " + std::to_string(p) +
+                " tokens, starting with this generation's prompt)");
+  }
+  if (token < 0 || token >= c.vocab_size) {
+    throw Error("fork: token id " + std::to_string(token) + " is outside the vocabulary (0.." +
+                std::to_string(c.vocab_size - 1) + ")");
+  }
+  // K/V of position i depend only on tokens [0, i]: a cache holding this very
+  // prefix stays valid when cut back to it.
+  const bool reuse = cache_.n_pos >= p && static_cast<int>(tokens_.size()) >= p &&
+                     std::equal(prefix.begin(), prefix.end(), tokens_.begin());
+  if (reuse) {
+    cache_.truncate(p);
+  } else {
+    cache_.clear();
+  }
+
+  auto rec = std::make_shared<StepRecord>(at);
+  rec->token = token;
+  const Tokenizer& tok = model_->tokenizer;
+  rec->raw_piece = tok.token_bytes(token);
+  rec->piece = tok.display_piece(token);
+  rec->prob = 0;
+  if (!at.logits.empty()) {
+    // The distribution `at` drew from: penalty on the prefix, then temperature.
+    std::vector<float> l = at.logits;
+    apply_repetition_penalty(l, prefix, at.sampler.repetition_penalty);
+    rec->prob = softmax(l, at.sampler.greedy ? 1.0f : at.sampler.temperature)[static_cast<size_t>(token)];
+  } else {
+    for (const Candidate& cand : at.top)
+      if (cand.token == token) rec->prob = cand.prob;
+  }
+
+  tokens_ = prefix;
+  tokens_.push_back(token);
+  computed_upto_ = p;  // position p now holds another token: its K/V are new
+  n_forwards_ = at.index + 1;
+  flops_total_ = at.flops_total;
+  if (opt_.keep_history) {
+    if (history_.size() > static_cast<size_t>(at.index)) history_.resize(static_cast<size_t>(at.index));
+    ms_total_ = 0;
+    for (const RecordPtr& r : history_) ms_total_ += r->ms;
+    ms_total_ += at.ms;
+  }
+  reason_ = StopReason::kNone;
+  stop_cut_ = std::string::npos;
+  update_stop(token, p);
+  rec->stop = reason_;
   RecordPtr ptr = rec;
   if (opt_.keep_history) history_.push_back(ptr);
   return ptr;

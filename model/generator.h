@@ -101,6 +101,20 @@ class Generator {
   CacheMode mode() const { return opt_.mode; }
   void set_sampler(const SamplerSettings& s) { sampler_.set_settings(s); opt_.sampler = s; }
   void set_max_new(int n) { opt_.max_new = n; }
+
+  // Forks the generation (issue 5, branching): the sequence becomes `prefix`
+  // + `token`, where `at` is the record whose choice is replaced and `prefix`
+  // the at.seq_len tokens before it chose (History::tokens_before(at.index));
+  // `at` may come from another branch of the same prompt. Returns the forced
+  // record (a copy of `at` choosing `token`; prob from at's logits, else its
+  // top candidates) and makes it the last: history() keeps [0, at.index) + it.
+  // KV CACHE: when the cache holds `prefix` it is cut back to it
+  // (KVCache::truncate(at.seq_len)) and the next step() computes one position;
+  // otherwise the next step() rebuilds it (a refill). NO CACHE recomputes
+  // everything, as always. Counters continue from `at`; the sampler is not
+  // reseeded. Throws kvscope::Error when prefix and `at` disagree or the
+  // token is outside the vocabulary.
+  RecordPtr fork(const std::vector<int>& prefix, const StepRecord& at, int token);
   const GenerateOptions& options() const { return opt_; }
 
   const std::vector<RecordPtr>& history() const { return history_; }
@@ -114,6 +128,8 @@ class Generator {
   const Model& model() const { return *model_; }
 
  private:
+  void update_stop(int token, int seq_len);  // sets reason_ after `token` was chosen by a forward over seq_len
+
   std::shared_ptr<const Model> model_;
   Engine engine_;
   KVCache cache_;

@@ -92,7 +92,7 @@ SafeTensors SafeTensors::from_bytes(std::string bytes, const std::string& origin
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_len));
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     throw Error(origin + ": safetensors header is not valid JSON (" + e.what() + ")");
   }
   if (!header.is_object()) throw Error(origin + ": safetensors header must be a JSON object");
@@ -143,14 +143,19 @@ SafeTensors SafeTensors::from_bytes(std::string bytes, const std::string& origin
   for (const auto& kv : st.tensors_) by_begin.emplace_back(&kv.first, &kv.second);
   std::sort(by_begin.begin(), by_begin.end(),
             [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
-  for (size_t i = 1; i < by_begin.size(); ++i) {
-    const auto* prev = by_begin[i - 1].second;
-    const auto* cur = by_begin[i].second;
-    if (cur->begin < prev->end && cur->end > cur->begin) {
-      throw Error(origin + ": tensors \"" + *by_begin[i - 1].first + "\" [" + std::to_string(prev->begin) + ", " +
-                  std::to_string(prev->end) + ") and \"" + *by_begin[i].first + "\" [" + std::to_string(cur->begin) +
+  // Sorted by begin, a non-empty range overlaps an earlier one iff it starts
+  // before the furthest end seen so far (empty ranges hold no bytes).
+  const std::pair<const std::string*, const TensorInfo*>* furthest = nullptr;
+  for (const auto& cur_entry : by_begin) {
+    const TensorInfo* cur = cur_entry.second;
+    if (cur->end == cur->begin) continue;
+    if (furthest && cur->begin < furthest->second->end) {
+      const TensorInfo* prev = furthest->second;
+      throw Error(origin + ": tensors \"" + *furthest->first + "\" [" + std::to_string(prev->begin) + ", " +
+                  std::to_string(prev->end) + ") and \"" + *cur_entry.first + "\" [" + std::to_string(cur->begin) +
                   ", " + std::to_string(cur->end) + ") overlap (expected disjoint byte ranges)");
     }
+    if (!furthest || cur->end > furthest->second->end) furthest = &cur_entry;
   }
   st.bytes_ = std::move(bytes);
   return st;
@@ -165,7 +170,7 @@ std::vector<float> SafeTensors::to_f32(const std::string& name) const {
   std::vector<float> out;
   if (t.dtype == "F32") {
     out.resize(nbytes / 4);
-    std::memcpy(out.data(), p, nbytes);
+    if (nbytes) std::memcpy(out.data(), p, nbytes);  // an empty vector's data() may be null
   } else if (t.dtype == "F16" || t.dtype == "BF16") {
     out.resize(nbytes / 2);
     const bool half = t.dtype == "F16";

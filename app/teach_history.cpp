@@ -1,0 +1,144 @@
+#include "teach_history.h"
+
+#include <algorithm>
+#include <string>
+
+#include "error.h"
+
+namespace kvscope {
+namespace {
+
+template <class T>
+uint64_t vec_bytes(const std::vector<T>& v) {
+  return static_cast<uint64_t>(v.capacity()) * sizeof(T);
+}
+
+uint64_t string_heap(const std::string& s) {
+  // libstdc++ keeps up to 15 chars inline (small-string optimisation).
+  return s.capacity() > 15 ? static_cast<uint64_t>(s.capacity()) + 1 : 0;
+}
+
+constexpr uint64_t kControlBlock = 32;  // make_shared's control block, roughly
+
+}  // namespace
+
+uint64_t attention_bytes(const StepRecord& r) { return vec_bytes(r.attn); }
+uint64_t logits_bytes(const StepRecord& r) { return vec_bytes(r.logits); }
+uint64_t kv_rows_bytes(const StepRecord& r) { return vec_bytes(r.k) + vec_bytes(r.v); }
+
+uint64_t record_bytes(const StepRecord& r) {
+  uint64_t b = sizeof(StepRecord) + kControlBlock;
+  b += attention_bytes(r) + logits_bytes(r) + kv_rows_bytes(r);
+  b += vec_bytes(r.top) + vec_bytes(r.prompt_tokens) + vec_bytes(r.prompt_pieces);
+  for (const std::string& s : r.prompt_pieces) b += string_heap(s);
+  b += string_heap(r.piece) + string_heap(r.raw_piece);
+  return b;
+}
+
+unsigned detail_of(const StepRecord& r) {
+  unsigned d = 0;
+  if (!r.attn.empty() && r.n_rows > 0) d |= kDetailAttention;
+  if (!r.logits.empty()) d |= kDetailLogits;
+  if (!r.k.empty() || !r.v.empty()) d |= kDetailKV;
+  return d;
+}
+
+RecordPtr strip_detail(const StepRecord& r, unsigned drop) {
+  auto out = std::make_shared<StepRecord>(r);
+  if (drop & kDetailAttention) {
+    std::vector<float>().swap(out->attn);
+    out->n_rows = 0;
+  }
+  if (drop & kDetailLogits) std::vector<float>().swap(out->logits);
+  if (drop & kDetailKV) {
+    std::vector<float>().swap(out->k);
+    std::vector<float>().swap(out->v);
+  }
+  return out;
+}
+
+History::History(uint64_t budget_bytes, int keep_recent)
+    : budget_(budget_bytes), keep_recent_(std::max(0, keep_recent)) {}
+
+void History::clear() {
+  records_.clear();
+  bytes_ = 0;
+  trim_ = TrimReport{};
+}
+
+void History::push(RecordPtr rec) {
+  if (!rec) throw Error("History::push: null record");
+  if (records_.empty() && !rec->prefill) {
+    throw Error("History::push: the first record must be the prefill (got step " + std::to_string(rec->index) + ")");
+  }
+  bytes_ += record_bytes(*rec);
+  records_.push_back(std::move(rec));
+  enforce_budget();
+}
+
+void History::truncate(size_t n) {
+  while (records_.size() > n) {
+    bytes_ -= record_bytes(*records_.back());
+    records_.pop_back();
+  }
+  trim_.first_full = std::min<int>(trim_.first_full, static_cast<int>(records_.size()));
+}
+
+void History::replace(size_t i, RecordPtr rec) {
+  if (i >= records_.size() || !rec) throw Error("History::replace: index " + std::to_string(i) + " out of range");
+  bytes_ -= record_bytes(*records_[i]);
+  bytes_ += record_bytes(*rec);
+  records_[i] = std::move(rec);
+}
+
+std::vector<RecordPtr> History::upto(size_t i) const {
+  const size_t n = std::min(i + 1, records_.size());
+  return std::vector<RecordPtr>(records_.begin(), records_.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
+std::vector<int> History::tokens_before(size_t i) const {
+  if (records_.empty()) return {};
+  std::vector<int> t = records_[0]->prompt_tokens;
+  for (size_t j = 0; j < i && j < records_.size(); ++j) t.push_back(records_[j]->token);
+  return t;
+}
+
+void History::set_budget(uint64_t b) {
+  budget_ = b;
+  enforce_budget();
+}
+
+TrimReport History::enforce_budget() {
+  TrimReport now;
+  if (budget_ == 0 || bytes_ <= budget_) {
+    now.first_full = trim_.first_full;
+    return now;
+  }
+  const size_t protect = std::min(records_.size(), static_cast<size_t>(keep_recent_));
+  const size_t end = records_.size() - protect;
+  // Pass 1: attention + logits (the heaviest, and only needed at the shown step).
+  // Pass 2: K/V rows (they also give the KV blocks' norms, so they go last).
+  const unsigned passes[2] = {kDetailAttention | kDetailLogits, kDetailKV};
+  for (unsigned drop : passes) {
+    for (size_t i = 0; i < end && bytes_ > budget_; ++i) {
+      const unsigned have = detail_of(*records_[i]) & drop;
+      if (!have) continue;
+      const uint64_t before = record_bytes(*records_[i]);
+      replace(i, strip_detail(*records_[i], have));
+      now.bytes_freed += before - record_bytes(*records_[i]);
+      if (have & kDetailAttention) ++now.attention_dropped;
+      if (have & kDetailLogits) ++now.logits_dropped;
+      if (have & kDetailKV) ++now.kv_dropped;
+      trim_.first_full = std::max(trim_.first_full, static_cast<int>(i) + 1);
+    }
+    if (bytes_ <= budget_) break;
+  }
+  trim_.attention_dropped += now.attention_dropped;
+  trim_.logits_dropped += now.logits_dropped;
+  trim_.kv_dropped += now.kv_dropped;
+  trim_.bytes_freed += now.bytes_freed;
+  now.first_full = trim_.first_full;
+  return now;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,100 @@
+// The timeline (issue 5, section 1): every step's record is kept so the whole
+// generation can be scrubbed, and memory stays bounded: above a budget the
+// heavy detail of the oldest records is dropped (attention and logits first,
+// then K/V rows) while their tokens, candidates and counters stay.
+//
+// Records are immutable and shared (RecordPtr); dropping detail replaces the
+// History's pointer with a lighter copy. The memory is returned only when no
+// one else holds the original, so run the Generator with keep_history = false
+// (or trim its history) when the History is the owner.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "generator.h"
+
+namespace kvscope {
+
+constexpr uint64_t kDefaultHistoryBudget = 256ull << 20;  // 256 MiB
+
+// Bytes a record holds: the struct plus its vectors' and strings' heap storage (capacity).
+uint64_t record_bytes(const StepRecord& r);
+// Bytes of the heavy detail only, by kind.
+uint64_t attention_bytes(const StepRecord& r);  // attn
+uint64_t logits_bytes(const StepRecord& r);     // logits
+uint64_t kv_rows_bytes(const StepRecord& r);    // k + v
+
+// Which heavy detail a record still has.
+enum DetailBits : unsigned {
+  kDetailAttention = 1u << 0,  // attn (n_rows > 0)
+  kDetailLogits = 1u << 1,     // logits
+  kDetailKV = 1u << 2,         // k, v
+  kDetailAll = kDetailAttention | kDetailLogits | kDetailKV,
+};
+unsigned detail_of(const StepRecord& r);  // bits of what is non-empty
+
+// A copy of `r` without the detail in `drop`: vectors emptied (and freed),
+// n_rows = 0 when attention goes (so readers that check n_rows see none);
+// n_kv, tokens, top candidates, prompt, sampler settings and counters stay.
+RecordPtr strip_detail(const StepRecord& r, unsigned drop);
+
+// What the memory policy did (cumulative since the last clear()).
+struct TrimReport {
+  int attention_dropped = 0;  // records whose attention was dropped
+  int logits_dropped = 0;     // records whose logits were dropped
+  int kv_dropped = 0;         // records whose K/V rows were dropped
+  uint64_t bytes_freed = 0;
+  int first_full = 0;         // records [first_full, size) still have all their detail
+  bool any() const { return attention_dropped || logits_dropped || kv_dropped; }
+};
+
+class History {
+ public:
+  // budget_bytes = 0: unlimited (a BranchTree manages the budget itself).
+  explicit History(uint64_t budget_bytes = kDefaultHistoryBudget, int keep_recent = 8);
+
+  void clear();
+  // Appends the next record (in generation order), then enforces the budget.
+  void push(RecordPtr rec);
+  // Keeps records [0, n) (a fork drops the later ones).
+  void truncate(size_t n);
+
+  size_t size() const { return records_.size(); }
+  bool empty() const { return records_.empty(); }
+  const RecordPtr& operator[](size_t i) const { return records_[i]; }
+  const RecordPtr& back() const { return records_.back(); }
+  const std::vector<RecordPtr>& records() const { return records_; }
+
+  // The scene at step i: records [0, i] (what the scene builder takes, with count i + 1).
+  std::vector<RecordPtr> upto(size_t i) const;
+  // Every token of the sequence before step i chose (prompt + tokens of records < i):
+  // the Sampler's history for step i. Needs record 0 to be the prefill.
+  std::vector<int> tokens_before(size_t i) const;
+  // Detail still held by step i.
+  unsigned detail(size_t i) const { return detail_of(*records_[i]); }
+
+  uint64_t bytes() const { return bytes_; }  // sum of record_bytes
+  uint64_t budget() const { return budget_; }
+  void set_budget(uint64_t b);  // enforces at once
+  int keep_recent() const { return keep_recent_; }
+  const TrimReport& trimmed() const { return trim_; }
+
+  // Drops detail, oldest first, until bytes() <= budget(); the newest
+  // keep_recent records are never touched. Pass 1 drops attention and logits,
+  // pass 2 (only if still over) the K/V rows. Returns what this call dropped.
+  TrimReport enforce_budget();
+
+  // Replaces record i (used by BranchTree to share a stripped copy).
+  void replace(size_t i, RecordPtr rec);
+
+ private:
+  std::vector<RecordPtr> records_;
+  uint64_t bytes_ = 0;
+  uint64_t budget_;
+  int keep_recent_;
+  TrimReport trim_;
+};
+
+}  // namespace kvscope

@@ -1,0 +1,201 @@
+#include "teach_sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "error.h"
+
+namespace kvscope {
+namespace {
+
+void check_settings(const SamplerSettings& s) {
+  // The Sampler's own validation, so an invalid slider value is reported the same way.
+  Sampler check(s);
+  (void)check;
+}
+
+// Rank of `token` in p (best first, ties: lower id first), as kept_indices orders.
+int rank_of(const std::vector<float>& p, int token) {
+  const float pt = p[static_cast<size_t>(token)];
+  int r = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] > pt || (p[i] == pt && static_cast<int>(i) < token)) ++r;
+  }
+  return r;
+}
+
+}  // namespace
+
+SamplingExplain explain_sampling(const std::vector<float>& logits, const std::vector<int>& history,
+                                 const SamplerSettings& s, double draw, int n_top) {
+  if (logits.empty()) throw Error("explain_sampling: the step's logits are empty (were they kept?)");
+  check_settings(s);
+  SamplingExplain e;
+  e.settings = s;
+  e.greedy = s.greedy;
+  e.temperature = s.greedy ? 1.0f : s.temperature;
+  e.vocab = static_cast<int>(logits.size());
+
+  // Stage 1: repetition penalty (Sampler::sample works on a copy).
+  std::vector<float> pen = logits;
+  apply_repetition_penalty(pen, history, s.repetition_penalty);
+  e.p_raw = softmax(logits, 1.0f);
+  e.p_base = softmax(pen, 1.0f);
+  // Stage 2: temperature. Bit-identical to the Sampler's call.
+  e.p_temp = softmax(pen, e.temperature);
+  for (size_t i = 0; i < pen.size(); ++i) {
+    if (pen[i] != logits[i]) {
+      e.penalized.push_back({static_cast<int>(i), logits[i], pen[i], e.p_raw[i], e.p_base[i]});
+    }
+  }
+  // A token of the history whose logit is 0 is "touched" but unchanged (0 * penalty = 0):
+  // the bars show it too, so the rule is visible.
+  if (s.repetition_penalty != 1.0f) {
+    std::set<int> seen(history.begin(), history.end());
+    for (int t : seen) {
+      if (t >= 0 && t < e.vocab && pen[static_cast<size_t>(t)] == logits[static_cast<size_t>(t)]) {
+        e.penalized.push_back({t, logits[static_cast<size_t>(t)], pen[static_cast<size_t>(t)],
+                               e.p_raw[static_cast<size_t>(t)], e.p_base[static_cast<size_t>(t)]});
+      }
+    }
+    std::sort(e.penalized.begin(), e.penalized.end(),
+              [](const PenaltyTouch& a, const PenaltyTouch& b) { return a.token < b.token; });
+  }
+
+  // Stage 3: top-k, then top-p over what top-k kept (kept_indices, as the Sampler).
+  std::vector<uint8_t> in_top_k(static_cast<size_t>(e.vocab), 1);
+  std::vector<uint8_t> in_kept(static_cast<size_t>(e.vocab), 0);
+  if (s.greedy) {
+    e.n_top_k = e.vocab;
+    e.kept = kept_indices(e.p_temp, 1, 1.0f);  // the argmax (ties: lower id), as Sampler
+    e.kept_mass = e.p_temp[static_cast<size_t>(e.kept[0])];
+    e.cum_hi = {1.0};
+    e.draw = -1;
+    e.draw_bar = 0;
+  } else {
+    const std::vector<int> top_k_set = kept_indices(e.p_temp, s.top_k, 1.0f);
+    e.n_top_k = static_cast<int>(top_k_set.size());
+    if (e.n_top_k < e.vocab) {
+      std::fill(in_top_k.begin(), in_top_k.end(), 0);
+      for (int i : top_k_set) in_top_k[static_cast<size_t>(i)] = 1;
+    }
+    e.kept = kept_indices(e.p_temp, s.top_k, s.top_p);
+    // The Sampler's arithmetic: mass in kept order in double, then a running
+    // sum of p / mass; the draw picks the first token whose running sum exceeds it.
+    double mass = 0;
+    for (int i : e.kept) mass += e.p_temp[static_cast<size_t>(i)];
+    e.kept_mass = mass;
+    double cum = 0;
+    e.cum_hi.reserve(e.kept.size());
+    for (int i : e.kept) {
+      cum += e.p_temp[static_cast<size_t>(i)] / mass;
+      e.cum_hi.push_back(cum);
+    }
+    e.draw = draw;
+    e.draw_bar = static_cast<int>(e.kept.size()) - 1;  // the Sampler's fallback when rounding leaves u >= cum
+    for (size_t j = 0; j < e.cum_hi.size(); ++j) {
+      if (draw < e.cum_hi[j]) {
+        e.draw_bar = static_cast<int>(j);
+        break;
+      }
+    }
+  }
+  for (int i : e.kept) in_kept[static_cast<size_t>(i)] = 1;
+  e.token = e.kept[static_cast<size_t>(e.draw_bar)];
+  e.prob = e.p_temp[static_cast<size_t>(e.token)];
+  for (int i = 0; i < e.vocab; ++i) {
+    const double p = e.p_temp[static_cast<size_t>(i)];
+    if (!in_top_k[static_cast<size_t>(i)]) {
+      e.mass_cut_by_top_k += p;
+    } else if (!in_kept[static_cast<size_t>(i)] && !s.greedy) {
+      e.mass_cut_by_top_p += p;
+    }
+  }
+
+  // The bars: best first in the drawn-from distribution.
+  const int n = std::max(0, std::min(n_top, e.vocab));
+  std::vector<int> shown = n > 0 ? kept_indices(e.p_temp, n, 1.0f) : std::vector<int>{};
+  const bool chosen_shown = std::find(shown.begin(), shown.end(), e.token) != shown.end();
+  std::vector<int> kept_pos(static_cast<size_t>(e.vocab), -1);
+  for (size_t j = 0; j < e.kept.size(); ++j) kept_pos[static_cast<size_t>(e.kept[j])] = static_cast<int>(j);
+  std::set<int> pen_set;
+  for (const PenaltyTouch& t : e.penalized) pen_set.insert(t.token);
+  auto bar_of = [&](int t, int rank) {
+    TokenBar b;
+    const size_t ti = static_cast<size_t>(t);
+    b.token = t;
+    b.rank = rank;
+    b.logit_raw = logits[ti];
+    b.logit = pen[ti];
+    b.p_base = e.p_base[ti];
+    b.p_temp = e.p_temp[ti];
+    b.penalized = pen_set.count(t) > 0;
+    b.chosen = t == e.token;
+    if (!s.greedy) {
+      b.cut_by_top_k = !in_top_k[ti];
+      b.cut_by_top_p = in_top_k[ti] && !in_kept[ti];
+    }
+    const int j = kept_pos[ti];
+    if (j >= 0) {
+      b.cum_lo = j == 0 ? 0.0 : e.cum_hi[static_cast<size_t>(j) - 1];
+      b.cum_hi = e.cum_hi[static_cast<size_t>(j)];
+      b.p_kept = static_cast<float>(s.greedy ? 1.0 : e.p_temp[ti] / e.kept_mass);
+    }
+    return b;
+  };
+  for (size_t r = 0; r < shown.size(); ++r) e.bars.push_back(bar_of(shown[r], static_cast<int>(r)));
+  if (!chosen_shown) e.bars.push_back(bar_of(e.token, rank_of(e.p_temp, e.token)));
+  return e;
+}
+
+SamplingExplain explain_record(const StepRecord& rec, const std::vector<int>& history, int n_top) {
+  if (rec.logits.empty()) {
+    throw Error("step " + std::to_string(rec.index) +
+                ": its logits were not kept (keep_history off, or dropped by the history's memory limit)");
+  }
+  SamplingExplain e = explain_sampling(rec.logits, history, rec.sampler, rec.draw, n_top);
+  if (!e.greedy && e.token != rec.token) {
+    // The record holds the draw rounded to float (about 6e-8 from the double the
+    // Sampler used). If that rounding crossed the boundary between the engine's
+    // token and its neighbour on the cumulative bar, the engine's token is the truth.
+    const double tol = 1.5 / 16777216.0;  // 1.5 float ulps at 1.0
+    for (int j = std::max(0, e.draw_bar - 1); j <= std::min<int>(static_cast<int>(e.kept.size()) - 1, e.draw_bar + 1);
+         ++j) {
+      if (e.kept[static_cast<size_t>(j)] != rec.token) continue;
+      const double boundary = j < e.draw_bar ? e.cum_hi[static_cast<size_t>(j)]
+                                             : e.cum_hi[static_cast<size_t>(e.draw_bar)];
+      if (std::fabs(boundary - e.draw) <= tol) {
+        // Explain again with a draw inside the engine's token's interval, so the
+        // bars, draw_bar and token agree; then show the stored draw.
+        const double lo = j == 0 ? 0.0 : e.cum_hi[static_cast<size_t>(j) - 1];
+        const double mid = 0.5 * (lo + e.cum_hi[static_cast<size_t>(j)]);
+        SamplingExplain settled = explain_sampling(rec.logits, history, rec.sampler, mid, n_top);
+        settled.draw = e.draw;
+        settled.draw_settled_by_record = true;
+        return settled;
+      }
+      break;
+    }
+  }
+  return e;
+}
+
+SamplingExplain explain_with_settings(const StepRecord& rec, const std::vector<int>& history,
+                                      const SamplerSettings& settings, int n_top, double draw_if_none) {
+  if (rec.logits.empty()) {
+    throw Error("step " + std::to_string(rec.index) +
+                ": its logits were not kept (keep_history off, or dropped by the history's memory limit)");
+  }
+  const double draw = rec.draw >= 0 ? static_cast<double>(rec.draw) : draw_if_none;
+  return explain_sampling(rec.logits, history, settings, draw, n_top);
+}
+
+double sampler_draw(uint64_t seed, int n) {
+  std::mt19937_64 rng(seed);
+  if (n > 0) rng.discard(static_cast<unsigned long long>(n));
+  return static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0);
+}
+
+}  // namespace kvscope
