@@ -1,6 +1,7 @@
 #include "model.h"
 
 #include <chrono>
+#include <fstream>
 #include <filesystem>
 #include <set>
 
@@ -19,7 +20,10 @@ std::string shape_str(const std::vector<int64_t>& s) {
 // Reads tensors by their GPT-2 name, checking shape; tracks dtypes + counts.
 class TensorReader {
  public:
-  TensorReader(const SafeTensors& st, std::string prefix) : st_(st), prefix_(std::move(prefix)) {}
+  TensorReader(const SafeTensors& st, std::string prefix, const LoadControl* control)
+      : st_(st), prefix_(std::move(prefix)), control_(control) {
+    for (const auto& kv : st.tensors()) total_bytes_ += kv.second.end - kv.second.begin;
+  }
 
   std::vector<float> get(const std::string& name, const std::vector<int64_t>& shape, bool use_prefix = true) {
     const std::string full = (use_prefix ? prefix_ : "") + name;
@@ -35,9 +39,14 @@ class TensorReader {
     if (d != "F32" && d != "F16" && d != "BF16") {
       throw Error(st_.origin() + ": tensor \"" + full + "\" has dtype " + d + ", expected F32, F16 or BF16");
     }
+    if (control_ && control_->cancel && control_->cancel->load()) throw Error(st_.origin() + ": loading cancelled");
     dtypes.insert(d);
     std::vector<float> v = st_.to_f32(full);
     n_params += v.size();
+    done_bytes_ += it->second.end - it->second.begin;
+    if (control_ && control_->on_progress && total_bytes_) {
+      control_->on_progress(static_cast<float>(static_cast<double>(done_bytes_) / static_cast<double>(total_bytes_)));
+    }
     return v;
   }
 
@@ -61,11 +70,14 @@ class TensorReader {
  private:
   const SafeTensors& st_;
   std::string prefix_;
+  const LoadControl* control_;
+  uint64_t total_bytes_ = 0, done_bytes_ = 0;
 };
 
-Weights read_weights(const SafeTensors& st, const Config& c, std::set<std::string>* dtypes, uint64_t* n_params) {
+Weights read_weights(const SafeTensors& st, const Config& c, std::set<std::string>* dtypes, uint64_t* n_params,
+                     const LoadControl* control) {
   const std::string prefix = st.has("transformer.wte.weight") ? "transformer." : "";
-  TensorReader r(st, prefix);
+  TensorReader r(st, prefix, control);
   const int64_t d = c.n_embd, V = c.vocab_size;
   Weights w;
   w.wte = r.mat("wte.weight", V, d);
@@ -100,10 +112,21 @@ Weights read_weights(const SafeTensors& st, const Config& c, std::set<std::strin
 
 Weights load_weights(const std::string& safetensors_path, const Config& config) {
   const SafeTensors st = SafeTensors::open(safetensors_path);
-  return read_weights(st, config, nullptr, nullptr);
+  return read_weights(st, config, nullptr, nullptr, nullptr);
 }
 
-std::shared_ptr<const Model> load_model(const std::string& dir) {
+uint64_t available_memory_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (f >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+std::shared_ptr<const Model> load_model(const std::string& dir, const LoadControl& control) {
   namespace fs = std::filesystem;
   const auto t0 = std::chrono::steady_clock::now();
   std::error_code ec;
@@ -121,9 +144,24 @@ std::shared_ptr<const Model> load_model(const std::string& dir) {
     throw Error(st_path + ": missing (expected the weights as model.safetensors; convert a pytorch_model.bin first)");
   }
   {
+    // The file is read whole, then converted to f32: both live at once.
+    // (F16 weights double in size; a KV cache at full context comes on top.)
+    const uint64_t file_bytes = fs::file_size(st_path, ec);
+    const Config& c = m->config;
+    const uint64_t d = static_cast<uint64_t>(c.n_embd);
+    const uint64_t f32_bytes =
+        4 * (static_cast<uint64_t>(c.vocab_size) * d + static_cast<uint64_t>(c.n_positions) * d +
+             static_cast<uint64_t>(c.n_layer) * (12 * d * d + 13 * d));
+    const uint64_t need = file_bytes + f32_bytes + c.kv_bytes_per_token() * static_cast<uint64_t>(c.n_positions);
+    const uint64_t avail = available_memory_bytes();
+    if (avail && need > avail) {
+      throw Error(st_path + ": loading needs about " + std::to_string(need >> 20) + " MiB (file + f32 weights + " +
+                  "KV cache), but only " + std::to_string(avail >> 20) + " MiB of memory is available");
+    }
     const SafeTensors st = SafeTensors::open(st_path);
+    if (control.cancel && control.cancel->load()) throw Error(st_path + ": loading cancelled");
     std::set<std::string> dtypes;
-    m->weights = read_weights(st, m->config, &dtypes, &m->n_params);
+    m->weights = read_weights(st, m->config, &dtypes, &m->n_params, &control);
     m->stored_dtype = dtypes.size() == 1 ? *dtypes.begin() : "mixed";
   }
   m->tokenizer = Tokenizer::load(dir);
@@ -132,6 +170,8 @@ std::shared_ptr<const Model> load_model(const std::string& dir) {
                 " tokens, but config.json says vocab_size = " + std::to_string(m->config.vocab_size) +
                 " (expected at most that many)");
   }
+  // Unused tensors (attn.bias buffers) were counted in the total: finish at 1.
+  if (control.on_progress) control.on_progress(1.0f);
   m->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return m;
 }

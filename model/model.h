@@ -2,6 +2,8 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -50,10 +52,22 @@ struct Model {
   double load_seconds = 0;
 };
 
+// Optional hooks for loading on a worker thread: progress in [0, 1] and a
+// flag that, once set, makes load_model throw kvscope::Error ("cancelled").
+struct LoadControl {
+  std::function<void(float)> on_progress;
+  const std::atomic<bool>* cancel = nullptr;
+};
+
 // Loads config.json, model.safetensors, vocab.json and merges.txt from
 // `dir`. Checks every tensor's name, dtype, shape and byte range; throws
 // kvscope::Error with the file, tensor, expected and actual on mismatch.
-std::shared_ptr<const Model> load_model(const std::string& dir);
+// Before reading the weights it checks that the file plus its f32 copy fit
+// in the memory available, and refuses with a clear message otherwise.
+std::shared_ptr<const Model> load_model(const std::string& dir, const LoadControl& control = {});
+
+// Bytes of memory available to a new allocation (Linux MemAvailable), 0 if unknown.
+uint64_t available_memory_bytes();
 
 // Weights-only loader used by tests with an explicit config.
 Weights load_weights(const std::string& safetensors_path, const Config& config);

@@ -1,0 +1,59 @@
+// Loading on a worker thread: progress, cancellation and the memory check.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+
+#include "error.h"
+#include "model.h"
+#include "numpy_ref_util.h"
+
+namespace kvscope {
+namespace {
+
+namespace fs = std::filesystem;
+using testutil::suite_checkpoint;
+
+TEST(Loader, ProgressRisesToOne) {
+  std::vector<float> seen;
+  LoadControl ctl;
+  ctl.on_progress = [&](float p) { seen.push_back(p); };
+  auto m = load_model(suite_checkpoint("l2h2d32_f32_prefix_buffers"), ctl);
+  ASSERT_FALSE(seen.empty());
+  for (size_t i = 1; i < seen.size(); ++i) EXPECT_GE(seen[i], seen[i - 1]);
+  EXPECT_NEAR(seen.back(), 1.0f, 1e-6);
+  EXPECT_GT(m->n_params, 0u);
+}
+
+TEST(Loader, CancelThrowsClearError) {
+  std::atomic<bool> cancel{true};
+  LoadControl ctl;
+  ctl.cancel = &cancel;
+  try {
+    load_model(suite_checkpoint("l2h2d32_f32_prefix_buffers"), ctl);
+    FAIL() << "expected cancellation";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cancelled"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Loader, RefusesWhatDoesNotFitInMemory) {
+  ASSERT_GT(available_memory_bytes(), 0u);
+  const fs::path dir = fs::path(KVSCOPE_BUILD_DIR) / "test-data" / "too-big";
+  fs::create_directories(dir);
+  testutil::copy_checkpoint("l2h2d32_f32_prefix_buffers", dir.string());
+  // A config claiming ~1 TB of weights: refused before any allocation.
+  testutil::write_file((dir / "config.json").string(),
+                       R"({"n_layer": 1000, "n_head": 16, "n_embd": 8192, "n_positions": 1024, "vocab_size": 50257})");
+  try {
+    load_model(dir.string());
+    FAIL() << "expected a memory error";
+  } catch (const Error& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("model.safetensors"), std::string::npos) << w;
+    EXPECT_NE(w.find("MiB of memory is available"), std::string::npos) << w;
+  }
+}
+
+}  // namespace
+}  // namespace kvscope
