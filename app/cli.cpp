@@ -356,6 +356,7 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   render->add_flag("--no-cache", ro.no_cache, "NO CACHE mode");
   render->add_option("--layer", layer, "Layer whose attention the beams show, or mean");
   render->add_option("--head", head, "Head whose attention the beams show, or mean");
+  render->add_flag("--bench", ro.bench, "Report frame times at full context with every beam (no PNG)");
 
   try {
     app.parse(argc, argv);
@@ -390,7 +391,9 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
     if (*ins) return cmd_inspect(ins_model, ins_json);
     if (*bench) return cmd_bench(bench_model, bench_lengths, bench_reps, bench_json);
     if (*render) {
-      if (ro.out.empty() && ro.frames_dir.empty()) throw UsageError("render: give --out FILE.png and/or --frames DIR");
+      if (!ro.bench && ro.out.empty() && ro.frames_dir.empty()) {
+        throw UsageError("render: give --out FILE.png and/or --frames DIR (or --bench)");
+      }
       if (ro.prompt.empty()) throw UsageError("--prompt is empty (expected some text to continue)");
       ro.layer = parse_index("--layer", layer);
       ro.head = parse_index("--head", head);

@@ -29,6 +29,7 @@ struct RenderOptions {
   bool no_cache = false;
   int layer = -1;           // -1 = mean over layers
   int head = -1;            // -1 = mean over heads
+  bool bench = false;       // report frame times at full context, all beams (no PNG needed)
 };
 
 struct AppHooks {

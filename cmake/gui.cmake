@@ -18,16 +18,42 @@ add_library(kvscope_imgui INTERFACE)
 target_include_directories(kvscope_imgui INTERFACE ${IMGUI_INCLUDE_DIRS} /usr/include/imgui/backends)
 target_link_libraries(kvscope_imgui INTERFACE ${IMGUI_LINK_LIBRARIES} glfw OpenGL::GL)
 
+# Shaders live in shaders/ but are embedded into the binary at build time.
+file(GLOB KVSCOPE_SHADERS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/shaders/*.vert ${CMAKE_SOURCE_DIR}/shaders/*.frag)
+set(KVSCOPE_SHADER_HEADER ${CMAKE_BINARY_DIR}/generated/kvscope_shaders.h)
+add_custom_command(
+  OUTPUT ${KVSCOPE_SHADER_HEADER}
+  COMMAND ${CMAKE_COMMAND} -DOUT=${KVSCOPE_SHADER_HEADER} "-DFILES=${KVSCOPE_SHADERS}"
+          -P ${CMAKE_SOURCE_DIR}/cmake/embed_shaders.cmake
+  DEPENDS ${KVSCOPE_SHADERS} ${CMAKE_SOURCE_DIR}/cmake/embed_shaders.cmake
+  COMMENT "Embedding shaders"
+  VERBATIM)
+
+pkg_check_modules(STB REQUIRED stb)
+
 file(GLOB KVSCOPE_GL_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/render/gl*.cpp ${CMAKE_SOURCE_DIR}/render/renderer*.cpp)
 file(GLOB KVSCOPE_GUI_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/app/gui*.cpp ${CMAKE_SOURCE_DIR}/app/panel*.cpp)
-add_library(kvscope_gui STATIC ${KVSCOPE_GL_SRC} ${KVSCOPE_GUI_SRC})
-target_include_directories(kvscope_gui PUBLIC ${CMAKE_SOURCE_DIR}/app ${CMAKE_SOURCE_DIR}/render)
+add_library(kvscope_gui STATIC ${KVSCOPE_GL_SRC} ${KVSCOPE_GUI_SRC} ${KVSCOPE_SHADER_HEADER})
+target_include_directories(kvscope_gui PUBLIC ${CMAKE_SOURCE_DIR}/app ${CMAKE_SOURCE_DIR}/render
+                           PRIVATE ${CMAKE_BINARY_DIR}/generated ${STB_INCLUDE_DIRS})
 target_link_libraries(kvscope_gui PUBLIC kvscope_scene kvscope_cli kvscope_glad kvscope_imgui
-                      glfw OpenGL::GL OpenGL::EGL Threads::Threads)
-target_compile_definitions(kvscope_gui PUBLIC KVSCOPE_SHADER_DIR="${CMAKE_SOURCE_DIR}/shaders"
-                           KVSCOPE_GUI=1)
+                      glfw OpenGL::GL OpenGL::EGL Threads::Threads ${CMAKE_DL_LIBS}
+                      PRIVATE nlohmann_json::nlohmann_json ${STB_LINK_LIBRARIES})
+# The label font (Debian's fonts-dejavu-core); the app falls back to ImGui's
+# built-in font when it is missing.
+target_compile_definitions(kvscope_gui PUBLIC KVSCOPE_GUI=1
+                           PRIVATE KVSCOPE_FONT_DIR="/usr/share/fonts/truetype/dejavu")
 kvscope_target(kvscope_gui)
 
 add_executable(kvscope ${CMAKE_SOURCE_DIR}/app/main.cpp)
 target_link_libraries(kvscope PRIVATE kvscope_gui)
 kvscope_target(kvscope)
+
+# Headless render test (real pixels through EGL surfaceless) and the
+# window's display-free logic (worker thread, settings): their own gtest
+# binary because they need the GL/GUI libraries; tests/gui_render_pixels.sh runs it.
+find_package(GTest REQUIRED)
+add_executable(kvscope_render_tests ${CMAKE_SOURCE_DIR}/tests/render_pixels.cpp ${CMAKE_SOURCE_DIR}/tests/gui_units.cpp)
+target_include_directories(kvscope_render_tests PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+target_link_libraries(kvscope_render_tests PRIVATE kvscope_gui GTest::gtest GTest::gtest_main)
+kvscope_target(kvscope_render_tests)

@@ -9,7 +9,7 @@ PKGS=(build-essential cmake pkg-config git
       libgtest-dev
       # desktop app
       libimgui-dev libglfw3-dev python3-glad libglm-dev libstb-dev
-      libgl-dev libegl-dev libgl1-mesa-dri libegl-mesa0
+      libgl-dev libegl-dev libgl1-mesa-dri libegl-mesa0 fonts-dejavu-core
       xvfb xauth
       # references for tests, training and benchmarks (/usr/bin/python3)
       python3-numpy python3-regex

@@ -1,0 +1,299 @@
+// `kvscope render`: runs a generation and draws the same scene + overlay as
+// the window, offscreen through EGL (no display), into PNG files. With
+// --bench it reports frame times at full context with every beam drawn.
+#include <imgui.h>
+#include <imgui_impl_opengl3.h>
+#include <stb_image_write.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "error.h"
+#include "generator.h"
+#include "gl_context.h"
+#include "gl_objects.h"
+#include "gui.h"
+#include "gui_common.h"
+#include "renderer.h"
+#include "renderer_overlay.h"
+#include "scene.h"
+#include "scene_camera.h"
+
+namespace kvscope {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// An ImGui context that draws only the overlay, into whatever framebuffer is bound.
+class OffscreenImGui {
+ public:
+  OffscreenImGui(int width, int height, float text_scale) {
+    IMGUI_CHECKVERSION();
+    ctx_ = ImGui::CreateContext();
+    ImGuiIO& io = ImGui::GetIO();
+    io.IniFilename = nullptr;
+    io.LogFilename = nullptr;
+    io.DisplaySize = ImVec2(static_cast<float>(width), static_cast<float>(height));
+    io.DeltaTime = 1.0f / 60.0f;
+    fonts_ = load_fonts(text_scale);
+    if (!ImGui_ImplOpenGL3_Init("#version 330 core"))
+      throw Error("the ImGui OpenGL 3 backend could not start in the headless context");
+  }
+  ~OffscreenImGui() {
+    ImGui_ImplOpenGL3_Shutdown();
+    ImGui::DestroyContext(ctx_);
+  }
+  OffscreenImGui(const OffscreenImGui&) = delete;
+  OffscreenImGui& operator=(const OffscreenImGui&) = delete;
+
+  void draw(const Scene& scene, const Camera& camera, const OverlayOptions& opt) {
+    ImGui_ImplOpenGL3_NewFrame();
+    ImGui::NewFrame();
+    const ImVec2 size = ImGui::GetIO().DisplaySize;
+    draw_overlay(ImGui::GetBackgroundDrawList(), scene, camera, ImVec2(0, 0), size, fonts_, opt);
+    ImGui::Render();
+    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+  }
+
+ private:
+  ImGuiContext* ctx_ = nullptr;
+  OverlayFonts fonts_;
+};
+
+void write_png(const std::string& path, int w, int h, const std::vector<uint8_t>& rgba) {
+  const std::filesystem::path p(path);
+  if (p.has_parent_path()) {
+    std::error_code ec;
+    std::filesystem::create_directories(p.parent_path(), ec);
+  }
+  if (!stbi_write_png(path.c_str(), w, h, 4, rgba.data(), w * 4))
+    throw Error("cannot write the PNG '" + path + "' (is the folder writable?)");
+}
+
+struct Frame {
+  Scene scene;
+  Camera camera;
+};
+
+Frame frame_for(const SequenceState& seq, const ViewOptions& view, CameraPreset preset, int w, int h) {
+  Frame f;
+  f.scene = build_scene(seq, view, 1.0f);
+  f.camera = preset_camera(preset, f.scene, static_cast<float>(w) / static_cast<float>(h));
+  return f;
+}
+
+void check_view(const Model& model, int layer, int head) {
+  const Config& c = model.config;
+  if (layer >= c.n_layer)
+    throw Error("--layer " + std::to_string(layer) + ": the model has " + std::to_string(c.n_layer) + " layers (0-" +
+                std::to_string(c.n_layer - 1) + ") or \"mean\"");
+  if (head >= c.n_head)
+    throw Error("--head " + std::to_string(head) + ": the model has " + std::to_string(c.n_head) + " heads (0-" +
+                std::to_string(c.n_head - 1) + ") or \"mean\"");
+}
+
+struct Percentiles {
+  double mean = 0, p50 = 0, p95 = 0, max = 0;
+};
+Percentiles percentiles(std::vector<double> v) {
+  Percentiles p;
+  if (v.empty()) return p;
+  std::sort(v.begin(), v.end());
+  for (double x : v) p.mean += x;
+  p.mean /= static_cast<double>(v.size());
+  p.p50 = v[v.size() / 2];
+  p.p95 = v[std::min(v.size() - 1, static_cast<size_t>(0.95 * static_cast<double>(v.size())))];
+  p.max = v.back();
+  return p;
+}
+
+int run_bench(const RenderOptions& o, std::shared_ptr<const Model> model, CameraPreset preset) {
+  leave_a_core_for_rendering();  // engine threads as in the window
+  const Config& c = model->config;
+  // Fill the context: the prompt's tokens repeated up to n_positions - 1,
+  // prefilled in one pass, then decode steps to the last position (a random
+  // or small model may emit end-of-text early; then the prefill covers it).
+  // The prefill keeps every row's attention, (layer, head, T, T) floats: cap
+  // it at 256 MB and decode the rest.
+  Generator gen(model);
+  std::vector<int> prompt = model->tokenizer.encode(o.prompt);
+  if (prompt.empty()) throw Error("--prompt is empty (expected some text)");
+  const double row_bytes = 4.0 * c.n_layer * c.n_head;
+  int fill = c.n_positions - 1;
+  while (fill > 16 && row_bytes * fill * fill > 256.0 * 1024 * 1024) fill /= 2;
+  std::vector<int> tokens;
+  while (static_cast<int>(tokens.size()) < fill) tokens.push_back(prompt[tokens.size() % prompt.size()]);
+  GenerateOptions go;
+  go.max_new = c.n_positions - fill;
+  go.mode = CacheMode::kKV;
+  gen.start_tokens(tokens, go);
+  SequenceState seq;
+  const auto t_gen = Clock::now();
+  while (RecordPtr r = gen.step()) append_record(seq, r);
+  std::printf("kvscope render --bench: %s, %d of %d positions (%d prefilled) in %.1f s\n", model->name.c_str(),
+              seq.seq_len() + 1, c.n_positions, fill, ms_since(t_gen) / 1000.0);
+
+  gl::HeadlessContext ctx;
+  std::vector<std::string> gl_messages;
+  gl::enable_debug_output(&gl_messages);
+  Renderer renderer;
+  gl::OffscreenTarget target;
+  // As the window does: no multisampling on a software rasteriser.
+  int samples = is_software_renderer() ? 0 : kRenderSamples;
+  if (const char* e = std::getenv("KVSCOPE_RENDER_SAMPLES"); e && *e) samples = std::atoi(e);
+  target.resize(o.width, o.height, samples);
+  OffscreenImGui imgui(o.width, o.height, 1.0f);
+  std::printf("  %s, %dx%d, %d samples\n", ctx.description().c_str(), o.width, o.height, target.samples());
+
+  ViewOptions view;
+  view.layer = o.layer;
+  view.head = o.head;
+  view.min_weight = 0.0f;
+  OverlayOptions ov;
+  ov.model_name = model->name;
+  ov.record = seq.current.get();
+
+  double t_scene = 0, t_3d = 0, t_overlay = 0;
+  auto frames = [&](int n) {
+    std::vector<double> ms;
+    Scene scene;
+    t_scene = t_3d = t_overlay = 0;
+    for (int i = 0; i < n; ++i) {
+      const auto t0 = Clock::now();
+      // Animate like the window does, so the scene is rebuilt every frame.
+      scene = build_scene(seq, view, static_cast<float>(i % 30) / 29.0f);
+      const Camera cam = preset_camera(preset, scene, static_cast<float>(o.width) / static_cast<float>(o.height));
+      const auto t1 = Clock::now();
+      target.bind();
+      renderer.draw(scene, cam, o.width, o.height);
+      glFinish();
+      const auto t2 = Clock::now();
+      imgui.draw(scene, cam, ov);
+      glFinish();
+      const auto t3 = Clock::now();
+      ms.push_back(ms_since(t0));
+      t_scene += std::chrono::duration<double, std::milli>(t1 - t0).count() / n;
+      t_3d += std::chrono::duration<double, std::milli>(t2 - t1).count() / n;
+      t_overlay += std::chrono::duration<double, std::milli>(t3 - t2).count() / n;
+    }
+    return std::make_pair(percentiles(ms), renderer.stats());
+  };
+  frames(5);  // warm-up (shader JIT)
+  auto [idle, stats] = frames(60);
+  const double idle_scene = t_scene, idle_3d = t_3d, idle_overlay = t_overlay;
+
+  // The same frames while another thread runs NO CACHE forwards over the
+  // whole sequence, as the engine worker does during playback.
+  std::atomic<bool> stop{false};
+  std::atomic<int> forwards{0};
+  std::thread worker([&] {
+    Engine engine(*model);
+    const std::vector<int>& tokens = gen.tokens();
+    std::vector<int> seq_tokens(tokens.begin(), tokens.begin() + std::min<size_t>(tokens.size(), c.n_positions));
+    while (!stop) {
+      engine.forward(seq_tokens, 0, nullptr, false);
+      forwards++;
+    }
+  });
+  auto [busy, stats2] = frames(60);
+  stop = true;
+  worker.join();
+  (void)stats2;
+
+  std::printf("  scene: %d blocks, %d beams, %d draw calls\n", stats.blocks, stats.beams, stats.draw_calls);
+  std::printf("  %-34s %8s %8s %8s %8s\n", "frame time (ms)", "mean", "p50", "p95", "max");
+  std::printf("  %-34s %8.1f %8.1f %8.1f %8.1f\n", "idle", idle.mean, idle.p50, idle.p95, idle.max);
+  std::printf("  %-34s %8.1f %8.1f %8.1f %8.1f\n", "while NO CACHE forwards run", busy.mean, busy.p50, busy.p95,
+              busy.max);
+  std::printf("  (%d full-sequence forwards ran alongside)\n", forwards.load());
+  std::printf("  idle breakdown: scene + camera %.1f ms, 3D draw %.1f ms, text overlay %.1f ms\n", idle_scene, idle_3d,
+              idle_overlay);
+  gl::check_errors("bench");
+  if (!gl_messages.empty()) {
+    for (const auto& m : gl_messages) std::fprintf(stderr, "kvscope: GL: %s\n", m.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool is_software_renderer() {
+  const GLubyte* r = glGetString(GL_RENDERER);
+  const std::string name = r ? reinterpret_cast<const char*>(r) : "";
+  return name.find("llvmpipe") != std::string::npos || name.find("softpipe") != std::string::npos ||
+         name.find("Software") != std::string::npos;
+}
+
+int run_render(const RenderOptions& o) {
+  CameraPreset preset;
+  if (!parse_camera(o.camera, preset)) throw Error("--camera " + o.camera + ": expected front, top, side or follow");
+  if (o.width < 16 || o.height < 16) throw Error("--width/--height: at least 16 pixels");
+  std::shared_ptr<const Model> model = load_model(o.model_dir.empty() ? default_model_dir() : o.model_dir);
+  check_view(*model, o.layer, o.head);
+  if (o.bench) return run_bench(o, model, preset);
+
+  Generator gen(model);
+  GenerateOptions go;
+  go.max_new = std::max(1, o.steps);
+  go.mode = o.no_cache ? CacheMode::kNoCache : CacheMode::kKV;
+  gen.start(o.prompt, go);
+
+  gl::HeadlessContext ctx;
+  std::vector<std::string> gl_messages;
+  gl::enable_debug_output(&gl_messages);
+  Renderer renderer;
+  gl::OffscreenTarget target;
+  target.resize(o.width, o.height, kRenderSamples);
+  OffscreenImGui imgui(o.width, o.height, std::max(1.0f, static_cast<float>(o.height) / 720.0f));
+
+  ViewOptions view;
+  view.layer = o.layer;
+  view.head = o.head;
+  view.min_weight = kDefaultMinWeight;
+  SequenceState seq;
+  auto render_to = [&](const std::string& path) {
+    Frame f = frame_for(seq, view, preset, o.width, o.height);
+    target.bind();
+    renderer.draw(f.scene, f.camera, o.width, o.height);
+    OverlayOptions ov;
+    ov.model_name = model->name;
+    ov.record = seq.current.get();
+    imgui.draw(f.scene, f.camera, ov);
+    gl::check_errors("render");
+    write_png(path, o.width, o.height, target.read_rgba());
+  };
+
+  int steps = 0;
+  for (int i = 0; i < o.steps; ++i) {
+    RecordPtr r = gen.step();
+    if (!r) break;
+    append_record(seq, r);
+    ++steps;
+    if (!o.frames_dir.empty()) {
+      char name[32];
+      std::snprintf(name, sizeof(name), "step_%04d.png", r->index);
+      render_to((std::filesystem::path(o.frames_dir) / name).string());
+    }
+  }
+  if (!o.out.empty()) render_to(o.out);
+  if (!gl_messages.empty()) {
+    for (const auto& m : gl_messages) std::fprintf(stderr, "kvscope: GL: %s\n", m.c_str());
+    throw Error("OpenGL reported errors while rendering (above)");
+  }
+  std::fprintf(stderr, "kvscope: rendered %d step%s (%d positions) with %s\n", steps, steps == 1 ? "" : "s",
+               seq.seq_len(), ctx.description().c_str());
+  return 0;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,141 @@
+#include "gui_settings.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace kvscope {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string config_dir() {
+  fs::path dir;
+  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x)
+    dir = fs::path(x) / "kvscope";
+  else if (const char* h = std::getenv("HOME"); h && *h)
+    dir = fs::path(h) / ".config" / "kvscope";
+  else
+    return {};
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  return ec ? std::string() : dir.string();
+}
+
+namespace {
+template <class T>
+void get(const json& j, const char* key, T& out) {
+  auto it = j.find(key);
+  if (it == j.end()) return;
+  try {
+    out = it->get<T>();
+  } catch (const json::exception&) {
+    // A wrong type keeps the default for that one field.
+  }
+}
+}  // namespace
+
+bool load_settings(const std::string& path, UiState& ui, WindowSettings& win, std::string& error) {
+  std::ifstream in(path);
+  if (!in) return true;
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    error = "settings file " + path + " is not valid JSON (" + e.what() + "); using defaults";
+    return false;
+  }
+  if (!j.is_object()) {
+    error = "settings file " + path + " is not a JSON object; using defaults";
+    return false;
+  }
+  get(j, "window_width", win.width);
+  get(j, "window_height", win.height);
+  get(j, "window_maximized", win.maximized);
+  win.width = std::clamp(win.width, 640, 16384);
+  win.height = std::clamp(win.height, 400, 16384);
+  get(j, "preset", ui.preset);
+  ui.preset = std::clamp(ui.preset, 0, kNumPresets);
+  get(j, "custom_prompt", ui.custom_prompt);
+  get(j, "speed", ui.speed);
+  ui.speed = std::clamp(ui.speed, 0.25f, 8.0f);
+  get(j, "fastest", ui.fastest);
+  get(j, "max_new", ui.max_new);
+  ui.max_new = std::max(0, ui.max_new);
+  get(j, "layer", ui.layer);
+  get(j, "head", ui.head);
+  get(j, "min_weight", ui.min_weight);
+  ui.min_weight = std::clamp(ui.min_weight, 0.0f, 1.0f);
+  get(j, "beams", ui.beams);
+  get(j, "greedy", ui.sampler.greedy);
+  get(j, "temperature", ui.sampler.temperature);
+  ui.sampler.temperature = std::clamp(ui.sampler.temperature, 0.05f, 2.0f);
+  get(j, "top_k", ui.sampler.top_k);
+  ui.sampler.top_k = std::clamp(ui.sampler.top_k, 0, 100000);
+  get(j, "top_p", ui.sampler.top_p);
+  ui.sampler.top_p = std::clamp(ui.sampler.top_p, 0.05f, 1.0f);
+  get(j, "repetition_penalty", ui.sampler.repetition_penalty);
+  ui.sampler.repetition_penalty = std::clamp(ui.sampler.repetition_penalty, 1.0f, 2.0f);
+  get(j, "seed", ui.sampler.seed);
+  get(j, "model_dir_input", ui.model_dir_input);
+  std::string cam;
+  get(j, "camera", cam);
+  parse_camera(cam, ui.camera);
+  get(j, "labels", ui.labels);
+  get(j, "legend", ui.legend);
+  get(j, "hud", ui.hud);
+  get(j, "grid", ui.grid);
+  get(j, "text_scale", ui.text_scale);
+  ui.text_scale = std::clamp(ui.text_scale, 0.75f, 2.5f);
+  return true;
+}
+
+bool save_settings(const std::string& path, const UiState& ui, const WindowSettings& win, std::string& error) {
+  json j = {
+      {"window_width", win.width},
+      {"window_height", win.height},
+      {"window_maximized", win.maximized},
+      {"preset", ui.preset},
+      {"custom_prompt", ui.custom_prompt},
+      {"speed", ui.speed},
+      {"fastest", ui.fastest},
+      {"max_new", ui.max_new},
+      {"layer", ui.layer},
+      {"head", ui.head},
+      {"min_weight", ui.min_weight},
+      {"beams", ui.beams},
+      {"greedy", ui.sampler.greedy},
+      {"temperature", ui.sampler.temperature},
+      {"top_k", ui.sampler.top_k},
+      {"top_p", ui.sampler.top_p},
+      {"repetition_penalty", ui.sampler.repetition_penalty},
+      {"seed", ui.sampler.seed},
+      {"model_dir_input", ui.model_dir_input},
+      {"camera", to_string(ui.camera)},
+      {"labels", ui.labels},
+      {"legend", ui.legend},
+      {"hud", ui.hud},
+      {"grid", ui.grid},
+      {"text_scale", ui.text_scale},
+  };
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) {
+      error = "cannot write " + tmp;
+      return false;
+    }
+    out << j.dump(2) << "\n";
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    error = "cannot replace " + path + ": " + ec.message();
+    return false;
+  }
+  return true;
+}
+
+}  // namespace kvscope

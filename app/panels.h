@@ -1,0 +1,33 @@
+// The ImGui panels. Each is a function of (engine snapshot, UI state) that
+// draws its widgets and returns what the user asked for; the frame loop
+// (gui.cpp) carries the commands out. Widgets may edit UiState fields that
+// are purely presentational (sliders, text buffers).
+#pragma once
+
+#include <vector>
+
+#include "gui_state.h"
+#include "renderer_overlay.h"
+#include "scene.h"
+
+namespace kvscope {
+
+using Commands = std::vector<UiCommand>;
+
+Commands panel_prompt(const Snapshot& snap, UiState& ui);
+Commands panel_playback(const Snapshot& snap, UiState& ui);
+Commands panel_cache(const Snapshot& snap, UiState& ui);  // toggle, counters, FLOP plots
+Commands panel_attention(const Snapshot& snap, UiState& ui);
+Commands panel_next_token(const Snapshot& snap, UiState& ui);  // top-10 bars + sampling
+Commands panel_model(const Snapshot& snap, UiState& ui);
+Commands panel_view(const Snapshot& snap, UiState& ui);
+// A floating window listing errors until dismissed (nothing when none).
+Commands panel_errors(const UiState& ui);
+// Tooltip for what the mouse is over in the 3D view.
+void hover_tooltip(const Snapshot& snap, const Pick& pick);
+
+// The counters' "other mode" curve: FLOPs each step would have cost in
+// `mode`, from the formula (kvscope::forward_flops), for the same sequence.
+std::vector<double> computed_flops(const Snapshot& snap, CacheMode mode);
+
+}  // namespace kvscope

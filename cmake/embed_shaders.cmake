@@ -1,0 +1,22 @@
+# cmake -DOUT=header.h -DFILES="a.vert;a.frag" -P embed_shaders.cmake
+# Writes every shader into a C++ header as a NUL-terminated char array, so the
+# binary runs from any directory. Names: shaders/blocks.vert -> kShaderBlocksVert.
+set(body "// Generated from shaders/ by cmake/embed_shaders.cmake. Do not edit.\n#pragma once\n\nnamespace kvscope::shaders {\n")
+foreach(f ${FILES})
+  get_filename_component(name ${f} NAME)
+  string(REGEX REPLACE "[^A-Za-z0-9]+" ";" parts "${name}")
+  set(ident "kShader")
+  foreach(p ${parts})
+    string(SUBSTRING "${p}" 0 1 first)
+    string(TOUPPER "${first}" first)
+    string(SUBSTRING "${p}" 1 -1 rest)
+    string(APPEND ident "${first}${rest}")
+  endforeach()
+  file(READ ${f} hex HEX)
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
+  string(APPEND body "inline constexpr unsigned char ${ident}[] = {${bytes}0x00};\n")
+endforeach()
+string(APPEND body "}  // namespace kvscope::shaders\n")
+file(WRITE ${OUT}.tmp "${body}")
+execute_process(COMMAND ${CMAKE_COMMAND} -E copy_if_different ${OUT}.tmp ${OUT})
+file(REMOVE ${OUT}.tmp)

@@ -1,0 +1,392 @@
+#include "renderer_overlay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <vector>
+
+#include "scene_format.h"
+
+namespace kvscope {
+
+namespace {
+
+constexpr float kPi = 3.14159265f;
+
+const ImWchar* glyph_ranges() {
+  // Latin + Latin-1 + Latin Extended-A/B, Greek, Cyrillic, general
+  // punctuation, currency, arrows (↵ →), math, box drawing, geometric shapes.
+  static const ImWchar ranges[] = {
+      0x0020, 0x024F, 0x0370, 0x03FF, 0x0400, 0x052F, 0x2000, 0x206F, 0x20A0, 0x20CF, 0x2100,
+      0x214F, 0x2190, 0x21FF, 0x2200, 0x22FF, 0x2500, 0x25FF, 0xFFFD, 0xFFFD, 0,
+  };
+  return ranges;
+}
+
+std::string font_path(const char* file) {
+#ifdef KVSCOPE_FONT_DIR
+  std::filesystem::path p = std::filesystem::path(KVSCOPE_FONT_DIR) / file;
+  std::error_code ec;
+  if (std::filesystem::exists(p, ec)) return p.string();
+#endif
+  (void)file;
+  return {};
+}
+
+ImFont* add_font(const char* file, float size) {
+  ImGuiIO& io = ImGui::GetIO();
+  const std::string path = font_path(file);
+  if (!path.empty()) {
+    ImFontConfig cfg;
+    cfg.OversampleH = 2;
+    cfg.OversampleV = 1;
+    cfg.PixelSnapH = false;
+    if (ImFont* f = io.Fonts->AddFontFromFileTTF(path.c_str(), size, &cfg, glyph_ranges())) return f;
+  }
+  ImFontConfig cfg;
+  cfg.SizePixels = std::round(size);
+  return io.Fonts->AddFontDefault(&cfg);
+}
+
+// Keeps at most `max_cp` code points of UTF-8 text, adding an ellipsis.
+std::string truncate_utf8(const std::string& s, int max_cp) {
+  int cp = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) {
+      if (cp == max_cp) return s.substr(0, i) + "\xE2\x80\xA6";
+      ++cp;
+    }
+  }
+  return s;
+}
+
+// Rotates the vertices added since `vtx_start` around `pivot` by `angle`
+// (radians, screen space with y down: negative = counter-clockwise).
+void rotate_since(ImDrawList* dl, int vtx_start, ImVec2 pivot, float angle) {
+  const float c = std::cos(angle), s = std::sin(angle);
+  for (int i = vtx_start; i < dl->VtxBuffer.Size; ++i) {
+    ImVec2& p = dl->VtxBuffer[i].pos;
+    const float dx = p.x - pivot.x, dy = p.y - pivot.y;
+    p = ImVec2(pivot.x + dx * c - dy * s, pivot.y + dx * s + dy * c);
+  }
+}
+
+void text_with_shadow(ImDrawList* dl, ImFont* font, float size, ImVec2 pos, ImU32 col, const char* text) {
+  dl->AddText(font, size, ImVec2(pos.x + 1.5f, pos.y + 1.5f), IM_COL32(0, 0, 0, 220), text);
+  dl->AddText(font, size, pos, col, text);
+}
+
+ImU32 col4(const glm::vec4& c) {
+  return ImGui::ColorConvertFloat4ToU32(ImVec4(c.r, c.g, c.b, c.a));
+}
+
+// The smallest "nice" step (1, 2, 5, 10, 20, 50, ...) >= x.
+int nice_step(float x) {
+  int base = 1;
+  while (true) {
+    for (int m : {1, 2, 5}) {
+      if (static_cast<float>(base * m) >= x) return base * m;
+    }
+    base *= 10;
+    if (base > 1000000) return base;
+  }
+}
+
+glm::vec3 phase_colour(Phase p) {
+  switch (p) {
+    case Phase::kPrefill:
+      return {0.95f, 0.85f, 0.45f};
+    case Phase::kDecodeKV:
+      return palette::kCacheHigh;
+    case Phase::kDecodeNoCache:
+      return palette::kRecomputed;
+    case Phase::kRefill:
+      return palette::kRefill;
+    case Phase::kNone:
+      break;
+  }
+  return {0.6f, 0.6f, 0.6f};
+}
+
+struct Projector {
+  glm::mat4 vp;
+  ImVec2 origin, size;
+  bool operator()(const glm::vec3& p, ImVec2& out) const {
+    glm::vec2 s;
+    if (!project(vp, p, size.x, size.y, s)) return false;
+    out = ImVec2(origin.x + s.x, origin.y + s.y);
+    return true;
+  }
+};
+
+void draw_token_labels(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts,
+                       const OverlayOptions& opt) {
+  ImFont* font = fonts.label;
+  const float fs = font->FontSize;
+  // Projected anchors of every token label, in position order.
+  std::vector<const Label*> labels;
+  for (const Label& l : scene.labels)
+    if (l.kind == LabelKind::kToken) labels.push_back(&l);
+  const size_t n = labels.size();
+  if (n == 0) return;
+  std::vector<ImVec2> at(n);
+  std::vector<char> visible(n);
+  for (size_t i = 0; i < n; ++i) visible[i] = proj(labels[i]->anchor, at[i]);
+  // Pixel spacing between neighbouring positions (perspective varies it).
+  auto spacing = [&](size_t i) {
+    const size_t j = i + 1 < n ? i + 1 : (i > 0 ? i - 1 : i);
+    if (j == i || !visible[i] || !visible[j]) return 1e6f;
+    const float dx = at[j].x - at[i].x, dy = at[j].y - at[i].y;
+    return std::sqrt(dx * dx + dy * dy);
+  };
+  const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
+  const ImVec4 clip(cmin.x, cmin.y, cmax.x, cmax.y);
+  for (size_t i = 0; i < n; ++i) {
+    if (!visible[i]) continue;
+    const Label& l = *labels[i];
+    const bool newest = l.pos == scene.slot;
+    const bool hovered = l.pos == opt.hover_pos;
+    if (at[i].x < clip.x - 200 || at[i].x > clip.z + 200 || at[i].y < clip.y - 200 || at[i].y > clip.w + 200) continue;
+    const float s = spacing(i);
+    const ImVec2 full = font->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
+    const ImU32 col = col4(l.colour);
+    if (newest || hovered || s >= full.x + 6.0f) {
+      // Horizontal, centred above the block, on a dark plate.
+      ImFont* f = newest ? fonts.banner : font;
+      const float size = newest ? fs * 1.25f : fs;
+      const ImVec2 ts = f->CalcTextSizeA(size, 1e9f, 0.0f, l.text.c_str());
+      const ImVec2 p(at[i].x - ts.x * 0.5f, at[i].y - ts.y - 2.0f);
+      dl->AddRectFilled(ImVec2(p.x - 4, p.y - 1), ImVec2(p.x + ts.x + 4, p.y + ts.y + 1), IM_COL32(4, 6, 12, 190),
+                        4.0f);
+      if (newest || hovered)
+        dl->AddRect(ImVec2(p.x - 4, p.y - 1), ImVec2(p.x + ts.x + 4, p.y + ts.y + 1), col, 4.0f, 0, 1.5f);
+      dl->AddText(f, size, p, col, l.text.c_str());
+      continue;
+    }
+    // Too close for horizontal text: rotated, thinned to every k-th label
+    // when even that would overlap.
+    const float need = fs * 1.05f;
+    if (s < need) {
+      const int k = nice_step(need / std::max(s, 1e-3f));
+      if (l.pos % k != 0) continue;
+    }
+    const std::string text = truncate_utf8(l.text, 14);
+    const float angle = -65.0f * kPi / 180.0f;
+    const int start = dl->VtxBuffer.Size;
+    const ImVec2 p(at[i].x + 2.0f, at[i].y - fs * 0.5f);
+    text_with_shadow(dl, font, fs, p, col, text.c_str());
+    rotate_since(dl, start, ImVec2(at[i].x, at[i].y), angle);
+  }
+}
+
+void draw_side_labels(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts) {
+  ImFont* font = fonts.small;
+  std::vector<ImVec4> drawn;  // rectangles already used: from the top, layers coincide
+  for (const Label& l : scene.labels) {
+    if (l.kind != LabelKind::kLayer && l.kind != LabelKind::kCaption) continue;
+    ImVec2 p;
+    if (!proj(l.anchor, p)) continue;
+    const float fs = l.kind == LabelKind::kCaption ? font->FontSize * 1.1f : font->FontSize;
+    const ImVec2 ts = font->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
+    const ImVec4 r(p.x - ts.x, p.y - ts.y * 0.5f, p.x, p.y + ts.y * 0.5f);
+    bool overlaps = false;
+    for (const ImVec4& o : drawn) overlaps |= r.x < o.z && o.x < r.z && r.y < o.w && o.y < r.w;
+    if (overlaps) continue;
+    drawn.push_back(r);
+    text_with_shadow(dl, font, fs, ImVec2(r.x, r.y), col4(l.colour), l.text.c_str());
+  }
+}
+
+void draw_ticks(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts) {
+  if (scene.slot < 0) return;
+  const Layout L;
+  ImVec2 a, b;
+  const float z = L.block_w * 0.5f + 0.45f;
+  if (!proj({L.x(0), -0.07f, z}, a) || !proj({L.x(1), -0.07f, z}, b)) return;
+  const float px_per_pos = std::max(1e-3f, std::hypot(b.x - a.x, b.y - a.y));
+  const int step = nice_step(std::max(1.0f, 44.0f / px_per_pos));
+  ImFont* font = fonts.small;
+  for (int p = 0; p <= scene.slot; p += step) {
+    ImVec2 s;
+    if (!proj({L.x(p), -0.07f, z}, s)) continue;
+    const std::string t = std::to_string(p);
+    const ImVec2 ts = font->CalcTextSizeA(font->FontSize, 1e9f, 0.0f, t.c_str());
+    dl->AddText(font, font->FontSize, ImVec2(s.x - ts.x * 0.5f, s.y), IM_COL32(140, 150, 175, 220), t.c_str());
+  }
+}
+
+void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts) {
+  for (const Label& l : scene.labels) {
+    if (l.kind != LabelKind::kHead) continue;
+    ImVec2 p;
+    if (!proj(l.anchor, p)) continue;
+    ImFont* f = fonts.small;
+    const float fs = f->FontSize * 1.1f;
+    const ImVec2 ts = f->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
+    const ImVec2 q(p.x - ts.x * 0.5f, p.y - ts.y - 4.0f);
+    dl->AddRectFilled(ImVec2(q.x - 5, q.y - 2), ImVec2(q.x + ts.x + 5, q.y + ts.y + 2), IM_COL32(30, 6, 28, 210), 5.0f);
+    dl->AddRect(ImVec2(q.x - 5, q.y - 2), ImVec2(q.x + ts.x + 5, q.y + ts.y + 2), col4(l.colour), 5.0f, 0, 1.5f);
+    dl->AddText(f, fs, q, col4(l.colour), l.text.c_str());
+  }
+}
+
+void draw_banner(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts) {
+  if (scene.banner.empty()) return;
+  ImFont* big = fonts.banner;
+  ImFont* small = fonts.small;
+  const glm::vec3 c = phase_colour(scene.phase);
+  // Shrunk to fit a narrow view rather than clipped.
+  float big_fs = big->FontSize, small_fs = small->FontSize * 1.05f;
+  ImVec2 ts = big->CalcTextSizeA(big_fs, 1e9f, 0.0f, scene.banner.c_str());
+  ImVec2 ss = small->CalcTextSizeA(small_fs, 1e9f, 0.0f, scene.banner_sub.c_str());
+  const float room = size.x - 40.0f * fonts.scale;
+  const float fit = std::min(1.0f, room / std::max(1.0f, std::max(ts.x, ss.x)));
+  if (fit < 1.0f) {
+    big_fs *= fit;
+    small_fs *= fit;
+    ts = big->CalcTextSizeA(big_fs, 1e9f, 0.0f, scene.banner.c_str());
+    ss = small->CalcTextSizeA(small_fs, 1e9f, 0.0f, scene.banner_sub.c_str());
+  }
+  const float w = std::max(ts.x, ss.x) + 36.0f * fonts.scale;
+  const float h = ts.y + ss.y + 16.0f * fonts.scale;
+  const ImVec2 p0(origin.x + (size.x - w) * 0.5f, origin.y + 10.0f * fonts.scale);
+  const ImVec2 p1(p0.x + w, p0.y + h);
+  dl->AddRectFilled(p0, p1, to_imcolor(c * 0.16f, 0.92f), 8.0f);
+  dl->AddRect(p0, p1, to_imcolor(c), 8.0f, 0, 2.5f);
+  dl->AddText(big, big_fs, ImVec2(p0.x + (w - ts.x) * 0.5f, p0.y + 5.0f * fonts.scale), to_imcolor(c),
+              scene.banner.c_str());
+  dl->AddText(small, small_fs, ImVec2(p0.x + (w - ss.x) * 0.5f, p0.y + 8.0f * fonts.scale + ts.y),
+              IM_COL32(225, 230, 240, 255), scene.banner_sub.c_str());
+}
+
+// Returns the rectangle it used (x0, y0, x1, y1).
+ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts) {
+  ImFont* f = fonts.small;
+  const float fs = f->FontSize;
+  const float row = fs * 1.3f;
+  const float sw = fs * 1.1f;  // swatch size
+  struct Entry {
+    int kind;  // 0 solid, 1 gradient, 2 outline, 3 beam, 4 hollow red
+    glm::vec3 c;
+    const char* text;
+  };
+  // What is on screen in this phase, nothing more.
+  std::vector<Entry> entries = {
+      {0, palette::kPromptToken, "prompt token"},
+      {0, palette::kGeneratedToken, "generated token"},
+      {0, palette::kNewToken, "newest token (just chosen)"},
+  };
+  bool held = false, fresh = false, prefill = false, refill = false, recomputed = false, dropped = false;
+  for (const BlockInstance& b : scene.kv) {
+    held |= b.state == KvState::kResident;
+    fresh |= b.state == KvState::kNew;
+    prefill |= b.state == KvState::kPrefill;
+    refill |= b.state == KvState::kRefill;
+    recomputed |= b.state == KvState::kRecomputed;
+    dropped |= b.state == KvState::kNewDropped;
+  }
+  if (held || prefill || refill || fresh)
+    entries.push_back({1, palette::kCacheHigh, "K/V held in the cache (height, colour = |K|)"});
+  if (prefill) entries.push_back({0, palette::kPrefill, "prefill: all prompt K/V in one pass"});
+  if (refill) entries.push_back({0, palette::kRefill, "refill: cache rebuilt in one pass"});
+  if (fresh || dropped) entries.push_back({0, palette::kNewKV, "K/V computed for the first time"});
+  if (recomputed) entries.push_back({4, palette::kRecomputed, "recomputed, then thrown away (NO CACHE)"});
+  entries.push_back({2, palette::kEmpty, "empty cache slot"});
+  if (!scene.beams.empty()) entries.push_back({3, palette::kBeam, "attention of the newest token (width = weight)"});
+  const int n = static_cast<int>(entries.size());
+  float text_w = 0;
+  for (const auto& e : entries) text_w = std::max(text_w, f->CalcTextSizeA(fs, 1e9f, 0.0f, e.text).x);
+  const float pad = 8.0f * fonts.scale;
+  const ImVec2 box(pad * 3 + sw + text_w, pad * 2 + row * n);
+  const ImVec2 p0(origin.x + pad, origin.y + size.y - box.y - pad);
+  dl->AddRectFilled(p0, ImVec2(p0.x + box.x, p0.y + box.y), IM_COL32(8, 10, 18, 200), 6.0f);
+  dl->AddRect(p0, ImVec2(p0.x + box.x, p0.y + box.y), IM_COL32(70, 80, 100, 200), 6.0f);
+  for (int i = 0; i < n; ++i) {
+    const Entry& e = entries[i];
+    const ImVec2 a(p0.x + pad, p0.y + pad + row * i + (row - sw) * 0.5f);
+    const ImVec2 b(a.x + sw, a.y + sw);
+    switch (e.kind) {
+      case 0:
+        dl->AddRectFilled(a, b, to_imcolor(e.c), 2.0f);
+        break;
+      case 1:
+        dl->AddRectFilledMultiColor(a, b, to_imcolor(palette::kCacheHigh), to_imcolor(palette::kCacheHigh),
+                                    to_imcolor(palette::kCacheLow), to_imcolor(palette::kCacheLow));
+        break;
+      case 2:
+        dl->AddRect(a, b, to_imcolor(e.c), 0.0f, 0, 1.5f);
+        break;
+      case 3:
+        dl->AddLine(ImVec2(a.x, b.y), ImVec2(b.x, a.y), to_imcolor(e.c), 3.0f);
+        dl->AddLine(ImVec2(a.x, b.y), ImVec2(b.x, a.y + sw * 0.6f), to_imcolor(e.c, 0.5f), 1.0f);
+        break;
+      case 4:
+        dl->AddRectFilled(a, b, to_imcolor(e.c * 0.35f), 0.0f);
+        dl->AddRect(a, b, to_imcolor(e.c), 0.0f, 0, 1.5f);
+        break;
+    }
+    dl->AddText(f, fs, ImVec2(b.x + pad, p0.y + pad + row * i + (row - fs) * 0.5f), IM_COL32(220, 225, 235, 255),
+                e.text);
+  }
+  return ImVec4(p0.x, p0.y, p0.x + box.x, p0.y + box.y);
+}
+
+void draw_hud(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts, const OverlayOptions& opt,
+              const ImVec4& avoid) {
+  if (!opt.record) return;
+  const StepRecord& r = *opt.record;
+  ImFont* f = fonts.small;
+  const float fs = f->FontSize;
+  std::string l1 = (opt.model_name.empty() ? std::string() : opt.model_name + "  \xC2\xB7  ") +
+                   (r.prefill ? std::string("prefill") : "step " + std::to_string(r.index)) + "  \xC2\xB7  " +
+                   std::to_string(r.seq_len) + " positions  \xC2\xB7  " +
+                   (r.mode == CacheMode::kKV ? "KV CACHE" : "NO CACHE");
+  char ms[32];
+  std::snprintf(ms, sizeof(ms), "%.2f ms", r.ms);
+  std::string l2 = "this step " + format_flops(r.flops) + "  \xC2\xB7  so far " + format_flops(r.flops_total);
+  std::string l3 = "KV cache " + format_bytes(r.kv_bytes) + "  \xC2\xB7  recomputed " + std::to_string(r.recomputed) +
+                   "  \xC2\xB7  " + ms;
+  const float pad = 8.0f * fonts.scale;
+  float w = 0;
+  for (const std::string* s : {&l1, &l2, &l3}) w = std::max(w, f->CalcTextSizeA(fs, 1e9f, 0.0f, s->c_str()).x);
+  // Bottom-right: the banner owns the top, the legend the bottom-left.
+  const float box_h = fs * 3.6f + pad * 2;
+  ImVec2 p0(origin.x + size.x - w - pad * 3, origin.y + size.y - box_h - pad);
+  if (p0.x < avoid.z + pad && avoid.z > avoid.x) p0.y = avoid.y - box_h - pad;  // narrow view: above the legend
+  dl->AddRectFilled(p0, ImVec2(p0.x + w + pad * 2, p0.y + box_h), IM_COL32(8, 10, 18, 190), 6.0f);
+  dl->AddText(f, fs, ImVec2(p0.x + pad, p0.y + pad), IM_COL32(235, 238, 245, 255), l1.c_str());
+  dl->AddText(f, fs, ImVec2(p0.x + pad, p0.y + pad + fs * 1.2f), IM_COL32(200, 210, 225, 255), l2.c_str());
+  dl->AddText(f, fs, ImVec2(p0.x + pad, p0.y + pad + fs * 2.4f),
+              r.kv_bytes ? to_imcolor(palette::kCacheHigh) : to_imcolor(palette::kRecomputed), l3.c_str());
+}
+
+}  // namespace
+
+OverlayFonts load_fonts(float text_scale) {
+  ImGuiIO& io = ImGui::GetIO();
+  io.Fonts->Clear();
+  OverlayFonts f;
+  f.scale = text_scale;
+  f.ui = add_font("DejaVuSans.ttf", 16.0f * text_scale);  // first = ImGui's default
+  f.label = add_font("DejaVuSans.ttf", 18.0f * text_scale);
+  f.banner = add_font("DejaVuSans-Bold.ttf", 30.0f * text_scale);
+  f.small = add_font("DejaVuSans.ttf", 15.0f * text_scale);
+  return f;
+}
+
+void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVec2 origin, ImVec2 size,
+                  const OverlayFonts& fonts, const OverlayOptions& opt) {
+  dl->PushClipRect(origin, ImVec2(origin.x + size.x, origin.y + size.y), true);
+  Projector proj{camera.proj(size.x / std::max(1.0f, size.y)) * camera.view(), origin, size};
+  draw_ticks(dl, scene, proj, fonts);
+  draw_side_labels(dl, scene, proj, fonts);
+  if (opt.labels) draw_token_labels(dl, scene, proj, fonts, opt);
+  draw_head_label(dl, scene, proj, fonts);
+  if (opt.banner) draw_banner(dl, scene, origin, size, fonts);
+  ImVec4 legend(0, 0, 0, 0);
+  if (opt.legend) legend = draw_legend(dl, scene, origin, size, fonts);
+  if (opt.hud) draw_hud(dl, origin, size, fonts, opt, legend);
+  dl->PopClipRect();
+}
+
+}  // namespace kvscope

@@ -1,0 +1,49 @@
+// Text and 2D annotations over the 3D view, drawn with an ImGui draw list so
+// the window and the headless renderer produce the same picture: token
+// labels projected above their blocks, layer numbers, position ticks, the
+// phase banner, a legend and a small counter HUD.
+#pragma once
+
+#include <imgui.h>
+
+#include <string>
+
+#include "generator.h"
+#include "scene.h"
+#include "scene_camera.h"
+
+namespace kvscope {
+
+struct OverlayFonts {
+  ImFont* ui = nullptr;      // panels
+  ImFont* label = nullptr;   // token labels
+  ImFont* banner = nullptr;  // the phase banner
+  ImFont* small = nullptr;   // legend, ticks, HUD
+  float scale = 1.0f;
+};
+
+// Adds the fonts to the current ImGui context's atlas (clearing it first):
+// DejaVu Sans when installed (Latin, Greek, Cyrillic, arrows, '·', '↵'),
+// else ImGui's built-in font. Call before the atlas texture is built.
+OverlayFonts load_fonts(float text_scale);
+
+struct OverlayOptions {
+  bool labels = true;
+  bool legend = true;
+  bool banner = true;
+  bool hud = true;
+  int hover_pos = -1;  // token position to highlight
+  std::string model_name;
+  const StepRecord* record = nullptr;  // counters for the HUD (the shown step)
+  float text_scale = 1.0f;
+};
+
+// Draws onto `dl` in the rectangle [origin, origin + size) (pixels).
+void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVec2 origin, ImVec2 size,
+                  const OverlayFonts& fonts, const OverlayOptions& opt);
+
+inline ImU32 to_imcolor(const glm::vec3& c, float a = 1.0f) {
+  return ImGui::ColorConvertFloat4ToU32(ImVec4(c.r, c.g, c.b, a));
+}
+
+}  // namespace kvscope

@@ -1,0 +1,201 @@
+// The scene builder: a pure function from the engine's step records (plus view
+// options and an animation phase) to flat instance lists that the renderer
+// draws. No GL here, so tests can check exactly what will be on screen.
+//
+// Layout (world units, y up):
+//   x = position * pitch                      (the sequence runs left to right)
+//   KV stack of position p: layer l is a block at y in [l * layer_pitch, ...)
+//   token block of position p sits on top of its stack
+//   the write head hovers in front (+z) of the slot being generated and fans
+//   attention beams back to the selected layer's KV block of every earlier
+//   position.
+#pragma once
+
+#include <glm/glm.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "generator.h"
+
+namespace kvscope {
+
+// What a KV block holds in the step being shown.
+enum class KvState {
+  kEmpty,       // nothing held: not computed yet, or NO CACHE at rest
+  kResident,    // held in the cache from an earlier step
+  kNew,         // computed for the first time in this step (kept in KV CACHE mode)
+  kPrefill,     // computed in the prefill burst, kept
+  kRefill,      // recomputed to rebuild the cache after NO CACHE, kept
+  kRecomputed,  // NO CACHE: computed again this step, then thrown away
+  kNewDropped,  // NO CACHE: computed for the first time this step, then thrown away
+};
+const char* to_string(KvState s);
+// True for the states that are drawn flashing in this step.
+bool is_flash(KvState s);
+// True when the K/V are in the resident cache after the step.
+bool is_held(KvState s);
+
+enum class Phase { kNone, kPrefill, kDecodeKV, kDecodeNoCache, kRefill };
+
+// Per-position facts accumulated from the records, in sequence order.
+struct TokenInfo {
+  int id = 0;
+  std::string piece;  // display-safe (partial UTF-8 escaped as \xNN)
+  bool prompt = false;
+  float prob = -1;     // probability when it was chosen; -1 for prompt tokens
+  int chosen_at = -1;  // index of the record that chose it; -1 for prompt tokens
+};
+
+// Everything the scene needs about one generation up to a given record.
+// Built incrementally (append) so the UI does not rescan the history each frame.
+struct SequenceState {
+  int n_layer = 0, n_head = 0, n_embd = 0;
+  int n_prompt = 0;
+  std::vector<TokenInfo> tokens;  // positions [0, seq_len]: the last is the newest chosen token
+  std::vector<float> k_norm;      // (position, layer) L2 norm of the K row; -1 = never computed
+  std::vector<float> v_norm;      // (position, layer) L2 norm of the V row; -1 = never computed
+  std::vector<float> k_norm_max;  // (layer) max over known positions, for height scaling
+  RecordPtr current;              // the record being shown (null before the prefill)
+  int n_records = 0;
+
+  int seq_len() const { return current ? current->seq_len : 0; }  // positions with K/V computed
+  float knorm(int pos, int layer) const { return k_norm[static_cast<size_t>(pos) * n_layer + layer]; }
+  float vnorm(int pos, int layer) const { return v_norm[static_cast<size_t>(pos) * n_layer + layer]; }
+};
+
+// Adds one record (in generation order). The first must be the prefill.
+void append_record(SequenceState& seq, const RecordPtr& rec);
+// The state after records [0, count).
+SequenceState build_sequence(const std::vector<RecordPtr>& records, size_t count);
+
+// Makes a token piece visible on screen: leading spaces become U+00B7 '·',
+// a newline becomes U+21B5 '↵', a tab U+2192 '→'. Other bytes pass through.
+std::string visible_piece(const std::string& piece);
+
+struct ViewOptions {
+  int layer = -1;           // -1 = mean over layers
+  int head = -1;            // -1 = mean over heads
+  float min_weight = 0.0f;  // beams below this weight are not drawn
+  bool beams = true;
+};
+
+// World-space geometry, shared by the builder, the camera and the tests.
+struct Layout {
+  float pitch = 1.0f;        // x distance between positions
+  float block_w = 0.78f;     // block width (x) and depth (z)
+  float kv_h = 0.7f;         // tallest KV block (the layer's largest K norm)
+  float kv_min_frac = 0.3f;  // smallest KV block, as a fraction of kv_h
+  float layer_pitch = 0.9f;  // y distance between layers
+  float token_gap = 0.4f;    // between the top of the stack and the token block
+  float token_h = 0.9f;
+  float head_z = 2.6f;       // write head in front of the row
+  float head_lift = 0.9f;    // write head above the token row centre
+  float drop_height = 3.5f;  // where a new token starts its fall
+
+  float x(int pos) const { return static_cast<float>(pos) * pitch; }
+  float kv_bottom(int layer) const { return static_cast<float>(layer) * layer_pitch; }
+  float token_bottom(int n_layer) const {
+    return static_cast<float>(n_layer) * layer_pitch - (layer_pitch - kv_h) + token_gap;
+  }
+  glm::vec3 token_center(int pos, int n_layer) const { return {x(pos), token_bottom(n_layer) + token_h * 0.5f, 0.0f}; }
+  // Centre of a KV block of the given height.
+  glm::vec3 kv_center(int pos, int layer, float height) const {
+    return {x(pos), kv_bottom(layer) + height * 0.5f, 0.0f};
+  }
+  // Where beams land on position `pos`: the front face of the layer's block
+  // (for the mean over layers, the block of the middle layer).
+  glm::vec3 beam_target(int pos, int layer, int n_layer) const;
+  glm::vec3 write_head(int slot, int n_layer) const {
+    return {x(slot), token_bottom(n_layer) + token_h * 0.5f + head_lift, head_z};
+  }
+};
+
+struct BlockInstance {
+  glm::vec3 center{0.0f};
+  glm::vec3 size{1.0f};
+  glm::vec4 colour{1.0f};  // rgb + fill: 1 = solid, 0 = outline only (an empty slot)
+  float glow = 0;          // 0..1, added light (flashes, the newest token)
+  int pos = -1;            // sequence position (-1 for markers)
+  int layer = -1;          // KV layer, -1 for token blocks
+  KvState state = KvState::kEmpty;
+};
+
+struct BeamInstance {
+  glm::vec3 from{0.0f}, to{0.0f};
+  float weight = 0;        // the real attention weight (exact, unscaled)
+  glm::vec4 colour{1.0f};  // alpha = animation fade
+  int key = 0;             // the key position the beam lands on
+};
+
+enum class LabelKind { kToken, kLayer, kCaption, kHead };
+
+struct Label {
+  glm::vec3 anchor{0.0f};
+  std::string text;  // UTF-8, already made visible
+  glm::vec4 colour{1.0f};
+  LabelKind kind = LabelKind::kToken;
+  int pos = -1;
+};
+
+struct Scene {
+  Phase phase = Phase::kNone;
+  std::string banner;      // e.g. "PREFILL", "DECODE · KV CACHE"
+  std::string banner_sub;  // one line saying what happened in this step
+  int seq_len = 0;         // positions with K/V computed by the shown step
+  int slot = -1;           // write-head slot (= seq_len), -1 before the prefill
+  int n_layer = 0;
+  std::vector<BlockInstance> tokens;   // one per position [0, slot], the newest may be falling
+  std::vector<BlockInstance> kv;       // (position, layer) for positions [0, slot]
+  std::vector<BlockInstance> markers;  // the write head
+  std::vector<BeamInstance> beams;     // one per key position over min_weight
+  std::vector<Label> labels;
+  glm::vec3 bounds_min{0.0f}, bounds_max{0.0f};
+  glm::vec3 head_pos{0.0f};
+};
+
+// Colours of the legend (shared with the overlay so the legend matches).
+namespace palette {
+extern const glm::vec3 kBackground;
+extern const glm::vec3 kPromptToken;
+extern const glm::vec3 kGeneratedToken;
+extern const glm::vec3 kNewToken;
+extern const glm::vec3 kCacheLow, kCacheHigh;  // K-norm gradient of held blocks
+extern const glm::vec3 kNewKV;
+extern const glm::vec3 kPrefill;
+extern const glm::vec3 kRefill;
+extern const glm::vec3 kRecomputed;
+extern const glm::vec3 kEmpty;
+extern const glm::vec3 kBeam;
+extern const glm::vec3 kHead;
+}  // namespace palette
+
+// The attention weight of the newest query row for key `key`, for a layer /
+// head or the mean (-1) over them.
+float attention_weight(const StepRecord& rec, int layer, int head, int key);
+
+// Animation timing: `anim` runs from 0 (the record just arrived) to 1 (settled).
+struct AnimTiming {
+  static constexpr float kFlashEnd = 0.55f;   // compute flash fades by here
+  static constexpr float kBeamStart = 0.15f;  // beams fade in from here...
+  static constexpr float kBeamEnd = 0.5f;     // ...to here
+  static constexpr float kDropStart = 0.45f;  // the new token starts falling
+};
+
+// The scene for `seq` (as of its current record), animation phase in [0, 1].
+Scene build_scene(const SequenceState& seq, const ViewOptions& view, float anim = 1.0f,
+                  const Layout& layout = Layout());
+// Convenience: from the first `count` records.
+Scene build_scene(const std::vector<RecordPtr>& records, size_t count, const ViewOptions& view, float anim = 1.0f,
+                  const Layout& layout = Layout());
+
+// What is under a ray (for hover tooltips): the nearest block hit.
+struct Pick {
+  enum Kind { kNothing, kToken, kKv } kind = kNothing;
+  int pos = -1;
+  int layer = -1;
+  KvState state = KvState::kEmpty;
+};
+Pick pick(const Scene& scene, const glm::vec3& ray_origin, const glm::vec3& ray_dir);
+
+}  // namespace kvscope

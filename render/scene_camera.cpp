@@ -1,0 +1,193 @@
+#include "scene_camera.h"
+
+#include <algorithm>
+#include <cmath>
+#include <glm/gtc/matrix_transform.hpp>
+#include <glm/gtc/type_ptr.hpp>
+
+namespace kvscope {
+
+namespace {
+constexpr float kPi = 3.14159265358979f;
+constexpr float kMaxPitch = 1.55f;  // just short of straight down, so `up` stays defined
+}  // namespace
+
+const char* to_string(CameraPreset p) {
+  switch (p) {
+    case CameraPreset::kFront:
+      return "front";
+    case CameraPreset::kTop:
+      return "top";
+    case CameraPreset::kSide:
+      return "side";
+    case CameraPreset::kFollow:
+      return "follow";
+  }
+  return "front";
+}
+
+bool parse_camera(const std::string& name, CameraPreset& out) {
+  for (CameraPreset p : {CameraPreset::kFront, CameraPreset::kTop, CameraPreset::kSide, CameraPreset::kFollow}) {
+    if (name == to_string(p)) {
+      out = p;
+      return true;
+    }
+  }
+  return false;
+}
+
+glm::vec3 Camera::eye() const {
+  const glm::vec3 back{std::cos(pitch) * std::sin(yaw), std::sin(pitch), std::cos(pitch) * std::cos(yaw)};
+  return target + distance * back;
+}
+glm::vec3 Camera::forward() const {
+  return glm::normalize(target - eye());
+}
+glm::vec3 Camera::right() const {
+  return {std::cos(yaw), 0.0f, -std::sin(yaw)};
+}
+glm::vec3 Camera::up() const {
+  return glm::normalize(glm::cross(right(), forward()));
+}
+
+glm::vec3 Camera::world_eye() const {
+  glm::vec3 e = eye();
+  e.y /= stretch_y;
+  return e;
+}
+
+glm::mat4 Camera::view() const {
+  return glm::lookAt(eye(), target, up()) * glm::scale(glm::mat4(1.0f), glm::vec3(1.0f, stretch_y, 1.0f));
+}
+
+glm::mat4 Camera::proj(float aspect) const {
+  const float near_z = std::max(0.02f, distance * 0.01f);
+  const float far_z = distance * 20.0f + 200.0f;
+  return glm::perspective(fov_y, aspect, near_z, far_z);
+}
+
+void Camera::orbit(float dx_px, float dy_px) {
+  yaw -= dx_px * 0.006f;
+  pitch = std::clamp(pitch + dy_px * 0.006f, -kMaxPitch, kMaxPitch);
+}
+
+void Camera::pan(float dx_px, float dy_px, float viewport_h) {
+  const float world_per_px = 2.0f * distance * std::tan(fov_y * 0.5f) / std::max(1.0f, viewport_h);
+  target += (-dx_px * right() + dy_px * up()) * world_per_px;
+}
+
+void Camera::zoom(float wheel_steps) {
+  distance = std::clamp(distance * std::pow(0.88f, wheel_steps), 0.5f, 5000.0f);
+}
+
+bool project(const glm::mat4& vp, const glm::vec3& p, float vw, float vh, glm::vec2& out) {
+  const glm::vec4 c = vp * glm::vec4(p, 1.0f);
+  if (c.w <= 1e-6f) return false;
+  const glm::vec3 ndc = glm::vec3(c) / c.w;
+  out = {(ndc.x * 0.5f + 0.5f) * vw, (1.0f - (ndc.y * 0.5f + 0.5f)) * vh};
+  return true;
+}
+
+void screen_ray(const Camera& cam, float aspect, float px, float py, float vw, float vh, glm::vec3& origin,
+                glm::vec3& dir) {
+  const float nx = px / vw * 2.0f - 1.0f;
+  const float ny = 1.0f - py / vh * 2.0f;
+  const float th = std::tan(cam.fov_y * 0.5f);
+  origin = cam.world_eye();
+  dir = cam.forward() + cam.right() * (nx * th * aspect) + cam.up() * (ny * th);
+  dir.y /= cam.stretch_y;
+  dir = glm::normalize(dir);
+}
+
+namespace {
+
+// The distance at which every corner of [lo, hi] fits inside `margin` of the
+// viewport, for the camera's orientation and target.
+float fit_distance(Camera cam, const glm::vec3& lo, const glm::vec3& hi, float aspect, float margin) {
+  float a = 0.5f, b = 20000.0f;
+  for (int it = 0; it < 40; ++it) {
+    cam.distance = 0.5f * (a + b);
+    const glm::mat4 vp = cam.proj(aspect) * cam.view();
+    bool fits = true;
+    for (int i = 0; i < 8 && fits; ++i) {
+      const glm::vec3 p{(i & 1) ? hi.x : lo.x, (i & 2) ? hi.y : lo.y, (i & 4) ? hi.z : lo.z};
+      const glm::vec4 c = vp * glm::vec4(p, 1.0f);
+      if (c.w <= 1e-4f) {
+        fits = false;
+        break;
+      }
+      fits = std::abs(c.x / c.w) <= margin && std::abs(c.y / c.w) <= margin;
+    }
+    if (fits)
+      b = cam.distance;
+    else
+      a = cam.distance;
+  }
+  return b;
+}
+
+}  // namespace
+
+Camera preset_camera(CameraPreset p, const Scene& scene, float aspect) {
+  Camera cam;
+  glm::vec3 lo = scene.bounds_min, hi = scene.bounds_max;
+  if (scene.slot < 0) {  // nothing yet: a sensible default box
+    lo = {-2.0f, 0.0f, -1.0f};
+    hi = {10.0f, 4.0f, 3.0f};
+  }
+  float margin = 0.86f;
+  switch (p) {
+    case CameraPreset::kFront: {
+      cam.yaw = 0.0f;
+      cam.pitch = 0.30f;
+      // Long sequences: exaggerate heights so the stacks fill about half of
+      // the view's height (a wall of K-norm columns, layer by layer) instead
+      // of a thin line.
+      const float height = std::max(1.0f, hi.y - lo.y);
+      cam.stretch_y = std::clamp(0.5f * (hi.x - lo.x) / std::max(aspect, 0.2f) / height, 1.0f, 40.0f);
+      break;
+    }
+    case CameraPreset::kTop:
+      cam.yaw = 0.0f;
+      cam.pitch = kMaxPitch;
+      break;
+    case CameraPreset::kSide:
+      cam.yaw = 0.85f;
+      cam.pitch = 0.32f;
+      break;
+    case CameraPreset::kFollow: {
+      // The last ~14 positions and the write head, seen from the front-right.
+      const float x_head = scene.head_pos.x;
+      lo.x = std::max(lo.x, x_head - 14.0f);
+      hi.x = x_head + 1.0f;
+      cam.yaw = 0.30f;
+      cam.pitch = 0.28f;
+      margin = 0.92f;
+      break;
+    }
+  }
+  lo.y *= cam.stretch_y;
+  hi.y *= cam.stretch_y;
+  cam.target = 0.5f * (lo + hi);
+  // fit_distance projects world points: hand it the world box.
+  lo.y /= cam.stretch_y;
+  hi.y /= cam.stretch_y;
+  cam.distance = fit_distance(cam, lo, hi, aspect, margin);
+  return cam;
+}
+
+Camera blend(const Camera& a, const Camera& b, float t) {
+  t = std::clamp(t, 0.0f, 1.0f);
+  Camera c = b;
+  c.target = glm::mix(a.target, b.target, t);
+  // Distances blend in log space so zooming far out and back feels even.
+  c.distance = std::exp(glm::mix(std::log(a.distance), std::log(b.distance), t));
+  float dyaw = std::remainder(b.yaw - a.yaw, 2.0f * kPi);
+  c.yaw = a.yaw + dyaw * t;
+  c.pitch = glm::mix(a.pitch, b.pitch, t);
+  c.fov_y = glm::mix(a.fov_y, b.fov_y, t);
+  c.stretch_y = std::exp(glm::mix(std::log(a.stretch_y), std::log(b.stretch_y), t));
+  return c;
+}
+
+}  // namespace kvscope

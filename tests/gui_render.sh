@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# `kvscope render` end to end, headless (EGL surfaceless, no DISPLAY): PNG of
+# the last step, one PNG per step, sizes, cameras, modes, and clear errors.
+# Args: KVSCOPE SOURCE_DIR BUILD_DIR.
+set -euo pipefail
+kvscope="$1" src="$2" build="$3"
+source "$src/tests/testlib_model.sh"
+kvscope_test_model "$src" "$build"
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/kvscope-render.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+unset DISPLAY WAYLAND_DISPLAY  # must not need a display
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+png_size() {  # prints "W H" from the PNG header
+  local f="$1"
+  [[ "$(head -c 8 "$f" | od -An -tx1 | tr -d ' \n')" == "89504e470d0a1a0a" ]] || fail "$f is not a PNG"
+  local w h
+  w=$((16#$(od -An -tx1 -j16 -N4 "$f" | tr -d ' \n')))
+  h=$((16#$(od -An -tx1 -j20 -N4 "$f" | tr -d ' \n')))
+  echo "$w $h"
+}
+
+# From another directory: the shaders are embedded, nothing is read from the tree.
+(cd "$tmp" && "$kvscope" render --model "$MODEL" --prompt "The capital of France is" --steps 6 \
+   --out last.png --frames frames --width 640 --height 360) 2> "$tmp/log" || { cat "$tmp/log"; fail "render failed"; }
+[[ "$(png_size "$tmp/last.png")" == "640 360" ]] || fail "last.png is $(png_size "$tmp/last.png"), expected 640 360"
+n=$(ls "$tmp/frames" | grep -c '^step_[0-9]\{4\}\.png$' || true)
+[[ "$n" -ge 1 && "$n" -le 6 ]] || fail "expected 1..6 frames (one per step), got $n"
+[[ -f "$tmp/frames/step_0000.png" ]] || fail "no frame for the prefill (step_0000.png)"
+# A real picture, not a blank frame: PNG of a uniform image compresses to almost nothing.
+[[ $(stat -c %s "$tmp/last.png") -gt 20000 ]] || fail "last.png is suspiciously small"
+grep -q "llvmpipe\|EGL" "$tmp/log" || true
+
+for cam in front top side follow; do
+  "$kvscope" render --model "$MODEL" --prompt "def " --steps 4 --camera "$cam" --no-cache --layer 1 --head 0 \
+    --width 320 --height 200 --out "$tmp/$cam.png" 2> "$tmp/log" || { cat "$tmp/log"; fail "camera $cam"; }
+  [[ "$(png_size "$tmp/$cam.png")" == "320 200" ]] || fail "$cam.png has the wrong size"
+done
+
+# Mistakes get one clear line and exit code 1 (runtime) or 2 (usage).
+set +e
+"$kvscope" render --model "$MODEL" --prompt "x" --steps 2 --layer 99 --out "$tmp/x.png" 2> "$tmp/err"; rc=$?
+set -e
+[[ $rc -eq 1 ]] || fail "--layer 99: exit $rc, expected 1"
+grep -q "layers" "$tmp/err" || fail "--layer 99: message does not name the layers: $(cat "$tmp/err")"
+set +e
+"$kvscope" render --model "$MODEL" --prompt "x" --steps 2 --out /proc/kvscope-cannot-write.png 2> "$tmp/err"; rc=$?
+set -e
+[[ $rc -eq 1 ]] || fail "unwritable --out: exit $rc, expected 1"
+grep -q "PNG" "$tmp/err" || fail "unwritable --out: $(cat "$tmp/err")"
+set +e
+"$kvscope" render --model "$tmp/no-such-model" --prompt "x" --out "$tmp/x.png" 2> "$tmp/err"; rc=$?
+set -e
+[[ $rc -eq 1 ]] || fail "missing model: exit $rc, expected 1"
+echo "gui_render: ok ($MODEL)"

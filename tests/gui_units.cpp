@@ -1,0 +1,217 @@
+// Logic of the window that needs no display: the engine worker thread
+// (commands in, records out, errors reported, the current model kept), the
+// FLOP curve the Cache panel computes for the other mode, and settings
+// persistence. Part of kvscope_render_tests; the model comes from $MODEL
+// (set by tests/gui_render_pixels.sh).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "generator.h"
+#include "gui_settings.h"
+#include "gui_state.h"
+#include "gui_worker.h"
+#include "model.h"
+#include "panels.h"
+
+namespace kvscope {
+namespace {
+
+std::string model_dir() {
+  const char* m = std::getenv("MODEL");
+  if (!m || !*m) throw std::runtime_error("set MODEL to a GPT-2 folder (tests/gui_render_pixels.sh does)");
+  return m;
+}
+
+// Polls until `want` events of `kind` arrived (or 60 s).
+std::vector<WorkerEvent> wait_for(EngineWorker& w, WorkerEvent::Kind kind, int want, std::vector<WorkerEvent>* all) {
+  std::vector<WorkerEvent> got;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (static_cast<int>(got.size()) < want && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+    for (WorkerEvent& e : w.poll()) {
+      if (all) all->push_back(e);
+      if (e.kind == kind) got.push_back(e);
+      if (e.kind == WorkerEvent::Kind::kError && kind != WorkerEvent::Kind::kError)
+        ADD_FAILURE() << "unexpected worker error: " << e.message;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return got;
+}
+
+TEST(EngineWorker, RunsStepsOffTheUiThreadAndKeepsTheModelOnErrors) {
+  int wakes = 0;
+  std::mutex mu;
+  EngineWorker w([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    ++wakes;
+  });
+  WorkerCommand load(WorkerCommand::Kind::kLoadModel);
+  load.text = model_dir();
+  w.send(load);
+  auto loaded = wait_for(w, WorkerEvent::Kind::kModelLoaded, 1, nullptr);
+  ASSERT_EQ(loaded.size(), 1u);
+  ASSERT_TRUE(loaded[0].model);
+  const int n_layer = loaded[0].model->config.n_layer;
+
+  WorkerCommand start(WorkerCommand::Kind::kStart);
+  start.text = "The capital of France is";
+  start.options.max_new = 50;
+  w.send(start);
+  for (int i = 0; i < 4; ++i) w.send({WorkerCommand::Kind::kStep});
+  auto recs = wait_for(w, WorkerEvent::Kind::kRecord, 4, nullptr);
+  ASSERT_EQ(recs.size(), 4u);
+  EXPECT_TRUE(recs[0].record->prefill);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(recs[i].record->index, i);
+    EXPECT_EQ(recs[i].record->mode, CacheMode::kKV);
+    EXPECT_EQ(recs[i].generation, recs[0].generation);
+    EXPECT_EQ(recs[i].record->n_layer, n_layer);
+  }
+  // Mode switches apply from the next step.
+  WorkerCommand mode(WorkerCommand::Kind::kSetMode);
+  mode.mode = CacheMode::kNoCache;
+  w.send(mode);
+  w.send({WorkerCommand::Kind::kStep});
+  auto nc = wait_for(w, WorkerEvent::Kind::kRecord, 1, nullptr);
+  ASSERT_EQ(nc.size(), 1u);
+  EXPECT_EQ(nc[0].record->mode, CacheMode::kNoCache);
+  EXPECT_EQ(nc[0].record->recomputed, nc[0].record->seq_len - 1);
+  EXPECT_EQ(nc[0].record->kv_bytes, 0u);
+
+  // A bad folder: an error naming the load, and the generation goes on.
+  WorkerCommand bad(WorkerCommand::Kind::kLoadModel);
+  bad.text = "/nonexistent/kvscope-model";
+  w.send(bad);
+  auto errs = wait_for(w, WorkerEvent::Kind::kError, 1, nullptr);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0].failed, WorkerCommand::Kind::kLoadModel);
+  EXPECT_NE(errs[0].message.find("/nonexistent/kvscope-model"), std::string::npos) << errs[0].message;
+  w.send({WorkerCommand::Kind::kStep});
+  auto after = wait_for(w, WorkerEvent::Kind::kRecord, 1, nullptr);
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after[0].record->index, 5);
+
+  // An empty prompt is refused; nothing crashes.
+  WorkerCommand empty(WorkerCommand::Kind::kStart);
+  empty.text = "";
+  empty.options.max_new = 5;
+  w.send(empty);
+  auto e2 = wait_for(w, WorkerEvent::Kind::kError, 1, nullptr);
+  ASSERT_EQ(e2.size(), 1u);
+  EXPECT_EQ(e2[0].failed, WorkerCommand::Kind::kStart);
+  while (w.pending() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_GE(wakes, 8);  // the UI is woken for every event
+}
+
+TEST(EngineWorker, CancelledStepsNeverRun) {
+  EngineWorker w;
+  WorkerCommand load(WorkerCommand::Kind::kLoadModel);
+  load.text = model_dir();
+  w.send(load);
+  WorkerCommand start(WorkerCommand::Kind::kStart);
+  start.text = "def ";
+  start.options.max_new = 1000;
+  w.send(start);
+  for (int i = 0; i < 200; ++i) w.send({WorkerCommand::Kind::kStep});
+  w.cancel_steps();
+  while (w.pending() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  int records = 0;
+  for (const WorkerEvent& e : w.poll()) records += e.kind == WorkerEvent::Kind::kRecord;
+  EXPECT_LT(records, 200);
+}
+
+// The FLOP convention of the engine issue, written out here independently:
+// per layer 24 n d^2 + 4 d sum(L_i), plus the LM head 2 d V.
+uint64_t formula(const Config& c, uint64_t n, uint64_t T) {
+  const uint64_t d = c.n_embd;
+  uint64_t sum_l = 0;
+  for (uint64_t i = 0; i < n; ++i) sum_l += T - n + i + 1;
+  return c.n_layer * (24 * n * d * d + 4 * d * sum_l) + 2 * d * c.vocab_size;
+}
+
+TEST(CachePanel, OtherModeCurveFollowsTheFormula) {
+  Snapshot snap;
+  snap.model = load_model(model_dir());
+  Generator g(snap.model);
+  GenerateOptions opt;
+  opt.max_new = 12;
+  g.start("Once upon a time", opt);
+  while (RecordPtr r = g.step()) snap.records.push_back(r);
+  ASSERT_GE(snap.records.size(), 2u);
+  const Config& c = snap.model->config;
+  const auto no_cache = computed_flops(snap, CacheMode::kNoCache);
+  const auto kv = computed_flops(snap, CacheMode::kKV);
+  ASSERT_EQ(no_cache.size(), snap.records.size());
+  for (size_t i = 0; i < snap.records.size(); ++i) {
+    const RecordPtr& r = snap.records[i];
+    const uint64_t T = r->seq_len;
+    EXPECT_EQ(static_cast<uint64_t>(no_cache[i]), formula(c, T, T)) << i;
+    EXPECT_EQ(static_cast<uint64_t>(kv[i]), r->prefill ? formula(c, T, T) : formula(c, 1, T)) << i;
+    // The run was KV CACHE: its real counters equal the KV curve.
+    EXPECT_EQ(static_cast<double>(r->flops), kv[i]) << i;
+  }
+}
+
+TEST(Settings, RoundTripAndBadFiles) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("kvscope-settings-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "settings.json").string();
+  UiState ui;
+  WindowSettings win;
+  std::string err;
+  ASSERT_TRUE(load_settings(path, ui, win, err)) << "a missing file means defaults";
+  ui.preset = kNumPresets;
+  ui.custom_prompt = "Il \xC3\xA9tait une fois";
+  ui.speed = 0.5f;
+  ui.layer = 2;
+  ui.head = -1;
+  ui.camera = CameraPreset::kSide;
+  ui.text_scale = 1.5f;
+  ui.sampler.greedy = false;
+  ui.sampler.temperature = 0.7f;
+  ui.sampler.seed = 42;
+  win.width = 1440;
+  win.height = 810;
+  ASSERT_TRUE(save_settings(path, ui, win, err)) << err;
+  UiState back;
+  WindowSettings wback;
+  ASSERT_TRUE(load_settings(path, back, wback, err)) << err;
+  EXPECT_EQ(back.preset, kNumPresets);
+  EXPECT_EQ(back.custom_prompt, ui.custom_prompt);
+  EXPECT_FLOAT_EQ(back.speed, 0.5f);
+  EXPECT_EQ(back.layer, 2);
+  EXPECT_EQ(back.camera, CameraPreset::kSide);
+  EXPECT_FLOAT_EQ(back.text_scale, 1.5f);
+  EXPECT_FALSE(back.sampler.greedy);
+  EXPECT_FLOAT_EQ(back.sampler.temperature, 0.7f);
+  EXPECT_EQ(back.sampler.seed, 42u);
+  EXPECT_EQ(wback.width, 1440);
+  EXPECT_EQ(wback.height, 810);
+  // Garbage: defaults and a message naming the file.
+  { std::ofstream(path) << "{not json"; }
+  UiState def;
+  err.clear();
+  EXPECT_FALSE(load_settings(path, def, wback, err));
+  EXPECT_NE(err.find(path), std::string::npos);
+  EXPECT_FLOAT_EQ(def.speed, UiState().speed);
+  // Out-of-range values are clamped, wrong types ignored.
+  { std::ofstream(path) << R"({"speed": 1000, "text_scale": "big", "preset": -3})"; }
+  UiState clamp;
+  EXPECT_TRUE(load_settings(path, clamp, wback, err));
+  EXPECT_FLOAT_EQ(clamp.speed, 8.0f);
+  EXPECT_FLOAT_EQ(clamp.text_scale, 1.0f);
+  EXPECT_EQ(clamp.preset, 0);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kvscope

@@ -1,0 +1,260 @@
+// Headless render test: draws scenes built from hand-made records with the
+// real renderer (EGL surfaceless, Mesa llvmpipe, no display) and checks real
+// pixels against where the scene and the camera say things are: the
+// background, token and KV block colours, beams from the write head to the
+// key they name, NO CACHE's red flash, and a clean GL error state.
+// Built as kvscope_render_tests (cmake/gui.cmake), run by tests/gui_render_pixels.sh.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "gl_context.h"
+#include "gl_objects.h"
+#include "renderer.h"
+#include "scene.h"
+#include "scene_camera.h"
+#include "scene_fixtures.h"
+
+namespace kvscope {
+namespace {
+
+using namespace scene_fixtures;
+
+constexpr int kW = 960, kH = 540;
+
+struct Rgb {
+  float r, g, b;  // 0..1
+};
+
+class RenderPixels : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ctx_ = std::make_unique<gl::HeadlessContext>();
+    messages_ = std::make_unique<std::vector<std::string>>();
+    debug_ = gl::enable_debug_output(messages_.get());
+    renderer_ = std::make_unique<Renderer>();
+    target_ = std::make_unique<gl::OffscreenTarget>();
+    target_->resize(kW, kH, 0);  // no MSAA: a pixel is exactly one fragment
+    std::printf("renderer: %s (KHR_debug %s)\n", ctx_->description().c_str(), debug_ ? "on" : "unavailable");
+  }
+  static void TearDownTestSuite() {
+    target_.reset();
+    renderer_.reset();
+    ctx_.reset();
+  }
+  void TearDown() override {
+    EXPECT_NO_THROW(gl::check_errors("after test"));
+    for (const auto& m : *messages_) ADD_FAILURE() << "GL debug output: " << m;
+    messages_->clear();
+  }
+
+  // Draws and reads back; also returns the camera used.
+  std::vector<uint8_t> render(const Scene& s, const Camera& cam, bool grid = false) {
+    RenderStyle style;
+    style.fog = false;  // exact colours
+    style.grid = grid;
+    target_->bind();
+    renderer_->draw(s, cam, kW, kH, style);
+    return target_->read_rgba();
+  }
+  static Rgb at(const std::vector<uint8_t>& img, int x, int y) {
+    const size_t i = (static_cast<size_t>(y) * kW + x) * 4;
+    return {img[i] / 255.0f, img[i + 1] / 255.0f, img[i + 2] / 255.0f};
+  }
+  static bool screen(const Camera& cam, const glm::vec3& p, int& x, int& y) {
+    glm::vec2 px;
+    if (!project(cam.proj(static_cast<float>(kW) / kH) * cam.view(), p, kW, kH, px)) return false;
+    x = static_cast<int>(std::floor(px.x));
+    y = static_cast<int>(std::floor(px.y));
+    return x >= 0 && x < kW && y >= 0 && y < kH;
+  }
+  // The pixel is `base` under some uniform shading factor k (lambert):
+  // returns the largest channel error of the best fit, and k.
+  static float shade_error(const Rgb& px, const glm::vec3& base, float& k) {
+    const float dot = px.r * base.r + px.g * base.g + px.b * base.b;
+    k = dot / glm::dot(base, base);
+    return std::max({std::abs(px.r - k * base.r), std::abs(px.g - k * base.g), std::abs(px.b - k * base.b)});
+  }
+
+  static std::unique_ptr<gl::HeadlessContext> ctx_;
+  static std::unique_ptr<std::vector<std::string>> messages_;
+  static bool debug_;
+  static std::unique_ptr<Renderer> renderer_;
+  static std::unique_ptr<gl::OffscreenTarget> target_;
+};
+std::unique_ptr<gl::HeadlessContext> RenderPixels::ctx_;
+std::unique_ptr<std::vector<std::string>> RenderPixels::messages_;
+bool RenderPixels::debug_ = false;
+std::unique_ptr<Renderer> RenderPixels::renderer_;
+std::unique_ptr<gl::OffscreenTarget> RenderPixels::target_;
+
+TEST_F(RenderPixels, BackgroundAndBlockColoursWhereTheSceneSays) {
+  auto h = make_history(6, {CacheMode::kKV, CacheMode::kKV, CacheMode::kKV});
+  ViewOptions v;
+  v.beams = false;
+  const Scene s = build_scene(h, h.size(), v, 1.0f);
+  const Camera cam = preset_camera(CameraPreset::kFront, s, static_cast<float>(kW) / kH);
+  const auto img = render(s, cam);
+
+  // Above everything: the background colour.
+  for (const auto& [x, y] : {std::pair{4, 4}, std::pair{kW - 5, 4}, std::pair{kW / 2, 3}}) {
+    const Rgb px = at(img, x, y);
+    EXPECT_NEAR(px.r, palette::kBackground.r, 2.5 / 255) << x << "," << y;
+    EXPECT_NEAR(px.g, palette::kBackground.g, 2.5 / 255) << x << "," << y;
+    EXPECT_NEAR(px.b, palette::kBackground.b, 2.5 / 255) << x << "," << y;
+  }
+  // Each settled token block's front face shows its colour: prompt tokens
+  // dim blue-grey, generated ones amber.
+  int checked = 0;
+  for (const BlockInstance& b : s.tokens) {
+    if (b.pos == s.slot) continue;  // the newest glows (not a plain shade)
+    int x, y;
+    ASSERT_TRUE(screen(cam, b.center + glm::vec3(0, 0, b.size.z * 0.5f), x, y));
+    const glm::vec3 base(b.colour);
+    float k;
+    const float err = shade_error(at(img, x, y), base, k);
+    EXPECT_LT(err, 0.035f) << "token " << b.pos << " at " << x << "," << y;
+    EXPECT_GT(k, 0.4f) << "token " << b.pos;
+    ++checked;
+  }
+  EXPECT_EQ(checked, static_cast<int>(s.tokens.size()) - 1);
+  // The two kinds of token are told apart by the pixels alone.
+  int px0, py0, px1, py1;
+  screen(cam, s.tokens[0].center + glm::vec3(0, 0, 0.39f), px0, py0);
+  screen(cam, s.tokens[7].center + glm::vec3(0, 0, 0.39f), px1, py1);
+  const Rgb prompt = at(img, px0, py0), gen = at(img, px1, py1);
+  EXPECT_GT(prompt.b, prompt.r);  // blue-grey
+  EXPECT_GT(gen.r, gen.g);        // amber
+  EXPECT_GT(gen.g, gen.b);
+  // KV blocks: held ones cyan, the new column green-tinted, the newest token's
+  // slots empty (background shows through their middle).
+  for (const BlockInstance& b : s.kv) {
+    if (b.layer != 1) continue;
+    int x, y;
+    ASSERT_TRUE(screen(cam, b.center + glm::vec3(0, 0, b.size.z * 0.5f), x, y));
+    const Rgb px = at(img, x, y);
+    if (b.state == KvState::kEmpty) {
+      EXPECT_LT(px.r + px.g + px.b, 0.35f) << "empty slot " << b.pos;
+      continue;
+    }
+    if (b.state != KvState::kResident) continue;  // the new column glows
+    float k;
+    EXPECT_LT(shade_error(px, glm::vec3(b.colour), k), 0.035f) << "kv block " << b.pos;
+    EXPECT_GT(px.b, px.r + 0.2f) << "cyan " << b.pos;
+  }
+}
+
+TEST_F(RenderPixels, BeamGoesFromTheWriteHeadToTheKeyItNames) {
+  // One strong beam: layer 0, head 0 puts 0.9 on key 2, the rest below the
+  // minimum weight.
+  auto h = make_history(8, {CacheMode::kKV});
+  auto last = std::const_pointer_cast<StepRecord>(h.back());
+  const int T = last->seq_len, key = 2;
+  for (int k = 0; k < T; ++k) last->attn[k] = k == key ? 0.9f : 0.1f / (T - 1);
+  ViewOptions v;
+  v.layer = 0;
+  v.head = 0;
+  v.min_weight = 0.05f;
+  const Scene with = build_scene(h, h.size(), v, 1.0f);
+  ASSERT_EQ(with.beams.size(), 1u);
+  ASSERT_EQ(with.beams[0].key, key);
+  EXPECT_FLOAT_EQ(with.beams[0].weight, 0.9f);
+  v.beams = false;
+  const Scene without = build_scene(h, h.size(), v, 1.0f);
+  // Side view: the arc is not hidden behind its own end points.
+  const Camera cam = preset_camera(CameraPreset::kSide, with, static_cast<float>(kW) / kH);
+  const auto a = render(with, cam), b = render(without, cam);
+
+  int n_diff = 0;
+  double energy = 0, added_r = 0, added_g = 0, added_b = 0;
+  int near_target = 0, near_head = 0;
+  int tx, ty, hx, hy;
+  ASSERT_TRUE(screen(cam, with.beams[0].to, tx, ty));
+  ASSERT_TRUE(screen(cam, with.beams[0].from, hx, hy));
+  for (int y = 0; y < kH; ++y)
+    for (int x = 0; x < kW; ++x) {
+      const Rgb p = at(a, x, y), q = at(b, x, y);
+      const float d = std::abs(p.r - q.r) + std::abs(p.g - q.g) + std::abs(p.b - q.b);
+      if (d < 0.12f) continue;
+      ++n_diff;
+      energy += d;
+      added_r += p.r - q.r;
+      added_g += p.g - q.g;
+      added_b += p.b - q.b;
+      if (std::hypot(x - tx, y - ty) < 14) ++near_target;
+      if (std::hypot(x - hx, y - hy) < 30) ++near_head;
+    }
+  EXPECT_GT(n_diff, 100);
+  // Added light is the beam colour, magenta: red and blue well over green.
+  EXPECT_GT(added_r, 1.5 * added_g);
+  EXPECT_GT(added_b, 1.5 * added_g);
+  EXPECT_GT(near_target, 0) << "the beam lands on key " << key << "'s layer-0 block at " << tx << "," << ty;
+  EXPECT_GT(near_head, 0) << "the beam leaves the write head at " << hx << "," << hy;
+
+  // A weaker weight draws a thinner, dimmer beam.
+  for (int k = 0; k < T; ++k) last->attn[k] = k == key ? 0.2f : 0.8f / (T - 1);
+  v.beams = true;
+  v.min_weight = 0.15f;
+  const Scene weak = build_scene(h, h.size(), v, 1.0f);
+  ASSERT_EQ(weak.beams.size(), 1u);
+  const auto c = render(weak, cam);
+  double weak_energy = 0;
+  for (int y = 0; y < kH; ++y)
+    for (int x = 0; x < kW; ++x) {
+      const Rgb p = at(c, x, y), q = at(b, x, y);
+      weak_energy += std::abs(p.r - q.r) + std::abs(p.g - q.g) + std::abs(p.b - q.b);
+    }
+  EXPECT_LT(weak_energy, 0.7 * energy);
+  EXPECT_GT(weak_energy, 0.0);
+}
+
+TEST_F(RenderPixels, NoCacheFlashesRedThenKeepsOnlyOutlines) {
+  auto h = make_history(6, {CacheMode::kKV, CacheMode::kNoCache});
+  ViewOptions v;
+  v.beams = false;
+  const Scene flash = build_scene(h, h.size(), v, 0.0f);
+  const Scene rest = build_scene(h, h.size(), v, 1.0f);
+  const Camera cam = preset_camera(CameraPreset::kFront, rest, static_cast<float>(kW) / kH);
+  const auto img_flash = render(flash, cam), img_rest = render(rest, cam);
+  int red = 0, n = 0;
+  for (const BlockInstance& b : rest.kv) {
+    if (b.state != KvState::kRecomputed) continue;
+    int x, y;
+    ASSERT_TRUE(screen(cam, b.center + glm::vec3(0, 0, b.size.z * 0.5f), x, y));
+    const Rgb f = at(img_flash, x, y), r = at(img_rest, x, y);
+    ++n;
+    if (f.r > 0.8f && f.r > 2.0f * f.g && f.r > 2.0f * f.b) ++red;
+    // Thrown away: the face dims to a ghost but stays red.
+    EXPECT_LT(r.r, f.r) << b.pos;
+    EXPECT_GT(r.r, r.g) << b.pos;
+  }
+  EXPECT_EQ(n, (rest.seq_len - 1) * kLayers);
+  EXPECT_EQ(red, n) << "every recomputed block flashes red";
+}
+
+TEST_F(RenderPixels, GridAndManyBlocksDrawWithoutErrors) {
+  auto h = make_history(700, {CacheMode::kKV, CacheMode::kNoCache, CacheMode::kKV});
+  ViewOptions v;
+  const Scene s = build_scene(h, h.size(), v, 0.3f);
+  for (CameraPreset p : {CameraPreset::kFront, CameraPreset::kTop, CameraPreset::kSide, CameraPreset::kFollow}) {
+    const Camera cam = preset_camera(p, s, static_cast<float>(kW) / kH);
+    const auto img = render(s, cam, true);
+    // Something other than background is on screen.
+    int lit = 0;
+    for (size_t i = 0; i < img.size(); i += 4) lit += img[i] + img[i + 1] + img[i + 2] > 150;
+    EXPECT_GT(lit, kW * kH / 200) << to_string(p);
+  }
+  // The last view (FOLLOW) culls what it does not show; nothing is lost.
+  const DrawStats& st = renderer_->stats();
+  EXPECT_EQ(st.blocks + st.blocks_culled, static_cast<int>(s.tokens.size() + s.kv.size() + s.markers.size()));
+  EXPECT_GT(st.blocks_culled, st.blocks);
+  EXPECT_EQ(renderer_->stats().beams, static_cast<int>(s.beams.size()));
+  // Grid + one instanced draw per block kind (tokens, solid KV blocks, empty
+  // KV slots as outlines, markers) + one for all beams.
+  EXPECT_EQ(renderer_->stats().draw_calls, 6);
+}
+
+}  // namespace
+}  // namespace kvscope

@@ -1,0 +1,394 @@
+// The scene builder is a pure function of step records: these tests build
+// records by hand (so every expected number is known independently of the
+// engine) and check what the renderer would be asked to draw.
+#ifdef KVSCOPE_HAVE_SCENE
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "generator.h"
+#include "scene.h"
+#include "scene_camera.h"
+#include "scene_fixtures.h"
+#include "scene_format.h"
+
+namespace kvscope {
+namespace {
+
+using namespace scene_fixtures;  // kLayers, kHeads, kEmbd, make_record, make_history
+
+const BlockInstance* kv_block(const Scene& s, int pos, int layer) {
+  for (const auto& b : s.kv)
+    if (b.pos == pos && b.layer == layer) return &b;
+  return nullptr;
+}
+
+TEST(Scene, EmptyBeforePrefill) {
+  Scene s = build_scene(std::vector<RecordPtr>{}, 0, ViewOptions());
+  EXPECT_EQ(s.phase, Phase::kNone);
+  EXPECT_TRUE(s.tokens.empty());
+  EXPECT_TRUE(s.kv.empty());
+  EXPECT_TRUE(s.beams.empty());
+}
+
+TEST(Scene, PrefillBurstLightsEveryPromptPositionAtOnce) {
+  const int P = 5;
+  auto h = make_history(P, {});
+  Scene s = build_scene(h, 1, ViewOptions(), 0.0f);
+  EXPECT_EQ(s.phase, Phase::kPrefill);
+  EXPECT_EQ(s.banner, "PREFILL");
+  EXPECT_EQ(s.seq_len, P);
+  EXPECT_EQ(s.slot, P);
+  // Prompt + the token the prefill chose; a full stack under each.
+  ASSERT_EQ(s.tokens.size(), static_cast<size_t>(P + 1));
+  ASSERT_EQ(s.kv.size(), static_cast<size_t>((P + 1) * kLayers));
+  for (const auto& b : s.kv) {
+    if (b.pos < P) {
+      EXPECT_EQ(b.state, KvState::kPrefill) << b.pos << "," << b.layer;
+      EXPECT_TRUE(is_flash(b.state));
+      EXPECT_TRUE(is_held(b.state));
+      EXPECT_GT(b.glow, 0.9f);  // at anim 0 the burst is at full brightness
+    } else {
+      EXPECT_EQ(b.state, KvState::kEmpty);  // the new token's K/V come next step
+      EXPECT_EQ(b.colour.a, 0.0f);          // drawn as an outline
+    }
+  }
+  // Settled: the burst has faded.
+  Scene settled = build_scene(h, 1, ViewOptions(), 1.0f);
+  for (const auto& b : settled.kv)
+    if (b.pos < P) {
+      EXPECT_LT(b.glow, 0.05f);
+    }
+}
+
+TEST(Scene, BlockPositionsFollowTheLayout) {
+  const int P = 4;
+  auto h = make_history(P, {CacheMode::kKV, CacheMode::kKV});
+  Layout L;
+  Scene s = build_scene(h, h.size(), ViewOptions(), 1.0f, L);
+  const int T = P + 2;
+  ASSERT_EQ(s.tokens.size(), static_cast<size_t>(T + 1));
+  for (int p = 0; p <= T; ++p) {
+    const auto& b = s.tokens[p];
+    EXPECT_EQ(b.pos, p);
+    EXPECT_FLOAT_EQ(b.center.x, p * L.pitch);
+    EXPECT_FLOAT_EQ(b.center.y, L.token_bottom(kLayers) + L.token_h / 2);
+    EXPECT_FLOAT_EQ(b.center.z, 0.0f);
+  }
+  // Prompt tokens dim, generated bright, newest brightest.
+  EXPECT_EQ(glm::vec3(s.tokens[0].colour), palette::kPromptToken);
+  EXPECT_EQ(glm::vec3(s.tokens[P].colour), palette::kGeneratedToken);
+  EXPECT_EQ(glm::vec3(s.tokens[T].colour), palette::kNewToken);
+  for (int p = 0; p < T; ++p)
+    for (int l = 0; l < kLayers; ++l) {
+      const BlockInstance* b = kv_block(s, p, l);
+      ASSERT_NE(b, nullptr);
+      EXPECT_FLOAT_EQ(b->center.x, p * L.pitch);
+      // Stacked from the ground up: the block's bottom sits on its layer's floor.
+      EXPECT_NEAR(b->center.y - b->size.y / 2, l * L.layer_pitch, 1e-5);
+      // Height from the real K norm, |K| = p + 1 + l, relative to the layer max.
+      const float max_norm = static_cast<float>(T - 1 + 1 + l);
+      const float frac = static_cast<float>(p + 1 + l) / max_norm;
+      EXPECT_NEAR(b->size.y, L.kv_h * (L.kv_min_frac + (1 - L.kv_min_frac) * frac), 1e-5);
+      // Taller blocks are brighter: the colour is the same quantity (the
+      // newest position is tinted as new instead).
+      if (p < T - 1) {
+        EXPECT_EQ(b->state, KvState::kResident);
+        EXPECT_NEAR(b->colour.g, glm::mix(palette::kCacheLow, palette::kCacheHigh, frac).g, 1e-5);
+      }
+    }
+}
+
+TEST(Scene, KvDecodeLightsOnlyTheNewPosition) {
+  const int P = 5;
+  auto h = make_history(P, {CacheMode::kKV, CacheMode::kKV, CacheMode::kKV});
+  Scene s = build_scene(h, h.size(), ViewOptions(), 0.1f);
+  const int T = P + 3;
+  EXPECT_EQ(s.phase, Phase::kDecodeKV);
+  EXPECT_EQ(s.banner, "DECODE \xC2\xB7 KV CACHE");
+  for (const auto& b : s.kv) {
+    if (b.pos < T - 1) {
+      EXPECT_EQ(b.state, KvState::kResident);
+    } else if (b.pos == T - 1) {
+      EXPECT_EQ(b.state, KvState::kNew);
+    } else
+      EXPECT_EQ(b.state, KvState::kEmpty);
+    EXPECT_EQ(is_flash(b.state), b.pos == T - 1);
+    EXPECT_EQ(is_held(b.state), b.pos < T);
+  }
+}
+
+TEST(Scene, NoCacheFlashesEveryEarlierPositionAndHoldsNothing) {
+  const int P = 5;
+  auto h = make_history(P, {CacheMode::kKV, CacheMode::kNoCache, CacheMode::kNoCache});
+  Scene s = build_scene(h, h.size(), ViewOptions(), 0.0f);
+  const int T = P + 3;
+  EXPECT_EQ(s.phase, Phase::kDecodeNoCache);
+  EXPECT_NE(s.banner.find("NO CACHE"), std::string::npos);
+  EXPECT_NE(s.banner.find("recomputing " + std::to_string(T - 1) + " positions"), std::string::npos);
+  int recomputed = 0, dropped = 0;
+  for (const auto& b : s.kv) {
+    EXPECT_FALSE(is_held(b.state)) << "NO CACHE keeps nothing: " << b.pos << "," << b.layer;
+    if (b.pos < T - 1) {
+      EXPECT_EQ(b.state, KvState::kRecomputed);
+      EXPECT_EQ(glm::vec3(b.colour), palette::kRecomputed);  // red
+      EXPECT_GT(b.glow, 0.9f);
+      ++recomputed;
+    } else if (b.pos == T - 1) {
+      EXPECT_EQ(b.state, KvState::kNewDropped);
+      ++dropped;
+    } else {
+      EXPECT_EQ(b.state, KvState::kEmpty);
+    }
+  }
+  EXPECT_EQ(recomputed, (T - 1) * kLayers);
+  EXPECT_EQ(dropped, kLayers);
+  // Settled: the red blocks fade to outlines (thrown away), but stay visible.
+  Scene settled = build_scene(h, h.size(), ViewOptions(), 1.0f);
+  for (const auto& b : settled.kv)
+    if (b.state == KvState::kRecomputed) {
+      EXPECT_LT(b.colour.a, 0.5f);
+      EXPECT_GT(b.colour.a, 0.0f);
+    }
+}
+
+TEST(Scene, SwitchingBackToKvCacheRefillsTheCache) {
+  const int P = 4;
+  auto h = make_history(P, {CacheMode::kNoCache, CacheMode::kNoCache, CacheMode::kKV, CacheMode::kKV});
+  const int T_refill = P + 3;
+  Scene s = build_scene(h, 4, ViewOptions(), 0.0f);  // prefill, 2 x NO CACHE, the refill
+  EXPECT_EQ(s.phase, Phase::kRefill);
+  EXPECT_NE(s.banner.find("REFILL"), std::string::npos);
+  for (const auto& b : s.kv) {
+    if (b.pos < T_refill - 1) {
+      EXPECT_EQ(b.state, KvState::kRefill);
+    } else if (b.pos == T_refill - 1) {
+      EXPECT_EQ(b.state, KvState::kNew);
+    }
+    if (b.pos < T_refill) {
+      EXPECT_TRUE(is_held(b.state));
+    }
+  }
+  // The step after is plain decode again.
+  Scene next = build_scene(h, 5, ViewOptions(), 0.0f);
+  EXPECT_EQ(next.phase, Phase::kDecodeKV);
+  EXPECT_EQ(kv_block(next, 0, 0)->state, KvState::kResident);
+}
+
+TEST(Scene, BeamWeightsAreTheRecordsAttentionWeights) {
+  const int P = 6;
+  auto h = make_history(P, {CacheMode::kKV, CacheMode::kKV});
+  const StepRecord& r = *h.back();
+  const int T = r.seq_len;
+  Layout L;
+  for (int layer = -1; layer < kLayers; ++layer)
+    for (int head = -1; head < kHeads; ++head) {
+      ViewOptions v;
+      v.layer = layer;
+      v.head = head;
+      Scene s = build_scene(h, h.size(), v, 1.0f, L);
+      ASSERT_EQ(s.beams.size(), static_cast<size_t>(T)) << layer << "," << head;
+      float sum = 0;
+      for (int key = 0; key < T; ++key) {
+        // Independent of attention_weight(): read the raw array.
+        double expect = 0;
+        int n = 0;
+        for (int l = 0; l < kLayers; ++l)
+          for (int hh = 0; hh < kHeads; ++hh) {
+            if ((layer >= 0 && l != layer) || (head >= 0 && hh != head)) continue;
+            expect += r.attn[((static_cast<size_t>(l) * kHeads + hh) * 1 + 0) * T + key];
+            ++n;
+          }
+        expect /= n;
+        const BeamInstance& b = s.beams[key];
+        EXPECT_EQ(b.key, key);
+        EXPECT_NEAR(b.weight, expect, 1e-6);
+        sum += b.weight;
+        // From the write head to the selected layer's KV block of that key.
+        EXPECT_EQ(b.from, s.head_pos);
+        EXPECT_FLOAT_EQ(b.to.x, key * L.pitch);
+        if (layer >= 0) {
+          EXPECT_FLOAT_EQ(b.to.y, L.kv_bottom(layer) + L.kv_h / 2);
+        }
+        EXPECT_FLOAT_EQ(b.to.z, L.block_w / 2);  // on the block's front face
+      }
+      EXPECT_NEAR(sum, 1.0f, 1e-5);  // a softmax row
+    }
+}
+
+TEST(Scene, MinWeightHidesWeakBeams) {
+  auto h = make_history(8, {CacheMode::kKV});
+  const StepRecord& r = *h.back();
+  ViewOptions v;
+  v.layer = 1;
+  v.head = 0;
+  v.min_weight = 0.1f;
+  Scene s = build_scene(h, h.size(), v);
+  int expect = 0;
+  for (int key = 0; key < r.seq_len; ++key)
+    if (r.attention(1, 0, 0, key) >= 0.1f) ++expect;
+  EXPECT_EQ(s.beams.size(), static_cast<size_t>(expect));
+  for (const auto& b : s.beams) EXPECT_GE(b.weight, 0.1f);
+  v.beams = false;
+  EXPECT_TRUE(build_scene(h, h.size(), v).beams.empty());
+}
+
+TEST(Scene, OutOfRangeLayerOrHeadFallsBackToTheMean) {
+  auto h = make_history(5, {CacheMode::kKV});
+  ViewOptions bad;
+  bad.layer = kLayers + 3;
+  bad.head = kHeads;
+  Scene s = build_scene(h, h.size(), bad);
+  Scene mean = build_scene(h, h.size(), ViewOptions());
+  ASSERT_EQ(s.beams.size(), mean.beams.size());
+  for (size_t i = 0; i < s.beams.size(); ++i) EXPECT_FLOAT_EQ(s.beams[i].weight, mean.beams[i].weight);
+}
+
+TEST(Scene, PrefillBeamsUseTheLastPromptRow) {
+  const int P = 5;
+  auto h = make_history(P, {});
+  const StepRecord& r = *h[0];
+  ViewOptions v;
+  v.layer = 2;
+  v.head = 1;
+  Scene s = build_scene(h, 1, v);
+  ASSERT_EQ(s.beams.size(), static_cast<size_t>(P));
+  for (int key = 0; key < P; ++key)
+    EXPECT_FLOAT_EQ(s.beams[key].weight, r.attn[((2 * kHeads + 1) * P + (P - 1)) * P + key]);
+}
+
+TEST(Scene, NewTokenDropsInFromTheWriteHead) {
+  auto h = make_history(4, {CacheMode::kKV});
+  Layout L;
+  Scene start = build_scene(h, h.size(), ViewOptions(), 0.0f, L);
+  Scene end = build_scene(h, h.size(), ViewOptions(), 1.0f, L);
+  const int slot = end.slot;
+  EXPECT_EQ(start.tokens[slot].center, start.head_pos);
+  EXPECT_LT(start.tokens[slot].size.x, L.block_w);
+  EXPECT_EQ(end.tokens[slot].center, L.token_center(slot, kLayers));
+  EXPECT_FLOAT_EQ(end.tokens[slot].size.x, L.block_w);
+  // Beams fade in; settled they are fully visible.
+  EXPECT_FLOAT_EQ(start.beams[0].colour.a, 0.0f);
+  EXPECT_FLOAT_EQ(end.beams[0].colour.a, 1.0f);
+  // In between, nothing jumps: the token moves monotonically down the x = slot line.
+  float prev_z = start.tokens[slot].center.z;
+  for (float a = 0.5f; a <= 1.0f; a += 0.05f) {
+    Scene mid = build_scene(h, h.size(), ViewOptions(), a, L);
+    EXPECT_LE(mid.tokens[slot].center.z, prev_z + 1e-6f);
+    prev_z = mid.tokens[slot].center.z;
+  }
+}
+
+TEST(Scene, LabelsMakeSpacesVisible) {
+  EXPECT_EQ(visible_piece(" the"), "\xC2\xB7the");
+  EXPECT_EQ(visible_piece("  x"), "\xC2\xB7\xC2\xB7x");
+  EXPECT_EQ(visible_piece("a b"), "a b");
+  EXPECT_EQ(visible_piece("\n"), "\xE2\x86\xB5");
+  EXPECT_EQ(visible_piece("\xE2\x9C\xA8"), "\xE2\x9C\xA8");  // UTF-8 passes through
+  EXPECT_EQ(visible_piece("\\xe2\\x80"), "\\xe2\\x80");      // escaped partial bytes stay escaped
+  auto h = make_history(3, {CacheMode::kKV});
+  Scene s = build_scene(h, h.size(), ViewOptions());
+  int token_labels = 0;
+  for (const auto& l : s.labels)
+    if (l.kind == LabelKind::kToken) {
+      ++token_labels;
+      if (l.pos == 1) {
+        EXPECT_EQ(l.text, "\xC2\xB7w1");
+      }
+    }
+  EXPECT_EQ(token_labels, static_cast<int>(s.tokens.size()));
+}
+
+TEST(Scene, ManyTokensStayCheap) {
+  // Full context of a GPT-2-sized sequence: one instance per block and beam.
+  const int P = 1000;
+  auto h = make_history(P, {CacheMode::kKV});
+  Scene s = build_scene(h, h.size(), ViewOptions());
+  EXPECT_EQ(s.kv.size(), static_cast<size_t>((P + 2) * kLayers));
+  EXPECT_EQ(s.beams.size(), static_cast<size_t>(P + 1));
+}
+
+TEST(Scene, PickFindsTheBlockUnderTheRay) {
+  auto h = make_history(5, {CacheMode::kKV});
+  Layout L;
+  Scene s = build_scene(h, h.size(), ViewOptions(), 1.0f, L);
+  const BlockInstance* b = kv_block(s, 2, 1);
+  ASSERT_NE(b, nullptr);
+  Pick p = pick(s, glm::vec3(b->center.x, b->center.y, -50.0f), glm::vec3(0, 0, 1));
+  EXPECT_EQ(p.kind, Pick::kKv);
+  EXPECT_EQ(p.pos, 2);
+  EXPECT_EQ(p.layer, 1);
+  const glm::vec3 t = L.token_center(3, kLayers);
+  p = pick(s, glm::vec3(t.x, 100.0f, 0.0f), glm::vec3(0, -1, 0));  // from above: the token first
+  EXPECT_EQ(p.kind, Pick::kToken);
+  EXPECT_EQ(p.pos, 3);
+  p = pick(s, glm::vec3(-100, 100, 100), glm::vec3(0, 1, 0));
+  EXPECT_EQ(p.kind, Pick::kNothing);
+}
+
+TEST(Camera, PresetsFitTheWholeSequence) {
+  auto h = make_history(40, {CacheMode::kKV, CacheMode::kKV});
+  Scene s = build_scene(h, h.size(), ViewOptions());
+  const float aspect = 16.0f / 9.0f;
+  for (CameraPreset p : {CameraPreset::kFront, CameraPreset::kTop, CameraPreset::kSide}) {
+    Camera c = preset_camera(p, s, aspect);
+    const glm::mat4 vp = c.proj(aspect) * c.view();
+    for (int i = 0; i < 8; ++i) {
+      const glm::vec3 q{(i & 1) ? s.bounds_max.x : s.bounds_min.x, (i & 2) ? s.bounds_max.y : s.bounds_min.y,
+                        (i & 4) ? s.bounds_max.z : s.bounds_min.z};
+      glm::vec2 px;
+      ASSERT_TRUE(project(vp, q, 1280, 720, px)) << to_string(p);
+      EXPECT_GE(px.x, 0.0f) << to_string(p);
+      EXPECT_LE(px.x, 1280.0f) << to_string(p);
+      EXPECT_GE(px.y, 0.0f) << to_string(p);
+      EXPECT_LE(px.y, 720.0f) << to_string(p);
+    }
+  }
+  // FOLLOW keeps the write head in view.
+  Camera f = preset_camera(CameraPreset::kFollow, s, aspect);
+  glm::vec2 px;
+  ASSERT_TRUE(project(f.proj(aspect) * f.view(), s.head_pos, 1280, 720, px));
+  EXPECT_GT(px.x, 0.0f);
+  EXPECT_LT(px.x, 1280.0f);
+  CameraPreset parsed;
+  EXPECT_TRUE(parse_camera("top", parsed));
+  EXPECT_EQ(parsed, CameraPreset::kTop);
+  EXPECT_FALSE(parse_camera("diagonal", parsed));
+}
+
+TEST(Camera, ScreenRayHitsWhatProjectsThere) {
+  auto h = make_history(10, {CacheMode::kKV});
+  Scene s = build_scene(h, h.size(), ViewOptions());
+  const float aspect = 1280.0f / 720.0f;
+  Camera c = preset_camera(CameraPreset::kSide, s, aspect);
+  const BlockInstance* b = kv_block(s, 4, 2);
+  glm::vec2 px;
+  ASSERT_TRUE(project(c.proj(aspect) * c.view(), b->center, 1280, 720, px));
+  glm::vec3 o, d;
+  screen_ray(c, aspect, px.x, px.y, 1280, 720, o, d);
+  Pick p = pick(s, o, d);
+  EXPECT_EQ(p.kind, Pick::kKv);
+  EXPECT_EQ(p.pos, 4);
+}
+
+TEST(Format, HumanUnits) {
+  EXPECT_EQ(format_si(999), "999");
+  EXPECT_EQ(format_si(1234), "1.23 k");
+  EXPECT_EQ(format_si(45600000), "45.6 M");
+  EXPECT_EQ(format_si(4.5e9), "4.50 G");
+  EXPECT_EQ(format_flops(123), "123 FLOP");
+  EXPECT_EQ(format_flops(461000), "461 kFLOP");
+  EXPECT_EQ(format_bytes(512), "512 B");
+  EXPECT_EQ(format_bytes(59392), "58.0 KiB");
+  EXPECT_EQ(format_bytes(512ull * 1024 * 1024 * 100), "50.0 GiB");
+  EXPECT_EQ(format_hex_bytes("A \xe2\x80"), "41 20 e2 80");
+  EXPECT_EQ(format_hex_bytes(std::string("\xe2\x80\x99", 3)), "e2 80 99");
+}
+
+}  // namespace
+}  // namespace kvscope
+
+#endif  // KVSCOPE_HAVE_SCENE
