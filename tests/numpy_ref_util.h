@@ -131,6 +131,11 @@ inline const std::string& suite_dir() {
       fs::rename(tmp, final_dir, ec);
       if (ec) fs::remove_all(tmp, ec);  // another process published it first
       fs::remove(log, ec);
+      // Suites of earlier versions of the script are stale: drop them.
+      for (const auto& e : fs::directory_iterator(root, ec)) {
+        const std::string n = e.path().filename().string();
+        if (n.rfind("numpy_ref-", 0) == 0 && n.size() == 26 && e.path() != final_dir) fs::remove_all(e.path(), ec);
+      }
     }
     if (!fs::exists(final_dir / "suite.json"))
       throw std::runtime_error("numpy_ref suite missing after generation: " + final_dir.string());

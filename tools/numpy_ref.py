@@ -448,13 +448,14 @@ def greedy_reference(cfg, w, prompt, n_steps, n_top=20):
 # The test suite
 # ----------------------------------------------------------------------------
 
-# name, layers, heads, embd, ctx, n_merges, dtype, prefix, buffers, buffer dtype, untied, prompt len, steps
+# name, layers, heads, embd, ctx, n_merges, dtype, prefix, buffers, buffer dtype, untied, prompt len,
+# steps, layer_norm_epsilon (one differs from 1e-5, so an engine ignoring the field fails)
 SUITE = [
-    ("l2h2d32_f32_prefix_buffers", 2, 2, 32, 64, 40, "F32", True, True, "F32", False, 8, 24),
-    ("l3h4d48_f16_noprefix", 3, 4, 48, 128, 60, "F16", False, False, "F32", False, 12, 24),
-    ("l1h1d16_bf16_untied", 1, 1, 16, 32, 30, "BF16", True, False, "F32", True, 5, 22),
-    ("l2h4d64_f16_prefix_u8buffers", 2, 4, 64, 96, 50, "F16", True, True, "U8", False, 10, 21),
-    ("l2h2d32_bf16_noprefix_buffers", 2, 2, 32, 48, 24, "BF16", False, True, "BF16", False, 7, 20),
+    ("l2h2d32_f32_prefix_buffers", 2, 2, 32, 64, 40, "F32", True, True, "F32", False, 8, 24, 1e-5),
+    ("l3h4d48_f16_noprefix", 3, 4, 48, 128, 60, "F16", False, False, "F32", False, 12, 24, 1e-5),
+    ("l1h1d16_bf16_untied", 1, 1, 16, 32, 30, "BF16", True, False, "F32", True, 5, 22, 1e-5),
+    ("l2h4d64_f16_prefix_u8buffers", 2, 4, 64, 96, 50, "F16", True, True, "U8", False, 10, 21, 1e-5),
+    ("l2h2d32_bf16_noprefix_buffers", 2, 2, 32, 48, 24, "BF16", False, True, "BF16", False, 7, 20, 1e-2),
 ]
 
 MIN_MARGIN = 2e-3  # logit gap top1 - top2 that f32 rounding cannot flip
@@ -464,12 +465,12 @@ def build_suite(out_dir, only=None):
     os.makedirs(out_dir, exist_ok=True)
     index = []
     for k, (name, L, H, d, ctx, n_merges, dtype, prefix, buffers, bdt, untied, n_prompt,
-            n_steps) in enumerate(SUITE):
+            n_steps, eps) in enumerate(SUITE):
         if only and name not in only:
             continue
         cdir = os.path.join(out_dir, name)
         V = 256 + n_merges + 1
-        n_params = make_checkpoint(cdir, L, H, d, ctx, V, dtype=dtype, prefix=prefix,
+        n_params = make_checkpoint(cdir, L, H, d, ctx, V, dtype=dtype, prefix=prefix, eps=eps,
                                    buffers=buffers, buffer_dtype=bdt, untied=untied, seed=100 + k)
         cfg, w = load_model(cdir)
         # Random prompts until every greedy choice has a clear winner, so that
