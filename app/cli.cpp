@@ -298,6 +298,10 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   app.add_option("--demo-frames", gui.demo_frames, "Run a scripted demo for N frames, then exit (smoke tests)")
       ->check(CLI::Range(0, 1 << 24));
   app.add_option("--screenshot", gui.screenshot, "With --demo-frames: save the last frame to this PNG");
+  app.add_option("--soak-rounds", gui.soak_rounds,
+                 "Generate to the full context, switch the cache mode and reset, N times; report resident memory "
+                 "and GL objects, exit 1 on growth (scripts/soak.sh)")
+      ->check(CLI::Range(0, 1 << 20));
 
   GenerateArgs g;
   auto* gen = app.add_subcommand("generate", "Generate text (no display needed)");
@@ -357,6 +361,9 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   render->add_option("--layer", layer, "Layer whose attention the beams show, or mean");
   render->add_option("--head", head, "Head whose attention the beams show, or mean");
   render->add_flag("--bench", ro.bench, "Report frame times at full context with every beam (no PNG)");
+  render->add_option("--video", ro.video, "Write an MP4 of the generation (pipes frames to ffmpeg)");
+  render->add_flag("--presentation", ro.presentation, "Presentation mode: compact HUD");
+  render->add_flag("--heatmaps", ro.heatmaps, "Draw the attention heatmap grid (one per layer and head)");
 
   try {
     app.parse(argc, argv);
@@ -391,8 +398,8 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
     if (*ins) return cmd_inspect(ins_model, ins_json);
     if (*bench) return cmd_bench(bench_model, bench_lengths, bench_reps, bench_json);
     if (*render) {
-      if (!ro.bench && ro.out.empty() && ro.frames_dir.empty()) {
-        throw UsageError("render: give --out FILE.png and/or --frames DIR (or --bench)");
+      if (!ro.bench && ro.out.empty() && ro.frames_dir.empty() && ro.video.empty()) {
+        throw UsageError("render: give --out FILE.png, --frames DIR and/or --video FILE.mp4 (or --bench)");
       }
       if (ro.prompt.empty()) throw UsageError("--prompt is empty (expected some text to continue)");
       ro.layer = parse_index("--layer", layer);

@@ -15,6 +15,7 @@ struct GuiOptions {
   int max_new = 0;        // 0 = the app's default
   int demo_frames = 0;    // > 0: run this many frames scripted (play, toggle cache, cameras), then exit
   std::string screenshot; // with demo_frames: save the last frame here (PNG)
+  int soak_rounds = 0;    // > 0: generate to the full context, switch the cache mode, reset, N times; check memory + GL objects, exit
 };
 
 // `kvscope render`: the same scene drawn offscreen to PNG.
@@ -30,6 +31,9 @@ struct RenderOptions {
   int layer = -1;           // -1 = mean over layers
   int head = -1;            // -1 = mean over heads
   bool bench = false;       // report frame times at full context, all beams (no PNG needed)
+  std::string video;        // MP4 of the whole generation, frames piped to ffmpeg (needs ffmpeg)
+  bool presentation = false;  // presentation mode: compact HUD instead of the legend
+  bool heatmaps = false;    // the (layer, head) attention heatmap grid over the view
 };
 
 struct AppHooks {

@@ -17,18 +17,23 @@
 #include <ctime>
 #include <filesystem>
 
+#include <unistd.h>
+
 #include "error.h"
 #include "gl_objects.h"
 #include "gui.h"
 #include "gui_common.h"
 #include "gui_settings.h"
+#include "gui_soak.h"
 #include "gui_state.h"
 #include "gui_worker.h"
+#include "panel_teach.h"
 #include "panels.h"
 #include "renderer.h"
 #include "renderer_overlay.h"
 #include "scene.h"
 #include "scene_camera.h"
+#include "teach_view.h"
 
 namespace kvscope {
 
@@ -143,12 +148,36 @@ void start_generation(EngineWorker& worker, Snapshot& snap, UiState& ui, const s
   c.options.max_new = effective_max_new(ui, snap);
   c.options.mode = snap.mode;
   c.options.sampler = ui.sampler;
+  c.options.ignore_eos = ui.ignore_eos;
+  c.options.keep_history = false;  // the UI's BranchTree owns the records (and their memory budget)
   worker.send(c);
+  snap.tree.clear();
+  snap.tree.start();
+  snap.tree_version++;
   snap.records.clear();
   snap.seq = SequenceState();
+  snap.seq_count = 0;
+  snap.pending_forks = 0;
+  snap.pending_select = -1;
   snap.stop = StopReason::kNone;
   snap.started = false;
   ui.active_prompt = prompt;
+  ui.view_step = -1;
+  ui.revealed_step = -1;
+}
+
+// Makes snap.seq the state at the timeline's step: appended incrementally
+// while following the newest record, rebuilt when scrubbing or after a fork.
+void sync_shown(Snapshot& snap, const UiState& ui) {
+  const size_t n = snap.records.size();
+  const size_t want = ui.view_step < 0 ? n : std::min(n, static_cast<size_t>(ui.view_step) + 1);
+  if (snap.seq_version == snap.tree_version && want == snap.seq_count) return;
+  if (snap.seq_version == snap.tree_version && want == snap.seq_count + 1)
+    append_record(snap.seq, snap.records[want - 1]);
+  else
+    snap.seq = build_sequence(snap.records, want);
+  snap.seq_count = want;
+  snap.seq_version = snap.tree_version;
 }
 
 void take_events(EngineWorker& worker, Snapshot& snap, UiState& ui, double now) {
@@ -167,19 +196,50 @@ void take_events(EngineWorker& worker, Snapshot& snap, UiState& ui, double now) 
         break;
       case WorkerEvent::Kind::kRecord:
         if (ev.generation != snap.generation || !snap.started) break;  // from a generation since replaced
-        snap.records.push_back(ev.record);
+        try {
+          snap.tree.push(ev.record);
+        } catch (const std::exception& e) {  // a record that does not follow the current branch
+          ui.errors.push_back(std::string("timeline: ") + e.what());
+          break;
+        }
+        snap.records = snap.tree.current_history().records();
         snap.total_records++;
-        append_record(snap.seq, ev.record);
+        if (ui.view_step < 0) snap.last_record_time = now;  // animate only what is on screen
+        break;
+      case WorkerEvent::Kind::kForked: {
+        if (ev.generation != snap.generation) break;
+        snap.pending_forks = std::max(0, snap.pending_forks - 1);
+        try {
+          if (snap.pending_select >= 0) {
+            snap.tree.select(snap.pending_select);  // back to an explored branch: the worker resumed it
+          } else if (snap.model) {
+            snap.tree.fork(ev.record, fork_cost(snap.model->config, ev.record->seq_len, ev.cache_reused));
+          }
+        } catch (const std::exception& e) {
+          ui.errors.push_back(std::string("branching: ") + e.what());
+        }
+        snap.pending_select = -1;
+        snap.records = snap.tree.current_history().records();
+        snap.tree_version++;
+        snap.stop = snap.records.empty() ? StopReason::kNone : snap.records.back()->stop;
+        ui.view_step = -1;
+        ui.revealed_step = static_cast<int>(snap.records.size()) - 1;  // the user chose this token
         snap.last_record_time = now;
         break;
+      }
       case WorkerEvent::Kind::kDone:
-        if (ev.generation == snap.generation) snap.stop = ev.reason;
+        // (not a generation that ended just as the UI restarted: it would stop the new one)
+        if (ev.generation == snap.generation && snap.started) snap.stop = ev.reason;
         break;
       case WorkerEvent::Kind::kError:
         if (ev.failed == WorkerCommand::Kind::kLoadModel) {
           snap.loading_model = false;
           snap.model_error = ev.message;
           if (!snap.model) ui.errors.push_back("Could not load the model: " + ev.message);
+        } else if (ev.failed == WorkerCommand::Kind::kFork) {
+          snap.pending_forks = std::max(0, snap.pending_forks - 1);
+          snap.pending_select = -1;
+          ui.errors.push_back("Could not fork here: " + ev.message);
         } else if (ev.failed == WorkerCommand::Kind::kStart) {
           ui.errors.push_back("Could not start with this prompt: " + ev.message);
         } else {
@@ -190,6 +250,36 @@ void take_events(EngineWorker& worker, Snapshot& snap, UiState& ui, double now) 
     }
   }
   snap.step_in_flight = worker.pending() > 0;
+  // A restored view's step, once generated.
+  if (snap.pending_view_step >= 0 && static_cast<int>(snap.records.size()) > snap.pending_view_step) {
+    ui.view_step = snap.pending_view_step;
+    ui.playing = false;
+    snap.pending_view_step = -1;
+  }
+}
+
+SavedCamera to_saved(const Camera& c, const UiState& ui) {
+  SavedCamera s;
+  s.target[0] = c.target.x;
+  s.target[1] = c.target.y;
+  s.target[2] = c.target.z;
+  s.distance = c.distance;
+  s.yaw = c.yaw;
+  s.pitch = c.pitch;
+  s.fov_y = c.fov_y;
+  s.preset = ui.auto_camera ? to_string(ui.camera) : "";
+  return s;
+}
+
+void send_fork(EngineWorker& worker, Snapshot& snap, const History& h, const RecordPtr& at, int token) {
+  WorkerCommand w;
+  w.kind = WorkerCommand::Kind::kFork;
+  w.tokens = h.tokens_before(static_cast<size_t>(at->index));
+  w.record = at;
+  w.token = token;
+  worker.cancel_steps();
+  worker.send(w);
+  snap.pending_forks++;
 }
 
 std::string timestamped_png() {
@@ -247,6 +337,7 @@ void execute(const UiCommand& c, EngineWorker& worker, Snapshot& snap, UiState& 
       break;
     case K::kStep:
       ui.playing = false;
+      ui.view_step = -1;  // stepping shows the newest step
       if (snap.started && snap.stop == StopReason::kNone && worker.pending() == 0) {
         worker.send({WorkerCommand::Kind::kStep});
         view.last_step_request = glfwGetTime();
@@ -309,6 +400,151 @@ void execute(const UiCommand& c, EngineWorker& worker, Snapshot& snap, UiState& 
     case K::kTogglePanels:
       ui.show_panels = !ui.show_panels;
       break;
+    case K::kCancelLoad:
+      worker.cancel_load();
+      break;
+    case K::kScrub: {
+      const int n = static_cast<int>(snap.records.size());
+      if (n == 0) break;
+      const int cur = shown_step(snap, ui);
+      if (c.text != "abs" && c.value > 0 && cur == n - 1) {
+        // At the newest step, forward = reveal (predict mode), else compute the next step.
+        if (prediction_hidden(snap, ui)) {
+          ui.revealed_step = n - 1;
+        } else {
+          execute({K::kStep}, worker, snap, ui, view, window);
+          ui.view_step = -1;
+        }
+        break;
+      }
+      const int target = std::clamp(c.text == "abs" ? static_cast<int>(c.value) : cur + static_cast<int>(c.value), 0,
+                                    n - 1);
+      ui.view_step = target >= n - 1 ? -1 : target;
+      if (ui.view_step >= 0) ui.playing = false;  // looking at the past: hold the present
+      snap.last_record_time = -1e9;               // no drop animation while scrubbing
+      break;
+    }
+    case K::kFork: {
+      const int s = shown_step(snap, ui);
+      if (s < 0 || snap.pending_forks > 0 || !snap.started) break;
+      const int token = static_cast<int>(c.value);
+      const RecordPtr at = snap.records[static_cast<size_t>(s)];
+      if (token == at->token) break;
+      const int existing = snap.tree.find_fork(snap.tree.current(), s, token);
+      if (existing >= 0) {
+        UiCommand sel{K::kSelectBranch};
+        sel.value = static_cast<float>(existing);
+        execute(sel, worker, snap, ui, view, window);
+        break;
+      }
+      send_fork(worker, snap, snap.tree.current_history(), at, token);
+      snap.pending_select = -1;
+      break;
+    }
+    case K::kSelectBranch: {
+      const int id = static_cast<int>(c.value);
+      if (snap.pending_forks > 0 || id < 0 || id >= static_cast<int>(snap.tree.size()) || !snap.started) break;
+      const Branch& b = snap.tree.branch(id);
+      if (b.history.empty()) break;
+      // The worker resumes the branch: its last record, forced to its own token.
+      const RecordPtr last = b.history.back();
+      send_fork(worker, snap, b.history, last, last->token);
+      snap.pending_select = id;
+      break;
+    }
+    case K::kPresentation:
+      ui.presentation = !ui.presentation;
+      ui.show_panels = !ui.presentation;
+      break;
+    case K::kPredict:
+      ui.predict = !ui.predict;
+      ui.revealed_step = static_cast<int>(snap.records.size()) - 1;  // what is on screen stays visible
+      break;
+    case K::kReveal:
+      ui.revealed_step = static_cast<int>(snap.records.size()) - 1;
+      break;
+    case K::kSelectHead:
+      ui.layer = static_cast<int>(c.value);
+      ui.head = static_cast<int>(c.value2);
+      ui.beams = true;
+      break;
+    case K::kPalette:
+      ui.colour_blind = !ui.colour_blind;
+      palette::set_palette(ui.colour_blind);
+      break;
+    case K::kSaveView: {
+      SavedView v;
+      v.camera = to_saved(view.camera, ui);
+      v.step = std::max(0, shown_step(snap, ui));
+      v.prompt = ui.active_prompt;
+      v.model = snap.model ? snap.model->dir : "";
+      v.max_new = effective_max_new(ui, snap);
+      v.cache = snap.mode;
+      v.sampler = ui.sampler;
+      v.layer = ui.layer;
+      v.head = ui.head;
+      v.min_weight = ui.min_weight;
+      v.text_scale = ui.text_scale;
+      v.presentation = ui.presentation;
+      v.predict = ui.predict;
+      try {
+        save_view(v, c.text);
+        ui.status = "view saved to " + c.text;
+      } catch (const std::exception& e) {
+        ui.errors.push_back(e.what());
+      }
+      break;
+    }
+    case K::kLoadView: {
+      SavedView v;
+      try {
+        v = load_view(c.text);
+      } catch (const std::exception& e) {
+        ui.errors.push_back(e.what());
+        break;
+      }
+      ui.sampler = v.sampler;
+      ui.layer = v.layer;
+      ui.head = v.head;
+      ui.min_weight = v.min_weight;
+      ui.predict = v.predict;
+      if (v.presentation != ui.presentation) execute({K::kPresentation}, worker, snap, ui, view, window);
+      if (v.text_scale != ui.text_scale) {
+        view.rebuild_fonts = true;
+        view.new_text_scale = std::clamp(v.text_scale, 0.75f, 2.5f);
+      }
+      CameraPreset preset;
+      if (!v.camera.preset.empty() && parse_camera(v.camera.preset, preset)) {
+        ui.camera = preset;
+        ui.auto_camera = true;
+      } else {
+        view.camera.target = {v.camera.target[0], v.camera.target[1], v.camera.target[2]};
+        view.camera.distance = v.camera.distance;
+        view.camera.yaw = v.camera.yaw;
+        view.camera.pitch = v.camera.pitch;
+        view.camera.fov_y = v.camera.fov_y;
+        view.goal = view.camera;
+        ui.auto_camera = false;
+      }
+      if (v.cache != snap.mode) execute({K::kToggleCache}, worker, snap, ui, view, window);
+      execute({K::kSetSampler}, worker, snap, ui, view, window);
+      // The step: this generation when it is the same prompt, else generate it again.
+      if (v.prompt != ui.active_prompt || static_cast<int>(snap.records.size()) <= v.step) {
+        if (v.prompt != ui.active_prompt && snap.model) {
+          ui.preset = kNumPresets;
+          ui.custom_prompt = v.prompt;
+          ui.max_new = v.max_new;
+          start_generation(worker, snap, ui, v.prompt);
+        }
+        snap.pending_view_step = v.step;
+        ui.playing = true;
+      } else {
+        ui.view_step = v.step >= static_cast<int>(snap.records.size()) - 1 ? -1 : v.step;
+        ui.playing = false;
+      }
+      ui.status = "view loaded from " + c.text;
+      break;
+    }
   }
 }
 
@@ -320,7 +556,19 @@ Commands shortcuts() {
   if (ImGui::IsKeyPressed(GLFW_KEY_F12, false)) cmds.push_back({UiCommand::Kind::kScreenshot});
   if (io.WantCaptureKeyboard) return cmds;
   if (ImGui::IsKeyPressed(GLFW_KEY_SPACE, false)) cmds.push_back({UiCommand::Kind::kPlayPause});
-  if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT, true)) cmds.push_back({UiCommand::Kind::kStep});
+  // Timeline: arrows (Shift: 10 steps); a presenter clicker sends PageDown / PageUp.
+  const float stride = io.KeyShift ? 10.0f : 1.0f;
+  auto scrub = [&](float v) {
+    UiCommand c{UiCommand::Kind::kScrub};
+    c.value = v;
+    cmds.push_back(c);
+  };
+  if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT, true) || ImGui::IsKeyPressed(GLFW_KEY_PAGE_DOWN, true)) scrub(stride);
+  if (ImGui::IsKeyPressed(GLFW_KEY_LEFT, true) || ImGui::IsKeyPressed(GLFW_KEY_PAGE_UP, true)) scrub(-stride);
+  if (ImGui::IsKeyPressed(GLFW_KEY_F5, false)) cmds.push_back({UiCommand::Kind::kPresentation});
+  if (ImGui::IsKeyPressed(GLFW_KEY_P, false)) cmds.push_back({UiCommand::Kind::kPredict});
+  if (ImGui::IsKeyPressed(GLFW_KEY_ENTER, false) || ImGui::IsKeyPressed(GLFW_KEY_KP_ENTER, false))
+    cmds.push_back({UiCommand::Kind::kReveal});
   if (ImGui::IsKeyPressed(GLFW_KEY_R, false)) cmds.push_back({UiCommand::Kind::kReset});
   if (ImGui::IsKeyPressed(GLFW_KEY_C, false)) cmds.push_back({UiCommand::Kind::kToggleCache});
   if (ImGui::IsKeyPressed(GLFW_KEY_TAB, false)) cmds.push_back({UiCommand::Kind::kTogglePanels});
@@ -336,9 +584,66 @@ Commands shortcuts() {
 
 // The scripted smoke run (--demo-frames N): generate as fast as possible,
 // switch the cache off and on, walk through the cameras and attention views.
-Commands demo_script(int frame, int total) {
+// With $KVSCOPE_DEMO_VIEW (timeline, sampling, phases, kv, heatmaps,
+// presentation) the run instead sets up that feature for a screenshot.
+Commands demo_script(int frame, int total, const Snapshot& snap, const std::string& demo_view) {
   Commands cmds;
   auto at = [&](double f) { return frame == static_cast<int>(f * total); };
+  auto cmd = [&](UiCommand::Kind k, float value = 0, const std::string& text = {}) {
+    UiCommand c{k, text};
+    c.value = value;
+    cmds.push_back(c);
+  };
+  // Fork at the shown step with its second-best candidate.
+  auto fork_second = [&] {
+    if (snap.seq.current && snap.seq.current->top.size() > 1)
+      cmd(UiCommand::Kind::kFork, static_cast<float>(snap.seq.current->top[1].token));
+  };
+  if (!demo_view.empty()) {
+    const int n = static_cast<int>(snap.records.size());
+    if (demo_view == "timeline" || demo_view == "sampling") {
+      if (at(0.45)) cmd(UiCommand::Kind::kScrub, static_cast<float>(std::max(1, n / 3)), "abs");
+      if (at(0.5)) fork_second();
+      if (at(0.75)) cmd(UiCommand::Kind::kScrub, static_cast<float>(std::max(1, n / 2)), "abs");
+      if (at(0.8)) fork_second();
+      if (demo_view == "timeline" && at(0.95)) cmd(UiCommand::Kind::kScrub, static_cast<float>(n * 2 / 3), "abs");
+      if (demo_view == "sampling" && at(0.95)) {
+        // The most uncertain step of this branch: the widest distribution to look at.
+        int flattest = 0;
+        for (int i = 1; i < n; ++i)
+          if (snap.records[i]->top[0].prob < snap.records[flattest]->top[0].prob) flattest = i;
+        cmd(UiCommand::Kind::kScrub, static_cast<float>(flattest), "abs");
+      }
+    }
+    if (demo_view == "presentation" && at(0.5)) cmd(UiCommand::Kind::kPresentation);
+    if (demo_view == "heatmaps" && at(0.9)) {
+      UiCommand c{UiCommand::Kind::kSelectHead};
+      c.value = 1;
+      c.value2 = 2;
+      cmds.push_back(c);
+    }
+    return cmds;
+  }
+  // The teaching features, late in the run: scrub back, fork, return, present, predict.
+  if (at(0.86)) cmd(UiCommand::Kind::kScrub, -3);
+  if (at(0.87)) fork_second();
+  if (at(0.89)) cmd(UiCommand::Kind::kSelectBranch, 0);
+  if (at(0.90)) cmd(UiCommand::Kind::kPresentation);
+  if (at(0.91)) cmd(UiCommand::Kind::kPredict);
+  if (at(0.92)) cmd(UiCommand::Kind::kScrub, 1);
+  if (at(0.93)) cmd(UiCommand::Kind::kReveal);
+  if (at(0.94)) cmd(UiCommand::Kind::kPredict);
+  if (at(0.95)) cmd(UiCommand::Kind::kPresentation);
+  if (at(0.96) || at(0.97)) {  // a saved view, written and read back
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("kvscope-demo-view-" + std::to_string(getpid()) + ".json")).string();
+    cmd(at(0.96) ? UiCommand::Kind::kSaveView : UiCommand::Kind::kLoadView, 0, path);
+  }
+  if (at(0.98)) {
+    std::error_code ec;
+    std::filesystem::remove(
+        std::filesystem::temp_directory_path() / ("kvscope-demo-view-" + std::to_string(getpid()) + ".json"), ec);
+  }
   auto camera = [&](CameraPreset p) {
     UiCommand c{UiCommand::Kind::kCamera};
     c.camera = p;
@@ -373,7 +678,7 @@ void apply_style(float scale) {
 
 int run_gui(const GuiOptions& opt) {
   leave_a_core_for_rendering();
-  const bool demo = opt.demo_frames > 0;
+  const bool demo = opt.demo_frames > 0 || opt.soak_rounds > 0;  // scripted: a smoke demo or a soak
   UiState ui;
   WindowSettings win_settings;
   std::string settings_path, ini_path;
@@ -385,6 +690,7 @@ int run_gui(const GuiOptions& opt) {
       ini_path = dir + "/imgui.ini";
       std::string err;
       if (!load_settings(settings_path, ui, win_settings, err)) ui.errors.push_back(err);
+      palette::set_palette(ui.colour_blind);
     }
   } else {
     win_settings.width = 1280;
@@ -396,6 +702,31 @@ int run_gui(const GuiOptions& opt) {
     ui.custom_prompt = opt.prompt;
   }
   if (opt.max_new > 0) ui.max_new = opt.max_new;
+  // Scripted screenshots of one teaching feature (docs/*.png): $KVSCOPE_DEMO_VIEW.
+  std::string demo_view;
+  if (const char* e = std::getenv("KVSCOPE_DEMO_VIEW"); e && opt.demo_frames > 0) demo_view = e;
+  if (!demo_view.empty()) {
+    const int tab = demo_view == "phases" ? 1 : demo_view == "kv" ? 2 : demo_view == "heatmaps" ? 3 : 0;
+    ui.bottom_tab = tab;
+    ui.select_tab = true;
+    if (demo_view == "sampling" || demo_view == "timeline") {
+      ui.sampler.greedy = false;
+      ui.sampler.temperature = 0.9f;
+      ui.sampler.top_k = 12;
+      ui.sampler.top_p = 0.9f;
+      ui.sampler.repetition_penalty = 1.3f;
+      ui.sampler.seed = 7;
+    }
+    if (demo_view == "kv") {
+      ui.kv_selected = 3;  // assets/kv_configs.json: the 32-layer 4096-wide MHA model
+      ui.kv_context = 100000;
+      ui.kv_dtype = 1;     // fp16
+    }
+  }
+  if (opt.soak_rounds > 0) {  // every round runs into the context limit
+    ui.max_new = 1 << 20;
+    ui.ignore_eos = true;
+  }
   Snapshot snap;
   snap.mode = opt.no_cache ? CacheMode::kNoCache : CacheMode::kKV;
 
@@ -415,6 +746,9 @@ int run_gui(const GuiOptions& opt) {
   ImGui_ImplOpenGL3_Init("#version 330 core");
 
   int exit_code = 0;
+  std::unique_ptr<SoakRun> soak;
+  if (opt.soak_rounds > 0) soak = std::make_unique<SoakRun>(opt.soak_rounds);
+  FrameStats frame_stats;  // scripted runs report frame times
   {
     Renderer renderer;
     // The engine thread wakes the (possibly sleeping) loop after each event.
@@ -453,12 +787,17 @@ int run_gui(const GuiOptions& opt) {
       }
       const double now = glfwGetTime();
       const float dt = static_cast<float>(std::min(0.1, now - prev_time));
+      if (demo && frame > 0) frame_stats.add(now - prev_time, snap.loading_model);
       prev_time = now;
 
       // 2. Engine results in; playback asks for the next step.
       take_events(worker, snap, ui, now);
+      sync_shown(snap, ui);
+      snap.load_progress = worker.load_progress();
       view.anim = std::clamp(static_cast<float>((now - snap.last_record_time) / anim_duration(ui)), 0.0f, 1.0f);
+      // (predict mode waits until the class has seen the newest token)
       const bool want_step = ui.playing && snap.started && snap.stop == StopReason::kNone && worker.pending() == 0 &&
+                             snap.pending_forks == 0 && !prediction_hidden(snap, ui) &&
                              (ui.fastest || now - view.last_step_request >= 1.0 / ui.speed);
       if (want_step) {
         worker.send({WorkerCommand::Kind::kStep});
@@ -482,18 +821,20 @@ int run_gui(const GuiOptions& opt) {
       ImGui::NewFrame();
       Commands cmds = shortcuts();
       auto take = [&cmds](Commands more) { cmds.insert(cmds.end(), more.begin(), more.end()); };
-      if (demo) {
-        take(demo_script(frame, opt.demo_frames));
+      if (soak) take(soak->frame(snap, worker.pending() == 0));
+      if (opt.demo_frames > 0) {
+        take(demo_script(frame, opt.demo_frames, snap, demo_view));
         // Keep generating for the whole run: start again when a generation ends.
         // (not in the last frames, so the final screenshot shows a full scene)
-        if (snap.stop != StopReason::kNone && worker.pending() == 0 && frame < opt.demo_frames * 9 / 10)
+        if (demo_view.empty() && snap.stop != StopReason::kNone && worker.pending() == 0 &&
+            frame < opt.demo_frames * 9 / 10)
           cmds.push_back({UiCommand::Kind::kReset});
       }
       int win_w = 0, win_h = 0, fb_w = 0, fb_h = 0;
       glfwGetWindowSize(win, &win_w, &win_h);
       glfwGetFramebufferSize(win, &fb_w, &fb_h);
       const float W = static_cast<float>(win_w), H = static_cast<float>(win_h);
-      float left = 0, right = 0;
+      float left = 0, right = 0, bottom = 0;
       if (ui.show_panels && win_w > 0) {
         const ImGuiWindowFlags side = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse |
                                       ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoBringToFrontOnFocus;
@@ -513,33 +854,59 @@ int run_gui(const GuiOptions& opt) {
         if (ImGui::Begin("Inspect", nullptr, side)) {
           if (ImGui::CollapsingHeader("Attention", ImGuiTreeNodeFlags_DefaultOpen)) take(panel_attention(snap, ui));
           if (ImGui::CollapsingHeader("Next token", ImGuiTreeNodeFlags_DefaultOpen)) take(panel_next_token(snap, ui));
-          if (ImGui::CollapsingHeader("Model", ImGuiTreeNodeFlags_DefaultOpen)) take(panel_model(snap, ui));
           if (ImGui::CollapsingHeader("View", ImGuiTreeNodeFlags_DefaultOpen)) take(panel_view(snap, ui));
+          if (ImGui::CollapsingHeader("Model")) take(panel_model(snap, ui));
         }
         right = ImGui::GetWindowWidth();
+        ImGui::End();
+        // Between the sidebars, under the 3D view: the timeline and the teaching tabs.
+        bottom = std::clamp(H * 0.4f, 200.0f, 480.0f);
+        ImGui::SetNextWindowPos(ImVec2(left, H - bottom), ImGuiCond_Always);
+        ImGui::SetNextWindowSize(ImVec2(std::max(100.0f, W - left - right), bottom), ImGuiCond_Always);
+        if (ImGui::Begin("Teach", nullptr, side | ImGuiWindowFlags_NoResize)) {
+          take(panel_timeline(snap, ui));
+          if (ImGui::BeginTabBar("teach_tabs")) {
+            const char* names[] = {"Branches", "Prefill vs decode", "KV memory", "Attention heads"};
+            for (int i = 0; i < 4; ++i) {
+              const ImGuiTabItemFlags f = ui.select_tab && ui.bottom_tab == i ? ImGuiTabItemFlags_SetSelected : 0;
+              if (ImGui::BeginTabItem(names[i], nullptr, f)) {
+                if (!ui.select_tab) ui.bottom_tab = i;
+                if (i == 0) take(panel_branches(snap, ui));
+                if (i == 1) take(panel_phases(snap, ui));
+                if (i == 2) take(panel_kv_calculator(snap, ui));
+                if (i == 3) take(panel_heatmaps(snap, ui));
+                ImGui::EndTabItem();
+              }
+            }
+            ui.select_tab = false;
+            ImGui::EndTabBar();
+          }
+        }
         ImGui::End();
       }
       take(panel_errors(ui));
 
       // 5. Carry the commands out.
       for (const UiCommand& c : cmds) execute(c, worker, snap, ui, view, window);
+      sync_shown(snap, ui);
 
       // 6. The scene for this frame, the camera, mouse input in the 3D view.
-      const float vx = left, vw = std::max(1.0f, W - left - right);
+      const float vx = left, vw = std::max(1.0f, W - left - right), vh = std::max(1.0f, H - bottom);
       ViewOptions vopt;
       vopt.layer = ui.layer;
       vopt.head = ui.head;
       vopt.min_weight = ui.min_weight;
       vopt.beams = ui.beams;
+      vopt.hide_newest = prediction_hidden(snap, ui);
       const Scene scene = build_scene(snap.seq, vopt, view.anim);
-      const float aspect = vw / std::max(1.0f, H);
+      const float aspect = vw / vh;
       if (ui.auto_camera) view.goal = preset_camera(ui.camera, scene, aspect);
       if (!view.camera_init) {
         view.camera = view.goal;
         view.camera_init = true;
       }
       const ImVec2 mouse = io.MousePos;
-      const bool in_view = mouse.x >= vx && mouse.x < vx + vw && mouse.y >= 0 && mouse.y < H;
+      const bool in_view = mouse.x >= vx && mouse.x < vx + vw && mouse.y >= 0 && mouse.y < vh;
       view.hover_pos = -1;
       if (!io.WantCaptureMouse && in_view) {
         const ImVec2 d = io.MouseDelta;
@@ -549,7 +916,7 @@ int run_gui(const GuiOptions& opt) {
         } else if (ImGui::IsMouseDragging(ImGuiMouseButton_Right, 1.0f) ||
                    ImGui::IsMouseDragging(ImGuiMouseButton_Middle, 1.0f) ||
                    (ImGui::IsMouseDragging(ImGuiMouseButton_Left, 1.0f) && io.KeyShift)) {
-          view.camera.pan(d.x, d.y, H);
+          view.camera.pan(d.x, d.y, vh);
           ui.auto_camera = false;
         }
         if (io.MouseWheel != 0.0f) {
@@ -557,10 +924,10 @@ int run_gui(const GuiOptions& opt) {
           ui.auto_camera = false;
         }
         glm::vec3 origin, dir;
-        screen_ray(view.camera, aspect, mouse.x - vx, mouse.y, vw, H, origin, dir);
+        screen_ray(view.camera, aspect, mouse.x - vx, mouse.y, vw, vh, origin, dir);
         const Pick p = pick(scene, origin, dir);
-        if (p.kind != Pick::kNothing) {
-          hover_tooltip(snap, p);
+        if (p.kind != Pick::kNothing && !(vopt.hide_newest && p.pos == snap.seq.seq_len())) {
+          hover_tooltip(snap, p, ui.layer, ui.head);
           view.hover_pos = p.pos;
         }
       }
@@ -572,19 +939,32 @@ int run_gui(const GuiOptions& opt) {
       // 7. Overlay text (behind the panels), then render everything.
       OverlayOptions ov;
       ov.labels = ui.labels;
-      ov.legend = ui.legend;
-      ov.hud = ui.hud;
+      ov.legend = ui.legend && !ui.presentation;
+      ov.hud = ui.hud && !ui.presentation;
       ov.hover_pos = view.hover_pos;
       ov.model_name = snap.model ? snap.model->name : "";
       ov.record = snap.seq.current.get();
       ImDrawList* bg = ImGui::GetBackgroundDrawList();
-      draw_overlay(bg, scene, view.camera, ImVec2(vx, 0), ImVec2(vw, H), fonts, ov);
+      draw_overlay(bg, scene, view.camera, ImVec2(vx, 0), ImVec2(vw, vh), fonts, ov);
+      if (ui.presentation) {
+        HudInfo hud;
+        hud.model_name = snap.model ? snap.model->name : "";
+        hud.step = shown_step(snap, ui);
+        hud.n_steps = static_cast<int>(snap.records.size());
+        hud.record = snap.seq.current.get();
+        hud.hidden = prediction_hidden(snap, ui);
+        hud.live = ui.view_step < 0;
+        if (hud.record && snap.model)
+          for (const Candidate& c : hud.record->top)
+            hud.top_pieces.push_back(visible_piece(snap.model->tokenizer.display_piece(c.token)));
+        draw_presentation_hud(bg, ImVec2(vx, 0), ImVec2(vw, vh), fonts, hud);
+      }
       if (!snap.seq.current) {
         const char* msg = snap.loading_model ? "loading the model\xE2\x80\xA6"
                           : !snap.model      ? "no model: load a GPT-2 folder in the Model panel"
                                              : "waiting for the first step\xE2\x80\xA6";
         const ImVec2 ts = fonts.banner->CalcTextSizeA(fonts.banner->FontSize, 1e9f, 0, msg);
-        bg->AddText(fonts.banner, fonts.banner->FontSize, ImVec2(vx + (vw - ts.x) * 0.5f, H * 0.45f),
+        bg->AddText(fonts.banner, fonts.banner->FontSize, ImVec2(vx + (vw - ts.x) * 0.5f, vh * 0.45f),
                     IM_COL32(200, 210, 230, 255), msg);
       }
       ImGui::Render();
@@ -600,12 +980,13 @@ int run_gui(const GuiOptions& opt) {
       style.grid = ui.grid;
       style.dpi_scale = sx;
       if (fb_w > 0 && fb_h > 0)
-        renderer.draw(scene, view.camera, static_cast<int>(vx * sx), 0, static_cast<int>(vw * sx),
-                      static_cast<int>(H * sy), style);
+        renderer.draw(scene, view.camera, static_cast<int>(vx * sx), static_cast<int>(bottom * sy),
+                      static_cast<int>(vw * sx), static_cast<int>(vh * sy), style);
       ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
 
       // 8. Screenshot of exactly what is shown, then swap.
-      const bool last_demo_frame = demo && frame + 1 >= opt.demo_frames;
+      const bool last_demo_frame =
+          (opt.demo_frames > 0 && frame + 1 >= opt.demo_frames) || (soak && soak->finished());
       if (view.screenshot || (last_demo_frame && !opt.screenshot.empty())) {
         const std::string path = last_demo_frame && !opt.screenshot.empty() ? opt.screenshot : view.screenshot_path;
         std::string err;
@@ -633,6 +1014,7 @@ int run_gui(const GuiOptions& opt) {
       for (const std::string& e : ui.errors) std::fprintf(stderr, "kvscope: error: %s\n", e.c_str());
       std::fprintf(stderr, "kvscope: demo: %d frames, %d steps (%d positions now), final mode %s\n", frame,
                    snap.total_records, snap.seq.seq_len(), to_string(snap.mode));
+      std::fprintf(stderr, "kvscope: %s\n", frame_stats.summary().c_str());
       if (!gl_messages.empty() || !ui.errors.empty() || snap.total_records == 0) exit_code = 1;
     } else if (!settings_path.empty()) {
       if (!window.fullscreen()) {
@@ -643,6 +1025,11 @@ int run_gui(const GuiOptions& opt) {
       if (!save_settings(settings_path, ui, win_settings, err)) std::fprintf(stderr, "kvscope: %s\n", err.c_str());
     }
   }  // the worker joins and GL objects go before the context
+  if (soak) {
+    int64_t live = 0;
+    for (int i = 0; i < gl::kNumObjectKinds; ++i) live += gl::object_count(static_cast<gl::ObjectKind>(i)).live();
+    if (soak->report(stderr, live) != 0) exit_code = 1;
+  }
 
   ImGui_ImplOpenGL3_Shutdown();
   ImGui_ImplGlfw_Shutdown();

@@ -7,11 +7,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <thread>
+
+#include <unistd.h>
 
 #include "error.h"
 #include "generator.h"
@@ -19,6 +23,7 @@
 #include "gl_objects.h"
 #include "gui.h"
 #include "gui_common.h"
+#include "panel_teach.h"
 #include "renderer.h"
 #include "renderer_overlay.h"
 #include "scene.h"
@@ -56,11 +61,16 @@ class OffscreenImGui {
   OffscreenImGui(const OffscreenImGui&) = delete;
   OffscreenImGui& operator=(const OffscreenImGui&) = delete;
 
-  void draw(const Scene& scene, const Camera& camera, const OverlayOptions& opt) {
+  // The overlay in [origin, origin + size) (default: the whole image), then
+  // `extra` (HUD, heatmaps) on the same draw list.
+  void draw(const Scene& scene, const Camera& camera, const OverlayOptions& opt,
+            const std::function<void(ImDrawList*, const OverlayFonts&)>& extra = {}, ImVec2 origin = ImVec2(0, 0),
+            ImVec2 size = ImVec2(0, 0)) {
     ImGui_ImplOpenGL3_NewFrame();
     ImGui::NewFrame();
-    const ImVec2 size = ImGui::GetIO().DisplaySize;
-    draw_overlay(ImGui::GetBackgroundDrawList(), scene, camera, ImVec2(0, 0), size, fonts_, opt);
+    if (size.x <= 0) size = ImGui::GetIO().DisplaySize;
+    draw_overlay(ImGui::GetBackgroundDrawList(), scene, camera, origin, size, fonts_, opt);
+    if (extra) extra(ImGui::GetBackgroundDrawList(), fonts_);
     ImGui::Render();
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
   }
@@ -85,9 +95,10 @@ struct Frame {
   Camera camera;
 };
 
-Frame frame_for(const SequenceState& seq, const ViewOptions& view, CameraPreset preset, int w, int h) {
+Frame frame_for(const SequenceState& seq, const ViewOptions& view, CameraPreset preset, int w, int h,
+               float anim = 1.0f) {
   Frame f;
-  f.scene = build_scene(seq, view, 1.0f);
+  f.scene = build_scene(seq, view, anim);
   f.camera = preset_camera(preset, f.scene, static_cast<float>(w) / static_cast<float>(h));
   return f;
 }
@@ -235,10 +246,87 @@ bool is_software_renderer() {
          name.find("Software") != std::string::npos;
 }
 
+namespace {
+
+// The folder of `name` on $PATH, or "" when it is not there.
+std::string find_on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string p = path ? path : "";
+  size_t start = 0;
+  while (start <= p.size()) {
+    const size_t end = std::min(p.find(':', start), p.size());
+    const std::string dir = p.substr(start, end - start);
+    const std::filesystem::path f = std::filesystem::path(dir.empty() ? "." : dir) / name;
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(f, ec) && access(f.c_str(), X_OK) == 0) return f.string();
+    start = end + 1;
+  }
+  return "";
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Raw RGBA frames piped into ffmpeg, which encodes an H.264 MP4.
+class VideoPipe {
+ public:
+  VideoPipe(const std::string& ffmpeg, const std::string& out, int w, int h, int fps) : w_(w), h_(h) {
+    const std::filesystem::path p(out);
+    std::error_code ec;
+    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+    const std::string cmd = shell_quote(ffmpeg) + " -hide_banner -loglevel error -y -f rawvideo -pix_fmt rgba -s " +
+                            std::to_string(w) + "x" + std::to_string(h) + " -r " + std::to_string(fps) +
+                            " -i - -c:v libx264 -pix_fmt yuv420p -movflags +faststart " + shell_quote(out);
+    std::signal(SIGPIPE, SIG_IGN);  // a dying ffmpeg makes fwrite fail instead of killing us
+    pipe_ = popen(cmd.c_str(), "w");
+    if (!pipe_) throw Error("--video: cannot start ffmpeg (" + ffmpeg + ")");
+  }
+  ~VideoPipe() {
+    if (pipe_) pclose(pipe_);
+  }
+  VideoPipe(const VideoPipe&) = delete;
+  VideoPipe& operator=(const VideoPipe&) = delete;
+  void write(const std::vector<uint8_t>& rgba) {
+    if (rgba.size() != static_cast<size_t>(w_) * h_ * 4 ||
+        std::fwrite(rgba.data(), 1, rgba.size(), pipe_) != rgba.size())
+      throw Error("--video: ffmpeg stopped reading frames (see its message above)");
+    ++frames_;
+  }
+  // Waits for ffmpeg; throws when it failed.
+  void finish() {
+    const int status = pclose(pipe_);
+    pipe_ = nullptr;
+    if (status != 0) throw Error("--video: ffmpeg failed (exit status " + std::to_string(status) + ")");
+  }
+  int frames() const { return frames_; }
+
+ private:
+  FILE* pipe_ = nullptr;
+  int w_, h_;
+  int frames_ = 0;
+};
+
+constexpr int kVideoFps = 30;
+constexpr int kVideoFramesPerStep = 12;  // the step's animation (flash, beams, drop) over 0.4 s
+
+}  // namespace
+
 int run_render(const RenderOptions& o) {
   CameraPreset preset;
   if (!parse_camera(o.camera, preset)) throw Error("--camera " + o.camera + ": expected front, top, side or follow");
   if (o.width < 16 || o.height < 16) throw Error("--width/--height: at least 16 pixels");
+  std::string ffmpeg;
+  if (!o.video.empty()) {
+    ffmpeg = find_on_path("ffmpeg");
+    if (ffmpeg.empty())
+      throw Error("--video " + o.video +
+                  ": ffmpeg is not installed (on Debian: sudo apt-get install ffmpeg). "
+                  "Without it, --frames DIR writes one PNG per step.");
+    if (o.width % 2 || o.height % 2) throw Error("--video: --width and --height must be even (H.264 4:2:0)");
+  }
   std::shared_ptr<const Model> model = load_model(o.model_dir.empty() ? default_model_dir() : o.model_dir);
   check_view(*model, o.layer, o.head);
   if (o.bench) return run_bench(o, model, preset);
@@ -262,17 +350,54 @@ int run_render(const RenderOptions& o) {
   view.head = o.head;
   view.min_weight = kDefaultMinWeight;
   SequenceState seq;
-  auto render_to = [&](const std::string& path) {
-    Frame f = frame_for(seq, view, preset, o.width, o.height);
+  // With --heatmaps the 3D view takes the left 58% and the grid the rest.
+  const int view_w = o.heatmaps ? static_cast<int>(o.width * 0.58f) : o.width;
+  auto render_frame = [&](float anim) {
+    Frame f = frame_for(seq, view, preset, view_w, o.height, anim);
     target.bind();
-    renderer.draw(f.scene, f.camera, o.width, o.height);
+    glClearColor(palette::kBackground.r, palette::kBackground.g, palette::kBackground.b, 1.0f);
+    glClear(GL_COLOR_BUFFER_BIT | GL_DEPTH_BUFFER_BIT);
+    renderer.draw(f.scene, f.camera, 0, 0, view_w, o.height);
     OverlayOptions ov;
     ov.model_name = model->name;
     ov.record = seq.current.get();
-    imgui.draw(f.scene, f.camera, ov);
+    ov.legend = !o.presentation;
+    ov.hud = !o.presentation;  // the presentation HUD shows the counters
+    const std::vector<RecordPtr>& records = gen.history();
+    auto extra = [&](ImDrawList* dl, const OverlayFonts& fonts) {
+      const float W = static_cast<float>(o.width), H = static_cast<float>(o.height);
+      if (o.heatmaps) {
+        const float x0 = static_cast<float>(view_w), pad = 12.0f * std::max(1.0f, H / 720.0f);
+        const ImFont* font = fonts.small ? fonts.small : ImGui::GetFont();
+        const float fs = font->FontSize;
+        dl->AddRectFilled(ImVec2(x0, 0), ImVec2(W, H), IM_COL32(10, 12, 20, 255));
+        dl->AddText(font, fs * 1.2f, ImVec2(x0 + pad, pad), IM_COL32(220, 225, 240, 255),
+                    "attention of every layer (rows) and head (columns)");
+        dl->AddText(font, fs, ImVec2(x0 + pad, pad + fs * 1.4f), IM_COL32(150, 160, 185, 255),
+                    "row = query position, column = key, brightness = sqrt(weight); outlined: newest query");
+        const float top = pad + fs * 3.0f;
+        draw_heatmap_grid(dl, ImVec2(x0 + pad, top), ImVec2(W - x0 - 2 * pad, H - top - pad), records,
+                          static_cast<int>(records.size()) - 1, view.layer, view.head, ImVec2(-1e9f, -1e9f), font, fs);
+      }
+      if (o.presentation) {
+        HudInfo hud;
+        hud.model_name = model->name;
+        hud.step = static_cast<int>(records.size()) - 1;
+        hud.n_steps = static_cast<int>(records.size());
+        hud.record = seq.current.get();
+        if (hud.record)
+          for (const Candidate& c : hud.record->top)
+            hud.top_pieces.push_back(visible_piece(model->tokenizer.display_piece(c.token)));
+        draw_presentation_hud(dl, ImVec2(0, 0), ImVec2(static_cast<float>(view_w), H), fonts, hud);
+      }
+    };
+    imgui.draw(f.scene, f.camera, ov, extra, ImVec2(0, 0), ImVec2(static_cast<float>(view_w), static_cast<float>(o.height)));
     gl::check_errors("render");
-    write_png(path, o.width, o.height, target.read_rgba());
+    return target.read_rgba();
   };
+  auto render_to = [&](const std::string& path) { write_png(path, o.width, o.height, render_frame(1.0f)); };
+  std::unique_ptr<VideoPipe> video;
+  if (!o.video.empty()) video = std::make_unique<VideoPipe>(ffmpeg, o.video, o.width, o.height, kVideoFps);
 
   int steps = 0;
   for (int i = 0; i < o.steps; ++i) {
@@ -280,11 +405,23 @@ int run_render(const RenderOptions& o) {
     if (!r) break;
     append_record(seq, r);
     ++steps;
+    if (video) {
+      for (int k = 0; k < kVideoFramesPerStep; ++k)
+        video->write(render_frame(static_cast<float>(k) / static_cast<float>(kVideoFramesPerStep - 1)));
+      std::fprintf(stderr, "\rkvscope: video: step %d of %d, %d frames", steps, o.steps, video->frames());
+      std::fflush(stderr);
+    }
     if (!o.frames_dir.empty()) {
       char name[32];
       std::snprintf(name, sizeof(name), "step_%04d.png", r->index);
       render_to((std::filesystem::path(o.frames_dir) / name).string());
     }
+  }
+  if (video) {
+    for (int k = 0; k < kVideoFps; ++k) video->write(render_frame(1.0f));  // hold the last step for a second
+    std::fprintf(stderr, "\rkvscope: video: %d frames, encoding\xE2\x80\xA6\n", video->frames());
+    video->finish();
+    std::fprintf(stderr, "kvscope: wrote %s (%d frames, %d fps)\n", o.video.c_str(), video->frames(), kVideoFps);
   }
   if (!o.out.empty()) render_to(o.out);
   if (!gl_messages.empty()) {

@@ -89,6 +89,15 @@ bool load_settings(const std::string& path, UiState& ui, WindowSettings& win, st
   get(j, "grid", ui.grid);
   get(j, "text_scale", ui.text_scale);
   ui.text_scale = std::clamp(ui.text_scale, 0.75f, 2.5f);
+  get(j, "colour_blind", ui.colour_blind);
+  get(j, "kv_context", ui.kv_context);
+  ui.kv_context = std::clamp(ui.kv_context, 1, 1 << 20);
+  get(j, "kv_dtype", ui.kv_dtype);
+  ui.kv_dtype = std::clamp(ui.kv_dtype, 0, 3);
+  get(j, "bottom_tab", ui.bottom_tab);
+  ui.bottom_tab = std::clamp(ui.bottom_tab, 0, 3);
+  ui.select_tab = true;
+  get(j, "view_path", ui.view_path);
   return true;
 }
 
@@ -119,6 +128,11 @@ bool save_settings(const std::string& path, const UiState& ui, const WindowSetti
       {"hud", ui.hud},
       {"grid", ui.grid},
       {"text_scale", ui.text_scale},
+      {"colour_blind", ui.colour_blind},
+      {"kv_context", ui.kv_context},
+      {"kv_dtype", ui.kv_dtype},
+      {"bottom_tab", ui.bottom_tab},
+      {"view_path", ui.view_path},
   };
   const std::string tmp = path + ".tmp";
   {

@@ -4,6 +4,7 @@
 // behind the frame loop's back.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -15,6 +16,8 @@
 #include "sampler.h"
 #include "scene.h"
 #include "scene_camera.h"
+#include "teach_branch.h"
+#include "teach_kv.h"
 
 namespace kvscope {
 
@@ -34,11 +37,21 @@ struct Snapshot {
   std::shared_ptr<const Model> model;
   bool loading_model = false;
   std::string model_error;  // last failed load, shown in the Model panel
+  float load_progress = 0;  // 0..1 while loading_model (EngineWorker::load_progress)
   uint64_t generation = 0;  // id of the generation the records belong to
   bool started = false;     // the worker accepted the prompt
+  // Every explored branch of this generation (the timeline's memory budget
+  // lives there); `records` is the current branch's history (same pointers).
+  BranchTree tree;
   std::vector<RecordPtr> records;
   int total_records = 0;  // over every generation of this run
-  SequenceState seq;      // state after the last record
+  SequenceState seq;      // state at the shown step (the timeline), records [0, seq_count)
+  size_t seq_count = 0;
+  uint64_t tree_version = 0;  // bumped when the current branch changes (fork, return, restart)
+  uint64_t seq_version = 0;   // the tree_version `seq` was built from
+  int pending_forks = 0;      // kFork commands sent, kForked not yet back
+  int pending_select = -1;    // branch to return to when its kForked arrives (-1: a new fork)
+  int pending_view_step = -1; // a restored view's step, shown once generated
   StopReason stop = StopReason::kNone;
   bool step_in_flight = false;
   double last_record_time = 0;  // glfwGetTime() when the newest record arrived
@@ -72,6 +85,22 @@ struct UiState {
   float text_scale = 1.0f;
   bool fullscreen = false;
   bool show_panels = true;
+  bool ignore_eos = false;  // --soak-rounds: generate past end-of-text, up to the context limit
+  // Timeline: the shown step (record index); -1 = follow the newest.
+  int view_step = -1;
+  // Presentation mode (F5): panels hidden behind a compact HUD.
+  bool presentation = false;
+  bool colour_blind = false;  // projector-safe, colour-blind-safe palette
+  // Predict: the newest token and its bars stay hidden until revealed (Enter).
+  bool predict = false;
+  int revealed_step = -1;  // newest record index the class has seen
+  // KV memory calculator.
+  int kv_context = 100000;  // tokens
+  int kv_dtype = 1;         // index into all_kv_dtypes(): fp16
+  int kv_selected = -1;     // highlighted row of the table (-1: the loaded model)
+  int bottom_tab = 0;       // 0 branches, 1 phases, 2 KV memory, 3 attention heads
+  bool select_tab = false;  // make bottom_tab the open tab next frame
+  std::string view_path;    // saved view file
   // Errors shown in the error panel until dismissed.
   std::vector<std::string> errors;
   std::string status;  // one line, e.g. "saved kvscope-....png"
@@ -97,12 +126,36 @@ struct UiCommand {
     kTextScale,  // value
     kDismissErrors,
     kTogglePanels,
+    kCancelLoad,  // stop the model load in progress (the current model stays)
+    kScrub,          // value = steps to move (negative = back); text "abs" = go to step value
+    kFork,           // value = forced token at the shown step
+    kSelectBranch,   // value = branch id
+    kPresentation,   // toggle
+    kPredict,        // toggle
+    kReveal,
+    kSaveView,       // text = path
+    kLoadView,       // text = path
+    kSelectHead,     // value = layer, value2 = head
+    kPalette,        // toggle the colour-blind palette
   };
   UiCommand(Kind k, std::string t = {}) : kind(k), text(std::move(t)) {}  // NOLINT: implicit on purpose
   Kind kind;
   std::string text;
   CameraPreset camera = CameraPreset::kFront;
   float value = 0;
+  float value2 = 0;
 };
+
+// The record index the timeline shows (-1 before the prefill).
+inline int shown_step(const Snapshot& snap, const UiState& ui) {
+  const int n = static_cast<int>(snap.records.size());
+  if (n == 0) return -1;
+  return ui.view_step < 0 ? n - 1 : std::min(ui.view_step, n - 1);
+}
+// True while predict mode hides the shown (newest) token and its bars.
+inline bool prediction_hidden(const Snapshot& snap, const UiState& ui) {
+  const int s = shown_step(snap, ui);
+  return ui.predict && s >= 0 && s == static_cast<int>(snap.records.size()) - 1 && ui.revealed_step < s;
+}
 
 }  // namespace kvscope

@@ -10,21 +10,61 @@ namespace kvscope {
 EngineWorker::EngineWorker(std::function<void()> wake) : wake_(std::move(wake)), thread_([this] { run(); }) {}
 
 EngineWorker::~EngineWorker() {
+  std::vector<std::shared_ptr<LoadJob>> loads;
   {
     std::lock_guard<std::mutex> lock(mu_);
     quit_ = true;
     in_.clear();
+    loads = std::move(retired_loads_);
+    if (load_) loads.push_back(std::move(load_));
+    for (auto& job : loads) {
+      job->superseded = true;
+      job->cancel = true;
+    }
   }
   cv_.notify_all();
   thread_.join();
+  // Outside the lock: a loader takes it to report.
+  for (auto& job : loads)
+    if (job->thread.joinable()) job->thread.join();
 }
 
 void EngineWorker::send(WorkerCommand cmd) {
+  if (cmd.kind == WorkerCommand::Kind::kLoadModel) {
+    auto job = std::make_shared<LoadJob>();
+    job->dir = cmd.text;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (quit_) return;
+      join_finished_loads_locked();
+      if (load_) {
+        // The older load stops at its next tensor and reports nothing.
+        load_->superseded = true;
+        load_->cancel = true;
+        retired_loads_.push_back(std::move(load_));
+      }
+      job->id = ++next_load_id_;
+      load_ = job;
+      loading_ = true;
+      job->thread = std::thread([this, j = job.get()] { load(j); });
+    }
+    if (wake_) wake_();
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     in_.push_back(std::move(cmd));
   }
   cv_.notify_one();
+}
+
+// Joins loader threads that have returned (or are about to: `finished` is
+// their last store), so a long session does not pile up thread handles.
+void EngineWorker::join_finished_loads_locked() {
+  auto done = [](const std::shared_ptr<LoadJob>& j) { return j->finished.load(); };
+  for (auto& j : retired_loads_)
+    if (done(j) && j->thread.joinable()) j->thread.join();
+  retired_loads_.erase(std::remove_if(retired_loads_.begin(), retired_loads_.end(), done), retired_loads_.end());
 }
 
 std::vector<WorkerEvent> EngineWorker::poll() {
@@ -36,7 +76,9 @@ std::vector<WorkerEvent> EngineWorker::poll() {
 
 int EngineWorker::pending() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int>(in_.size()) + running_;
+  int n = running_;
+  for (const WorkerCommand& c : in_) n += c.kind != WorkerCommand::Kind::kModelReady;
+  return n;
 }
 
 void EngineWorker::cancel_steps() {
@@ -46,12 +88,67 @@ void EngineWorker::cancel_steps() {
             in_.end());
 }
 
+bool EngineWorker::loading() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return loading_;
+}
+
+float EngineWorker::load_progress() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return loading_ && load_ ? load_->progress.load() : 0.0f;
+}
+
+void EngineWorker::cancel_load() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (loading_ && load_) load_->cancel = true;
+}
+
 void EngineWorker::publish(WorkerEvent ev) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     out_.push_back(std::move(ev));
   }
   if (wake_) wake_();
+}
+
+void EngineWorker::load(LoadJob* job) {
+  LoadControl control;
+  float shown = 0.0f;
+  control.on_progress = [&](float p) {
+    job->progress = p;
+    if (p - shown >= 0.01f || p >= 1.0f) {  // wake the window for every visible percent only
+      shown = p;
+      if (wake_) wake_();
+    }
+  };
+  control.cancel = &job->cancel;
+  try {
+    std::shared_ptr<const Model> m = load_model(job->dir, control);
+    // The engine thread swaps it in between two forwards.
+    WorkerCommand ready(WorkerCommand::Kind::kModelReady);
+    ready.model = std::move(m);
+    ready.load_id = job->id;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!quit_ && !job->superseded) in_.push_back(std::move(ready));
+    }
+    cv_.notify_one();
+  } catch (const std::exception& e) {
+    bool report = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      report = !quit_ && !job->superseded && load_.get() == job;
+      if (report) loading_ = false;
+    }
+    if (report) {
+      WorkerEvent ev;
+      ev.kind = WorkerEvent::Kind::kError;
+      ev.message = e.what();
+      ev.failed = WorkerCommand::Kind::kLoadModel;
+      publish(std::move(ev));
+    }
+  }
+  job->finished = true;
 }
 
 void EngineWorker::run() {
@@ -68,12 +165,13 @@ void EngineWorker::run() {
     try {
       execute(cmd);
     } catch (const std::exception& e) {
-      // Anything the user can get wrong (a bad folder, an empty prompt)
-      // arrives here as kvscope::Error; report it, keep the current state.
+      // Anything the user can get wrong (an empty prompt, a prompt longer
+      // than the context) arrives here as kvscope::Error; report it, keep the
+      // current state.
       WorkerEvent ev;
       ev.kind = WorkerEvent::Kind::kError;
       ev.message = e.what();
-      ev.failed = cmd.kind;
+      ev.failed = cmd.kind == WorkerCommand::Kind::kModelReady ? WorkerCommand::Kind::kLoadModel : cmd.kind;
       ev.generation = generation_;
       publish(std::move(ev));
     }
@@ -88,10 +186,20 @@ void EngineWorker::run() {
 void EngineWorker::execute(const WorkerCommand& cmd) {
   using K = WorkerCommand::Kind;
   switch (cmd.kind) {
-    case K::kLoadModel: {
-      // Loads into a new object; the current model stays if this throws.
-      std::shared_ptr<const Model> m = load_model(cmd.text);
-      model_ = std::move(m);
+    case K::kLoadModel:  // handled by send()
+      break;
+    case K::kModelReady: {
+      bool current = false, cancelled = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        current = load_ && load_->id == cmd.load_id && !load_->superseded;
+        cancelled = current && load_->cancel;
+        if (current) loading_ = false;
+      }
+      if (!current) break;  // a newer load replaced it
+      // Cancelled after the last tensor was read: still honour it.
+      if (cancelled) throw Error(cmd.model->dir + ": loading cancelled");
+      model_ = cmd.model;
       gen_.reset();
       WorkerEvent ev;
       ev.kind = WorkerEvent::Kind::kModelLoaded;
@@ -103,12 +211,8 @@ void EngineWorker::execute(const WorkerCommand& cmd) {
     case K::kStart: {
       if (!model_) throw Error("no model is loaded yet");
       auto gen = std::make_unique<Generator>(model_);
-      GenerateOptions opt = cmd.options;
-      gen->start(cmd.text, opt);  // throws on an empty or too-long prompt
+      gen->start(cmd.text, cmd.options);  // throws on an empty or too-long prompt
       gen_ = std::move(gen);
-      mode_ = opt.mode;
-      sampler_ = opt.sampler;
-      max_new_ = opt.max_new;
       ++generation_;
       WorkerEvent ev;
       ev.kind = WorkerEvent::Kind::kStarted;
@@ -119,7 +223,7 @@ void EngineWorker::execute(const WorkerCommand& cmd) {
     }
     case K::kStep: {
       if (!gen_ || gen_->done()) break;
-      RecordPtr r = gen_->step();
+      RecordPtr r = gen_->step();  // complete before anyone else can see it
       if (r) {
         WorkerEvent ev;
         ev.kind = WorkerEvent::Kind::kRecord;
@@ -137,17 +241,25 @@ void EngineWorker::execute(const WorkerCommand& cmd) {
       break;
     }
     case K::kSetMode:
-      mode_ = cmd.mode;
       if (gen_) gen_->set_mode(cmd.mode);
       break;
     case K::kSetSampler:
-      sampler_ = cmd.sampler;
       if (gen_) gen_->set_sampler(cmd.sampler);
       break;
     case K::kSetMaxNew:
-      max_new_ = cmd.max_new;
       if (gen_) gen_->set_max_new(cmd.max_new);
       break;
+    case K::kFork: {
+      if (!gen_ || !cmd.record) throw Error("fork: no generation to fork");
+      WorkerEvent ev;
+      ev.kind = WorkerEvent::Kind::kForked;
+      ev.record = gen_->fork(cmd.tokens, *cmd.record, cmd.token);
+      // fork() keeps the cache cut back to the prefix only when it held it.
+      ev.cache_reused = gen_->mode() == CacheMode::kKV && gen_->cache().n_pos == cmd.record->seq_len;
+      ev.generation = generation_;
+      publish(std::move(ev));
+      break;
+    }
   }
 }
 

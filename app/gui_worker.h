@@ -1,9 +1,14 @@
-// The engine thread of the window. It alone owns the Model being loaded and
-// the Generator; the UI thread sends it commands and receives immutable
-// step records (shared_ptr<const StepRecord>) through two small
-// mutex-protected queues, so a slow forward never stalls a frame.
+// The engine thread of the window. It alone owns the Generator; the UI
+// thread sends it commands and receives immutable step records
+// (shared_ptr<const StepRecord>, complete before they are published) through
+// two small mutex-protected queues, so a slow forward never stalls a frame.
+// Models load on a third, short-lived thread: the current model keeps
+// generating until the new one is ready, and a load can be cancelled.
+// No GL here: the threading tests (tests/test_worker.cpp) run headless and
+// under ThreadSanitizer (cmake -DKVSCOPE_TSAN=ON).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -21,12 +26,14 @@ namespace kvscope {
 
 struct WorkerCommand {
   enum class Kind {
-    kLoadModel,   // text = folder; on success the current generation is dropped
+    kLoadModel,   // text = folder; loads in the background, then drops the current generation
     kStart,       // text = prompt, options = how to generate; starts a new generation
     kStep,        // one forward of the current generation
     kSetMode,     // mode, from the next step on
     kSetSampler,  // sampler, from the next step on
     kSetMaxNew,   // max_new
+    kModelReady,  // internal: the loader thread hands over `model` (load `load_id`)
+    kFork,        // Generator::fork(tokens, *record, token): force `token` at `record`'s step
   };
   WorkerCommand() = default;
   WorkerCommand(Kind k) : kind(k) {}  // NOLINT: implicit, so send({Kind::kStep}) reads well
@@ -36,6 +43,11 @@ struct WorkerCommand {
   CacheMode mode = CacheMode::kKV;
   SamplerSettings sampler;
   int max_new = 0;
+  std::shared_ptr<const Model> model;  // kModelReady only
+  uint64_t load_id = 0;                // kModelReady only
+  std::vector<int> tokens;             // kFork: the sequence before `record` chose (prompt included)
+  RecordPtr record;                    // kFork: the step whose choice is replaced
+  int token = -1;                      // kFork: the forced token
 };
 
 struct WorkerEvent {
@@ -45,6 +57,7 @@ struct WorkerEvent {
     kRecord,       // generation, record
     kDone,         // generation, reason
     kError,        // message; `failed` says which command failed
+    kForked,       // generation, record = the forced record, cache_reused
   };
   Kind kind = Kind::kRecord;
   std::shared_ptr<const Model> model;
@@ -53,29 +66,56 @@ struct WorkerEvent {
   uint64_t generation = 0;  // which kStart the event belongs to
   std::string message;
   WorkerCommand::Kind failed = WorkerCommand::Kind::kStep;
+  bool cache_reused = false;  // kForked: the KV cache was cut back to the fork point and kept
 };
 
 class EngineWorker {
  public:
-  // `wake` is called from the worker thread after each event (e.g.
-  // glfwPostEmptyEvent, so a sleeping window wakes up).
+  // `wake` is called from the worker (and loader) thread after each event
+  // and on load progress (e.g. glfwPostEmptyEvent, so a sleeping window
+  // wakes up). It must be thread-safe.
   explicit EngineWorker(std::function<void()> wake = {});
-  ~EngineWorker();  // finishes the command in progress, drops the rest, joins
+  // Cancels a load in progress, finishes the forward in progress, drops the
+  // rest, joins every thread.
+  ~EngineWorker();
   EngineWorker(const EngineWorker&) = delete;
   EngineWorker& operator=(const EngineWorker&) = delete;
 
+  // kLoadModel starts loading at once (cancelling a load in progress,
+  // which then reports nothing); every other command queues for the engine thread.
   void send(WorkerCommand cmd);
   // Every event published since the last call (never blocks on a forward).
   std::vector<WorkerEvent> poll();
-  // Commands queued or running.
+  // Engine commands queued or running (a background load is not counted:
+  // the current model keeps stepping meanwhile).
   int pending() const;
   // Drops queued (not yet started) step commands, e.g. on reset.
   void cancel_steps();
 
+  // True from a kLoadModel until its kModelLoaded or kError is published.
+  bool loading() const;
+  // Fraction of the weights read by the load in progress, 0..1.
+  float load_progress() const;
+  // The load in progress stops at the next tensor and reports
+  // kError{failed = kLoadModel, message "...: loading cancelled"}.
+  void cancel_load();
+
  private:
+  struct LoadJob {
+    uint64_t id = 0;
+    std::string dir;
+    std::atomic<bool> cancel{false};      // set by cancel_load() or a newer load
+    std::atomic<bool> superseded{false};  // a newer load replaced it: report nothing
+    std::atomic<bool> finished{false};    // the loader thread is about to return
+    std::atomic<float> progress{0.0f};
+    std::thread thread;
+  };
+
   void run();
   void execute(const WorkerCommand& cmd);
   void publish(WorkerEvent ev);
+  void load(LoadJob* job);  // on the job's thread
+  void join_finished_loads_locked();
 
   std::function<void()> wake_;
   mutable std::mutex mu_;
@@ -84,14 +124,16 @@ class EngineWorker {
   std::deque<WorkerEvent> out_;
   int running_ = 0;
   bool quit_ = false;
+  // Loads (guarded by mu_): the newest, and older ones still winding down.
+  std::shared_ptr<LoadJob> load_;
+  std::vector<std::shared_ptr<LoadJob>> retired_loads_;
+  uint64_t next_load_id_ = 0;
+  bool loading_ = false;
 
-  // Worker-thread state.
+  // Engine-thread state.
   std::shared_ptr<const Model> model_;
   std::unique_ptr<Generator> gen_;
   uint64_t generation_ = 0;
-  CacheMode mode_ = CacheMode::kKV;
-  SamplerSettings sampler_;
-  int max_new_ = 0;
 
   std::thread thread_;  // last: starts after everything above exists
 };

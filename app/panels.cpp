@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "engine.h"
 #include "scene_format.h"
@@ -33,11 +34,6 @@ const char* stop_text(StopReason r) {
       break;
   }
   return "";
-}
-
-std::string piece_of(const Snapshot& snap, int id) {
-  if (!snap.model) return std::to_string(id);
-  return visible_piece(snap.model->tokenizer.display_piece(id));
 }
 
 // Coloured button that reads as a toggle.
@@ -93,7 +89,7 @@ void polyline(ImDrawList* dl, const std::vector<ImVec2>& pts, ImU32 col, float t
 // step ran in) and the other mode's cost from the formula (dashed).
 void flop_plot(const char* id, const char* title, const std::vector<double>& actual,
                const std::vector<CacheMode>& modes, const std::vector<double>& other, CacheMode other_mode,
-               float height) {
+               float height, int marker) {
   ImGui::TextUnformatted(title);
   const float w = ImGui::GetContentRegionAvail().x;
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
@@ -125,6 +121,12 @@ void flop_plot(const char* id, const char* title, const std::vector<double>& act
     dl->AddLine(pt(i - 1, actual[i - 1]), pt(i, actual[i]), to_imcolor(c), 2.5f);
   }
   if (n == 1) dl->AddCircleFilled(pt(0, actual[0]), 3.0f, to_imcolor(palette::kCacheHigh));
+  // The timeline's step.
+  if (marker >= 0 && static_cast<size_t>(marker) < n) {
+    const ImVec2 m = pt(static_cast<size_t>(marker), actual[static_cast<size_t>(marker)]);
+    dl->AddLine(ImVec2(m.x, p0.y + 2), ImVec2(m.x, p1.y - 2), IM_COL32(255, 240, 120, 150), 1.0f);
+    dl->AddCircleFilled(m, 4.0f, IM_COL32(255, 240, 120, 255));
+  }
   const std::string top = format_flops(static_cast<uint64_t>(ymax));
   dl->AddText(ImVec2(p0.x + 6, p0.y + 3), IM_COL32(150, 160, 185, 255), top.c_str());
   if (hovered) {
@@ -258,8 +260,9 @@ Commands panel_cache(const Snapshot& snap, UiState& ui) {
   double acc = 0;
   for (size_t i = 0; i < other.size(); ++i) other_cum[i] = acc += other[i];
   const float h = ImGui::GetTextLineHeight() * 5.5f;
-  flop_plot("##per", "FLOPs per step", per, modes, other, other_mode, h);
-  flop_plot("##cum", "FLOPs so far", cum, modes, other_cum, other_mode, h);
+  const int marker = snap.seq.current ? snap.seq.current->index : -1;
+  flop_plot("##per", "FLOPs per step", per, modes, other, other_mode, h, marker);
+  flop_plot("##cum", "FLOPs so far", cum, modes, other_cum, other_mode, h, marker);
   // Legend of the plots.
   ImGui::TextColored(v4(palette::kCacheHigh), "\xE2\x94\x81 KV CACHE");
   ImGui::SameLine();
@@ -297,54 +300,7 @@ Commands panel_attention(const Snapshot& snap, UiState& ui) {
   return cmds;
 }
 
-Commands panel_next_token(const Snapshot& snap, UiState& ui) {
-  Commands cmds;
-  const StepRecord* r = snap.seq.current.get();
-  if (r) {
-    ImGui::Text("chosen: %s  (%.1f%%)", visible_piece(r->piece).c_str(), 100.0 * r->prob);
-    ImDrawList* dl = ImGui::GetWindowDrawList();
-    const float w = ImGui::GetContentRegionAvail().x;
-    const float label_w = std::min(w * 0.38f, ImGui::CalcTextSize("MMMMMMMMMMMM").x);
-    const float row = ImGui::GetTextLineHeightWithSpacing();
-    const size_t n = std::min<size_t>(10, r->top.size());
-    const ImVec2 p0 = ImGui::GetCursorScreenPos();
-    for (size_t i = 0; i < n; ++i) {
-      const Candidate& c = r->top[i];
-      const bool chosen = c.token == r->token;
-      const float y = p0.y + row * static_cast<float>(i);
-      std::string piece = piece_of(snap, c.token);
-      const ImU32 text_col = chosen ? to_imcolor(palette::kNewToken) : IM_COL32(210, 215, 230, 255);
-      dl->PushClipRect(ImVec2(p0.x, y), ImVec2(p0.x + label_w - 4, y + row), true);
-      dl->AddText(ImVec2(p0.x, y), text_col, piece.c_str());
-      dl->PopClipRect();
-      const float bw = (w - label_w - 60) * c.prob;
-      const ImVec2 b0(p0.x + label_w, y + 2), b1(p0.x + label_w + std::max(1.0f, bw), y + row - 2);
-      dl->AddRectFilled(b0, b1, chosen ? to_imcolor(palette::kNewToken) : to_imcolor(palette::kPromptToken), 2.0f);
-      char pct[16];
-      std::snprintf(pct, sizeof(pct), "%.1f%%", 100.0 * c.prob);
-      dl->AddText(ImVec2(b1.x + 4, y), text_col, pct);
-    }
-    ImGui::Dummy(ImVec2(w, row * static_cast<float>(n)));
-  } else {
-    ImGui::TextDisabled("(no step yet)");
-  }
-  ImGui::Separator();
-  ImGui::TextUnformatted("Sampling (applies from the next step)");
-  bool changed = ImGui::Checkbox("greedy (always the top token)", &ui.sampler.greedy);
-  ImGui::BeginDisabled(ui.sampler.greedy);
-  changed |= ImGui::SliderFloat("temperature", &ui.sampler.temperature, 0.05f, 2.0f, "%.2f");
-  changed |= ImGui::SliderInt("top-k", &ui.sampler.top_k, 0, 100, ui.sampler.top_k == 0 ? "off" : "%d");
-  changed |= ImGui::SliderFloat("top-p", &ui.sampler.top_p, 0.05f, 1.0f, "%.2f");
-  ImGui::EndDisabled();
-  changed |= ImGui::SliderFloat("repetition penalty", &ui.sampler.repetition_penalty, 1.0f, 2.0f, "%.2f");
-  int seed = static_cast<int>(ui.sampler.seed);
-  if (ImGui::InputInt("seed", &seed)) {
-    ui.sampler.seed = static_cast<uint64_t>(std::max(0, seed));
-    changed = true;
-  }
-  if (changed) cmds.push_back({UiCommand::Kind::kSetSampler});
-  return cmds;
-}
+// panel_next_token: app/panel_sampling.cpp
 
 Commands panel_model(const Snapshot& snap, UiState& ui) {
   Commands cmds;
@@ -377,7 +333,15 @@ Commands panel_model(const Snapshot& snap, UiState& ui) {
   if (ImGui::Button("Load", ImVec2(-1, 0)) || (enter && !ui.model_dir_input.empty()))
     cmds.push_back({UiCommand::Kind::kLoadModel, ui.model_dir_input});
   ImGui::EndDisabled();
-  if (snap.loading_model) ImGui::TextUnformatted("loading\xE2\x80\xA6 (the current model stays until it is ready)");
+  if (snap.loading_model) {
+    // The load runs on its own thread; the current model keeps generating.
+    char pct[32];
+    std::snprintf(pct, sizeof(pct), "loading %.0f%%", 100.0 * snap.load_progress);
+    ImGui::ProgressBar(snap.load_progress, ImVec2(ImGui::GetContentRegionAvail().x - 70, 0), pct);
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel", ImVec2(-1, 0))) cmds.push_back({UiCommand::Kind::kCancelLoad});
+    ImGui::TextDisabled("(the current model keeps working until the new one is ready)");
+  }
   if (!snap.model_error.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, v4(palette::kRecomputed));
     ImGui::TextWrapped("Could not load: %s", snap.model_error.c_str());
@@ -427,6 +391,25 @@ Commands panel_view(const Snapshot& snap, UiState& ui) {
     cmds.push_back({UiCommand::Kind::kFullscreen});
   ImGui::SameLine();
   if (ImGui::Button("Screenshot (F12)", ImVec2(bw, 0))) cmds.push_back({UiCommand::Kind::kScreenshot});
+  // Presentation (issue 5): F5, predict, palette, saved views.
+  if (ImGui::Button("Presentation (F5)", ImVec2(bw, 0))) cmds.push_back({UiCommand::Kind::kPresentation});
+  ImGui::SameLine();
+  if (ImGui::Button(ui.predict ? "Predict: on (P)" : "Predict: off (P)", ImVec2(bw, 0)))
+    cmds.push_back({UiCommand::Kind::kPredict});
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("Hides each new token and its bars until Enter, so the class can guess first.");
+  bool cb = ui.colour_blind;
+  if (ImGui::Checkbox("colour-blind-safe, projector palette", &cb)) cmds.push_back({UiCommand::Kind::kPalette});
+  if (ui.view_path.empty()) {
+    const std::string dir = std::getenv("HOME") ? std::string(std::getenv("HOME")) : std::string(".");
+    ui.view_path = dir + "/kvscope-view.json";
+  }
+  ImGui::SetNextItemWidth(-1);
+  ImGui::InputText("##viewpath", &ui.view_path);
+  if (ImGui::Button("Save view", ImVec2(bw, 0))) cmds.push_back({UiCommand::Kind::kSaveView, ui.view_path});
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("camera + step + settings, to prepare a lesson");
+  ImGui::SameLine();
+  if (ImGui::Button("Load view", ImVec2(bw, 0))) cmds.push_back({UiCommand::Kind::kLoadView, ui.view_path});
   if (!ui.status.empty()) ImGui::TextWrapped("%s", ui.status.c_str());
   return cmds;
 }
@@ -458,7 +441,7 @@ Commands panel_errors(const UiState& ui) {
   return cmds;
 }
 
-void hover_tooltip(const Snapshot& snap, const Pick& pick) {
+void hover_tooltip(const Snapshot& snap, const Pick& pick, int layer, int head) {
   if (pick.kind == Pick::kNothing || !snap.seq.current) return;
   const SequenceState& seq = snap.seq;
   if (pick.pos < 0 || pick.pos >= static_cast<int>(seq.tokens.size())) return;
@@ -501,6 +484,15 @@ void hover_tooltip(const Snapshot& snap, const Pick& pick) {
       case KvState::kNewDropped:
         ImGui::TextUnformatted("computed this step, then thrown away (NO CACHE)");
         break;
+    }
+    // The beam that lands here: the newest query's attention to this position.
+    const StepRecord* r = seq.current.get();
+    if (r && r->n_rows > 0 && pick.pos < r->seq_len) {
+      const float w = attention_weight(*r, layer, head, pick.pos);
+      ImGui::Text("beam from the newest token \"%s\": weight %.4f (%s, %s)",
+                  visible_piece(seq.tokens[static_cast<size_t>(r->seq_len)].piece).c_str(), w,
+                  layer < 0 ? "mean of layers" : ("layer " + std::to_string(layer)).c_str(),
+                  head < 0 ? "mean of heads" : ("head " + std::to_string(head)).c_str());
     }
     if (kn >= 0) {
       const int d = seq.n_embd;

@@ -24,7 +24,8 @@ Commands panel_view(const Snapshot& snap, UiState& ui);
 // A floating window listing errors until dismissed (nothing when none).
 Commands panel_errors(const UiState& ui);
 // Tooltip for what the mouse is over in the 3D view.
-void hover_tooltip(const Snapshot& snap, const Pick& pick);
+// `layer` / `head` (-1 = mean): the beam whose weight a KV block's tooltip shows.
+void hover_tooltip(const Snapshot& snap, const Pick& pick, int layer = -1, int head = -1);
 
 // The counters' "other mode" curve: FLOPs each step would have cost in
 // `mode`, from the formula (kvscope::forward_flops), for the same sequence.

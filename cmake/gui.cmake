@@ -33,10 +33,11 @@ pkg_check_modules(STB REQUIRED stb)
 
 file(GLOB KVSCOPE_GL_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/render/gl*.cpp ${CMAKE_SOURCE_DIR}/render/renderer*.cpp)
 file(GLOB KVSCOPE_GUI_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/app/gui*.cpp ${CMAKE_SOURCE_DIR}/app/panel*.cpp)
+list(REMOVE_ITEM KVSCOPE_GUI_SRC ${CMAKE_SOURCE_DIR}/app/gui_worker.cpp)  # kvscope_worker, GL-free
 add_library(kvscope_gui STATIC ${KVSCOPE_GL_SRC} ${KVSCOPE_GUI_SRC} ${KVSCOPE_SHADER_HEADER})
 target_include_directories(kvscope_gui PUBLIC ${CMAKE_SOURCE_DIR}/app ${CMAKE_SOURCE_DIR}/render
                            PRIVATE ${CMAKE_BINARY_DIR}/generated ${STB_INCLUDE_DIRS})
-target_link_libraries(kvscope_gui PUBLIC kvscope_scene kvscope_cli kvscope_glad kvscope_imgui
+target_link_libraries(kvscope_gui PUBLIC kvscope_scene kvscope_cli kvscope_worker kvscope_glad kvscope_imgui
                       glfw OpenGL::GL OpenGL::EGL Threads::Threads ${CMAKE_DL_LIBS}
                       PRIVATE nlohmann_json::nlohmann_json ${STB_LINK_LIBRARIES})
 # The label font (Debian's fonts-dejavu-core); the app falls back to ImGui's

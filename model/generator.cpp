@@ -150,7 +150,7 @@ RecordPtr Generator::step() {
 void Generator::update_stop(int token, int seq_len) {
   const Config& c = model_->config;
   // Stop conditions, in order of precedence.
-  if (c.eos_token_id >= 0 && token == c.eos_token_id) {
+  if (c.eos_token_id >= 0 && token == c.eos_token_id && !opt_.ignore_eos) {
     reason_ = StopReason::kEos;
   } else {
     if (!opt_.stop.empty()) {

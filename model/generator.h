@@ -76,6 +76,7 @@ struct GenerateOptions {
   SamplerSettings sampler;
   CacheMode mode = CacheMode::kKV;
   bool keep_history = true;        // keep every record (the CLI streams and needs none)
+  bool ignore_eos = false;         // keep going past the end-of-text token (soak runs fill the context)
   // The prefill keeps every prompt row of attention when (layer*head*P*P) f32
   // stays under this; above it only the last row (a 1k-token GPT-2 prompt
   // would otherwise need 600 MB).

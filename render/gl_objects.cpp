@@ -6,6 +6,42 @@
 
 namespace kvscope::gl {
 
+namespace detail {
+std::atomic<int64_t> g_created[kNumObjectKinds], g_deleted[kNumObjectKinds];
+}  // namespace detail
+
+const char* to_string(ObjectKind k) {
+  switch (k) {
+    case ObjectKind::kBuffer: return "buffers";
+    case ObjectKind::kVertexArray: return "vertex arrays";
+    case ObjectKind::kShader: return "shaders";
+    case ObjectKind::kProgram: return "programs";
+    case ObjectKind::kFramebuffer: return "framebuffers";
+    case ObjectKind::kRenderbuffer: return "renderbuffers";
+    case ObjectKind::kTexture: return "textures";
+  }
+  return "?";
+}
+
+ObjectCount object_count(ObjectKind kind) {
+  ObjectCount c;
+  c.created = detail::g_created[static_cast<int>(kind)].load(std::memory_order_relaxed);
+  c.deleted = detail::g_deleted[static_cast<int>(kind)].load(std::memory_order_relaxed);
+  return c;
+}
+
+std::string object_counts_summary() {
+  std::string s;
+  for (int i = 0; i < kNumObjectKinds; ++i) {
+    const ObjectKind k = static_cast<ObjectKind>(i);
+    const ObjectCount c = object_count(k);
+    if (!s.empty()) s += ", ";
+    s += std::string(to_string(k)) + " " + std::to_string(c.live()) + " live (" + std::to_string(c.created) +
+         " created)";
+  }
+  return s;
+}
+
 Buffer make_buffer() {
   GLuint id = 0;
   glGenBuffers(1, &id);

@@ -78,6 +78,7 @@ struct ViewOptions {
   int head = -1;            // -1 = mean over heads
   float min_weight = 0.0f;  // beams below this weight are not drawn
   bool beams = true;
+  bool hide_newest = false;  // predict mode: the newest token is a grey "?" until revealed
 };
 
 // World-space geometry, shared by the builder, the camera and the tests.
@@ -156,18 +157,20 @@ struct Scene {
 
 // Colours of the legend (shared with the overlay so the legend matches).
 namespace palette {
-extern const glm::vec3 kBackground;
-extern const glm::vec3 kPromptToken;
-extern const glm::vec3 kGeneratedToken;
-extern const glm::vec3 kNewToken;
-extern const glm::vec3 kCacheLow, kCacheHigh;  // K-norm gradient of held blocks
-extern const glm::vec3 kNewKV;
-extern const glm::vec3 kPrefill;
-extern const glm::vec3 kRefill;
-extern const glm::vec3 kRecomputed;
-extern const glm::vec3 kEmpty;
-extern const glm::vec3 kBeam;
-extern const glm::vec3 kHead;
+extern glm::vec3 kBackground;
+extern glm::vec3 kPromptToken;
+extern glm::vec3 kGeneratedToken;
+extern glm::vec3 kNewToken;
+extern glm::vec3 kCacheLow, kCacheHigh;  // K-norm gradient of held blocks
+extern glm::vec3 kNewKV;
+extern glm::vec3 kPrefill;
+extern glm::vec3 kRefill;
+extern glm::vec3 kRecomputed;
+extern glm::vec3 kEmpty;
+extern glm::vec3 kBeam;
+extern glm::vec3 kHead;
+// The default colours, or (true) a colour-blind-safe, projector-safe set.
+void set_palette(bool colour_blind);
 }  // namespace palette
 
 // The attention weight of the newest query row for key `key`, for a layer /

@@ -52,4 +52,33 @@ set +e
 "$kvscope" render --model "$tmp/no-such-model" --prompt "x" --out "$tmp/x.png" 2> "$tmp/err"; rc=$?
 set -e
 [[ $rc -eq 1 ]] || fail "missing model: exit $rc, expected 1"
+# Issue 5: presentation mode and the attention heatmap grid render headless.
+"$kvscope" render --model "$MODEL" --prompt "Once upon a time" --steps 8 --presentation --heatmaps \
+  --width 800 --height 450 --out "$tmp/teach.png" 2> "$tmp/log" || { cat "$tmp/log"; fail "--presentation --heatmaps"; }
+[[ "$(png_size "$tmp/teach.png")" == "800 450" ]] || fail "teach.png has the wrong size"
+[[ $(stat -c %s "$tmp/teach.png") -gt 20000 ]] || fail "teach.png is suspiciously small"
+
+# --video: a clear message when ffmpeg is missing (exit 1, nothing written)...
+mkdir -p "$tmp/nobin"
+set +e
+PATH="$tmp/nobin" "$kvscope" render --model "$MODEL" --prompt "x" --steps 2 --video "$tmp/none.mp4" 2> "$tmp/err"; rc=$?
+set -e
+[[ $rc -eq 1 ]] || fail "--video without ffmpeg: exit $rc, expected 1"
+grep -q "ffmpeg is not installed" "$tmp/err" || fail "--video without ffmpeg: $(cat "$tmp/err")"
+[[ ! -e "$tmp/none.mp4" ]] || fail "--video without ffmpeg wrote a file"
+# ...and with one, raw RGBA frames of exactly W x H go down the pipe, with progress on stderr.
+mkdir -p "$tmp/fakebin"
+cat > "$tmp/fakebin/ffmpeg" <<'EOF'
+#!/bin/sh
+# stands in for ffmpeg: the output file is the last argument; store the raw stream there.
+for a in "$@"; do out="$a"; done
+exec cat > "$out"
+EOF
+chmod +x "$tmp/fakebin/ffmpeg"
+PATH="$tmp/fakebin:$PATH" "$kvscope" render --model "$MODEL" --prompt "Once upon a time" --steps 3 \
+  --width 320 --height 180 --video "$tmp/out.mp4" 2> "$tmp/log" || { cat "$tmp/log"; fail "--video with ffmpeg"; }
+frames=$(sed -n 's/.*wrote .* (\([0-9]*\) frames.*/\1/p' "$tmp/log")
+[[ -n "$frames" && "$frames" -gt 30 ]] || fail "--video: no frame count in the log: $(cat "$tmp/log")"
+grep -q "video: step" "$tmp/log" || fail "--video: no progress on stderr"
+[[ $(stat -c %s "$tmp/out.mp4") -eq $((frames * 320 * 180 * 4)) ]] || fail "--video: $(stat -c %s "$tmp/out.mp4") bytes piped, expected $frames frames of 320x180 RGBA"
 echo "gui_render: ok ($MODEL)"

@@ -160,6 +160,33 @@ TEST(CachePanel, OtherModeCurveFollowsTheFormula) {
   }
 }
 
+// The timeline's shown step and predict mode's hiding, from the UI state alone.
+TEST(Timeline, ShownStepAndPredictHiding) {
+  Snapshot snap;
+  UiState ui;
+  EXPECT_EQ(shown_step(snap, ui), -1);  // nothing generated yet
+  for (int i = 0; i < 5; ++i) {
+    auto r = std::make_shared<StepRecord>();
+    r->index = i;
+    snap.records.push_back(r);
+  }
+  EXPECT_EQ(shown_step(snap, ui), 4);  // -1 follows the newest
+  ui.view_step = 2;
+  EXPECT_EQ(shown_step(snap, ui), 2);
+  ui.view_step = 99;
+  EXPECT_EQ(shown_step(snap, ui), 4);  // clamped
+  ui.view_step = -1;
+  EXPECT_FALSE(prediction_hidden(snap, ui));
+  ui.predict = true;
+  ui.revealed_step = 3;
+  EXPECT_TRUE(prediction_hidden(snap, ui));  // step 4 not yet revealed
+  ui.view_step = 2;
+  EXPECT_FALSE(prediction_hidden(snap, ui));  // the past is never hidden
+  ui.view_step = -1;
+  ui.revealed_step = 4;
+  EXPECT_FALSE(prediction_hidden(snap, ui));
+}
+
 TEST(Settings, RoundTripAndBadFiles) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("kvscope-settings-" + std::to_string(::getpid()));
@@ -176,6 +203,9 @@ TEST(Settings, RoundTripAndBadFiles) {
   ui.head = -1;
   ui.camera = CameraPreset::kSide;
   ui.text_scale = 1.5f;
+  ui.colour_blind = true;
+  ui.kv_context = 100000;
+  ui.kv_dtype = 3;
   ui.sampler.greedy = false;
   ui.sampler.temperature = 0.7f;
   ui.sampler.seed = 42;
@@ -191,6 +221,9 @@ TEST(Settings, RoundTripAndBadFiles) {
   EXPECT_EQ(back.layer, 2);
   EXPECT_EQ(back.camera, CameraPreset::kSide);
   EXPECT_FLOAT_EQ(back.text_scale, 1.5f);
+  EXPECT_TRUE(back.colour_blind);
+  EXPECT_EQ(back.kv_context, 100000);
+  EXPECT_EQ(back.kv_dtype, 3);
   EXPECT_FALSE(back.sampler.greedy);
   EXPECT_FLOAT_EQ(back.sampler.temperature, 0.7f);
   EXPECT_EQ(back.sampler.seed, 42u);

@@ -10,8 +10,12 @@
 #include <cmath>
 #include <memory>
 
+#include <imgui.h>
+#include <imgui_impl_opengl3.h>
+
 #include "gl_context.h"
 #include "gl_objects.h"
+#include "panel_teach.h"
 #include "renderer.h"
 #include "scene.h"
 #include "scene_camera.h"
@@ -254,6 +258,137 @@ TEST_F(RenderPixels, GridAndManyBlocksDrawWithoutErrors) {
   // Grid + one instanced draw per block kind (tokens, solid KV blocks, empty
   // KV slots as outlines, markers) + one for all beams.
   EXPECT_EQ(renderer_->stats().draw_calls, 6);
+}
+
+// --- issue 5: the attention heatmap grid and the presentation HUD (ImGui draw
+// lists through the real OpenGL 3 backend, as the window and `kvscope render`
+// draw them).
+class TeachPixels : public RenderPixels {
+ protected:
+  void SetUp() override {
+    ctx_imgui_ = ImGui::CreateContext();
+    ImGuiIO& io = ImGui::GetIO();
+    io.IniFilename = nullptr;
+    io.DisplaySize = ImVec2(static_cast<float>(kW), static_cast<float>(kH));
+    io.DeltaTime = 1.0f / 60.0f;
+    fonts_ = load_fonts(1.0f);
+    ASSERT_TRUE(ImGui_ImplOpenGL3_Init("#version 330 core"));
+  }
+  void TearDown() override {
+    ImGui_ImplOpenGL3_Shutdown();
+    ImGui::DestroyContext(ctx_imgui_);
+    RenderPixels::TearDown();
+  }
+  // Clears to black, runs `draw` on the background draw list, reads back.
+  template <class F>
+  std::vector<uint8_t> draw2d(F draw) {
+    target_->bind();
+    glViewport(0, 0, kW, kH);
+    glClearColor(0, 0, 0, 1);
+    glClear(GL_COLOR_BUFFER_BIT);
+    ImGui_ImplOpenGL3_NewFrame();
+    ImGui::NewFrame();
+    draw(ImGui::GetBackgroundDrawList());
+    ImGui::Render();
+    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    return target_->read_rgba();
+  }
+  ImGuiContext* ctx_imgui_ = nullptr;
+  OverlayFonts fonts_;
+};
+
+TEST_F(TeachPixels, HeatmapCellsShowEveryRowsRealAttentionWeight) {
+  // Prompt of 5 then two KV steps: rows 0-4 come from the prefill, row 5 from
+  // record 1, row 6 from record 2; 7 positions = 7 bins (one per position).
+  const auto h = make_history(5, {CacheMode::kKV, CacheMode::kKV});
+  const ImVec2 p0(20, 20), size(kW - 40.0f, kH - 40.0f);
+  const float fs = 13.0f;
+  const int L = kLayers, H = kHeads, S = h.back()->seq_len;
+  ASSERT_EQ(S, 7);
+  HeatmapHit none;
+  const auto img = draw2d([&](ImDrawList* dl) {
+    none = draw_heatmap_grid(dl, p0, size, h, 2, -1, -1, ImVec2(-1e9f, -1e9f), ImGui::GetFont(), fs);
+  });
+  EXPECT_EQ(none.layer, -1);
+  // The layout draw_heatmap_grid documents: labels, then square cells.
+  const float label_w = fs * 2.2f, label_h = fs * 1.3f, gap = std::max(2.0f, fs * 0.25f);
+  const float cell = std::min((size.x - label_w) / H - gap, (size.y - label_h) / L - gap);
+  const float bs = cell / S;
+  int checked = 0;
+  for (int l = 0; l < L; ++l)
+    for (int hd = 0; hd < H; ++hd)
+      for (int q = 0; q < S; ++q) {
+        // The record that computed query row q, and its row index.
+        const StepRecord& r = q < 5 ? *h[0] : *h[static_cast<size_t>(q - 4)];
+        const int row = q - (r.seq_len - r.n_rows);
+        for (int k = 0; k < S; ++k) {
+          const float x0 = p0.x + label_w + hd * (cell + gap), y0 = p0.y + label_h + l * (cell + gap);
+          const int px = static_cast<int>(x0 + (k + 0.5f) * bs), py = static_cast<int>(y0 + (q + 0.5f) * bs);
+          const Rgb got = at(img, px, py);
+          glm::vec3 want;
+          if (k > q) {
+            want = glm::vec3(14, 16, 26) / 255.0f;  // the causal mask: no weight above the diagonal
+          } else {
+            const float w = r.attention(l, hd, row, k);
+            want = glm::mix(palette::kBackground, palette::kBeam, std::sqrt(w));
+          }
+          const float err = std::max({std::abs(got.r - want.r), std::abs(got.g - want.g), std::abs(got.b - want.b)});
+          EXPECT_LT(err, 2.5f / 255.0f) << "layer " << l << " head " << hd << " query " << q << " key " << k;
+          ++checked;
+        }
+      }
+  EXPECT_EQ(checked, L * H * S * S);
+  // Hover: the cell names the query, key and the real weight.
+  const int l = 2, hd = 1, q = 6, k = 3;
+  const ImVec2 m(p0.x + label_w + hd * (cell + gap) + (k + 0.5f) * bs, p0.y + label_h + l * (cell + gap) + (q + 0.5f) * bs);
+  HeatmapHit hit;
+  draw2d([&](ImDrawList* dl) { hit = draw_heatmap_grid(dl, p0, size, h, 2, l, hd, m, ImGui::GetFont(), fs); });
+  EXPECT_EQ(hit.layer, l);
+  EXPECT_EQ(hit.head, hd);
+  EXPECT_EQ(hit.query, q);
+  EXPECT_EQ(hit.key, k);
+  EXPECT_TRUE(hit.known);
+  EXPECT_FLOAT_EQ(hit.weight, h[2]->attention(l, hd, 0, k));
+  // At an earlier step the newer rows are not there yet (an empty, dark cell background).
+  const auto early = draw2d([&](ImDrawList* dl) {
+    draw_heatmap_grid(dl, p0, size, h, 0, -1, -1, ImVec2(-1e9f, -1e9f), ImGui::GetFont(), fs);
+  });
+  (void)early;
+}
+
+TEST_F(TeachPixels, PresentationHudShowsCandidatesUnlessPredicting) {
+  auto rec = make_record(3, false, CacheMode::kKV, 7, 1, 8, 0, 5, 42);
+  rec->top = {{42, 0.6f}, {7, 0.25f}, {9, 0.1f}, {11, 0.04f}, {13, 0.01f}};
+  rec->prob = 0.6f;
+  HudInfo hud;
+  hud.model_name = "fixture";
+  hud.step = 3;
+  hud.n_steps = 4;
+  hud.record = rec.get();
+  hud.top_pieces = {"a", "b", "c", "d", "e"};
+  auto count = [&](const std::vector<uint8_t>& img, const glm::vec3& c) {
+    int n = 0;
+    for (size_t i = 0; i < img.size(); i += 4)
+      n += std::abs(img[i] - c.r * 255) < 1.5f && std::abs(img[i + 1] - c.g * 255) < 1.5f &&
+           std::abs(img[i + 2] - c.b * 255) < 1.5f;
+    return n;
+  };
+  const auto shown = draw2d([&](ImDrawList* dl) {
+    draw_presentation_hud(dl, ImVec2(0, 0), ImVec2(static_cast<float>(kW), static_cast<float>(kH)), fonts_, hud);
+  });
+  hud.hidden = true;
+  const auto hidden = draw2d([&](ImDrawList* dl) {
+    draw_presentation_hud(dl, ImVec2(0, 0), ImVec2(static_cast<float>(kW), static_cast<float>(kH)), fonts_, hud);
+  });
+  // The other candidates' bars (prompt-token colour) appear only when revealed;
+  // the chosen one's bar (new-token colour) too.
+  EXPECT_GT(count(shown, palette::kPromptToken), 100);
+  EXPECT_EQ(count(hidden, palette::kPromptToken), 0);
+  EXPECT_GT(count(shown, palette::kNewToken), count(hidden, palette::kNewToken) + 100);
+  // The HUD strip along the bottom: its translucent dark fill over the cleared black.
+  const Rgb strip = at(shown, kW - 3, kH - 3);
+  EXPECT_NEAR(strip.b, 18.0f / 255.0f * 200.0f / 255.0f, 2.0f / 255.0f);
+  EXPECT_NEAR(strip.r, 8.0f / 255.0f * 200.0f / 255.0f, 2.0f / 255.0f);
 }
 
 }  // namespace

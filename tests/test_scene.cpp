@@ -329,6 +329,53 @@ TEST(Scene, PickFindsTheBlockUnderTheRay) {
   EXPECT_EQ(p.kind, Pick::kNothing);
 }
 
+TEST(Scene, PredictModeHidesOnlyTheNewestToken) {
+  const auto h = make_history(5, {CacheMode::kKV, CacheMode::kKV});
+  ViewOptions v;
+  const Scene shown = build_scene(h, h.size(), v);
+  v.hide_newest = true;
+  const Scene hidden = build_scene(h, h.size(), v);
+  ASSERT_EQ(shown.tokens.size(), hidden.tokens.size());
+  const int slot = hidden.slot;
+  for (size_t i = 0; i < hidden.tokens.size(); ++i) {
+    if (hidden.tokens[i].pos == slot) {
+      EXPECT_EQ(glm::vec3(hidden.tokens[i].colour), palette::kEmpty);  // a grey block, no token colour
+    } else {
+      EXPECT_EQ(hidden.tokens[i].colour, shown.tokens[i].colour);
+    }
+  }
+  int found = 0;
+  for (const Label& l : hidden.labels)
+    if (l.kind == LabelKind::kToken && l.pos == slot) {
+      EXPECT_EQ(l.text, "?");
+      ++found;
+    }
+  EXPECT_EQ(found, 1);
+  // The KV cache and the beams still show what ran.
+  EXPECT_EQ(hidden.kv.size(), shown.kv.size());
+  EXPECT_EQ(hidden.beams.size(), shown.beams.size());
+}
+
+TEST(Scene, ColourBlindPaletteChangesColoursAndSwitchesBack) {
+  const glm::vec3 nc = palette::kNewKV, rc = palette::kRecomputed, bg = palette::kBackground;
+  palette::set_palette(true);
+  EXPECT_NE(palette::kNewKV, nc);
+  EXPECT_NE(palette::kRecomputed, rc);
+  // Okabe-Ito: the "new" green and the "recomputed" vermillion differ in lightness, not only in hue.
+  auto luma = [](const glm::vec3& c) { return 0.2126f * c.r + 0.7152f * c.g + 0.0722f * c.b; };
+  EXPECT_GT(std::abs(luma(palette::kNewKV) - luma(palette::kRecomputed)), 0.05f);
+  const auto h = make_history(5, {CacheMode::kNoCache});
+  const Scene s = build_scene(h, h.size(), ViewOptions(), 0.0f);
+  bool any = false;
+  for (const BlockInstance& b : s.kv)
+    if (b.state == KvState::kRecomputed) any |= glm::vec3(b.colour) == palette::kRecomputed;
+  EXPECT_TRUE(any) << "the scene uses the active palette";
+  palette::set_palette(false);
+  EXPECT_EQ(palette::kNewKV, nc);
+  EXPECT_EQ(palette::kRecomputed, rc);
+  EXPECT_EQ(palette::kBackground, bg);
+}
+
 TEST(Camera, PresetsFitTheWholeSequence) {
   auto h = make_history(40, {CacheMode::kKV, CacheMode::kKV});
   Scene s = build_scene(h, h.size(), ViewOptions());
