@@ -113,7 +113,8 @@ void gelu_new(ThreadPool& pool, MatrixRM& X) {
 Engine::Engine(const Model& model) : model_(model), ws_(new Workspace) {}
 Engine::~Engine() { delete ws_; }
 
-ForwardOutput Engine::forward(const std::vector<int>& tokens, int first, KVCache* cache, bool keep_all_rows) {
+ForwardOutput Engine::forward(const std::vector<int>& tokens, int first, KVCache* cache, bool keep_all_rows,
+                              bool all_logits) {
   const Config& c = model_.config;
   const Weights& w = model_.weights;
   const int seq_len = static_cast<int>(tokens.size());
@@ -229,7 +230,7 @@ ForwardOutput Engine::forward(const std::vector<int>& tokens, int first, KVCache
   if (cache) cache->n_pos = seq_len;
 
   // LM head for the last position only: that is all generation needs.
-  MatrixRM last = ws.x.bottomRows(1);
+  MatrixRM last = all_logits ? ws.x : MatrixRM(ws.x.bottomRows(1));
   layer_norm(last, w.ln_f_g, w.ln_f_b, c.layer_norm_epsilon, ws.h);
   const MatrixRM& head = w.head();
   MatrixRM logits_row;

@@ -32,7 +32,7 @@ struct KVCache {
 // sequence of seq_len tokens.
 struct ForwardOutput {
   int first = 0, n_new = 0, seq_len = 0;
-  std::vector<float> logits;  // (vocab) for the last position only
+  std::vector<float> logits;  // (vocab) for the last position; (n_new, vocab) with all_logits
   std::vector<float> attn;    // (layer, head, n_rows, seq_len), rows = query positions
                               // [seq_len - n_rows, seq_len); zero where masked
   int n_rows = 0;             // attention rows kept (1 = newest only, n_new = all)
@@ -54,9 +54,10 @@ class Engine {
   // cache, positions [0, first) must already be in it (first == cache.n_pos)
   // and the new K/V are appended; without one, first must be 0 (the whole
   // sequence is computed). `keep_all_rows` keeps every new position's
-  // attention row (prefill), else only the newest.
+  // attention row (prefill), else only the newest. `all_logits` runs the LM
+  // head on every new position (scoring a text, e.g. validation loss).
   ForwardOutput forward(const std::vector<int>& tokens, int first, KVCache* cache,
-                        bool keep_all_rows);
+                        bool keep_all_rows, bool all_logits = false);
 
   const Model& model() const { return model_; }
 
