@@ -108,6 +108,26 @@ Weights read_weights(const SafeTensors& st, const Config& c, std::set<std::strin
   return w;
 }
 
+HalfMatrix to_half(const MatrixRM& m) {
+  HalfMatrix h;
+  h.rows = m.rows();
+  h.cols = m.cols();
+  h.data.resize(static_cast<size_t>(m.size()));
+  for (Eigen::Index i = 0; i < m.size(); ++i) h.data[static_cast<size_t>(i)] = f32_to_f16(m.data()[i]);
+  return h;
+}
+
+// The f32 matrices came from F16, so converting back is exact.
+void keep_half_copies(Weights& w) {
+  for (LayerWeights& L : w.layers) {
+    L.attn_w_h = to_half(L.attn_w_t);
+    L.attn_proj_w_h = to_half(L.attn_proj_w_t);
+    L.fc_w_h = to_half(L.fc_w_t);
+    L.mlp_proj_w_h = to_half(L.mlp_proj_w_t);
+  }
+  w.head_h = to_half(w.head());
+}
+
 }  // namespace
 
 Weights load_weights(const std::string& safetensors_path, const Config& config) {
@@ -163,6 +183,7 @@ std::shared_ptr<const Model> load_model(const std::string& dir, const LoadContro
     std::set<std::string> dtypes;
     m->weights = read_weights(st, m->config, &dtypes, &m->n_params, &control);
     m->stored_dtype = dtypes.size() == 1 ? *dtypes.begin() : "mixed";
+    if (m->stored_dtype == "F16") keep_half_copies(m->weights);
   }
   m->tokenizer = Tokenizer::load(dir);
   if (m->tokenizer.vocab_size() > m->config.vocab_size) {

@@ -19,6 +19,15 @@ namespace kvscope {
 using MatrixRM = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using Vector = Eigen::VectorXf;
 
+// A weight matrix kept at half precision, (rows, cols) row-major like its f32
+// twin. Filled only when the checkpoint stores F16, so the values are the
+// same; decode then streams half the bytes per token (it is memory-bound).
+struct HalfMatrix {
+  std::vector<uint16_t> data;  // (rows, cols) IEEE binary16
+  int64_t rows = 0, cols = 0;
+  bool empty() const { return data.empty(); }
+};
+
 struct LayerWeights {
   Vector ln_1_g, ln_1_b;   // (d)
   MatrixRM attn_w_t;       // (3d, d)  c_attn.weight transposed from Conv1D (d, 3d)
@@ -30,6 +39,8 @@ struct LayerWeights {
   Vector fc_b;             // (4d)
   MatrixRM mlp_proj_w_t;   // (d, 4d)  mlp.c_proj.weight transposed from (4d, d)
   Vector mlp_proj_b;       // (d)
+  // F16 checkpoints only: the four matrices above as stored (see HalfMatrix).
+  HalfMatrix attn_w_h, attn_proj_w_h, fc_w_h, mlp_proj_w_h;
 };
 
 struct Weights {
@@ -39,6 +50,7 @@ struct Weights {
   Vector ln_f_g, ln_f_b;  // (d)
   MatrixRM lm_head;       // (vocab, d); empty when tied to wte
   const MatrixRM& head() const { return lm_head.size() ? lm_head : wte; }
+  HalfMatrix head_h;  // F16 checkpoints only: head() at half precision
 };
 
 struct Model {

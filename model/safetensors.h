@@ -37,5 +37,7 @@ class SafeTensors {
 
 float f16_to_f32(uint16_t h);
 float bf16_to_f32(uint16_t h);
+// Round to nearest even; exact for every value an F16 tensor can hold.
+uint16_t f32_to_f16(float f);
 
 }  // namespace kvscope

@@ -2,11 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 
 #include "error.h"
 #include "model.h"
 #include "numpy_ref_util.h"
+#include "safetensors.h"
 
 namespace kvscope {
 namespace {
@@ -53,6 +55,23 @@ TEST(Loader, RefusesWhatDoesNotFitInMemory) {
     EXPECT_NE(w.find("model.safetensors"), std::string::npos) << w;
     EXPECT_NE(w.find("MiB of memory is available"), std::string::npos) << w;
   }
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// The half-precision copies kept for decode must hold exactly the stored values.
+TEST(Loader, HalfRoundTripIsExactForEveryF16Value) {
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    const float f = f16_to_f32(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(f32_to_f16(f), h) << std::hex << h;
+  }
+  EXPECT_EQ(f32_to_f16(1e6f), 0x7c00u);       // overflow -> inf
+  EXPECT_EQ(f32_to_f16(1.0f + 1e-4f), 0x3c00u);  // rounds to nearest
 }
 
 }  // namespace
