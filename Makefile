@@ -52,9 +52,9 @@ test-tsan:
 # corpus and what earlier runs kept; `make fuzz` runs each for FUZZ_SECONDS.
 FUZZ_SECONDS ?= 60
 test-fuzz:
-	scripts/fuzz.sh 5
-fuzz:
-	scripts/fuzz.sh $(FUZZ_SECONDS)
+	FUZZ_JOBS=$(JOBS) scripts/fuzz.sh 5
+fuzz: deps
+	FUZZ_JOBS=$(JOBS) scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # The window under Xvfb, SOAK_ROUNDS x (fill the context, switch mode, reset):
 # flat memory, no GL object leak (about 10 minutes).
@@ -75,4 +75,4 @@ format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) build-fuzz
