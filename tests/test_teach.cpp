@@ -151,7 +151,8 @@ TEST(KvCalc, ArticleExample) {
   EXPECT_EQ(format_bytes_binary(static_cast<double>(at_100k)), "48.8 GiB");  // "~50 GB" either way
 
   // The shipped table reproduces it with its 32-layer 4096-wide MHA entry.
-  const KvModelSpec& mha = find_spec(shipped_configs(), "32-layer 4096-wide MHA (Llama-2-7B)");
+  const std::vector<KvModelSpec> shipped = shipped_configs();  // find_spec returns a reference into it
+  const KvModelSpec& mha = find_spec(shipped, "32-layer 4096-wide MHA (Llama-2-7B)");
   EXPECT_EQ(mha.hidden, 4096);
   EXPECT_EQ(kv_bytes_per_token(mha, KvDtype::kF16), 524288u);
   EXPECT_EQ(kv_cache_bytes(mha, 100000, KvDtype::kF16), 52428800000ull);
