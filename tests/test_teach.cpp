@@ -956,14 +956,7 @@ TEST(Branch, ForkReusesCacheExactly) {
   EXPECT_EQ(first->token, static_cast<int>(std::max_element(reuse.logits.begin(), reuse.logits.end()) - reuse.logits.begin()));
 }
 
-// Generator::fork(prefix, at, token), proposed to the lead (see the report);
-// this test runs once it exists and is skipped until then.
-template <class G, class = void>
-struct HasFork : std::false_type {};
-template <class G>
-struct HasFork<G, std::void_t<decltype(std::declval<G&>().fork(std::declval<const std::vector<int>&>(),
-                                                                 std::declval<const StepRecord&>(), 0))>>
-    : std::true_type {};
+// Generator::fork(prefix, at, token): the real fork, cutting the cache back and reusing it.
 
 template <class G>
 void check_generator_fork(const std::shared_ptr<const Model>& m) {
@@ -1006,13 +999,7 @@ void check_generator_fork(const std::shared_ptr<const Model>& m) {
   }
 }
 
-TEST(Branch, GeneratorForkWhenAvailable) {
-  if constexpr (HasFork<Generator>::value) {
-    check_generator_fork<Generator>(teach_model());
-  } else {
-    GTEST_SKIP() << "Generator::fork(prefix, at, token) is not in model/generator.h yet";
-  }
-}
+TEST(Branch, GeneratorFork) { check_generator_fork<Generator>(teach_model()); }
 
 TEST(Branch, ForcedRecordAndTree) {
   const std::shared_ptr<const Model> m = teach_model();
