@@ -241,10 +241,7 @@ TrimReport BranchTree::enforce_budget() {
     }
     if (total <= budget_) break;
   }
-  trim_.attention_dropped += now.attention_dropped;
-  trim_.logits_dropped += now.logits_dropped;
-  trim_.kv_dropped += now.kv_dropped;
-  trim_.bytes_freed += now.bytes_freed;
+  trim_.add_counts(now);
   trim_.first_full = now.first_full;
   return now;
 }

@@ -133,10 +133,7 @@ TrimReport History::enforce_budget() {
     }
     if (bytes_ <= budget_) break;
   }
-  trim_.attention_dropped += now.attention_dropped;
-  trim_.logits_dropped += now.logits_dropped;
-  trim_.kv_dropped += now.kv_dropped;
-  trim_.bytes_freed += now.bytes_freed;
+  trim_.add_counts(now);
   now.first_full = trim_.first_full;
   return now;
 }

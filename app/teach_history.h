@@ -48,6 +48,13 @@ struct TrimReport {
   uint64_t bytes_freed = 0;
   int first_full = 0;         // records [first_full, size) still have all their detail
   bool any() const { return attention_dropped || logits_dropped || kv_dropped; }
+  // Accumulates another trim's counts (first_full is each owner's own business).
+  void add_counts(const TrimReport& o) {
+    attention_dropped += o.attention_dropped;
+    logits_dropped += o.logits_dropped;
+    kv_dropped += o.kv_dropped;
+    bytes_freed += o.bytes_freed;
+  }
 };
 
 class History {
