@@ -3,9 +3,9 @@
 #include <cmath>
 #include <string>
 
-#include <immintrin.h>
 
 #include "error.h"
+#include "kernels.h"
 #include "safetensors.h"
 #include "thread_pool.h"
 
@@ -54,54 +54,23 @@ namespace {
 
 // Y (n, out) = X (n, in) * Wt^T + b, Wt stored (out, in). The output
 // features are split across threads: decode (n = 1) is then a set of
-// contiguous dot products, prefill a GEMM per share.
-// y[r0, r1) = W[r0, r1) x (+ b) with W at half precision, converted in
-// registers: the same products as the f32 path, half the bytes from memory.
-void matvec_f16(const HalfMatrix& W, const float* x, const Vector& b, float* y, int64_t r0, int64_t r1) {
-  const int64_t in = W.cols;
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint16_t* w = W.data.data() + r * in;
-    int64_t k = 0;
-    float s = 0;
-#if defined(__AVX512F__)
-    __m512 acc = _mm512_setzero_ps();
-    for (; k + 16 <= in; k += 16) {
-      const __m512 wf = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k)));
-      acc = _mm512_fmadd_ps(wf, _mm512_loadu_ps(x + k), acc);
-    }
-    s = _mm512_reduce_add_ps(acc);
-#elif defined(__F16C__) && defined(__AVX2__) && defined(__FMA__)
-    __m256 acc = _mm256_setzero_ps();
-    for (; k + 8 <= in; k += 8) {
-      const __m256 wf = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k)));
-      acc = _mm256_fmadd_ps(wf, _mm256_loadu_ps(x + k), acc);
-    }
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, acc);
-    for (float v : lanes) s += v;
-#endif
-    for (; k < in; ++k) s += f16_to_f32(w[k]) * x[k];
-    y[r] = b.size() ? s + b[r] : s;
-  }
-}
-
+// contiguous dot products (from the half-precision copy when the checkpoint
+// stored F16: the same values, half the bytes), prefill a GEMM per share.
 void linear(ThreadPool& pool, const MatrixRM& X, const MatrixRM& Wt, const Vector& b, MatrixRM& Y,
             uint64_t& flops, const HalfMatrix* half = nullptr) {
   const Eigen::Index n = X.rows(), out = Wt.rows(), in = Wt.cols();
   Y.resize(n, out);
-  if (n == 1 && half && !half->empty()) {
-    pool.parallel_for(out, [&](int64_t r0, int64_t r1) { matvec_f16(*half, X.data(), b, Y.data(), r0, r1); },
-                      out * in);
-  } else if (n == 1) {
-    const Eigen::Map<const Vector> x(X.data(), in);
-    Eigen::Map<Vector> y(Y.data(), out);
-    pool.parallel_for(out, [&](int64_t r0, int64_t r1) {
-      if (b.size()) {
-        y.segment(r0, r1 - r0).noalias() = Wt.middleRows(r0, r1 - r0) * x + b.segment(r0, r1 - r0);
-      } else {
-        y.segment(r0, r1 - r0).noalias() = Wt.middleRows(r0, r1 - r0) * x;
-      }
-    }, out * in);
+  if (n == 1) {
+    const float* bias = b.size() ? b.data() : nullptr;
+    if (half && !half->empty()) {
+      pool.parallel_for(out, [&](int64_t r0, int64_t r1) {
+        matvec_f16(half->data.data(), in, X.data(), bias, Y.data(), r0, r1);
+      }, out * in);
+    } else {
+      pool.parallel_for(out, [&](int64_t r0, int64_t r1) {
+        matvec_f32(Wt.data(), in, X.data(), bias, Y.data(), r0, r1);
+      }, out * in);
+    }
   } else {
     // Shares of whole 16-column blocks keep the GEMM kernels on aligned panels.
     const int64_t blocks = (out + 15) / 16;
@@ -127,15 +96,15 @@ void layer_norm(const MatrixRM& X, const Vector& g, const Vector& b, float eps, 
   }
 }
 
-// gelu_new: the tanh approximation GPT-2 was trained with.
+// gelu_new: the tanh approximation GPT-2 was trained with. Eigen's packet
+// tanh (a rational approximation, float precision), not libm's scalar
+// tanhf: that one cost half of a small model's decode step.
 void gelu_new(ThreadPool& pool, MatrixRM& X) {
   const float c = std::sqrt(2.0f / static_cast<float>(M_PI));
   float* p = X.data();
   auto run = [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const float x = p[i];
-      p[i] = 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x)));
-    }
+    Eigen::Map<Eigen::ArrayXf> a(p + i0, i1 - i0);
+    a = 0.5f * a * (1.0f + (c * (a + 0.044715f * a.cube())).tanh());
   };
   if (X.size() > 65536) {
     pool.parallel_for(X.size(), run);
@@ -224,33 +193,29 @@ ForwardOutput Engine::forward(const std::vector<int>& tokens, int first, KVCache
       k_base = k_out;
       v_base = v_out;
     }
-    using ConstRowsMap = Eigen::Map<const MatrixRM, 0, Eigen::OuterStride<>>;
-
     ws.att.resize(n, d);
     // Heads are independent and equally costly: one share of heads per thread.
+    // Recorded rows get their weights written straight into out.attn.
     std::vector<uint64_t> head_flops(static_cast<size_t>(H), 0);
     ws.pool.parallel_for(H, [&](int64_t h0, int64_t h1) {
-      Vector s;
+      std::vector<float> scratch;
       for (int64_t h = h0; h < h1; ++h) {
         for (int i = 0; i < n; ++i) {
           const int len = first + i + 1;  // keys this query may see, itself included
-          const ConstRowsMap K(k_base + h * hd, len, hd, Eigen::OuterStride<>(d));
-          const ConstRowsMap Vv(v_base + h * hd, len, hd, Eigen::OuterStride<>(d));
-          const Eigen::Map<const Vector> q(ws.qkv.data() + static_cast<size_t>(i) * 3 * d + h * hd, hd);
-          s.noalias() = (K * q) * scale;  // (len)
-          const float mx = s.maxCoeff();
-          s = (s.array() - mx).exp();
-          s /= s.sum();
-          ws.att.row(i).segment(h * hd, hd).noalias() = (Vv.transpose() * s).transpose();
-          head_flops[static_cast<size_t>(h)] += 4ull * static_cast<uint64_t>(hd) * static_cast<uint64_t>(len);
           const int row = i - (n - out.n_rows);
+          float* p;
           if (row >= 0) {
-            float* dst = &out.attn[((static_cast<size_t>(l) * H + h) * out.n_rows + row) * seq_len];
-            std::copy(s.data(), s.data() + len, dst);
+            p = &out.attn[((static_cast<size_t>(l) * H + h) * out.n_rows + row) * seq_len];
+          } else {
+            scratch.resize(static_cast<size_t>(len));
+            p = scratch.data();
           }
+          attend(ws.qkv.data() + static_cast<size_t>(i) * 3 * d + h * hd, k_base + h * hd, v_base + h * hd, d, hd, len,
+                 scale, p, ws.att.data() + static_cast<size_t>(i) * d + h * hd);
+          head_flops[static_cast<size_t>(h)] += 4ull * static_cast<uint64_t>(hd) * static_cast<uint64_t>(len);
         }
       }
-    }, static_cast<int64_t>(n) * (first + n) * d);
+    }, 2 * static_cast<int64_t>(n) * (first + n) * d);
     uint64_t att_flops = 0;
     for (uint64_t f : head_flops) att_flops += f;
     flops += att_flops;

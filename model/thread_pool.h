@@ -27,7 +27,7 @@ class ThreadPool {
   // `cost` (multiply-adds, roughly) below kMinParallelCost runs on the
   // caller alone: waking a thread costs more than a tiny product.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t cost = INT64_MAX);
-  static constexpr int64_t kMinParallelCost = 1 << 20;
+  static constexpr int64_t kMinParallelCost = 1 << 16;
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
   static int default_threads();
