@@ -3,7 +3,6 @@
 #include <cmath>
 #include <string>
 
-
 #include "error.h"
 #include "kernels.h"
 #include "safetensors.h"
@@ -36,6 +35,26 @@ uint64_t forward_flops(const Config& c, int n_new, int seq_len) {
   const uint64_t sum_l = n * first + n * (n + 1) / 2;
   const uint64_t per_layer = 24 * n * d * d + 4 * d * sum_l;
   return static_cast<uint64_t>(c.n_layer) * per_layer + 2 * d * static_cast<uint64_t>(c.vocab_size);
+}
+
+uint64_t decode_read_bytes(const Model& m, int seq_len) {
+  const Config& c = m.config;
+  const Weights& w = m.weights;
+  auto mat = [](const MatrixRM& f, const HalfMatrix& h) {
+    return h.empty() ? static_cast<uint64_t>(f.size()) * 4 : static_cast<uint64_t>(h.data.size()) * 2;
+  };
+  auto vec = [](const Vector& v) { return static_cast<uint64_t>(v.size()) * 4; };
+  uint64_t bytes = 0;
+  for (const LayerWeights& L : w.layers) {
+    bytes += mat(L.attn_w_t, L.attn_w_h) + mat(L.attn_proj_w_t, L.attn_proj_w_h) + mat(L.fc_w_t, L.fc_w_h) +
+             mat(L.mlp_proj_w_t, L.mlp_proj_w_h);
+    bytes += vec(L.ln_1_g) + vec(L.ln_1_b) + vec(L.attn_b) + vec(L.attn_proj_b) + vec(L.ln_2_g) + vec(L.ln_2_b) +
+             vec(L.fc_b) + vec(L.mlp_proj_b);
+  }
+  bytes += mat(w.head(), w.head_h) + vec(w.ln_f_g) + vec(w.ln_f_b);
+  bytes += 2ull * static_cast<uint64_t>(c.n_embd) * 4;  // wte and wpe rows
+  bytes += 2ull * static_cast<uint64_t>(c.n_layer) * static_cast<uint64_t>(seq_len) * c.n_embd * 4;
+  return bytes;
 }
 
 int engine_threads() { return ThreadPool::default_threads(); }

@@ -70,7 +70,15 @@ class Engine {
 // plus the LM head 2*d*V for the last position.
 uint64_t forward_flops(const Config& c, int n_new, int seq_len);
 
-// Threads the engine's matrix products use (OpenMP; OMP_NUM_THREADS sets it).
+// Bytes one cached decode step reads when the sequence reaches seq_len: every
+// weight matrix once at the width the engine keeps it (2 bytes per value for
+// F16 checkpoints, else 4), the vectors, one embedding row each, and the
+// cached K/V of every layer (2 * n_layer * seq_len * n_embd * 4). Decode
+// touches each byte once, so bytes / step time is the memory traffic it
+// sustained.
+uint64_t decode_read_bytes(const Model& m, int seq_len);
+
+// Threads the engine's matrix products use ($KVSCOPE_THREADS, else the cores).
 int engine_threads();
 
 }  // namespace kvscope
