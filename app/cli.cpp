@@ -291,12 +291,12 @@ int cmd_bench(const std::string& dir, std::vector<int> lengths, int reps, bool a
                     {"kv_decode_ms", kv_ms},
                     {"no_cache_ms", nc_ms},
                     {"time_ratio", nc_ms / kv_ms},
-                    {"decode_read_bytes", decode_read_bytes(*m, T)},
-                    {"decode_gb_per_s", static_cast<double>(decode_read_bytes(*m, T)) / (kv_ms / 1000) / 1e9},
+                    {"decode_read_bytes", forward_read_bytes(*m, T)},
+                    {"decode_gb_per_s", static_cast<double>(forward_read_bytes(*m, T)) / (kv_ms / 1000) / 1e9},
                     {"flop_ratio", flop_ratio}});
     if (!as_json) {
       std::printf("%6d %14.0f %16.1f %14.1f %16.1f %12.1f %12.1f\n", T, T / (pre_ms / 1000), 1000 / kv_ms,
-                  static_cast<double>(decode_read_bytes(*m, T)) / (kv_ms / 1000) / 1e9, 1000 / nc_ms, nc_ms / kv_ms,
+                  static_cast<double>(forward_read_bytes(*m, T)) / (kv_ms / 1000) / 1e9, 1000 / nc_ms, nc_ms / kv_ms,
                   flop_ratio);
       std::fflush(stdout);
     }

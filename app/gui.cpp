@@ -891,7 +891,7 @@ int run_gui(const GuiOptions& opt) {
       sync_shown(snap, ui);
 
       // 6. The scene for this frame, the camera, mouse input in the 3D view.
-      const float vx = left, vw = std::max(1.0f, W - left - right), vh = std::max(1.0f, H - bottom);
+      const float vx = left, vw = std::max(1.0f, W - left - right);
       ViewOptions vopt;
       vopt.layer = ui.layer;
       vopt.head = ui.head;
@@ -899,6 +899,19 @@ int run_gui(const GuiOptions& opt) {
       vopt.beams = ui.beams;
       vopt.hide_newest = prediction_hidden(snap, ui);
       const Scene scene = build_scene(snap.seq, vopt, view.anim);
+      OverlayOptions ov;
+      ov.labels = ui.labels;
+      ov.legend = ui.legend && !ui.presentation;
+      ov.hud = ui.hud && !ui.presentation;
+      // Under a short 3D view (a 1280x720 window with its panels) the legend
+      // would cover the KV stacks: it gets a band of its own, its entries in
+      // rows, unless that would leave the scene less than 60 % of the height.
+      const float below = std::max(1.0f, H - bottom);
+      if (ov.legend && below < 640.0f) {
+        const float band = legend_band(scene, fonts, ov, vw);
+        if (band <= 0.4f * below) ov.band = band;
+      }
+      const float vh = std::max(1.0f, below - ov.band);
       const float aspect = vw / vh;
       if (ui.auto_camera) view.goal = preset_camera(ui.camera, scene, aspect);
       if (!view.camera_init) {
@@ -937,10 +950,6 @@ int run_gui(const GuiOptions& opt) {
         view.goal = view.camera;
 
       // 7. Overlay text (behind the panels), then render everything.
-      OverlayOptions ov;
-      ov.labels = ui.labels;
-      ov.legend = ui.legend && !ui.presentation;
-      ov.hud = ui.hud && !ui.presentation;
       ov.hover_pos = view.hover_pos;
       ov.model_name = snap.model ? snap.model->name : "";
       ov.record = snap.seq.current.get();
@@ -980,7 +989,7 @@ int run_gui(const GuiOptions& opt) {
       style.grid = ui.grid;
       style.dpi_scale = sx;
       if (fb_w > 0 && fb_h > 0)
-        renderer.draw(scene, view.camera, static_cast<int>(vx * sx), static_cast<int>(bottom * sy),
+        renderer.draw(scene, view.camera, static_cast<int>(vx * sx), static_cast<int>((bottom + ov.band) * sy),
                       static_cast<int>(vw * sx), static_cast<int>(vh * sy), style);
       ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
 

@@ -192,18 +192,23 @@ Commands panel_phases(const Snapshot& snap, UiState& ui) {
       {"refill", &rep.refill, kRefillExplain, palette::kRefill},
       {"no cache", &rep.no_cache, kNoCacheExplain, palette::kRecomputed},
   };
-  if (ImGui::BeginTable("phases", 6, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
-    const char* heads[] = {"phase", "forwards", "positions", "ms / token", "tokens/s", "GFLOP/s"};
+  if (ImGui::BeginTable("phases", 8, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
+    const char* heads[] = {"phase", "forwards", "positions", "ms / token", "tokens/s", "GFLOP/s", "MB read", "GB/s"};
     const char* head_help[] = {
         "Hover a phase for what its forwards do.",
         "Forward passes run in this phase (one per chosen token).",
         "Positions whose K/V the phase computed (the prefill: the whole prompt at once).",
         "Mean wall time per forward (forward + sampling): for decode, the time per generated token.",
         "Chosen tokens per second of wall time.",
-        "Counted FLOPs of the phase's forwards divided by their wall time."};
+        "Counted FLOPs of the phase's forwards divided by their wall time.",
+        "Bytes one forward had to read from memory, on average: every weight once (at the width the engine keeps "
+        "it) plus, with the cache, every cached K/V row. Prefill reads them once for the whole prompt; decode reads "
+        "them all again for each single token.",
+        "Those bytes divided by the wall time: decode runs near the memory's read bandwidth (that is its limit), "
+        "prefill far below it (its limit is arithmetic)."};
     for (const char* h : heads) ImGui::TableSetupColumn(h);
     ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
-    for (int i = 0; i < 6; ++i) {
+    for (int i = 0; i < 8; ++i) {
       ImGui::TableSetColumnIndex(i);
       ImGui::TableHeader(heads[i]);
       help_marker(head_help[i]);
@@ -224,17 +229,17 @@ Commands panel_phases(const Snapshot& snap, UiState& ui) {
       ImGui::Text("%.1f", r.st->tokens_per_s());
       ImGui::TableSetColumnIndex(5);
       ImGui::Text("%.2f", r.st->gflops_per_s());
+      ImGui::TableSetColumnIndex(6);
+      ImGui::Text("%.1f", r.st->mean_read_bytes() / 1e6);
+      ImGui::TableSetColumnIndex(7);
+      ImGui::Text("%.1f", r.st->gb_per_s());
     }
     ImGui::EndTable();
   }
-  // The contrast in one line, from the numbers above.
-  if (rep.prefill.records > 0 && rep.decode.records > 0 && rep.decode.gflops_per_s() > 0) {
-    ImGui::TextWrapped(
-        "Prefill computed %lld positions at %.0f positions/s and %.2f GFLOP/s; decode %.1f tokens/s at %.2f GFLOP/s "
-        "(%.1fx the FLOP rate in prefill: matrix x matrix keeps the cores busy, matrix x vector waits on memory).",
-        static_cast<long long>(rep.prefill.positions), rep.prefill.positions_per_s(), rep.prefill.gflops_per_s(),
-        rep.decode.tokens_per_s(), rep.decode.gflops_per_s(),
-        rep.prefill.gflops_per_s() / rep.decode.gflops_per_s());
+  // The contrast in words, from the numbers above.
+  const std::string summary = phases_summary(rep);
+  if (!summary.empty()) {
+    ImGui::TextWrapped("%s", summary.c_str());
   } else {
     ImGui::TextDisabled("Decode numbers appear after the first KV CACHE step.");
   }

@@ -1,6 +1,7 @@
 #include "teach_phases.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace kvscope {
 
@@ -23,6 +24,7 @@ void add(PhaseStats& s, const StepRecord& r) {
   s.positions += r.n_new;
   s.flops += r.flops;
   s.ms += r.ms;
+  s.read_bytes += r.read_bytes;
 }
 
 }  // namespace
@@ -47,6 +49,32 @@ PhaseReport measure_phases(const std::vector<RecordPtr>& records, size_t count) 
     }
   }
   return rep;
+}
+
+std::string phases_summary(const PhaseReport& rep) {
+  const PhaseStats& pre = rep.prefill;
+  const PhaseStats& dec = rep.decode;
+  if (pre.records == 0 || dec.records == 0 || dec.gflops_per_s() <= 0) return {};
+  char buf[768];
+  const double ratio = pre.gflops_per_s() / dec.gflops_per_s();
+  int n = std::snprintf(buf, sizeof buf, "Prefill computed %lld positions at %.0f positions/s and %.2f GFLOP/s; decode "
+                        "%.1f tokens/s at %.2f GFLOP/s. ",
+                        static_cast<long long>(pre.positions), pre.positions_per_s(), pre.gflops_per_s(),
+                        dec.tokens_per_s(), dec.gflops_per_s());
+  if (ratio >= 1.5) {
+    n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n),
+                       "That is %.1fx the FLOP rate in prefill: matrix x matrix keeps the cores busy, matrix x vector "
+                       "waits on memory. ", ratio);
+  } else {
+    n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n),
+                       "A %lld-token prompt is too short for matrix x matrix to pull ahead here (%.1fx); a longer "
+                       "prompt or a bigger model shows prefill's higher FLOP rate. ",
+                       static_cast<long long>(pre.positions), ratio);
+  }
+  std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n),
+                "Each decoded token re-read %.1f MB of weights and cache: %.1f GB/s of memory traffic.",
+                dec.mean_read_bytes() / 1e6, dec.gb_per_s());
+  return buf;
 }
 
 PhaseReport measure_phases(const std::vector<RecordPtr>& records) {

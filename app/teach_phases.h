@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "generator.h"
@@ -16,11 +17,14 @@ struct PhaseStats {
   int64_t positions = 0;    // positions computed (sum of n_new)
   uint64_t flops = 0;       // counted FLOPs of those forwards
   double ms = 0;            // their wall time (forward + sampling)
+  uint64_t read_bytes = 0;  // weights + cached K/V those forwards had to read (StepRecord::read_bytes)
 
   double mean_ms() const { return records ? ms / records : 0; }                    // per forward = per token
   double tokens_per_s() const { return ms > 0 ? tokens * 1000.0 / ms : 0; }        // tokens chosen per second
   double positions_per_s() const { return ms > 0 ? positions * 1000.0 / ms : 0; }  // prompt throughput for prefill
   double gflops_per_s() const { return ms > 0 ? static_cast<double>(flops) / (ms * 1e6) : 0; }
+  double gb_per_s() const { return ms > 0 ? static_cast<double>(read_bytes) / (ms * 1e6) : 0; }
+  double mean_read_bytes() const { return records ? static_cast<double>(read_bytes) / records : 0; }
 };
 
 struct PhaseReport {
@@ -39,6 +43,12 @@ struct PhaseReport {
 PhaseReport measure_phases(const std::vector<RecordPtr>& records);
 // Same over records [0, count) (the timeline's step).
 PhaseReport measure_phases(const std::vector<RecordPtr>& records, size_t count);
+
+// The contrast between prefill and decode in words, from the report's
+// numbers; empty until there is a prefill and a KV CACHE decode step. When
+// the prompt was too short for prefill to reach a higher FLOP rate than
+// decode, it says so instead of claiming the usual contrast.
+std::string phases_summary(const PhaseReport& rep);
 
 // One-line explanations for the panel's hover text.
 extern const char* const kPrefillExplain;

@@ -37,7 +37,7 @@ uint64_t forward_flops(const Config& c, int n_new, int seq_len) {
   return static_cast<uint64_t>(c.n_layer) * per_layer + 2 * d * static_cast<uint64_t>(c.vocab_size);
 }
 
-uint64_t decode_read_bytes(const Model& m, int seq_len) {
+uint64_t forward_read_bytes(const Model& m, int cached_positions) {
   const Config& c = m.config;
   const Weights& w = m.weights;
   auto mat = [](const MatrixRM& f, const HalfMatrix& h) {
@@ -53,7 +53,7 @@ uint64_t decode_read_bytes(const Model& m, int seq_len) {
   }
   bytes += mat(w.head(), w.head_h) + vec(w.ln_f_g) + vec(w.ln_f_b);
   bytes += 2ull * static_cast<uint64_t>(c.n_embd) * 4;  // wte and wpe rows
-  bytes += 2ull * static_cast<uint64_t>(c.n_layer) * static_cast<uint64_t>(seq_len) * c.n_embd * 4;
+  bytes += 2ull * static_cast<uint64_t>(c.n_layer) * static_cast<uint64_t>(cached_positions) * c.n_embd * 4;
   return bytes;
 }
 

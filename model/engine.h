@@ -70,13 +70,14 @@ class Engine {
 // plus the LM head 2*d*V for the last position.
 uint64_t forward_flops(const Config& c, int n_new, int seq_len);
 
-// Bytes one cached decode step reads when the sequence reaches seq_len: every
-// weight matrix once at the width the engine keeps it (2 bytes per value for
-// F16 checkpoints, else 4), the vectors, one embedding row each, and the
-// cached K/V of every layer (2 * n_layer * seq_len * n_embd * 4). Decode
-// touches each byte once, so bytes / step time is the memory traffic it
-// sustained.
-uint64_t decode_read_bytes(const Model& m, int seq_len);
+// Bytes a forward must read from memory at least once: every weight matrix at
+// the width the engine keeps it (2 bytes per value for F16 checkpoints, else
+// 4), the vectors, one embedding row per position (counted once), and the
+// K/V of `cached_positions` positions read from the cache (2 * n_layer *
+// cached_positions * n_embd * 4). A cached decode step at length T reads
+// exactly this with cached_positions = T, each byte once, so bytes / step
+// time is the memory traffic it sustained.
+uint64_t forward_read_bytes(const Model& m, int cached_positions);
 
 // Threads the engine's matrix products use ($KVSCOPE_THREADS, else the cores).
 int engine_threads();

@@ -136,6 +136,7 @@ RecordPtr Generator::step() {
   flops_total_ += out.flops;
   rec->flops_total = flops_total_;
   rec->kv_bytes = opt_.mode == CacheMode::kKV ? cache_.bytes() : 0;
+  rec->read_bytes = forward_read_bytes(*model_, opt_.mode == CacheMode::kKV ? out.seq_len : 0);
 
   update_stop(s.token, out.seq_len);
   rec->stop = reason_;

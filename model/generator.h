@@ -59,6 +59,7 @@ struct StepRecord {
   uint64_t flops_total = 0;  // every forward of this generation so far
   uint64_t kv_bytes = 0;     // resident cache after this forward (0 in NO CACHE)
   int recomputed = 0;        // positions computed that had been computed before
+  uint64_t read_bytes = 0;   // weights + cached K/V this forward had to read (forward_read_bytes)
   double ms = 0;             // wall time of the forward + sampling
 
   StopReason stop = StopReason::kNone;  // set on the last record

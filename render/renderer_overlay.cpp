@@ -259,18 +259,15 @@ void draw_banner(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size,
               IM_COL32(225, 230, 240, 255), scene.banner_sub.c_str());
 }
 
-// Returns the rectangle it used (x0, y0, x1, y1).
-ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts) {
-  ImFont* f = fonts.small;
-  const float fs = f->FontSize;
-  const float row = fs * 1.3f;
-  const float sw = fs * 1.1f;  // swatch size
-  struct Entry {
-    int kind;  // 0 solid, 1 gradient, 2 outline, 3 beam, 4 hollow red
-    glm::vec3 c;
-    const char* text;
-  };
-  // What is on screen in this phase, nothing more.
+struct LegendEntry {
+  int kind;  // 0 solid, 1 gradient, 2 outline, 3 beam, 4 hollow red
+  glm::vec3 c;
+  const char* text;
+};
+
+// What is on screen in this phase, nothing more.
+std::vector<LegendEntry> legend_entries(const Scene& scene) {
+  using Entry = LegendEntry;
   std::vector<Entry> entries = {
       {0, palette::kPromptToken, "prompt token"},
       {0, palette::kGeneratedToken, "generated token"},
@@ -293,17 +290,57 @@ ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 siz
   if (recomputed) entries.push_back({4, palette::kRecomputed, "recomputed, then thrown away (NO CACHE)"});
   entries.push_back({2, palette::kEmpty, "empty cache slot"});
   if (!scene.beams.empty()) entries.push_back({3, palette::kBeam, "attention of the newest token (width = weight)"});
+  return entries;
+}
+
+// Where each entry goes inside the legend's box, and the box's size: one
+// entry per row, or (max_w > 0) rows filled left to right up to max_w pixels
+// wide, which keeps the legend short under a wide, low view.
+struct LegendLayout {
+  std::vector<ImVec2> at;  // top-left of each entry's row slot, relative to the box
+  ImVec2 box;
+};
+
+LegendLayout layout_legend(const std::vector<LegendEntry>& entries, const OverlayFonts& fonts, float max_w) {
+  ImFont* f = fonts.small;
+  const float fs = f->FontSize;
+  const float row = fs * 1.3f, sw = fs * 1.1f, pad = 8.0f * fonts.scale;
+  LegendLayout l;
+  float x = pad, y = pad;
+  for (const LegendEntry& e : entries) {
+    const float w = sw + pad + f->CalcTextSizeA(fs, 1e9f, 0.0f, e.text).x;
+    if (x > pad && (max_w <= 0 || x + w + pad > max_w)) {
+      x = pad;
+      y += row;
+    }
+    l.at.emplace_back(x, y);
+    l.box.x = std::max(l.box.x, x + w + pad);
+    x += w + 3 * pad;
+  }
+  l.box.y = y + row + pad;
+  return l;
+}
+
+// Bottom-left of [origin, origin + size), in rows when `flow`; returns the
+// rectangle it used (x0, y0, x1, y1).
+ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts,
+                   bool flow) {
+  ImFont* f = fonts.small;
+  const float fs = f->FontSize;
+  const float row = fs * 1.3f;
+  const float sw = fs * 1.1f;  // swatch size
+  const std::vector<LegendEntry> entries = legend_entries(scene);
   const int n = static_cast<int>(entries.size());
-  float text_w = 0;
-  for (const auto& e : entries) text_w = std::max(text_w, f->CalcTextSizeA(fs, 1e9f, 0.0f, e.text).x);
   const float pad = 8.0f * fonts.scale;
-  const ImVec2 box(pad * 3 + sw + text_w, pad * 2 + row * n);
+  const LegendLayout lay = layout_legend(entries, fonts, flow ? size.x - 2 * pad : 0.0f);
+  const ImVec2 box = lay.box;
   const ImVec2 p0(origin.x + pad, origin.y + size.y - box.y - pad);
   dl->AddRectFilled(p0, ImVec2(p0.x + box.x, p0.y + box.y), IM_COL32(8, 10, 18, 200), 6.0f);
   dl->AddRect(p0, ImVec2(p0.x + box.x, p0.y + box.y), IM_COL32(70, 80, 100, 200), 6.0f);
   for (int i = 0; i < n; ++i) {
-    const Entry& e = entries[i];
-    const ImVec2 a(p0.x + pad, p0.y + pad + row * i + (row - sw) * 0.5f);
+    const LegendEntry& e = entries[static_cast<size_t>(i)];
+    const ImVec2 slot(p0.x + lay.at[static_cast<size_t>(i)].x, p0.y + lay.at[static_cast<size_t>(i)].y);
+    const ImVec2 a(slot.x, slot.y + (row - sw) * 0.5f);
     const ImVec2 b(a.x + sw, a.y + sw);
     switch (e.kind) {
       case 0:
@@ -325,7 +362,7 @@ ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 siz
         dl->AddRect(a, b, to_imcolor(e.c), 0.0f, 0, 1.5f);
         break;
     }
-    dl->AddText(f, fs, ImVec2(b.x + pad, p0.y + pad + row * i + (row - fs) * 0.5f), IM_COL32(220, 225, 235, 255),
+    dl->AddText(f, fs, ImVec2(b.x + pad, slot.y + (row - fs) * 0.5f), IM_COL32(220, 225, 235, 255),
                 e.text);
   }
   return ImVec4(p0.x, p0.y, p0.x + box.x, p0.y + box.y);
@@ -374,6 +411,12 @@ OverlayFonts load_fonts(float text_scale) {
   return f;
 }
 
+float legend_band(const Scene& scene, const OverlayFonts& fonts, const OverlayOptions& opt, float width) {
+  if (!opt.legend) return 0.0f;
+  const float pad = 8.0f * fonts.scale;
+  return layout_legend(legend_entries(scene), fonts, width - 2 * pad).box.y + 2 * pad;
+}
+
 void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVec2 origin, ImVec2 size,
                   const OverlayFonts& fonts, const OverlayOptions& opt) {
   dl->PushClipRect(origin, ImVec2(origin.x + size.x, origin.y + size.y), true);
@@ -383,9 +426,13 @@ void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVe
   if (opt.labels) draw_token_labels(dl, scene, proj, fonts, opt);
   draw_head_label(dl, scene, proj, fonts);
   if (opt.banner) draw_banner(dl, scene, origin, size, fonts);
+  dl->PopClipRect();
+  // Legend and HUD: over the bottom of the view, or in the band under it.
+  const ImVec2 all(size.x, size.y + std::max(0.0f, opt.band));
+  dl->PushClipRect(origin, ImVec2(origin.x + all.x, origin.y + all.y), true);
   ImVec4 legend(0, 0, 0, 0);
-  if (opt.legend) legend = draw_legend(dl, scene, origin, size, fonts);
-  if (opt.hud) draw_hud(dl, origin, size, fonts, opt, legend);
+  if (opt.legend) legend = draw_legend(dl, scene, origin, all, fonts, opt.band > 0);
+  if (opt.hud) draw_hud(dl, origin, all, fonts, opt, legend);
   dl->PopClipRect();
 }
 

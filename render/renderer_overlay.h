@@ -36,9 +36,19 @@ struct OverlayOptions {
   std::string model_name;
   const StepRecord* record = nullptr;  // counters for the HUD (the shown step)
   float text_scale = 1.0f;
+  // Pixels under the 3D view's rectangle reserved for the legend and the HUD
+  // (0: they are drawn over the bottom of the view). A short view, e.g. a
+  // 1280x720 window with its panels, gives them a band of their own so they
+  // do not cover the KV stacks; legend_band() says how tall.
+  float band = 0;
 };
 
-// Draws onto `dl` in the rectangle [origin, origin + size) (pixels).
+// Height the legend needs below a 3D view `width` pixels wide (its entries in
+// rows across that width, with margins) for this scene; 0 when opt.legend is off.
+float legend_band(const Scene& scene, const OverlayFonts& fonts, const OverlayOptions& opt, float width);
+
+// Draws onto `dl` in the rectangle [origin, origin + size) (pixels), the
+// legend and HUD in the opt.band pixels under it when opt.band > 0.
 void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVec2 origin, ImVec2 size,
                   const OverlayFonts& fonts, const OverlayOptions& opt);
 

@@ -391,5 +391,51 @@ TEST_F(TeachPixels, PresentationHudShowsCandidatesUnlessPredicting) {
   EXPECT_NEAR(strip.r, 8.0f / 255.0f * 200.0f / 255.0f, 2.0f / 255.0f);
 }
 
+TEST_F(TeachPixels, LegendTakesABandUnderAShortViewInsteadOfCoveringIt) {
+  auto h = make_history(6, {CacheMode::kKV, CacheMode::kKV});
+  const Scene s = build_scene(h, h.size(), ViewOptions{}, 1.0f);
+  OverlayOptions opt;
+  opt.labels = false;
+  opt.banner = false;
+  opt.hud = false;
+  // The legend box's translucent fill (8, 10, 18, alpha 200) over the cleared black.
+  auto legend_fill = [](const Rgb& c) {
+    return std::abs(c.r * 255 - 8 * 200 / 255.0f) < 1.5f && std::abs(c.g * 255 - 10 * 200 / 255.0f) < 1.5f &&
+           std::abs(c.b * 255 - 18 * 200 / 255.0f) < 1.5f;
+  };
+  auto fill_rows = [&](const std::vector<uint8_t>& img, int y0, int y1) {
+    int rows = 0;
+    for (int y = y0; y < y1; ++y) {
+      bool any = false;
+      for (int x = 0; x < kW && !any; x += 2) any = legend_fill(at(img, x, y));
+      rows += any;
+    }
+    return rows;
+  };
+  const float W = static_cast<float>(kW), H = static_cast<float>(kH);
+  const auto over = draw2d([&](ImDrawList* dl) {
+    draw_overlay(dl, s, preset_camera(CameraPreset::kFront, s, W / H), ImVec2(0, 0), ImVec2(W, H), fonts_, opt);
+  });
+  const int column_rows = fill_rows(over, 0, kH);  // one entry per row: the tall legend
+
+  const float band = legend_band(s, fonts_, opt, W);
+  ASSERT_GT(band, 0.0f);
+  opt.band = band;
+  const float view_h = H - band;
+  const auto under = draw2d([&](ImDrawList* dl) {
+    draw_overlay(dl, s, preset_camera(CameraPreset::kFront, s, W / view_h), ImVec2(0, 0), ImVec2(W, view_h), fonts_,
+                 opt);
+  });
+  const int split = static_cast<int>(view_h);
+  EXPECT_EQ(fill_rows(under, 0, split), 0) << "the legend reaches into the 3D view";
+  const int band_rows = fill_rows(under, split, kH);
+  EXPECT_GT(band_rows, 20);
+  // Entries in rows across the width: well under half the one-column height.
+  EXPECT_LT(band_rows * 2, column_rows);
+  EXPECT_LE(static_cast<float>(band_rows), band);
+  opt.legend = false;
+  EXPECT_EQ(legend_band(s, fonts_, opt, W), 0.0f);
+}
+
 }  // namespace
 }  // namespace kvscope

@@ -663,7 +663,8 @@ TEST(Sampling, WhatIfUsesStoredLogitsOnly) {
 // ===========================================================================
 // 3. Prefill vs decode
 
-RecordPtr fake(int index, bool prefill, bool refill, CacheMode mode, int n_new, uint64_t flops, double ms) {
+RecordPtr fake(int index, bool prefill, bool refill, CacheMode mode, int n_new, uint64_t flops, double ms,
+               uint64_t read_bytes = 0) {
   auto r = std::make_shared<StepRecord>();
   r->index = index;
   r->prefill = prefill;
@@ -673,14 +674,31 @@ RecordPtr fake(int index, bool prefill, bool refill, CacheMode mode, int n_new, 
   r->n_prompt = 10;
   r->flops = flops;
   r->ms = ms;
+  r->read_bytes = read_bytes;
   return r;
+}
+
+// Bytes each forward had to read, from the architecture by hand: per layer
+// 12 d^2 matrix values (kept at 2 bytes from an F16 file, else 4) and 13 d f32
+// vector values, the LM head (V x d, matrix width), ln_f, one wte and one wpe
+// row; plus, on the cache, 2 x L x T x d f32 K/V values.
+void expect_read_bytes(const Model& m, const std::vector<RecordPtr>& recs) {
+  const Config& c = m.config;
+  const uint64_t mw = m.stored_dtype == "F16" ? 2 : 4;
+  const uint64_t d = static_cast<uint64_t>(c.n_embd), L = static_cast<uint64_t>(c.n_layer);
+  const uint64_t weights = L * (12 * d * d * mw + 13 * d * 4) + static_cast<uint64_t>(c.vocab_size) * d * mw + 4 * d * 4;
+  for (const RecordPtr& r : recs) {
+    const uint64_t T = static_cast<uint64_t>(r->seq_len);
+    EXPECT_EQ(r->read_bytes, weights + (r->mode == CacheMode::kKV ? 2 * L * T * d * 4 : 0))
+        << m.name << " step " << r->index;
+  }
 }
 
 TEST(Phases, SyntheticRecordsByHand) {
   const std::vector<RecordPtr> recs = {
       fake(0, true, false, CacheMode::kKV, 10, 4000000000ull, 20.0),  // 10 positions, 4 GFLOP in 20 ms
-      fake(1, false, false, CacheMode::kKV, 1, 100000000ull, 5.0),
-      fake(2, false, false, CacheMode::kKV, 1, 100000000ull, 7.0),
+      fake(1, false, false, CacheMode::kKV, 1, 100000000ull, 5.0, 200000000ull),  // 200 MB read
+      fake(2, false, false, CacheMode::kKV, 1, 100000000ull, 7.0, 220000000ull),
       fake(3, false, false, CacheMode::kNoCache, 13, 5000000000ull, 25.0),
       fake(4, false, true, CacheMode::kKV, 14, 5500000000ull, 26.0),
       fake(5, false, false, CacheMode::kKV, 1, 100000000ull, 6.0),
@@ -696,6 +714,9 @@ TEST(Phases, SyntheticRecordsByHand) {
   EXPECT_DOUBLE_EQ(p.decode.mean_ms(), 6.0);
   EXPECT_DOUBLE_EQ(p.decode.tokens_per_s(), 3 / 0.018);
   EXPECT_DOUBLE_EQ(p.decode.gflops_per_s(), 3e8 / 0.018 / 1e9);
+  EXPECT_EQ(p.decode.read_bytes, 420000000ull);
+  EXPECT_DOUBLE_EQ(p.decode.gb_per_s(), 4.2e8 / 0.018 / 1e9);
+  EXPECT_DOUBLE_EQ(p.decode.mean_read_bytes(), 1.4e8);
   EXPECT_EQ(p.refill.records, 1);
   EXPECT_EQ(p.refill.positions, 14);
   EXPECT_EQ(p.no_cache.records, 1);
@@ -709,6 +730,20 @@ TEST(Phases, SyntheticRecordsByHand) {
   // Nothing yet / zero time: no division by zero.
   EXPECT_FALSE(measure_phases({}).has_prefill);
   EXPECT_EQ(PhaseStats{}.gflops_per_s(), 0.0);
+  EXPECT_EQ(PhaseStats{}.gb_per_s(), 0.0);
+
+  // In words: prefill at 200 GFLOP/s vs decode at 16.7 is the usual contrast;
+  // a prefill no faster than decode is called out as a too-short prompt.
+  const std::string words = phases_summary(p);
+  EXPECT_NE(words.find("12.0x the FLOP rate in prefill"), std::string::npos) << words;
+  EXPECT_NE(words.find("re-read 140.0 MB"), std::string::npos) << words;
+  EXPECT_NE(words.find("23.3 GB/s"), std::string::npos) << words;
+  const std::vector<RecordPtr> slow_prefill = {fake(0, true, false, CacheMode::kKV, 4, 100000000ull, 20.0),
+                                               fake(1, false, false, CacheMode::kKV, 1, 100000000ull, 5.0, 1000000ull)};
+  const std::string short_words = phases_summary(measure_phases(slow_prefill));
+  EXPECT_NE(short_words.find("4-token prompt is too short"), std::string::npos) << short_words;
+  EXPECT_EQ(short_words.find("the FLOP rate in prefill"), std::string::npos) << short_words;
+  EXPECT_TRUE(phases_summary(measure_phases(recs, 1)).empty());
 }
 
 TEST(Phases, RealGeneration) {
@@ -734,6 +769,19 @@ TEST(Phases, RealGeneration) {
   EXPECT_NEAR(p.all.ms, gen.ms_total(), 1e-9);
   EXPECT_GT(p.prefill.gflops_per_s(), 0.0);
   EXPECT_GT(p.decode.tokens_per_s(), 0.0);
+
+  expect_read_bytes(*m, recs);
+  EXPECT_GT(p.decode.gb_per_s(), 0.0);
+}
+
+TEST(Phases, ReadBytesOfTheF16DefaultModel) {
+  const std::shared_ptr<const Model> m = load_model(KVSCOPE_SOURCE_DIR "/assets/models/kvscope-tiny");
+  ASSERT_EQ(m->stored_dtype, "F16");
+  Generator gen(m);
+  GenerateOptions opt;
+  opt.max_new = 4;
+  const auto recs = run(gen, test_prompt(8), opt, [](int s) { return s == 2 ? CacheMode::kNoCache : CacheMode::kKV; });
+  expect_read_bytes(*m, recs);
 }
 
 // ===========================================================================
