@@ -165,7 +165,8 @@ std::shared_ptr<const Model> load_model(const std::string& dir, const LoadContro
   }
   {
     // The file is read whole, then converted to f32: both live at once.
-    // (F16 weights double in size; a KV cache at full context comes on top.)
+    // (F16 weights double in size; a KV cache at full context comes on top;
+    // F16's half-precision copies are made after the file is freed.)
     const uint64_t file_bytes = fs::file_size(st_path, ec);
     const Config& c = m->config;
     const uint64_t d = static_cast<uint64_t>(c.n_embd);
@@ -183,8 +184,10 @@ std::shared_ptr<const Model> load_model(const std::string& dir, const LoadContro
     std::set<std::string> dtypes;
     m->weights = read_weights(st, m->config, &dtypes, &m->n_params, &control);
     m->stored_dtype = dtypes.size() == 1 ? *dtypes.begin() : "mixed";
-    if (m->stored_dtype == "F16") keep_half_copies(m->weights);
   }
+  // With the file's bytes freed: the half-precision copies are no bigger
+  // than the F16 file was, so the peak stays within the estimate above.
+  if (m->stored_dtype == "F16") keep_half_copies(m->weights);
   m->tokenizer = Tokenizer::load(dir);
   if (m->tokenizer.vocab_size() > m->config.vocab_size) {
     throw Error(dir + "/vocab.json: " + std::to_string(m->tokenizer.vocab_size()) +

@@ -4,7 +4,6 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "error.h"
 
@@ -91,11 +90,18 @@ float bf16_to_f32(uint16_t h) {
 }
 
 SafeTensors SafeTensors::open(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) throw Error(path + ": cannot open (expected a model.safetensors file)");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return from_bytes(ss.str(), path);
+  // Straight into one buffer of the file's size (a stringstream would hold
+  // a second copy of a possibly multi-GB file).
+  const std::streamoff size = f.tellg();
+  if (size < 0) throw Error(path + ": cannot determine the file size");
+  std::string bytes(static_cast<size_t>(size), '\0');
+  f.seekg(0);
+  if (!f.read(bytes.data(), size)) {
+    throw Error(path + ": read " + std::to_string(f.gcount()) + " of " + std::to_string(size) + " bytes");
+  }
+  return from_bytes(std::move(bytes), path);
 }
 
 SafeTensors SafeTensors::from_bytes(std::string bytes, const std::string& origin) {
