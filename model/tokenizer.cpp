@@ -239,6 +239,7 @@ Tokenizer Tokenizer::from_strings(const std::string& vocab_json, const std::stri
   const std::string vocab_name = origin + "/vocab.json";
   const std::string merges_name = origin + "/merges.txt";
   constexpr long long kMaxId = (1 << 24) - 1;  // sanity bound: ids index a dense table
+  constexpr long long kMaxGaps = 1024;         // unused ids tolerated below the largest
   Tokenizer tok;
 
   // vocab.json: {"<unicode form>": id, ...}
@@ -259,6 +260,14 @@ Tokenizer Tokenizer::from_strings(const std::string& vocab_json, const std::stri
                   "; expected an integer in [0, " + std::to_string(kMaxId) + "]");
     }
     max_id = std::max(max_id, value.get<long long>());
+  }
+  // GPT-2 vocabularies number their entries 0..n-1; a few gaps are harmless,
+  // but a lone huge id would make the dense id table enormous.
+  const long long max_allowed = static_cast<long long>(vocab.size()) + kMaxGaps - 1;
+  if (max_id > max_allowed) {
+    throw Error(vocab_name + ": largest id is " + std::to_string(max_id) + " for " + std::to_string(vocab.size()) +
+                " entries; expected ids numbered from 0 without large gaps (at most " + std::to_string(max_allowed) +
+                ")");
   }
   tok.id_to_bytes_.assign(static_cast<std::size_t>(max_id + 1), std::string());
   std::vector<bool> used(static_cast<std::size_t>(max_id + 1), false);

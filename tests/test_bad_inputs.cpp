@@ -317,6 +317,13 @@ TEST_F(BadInputs, MissingFiles) {
   testutil::write_file(dir2 + "/vocab.json", "{\"a\": \"zero\"}");
   expect_load_error(dir2, {{"vocab.json"}}, "vocab.json id not a number");
   expect_error([&] { Tokenizer::load(*tmp_ / "nowhere"); }, {{"vocab.json"}}, "Tokenizer::load without files");
+  // A valid vocabulary plus one entry with a huge id: refused before the
+  // dense id table is sized by it.
+  const std::string dir3 = folder("vocab-sparse");
+  nlohmann::json vocab = nlohmann::json::parse(testutil::read_file(dir3 + "/vocab.json"));
+  vocab["zzz_sparse"] = 5000000;
+  testutil::write_file(dir3 + "/vocab.json", vocab.dump());
+  expect_load_error(dir3, {{"vocab.json"}, {"largest id is 5000000"}, {"without large gaps"}}, "vocab.json sparse ids");
 }
 
 }  // namespace
