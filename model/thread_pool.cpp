@@ -1,5 +1,6 @@
 #include "thread_pool.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -38,8 +39,9 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t cost) {
-  const int parts = size();
-  if (parts == 1 || n < 2 || cost < kMinParallelCost) {
+  const int64_t max_parts = std::min<int64_t>({static_cast<int64_t>(size()), n, cost / kMinShareCost});
+  const int parts = static_cast<int>(std::max<int64_t>(1, max_parts));
+  if (parts == 1 || cost < kMinParallelCost) {
     if (n > 0) fn(0, n);
     return;
   }
@@ -47,6 +49,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     std::lock_guard<std::mutex> lock(mu_);
     job_ = &fn;
     job_n_ = n;
+    job_parts_ = parts;
     pending_.store(parts - 1);
     generation_.fetch_add(1);
   }
@@ -72,6 +75,7 @@ void ThreadPool::worker_loop(int index) {
     }
     const std::function<void(int64_t, int64_t)>* job;
     int64_t n;
+    int parts;
     {
       std::unique_lock<std::mutex> lock(mu_);
       wake_.wait(lock, [&] { return generation_.load() != seen; });
@@ -79,8 +83,9 @@ void ThreadPool::worker_loop(int index) {
       if (stop_) return;
       job = job_;
       n = job_n_;
+      parts = job_parts_;
     }
-    const int parts = size();
+    if (index >= parts) continue;  // a small job: fewer shares than threads
     (*job)(n * index / parts, n * (index + 1) / parts);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mu_);

@@ -25,9 +25,12 @@ class ThreadPool {
   // Calls fn(begin, end) on contiguous, equal shares of [0, n); returns when
   // all are done. Not re-entrant: one parallel_for at a time per pool.
   // `cost` (multiply-adds, roughly) below kMinParallelCost runs on the
-  // caller alone: waking a thread costs more than a tiny product.
+  // caller alone: waking a thread costs more than a tiny product. Above it,
+  // each share gets at least kMinShareCost, so on many cores a small product
+  // is split only as far as that pays.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t cost = INT64_MAX);
   static constexpr int64_t kMinParallelCost = 1 << 16;
+  static constexpr int64_t kMinShareCost = 1 << 15;
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
   static int default_threads();
@@ -43,6 +46,7 @@ class ThreadPool {
   bool stop_ = false;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
+  int job_parts_ = 1;  // shares of the current job; workers 1 .. job_parts_ - 1 take one each
 };
 
 }  // namespace kvscope
