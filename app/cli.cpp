@@ -302,7 +302,9 @@ int cmd_bench(const std::string& dir, std::vector<int> lengths, int reps, bool a
     }
   }
   if (!as_json) {
-    std::printf("memory read bandwidth with %d threads: %.1f GB/s (the ceiling for decode GB/s)\n", engine_threads(),
+    std::printf("memory read bandwidth with %d threads: %.1f GB/s (the ceiling for decode GB/s when the weights do "
+                "not fit in the CPU caches)\n",
+                engine_threads(),
                 read_bandwidth_gb_per_s(engine_threads()));
   } else {
     std::cout << json{{"model", m->name},

@@ -414,5 +414,42 @@ TEST(Stop, StopString) {
   }
 }
 
+// `kvscope bench --json`: the FLOP ratio is the convention's, the bytes a
+// decode step reads are the engine's count for that length, and the GB/s
+// are those bytes over the measured step time (timings themselves are not
+// checked here: speed belongs in benchmarks).
+TEST(Counters, CliBenchJsonReportsConventionAndTraffic) {
+  using testutil::json;
+  const std::string exe = std::string(KVSCOPE_BUILD_DIR) + "/kvscope";
+  ASSERT_TRUE(testutil::fs::exists(exe)) << exe << " not built (make test builds it with the tests)";
+  const std::string dir = testutil::suite_checkpoint("l3h4d48_f16_noprefix");
+  std::shared_ptr<const Model> m = load_model(dir);
+  const Config& c = m->config;
+  testutil::TempDir tmp("cli-bench");
+  const std::string out = tmp / "bench.json";
+  const std::string cmd = testutil::shell_quote(exe) + " bench --model " + testutil::shell_quote(dir) +
+                          " --lengths 4 9 --reps 1 --json > " + testutil::shell_quote(out) + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n" << testutil::read_file(out);
+  const json j = json::parse(testutil::read_file(out));
+  EXPECT_GE(j.at("threads").get<int>(), 1);
+  EXPECT_GT(j.at("read_bandwidth_gb_per_s").get<double>(), 0.0);
+  ASSERT_EQ(j.at("rows").size(), 2u);
+  for (const json& r : j.at("rows")) {
+    const int T = r.at("T").get<int>();
+    EXPECT_DOUBLE_EQ(r.at("flop_ratio").get<double>(),
+                     static_cast<double>(forward_flops(c, T, T)) / static_cast<double>(forward_flops(c, 1, T)));
+    EXPECT_EQ(r.at("decode_read_bytes").get<uint64_t>(), forward_read_bytes(*m, T));
+    const double ms = r.at("kv_decode_ms").get<double>();
+    ASSERT_GT(ms, 0.0);
+    EXPECT_NEAR(r.at("decode_gb_per_s").get<double>(), static_cast<double>(forward_read_bytes(*m, T)) / ms / 1e6,
+                1e-9 * r.at("decode_gb_per_s").get<double>() + 1e-12);
+    EXPECT_NEAR(r.at("time_ratio").get<double>(), r.at("no_cache_ms").get<double>() / ms, 1e-9);
+  }
+  // The by-hand byte count of test_teach, for this F16 checkpoint at T = 9.
+  const uint64_t d = static_cast<uint64_t>(c.n_embd), L = static_cast<uint64_t>(c.n_layer);
+  EXPECT_EQ(forward_read_bytes(*m, 9),
+            L * (12 * d * d * 2 + 13 * d * 4) + static_cast<uint64_t>(c.vocab_size) * d * 2 + 4 * d * 4 + 2 * L * 9 * d * 4);
+}
+
 }  // namespace
 }  // namespace kvscope
