@@ -150,6 +150,7 @@ void start_generation(EngineWorker& worker, Snapshot& snap, UiState& ui, const s
   c.options.sampler = ui.sampler;
   c.options.ignore_eos = ui.ignore_eos;
   c.options.keep_history = false;  // the UI's BranchTree owns the records (and their memory budget)
+  c.request = ++snap.start_request;
   worker.send(c);
   snap.tree.clear();
   snap.tree.start();
@@ -190,6 +191,9 @@ void take_events(EngineWorker& worker, Snapshot& snap, UiState& ui, double now) 
         start_generation(worker, snap, ui, ui.active_prompt.empty() ? current_prompt(ui) : ui.active_prompt);
         break;
       case WorkerEvent::Kind::kStarted:
+        // A start superseded before its kStarted arrived: its records must not
+        // land in the timeline cleared for the newer one.
+        if (ev.request != snap.start_request) break;
         snap.generation = ev.generation;
         snap.started = true;
         snap.gen_start_time = now;

@@ -40,6 +40,7 @@ struct Snapshot {
   float load_progress = 0;  // 0..1 while loading_model (EngineWorker::load_progress)
   uint64_t generation = 0;  // id of the generation the records belong to
   bool started = false;     // the worker accepted the prompt
+  uint64_t start_request = 0;  // id of the newest kStart sent; older starts' kStarted are ignored
   // Every explored branch of this generation (the timeline's memory budget
   // lives there); `records` is the current branch's history (same pointers).
   BranchTree tree;

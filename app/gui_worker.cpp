@@ -217,6 +217,7 @@ void EngineWorker::execute(const WorkerCommand& cmd) {
       WorkerEvent ev;
       ev.kind = WorkerEvent::Kind::kStarted;
       ev.generation = generation_;
+      ev.request = cmd.request;
       ev.model = model_;
       publish(std::move(ev));
       break;

@@ -48,6 +48,10 @@ struct WorkerCommand {
   std::vector<int> tokens;             // kFork: the sequence before `record` chose (prompt included)
   RecordPtr record;                    // kFork: the step whose choice is replaced
   int token = -1;                      // kFork: the forced token
+  // kStart: the sender's id for this start, echoed by its kStarted. Starts
+  // can overtake each other's events (a second reset before the first one's
+  // kStarted arrived); the sender keeps only the kStarted of its newest.
+  uint64_t request = 0;
 };
 
 struct WorkerEvent {
@@ -64,6 +68,7 @@ struct WorkerEvent {
   RecordPtr record;
   StopReason reason = StopReason::kNone;
   uint64_t generation = 0;  // which kStart the event belongs to
+  uint64_t request = 0;     // kStarted: the WorkerCommand::request it answers
   std::string message;
   WorkerCommand::Kind failed = WorkerCommand::Kind::kStep;
   bool cache_reused = false;  // kForked: the KV cache was cut back to the fork point and kept

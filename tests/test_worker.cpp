@@ -137,6 +137,7 @@ TEST(WorkerThreads, StepsToggleScrubResetAndModelSwitchesRaceFree) {
   std::shared_ptr<const Model> gen_model;  // the model the shown generation runs on
   uint64_t generation = 0;
   bool started = false, stopped = false;
+  uint64_t start_request = 0;  // as Snapshot::start_request
   std::vector<RecordPtr> records, old_records;
   int n_records = 0, n_generations = 0, n_loaded = 0, n_cancelled = 0, n_context_full = 0, n_scrubbed = 0;
   double checksum = 0;
@@ -152,6 +153,7 @@ TEST(WorkerThreads, StepsToggleScrubResetAndModelSwitchesRaceFree) {
     c.options.mode = mode;
     c.options.sampler.greedy = chance(50);
     c.options.sampler.seed = rng();
+    c.request = ++start_request;
     worker->send(c);
     if (!old_records.empty() && old_records.size() > 64) old_records.erase(old_records.begin(), old_records.begin() + 32);
     old_records.insert(old_records.end(), records.begin(), records.end());
@@ -181,6 +183,7 @@ TEST(WorkerThreads, StepsToggleScrubResetAndModelSwitchesRaceFree) {
           start(n_loaded % 2 ? "Hello world" : "a b c");
           break;
         case E::kStarted:
+          if (ev.request != start_request) break;  // superseded by a later start (a quick second reset)
           ASSERT_GT(ev.generation, generation);
           generation = ev.generation;
           gen_model = ev.model;
@@ -320,6 +323,49 @@ TEST(WorkerThreads, ContextFullStopsWithEveryPositionAndNoMoreSteps) {
   EXPECT_EQ(recs.back()->seq_len, ctx);
   EXPECT_EQ(recs.back()->stop, StopReason::kContextFull);
   for (const WorkerEvent& e : seen) EXPECT_NE(e.kind, E::kError) << e.message;
+}
+
+TEST(WorkerThreads, EachStartedEchoesItsRequestSoSupersededStartsCanBeIgnored) {
+  // Two resets in a row, a step of the first generation in between: the UI
+  // has already cleared its timeline for the second start when the first
+  // one's kStarted and record arrive. The request ids tell them apart.
+  const Models& m = models();
+  Watchdog dog("the request-id test", 60s);
+  EngineWorker w;
+  WorkerCommand load(K::kLoadModel);
+  load.text = m.a;
+  w.send(load);
+  next_event(w, E::kModelLoaded);
+  WorkerCommand first(K::kStart), second(K::kStart);
+  first.text = "Hello";
+  first.request = 7;
+  second.text = "Once upon";
+  second.request = 8;
+  w.send(first);
+  w.send({K::kStep});
+  w.send(second);
+  w.send({K::kStep});
+  std::vector<WorkerEvent> seen;
+  while (w.pending() > 0) std::this_thread::sleep_for(1ms);
+  std::this_thread::sleep_for(5ms);
+  for (WorkerEvent& e : w.poll()) seen.push_back(e);
+  std::vector<uint64_t> requests, generations;
+  for (const WorkerEvent& e : seen)
+    if (e.kind == E::kStarted) {
+      requests.push_back(e.request);
+      generations.push_back(e.generation);
+    }
+  ASSERT_EQ(requests, (std::vector<uint64_t>{7, 8}));
+  // The records: one per generation, each tagged with its own generation.
+  int per_gen[2] = {0, 0};
+  for (const WorkerEvent& e : seen)
+    if (e.kind == E::kRecord) {
+      ASSERT_TRUE(e.generation == generations[0] || e.generation == generations[1]);
+      per_gen[e.generation == generations[1]]++;
+      EXPECT_EQ(e.record->index, 0);
+    }
+  EXPECT_EQ(per_gen[0], 1);
+  EXPECT_EQ(per_gen[1], 1);
 }
 
 TEST(WorkerThreads, PreviousModelKeepsGeneratingUntilTheNewOneIsReady) {
