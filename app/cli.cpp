@@ -54,7 +54,8 @@ std::string human_flops(double f) {
 
 json top_json(const StepRecord& r, const Tokenizer& tok) {
   json top = json::array();
-  for (const Candidate& c : r.top) top.push_back({{"token", c.token}, {"piece", tok.display_piece(c.token)}, {"prob", c.prob}});
+  for (const Candidate& c : r.top)
+    top.push_back({{"token", c.token}, {"piece", tok.display_piece(c.token)}, {"prob", c.prob}});
   return top;
 }
 
@@ -141,7 +142,8 @@ int cmd_generate(const GenerateArgs& a, bool sampling_requested) {
   } else {
     std::cout << '\n';
     std::fprintf(stderr, "[%s] %d new tokens, stop: %s, %.1f tokens/s, %s total, mode %s\n", model->name.c_str(),
-                 gen.n_generated(), to_string(gen.reason()), tps, human_flops(static_cast<double>(gen.flops_total())).c_str(),
+                 gen.n_generated(), to_string(gen.reason()), tps,
+                 human_flops(static_cast<double>(gen.flops_total())).c_str(),
                  gen.mode() == CacheMode::kKV ? "KV CACHE" : "NO CACHE");
   }
   return 0;
@@ -168,14 +170,20 @@ int cmd_inspect(const std::string& dir, bool as_json) {
   const uint64_t kv1 = forward_flops(c, 1, 1), kvT = forward_flops(c, 1, T);
   const uint64_t nc1 = forward_flops(c, 1, 1), ncT = forward_flops(c, T, T);
   if (as_json) {
-    std::cout << json{{"name", m->name},           {"dir", m->dir},
-                      {"n_layer", c.n_layer},       {"n_head", c.n_head},
-                      {"n_embd", c.n_embd},         {"head_dim", c.head_dim()},
-                      {"n_positions", c.n_positions}, {"vocab_size", c.vocab_size},
-                      {"n_params", m->n_params},    {"dtype", m->stored_dtype},
+    std::cout << json{{"name", m->name},
+                      {"dir", m->dir},
+                      {"n_layer", c.n_layer},
+                      {"n_head", c.n_head},
+                      {"n_embd", c.n_embd},
+                      {"head_dim", c.head_dim()},
+                      {"n_positions", c.n_positions},
+                      {"vocab_size", c.vocab_size},
+                      {"n_params", m->n_params},
+                      {"dtype", m->stored_dtype},
                       {"kv_bytes_per_token", c.kv_bytes_per_token()},
                       {"kv_bytes_full_context", c.kv_bytes_per_token() * static_cast<uint64_t>(T)},
-                      {"decode_flops", {{"kv_cache", {{"T1", kv1}, {"Tmax", kvT}}}, {"no_cache", {{"T1", nc1}, {"Tmax", ncT}}}}},
+                      {"decode_flops",
+                       {{"kv_cache", {{"T1", kv1}, {"Tmax", kvT}}}, {"no_cache", {{"T1", nc1}, {"Tmax", ncT}}}}},
                       {"load_seconds", m->load_seconds}}
                      .dump(2)
               << '\n';
@@ -218,7 +226,8 @@ double read_bandwidth_gb_per_s(int threads) {
     for (int t = 0; t < threads; ++t) {
       readers.emplace_back([&, t] {
         const size_t b = n * static_cast<size_t>(t) / threads, e = n * static_cast<size_t>(t + 1) / threads;
-        sums[static_cast<size_t>(t)] = Eigen::Map<const Eigen::ArrayXf>(a.data() + b, static_cast<Eigen::Index>(e - b)).sum();
+        sums[static_cast<size_t>(t)] =
+            Eigen::Map<const Eigen::ArrayXf>(a.data() + b, static_cast<Eigen::Index>(e - b)).sum();
       });
     }
     for (auto& r : readers) r.join();
@@ -251,7 +260,9 @@ int cmd_bench(const std::string& dir, std::vector<int> lengths, int reps, bool a
   std::vector<int> all(static_cast<size_t>(c.n_positions));
   for (int& t : all) t = pick(rng);
   using clock = std::chrono::steady_clock;
-  auto ms_since = [](clock::time_point t0) { return std::chrono::duration<double, std::milli>(clock::now() - t0).count(); };
+  auto ms_since = [](clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  };
 
   json rows = json::array();
   if (!as_json) {
@@ -302,10 +313,10 @@ int cmd_bench(const std::string& dir, std::vector<int> lengths, int reps, bool a
     }
   }
   if (!as_json) {
-    std::printf("memory read bandwidth with %d threads: %.1f GB/s (the ceiling for decode GB/s when the weights do "
-                "not fit in the CPU caches)\n",
-                engine_threads(),
-                read_bandwidth_gb_per_s(engine_threads()));
+    std::printf(
+        "memory read bandwidth with %d threads: %.1f GB/s (the ceiling for decode GB/s when the weights do "
+        "not fit in the CPU caches)\n",
+        engine_threads(), read_bandwidth_gb_per_s(engine_threads()));
   } else {
     std::cout << json{{"model", m->name},
                       {"threads", engine_threads()},
@@ -349,13 +360,15 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   gen->add_option("--prompt", g.prompt, "Text to continue")->required();
   gen->add_option("--max-new", g.max_new, "Maximum new tokens")->check(CLI::Range(1, 1 << 20));
   auto* greedy = gen->add_flag("--greedy", g.greedy, "Pick the most likely token (default)");
-  auto* temp = gen->add_option("--temperature", g.temperature, "Sample with this temperature")
-                   ->check(CLI::PositiveNumber);
-  auto* topk = gen->add_option("--top-k", g.top_k, "Keep the k most likely tokens (0 = off)")->check(CLI::NonNegativeNumber);
-  auto* topp = gen->add_option("--top-p", g.top_p, "Keep the smallest set reaching probability p")
-                   ->check(CLI::Range(1e-6, 1.0));
+  auto* temp =
+      gen->add_option("--temperature", g.temperature, "Sample with this temperature")->check(CLI::PositiveNumber);
+  auto* topk =
+      gen->add_option("--top-k", g.top_k, "Keep the k most likely tokens (0 = off)")->check(CLI::NonNegativeNumber);
+  auto* topp =
+      gen->add_option("--top-p", g.top_p, "Keep the smallest set reaching probability p")->check(CLI::Range(1e-6, 1.0));
   greedy->excludes(temp)->excludes(topk)->excludes(topp);
-  gen->add_option("--repetition-penalty", g.repetition_penalty, "Divide (multiply) positive (negative) logits of seen tokens")
+  gen->add_option("--repetition-penalty", g.repetition_penalty,
+                  "Divide (multiply) positive (negative) logits of seen tokens")
       ->check(CLI::PositiveNumber);
   gen->add_option("--seed", g.seed, "Sampling seed");
   gen->add_option("--stop", g.stop, "Stop when this string is generated (repeatable)");
@@ -447,7 +460,8 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
       if (!hooks.render) throw Error("this kvscope was built without the renderer (KVSCOPE_GUI=OFF)");
       return hooks.render(ro);
     }
-    if (!hooks.gui) throw Error("this kvscope was built without the GUI (KVSCOPE_GUI=OFF); use a subcommand, see --help");
+    if (!hooks.gui)
+      throw Error("this kvscope was built without the GUI (KVSCOPE_GUI=OFF); use a subcommand, see --help");
     return hooks.gui(gui);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "kvscope: error: %s\n", e.what());

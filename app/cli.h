@@ -12,28 +12,29 @@ struct GuiOptions {
   std::string model_dir;  // empty = embedded default model
   std::string prompt;     // empty = first preset
   bool no_cache = false;
-  int max_new = 0;        // 0 = the app's default
-  int demo_frames = 0;    // > 0: run this many frames scripted (play, toggle cache, cameras), then exit
-  std::string screenshot; // with demo_frames: save the last frame here (PNG)
-  int soak_rounds = 0;    // > 0: generate to the full context, switch the cache mode, reset, N times; check memory + GL objects, exit
+  int max_new = 0;         // 0 = the app's default
+  int demo_frames = 0;     // > 0: run this many frames scripted (play, toggle cache, cameras), then exit
+  std::string screenshot;  // with demo_frames: save the last frame here (PNG)
+  int soak_rounds =
+      0;  // > 0: generate to the full context, switch the cache mode, reset, N times; check memory + GL objects, exit
 };
 
 // `kvscope render`: the same scene drawn offscreen to PNG.
 struct RenderOptions {
   std::string model_dir;
   std::string prompt;
-  int steps = 8;            // forwards to run (the prefill is step 0)
-  std::string out;          // PNG of the last step
-  std::string frames_dir;   // one PNG per step when set
+  int steps = 8;           // forwards to run (the prefill is step 0)
+  std::string out;         // PNG of the last step
+  std::string frames_dir;  // one PNG per step when set
   int width = 1280, height = 720;
   std::string camera = "front";  // front|top|side|follow
   bool no_cache = false;
-  int layer = -1;           // -1 = mean over layers
-  int head = -1;            // -1 = mean over heads
-  bool bench = false;       // report frame times at full context, all beams (no PNG needed)
-  std::string video;        // MP4 of the whole generation, frames piped to ffmpeg (needs ffmpeg)
+  int layer = -1;             // -1 = mean over layers
+  int head = -1;              // -1 = mean over heads
+  bool bench = false;         // report frame times at full context, all beams (no PNG needed)
+  std::string video;          // MP4 of the whole generation, frames piped to ffmpeg (needs ffmpeg)
   bool presentation = false;  // presentation mode: compact HUD instead of the legend
-  bool heatmaps = false;    // the (layer, head) attention heatmap grid over the view
+  bool heatmaps = false;      // the (layer, head) attention heatmap grid over the view
 };
 
 struct AppHooks {

@@ -421,8 +421,8 @@ void execute(const UiCommand& c, EngineWorker& worker, Snapshot& snap, UiState& 
         }
         break;
       }
-      const int target = std::clamp(c.text == "abs" ? static_cast<int>(c.value) : cur + static_cast<int>(c.value), 0,
-                                    n - 1);
+      const int target =
+          std::clamp(c.text == "abs" ? static_cast<int>(c.value) : cur + static_cast<int>(c.value), 0, n - 1);
       ui.view_step = target >= n - 1 ? -1 : target;
       if (ui.view_step >= 0) ui.playing = false;  // looking at the past: hold the present
       snap.last_record_time = -1e9;               // no drop animation while scrubbing
@@ -724,7 +724,7 @@ int run_gui(const GuiOptions& opt) {
     if (demo_view == "kv") {
       ui.kv_selected = 3;  // assets/kv_configs.json: the 32-layer 4096-wide MHA model
       ui.kv_context = 100000;
-      ui.kv_dtype = 1;     // fp16
+      ui.kv_dtype = 1;  // fp16
     }
   }
   if (opt.soak_rounds > 0) {  // every round runs into the context limit
@@ -998,8 +998,7 @@ int run_gui(const GuiOptions& opt) {
       ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
 
       // 8. Screenshot of exactly what is shown, then swap.
-      const bool last_demo_frame =
-          (opt.demo_frames > 0 && frame + 1 >= opt.demo_frames) || (soak && soak->finished());
+      const bool last_demo_frame = (opt.demo_frames > 0 && frame + 1 >= opt.demo_frames) || (soak && soak->finished());
       if (view.screenshot || (last_demo_frame && !opt.screenshot.empty())) {
         const std::string path = last_demo_frame && !opt.screenshot.empty() ? opt.screenshot : view.screenshot_path;
         std::string err;

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -96,7 +96,7 @@ struct Frame {
 };
 
 Frame frame_for(const SequenceState& seq, const ViewOptions& view, CameraPreset preset, int w, int h,
-               float anim = 1.0f) {
+                float anim = 1.0f) {
   Frame f;
   f.scene = build_scene(seq, view, anim);
   f.camera = preset_camera(preset, f.scene, static_cast<float>(w) / static_cast<float>(h));
@@ -391,7 +391,8 @@ int run_render(const RenderOptions& o) {
         draw_presentation_hud(dl, ImVec2(0, 0), ImVec2(static_cast<float>(view_w), H), fonts, hud);
       }
     };
-    imgui.draw(f.scene, f.camera, ov, extra, ImVec2(0, 0), ImVec2(static_cast<float>(view_w), static_cast<float>(o.height)));
+    imgui.draw(f.scene, f.camera, ov, extra, ImVec2(0, 0),
+               ImVec2(static_cast<float>(view_w), static_cast<float>(o.height)));
     gl::check_errors("render");
     return target.read_rgba();
   };

@@ -56,8 +56,9 @@ std::vector<UiCommand> SoakRun::frame(const Snapshot& snap, bool engine_idle) {
   for (int i = 0; i < gl::kNumObjectKinds; ++i) r.gl_live += gl::object_count(static_cast<gl::ObjectKind>(i)).live();
   r.gl_summary = gl::object_counts_summary();
   rounds_done_.push_back(r);
-  std::fprintf(stderr, "kvscope: soak: round %zu/%d: %s at %d/%d positions (%s), resident %.1f MiB, %" PRId64
-                       " GL objects live\n",
+  std::fprintf(stderr,
+               "kvscope: soak: round %zu/%d: %s at %d/%d positions (%s), resident %.1f MiB, %" PRId64
+               " GL objects live\n",
                rounds_done_.size(), rounds_, to_string(r.stop), r.positions, r.context, to_string(r.mode),
                static_cast<double>(r.rss) / (1 << 20), r.gl_live);
   if (!finished()) {
@@ -84,7 +85,8 @@ int SoakRun::report(std::FILE* out, int64_t gl_live_after) const {
   const Round& first = rounds_done_.front();
   const Round& last = rounds_done_.back();
   const double growth = first.rss ? static_cast<double>(last.rss) / static_cast<double>(first.rss) - 1.0 : 0.0;
-  std::fprintf(out, "kvscope: soak: %zu rounds; resident after round 1: %.1f MiB, after round %zu: %.1f MiB (%+.2f %%)\n",
+  std::fprintf(out,
+               "kvscope: soak: %zu rounds; resident after round 1: %.1f MiB, after round %zu: %.1f MiB (%+.2f %%)\n",
                rounds_done_.size(), static_cast<double>(first.rss) / (1 << 20), rounds_done_.size(),
                static_cast<double>(last.rss) / (1 << 20), 100.0 * growth);
   std::fprintf(out, "kvscope: soak: GL objects after round 1: %s\n", first.gl_summary.c_str());

@@ -36,10 +36,10 @@ inline constexpr int kNumPresets = 3;  // index kNumPresets = the custom prompt
 struct Snapshot {
   std::shared_ptr<const Model> model;
   bool loading_model = false;
-  std::string model_error;  // last failed load, shown in the Model panel
-  float load_progress = 0;  // 0..1 while loading_model (EngineWorker::load_progress)
-  uint64_t generation = 0;  // id of the generation the records belong to
-  bool started = false;     // the worker accepted the prompt
+  std::string model_error;     // last failed load, shown in the Model panel
+  float load_progress = 0;     // 0..1 while loading_model (EngineWorker::load_progress)
+  uint64_t generation = 0;     // id of the generation the records belong to
+  bool started = false;        // the worker accepted the prompt
   uint64_t start_request = 0;  // id of the newest kStart sent; older starts' kStarted are ignored
   // Every explored branch of this generation (the timeline's memory budget
   // lives there); `records` is the current branch's history (same pointers).
@@ -48,11 +48,11 @@ struct Snapshot {
   int total_records = 0;  // over every generation of this run
   SequenceState seq;      // state at the shown step (the timeline), records [0, seq_count)
   size_t seq_count = 0;
-  uint64_t tree_version = 0;  // bumped when the current branch changes (fork, return, restart)
-  uint64_t seq_version = 0;   // the tree_version `seq` was built from
-  int pending_forks = 0;      // kFork commands sent, kForked not yet back
-  int pending_select = -1;    // branch to return to when its kForked arrives (-1: a new fork)
-  int pending_view_step = -1; // a restored view's step, shown once generated
+  uint64_t tree_version = 0;   // bumped when the current branch changes (fork, return, restart)
+  uint64_t seq_version = 0;    // the tree_version `seq` was built from
+  int pending_forks = 0;       // kFork commands sent, kForked not yet back
+  int pending_select = -1;     // branch to return to when its kForked arrives (-1: a new fork)
+  int pending_view_step = -1;  // a restored view's step, shown once generated
   StopReason stop = StopReason::kNone;
   bool step_in_flight = false;
   double last_record_time = 0;  // glfwGetTime() when the newest record arrived
@@ -127,17 +127,17 @@ struct UiCommand {
     kTextScale,  // value
     kDismissErrors,
     kTogglePanels,
-    kCancelLoad,  // stop the model load in progress (the current model stays)
-    kScrub,          // value = steps to move (negative = back); text "abs" = go to step value
-    kFork,           // value = forced token at the shown step
-    kSelectBranch,   // value = branch id
-    kPresentation,   // toggle
-    kPredict,        // toggle
+    kCancelLoad,    // stop the model load in progress (the current model stays)
+    kScrub,         // value = steps to move (negative = back); text "abs" = go to step value
+    kFork,          // value = forced token at the shown step
+    kSelectBranch,  // value = branch id
+    kPresentation,  // toggle
+    kPredict,       // toggle
     kReveal,
-    kSaveView,       // text = path
-    kLoadView,       // text = path
-    kSelectHead,     // value = layer, value2 = head
-    kPalette,        // toggle the colour-blind palette
+    kSaveView,    // text = path
+    kLoadView,    // text = path
+    kSelectHead,  // value = layer, value2 = head
+    kPalette,     // toggle the colour-blind palette
   };
   UiCommand(Kind k, std::string t = {}) : kind(k), text(std::move(t)) {}  // NOLINT: implicit on purpose
   Kind kind;

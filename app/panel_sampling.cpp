@@ -67,7 +67,8 @@ Commands panel_next_token(const Snapshot& snap, UiState& ui) {
     ImGui::TextDisabled("(no step yet)");
   } else if (prediction_hidden(snap, ui)) {
     ImGui::TextColored(v4(palette::kNewToken), "next token: ?");
-    ImGui::TextWrapped("Predict mode: guess the next token, then press Enter (or the button) to reveal it and its bars.");
+    ImGui::TextWrapped(
+        "Predict mode: guess the next token, then press Enter (or the button) to reveal it and its bars.");
     if (ImGui::Button("Reveal (Enter)", ImVec2(-1, 0))) cmds.push_back({UiCommand::Kind::kReveal});
   } else {
     const ExplainCache& ex = explain_for(snap, step, ui.sampler);
@@ -82,7 +83,8 @@ Commands panel_next_token(const Snapshot& snap, UiState& ui) {
         ImGui::PopStyleColor();
       }
       if (ex.what_if) {
-        ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.4f, 1), "what if: these settings would pick %s (from the stored logits)",
+        ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.4f, 1),
+                           "what if: these settings would pick %s (from the stored logits)",
                            piece_of(snap, e.token).c_str());
       }
       ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -100,7 +102,7 @@ Commands panel_next_token(const Snapshot& snap, UiState& ui) {
         const TokenBar& b = e.bars[i];
         const float y = p0.y + row * static_cast<float>(i);
         const bool cut = !b.kept();
-        const bool chosen = b.token == r->token;     // what the step really chose
+        const bool chosen = b.token == r->token;              // what the step really chose
         const bool would = ex.what_if && b.token == e.token;  // what these settings would choose
         ImGui::SetCursorScreenPos(ImVec2(p0.x, y));
         ImGui::PushID(static_cast<int>(i));
@@ -115,13 +117,15 @@ Commands panel_next_token(const Snapshot& snap, UiState& ui) {
         // Before temperature: an outline; after: filled (grey when cut).
         const float xb = p0.x + bar_x0;
         const float w_base = bar_w * b.p_base * scale, w_temp = bar_w * b.p_temp * scale;
-        const ImU32 fill = cut ? IM_COL32(70, 74, 86, 255)
+        const ImU32 fill = cut      ? IM_COL32(70, 74, 86, 255)
                            : chosen ? to_imcolor(palette::kNewToken)
                                     : to_imcolor(palette::kCacheHigh, 0.8f);
         dl->AddRectFilled(ImVec2(xb, y + 3), ImVec2(xb + std::max(1.0f, w_temp), y + row - 3), fill, 2.0f);
         dl->AddRect(ImVec2(xb, y + 1), ImVec2(xb + std::max(1.0f, w_base), y + row - 1), IM_COL32(230, 230, 240, 150),
                     2.0f);
-        if (would) dl->AddRect(ImVec2(xb - 2, y), ImVec2(xb + std::max(4.0f, w_temp) + 2, y + row), IM_COL32(255, 200, 80, 255), 2.0f, 0, 2.0f);
+        if (would)
+          dl->AddRect(ImVec2(xb - 2, y), ImVec2(xb + std::max(4.0f, w_temp) + 2, y + row), IM_COL32(255, 200, 80, 255),
+                      2.0f, 0, 2.0f);
         char tag[48];
         std::snprintf(tag, sizeof(tag), "%.1f%%%s%s%s", 100.0 * b.p_temp, b.penalized ? " pen" : "",
                       b.cut_by_top_k ? " k" : "", b.cut_by_top_p ? " p" : "");
@@ -147,8 +151,9 @@ Commands panel_next_token(const Snapshot& snap, UiState& ui) {
       }
       ImGui::SetCursorScreenPos(ImVec2(p0.x, p0.y + row * static_cast<float>(e.bars.size())));
       ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-      ImGui::TextWrapped("outline: before temperature, fill: after; grey: cut (k = top-k, p = top-p); "
-                         "pen = repetition penalty. Click a token to force it (fork).");
+      ImGui::TextWrapped(
+          "outline: before temperature, fill: after; grey: cut (k = top-k, p = top-p); "
+          "pen = repetition penalty. Click a token to force it (fork).");
       ImGui::PopStyleColor();
       // The cumulative bar of what was kept, with the draw.
       const float ch = ImGui::GetTextLineHeight() * 1.3f;
@@ -164,7 +169,8 @@ Commands panel_next_token(const Snapshot& snap, UiState& ui) {
                           is_pick ? to_imcolor(palette::kNewToken) : to_imcolor(base));
         if (x1 - x0 > ImGui::CalcTextSize("MMM").x) {
           dl->PushClipRect(ImVec2(x0, c0.y), ImVec2(x1, c0.y + ch), true);
-          dl->AddText(ImVec2(x0 + 2, c0.y + ch * 0.1f), is_pick ? IM_COL32(20, 20, 20, 255) : IM_COL32(230, 235, 245, 255),
+          dl->AddText(ImVec2(x0 + 2, c0.y + ch * 0.1f),
+                      is_pick ? IM_COL32(20, 20, 20, 255) : IM_COL32(230, 235, 245, 255),
                       piece_of(snap, e.kept[i]).c_str());
           dl->PopClipRect();
         }

@@ -64,9 +64,10 @@ Commands panel_timeline(const Snapshot& snap, UiState& ui) {
   }
   ImGui::EndDisabled();
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip("Scrub through the generation: scene, beams, cache, counters and bars show that step.\n"
-                      "\xE2\x86\x90 / \xE2\x86\x92 one step, Shift+arrow 10 steps; \xE2\x86\x92 at the newest step "
-                      "computes the next one.");
+    ImGui::SetTooltip(
+        "Scrub through the generation: scene, beams, cache, counters and bars show that step.\n"
+        "\xE2\x86\x90 / \xE2\x86\x92 one step, Shift+arrow 10 steps; \xE2\x86\x92 at the newest step "
+        "computes the next one.");
   ImGui::SameLine();
   ImGui::BeginDisabled(n == 0);
   if (ImGui::Button("\xE2\x96\xB6##fwd", ImVec2(bw, 0))) {
@@ -115,17 +116,17 @@ Commands panel_branches(const Snapshot& snap, UiState& ui) {
     const ForkCost& f = cur.fork;
     if (f.cache_reused)
       ImGui::TextWrapped("this branch: cache cut back to %d positions and kept; its first step cost %s instead of %s",
-                  f.reused_positions, format_flops(f.flops_reuse).c_str(), format_flops(f.flops_recompute).c_str());
+                         f.reused_positions, format_flops(f.flops_reuse).c_str(),
+                         format_flops(f.flops_recompute).c_str());
     else
       ImGui::TextWrapped("this branch: every position recomputed (%s): %s", f.fork_pos > 0 ? "no reusable cache" : "",
-                  format_flops(f.flops_recompute).c_str());
+                         format_flops(f.flops_recompute).c_str());
     ImGui::Text("shares %d positions with its parent", snap.tree.shared_positions(cur.id, cur.parent));
   }
   ImGui::Separator();
-  if (ImGui::BeginTable("branches", 3,
-                        ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_ScrollY,
-                        ImVec2(0, std::max(ImGui::GetTextLineHeightWithSpacing() * 3,
-                                           ImGui::GetContentRegionAvail().y)))) {
+  if (ImGui::BeginTable(
+          "branches", 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_ScrollY,
+          ImVec2(0, std::max(ImGui::GetTextLineHeightWithSpacing() * 3, ImGui::GetContentRegionAvail().y)))) {
     ImGui::TableSetupColumn("branch (generated text)", ImGuiTableColumnFlags_WidthStretch, 5.0f);
     ImGui::TableSetupColumn("probability", ImGuiTableColumnFlags_WidthStretch, 1.2f);
     ImGui::TableSetupColumn("tokens", ImGuiTableColumnFlags_WidthStretch, 0.8f);
@@ -277,9 +278,9 @@ Commands panel_kv_calculator(const Snapshot& snap, UiState& ui) {
   // The loaded model first (its real f32 cache), then the published configs.
   if (snap.model) {
     const Config& c = snap.model->config;
-    ImGui::Text("%s: %s/token = 2 (K, V) x %d layers x %d heads x %d dims x 4 B (fp32)",
-                snap.model->name.c_str(), format_bytes_binary(static_cast<double>(c.kv_bytes_per_token())).c_str(),
-                c.n_layer, c.n_head, c.head_dim());
+    ImGui::Text("%s: %s/token = 2 (K, V) x %d layers x %d heads x %d dims x 4 B (fp32)", snap.model->name.c_str(),
+                format_bytes_binary(static_cast<double>(c.kv_bytes_per_token())).c_str(), c.n_layer, c.n_head,
+                c.head_dim());
   }
   ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.3f);
   ImGui::SliderInt("tokens", &ui.kv_context, 1, 1 << 20, "%d", ImGuiSliderFlags_Logarithmic);
@@ -306,8 +307,9 @@ Commands panel_kv_calculator(const Snapshot& snap, UiState& ui) {
     return cmds;
   }
   std::vector<KvModelSpec> specs;
-  if (snap.model) specs.push_back(spec_from_config(snap.model->config, snap.model->name + " (loaded)",
-                                                   static_cast<uint64_t>(snap.model->n_params)));
+  if (snap.model)
+    specs.push_back(spec_from_config(snap.model->config, snap.model->name + " (loaded)",
+                                     static_cast<uint64_t>(snap.model->n_params)));
   const int offset = static_cast<int>(specs.size());
   specs.insert(specs.end(), cfg.specs.begin(), cfg.specs.end());
   const uint64_t tokens = static_cast<uint64_t>(std::max(1, ui.kv_context));
@@ -330,11 +332,12 @@ Commands panel_kv_calculator(const Snapshot& snap, UiState& ui) {
       ImGui::PopStyleColor();
     }
   }
-  if (ImGui::BeginTable("kv", 8,
-                        ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_ScrollY |
-                            ImGuiTableFlags_BordersInnerV,
-                        ImVec2(0, std::max(ImGui::GetTextLineHeightWithSpacing() * 4,
-                                           ImGui::GetContentRegionAvail().y - ImGui::GetTextLineHeightWithSpacing())))) {
+  if (ImGui::BeginTable(
+          "kv", 8,
+          ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_ScrollY |
+              ImGuiTableFlags_BordersInnerV,
+          ImVec2(0, std::max(ImGui::GetTextLineHeightWithSpacing() * 4,
+                             ImGui::GetContentRegionAvail().y - ImGui::GetTextLineHeightWithSpacing())))) {
     ImGui::TableSetupScrollFreeze(0, 1);
     const char* heads[] = {"model", "L", "KV heads", "/token", "cache", "weights", "24 GB", "80 GB"};
     const float wt[] = {4.0f, 0.6f, 1.9f, 1.3f, 1.3f, 1.3f, 1.2f, 1.2f};
@@ -352,8 +355,9 @@ Commands panel_kv_calculator(const Snapshot& snap, UiState& ui) {
       if (sel && ImGui::IsWindowAppearing()) ImGui::SetScrollHereY();
       if (ImGui::IsItemHovered()) {
         ImGui::BeginTooltip();
-        ImGui::Text("%s: %d layers, %d query heads, %d KV heads (%s), head size %d, width %d, context %d", m.name.c_str(),
-                    m.layers, m.query_heads, m.kv_heads, m.attention_kind(), m.head_dim, m.hidden, m.context);
+        ImGui::Text("%s: %d layers, %d query heads, %d KV heads (%s), head size %d, width %d, context %d",
+                    m.name.c_str(), m.layers, m.query_heads, m.kv_heads, m.attention_kind(), m.head_dim, m.hidden,
+                    m.context);
         if (m.sliding_window > 0) ImGui::Text("sliding window: the cache holds at most %d positions", m.sliding_window);
         ImGui::Text("2 x %d x %d x %d x %g B = %s per token", m.layers, m.kv_heads, m.head_dim, dtype_bytes(dt),
                     format_bytes_binary(static_cast<double>(f.bytes_per_token)).c_str());
@@ -393,9 +397,10 @@ Commands panel_kv_calculator(const Snapshot& snap, UiState& ui) {
     }
     ImGui::EndTable();
   }
-  ImGui::TextDisabled("weights and cache in %s; yes = weights + cache fit the 24 / 80 GiB card. Sources: "
-                      "assets/kv_configs.json (hover a row).",
-                      to_string(dt));
+  ImGui::TextDisabled(
+      "weights and cache in %s; yes = weights + cache fit the 24 / 80 GiB card. Sources: "
+      "assets/kv_configs.json (hover a row).",
+      to_string(dt));
   return cmds;
 }
 
@@ -408,9 +413,9 @@ struct HeatCache {
   const StepRecord* rec = nullptr;
   size_t count = 0;
   int bins = 0, S = 0, L = 0, H = 0;
-  std::vector<float> cell;       // (layer, head, bin_q, bin_k): the largest weight in the bin
-  std::vector<uint8_t> known;    // (bin_q): some row of the bin is held
-  std::vector<int> bin_start;    // (bins + 1): first position of each bin
+  std::vector<float> cell;     // (layer, head, bin_q, bin_k): the largest weight in the bin
+  std::vector<uint8_t> known;  // (bin_q): some row of the bin is held
+  std::vector<int> bin_start;  // (bins + 1): first position of each bin
 };
 
 const HeatCache& heat_matrix(const std::vector<RecordPtr>& records, int step, int max_bins) {
@@ -508,9 +513,11 @@ HeatmapHit draw_heatmap_grid(ImDrawList* dl, ImVec2 p0, ImVec2 size, const std::
       // The shown step's query row (the newest position).
       const float ry = y0 + (B - 1) * bs;
       dl->AddRect(ImVec2(x0, ry), ImVec2(x0 + cell, ry + bs), IM_COL32(255, 240, 120, 200));
-      const bool sel = (sel_layer < 0 || sel_layer == l) && (sel_head < 0 || sel_head == h) &&
-                       !(sel_layer < 0 && sel_head < 0);
-      if (sel) dl->AddRect(ImVec2(x0 - 2, y0 - 2), ImVec2(x0 + cell + 2, y0 + cell + 2), to_imcolor(palette::kBeam), 0, 0, 2.0f);
+      const bool sel =
+          (sel_layer < 0 || sel_layer == l) && (sel_head < 0 || sel_head == h) && !(sel_layer < 0 && sel_head < 0);
+      if (sel)
+        dl->AddRect(ImVec2(x0 - 2, y0 - 2), ImVec2(x0 + cell + 2, y0 + cell + 2), to_imcolor(palette::kBeam), 0, 0,
+                    2.0f);
       if (mouse.x >= x0 && mouse.x < x0 + cell && mouse.y >= y0 && mouse.y < y0 + cell) {
         hit.layer = l;
         hit.head = h;
@@ -536,8 +543,9 @@ Commands panel_heatmaps(const Snapshot& snap, UiState& ui) {
     ImGui::TextDisabled("(no step yet)");
     return cmds;
   }
-  ImGui::TextDisabled("Attention of every layer (rows) and head (columns) up to the shown step: row = query position, "
-                      "column = key; brightness = sqrt(weight). Click one to show its beams.");
+  ImGui::TextDisabled(
+      "Attention of every layer (rows) and head (columns) up to the shown step: row = query position, "
+      "column = key; brightness = sqrt(weight). Click one to show its beams.");
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const ImVec2 size(avail.x, std::max(60.0f, avail.y));
@@ -552,7 +560,7 @@ Commands panel_heatmaps(const Snapshot& snap, UiState& ui) {
     if (hit.query >= 0 && hit.known) {
       auto piece = [&](int p) {
         return p >= 0 && p < static_cast<int>(snap.seq.tokens.size()) ? visible_piece(snap.seq.tokens[p].piece)
-                                                                       : std::string("?");
+                                                                      : std::string("?");
       };
       ImGui::Text("query %d \"%s\" -> key %d \"%s\": weight %.4f", hit.query, piece(hit.query).c_str(), hit.key,
                   piece(hit.key).c_str(), hit.weight);

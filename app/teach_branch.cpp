@@ -25,15 +25,13 @@ ForkCost fork_cost(const Config& c, int fork_pos, bool cache_reused) {
   return f;
 }
 
-bool cache_reusable(CacheMode mode, int cache_n_pos, const std::vector<int>& current,
-                    const std::vector<int>& prefix) {
+bool cache_reusable(CacheMode mode, int cache_n_pos, const std::vector<int>& current, const std::vector<int>& prefix) {
   if (mode != CacheMode::kKV || prefix.empty()) return false;
   if (cache_n_pos < static_cast<int>(prefix.size()) || current.size() < prefix.size()) return false;
   return std::equal(prefix.begin(), prefix.end(), current.begin());
 }
 
-RecordPtr make_forced_record(const StepRecord& at, int token, const std::vector<int>& history,
-                             const Tokenizer& tok) {
+RecordPtr make_forced_record(const StepRecord& at, int token, const std::vector<int>& history, const Tokenizer& tok) {
   if (token < 0 || (!at.logits.empty() && token >= static_cast<int>(at.logits.size()))) {
     throw Error("fork: token id " + std::to_string(token) + " is outside the vocabulary");
   }
@@ -55,7 +53,9 @@ RecordPtr make_forced_record(const StepRecord& at, int token, const std::vector<
   return r;
 }
 
-double Branch::prob() const { return std::exp(log_prob); }
+double Branch::prob() const {
+  return std::exp(log_prob);
+}
 
 std::vector<int> branch_tokens(const Branch& b) {
   if (b.history.empty()) return {};
@@ -83,18 +83,23 @@ int BranchTree::start() {
 
 Branch& BranchTree::mutable_branch(int id) {
   if (id < 0 || id >= static_cast<int>(branches_.size()))
-    throw Error("branch " + std::to_string(id) + " does not exist (" + std::to_string(branches_.size()) +
-                " explored)");
+    throw Error("branch " + std::to_string(id) + " does not exist (" + std::to_string(branches_.size()) + " explored)");
   return branches_[static_cast<size_t>(id)];
 }
 
-const Branch& BranchTree::branch(int id) const { return const_cast<BranchTree*>(this)->mutable_branch(id); }
+const Branch& BranchTree::branch(int id) const {
+  return const_cast<BranchTree*>(this)->mutable_branch(id);
+}
 
-void BranchTree::select(int id) { current_ = mutable_branch(id).id; }
+void BranchTree::select(int id) {
+  current_ = mutable_branch(id).id;
+}
 
 namespace {
 
-double ln_prob(float p) { return p > 0 ? std::log(static_cast<double>(p)) : -INFINITY; }
+double ln_prob(float p) {
+  return p > 0 ? std::log(static_cast<double>(p)) : -INFINITY;
+}
 
 }  // namespace
 
@@ -211,8 +216,7 @@ TrimReport BranchTree::enforce_budget() {
       std::vector<RecordPtr> originals;  // alive until every holder is updated (keys stay unique)
       for (Branch& b : branches_) {
         if (i >= b.history.size()) continue;
-        const bool protected_rec =
-            b.id == current_ && i + static_cast<size_t>(keep_recent_) >= b.history.size();
+        const bool protected_rec = b.id == current_ && i + static_cast<size_t>(keep_recent_) >= b.history.size();
         if (protected_rec) continue;
         const RecordPtr& r = b.history[i];
         auto it = stripped.find(r.get());

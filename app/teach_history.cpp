@@ -22,9 +22,15 @@ constexpr uint64_t kControlBlock = 32;  // make_shared's control block, roughly
 
 }  // namespace
 
-uint64_t attention_bytes(const StepRecord& r) { return vec_bytes(r.attn); }
-uint64_t logits_bytes(const StepRecord& r) { return vec_bytes(r.logits); }
-uint64_t kv_rows_bytes(const StepRecord& r) { return vec_bytes(r.k) + vec_bytes(r.v); }
+uint64_t attention_bytes(const StepRecord& r) {
+  return vec_bytes(r.attn);
+}
+uint64_t logits_bytes(const StepRecord& r) {
+  return vec_bytes(r.logits);
+}
+uint64_t kv_rows_bytes(const StepRecord& r) {
+  return vec_bytes(r.k) + vec_bytes(r.v);
+}
 
 uint64_t record_bytes(const StepRecord& r) {
   uint64_t b = sizeof(StepRecord) + kControlBlock;

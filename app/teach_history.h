@@ -46,7 +46,7 @@ struct TrimReport {
   int logits_dropped = 0;     // records whose logits were dropped
   int kv_dropped = 0;         // records whose K/V rows were dropped
   uint64_t bytes_freed = 0;
-  int first_full = 0;         // records [first_full, size) still have all their detail
+  int first_full = 0;  // records [first_full, size) still have all their detail
   bool any() const { return attention_dropped || logits_dropped || kv_dropped; }
   // Accumulates another trim's counts (first_full is each owner's own business).
   void add_counts(const TrimReport& o) {

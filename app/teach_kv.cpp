@@ -18,10 +18,14 @@ using nlohmann::json;
 // Half-bytes per element, so int4 stays in integer arithmetic.
 uint64_t dtype_nibbles(KvDtype d) {
   switch (d) {
-    case KvDtype::kF32: return 8;
-    case KvDtype::kF16: return 4;
-    case KvDtype::kInt8: return 2;
-    case KvDtype::kInt4: return 1;
+    case KvDtype::kF32:
+      return 8;
+    case KvDtype::kF16:
+      return 4;
+    case KvDtype::kInt8:
+      return 2;
+    case KvDtype::kInt4:
+      return 1;
   }
   return 8;
 }
@@ -71,10 +75,14 @@ std::string format_bytes(double b, double base, const char* const* units, int n_
 
 const char* to_string(KvDtype d) {
   switch (d) {
-    case KvDtype::kF32: return "fp32";
-    case KvDtype::kF16: return "fp16";
-    case KvDtype::kInt8: return "int8";
-    case KvDtype::kInt4: return "int4";
+    case KvDtype::kF32:
+      return "fp32";
+    case KvDtype::kF16:
+      return "fp16";
+    case KvDtype::kInt8:
+      return "int8";
+    case KvDtype::kInt4:
+      return "int4";
   }
   return "fp32";
 }
@@ -89,7 +97,9 @@ bool parse_kv_dtype(const std::string& s, KvDtype& out) {
   return false;
 }
 
-double dtype_bytes(KvDtype d) { return static_cast<double>(dtype_nibbles(d)) / 2.0; }
+double dtype_bytes(KvDtype d) {
+  return static_cast<double>(dtype_nibbles(d)) / 2.0;
+}
 
 const std::vector<KvDtype>& all_kv_dtypes() {
   static const std::vector<KvDtype> all = {KvDtype::kF32, KvDtype::kF16, KvDtype::kInt8, KvDtype::kInt4};
@@ -118,8 +128,8 @@ uint64_t cached_positions(const KvModelSpec& m, uint64_t tokens) {
 
 uint64_t kv_bytes_per_token(const KvModelSpec& m, KvDtype d) {
   // 2 (K and V) * layers * kv_heads * head_dim elements; nibbles / 2 = bytes.
-  const uint64_t elems = 2ull * static_cast<uint64_t>(m.layers) * static_cast<uint64_t>(m.kv_heads) *
-                         static_cast<uint64_t>(m.head_dim);
+  const uint64_t elems =
+      2ull * static_cast<uint64_t>(m.layers) * static_cast<uint64_t>(m.kv_heads) * static_cast<uint64_t>(m.head_dim);
   return elems * dtype_nibbles(d) / 2;
 }
 
@@ -127,7 +137,9 @@ uint64_t kv_cache_bytes(const KvModelSpec& m, uint64_t tokens, KvDtype d) {
   return kv_bytes_per_token(m, d) * cached_positions(m, tokens);
 }
 
-uint64_t weights_bytes(const KvModelSpec& m, KvDtype d) { return (m.params * dtype_nibbles(d) + 1) / 2; }
+uint64_t weights_bytes(const KvModelSpec& m, KvDtype d) {
+  return (m.params * dtype_nibbles(d) + 1) / 2;
+}
 
 FitCheck check_fit(const KvModelSpec& m, uint64_t tokens, KvDtype cache_dtype, KvDtype weights_dtype) {
   FitCheck f;
@@ -175,9 +187,8 @@ std::vector<KvModelSpec> parse_kv_configs(const std::string& json_text, const st
     m.context = get_int_field(e, where, "context", 1, 1 << 30, true);
     m.sliding_window = get_int_field(e, where, "sliding_window", 0, 1 << 30, false);
     if (m.query_heads % m.kv_heads != 0) {
-      throw Error(where + ": field \"kv_heads\" = " + std::to_string(m.kv_heads) +
-                  " must divide \"query_heads\" = " + std::to_string(m.query_heads) +
-                  " (each KV head serves a whole group of query heads)");
+      throw Error(where + ": field \"kv_heads\" = " + std::to_string(m.kv_heads) + " must divide \"query_heads\" = " +
+                  std::to_string(m.query_heads) + " (each KV head serves a whole group of query heads)");
     }
     if (!e.contains("params") || !e["params"].is_number_unsigned() || e["params"].get<uint64_t>() == 0) {
       throw Error(where + ": field \"params\" must be a positive integer (the parameter count), got " +

@@ -19,24 +19,24 @@
 namespace kvscope {
 
 enum class KvDtype { kF32, kF16, kInt8, kInt4 };
-const char* to_string(KvDtype d);                       // "fp32" / "fp16" / "int8" / "int4"
+const char* to_string(KvDtype d);                         // "fp32" / "fp16" / "int8" / "int4"
 bool parse_kv_dtype(const std::string& s, KvDtype& out);  // accepts the names above
-double dtype_bytes(KvDtype d);                          // 4, 2, 1, 0.5
-const std::vector<KvDtype>& all_kv_dtypes();            // fp32, fp16, int8, int4
+double dtype_bytes(KvDtype d);                            // 4, 2, 1, 0.5
+const std::vector<KvDtype>& all_kv_dtypes();              // fp32, fp16, int8, int4
 
 // One model's attention geometry, as published.
 struct KvModelSpec {
   std::string name;
   int layers = 0;
   int query_heads = 0;
-  int kv_heads = 0;         // == query_heads for MHA, fewer with GQA
+  int kv_heads = 0;  // == query_heads for MHA, fewer with GQA
   int head_dim = 0;
-  int hidden = 0;           // model width (d_model), for display
-  int context = 0;          // max positions the model was trained for
-  int sliding_window = 0;   // 0 = none; else the cache never holds more positions
-  uint64_t params = 0;      // parameter count (weights-fit check)
-  std::string source;       // where the numbers come from (URL)
-  std::string note;         // one line shown in the table, may be empty
+  int hidden = 0;          // model width (d_model), for display
+  int context = 0;         // max positions the model was trained for
+  int sliding_window = 0;  // 0 = none; else the cache never holds more positions
+  uint64_t params = 0;     // parameter count (weights-fit check)
+  std::string source;      // where the numbers come from (URL)
+  std::string note;        // one line shown in the table, may be empty
 
   bool gqa() const { return kv_heads < query_heads; }
   const char* attention_kind() const { return gqa() ? "GQA" : "MHA"; }
@@ -64,8 +64,8 @@ struct FitCheck {
   uint64_t bytes_per_token = 0;
   uint64_t cache_bytes = 0;
   uint64_t weights_bytes = 0;
-  uint64_t total_bytes = 0;     // weights + cache
-  bool beyond_context = false;  // tokens > the model's trained context
+  uint64_t total_bytes = 0;                           // weights + cache
+  bool beyond_context = false;                        // tokens > the model's trained context
   bool cache_fits_24 = false, cache_fits_80 = false;  // the cache alone
   bool total_fits_24 = false, total_fits_80 = false;  // weights + cache
 };

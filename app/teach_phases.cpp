@@ -57,14 +57,16 @@ std::string phases_summary(const PhaseReport& rep) {
   if (pre.records == 0 || dec.records == 0 || dec.gflops_per_s() <= 0) return {};
   char buf[768];
   const double ratio = pre.gflops_per_s() / dec.gflops_per_s();
-  int n = std::snprintf(buf, sizeof buf, "Prefill computed %lld positions at %.0f positions/s and %.2f GFLOP/s; decode "
+  int n = std::snprintf(buf, sizeof buf,
+                        "Prefill computed %lld positions at %.0f positions/s and %.2f GFLOP/s; decode "
                         "%.1f tokens/s at %.2f GFLOP/s. ",
                         static_cast<long long>(pre.positions), pre.positions_per_s(), pre.gflops_per_s(),
                         dec.tokens_per_s(), dec.gflops_per_s());
   if (ratio >= 1.5) {
     n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n),
                        "That is %.1fx the FLOP rate in prefill: matrix x matrix keeps the cores busy, matrix x vector "
-                       "waits on memory. ", ratio);
+                       "waits on memory. ",
+                       ratio);
   } else {
     n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n),
                        "A %lld-token prompt is too short for matrix x matrix to pull ahead here (%.1fx); a longer "

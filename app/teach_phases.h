@@ -29,13 +29,13 @@ struct PhaseStats {
 
 struct PhaseReport {
   bool has_prefill = false;
-  double ttft_ms = 0;      // time to first token: the prefill forward + its sampling
+  double ttft_ms = 0;  // time to first token: the prefill forward + its sampling
   int prompt_tokens = 0;
-  PhaseStats prefill;      // record 0
-  PhaseStats decode;       // KV CACHE steps that computed one position on the cache
-  PhaseStats refill;       // KV CACHE steps that rebuilt the cache after NO CACHE (reported apart)
-  PhaseStats no_cache;     // NO CACHE steps (every position recomputed; reported apart)
-  PhaseStats all;          // every record
+  PhaseStats prefill;   // record 0
+  PhaseStats decode;    // KV CACHE steps that computed one position on the cache
+  PhaseStats refill;    // KV CACHE steps that rebuilt the cache after NO CACHE (reported apart)
+  PhaseStats no_cache;  // NO CACHE steps (every position recomputed; reported apart)
+  PhaseStats all;       // every record
 };
 
 // Classifies and sums `records` (a generation in order; records without

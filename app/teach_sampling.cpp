@@ -164,8 +164,8 @@ SamplingExplain explain_record(const StepRecord& rec, const std::vector<int>& hi
     for (int j = std::max(0, e.draw_bar - 1); j <= std::min<int>(static_cast<int>(e.kept.size()) - 1, e.draw_bar + 1);
          ++j) {
       if (e.kept[static_cast<size_t>(j)] != rec.token) continue;
-      const double boundary = j < e.draw_bar ? e.cum_hi[static_cast<size_t>(j)]
-                                             : e.cum_hi[static_cast<size_t>(e.draw_bar)];
+      const double boundary =
+          j < e.draw_bar ? e.cum_hi[static_cast<size_t>(j)] : e.cum_hi[static_cast<size_t>(e.draw_bar)];
       if (std::fabs(boundary - e.draw) <= tol) {
         // Explain again with a draw inside the engine's token's interval, so the
         // bars, draw_bar and token agree; then show the stored draw.

@@ -48,12 +48,12 @@ struct TokenBar {
 struct SamplingExplain {
   SamplerSettings settings;
   bool greedy = true;
-  float temperature = 1;       // the one applied (1 when greedy: the Sampler ignores it)
+  float temperature = 1;  // the one applied (1 when greedy: the Sampler ignores it)
   int vocab = 0;
 
-  std::vector<float> p_raw;    // (vocab) softmax at T = 1 of the raw logits
-  std::vector<float> p_base;   // (vocab) softmax at T = 1 after the penalty
-  std::vector<float> p_temp;   // (vocab) after the penalty and temperature: drawn from
+  std::vector<float> p_raw;             // (vocab) softmax at T = 1 of the raw logits
+  std::vector<float> p_base;            // (vocab) softmax at T = 1 after the penalty
+  std::vector<float> p_temp;            // (vocab) after the penalty and temperature: drawn from
   std::vector<PenaltyTouch> penalized;  // ascending token id
 
   int n_top_k = 0;             // size of the set top-k keeps (= vocab when off)
@@ -61,15 +61,15 @@ struct SamplingExplain {
   std::vector<double> cum_hi;  // (kept) upper end of each kept token's interval on the cumulative bar
   double kept_mass = 0;        // mass of `kept` in p_temp, before renormalising
 
-  double draw = -1;            // the uniform number used, -1 when greedy
-  int draw_bar = 0;            // index into `kept` where the draw lands
-  int token = 0;               // the token the Sampler picks with these settings and this draw
-  float prob = 0;              // p_temp[token]: what the engine stores as the record's prob
+  double draw = -1;  // the uniform number used, -1 when greedy
+  int draw_bar = 0;  // index into `kept` where the draw lands
+  int token = 0;     // the token the Sampler picks with these settings and this draw
+  float prob = 0;    // p_temp[token]: what the engine stores as the record's prob
 
   std::vector<TokenBar> bars;  // best-first top N (cut ones too), plus the chosen token if lower
 
-  double mass_cut_by_top_k = 0;  // mass of p_temp that top-k removed
-  double mass_cut_by_top_p = 0;  // mass of p_temp that top-p removed (of what top-k kept)
+  double mass_cut_by_top_k = 0;         // mass of p_temp that top-k removed
+  double mass_cut_by_top_p = 0;         // mass of p_temp that top-p removed (of what top-k kept)
   bool draw_settled_by_record = false;  // explain_record: the float draw sat on a boundary
 };
 
@@ -91,8 +91,7 @@ SamplingExplain explain_record(const StepRecord& rec, const std::vector<int>& hi
 // bars redraw at once when the temperature / top-k / top-p sliders move).
 // With greedy records (no draw stored) a non-greedy what-if uses `draw_if_none`.
 SamplingExplain explain_with_settings(const StepRecord& rec, const std::vector<int>& history,
-                                      const SamplerSettings& settings, int n_top = 10,
-                                      double draw_if_none = 0.5);
+                                      const SamplerSettings& settings, int n_top = 10, double draw_if_none = 0.5);
 
 // The n-th uniform draw (0-based) of a Sampler seeded with `seed`, when every
 // step since the seeding was sampled (greedy steps draw nothing). Mirrors

@@ -145,7 +145,8 @@ SavedView view_from_json(const std::string& text, const std::string& origin) {
     v.camera.preset = rd.string(*cam, "preset", "camera.preset", "");
     if (!v.camera.preset.empty() && v.camera.preset != "front" && v.camera.preset != "top" &&
         v.camera.preset != "side" && v.camera.preset != "follow") {
-      rd.fail("camera.preset", "= \"" + v.camera.preset + "\" is not a camera (expected front, top, side, follow or \"\")");
+      rd.fail("camera.preset",
+              "= \"" + v.camera.preset + "\" is not a camera (expected front, top, side, follow or \"\")");
     }
   }
   v.step = static_cast<int>(rd.integer(j, "step", "step", 0, 1 << 24, 0));

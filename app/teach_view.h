@@ -27,15 +27,15 @@ struct SavedCamera {
 
 struct SavedView {
   SavedCamera camera;
-  int step = 0;              // the timeline position (record index)
-  std::string prompt;        // the generation the step belongs to
-  std::string model;         // model folder; "" = the embedded default
+  int step = 0;        // the timeline position (record index)
+  std::string prompt;  // the generation the step belongs to
+  std::string model;   // model folder; "" = the embedded default
   int max_new = 64;
   CacheMode cache = CacheMode::kKV;
   SamplerSettings sampler;
-  int layer = -1;            // -1 = mean over layers
-  int head = -1;             // -1 = mean over heads
-  float min_weight = 0.0f;   // beams below it are hidden
+  int layer = -1;           // -1 = mean over layers
+  int head = -1;            // -1 = mean over heads
+  float min_weight = 0.0f;  // beams below it are hidden
   float text_scale = 1.0f;
   bool presentation = false;
   bool predict = false;

@@ -12,8 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-int get_int(const json& j, const std::string& origin, const char* key, int lo, int hi, bool required,
-            int fallback) {
+int get_int(const json& j, const std::string& origin, const char* key, int lo, int hi, bool required, int fallback) {
   if (!j.contains(key) || j[key].is_null()) {
     if (required) throw Error(origin + ": missing field \"" + key + "\" (expected an integer)");
     return fallback;
@@ -77,8 +76,7 @@ Config parse_config(const std::string& json_text, const std::string& origin) {
     }
   }
   if (c.eos_token_id >= c.vocab_size || c.bos_token_id >= c.vocab_size) {
-    throw Error(origin + ": bos_token_id/eos_token_id must be below vocab_size (" + std::to_string(c.vocab_size) +
-                ")");
+    throw Error(origin + ": bos_token_id/eos_token_id must be below vocab_size (" + std::to_string(c.vocab_size) + ")");
   }
   return c;
 }

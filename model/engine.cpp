@@ -21,8 +21,8 @@ void KVCache::init(const Config& c) {
 }
 
 void KVCache::truncate(int n) {
-  if (n < 0 || n > n_pos) throw Error("KVCache::truncate: " + std::to_string(n) + " is outside [0, " +
-                                      std::to_string(n_pos) + "]");
+  if (n < 0 || n > n_pos)
+    throw Error("KVCache::truncate: " + std::to_string(n) + " is outside [0, " + std::to_string(n_pos) + "]");
   n_pos = n;
 }
 
@@ -57,15 +57,17 @@ uint64_t forward_read_bytes(const Model& m, int cached_positions) {
   return bytes;
 }
 
-int engine_threads() { return ThreadPool::default_threads(); }
+int engine_threads() {
+  return ThreadPool::default_threads();
+}
 
 struct Workspace {
-  MatrixRM x;     // (n, d) residual stream
-  MatrixRM h;     // (n, d) layer-normed input
-  MatrixRM qkv;   // (n, 3d)
-  MatrixRM att;   // (n, d) attention output before c_proj
-  MatrixRM tmp;   // (n, d) projection output
-  MatrixRM fc;    // (n, 4d)
+  MatrixRM x;    // (n, d) residual stream
+  MatrixRM h;    // (n, d) layer-normed input
+  MatrixRM qkv;  // (n, 3d)
+  MatrixRM att;  // (n, d) attention output before c_proj
+  MatrixRM tmp;  // (n, d) projection output
+  MatrixRM fc;   // (n, 4d)
   ThreadPool pool;
 };
 
@@ -75,30 +77,32 @@ namespace {
 // features are split across threads: decode (n = 1) is then a set of
 // contiguous dot products (from the half-precision copy when the checkpoint
 // stored F16: the same values, half the bytes), prefill a GEMM per share.
-void linear(ThreadPool& pool, const MatrixRM& X, const MatrixRM& Wt, const Vector& b, MatrixRM& Y,
-            uint64_t& flops, const HalfMatrix* half = nullptr) {
+void linear(ThreadPool& pool, const MatrixRM& X, const MatrixRM& Wt, const Vector& b, MatrixRM& Y, uint64_t& flops,
+            const HalfMatrix* half = nullptr) {
   const Eigen::Index n = X.rows(), out = Wt.rows(), in = Wt.cols();
   Y.resize(n, out);
   if (n == 1) {
     const float* bias = b.size() ? b.data() : nullptr;
     if (half && !half->empty()) {
-      pool.parallel_for(out, [&](int64_t r0, int64_t r1) {
-        matvec_f16(half->data.data(), in, X.data(), bias, Y.data(), r0, r1);
-      }, out * in);
+      pool.parallel_for(
+          out, [&](int64_t r0, int64_t r1) { matvec_f16(half->data.data(), in, X.data(), bias, Y.data(), r0, r1); },
+          out * in);
     } else {
-      pool.parallel_for(out, [&](int64_t r0, int64_t r1) {
-        matvec_f32(Wt.data(), in, X.data(), bias, Y.data(), r0, r1);
-      }, out * in);
+      pool.parallel_for(
+          out, [&](int64_t r0, int64_t r1) { matvec_f32(Wt.data(), in, X.data(), bias, Y.data(), r0, r1); }, out * in);
     }
   } else {
     // Shares of whole 16-column blocks keep the GEMM kernels on aligned panels.
     const int64_t blocks = (out + 15) / 16;
-    pool.parallel_for(blocks, [&](int64_t b0, int64_t b1) {
-      const Eigen::Index c0 = b0 * 16, c1 = std::min<Eigen::Index>(b1 * 16, out);
-      if (c1 <= c0) return;
-      Y.middleCols(c0, c1 - c0).noalias() = X * Wt.middleRows(c0, c1 - c0).transpose();
-      if (b.size()) Y.middleCols(c0, c1 - c0).rowwise() += b.segment(c0, c1 - c0).transpose();
-    }, n * out * in);
+    pool.parallel_for(
+        blocks,
+        [&](int64_t b0, int64_t b1) {
+          const Eigen::Index c0 = b0 * 16, c1 = std::min<Eigen::Index>(b1 * 16, out);
+          if (c1 <= c0) return;
+          Y.middleCols(c0, c1 - c0).noalias() = X * Wt.middleRows(c0, c1 - c0).transpose();
+          if (b.size()) Y.middleCols(c0, c1 - c0).rowwise() += b.segment(c0, c1 - c0).transpose();
+        },
+        n * out * in);
   }
   flops += 2ull * static_cast<uint64_t>(n) * static_cast<uint64_t>(in) * static_cast<uint64_t>(out);
 }
@@ -135,7 +139,9 @@ void gelu_new(ThreadPool& pool, MatrixRM& X) {
 }  // namespace
 
 Engine::Engine(const Model& model) : model_(model), ws_(new Workspace) {}
-Engine::~Engine() { delete ws_; }
+Engine::~Engine() {
+  delete ws_;
+}
 
 ForwardOutput Engine::forward(const std::vector<int>& tokens, int first, KVCache* cache, bool keep_all_rows,
                               bool all_logits) {
@@ -144,8 +150,9 @@ ForwardOutput Engine::forward(const std::vector<int>& tokens, int first, KVCache
   const int seq_len = static_cast<int>(tokens.size());
   const int n = seq_len - first;
   const int d = c.n_embd, H = c.n_head, hd = c.head_dim();
-  if (n <= 0) throw Error("forward: no new positions (first = " + std::to_string(first) + ", sequence of " +
-                          std::to_string(seq_len) + ")");
+  if (n <= 0)
+    throw Error("forward: no new positions (first = " + std::to_string(first) + ", sequence of " +
+                std::to_string(seq_len) + ")");
   if (seq_len > c.n_positions) {
     throw Error("forward: sequence of " + std::to_string(seq_len) + " tokens exceeds the context of " +
                 std::to_string(c.n_positions));
@@ -203,8 +210,10 @@ ForwardOutput Engine::forward(const std::vector<int>& tokens, int first, KVCache
     const float* v_base;
     if (cache) {
       for (int i = 0; i < n; ++i) {
-        std::copy(k_out + static_cast<size_t>(i) * d, k_out + static_cast<size_t>(i + 1) * d, cache->k_row(l, first + i));
-        std::copy(v_out + static_cast<size_t>(i) * d, v_out + static_cast<size_t>(i + 1) * d, cache->v_row(l, first + i));
+        std::copy(k_out + static_cast<size_t>(i) * d, k_out + static_cast<size_t>(i + 1) * d,
+                  cache->k_row(l, first + i));
+        std::copy(v_out + static_cast<size_t>(i) * d, v_out + static_cast<size_t>(i + 1) * d,
+                  cache->v_row(l, first + i));
       }
       k_base = cache->k_row(l, 0);
       v_base = cache->v_row(l, 0);
@@ -216,25 +225,28 @@ ForwardOutput Engine::forward(const std::vector<int>& tokens, int first, KVCache
     // Heads are independent and equally costly: one share of heads per thread.
     // Recorded rows get their weights written straight into out.attn.
     std::vector<uint64_t> head_flops(static_cast<size_t>(H), 0);
-    ws.pool.parallel_for(H, [&](int64_t h0, int64_t h1) {
-      std::vector<float> scratch;
-      for (int64_t h = h0; h < h1; ++h) {
-        for (int i = 0; i < n; ++i) {
-          const int len = first + i + 1;  // keys this query may see, itself included
-          const int row = i - (n - out.n_rows);
-          float* p;
-          if (row >= 0) {
-            p = &out.attn[((static_cast<size_t>(l) * H + h) * out.n_rows + row) * seq_len];
-          } else {
-            scratch.resize(static_cast<size_t>(len));
-            p = scratch.data();
+    ws.pool.parallel_for(
+        H,
+        [&](int64_t h0, int64_t h1) {
+          std::vector<float> scratch;
+          for (int64_t h = h0; h < h1; ++h) {
+            for (int i = 0; i < n; ++i) {
+              const int len = first + i + 1;  // keys this query may see, itself included
+              const int row = i - (n - out.n_rows);
+              float* p;
+              if (row >= 0) {
+                p = &out.attn[((static_cast<size_t>(l) * H + h) * out.n_rows + row) * seq_len];
+              } else {
+                scratch.resize(static_cast<size_t>(len));
+                p = scratch.data();
+              }
+              attend(ws.qkv.data() + static_cast<size_t>(i) * 3 * d + h * hd, k_base + h * hd, v_base + h * hd, d, hd,
+                     len, scale, p, ws.att.data() + static_cast<size_t>(i) * d + h * hd);
+              head_flops[static_cast<size_t>(h)] += 4ull * static_cast<uint64_t>(hd) * static_cast<uint64_t>(len);
+            }
           }
-          attend(ws.qkv.data() + static_cast<size_t>(i) * 3 * d + h * hd, k_base + h * hd, v_base + h * hd, d, hd, len,
-                 scale, p, ws.att.data() + static_cast<size_t>(i) * d + h * hd);
-          head_flops[static_cast<size_t>(h)] += 4ull * static_cast<uint64_t>(hd) * static_cast<uint64_t>(len);
-        }
-      }
-    }, 2 * static_cast<int64_t>(n) * (first + n) * d);
+        },
+        2 * static_cast<int64_t>(n) * (first + n) * d);
     uint64_t att_flops = 0;
     for (uint64_t f : head_flops) att_flops += f;
     flops += att_flops;

@@ -21,8 +21,7 @@ struct KVCache {
   // Keeps the first `n` positions (used when forking a generation).
   void truncate(int n);
   uint64_t bytes() const {
-    return 2ull * static_cast<uint64_t>(n_layer) * static_cast<uint64_t>(n_pos) *
-           static_cast<uint64_t>(n_embd) * 4ull;
+    return 2ull * static_cast<uint64_t>(n_layer) * static_cast<uint64_t>(n_pos) * static_cast<uint64_t>(n_embd) * 4ull;
   }
   float* k_row(int layer, int pos) { return &k[(static_cast<size_t>(layer) * capacity + pos) * n_embd]; }
   float* v_row(int layer, int pos) { return &v[(static_cast<size_t>(layer) * capacity + pos) * n_embd]; }
@@ -56,8 +55,8 @@ class Engine {
   // sequence is computed). `keep_all_rows` keeps every new position's
   // attention row (prefill), else only the newest. `all_logits` runs the LM
   // head on every new position (scoring a text, e.g. validation loss).
-  ForwardOutput forward(const std::vector<int>& tokens, int first, KVCache* cache,
-                        bool keep_all_rows, bool all_logits = false);
+  ForwardOutput forward(const std::vector<int>& tokens, int first, KVCache* cache, bool keep_all_rows,
+                        bool all_logits = false);
 
   const Model& model() const { return model_; }
 

@@ -7,15 +7,22 @@
 
 namespace kvscope {
 
-const char* to_string(CacheMode m) { return m == CacheMode::kKV ? "kv_cache" : "no_cache"; }
+const char* to_string(CacheMode m) {
+  return m == CacheMode::kKV ? "kv_cache" : "no_cache";
+}
 
 const char* to_string(StopReason r) {
   switch (r) {
-    case StopReason::kNone: return "";
-    case StopReason::kEos: return "eos";
-    case StopReason::kMaxNew: return "max_new";
-    case StopReason::kContextFull: return "context_full";
-    case StopReason::kStop: return "stop";
+    case StopReason::kNone:
+      return "";
+    case StopReason::kEos:
+      return "eos";
+    case StopReason::kMaxNew:
+      return "max_new";
+    case StopReason::kContextFull:
+      return "context_full";
+    case StopReason::kStop:
+      return "stop";
   }
   return "";
 }
@@ -110,9 +117,11 @@ RecordPtr Generator::step() {
     const size_t src = (static_cast<size_t>(l) * out.n_new + rec->recomputed) * d;
     const size_t dst = static_cast<size_t>(l) * rec->n_kv * d;
     std::copy(out.k.begin() + static_cast<std::ptrdiff_t>(src),
-              out.k.begin() + static_cast<std::ptrdiff_t>(src + rec->n_kv * d), rec->k.begin() + static_cast<std::ptrdiff_t>(dst));
+              out.k.begin() + static_cast<std::ptrdiff_t>(src + rec->n_kv * d),
+              rec->k.begin() + static_cast<std::ptrdiff_t>(dst));
     std::copy(out.v.begin() + static_cast<std::ptrdiff_t>(src),
-              out.v.begin() + static_cast<std::ptrdiff_t>(src + rec->n_kv * d), rec->v.begin() + static_cast<std::ptrdiff_t>(dst));
+              out.v.begin() + static_cast<std::ptrdiff_t>(src + rec->n_kv * d),
+              rec->v.begin() + static_cast<std::ptrdiff_t>(dst));
   }
   computed_upto_ = std::max(computed_upto_, out.seq_len);
 

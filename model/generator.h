@@ -72,12 +72,12 @@ struct StepRecord {
 using RecordPtr = std::shared_ptr<const StepRecord>;
 
 struct GenerateOptions {
-  int max_new = 64;                // new tokens, including the prefill's
-  std::vector<std::string> stop;   // stop strings
+  int max_new = 64;               // new tokens, including the prefill's
+  std::vector<std::string> stop;  // stop strings
   SamplerSettings sampler;
   CacheMode mode = CacheMode::kKV;
-  bool keep_history = true;        // keep every record (the CLI streams and needs none)
-  bool ignore_eos = false;         // keep going past the end-of-text token (soak runs fill the context)
+  bool keep_history = true;  // keep every record (the CLI streams and needs none)
+  bool ignore_eos = false;   // keep going past the end-of-text token (soak runs fill the context)
   // The prefill keeps every prompt row of attention when (layer*head*P*P) f32
   // stays under this; above it only the last row (a 1k-token GPT-2 prompt
   // would otherwise need 600 MB).
@@ -101,7 +101,10 @@ class Generator {
 
   void set_mode(CacheMode m) { opt_.mode = m; }  // from the next step on
   CacheMode mode() const { return opt_.mode; }
-  void set_sampler(const SamplerSettings& s) { sampler_.set_settings(s); opt_.sampler = s; }
+  void set_sampler(const SamplerSettings& s) {
+    sampler_.set_settings(s);
+    opt_.sampler = s;
+  }
   void set_max_new(int n) { opt_.max_new = n; }
 
   // Forks the generation (issue 5, branching): the sequence becomes `prefix`
@@ -143,7 +146,7 @@ class Generator {
   StopReason reason_ = StopReason::kNone;
   uint64_t flops_total_ = 0;
   double ms_total_ = 0;
-  int computed_upto_ = 0;  // positions [0, computed_upto_) have been computed at least once
+  int computed_upto_ = 0;                // positions [0, computed_upto_) have been computed at least once
   size_t stop_cut_ = std::string::npos;  // byte offset of the first stop string in text()
   bool started_ = false;
   int n_forwards_ = 0;  // forwards run in this generation (history_ may be trimmed)

@@ -18,12 +18,18 @@ void softmax(float* p, int len) {
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 
-inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const float* p) {
+  return _mm512_loadu_ps(p);
+}
 inline __m512 load16(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
-inline __m512 load16_tail(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
-inline __m512 load16_tail(const uint16_t* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
+inline __m512 load16_tail(const float* p, __mmask16 m) {
+  return _mm512_maskz_loadu_ps(m, p);
+}
+inline __m512 load16_tail(const uint16_t* p, __mmask16 m) {
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
 
 // Four rows per pass: each load of x feeds four independent FMA chains,
 // which hides the FMA latency a single dot product would wait on.
@@ -66,8 +72,6 @@ void matvec(const T* W, int64_t cols, const float* x, const float* b, float* y, 
   }
 }
 
-
-
 // NC = ceil(hd / 16) 16-float chunks per head slice, the last one masked:
 // the query and the output accumulators then live in registers.
 template <int NC>
@@ -97,7 +101,8 @@ void attend_chunks(const float* q, const float* K, const float* V, int64_t strid
   }
   for (; j < len; ++j) {
     __m512 a0 = _mm512_setzero_ps();
-    for (int c = 0; c < NC; ++c) a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask(c), K + j * stride + 16 * c), qv[c], a0);
+    for (int c = 0; c < NC; ++c)
+      a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask(c), K + j * stride + 16 * c), qv[c], a0);
     p[j] = _mm512_reduce_add_ps(a0) * scale;
   }
   softmax(p, len);
@@ -127,10 +132,18 @@ void attend_chunks(const float* q, const float* K, const float* V, int64_t strid
 
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
-inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-inline float to_f32(float v) { return v; }
-inline float to_f32(uint16_t v) { return f16_to_f32(v); }
+inline __m256 load8(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+inline __m256 load8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline float to_f32(float v) {
+  return v;
+}
+inline float to_f32(uint16_t v) {
+  return f16_to_f32(v);
+}
 
 inline float hsum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -173,8 +186,12 @@ void matvec(const T* W, int64_t cols, const float* x, const float* b, float* y, 
 
 // Portable path (generic x86-64, the sanitizer builds): plain loops the
 // compiler may vectorise.
-inline float to_f32(float v) { return v; }
-inline float to_f32(uint16_t v) { return f16_to_f32(v); }
+inline float to_f32(float v) {
+  return v;
+}
+inline float to_f32(uint16_t v) {
+  return f16_to_f32(v);
+}
 
 template <typename T>
 void matvec(const T* W, int64_t cols, const float* x, const float* b, float* y, int64_t r0, int64_t r1) {
@@ -194,15 +211,20 @@ void attend(const float* q, const float* K, const float* V, int64_t stride, int 
             float* out) {
 #ifdef KVSCOPE_ATTEND_CHUNKS
   switch ((hd + 15) / 16) {
-    case 1: return attend_chunks<1>(q, K, V, stride, hd, len, scale, p, out);
-    case 2: return attend_chunks<2>(q, K, V, stride, hd, len, scale, p, out);
-    case 3: return attend_chunks<3>(q, K, V, stride, hd, len, scale, p, out);
-    case 4: return attend_chunks<4>(q, K, V, stride, hd, len, scale, p, out);
-    default: break;  // wider heads: the Eigen path below
+    case 1:
+      return attend_chunks<1>(q, K, V, stride, hd, len, scale, p, out);
+    case 2:
+      return attend_chunks<2>(q, K, V, stride, hd, len, scale, p, out);
+    case 3:
+      return attend_chunks<3>(q, K, V, stride, hd, len, scale, p, out);
+    case 4:
+      return attend_chunks<4>(q, K, V, stride, hd, len, scale, p, out);
+    default:
+      break;  // wider heads: the Eigen path below
   }
 #endif
-  using Rows = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0,
-                          Eigen::OuterStride<>>;
+  using Rows =
+      Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0, Eigen::OuterStride<>>;
   const Rows Km(K, len, hd, Eigen::OuterStride<>(stride));
   const Rows Vm(V, len, hd, Eigen::OuterStride<>(stride));
   Eigen::Map<Eigen::VectorXf> s(p, len);

@@ -1,8 +1,8 @@
 #include "model.h"
 
 #include <chrono>
-#include <fstream>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "error.h"
@@ -32,8 +32,8 @@ class TensorReader {
       throw Error(st_.origin() + ": missing tensor \"" + full + "\" (expected shape " + shape_str(shape) + ")");
     }
     if (it->second.shape != shape) {
-      throw Error(st_.origin() + ": tensor \"" + full + "\" has shape " + shape_str(it->second.shape) +
-                  ", expected " + shape_str(shape));
+      throw Error(st_.origin() + ": tensor \"" + full + "\" has shape " + shape_str(it->second.shape) + ", expected " +
+                  shape_str(shape));
     }
     const std::string& d = it->second.dtype;
     if (d != "F32" && d != "F16" && d != "BF16") {
@@ -151,8 +151,9 @@ std::shared_ptr<const Model> load_model(const std::string& dir, const LoadContro
   const auto t0 = std::chrono::steady_clock::now();
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
-    throw Error(dir + ": not a directory (expected a GPT-2 folder with config.json, model.safetensors, vocab.json, "
-                      "merges.txt)");
+    throw Error(dir +
+                ": not a directory (expected a GPT-2 folder with config.json, model.safetensors, vocab.json, "
+                "merges.txt)");
   }
   auto m = std::make_shared<Model>();
   m->dir = dir;
@@ -170,9 +171,8 @@ std::shared_ptr<const Model> load_model(const std::string& dir, const LoadContro
     const uint64_t file_bytes = fs::file_size(st_path, ec);
     const Config& c = m->config;
     const uint64_t d = static_cast<uint64_t>(c.n_embd);
-    const uint64_t f32_bytes =
-        4 * (static_cast<uint64_t>(c.vocab_size) * d + static_cast<uint64_t>(c.n_positions) * d +
-             static_cast<uint64_t>(c.n_layer) * (12 * d * d + 13 * d));
+    const uint64_t f32_bytes = 4 * (static_cast<uint64_t>(c.vocab_size) * d + static_cast<uint64_t>(c.n_positions) * d +
+                                    static_cast<uint64_t>(c.n_layer) * (12 * d * d + 13 * d));
     const uint64_t need = file_bytes + f32_bytes + c.kv_bytes_per_token() * static_cast<uint64_t>(c.n_positions);
     const uint64_t avail = available_memory_bytes();
     if (avail && need > avail) {

@@ -3,8 +3,8 @@
 
 #include <Eigen/Core>
 #include <atomic>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,8 +59,8 @@ struct Model {
   Config config;
   Weights weights;
   Tokenizer tokenizer;
-  uint64_t n_params = 0;       // as stored (a tied head counted once)
-  std::string stored_dtype;    // "F32", "F16", "BF16" or "mixed"
+  uint64_t n_params = 0;     // as stored (a tied head counted once)
+  std::string stored_dtype;  // "F32", "F16", "BF16" or "mixed"
   double load_seconds = 0;
 };
 

@@ -67,7 +67,7 @@ uint16_t f32_to_f16(float f) {
   const uint32_t abs = x & 0x7fffffffu;
   if (abs >= 0x7f800000u) return sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u);  // inf / nan
   if (abs >= 0x477ff000u) return sign | 0x7c00u;                                      // overflows to inf
-  if (abs < 0x38800000u) {  // subnormal half (or zero)
+  if (abs < 0x38800000u) {                                                            // subnormal half (or zero)
     const uint32_t shift = 126 - (abs >> 23);
     if (shift > 24) return sign;
     const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;

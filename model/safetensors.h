@@ -9,9 +9,9 @@
 namespace kvscope {
 
 struct TensorInfo {
-  std::string dtype;             // "F32", "F16", "BF16", ...
+  std::string dtype;  // "F32", "F16", "BF16", ...
   std::vector<int64_t> shape;
-  uint64_t begin = 0, end = 0;   // byte offsets into the data section
+  uint64_t begin = 0, end = 0;  // byte offsets into the data section
 };
 
 // Reads a whole .safetensors file; validates the header length, JSON,
@@ -30,8 +30,8 @@ class SafeTensors {
 
  private:
   std::string origin_;
-  std::string bytes_;        // whole file
-  uint64_t data_offset_ = 0; // 8 + header length
+  std::string bytes_;         // whole file
+  uint64_t data_offset_ = 0;  // 8 + header length
   std::map<std::string, TensorInfo> tensors_;
 };
 

@@ -61,7 +61,9 @@ std::vector<int> kept_indices(const std::vector<float>& probs, int top_k, float 
   return idx;
 }
 
-Sampler::Sampler(const SamplerSettings& s) { set_settings(s); }
+Sampler::Sampler(const SamplerSettings& s) {
+  set_settings(s);
+}
 
 void Sampler::set_settings(const SamplerSettings& s) {
   if (!s.greedy && !(s.temperature > 0)) throw Error("sampler: temperature must be > 0 (use greedy for 0)");

@@ -10,9 +10,9 @@ namespace kvscope {
 
 struct SamplerSettings {
   bool greedy = true;
-  float temperature = 1.0f;      // > 0
-  int top_k = 0;                 // 0 = off
-  float top_p = 1.0f;            // (0, 1]; 1 = off
+  float temperature = 1.0f;         // > 0
+  int top_k = 0;                    // 0 = off
+  float top_p = 1.0f;               // (0, 1]; 1 = off
   float repetition_penalty = 1.0f;  // >= 1 usually; 1 = off
   uint64_t seed = 0;
 };
@@ -24,9 +24,9 @@ struct Candidate {
 
 struct SampleResult {
   int token = 0;
-  float prob = 0;               // probability of `token` in `dist`
-  std::vector<Candidate> top;   // best first
-  float draw = -1;              // the uniform number used, -1 when greedy
+  float prob = 0;              // probability of `token` in `dist`
+  std::vector<Candidate> top;  // best first
+  float draw = -1;             // the uniform number used, -1 when greedy
 };
 
 class Sampler {
@@ -36,8 +36,7 @@ class Sampler {
   const SamplerSettings& settings() const { return s_; }
 
   // `history` = every token of the sequence so far (for the penalty).
-  SampleResult sample(const std::vector<float>& logits, const std::vector<int>& history,
-                      int n_top = 10);
+  SampleResult sample(const std::vector<float>& logits, const std::vector<int>& history, int n_top = 10);
 
  private:
   SamplerSettings s_;
@@ -45,8 +44,7 @@ class Sampler {
 };
 
 // Pure helpers (tested on their own).
-void apply_repetition_penalty(std::vector<float>& logits, const std::vector<int>& history,
-                              float penalty);
+void apply_repetition_penalty(std::vector<float>& logits, const std::vector<int>& history, float penalty);
 std::vector<float> softmax(const std::vector<float>& logits, float temperature = 1.0f);
 // Indices kept by top-k then top-p over `probs`, best first.
 std::vector<int> kept_indices(const std::vector<float>& probs, int top_k, float top_p);

@@ -70,8 +70,7 @@ void ThreadPool::worker_loop(int index) {
   for (;;) {
     // Spin briefly for the next job, then sleep until woken.
     const auto t0 = std::chrono::steady_clock::now();
-    while (generation_.load(std::memory_order_acquire) == seen &&
-           std::chrono::steady_clock::now() - t0 < kSpin) {
+    while (generation_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() - t0 < kSpin) {
     }
     const std::function<void(int64_t, int64_t)>* job;
     int64_t n;

@@ -12,13 +12,20 @@ std::atomic<int64_t> g_created[kNumObjectKinds], g_deleted[kNumObjectKinds];
 
 const char* to_string(ObjectKind k) {
   switch (k) {
-    case ObjectKind::kBuffer: return "buffers";
-    case ObjectKind::kVertexArray: return "vertex arrays";
-    case ObjectKind::kShader: return "shaders";
-    case ObjectKind::kProgram: return "programs";
-    case ObjectKind::kFramebuffer: return "framebuffers";
-    case ObjectKind::kRenderbuffer: return "renderbuffers";
-    case ObjectKind::kTexture: return "textures";
+    case ObjectKind::kBuffer:
+      return "buffers";
+    case ObjectKind::kVertexArray:
+      return "vertex arrays";
+    case ObjectKind::kShader:
+      return "shaders";
+    case ObjectKind::kProgram:
+      return "programs";
+    case ObjectKind::kFramebuffer:
+      return "framebuffers";
+    case ObjectKind::kRenderbuffer:
+      return "renderbuffers";
+    case ObjectKind::kTexture:
+      return "textures";
   }
   return "?";
 }

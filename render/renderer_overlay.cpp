@@ -362,8 +362,7 @@ ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 siz
         dl->AddRect(a, b, to_imcolor(e.c), 0.0f, 0, 1.5f);
         break;
     }
-    dl->AddText(f, fs, ImVec2(b.x + pad, slot.y + (row - fs) * 0.5f), IM_COL32(220, 225, 235, 255),
-                e.text);
+    dl->AddText(f, fs, ImVec2(b.x + pad, slot.y + (row - fs) * 0.5f), IM_COL32(220, 225, 235, 255), e.text);
   }
   return ImVec4(p0.x, p0.y, p0.x + box.x, p0.y + box.y);
 }

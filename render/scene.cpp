@@ -30,16 +30,16 @@ void set_palette(bool colour_blind) {
     // red/green pair carries meaning, and every pair differs in lightness.
     kBackground = {0.020f, 0.024f, 0.040f};
     kPromptToken = {0.55f, 0.58f, 0.66f};
-    kGeneratedToken = {0.90f, 0.62f, 0.00f};   // orange
-    kNewToken = {0.94f, 0.89f, 0.26f};         // yellow
+    kGeneratedToken = {0.90f, 0.62f, 0.00f};  // orange
+    kNewToken = {0.94f, 0.89f, 0.26f};        // yellow
     kCacheLow = {0.00f, 0.27f, 0.45f};
-    kCacheHigh = {0.34f, 0.71f, 0.91f};        // sky blue
-    kNewKV = {0.25f, 0.80f, 0.62f};            // bluish green, lighter than the vermillion
+    kCacheHigh = {0.34f, 0.71f, 0.91f};  // sky blue
+    kNewKV = {0.25f, 0.80f, 0.62f};      // bluish green, lighter than the vermillion
     kPrefill = {0.94f, 0.89f, 0.26f};
-    kRefill = {0.80f, 0.47f, 0.65f};           // reddish purple
-    kRecomputed = {0.84f, 0.37f, 0.00f};       // vermillion
+    kRefill = {0.80f, 0.47f, 0.65f};      // reddish purple
+    kRecomputed = {0.84f, 0.37f, 0.00f};  // vermillion
     kEmpty = {0.45f, 0.47f, 0.52f};
-    kBeam = {1.00f, 1.00f, 1.00f};             // white: brightness = weight
+    kBeam = {1.00f, 1.00f, 1.00f};  // white: brightness = weight
     kHead = {0.80f, 0.47f, 0.65f};
   } else {
     kBackground = {0.030f, 0.035f, 0.055f};

@@ -4,8 +4,8 @@
 // own copy of these inline functions.
 #pragma once
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -26,8 +26,12 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 // Debian's interpreter: the default python3 (pyenv) cannot see python3-numpy.
-inline const char* python() { return "/usr/bin/python3"; }
-inline std::string numpy_ref_script() { return std::string(KVSCOPE_SOURCE_DIR) + "/tools/numpy_ref.py"; }
+inline const char* python() {
+  return "/usr/bin/python3";
+}
+inline std::string numpy_ref_script() {
+  return std::string(KVSCOPE_SOURCE_DIR) + "/tools/numpy_ref.py";
+}
 
 inline std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -43,7 +47,9 @@ inline void write_file(const std::string& path, const std::string& bytes) {
   f << bytes;
 }
 
-inline json read_json(const std::string& path) { return json::parse(read_file(path)); }
+inline json read_json(const std::string& path) {
+  return json::parse(read_file(path));
+}
 
 inline std::string shell_quote(const std::string& s) {
   std::string q = "'";
@@ -54,8 +60,8 @@ inline std::string shell_quote(const std::string& s) {
 // Runs `python3 numpy_ref.py <args>`; throws with the script's output when it fails,
 // so a broken reference is a loud test failure, never a silent skip.
 inline void run_numpy_ref(const std::string& args, const std::string& log_path) {
-  const std::string cmd = std::string(python()) + " " + shell_quote(numpy_ref_script()) + " " + args +
-                          " > " + shell_quote(log_path) + " 2>&1";
+  const std::string cmd = std::string(python()) + " " + shell_quote(numpy_ref_script()) + " " + args + " > " +
+                          shell_quote(log_path) + " 2>&1";
   const int rc = std::system(cmd.c_str());
   if (rc != 0) {
     std::string log;
@@ -63,8 +69,7 @@ inline void run_numpy_ref(const std::string& args, const std::string& log_path) 
       log = read_file(log_path);
     } catch (...) {
     }
-    throw std::runtime_error("tools/numpy_ref.py failed (exit " + std::to_string(rc) + "): " + cmd +
-                             "\n" + log);
+    throw std::runtime_error("tools/numpy_ref.py failed (exit " + std::to_string(rc) + "): " + cmd + "\n" + log);
   }
 }
 
@@ -144,7 +149,9 @@ inline const std::string& suite_dir() {
   return dir;
 }
 
-inline std::string suite_checkpoint(const std::string& name) { return suite_dir() + "/" + name; }
+inline std::string suite_checkpoint(const std::string& name) {
+  return suite_dir() + "/" + name;
+}
 
 // Copies the files of checkpoint `name` into `dest` (to corrupt or edit them).
 inline void copy_checkpoint(const std::string& name, const std::string& dest) {

@@ -340,7 +340,8 @@ TEST_F(TeachPixels, HeatmapCellsShowEveryRowsRealAttentionWeight) {
   EXPECT_EQ(checked, L * H * S * S);
   // Hover: the cell names the query, key and the real weight.
   const int l = 2, hd = 1, q = 6, k = 3;
-  const ImVec2 m(p0.x + label_w + hd * (cell + gap) + (k + 0.5f) * bs, p0.y + label_h + l * (cell + gap) + (q + 0.5f) * bs);
+  const ImVec2 m(p0.x + label_w + hd * (cell + gap) + (k + 0.5f) * bs,
+                 p0.y + label_h + l * (cell + gap) + (q + 0.5f) * bs);
   HeatmapHit hit;
   draw2d([&](ImDrawList* dl) { hit = draw_heatmap_grid(dl, p0, size, h, 2, l, hd, m, ImGui::GetFont(), fs); });
   EXPECT_EQ(hit.layer, l);

@@ -86,7 +86,9 @@ std::string join_st(const std::string& header_text, const std::string& data) {
   return out + header_text + data;
 }
 
-std::string join_st(const St& st) { return join_st(st.header.dump(), st.data); }
+std::string join_st(const St& st) {
+  return join_st(st.header.dump(), st.data);
+}
 
 class BadInputs : public ::testing::Test {
  protected:
@@ -134,7 +136,8 @@ TEST_F(BadInputs, ValidBaseLoads) {
 TEST_F(BadInputs, TruncatedSafetensors) {
   const std::string file_word = "model.safetensors";
   const std::string cut = base_.substr(0, base_.size() * 6 / 10);
-  expect_load_error(folder("trunc", &cut), {{file_word}, {"truncat", "beyond", "past", "end", "range", "exceed", "bound", "short"}},
+  expect_load_error(folder("trunc", &cut),
+                    {{file_word}, {"truncat", "beyond", "past", "end", "range", "exceed", "bound", "short"}},
                     "data truncated");
   expect_st_error(cut, {}, "data truncated (from_bytes)");
   const std::string cut1 = base_.substr(0, base_.size() - 1);
@@ -231,8 +234,8 @@ TEST_F(BadInputs, ShapeMismatch) {
   const std::string name = "transformer.h.0.mlp.c_fc.weight";  // Conv1D (d, 4d)
   St st = st_;
   st.header[name]["shape"] = json::array({4 * d_, d_});  // transposed: same bytes, wrong layout
-  expect_load_error(folder_with("shape", st), {{"model.safetensors"}, {name, "h.0.mlp.c_fc.weight"}, {"expected"},
-                                               {std::to_string(4 * d_)}},
+  expect_load_error(folder_with("shape", st),
+                    {{"model.safetensors"}, {name, "h.0.mlp.c_fc.weight"}, {"expected"}, {std::to_string(4 * d_)}},
                     "transposed c_fc");
   // Config and weights disagree: n_positions larger than wpe.
   const std::string dir = folder("ctx");
@@ -254,7 +257,8 @@ TEST_F(BadInputs, MissingTensor) {
     St st = st_;
     st.header.erase(name);
     const std::string bare = name.substr(std::strlen("transformer."));
-    expect_load_error(folder_with("missing", st), {{"model.safetensors"}, {bare}, {"missing", "not found", "absent", "no tensor"}},
+    expect_load_error(folder_with("missing", st),
+                      {{"model.safetensors"}, {bare}, {"missing", "not found", "absent", "no tensor"}},
                       "missing " + name);
   }
 }

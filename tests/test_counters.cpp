@@ -35,7 +35,9 @@ uint64_t expected_kv_bytes(const Config& c, int positions) {
   return 2ull * c.n_layer * static_cast<uint64_t>(positions) * c.n_embd * 4ull;
 }
 
-std::shared_ptr<const Model> model(const char* name) { return load_model(testutil::suite_checkpoint(name)); }
+std::shared_ptr<const Model> model(const char* name) {
+  return load_model(testutil::suite_checkpoint(name));
+}
 
 std::vector<int> prompt_of(const char* name) {
   const auto suite = testutil::read_json(testutil::suite_dir() + "/suite.json");
@@ -214,9 +216,8 @@ TEST(Counters, PrefillNoCacheThenKV) {
 std::vector<int> generate_tokens(const char* name, GenerateOptions opt, const std::vector<int>& pattern) {
   auto m = model(name);
   Generator gen(m);
-  auto recs = run(gen, prompt_of(name), opt, [&](int s) {
-    return pattern[s % pattern.size()] ? CacheMode::kNoCache : CacheMode::kKV;
-  });
+  auto recs = run(gen, prompt_of(name), opt,
+                  [&](int s) { return pattern[s % pattern.size()] ? CacheMode::kNoCache : CacheMode::kKV; });
   return tokens_of(recs);
 }
 
@@ -447,8 +448,8 @@ TEST(Counters, CliBenchJsonReportsConventionAndTraffic) {
   }
   // The by-hand byte count of test_teach, for this F16 checkpoint at T = 9.
   const uint64_t d = static_cast<uint64_t>(c.n_embd), L = static_cast<uint64_t>(c.n_layer);
-  EXPECT_EQ(forward_read_bytes(*m, 9),
-            L * (12 * d * d * 2 + 13 * d * 4) + static_cast<uint64_t>(c.vocab_size) * d * 2 + 4 * d * 4 + 2 * L * 9 * d * 4);
+  EXPECT_EQ(forward_read_bytes(*m, 9), L * (12 * d * d * 2 + 13 * d * 4) + static_cast<uint64_t>(c.vocab_size) * d * 2 +
+                                           4 * d * 4 + 2 * L * 9 * d * 4);
 }
 
 }  // namespace

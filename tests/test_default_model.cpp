@@ -20,7 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string model_dir() { return std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/kvscope-tiny"; }
+std::string model_dir() {
+  return std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/kvscope-tiny";
+}
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

@@ -55,16 +55,25 @@ void replay(const std::string& target, const std::function<std::string(const std
   }
 }
 
-TEST(FuzzRegressions, Safetensors) { replay("safetensors", fuzz::check_safetensors, 2); }
+TEST(FuzzRegressions, Safetensors) {
+  replay("safetensors", fuzz::check_safetensors, 2);
+}
 
-TEST(FuzzRegressions, Config) { replay("config", fuzz::check_config, 3); }
+TEST(FuzzRegressions, Config) {
+  replay("config", fuzz::check_config, 3);
+}
 
-TEST(FuzzRegressions, TokenizerFiles) { replay("tokenizer_files", fuzz::check_tokenizer_files, 0); }
+TEST(FuzzRegressions, TokenizerFiles) {
+  replay("tokenizer_files", fuzz::check_tokenizer_files, 0);
+}
 
-TEST(FuzzRegressions, TokenizerText) { replay("tokenizer_text", fuzz::check_tokenizer_text, 0); }
+TEST(FuzzRegressions, TokenizerText) {
+  replay("tokenizer_text", fuzz::check_tokenizer_text, 0);
+}
 
 TEST(FuzzRegressions, Cli) {
-  replay("cli", [](const std::string& in) { return fuzz::check_cli(in); }, 0);
+  replay(
+      "cli", [](const std::string& in) { return fuzz::check_cli(in); }, 0);
 }
 
 // The oracles themselves: a check that cannot fail proves nothing.
@@ -80,10 +89,10 @@ TEST(FuzzRegressions, OraclesCatchViolations) {
   EXPECT_EQ(fuzz::ref_f16(0x7bff), 65504.0f);
   EXPECT_EQ(fuzz::ref_f32_to_f16(65504.0f), 0x7bff);
   EXPECT_EQ(fuzz::ref_f32_to_f16(65519.0f), 0x7bff);
-  EXPECT_EQ(fuzz::ref_f32_to_f16(65520.0f), 0x7c00);                 // tie rounds to even = inf
-  EXPECT_EQ(fuzz::ref_f32_to_f16(1.0f + 1.0f / 2048), 0x3c00);       // tie between 0x3c00 and 0x3c01 -> even
-  EXPECT_EQ(fuzz::ref_f32_to_f16(1.0f + 3.0f / 2048), 0x3c02);       // tie between 0x3c01 and 0x3c02 -> even
-  EXPECT_EQ(fuzz::ref_f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);    // half the smallest subnormal -> 0 (even)
+  EXPECT_EQ(fuzz::ref_f32_to_f16(65520.0f), 0x7c00);               // tie rounds to even = inf
+  EXPECT_EQ(fuzz::ref_f32_to_f16(1.0f + 1.0f / 2048), 0x3c00);     // tie between 0x3c00 and 0x3c01 -> even
+  EXPECT_EQ(fuzz::ref_f32_to_f16(1.0f + 3.0f / 2048), 0x3c02);     // tie between 0x3c01 and 0x3c02 -> even
+  EXPECT_EQ(fuzz::ref_f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);  // half the smallest subnormal -> 0 (even)
   EXPECT_EQ(fuzz::ref_f32_to_f16(std::ldexp(1.5f, -25)), 0x0001);
   EXPECT_EQ(fuzz::ref_f32_to_f16(-0.0f), 0x8000);
   // f32_to_f16 (used for F16 checkpoints) against the reference on every half value and its midpoints.

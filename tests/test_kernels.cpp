@@ -89,7 +89,8 @@ TEST(Kernels, AttendMatchesSoftmaxOfScaledDotProducts) {
       }
       for (int e = 0; e < hd; ++e) {
         double v = 0;
-        for (int j = 0; j < len; ++j) v += s[static_cast<size_t>(j)] / sum * V[static_cast<size_t>(j) * stride + h * hd + e];
+        for (int j = 0; j < len; ++j)
+          v += s[static_cast<size_t>(j)] / sum * V[static_cast<size_t>(j) * stride + h * hd + e];
         EXPECT_NEAR(o[static_cast<size_t>(e)], v, 1e-5) << "hd " << hd << " len " << len << " e " << e;
       }
       EXPECT_EQ(o[static_cast<size_t>(hd)], -7.0f) << "wrote past the head slice, hd " << hd;

@@ -70,7 +70,7 @@ TEST(Loader, HalfRoundTripIsExactForEveryF16Value) {
     if (std::isnan(f)) continue;
     ASSERT_EQ(f32_to_f16(f), h) << std::hex << h;
   }
-  EXPECT_EQ(f32_to_f16(1e6f), 0x7c00u);       // overflow -> inf
+  EXPECT_EQ(f32_to_f16(1e6f), 0x7c00u);          // overflow -> inf
   EXPECT_EQ(f32_to_f16(1.0f + 1e-4f), 0x3c00u);  // rounds to nearest
 }
 

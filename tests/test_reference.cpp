@@ -29,7 +29,7 @@ constexpr double kTol = 1e-4;
 
 // Must equal numpy_ref.py's SUITE (checked by SuiteListsExpectedCheckpoints).
 const char* const kCheckpoints[] = {
-    "l2h2d32_f32_prefix_buffers", "l3h4d48_f16_noprefix", "l1h1d16_bf16_untied",
+    "l2h2d32_f32_prefix_buffers",   "l3h4d48_f16_noprefix",          "l1h1d16_bf16_untied",
     "l2h4d64_f16_prefix_u8buffers", "l2h2d32_bf16_noprefix_buffers",
 };
 
@@ -87,7 +87,9 @@ RefCase load_case(const std::string& name) {
   throw std::runtime_error("checkpoint " + name + " not in suite.json");
 }
 
-int cfg_int(const json& c, const char* k) { return c.at(k).get<int>(); }
+int cfg_int(const json& c, const char* k) {
+  return c.at(k).get<int>();
+}
 
 // Max |a - b| over two equally long ranges; sets `at` to the worst index.
 template <class A, class B>
@@ -178,24 +180,31 @@ enum class Schedule { kKV, kNoCache, kSwitch, kSwitchFromNoCache };
 
 CacheMode mode_at(Schedule sc, int s) {
   switch (sc) {
-    case Schedule::kKV: return CacheMode::kKV;
-    case Schedule::kNoCache: return CacheMode::kNoCache;
+    case Schedule::kKV:
+      return CacheMode::kKV;
+    case Schedule::kNoCache:
+      return CacheMode::kNoCache;
     // KV prefill, then NO CACHE for a few steps, back to KV (a refill), ...
     case Schedule::kSwitch: {
       static const int pattern[] = {0, 0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 1, 0};
       return pattern[s % 13] ? CacheMode::kNoCache : CacheMode::kKV;
     }
-    case Schedule::kSwitchFromNoCache: return (s / 4) % 2 == 0 ? CacheMode::kNoCache : CacheMode::kKV;
+    case Schedule::kSwitchFromNoCache:
+      return (s / 4) % 2 == 0 ? CacheMode::kNoCache : CacheMode::kKV;
   }
   return CacheMode::kKV;
 }
 
 const char* schedule_name(Schedule sc) {
   switch (sc) {
-    case Schedule::kKV: return "kv_cache";
-    case Schedule::kNoCache: return "no_cache";
-    case Schedule::kSwitch: return "switching";
-    case Schedule::kSwitchFromNoCache: return "switching_from_no_cache";
+    case Schedule::kKV:
+      return "kv_cache";
+    case Schedule::kNoCache:
+      return "no_cache";
+    case Schedule::kSwitch:
+      return "switching";
+    case Schedule::kSwitchFromNoCache:
+      return "switching_from_no_cache";
   }
   return "?";
 }
@@ -352,9 +361,15 @@ TEST_P(ReferenceP, EngineLogitsBothModes) {
   }
 }
 
-TEST_P(ReferenceP, GreedyKVCache) { run_generator_against_reference(GetParam(), Schedule::kKV); }
-TEST_P(ReferenceP, GreedyNoCache) { run_generator_against_reference(GetParam(), Schedule::kNoCache); }
-TEST_P(ReferenceP, GreedySwitchingModes) { run_generator_against_reference(GetParam(), Schedule::kSwitch); }
+TEST_P(ReferenceP, GreedyKVCache) {
+  run_generator_against_reference(GetParam(), Schedule::kKV);
+}
+TEST_P(ReferenceP, GreedyNoCache) {
+  run_generator_against_reference(GetParam(), Schedule::kNoCache);
+}
+TEST_P(ReferenceP, GreedySwitchingModes) {
+  run_generator_against_reference(GetParam(), Schedule::kSwitch);
+}
 TEST_P(ReferenceP, GreedySwitchingFromNoCache) {
   run_generator_against_reference(GetParam(), Schedule::kSwitchFromNoCache);
 }
@@ -367,8 +382,9 @@ INSTANTIATE_TEST_SUITE_P(NumpyRef, ReferenceP, ::testing::ValuesIn(kCheckpoints)
 TEST(Reference, RefModeOnFreshCheckpoint) {
   testutil::TempDir tmp("ref-mode");
   const std::string dir = tmp / "ckpt";
-  testutil::run_numpy_ref("make --out " + dir + " --layers 2 --heads 4 --embd 24 --ctx 40 --vocab 280 --dtype F16 "
-                          "--untied --buffers --no-prefix --seed 7",
+  testutil::run_numpy_ref("make --out " + dir +
+                              " --layers 2 --heads 4 --embd 24 --ctx 40 --vocab 280 --dtype F16 "
+                              "--untied --buffers --no-prefix --seed 7",
                           tmp / "make.log");
   const std::vector<int> prompt = {3, 141, 59, 26, 5, 35};
   testutil::run_numpy_ref("ref --model " + dir + " --prompt 3,141,59,26,5,35 --steps 12 --out " + (tmp / "ref.json"),
@@ -465,7 +481,7 @@ TEST(Reference, HalfFloatConversions) {
   EXPECT_EQ(f16_to_f32(0x7BFF), 65504.0f);
   EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
   EXPECT_EQ(f16_to_f32(0x03FF), std::ldexp(1023.0f, -24));
-  EXPECT_EQ(f16_to_f32(0x0400), std::ldexp(1.0f, -14));  // smallest normal
+  EXPECT_EQ(f16_to_f32(0x0400), std::ldexp(1.0f, -14));             // smallest normal
   EXPECT_EQ(f16_to_f32(0x3555), 0.25f * (1.0f + 0x155 / 1024.0f));  // exponent 13 - 15, mantissa 0x155
   EXPECT_TRUE(std::isinf(f16_to_f32(0x7C00)));
   EXPECT_TRUE(std::signbit(f16_to_f32(0x8000)));
@@ -486,10 +502,12 @@ TEST(Reference, WeightsTransposedFromConv1D) {
   const std::vector<float> c_attn = st.to_f32("transformer.h.1.attn.c_attn.weight");  // (d, 3d)
   ASSERT_EQ(c_attn.size(), static_cast<size_t>(d) * 3 * d);
   for (int i = 0; i < d; ++i)
-    for (int o = 0; o < 3 * d; ++o) ASSERT_EQ(m->weights.layers[1].attn_w_t(o, i), c_attn[static_cast<size_t>(i) * 3 * d + o]);
+    for (int o = 0; o < 3 * d; ++o)
+      ASSERT_EQ(m->weights.layers[1].attn_w_t(o, i), c_attn[static_cast<size_t>(i) * 3 * d + o]);
   const std::vector<float> fc = st.to_f32("transformer.h.0.mlp.c_fc.weight");  // (d, 4d)
   for (int i = 0; i < d; ++i)
-    for (int o = 0; o < 4 * d; ++o) ASSERT_EQ(m->weights.layers[0].fc_w_t(o, i), fc[static_cast<size_t>(i) * 4 * d + o]);
+    for (int o = 0; o < 4 * d; ++o)
+      ASSERT_EQ(m->weights.layers[0].fc_w_t(o, i), fc[static_cast<size_t>(i) * 4 * d + o]);
   const std::vector<float> wte = st.to_f32("transformer.wte.weight");
   for (int r = 0; r < m->config.vocab_size; ++r)
     for (int j = 0; j < d; ++j) ASSERT_EQ(m->weights.wte(r, j), wte[static_cast<size_t>(r) * d + j]);

@@ -46,7 +46,8 @@ void expect_error(F f, const std::vector<std::string>& needles, const std::strin
     ADD_FAILURE() << what << ": no error";
   } catch (const Error& e) {
     const std::string msg = e.what();
-    for (const std::string& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << what << ": \"" << msg << "\" lacks \"" << n << "\"";
+    for (const std::string& n : needles)
+      EXPECT_NE(msg.find(n), std::string::npos) << what << ": \"" << msg << "\" lacks \"" << n << "\"";
   }
 }
 
@@ -79,7 +80,8 @@ const std::string& teach_checkpoint() {
     fs::remove(root / ("teach-log-" + std::to_string(getpid()) + ".txt"), ec);
     fs::rename(tmp, final_dir, ec);
     if (ec) fs::remove_all(tmp, ec);  // another process published it first
-    if (!fs::exists(final_dir / "config.json")) throw std::runtime_error("teach checkpoint missing: " + final_dir.string());
+    if (!fs::exists(final_dir / "config.json"))
+      throw std::runtime_error("teach checkpoint missing: " + final_dir.string());
     return final_dir.string();
   }();
   return dir;
@@ -167,12 +169,12 @@ TEST(KvCalc, PublishedConfigsByHand) {
     uint64_t fp16_per_token;  // 2 * layers * kv * hd * 2, multiplied out by hand
   };
   const Hand hand[] = {
-      {"GPT-2 small", 12, 12, 12, 64, 768, 0, 36864},          // 2*12*12*64*2
-      {"GPT-2 medium", 24, 16, 16, 64, 1024, 0, 98304},        // 2*24*16*64*2
-      {"GPT-2 XL", 48, 25, 25, 64, 1600, 0, 307200},           // 2*48*25*64*2
+      {"GPT-2 small", 12, 12, 12, 64, 768, 0, 36864},    // 2*12*12*64*2
+      {"GPT-2 medium", 24, 16, 16, 64, 1024, 0, 98304},  // 2*24*16*64*2
+      {"GPT-2 XL", 48, 25, 25, 64, 1600, 0, 307200},     // 2*48*25*64*2
       {"32-layer 4096-wide MHA (Llama-2-7B)", 32, 32, 32, 128, 4096, 0, 524288},
-      {"Llama-3-8B", 32, 32, 8, 128, 4096, 0, 131072},         // 2*32*8*128*2
-      {"Llama-3-70B", 80, 64, 8, 128, 8192, 0, 327680},        // 2*80*8*128*2
+      {"Llama-3-8B", 32, 32, 8, 128, 4096, 0, 131072},   // 2*32*8*128*2
+      {"Llama-3-70B", 80, 64, 8, 128, 8192, 0, 327680},  // 2*80*8*128*2
       {"Mistral-7B v0.1", 32, 32, 8, 128, 4096, 4096, 131072},
   };
   for (const Hand& h : hand) {
@@ -192,7 +194,7 @@ TEST(KvCalc, PublishedConfigsByHand) {
     EXPECT_EQ(kv_bytes_per_token(m, KvDtype::kInt4), h.fp16_per_token / 4) << h.name;
   }
   // A few cache sizes multiplied out by hand.
-  EXPECT_EQ(kv_cache_bytes(find_spec(all, "GPT-2 small"), 1024, KvDtype::kF32), 75497472u);  // 73728 * 1024
+  EXPECT_EQ(kv_cache_bytes(find_spec(all, "GPT-2 small"), 1024, KvDtype::kF32), 75497472u);   // 73728 * 1024
   EXPECT_EQ(kv_cache_bytes(find_spec(all, "Llama-3-8B"), 8192, KvDtype::kF16), 1073741824u);  // 1 GiB
   EXPECT_EQ(kv_cache_bytes(find_spec(all, "Llama-3-70B"), 1000000, KvDtype::kF16), 327680000000ull);
   // Mistral's window: at 100K tokens the cache holds 4096 positions, 512 MiB.
@@ -211,7 +213,8 @@ TEST(KvCalc, PublishedConfigsByHand) {
 uint64_t gpt2_params(uint64_t L, uint64_t d) {
   const uint64_t V = 50257, ctx = 1024;
   // wte + wpe + per layer (2 LN, c_attn, c_proj, 2 LN, c_fc, mlp c_proj) + ln_f; head tied.
-  return V * d + ctx * d + L * (4 * d + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) + (4 * d * d + d)) + 2 * d;
+  return V * d + ctx * d + L * (4 * d + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) + (4 * d * d + d)) +
+         2 * d;
 }
 uint64_t llama_params(uint64_t L, uint64_t d, uint64_t kv_dim, uint64_t inter, uint64_t V) {
   // embed + untied head + per layer (q, k, v, o, gate/up/down, 2 RMSNorm) + final norm.
@@ -299,7 +302,8 @@ TEST(KvCalc, DtypeNames) {
 }
 
 TEST(KvCalc, LoaderErrorsNameFileAndField) {
-  expect_error([] { load_kv_configs("/nonexistent/kv.json"); }, {"/nonexistent/kv.json", "cannot open"}, "missing file");
+  expect_error([] { load_kv_configs("/nonexistent/kv.json"); }, {"/nonexistent/kv.json", "cannot open"},
+               "missing file");
   const std::string good =
       R"({"name": "X", "layers": 2, "query_heads": 4, "kv_heads": 2, "head_dim": 8, "hidden": 32,
           "context": 64, "params": 1000, "source": "https://example.org/config.json"})";
@@ -315,14 +319,19 @@ TEST(KvCalc, LoaderErrorsNameFileAndField) {
   };
   expect_error([&] { parse_kv_configs("not json", "kv.json"); }, {"kv.json", "not valid JSON"}, "bad json");
   expect_error([&] { parse_kv_configs("{}", "kv.json"); }, {"kv.json", "configs"}, "no configs");
-  expect_error([&] { parse_kv_configs(with("kv_heads", ""), "kv.json"); }, {"kv.json", "configs[0]", "\"X\"", "kv_heads", "missing"},
-               "missing kv_heads");
-  expect_error([&] { parse_kv_configs(with("layers", "\"32\""), "kv.json"); }, {"kv.json", "layers", "integer"}, "string layers");
-  expect_error([&] { parse_kv_configs(with("head_dim", "0"), "kv.json"); }, {"kv.json", "head_dim", "out of range"}, "zero head_dim");
-  expect_error([&] { parse_kv_configs(with("kv_heads", "3"), "kv.json"); }, {"kv.json", "kv_heads", "divide"}, "kv_heads 3 of 4");
+  expect_error([&] { parse_kv_configs(with("kv_heads", ""), "kv.json"); },
+               {"kv.json", "configs[0]", "\"X\"", "kv_heads", "missing"}, "missing kv_heads");
+  expect_error([&] { parse_kv_configs(with("layers", "\"32\""), "kv.json"); }, {"kv.json", "layers", "integer"},
+               "string layers");
+  expect_error([&] { parse_kv_configs(with("head_dim", "0"), "kv.json"); }, {"kv.json", "head_dim", "out of range"},
+               "zero head_dim");
+  expect_error([&] { parse_kv_configs(with("kv_heads", "3"), "kv.json"); }, {"kv.json", "kv_heads", "divide"},
+               "kv_heads 3 of 4");
   expect_error([&] { parse_kv_configs(with("params", "-5"), "kv.json"); }, {"kv.json", "params"}, "negative params");
-  expect_error([&] { parse_kv_configs(with("source", "\"my notes\""), "kv.json"); }, {"kv.json", "source", "https://"}, "bad source");
-  expect_error([&] { parse_kv_configs(with("sliding_window", "-1"), "kv.json"); }, {"kv.json", "sliding_window"}, "bad window");
+  expect_error([&] { parse_kv_configs(with("source", "\"my notes\""), "kv.json"); }, {"kv.json", "source", "https://"},
+               "bad source");
+  expect_error([&] { parse_kv_configs(with("sliding_window", "-1"), "kv.json"); }, {"kv.json", "sliding_window"},
+               "bad window");
   expect_error([&] { parse_kv_configs("{\"configs\": [" + good + "," + good + "]}", "kv.json"); },
                {"kv.json", "configs[1]", "name", "repeats"}, "duplicate");
 }
@@ -426,9 +435,9 @@ TEST(Sampling, HandExample) {
 }
 
 TEST(Sampling, StagesAgainstIndependentReference) {
-  const std::vector<SamplerSettings> settings = {
-      sampled(3, 1.0f, 0, 1.0f, 1.0f),  sampled(4, 0.7f, 50, 1.0f, 1.0f), sampled(5, 1.3f, 0, 0.8f, 1.0f),
-      sampled(6, 0.9f, 40, 0.9f, 1.3f), sampled(7, 0.5f, 5, 0.5f, 2.0f),  sampled(8, 2.0f, 200, 0.95f, 1.1f)};
+  const std::vector<SamplerSettings> settings = {sampled(3, 1.0f, 0, 1.0f, 1.0f), sampled(4, 0.7f, 50, 1.0f, 1.0f),
+                                                 sampled(5, 1.3f, 0, 0.8f, 1.0f), sampled(6, 0.9f, 40, 0.9f, 1.3f),
+                                                 sampled(7, 0.5f, 5, 0.5f, 2.0f), sampled(8, 2.0f, 200, 0.95f, 1.1f)};
   for (size_t si = 0; si < settings.size(); ++si) {
     for (uint32_t seed = 0; seed < 5; ++seed) {
       const std::vector<float> l = random_logits(500, 100 + seed);
@@ -446,8 +455,10 @@ TEST(Sampling, StagesAgainstIndependentReference) {
       EXPECT_EQ(e.n_top_k, static_cast<int>(ref.topk.size())) << where;
       double cut_k = 0, cut_p = 0;
       for (size_t i = 0; i < l.size(); ++i) {
-        if (!ref.topk.count(static_cast<int>(i))) cut_k += ref.pt[i];
-        else if (!ref.kept.count(static_cast<int>(i))) cut_p += ref.pt[i];
+        if (!ref.topk.count(static_cast<int>(i)))
+          cut_k += ref.pt[i];
+        else if (!ref.kept.count(static_cast<int>(i)))
+          cut_p += ref.pt[i];
       }
       EXPECT_NEAR(e.mass_cut_by_top_k, cut_k, 1e-5) << where;
       EXPECT_NEAR(e.mass_cut_by_top_p, cut_p, 1e-5) << where;
@@ -577,8 +588,9 @@ TEST(Sampling, ReproducesGeneratorTokens) {
         // The draw the engine used is the i-th of its seed (one per sampled step).
         EXPECT_EQ(static_cast<float>(sampler_draw(cases[ci].s.seed, static_cast<int>(i))), r.draw);
         // With the exact double draw the same token, without the record's help.
-        EXPECT_EQ(explain_sampling(r.logits, before, r.sampler, sampler_draw(r.sampler.seed, static_cast<int>(i))).token,
-                  r.token);
+        EXPECT_EQ(
+            explain_sampling(r.logits, before, r.sampler, sampler_draw(r.sampler.seed, static_cast<int>(i))).token,
+            r.token);
       }
       for (size_t t = 0; t < r.top.size(); ++t) {
         EXPECT_EQ(e.bars[t].token, r.top[t].token);
@@ -686,7 +698,8 @@ void expect_read_bytes(const Model& m, const std::vector<RecordPtr>& recs) {
   const Config& c = m.config;
   const uint64_t mw = m.stored_dtype == "F16" ? 2 : 4;
   const uint64_t d = static_cast<uint64_t>(c.n_embd), L = static_cast<uint64_t>(c.n_layer);
-  const uint64_t weights = L * (12 * d * d * mw + 13 * d * 4) + static_cast<uint64_t>(c.vocab_size) * d * mw + 4 * d * 4;
+  const uint64_t weights =
+      L * (12 * d * d * mw + 13 * d * 4) + static_cast<uint64_t>(c.vocab_size) * d * mw + 4 * d * 4;
   for (const RecordPtr& r : recs) {
     const uint64_t T = static_cast<uint64_t>(r->seq_len);
     EXPECT_EQ(r->read_bytes, weights + (r->mode == CacheMode::kKV ? 2 * L * T * d * 4 : 0))
@@ -696,7 +709,7 @@ void expect_read_bytes(const Model& m, const std::vector<RecordPtr>& recs) {
 
 TEST(Phases, SyntheticRecordsByHand) {
   const std::vector<RecordPtr> recs = {
-      fake(0, true, false, CacheMode::kKV, 10, 4000000000ull, 20.0),  // 10 positions, 4 GFLOP in 20 ms
+      fake(0, true, false, CacheMode::kKV, 10, 4000000000ull, 20.0),              // 10 positions, 4 GFLOP in 20 ms
       fake(1, false, false, CacheMode::kKV, 1, 100000000ull, 5.0, 200000000ull),  // 200 MB read
       fake(2, false, false, CacheMode::kKV, 1, 100000000ull, 7.0, 220000000ull),
       fake(3, false, false, CacheMode::kNoCache, 13, 5000000000ull, 25.0),
@@ -707,8 +720,8 @@ TEST(Phases, SyntheticRecordsByHand) {
   EXPECT_TRUE(p.has_prefill);
   EXPECT_DOUBLE_EQ(p.ttft_ms, 20.0);
   EXPECT_EQ(p.prompt_tokens, 10);
-  EXPECT_DOUBLE_EQ(p.prefill.positions_per_s(), 500.0);   // 10 / 0.020 s
-  EXPECT_DOUBLE_EQ(p.prefill.gflops_per_s(), 200.0);      // 4e9 / 0.020 s
+  EXPECT_DOUBLE_EQ(p.prefill.positions_per_s(), 500.0);  // 10 / 0.020 s
+  EXPECT_DOUBLE_EQ(p.prefill.gflops_per_s(), 200.0);     // 4e9 / 0.020 s
   EXPECT_EQ(p.decode.records, 3);
   EXPECT_DOUBLE_EQ(p.decode.ms, 18.0);
   EXPECT_DOUBLE_EQ(p.decode.mean_ms(), 6.0);
@@ -752,7 +765,8 @@ TEST(Phases, RealGeneration) {
   Generator gen(m);
   GenerateOptions opt;
   opt.max_new = 12;
-  const auto recs = run(gen, test_prompt(), opt, [](int s) { return s >= 5 && s < 7 ? CacheMode::kNoCache : CacheMode::kKV; });
+  const auto recs =
+      run(gen, test_prompt(), opt, [](int s) { return s >= 5 && s < 7 ? CacheMode::kNoCache : CacheMode::kKV; });
   const PhaseReport p = measure_phases(recs);
   const int P = 16;
   EXPECT_EQ(p.prefill.flops, forward_flops(c, P, P));
@@ -988,7 +1002,8 @@ TEST(Branch, ForkReusesCacheExactly) {
   EXPECT_EQ(recompute.flops - reuse.flops, cost.flops_saved);
   ASSERT_EQ(reuse.logits.size(), recompute.logits.size());
   float max_diff = 0;
-  for (size_t i = 0; i < reuse.logits.size(); ++i) max_diff = std::max(max_diff, std::fabs(reuse.logits[i] - recompute.logits[i]));
+  for (size_t i = 0; i < reuse.logits.size(); ++i)
+    max_diff = std::max(max_diff, std::fabs(reuse.logits[i] - recompute.logits[i]));
   EXPECT_LT(max_diff, 1e-3f);
   // Attention of the new position over the reused keys, the same either way.
   ASSERT_EQ(reuse.attn.size(), recompute.attn.size());
@@ -1001,7 +1016,8 @@ TEST(Branch, ForkReusesCacheExactly) {
   fresh.start_tokens(branch, fo);
   const RecordPtr first = fresh.step();
   EXPECT_EQ(first->flops, forward_flops(c, P + 1, P + 1));
-  EXPECT_EQ(first->token, static_cast<int>(std::max_element(reuse.logits.begin(), reuse.logits.end()) - reuse.logits.begin()));
+  EXPECT_EQ(first->token,
+            static_cast<int>(std::max_element(reuse.logits.begin(), reuse.logits.end()) - reuse.logits.begin()));
 }
 
 // Generator::fork(prefix, at, token): the real fork, cutting the cache back and reusing it.
@@ -1047,7 +1063,9 @@ void check_generator_fork(const std::shared_ptr<const Model>& m) {
   }
 }
 
-TEST(Branch, GeneratorFork) { check_generator_fork<Generator>(teach_model()); }
+TEST(Branch, GeneratorFork) {
+  check_generator_fork<Generator>(teach_model());
+}
 
 TEST(Branch, ForcedRecordAndTree) {
   const std::shared_ptr<const Model> m = teach_model();
@@ -1091,7 +1109,8 @@ TEST(Branch, ForcedRecordAndTree) {
   EXPECT_EQ(br.parent, root);
   EXPECT_EQ(br.fork_step, step);
   ASSERT_EQ(br.history.size(), static_cast<size_t>(step + 1));
-  for (int i = 0; i < step; ++i) EXPECT_EQ(br.history[static_cast<size_t>(i)].get(), recs[static_cast<size_t>(i)].get());
+  for (int i = 0; i < step; ++i)
+    EXPECT_EQ(br.history[static_cast<size_t>(i)].get(), recs[static_cast<size_t>(i)].get());
   double blp = 0;
   for (int i = 0; i < step; ++i) blp += std::log(static_cast<double>(recs[static_cast<size_t>(i)]->prob));
   blp += std::log(static_cast<double>(forced->prob));
@@ -1143,16 +1162,15 @@ TEST(Branch, TreeBudgetSharesStrippedRecords) {
   BranchTree tree(0, 4);
   const int root = tree.start();
   for (const auto& r : recs) tree.push(r);
-  const int b = tree.fork(make_forced_record(*recs[30], recs[30]->top[1].token, tree.current_history().tokens_before(30),
-                                             m->tokenizer),
-                          fork_cost(m->config, recs[30]->seq_len, true));
+  const int b = tree.fork(
+      make_forced_record(*recs[30], recs[30]->top[1].token, tree.current_history().tokens_before(30), m->tokenizer),
+      fork_cost(m->config, recs[30]->seq_len, true));
   const uint64_t all = tree.bytes();
   tree.set_budget(all / 3);
   EXPECT_LE(tree.bytes(), all / 3);
   EXPECT_TRUE(tree.trimmed().any());
   // Shared prefix records: one stripped copy held by both branches.
-  for (size_t i = 0; i < 30; ++i)
-    EXPECT_EQ(tree.branch(root).history[i].get(), tree.branch(b).history[i].get()) << i;
+  for (size_t i = 0; i < 30; ++i) EXPECT_EQ(tree.branch(root).history[i].get(), tree.branch(b).history[i].get()) << i;
   EXPECT_EQ(tree.branch(root).history[0]->attn.size(), 0u);
   // The current branch's newest 4 records keep their detail.
   const History& cur = tree.current_history();
@@ -1229,7 +1247,8 @@ TEST(SavedViewFile, RoundTrip) {
 TEST(SavedViewFile, ErrorsNameFileAndField) {
   testutil::TempDir tmp("teach-view-bad");
   expect_error([&] { load_view(tmp / "missing.json"); }, {"missing.json", "cannot open"}, "missing");
-  expect_error([&] { save_view(SavedView{}, tmp / "no/such/dir/v.json"); }, {"no/such/dir/v.json", "cannot write"}, "bad dir");
+  expect_error([&] { save_view(SavedView{}, tmp / "no/such/dir/v.json"); }, {"no/such/dir/v.json", "cannot write"},
+               "bad dir");
   struct Bad {
     const char* json;
     std::vector<std::string> needles;

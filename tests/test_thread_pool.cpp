@@ -22,12 +22,15 @@ std::vector<std::pair<int64_t, int64_t>> shares_of(ThreadPool& pool, int64_t n, 
                                                    std::vector<int>* hits = nullptr) {
   std::mutex mu;
   std::vector<std::pair<int64_t, int64_t>> shares;
-  pool.parallel_for(n, [&](int64_t b, int64_t e) {
-    if (hits)
-      for (int64_t i = b; i < e; ++i) (*hits)[static_cast<size_t>(i)] += 1;  // disjoint shares: no race
-    std::lock_guard<std::mutex> lock(mu);
-    shares.emplace_back(b, e);
-  }, cost);
+  pool.parallel_for(
+      n,
+      [&](int64_t b, int64_t e) {
+        if (hits)
+          for (int64_t i = b; i < e; ++i) (*hits)[static_cast<size_t>(i)] += 1;  // disjoint shares: no race
+        std::lock_guard<std::mutex> lock(mu);
+        shares.emplace_back(b, e);
+      },
+      cost);
   std::sort(shares.begin(), shares.end());
   return shares;
 }
@@ -51,11 +54,11 @@ TEST(ThreadPool, EveryIndexExactlyOnceInContiguousShares) {
         EXPECT_EQ(next, n);
         // How many: one below the threshold; otherwise at most one per
         // thread, per index and per kMinShareCost of work.
-        const int64_t want = cost < ThreadPool::kMinParallelCost
-                                 ? 1
-                                 : std::max<int64_t>(1, std::min<int64_t>({threads, n, cost / ThreadPool::kMinShareCost}));
-        EXPECT_EQ(static_cast<int64_t>(shares.size()), want)
-            << threads << " threads, n " << n << ", cost " << cost;
+        const int64_t want =
+            cost < ThreadPool::kMinParallelCost
+                ? 1
+                : std::max<int64_t>(1, std::min<int64_t>({threads, n, cost / ThreadPool::kMinShareCost}));
+        EXPECT_EQ(static_cast<int64_t>(shares.size()), want) << threads << " threads, n " << n << ", cost " << cost;
       }
     }
   }
@@ -65,12 +68,15 @@ TEST(ThreadPool, SmallJobsRunOnTheCallerAlone) {
   ThreadPool pool(4);
   std::thread::id ran_on;
   int calls = 0;
-  pool.parallel_for(100, [&](int64_t b, int64_t e) {
-    ran_on = std::this_thread::get_id();
-    ++calls;
-    EXPECT_EQ(b, 0);
-    EXPECT_EQ(e, 100);
-  }, ThreadPool::kMinParallelCost - 1);
+  pool.parallel_for(
+      100,
+      [&](int64_t b, int64_t e) {
+        ran_on = std::this_thread::get_id();
+        ++calls;
+        EXPECT_EQ(b, 0);
+        EXPECT_EQ(e, 100);
+      },
+      ThreadPool::kMinParallelCost - 1);
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(ran_on, std::this_thread::get_id());
   pool.parallel_for(0, [&](int64_t, int64_t) { ++calls; });
@@ -87,9 +93,12 @@ TEST(ThreadPool, BackToBackJobsNeverMix) {
     const int64_t n = round % 3 == 0 ? 600 : 2 + round % 50;
     const int64_t cost = round % 2 ? INT64_MAX : ThreadPool::kMinShareCost * 2;
     std::fill(out.begin(), out.end(), -1);
-    pool.parallel_for(n, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) out[static_cast<size_t>(i)] = round * 1000 + i;
-    }, cost);
+    pool.parallel_for(
+        n,
+        [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) out[static_cast<size_t>(i)] = round * 1000 + i;
+        },
+        cost);
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[static_cast<size_t>(i)], round * 1000 + i) << "round " << round;
     for (int64_t i = n; i < 600; ++i) ASSERT_EQ(out[static_cast<size_t>(i)], -1) << "round " << round;
   }

@@ -36,14 +36,15 @@ using E = WorkerEvent::Kind;
 // must fail loudly, not hang the suite.
 class Watchdog {
  public:
-  Watchdog(const char* what, std::chrono::seconds limit) : thread_([this, what, limit] {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
-        std::fprintf(stderr, "FAIL: %s did not finish within %lld s (deadlock?)\n", what,
-                     static_cast<long long>(limit.count()));
-        std::abort();
-      }
-    }) {}
+  Watchdog(const char* what, std::chrono::seconds limit)
+      : thread_([this, what, limit] {
+          std::unique_lock<std::mutex> lock(mu_);
+          if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
+            std::fprintf(stderr, "FAIL: %s did not finish within %lld s (deadlock?)\n", what,
+                         static_cast<long long>(limit.count()));
+            std::abort();
+          }
+        }) {}
   ~Watchdog() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -133,7 +134,7 @@ TEST(WorkerThreads, StepsToggleScrubResetAndModelSwitchesRaceFree) {
   auto worker = std::make_unique<EngineWorker>([&] { wakes++; });
 
   // The UI thread's view, as app/gui.cpp keeps it.
-  std::shared_ptr<const Model> model;  // the model shown (from kModelLoaded)
+  std::shared_ptr<const Model> model;      // the model shown (from kModelLoaded)
   std::shared_ptr<const Model> gen_model;  // the model the shown generation runs on
   uint64_t generation = 0;
   bool started = false, stopped = false;
@@ -155,7 +156,8 @@ TEST(WorkerThreads, StepsToggleScrubResetAndModelSwitchesRaceFree) {
     c.options.sampler.seed = rng();
     c.request = ++start_request;
     worker->send(c);
-    if (!old_records.empty() && old_records.size() > 64) old_records.erase(old_records.begin(), old_records.begin() + 32);
+    if (!old_records.empty() && old_records.size() > 64)
+      old_records.erase(old_records.begin(), old_records.begin() + 32);
     old_records.insert(old_records.end(), records.begin(), records.end());
     records.clear();
     started = stopped = false;
@@ -170,8 +172,7 @@ TEST(WorkerThreads, StepsToggleScrubResetAndModelSwitchesRaceFree) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto budget = std::getenv("KVSCOPE_WORKER_STRESS_S") ? std::atoi(std::getenv("KVSCOPE_WORKER_STRESS_S")) : 8;
   int iteration = 0;
-  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(budget) || n_context_full == 0 ||
-         n_loaded < 3) {
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(budget) || n_context_full == 0 || n_loaded < 3) {
     ASSERT_LT(std::chrono::steady_clock::now() - t0, 90s) << "no progress: " << n_records << " records";
     ++iteration;
     for (WorkerEvent& ev : worker->poll()) {
@@ -268,9 +269,10 @@ TEST(WorkerThreads, StepsToggleScrubResetAndModelSwitchesRaceFree) {
   EXPECT_GT(n_scrubbed, 100);
   EXPECT_GT(wakes.load(), 0);
   EXPECT_TRUE(std::isfinite(checksum));
-  std::printf("worker stress: %d iterations, %d records, %d generations, %d models loaded, %d loads cancelled, "
-              "%d context-full stops, %d scrubs\n",
-              iteration, n_records, n_generations, n_loaded, n_cancelled, n_context_full, n_scrubbed);
+  std::printf(
+      "worker stress: %d iterations, %d records, %d generations, %d models loaded, %d loads cancelled, "
+      "%d context-full stops, %d scrubs\n",
+      iteration, n_records, n_generations, n_loaded, n_cancelled, n_context_full, n_scrubbed);
   // Destroy with steps queued and one computing: joins, never hangs.
   for (int i = 0; i < 20; ++i) worker->send({K::kStep});
   load(m.b);

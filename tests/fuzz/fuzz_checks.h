@@ -174,7 +174,9 @@ inline uint16_t ref_f32_to_f16(float f) {
   const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
   if (std::isnan(f)) return sign | 0x7e00;
   const double x = std::fabs(static_cast<double>(f));
-  auto value = [](uint32_t h) { return h == 0x7c00 ? 65536.0 : static_cast<double>(ref_f16(static_cast<uint16_t>(h))); };
+  auto value = [](uint32_t h) {
+    return h == 0x7c00 ? 65536.0 : static_cast<double>(ref_f16(static_cast<uint16_t>(h)));
+  };
   if (x >= 65536.0) return sign | 0x7c00;
   uint32_t lo = 0, hi = 0x7c00;  // value(lo) <= x < value(hi)
   while (hi - lo > 1) {
@@ -214,7 +216,8 @@ inline std::string check_safetensors(const std::string& bytes) {
   // Accepted: re-derive what must then be true from the raw bytes.
   if (bytes.size() < 8) return "accepted a file shorter than 8 bytes";
   uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
+  for (int i = 7; i >= 0; --i)
+    header_len = (header_len << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
   if (header_len > bytes.size() - 8) return "accepted a header length past the end of the file";
   const uint64_t data_size = bytes.size() - 8 - header_len;
   auto dtype_size = [](const std::string& d) -> uint64_t {
@@ -268,7 +271,8 @@ inline std::string check_safetensors(const std::string& bytes) {
       if (t.dtype == "F32") {
         std::memcpy(&want, p, 4);
       } else if (t.dtype == "F16" || t.dtype == "BF16") {
-        const uint16_t h = static_cast<uint16_t>(static_cast<unsigned char>(p[0]) | (static_cast<unsigned char>(p[1]) << 8));
+        const uint16_t h =
+            static_cast<uint16_t>(static_cast<unsigned char>(p[0]) | (static_cast<unsigned char>(p[1]) << 8));
         if (t.dtype == "F16") {
           want = ref_f16(h);
         } else {
@@ -316,8 +320,7 @@ inline std::string check_config(const std::string& text) {
   if (!std::isfinite(c.layer_norm_epsilon) || !(c.layer_norm_epsilon > 0)) {
     return "accepted layer_norm_epsilon that is not a finite positive float: " + std::to_string(c.layer_norm_epsilon);
   }
-  if (c.eos_token_id >= c.vocab_size || c.bos_token_id >= c.vocab_size || c.eos_token_id < -1 ||
-      c.bos_token_id < -1) {
+  if (c.eos_token_id >= c.vocab_size || c.bos_token_id >= c.vocab_size || c.eos_token_id < -1 || c.bos_token_id < -1) {
     return "accepted bos/eos outside [-1, vocab_size)";
   }
   return "";
@@ -459,14 +462,20 @@ struct TokFixture {
 // boundaries (tokens that are partial characters), chains whose order
 // matters, long same-byte runs (the heap path) and a repeated merge line.
 inline std::pair<std::string, std::string> stress_vocab_files() {
-  std::vector<std::pair<std::string, std::string>> merges = {  // raw bytes
-      {" ", " "},         {"  ", "  "},       {"    ", "    "}, {"a", "a"},       {"aa", "aa"},
-      {"aaaa", "aaaa"},   {"a", "b"},         {"b", "c"},       {"ab", "c"},      {"a", "bc"},
-      {"t", "h"},         {"th", "e"},        {" ", "the"},     {"1", "2"},       {"12", "3"},
-      {"\xe2", "\x80"},   {"\xe2\x80", "\x99"}, {"\xf0\x9f", "\x98"}, {"\xf0", "\x9f"}, {"\x98", "\x80"},
-      {"\xc3", "\xa9"},   {"e", "\xcc"},      {"e\xcc", "\x81"},  {"\n", "\n"},     {"\r", "\n"},
-      {"'", "s"},         {std::string(1, '\0'), std::string(1, '\0')},   {"\xff", "\xfe"},  {"b", "b"},       {"a", "a"},  // repeated: last rank wins
-      {"aab", "b"},       {"aa", "b"},        {"x", "y"},        {"y", "x"},       {"xy", "x"}, {"yx", "y"},
+  std::vector<std::pair<std::string, std::string>> merges = {
+      // raw bytes
+      {" ", " "},       {"  ", "  "},         {"    ", "    "},
+      {"a", "a"},       {"aa", "aa"},         {"aaaa", "aaaa"},
+      {"a", "b"},       {"b", "c"},           {"ab", "c"},
+      {"a", "bc"},      {"t", "h"},           {"th", "e"},
+      {" ", "the"},     {"1", "2"},           {"12", "3"},
+      {"\xe2", "\x80"}, {"\xe2\x80", "\x99"}, {"\xf0\x9f", "\x98"},
+      {"\xf0", "\x9f"}, {"\x98", "\x80"},     {"\xc3", "\xa9"},
+      {"e", "\xcc"},    {"e\xcc", "\x81"},    {"\n", "\n"},
+      {"\r", "\n"},     {"'", "s"},           {std::string(1, '\0'), std::string(1, '\0')},
+      {"\xff", "\xfe"}, {"b", "b"},           {"a", "a"},  // repeated: last rank wins
+      {"aab", "b"},     {"aa", "b"},          {"x", "y"},
+      {"y", "x"},       {"xy", "x"},          {"yx", "y"},
   };
   nlohmann::json vocab = nlohmann::json::object();
   int next = 0;
@@ -523,7 +532,8 @@ inline std::string check_tokenizer_text(const std::string& text) {
       for (size_t i = 0; i + 4 <= text.size() && i < 64; i += 4) {
         int32_t id;
         std::memcpy(&id, text.data() + i, 4);
-        if (!is_valid_utf8(f->tok.display_piece(id))) return f->name + ": display_piece(" + std::to_string(id) + ") invalid";
+        if (!is_valid_utf8(f->tok.display_piece(id)))
+          return f->name + ": display_piece(" + std::to_string(id) + ") invalid";
         if ((id < 0 || id >= f->tok.vocab_size()) && !f->tok.token_bytes(id).empty()) return "token_bytes of a bad id";
         (void)f->tok.decode({id, id / 2, ~id});
       }
@@ -587,7 +597,9 @@ inline std::string check_tokenizer_files(const std::string& input) {
 
 // The micro checkpoint the CLI target loads by default: 1 layer, width 8,
 // 8 positions, 300 tokens, so any accepted command finishes in milliseconds.
-inline std::string micro_model_dir() { return std::string(KVSCOPE_SOURCE_DIR) + "/tests/fuzz/micro-model"; }
+inline std::string micro_model_dir() {
+  return std::string(KVSCOPE_SOURCE_DIR) + "/tests/fuzz/micro-model";
+}
 
 constexpr size_t kCliMaxArgs = 24;
 
