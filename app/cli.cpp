@@ -304,6 +304,8 @@ int cmd_bench(const std::string& dir, std::vector<int> lengths, int reps, bool a
                     {"time_ratio", nc_ms / kv_ms},
                     {"decode_read_bytes", forward_read_bytes(*m, T)},
                     {"decode_gb_per_s", static_cast<double>(forward_read_bytes(*m, T)) / (kv_ms / 1000) / 1e9},
+                    {"kv_flops", forward_flops(c, 1, T)},
+                    {"no_cache_flops", forward_flops(c, T, T)},
                     {"flop_ratio", flop_ratio}});
     if (!as_json) {
       std::printf("%6d %14.0f %16.1f %14.1f %16.1f %12.1f %12.1f\n", T, T / (pre_ms / 1000), 1000 / kv_ms,

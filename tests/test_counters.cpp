@@ -440,6 +440,8 @@ TEST(Counters, CliBenchJsonReportsConventionAndTraffic) {
     EXPECT_DOUBLE_EQ(r.at("flop_ratio").get<double>(),
                      static_cast<double>(forward_flops(c, T, T)) / static_cast<double>(forward_flops(c, 1, T)));
     EXPECT_EQ(r.at("decode_read_bytes").get<uint64_t>(), forward_read_bytes(*m, T));
+    EXPECT_EQ(r.at("kv_flops").get<uint64_t>(), forward_flops(c, 1, T));
+    EXPECT_EQ(r.at("no_cache_flops").get<uint64_t>(), forward_flops(c, T, T));
     const double ms = r.at("kv_decode_ms").get<double>();
     ASSERT_GT(ms, 0.0);
     EXPECT_NEAR(r.at("decode_gb_per_s").get<double>(), static_cast<double>(forward_read_bytes(*m, T)) / ms / 1e6,

@@ -63,6 +63,19 @@ for name in ("gpt2-124m", "gpt2-124m-f16", "kvscope-tiny"):
               f"{med(x['decode_gb_per_s'] for x in kr):.1f} | {med(x['prefill_tokens_per_s'] for x in kr):.0f} | "
               f"{med(x['prefill_tokens_per_s'] for x in tr):.0f} | {med(x['time_ratio'] for x in kr):.1f} | "
               f"{kr[0]['flop_ratio']:.1f} |")
+# Within each mode, time follows that mode's counters: growth of the median
+# step time from the shortest to the longest length vs growth of its FLOPs.
+print("\n| model | lengths | NO CACHE time growth | NO CACHE FLOP growth | KV time growth | KV FLOP growth |")
+print("|---|---|---|---|---|---|")
+for name in ("gpt2-124m", "gpt2-124m-f16", "kvscope-tiny"):
+    ks = [json.load(open(f"{out}/{name}.kvscope.{r}.json")) for r in range(1, rounds + 1)]
+    a, b = 0, len(ks[0]["rows"]) - 1
+    def m(i, key):
+        return med(k["rows"][i][key] for k in ks)
+    ra, rb = ks[0]["rows"][a], ks[0]["rows"][b]
+    print(f"| {name} | {ra['T']} → {rb['T']} | {m(b, 'no_cache_ms') / m(a, 'no_cache_ms'):.2f}x | "
+          f"{rb['no_cache_flops'] / ra['no_cache_flops']:.2f}x | {m(b, 'kv_decode_ms') / m(a, 'kv_decode_ms'):.2f}x | "
+          f"{rb['kv_flops'] / ra['kv_flops']:.2f}x |")
 print(f"\nthreads: {ks[0]['threads']}; rounds: {rounds}; memory read bandwidth measured by kvscope bench: "
       f"{min(bandwidth):.1f}–{max(bandwidth):.1f} GB/s (median {med(bandwidth):.1f})")
 PYEOF
