@@ -1,6 +1,7 @@
 // The decode kernels (model/kernels.h) against plain double-precision loops,
 // on shapes that hit every path: row counts that are not multiples of the
-// four-row pass, widths with and without a partial 16-float tail, head widths
+// four-row pass, short rows and long (streamed) ones, widths with and without
+// a partial 16-float tail or a partial 64-float block, head widths
 // from 1 to beyond the register-resident chunks, and sub-ranges of rows.
 
 #include <gtest/gtest.h>
@@ -25,7 +26,7 @@ std::vector<float> randn(size_t n, std::mt19937& rng, float sd = 1.0f) {
 TEST(Kernels, MatvecF32AndF16MatchDoubleLoops) {
   std::mt19937 rng(7);
   for (int rows : {1, 3, 4, 5, 9, 17}) {
-    for (int cols : {1, 7, 15, 16, 17, 40, 64, 100, 160}) {
+    for (int cols : {1, 7, 15, 16, 17, 40, 64, 100, 160, 512, 527, 560, 768}) {
       const auto W = randn(static_cast<size_t>(rows) * cols, rng);
       const auto x = randn(static_cast<size_t>(cols), rng);
       const auto b = randn(static_cast<size_t>(rows), rng);
