@@ -295,6 +295,8 @@ int cmd_bench(const std::string& dir, std::vector<int> lengths, int reps, bool a
     }
     const double pre_ms = median(pre), kv_ms = median(kv), nc_ms = median(nc);
     const double flop_ratio = static_cast<double>(forward_flops(c, T, T)) / static_cast<double>(forward_flops(c, 1, T));
+    const uint64_t decode_bytes = forward_read_bytes(*m, T);
+    const double decode_gbps = static_cast<double>(decode_bytes) / (kv_ms / 1000) / 1e9;
     rows.push_back({{"T", T},
                     {"prefill_tokens_per_s", T / (pre_ms / 1000)},
                     {"kv_decode_tokens_per_s", 1000 / kv_ms},
@@ -302,15 +304,14 @@ int cmd_bench(const std::string& dir, std::vector<int> lengths, int reps, bool a
                     {"kv_decode_ms", kv_ms},
                     {"no_cache_ms", nc_ms},
                     {"time_ratio", nc_ms / kv_ms},
-                    {"decode_read_bytes", forward_read_bytes(*m, T)},
-                    {"decode_gb_per_s", static_cast<double>(forward_read_bytes(*m, T)) / (kv_ms / 1000) / 1e9},
+                    {"decode_read_bytes", decode_bytes},
+                    {"decode_gb_per_s", decode_gbps},
                     {"kv_flops", forward_flops(c, 1, T)},
                     {"no_cache_flops", forward_flops(c, T, T)},
                     {"flop_ratio", flop_ratio}});
     if (!as_json) {
-      std::printf("%6d %14.0f %16.1f %14.1f %16.1f %12.1f %12.1f\n", T, T / (pre_ms / 1000), 1000 / kv_ms,
-                  static_cast<double>(forward_read_bytes(*m, T)) / (kv_ms / 1000) / 1e9, 1000 / nc_ms, nc_ms / kv_ms,
-                  flop_ratio);
+      std::printf("%6d %14.0f %16.1f %14.1f %16.1f %12.1f %12.1f\n", T, T / (pre_ms / 1000), 1000 / kv_ms, decode_gbps,
+                  1000 / nc_ms, nc_ms / kv_ms, flop_ratio);
       std::fflush(stdout);
     }
   }

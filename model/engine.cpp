@@ -5,7 +5,6 @@
 
 #include "error.h"
 #include "kernels.h"
-#include "safetensors.h"
 #include "thread_pool.h"
 
 namespace kvscope {
