@@ -96,17 +96,6 @@ void matvec_stream(const T* W, int64_t cols, const float* x, const float* b, flo
   }
 }
 
-// Long rows (a real model's 768+ columns) stream best one row at a time;
-// short ones (the default model's, cache-resident) gain from sharing x.
-template <typename T>
-void matvec(const T* W, int64_t cols, const float* x, const float* b, float* y, int64_t r0, int64_t r1) {
-  if (cols >= 512) {
-    matvec_stream(W, cols, x, b, y, r0, r1);
-  } else {
-    matvec_rows4(W, cols, x, b, y, r0, r1);
-  }
-}
-
 // NC = ceil(hd / 16) 16-float chunks per head slice, the last one masked:
 // the query and the output accumulators then live in registers.
 template <int NC>
@@ -164,8 +153,11 @@ void attend_chunks(const float* q, const float* K, const float* V, int64_t strid
 }
 
 #define KVSCOPE_ATTEND_CHUNKS 1
+#define KVSCOPE_VECTOR_KERNELS 1
 
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+#define KVSCOPE_VECTOR_KERNELS 1
 
 inline __m256 load8(const float* p) {
   return _mm256_loadu_ps(p);
@@ -186,8 +178,9 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
+// Four rows per pass sharing each load of x (as the AVX-512 path).
 template <typename T>
-void matvec(const T* W, int64_t cols, const float* x, const float* b, float* y, int64_t r0, int64_t r1) {
+void matvec_rows4(const T* W, int64_t cols, const float* x, const float* b, float* y, int64_t r0, int64_t r1) {
   const int64_t full = cols & ~int64_t{7};
   int64_t r = r0;
   for (; r + 4 <= r1; r += 4) {
@@ -217,6 +210,29 @@ void matvec(const T* W, int64_t cols, const float* x, const float* b, float* y, 
   }
 }
 
+// One row at a time, four accumulators over k: one sequential stream (as the
+// AVX-512 path).
+template <typename T>
+void matvec_stream(const T* W, int64_t cols, const float* x, const float* b, float* y, int64_t r0, int64_t r1) {
+  const int64_t full = cols & ~int64_t{7};
+  const int64_t full4 = cols & ~int64_t{31};
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* w = W + r * cols;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t k = 0;
+    for (; k < full4; k += 32) {
+      a0 = _mm256_fmadd_ps(load8(w + k), _mm256_loadu_ps(x + k), a0);
+      a1 = _mm256_fmadd_ps(load8(w + k + 8), _mm256_loadu_ps(x + k + 8), a1);
+      a2 = _mm256_fmadd_ps(load8(w + k + 16), _mm256_loadu_ps(x + k + 16), a2);
+      a3 = _mm256_fmadd_ps(load8(w + k + 24), _mm256_loadu_ps(x + k + 24), a3);
+    }
+    for (; k < full; k += 8) a0 = _mm256_fmadd_ps(load8(w + k), _mm256_loadu_ps(x + k), a0);
+    float t = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; k < cols; ++k) t += to_f32(w[k]) * x[k];
+    y[r] = t + (b ? b[r] : 0.0f);
+  }
+}
+
 #else
 
 // Portable path (generic x86-64, the sanitizer builds): plain loops the
@@ -238,6 +254,19 @@ void matvec(const T* W, int64_t cols, const float* x, const float* b, float* y, 
   }
 }
 
+#endif
+
+#ifdef KVSCOPE_VECTOR_KERNELS
+// Long rows (a real model's 768+ columns) stream best one row at a time;
+// short ones (the default model's, cache-resident) gain from sharing x.
+template <typename T>
+void matvec(const T* W, int64_t cols, const float* x, const float* b, float* y, int64_t r0, int64_t r1) {
+  if (cols >= 512) {
+    matvec_stream(W, cols, x, b, y, r0, r1);
+  } else {
+    matvec_rows4(W, cols, x, b, y, r0, r1);
+  }
+}
 #endif
 
 }  // namespace
