@@ -239,7 +239,8 @@ double read_bandwidth_gb_per_s(int threads) {
   return static_cast<double>(n * sizeof(float)) / best_s / 1e9 + 0.0 * total;
 }
 
-int cmd_bench(const std::string& dir, std::vector<int> lengths, int reps, bool as_json) {
+int cmd_bench(const std::string& dir, std::vector<int> lengths, int reps, bool as_json,
+              const std::function<double(int)>& read_bandwidth) {
   auto m = load_model(dir.empty() ? default_model_dir() : dir);
   const Config& c = m->config;
   if (lengths.empty()) {
@@ -319,11 +320,11 @@ int cmd_bench(const std::string& dir, std::vector<int> lengths, int reps, bool a
     std::printf(
         "memory read bandwidth with %d threads: %.1f GB/s (the ceiling for decode GB/s when the weights do "
         "not fit in the CPU caches)\n",
-        engine_threads(), read_bandwidth_gb_per_s(engine_threads()));
+        engine_threads(), read_bandwidth(engine_threads()));
   } else {
     std::cout << json{{"model", m->name},
                       {"threads", engine_threads()},
-                      {"read_bandwidth_gb_per_s", read_bandwidth_gb_per_s(engine_threads())},
+                      {"read_bandwidth_gb_per_s", read_bandwidth(engine_threads())},
                       {"rows", rows}}
                      .dump(2)
               << '\n';
@@ -452,7 +453,9 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
     }
     if (*tokc) return cmd_tokenize(tok_model, tok_text, tok_json);
     if (*ins) return cmd_inspect(ins_model, ins_json);
-    if (*bench) return cmd_bench(bench_model, bench_lengths, bench_reps, bench_json);
+    if (*bench)
+      return cmd_bench(bench_model, bench_lengths, bench_reps, bench_json,
+                       hooks.read_bandwidth ? hooks.read_bandwidth : read_bandwidth_gb_per_s);
     if (*render) {
       if (!ro.bench && ro.out.empty() && ro.frames_dir.empty() && ro.video.empty()) {
         throw UsageError("render: give --out FILE.png, --frames DIR and/or --video FILE.mp4 (or --bench)");

@@ -40,6 +40,9 @@ struct RenderOptions {
 struct AppHooks {
   std::function<int(const GuiOptions&)> gui;        // null when built without the GUI
   std::function<int(const RenderOptions&)> render;  // null when built without the GUI
+  // `bench`'s memory read bandwidth (GB/s with n threads); null: the real
+  // probe (5 passes over 256 MiB). The fuzzer substitutes a cheap one.
+  std::function<double(int)> read_bandwidth;
 };
 
 // Parses argv and runs. Exit codes: 0 ok, 1 runtime error, 2 usage error.

@@ -5,9 +5,10 @@
 #endif
 
 int main(int argc, char** argv) {
+  kvscope::AppHooks hooks;  // bench measures the real memory bandwidth
 #ifdef KVSCOPE_GUI
-  return kvscope::run_cli(argc, argv, {kvscope::run_gui, kvscope::run_render});
-#else
-  return kvscope::run_cli(argc, argv, {});
+  hooks.gui = kvscope::run_gui;
+  hooks.render = kvscope::run_render;
 #endif
+  return kvscope::run_cli(argc, argv, hooks);
 }
