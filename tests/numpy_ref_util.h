@@ -20,10 +20,24 @@
 #include <string>
 #include <vector>
 
+#include "config.h"
+
 namespace kvscope::testutil {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+// GPT-2-124M's architecture, for the issues' worked FLOP and cost examples:
+// 12 layers, 12 heads, 768 wide, 1024 positions, 50257 tokens.
+inline Config gpt2_124m_config() {
+  Config c;
+  c.n_layer = 12;
+  c.n_head = 12;
+  c.n_embd = 768;
+  c.n_positions = 1024;
+  c.vocab_size = 50257;
+  return c;
+}
 
 // Debian's interpreter: the default python3 (pyenv) cannot see python3-numpy.
 inline const char* python() {

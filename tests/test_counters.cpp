@@ -79,12 +79,7 @@ std::vector<int> tokens_of(const std::vector<RecordPtr>& recs) {
 }
 
 TEST(Counters, FormulaHelperMatchesIssueExamples) {
-  Config c;
-  c.n_layer = 12;
-  c.n_head = 12;
-  c.n_embd = 768;
-  c.n_positions = 1024;
-  c.vocab_size = 50257;
+  const Config c = testutil::gpt2_124m_config();
   // KV decode at T: n = 1 attending to T. NO CACHE at T: n = T, sum = T(T+1)/2.
   for (int T : {1, 2, 17, 256, 1024}) {
     EXPECT_EQ(forward_flops(c, 1, T), expected_flops(c, T - 1, T)) << "T=" << T;

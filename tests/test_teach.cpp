@@ -930,12 +930,7 @@ TEST(History, ScrubbingAndTokensBefore) {
 // 5. Branching
 
 TEST(Branch, ForkCostFormula) {
-  Config c;
-  c.n_layer = 12;
-  c.n_head = 12;
-  c.n_embd = 768;
-  c.n_positions = 1024;
-  c.vocab_size = 50257;
+  const Config c = testutil::gpt2_124m_config();
   for (int P : {1, 2, 7, 100, 1023}) {
     const uint64_t d = 768, p = static_cast<uint64_t>(P), L = 12, V = 50257;
     const ForkCost kv = fork_cost(c, P, true);
