@@ -294,14 +294,19 @@ WorkerEvent next_event(EngineWorker& w, E kind, std::vector<WorkerEvent>* seen =
   return {};
 }
 
+// Sends kLoadModel for `dir` and waits for its kModelLoaded.
+WorkerEvent load_and_wait(EngineWorker& w, const std::string& dir) {
+  WorkerCommand load(K::kLoadModel);
+  load.text = dir;
+  w.send(load);
+  return next_event(w, E::kModelLoaded);
+}
+
 TEST(WorkerThreads, ContextFullStopsWithEveryPositionAndNoMoreSteps) {
   const Models& m = models();
   Watchdog dog("the context-full test", 60s);
   EngineWorker w;
-  WorkerCommand load(K::kLoadModel);
-  load.text = m.a;
-  w.send(load);
-  const WorkerEvent loaded = next_event(w, E::kModelLoaded);
+  const WorkerEvent loaded = load_and_wait(w, m.a);
   ASSERT_TRUE(loaded.model);
   const int ctx = loaded.model->config.n_positions;
   WorkerCommand start(K::kStart);
@@ -334,10 +339,7 @@ TEST(WorkerThreads, EachStartedEchoesItsRequestSoSupersededStartsCanBeIgnored) {
   const Models& m = models();
   Watchdog dog("the request-id test", 60s);
   EngineWorker w;
-  WorkerCommand load(K::kLoadModel);
-  load.text = m.a;
-  w.send(load);
-  next_event(w, E::kModelLoaded);
+  load_and_wait(w, m.a);
   WorkerCommand first(K::kStart), second(K::kStart);
   first.text = "Hello";
   first.request = 7;
@@ -374,10 +376,7 @@ TEST(WorkerThreads, PreviousModelKeepsGeneratingUntilTheNewOneIsReady) {
   const Models& m = models();
   Watchdog dog("the model-switch test", 60s);
   EngineWorker w;
-  WorkerCommand load(K::kLoadModel);
-  load.text = m.a;
-  w.send(load);
-  const WorkerEvent a = next_event(w, E::kModelLoaded);
+  const WorkerEvent a = load_and_wait(w, m.a);
   WorkerCommand start(K::kStart);
   start.text = "Hello";
   start.options.max_new = 8;
@@ -385,6 +384,7 @@ TEST(WorkerThreads, PreviousModelKeepsGeneratingUntilTheNewOneIsReady) {
   next_event(w, E::kStarted);
 
   // A load does not occupy the engine thread: steps sent after it run on A.
+  WorkerCommand load(K::kLoadModel);
   load.text = m.b;
   w.send(load);
   EXPECT_EQ(w.pending(), 0);
