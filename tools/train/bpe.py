@@ -4,24 +4,17 @@ Exactly GPT-2's conventions: bytes_to_unicode table, pre-tokenizer regex, merges
 """
 import collections
 import json
+import os
+import sys
 
 import regex
 
+# GPT-2's byte <-> unicode table: the one the NumPy reference (tools/numpy_ref.py) defines.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from numpy_ref import bytes_to_unicode  # noqa: E402
+
 PAT = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
 EOT = "<|endoftext|>"
-
-
-def bytes_to_unicode():
-    """GPT-2's reversible byte -> printable unicode char map."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, [chr(c) for c in cs]))
 
 
 B2U = bytes_to_unicode()
