@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "cli_decode.h"
 #include "engine.h"
 #include "error.h"
 #include "generator.h"
@@ -332,6 +333,29 @@ int cmd_bench(const std::string& dir, std::vector<int> lengths, int reps, bool a
   return 0;
 }
 
+// Beam search is deterministic and runs on the cache; speculative decoding
+// needs a draft. Combinations without a defined meaning are usage errors.
+void check_decode_flags(const CLI::App& gen, bool beams, bool draft, bool lpen, bool spec) {
+  auto given = [&](const char* flag) { return gen.get_option(flag)->count() > 0; };
+  if (beams) {
+    if (draft || spec) throw UsageError("--beams cannot be combined with --draft/--speculate (choose one strategy)");
+    for (const char* f : {"--temperature", "--top-k", "--top-p", "--seed", "--repetition-penalty", "--no-cache",
+                          "--stop", "--greedy"}) {
+      if (given(f)) {
+        throw UsageError(std::string("--beams cannot be combined with ") + f +
+                         " (beam search ranks beams by log-probability of the raw logits on the KV cache; "
+                         "it does not sample)");
+      }
+    }
+    return;
+  }
+  if (lpen) throw UsageError("--length-penalty needs --beams N");
+  if (spec && !draft) throw UsageError("--speculate needs --draft DIR (the draft model folder)");
+  for (const char* f : {"--no-cache", "--stop"}) {
+    if (given(f)) throw UsageError(std::string("--draft cannot be combined with ") + f);
+  }
+}
+
 }  // namespace
 
 std::string default_model_dir() {
@@ -378,6 +402,16 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   gen->add_option("--stop", g.stop, "Stop when this string is generated (repeatable)");
   gen->add_flag("--no-cache", g.no_cache, "Recompute the whole sequence every step");
   gen->add_flag("--json", g.json, "JSON Lines: prefill, steps, done");
+  DecodeArgs dec;
+  auto* beams = gen->add_option("--beams", dec.beams, "Beam search with N beams (1-8; Hugging Face conventions)")
+                    ->check(CLI::Range(1, 8));
+  auto* lpen = gen->add_option("--length-penalty", dec.length_penalty,
+                               "Beam score = sum log p / (generated length)^L (default 1.0)")
+                   ->check(CLI::Range(-100.0, 100.0));
+  auto* draft = gen->add_option("--draft", dec.draft, "Speculative decoding with this draft model folder");
+  auto* spec =
+      gen->add_option("--speculate", dec.speculate, "Tokens the draft proposes per iteration (1-16, default 4)")
+          ->check(CLI::Range(1, 16));
 
   std::string tok_model, tok_text;
   bool tok_json = false;
@@ -449,6 +483,21 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   try {
     if (*gen) {
       const bool sampling = temp->count() > 0 || topk->count() > 0 || topp->count() > 0;
+      if (beams->count() || lpen->count() || draft->count() || spec->count()) {
+        check_decode_flags(*gen, beams->count() > 0, draft->count() > 0, lpen->count() > 0, spec->count() > 0);
+        if (g.prompt.empty()) throw UsageError("--prompt is empty (expected some text to continue)");
+        dec.model = g.model;
+        dec.prompt = g.prompt;
+        dec.max_new = g.max_new;
+        dec.json = g.json;
+        dec.sampler.greedy = !sampling;
+        dec.sampler.temperature = g.temperature;
+        dec.sampler.top_k = g.top_k;
+        dec.sampler.top_p = g.top_p;
+        dec.sampler.repetition_penalty = g.repetition_penalty;
+        dec.sampler.seed = g.seed;
+        return beams->count() ? cmd_generate_beams(dec) : cmd_generate_speculative(dec);
+      }
       return cmd_generate(g, sampling);
     }
     if (*tokc) return cmd_tokenize(tok_model, tok_text, tok_json);

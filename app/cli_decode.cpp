@@ -1,0 +1,249 @@
+#include "cli_decode.h"
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "beam_generator.h"
+#include "cli.h"
+#include "error.h"
+#include "generator.h"
+#include "model.h"
+#include "spec_decoder.h"
+#include "tokenizer.h"
+
+namespace kvscope {
+namespace {
+
+using nlohmann::json;
+
+std::vector<int> generated(const std::vector<int>& tokens, int n_prompt) {
+  return std::vector<int>(tokens.begin() + n_prompt, tokens.end());
+}
+
+json beam_json(const Beam& b, const BeamGenerator& gen) {
+  return {{"id", b.id},
+          {"parent", b.parent},
+          {"parent_id", b.parent_id},
+          {"tokens", generated(b.tokens, gen.n_prompt())},
+          {"text", escape_invalid_utf8(gen.text(b.tokens))},
+          {"logprob", b.logprob}};
+}
+
+json hypothesis_json(const Hypothesis& h, const BeamGenerator& gen) {
+  return {{"tokens", generated(h.tokens, gen.n_prompt())},
+          {"text", escape_invalid_utf8(gen.text(h))},
+          {"score", h.score},
+          {"sum_logprob", h.sum_logprob},
+          {"generated_length", h.gen_len},
+          {"eos", h.eos}};
+}
+
+json beam_step_json(const BeamStepRecord& r, const BeamGenerator& gen) {
+  const Tokenizer& tok = gen.model().tokenizer;
+  json cands = json::array();
+  for (const BeamCandidate& c : r.candidates) {
+    cands.push_back({{"parent", c.parent},
+                     {"token", c.token},
+                     {"piece", tok.display_piece(c.token)},
+                     {"logprob", c.logprob},
+                     {"token_logprob", c.token_logprob},
+                     {"running", c.running},
+                     {"finished", c.finished}});
+  }
+  json beams = json::array();
+  for (const Beam& b : r.running) beams.push_back(beam_json(b, gen));
+  json fin = json::array();
+  for (const Hypothesis& h : r.finished) fin.push_back(hypothesis_json(h, gen));
+  return {{"event", r.index == 0 ? "prefill" : "step"},
+          {"index", r.index},
+          {"beams", beams},
+          {"candidates", cands},
+          {"finished", fin},
+          {"positions", r.positions},
+          {"forwards", r.forwards},
+          {"kv_bytes_shared", r.kv_bytes_shared},
+          {"kv_bytes_independent", r.kv_bytes_independent},
+          {"flops", r.flops},
+          {"ms", r.ms}};
+}
+
+}  // namespace
+
+int cmd_generate_beams(const DecodeArgs& a) {
+  auto model = load_model(a.model.empty() ? default_model_dir() : a.model);
+  BeamOptions opt;
+  opt.n_beams = a.beams;
+  opt.length_penalty = a.length_penalty;
+  opt.max_new = a.max_new;
+  BeamGenerator gen(model);
+  gen.start(a.prompt, opt);
+  while (BeamRecordPtr r = gen.step()) {
+    if (a.json) std::cout << beam_step_json(*r, gen).dump() << '\n' << std::flush;
+  }
+  const std::vector<Hypothesis>& fin = gen.search().finished();
+  if (fin.empty()) throw Error("beam search ended without a finished hypothesis");
+  const Hypothesis& best = fin.front();
+  if (a.json) {
+    json hyps = json::array();
+    for (const Hypothesis& h : fin) hyps.push_back(hypothesis_json(h, gen));
+    std::cout << json{{"event", "done"},
+                      {"reason", to_string(gen.reason())},
+                      {"text", escape_invalid_utf8(gen.text(best))},
+                      {"tokens", generated(best.tokens, gen.n_prompt())},
+                      {"score", best.score},
+                      {"sum_logprob", best.sum_logprob},
+                      {"new_tokens", static_cast<int>(best.tokens.size()) - gen.n_prompt()},
+                      {"beams", a.beams},
+                      {"length_penalty", a.length_penalty},
+                      {"hypotheses", hyps},
+                      {"steps", gen.search().steps()},
+                      {"flops_total", gen.flops_total()},
+                      {"ms_total", gen.ms_total()}}
+                     .dump()
+              << '\n';
+  } else {
+    std::cout << gen.text(best) << '\n';
+    std::fprintf(stderr, "[%s] beam search, %d beams: best score %.4f (sum log p %.4f over %d tokens), stop: %s\n",
+                 model->name.c_str(), a.beams, best.score, best.sum_logprob, best.gen_len, to_string(gen.reason()));
+  }
+  return 0;
+}
+
+namespace {
+
+json iteration_json(const SpecIteration& it, const Tokenizer& tok) {
+  json drafted = json::array();
+  for (const DraftVerdict& d : it.drafted) {
+    json j = {{"token", d.token}, {"piece", tok.display_piece(d.token)}, {"p", d.p}, {"q", d.q}};
+    if (d.r >= 0) {
+      j["r"] = d.r;
+      j["accepted"] = d.accepted;
+    } else {
+      j["accepted"] = false;
+      j["tested"] = false;
+    }
+    drafted.push_back(j);
+  }
+  return {{"event", "iteration"},
+          {"index", it.index},
+          {"first", it.first},
+          {"k", it.k},
+          {"drafted", drafted},
+          {"accepted", it.n_accepted},
+          {it.bonus ? "bonus" : "replacement",
+           {{"token", it.next_token}, {"piece", tok.display_piece(it.next_token)}, {"prob", it.next_prob}}},
+          {"emitted", it.emitted},
+          {"emitted_pieces", it.emitted_pieces},
+          {"target_forwards", it.target_forwards},
+          {"draft_forwards", it.draft_forwards},
+          {"target_positions", it.target_positions},
+          {"target_rolled_back", it.target_rolled_back},
+          {"draft_rolled_back", it.draft_rolled_back},
+          {"target_kv_bytes", it.target_kv_bytes},
+          {"draft_kv_bytes", it.draft_kv_bytes},
+          {"draft_ms", it.draft_ms},
+          {"target_ms", it.target_ms}};
+}
+
+}  // namespace
+
+int cmd_generate_speculative(const DecodeArgs& a) {
+  auto target = load_model(a.model.empty() ? default_model_dir() : a.model);
+  auto draft = load_model(a.draft);
+  SpecOptions opt;
+  opt.k = a.speculate;
+  opt.max_new = a.max_new;
+  opt.sampler = a.sampler;
+  SpeculativeDecoder spec(target, draft);
+  spec.start(a.prompt, opt);
+  const Tokenizer& tok = target->tokenizer;
+  double draft_ms_after_first = 0;
+  int draft_forwards_after_first = 0;
+  int tested = 0;
+  while (SpecIterationPtr it = spec.step()) {
+    for (const DraftVerdict& d : it->drafted) tested += d.r >= 0 ? 1 : 0;
+    if (it->index > 0) {
+      draft_ms_after_first += it->draft_ms;
+      draft_forwards_after_first += it->k;
+    }
+    if (a.json) {
+      std::cout << iteration_json(*it, tok).dump() << '\n' << std::flush;
+    } else {
+      std::cout << tok.decode(it->emitted) << std::flush;
+    }
+  }
+
+  // Plain decoding of the same prompt with the same settings, in the same
+  // run, for the measured speed-up and the draft/target cost ratio.
+  GenerateOptions g;
+  g.max_new = a.max_new;
+  g.sampler = a.sampler;
+  g.keep_history = false;
+  g.max_prefill_attn_bytes = 0;
+  Generator plain(target);
+  plain.start(a.prompt, g);
+  double plain_decode_ms = 0;
+  int plain_decode_steps = 0;
+  while (RecordPtr r = plain.step()) {
+    if (!r->prefill) {
+      plain_decode_ms += r->ms;
+      ++plain_decode_steps;
+    }
+  }
+  const double spec_tps = spec.ms_total() > 0 ? spec.n_generated() / (spec.ms_total() / 1000.0) : 0.0;
+  const double plain_tps = plain.ms_total() > 0 ? plain.n_generated() / (plain.ms_total() / 1000.0) : 0.0;
+  const double alpha = spec.drafted_total() ? static_cast<double>(spec.accepted_total()) / spec.drafted_total() : 0.0;
+  const double alpha_tested = tested ? static_cast<double>(spec.accepted_total()) / tested : 0.0;
+  const double draft_step_ms = draft_forwards_after_first ? draft_ms_after_first / draft_forwards_after_first
+                               : spec.draft_forwards()    ? spec.draft_ms_total() / spec.draft_forwards()
+                                                          : 0.0;
+  const double target_step_ms = plain_decode_steps ? plain_decode_ms / plain_decode_steps : plain.ms_total();
+  const double cost_ratio = target_step_ms > 0 ? draft_step_ms / target_step_ms : 0.0;
+  const double predicted = predicted_speedup(alpha_tested, a.speculate, cost_ratio);
+  const double speedup = plain_tps > 0 ? spec_tps / plain_tps : 0.0;
+  const double per_forward =
+      spec.target_forwards() ? static_cast<double>(spec.n_generated()) / spec.target_forwards() : 0.0;
+  if (a.json) {
+    std::cout << json{{"event", "done"},
+                      {"reason", to_string(spec.reason())},
+                      {"text", escape_invalid_utf8(spec.text())},
+                      {"new_tokens", spec.n_generated()},
+                      {"k", a.speculate},
+                      {"draft", draft->dir},
+                      {"drafted", spec.drafted_total()},
+                      {"tested", tested},
+                      {"accepted", spec.accepted_total()},
+                      {"alpha", alpha},
+                      {"alpha_tested", alpha_tested},
+                      {"target_forwards", spec.target_forwards()},
+                      {"draft_forwards", spec.draft_forwards()},
+                      {"tokens_per_target_forward", per_forward},
+                      {"ms_total", spec.ms_total()},
+                      {"tokens_per_s", spec_tps},
+                      {"plain",
+                       {{"new_tokens", plain.n_generated()},
+                        {"ms_total", plain.ms_total()},
+                        {"tokens_per_s", plain_tps},
+                        {"same_tokens", plain.tokens() == spec.tokens()}}},
+                      {"speedup", speedup},
+                      {"draft_forward_ms", draft_step_ms},
+                      {"target_forward_ms", target_step_ms},
+                      {"cost_ratio", cost_ratio},
+                      {"predicted_speedup", predicted}}
+                     .dump()
+              << '\n';
+  } else {
+    std::cout << '\n';
+    std::fprintf(stderr,
+                 "[%s drafted by %s] K=%d: %d new tokens, stop: %s; alpha %.3f (accepted %d of %d drafted), %.2f "
+                 "tokens per target forward; %.1f tokens/s vs %.1f plain: speed-up %.2fx (Leviathan et al. predict "
+                 "%.2fx from alpha %.3f per test and cost ratio %.3f)\n",
+                 target->name.c_str(), draft->name.c_str(), a.speculate, spec.n_generated(), to_string(spec.reason()),
+                 alpha, spec.accepted_total(), spec.drafted_total(), per_forward, spec_tps, plain_tps, speedup,
+                 predicted, alpha_tested, cost_ratio);
+  }
+  return 0;
+}
+
+}  // namespace kvscope

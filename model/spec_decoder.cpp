@@ -1,0 +1,192 @@
+#include "spec_decoder.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "error.h"
+
+namespace kvscope {
+namespace {
+
+// The bytes of dir/name, or "" with `ok` false when it cannot be read.
+std::string slurp(const std::string& path, bool& ok) {
+  std::ifstream f(path, std::ios::binary);
+  ok = static_cast<bool>(f);
+  std::ostringstream s;
+  if (ok) s << f.rdbuf();
+  return s.str();
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+void check_same_tokenizer(const Model& target, const Model& draft) {
+  for (const char* f : {"vocab.json", "merges.txt"}) {
+    bool ok_t = false, ok_d = false;
+    const std::string a = slurp(target.dir + "/" + f, ok_t);
+    const std::string b = slurp(draft.dir + "/" + f, ok_d);
+    if (!ok_t || !ok_d || a != b) {
+      throw Error("--draft: the draft " + draft.dir + " and the target " + target.dir +
+                  " must share a tokenizer, but their " + f + (ok_t && ok_d ? " differ" : " cannot both be read") +
+                  " (expected identical vocab.json and merges.txt)");
+    }
+  }
+  if (target.config.vocab_size != draft.config.vocab_size) {
+    throw Error("--draft: the draft " + draft.dir + " has vocab_size " + std::to_string(draft.config.vocab_size) +
+                ", the target " + target.dir + " has " + std::to_string(target.config.vocab_size) +
+                " (expected the same vocabulary)");
+  }
+}
+
+SpeculativeDecoder::SpeculativeDecoder(std::shared_ptr<const Model> target, std::shared_ptr<const Model> draft)
+    : target_(std::move(target)), draft_(std::move(draft)), target_engine_(*target_), draft_engine_(*draft_) {
+  check_same_tokenizer(*target_, *draft_);
+}
+
+void SpeculativeDecoder::start(const std::string& prompt, const SpecOptions& opt) {
+  if (prompt.empty()) throw Error("prompt is empty (expected at least one character of text)");
+  start_tokens(target_->tokenizer.encode(prompt), opt);
+}
+
+void SpeculativeDecoder::start_tokens(const std::vector<int>& prompt, const SpecOptions& opt) {
+  const Config& c = target_->config;
+  if (prompt.empty()) throw Error("prompt is empty (expected at least one token)");
+  if (static_cast<int>(prompt.size()) > c.n_positions) {
+    throw Error("prompt is " + std::to_string(prompt.size()) + " tokens, longer than the context: " + target_->name +
+                " has n_positions = " + std::to_string(c.n_positions));
+  }
+  for (int t : prompt) {
+    if (t < 0 || t >= c.vocab_size) {
+      throw Error("prompt token id " + std::to_string(t) + " is outside the vocabulary (0.." +
+                  std::to_string(c.vocab_size - 1) + ")");
+    }
+  }
+  if (opt.k < 1 || opt.k > 16) throw Error("--speculate must be in 1..16, got " + std::to_string(opt.k));
+  if (opt.max_new < 1) throw Error("max_new must be at least 1, got " + std::to_string(opt.max_new));
+  Sampler check(opt.sampler);  // validates the settings
+  opt_ = opt;
+  uniform_ = UniformSource(opt.sampler.seed);
+  tokens_ = prompt;
+  n_prompt_ = static_cast<int>(prompt.size());
+  reason_ = StopReason::kNone;
+  started_ = true;
+  iterations_ = target_forwards_ = draft_forwards_ = drafted_total_ = accepted_total_ = 0;
+  draft_ms_ = target_ms_ = ms_total_ = 0;
+  target_cache_.init(c);
+  draft_cache_.init(draft_->config);
+}
+
+// K, or fewer so that the iteration emits at most the remaining new tokens
+// and every forward stays within both contexts (0: a plain target step).
+int SpeculativeDecoder::drafts_this_iteration() const {
+  const int len = static_cast<int>(tokens_.size());
+  int k = std::min(opt_.k, opt_.max_new - n_generated() - 1);
+  k = std::min(k, target_->config.n_positions - len);     // target runs len + k tokens
+  k = std::min(k, draft_->config.n_positions - len + 1);  // draft runs up to len + k - 1
+  return std::max(k, 0);
+}
+
+SpecIterationPtr SpeculativeDecoder::step() {
+  if (!started_ || done()) return nullptr;
+  const auto t_iter = std::chrono::steady_clock::now();
+  auto it = std::make_shared<SpecIteration>();
+  it->index = iterations_++;
+  const int len = static_cast<int>(tokens_.size());
+  it->first = len;
+  it->k = drafts_this_iteration();
+
+  // 1. Draft K tokens, one forward each; the draft's cache catches up on
+  // whatever it lacks (the prompt, or the last token of a fully accepted run).
+  std::vector<int> seq = tokens_;
+  std::vector<int> drafted;
+  std::vector<TokenDist> q;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < it->k; ++i) {
+    ForwardOutput out = draft_engine_.forward(seq, draft_cache_.n_pos, &draft_cache_, false);
+    ++draft_forwards_;
+    q.push_back(sampling_distribution(out.logits, seq, opt_.sampler));
+    const int x = draw_token(q.back(), uniform_.next());
+    drafted.push_back(x);
+    seq.push_back(x);
+  }
+  it->draft_ms = ms_since(t0);
+
+  // 2. The target scores every drafted position and the one after: one
+  // forward over [its cached length, len + k), logits for the last k + 1.
+  t0 = std::chrono::steady_clock::now();
+  ForwardOutput tout = target_engine_.forward(seq, target_cache_.n_pos, &target_cache_, false, true);
+  ++target_forwards_;
+  it->target_positions = tout.n_new;
+  const size_t vocab = static_cast<size_t>(target_->config.vocab_size);
+  std::vector<TokenDist> p;
+  for (int i = 0; i <= it->k; ++i) {
+    const size_t row = static_cast<size_t>(tout.n_new - (it->k + 1) + i);
+    std::vector<float> logits(tout.logits.begin() + static_cast<std::ptrdiff_t>(row * vocab),
+                              tout.logits.begin() + static_cast<std::ptrdiff_t>((row + 1) * vocab));
+    std::vector<int> history(seq.begin(), seq.begin() + len + i);
+    p.push_back(sampling_distribution(logits, history, opt_.sampler));
+  }
+  it->target_ms = ms_since(t0);
+
+  // 3. Accept a prefix, then the replacement or bonus token.
+  const Verification v = verify_draft(drafted, q, p, uniform_);
+  it->drafted = v.drafted;
+  it->n_accepted = v.n_accepted;
+  it->next_token = v.next_token;
+  it->bonus = v.bonus;
+  it->next_prob = v.next_prob;
+  drafted_total_ += it->k;
+  accepted_total_ += v.n_accepted;
+
+  // 4. Emit, token by token, until a stop condition.
+  std::vector<int> emit(drafted.begin(), drafted.begin() + v.n_accepted);
+  emit.push_back(v.next_token);
+  const Config& c = target_->config;
+  for (int t : emit) {
+    const int chosen_after = static_cast<int>(tokens_.size());  // the forward that chose t saw this many tokens
+    tokens_.push_back(t);
+    it->emitted.push_back(t);
+    it->emitted_pieces.push_back(target_->tokenizer.display_piece(t));
+    if (c.eos_token_id >= 0 && t == c.eos_token_id && !opt_.ignore_eos) {
+      reason_ = StopReason::kEos;
+    } else if (n_generated() >= opt_.max_new) {
+      reason_ = StopReason::kMaxNew;
+    } else if (chosen_after >= c.n_positions) {
+      reason_ = StopReason::kContextFull;
+    }
+    if (reason_ != StopReason::kNone) break;
+  }
+
+  // 5. Roll both caches back to the accepted prefix: position j's K/V depend
+  // on tokens [0, j] only, so every cached row before the first rejected or
+  // new token stays valid.
+  const int keep = static_cast<int>(tokens_.size()) - 1;
+  const int t_keep = std::min(keep, target_cache_.n_pos);
+  it->target_rolled_back = target_cache_.n_pos - t_keep;
+  target_cache_.truncate(t_keep);
+  const int d_keep = std::min(keep, draft_cache_.n_pos);
+  it->draft_rolled_back = draft_cache_.n_pos - d_keep;
+  draft_cache_.truncate(d_keep);
+  it->target_kv_bytes = target_cache_.bytes();
+  it->draft_kv_bytes = draft_cache_.bytes();
+  it->target_forwards = target_forwards_;
+  it->draft_forwards = draft_forwards_;
+  it->stop = reason_;
+  draft_ms_ += it->draft_ms;
+  target_ms_ += it->target_ms;
+  ms_total_ += ms_since(t_iter);
+  return it;
+}
+
+std::string SpeculativeDecoder::text() const {
+  std::vector<int> gen(tokens_.begin() + n_prompt_, tokens_.end());
+  if (reason_ == StopReason::kEos && !gen.empty()) gen.pop_back();
+  return target_->tokenizer.decode(gen);
+}
+
+}  // namespace kvscope

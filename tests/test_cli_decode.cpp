@@ -1,0 +1,162 @@
+// `kvscope generate --beams N` and `--draft DIR --speculate K` end to end:
+// the JSON records are consistent with each other and with the other modes
+// (--beams 1 and greedy speculation give --greedy's tokens), and flag
+// combinations without a meaning exit 2 with a message naming the flag.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "numpy_ref_util.h"
+#include "speculative.h"
+
+namespace kvscope {
+namespace {
+
+using testutil::json;
+
+std::string exe() {
+  return std::string(KVSCOPE_BUILD_DIR) + "/kvscope";
+}
+std::string asset(const std::string& n) {
+  return std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/" + n;
+}
+
+struct CliRun {
+  int rc = 0;
+  std::string out, err;
+  std::vector<json> events;
+};
+
+CliRun run(const std::string& args) {
+  testutil::TempDir tmp("cli-decode");
+  const std::string cmd = testutil::shell_quote(exe()) + " generate " + args + " > " +
+                          testutil::shell_quote(tmp / "out") + " 2> " + testutil::shell_quote(tmp / "err");
+  CliRun r;
+  const int st = std::system(cmd.c_str());
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.out = testutil::read_file(tmp / "out");
+  r.err = testutil::read_file(tmp / "err");
+  std::istringstream lines(r.out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line[0] == '{') r.events.push_back(json::parse(line));
+  }
+  return r;
+}
+
+std::vector<int> greedy_tokens(const std::string& prompt, int max_new) {
+  const CliRun g =
+      run("--prompt " + testutil::shell_quote(prompt) + " --greedy --json --max-new " + std::to_string(max_new));
+  std::vector<int> toks;
+  for (const json& e : g.events)
+    if (e.at("event") != "done") toks.push_back(e.at("token").get<int>());
+  return toks;
+}
+
+TEST(CliDecode, BeamJsonRecords) {
+  ASSERT_TRUE(testutil::fs::exists(exe()));
+  const CliRun r = run("--prompt 'Once upon a time' --beams 3 --max-new 10 --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  ASSERT_GE(r.events.size(), 2u);
+  EXPECT_EQ(r.events.front().at("event"), "prefill");
+  size_t prev_beams = 1;
+  for (size_t i = 0; i + 1 < r.events.size(); ++i) {
+    const json& e = r.events[i];
+    ASSERT_TRUE(e.contains("beams"));
+    for (const json& b : e.at("beams")) {
+      EXPECT_TRUE(b.contains("tokens") && b.contains("text") && b.contains("logprob") && b.contains("parent"));
+      EXPECT_LT(b.at("parent").get<size_t>(), prev_beams);
+      EXPECT_LE(b.at("logprob").get<double>(), 0.0);
+    }
+    EXPECT_EQ(e.at("candidates").size(), 6u);  // 2N
+    EXPECT_LE(e.at("kv_bytes_shared").get<uint64_t>(), e.at("kv_bytes_independent").get<uint64_t>());
+    prev_beams = std::max<size_t>(e.at("beams").size(), 1);
+  }
+  const json& done = r.events.back();
+  EXPECT_EQ(done.at("event"), "done");
+  ASSERT_FALSE(done.at("hypotheses").empty());
+  EXPECT_EQ(done.at("text"), done.at("hypotheses").at(0).at("text"));
+  EXPECT_DOUBLE_EQ(done.at("score").get<double>(), done.at("hypotheses").at(0).at("score").get<double>());
+  for (size_t i = 1; i < done.at("hypotheses").size(); ++i)
+    EXPECT_GE(done.at("hypotheses")[i - 1].at("score").get<double>(),
+              done.at("hypotheses")[i].at("score").get<double>());
+  // length_penalty 1: score = sum_logprob / generated length.
+  const json& best = done.at("hypotheses").at(0);
+  EXPECT_NEAR(best.at("score").get<double>(),
+              best.at("sum_logprob").get<double>() / best.at("generated_length").get<double>(), 1e-9);
+}
+
+TEST(CliDecode, OneBeamEqualsGreedy) {
+  for (const char* p : {"Once upon a time", "The capital of France is"}) {
+    const CliRun r = run(std::string("--prompt '") + p + "' --beams 1 --max-new 16 --json");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.events.back().at("tokens").get<std::vector<int>>(), greedy_tokens(p, 16)) << p;
+  }
+}
+
+TEST(CliDecode, SpeculativeJsonRecords) {
+  const std::string draft = testutil::shell_quote(asset("kvscope-draft"));
+  const CliRun r = run("--prompt 'Once upon a time' --draft " + draft + " --speculate 4 --max-new 24 --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  ASSERT_GE(r.events.size(), 2u);
+  std::vector<int> emitted;
+  int drafted = 0, accepted = 0, forwards = 0;
+  for (size_t i = 0; i + 1 < r.events.size(); ++i) {
+    const json& e = r.events[i];
+    EXPECT_EQ(e.at("event"), "iteration");
+    EXPECT_EQ(e.at("target_forwards").get<int>(), ++forwards);
+    for (const json& d : e.at("drafted")) EXPECT_TRUE(d.contains("p") && d.contains("q") && d.contains("token"));
+    EXPECT_TRUE(e.contains("replacement") || e.contains("bonus"));
+    drafted += e.at("k").get<int>();
+    accepted += e.at("accepted").get<int>();
+    for (int t : e.at("emitted")) emitted.push_back(t);
+  }
+  const json& done = r.events.back();
+  EXPECT_EQ(done.at("event"), "done");
+  EXPECT_EQ(emitted, greedy_tokens("Once upon a time", 24));
+  EXPECT_TRUE(done.at("plain").at("same_tokens").get<bool>());
+  EXPECT_EQ(done.at("drafted").get<int>(), drafted);
+  EXPECT_EQ(done.at("accepted").get<int>(), accepted);
+  EXPECT_NEAR(done.at("alpha").get<double>(), static_cast<double>(accepted) / drafted, 1e-12);
+  EXPECT_NEAR(done.at("tokens_per_target_forward").get<double>(), 24.0 / forwards, 1e-12);
+  EXPECT_NEAR(done.at("predicted_speedup").get<double>(),
+              predicted_speedup(done.at("alpha_tested").get<double>(), 4, done.at("cost_ratio").get<double>()), 1e-9);
+  EXPECT_GT(done.at("speedup").get<double>(), 0.0);
+  EXPECT_GT(done.at("ms_total").get<double>(), 0.0);
+}
+
+TEST(CliDecode, UsageErrors) {
+  const std::string draft = testutil::shell_quote(asset("kvscope-draft"));
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--beams 4 --temperature 0.7", "--temperature"},
+      {"--beams 4 --top-k 5", "--top-k"},
+      {"--beams 4 --no-cache", "--no-cache"},
+      {"--beams 0", "--beams"},
+      {"--beams 9", "--beams"},
+      {"--beams 2 --draft " + draft, "--draft"},
+      {"--length-penalty 2", "--length-penalty"},
+      {"--speculate 4", "--speculate"},
+      {"--draft " + draft + " --speculate 17", "--speculate"},
+      {"--draft " + draft + " --no-cache", "--no-cache"},
+  };
+  for (const auto& [args, flag] : cases) {
+    const CliRun r = run("--prompt hi " + args);
+    EXPECT_EQ(r.rc, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << args << "\n" << r.err;
+  }
+}
+
+TEST(CliDecode, DraftWithAnotherTokenizerIsRefused) {
+  const std::string other = testutil::suite_checkpoint("l2h2d32_f32_prefix_buffers");
+  const CliRun r = run("--prompt hi --draft " + testutil::shell_quote(other) + " --speculate 2");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find(other), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("kvscope-tiny"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace kvscope
