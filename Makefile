@@ -65,6 +65,7 @@ soak: build
 bench: build
 	KVSCOPE_TRAINING=1 scripts/install-deps.sh
 	tools/bench.sh $(BUILD)/kvscope
+	tools/bench_decode.sh $(BUILD)/kvscope
 
 # Rebuild the embedded default model from scratch (about an hour on 2 cores).
 model:

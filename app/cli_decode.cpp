@@ -161,11 +161,15 @@ int cmd_generate_speculative(const DecodeArgs& a) {
   double draft_ms_after_first = 0;
   int draft_forwards_after_first = 0;
   int tested = 0;
+  double verify_ms = 0;  // target forwards after the prefill
+  int verify_forwards = 0;
   while (SpecIterationPtr it = spec.step()) {
     for (const DraftVerdict& d : it->drafted) tested += d.r >= 0 ? 1 : 0;
     if (it->index > 0) {
       draft_ms_after_first += it->draft_ms;
       draft_forwards_after_first += it->k;
+      verify_ms += it->target_ms;
+      ++verify_forwards;
     }
     if (a.json) {
       std::cout << iteration_json(*it, tok).dump() << '\n' << std::flush;
@@ -230,6 +234,7 @@ int cmd_generate_speculative(const DecodeArgs& a) {
                       {"draft_forward_ms", draft_step_ms},
                       {"target_forward_ms", target_step_ms},
                       {"cost_ratio", cost_ratio},
+                      {"target_verify_ms", verify_forwards ? verify_ms / verify_forwards : 0.0},
                       {"predicted_speedup", predicted}}
                      .dump()
               << '\n';
