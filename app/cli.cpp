@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "cli_decode.h"
+#include "cli_flags.h"
+#include "cli_json.h"
 #include "engine.h"
 #include "error.h"
 #include "generator.h"
@@ -55,8 +57,12 @@ std::string human_flops(double f) {
 
 json top_json(const StepRecord& r, const Tokenizer& tok) {
   json top = json::array();
-  for (const Candidate& c : r.top)
-    top.push_back({{"token", c.token}, {"piece", tok.display_piece(c.token)}, {"prob", c.prob}});
+  for (const Candidate& c : r.top) {
+    top.push_back({{"token", c.token},
+                   {"piece", tok.display_piece(c.token)},
+                   {"bytes", bytes_json(tok.token_bytes(c.token))},
+                   {"prob", c.prob}});
+  }
   return top;
 }
 
@@ -105,6 +111,9 @@ int cmd_generate(const GenerateArgs& a, bool sampling_requested) {
         j["event"] = "prefill";
         j["tokens"] = r->prompt_tokens;
         j["pieces"] = r->prompt_pieces;
+        json pb = json::array();
+        for (int t : r->prompt_tokens) pb.push_back(bytes_json(tok.token_bytes(t)));
+        j["pieces_bytes"] = pb;
       } else {
         j["event"] = "step";
         j["index"] = r->index;
@@ -112,6 +121,7 @@ int cmd_generate(const GenerateArgs& a, bool sampling_requested) {
       j["mode"] = to_string(r->mode);
       j["token"] = r->token;
       j["piece"] = r->piece;
+      j["bytes"] = bytes_json(r->raw_piece);
       j["prob"] = r->prob;
       j["top"] = top_json(*r, tok);
       j["flops"] = r->flops;
@@ -135,6 +145,7 @@ int cmd_generate(const GenerateArgs& a, bool sampling_requested) {
     json j = {{"event", "done"},
               {"reason", to_string(gen.reason())},
               {"text", escape_invalid_utf8(gen.text())},
+              {"text_bytes", bytes_json(gen.text())},
               {"new_tokens", gen.n_generated()},
               {"flops_total", gen.flops_total()},
               {"ms_total", gen.ms_total()},
@@ -154,9 +165,13 @@ int cmd_tokenize(const std::string& dir, const std::string& text, bool as_json) 
   const Tokenizer tok = Tokenizer::load(dir.empty() ? default_model_dir() : dir);
   const std::vector<int> ids = tok.encode(text);
   std::vector<std::string> pieces;
-  for (int id : ids) pieces.push_back(tok.display_piece(id));
+  json bytes = json::array();
+  for (int id : ids) {
+    pieces.push_back(tok.display_piece(id));
+    bytes.push_back(bytes_json(tok.token_bytes(id)));
+  }
   if (as_json) {
-    std::cout << json{{"ids", ids}, {"pieces", pieces}}.dump() << '\n';
+    std::cout << json{{"ids", ids}, {"pieces", pieces}, {"bytes", bytes}}.dump() << '\n';
   } else {
     for (size_t i = 0; i < ids.size(); ++i) std::printf("%6d  %s\n", ids[i], json(pieces[i]).dump().c_str());
     std::printf("%zu tokens\n", ids.size());
@@ -247,6 +262,12 @@ int cmd_bench(const std::string& dir, std::vector<int> lengths, int reps, bool a
   if (lengths.empty()) {
     for (int T : {16, 64, 128, 256, 512, 1024}) {
       if (T <= c.n_positions) lengths.push_back(T);
+    }
+    // A context shorter than every default: bench the whole context.
+    if (lengths.empty() && c.n_positions >= 2) lengths.push_back(c.n_positions);
+    if (lengths.empty()) {
+      throw Error(m->name + ": the context is " + std::to_string(c.n_positions) +
+                  " position, too short to bench (a decode step needs at least 2)");
     }
   }
   for (int T : lengths) {
@@ -371,47 +392,49 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   // Bare `kvscope`: the window.
   GuiOptions gui;
   app.add_option("--model", gui.model_dir, "GPT-2 folder (config.json, model.safetensors, vocab.json, merges.txt)");
-  app.add_option("--prompt", gui.prompt, "Prompt to start with (default: the first preset)");
+  app.add_option("--prompt", gui.prompt, "Prompt to start with (default: the first preset)")
+      ->check(non_empty("some text to continue"));
   app.add_flag("--no-cache", gui.no_cache, "Start in NO CACHE mode");
-  app.add_option("--max-new", gui.max_new, "New tokens per generation")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-new", gui.max_new, "New tokens per generation")->check(int_in(1, 1 << 20));
   app.add_option("--demo-frames", gui.demo_frames, "Run a scripted demo for N frames, then exit (smoke tests)")
-      ->check(CLI::Range(0, 1 << 24));
+      ->check(int_in(0, 1 << 24));
   app.add_option("--screenshot", gui.screenshot, "With --demo-frames: save the last frame to this PNG");
   app.add_option("--soak-rounds", gui.soak_rounds,
                  "Generate to the full context, switch the cache mode and reset, N times; report resident memory "
                  "and GL objects, exit 1 on growth (scripts/soak.sh)")
-      ->check(CLI::Range(0, 1 << 20));
+      ->check(int_in(0, 1 << 20));
 
   GenerateArgs g;
   auto* gen = app.add_subcommand("generate", "Generate text (no display needed)");
   gen->add_option("--model", g.model, "GPT-2 folder (default: the embedded model)");
-  gen->add_option("--prompt", g.prompt, "Text to continue")->required();
-  gen->add_option("--max-new", g.max_new, "Maximum new tokens")->check(CLI::Range(1, 1 << 20));
+  gen->add_option("--prompt", g.prompt, "Text to continue")->required()->check(non_empty("some text to continue"));
+  gen->add_option("--max-new", g.max_new, "Maximum new tokens")->check(int_in(1, 1 << 20));
   auto* greedy = gen->add_flag("--greedy", g.greedy, "Pick the most likely token (default)");
   auto* temp =
-      gen->add_option("--temperature", g.temperature, "Sample with this temperature")->check(CLI::PositiveNumber);
+      gen->add_option("--temperature", g.temperature, "Sample with this temperature")->check(real_in(0.001, 1000));
   auto* topk =
-      gen->add_option("--top-k", g.top_k, "Keep the k most likely tokens (0 = off)")->check(CLI::NonNegativeNumber);
+      gen->add_option("--top-k", g.top_k, "Keep the k most likely tokens (0 = off)")->check(int_in(0, 1 << 24));
   auto* topp =
-      gen->add_option("--top-p", g.top_p, "Keep the smallest set reaching probability p")->check(CLI::Range(1e-6, 1.0));
+      gen->add_option("--top-p", g.top_p, "Keep the smallest set reaching probability p")->check(real_in(0, 1, true));
   greedy->excludes(temp)->excludes(topk)->excludes(topp);
   gen->add_option("--repetition-penalty", g.repetition_penalty,
-                  "Divide (multiply) positive (negative) logits of seen tokens")
-      ->check(CLI::PositiveNumber);
-  gen->add_option("--seed", g.seed, "Sampling seed");
-  gen->add_option("--stop", g.stop, "Stop when this string is generated (repeatable)");
+                  "Divide (multiply) positive (negative) logits of seen tokens (1 = off)")
+      ->check(real_in(0.01, 100));
+  gen->add_option("--seed", g.seed, "Sampling seed")->check(any_u64());
+  gen->add_option("--stop", g.stop, "Stop when this string is generated (repeatable)")
+      ->check(non_empty("the text to stop at"));
   gen->add_flag("--no-cache", g.no_cache, "Recompute the whole sequence every step");
   gen->add_flag("--json", g.json, "JSON Lines: prefill, steps, done");
   DecodeArgs dec;
   auto* beams = gen->add_option("--beams", dec.beams, "Beam search with N beams (1-8; Hugging Face conventions)")
-                    ->check(CLI::Range(1, 8));
+                    ->check(int_in(1, 8));
   auto* lpen = gen->add_option("--length-penalty", dec.length_penalty,
                                "Beam score = sum log p / (generated length)^L (default 1.0)")
-                   ->check(CLI::Range(-100.0, 100.0));
+                   ->check(real_in(-100, 100));
   auto* draft = gen->add_option("--draft", dec.draft, "Speculative decoding with this draft model folder");
   auto* spec =
       gen->add_option("--speculate", dec.speculate, "Tokens the draft proposes per iteration (1-16, default 4)")
-          ->check(CLI::Range(1, 16));
+          ->check(int_in(1, 16));
 
   std::string tok_model, tok_text;
   bool tok_json = false;
@@ -432,27 +455,33 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   bool bench_json = false;
   auto* bench = app.add_subcommand("bench", "Prefill and decode speed in both modes at several lengths");
   bench->add_option("--model", bench_model, "GPT-2 folder");
-  bench->add_option("--lengths", bench_lengths, "Sequence lengths (default 16 64 128 256 512 1024, up to the context)");
-  bench->add_option("--reps", bench_reps, "Repetitions (median)")->check(CLI::Range(1, 1000));
+  bench
+      ->add_option("--lengths", bench_lengths,
+                   "Sequence lengths, each 2..the model's context (default 16 64 128 256 512 1024, those that fit)")
+      ->check(int_in(2, 1 << 20));
+  bench->add_option("--reps", bench_reps, "Repetitions (median)")->check(int_in(1, 1000));
   bench->add_flag("--json", bench_json, "Print JSON");
 
   RenderOptions ro;
   std::string layer = "mean", head = "mean";
   auto* render = app.add_subcommand("render", "Render the 3D view to PNG without a window");
   render->add_option("--model", ro.model_dir, "GPT-2 folder");
-  render->add_option("--prompt", ro.prompt, "Prompt")->required();
-  render->add_option("--steps", ro.steps, "Forwards to run (the prefill is the first)")->check(CLI::Range(1, 1 << 20));
+  render->add_option("--prompt", ro.prompt, "Prompt")->required()->check(non_empty("some text to continue"));
+  render->add_option("--steps", ro.steps, "Forwards to run (the prefill is the first)")->check(int_in(1, 1 << 20));
   render->add_option("--out", ro.out, "PNG of the last step");
   render->add_option("--frames", ro.frames_dir, "Write one PNG per step into this folder");
-  render->add_option("--width", ro.width, "Image width")->check(CLI::Range(64, 8192));
-  render->add_option("--height", ro.height, "Image height")->check(CLI::Range(64, 8192));
+  render->add_option("--width", ro.width, "Image width (also at most what the OpenGL driver allows)")
+      ->check(int_in(64, 8192));
+  render->add_option("--height", ro.height, "Image height (also at most what the OpenGL driver allows)")
+      ->check(int_in(64, 8192));
   render->add_option("--camera", ro.camera, "front|top|side|follow")
       ->check(CLI::IsMember({"front", "top", "side", "follow"}));
   render->add_flag("--no-cache", ro.no_cache, "NO CACHE mode");
-  render->add_option("--layer", layer, "Layer whose attention the beams show, or mean");
-  render->add_option("--head", head, "Head whose attention the beams show, or mean");
+  render->add_option("--layer", layer, "Layer whose attention the beams show (0..layers-1), or mean");
+  render->add_option("--head", head, "Head whose attention the beams show (0..heads-1), or mean");
   render->add_flag("--bench", ro.bench, "Report frame times at full context with every beam (no PNG)");
-  render->add_option("--video", ro.video, "Write an MP4 of the generation (pipes frames to ffmpeg)");
+  render->add_option("--video", ro.video, "Write an MP4 of the generation (pipes frames to ffmpeg)")
+      ->check(not_an_option());
   render->add_flag("--presentation", ro.presentation, "Presentation mode: compact HUD");
   render->add_flag("--heatmaps", ro.heatmaps, "Draw the attention heatmap grid (one per layer and head)");
 

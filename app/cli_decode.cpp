@@ -6,6 +6,7 @@
 
 #include "beam_generator.h"
 #include "cli.h"
+#include "cli_json.h"
 #include "error.h"
 #include "generator.h"
 #include "model.h"
@@ -27,12 +28,14 @@ json beam_json(const Beam& b, const BeamGenerator& gen) {
           {"parent_id", b.parent_id},
           {"tokens", generated(b.tokens, gen.n_prompt())},
           {"text", escape_invalid_utf8(gen.text(b.tokens))},
+          {"text_bytes", bytes_json(gen.text(b.tokens))},
           {"logprob", b.logprob}};
 }
 
 json hypothesis_json(const Hypothesis& h, const BeamGenerator& gen) {
   return {{"tokens", generated(h.tokens, gen.n_prompt())},
           {"text", escape_invalid_utf8(gen.text(h))},
+          {"text_bytes", bytes_json(gen.text(h))},
           {"score", h.score},
           {"sum_logprob", h.sum_logprob},
           {"generated_length", h.gen_len},
@@ -46,6 +49,7 @@ json beam_step_json(const BeamStepRecord& r, const BeamGenerator& gen) {
     cands.push_back({{"parent", c.parent},
                      {"token", c.token},
                      {"piece", tok.display_piece(c.token)},
+                     {"bytes", bytes_json(tok.token_bytes(c.token))},
                      {"logprob", c.logprob},
                      {"token_logprob", c.token_logprob},
                      {"running", c.running},
@@ -90,6 +94,7 @@ int cmd_generate_beams(const DecodeArgs& a) {
     std::cout << json{{"event", "done"},
                       {"reason", to_string(gen.reason())},
                       {"text", escape_invalid_utf8(gen.text(best))},
+                      {"text_bytes", bytes_json(gen.text(best))},
                       {"tokens", generated(best.tokens, gen.n_prompt())},
                       {"score", best.score},
                       {"sum_logprob", best.sum_logprob},
@@ -115,7 +120,11 @@ namespace {
 json iteration_json(const SpecIteration& it, const Tokenizer& tok) {
   json drafted = json::array();
   for (const DraftVerdict& d : it.drafted) {
-    json j = {{"token", d.token}, {"piece", tok.display_piece(d.token)}, {"p", d.p}, {"q", d.q}};
+    json j = {{"token", d.token},
+              {"piece", tok.display_piece(d.token)},
+              {"bytes", bytes_json(tok.token_bytes(d.token))},
+              {"p", d.p},
+              {"q", d.q}};
     if (d.r >= 0) {
       j["r"] = d.r;
       j["accepted"] = d.accepted;
@@ -132,7 +141,10 @@ json iteration_json(const SpecIteration& it, const Tokenizer& tok) {
           {"drafted", drafted},
           {"accepted", it.n_accepted},
           {it.bonus ? "bonus" : "replacement",
-           {{"token", it.next_token}, {"piece", tok.display_piece(it.next_token)}, {"prob", it.next_prob}}},
+           {{"token", it.next_token},
+            {"piece", tok.display_piece(it.next_token)},
+            {"bytes", bytes_json(tok.token_bytes(it.next_token))},
+            {"prob", it.next_prob}}},
           {"emitted", it.emitted},
           {"emitted_pieces", it.emitted_pieces},
           {"target_forwards", it.target_forwards},
@@ -212,6 +224,7 @@ int cmd_generate_speculative(const DecodeArgs& a) {
     std::cout << json{{"event", "done"},
                       {"reason", to_string(spec.reason())},
                       {"text", escape_invalid_utf8(spec.text())},
+                      {"text_bytes", bytes_json(spec.text())},
                       {"new_tokens", spec.n_generated()},
                       {"k", a.speculate},
                       {"draft", draft->dir},

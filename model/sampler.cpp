@@ -75,6 +75,16 @@ void Sampler::set_settings(const SamplerSettings& s) {
 }
 
 SampleResult Sampler::sample(const std::vector<float>& logits_in, const std::vector<int>& history, int n_top) {
+  // Every step's logits pass here: a NaN or infinity (from weights or an
+  // overflow in the forward) stops the generation instead of turning every
+  // probability into NaN.
+  for (size_t i = 0; i < logits_in.size(); ++i) {
+    if (!std::isfinite(logits_in[i])) {
+      throw Error(std::string("the model computed a non-finite logit (") + (std::isnan(logits_in[i]) ? "NaN" : "inf") +
+                  " for token id " + std::to_string(i) +
+                  "); generation stopped (expected finite logits: check the weights)");
+    }
+  }
   std::vector<float> logits = logits_in;
   apply_repetition_penalty(logits, history, s_.repetition_penalty);
   const float temp = s_.greedy ? 1.0f : s_.temperature;

@@ -6,12 +6,11 @@
 #include <utf8proc.h>
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <queue>
-#include <sstream>
 
 #include "error.h"
+#include "file_io.h"
 
 namespace kvscope {
 namespace {
@@ -78,12 +77,7 @@ std::string hex_byte(unsigned char b) {
 }
 
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open (expected a GPT-2 tokenizer file here)");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(path + ": read error");
-  return ss.str();
+  return read_regular_file(path, "a GPT-2 tokenizer file");
 }
 
 // ---- pre-tokenizer -------------------------------------------------------------

@@ -167,6 +167,10 @@ SequenceState build_sequence(const std::vector<RecordPtr>& records, size_t count
 }
 
 std::string visible_piece(const std::string& piece) {
+  auto hex = [](unsigned char b) {
+    static const char* digits = "0123456789abcdef";
+    return std::string{'\\', 'x', digits[b >> 4], digits[b & 15]};
+  };
   std::string out;
   size_t i = 0;
   for (; i < piece.size() && piece[i] == ' '; ++i) out += "\xC2\xB7";  // U+00B7
@@ -178,6 +182,12 @@ std::string visible_piece(const std::string& piece) {
       out += "\xE2\x86\x92";  // U+2192
     } else if (c == '\r') {
       out += "\\r";
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      out += hex(static_cast<unsigned char>(c));  // no glyph: the font would draw U+FFFD
+    } else if (static_cast<unsigned char>(c) == 0xc2 && i + 1 < piece.size() &&
+               static_cast<unsigned char>(piece[i + 1]) >= 0x80 && static_cast<unsigned char>(piece[i + 1]) < 0xa0) {
+      // C1 controls (U+0080..U+009F, e.g. NEL) likewise, as their two UTF-8 bytes.
+      out += hex(0xc2) + hex(static_cast<unsigned char>(piece[++i]));
     } else {
       out += c;
     }

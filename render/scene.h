@@ -70,7 +70,9 @@ void append_record(SequenceState& seq, const RecordPtr& rec);
 SequenceState build_sequence(const std::vector<RecordPtr>& records, size_t count);
 
 // Makes a token piece visible on screen: leading spaces become U+00B7 '·',
-// a newline becomes U+21B5 '↵', a tab U+2192 '→'. Other bytes pass through.
+// a newline becomes U+21B5 '↵', a tab U+2192 '→', a carriage return "\r",
+// other control characters (C0, DEL, C1) \xNN per byte. The rest passes
+// through (display_piece has already escaped invalid UTF-8 as \xNN).
 std::string visible_piece(const std::string& piece);
 
 struct ViewOptions {

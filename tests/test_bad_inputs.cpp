@@ -5,18 +5,31 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+#include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "config.h"
 #include "error.h"
+#include "file_io.h"
+#include "generator.h"
 #include "model.h"
 #include "numpy_ref_util.h"
 #include "safetensors.h"
+#include "sampler.h"
 #include "tokenizer.h"
 
 namespace kvscope {
@@ -328,6 +341,142 @@ TEST_F(BadInputs, MissingFiles) {
   vocab["zzz_sparse"] = 5000000;
   testutil::write_file(dir3 + "/vocab.json", vocab.dump());
   expect_load_error(dir3, {{"vocab.json"}, {"largest id is 5000000"}, {"without large gaps"}}, "vocab.json sparse ids");
+}
+
+// --- files that are not regular files ------------------------------------------
+
+// Runs `f` on a thread and waits at most 20 s: a loader blocked in open() on a
+// FIFO is a failure, and the FIFO is then opened for writing to free it.
+template <class F>
+void expect_error_promptly(F&& f, const Needles& needles, const std::string& what_case, const std::string& fifo = "") {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> fut = done->get_future();
+  std::thread([f, done, needles, what_case] {
+    expect_error(f, needles, what_case);
+    done->set_value();
+  }).detach();
+  if (fut.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    ADD_FAILURE() << what_case << ": still blocked after 20 s";
+    if (!fifo.empty()) {
+      const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (fd >= 0) ::close(fd);
+    }
+    fut.wait();
+  }
+}
+
+TEST_F(BadInputs, NotRegularFiles) {
+  for (const char* f : {"model.safetensors", "config.json", "vocab.json", "merges.txt"}) {
+    const std::string dir = folder(std::string("dir-") + f);
+    fs::remove(dir + "/" + f);
+    fs::create_directory(dir + "/" + f);
+    expect_load_error(dir, {{std::string(f)}, {"is a directory"}, {"regular file"}}, std::string("directory ") + f);
+
+    const std::string dir2 = folder(std::string("fifo-") + f);
+    const std::string fifo = dir2 + "/" + f;
+    fs::remove(fifo);
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    expect_error_promptly([dir2] { load_model(dir2); }, {{std::string(f)}, {"FIFO"}, {"regular file"}},
+                          std::string("FIFO ") + f, fifo);
+  }
+  const std::string dir3 = folder("device");
+  fs::remove(dir3 + "/model.safetensors");
+  fs::create_symlink("/dev/zero", dir3 + "/model.safetensors");
+  expect_load_error(dir3, {{"model.safetensors"}, {"character device"}}, "symlink to /dev/zero");
+  // The same function reads every file: the shared entry point says so directly.
+  expect_error([&] { read_regular_file(tmp_->path(), "a test file"); }, {{"is a directory"}, {"a test file"}},
+               "read_regular_file on a folder");
+  std::string out = "untouched";
+  EXPECT_FALSE(read_regular_file_if_exists(*tmp_ / "absent.json", "settings", out));
+  EXPECT_EQ(out, "untouched");
+}
+
+// --- non-finite weights and logits -----------------------------------------------
+
+TEST_F(BadInputs, NonFiniteWeights) {
+  const std::string name = "transformer.h.1.mlp.c_fc.weight";  // Conv1D (d, 4d), F32
+  const uint64_t begin = st_.header[name]["data_offsets"][0];
+  for (const float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    St st = st_;
+    const size_t index = 4 * static_cast<size_t>(d_) + 5;  // row 1, column 5
+    std::memcpy(&st.data[begin + 4 * index], &bad, 4);
+    expect_load_error(folder_with("nonfinite", st),
+                      {{"model.safetensors"},
+                       {"h.1.mlp.c_fc.weight"},
+                       {std::isnan(bad) ? "NaN" : "inf"},
+                       {"element " + std::to_string(index)},
+                       {"row 1, column 5"}},
+                      "non-finite weight");
+  }
+}
+
+TEST_F(BadInputs, NonFiniteLogitsStopTheGeneration) {
+  // Finite weights whose product overflows: a huge final layer-norm bias
+  // makes every logit +-inf or NaN. The step must fail with a clear error,
+  // never return a record with NaN probabilities.
+  St st = st_;
+  const std::string name = "transformer.ln_f.bias";
+  const uint64_t begin = st.header[name]["data_offsets"][0];
+  for (int i = 0; i < d_; ++i) {
+    const float big = (i % 2 ? -3e38f : 3e38f);
+    std::memcpy(&st.data[begin + 4 * static_cast<size_t>(i)], &big, 4);
+  }
+  std::shared_ptr<const Model> m = load_model(folder_with("overflow", st));
+  Generator gen(m);
+  GenerateOptions opt;
+  opt.max_new = 2;
+  gen.start("ab", opt);
+  expect_error([&] { gen.step(); }, {{"non-finite logit"}, {"stopped"}}, "overflowing logits");
+
+  Sampler sampler;
+  std::vector<float> logits = {0.5f, std::nanf(""), 1.0f};
+  expect_error([&] { sampler.sample(logits, {}); }, {{"NaN"}, {"token id 1"}}, "NaN logit in the sampler");
+}
+
+// --- writes that fail --------------------------------------------------------------
+
+// Files in `dir` whose name contains ".tmp" (what a failed write could leave behind).
+std::vector<std::string> temp_files(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().find(".tmp") != std::string::npos) out.push_back(e.path().string());
+  return out;
+}
+
+TEST_F(BadInputs, SafeWriteReplacesOrKeepsTheOldFile) {
+  const std::string dir = *tmp_ / "writes";
+  fs::create_directory(dir);
+  const std::string path = dir + "/settings.json";
+  write_file_atomic(path, "old contents\n");
+  EXPECT_EQ(testutil::read_file(path), "old contents\n");
+  write_file_atomic(path, "new contents\n");
+  EXPECT_EQ(testutil::read_file(path), "new contents\n");
+
+  // A full disk, without root: a file-size limit makes write() fail with EFBIG
+  // (SIGXFSZ ignored, as it would kill the process).
+  const std::string big(1 << 16, 'x');
+  struct rlimit old_limit {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  void (*old_handler)(int) = ::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old_limit;
+  small.rlim_cur = 1024;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  expect_error([&] { write_file_atomic(path, big); }, {{path}, {"File too large"}, {"unchanged"}},
+               "write over a limit");
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  ::signal(SIGXFSZ, old_handler);
+  EXPECT_EQ(testutil::read_file(path), "new contents\n") << "the old file must survive a failed write";
+  EXPECT_TRUE(temp_files(dir).empty()) << "a failed write left " << temp_files(dir).front();
+
+  // A missing folder is an error, and is not created.
+  const std::string missing = dir + "/no/such/folder/out.png";
+  expect_error([&] { write_file_atomic(missing, "x"); }, {{"out.png"}, {"does not exist"}}, "missing folder");
+  EXPECT_FALSE(fs::exists(dir + "/no"));
+  // A folder where the file should be: the folder stays.
+  fs::create_directory(dir + "/taken.png");
+  expect_error([&] { write_file_atomic(dir + "/taken.png", "x"); }, {{"taken.png"}}, "destination is a folder");
+  EXPECT_TRUE(fs::is_directory(dir + "/taken.png"));
+  EXPECT_TRUE(temp_files(dir).empty());
 }
 
 }  // namespace

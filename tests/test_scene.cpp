@@ -289,6 +289,11 @@ TEST(Scene, LabelsMakeSpacesVisible) {
   EXPECT_EQ(visible_piece("\n"), "\xE2\x86\xB5");
   EXPECT_EQ(visible_piece("\xE2\x9C\xA8"), "\xE2\x9C\xA8");  // UTF-8 passes through
   EXPECT_EQ(visible_piece("\\xe2\\x80"), "\\xe2\\x80");      // escaped partial bytes stay escaped
+  // Control characters have no glyph: \xNN per byte, never the font's U+FFFD.
+  EXPECT_EQ(visible_piece(std::string("\x01\x1b[0m\x7f", 6)), "\\x01\\x1b[0m\\x7f");
+  EXPECT_EQ(visible_piece(std::string(1, '\0')), "\\x00");
+  EXPECT_EQ(visible_piece("a\xC2\x85"), "a\\xc2\\x85");  // U+0085 (NEL), a C1 control
+  EXPECT_EQ(visible_piece("\xC2\xA0"), "\xC2\xA0");      // U+00A0 is printable: passes through
   auto h = make_history(3, {CacheMode::kKV});
   Scene s = build_scene(h, h.size(), ViewOptions());
   int token_labels = 0;
