@@ -67,7 +67,7 @@ bench: build
 	tools/bench.sh $(BUILD)/kvscope
 	tools/bench_decode.sh $(BUILD)/kvscope
 
-# Rebuild the embedded default model from scratch (about an hour on 2 cores).
+# Rebuild the embedded models from scratch, or resume an interrupted run (about 2.5 hours of 2 cores).
 model:
 	KVSCOPE_TRAINING=1 scripts/install-deps.sh
 	tools/train/build_model.sh

@@ -18,7 +18,7 @@ PKGS=(build-essential cmake pkg-config git
 # Optional extras for `make model` / `make bench` (torch needs OpenBLAS first,
 # otherwise it falls back to the reference BLAS, ~40x slower).
 if [[ "${KVSCOPE_TRAINING:-0}" == 1 ]]; then
-  PKGS+=(libopenblas0-openmp python3-torch python3-matplotlib)
+  PKGS+=(libopenblas0-openmp python3-torch python3-matplotlib wordnet-base)
 fi
 
 missing=()

@@ -1,29 +1,64 @@
 #!/bin/sh
-# Rebuild kvscope's embedded models from scratch: data -> BPE -> train (main + draft) -> export -> cards.
-# Deterministic from SEED (thread-level float nondeterminism aside). About an hour on 2 CPU cores.
-# Needs Debian's /usr/bin/python3 with python3-torch, numpy, regex, matplotlib; npm (for countries-list).
+# Rebuild kvscope's embedded models: data -> BPE -> train the main model in resumable phases ->
+# train the draft -> export (final + training snapshots) -> cards.
+#
+# Resumes by itself: a phase interrupted (Ctrl-C, SIGTERM, a session ending) left work/runs/<name>/state.pt,
+# and the next call continues from it; on a fresh clone the committed checkpoint in tools/train/resume/
+# (saved there by save_resume.sh) is the starting point. FRESH=1 ignores both and starts from step 0.
+# Deterministic from SEED (thread-level float nondeterminism aside). About 2.5 hours on 2 CPU cores.
+# Needs Debian's /usr/bin/python3 with python3-torch, numpy, regex, matplotlib; npm (for countries-list);
+# wordnet-base (scripts/install-deps.sh with KVSCOPE_TRAINING=1 installs them).
 set -eu
 cd "$(dirname "$0")"
 PY=/usr/bin/python3
 SEED=${SEED:-1234}
+STEPS=${STEPS:-2200}                  # length of the main model's LR schedule
+PHASES=${PHASES:-"1100 $STEPS"}       # each phase ends with a checkpoint at this step
+DRAFT_STEPS=${DRAFT_STEPS:-600}
 # Passive OpenMP waiting: spinning threads starve each other on a shared 2-core machine.
 export OMP_WAIT_POLICY=PASSIVE
 mkdir -p work/runs
-rm -f work/runs/kvscope-tiny-p1/done.json work/runs/kvscope-tiny/done.json work/runs/kvscope-draft/done.json
+
 $PY make_data.py --seed "$SEED"
-$PY train_bpe.py --seed "$SEED" --merges 3000
-# main model, phase 1: 1000 steps of the 1400-step cosine schedule (stories/facts/code mix)
-nice -n 10 $PY train.py --name kvscope-tiny-p1 --seed "$SEED" --stop-at 1000 2>&1 | tee work/runs/kvscope-tiny-p1.log
-# phase 2: re-warmed, stories-heavy, 12% repeated-passage rows so copy/induction heads form; last 10% facts-heavy
-nice -n 10 $PY train.py --name kvscope-tiny --seed "$((SEED + 1))" --init-from work/runs/kvscope-tiny-p1/ckpt.pt \
-    --steps 700 --warmup 50 --lr 1.5e-3 --copy-frac 0.12 --mix 0.65,0.17,0.18 --eval-every 100 \
-    2>&1 | tee work/runs/kvscope-tiny.log
-nice -n 15 $PY train.py --name kvscope-draft --seed "$SEED" --n-layer 2 --n-head 4 --n-embd 64 \
-    --steps 500 --warmup 50 --lr 3e-3 --eval-every 100 --threads 1 2>&1 | tee work/runs/kvscope-draft.log
-# tee hides python's exit status under sh: check that both runs finished
-test -f work/runs/kvscope-tiny-p1/done.json && test -f work/runs/kvscope-tiny/done.json && test -f work/runs/kvscope-draft/done.json
+$PY train_bpe.py --seed "$SEED" --merges 4000
+
+# a run continues from work/runs/<name>/state.pt, or else from the committed copy in resume/<name>/
+train_phases() { # name nice phases... -- train.py args
+    name=$1 nice=$2
+    shift 2
+    stops=""
+    while [ "$1" != "--" ]; do stops="$stops $1"; shift; done
+    shift
+    run=work/runs/$name
+    if [ "${FRESH:-0}" = 1 ]; then rm -rf "$run"; fi
+    if [ ! -f "$run/state.pt" ] && [ -f "resume/$name/state.pt" ]; then
+        mkdir -p "$run"
+        cp -r "resume/$name/." "$run/"
+        echo "starting $name from the committed checkpoint resume/$name (step $($PY -c "import torch; print(torch.load('$run/state.pt', map_location='cpu')['step'])"))"
+    fi
+    for stop in $stops; do
+        resume=""
+        if [ -f "$run/state.pt" ]; then
+            at=$($PY -c "import torch; print(torch.load('$run/state.pt', map_location='cpu')['step'])")
+            [ "$at" -ge "$stop" ] && continue
+            resume=--resume
+        fi
+        # the exit status is checked: a phase stopped by a signal ends this script (run it again to resume)
+        nice -n "$nice" $PY train.py --name "$name" --seed "$SEED" --stop-at "$stop" $resume "$@" \
+            >>"work/runs/$name.log" 2>&1 || { echo "$name: train.py failed, see work/runs/$name.log"; exit 1; }
+        at=$($PY -c "import torch; print(torch.load('$run/state.pt', map_location='cpu')['step'])")
+        [ "$at" -ge "$stop" ] || { echo "$name: phase stopped at step $at before $stop; run again to resume"; exit 1; }
+    done
+}
+
+train_phases kvscope-tiny 10 $PHASES -- --steps "$STEPS"
+train_phases kvscope-draft 15 "$DRAFT_STEPS" -- --steps "$DRAFT_STEPS" --n-layer 2 --n-head 4 --n-embd 64 \
+    --warmup 50 --lr 3e-3 --threads 1 --snapshot-steps ""
+test -f work/runs/kvscope-tiny/done.json && test -f work/runs/kvscope-draft/done.json
+
 $PY export.py --run kvscope-tiny
 $PY export.py --run kvscope-draft
+$PY export_snapshots.py --run kvscope-tiny
 $PY make_card.py --name kvscope-tiny
 $PY make_card.py --name kvscope-draft --draft
-echo "done: assets/models/kvscope-tiny and assets/models/kvscope-draft"
+echo "done: assets/models/kvscope-tiny, kvscope-draft and the training snapshots"

@@ -33,7 +33,7 @@ from model import GPT2
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = os.path.join(HERE, "work")
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-PARTS = ["stories", "facts", "code"]
+PARTS = ["stories", "facts", "code", "stdlib", "english"]
 
 
 def write_safetensors(path, tensors, metadata=None):
@@ -154,13 +154,18 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--run", default="kvscope-tiny", help="work/runs/<run>")
     ap.add_argument("--out", default=None, help="default assets/models/<run>")
+    ap.add_argument("--ckpt", default=None, help="default work/runs/<run>/ckpt.pt")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--val-src", default=os.path.join(HERE, "val"),
+                    help="validation slices, copied into <out>/val/ with the hand-written story")
+    ap.add_argument("--val-dir", default=None,
+                    help="score these slices instead of copying (the draft uses the main model's)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     out = a.out or os.path.join(ROOT, "assets", "models", a.run)
     os.makedirs(out, exist_ok=True)
     run = os.path.join(WORK, "runs", a.run)
-    ck = torch.load(os.path.join(run, "ckpt.pt"), map_location="cpu")
+    ck = torch.load(a.ckpt or os.path.join(run, "ckpt.pt"), map_location="cpu")
     cfg = ck["cfg"]
     tensors = {k: v.detach().float().numpy().astype(np.float16) for k, v in ck["model"].items()}
     write_safetensors(os.path.join(out, "model.safetensors"), tensors, metadata={"format": "pt"})
@@ -182,17 +187,24 @@ def main():
     print(f"torch vs numpy forward max abs diff {maxdiff:.2e}")
     assert maxdiff < 1e-3
 
-    valdir = os.path.join(ROOT, "assets", "models", "kvscope-tiny", "val")
+    if a.val_dir:
+        valdir = a.val_dir
+    else:
+        valdir = os.path.join(out, "val")
+        os.makedirs(valdir, exist_ok=True)
+        for p in PARTS:
+            shutil.copyfile(os.path.join(a.val_src, f"{p}.txt"), os.path.join(valdir, f"{p}.txt"))
+        shutil.copyfile(os.path.join(HERE, "heldout", "story.txt"), os.path.join(valdir, "handwritten_story.txt"))
     metrics = {"protocol": __doc__.split("Validation protocol")[1].split("\n", 1)[1].strip(),
                "weights": "exported model.safetensors (F16), computed in float32 (loss summed in float64)",
-               "n_positions": cfg["n_positions"], "val_dir": "assets/models/kvscope-tiny/val", "parts": {}}
-    for p in PARTS:
+               "n_positions": cfg["n_positions"], "val_dir": os.path.relpath(valdir, ROOT), "parts": {}}
+    for p in PARTS + ["handwritten_story"]:
         m = val_metrics(model, tok, os.path.join(valdir, f"{p}.txt"), cfg["n_positions"])
         metrics["parts"][p] = m
         print(f"{p}: loss {m['loss']:.4f} nats/token, {m['bits_per_byte']:.4f} bits/byte, "
               f"{m['predicted_tokens']} predicted tokens")
-    tl = sum(m["loss"] * m["predicted_tokens"] for m in metrics["parts"].values())
-    tn = sum(m["predicted_tokens"] for m in metrics["parts"].values())
+    tl = sum(metrics["parts"][p]["loss"] * metrics["parts"][p]["predicted_tokens"] for p in PARTS)
+    tn = sum(metrics["parts"][p]["predicted_tokens"] for p in PARTS)
     metrics["all_parts_pooled_loss"] = tl / tn
     metrics["numpy_vs_torch_max_abs_logit_diff"] = maxdiff
     with open(os.path.join(out, "metrics.json"), "w") as f:

@@ -1,13 +1,26 @@
 #!/usr/bin/python3
-"""Train a small GPT-2 on the tokenized mix (work/tok/*.npy). CPU, seeded, AdamW + cosine LR.
+"""Train a small GPT-2 on the tokenized mix (work/tok/*.npy). CPU, seeded, AdamW + cosine LR. Resumable.
 
-Writes work/runs/<name>/{ckpt.pt, config.json, log.csv, train_cmd.txt}.
+One run = one LR schedule of --steps steps, trained in phases: each invocation trains until
+--stop-at (or the end) and writes a resumable checkpoint; `--resume` continues exactly where the
+checkpoint left off (model, optimizer, RNG = data-stream position, step, EMA, token count).
+
+Writes work/runs/<name>/:
+  state.pt        resumable checkpoint (atomic: temp + rename), every --ckpt-every steps, at the end
+                  of a phase, and on SIGTERM / SIGINT
+  ckpt.pt         the latest weights only (what export.py reads)
+  snapshots/step_NNNNN.pt   F16 weights at --snapshot-steps (the "training made visible" checkpoints)
+  log.csv         step, tokens, elapsed, lr, train EMA, validation losses per part (appended on resume)
+  phases.json     one entry per invocation: steps covered, wall time, tokens, command
+  config.json, train_cmd.txt, done.json (when the whole schedule has finished)
 """
 import argparse
 import csv
+import hashlib
 import json
 import math
 import os
+import signal
 import sys
 import time
 
@@ -17,28 +30,30 @@ import time
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-import torch.nn.functional as F
+import torch.nn.functional as F  # noqa: E402
 
-from model import GPT2, make_config
-import bpe
+import bpe  # noqa: E402
+from model import GPT2, make_config  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = os.path.join(HERE, "work")
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-PARTS = ["stories", "facts", "code"]
+PARTS = ["stories", "facts", "code", "stdlib", "english"]
+# arguments that define the run: a resumed invocation must use the same values
+SCHEDULE_ARGS = ["seed", "n_layer", "n_head", "n_embd", "n_positions", "batch", "steps", "lr", "min_lr_frac",
+                 "warmup", "wd", "mix", "final_frac", "final_mix", "copy_frac", "p_doc_start"]
 
 
 def parse_mix(s):
-    w = [float(x) for x in s.split(",")]
-    w = np.array(w) / sum(w)
-    return w
+    w = np.array([float(x) for x in s.split(",")])
+    assert len(w) == len(PARTS), f"--mix needs {len(PARTS)} weights ({','.join(PARTS)})"
+    return w / w.sum()
 
 
 class Sampler:
     """Random windows of T+1 tokens; with prob p_doc_start a window starts exactly at a document's
     first token (no eos before it), so prompts at position 0 look like training data."""
 
-    def __init__(self, arr, eos, rng, p_doc_start=0.25):
+    def __init__(self, arr, eos, rng, p_doc_start):
         self.arr = torch.from_numpy(arr.astype(np.int64))
         self.starts = np.nonzero(arr == eos)[0] + 1
         self.starts = self.starts[self.starts < len(arr) - 10]
@@ -47,9 +62,9 @@ class Sampler:
         self.eos = eos
 
     def get_repeat(self, n, T):
-        """Induction-training rows: a random passage of 12-64 tokens repeated until the row is full,
-        after an eos: [eos] seg seg seg ... Every token after the first copy is predictable only by
-        attending back to the previous occurrence (what makes copy/induction heads form quickly)."""
+        """Induction rows: a random passage of 12-64 tokens repeated until the row is full, after an
+        eos: [eos] seg seg seg ... Every token after the first copy is predictable only by attending
+        back to the previous occurrence (makes copy/induction heads form early)."""
         out = torch.empty(n, T + 1, dtype=torch.long)
         N = len(self.arr)
         for i in range(n):
@@ -92,14 +107,34 @@ def evaluate(model, windows, max_windows=None):
     for w in windows[:max_windows] if max_windows else windows:
         x = torch.tensor([w])
         logits = model(x[:, :-1])
-        loss = F.cross_entropy(logits[0].float(), x[0, 1:], reduction="sum")
-        tot += loss.item()
+        tot += F.cross_entropy(logits[0].float(), x[0, 1:], reduction="sum").item()
         n += x.shape[1] - 1
     model.train()
     return tot / n
 
 
-def main():
+def lr_at(a, step):
+    """Linear warm-up, then cosine from a.lr down to a.min_lr_frac * a.lr at a.steps."""
+    if step < a.warmup:
+        return a.lr * (step + 1) / a.warmup
+    pr = (step - a.warmup) / max(1, a.steps - a.warmup)
+    return a.lr * (a.min_lr_frac + (1 - a.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * pr)))
+
+
+def file_sha(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def atomic_save(obj, path):
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        torch.save(obj, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def parse_args(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--name", default="kvscope-tiny")
     ap.add_argument("--seed", type=int, default=1234)
@@ -108,95 +143,150 @@ def main():
     ap.add_argument("--n-embd", type=int, default=160)
     ap.add_argument("--n-positions", type=int, default=256)
     ap.add_argument("--batch", type=int, default=24)
-    ap.add_argument("--steps", type=int, default=1400)
+    ap.add_argument("--steps", type=int, default=2200, help="length of the whole LR schedule")
     ap.add_argument("--lr", type=float, default=2.5e-3)
     ap.add_argument("--min-lr-frac", type=float, default=0.1)
-    ap.add_argument("--warmup", type=int, default=150)
+    ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--wd", type=float, default=0.1)
-    ap.add_argument("--mix", default="0.62,0.18,0.20", help="stories,facts,code sampling weights")
+    ap.add_argument("--mix", default="0.42,0.12,0.22,0.08,0.16", help="sampling weights of " + ",".join(PARTS))
     ap.add_argument("--final-frac", type=float, default=0.1, help="fraction of steps in the facts-heavy phase")
-    ap.add_argument("--final-mix", default="0.40,0.45,0.15")
-    ap.add_argument("--eval-every", type=int, default=200)
+    ap.add_argument("--final-mix", default="0.34,0.34,0.15,0.05,0.12")
+    ap.add_argument("--copy-frac", type=float, default=0.06,
+                    help="fraction of batch rows that are repeated passages (induction training)")
+    ap.add_argument("--p-doc-start", type=float, default=0.25)
+    ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--eval-windows", type=int, default=12)
+    ap.add_argument("--ckpt-every", type=int, default=50)
+    ap.add_argument("--snapshot-steps", default="0,30,100,300,800,1600",
+                    help="also keep F16 weights at these steps (the final step is always kept)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--stop-at", type=int, default=0, help="stop (and save) after this many steps of the --steps schedule")
-    ap.add_argument("--init-from", default="", help="checkpoint to start from (model weights only; fresh optimizer)")
-    ap.add_argument("--copy-frac", type=float, default=0.0,
-                    help="fraction of batch rows that are repeated story passages (induction training)")
-    ap.add_argument("--max-minutes", type=float, default=0, help="benchmark only: stop after this many minutes")
-    a = ap.parse_args()
+    ap.add_argument("--stop-at", type=int, default=0, help="end this phase after this step (0 = end of schedule)")
+    ap.add_argument("--resume", action="store_true", help="continue from work/runs/<name>/state.pt")
+    ap.add_argument("--resume-from", default="", help="continue from this state.pt instead")
+    ap.add_argument("--allow-schedule-change", action="store_true",
+                    help="--resume with a different --steps (the cosine continues on the new length)")
+    ap.add_argument("--val-dir", default=os.path.join(HERE, "val"))
+    ap.add_argument("--heldout", default=os.path.join(HERE, "heldout", "story.txt"))
+    return ap.parse_args(argv)
 
+
+class Stop:
+    """SIGTERM / SIGINT ask the loop to write a checkpoint and exit at the next step boundary."""
+
+    def __init__(self):
+        self.flag = False
+        signal.signal(signal.SIGTERM, self.set)
+        signal.signal(signal.SIGINT, self.set)
+
+    def set(self, signum, frame):
+        print(f"signal {signum}: will checkpoint and stop after this step", flush=True)
+        self.flag = True
+
+
+def main():
+    a = parse_args()
+    stop = Stop()
     torch.set_num_threads(a.threads)
-    torch.manual_seed(a.seed)
-    rng = np.random.default_rng(a.seed)
+    run = os.path.join(WORK, "runs", a.name)
+    os.makedirs(os.path.join(run, "snapshots"), exist_ok=True)
     tokdir = os.path.join(WORK, "tok")
     tok = bpe.Tokenizer(os.path.join(tokdir, "vocab.json"), os.path.join(tokdir, "merges.txt"))
+    data_sha = {p: file_sha(os.path.join(tokdir, f"{p}.npy")) for p in PARTS}
+    data_sha["merges.txt"] = file_sha(os.path.join(tokdir, "merges.txt"))
+
+    state = None
+    if a.resume or a.resume_from:
+        src = a.resume_from or os.path.join(run, "state.pt")
+        state = torch.load(src, map_location="cpu")
+        for k in SCHEDULE_ARGS:
+            if k == "steps" and a.allow_schedule_change:
+                continue
+            if state["args"][k] != getattr(a, k):
+                sys.exit(f"--resume: --{k.replace('_', '-')} is {getattr(a, k)!r} but the checkpoint {src} was "
+                         f"trained with {state['args'][k]!r}")
+        for k, v in state["data_sha"].items():
+            if data_sha.get(k) != v:
+                sys.exit(f"--resume: work/tok/{k} differs from the data the checkpoint {src} was trained on "
+                         f"(rebuild it with make_data.py / train_bpe.py and the same seed)")
+        print(f"resuming from {src} at step {state['step']}", flush=True)
+
+    torch.manual_seed(a.seed)
+    rng = np.random.default_rng(a.seed)
     cfg = make_config(a.n_layer, a.n_head, a.n_embd, a.n_positions, len(tok.vocab), tok.eos)
     model = GPT2(cfg)
-    if a.init_from:
-        ck = torch.load(a.init_from, map_location="cpu")
-        assert ck["cfg"] == cfg, "init-from checkpoint has a different config"
-        model.load_state_dict(ck["model"])
-        print(f"initialised from {a.init_from} (step {ck['step']})", flush=True)
     nparams = sum(p.numel() for p in model.parameters())
     print(f"params {nparams} ({nparams/1e6:.2f}M), vocab {cfg['vocab_size']}", flush=True)
-
-    samplers = [Sampler(np.load(os.path.join(tokdir, f"{p}.npy")), tok.eos, rng) for p in PARTS]
-    valdir = os.path.join(ROOT, "assets", "models", "kvscope-tiny", "val")
-    vals = {p: val_windows(tok, os.path.join(valdir, f"{p}.txt"), a.n_positions) for p in PARTS}
-
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.wd}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
+    step, tokens, ema, elapsed0 = 0, 0, None, 0.0
+    if state:
+        assert state["cfg"] == cfg, "checkpoint config differs"
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        rng.bit_generator.state = state["np_rng"]
+        torch.set_rng_state(state["torch_rng"])
+        step, tokens, ema, elapsed0 = state["step"], state["tokens"], state["ema"], state["elapsed_s"]
+
+    samplers = [Sampler(np.load(os.path.join(tokdir, f"{p}.npy")), tok.eos, rng, a.p_doc_start) for p in PARTS]
+    vals = {p: val_windows(tok, os.path.join(a.val_dir, f"{p}.txt"), a.n_positions) for p in PARTS}
+    vals["heldout"] = val_windows(tok, a.heldout, a.n_positions)
     mix, final_mix = parse_mix(a.mix), parse_mix(a.final_mix)
     final_start = int(a.steps * (1 - a.final_frac))
+    snap_steps = {int(s) for s in a.snapshot_steps.split(",") if s} | {a.steps}
 
-    run = os.path.join(WORK, "runs", a.name)
-    os.makedirs(run, exist_ok=True)
-    with open(os.path.join(run, "train_cmd.txt"), "w") as f:
-        f.write(" ".join(["/usr/bin/python3"] + sys.argv) + "\n")
     with open(os.path.join(run, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
-    logf = open(os.path.join(run, "log.csv"), "w", newline="")
-    log = csv.writer(logf)
-    log.writerow(["step", "tokens", "elapsed_s", "lr", "train_loss", "val_stories", "val_facts", "val_code"])
+    cmd = " ".join(["/usr/bin/python3"] + sys.argv)
+    with open(os.path.join(run, "train_cmd.txt"), "a") as f:
+        f.write(cmd + "\n")
+    log_path = os.path.join(run, "log.csv")
+    cols = ["step", "tokens", "elapsed_s", "lr", "train_loss"] + [f"val_{p}" for p in PARTS + ["heldout"]]
+    rows = []
+    if state and os.path.exists(log_path):  # drop rows logged after the checkpoint we resume from
+        rows = [r for r in csv.DictReader(open(log_path)) if int(r["step"]) < step]
+    logf = open(log_path, "w", newline="")
+    log = csv.DictWriter(logf, fieldnames=cols)
+    log.writeheader()
+    log.writerows(rows)
+    logf.flush()
+
+    def save_state():
+        atomic_save({"model": model.state_dict(), "opt": opt.state_dict(), "np_rng": rng.bit_generator.state,
+                     "torch_rng": torch.get_rng_state(), "step": step, "tokens": tokens, "ema": ema,
+                     "elapsed_s": elapsed0 + time.time() - t0, "cfg": cfg, "args": vars(a), "data_sha": data_sha},
+                    os.path.join(run, "state.pt"))
+        atomic_save({"model": model.state_dict(), "cfg": cfg, "step": step, "args": vars(a)},
+                    os.path.join(run, "ckpt.pt"))
 
     T, B = a.n_positions, a.batch
-    t0 = time.time()
-    ema = None
-    tokens = 0
+    t0, cpu0 = time.time(), time.process_time()
+    phase_start, tokens_start = step, tokens
     last = min(a.steps, a.stop_at) if a.stop_at else a.steps
-    for step in range(last + 1):
+    while True:
+        if step in snap_steps and not os.path.exists(os.path.join(run, "snapshots", f"step_{step:05d}.pt")):
+            atomic_save({"model": {k: v.detach().half() for k, v in model.state_dict().items()}, "cfg": cfg,
+                         "step": step, "tokens": tokens}, os.path.join(run, "snapshots", f"step_{step:05d}.pt"))
         if step % a.eval_every == 0 or step == last:
-            v = [evaluate(model, vals[p], a.eval_windows) for p in PARTS]
-            el = time.time() - t0
-            print(f"step {step} tok {tokens} {el:.0f}s train {ema if ema else float('nan'):.3f} "
-                  f"val s/f/c {v[0]:.3f} {v[1]:.3f} {v[2]:.3f} tok/s {tokens/max(el,1e-9):.0f}", flush=True)
-            log.writerow([step, tokens, f"{el:.1f}", f"{opt.param_groups[0]['lr']:.6f}",
-                          f"{ema:.4f}" if ema else "", f"{v[0]:.4f}", f"{v[1]:.4f}", f"{v[2]:.4f}"])
+            v = {p: evaluate(model, w, a.eval_windows) for p, w in vals.items()}
+            el = elapsed0 + time.time() - t0
+            print(f"step {step} tok {tokens} {el:.0f}s train {ema if ema else float('nan'):.3f} val "
+                  + " ".join(f"{p[:5]} {x:.3f}" for p, x in v.items())
+                  + f" tok/s {(tokens - tokens_start) / max(time.time() - t0, 1e-9):.0f}", flush=True)
+            log.writerow(dict(step=step, tokens=tokens, elapsed_s=f"{el:.1f}", lr=f"{lr_at(a, step):.6f}",
+                              train_loss=f"{ema:.4f}" if ema else "", **{f"val_{p}": f"{x:.4f}" for p, x in v.items()}))
             logf.flush()
-            torch.save({"model": model.state_dict(), "cfg": cfg, "step": step, "args": vars(a)},
-                       os.path.join(run, "ckpt.pt"))
-        if step == last:
+        if step == last or stop.flag:
             break
-        if a.max_minutes and time.time() - t0 > a.max_minutes * 60:
-            print(f"max-minutes reached at step {step}, {tokens/(time.time()-t0):.0f} tok/s", flush=True)
-            break
-        # lr: linear warmup, cosine to min_lr_frac
-        if step < a.warmup:
-            lr = a.lr * (step + 1) / a.warmup
-        else:
-            pr = (step - a.warmup) / max(1, a.steps - a.warmup)
-            lr = a.lr * (a.min_lr_frac + (1 - a.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * pr)))
         for g in opt.param_groups:
-            g["lr"] = lr
+            g["lr"] = lr_at(a, step)
         m = final_mix if step >= final_start else mix
         n_copy = int(rng.binomial(B, a.copy_frac)) if a.copy_frac > 0 else 0
         counts = rng.multinomial(B - n_copy, m)
         rows = [samplers[i].get(int(c), T) for i, c in enumerate(counts) if c > 0]
         if n_copy:
-            rows.append(samplers[0].get_repeat(n_copy, T))
+            rows.append(samplers[int(rng.choice(len(PARTS), p=mix))].get_repeat(n_copy, T))
         batch = torch.cat(rows)
         x, y = batch[:, :-1], batch[:, 1:]
         logits = model(x)
@@ -207,12 +297,29 @@ def main():
         opt.step()
         tokens += B * T
         ema = loss.item() if ema is None else 0.98 * ema + 0.02 * loss.item()
+        step += 1
         if step % 10 == 0:
-            print(f"  step {step} loss {loss.item():.3f} ema {ema:.3f} lr {lr:.2e} "
-                  f"{tokens/(time.time()-t0):.0f} tok/s", flush=True)
-    print(f"done: {step} steps, {tokens} tokens, {time.time()-t0:.0f}s", flush=True)
-    with open(os.path.join(run, "done.json"), "w") as f:
-        json.dump({"steps": step, "tokens": tokens, "wall_s": time.time() - t0, "params": nparams}, f)
+            print(f"  step {step} loss {loss.item():.3f} ema {ema:.3f} lr {lr_at(a, step - 1):.2e} "
+                  f"{(tokens - tokens_start) / (time.time() - t0):.0f} tok/s", flush=True)
+        if step % a.ckpt_every == 0 and step != last:
+            save_state()
+    save_state()
+    wall = time.time() - t0
+    cpu = time.process_time() - cpu0
+    ph_path = os.path.join(run, "phases.json")
+    phases = json.load(open(ph_path)) if os.path.exists(ph_path) else []
+    phases = [p for p in phases if p["end_step"] <= phase_start]
+    phases.append(dict(start_step=phase_start, end_step=step, tokens=tokens - tokens_start, wall_s=wall, cpu_s=cpu, cmd=cmd,
+                       interrupted=stop.flag and step != last))
+    with open(ph_path + ".tmp", "w") as f:
+        json.dump(phases, f, indent=1)
+    os.replace(ph_path + ".tmp", ph_path)
+    print(f"{'interrupted' if stop.flag and step != last else 'phase done'}: step {step}/{a.steps}, "
+          f"{tokens} tokens, {wall:.0f}s this phase", flush=True)
+    if step == a.steps:
+        with open(os.path.join(run, "done.json"), "w") as f:
+            json.dump({"steps": step, "tokens": tokens, "wall_s": sum(p["wall_s"] for p in phases),
+                       "params": nparams}, f)
 
 
 if __name__ == "__main__":

@@ -16,9 +16,9 @@ import bpe
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = os.path.join(HERE, "work")
-PARTS = ["stories", "facts", "code"]
+PARTS = ["stories", "facts", "code", "stdlib", "english"]
 # bytes of each part sampled for the merge statistics (roughly the training mix)
-SAMPLE_MB = {"stories": 6.0, "facts": 1.5, "code": 2.5}
+SAMPLE_MB = {"stories": 4.0, "facts": 1.5, "code": 2.0, "stdlib": 1.0, "english": 3.0}
 
 
 def read_docs(part):
@@ -27,7 +27,7 @@ def read_docs(part):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--merges", type=int, default=3000)
+    ap.add_argument("--merges", type=int, default=4000)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--def-split-prob", type=float, default=0.2,
                     help="code: probability that 'def name' is tokenized as 'def',' ','name' so the "
@@ -62,7 +62,7 @@ def main():
         for d in docs[p]:
             words = bpe.PAT.findall(d)
             for i, w in enumerate(words):
-                if p == "code" and i > 0 and words[i - 1] == "def" and w.startswith(" ") and len(w) > 1 \
+                if p in ("code", "stdlib") and i > 0 and words[i - 1] == "def" and w.startswith(" ") and len(w) > 1 \
                         and rng.random() < a.def_split_prob:
                     ids.append(space)
                     ids.extend(tok.bpe(bpe.to_unicode(w[1:])))
