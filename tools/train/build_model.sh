@@ -57,8 +57,8 @@ train_phases kvscope-draft 15 "$DRAFT_STEPS" -- --steps "$DRAFT_STEPS" --n-layer
 test -f work/runs/kvscope-tiny/done.json && test -f work/runs/kvscope-draft/done.json
 
 $PY export.py --run kvscope-tiny
-$PY export.py --run kvscope-draft
-$PY export_snapshots.py --run kvscope-tiny
+$PY export.py --run kvscope-draft --val-dir ../../assets/models/kvscope-tiny/val
+$PY export_snapshots.py --run kvscope-tiny --steps 0,100,300,800
 $PY make_card.py --name kvscope-tiny
 $PY make_card.py --name kvscope-draft --draft
 echo "done: assets/models/kvscope-tiny, kvscope-draft and the training snapshots"

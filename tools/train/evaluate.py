@@ -159,6 +159,49 @@ def eval_draft(target, draft, tok, paths, max_windows=8):
     return dict(expected_acceptance=tot, positions=n)
 
 
+def story_names(text):
+    """Capitalised words of a story that never occur in lower case in it and occur at least once
+    inside a sentence (not only after . ! ? or a quote): its characters' names."""
+    words = re.findall(r"[A-Za-z]+", text)
+    lower = {w for w in words if w.islower()}
+    mid = {m.group(1) for m in re.finditer(r"[a-z,] ([A-Z][a-z]+)", text)}
+    return sorted({w for w in mid if w.lower() not in lower and len(w) > 2})
+
+
+@torch.no_grad()
+def copy_heads(model, tok, path, max_windows=40):
+    """Per (layer, head): the mean attention that a query predicting a token of a repeated name puts
+    on the same token in the name's earlier occurrence(s). For the name's first token this is the
+    copy pattern; for later tokens of a multi-token name it is the induction pattern (attend to the
+    token that followed the previous occurrence of the current token). Returns (L x H list, events)."""
+    T, L, H = model.cfg["n_positions"], model.cfg["n_layer"], model.cfg["n_head"]
+    acc, n = torch.zeros(L, H, dtype=torch.float64), 0
+    text = open(path, encoding="utf-8").read()
+    for doc in text.split(bpe.EOT)[:max_windows]:
+        names = story_names(doc)
+        ids = [tok.eos]
+        spans = []  # (start, end) token spans of name occurrences, in order
+        for w in bpe.PAT.findall(doc):
+            t = tok.bpe(bpe.to_unicode(w))
+            if w.strip() in names:
+                spans.append((len(ids), len(ids) + len(t), w.strip()))
+            ids.extend(t)
+        ids = ids[:T]
+        _, atts = model(torch.tensor([ids]), return_attn=True)
+        A = torch.stack([a[0] for a in atts]).double()  # (L, H, T, T)
+        seen = {}
+        for s, e, nm in spans:
+            if e > len(ids):
+                break
+            if nm in seen:
+                for k in range(s, e):
+                    prev = [ps + (k - s) for ps in seen[nm]]
+                    acc += A[:, :, k - 1, prev].sum(-1)
+                    n += 1
+            seen.setdefault(nm, []).append(s)
+    return (acc / max(n, 1)).tolist(), n
+
+
 def check_unseen(prompts):
     text = "".join(open(f, encoding="utf-8").read() for f in sorted(glob.glob(os.path.join(WORK, "data", "*.train.txt"))))
     bad = [p["name"] for p in prompts if re.search(r"\b" + re.escape(p["name"]) + r"\b", text)]
@@ -195,6 +238,12 @@ def main():
             if os.path.exists(path):
                 res["val"][p] = export.val_metrics(model, tok, path, T)
                 print(f"val {p}: loss {res['val'][p]['loss']:.4f} bits/byte {res['val'][p]['bits_per_byte']:.4f}")
+    if "heads" in only:
+        h, n = copy_heads(model, tok, os.path.join(a.val_dir, "stories.txt"))
+        res["copy_heads"] = dict(mean_weight=h, events=n)
+        print(f"copy/induction heads over {n} repeated-name tokens:")
+        for li, row in enumerate(h):
+            print(f"   L{li} " + " ".join(f"{x:.2f}" for x in row))
     if "names" in only:
         res["names"] = eval_names(model, tok, prompts["names"])
         print(f"unseen names reused: {res['names']['hits']}/{res['names']['total']}")

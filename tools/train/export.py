@@ -5,7 +5,7 @@ assets/models/<name>/: config.json, model.safetensors (F16, written by hand), vo
 metrics.json (validation loss computed with the EXPORTED f16-rounded weights, read back from the file).
 
 Validation protocol (must match the C++ test; also written into metrics.json and the model card):
-  for each part in (stories, facts, code): read val/<part>.txt (UTF-8), split it on the literal
+  for each part (stories, facts, code, stdlib, english, handwritten_story): read val/<part>.txt (UTF-8), split it on the literal
   "<|endoftext|>", encode every document separately with the BPE (plain GPT-2 encoding, no special
   tokens inside), build the stream [eos] d1 [eos] d2 [eos] ... dN [eos], cut it into consecutive
   non-overlapping windows of n_positions tokens starting at index 0 (the last window keeps its
