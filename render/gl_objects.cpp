@@ -145,7 +145,20 @@ bool enable_debug_output(std::vector<std::string>* sink) {
   return true;
 }
 
+int max_image_side() {
+  GLint rb = 0, vp[2] = {0, 0};
+  glGetIntegerv(GL_MAX_RENDERBUFFER_SIZE, &rb);
+  glGetIntegerv(GL_MAX_VIEWPORT_DIMS, vp);
+  return static_cast<int>(std::min({rb, vp[0], vp[1]}));
+}
+
 void OffscreenTarget::resize(int width, int height, int samples) {
+  const int max_side = max_image_side();
+  if (width > max_side || height > max_side) {
+    throw GlError(std::to_string(width) + "x" + std::to_string(height) +
+                  " pixels is larger than this OpenGL driver draws: at most " + std::to_string(max_side) +
+                  " per side (GL_MAX_RENDERBUFFER_SIZE / GL_MAX_VIEWPORT_DIMS)");
+  }
   GLint max_samples = 0;
   glGetIntegerv(GL_MAX_SAMPLES, &max_samples);
   samples = std::clamp(samples, 0, std::max(0, static_cast<int>(max_samples)));

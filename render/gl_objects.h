@@ -124,8 +124,14 @@ bool enable_debug_output(std::vector<std::string>* sink);
 
 // An offscreen colour + depth target, multisampled when samples > 1, with a
 // single-sampled resolve target to read pixels back from.
+// The largest width and height an offscreen image may have on this driver:
+// the smaller of GL_MAX_RENDERBUFFER_SIZE and GL_MAX_VIEWPORT_DIMS (a context
+// must be current).
+int max_image_side();
+
 class OffscreenTarget {
  public:
+  // Throws GlError naming the limit when width or height exceeds max_image_side().
   void resize(int width, int height, int samples);
   void bind() const;  // as the draw framebuffer, with the viewport set
   // Resolves (if multisampled) and reads RGBA8, top row first.

@@ -1,5 +1,7 @@
 #include "renderer_overlay.h"
 
+#include <glad/gl.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -399,15 +401,29 @@ void draw_hud(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& fo
 }  // namespace
 
 OverlayFonts load_fonts(float text_scale) {
-  ImGuiIO& io = ImGui::GetIO();
-  io.Fonts->Clear();
-  OverlayFonts f;
-  f.scale = text_scale;
-  f.ui = add_font("DejaVuSans.ttf", 16.0f * text_scale);  // first = ImGui's default
-  f.label = add_font("DejaVuSans.ttf", 18.0f * text_scale);
-  f.banner = add_font("DejaVuSans-Bold.ttf", 30.0f * text_scale);
-  f.small = add_font("DejaVuSans.ttf", 15.0f * text_scale);
-  return f;
+  // ImGui packs every font's glyphs into one texture, 4096 wide by default.
+  // At large scales (a 4K-high render) it grew taller than the driver's
+  // maximum texture size: widen it towards a square first, and only if that
+  // is not enough draw the text smaller.
+  GLint max_texture = 0;
+  if (glad_glGetIntegerv) glGetIntegerv(GL_MAX_TEXTURE_SIZE, &max_texture);  // 0 without a GL context
+  ImFontAtlas* atlas = ImGui::GetIO().Fonts;
+  atlas->TexDesiredWidth = 0;
+  for (int attempt = 0;; ++attempt) {
+    atlas->Clear();
+    OverlayFonts f;
+    f.scale = text_scale;
+    f.ui = add_font("DejaVuSans.ttf", 16.0f * text_scale);  // first = ImGui's default
+    f.label = add_font("DejaVuSans.ttf", 18.0f * text_scale);
+    f.banner = add_font("DejaVuSans-Bold.ttf", 30.0f * text_scale);
+    f.small = add_font("DejaVuSans.ttf", 15.0f * text_scale);
+    if (max_texture <= 0 || attempt == 12 || !atlas->Build()) return f;
+    if (atlas->TexWidth <= max_texture && atlas->TexHeight <= max_texture) return f;
+    if (atlas->TexHeight > 2 * atlas->TexWidth && atlas->TexWidth * 2 <= max_texture)
+      atlas->TexDesiredWidth = atlas->TexWidth * 2;
+    else
+      text_scale *= 0.8f;
+  }
 }
 
 float legend_band(const Scene& scene, const OverlayFonts& fonts, const OverlayOptions& opt, float width) {
