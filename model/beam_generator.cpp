@@ -81,6 +81,11 @@ BeamRecordPtr BeamGenerator::step() {
     rows.push_back(log_softmax(out.logits));
   }
   rec->candidates = search_->step(rows);
+  const Tokenizer& tok = model_->tokenizer;
+  for (const BeamCandidate& c : rec->candidates) rec->candidate_pieces.push_back(tok.display_piece(c.token));
+  if (rec->index == 0) {
+    for (int t : rec->expanded.front().tokens) rec->prompt_pieces.push_back(tok.display_piece(t));
+  }
 
   // Each new running beam continues its parent's cache.
   std::vector<KVCache> next;

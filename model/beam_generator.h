@@ -25,15 +25,17 @@ struct BeamOptions {
 
 // One beam-search step, immutable once returned.
 struct BeamStepRecord {
-  int index = 0;                          // 0 = the forward over the prompt
-  std::vector<Beam> expanded;             // the running beams this step's forward ran
-  std::vector<BeamCandidate> candidates;  // the 2N best continuations, best first
-  std::vector<Beam> running;              // the running beams after the step
-  std::vector<Hypothesis> finished;       // finished hypotheses so far, best first
-  int positions = 0;                      // positions the step's forward(s) computed
-  int forwards = 0;                       // engine forwards this step ran
-  uint64_t kv_bytes_shared = 0;           // K/V held for the running beams, shared prefixes counted once
-  uint64_t kv_bytes_independent = 0;      // what one cache per running beam would hold
+  int index = 0;                              // 0 = the forward over the prompt
+  std::vector<Beam> expanded;                 // the running beams this step's forward ran
+  std::vector<BeamCandidate> candidates;      // the 2N best continuations, best first
+  std::vector<std::string> candidate_pieces;  // display-safe piece of each candidate's token
+  std::vector<std::string> prompt_pieces;     // record 0 only: the prompt's pieces
+  std::vector<Beam> running;                  // the running beams after the step
+  std::vector<Hypothesis> finished;           // finished hypotheses so far, best first
+  int positions = 0;                          // positions the step's forward(s) computed
+  int forwards = 0;                           // engine forwards this step ran
+  uint64_t kv_bytes_shared = 0;               // K/V held for the running beams, shared prefixes counted once
+  uint64_t kv_bytes_independent = 0;          // what one cache per running beam would hold
   uint64_t flops = 0;
   double ms = 0;
   StopReason stop = StopReason::kNone;

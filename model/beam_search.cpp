@@ -84,6 +84,7 @@ const std::vector<BeamCandidate>& BeamSearch::step(const std::vector<std::vector
       h.gen_len = gen_len;
       h.score = f.score / norm;
       h.beam_id = next_id_++;
+      c.beam_id = h.beam_id;
       h.eos = f.token == s_.eos;
       finished_.push_back(std::move(h));
       c.finished = true;
@@ -95,6 +96,7 @@ const std::vector<BeamCandidate>& BeamSearch::step(const std::vector<std::vector
       b.parent = f.beam;
       b.parent_id = parent.id;
       b.id = next_id_++;
+      c.beam_id = b.id;
       next.push_back(std::move(b));
       c.running = true;
     }

@@ -46,6 +46,7 @@ struct BeamCandidate {
   bool stops = false;        // EOS or maximum length
   bool finished = false;     // became a finished hypothesis
   bool running = false;      // became a running beam
+  int beam_id = -1;          // id of the beam or hypothesis it became (-1: dropped)
 };
 
 struct Hypothesis {

@@ -1,0 +1,227 @@
+#include "scene_beams.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+
+namespace kvscope {
+namespace {
+
+glm::vec4 with_alpha(const glm::vec3& c, float a) {
+  return glm::vec4(c, a);
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string kib(uint64_t b) {
+  return fmt("%.0f KiB", static_cast<double>(b) / 1024.0);
+}
+
+// Ids of the nodes on the paths of the record's running beams and finished
+// hypotheses (their ancestors included).
+std::set<int> alive_ids(const BeamStepRecord& r, const std::map<int, BeamNode>& nodes) {
+  std::set<int> out;
+  auto walk = [&](int id) {
+    while (nodes.count(id) && out.insert(id).second) id = nodes.at(id).parent_id;
+  };
+  for (const Beam& b : r.running) walk(b.id);
+  for (const Hypothesis& h : r.finished) walk(h.beam_id);
+  return out;
+}
+
+}  // namespace
+
+std::vector<BeamNode> beam_tree(const std::vector<BeamRecordPtr>& records, size_t count) {
+  count = std::min(count, records.size());
+  if (count == 0) return {};
+  std::map<int, BeamNode> nodes;
+  const BeamStepRecord& r0 = *records[0];
+  const std::vector<int>& prompt = r0.expanded.front().tokens;
+  const int P = static_cast<int>(prompt.size());
+  for (int p = 0; p < P; ++p) {
+    BeamNode n;
+    n.id = -1 - p;
+    n.parent_id = p == 0 ? 1 << 30 : -p;
+    n.pos = p;
+    n.token = prompt[static_cast<size_t>(p)];
+    n.piece = p < static_cast<int>(r0.prompt_pieces.size()) ? r0.prompt_pieces[static_cast<size_t>(p)] : "";
+    n.prompt = true;
+    n.fed = true;
+    nodes[n.id] = n;
+  }
+  // The prompt beam has id 0: its children hang under the last prompt position.
+  auto parent_of = [&](int beam_id) { return beam_id == 0 ? -P : beam_id; };
+  for (size_t ri = 0; ri < count; ++ri) {
+    const BeamStepRecord& r = *records[ri];
+    // Everything an expanded beam holds was input to this record's forward.
+    if (ri > 0) {
+      for (const Beam& b : r.expanded) {
+        for (int id = b.id; nodes.count(id) && !nodes[id].fed; id = nodes[id].parent_id) nodes[id].fed = true;
+      }
+    }
+    for (size_t ci = 0; ci < r.candidates.size(); ++ci) {
+      const BeamCandidate& c = r.candidates[ci];
+      if (!c.running && !c.finished) continue;
+      BeamNode n;
+      n.id = c.beam_id;
+      n.parent_id = parent_of(r.expanded[static_cast<size_t>(c.parent)].id);
+      n.pos = P + static_cast<int>(ri);
+      n.token = c.token;
+      n.piece = ci < r.candidate_pieces.size() ? r.candidate_pieces[ci] : "";
+      n.logprob = c.logprob;
+      n.born = static_cast<int>(ri);
+      n.finished = c.finished;
+      nodes[n.id] = n;
+    }
+    for (const Hypothesis& h : r.finished) {
+      if (nodes.count(h.beam_id)) nodes[h.beam_id].score = h.score;
+    }
+    // Lanes: running beams in rank order; a node takes the best lane through it.
+    std::set<int> placed;
+    for (size_t j = 0; j < r.running.size(); ++j) {
+      for (int id = r.running[j].id; nodes.count(id) && placed.insert(id).second; id = nodes[id].parent_id)
+        nodes[id].lane = static_cast<int>(j);
+    }
+    for (auto& [id, n] : nodes) {
+      if (n.finished && n.born == static_cast<int>(ri) && nodes.count(n.parent_id)) n.lane = nodes[n.parent_id].lane;
+    }
+  }
+  const BeamStepRecord& last = *records[count - 1];
+  const std::set<int> alive = alive_ids(last, nodes);
+  std::set<int> before;
+  if (count >= 2) before = alive_ids(*records[count - 2], nodes);
+  for (auto& [id, n] : nodes) {
+    n.alive = n.prompt || alive.count(id) > 0;
+    n.pruned_now = !n.alive && before.count(id) > 0;
+  }
+  for (const Beam& b : last.running) {
+    if (nodes.count(b.id)) nodes[b.id].running_tip = true;
+  }
+  std::vector<BeamNode> out;
+  for (auto& [id, n] : nodes) out.push_back(n);
+  std::sort(out.begin(), out.end(),
+            [](const BeamNode& a, const BeamNode& b) { return a.pos != b.pos ? a.pos < b.pos : a.lane < b.lane; });
+  return out;
+}
+
+Scene build_beam_scene(const std::vector<BeamRecordPtr>& records, size_t count, int n_layer, float anim,
+                       const Layout& L, const BeamLayout& BL) {
+  Scene s;
+  s.n_layer = n_layer;
+  count = std::min(count, records.size());
+  if (count == 0) return s;
+  anim = std::clamp(anim, 0.0f, 1.0f);
+  const BeamStepRecord& r = *records[count - 1];
+  const std::vector<BeamNode> tree = beam_tree(records, count);
+  std::map<int, const BeamNode*> by_id;
+  for (const BeamNode& n : tree) by_id[n.id] = &n;
+  auto z_of = [&](const BeamNode& n) {
+    return -(static_cast<float>(n.lane) + (n.finished ? 0.5f : 0.0f)) * BL.lane_pitch;
+  };
+  const float fade_out = 1.0f - anim;  // what was pruned in this record fades out
+
+  int max_pos = 0, max_lane = 0;
+  for (const BeamNode& n : tree) {
+    max_pos = std::max(max_pos, n.pos);
+    max_lane = std::max(max_lane, n.lane);
+    // How visible: alive fully; pruned in this record fading; pruned earlier faint.
+    const float vis = n.alive ? 1.0f : (n.pruned_now ? 0.15f + 0.85f * fade_out : 0.15f);
+    const float z = z_of(n);
+
+    BlockInstance t;
+    t.pos = n.pos;
+    t.center = L.token_center(n.pos, n_layer) + glm::vec3(0.0f, 0.0f, z);
+    t.size = {L.block_w, L.token_h, L.block_w};
+    glm::vec3 c = n.prompt ? palette::kPromptToken : palette::kGeneratedToken;
+    if (n.finished) c = palette::kNewKV;
+    if (n.running_tip) c = palette::kNewToken;
+    t.colour = with_alpha(c, vis);
+    t.glow = n.running_tip ? 0.35f : 0.0f;
+    s.tokens.push_back(t);
+
+    Label lab;
+    lab.kind = LabelKind::kToken;
+    lab.pos = n.pos;
+    lab.text = visible_piece(n.piece);
+    lab.anchor = t.center + glm::vec3(0.0f, L.token_h * 0.5f + 0.12f, 0.0f);
+    lab.colour = glm::vec4(n.prompt ? glm::vec3(0.70f, 0.76f, 0.88f) : glm::vec3(1.0f, 0.80f, 0.45f), vis);
+    s.labels.push_back(lab);
+    if (n.running_tip || (n.finished && n.alive)) {
+      Label sc;
+      sc.kind = LabelKind::kHead;
+      sc.pos = n.pos;
+      sc.text = n.finished ? fmt("done %.3f", n.score) : fmt("%.3f", n.logprob);
+      sc.anchor = t.center + glm::vec3(L.pitch * 0.55f, 0.0f, 0.0f);
+      sc.colour = glm::vec4(n.finished ? palette::kNewKV : palette::kNewToken, 1.0f);
+      s.labels.push_back(sc);
+    }
+
+    // The K/V rows computed for this node, once, under it.
+    if (n.fed && !n.finished) {
+      for (int l = 0; l < n_layer; ++l) {
+        BlockInstance b;
+        b.pos = n.pos;
+        b.layer = l;
+        b.state = KvState::kResident;
+        const float h = L.kv_h * 0.8f;
+        b.center = L.kv_center(n.pos, l, h) + glm::vec3(0.0f, 0.0f, z);
+        b.size = {L.block_w, h, L.block_w};
+        const bool newest =
+            n.pos == static_cast<int>(records[0]->expanded.front().tokens.size()) + static_cast<int>(count) - 2 &&
+            !n.prompt;
+        b.colour = with_alpha(newest ? palette::kNewKV : glm::mix(palette::kCacheLow, palette::kCacheHigh, 0.6f),
+                              n.alive ? 1.0f : vis);
+        b.state = newest ? KvState::kNew : KvState::kResident;
+        s.kv.push_back(b);
+      }
+    }
+    // A branch: a line from the parent when the child leaves its lane.
+    auto pit = by_id.find(n.parent_id);
+    if (!n.prompt && pit != by_id.end()) {
+      const BeamNode& p = *pit->second;
+      BeamInstance e;
+      e.from = L.token_center(p.pos, n_layer) + glm::vec3(L.block_w * 0.5f, 0.0f, z_of(p));
+      e.to = t.center - glm::vec3(L.block_w * 0.5f, 0.0f, 0.0f);
+      e.weight = n.alive ? 1.0f : 0.3f;
+      e.colour = glm::vec4(palette::kBeam, 0.85f * vis);
+      e.key = n.pos;
+      s.beams.push_back(e);
+    }
+  }
+
+  int n_running = 0, n_finished = 0;
+  for (const BeamCandidate& c : r.candidates) {
+    n_running += c.running ? 1 : 0;
+    n_finished += c.finished ? 1 : 0;
+  }
+  s.phase = r.index == 0 ? Phase::kPrefill : Phase::kDecodeKV;
+  s.banner = "BEAM SEARCH \xC2\xB7 " + std::to_string(std::max<size_t>(r.running.size(), 1)) + " beams \xC2\xB7 step " +
+             std::to_string(r.index);
+  s.banner_sub = std::to_string(r.candidates.size()) + " candidates: " + std::to_string(n_running) + " keep running, " +
+                 std::to_string(n_finished) + " finished \xC2\xB7 K/V held " + kib(r.kv_bytes_shared) + " shared vs " +
+                 kib(r.kv_bytes_independent) + " as separate caches";
+  s.seq_len = max_pos;
+  s.slot = max_pos;
+  const float left = L.x(0) - L.pitch * 0.9f;
+  for (int l = 0; l < n_layer; ++l) {
+    Label lab;
+    lab.kind = LabelKind::kLayer;
+    lab.pos = l;
+    lab.text = "L" + std::to_string(l);
+    lab.anchor = {left, L.kv_bottom(l) + L.kv_h * 0.5f, 0.0f};
+    lab.colour = glm::vec4(0.6f, 0.65f, 0.75f, 1.0f);
+    s.labels.push_back(lab);
+  }
+  s.head_pos = L.token_center(max_pos, n_layer);
+  s.bounds_min = {left - L.pitch * 1.5f, -0.1f, -(static_cast<float>(max_lane) + 0.5f) * BL.lane_pitch - L.block_w};
+  s.bounds_max = {L.x(max_pos) + L.pitch * 2.0f, L.token_bottom(n_layer) + L.token_h + 0.6f, L.block_w};
+  return s;
+}
+
+}  // namespace kvscope

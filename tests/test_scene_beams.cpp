@@ -1,0 +1,111 @@
+// The beam tree scene, from real beam-search records of the shipped model:
+// every distinct prefix is drawn once (shared K/V once), each running beam's
+// tip sits on the lane of its rank with its cumulative log-prob as label,
+// pruned branches fade, and the K/V blocks are exactly the rows computed.
+#ifdef KVSCOPE_HAVE_SCENE
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "beam_generator.h"
+#include "model.h"
+#include "scene_beams.h"
+
+namespace kvscope {
+namespace {
+
+std::vector<BeamRecordPtr> run_beams(const std::shared_ptr<const Model>& m, int n, int max_new) {
+  BeamGenerator gen(m);
+  BeamOptions opt;
+  opt.n_beams = n;
+  opt.max_new = max_new;
+  gen.start("Once upon a time there was", opt);
+  std::vector<BeamRecordPtr> recs;
+  while (BeamRecordPtr r = gen.step()) recs.push_back(r);
+  return recs;
+}
+
+TEST(SceneBeams, TreeOfDistinctPrefixes) {
+  auto m = load_model(std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/kvscope-tiny");
+  const auto recs = run_beams(m, 4, 8);
+  ASSERT_GE(recs.size(), 4u);
+  const int P = static_cast<int>(recs[0]->expanded.front().tokens.size());
+  for (size_t count = 1; count <= recs.size(); ++count) {
+    const std::vector<BeamNode> tree = beam_tree(recs, count);
+    const BeamStepRecord& r = *recs[count - 1];
+    // One node per distinct prefix of every beam that ever ran or finished.
+    std::set<std::vector<int>> prefixes;
+    for (size_t i = 0; i < count; ++i) {
+      for (const Beam& b : recs[i]->running)
+        for (size_t n = 1; n <= b.tokens.size(); ++n) prefixes.emplace(b.tokens.begin(), b.tokens.begin() + n);
+      for (const BeamCandidate& c : recs[i]->candidates) {
+        if (!c.finished) continue;
+        std::vector<int> t = recs[i]->expanded[static_cast<size_t>(c.parent)].tokens;
+        t.push_back(c.token);
+        prefixes.insert(t);
+      }
+    }
+    EXPECT_EQ(tree.size(), prefixes.size()) << "records " << count;
+    // Running tips: on the lane of their rank, at the position after the step.
+    for (size_t j = 0; j < r.running.size(); ++j) {
+      const Beam& b = r.running[j];
+      const auto it = std::find_if(tree.begin(), tree.end(), [&](const BeamNode& n) { return n.id == b.id; });
+      ASSERT_NE(it, tree.end());
+      EXPECT_TRUE(it->running_tip && it->alive);
+      EXPECT_EQ(it->lane, static_cast<int>(j));
+      EXPECT_EQ(it->pos, P + static_cast<int>(count) - 1);
+    }
+    // The prompt sits on lane 0, fed.
+    for (const BeamNode& n : tree) {
+      if (n.prompt) {
+        EXPECT_EQ(n.lane, 0);
+        EXPECT_TRUE(n.fed);
+      }
+    }
+    // K/V stacks: one per fed node, drawn once.
+    const Scene s = build_beam_scene(recs, count, m->config.n_layer);
+    size_t fed = 0;
+    for (const BeamNode& n : tree) fed += n.fed && !n.finished ? 1 : 0;
+    EXPECT_EQ(s.kv.size(), fed * static_cast<size_t>(m->config.n_layer));
+    EXPECT_EQ(s.tokens.size(), tree.size());
+    // Every computed row is drawn: the prompt, plus one per generated node fed to a forward.
+    size_t expanded = 0;
+    for (size_t i = 1; i < count; ++i) expanded += recs[i]->expanded.size();
+    EXPECT_EQ(fed, static_cast<size_t>(P) + expanded) << "records " << count;
+    EXPECT_NE(s.banner.find("BEAM SEARCH"), std::string::npos);
+  }
+  // Something was pruned along the way, and it is drawn fainter than the living.
+  const Scene s = build_beam_scene(recs, recs.size(), m->config.n_layer);
+  float lo = 1.0f, hi = 0.0f;
+  for (const BlockInstance& b : s.tokens) {
+    lo = std::min(lo, b.colour.a);
+    hi = std::max(hi, b.colour.a);
+  }
+  EXPECT_LT(lo, 0.5f);
+  EXPECT_EQ(hi, 1.0f);
+}
+
+TEST(SceneBeams, PrunedInTheShownStepFadesWithTheAnimation) {
+  auto m = load_model(std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/kvscope-tiny");
+  const auto recs = run_beams(m, 3, 10);
+  for (size_t count = 2; count <= recs.size(); ++count) {
+    const std::vector<BeamNode> tree = beam_tree(recs, count);
+    int pruned = -1;
+    for (size_t i = 0; i < tree.size(); ++i)
+      if (tree[i].pruned_now) pruned = static_cast<int>(i);
+    if (pruned < 0) continue;
+    const Scene start = build_beam_scene(recs, count, m->config.n_layer, 0.0f);
+    const Scene end = build_beam_scene(recs, count, m->config.n_layer, 1.0f);
+    ASSERT_EQ(start.tokens.size(), tree.size());
+    EXPECT_GT(start.tokens[static_cast<size_t>(pruned)].colour.a, end.tokens[static_cast<size_t>(pruned)].colour.a);
+    return;
+  }
+  GTEST_SKIP() << "no beam was pruned in this run";
+}
+
+}  // namespace
+}  // namespace kvscope
+
+#endif  // KVSCOPE_HAVE_SCENE
