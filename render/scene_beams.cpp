@@ -128,10 +128,11 @@ Scene build_beam_scene(const std::vector<BeamRecordPtr>& records, size_t count, 
 
   int max_pos = 0, max_lane = 0;
   for (const BeamNode& n : tree) {
+    // Branches pruned before the shown step are gone; those pruned in it fade out.
+    if (!n.alive && !n.pruned_now) continue;
     max_pos = std::max(max_pos, n.pos);
     max_lane = std::max(max_lane, n.lane);
-    // How visible: alive fully; pruned in this record fading; pruned earlier faint.
-    const float vis = n.alive ? 1.0f : (n.pruned_now ? 0.15f + 0.85f * fade_out : 0.15f);
+    const float vis = n.alive ? 1.0f : 0.1f + 0.9f * fade_out;
     const float z = z_of(n);
 
     BlockInstance t;

@@ -3,8 +3,8 @@
 // distinct prefix is one node, so the prompt and the prefixes beams share
 // are drawn once; each running beam owns a lane (z = -lane * lane_pitch, the
 // best beam in front), a node sits on the lane of the best running beam
-// through it, pruned branches stay where they died and fade, finished
-// hypotheses are marked with their score. The K/V stack under a node is the
+// through it, branches pruned in the shown step fade out (earlier ones are
+// gone), finished hypotheses are marked with their score. The K/V stack under a node is the
 // cache rows computed for it (one stack per node: shared rows once).
 #pragma once
 

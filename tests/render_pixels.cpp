@@ -13,11 +13,15 @@
 #include <imgui.h>
 #include <imgui_impl_opengl3.h>
 
+#include <stb_image_write.h>
+#include "beam_generator.h"
 #include "gl_context.h"
 #include "gl_objects.h"
+#include "model.h"
 #include "panel_teach.h"
 #include "renderer.h"
 #include "scene.h"
+#include "scene_beams.h"
 #include "scene_camera.h"
 #include "scene_fixtures.h"
 
@@ -436,6 +440,44 @@ TEST_F(TeachPixels, LegendTakesABandUnderAShortViewInsteadOfCoveringIt) {
   EXPECT_LE(static_cast<float>(band_rows), band);
   opt.legend = false;
   EXPECT_EQ(legend_band(s, fonts_, opt, W), 0.0f);
+}
+
+// Beam search as a tree, drawn by the real renderer: seen from above, each
+// running beam's newest token shows its colour where the scene puts it, one
+// lane per beam. With KVSCOPE_SHOT_DIR set the frames are saved as PNG.
+TEST_F(RenderPixels, BeamTreeLanesAreDrawn) {
+  const char* dir = std::getenv("MODEL");
+  if (!dir) GTEST_SKIP() << "MODEL not set (tests/gui_render_pixels.sh sets it)";
+  auto m = load_model(dir);
+  BeamGenerator gen(m);
+  BeamOptions opt;
+  opt.n_beams = 4;
+  opt.max_new = 8;
+  gen.start("Once upon a time", opt);
+  std::vector<BeamRecordPtr> recs;
+  while (BeamRecordPtr r = gen.step()) recs.push_back(r);
+  ASSERT_GE(recs.size(), 3u);
+  const size_t shown = recs.size() - 1;  // beams still running
+  const Scene s = build_beam_scene(recs, shown, m->config.n_layer);
+  for (CameraPreset preset : {CameraPreset::kTop, CameraPreset::kFront}) {
+    const Camera cam = preset_camera(preset, s, static_cast<float>(kW) / kH);
+    const auto img = render(s, cam);
+    if (const char* out = std::getenv("KVSCOPE_SHOT_DIR")) {
+      const std::string path = std::string(out) + "/beam_tree_" + to_string(preset) + ".png";
+      ASSERT_TRUE(stbi_write_png(path.c_str(), kW, kH, 4, img.data(), kW * 4)) << path;
+    }
+    if (preset != CameraPreset::kTop) continue;
+    int tips = 0;
+    for (const BlockInstance& b : s.tokens) {
+      if (b.glow <= 0) continue;
+      int x, y;
+      ASSERT_TRUE(screen(cam, b.center + glm::vec3(0, b.size.y * 0.5f, 0), x, y));
+      float k;
+      EXPECT_LT(shade_error(at(img, x, y), glm::vec3(b.colour), k), 0.2f) << "tip at " << x << "," << y;
+      ++tips;
+    }
+    EXPECT_EQ(tips, static_cast<int>(recs[shown - 1]->running.size()));
+  }
 }
 
 }  // namespace
