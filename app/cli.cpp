@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "assets.h"
 #include "cli_decode.h"
 #include "cli_flags.h"
 #include "cli_json.h"
@@ -381,7 +382,7 @@ void check_decode_flags(const CLI::App& gen, bool beams, bool draft, bool lpen, 
 
 std::string default_model_dir() {
   if (const char* env = std::getenv("KVSCOPE_MODEL"); env && *env) return env;
-  return KVSCOPE_DEFAULT_MODEL_DIR;
+  return asset_path("models/kvscope-tiny");
 }
 
 int run_cli(int argc, char** argv, const AppHooks& hooks) {

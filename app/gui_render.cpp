@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "frame.h"
 #include "generator.h"
 #include "gl_context.h"
 #include "gl_objects.h"
@@ -61,19 +62,15 @@ class OffscreenImGui {
   OffscreenImGui(const OffscreenImGui&) = delete;
   OffscreenImGui& operator=(const OffscreenImGui&) = delete;
 
-  // The overlay in [origin, origin + size) (default: the whole image), then
-  // `extra` (HUD, heatmaps) on the same draw list.
-  void draw(const Scene& scene, const Camera& camera, const OverlayOptions& opt,
-            const std::function<void(ImDrawList*, const OverlayFonts&)>& extra = {}, ImVec2 origin = ImVec2(0, 0),
-            ImVec2 size = ImVec2(0, 0)) {
+  // One ImGui frame whose background draw list `draw` fills (the text layer).
+  void draw(const std::function<void(ImDrawList*, const OverlayFonts&)>& draw) {
     ImGui_ImplOpenGL3_NewFrame();
     ImGui::NewFrame();
-    if (size.x <= 0) size = ImGui::GetIO().DisplaySize;
-    draw_overlay(ImGui::GetBackgroundDrawList(), scene, camera, origin, size, fonts_, opt);
-    if (extra) extra(ImGui::GetBackgroundDrawList(), fonts_);
+    draw(ImGui::GetBackgroundDrawList(), fonts_);
     ImGui::Render();
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
   }
+  const OverlayFonts& fonts() const { return fonts_; }
 
  private:
   ImGuiContext* ctx_ = nullptr;
@@ -90,17 +87,20 @@ void write_png(const std::string& path, int w, int h, const std::vector<uint8_t>
     throw Error("cannot write the PNG '" + path + "' (is the folder writable?)");
 }
 
-struct Frame {
-  Scene scene;
-  Camera camera;
-};
-
-Frame frame_for(const SequenceState& seq, const ViewOptions& view, CameraPreset preset, int w, int h,
-                float anim = 1.0f) {
-  Frame f;
-  f.scene = build_scene(seq, view, anim);
-  f.camera = preset_camera(preset, f.scene, static_cast<float>(w) / static_cast<float>(h));
-  return f;
+// The heatmap grid right of a `x0`-wide 3D view (`kvscope render --heatmaps`).
+void draw_heatmap_panel(ImDrawList* dl, const OverlayFonts& fonts, const std::vector<RecordPtr>& records, int layer,
+                        int head, float x0, float W, float H) {
+  const float pad = 12.0f * std::max(1.0f, H / 720.0f);
+  const ImFont* font = fonts.small ? fonts.small : ImGui::GetFont();
+  const float fs = font->FontSize;
+  dl->AddRectFilled(ImVec2(x0, 0), ImVec2(W, H), IM_COL32(10, 12, 20, 255));
+  dl->AddText(font, fs * 1.2f, ImVec2(x0 + pad, pad), IM_COL32(220, 225, 240, 255),
+              "attention of every layer (rows) and head (columns)");
+  dl->AddText(font, fs, ImVec2(x0 + pad, pad + fs * 1.4f), IM_COL32(150, 160, 185, 255),
+              "row = query position, column = key, brightness = sqrt(weight); outlined: newest query");
+  const float top = pad + fs * 3.0f;
+  draw_heatmap_grid(dl, ImVec2(x0 + pad, top), ImVec2(W - x0 - 2 * pad, H - top - pad), records,
+                    static_cast<int>(records.size()) - 1, layer, head, ImVec2(-1e9f, -1e9f), font, fs);
 }
 
 void check_view(const Model& model, int layer, int head) {
@@ -189,7 +189,9 @@ int run_bench(const RenderOptions& o, std::shared_ptr<const Model> model, Camera
       renderer.draw(scene, cam, o.width, o.height);
       glFinish();
       const auto t2 = Clock::now();
-      imgui.draw(scene, cam, ov);
+      imgui.draw([&](ImDrawList* dl, const OverlayFonts& fonts) {
+        draw_overlay(dl, scene, cam, ImVec2(0, 0), ImGui::GetIO().DisplaySize, fonts, ov);
+      });
       glFinish();
       const auto t3 = Clock::now();
       ms.push_back(ms_since(t0));
@@ -353,46 +355,28 @@ int run_render(const RenderOptions& o) {
   // With --heatmaps the 3D view takes the left 58% and the grid the rest.
   const int view_w = o.heatmaps ? static_cast<int>(o.width * 0.58f) : o.width;
   auto render_frame = [&](float anim) {
-    Frame f = frame_for(seq, view, preset, view_w, o.height, anim);
+    const std::vector<RecordPtr>& records = gen.history();
+    FrameSpec spec;
+    spec.seq = &seq;
+    spec.model = model.get();
+    spec.view = view;
+    spec.anim = anim;
+    spec.hud = true;  // no panels here: the counters go on the picture
+    spec.presentation = o.presentation;
+    spec.step = static_cast<int>(records.size()) - 1;
+    spec.n_steps = static_cast<int>(records.size());
+    const float W = static_cast<float>(o.width), H = static_cast<float>(o.height);
+    const ComposedFrame fr = compose_frame(spec, imgui.fonts(), static_cast<float>(view_w), H);
+    const float vh = std::max(1.0f, H - fr.overlay.band);
+    const Camera cam = preset_camera(preset, fr.scene, static_cast<float>(view_w) / vh);
     target.bind();
     glClearColor(palette::kBackground.r, palette::kBackground.g, palette::kBackground.b, 1.0f);
     glClear(GL_COLOR_BUFFER_BIT | GL_DEPTH_BUFFER_BIT);
-    renderer.draw(f.scene, f.camera, 0, 0, view_w, o.height);
-    OverlayOptions ov;
-    ov.model_name = model->name;
-    ov.record = seq.current.get();
-    ov.legend = !o.presentation;
-    ov.hud = !o.presentation;  // the presentation HUD shows the counters
-    const std::vector<RecordPtr>& records = gen.history();
-    auto extra = [&](ImDrawList* dl, const OverlayFonts& fonts) {
-      const float W = static_cast<float>(o.width), H = static_cast<float>(o.height);
-      if (o.heatmaps) {
-        const float x0 = static_cast<float>(view_w), pad = 12.0f * std::max(1.0f, H / 720.0f);
-        const ImFont* font = fonts.small ? fonts.small : ImGui::GetFont();
-        const float fs = font->FontSize;
-        dl->AddRectFilled(ImVec2(x0, 0), ImVec2(W, H), IM_COL32(10, 12, 20, 255));
-        dl->AddText(font, fs * 1.2f, ImVec2(x0 + pad, pad), IM_COL32(220, 225, 240, 255),
-                    "attention of every layer (rows) and head (columns)");
-        dl->AddText(font, fs, ImVec2(x0 + pad, pad + fs * 1.4f), IM_COL32(150, 160, 185, 255),
-                    "row = query position, column = key, brightness = sqrt(weight); outlined: newest query");
-        const float top = pad + fs * 3.0f;
-        draw_heatmap_grid(dl, ImVec2(x0 + pad, top), ImVec2(W - x0 - 2 * pad, H - top - pad), records,
-                          static_cast<int>(records.size()) - 1, view.layer, view.head, ImVec2(-1e9f, -1e9f), font, fs);
-      }
-      if (o.presentation) {
-        HudInfo hud;
-        hud.model_name = model->name;
-        hud.step = static_cast<int>(records.size()) - 1;
-        hud.n_steps = static_cast<int>(records.size());
-        hud.record = seq.current.get();
-        if (hud.record)
-          for (const Candidate& c : hud.record->top)
-            hud.top_pieces.push_back(visible_piece(model->tokenizer.display_piece(c.token)));
-        draw_presentation_hud(dl, ImVec2(0, 0), ImVec2(static_cast<float>(view_w), H), fonts, hud);
-      }
-    };
-    imgui.draw(f.scene, f.camera, ov, extra, ImVec2(0, 0),
-               ImVec2(static_cast<float>(view_w), static_cast<float>(o.height)));
+    renderer.draw(fr.scene, cam, 0, static_cast<int>(fr.overlay.band), view_w, static_cast<int>(vh));
+    imgui.draw([&](ImDrawList* dl, const OverlayFonts& fonts) {
+      draw_frame_text(dl, fr, spec, cam, ImVec2(0, 0), ImVec2(static_cast<float>(view_w), vh), fonts);
+      if (o.heatmaps) draw_heatmap_panel(dl, fonts, records, view.layer, view.head, static_cast<float>(view_w), W, H);
+    });
     gl::check_errors("render");
     return target.read_rgba();
   };

@@ -54,6 +54,8 @@ bool load_settings(const std::string& path, UiState& ui, WindowSettings& win, st
   get(j, "window_width", win.width);
   get(j, "window_height", win.height);
   get(j, "window_maximized", win.maximized);
+  get(j, "window_x", win.x);
+  get(j, "window_y", win.y);
   win.width = std::clamp(win.width, 640, 16384);
   win.height = std::clamp(win.height, 400, 16384);
   get(j, "preset", ui.preset);
@@ -106,6 +108,8 @@ bool save_settings(const std::string& path, const UiState& ui, const WindowSetti
       {"window_width", win.width},
       {"window_height", win.height},
       {"window_maximized", win.maximized},
+      {"window_x", win.x},
+      {"window_y", win.y},
       {"preset", ui.preset},
       {"custom_prompt", ui.custom_prompt},
       {"speed", ui.speed},
@@ -150,6 +154,20 @@ bool save_settings(const std::string& path, const UiState& ui, const WindowSetti
     return false;
   }
   return true;
+}
+
+ScreenRect fit_window(const WindowSettings& s, const ScreenRect& work) {
+  ScreenRect r;
+  r.w = std::clamp(s.width, 1, std::max(1, work.w));
+  r.h = std::clamp(s.height, 1, std::max(1, work.h));
+  if (s.x < 0 || s.y < 0) {
+    r.x = work.x + (work.w - r.w) / 2;
+    r.y = work.y + (work.h - r.h) / 2;
+  } else {
+    r.x = std::clamp(s.x, work.x, work.x + work.w - r.w);
+    r.y = std::clamp(s.y, work.y, work.y + work.h - r.h);
+  }
+  return r;
 }
 
 }  // namespace kvscope

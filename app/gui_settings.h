@@ -12,8 +12,18 @@ namespace kvscope {
 
 struct WindowSettings {
   int width = 1600, height = 900;
+  int x = -1, y = -1;  // top-left on the desktop; -1 = centred in the work area
   bool maximized = false;
 };
+
+// A rectangle on the desktop (screen coordinates).
+struct ScreenRect {
+  int x = 0, y = 0, w = 0, h = 0;
+};
+// Where the window opens: the saved (or default) size shrunk to the
+// monitor's work area (the desktop without task bars), the saved position
+// moved so the whole window lies inside it; no saved position = centred.
+ScreenRect fit_window(const WindowSettings& s, const ScreenRect& work_area);
 
 // The settings folder (created if missing); empty when there is no home.
 std::string config_dir();

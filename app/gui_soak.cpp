@@ -62,8 +62,8 @@ std::vector<UiCommand> SoakRun::frame(const Snapshot& snap, bool engine_idle) {
                rounds_done_.size(), rounds_, to_string(r.stop), r.positions, r.context, to_string(r.mode),
                static_cast<double>(r.rss) / (1 << 20), r.gl_live);
   if (!finished()) {
-    cmds.push_back({UiCommand::Kind::kToggleCache});  // the next round runs in the other mode
-    cmds.push_back({UiCommand::Kind::kReset});
+    cmds.push_back(cmd::ToggleCache{});  // the next round runs in the other mode
+    cmds.push_back(cmd::Reset{});
   }
   return cmds;
 }

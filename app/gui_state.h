@@ -1,7 +1,7 @@
 // The window's state, split by owner: Snapshot is what the UI thread knows
 // about the engine (built only from worker events), UiState is what the user
-// chose. Panels read both and return UiCommands; nothing else mutates them
-// behind the frame loop's back.
+// chose. Panels read both and return commands (commands.h) that the Session
+// (session.h) carries out; nothing else mutates them behind its back.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "commands.h"
 #include "generator.h"
 #include "model.h"
 #include "sampler.h"
@@ -48,14 +49,15 @@ struct Snapshot {
   int total_records = 0;  // over every generation of this run
   SequenceState seq;      // state at the shown step (the timeline), records [0, seq_count)
   size_t seq_count = 0;
-  uint64_t tree_version = 0;   // bumped when the current branch changes (fork, return, restart)
-  uint64_t seq_version = 0;    // the tree_version `seq` was built from
-  int pending_forks = 0;       // kFork commands sent, kForked not yet back
-  int pending_select = -1;     // branch to return to when its kForked arrives (-1: a new fork)
-  int pending_view_step = -1;  // a restored view's step, shown once generated
+  uint64_t tree_version = 0;      // bumped when the current branch changes (fork, return, restart)
+  uint64_t seq_version = 0;       // the tree_version `seq` was built from
+  int pending_forks = 0;          // kFork commands sent, kForked not yet back
+  int pending_select = -1;        // branch to return to when its kForked arrives (-1: a new fork)
+  int pending_view_step = -1;     // a restored view's step, shown once generated
+  bool step_after_start = false;  // a Step asked for before the start was accepted: sent with kStarted
   StopReason stop = StopReason::kNone;
   bool step_in_flight = false;
-  double last_record_time = 0;  // glfwGetTime() when the newest record arrived
+  double last_record_time = 0;  // the Session's clock when the newest record arrived
   double gen_start_time = 0;
   CacheMode mode = CacheMode::kKV;  // requested: applies from the next step
 };
@@ -86,7 +88,9 @@ struct UiState {
   float text_scale = 1.0f;
   bool fullscreen = false;
   bool show_panels = true;
-  bool ignore_eos = false;  // --soak-rounds: generate past end-of-text, up to the context limit
+  bool left_open = true, right_open = true;  // sidebars (folded: a narrow strip)
+  bool teach_open = false;                   // the teaching tabs under the timeline
+  bool ignore_eos = false;                   // --soak-rounds: generate past end-of-text, up to the context limit
   // Timeline: the shown step (record index); -1 = follow the newest.
   int view_step = -1;
   // Presentation mode (F5): panels hidden behind a compact HUD.
@@ -108,44 +112,6 @@ struct UiState {
 };
 
 inline constexpr int kDefaultMaxNew = 200;
-
-// Everything a panel may ask for.
-struct UiCommand {
-  enum class Kind {
-    kStart,  // (re)start the generation from text
-    kReset,  // restart from the active prompt
-    kPlayPause,
-    kStep,
-    kToggleCache,
-    kSetSampler,
-    kSetMaxNew,
-    kLoadModel,  // text = folder
-    kCamera,     // camera
-    kFit,        // back to the automatic camera
-    kScreenshot,
-    kFullscreen,
-    kTextScale,  // value
-    kDismissErrors,
-    kTogglePanels,
-    kCancelLoad,    // stop the model load in progress (the current model stays)
-    kScrub,         // value = steps to move (negative = back); text "abs" = go to step value
-    kFork,          // value = forced token at the shown step
-    kSelectBranch,  // value = branch id
-    kPresentation,  // toggle
-    kPredict,       // toggle
-    kReveal,
-    kSaveView,    // text = path
-    kLoadView,    // text = path
-    kSelectHead,  // value = layer, value2 = head
-    kPalette,     // toggle the colour-blind palette
-  };
-  UiCommand(Kind k, std::string t = {}) : kind(k), text(std::move(t)) {}  // NOLINT: implicit on purpose
-  Kind kind;
-  std::string text;
-  CameraPreset camera = CameraPreset::kFront;
-  float value = 0;
-  float value2 = 0;
-};
 
 // The record index the timeline shows (-1 before the prefill).
 inline int shown_step(const Snapshot& snap, const UiState& ui) {

@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "error.h"
+#include "overloaded.h"
 
 namespace kvscope {
 
@@ -29,10 +30,22 @@ EngineWorker::~EngineWorker() {
     if (job->thread.joinable()) job->thread.join();
 }
 
+WorkerOp op_of(const WorkerCommand& c) {
+  return std::visit(
+      overloaded{[](const wcmd::LoadModel&) { return WorkerOp::kLoadModel; },
+                 [](const wcmd::Start&) { return WorkerOp::kStart; }, [](const wcmd::Step&) { return WorkerOp::kStep; },
+                 [](const wcmd::SetMode&) { return WorkerOp::kSetMode; },
+                 [](const wcmd::SetSampler&) { return WorkerOp::kSetSampler; },
+                 [](const wcmd::SetMaxNew&) { return WorkerOp::kSetMaxNew; },
+                 [](const wcmd::Fork&) { return WorkerOp::kFork; },
+                 [](const wcmd::ModelReady&) { return WorkerOp::kLoadModel; }},
+      c);
+}
+
 void EngineWorker::send(WorkerCommand cmd) {
-  if (cmd.kind == WorkerCommand::Kind::kLoadModel) {
+  if (const auto* lm = std::get_if<wcmd::LoadModel>(&cmd)) {
     auto job = std::make_shared<LoadJob>();
-    job->dir = cmd.text;
+    job->dir = lm->dir;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (quit_) return;
@@ -77,14 +90,14 @@ std::vector<WorkerEvent> EngineWorker::poll() {
 int EngineWorker::pending() const {
   std::lock_guard<std::mutex> lock(mu_);
   int n = running_;
-  for (const WorkerCommand& c : in_) n += c.kind != WorkerCommand::Kind::kModelReady;
+  for (const WorkerCommand& c : in_) n += !std::holds_alternative<wcmd::ModelReady>(c);
   return n;
 }
 
 void EngineWorker::cancel_steps() {
   std::lock_guard<std::mutex> lock(mu_);
   in_.erase(std::remove_if(in_.begin(), in_.end(),
-                           [](const WorkerCommand& c) { return c.kind == WorkerCommand::Kind::kStep; }),
+                           [](const WorkerCommand& c) { return std::holds_alternative<wcmd::Step>(c); }),
             in_.end());
 }
 
@@ -125,9 +138,7 @@ void EngineWorker::load(LoadJob* job) {
   try {
     std::shared_ptr<const Model> m = load_model(job->dir, control);
     // The engine thread swaps it in between two forwards.
-    WorkerCommand ready(WorkerCommand::Kind::kModelReady);
-    ready.model = std::move(m);
-    ready.load_id = job->id;
+    wcmd::ModelReady ready{std::move(m), job->id};
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!quit_ && !job->superseded) in_.push_back(std::move(ready));
@@ -144,7 +155,7 @@ void EngineWorker::load(LoadJob* job) {
       WorkerEvent ev;
       ev.kind = WorkerEvent::Kind::kError;
       ev.message = e.what();
-      ev.failed = WorkerCommand::Kind::kLoadModel;
+      ev.failed = WorkerOp::kLoadModel;
       publish(std::move(ev));
     }
   }
@@ -171,7 +182,7 @@ void EngineWorker::run() {
       WorkerEvent ev;
       ev.kind = WorkerEvent::Kind::kError;
       ev.message = e.what();
-      ev.failed = cmd.kind == WorkerCommand::Kind::kModelReady ? WorkerCommand::Kind::kLoadModel : cmd.kind;
+      ev.failed = op_of(cmd);
       ev.generation = generation_;
       publish(std::move(ev));
     }
@@ -184,84 +195,86 @@ void EngineWorker::run() {
 }
 
 void EngineWorker::execute(const WorkerCommand& cmd) {
-  using K = WorkerCommand::Kind;
-  switch (cmd.kind) {
-    case K::kLoadModel:  // handled by send()
-      break;
-    case K::kModelReady: {
-      bool current = false, cancelled = false;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        current = load_ && load_->id == cmd.load_id && !load_->superseded;
-        cancelled = current && load_->cancel;
-        if (current) loading_ = false;
-      }
-      if (!current) break;  // a newer load replaced it
-      // Cancelled after the last tensor was read: still honour it.
-      if (cancelled) throw Error(cmd.model->dir + ": loading cancelled");
-      model_ = cmd.model;
-      gen_.reset();
-      WorkerEvent ev;
-      ev.kind = WorkerEvent::Kind::kModelLoaded;
-      ev.model = model_;
-      ev.generation = generation_;
-      publish(std::move(ev));
-      break;
-    }
-    case K::kStart: {
-      if (!model_) throw Error("no model is loaded yet");
-      auto gen = std::make_unique<Generator>(model_);
-      gen->start(cmd.text, cmd.options);  // throws on an empty or too-long prompt
-      gen_ = std::move(gen);
-      ++generation_;
-      WorkerEvent ev;
-      ev.kind = WorkerEvent::Kind::kStarted;
-      ev.generation = generation_;
-      ev.request = cmd.request;
-      ev.model = model_;
-      publish(std::move(ev));
-      break;
-    }
-    case K::kStep: {
-      if (!gen_ || gen_->done()) break;
-      RecordPtr r = gen_->step();  // complete before anyone else can see it
-      if (r) {
-        WorkerEvent ev;
-        ev.kind = WorkerEvent::Kind::kRecord;
-        ev.record = std::move(r);
-        ev.generation = generation_;
-        publish(std::move(ev));
-      }
-      if (gen_->done()) {
-        WorkerEvent ev;
-        ev.kind = WorkerEvent::Kind::kDone;
-        ev.reason = gen_->reason();
-        ev.generation = generation_;
-        publish(std::move(ev));
-      }
-      break;
-    }
-    case K::kSetMode:
-      if (gen_) gen_->set_mode(cmd.mode);
-      break;
-    case K::kSetSampler:
-      if (gen_) gen_->set_sampler(cmd.sampler);
-      break;
-    case K::kSetMaxNew:
-      if (gen_) gen_->set_max_new(cmd.max_new);
-      break;
-    case K::kFork: {
-      if (!gen_ || !cmd.record) throw Error("fork: no generation to fork");
-      WorkerEvent ev;
-      ev.kind = WorkerEvent::Kind::kForked;
-      ev.record = gen_->fork(cmd.tokens, *cmd.record, cmd.token);
-      // fork() keeps the cache cut back to the prefix only when it held it.
-      ev.cache_reused = gen_->mode() == CacheMode::kKV && gen_->cache().n_pos == cmd.record->seq_len;
-      ev.generation = generation_;
-      publish(std::move(ev));
-      break;
-    }
+  std::visit(overloaded{
+                 [](const wcmd::LoadModel&) {},  // handled by send()
+                 [this](const wcmd::ModelReady& c) { on_model_ready(c); },
+                 [this](const wcmd::Start& c) {
+                   if (!model_) throw Error("no model is loaded yet");
+                   auto gen = std::make_unique<Generator>(model_);
+                   gen->start(c.prompt, c.options);  // throws on an empty or too-long prompt
+                   gen_ = std::move(gen);
+                   ++generation_;
+                   WorkerEvent ev;
+                   ev.kind = WorkerEvent::Kind::kStarted;
+                   ev.generation = generation_;
+                   ev.request = c.request;
+                   ev.model = model_;
+                   publish(std::move(ev));
+                 },
+                 [this](const wcmd::Step&) { on_step(); },
+                 [this](const wcmd::SetMode& c) {
+                   if (gen_) gen_->set_mode(c.mode);
+                 },
+                 [this](const wcmd::SetSampler& c) {
+                   if (gen_) gen_->set_sampler(c.sampler);
+                 },
+                 [this](const wcmd::SetMaxNew& c) {
+                   if (gen_) gen_->set_max_new(c.max_new);
+                 },
+                 [this](const wcmd::Fork& c) { on_fork(c); },
+             },
+             cmd);
+}
+
+void EngineWorker::on_model_ready(const wcmd::ModelReady& c) {
+  bool current = false, cancelled = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    current = load_ && load_->id == c.load_id && !load_->superseded;
+    cancelled = current && load_->cancel;
+    if (current) loading_ = false;
   }
+  if (!current) return;  // a newer load replaced it
+  // Cancelled after the last tensor was read: still honour it.
+  if (cancelled) throw Error(c.model->dir + ": loading cancelled");
+  model_ = c.model;
+  gen_.reset();
+  ++generation_;  // the old generation is gone: its late commands fail under its id
+  WorkerEvent ev;
+  ev.kind = WorkerEvent::Kind::kModelLoaded;
+  ev.model = model_;
+  ev.generation = generation_;
+  publish(std::move(ev));
+}
+
+void EngineWorker::on_step() {
+  if (!gen_ || gen_->done()) return;
+  RecordPtr r = gen_->step();  // complete before anyone else can see it
+  if (r) {
+    WorkerEvent ev;
+    ev.kind = WorkerEvent::Kind::kRecord;
+    ev.record = std::move(r);
+    ev.generation = generation_;
+    publish(std::move(ev));
+  }
+  if (gen_->done()) {
+    WorkerEvent ev;
+    ev.kind = WorkerEvent::Kind::kDone;
+    ev.reason = gen_->reason();
+    ev.generation = generation_;
+    publish(std::move(ev));
+  }
+}
+
+void EngineWorker::on_fork(const wcmd::Fork& c) {
+  if (!gen_ || !c.record) throw Error("fork: no generation to fork");
+  WorkerEvent ev;
+  ev.kind = WorkerEvent::Kind::kForked;
+  ev.record = gen_->fork(c.tokens, *c.record, c.token);
+  // fork() keeps the cache cut back to the prefix only when it held it.
+  ev.cache_reused = gen_->mode() == CacheMode::kKV && gen_->cache().n_pos == c.record->seq_len;
+  ev.generation = generation_;
+  publish(std::move(ev));
 }
 
 }  // namespace kvscope

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "generator.h"
@@ -24,35 +25,46 @@
 
 namespace kvscope {
 
-struct WorkerCommand {
-  enum class Kind {
-    kLoadModel,   // text = folder; loads in the background, then drops the current generation
-    kStart,       // text = prompt, options = how to generate; starts a new generation
-    kStep,        // one forward of the current generation
-    kSetMode,     // mode, from the next step on
-    kSetSampler,  // sampler, from the next step on
-    kSetMaxNew,   // max_new
-    kModelReady,  // internal: the loader thread hands over `model` (load `load_id`)
-    kFork,        // Generator::fork(tokens, *record, token): force `token` at `record`'s step
-  };
-  WorkerCommand() = default;
-  WorkerCommand(Kind k) : kind(k) {}  // NOLINT: implicit, so send({Kind::kStep}) reads well
-  Kind kind = Kind::kStep;
-  std::string text;
+// The engine thread's commands, one small struct each.
+namespace wcmd {
+struct LoadModel {  // loads in the background, then drops the current generation
+  std::string dir;
+};
+struct Start {  // starts a new generation
+  std::string prompt;
   GenerateOptions options;
-  CacheMode mode = CacheMode::kKV;
-  SamplerSettings sampler;
-  int max_new = 0;
-  std::shared_ptr<const Model> model;  // kModelReady only
-  uint64_t load_id = 0;                // kModelReady only
-  std::vector<int> tokens;             // kFork: the sequence before `record` chose (prompt included)
-  RecordPtr record;                    // kFork: the step whose choice is replaced
-  int token = -1;                      // kFork: the forced token
-  // kStart: the sender's id for this start, echoed by its kStarted. Starts
-  // can overtake each other's events (a second reset before the first one's
+  // The sender's id for this start, echoed by its kStarted. Starts can
+  // overtake each other's events (a second reset before the first one's
   // kStarted arrived); the sender keeps only the kStarted of its newest.
   uint64_t request = 0;
 };
+struct Step {};   // one forward of the current generation
+struct SetMode {  // from the next step on
+  CacheMode mode = CacheMode::kKV;
+};
+struct SetSampler {  // from the next step on
+  SamplerSettings sampler;
+};
+struct SetMaxNew {
+  int max_new = 0;
+};
+struct Fork {               // Generator::fork(tokens, *record, token): force `token` at `record`'s step
+  std::vector<int> tokens;  // the sequence before `record` chose (prompt included)
+  RecordPtr record;         // the step whose choice is replaced
+  int token = -1;
+};
+struct ModelReady {  // internal: the loader thread hands over `model` (load `load_id`)
+  std::shared_ptr<const Model> model;
+  uint64_t load_id = 0;
+};
+}  // namespace wcmd
+
+using WorkerCommand = std::variant<wcmd::LoadModel, wcmd::Start, wcmd::Step, wcmd::SetMode, wcmd::SetSampler,
+                                   wcmd::SetMaxNew, wcmd::Fork, wcmd::ModelReady>;
+
+// Which command an error event answers.
+enum class WorkerOp { kLoadModel, kStart, kStep, kSetMode, kSetSampler, kSetMaxNew, kFork };
+WorkerOp op_of(const WorkerCommand& c);  // ModelReady counts as kLoadModel
 
 struct WorkerEvent {
   enum class Kind {
@@ -70,7 +82,7 @@ struct WorkerEvent {
   uint64_t generation = 0;  // which kStart the event belongs to
   uint64_t request = 0;     // kStarted: the WorkerCommand::request it answers
   std::string message;
-  WorkerCommand::Kind failed = WorkerCommand::Kind::kStep;
+  WorkerOp failed = WorkerOp::kStep;
   bool cache_reused = false;  // kForked: the KV cache was cut back to the fork point and kept
 };
 
@@ -86,7 +98,7 @@ class EngineWorker {
   EngineWorker(const EngineWorker&) = delete;
   EngineWorker& operator=(const EngineWorker&) = delete;
 
-  // kLoadModel starts loading at once (cancelling a load in progress,
+  // LoadModel starts loading at once (cancelling a load in progress,
   // which then reports nothing); every other command queues for the engine thread.
   void send(WorkerCommand cmd);
   // Every event published since the last call (never blocks on a forward).
@@ -97,7 +109,7 @@ class EngineWorker {
   // Drops queued (not yet started) step commands, e.g. on reset.
   void cancel_steps();
 
-  // True from a kLoadModel until its kModelLoaded or kError is published.
+  // True from a LoadModel until its kModelLoaded or kError is published.
   bool loading() const;
   // Fraction of the weights read by the load in progress, 0..1.
   float load_progress() const;
@@ -118,6 +130,9 @@ class EngineWorker {
 
   void run();
   void execute(const WorkerCommand& cmd);
+  void on_model_ready(const wcmd::ModelReady& c);
+  void on_step();
+  void on_fork(const wcmd::Fork& c);
   void publish(WorkerEvent ev);
   void load(LoadJob* job);  // on the job's thread
   void join_finished_loads_locked();

@@ -69,7 +69,7 @@ Commands panel_next_token(const Snapshot& snap, UiState& ui) {
     ImGui::TextColored(v4(palette::kNewToken), "next token: ?");
     ImGui::TextWrapped(
         "Predict mode: guess the next token, then press Enter (or the button) to reveal it and its bars.");
-    if (ImGui::Button("Reveal (Enter)", ImVec2(-1, 0))) cmds.push_back({UiCommand::Kind::kReveal});
+    if (ImGui::Button("Reveal (Enter)", ImVec2(-1, 0))) cmds.push_back(cmd::Reveal{});
   } else {
     const ExplainCache& ex = explain_for(snap, step, ui.sampler);
     ImGui::Text("step %d chose: %s  (%.1f%%)", step, visible_piece(r->piece).c_str(), 100.0 * r->prob);
@@ -144,9 +144,7 @@ Commands panel_next_token(const Snapshot& snap, UiState& ui) {
           ImGui::EndTooltip();
         }
         if (clicked && !chosen) {
-          UiCommand c{UiCommand::Kind::kFork};
-          c.value = static_cast<float>(b.token);
-          cmds.push_back(c);
+          cmds.push_back(cmd::Fork{b.token});
         }
       }
       ImGui::SetCursorScreenPos(ImVec2(p0.x, p0.y + row * static_cast<float>(e.bars.size())));
@@ -210,7 +208,7 @@ Commands panel_next_token(const Snapshot& snap, UiState& ui) {
     ui.sampler.seed = static_cast<uint64_t>(std::max(0, seed));
     changed = true;
   }
-  if (changed) cmds.push_back({UiCommand::Kind::kSetSampler});
+  if (changed) cmds.push_back(cmd::SetSampler{});
   return cmds;
 }
 

@@ -49,18 +49,15 @@ Commands panel_timeline(const Snapshot& snap, UiState& ui) {
   const int s = shown_step(snap, ui);
   const float bw = ImGui::GetFrameHeight() * 1.6f;
   ImGui::BeginDisabled(n == 0 || s <= 0);
-  if (ImGui::Button("\xE2\x97\x80##back", ImVec2(bw, 0))) cmds.push_back({UiCommand::Kind::kScrub, {}});
+  if (ImGui::Button("\xE2\x97\x80##back", ImVec2(bw, 0))) cmds.push_back(cmd::Scrub{-1});
   ImGui::EndDisabled();
-  if (!cmds.empty()) cmds.back().value = -1;
   ImGui::SameLine();
   const float info_w = ImGui::CalcTextSize("step 0000 / 0000  LIVE  ").x;
   ImGui::SetNextItemWidth(std::max(80.0f, ImGui::GetContentRegionAvail().x - bw - info_w - 16));
   int step = std::max(0, s);
   ImGui::BeginDisabled(n <= 1);
   if (ImGui::SliderInt("##timeline", &step, 0, std::max(0, n - 1), n == 0 ? "no steps yet" : "step %d")) {
-    UiCommand c{UiCommand::Kind::kScrub, "abs"};
-    c.value = static_cast<float>(step);
-    cmds.push_back(c);
+    cmds.push_back(cmd::ScrubTo{step});
   }
   ImGui::EndDisabled();
   if (ImGui::IsItemHovered())
@@ -71,9 +68,7 @@ Commands panel_timeline(const Snapshot& snap, UiState& ui) {
   ImGui::SameLine();
   ImGui::BeginDisabled(n == 0);
   if (ImGui::Button("\xE2\x96\xB6##fwd", ImVec2(bw, 0))) {
-    UiCommand c{UiCommand::Kind::kScrub};
-    c.value = 1;
-    cmds.push_back(c);
+    cmds.push_back(cmd::Scrub{1});
   }
   ImGui::EndDisabled();
   ImGui::SameLine();
@@ -142,9 +137,7 @@ Commands panel_branches(const Snapshot& snap, UiState& ui) {
       label += "##b" + std::to_string(b.id);
       const bool current = b.id == snap.tree.current();
       if (ImGui::Selectable(label.c_str(), current, ImGuiSelectableFlags_SpanAllColumns) && !current) {
-        UiCommand c{UiCommand::Kind::kSelectBranch};
-        c.value = static_cast<float>(b.id);
-        cmds.push_back(c);
+        cmds.push_back(cmd::SelectBranch{b.id});
       }
       if (ImGui::IsItemHovered()) {
         ImGui::BeginTooltip();
@@ -570,10 +563,7 @@ Commands panel_heatmaps(const Snapshot& snap, UiState& ui) {
     }
     ImGui::EndTooltip();
     if (ImGui::IsItemClicked()) {
-      UiCommand c{UiCommand::Kind::kSelectHead};
-      c.value = static_cast<float>(hit.layer);
-      c.value2 = static_cast<float>(hit.head);
-      cmds.push_back(c);
+      cmds.push_back(cmd::SelectHead{hit.layer, hit.head});
     }
   }
   return cmds;

@@ -174,9 +174,9 @@ Commands panel_prompt(const Snapshot& snap, UiState& ui) {
   }
   const std::string prompt = ui.preset < kNumPresets ? kPromptPresets[ui.preset].text : ui.custom_prompt;
   if (big_button("Generate", palette::kGeneratedToken, ImVec2(ImGui::GetContentRegionAvail().x * 0.5f, 0)))
-    cmds.push_back({UiCommand::Kind::kStart, prompt});
+    cmds.push_back(cmd::Start{prompt});
   ImGui::SameLine();
-  if (ImGui::Button("Reset (R)", ImVec2(-1, 0))) cmds.push_back({UiCommand::Kind::kReset});
+  if (ImGui::Button("Reset (R)", ImVec2(-1, 0))) cmds.push_back(cmd::Reset{});
   return cmds;
 }
 
@@ -185,9 +185,9 @@ Commands panel_playback(const Snapshot& snap, UiState& ui) {
   const float half = ImGui::GetContentRegionAvail().x * 0.5f - 4;
   if (big_button(ui.playing ? "Pause (Space)" : "Play (Space)",
                  ui.playing ? glm::vec3(0.8f, 0.7f, 0.3f) : glm::vec3(0.3f, 0.9f, 0.4f), ImVec2(half, 0)))
-    cmds.push_back({UiCommand::Kind::kPlayPause});
+    cmds.push_back(cmd::PlayPause{});
   ImGui::SameLine();
-  if (ImGui::Button("Step (\xE2\x86\x92)", ImVec2(-1, 0))) cmds.push_back({UiCommand::Kind::kStep});
+  if (ImGui::Button("Step (\xE2\x86\x92)", ImVec2(-1, 0))) cmds.push_back(cmd::Step{});
   ImGui::BeginDisabled(ui.fastest);
   ImGui::SetNextItemWidth(-1);
   ImGui::SliderFloat("##speed", &ui.speed, 0.25f, 8.0f, "%.2f tokens/s", ImGuiSliderFlags_Logarithmic);
@@ -198,9 +198,7 @@ Commands panel_playback(const Snapshot& snap, UiState& ui) {
   ImGui::SetNextItemWidth(-1);
   if (ImGui::SliderInt("##maxnew", &max_new, 1, std::max(2, ctx), "max new tokens: %d", ImGuiSliderFlags_Logarithmic)) {
     ui.max_new = max_new;
-    UiCommand c{UiCommand::Kind::kSetMaxNew};
-    c.value = static_cast<float>(max_new);
-    cmds.push_back(c);
+    cmds.push_back(cmd::SetMaxNew{max_new});
   }
   const int n_new = snap.seq.current ? static_cast<int>(snap.seq.tokens.size()) - snap.seq.n_prompt : 0;
   if (snap.stop != StopReason::kNone) {
@@ -221,7 +219,7 @@ Commands panel_cache(const Snapshot& snap, UiState& ui) {
   const bool kv = snap.mode == CacheMode::kKV;
   if (big_button(kv ? "KV CACHE  (C to switch)" : "NO CACHE  (C to switch)",
                  kv ? palette::kCacheHigh : palette::kRecomputed, ImVec2(-1, ImGui::GetFrameHeight() * 1.5f)))
-    cmds.push_back({UiCommand::Kind::kToggleCache});
+    cmds.push_back(cmd::ToggleCache{});
   ImGui::TextWrapped("%s", kv ? "Each step computes only the new position and reads the cached K/V of all earlier ones."
                               : "Each step recomputes K/V for every position, then throws them away.");
   const StepRecord* r = snap.seq.current.get();
@@ -331,7 +329,7 @@ Commands panel_model(const Snapshot& snap, UiState& ui) {
   ImGui::SameLine();
   ImGui::BeginDisabled(snap.loading_model || ui.model_dir_input.empty());
   if (ImGui::Button("Load", ImVec2(-1, 0)) || (enter && !ui.model_dir_input.empty()))
-    cmds.push_back({UiCommand::Kind::kLoadModel, ui.model_dir_input});
+    cmds.push_back(cmd::LoadModel{ui.model_dir_input});
   ImGui::EndDisabled();
   if (snap.loading_model) {
     // The load runs on its own thread; the current model keeps generating.
@@ -339,7 +337,7 @@ Commands panel_model(const Snapshot& snap, UiState& ui) {
     std::snprintf(pct, sizeof(pct), "loading %.0f%%", 100.0 * snap.load_progress);
     ImGui::ProgressBar(snap.load_progress, ImVec2(ImGui::GetContentRegionAvail().x - 70, 0), pct);
     ImGui::SameLine();
-    if (ImGui::Button("Cancel", ImVec2(-1, 0))) cmds.push_back({UiCommand::Kind::kCancelLoad});
+    if (ImGui::Button("Cancel", ImVec2(-1, 0))) cmds.push_back(cmd::CancelLoad{});
     ImGui::TextDisabled("(the current model keeps working until the new one is ready)");
   }
   if (!snap.model_error.empty()) {
@@ -362,14 +360,11 @@ Commands panel_view(const Snapshot& snap, UiState& ui) {
     const bool active = ui.auto_camera && ui.camera == presets[i];
     if (active) ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyleColorVec4(ImGuiCol_ButtonActive));
     if (ImGui::Button(names[i], ImVec2(bw, 0))) {
-      UiCommand c{UiCommand::Kind::kCamera};
-      c.camera = presets[i];
-      cmds.push_back(c);
+      cmds.push_back(cmd::SetCamera{presets[i]});
     }
     if (active) ImGui::PopStyleColor();
   }
-  if (!ui.auto_camera && ImGui::Button("Fit the sequence again", ImVec2(-1, 0)))
-    cmds.push_back({UiCommand::Kind::kFit});
+  if (!ui.auto_camera && ImGui::Button("Fit the sequence again", ImVec2(-1, 0))) cmds.push_back(cmd::Fit{});
   ImGui::TextDisabled("drag: orbit \xC2\xB7 right-drag: pan \xC2\xB7 wheel: zoom\nTab: hide/show the panels");
   ImGui::Checkbox("token labels", &ui.labels);
   ImGui::SameLine();
@@ -381,35 +376,32 @@ Commands panel_view(const Snapshot& snap, UiState& ui) {
   ImGui::SetNextItemWidth(-ImGui::CalcTextSize("text scale ").x);
   ImGui::SliderFloat("text scale", &scale, 0.75f, 2.5f, "%.2f");
   if (ImGui::IsItemDeactivatedAfterEdit()) {
-    UiCommand c{UiCommand::Kind::kTextScale};
-    c.value = scale;
-    cmds.push_back(c);
+    cmds.push_back(cmd::TextScale{scale});
   } else if (ImGui::IsItemActive()) {
     ImGui::SetTooltip("applies on release");
   }
   if (ImGui::Button(ui.fullscreen ? "Window (F11)" : "Fullscreen (F11)", ImVec2(bw, 0)))
-    cmds.push_back({UiCommand::Kind::kFullscreen});
+    cmds.push_back(cmd::Fullscreen{});
   ImGui::SameLine();
-  if (ImGui::Button("Screenshot (F12)", ImVec2(bw, 0))) cmds.push_back({UiCommand::Kind::kScreenshot});
+  if (ImGui::Button("Screenshot (F12)", ImVec2(bw, 0))) cmds.push_back(cmd::Screenshot{});
   // Presentation (issue 5): F5, predict, palette, saved views.
-  if (ImGui::Button("Presentation (F5)", ImVec2(bw, 0))) cmds.push_back({UiCommand::Kind::kPresentation});
+  if (ImGui::Button("Presentation (F5)", ImVec2(bw, 0))) cmds.push_back(cmd::Presentation{});
   ImGui::SameLine();
-  if (ImGui::Button(ui.predict ? "Predict: on (P)" : "Predict: off (P)", ImVec2(bw, 0)))
-    cmds.push_back({UiCommand::Kind::kPredict});
+  if (ImGui::Button(ui.predict ? "Predict: on (P)" : "Predict: off (P)", ImVec2(bw, 0))) cmds.push_back(cmd::Predict{});
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("Hides each new token and its bars until Enter, so the class can guess first.");
   bool cb = ui.colour_blind;
-  if (ImGui::Checkbox("colour-blind-safe, projector palette", &cb)) cmds.push_back({UiCommand::Kind::kPalette});
+  if (ImGui::Checkbox("colour-blind-safe, projector palette", &cb)) cmds.push_back(cmd::Palette{});
   if (ui.view_path.empty()) {
     const std::string dir = std::getenv("HOME") ? std::string(std::getenv("HOME")) : std::string(".");
     ui.view_path = dir + "/kvscope-view.json";
   }
   ImGui::SetNextItemWidth(-1);
   ImGui::InputText("##viewpath", &ui.view_path);
-  if (ImGui::Button("Save view", ImVec2(bw, 0))) cmds.push_back({UiCommand::Kind::kSaveView, ui.view_path});
+  if (ImGui::Button("Save view", ImVec2(bw, 0))) cmds.push_back(cmd::SaveView{ui.view_path});
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("camera + step + settings, to prepare a lesson");
   ImGui::SameLine();
-  if (ImGui::Button("Load view", ImVec2(bw, 0))) cmds.push_back({UiCommand::Kind::kLoadView, ui.view_path});
+  if (ImGui::Button("Load view", ImVec2(bw, 0))) cmds.push_back(cmd::LoadView{ui.view_path});
   if (!ui.status.empty()) ImGui::TextWrapped("%s", ui.status.c_str());
   return cmds;
 }
@@ -434,7 +426,7 @@ Commands panel_errors(const UiState& ui) {
       ImGui::PopTextWrapPos();
     }
     if (ImGui::Button("OK", ImVec2(120, 0)) || ImGui::IsKeyPressed(GLFW_KEY_ESCAPE))
-      cmds.push_back({UiCommand::Kind::kDismissErrors});
+      cmds.push_back(cmd::DismissErrors{});
   }
   ImGui::End();
   ImGui::PopStyleColor(3);

@@ -12,8 +12,6 @@
 
 namespace kvscope {
 
-using Commands = std::vector<UiCommand>;
-
 Commands panel_prompt(const Snapshot& snap, UiState& ui);
 Commands panel_playback(const Snapshot& snap, UiState& ui);
 Commands panel_cache(const Snapshot& snap, UiState& ui);  // toggle, counters, FLOP plots

@@ -19,7 +19,10 @@ target_include_directories(kvscope_imgui INTERFACE ${IMGUI_INCLUDE_DIRS} /usr/in
 target_link_libraries(kvscope_imgui INTERFACE ${IMGUI_LINK_LIBRARIES} glfw OpenGL::GL)
 
 # Shaders live in shaders/ but are embedded into the binary at build time.
-file(GLOB KVSCOPE_SHADERS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/shaders/*.vert ${CMAKE_SOURCE_DIR}/shaders/*.frag)
+set(KVSCOPE_SHADERS
+  ${CMAKE_SOURCE_DIR}/shaders/beams.vert ${CMAKE_SOURCE_DIR}/shaders/beams.frag
+  ${CMAKE_SOURCE_DIR}/shaders/blocks.vert ${CMAKE_SOURCE_DIR}/shaders/blocks.frag
+  ${CMAKE_SOURCE_DIR}/shaders/grid.vert ${CMAKE_SOURCE_DIR}/shaders/grid.frag)
 set(KVSCOPE_SHADER_HEADER ${CMAKE_BINARY_DIR}/generated/kvscope_shaders.h)
 add_custom_command(
   OUTPUT ${KVSCOPE_SHADER_HEADER}
@@ -31,13 +34,29 @@ add_custom_command(
 
 pkg_check_modules(STB REQUIRED stb)
 
-file(GLOB KVSCOPE_GL_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/render/gl*.cpp ${CMAKE_SOURCE_DIR}/render/renderer*.cpp)
-file(GLOB KVSCOPE_GUI_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/app/gui*.cpp ${CMAKE_SOURCE_DIR}/app/panel*.cpp)
-list(REMOVE_ITEM KVSCOPE_GUI_SRC ${CMAKE_SOURCE_DIR}/app/gui_worker.cpp)  # kvscope_worker, GL-free
+# The GL renderer (render/: one file issues the draw calls).
+set(KVSCOPE_GL_SRC
+  render/gl_context.cpp
+  render/gl_objects.cpp
+  render/renderer.cpp
+  render/renderer_overlay.cpp)
+# The window (app/): frame loop, panels, the headless `kvscope render`.
+set(KVSCOPE_GUI_SRC
+  app/frame.cpp
+  app/gui.cpp
+  app/gui_input.cpp
+  app/gui_layout.cpp
+  app/gui_render.cpp
+  app/gui_settings.cpp
+  app/gui_soak.cpp
+  app/gui_window.cpp
+  app/panel_sampling.cpp
+  app/panel_teach.cpp
+  app/panels.cpp)
 add_library(kvscope_gui STATIC ${KVSCOPE_GL_SRC} ${KVSCOPE_GUI_SRC} ${KVSCOPE_SHADER_HEADER})
 target_include_directories(kvscope_gui PUBLIC ${CMAKE_SOURCE_DIR}/app ${CMAKE_SOURCE_DIR}/render
                            PRIVATE ${CMAKE_BINARY_DIR}/generated ${STB_INCLUDE_DIRS})
-target_link_libraries(kvscope_gui PUBLIC kvscope_scene kvscope_cli kvscope_worker kvscope_glad kvscope_imgui
+target_link_libraries(kvscope_gui PUBLIC kvscope_scene kvscope_teach kvscope_cli kvscope_session kvscope_glad kvscope_imgui
                       glfw OpenGL::GL OpenGL::EGL Threads::Threads ${CMAKE_DL_LIBS}
                       PRIVATE nlohmann_json::nlohmann_json ${STB_LINK_LIBRARIES})
 # The label font (Debian's fonts-dejavu-core); the app falls back to ImGui's
@@ -46,7 +65,7 @@ target_compile_definitions(kvscope_gui PUBLIC KVSCOPE_GUI=1
                            PRIVATE KVSCOPE_FONT_DIR="/usr/share/fonts/truetype/dejavu")
 kvscope_target(kvscope_gui)
 
-add_executable(kvscope ${CMAKE_SOURCE_DIR}/app/main.cpp)
+add_executable(kvscope app/main.cpp)
 target_link_libraries(kvscope PRIVATE kvscope_gui)
 kvscope_target(kvscope)
 
@@ -54,7 +73,7 @@ kvscope_target(kvscope)
 # window's display-free logic (worker thread, settings): their own gtest
 # binary because they need the GL/GUI libraries; tests/gui_render_pixels.sh runs it.
 find_package(GTest REQUIRED)
-add_executable(kvscope_render_tests ${CMAKE_SOURCE_DIR}/tests/render_pixels.cpp ${CMAKE_SOURCE_DIR}/tests/gui_units.cpp)
+add_executable(kvscope_render_tests tests/render_pixels.cpp tests/gui_units.cpp)
 target_include_directories(kvscope_render_tests PRIVATE ${CMAKE_SOURCE_DIR}/tests)
 target_link_libraries(kvscope_render_tests PRIVATE kvscope_gui GTest::gtest GTest::gtest_main)
 kvscope_target(kvscope_render_tests)

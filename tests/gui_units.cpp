@@ -52,19 +52,17 @@ TEST(EngineWorker, RunsStepsOffTheUiThreadAndKeepsTheModelOnErrors) {
     std::lock_guard<std::mutex> lock(mu);
     ++wakes;
   });
-  WorkerCommand load(WorkerCommand::Kind::kLoadModel);
-  load.text = model_dir();
-  w.send(load);
+  w.send(wcmd::LoadModel{model_dir()});
   auto loaded = wait_for(w, WorkerEvent::Kind::kModelLoaded, 1, nullptr);
   ASSERT_EQ(loaded.size(), 1u);
   ASSERT_TRUE(loaded[0].model);
   const int n_layer = loaded[0].model->config.n_layer;
 
-  WorkerCommand start(WorkerCommand::Kind::kStart);
-  start.text = "The capital of France is";
+  wcmd::Start start;
+  start.prompt = "The capital of France is";
   start.options.max_new = 50;
   w.send(start);
-  for (int i = 0; i < 4; ++i) w.send({WorkerCommand::Kind::kStep});
+  for (int i = 0; i < 4; ++i) w.send(wcmd::Step{});
   auto recs = wait_for(w, WorkerEvent::Kind::kRecord, 4, nullptr);
   ASSERT_EQ(recs.size(), 4u);
   EXPECT_TRUE(recs[0].record->prefill);
@@ -75,10 +73,8 @@ TEST(EngineWorker, RunsStepsOffTheUiThreadAndKeepsTheModelOnErrors) {
     EXPECT_EQ(recs[i].record->n_layer, n_layer);
   }
   // Mode switches apply from the next step.
-  WorkerCommand mode(WorkerCommand::Kind::kSetMode);
-  mode.mode = CacheMode::kNoCache;
-  w.send(mode);
-  w.send({WorkerCommand::Kind::kStep});
+  w.send(wcmd::SetMode{CacheMode::kNoCache});
+  w.send(wcmd::Step{});
   auto nc = wait_for(w, WorkerEvent::Kind::kRecord, 1, nullptr);
   ASSERT_EQ(nc.size(), 1u);
   EXPECT_EQ(nc[0].record->mode, CacheMode::kNoCache);
@@ -86,26 +82,24 @@ TEST(EngineWorker, RunsStepsOffTheUiThreadAndKeepsTheModelOnErrors) {
   EXPECT_EQ(nc[0].record->kv_bytes, 0u);
 
   // A bad folder: an error naming the load, and the generation goes on.
-  WorkerCommand bad(WorkerCommand::Kind::kLoadModel);
-  bad.text = "/nonexistent/kvscope-model";
-  w.send(bad);
+  w.send(wcmd::LoadModel{"/nonexistent/kvscope-model"});
   auto errs = wait_for(w, WorkerEvent::Kind::kError, 1, nullptr);
   ASSERT_EQ(errs.size(), 1u);
-  EXPECT_EQ(errs[0].failed, WorkerCommand::Kind::kLoadModel);
+  EXPECT_EQ(errs[0].failed, WorkerOp::kLoadModel);
   EXPECT_NE(errs[0].message.find("/nonexistent/kvscope-model"), std::string::npos) << errs[0].message;
-  w.send({WorkerCommand::Kind::kStep});
+  w.send(wcmd::Step{});
   auto after = wait_for(w, WorkerEvent::Kind::kRecord, 1, nullptr);
   ASSERT_EQ(after.size(), 1u);
   EXPECT_EQ(after[0].record->index, 5);
 
   // An empty prompt is refused; nothing crashes.
-  WorkerCommand empty(WorkerCommand::Kind::kStart);
-  empty.text = "";
+  wcmd::Start empty;
+  empty.prompt = "";
   empty.options.max_new = 5;
   w.send(empty);
   auto e2 = wait_for(w, WorkerEvent::Kind::kError, 1, nullptr);
   ASSERT_EQ(e2.size(), 1u);
-  EXPECT_EQ(e2[0].failed, WorkerCommand::Kind::kStart);
+  EXPECT_EQ(e2[0].failed, WorkerOp::kStart);
   while (w.pending() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_GE(wakes, 8);  // the UI is woken for every event
@@ -113,14 +107,12 @@ TEST(EngineWorker, RunsStepsOffTheUiThreadAndKeepsTheModelOnErrors) {
 
 TEST(EngineWorker, CancelledStepsNeverRun) {
   EngineWorker w;
-  WorkerCommand load(WorkerCommand::Kind::kLoadModel);
-  load.text = model_dir();
-  w.send(load);
-  WorkerCommand start(WorkerCommand::Kind::kStart);
-  start.text = "def ";
+  w.send(wcmd::LoadModel{model_dir()});
+  wcmd::Start start;
+  start.prompt = "def ";
   start.options.max_new = 1000;
   w.send(start);
-  for (int i = 0; i < 200; ++i) w.send({WorkerCommand::Kind::kStep});
+  for (int i = 0; i < 200; ++i) w.send(wcmd::Step{});
   w.cancel_steps();
   while (w.pending() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   int records = 0;
@@ -128,7 +120,7 @@ TEST(EngineWorker, CancelledStepsNeverRun) {
   EXPECT_LT(records, 200);
 }
 
-// The FLOP convention of the engine issue, written out here independently:
+// The engine's FLOP convention, written out here independently:
 // per layer 24 n d^2 + 4 d sum(L_i), plus the LM head 2 d V.
 uint64_t formula(const Config& c, uint64_t n, uint64_t T) {
   const uint64_t d = c.n_embd;
@@ -244,6 +236,45 @@ TEST(Settings, RoundTripAndBadFiles) {
   EXPECT_FLOAT_EQ(clamp.text_scale, 1.0f);
   EXPECT_EQ(clamp.preset, 0);
   fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+TEST(Settings, WindowFitsTheWorkArea) {
+  const ScreenRect desk{0, 27, 1280, 693};  // a 1280x720 projector under a top bar
+  WindowSettings first;                     // the default size, no position yet
+  ScreenRect r = fit_window(first, desk);
+  EXPECT_EQ(r.w, 1280);
+  EXPECT_EQ(r.h, 693);
+  EXPECT_EQ(r.x, 0);
+  EXPECT_EQ(r.y, 27);
+  WindowSettings huge;  // a saved size far beyond any screen, placed off it
+  huge.width = huge.height = 16384;
+  huge.x = 5000;
+  huge.y = -20;
+  r = fit_window(huge, desk);
+  EXPECT_EQ(r.w, 1280);
+  EXPECT_EQ(r.h, 693);
+  EXPECT_EQ(r.x, 0);
+  EXPECT_EQ(r.y, 27);
+  WindowSettings small;
+  small.width = 800;
+  small.height = 500;
+  small.x = 900;  // would hang off the right edge
+  small.y = 100;
+  r = fit_window(small, desk);
+  EXPECT_EQ(r.w, 800);
+  EXPECT_EQ(r.h, 500);
+  EXPECT_EQ(r.x, 480);
+  EXPECT_EQ(r.y, 100);
+  small.x = small.y = -1;  // no saved position: centred
+  r = fit_window(small, {100, 0, 1366, 768});
+  EXPECT_EQ(r.x, 100 + (1366 - 800) / 2);
+  EXPECT_EQ(r.y, (768 - 500) / 2);
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
-// The window's engine thread (app/gui_worker.*) against a UI-like thread,
-// with no GL: generate, toggle the cache mode, change the sampler, scrub
-// (read every byte of older records), reset, load other models and cancel
-// loads, all while steps are computing. Every record the "UI" receives must
-// be complete and self-consistent (sizes from the model's config, attention
-// rows summing to 1 over the causal window), belong to the generation the UI
-// is showing, and come from the model it was started with; nothing may
-// deadlock (a watchdog aborts the binary). Run under ThreadSanitizer by the
+// The window's engine thread (app/gui_worker.*) and the window's controller
+// (app/session.*, the real one, with no GL): generate, toggle the cache mode,
+// change the sampler, scrub (read every byte of older records), fork, reset,
+// load other models and cancel loads, all while steps are computing. Every
+// record the session shows must be complete and self-consistent (sizes from
+// the model's config, attention rows summing to 1 over the causal window),
+// belong to the generation it is showing, and come from the model it was
+// started with; nothing may deadlock (a watchdog aborts the binary). Run under ThreadSanitizer by the
 // `make test-tsan` build (cmake -DKVSCOPE_TSAN=ON).
 #include <gtest/gtest.h>
 
@@ -21,6 +21,7 @@
 
 #include "gui_worker.h"
 #include "numpy_ref_util.h"
+#include "session.h"
 
 namespace kvscope {
 namespace {
@@ -29,7 +30,6 @@ using namespace std::chrono_literals;
 using testutil::run_numpy_ref;
 using testutil::shell_quote;
 using testutil::TempDir;
-using K = WorkerCommand::Kind;
 using E = WorkerEvent::Kind;
 
 // Aborts the whole binary when a test does not finish in time: a deadlock
@@ -127,142 +127,113 @@ double scrub(const StepRecord& r) {
   return s + r.prob + static_cast<double>(r.piece.size());
 }
 
-TEST(WorkerThreads, StepsToggleScrubResetAndModelSwitchesRaceFree) {
-  const Models& m = models();
-  Watchdog dog("the worker stress test", 120s);
-  std::atomic<int> wakes{0};
-  auto worker = std::make_unique<EngineWorker>([&] { wakes++; });
+// The window's controller (app/session.*) exactly as the window drives it,
+// without the window: random commands while steps compute. Everything the
+// session shows must stay complete and consistent.
+void check_shown(const Session& s) {
+  const Snapshot& snap = s.snap;
+  if (snap.records.empty()) return;
+  const RecordPtr& first = snap.records.front();
+  for (size_t i = 0; i < snap.records.size(); ++i) {
+    const StepRecord& r = *snap.records[i];
+    ASSERT_EQ(r.index, static_cast<int>(i)) << "records arrive in order, none lost";
+    ASSERT_EQ(r.seq_len, first->seq_len + static_cast<int>(i));
+    ASSERT_EQ(r.n_layer, first->n_layer) << "one generation, one model";
+  }
+  ASSERT_TRUE(snap.model);
+  check_complete(*snap.records.back(), snap.model->config);
+  ASSERT_LE(snap.seq_count, snap.records.size());
+}
 
-  // The UI thread's view, as app/gui.cpp keeps it.
-  std::shared_ptr<const Model> model;      // the model shown (from kModelLoaded)
-  std::shared_ptr<const Model> gen_model;  // the model the shown generation runs on
-  uint64_t generation = 0;
-  bool started = false, stopped = false;
-  uint64_t start_request = 0;  // as Snapshot::start_request
-  std::vector<RecordPtr> records, old_records;
-  int n_records = 0, n_generations = 0, n_loaded = 0, n_cancelled = 0, n_context_full = 0, n_scrubbed = 0;
-  double checksum = 0;
-  CacheMode mode = CacheMode::kKV;
+TEST(WorkerThreads, SessionStepsToggleScrubResetAndModelSwitchesRaceFree) {
+  const Models& m = models();
+  Watchdog dog("the session stress test", 120s);
+  std::atomic<int> wakes{0};
+  auto session = std::make_unique<Session>([&] { wakes++; });
+  Session& s = *session;
+  s.ui.fastest = true;
+  s.ui.max_new = 1000;  // run into the context limit
+  s.ui.preset = kNumPresets;
+  s.ui.custom_prompt = "Hello world";
+  s.ui.active_prompt = s.selected_prompt();
   std::mt19937 rng(1234);
   auto chance = [&](int percent) { return static_cast<int>(rng() % 100) < percent; };
+  std::vector<RecordPtr> old_records;
+  int n_records_seen = 0, n_generations = 0, n_loaded = 0, n_context_full = 0, n_scrubbed = 0, n_forks = 0;
+  uint64_t last_generation = 0;
+  const Model* last_model = nullptr;
+  double checksum = 0;
 
-  auto start = [&](const std::string& prompt) {
-    worker->cancel_steps();
-    WorkerCommand c(K::kStart);
-    c.text = prompt;
-    c.options.max_new = 1000;  // run into the context limit
-    c.options.mode = mode;
-    c.options.sampler.greedy = chance(50);
-    c.options.sampler.seed = rng();
-    c.request = ++start_request;
-    worker->send(c);
-    if (!old_records.empty() && old_records.size() > 64)
-      old_records.erase(old_records.begin(), old_records.begin() + 32);
-    old_records.insert(old_records.end(), records.begin(), records.end());
-    records.clear();
-    started = stopped = false;
-  };
-  auto load = [&](const std::string& dir) {
-    WorkerCommand c(K::kLoadModel);
-    c.text = dir;
-    worker->send(c);
-  };
-
-  load(m.a);
+  s.load_model(m.a);
   const auto t0 = std::chrono::steady_clock::now();
+  auto now = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   const auto budget = std::getenv("KVSCOPE_WORKER_STRESS_S") ? std::atoi(std::getenv("KVSCOPE_WORKER_STRESS_S")) : 8;
   int iteration = 0;
-  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(budget) || n_context_full == 0 || n_loaded < 3) {
-    ASSERT_LT(std::chrono::steady_clock::now() - t0, 90s) << "no progress: " << n_records << " records";
+  StopReason last_stop = StopReason::kNone;
+  while (now() < budget || n_context_full == 0 || n_loaded < 3) {
+    ASSERT_LT(now(), 90.0) << "no progress: " << n_records_seen << " records";
     ++iteration;
-    for (WorkerEvent& ev : worker->poll()) {
-      switch (ev.kind) {
-        case E::kModelLoaded:
-          ASSERT_TRUE(ev.model);
-          model = ev.model;
-          ++n_loaded;
-          start(n_loaded % 2 ? "Hello world" : "a b c");
-          break;
-        case E::kStarted:
-          if (ev.request != start_request) break;  // superseded by a later start (a quick second reset)
-          ASSERT_GT(ev.generation, generation);
-          generation = ev.generation;
-          gen_model = ev.model;
-          started = true;
-          ++n_generations;
-          break;
-        case E::kRecord: {
-          ASSERT_TRUE(ev.record);
-          if (ev.generation != generation || !started) break;  // from a generation since replaced
-          ASSERT_TRUE(gen_model);
-          check_complete(*ev.record, gen_model->config);
-          ASSERT_EQ(ev.record->index, static_cast<int>(records.size())) << "records arrive in order, none lost";
-          if (!records.empty()) {
-            ASSERT_EQ(ev.record->seq_len, records.back()->seq_len + 1);
-          }
-          records.push_back(ev.record);
-          ++n_records;
-          break;
-        }
-        case E::kDone:
-          // (a generation that ended just as the UI reset belongs to no one)
-          if (ev.generation != generation || !started) break;
-          stopped = true;
-          if (ev.reason == StopReason::kContextFull) {
-            ++n_context_full;
-            ASSERT_FALSE(records.empty());
-            ASSERT_EQ(records.back()->seq_len, gen_model->config.n_positions);
-            ASSERT_EQ(records.back()->stop, StopReason::kContextFull);
-          }
-          break;
-        case E::kError:
-          if (ev.failed == K::kLoadModel) {
-            ASSERT_NE(ev.message.find("loading cancelled"), std::string::npos) << ev.message;
-            ++n_cancelled;
-          } else {
-            FAIL() << "unexpected error: " << ev.message;
-          }
-          break;
-        case E::kForked:  // (issue 5's fork command; this test sends none)
-          FAIL() << "unexpected kForked";
-          break;
+    s.update(now());
+    if (s.snap.model.get() != last_model) {
+      last_model = s.snap.model.get();
+      ++n_loaded;
+    }
+    if (s.snap.generation != last_generation && s.snap.started) {
+      last_generation = s.snap.generation;
+      ++n_generations;
+    }
+    for (const std::string& e : s.ui.errors)
+      ASSERT_NE(e.find("loading cancelled"), std::string::npos) << "unexpected error: " << e;
+    s.ui.errors.clear();
+    check_shown(s);
+    if (HasFatalFailure()) return;
+    n_records_seen = std::max(n_records_seen, s.snap.total_records);
+    if (s.snap.stop != last_stop) {
+      last_stop = s.snap.stop;
+      if (last_stop == StopReason::kContextFull) {
+        ++n_context_full;
+        ASSERT_FALSE(s.snap.records.empty());
+        ASSERT_EQ(s.snap.records.back()->seq_len, s.snap.model->config.n_positions);
       }
     }
-    if (HasFatalFailure()) return;
-
-    // Scrub: re-read a random older record, of this or an earlier generation.
-    if (!records.empty() && chance(60)) {
-      checksum += scrub(*records[rng() % records.size()]);
+    // Scrub (reading every byte of the shown record), of this or an earlier generation.
+    const int n = static_cast<int>(s.snap.records.size());
+    if (n > 0 && chance(20)) {
+      s.execute(cmd::ScrubTo{static_cast<int>(rng() % n)}, now());
+      if (s.snap.seq.current) checksum += scrub(*s.snap.seq.current);
       ++n_scrubbed;
+      if (chance(50)) s.execute(cmd::Scrub{n}, now());  // back to the newest: playback goes on
+      s.ui.playing = true;
     }
     if (!old_records.empty() && chance(30)) {
       checksum += scrub(*old_records[rng() % old_records.size()]);
       ++n_scrubbed;
     }
-    // Playback: keep up to 3 steps queued (the real UI sends one at a time).
-    if (started && !stopped && worker->pending() < 3) worker->send({K::kStep});
-    if (chance(3)) {  // the C key
-      mode = mode == CacheMode::kKV ? CacheMode::kNoCache : CacheMode::kKV;
-      WorkerCommand c(K::kSetMode);
-      c.mode = mode;
-      worker->send(c);
-    }
+    if (chance(3)) s.execute(cmd::ToggleCache{}, now());  // the C key
     if (chance(1)) {
-      WorkerCommand c(K::kSetSampler);
-      c.sampler.greedy = false;
-      c.sampler.temperature = 0.5f + static_cast<float>(rng() % 100) / 100.0f;
-      c.sampler.seed = rng();
-      worker->send(c);
+      s.ui.sampler.greedy = false;
+      s.ui.sampler.temperature = 0.5f + static_cast<float>(rng() % 100) / 100.0f;
+      s.ui.sampler.seed = rng();
+      s.execute(cmd::SetSampler{}, now());
     }
-    if (model && (chance(1) || (stopped && chance(20)))) start(chance(50) ? "Once upon" : "xyz 123");  // reset
-    if (model && chance(1) && !worker->loading()) {
-      load(n_loaded % 2 ? m.b : m.a);  // a new model while steps compute
-      if (chance(30)) worker->cancel_load();
-      if (chance(20)) load(n_loaded % 2 ? m.b : m.a);  // supersedes the one just sent
+    if (s.snap.seq.current && s.snap.seq.current->top.size() > 1 && chance(1)) {
+      s.execute(cmd::Fork{s.snap.seq.current->top[1].token}, now());
+      ++n_forks;
+    }
+    if (s.snap.model && (chance(1) || (s.snap.stop != StopReason::kNone && chance(20)))) {  // reset
+      if (old_records.size() > 64) old_records.erase(old_records.begin(), old_records.begin() + 32);
+      old_records.insert(old_records.end(), s.snap.records.begin(), s.snap.records.end());
+      s.ui.custom_prompt = chance(50) ? "Once upon" : "xyz 123";
+      s.execute(cmd::Start{s.ui.custom_prompt}, now());
+    }
+    if (s.snap.model && chance(1) && !s.snap.loading_model) {
+      s.execute(cmd::LoadModel{n_loaded % 2 ? m.b : m.a}, now());  // a new model while steps compute
+      if (chance(30)) s.execute(cmd::CancelLoad{}, now());
+      if (chance(20)) s.execute(cmd::LoadModel{n_loaded % 2 ? m.b : m.a}, now());  // supersedes it
     }
     std::this_thread::sleep_for(std::chrono::microseconds(rng() % 500));
   }
-  EXPECT_GT(n_records, 100);
+  EXPECT_GT(n_records_seen, 100);
   EXPECT_GE(n_generations, 5);
   EXPECT_GE(n_loaded, 3);
   EXPECT_GE(n_context_full, 1);
@@ -270,13 +241,13 @@ TEST(WorkerThreads, StepsToggleScrubResetAndModelSwitchesRaceFree) {
   EXPECT_GT(wakes.load(), 0);
   EXPECT_TRUE(std::isfinite(checksum));
   std::printf(
-      "worker stress: %d iterations, %d records, %d generations, %d models loaded, %d loads cancelled, "
+      "session stress: %d iterations, %d records, %d generations, %d models loaded, %d forks, "
       "%d context-full stops, %d scrubs\n",
-      iteration, n_records, n_generations, n_loaded, n_cancelled, n_context_full, n_scrubbed);
-  // Destroy with steps queued and one computing: joins, never hangs.
-  for (int i = 0; i < 20; ++i) worker->send({K::kStep});
-  load(m.b);
-  worker.reset();
+      iteration, n_records_seen, n_generations, n_loaded, n_forks, n_context_full, n_scrubbed);
+  // Destroy with a step computing and a load running: joins, never hangs.
+  s.execute(cmd::Step{}, now());
+  s.execute(cmd::LoadModel{m.b}, now());
+  session.reset();
 }
 
 // Waits for the next event of `kind` (errors of another kind fail).
@@ -296,9 +267,7 @@ WorkerEvent next_event(EngineWorker& w, E kind, std::vector<WorkerEvent>* seen =
 
 // Sends kLoadModel for `dir` and waits for its kModelLoaded.
 WorkerEvent load_and_wait(EngineWorker& w, const std::string& dir) {
-  WorkerCommand load(K::kLoadModel);
-  load.text = dir;
-  w.send(load);
+  w.send(wcmd::LoadModel{dir});
   return next_event(w, E::kModelLoaded);
 }
 
@@ -309,13 +278,13 @@ TEST(WorkerThreads, ContextFullStopsWithEveryPositionAndNoMoreSteps) {
   const WorkerEvent loaded = load_and_wait(w, m.a);
   ASSERT_TRUE(loaded.model);
   const int ctx = loaded.model->config.n_positions;
-  WorkerCommand start(K::kStart);
-  start.text = "Hello";
+  wcmd::Start start;
+  start.prompt = "Hello";
   start.options.max_new = 10 * ctx;
   w.send(start);
   next_event(w, E::kStarted);
   // Far more steps than fit: the extra ones must do nothing.
-  for (int i = 0; i < ctx + 20; ++i) w.send({K::kStep});
+  for (int i = 0; i < ctx + 20; ++i) w.send(wcmd::Step{});
   std::vector<WorkerEvent> seen;
   const WorkerEvent done = next_event(w, E::kDone, &seen);
   EXPECT_EQ(done.reason, StopReason::kContextFull);
@@ -340,15 +309,15 @@ TEST(WorkerThreads, EachStartedEchoesItsRequestSoSupersededStartsCanBeIgnored) {
   Watchdog dog("the request-id test", 60s);
   EngineWorker w;
   load_and_wait(w, m.a);
-  WorkerCommand first(K::kStart), second(K::kStart);
-  first.text = "Hello";
+  wcmd::Start first, second;
+  first.prompt = "Hello";
   first.request = 7;
-  second.text = "Once upon";
+  second.prompt = "Once upon";
   second.request = 8;
   w.send(first);
-  w.send({K::kStep});
+  w.send(wcmd::Step{});
   w.send(second);
-  w.send({K::kStep});
+  w.send(wcmd::Step{});
   std::vector<WorkerEvent> seen;
   while (w.pending() > 0) std::this_thread::sleep_for(1ms);
   std::this_thread::sleep_for(5ms);
@@ -377,19 +346,18 @@ TEST(WorkerThreads, PreviousModelKeepsGeneratingUntilTheNewOneIsReady) {
   Watchdog dog("the model-switch test", 60s);
   EngineWorker w;
   const WorkerEvent a = load_and_wait(w, m.a);
-  WorkerCommand start(K::kStart);
-  start.text = "Hello";
+  wcmd::Start start;
+  start.prompt = "Hello";
   start.options.max_new = 8;
   w.send(start);
   next_event(w, E::kStarted);
 
   // A load does not occupy the engine thread: steps sent after it run on A.
-  WorkerCommand load(K::kLoadModel);
-  load.text = m.b;
+  wcmd::LoadModel load{m.b};
   w.send(load);
   EXPECT_EQ(w.pending(), 0);
   EXPECT_TRUE(w.loading() || !w.poll().empty());
-  for (int i = 0; i < 3; ++i) w.send({K::kStep});
+  for (int i = 0; i < 3; ++i) w.send(wcmd::Step{});
   std::vector<WorkerEvent> seen;
   const WorkerEvent b = next_event(w, E::kModelLoaded, &seen);
   ASSERT_TRUE(b.model);
@@ -401,7 +369,7 @@ TEST(WorkerThreads, PreviousModelKeepsGeneratingUntilTheNewOneIsReady) {
     }
 
   // Cancelling: the error names the folder and the model stays B.
-  load.text = m.a;
+  load.dir = m.a;
   w.send(load);
   w.cancel_load();
   std::vector<WorkerEvent> after;
@@ -412,14 +380,14 @@ TEST(WorkerThreads, PreviousModelKeepsGeneratingUntilTheNewOneIsReady) {
   for (WorkerEvent& e : w.poll()) after.push_back(e);
   ASSERT_EQ(after.size(), 1u);
   ASSERT_EQ(after[0].kind, E::kError);
-  EXPECT_EQ(after[0].failed, K::kLoadModel);
+  EXPECT_EQ(after[0].failed, WorkerOp::kLoadModel);
   EXPECT_NE(after[0].message.find("loading cancelled"), std::string::npos) << after[0].message;
   EXPECT_NE(after[0].message.find(m.a), std::string::npos) << after[0].message;
 
   // A load superseded by a newer one reports nothing; only the newer loads.
-  load.text = m.a;
+  load.dir = m.a;
   w.send(load);
-  load.text = m.b;
+  load.dir = m.b;
   w.send(load);
   const WorkerEvent last = next_event(w, E::kModelLoaded);
   ASSERT_TRUE(last.model);
@@ -428,6 +396,67 @@ TEST(WorkerThreads, PreviousModelKeepsGeneratingUntilTheNewOneIsReady) {
   for (WorkerEvent& e : w.poll()) EXPECT_NE(e.kind, E::kModelLoaded) << "the superseded load was applied";
   EXPECT_FALSE(w.loading());
   EXPECT_EQ(w.load_progress(), 0.0f);
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// Runs update() until `done` holds (or fails after 30 s).
+template <class F>
+void update_until(Session& s, F done) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!done()) {
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, 30s) << "the session did not get there";
+    s.update(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    std::this_thread::sleep_for(1ms);
+  }
+}
+
+TEST(Session, ArrowAfterResetWhilePausedRunsThePrefill) {
+  // A presenter's clicker sends PageDown (= Scrub{+1}) after pressing Reset
+  // with playback paused: the first step must run.
+  Watchdog dog("the clicker test", 60s);
+  Session s;
+  s.ui.playing = false;
+  s.load_model(models().a);
+  update_until(s, [&] { return s.snap.model != nullptr; });
+  s.execute(cmd::Reset{}, 0);
+  s.execute(cmd::Scrub{1}, 0);  // before the worker accepted the start
+  update_until(s, [&] { return s.snap.records.size() == 1; });
+  EXPECT_TRUE(s.snap.records[0]->prefill);
+  EXPECT_FALSE(s.ui.playing);
+  s.execute(cmd::Scrub{1}, 1);  // and after: one decode step each
+  update_until(s, [&] { return s.snap.records.size() == 2; });
+  EXPECT_FALSE(s.snap.records[1]->prefill);
+  for (int i = 0; i < 50; ++i) s.update(2);
+  EXPECT_EQ(s.snap.records.size(), 2u) << "paused: no more steps than asked for";
+  EXPECT_TRUE(s.ui.errors.empty());
+}
+
+TEST(Session, OnlyTheNewestStartsRecordsReachTheTimeline) {
+  // Two resets in a row, each followed by a step: the first start's
+  // kStarted and record arrive after the timeline was cleared for the second.
+  Watchdog dog("the double-reset test", 60s);
+  Session s;
+  s.ui.playing = false;
+  s.load_model(models().a);
+  update_until(s, [&] { return s.snap.model != nullptr; });
+  s.execute(cmd::Start{"Hello"}, 0);
+  s.ui.playing = false;
+  s.execute(cmd::Step{}, 0);
+  s.execute(cmd::Start{"Once upon"}, 0);
+  s.ui.playing = false;
+  s.execute(cmd::Step{}, 0);
+  update_until(s, [&] { return !s.snap.records.empty() && s.engine_idle(); });
+  ASSERT_EQ(s.snap.records.size(), 1u);
+  const StepRecord& r = *s.snap.records[0];
+  EXPECT_EQ(r.index, 0);
+  const std::vector<int> want = s.snap.model->tokenizer.encode("Once upon");
+  EXPECT_EQ(r.prompt_tokens, want);
+  EXPECT_EQ(s.ui.active_prompt, "Once upon");
 }
 
 }  // namespace

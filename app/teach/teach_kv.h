@@ -77,7 +77,7 @@ FitCheck check_fit(const KvModelSpec& m, uint64_t tokens, KvDtype cache_dtype, K
 // Throws kvscope::Error naming the file, the entry and the field.
 std::vector<KvModelSpec> load_kv_configs(const std::string& path);
 std::vector<KvModelSpec> parse_kv_configs(const std::string& json_text, const std::string& origin);
-// assets/kv_configs.json of the source tree the binary was built from.
+// $KVSCOPE_KV_CONFIGS, else assets/kv_configs.json found next to the executable (assets.h).
 std::string default_kv_configs_path();
 
 // "512 KiB", "48.8 GiB" (binary units, 3 significant digits).

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "assets.h"
 #include "error.h"
 
 namespace kvscope {
@@ -215,15 +216,8 @@ std::vector<KvModelSpec> load_kv_configs(const std::string& path) {
 }
 
 std::string default_kv_configs_path() {
-  if (const char* env = std::getenv("KVSCOPE_KV_CONFIGS")) return env;
-  // KVSCOPE_DEFAULT_MODEL_DIR = <source>/assets/models/kvscope-tiny (set by CMake on kvscope_model).
-  std::string dir = KVSCOPE_DEFAULT_MODEL_DIR;
-  for (int up = 0; up < 2; ++up) {
-    const size_t slash = dir.find_last_of('/');
-    if (slash == std::string::npos) return "assets/kv_configs.json";
-    dir.resize(slash);
-  }
-  return dir + "/kv_configs.json";
+  if (const char* env = std::getenv("KVSCOPE_KV_CONFIGS"); env && *env) return env;
+  return asset_path("kv_configs.json");
 }
 
 std::string format_bytes_binary(double bytes) {

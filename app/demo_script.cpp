@@ -1,0 +1,98 @@
+#include "demo_script.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+namespace kvscope {
+
+namespace {
+
+std::string demo_view_path() {
+  return (std::filesystem::temp_directory_path() / ("kvscope-demo-view-" + std::to_string(getpid()) + ".json"))
+      .string();
+}
+
+// Fork at the shown step with its second-best candidate.
+void fork_second(const Snapshot& snap, Commands& cmds) {
+  if (snap.seq.current && snap.seq.current->top.size() > 1) cmds.push_back(cmd::Fork{snap.seq.current->top[1].token});
+}
+
+Commands feature_script(int frame, int total, const Snapshot& snap, const std::string& demo_view) {
+  Commands cmds;
+  auto at = [&](double f) { return frame == static_cast<int>(f * total); };
+  const int n = static_cast<int>(snap.records.size());
+  if (demo_view == "timeline" || demo_view == "sampling") {
+    if (at(0.45)) cmds.push_back(cmd::ScrubTo{std::max(1, n / 3)});
+    if (at(0.5)) fork_second(snap, cmds);
+    if (at(0.75)) cmds.push_back(cmd::ScrubTo{std::max(1, n / 2)});
+    if (at(0.8)) fork_second(snap, cmds);
+    if (demo_view == "timeline" && at(0.95)) cmds.push_back(cmd::ScrubTo{n * 2 / 3});
+    if (demo_view == "sampling" && at(0.95)) {
+      // The most uncertain step of this branch: the widest distribution to look at.
+      int flattest = 0;
+      for (int i = 1; i < n; ++i)
+        if (snap.records[i]->top[0].prob < snap.records[flattest]->top[0].prob) flattest = i;
+      cmds.push_back(cmd::ScrubTo{flattest});
+    }
+  }
+  if (demo_view == "presentation" && at(0.5)) cmds.push_back(cmd::Presentation{});
+  if (demo_view == "heatmaps" && at(0.9)) cmds.push_back(cmd::SelectHead{1, 2});
+  return cmds;
+}
+
+}  // namespace
+
+Commands demo_script(int frame, int total, const Snapshot& snap, const std::string& demo_view) {
+  if (!demo_view.empty()) return feature_script(frame, total, snap, demo_view);
+  Commands cmds;
+  auto at = [&](double f) { return frame == static_cast<int>(f * total); };
+  // The teaching features, late in the run: scrub back, fork, return, present, predict.
+  if (at(0.86)) cmds.push_back(cmd::Scrub{-3});
+  if (at(0.87)) fork_second(snap, cmds);
+  if (at(0.89)) cmds.push_back(cmd::SelectBranch{0});
+  if (at(0.90)) cmds.push_back(cmd::Presentation{});
+  if (at(0.91)) cmds.push_back(cmd::Predict{});
+  if (at(0.92)) cmds.push_back(cmd::Scrub{1});
+  if (at(0.93)) cmds.push_back(cmd::Reveal{});
+  if (at(0.94)) cmds.push_back(cmd::Predict{});
+  if (at(0.95)) cmds.push_back(cmd::Presentation{});
+  if (at(0.96)) cmds.push_back(cmd::SaveView{demo_view_path()});  // a saved view, written and read back
+  if (at(0.97)) cmds.push_back(cmd::LoadView{demo_view_path()});
+  if (at(0.98)) {
+    std::error_code ec;
+    std::filesystem::remove(demo_view_path(), ec);
+  }
+  if (at(0.25)) cmds.push_back(cmd::ToggleCache{});  // NO CACHE
+  if (at(0.35)) cmds.push_back(cmd::SetCamera{CameraPreset::kTop});
+  if (at(0.45)) cmds.push_back(cmd::ToggleCache{});  // KV CACHE: refill
+  if (at(0.55)) cmds.push_back(cmd::SetCamera{CameraPreset::kSide});
+  if (at(0.65)) cmds.push_back(cmd::ToggleCache{});
+  if (at(0.70)) cmds.push_back(cmd::SetCamera{CameraPreset::kFollow});
+  if (at(0.80)) cmds.push_back(cmd::ToggleCache{});
+  if (at(0.85)) cmds.push_back(cmd::SetCamera{CameraPreset::kFront});
+  return cmds;
+}
+
+void setup_demo_view(const std::string& demo_view, UiState& ui) {
+  if (demo_view.empty()) return;
+  ui.bottom_tab = demo_view == "phases" ? 1 : demo_view == "kv" ? 2 : demo_view == "heatmaps" ? 3 : 0;
+  ui.select_tab = true;
+  ui.teach_open = demo_view != "presentation" && demo_view != "sampling";
+  if (demo_view == "sampling" || demo_view == "timeline") {
+    ui.sampler.greedy = false;
+    ui.sampler.temperature = 0.9f;
+    ui.sampler.top_k = 12;
+    ui.sampler.top_p = 0.9f;
+    ui.sampler.repetition_penalty = 1.3f;
+    ui.sampler.seed = 7;
+  }
+  if (demo_view == "kv") {
+    ui.kv_selected = 3;  // assets/kv_configs.json: the 32-layer 4096-wide MHA model
+    ui.kv_context = 100000;
+    ui.kv_dtype = 1;  // fp16
+  }
+}
+
+}  // namespace kvscope

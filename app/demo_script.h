@@ -1,0 +1,23 @@
+// The scripted runs of the window, GL-free: --demo-frames N (the smoke test
+// and the README screenshots) returns the commands a user would have given
+// at each frame.
+#pragma once
+
+#include <string>
+
+#include "commands.h"
+#include "gui_state.h"
+
+namespace kvscope {
+
+// Generate as fast as possible, switch the cache off and on, walk through
+// the cameras and the teaching features (scrub, fork, return, present,
+// predict, save and load a view). With `demo_view` (timeline, sampling,
+// phases, kv, heatmaps, presentation) the run instead sets up that feature
+// for a screenshot.
+Commands demo_script(int frame, int total, const Snapshot& snap, const std::string& demo_view);
+
+// The UI settings a `demo_view` starts from (open tab, sampler, KV calculator row).
+void setup_demo_view(const std::string& demo_view, UiState& ui);
+
+}  // namespace kvscope

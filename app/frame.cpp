@@ -1,0 +1,80 @@
+#include "frame.h"
+
+#include <algorithm>
+
+#include "panel_teach.h"
+#include "scene_format.h"
+
+namespace kvscope {
+
+FrameSpec frame_spec(const Session& s, float anim, int hover_pos) {
+  const Snapshot& snap = s.snap;
+  const UiState& ui = s.ui;
+  FrameSpec f;
+  f.seq = &snap.seq;
+  f.model = snap.model.get();
+  f.view.layer = ui.layer;
+  f.view.head = ui.head;
+  f.view.min_weight = ui.min_weight;
+  f.view.beams = ui.beams;
+  f.view.hide_newest = prediction_hidden(snap, ui);
+  f.anim = anim;
+  f.labels = ui.labels;
+  f.legend = ui.legend;
+  f.hud = ui.hud;
+  f.presentation = ui.presentation;
+  f.step = shown_step(snap, ui);
+  f.n_steps = static_cast<int>(snap.records.size());
+  f.live = ui.view_step < 0;
+  f.hover_pos = hover_pos;
+  if (!snap.seq.current)
+    f.message = snap.loading_model ? "loading the model\xE2\x80\xA6"
+                : !snap.model      ? "no model: load a GPT-2 folder in the Model panel"
+                                   : "paused before the first step: \xE2\x86\x92 or Space runs the prefill";
+  return f;
+}
+
+ComposedFrame compose_frame(const FrameSpec& f, const OverlayFonts& fonts, float view_w, float avail_h) {
+  ComposedFrame fr;
+  fr.scene = build_scene(*f.seq, f.view, f.anim);
+  OverlayOptions& ov = fr.overlay;
+  ov.labels = f.labels;
+  ov.legend = f.legend && !f.presentation;
+  ov.hud = f.hud && !f.presentation;
+  ov.hover_pos = f.hover_pos;
+  ov.model_name = f.model ? f.model->name : "";
+  ov.record = f.seq->current.get();
+  ov.text_scale = fonts.scale;
+  if (ov.legend && avail_h < 640.0f) {
+    const float band = legend_band(fr.scene, fonts, ov, view_w);
+    if (band <= 0.4f * avail_h) ov.band = band;
+  }
+  return fr;
+}
+
+void draw_frame_text(ImDrawList* dl, const ComposedFrame& fr, const FrameSpec& f, const Camera& camera, ImVec2 origin,
+                     ImVec2 size, const OverlayFonts& fonts) {
+  draw_overlay(dl, fr.scene, camera, origin, size, fonts, fr.overlay);
+  if (f.presentation) {
+    HudInfo hud;
+    hud.model_name = f.model ? f.model->name : "";
+    hud.step = f.step;
+    hud.n_steps = f.n_steps;
+    hud.record = f.seq->current.get();
+    hud.hidden = f.view.hide_newest;
+    hud.live = f.live;
+    if (hud.record && f.model)
+      for (const Candidate& c : hud.record->top)
+        hud.top_pieces.push_back(visible_piece(f.model->tokenizer.display_piece(c.token)));
+    draw_presentation_hud(dl, origin, size, fonts, hud);
+  }
+  if (!f.message.empty()) {
+    const ImVec2 ts =
+        fonts.banner->CalcTextSizeA(fonts.banner->FontSize, size.x * 0.9f, size.x * 0.9f, f.message.c_str());
+    dl->AddText(fonts.banner, fonts.banner->FontSize,
+                ImVec2(origin.x + std::max(0.0f, (size.x - ts.x) * 0.5f), origin.y + size.y * 0.45f),
+                IM_COL32(200, 210, 230, 255), f.message.c_str(), nullptr, size.x * 0.9f);
+  }
+}
+
+}  // namespace kvscope

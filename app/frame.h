@@ -1,0 +1,51 @@
+// One frame's picture, composed by the same code for the window and for
+// `kvscope render`: the scene built from the shown step, and the text layer
+// over it (token labels, legend, counters or the presentation HUD, a
+// message while there is no step yet). The 3D part is Renderer::draw of
+// the composed scene.
+#pragma once
+
+#include <imgui.h>
+
+#include <string>
+#include <vector>
+
+#include "model.h"
+#include "renderer_overlay.h"
+#include "scene.h"
+#include "scene_camera.h"
+#include "session.h"
+
+namespace kvscope {
+
+struct FrameSpec {
+  const SequenceState* seq = nullptr;  // the shown step's state
+  const Model* model = nullptr;        // name and tokenizer (may be null)
+  ViewOptions view;
+  float anim = 1.0f;  // animation phase of the newest record, 0..1
+  bool labels = true, legend = true, hud = false, presentation = false;
+  int step = -1, n_steps = 0;  // the timeline, for the presentation HUD
+  bool live = true;            // the shown step is the newest
+  int hover_pos = -1;
+  std::string message;  // centred over the view while there is no step ("" = none)
+};
+
+// What the window shows for the session's state.
+FrameSpec frame_spec(const Session& s, float anim, int hover_pos);
+
+struct ComposedFrame {
+  Scene scene;
+  OverlayOptions overlay;  // overlay.band: pixels under the view kept for the legend
+};
+
+// The scene, and the overlay's options for a view `view_w` wide with
+// `avail_h` pixels of height for the view and the legend's band together:
+// under a short view (< 640 px) the legend gets a band of its own, its
+// entries in rows, unless that would leave the scene less than 60 % of the height.
+ComposedFrame compose_frame(const FrameSpec& f, const OverlayFonts& fonts, float view_w, float avail_h);
+
+// The text layer onto `dl`, in the view rectangle [origin, origin + size).
+void draw_frame_text(ImDrawList* dl, const ComposedFrame& fr, const FrameSpec& f, const Camera& camera, ImVec2 origin,
+                     ImVec2 size, const OverlayFonts& fonts);
+
+}  // namespace kvscope

@@ -1,0 +1,128 @@
+#include "gui_layout.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+
+#include "panel_teach.h"
+#include "panels.h"
+
+namespace kvscope {
+
+namespace {
+
+constexpr ImGuiWindowFlags kDocked = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse |
+                                     ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoBringToFrontOnFocus;
+
+void append(Commands& to, Commands more) {
+  to.insert(to.end(), more.begin(), more.end());
+}
+
+// A folded sidebar: a strip with one button that opens it again.
+float folded_strip(const char* id, const char* arrow, float x, float H, bool& open) {
+  const float w = ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().WindowPadding.x;
+  ImGui::SetNextWindowPos(ImVec2(x, 0), ImGuiCond_Always, ImVec2(x > 0 ? 1.0f : 0.0f, 0));
+  ImGui::SetNextWindowSize(ImVec2(w, H), ImGuiCond_Always);
+  if (ImGui::Begin(id, nullptr, kDocked | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoScrollbar)) {
+    if (ImGui::Button(arrow, ImVec2(-1, ImGui::GetFrameHeight() * 2))) open = true;
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("show the panels");
+  }
+  ImGui::End();
+  return w;
+}
+
+// The fold button at the top of an open sidebar.
+void fold_button(const char* label, bool& open) {
+  if (ImGui::SmallButton(label)) open = false;
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("fold this sidebar (more room for the 3D view)");
+}
+
+float sidebar_width(const UiState& ui, float W) {
+  return std::clamp(290.0f * ui.text_scale, std::min(240.0f, W * 0.3f), W * 0.34f);
+}
+
+float left_sidebar(const Snapshot& snap, UiState& ui, float W, float H, Commands& cmds) {
+  if (!ui.left_open) return folded_strip("##left_folded", "\xE2\x96\xB6", 0, H, ui.left_open);
+  ImGui::SetNextWindowPos(ImVec2(0, 0), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(ImVec2(sidebar_width(ui, W), H), ImGuiCond_Always);
+  float w = 0;
+  if (ImGui::Begin("Generation", nullptr, kDocked | ImGuiWindowFlags_NoResize)) {
+    fold_button("\xE2\x97\x80 fold", ui.left_open);
+    if (ImGui::CollapsingHeader("Prompt", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_prompt(snap, ui));
+    if (ImGui::CollapsingHeader("Playback", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_playback(snap, ui));
+    if (ImGui::CollapsingHeader("Cache & compute", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_cache(snap, ui));
+  }
+  w = ImGui::GetWindowWidth();
+  ImGui::End();
+  return w;
+}
+
+float right_sidebar(const Snapshot& snap, UiState& ui, float W, float H, Commands& cmds) {
+  if (!ui.right_open) return folded_strip("##right_folded", "\xE2\x97\x80", W, H, ui.right_open);
+  ImGui::SetNextWindowPos(ImVec2(W, 0), ImGuiCond_Always, ImVec2(1, 0));
+  ImGui::SetNextWindowSize(ImVec2(sidebar_width(ui, W), H), ImGuiCond_Always);
+  float w = 0;
+  if (ImGui::Begin("Inspect", nullptr, kDocked | ImGuiWindowFlags_NoResize)) {
+    fold_button("fold \xE2\x96\xB6", ui.right_open);
+    if (ImGui::CollapsingHeader("Attention", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_attention(snap, ui));
+    if (ImGui::CollapsingHeader("Next token", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_next_token(snap, ui));
+    if (ImGui::CollapsingHeader("View", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_view(snap, ui));
+    if (ImGui::CollapsingHeader("Model")) append(cmds, panel_model(snap, ui));
+  }
+  w = ImGui::GetWindowWidth();
+  ImGui::End();
+  return w;
+}
+
+void teach_tabs(const Snapshot& snap, UiState& ui, Commands& cmds) {
+  if (!ImGui::BeginTabBar("teach_tabs")) return;
+  const char* names[] = {"Branches", "Prefill vs decode", "KV memory", "Attention heads"};
+  for (int i = 0; i < 4; ++i) {
+    const ImGuiTabItemFlags f = ui.select_tab && ui.bottom_tab == i ? ImGuiTabItemFlags_SetSelected : 0;
+    if (!ImGui::BeginTabItem(names[i], nullptr, f)) continue;
+    if (!ui.select_tab) ui.bottom_tab = i;
+    if (i == 0) append(cmds, panel_branches(snap, ui));
+    if (i == 1) append(cmds, panel_phases(snap, ui));
+    if (i == 2) append(cmds, panel_kv_calculator(snap, ui));
+    if (i == 3) append(cmds, panel_heatmaps(snap, ui));
+    ImGui::EndTabItem();
+  }
+  ui.select_tab = false;
+  ImGui::EndTabBar();
+}
+
+// Between the sidebars, under the 3D view: the timeline, and the teaching
+// tabs when opened. Returns its height.
+float bottom_strip(const Snapshot& snap, UiState& ui, float x, float w, float H, Commands& cmds) {
+  const ImGuiStyle& st = ImGui::GetStyle();
+  const float closed = 2 * ImGui::GetFrameHeightWithSpacing() + 2 * st.WindowPadding.y;
+  const float h = ui.teach_open ? std::clamp(H * 0.4f, std::min(200.0f, H * 0.5f), 480.0f) : closed;
+  ImGui::SetNextWindowPos(ImVec2(x, H - h), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(ImVec2(std::max(100.0f, w), h), ImGuiCond_Always);
+  if (ImGui::Begin("Teach", nullptr, kDocked | ImGuiWindowFlags_NoResize)) {
+    append(cmds, panel_timeline(snap, ui));
+    if (ImGui::SmallButton(ui.teach_open ? "\xE2\x96\xBC hide the lessons"
+                                         : "\xE2\x96\xB2 lessons: branches, "
+                                           "prefill vs decode, KV memory, heads"))
+      ui.teach_open = !ui.teach_open;
+    if (ui.teach_open) teach_tabs(snap, ui, cmds);
+  }
+  ImGui::End();
+  return h;
+}
+
+}  // namespace
+
+ViewRect layout_panels(const Snapshot& snap, UiState& ui, float W, float H, Commands& cmds) {
+  ViewRect r{0, 0, std::max(1.0f, W), std::max(1.0f, H)};
+  if (!ui.show_panels || W <= 0) return r;
+  const float left = left_sidebar(snap, ui, W, H, cmds);
+  const float right = right_sidebar(snap, ui, W, H, cmds);
+  const float bottom = bottom_strip(snap, ui, left, W - left - right, H, cmds);
+  r.x = left;
+  r.w = std::max(1.0f, W - left - right);
+  r.h = std::max(1.0f, H - bottom);
+  return r;
+}
+
+}  // namespace kvscope

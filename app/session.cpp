@@ -1,0 +1,433 @@
+#include "session.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "overloaded.h"
+#include "scene.h"
+#include "teach_view.h"
+
+namespace kvscope {
+
+namespace {
+
+SavedCamera to_saved(const Camera& c, const UiState& ui) {
+  SavedCamera s;
+  s.target[0] = c.target.x;
+  s.target[1] = c.target.y;
+  s.target[2] = c.target.z;
+  s.distance = c.distance;
+  s.yaw = c.yaw;
+  s.pitch = c.pitch;
+  s.fov_y = c.fov_y;
+  s.preset = ui.auto_camera ? to_string(ui.camera) : "";
+  return s;
+}
+
+}  // namespace
+
+Session::Session(std::function<void()> wake) : worker_(std::move(wake)) {}
+
+void Session::load_model(const std::string& dir) {
+  worker_.cancel_steps();
+  worker_.send(wcmd::LoadModel{dir});
+  snap.loading_model = true;
+  snap.model_error.clear();
+}
+
+int Session::effective_max_new() const {
+  const int ctx = snap.model ? snap.model->config.n_positions : kDefaultMaxNew;
+  return ui.max_new > 0 ? ui.max_new : std::min(kDefaultMaxNew, ctx);
+}
+
+std::string Session::selected_prompt() const {
+  return ui.preset < kNumPresets ? kPromptPresets[ui.preset].text : ui.custom_prompt;
+}
+
+double Session::next_step_due() const {
+  return view.last_step_request + (ui.fastest ? 0.0 : 1.0 / ui.speed);
+}
+
+WindowRequests Session::take_window_requests() {
+  WindowRequests r = requests_;
+  requests_ = WindowRequests();
+  return r;
+}
+
+void Session::start_generation(const std::string& prompt) {
+  worker_.cancel_steps();
+  wcmd::Start c;
+  c.prompt = prompt;
+  c.options.max_new = effective_max_new();
+  c.options.mode = snap.mode;
+  c.options.sampler = ui.sampler;
+  c.options.ignore_eos = ui.ignore_eos;
+  c.options.keep_history = false;  // the BranchTree owns the records (and their memory budget)
+  c.request = ++snap.start_request;
+  worker_.send(std::move(c));
+  snap.tree.clear();
+  snap.tree.start();
+  snap.tree_version++;
+  snap.records.clear();
+  snap.seq = SequenceState();
+  snap.seq_count = 0;
+  snap.pending_forks = 0;
+  snap.pending_select = -1;
+  snap.stop = StopReason::kNone;
+  snap.started = false;
+  snap.step_after_start = false;
+  ui.active_prompt = prompt;
+  ui.view_step = -1;
+  ui.revealed_step = -1;
+}
+
+// Appended incrementally while following the newest record, rebuilt when
+// scrubbing or after a fork.
+void Session::sync_shown() {
+  const size_t n = snap.records.size();
+  const size_t want = ui.view_step < 0 ? n : std::min(n, static_cast<size_t>(ui.view_step) + 1);
+  if (snap.seq_version == snap.tree_version && want == snap.seq_count) return;
+  if (snap.seq_version == snap.tree_version && want == snap.seq_count + 1)
+    append_record(snap.seq, snap.records[want - 1]);
+  else
+    snap.seq = build_sequence(snap.records, want);
+  snap.seq_count = want;
+  snap.seq_version = snap.tree_version;
+}
+
+void Session::update(double now) {
+  for (WorkerEvent& ev : worker_.poll()) take_event(ev, now);
+  snap.step_in_flight = worker_.pending() > 0;
+  snap.load_progress = worker_.load_progress();
+  // A restored view's step, once generated.
+  if (snap.pending_view_step >= 0 && static_cast<int>(snap.records.size()) > snap.pending_view_step) {
+    ui.view_step = snap.pending_view_step;
+    ui.playing = false;
+    snap.pending_view_step = -1;
+  }
+  sync_shown();
+  // Playback (predict mode waits until the class has seen the newest token).
+  const bool want_step = ui.playing && snap.started && snap.stop == StopReason::kNone && worker_.pending() == 0 &&
+                         snap.pending_forks == 0 && !prediction_hidden(snap, ui) && now >= next_step_due();
+  if (want_step) {
+    worker_.send(wcmd::Step{});
+    view.last_step_request = now;
+    snap.step_in_flight = true;
+  }
+}
+
+void Session::take_event(WorkerEvent& ev, double now) {
+  switch (ev.kind) {
+    case WorkerEvent::Kind::kModelLoaded:
+      snap.model = ev.model;
+      snap.loading_model = false;
+      snap.model_error.clear();
+      start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt);
+      break;
+    case WorkerEvent::Kind::kStarted:
+      // A start superseded before its kStarted arrived: its records must not
+      // land in the timeline cleared for the newer one.
+      if (ev.request != snap.start_request) break;
+      snap.generation = ev.generation;
+      snap.started = true;
+      snap.gen_start_time = now;
+      if (snap.step_after_start) {
+        snap.step_after_start = false;
+        step(now);
+      }
+      break;
+    case WorkerEvent::Kind::kRecord:
+      if (ev.generation != snap.generation || !snap.started) break;  // from a generation since replaced
+      try {
+        snap.tree.push(ev.record);
+      } catch (const std::exception& e) {  // a record that does not follow the current branch
+        ui.errors.push_back(std::string("timeline: ") + e.what());
+        break;
+      }
+      snap.records = snap.tree.current_history().records();
+      snap.total_records++;
+      if (ui.view_step < 0) snap.last_record_time = now;  // animate only what is on screen
+      break;
+    case WorkerEvent::Kind::kForked:
+      on_forked(ev, now);
+      break;
+    case WorkerEvent::Kind::kDone:
+      // (not a generation that ended just as the UI restarted: it would stop the new one)
+      if (ev.generation == snap.generation && snap.started) snap.stop = ev.reason;
+      break;
+    case WorkerEvent::Kind::kError:
+      on_error(ev);
+      break;
+  }
+}
+
+void Session::on_forked(const WorkerEvent& ev, double now) {
+  // (a fork of a generation since restarted: the timeline was cleared for the new start)
+  if (ev.generation != snap.generation || !snap.started) return;
+  snap.pending_forks = std::max(0, snap.pending_forks - 1);
+  try {
+    if (snap.pending_select >= 0) {
+      snap.tree.select(snap.pending_select);  // back to an explored branch: the worker resumed it
+    } else if (snap.model) {
+      snap.tree.fork(ev.record, fork_cost(snap.model->config, ev.record->seq_len, ev.cache_reused));
+    }
+  } catch (const std::exception& e) {
+    ui.errors.push_back(std::string("branching: ") + e.what());
+  }
+  snap.pending_select = -1;
+  snap.records = snap.tree.current_history().records();
+  snap.tree_version++;
+  snap.stop = snap.records.empty() ? StopReason::kNone : snap.records.back()->stop;
+  ui.view_step = -1;
+  ui.revealed_step = static_cast<int>(snap.records.size()) - 1;  // the user chose this token
+  snap.last_record_time = now;
+}
+
+void Session::on_error(const WorkerEvent& ev) {
+  switch (ev.failed) {
+    case WorkerOp::kLoadModel:
+      snap.loading_model = false;
+      snap.model_error = ev.message;
+      if (!snap.model) ui.errors.push_back("Could not load the model: " + ev.message);
+      break;
+    case WorkerOp::kFork:
+      snap.pending_forks = std::max(0, snap.pending_forks - 1);
+      snap.pending_select = -1;
+      // (a fork of a generation a new model or start replaced meanwhile is moot)
+      if (ev.generation == snap.generation && snap.started) ui.errors.push_back("Could not fork here: " + ev.message);
+      break;
+    case WorkerOp::kStart:
+      ui.errors.push_back("Could not start with this prompt: " + ev.message);
+      break;
+    default:
+      ui.errors.push_back(ev.message);
+      ui.playing = false;
+      break;
+  }
+}
+
+void Session::execute(const Commands& cs, double now) {
+  for (const UiCommand& c : cs) execute(c, now);
+  sync_shown();
+}
+
+void Session::execute(const UiCommand& c, double now) {
+  std::visit(overloaded{
+                 [&](const cmd::Start& s) {
+                   if (!snap.model) {
+                     ui.errors.push_back("No model is loaded yet.");
+                     return;
+                   }
+                   start_generation(s.prompt);
+                   ui.playing = true;
+                 },
+                 [&](const cmd::Reset&) {
+                   if (snap.model) start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt);
+                 },
+                 [&](const cmd::PlayPause&) {
+                   ui.playing = !ui.playing;
+                   if (ui.playing && snap.stop != StopReason::kNone && snap.model)
+                     start_generation(ui.active_prompt);  // play after the end = again
+                 },
+                 [&](const cmd::Step&) { step(now); },
+                 [&](const cmd::ToggleCache&) { toggle_cache(); },
+                 [&](const cmd::SetSampler&) { worker_.send(wcmd::SetSampler{ui.sampler}); },
+                 [&](const cmd::SetMaxNew& m) { worker_.send(wcmd::SetMaxNew{m.max_new}); },
+                 [&](const cmd::LoadModel& m) { load_model(m.dir); },
+                 [&](const cmd::CancelLoad&) { worker_.cancel_load(); },
+                 [&](const cmd::Scrub& s) { scrub(s.steps, now); },
+                 [&](const cmd::ScrubTo& s) { scrub_to(s.step); },
+                 [&](const cmd::Fork& f) { fork(f.token); },
+                 [&](const cmd::SelectBranch& b) { select_branch(b.id); },
+                 [&](const cmd::SelectHead& h) {
+                   ui.layer = h.layer;
+                   ui.head = h.head;
+                   ui.beams = true;
+                 },
+                 [&](const cmd::Presentation&) { toggle_presentation(); },
+                 [&](const cmd::Predict&) {
+                   ui.predict = !ui.predict;
+                   ui.revealed_step = static_cast<int>(snap.records.size()) - 1;  // what is on screen stays visible
+                 },
+                 [&](const cmd::Reveal&) { ui.revealed_step = static_cast<int>(snap.records.size()) - 1; },
+                 [&](const cmd::Palette&) {
+                   ui.colour_blind = !ui.colour_blind;
+                   palette::set_palette(ui.colour_blind);
+                 },
+                 [&](const cmd::SaveView& v) { save_view_to(v.path); },
+                 [&](const cmd::LoadView& v) { load_view_from(v.path, now); },
+                 [&](const cmd::DismissErrors&) { ui.errors.clear(); },
+                 [&](const cmd::TogglePanels&) { ui.show_panels = !ui.show_panels; },
+                 [&](const cmd::SetCamera& cam) {
+                   ui.camera = cam.preset;
+                   ui.auto_camera = true;
+                 },
+                 [&](const cmd::Fit&) { ui.auto_camera = true; },
+                 [&](const cmd::Screenshot&) { requests_.screenshot = true; },
+                 [&](const cmd::Fullscreen&) { requests_.toggle_fullscreen = true; },
+                 [&](const cmd::TextScale& t) { set_text_scale(t.scale); },
+             },
+             c);
+}
+
+// One forward, shown as it arrives. Before the start was accepted (a Reset
+// a moment ago), the step is sent once it is: a presenter's clicker starts
+// a generation.
+void Session::step(double now) {
+  ui.playing = false;
+  ui.view_step = -1;  // stepping shows the newest step
+  if (!snap.started) {
+    if (snap.model) snap.step_after_start = true;
+    return;
+  }
+  if (snap.stop == StopReason::kNone && worker_.pending() == 0 && snap.pending_forks == 0) {
+    worker_.send(wcmd::Step{});
+    view.last_step_request = now;
+    snap.step_in_flight = true;
+  }
+}
+
+void Session::scrub(int steps, double now) {
+  const int n = static_cast<int>(snap.records.size());
+  const int cur = shown_step(snap, ui);
+  if (steps > 0 && cur == n - 1) {
+    // At the newest step (or before the first), forward = reveal (predict mode), else compute the next step.
+    if (prediction_hidden(snap, ui))
+      ui.revealed_step = n - 1;
+    else
+      step(now);
+    return;
+  }
+  if (n == 0) return;
+  scrub_to(cur + steps);
+}
+
+void Session::scrub_to(int step) {
+  const int n = static_cast<int>(snap.records.size());
+  if (n == 0) return;
+  const int target = std::clamp(step, 0, n - 1);
+  ui.view_step = target >= n - 1 ? -1 : target;
+  if (ui.view_step >= 0) ui.playing = false;  // looking at the past: hold the present
+  snap.last_record_time = -1e9;               // no drop animation while scrubbing
+}
+
+void Session::fork(int token) {
+  const int s = shown_step(snap, ui);
+  if (s < 0 || snap.pending_forks > 0 || !snap.started) return;
+  const RecordPtr at = snap.records[static_cast<size_t>(s)];
+  if (token == at->token) return;
+  const int existing = snap.tree.find_fork(snap.tree.current(), s, token);
+  if (existing >= 0) {
+    select_branch(existing);
+    return;
+  }
+  send_fork(snap.tree.current_history(), at, token);
+  snap.pending_select = -1;
+}
+
+void Session::select_branch(int id) {
+  if (snap.pending_forks > 0 || id < 0 || id >= static_cast<int>(snap.tree.size()) || !snap.started) return;
+  const Branch& b = snap.tree.branch(id);
+  if (b.history.empty()) return;
+  // The worker resumes the branch: its last record, forced to its own token.
+  const RecordPtr last = b.history.back();
+  send_fork(b.history, last, last->token);
+  snap.pending_select = id;
+}
+
+void Session::send_fork(const History& h, const RecordPtr& at, int token) {
+  wcmd::Fork w;
+  w.tokens = h.tokens_before(static_cast<size_t>(at->index));
+  w.record = at;
+  w.token = token;
+  worker_.cancel_steps();
+  worker_.send(std::move(w));
+  snap.pending_forks++;
+}
+
+void Session::toggle_cache() {
+  snap.mode = snap.mode == CacheMode::kKV ? CacheMode::kNoCache : CacheMode::kKV;
+  worker_.send(wcmd::SetMode{snap.mode});
+}
+
+void Session::toggle_presentation() {
+  ui.presentation = !ui.presentation;
+  ui.show_panels = !ui.presentation;
+}
+
+void Session::set_text_scale(float scale) {
+  requests_.text_scale = std::clamp(scale, kMinTextScale, kMaxTextScale);
+}
+
+void Session::save_view_to(const std::string& path) {
+  SavedView v;
+  v.camera = to_saved(view.camera, ui);
+  v.step = std::max(0, shown_step(snap, ui));
+  v.prompt = ui.active_prompt;
+  v.model = snap.model ? snap.model->dir : "";
+  v.max_new = effective_max_new();
+  v.cache = snap.mode;
+  v.sampler = ui.sampler;
+  v.layer = ui.layer;
+  v.head = ui.head;
+  v.min_weight = ui.min_weight;
+  v.text_scale = ui.text_scale;
+  v.presentation = ui.presentation;
+  v.predict = ui.predict;
+  try {
+    save_view(v, path);
+    ui.status = "view saved to " + path;
+  } catch (const std::exception& e) {
+    ui.errors.push_back(e.what());
+  }
+}
+
+void Session::load_view_from(const std::string& path, double now) {
+  SavedView v;
+  try {
+    v = load_view(path);
+  } catch (const std::exception& e) {
+    ui.errors.push_back(e.what());
+    return;
+  }
+  ui.sampler = v.sampler;
+  ui.layer = v.layer;
+  ui.head = v.head;
+  ui.min_weight = v.min_weight;
+  ui.predict = v.predict;
+  if (v.presentation != ui.presentation) toggle_presentation();
+  if (v.text_scale != ui.text_scale) set_text_scale(v.text_scale);
+  CameraPreset preset;
+  if (!v.camera.preset.empty() && parse_camera(v.camera.preset, preset)) {
+    ui.camera = preset;
+    ui.auto_camera = true;
+  } else {
+    view.camera.target = {v.camera.target[0], v.camera.target[1], v.camera.target[2]};
+    view.camera.distance = v.camera.distance;
+    view.camera.yaw = v.camera.yaw;
+    view.camera.pitch = v.camera.pitch;
+    view.camera.fov_y = v.camera.fov_y;
+    view.goal = view.camera;
+    view.camera_init = true;
+    ui.auto_camera = false;
+  }
+  if (v.cache != snap.mode) toggle_cache();
+  execute(cmd::SetSampler{}, now);
+  // The step: this generation when it is the same prompt, else generate it again.
+  if (v.prompt != ui.active_prompt || static_cast<int>(snap.records.size()) <= v.step) {
+    if (v.prompt != ui.active_prompt && snap.model) {
+      ui.preset = kNumPresets;
+      ui.custom_prompt = v.prompt;
+      ui.max_new = v.max_new;
+      start_generation(v.prompt);
+    }
+    snap.pending_view_step = v.step;
+    ui.playing = true;
+  } else {
+    ui.view_step = v.step >= static_cast<int>(snap.records.size()) - 1 ? -1 : v.step;
+    ui.playing = false;
+  }
+  ui.status = "view loaded from " + path;
+}
+
+}  // namespace kvscope
