@@ -176,6 +176,18 @@ SpecIterationPtr SpeculativeDecoder::step() {
   it->draft_kv_bytes = draft_cache_.bytes();
   it->target_forwards = target_forwards_;
   it->draft_forwards = draft_forwards_;
+  it->drafted_total = drafted_total_;
+  it->accepted_total = accepted_total_;
+  it->generated = n_generated();
+  const Tokenizer& tok = target_->tokenizer;
+  for (int x : drafted) it->drafted_pieces.push_back(tok.display_piece(x));
+  it->next_piece = tok.display_piece(it->next_token);
+  if (it->index == 0) {
+    it->prompt.assign(tokens_.begin(), tokens_.begin() + n_prompt_);
+    for (int t : it->prompt) it->prompt_pieces.push_back(tok.display_piece(t));
+  }
+  it->n_target_layers = target_->config.n_layer;
+  it->n_draft_layers = draft_->config.n_layer;
   it->stop = reason_;
   draft_ms_ += it->draft_ms;
   target_ms_ += it->target_ms;

@@ -36,14 +36,20 @@ struct SpecIteration {
   double next_prob = 0;
   std::vector<int> emitted;  // accepted drafts + next token, cut at a stop
   std::vector<std::string> emitted_pieces;
+  std::vector<std::string> drafted_pieces;  // display-safe, one per drafted token
+  std::string next_piece;
+  std::vector<int> prompt;                 // iteration 0 only
+  std::vector<std::string> prompt_pieces;  // iteration 0 only
+  int n_target_layers = 0, n_draft_layers = 0;
 
   // Counters, from what ran.
   int target_forwards = 0;  // so far in this generation
   int draft_forwards = 0;
-  int target_positions = 0;                           // positions the target's verify forward computed
-  int target_rolled_back = 0, draft_rolled_back = 0;  // cached positions discarded
-  uint64_t target_kv_bytes = 0, draft_kv_bytes = 0;   // resident after the rollback
-  double draft_ms = 0, target_ms = 0;                 // this iteration
+  int drafted_total = 0, accepted_total = 0, generated = 0;  // so far, this iteration included
+  int target_positions = 0;                                  // positions the target's verify forward computed
+  int target_rolled_back = 0, draft_rolled_back = 0;         // cached positions discarded
+  uint64_t target_kv_bytes = 0, draft_kv_bytes = 0;          // resident after the rollback
+  double draft_ms = 0, target_ms = 0;                        // this iteration
   StopReason stop = StopReason::kNone;
 };
 

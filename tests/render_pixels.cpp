@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <memory>
 
 #include <imgui.h>
@@ -24,6 +25,8 @@
 #include "scene_beams.h"
 #include "scene_camera.h"
 #include "scene_fixtures.h"
+#include "scene_spec.h"
+#include "spec_decoder.h"
 
 namespace kvscope {
 namespace {
@@ -477,6 +480,45 @@ TEST_F(RenderPixels, BeamTreeLanesAreDrawn) {
       ++tips;
     }
     EXPECT_EQ(tips, static_cast<int>(recs[shown - 1]->running.size()));
+  }
+}
+
+// A speculative iteration drawn by the real renderer in its three stages:
+// the drafted ghosts show the draft colour where the scene puts them.
+TEST_F(RenderPixels, SpeculativeGhostsAreDrawn) {
+  const char* dir = std::getenv("MODEL");
+  const std::string draft_dir = std::string(dir ? dir : "") + "/../kvscope-draft";
+  if (!dir || !std::filesystem::exists(draft_dir + "/config.json")) GTEST_SKIP() << "needs the shipped pair";
+  SpeculativeDecoder d(load_model(dir), load_model(draft_dir));
+  SpecOptions opt;
+  opt.k = 4;
+  opt.max_new = 24;
+  opt.sampler.greedy = false;
+  opt.sampler.seed = 11;
+  d.start("Once upon a time", opt);
+  std::vector<SpecIterationPtr> its;
+  while (SpecIterationPtr it = d.step()) its.push_back(it);
+  ASSERT_GE(its.size(), 2u);
+  for (float anim : {0.3f, 0.5f, 1.0f}) {
+    const Scene s = build_spec_scene(its, 2, anim);
+    const Camera cam = preset_camera(CameraPreset::kFront, s, static_cast<float>(kW) / kH);
+    const auto img = render(s, cam);
+    if (const char* out = std::getenv("KVSCOPE_SHOT_DIR")) {
+      const std::string path =
+          std::string(out) + "/speculative_" + std::to_string(static_cast<int>(anim * 100)) + ".png";
+      ASSERT_TRUE(stbi_write_png(path.c_str(), kW, kH, 4, img.data(), kW * 4)) << path;
+    }
+    if (anim != 0.3f) continue;
+    int ghosts = 0;
+    for (const BlockInstance& b : s.tokens) {
+      if (glm::vec3(b.colour) != kDraftColour || b.size.x < 0.7f) continue;
+      int x, y;
+      ASSERT_TRUE(screen(cam, b.center + glm::vec3(0, 0, b.size.z * 0.5f), x, y));
+      float k;
+      EXPECT_LT(shade_error(at(img, x, y), kDraftColour, k), 0.25f) << "ghost at " << x << "," << y;
+      ++ghosts;
+    }
+    EXPECT_GE(ghosts, 1);
   }
 }
 

@@ -1,0 +1,183 @@
+#include "scene_spec.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+namespace kvscope {
+
+const glm::vec3 kDraftColour{0.62f, 0.45f, 1.00f};
+
+namespace {
+
+float clamp01(float x) {
+  return std::clamp(x, 0.0f, 1.0f);
+}
+
+std::string fmt2(const char* f, double a, double b) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, a, b);
+  return buf;
+}
+
+BlockInstance token_block(const Layout& L, int pos, int n_layer, const glm::vec3& c, float fill) {
+  BlockInstance b;
+  b.pos = pos;
+  b.center = L.token_center(pos, n_layer);
+  b.size = {L.block_w, L.token_h, L.block_w};
+  b.colour = glm::vec4(c, fill);
+  return b;
+}
+
+Label piece_label(const BlockInstance& b, const std::string& text, const glm::vec3& c, float a) {
+  Label lab;
+  lab.kind = LabelKind::kToken;
+  lab.pos = b.pos;
+  lab.text = visible_piece(text);
+  lab.anchor = b.center + glm::vec3(0.0f, b.size.y * 0.5f + 0.12f, 0.0f);
+  lab.colour = glm::vec4(c, a);
+  return lab;
+}
+
+}  // namespace
+
+Scene build_spec_scene(const std::vector<SpecIterationPtr>& its, size_t count, float anim, const Layout& L) {
+  Scene s;
+  count = std::min(count, its.size());
+  if (count == 0) return s;
+  anim = clamp01(anim);
+  const SpecIteration& it = *its[count - 1];
+  const int NL = it.n_target_layers;
+  s.n_layer = NL;
+
+  // Committed text before the shown iteration.
+  std::vector<std::string> pieces = its[0]->prompt_pieces;
+  const int P = static_cast<int>(pieces.size());
+  for (size_t i = 0; i + 1 < count; ++i)
+    for (const std::string& p : its[i]->emitted_pieces) pieces.push_back(p);
+  const int first = it.first;  // = pieces.size()
+  const int k = it.k;
+  const float draft_t = clamp01(anim / SpecTiming::kDraftEnd);
+  const float verify_t = clamp01((anim - SpecTiming::kDraftEnd) / (SpecTiming::kVerifyEnd - SpecTiming::kDraftEnd));
+  const float resolve_t = clamp01((anim - SpecTiming::kVerifyEnd) / (1.0f - SpecTiming::kVerifyEnd));
+  const bool verifying = anim >= SpecTiming::kDraftEnd;
+  const bool resolved = anim >= SpecTiming::kVerifyEnd;
+  const int kept = first + it.n_accepted;  // cached positions after the rollback: [0, kept)
+
+  // K/V stacks: cached before the iteration [0, first - 1); the verify
+  // forward computes [first - 1, first + k); rejected positions roll back.
+  const int computed_end = verifying ? first + k : first - 1;
+  for (int p = 0; p < computed_end; ++p) {
+    const bool fresh = p >= first - 1;
+    const bool rolled = resolved && p >= kept;
+    for (int l = 0; l < NL; ++l) {
+      BlockInstance b;
+      b.pos = p;
+      b.layer = l;
+      const float h = L.kv_h * 0.8f;
+      b.center = L.kv_center(p, l, h);
+      b.size = {L.block_w, h, L.block_w};
+      if (rolled) {
+        b.state = KvState::kNewDropped;
+        b.colour = glm::vec4(palette::kRecomputed, 0.9f * (1.0f - resolve_t));
+        b.glow = 0.5f * (1.0f - resolve_t);
+      } else if (fresh) {
+        b.state = KvState::kNew;
+        b.colour = glm::vec4(palette::kNewKV, 1.0f);
+        b.glow = resolved ? 0.2f : 0.3f + 0.7f * (1.0f - verify_t);
+      } else {
+        b.state = KvState::kResident;
+        b.colour = glm::vec4(glm::mix(palette::kCacheLow, palette::kCacheHigh, 0.6f), 1.0f);
+      }
+      s.kv.push_back(b);
+    }
+  }
+
+  // Committed tokens.
+  for (int p = 0; p < first; ++p) {
+    const BlockInstance b = token_block(L, p, NL, p < P ? palette::kPromptToken : palette::kGeneratedToken, 1.0f);
+    s.tokens.push_back(b);
+    s.labels.push_back(piece_label(b, pieces[static_cast<size_t>(p)],
+                                   p < P ? glm::vec3(0.70f, 0.76f, 0.88f) : glm::vec3(1.0f, 0.80f, 0.45f), 1.0f));
+  }
+
+  // Drafted tokens: ghosts, then solid (accepted) or falling (rejected).
+  for (int i = 0; i < k; ++i) {
+    const float appear = clamp01(draft_t * static_cast<float>(k) - static_cast<float>(i));
+    if (appear <= 0) continue;
+    const DraftVerdict& d = it.drafted[static_cast<size_t>(i)];
+    const int pos = first + i;
+    BlockInstance b = token_block(L, pos, NL, kDraftColour, 0.45f);
+    b.glow = 0.3f;
+    b.size *= 0.5f + 0.5f * appear;
+    bool accepted = resolved && d.accepted && i < it.n_accepted;
+    bool rejected = resolved && !accepted;
+    if (accepted) {
+      b.colour = glm::vec4(glm::mix(kDraftColour, palette::kGeneratedToken, resolve_t), 1.0f);
+      b.glow = 0.3f * (1.0f - resolve_t);
+    } else if (rejected) {
+      b.center.y -= 2.5f * resolve_t * resolve_t;
+      b.colour = glm::vec4(palette::kRecomputed, 0.45f * (1.0f - resolve_t));
+    }
+    s.tokens.push_back(b);
+    const float a = rejected ? 1.0f - resolve_t : 1.0f;
+    s.labels.push_back(piece_label(b, it.drafted_pieces[static_cast<size_t>(i)], kDraftColour, a));
+    Label pq;
+    pq.kind = LabelKind::kCaption;
+    pq.pos = pos;
+    const char* verdict =
+        !resolved ? "" : (d.r < 0 ? " (not tested)" : (d.accepted ? " \xE2\x9C\x93" : " \xE2\x9C\x97"));
+    pq.text = (verifying ? fmt2("p %.2f q %.2f", d.p, d.q) : fmt2("q %.2f", d.q, 0.0)) + verdict;
+    pq.anchor = b.center - glm::vec3(0.0f, b.size.y * 0.5f + 0.25f, -L.block_w * 0.6f);
+    pq.colour = glm::vec4(accepted ? palette::kNewKV : (rejected ? palette::kRecomputed : kDraftColour), a);
+    s.labels.push_back(pq);
+  }
+
+  // The replacement or bonus token drops in.
+  const int next_pos = first + it.n_accepted;
+  if (resolved) {
+    BlockInstance b = token_block(L, next_pos, NL, palette::kNewToken, 1.0f);
+    const glm::vec3 to = b.center;
+    b.center = glm::mix(to + glm::vec3(0.0f, L.drop_height, L.head_z), to, resolve_t);
+    b.glow = 0.5f;
+    if (!it.bonus) b.center.z += 0.001f;  // drawn over the falling rejected ghost
+    s.tokens.push_back(b);
+    s.labels.push_back(piece_label(b, it.next_piece, palette::kNewToken, 1.0f));
+  }
+
+  const double alpha = it.drafted_total ? static_cast<double>(it.accepted_total) / it.drafted_total : 0.0;
+  s.phase = resolved ? Phase::kDecodeKV : (verifying ? Phase::kPrefill : Phase::kNone);
+  s.banner = "SPECULATIVE DECODING \xC2\xB7 iteration " + std::to_string(it.index);
+  if (!verifying) {
+    s.banner_sub = "the draft proposes " + std::to_string(k) + " tokens, one small forward each";
+  } else if (!resolved) {
+    s.banner_sub = "the target checks all " + std::to_string(k) + " drafted tokens in ONE forward over " +
+                   std::to_string(it.target_positions) + " positions";
+  } else {
+    s.banner_sub =
+        std::to_string(it.n_accepted) + " of " + std::to_string(k) + " accepted" +
+        (it.bonus ? ", bonus token"
+                  : ", replacement drawn, " + std::to_string(it.target_rolled_back) + " K/V rows rolled back") +
+        fmt2(" \xC2\xB7 \xCE\xB1 = %.2f \xC2\xB7 target forwards %.0f", alpha, it.target_forwards) + " for " +
+        std::to_string(it.generated) + " tokens (" + std::to_string(std::max(0, it.generated - it.target_forwards)) +
+        " saved)";
+  }
+  s.seq_len = first;
+  s.slot = next_pos;
+  s.head_pos = L.write_head(first, NL);
+  const float left = L.x(0) - L.pitch * 0.9f;
+  for (int l = 0; l < NL; ++l) {
+    Label lab;
+    lab.kind = LabelKind::kLayer;
+    lab.pos = l;
+    lab.text = "L" + std::to_string(l);
+    lab.anchor = {left, L.kv_bottom(l) + L.kv_h * 0.5f, 0.0f};
+    lab.colour = glm::vec4(0.6f, 0.65f, 0.75f, 1.0f);
+    s.labels.push_back(lab);
+  }
+  s.bounds_min = {left - L.pitch * 1.5f, -0.6f, -L.block_w};
+  s.bounds_max = {L.x(first + k) + L.pitch, L.token_bottom(NL) + L.token_h + 0.6f, L.block_w + 0.5f};
+  return s;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,64 @@
+// The speculative-decoding scene, from real iterations of the shipped pair:
+// ghosts in the draft colour appear one by one, the verify pass lights the
+// K/V of every verified position at once, then accepted ghosts solidify and
+// the K/V of rejected positions roll back, as the iteration's counters say.
+#ifdef KVSCOPE_HAVE_SCENE
+
+#include <gtest/gtest.h>
+
+#include "model.h"
+#include "scene_spec.h"
+#include "spec_decoder.h"
+
+namespace kvscope {
+namespace {
+
+size_t count_state(const Scene& s, KvState st) {
+  size_t n = 0;
+  for (const BlockInstance& b : s.kv) n += b.state == st ? 1 : 0;
+  return n;
+}
+
+TEST(SceneSpec, StagesFollowTheIteration) {
+  const std::string root = std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/";
+  auto target = load_model(root + "kvscope-tiny");
+  auto draft = load_model(root + "kvscope-draft");
+  SpeculativeDecoder d(target, draft);
+  SpecOptions opt;
+  opt.k = 4;
+  opt.max_new = 40;
+  opt.sampler.greedy = false;
+  opt.sampler.seed = 11;
+  d.start("Once upon a time", opt);
+  std::vector<SpecIterationPtr> its;
+  while (SpecIterationPtr it = d.step()) its.push_back(it);
+  ASSERT_GE(its.size(), 3u);
+  const size_t NL = static_cast<size_t>(target->config.n_layer);
+  int rejections = 0;
+  for (size_t c = 1; c <= its.size(); ++c) {
+    const SpecIteration& it = *its[c - 1];
+    const size_t k = static_cast<size_t>(it.k);
+    // Drafting: some ghosts, nothing verified yet.
+    const Scene drafting = build_spec_scene(its, c, 0.2f);
+    EXPECT_EQ(count_state(drafting, KvState::kNew), 0u);
+    size_t ghosts = 0;
+    for (const BlockInstance& b : drafting.tokens) ghosts += glm::vec3(b.colour) == kDraftColour ? 1 : 0;
+    EXPECT_GE(ghosts, k > 0 ? 1u : 0u);
+    EXPECT_LE(ghosts, k);
+    // Verifying: k + 1 positions computed at once.
+    const Scene verify = build_spec_scene(its, c, 0.5f);
+    EXPECT_EQ(count_state(verify, KvState::kNew), (k + 1) * NL) << "iteration " << it.index;
+    // Resolved: the rejected positions' K/V roll back; the rest stays.
+    const Scene done = build_spec_scene(its, c, 1.0f);
+    EXPECT_EQ(count_state(done, KvState::kNewDropped), static_cast<size_t>(it.target_rolled_back) * NL);
+    EXPECT_EQ(count_state(done, KvState::kNew) + count_state(done, KvState::kNewDropped), (k + 1) * NL);
+    rejections += it.bonus ? 0 : 1;
+    EXPECT_NE(done.banner.find("SPECULATIVE"), std::string::npos);
+  }
+  EXPECT_GT(rejections, 0);
+}
+
+}  // namespace
+}  // namespace kvscope
+
+#endif  // KVSCOPE_HAVE_SCENE
