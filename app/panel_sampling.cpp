@@ -1,4 +1,4 @@
-// The Next-token panel: sampling made visible (issue 5, section 3) on the
+// The Next-token panel: sampling made visible on the
 // shown step's stored logits, and branching by clicking a candidate.
 #include <imgui.h>
 

@@ -1,4 +1,4 @@
-// The teaching panels of issue 5 (timeline, branches, sampling made visible,
+// The teaching panels (timeline, branches, sampling made visible,
 // prefill vs decode, KV memory at real scale, attention overview,
 // presentation HUD). Like panels.h: functions of (Snapshot, UiState) that
 // draw ImGui widgets and return commands. The heatmap grid and the

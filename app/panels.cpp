@@ -384,7 +384,7 @@ Commands panel_view(const Snapshot& snap, UiState& ui) {
     cmds.push_back(cmd::Fullscreen{});
   ImGui::SameLine();
   if (ImGui::Button("Screenshot (F12)", ImVec2(bw, 0))) cmds.push_back(cmd::Screenshot{});
-  // Presentation (issue 5): F5, predict, palette, saved views.
+  // Presentation: F5, predict, palette, saved views.
   if (ImGui::Button("Presentation (F5)", ImVec2(bw, 0))) cmds.push_back(cmd::Presentation{});
   ImGui::SameLine();
   if (ImGui::Button(ui.predict ? "Predict: on (P)" : "Predict: off (P)", ImVec2(bw, 0))) cmds.push_back(cmd::Predict{});

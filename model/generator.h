@@ -107,7 +107,7 @@ class Generator {
   }
   void set_max_new(int n) { opt_.max_new = n; }
 
-  // Forks the generation (issue 5, branching): the sequence becomes `prefix`
+  // Forks the generation (branching): the sequence becomes `prefix`
   // + `token`, where `at` is the record whose choice is replaced and `prefix`
   // the at.seq_len tokens before it chose (History::tokens_before(at.index));
   // `at` may come from another branch of the same prompt. Returns the forced

@@ -52,7 +52,7 @@ set +e
 "$kvscope" render --model "$tmp/no-such-model" --prompt "x" --out "$tmp/x.png" 2> "$tmp/err"; rc=$?
 set -e
 [[ $rc -eq 1 ]] || fail "missing model: exit $rc, expected 1"
-# Issue 5: presentation mode and the attention heatmap grid render headless.
+# Presentation mode and the attention heatmap grid render headless.
 "$kvscope" render --model "$MODEL" --prompt "Once upon a time" --steps 8 --presentation --heatmaps \
   --width 800 --height 450 --out "$tmp/teach.png" 2> "$tmp/log" || { cat "$tmp/log"; fail "--presentation --heatmaps"; }
 [[ "$(png_size "$tmp/teach.png")" == "800 450" ]] || fail "teach.png has the wrong size"

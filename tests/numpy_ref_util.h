@@ -27,7 +27,7 @@ namespace kvscope::testutil {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// GPT-2-124M's architecture, for the issues' worked FLOP and cost examples:
+// GPT-2-124M's architecture, for the worked FLOP and cost examples:
 // 12 layers, 12 heads, 768 wide, 1024 positions, 50257 tokens.
 inline Config gpt2_124m_config() {
   Config c;

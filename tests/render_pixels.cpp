@@ -267,7 +267,7 @@ TEST_F(RenderPixels, GridAndManyBlocksDrawWithoutErrors) {
   EXPECT_EQ(renderer_->stats().draw_calls, 6);
 }
 
-// --- issue 5: the attention heatmap grid and the presentation HUD (ImGui draw
+// --- the attention heatmap grid and the presentation HUD (ImGui draw
 // lists through the real OpenGL 3 backend, as the window and `kvscope render`
 // draw them).
 class TeachPixels : public RenderPixels {

@@ -1,4 +1,4 @@
-// Step counters against the fixed FLOP convention of the issue, KV bytes
+// Step counters against the fixed FLOP convention (README), KV bytes
 // against what the cache holds, both cache modes giving identical tokens
 // (greedy, seeded sampling, switching mid-way), and the stop conditions.
 
@@ -78,7 +78,7 @@ std::vector<int> tokens_of(const std::vector<RecordPtr>& recs) {
   return t;
 }
 
-TEST(Counters, FormulaHelperMatchesIssueExamples) {
+TEST(Counters, FormulaHelperMatchesWorkedExamples) {
   const Config c = testutil::gpt2_124m_config();
   // KV decode at T: n = 1 attending to T. NO CACHE at T: n = T, sum = T(T+1)/2.
   for (int T : {1, 2, 17, 256, 1024}) {

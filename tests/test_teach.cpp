@@ -1,4 +1,4 @@
-// The teaching logic of issue 5, without GL: the KV memory calculator against
+// The teaching logic, without GL: the KV memory calculator against
 // the article's numbers and hand-computed published configurations; sampling
 // made visible against an independent double-precision reference and against
 // the tokens the engine's Sampler really picked; prefill vs decode from real

@@ -1,4 +1,4 @@
-// Branching (issue 5, section 2): clicking a candidate in the Next-token panel
+// Branching: clicking a candidate in the Next-token panel
 // forces it at that step and the generation forks there. This file holds the
 // pure parts: the FLOP accounting of a fork (what reusing the KV cache saves
 // against recomputing), the forced record, and the tree of explored branches

@@ -1,4 +1,4 @@
-// The timeline (issue 5, section 1): every step's record is kept so the whole
+// The timeline: every step's record is kept so the whole
 // generation can be scrubbed, and memory stays bounded: above a budget the
 // heavy detail of the oldest records is dropped (attention and logits first,
 // then K/V rows) while their tokens, candidates and counters stay.

@@ -1,4 +1,4 @@
-// KV memory at real scale (issue 5, section 5): the cache size of published
+// KV memory at real scale: the cache size of published
 // model configurations for a context length and a cache dtype, next to the
 // weights, against 24 / 80 GB cards. Pure arithmetic plus a JSON loader for
 // assets/kv_configs.json; no GL, no ImGui.

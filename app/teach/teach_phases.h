@@ -1,4 +1,4 @@
-// Prefill vs decode, measured (issue 5, section 4): the phases contrasted from
+// Prefill vs decode, measured: the phases contrasted from
 // the records of what really ran (their wall times and counted FLOPs).
 #pragma once
 

@@ -1,4 +1,4 @@
-// Sampling made visible (issue 5, section 3): from one step's stored raw
+// Sampling made visible: from one step's stored raw
 // logits, the sequence so far and the sampler settings, every stage of the
 // engine's Sampler laid out for the probability bars: the repetition
 // penalty's edits, the distribution before and after temperature, what top-k

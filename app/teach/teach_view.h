@@ -1,4 +1,4 @@
-// Saved views (issue 5, section 7): camera + step + settings written to a
+// Saved views: camera + step + settings written to a
 // small JSON file to prepare a lesson, and restored from it. Plain floats, so
 // this file needs neither GLM nor the renderer:
 //   {"kvscope_view": 1, "camera": {"target": [x, y, z], "distance": ..,
