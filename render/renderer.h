@@ -13,7 +13,7 @@
 namespace kvscope {
 
 struct RenderStyle {
-  float beam_width_px = 11.0f;  // extra width of a beam of weight 1 (pixels, before dpi scale)
+  float beam_width_px = 20.0f;  // extra width of a beam of weight 1 (pixels, before dpi scale)
   float beam_arc = 0.16f;       // arc height per unit of beam length
   float dpi_scale = 1.0f;       // multiplies pixel sizes (projectors, HiDPI)
   bool grid = true;

@@ -232,6 +232,21 @@ void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, 
   }
 }
 
+// The strongest beams' weights, on small plates where they land.
+void draw_beam_labels(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts) {
+  ImFont* f = fonts.small;
+  const float fs = f->FontSize;
+  for (const Label& l : scene.labels) {
+    if (l.kind != LabelKind::kBeam) continue;
+    ImVec2 p;
+    if (!proj(l.anchor, p)) continue;
+    const ImVec2 ts = f->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
+    const ImVec2 q(p.x - ts.x * 0.5f, p.y - ts.y * 0.5f);
+    dl->AddRectFilled(ImVec2(q.x - 3, q.y - 1), ImVec2(q.x + ts.x + 3, q.y + ts.y + 1), IM_COL32(30, 6, 28, 200), 3.0f);
+    dl->AddText(f, fs, q, col4(l.colour), l.text.c_str());
+  }
+}
+
 void draw_banner(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts) {
   if (scene.banner.empty()) return;
   ImFont* big = fonts.banner;
@@ -439,6 +454,7 @@ void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVe
   draw_ticks(dl, scene, proj, fonts);
   draw_side_labels(dl, scene, proj, fonts);
   if (opt.labels) draw_token_labels(dl, scene, proj, fonts, opt);
+  draw_beam_labels(dl, scene, proj, fonts);
   draw_head_label(dl, scene, proj, fonts);
   if (opt.banner) draw_banner(dl, scene, origin, size, fonts);
   dl->PopClipRect();

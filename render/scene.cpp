@@ -88,6 +88,30 @@ bool is_held(KvState s) {
   return s == KvState::kResident || s == KvState::kNew || s == KvState::kPrefill || s == KvState::kRefill;
 }
 
+namespace {
+
+// The weight of the `n` strongest beams, written where they land.
+void label_strongest_beams(Scene& s, int n) {
+  std::vector<const BeamInstance*> order;
+  for (const BeamInstance& b : s.beams) order.push_back(&b);
+  const size_t k = std::min(order.size(), static_cast<size_t>(std::max(0, n)));
+  std::partial_sort(order.begin(), order.begin() + static_cast<long>(k), order.end(),
+                    [](const BeamInstance* a, const BeamInstance* b) { return a->weight > b->weight; });
+  for (size_t i = 0; i < k; ++i) {
+    Label lab;
+    lab.kind = LabelKind::kBeam;
+    lab.pos = order[i]->key;
+    char text[16];
+    std::snprintf(text, sizeof(text), "%.2f", static_cast<double>(order[i]->weight));
+    lab.text = text;
+    lab.anchor = order[i]->to + glm::vec3(0.0f, 0.0f, 0.45f);
+    lab.colour = glm::vec4(palette::kBeam, 1.0f);
+    s.labels.push_back(std::move(lab));
+  }
+}
+
+}  // namespace
+
 glm::vec3 Layout::beam_target(int pos, int layer, int n_layer) const {
   const int l = layer >= 0 ? layer : n_layer / 2;
   return {x(pos), kv_bottom(l) + kv_h * 0.5f, block_w * 0.5f};
@@ -385,7 +409,7 @@ Scene build_scene(const SequenceState& seq, const ViewOptions& view_in, float an
   {
     BlockInstance head;
     head.center = s.head_pos;
-    head.size = glm::vec3(0.42f);
+    head.size = glm::vec3(0.62f);
     head.colour = with_fill(palette::kHead, 1.0f);
     head.glow = 0.6f + 0.4f * flash;
     s.markers.push_back(head);
@@ -421,6 +445,7 @@ Scene build_scene(const SequenceState& seq, const ViewOptions& view_in, float an
       b.key = key;
       s.beams.push_back(b);
     }
+    label_strongest_beams(s, view.label_beams);
   }
 
   // Row captions and layer numbers on the left.

@@ -81,6 +81,7 @@ struct ViewOptions {
   float min_weight = 0.0f;  // beams below this weight are not drawn
   bool beams = true;
   bool hide_newest = false;  // predict mode: the newest token is a grey "?" until revealed
+  int label_beams = 3;       // the strongest beams get their weight written at the key (0 = none)
 };
 
 // World-space geometry, shared by the builder, the camera and the tests.
@@ -92,8 +93,8 @@ struct Layout {
   float layer_pitch = 0.9f;  // y distance between layers
   float token_gap = 0.4f;    // between the top of the stack and the token block
   float token_h = 0.9f;
-  float head_z = 2.6f;       // write head in front of the row
-  float head_lift = 0.9f;    // write head above the token row centre
+  float head_z = 1.1f;       // write head a little in front of the row
+  float head_lift = 2.7f;    // write head raised above the token row centre: the beams fan down from it
   float drop_height = 3.5f;  // where a new token starts its fall
 
   float x(int pos) const { return static_cast<float>(pos) * pitch; }
@@ -131,7 +132,7 @@ struct BeamInstance {
   int key = 0;             // the key position the beam lands on
 };
 
-enum class LabelKind { kToken, kLayer, kCaption, kHead };
+enum class LabelKind { kToken, kLayer, kCaption, kHead, kBeam };
 
 struct Label {
   glm::vec3 anchor{0.0f};

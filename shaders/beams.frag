@@ -6,6 +6,9 @@ in float v_t;
 out vec4 frag_colour;
 
 void main() {
-  float core = 1.0 - smoothstep(0.35, 1.0, abs(v_side));
-  frag_colour = vec4(v_colour.rgb * core, 1.0);
+  // A bright core and a soft glow around it.
+  float a = abs(v_side);
+  float core = 1.0 - smoothstep(0.25, 0.55, a);
+  float glow = 0.45 * (1.0 - a) * (1.0 - a);
+  frag_colour = vec4(v_colour.rgb * (core + glow), 1.0);
 }

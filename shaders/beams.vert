@@ -39,11 +39,11 @@ void main() {
   dir = length(dir) > 1e-5 ? normalize(dir) : vec2(1.0, 0.0);
   vec2 normal = vec2(-dir.y, dir.x);
   float w = sqrt(clamp(i_weight, 0.0, 1.0));
-  float width_px = 1.2 + u_width_scale * w;
+  float width_px = 2.5 + u_width_scale * w;
   vec2 offset = normal * a_param.y * width_px * 0.5;
   gl_Position = c0 + vec4(offset / u_viewport * 2.0 * c0.w, 0.0, 0.0);
   // Brightness from the weight; the write-head end is a little brighter.
-  float intensity = clamp(0.10 + 1.6 * w, 0.0, 1.0) * i_colour.a;
+  float intensity = clamp(0.18 + 1.8 * w, 0.0, 1.0) * i_colour.a;
   v_colour = vec4(i_colour.rgb * intensity * (1.0 - 0.25 * t), 1.0);
   v_side = a_param.y;
   v_t = t;
