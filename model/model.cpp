@@ -10,6 +10,7 @@
 
 #include "error.h"
 #include "file_io.h"
+#include "llama_loader.h"
 #include "safetensors.h"
 
 namespace kvscope {
@@ -174,6 +175,31 @@ void keep_half_copies(Weights& w) {
   w.head_h = to_half(w.head());
 }
 
+// Llama, Mistral, Qwen2: weights as stored (llama_loader.cpp), tokenizer.json.
+void load_llama(const std::string& dir, Model& m, const LoadControl& control) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string tok_path = (fs::path(dir) / "tokenizer.json").string();
+  if (!fs::exists(tok_path, ec)) {
+    throw Error(tok_path + ": missing (a " + m.config.model_type + " folder needs its tokenizer.json)");
+  }
+  LlamaLoadResult r = load_llama_weights(dir, m.config, control);
+  m.llama = std::move(r.weights);
+  m.n_params = r.n_params;
+  m.stored_dtype = r.stored_dtype;
+  m.tokenizer = Tokenizer::load(dir);
+  if (m.tokenizer.vocab_size() > m.config.vocab_size) {
+    throw Error(tok_path + ": " + std::to_string(m.tokenizer.vocab_size()) +
+                " tokens, but config.json says vocab_size = " + std::to_string(m.config.vocab_size) +
+                " (expected at most that many)");
+  }
+  if (control.on_progress) control.on_progress(1.0f);
+  // The forward pass for this architecture is not in the engine yet.
+  throw Error(dir + ": " + m.config.model_type +
+              " checkpoint read and checked, but the engine runs GPT-2 only so far (Llama-architecture forward "
+              "pending)");
+}
+
 }  // namespace
 
 Weights load_weights(const std::string& safetensors_path, const Config& config) {
@@ -198,14 +224,19 @@ std::shared_ptr<const Model> load_model(const std::string& dir, const LoadContro
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     throw Error(dir +
-                ": not a directory (expected a GPT-2 folder with config.json, model.safetensors, vocab.json, "
-                "merges.txt)");
+                ": not a directory (expected a model folder: config.json, model.safetensors and vocab.json + "
+                "merges.txt or tokenizer.json)");
   }
   auto m = std::make_shared<Model>();
   m->dir = dir;
   m->name = fs::path(dir).lexically_normal().filename().string();
   if (m->name.empty()) m->name = fs::path(dir).lexically_normal().parent_path().filename().string();
   m->config = load_config((fs::path(dir) / "config.json").string());
+  if (m->config.is_llama()) {
+    load_llama(dir, *m, control);
+    m->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return m;
+  }
   const std::string st_path = (fs::path(dir) / "model.safetensors").string();
   if (!fs::exists(st_path)) {
     throw Error(st_path + ": missing (expected the weights as model.safetensors; convert a pytorch_model.bin first)");

@@ -1,4 +1,5 @@
-// A loaded GPT-2 checkpoint: config, weights (f32 in memory), tokenizer.
+// A loaded checkpoint: config, weights, tokenizer. GPT-2 weights are f32 in
+// memory (plus half copies for F16); Llama-family weights stay as stored.
 #pragma once
 
 #include <Eigen/Core>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "config.h"
+#include "llama_weights.h"
 #include "tokenizer.h"
 
 namespace kvscope {
@@ -57,7 +59,8 @@ struct Model {
   std::string dir;   // folder it came from
   std::string name;  // folder basename, for display
   Config config;
-  Weights weights;
+  Weights weights;     // GPT-2 (config.arch == Arch::kGpt2)
+  LlamaWeights llama;  // Llama, Mistral, Qwen2 (config.arch == Arch::kLlama)
   Tokenizer tokenizer;
   uint64_t n_params = 0;     // as stored (a tied head counted once)
   std::string stored_dtype;  // "F32", "F16", "BF16" or "mixed"
@@ -72,10 +75,11 @@ struct LoadControl {
 };
 
 // Loads config.json, model.safetensors, vocab.json and merges.txt from
-// `dir`. Checks every tensor's name, dtype, shape and byte range; throws
-// kvscope::Error with the file, tensor, expected and actual on mismatch.
-// Before reading the weights it checks that the file plus its f32 copy fit
-// in the memory available, and refuses with a clear message otherwise.
+// `dir` (GPT-2), or config.json, model.safetensors or its shards with
+// model.safetensors.index.json, and tokenizer.json (Llama, Mistral, Qwen2). Checks every tensor's name, dtype, shape
+// and byte range; throws kvscope::Error with the file, tensor, expected and actual on mismatch. Before reading the
+// weights it checks that the file plus its f32 copy fit in the memory available, and refuses with a clear message
+// otherwise.
 std::shared_ptr<const Model> load_model(const std::string& dir, const LoadControl& control = {});
 
 // Bytes of memory available to a new allocation (Linux MemAvailable), 0 if unknown.

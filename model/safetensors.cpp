@@ -95,28 +95,66 @@ SafeTensors SafeTensors::open(const std::string& path) {
   return from_bytes(read_regular_file(path, "a model.safetensors file"), path);
 }
 
-SafeTensors SafeTensors::from_bytes(std::string bytes, const std::string& origin) {
-  SafeTensors st;
-  st.origin_ = origin;
-  const uint64_t size = bytes.size();
+namespace {
+
+uint64_t check_header_length(const std::string& first8, uint64_t size, const std::string& origin) {
   if (size < 8) {
     throw Error(origin + ": truncated safetensors file: " + std::to_string(size) +
                 " bytes, expected at least 8 (the header length)");
   }
-  const uint64_t header_len = read_u64_le(bytes);
+  const uint64_t header_len = read_u64_le(first8);
   if (header_len > size - 8) {
     throw Error(origin + ": safetensors header length " + std::to_string(header_len) + " runs past the end of the " +
                 std::to_string(size) + "-byte file (expected at most " + std::to_string(size - 8) + ")");
   }
+  return header_len;
+}
+
+}  // namespace
+
+SafeTensors SafeTensors::from_bytes(std::string bytes, const std::string& origin) {
+  SafeTensors st;
+  st.origin_ = origin;
+  const uint64_t header_len = check_header_length(bytes, bytes.size(), origin);
+  st.tensors_ = parse_safetensors_header(bytes.data() + 8, header_len, bytes.size(), origin);
+  st.data_offset_ = 8 + header_len;
+  st.bytes_ = std::move(bytes);
+  return st;
+}
+
+SafeTensors SafeTensors::open_header(const std::string& path) {
+  require_regular_file(path, "a .safetensors file");
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) throw Error(path + ": cannot open (expected a .safetensors file)");
+  const std::streamoff size = f.tellg();
+  if (size < 0) throw Error(path + ": cannot determine the file size");
+  std::string first8(8, '\0');
+  f.seekg(0);
+  f.read(first8.data(), std::min<std::streamoff>(8, size));
+  const uint64_t header_len = check_header_length(first8, static_cast<uint64_t>(size), path);
+  std::string header(header_len, '\0');
+  if (!f.read(header.data(), static_cast<std::streamsize>(header_len))) {
+    throw Error(path + ": read error in the safetensors header");
+  }
+  SafeTensors st;
+  st.origin_ = path;
+  st.path_ = path;
+  st.tensors_ = parse_safetensors_header(header.data(), header_len, static_cast<uint64_t>(size), path);
+  st.data_offset_ = 8 + header_len;
+  return st;
+}
+
+std::map<std::string, TensorInfo> parse_safetensors_header(const char* text, uint64_t header_len, uint64_t size,
+                                                           const std::string& origin) {
+  std::map<std::string, TensorInfo> tensors;
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_len));
+    header = nlohmann::json::parse(text, text + header_len);
   } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     throw Error(origin + ": safetensors header is not valid JSON (" + e.what() + ")");
   }
   if (!header.is_object()) throw Error(origin + ": safetensors header must be a JSON object");
-  st.data_offset_ = 8 + header_len;
-  const uint64_t data_size = size - st.data_offset_;
+  const uint64_t data_size = size - 8 - header_len;
 
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
@@ -154,12 +192,12 @@ SafeTensors SafeTensors::from_bytes(std::string bytes, const std::string& origin
                   std::to_string(info.end - info.begin) + " bytes, expected " + std::to_string(numel * esize) +
                   " for " + info.dtype + " " + shape_str(info.shape));
     }
-    st.tensors_[name] = info;
+    tensors[name] = info;
   }
 
   // Tensors must not share bytes.
   std::vector<std::pair<const std::string*, const TensorInfo*>> by_begin;
-  for (const auto& kv : st.tensors_) by_begin.emplace_back(&kv.first, &kv.second);
+  for (const auto& kv : tensors) by_begin.emplace_back(&kv.first, &kv.second);
   std::sort(by_begin.begin(), by_begin.end(),
             [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
   // Sorted by begin, a non-empty range overlaps an earlier one iff it starts
@@ -176,16 +214,38 @@ SafeTensors SafeTensors::from_bytes(std::string bytes, const std::string& origin
     }
     if (!furthest || cur->end > furthest->second->end) furthest = &cur_entry;
   }
-  st.bytes_ = std::move(bytes);
-  return st;
+  return tensors;
+}
+
+void SafeTensors::read_raw(const std::string& name, void* dst) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) throw Error(origin_ + ": missing tensor \"" + name + "\"");
+  const TensorInfo& t = it->second;
+  const uint64_t nbytes = t.end - t.begin;
+  if (nbytes == 0) return;
+  if (path_.empty()) {
+    std::memcpy(dst, bytes_.data() + data_offset_ + t.begin, nbytes);
+    return;
+  }
+  std::ifstream f(path_, std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(data_offset_ + t.begin));
+  if (!f || !f.read(static_cast<char*>(dst), static_cast<std::streamsize>(nbytes))) {
+    throw Error(origin_ + ": tensor \"" + name + "\": read error (" + std::to_string(nbytes) + " bytes at offset " +
+                std::to_string(data_offset_ + t.begin) + ")");
+  }
 }
 
 std::vector<float> SafeTensors::to_f32(const std::string& name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) throw Error(origin_ + ": missing tensor \"" + name + "\"");
   const TensorInfo& t = it->second;
-  const char* p = bytes_.data() + data_offset_ + t.begin;
   const uint64_t nbytes = t.end - t.begin;
+  std::string lazy;
+  if (!path_.empty()) {
+    lazy.resize(nbytes);
+    read_raw(name, lazy.data());
+  }
+  const char* p = path_.empty() ? bytes_.data() + data_offset_ + t.begin : lazy.data();
   std::vector<float> out;
   if (t.dtype == "F32") {
     out.resize(nbytes / 4);

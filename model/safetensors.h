@@ -21,19 +21,30 @@ class SafeTensors {
  public:
   static SafeTensors open(const std::string& path);
   static SafeTensors from_bytes(std::string bytes, const std::string& origin);
+  // Reads only the header (validated as above against the file's size);
+  // tensors are then read from the file one at a time (read_raw), so a
+  // multi-GB checkpoint never sits in memory twice.
+  static SafeTensors open_header(const std::string& path);
 
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
   bool has(const std::string& name) const { return tensors_.count(name) != 0; }
   // Converts tensor `name` (F32/F16/BF16) to f32, row-major as stored.
   std::vector<float> to_f32(const std::string& name) const;
+  // The tensor's bytes as stored (little-endian), into dst (end - begin bytes).
+  void read_raw(const std::string& name, void* dst) const;
   const std::string& origin() const { return origin_; }
 
  private:
   std::string origin_;
-  std::string bytes_;         // whole file
+  std::string bytes_;         // whole file (empty after open_header: read from path_)
+  std::string path_;          // set by open_header
   uint64_t data_offset_ = 0;  // 8 + header length
   std::map<std::string, TensorInfo> tensors_;
 };
+
+// Parses and validates a header (the JSON text) for a file of `file_size` bytes.
+std::map<std::string, TensorInfo> parse_safetensors_header(const char* header, uint64_t header_len, uint64_t file_size,
+                                                           const std::string& origin);
 
 float f16_to_f32(uint16_t h);
 float bf16_to_f32(uint16_t h);

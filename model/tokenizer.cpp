@@ -6,11 +6,13 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <queue>
 
 #include "error.h"
 #include "file_io.h"
+#include "tokenizer_detail.h"
 
 namespace kvscope {
 namespace {
@@ -47,7 +49,9 @@ void append_utf8(std::string& out, char32_t cp) {
 // Unicode form of a vocab entry -> raw bytes. Characters outside the byte
 // table (not produced by GPT-2's vocab, but possible in hand-edited files) are
 // kept as their own UTF-8 so such entries still decode to something readable.
-std::string entry_to_bytes(const std::string& entry) {
+}  // namespace
+
+std::string detail::byte_level_entry_to_bytes(const std::string& entry) {
   const ByteTable& table = byte_table();
   std::string out;
   out.reserve(entry.size());
@@ -71,14 +75,30 @@ std::string entry_to_bytes(const std::string& entry) {
   return out;
 }
 
+namespace {
+
 std::string hex_byte(unsigned char b) {
   static const char* digits = "0123456789abcdef";
   return std::string{'\\', 'x', digits[b >> 4], digits[b & 15]};
 }
 
 std::string read_file(const std::string& path) {
-  return read_regular_file(path, "a GPT-2 tokenizer file");
+  return detail::read_tokenizer_file(path);
 }
+
+}  // namespace
+
+std::string detail::read_tokenizer_file(const std::string& path) {
+  return read_regular_file(path, "a tokenizer file: vocab.json, merges.txt or tokenizer.json");
+}
+
+std::string detail::byte_level_entry(unsigned char b) {
+  std::string entry;
+  append_utf8(entry, byte_table().to_cp[b]);
+  return entry;
+}
+
+namespace {
 
 // ---- pre-tokenizer -------------------------------------------------------------
 // GPT-2's pattern, as matched by Python's `regex` module:
@@ -223,6 +243,10 @@ std::uint64_t pair_key(int a, int b) {
 
 Tokenizer Tokenizer::load(const std::string& dir) {
   const std::string base = dir.empty() ? std::string(".") : dir;
+  std::error_code ec;
+  if (std::filesystem::exists(base + "/tokenizer.json", ec)) {
+    return from_tokenizer_json(read_file(base + "/tokenizer.json"), base + "/tokenizer.json");
+  }
   const std::string vocab = read_file(base + "/vocab.json");
   const std::string merges = read_file(base + "/merges.txt");
   return from_strings(vocab, merges, base);
@@ -274,7 +298,7 @@ Tokenizer Tokenizer::from_strings(const std::string& vocab_json, const std::stri
                   escape_invalid_utf8(entry) + "\"); expected unique ids");
     }
     used[id] = true;
-    std::string bytes = entry_to_bytes(entry);
+    std::string bytes = detail::byte_level_entry_to_bytes(entry);
     tok.vocab_entry_to_id_.emplace(entry, id);
     tok.bytes_to_id_.emplace(bytes, id);
     tok.id_to_bytes_[id] = std::move(bytes);
@@ -317,20 +341,29 @@ Tokenizer Tokenizer::from_strings(const std::string& vocab_json, const std::stri
       throw Error(where + "expected two space-separated tokens \"a b\", got " + std::to_string(parts.size()) + ": \"" +
                   escape_invalid_utf8(line) + "\"");
     }
-    int ids[3];
-    const std::string names[3] = {parts[0], parts[1], parts[0] + parts[1]};
-    for (int t = 0; t < 3; ++t) {
-      auto it = tok.vocab_entry_to_id_.find(names[t]);
-      if (it == tok.vocab_entry_to_id_.end()) {
-        throw Error(where + (t < 2 ? "token \"" : "merged token \"") + escape_invalid_utf8(names[t]) + "\" is not in " +
-                    vocab_name + "; expected every merge part and result in the vocab");
-      }
-      ids[t] = it->second;
+    const int missing = tok.add_merge(parts[0], parts[1], rank++);
+    if (missing >= 0) {
+      const std::string name = missing < 2 ? parts[static_cast<std::size_t>(missing)] : parts[0] + parts[1];
+      throw Error(where + (missing < 2 ? "token \"" : "merged token \"") + escape_invalid_utf8(name) + "\" is not in " +
+                  vocab_name + "; expected every merge part and result in the vocab");
     }
-    // A repeated pair keeps its last rank, as dict(zip(merges, range(...))) does in encoder.py.
-    tok.merges_[pair_key(ids[0], ids[1])] = Merge{rank++, ids[2]};
   }
   return tok;
+}
+
+int Tokenizer::add_merge(const std::string& a, const std::string& b, int rank) {
+  int ids[3];
+  const std::string* names[3] = {&a, &b, nullptr};
+  const std::string ab = a + b;
+  names[2] = &ab;
+  for (int t = 0; t < 3; ++t) {
+    auto it = vocab_entry_to_id_.find(*names[t]);
+    if (it == vocab_entry_to_id_.end()) return t;
+    ids[t] = it->second;
+  }
+  // A repeated pair keeps its last rank, as dict(zip(merges, range(...))) does in encoder.py.
+  merges_[pair_key(ids[0], ids[1])] = Merge{rank, ids[2]};
+  return -1;
 }
 
 // ---- encoding ----------------------------------------------------------------------
@@ -342,6 +375,7 @@ std::vector<std::string> pretokenize(const std::string& text) {
 }
 
 std::vector<int> Tokenizer::encode(const std::string& text) const {
+  if (pipeline_) return encode_pipeline(text);
   std::vector<int> ids;
   ids.reserve(text.size() / 3 + 4);
   split_pretokens(text, [&](std::size_t b, std::size_t e) { bpe(text.data() + b, e - b, ids); });
@@ -351,6 +385,19 @@ std::vector<int> Tokenizer::encode(const std::string& text) const {
 // encoder.py's loop: repeatedly take the lowest-rank adjacent pair and merge
 // every occurrence of it, left to right, until no pair is a merge.
 void Tokenizer::bpe(const char* word, std::size_t len, std::vector<int>& out) const {
+  constexpr std::size_t kStack = 48;
+  int stack[kStack];
+  std::vector<int> heap;
+  int* sym = stack;
+  if (len > kStack) {
+    heap.resize(len);
+    sym = heap.data();
+  }
+  for (std::size_t i = 0; i < len; ++i) sym[i] = byte_id_[static_cast<unsigned char>(word[i])];
+  bpe_symbols(sym, len, out);
+}
+
+void Tokenizer::bpe_symbols(int* sym, std::size_t len, std::vector<int>& out) const {
   constexpr int kNone = -1;
   auto lookup = [&](int a, int b) -> const Merge* {
     auto it = merges_.find(pair_key(a, b));
@@ -360,10 +407,8 @@ void Tokenizer::bpe(const char* word, std::size_t len, std::vector<int>& out) co
   // Short words (nearly all): the loop as written, O(len^2) but tiny.
   constexpr std::size_t kShort = 48;
   if (len <= kShort) {
-    int sym[kShort];
     int rank[kShort];  // rank[i]: rank of the pair (sym[i], sym[i+1]); kNone if not a merge
     std::size_t n = len;
-    for (std::size_t i = 0; i < n; ++i) sym[i] = byte_id_[static_cast<unsigned char>(word[i])];
     auto rank_of = [&](std::size_t i) {
       const Merge* m = lookup(sym[i], sym[i + 1]);
       return m ? m->rank : kNone;
@@ -409,7 +454,7 @@ void Tokenizer::bpe(const char* word, std::size_t len, std::vector<int>& out) co
   };
   const int n = static_cast<int>(len);
   std::vector<Node> nodes(n);
-  for (int i = 0; i < n; ++i) nodes[i] = {byte_id_[static_cast<unsigned char>(word[i])], i - 1, i + 1 < n ? i + 1 : -1};
+  for (int i = 0; i < n; ++i) nodes[i] = {sym[i], i - 1, i + 1 < n ? i + 1 : -1};
   std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap;
   auto push = [&](int left) {
     if (left < 0 || nodes[left].next < 0) return;

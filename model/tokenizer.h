@@ -1,10 +1,14 @@
-// GPT-2 byte-level BPE: vocab.json + merges.txt, GPT-2's pre-tokenizer
-// pattern and bytes<->unicode table. Headless, no model weights needed.
+// BPE tokenizers: GPT-2's vocab.json + merges.txt (GPT-2's pre-tokenizer
+// pattern and bytes<->unicode table), and Hugging Face tokenizer.json files
+// for BPE models (byte-level BPE as in SmolLM2, Qwen2, Llama-3; SentencePiece
+// -style BPE with U+2581 and byte fallback as in TinyLlama, Mistral).
+// Headless, no model weights needed.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -13,11 +17,15 @@ namespace kvscope {
 
 class Tokenizer {
  public:
-  // Loads `dir`/vocab.json and `dir`/merges.txt. Throws kvscope::Error.
+  // Loads `dir`/tokenizer.json when present, else `dir`/vocab.json and
+  // `dir`/merges.txt. Throws kvscope::Error.
   static Tokenizer load(const std::string& dir);
   // From in-memory file contents; `origin` names them in errors.
   static Tokenizer from_strings(const std::string& vocab_json, const std::string& merges_txt,
                                 const std::string& origin);
+  // A Hugging Face tokenizer.json (BPE model). Refuses, naming them, the
+  // model types, normalizers and pre-tokenizers it does not implement.
+  static Tokenizer from_tokenizer_json(const std::string& json_text, const std::string& origin);
 
   // Any byte string (valid UTF-8 or not) -> ids. Never throws on content.
   std::vector<int> encode(const std::string& text) const;
@@ -30,8 +38,15 @@ class Tokenizer {
   std::string display_piece(int id) const;
 
   int vocab_size() const { return static_cast<int>(id_to_bytes_.size()); }
-  // Id of a vocabulary entry given in its GPT-2 unicode form (e.g. "<|endoftext|>"), -1 if absent.
+  // Id of a vocabulary entry as written in the vocab file (GPT-2's unicode
+  // form, e.g. "<|endoftext|>" or "\u0120the"; "\u2581the" for SentencePiece
+  // -style vocabularies; added tokens by their content), -1 if absent.
   int token_id(const std::string& vocab_entry) const;
+  // The token a tokenizer.json's post-processor puts before a single text
+  // (e.g. <s>, <|begin_of_text|>), -1 if none. encode() never adds it.
+  int bos_prefix_id() const { return bos_prefix_id_; }
+  // One line naming the format, e.g. "tokenizer.json, byte-level BPE".
+  const std::string& kind() const { return kind_; }
 
  private:
   // A merge rule "a b": its rank (line order, lower merges first) and the id of "ab".
@@ -45,9 +60,22 @@ class Tokenizer {
   std::unordered_map<std::string, int> vocab_entry_to_id_;  // unicode form -> id
   std::unordered_map<std::uint64_t, Merge> merges_;         // (id_a << 32 | id_b) -> merge
   std::array<int, 256> byte_id_{};                          // byte value -> id of its single-byte token
+  int bos_prefix_id_ = -1;
+  std::string kind_ = "vocab.json + merges.txt, GPT-2 byte-level BPE";
+  // tokenizer.json's normalizer, pre-tokenizer, added tokens and BPE options
+  // (tokenizer_json.cpp); null for GPT-2's vocab.json + merges.txt.
+  struct Pipeline;
+  std::shared_ptr<const Pipeline> pipeline_;
 
   // BPE of one pre-token (raw bytes); appends its ids to `out`. Stateless, so encode() is thread-safe.
   void bpe(const char* word, std::size_t len, std::vector<int>& out) const;
+  // BPE from initial symbols `sym` (n ids, overwritten); appends the result to `out`.
+  void bpe_symbols(int* sym, std::size_t n, std::vector<int>& out) const;
+  // Records merge `a b` (vocab entries) at `rank`. Returns -1, or which entry
+  // is not in the vocab: 0 (a), 1 (b), 2 (the merged ab).
+  int add_merge(const std::string& a, const std::string& b, int rank);
+  std::vector<int> encode_pipeline(const std::string& text) const;
+  void encode_piece(const std::string& piece, std::vector<int>& out) const;
 };
 
 // Splits text into pre-tokens with GPT-2's pattern

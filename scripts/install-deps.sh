@@ -5,7 +5,7 @@ set -euo pipefail
 
 # Build + engine + tests
 PKGS=(build-essential cmake pkg-config git
-      libeigen3-dev nlohmann-json3-dev libutf8proc-dev libcli11-dev
+      libeigen3-dev nlohmann-json3-dev libutf8proc-dev libpcre2-dev libcli11-dev
       libgtest-dev
       # desktop app
       libimgui-dev libglfw3-dev python3-glad libglm-dev libstb-dev

