@@ -19,7 +19,6 @@ Usage: evaluate.py MODEL [--tok DIR] [--draft MODEL] [--only names,story,...] [-
        evaluate.py --check-unseen      (the prompts' names never occur in work/data/*.train.txt)
 """
 import argparse
-import ast
 import glob
 import json
 import math
@@ -31,6 +30,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import bpe  # noqa: E402
+import heldout_checks as checks  # noqa: E402
 import export  # noqa: E402
 from model import GPT2  # noqa: E402
 
@@ -73,53 +73,17 @@ def eval_names(model, tok, prompts, max_new=60):
     rows = []
     for p in prompts:
         out = greedy(model, tok, p["prompt"], max_new)
-        hit = re.search(r"\b" + re.escape(p["name"]) + r"\b", out) is not None
+        hit = checks.name_reused(p["name"], out)
         rows.append(dict(prompt=p["prompt"], name=p["name"], output=out, reused=hit))
     return dict(rate=sum(r["reused"] for r in rows) / len(rows), hits=sum(r["reused"] for r in rows),
                 total=len(rows), rows=rows)
 
 
-def function_lines(prompt, out, max_lines=8):
-    """The generated function body: continuation lines up to the first non-indented non-empty line,
-    at most max_lines, without a last line that was cut off by the token limit."""
-    lines = out.split("\n")
-    if not out.endswith("\n"):
-        lines = lines[:-1]  # possibly cut mid-line
-    body = []
-    for ln in lines:
-        if ln.strip() and not ln.startswith((" ", "\t")):
-            break
-        body.append(ln)
-        if len([b for b in body if b.strip()]) >= max_lines:
-            break
-    while body and not body[-1].strip():
-        body.pop()
-    return body
-
-
-def eval_code(model, tok, prompts, max_new=96, min_lines=2):
-    """A sample passes when prompt + body (>= min_lines non-empty lines, or a complete shorter
-    function) parses with ast and the body loads one of the prompt's identifiers."""
+def eval_code(model, tok, prompts, max_new=96):
     rows = []
     for p in prompts:
         out = greedy(model, tok, p["prompt"], max_new)
-        body = function_lines(p["prompt"], out)
-        src = p["prompt"] + "\n".join(body) + "\n"
-        try:
-            tree = ast.parse(src)
-            parses = len([b for b in body if b.strip()]) >= min_lines or \
-                any(isinstance(n, ast.Return) for n in ast.walk(tree))
-        except SyntaxError:
-            tree, parses = None, False
-        used = set()
-        if tree is not None:
-            fn = tree.body[0]
-            for st in getattr(fn, "body", []):
-                for n in ast.walk(st):
-                    if isinstance(n, ast.Name) and n.id in p["identifiers"]:
-                        used.add(n.id)
-        rows.append(dict(prompt=p["prompt"], output=out, body_lines=len(body), parses=parses,
-                         uses=sorted(used), ok=parses and bool(used)))
+        rows.append(dict(prompt=p["prompt"], output=out, **checks.check_code(p["prompt"], out, p["identifiers"])))
     return dict(parse_rate=sum(r["parses"] for r in rows) / len(rows),
                 reuse_rate=sum(bool(r["uses"]) for r in rows) / len(rows),
                 ok_rate=sum(r["ok"] for r in rows) / len(rows), total=len(rows), rows=rows)
