@@ -83,11 +83,11 @@ MORALS = ["Sharing makes everyone happy.", "It is good to help your friends.", "
           "Being brave means doing it even when you are scared.", "Saying sorry can fix a lot.",
           "Small friends can do big things.", "Listening is a kind of magic.", "Home is where your friends are.",
           "Everyone is good at something."]
-SAY = ["said", "said", "said", "asked", "shouted", "whispered", "cried", "laughed", "called", "replied"]
+SAY = ["said", "said", "said", "said", "shouted", "whispered", "cried", "laughed", "called", "replied"]
 TIMES = ["One day", "One morning", "One sunny afternoon", "Later that day", "The next morning", "That evening",
          "One cold winter day", "Early one morning", "One rainy day", "After lunch", "On Saturday"]
-LINKS = ["Then", "Soon", "After a while", "Suddenly", "Just then", "A moment later", "So", "At first",
-         "But", "Before long"]
+LINKS = ["Then", "Soon", "After a while", "Suddenly", "Just then", "A moment later", "Later", "At first",
+         "Before long"]
 
 
 def a_an(w):

@@ -32,6 +32,10 @@ def main():
     ap.add_argument("--def-split-prob", type=float, default=0.2,
                     help="code: probability that 'def name' is tokenized as 'def',' ','name' so the "
                          "'def ' preset prompt (which ends in a lone ' ' token) has training signal")
+    ap.add_argument("--newline-split-prob", type=float, default=0.2,
+                    help="probability that a newline followed by indentation or another newline is tokenized "
+                         "as a lone '\\n' then the rest, so a prompt that ends in '\\n' (`def f(x):\\n`) continues "
+                         "like training data instead of starting a new unindented line")
     a = ap.parse_args()
     out = os.path.join(WORK, "tok")
     os.makedirs(out, exist_ok=True)
@@ -65,6 +69,9 @@ def main():
                 if p in ("code", "stdlib") and i > 0 and words[i - 1] == "def" and w.startswith(" ") and len(w) > 1 \
                         and rng.random() < a.def_split_prob:
                     ids.append(space)
+                    ids.extend(tok.bpe(bpe.to_unicode(w[1:])))
+                elif len(w) > 1 and w[0] == "\n" and not w.strip() and rng.random() < a.newline_split_prob:
+                    ids.extend(tok.bpe(bpe.to_unicode("\n")))
                     ids.extend(tok.bpe(bpe.to_unicode(w[1:])))
                 else:
                     ids.extend(tok.bpe(bpe.to_unicode(w)))
