@@ -485,6 +485,15 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
       ->check(not_an_option());
   render->add_flag("--presentation", ro.presentation, "Presentation mode: compact HUD");
   render->add_flag("--heatmaps", ro.heatmaps, "Draw the attention heatmap grid (one per layer and head)");
+  auto* rbeams = render->add_option("--beams", ro.beams, "Draw beam search with N beams as a tree (--steps = max new)")
+                     ->check(int_in(1, 8));
+  auto* rdraft = render->add_option("--draft", ro.draft, "Draw speculative decoding with this draft model folder");
+  render->add_option("--speculate", ro.speculate, "Tokens drafted per iteration with --draft (1-16)")
+      ->check(int_in(1, 16));
+  float rtemp = 0;
+  auto* rtemperature = render->add_option("--temperature", rtemp, "With --draft: sample at this temperature")
+                           ->check(real_in(0, 100, true));
+  rbeams->excludes(rdraft);
 
   try {
     app.parse(argc, argv);
@@ -540,6 +549,10 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
         throw UsageError("render: give --out FILE.png, --frames DIR and/or --video FILE.mp4 (or --bench)");
       }
       if (ro.prompt.empty()) throw UsageError("--prompt is empty (expected some text to continue)");
+      if (rtemperature->count()) {
+        ro.sampler.greedy = false;
+        ro.sampler.temperature = rtemp;
+      }
       ro.layer = parse_index("--layer", layer);
       ro.head = parse_index("--head", head);
       if (!hooks.render) throw Error("this kvscope was built without the renderer (KVSCOPE_GUI=OFF)");

@@ -5,6 +5,8 @@
 #include <functional>
 #include <string>
 
+#include "sampler.h"
+
 namespace kvscope {
 
 // Bare `kvscope` (no subcommand): the interactive window.
@@ -35,6 +37,10 @@ struct RenderOptions {
   std::string video;          // MP4 of the whole generation, frames piped to ffmpeg (needs ffmpeg)
   bool presentation = false;  // presentation mode: compact HUD instead of the legend
   bool heatmaps = false;      // the (layer, head) attention heatmap grid over the view
+  int beams = 0;              // > 0: draw beam search with this many beams as a tree
+  std::string draft;          // draw speculative decoding with this draft model
+  int speculate = 4;          // tokens drafted per iteration
+  SamplerSettings sampler;    // for --draft: greedy unless --temperature is given
 };
 
 struct AppHooks {

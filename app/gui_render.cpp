@@ -17,6 +17,7 @@
 
 #include <unistd.h>
 
+#include "beam_generator.h"
 #include "error.h"
 #include "frame.h"
 #include "generator.h"
@@ -28,7 +29,10 @@
 #include "renderer.h"
 #include "renderer_overlay.h"
 #include "scene.h"
+#include "scene_beams.h"
 #include "scene_camera.h"
+#include "scene_spec.h"
+#include "spec_decoder.h"
 
 namespace kvscope {
 
@@ -316,6 +320,83 @@ constexpr int kVideoFramesPerStep = 12;  // the step's animation (flash, beams, 
 
 }  // namespace
 
+// `render --beams N` / `--draft DIR`: the beam tree or the speculative
+// iterations (each in its draft, verify and resolve stages), same renderer
+// and text layer, one PNG per step (or per stage) into --frames, the last to --out.
+int run_render_decode(const RenderOptions& o, std::shared_ptr<const Model> model, CameraPreset preset) {
+  gl::HeadlessContext ctx;
+  std::vector<std::string> gl_messages;
+  gl::enable_debug_output(&gl_messages);
+  Renderer renderer;
+  gl::OffscreenTarget target;
+  target.resize(o.width, o.height, kRenderSamples);
+  OffscreenImGui imgui(o.width, o.height, std::max(1.0f, static_cast<float>(o.height) / 720.0f));
+  auto draw = [&](const Scene& scene) {
+    const float W = static_cast<float>(o.width), H = static_cast<float>(o.height);
+    const Camera cam = preset_camera(preset, scene, W / H);
+    target.bind();
+    glClearColor(palette::kBackground.r, palette::kBackground.g, palette::kBackground.b, 1.0f);
+    glClear(GL_COLOR_BUFFER_BIT | GL_DEPTH_BUFFER_BIT);
+    renderer.draw(scene, cam, o.width, o.height);
+    OverlayOptions ov;
+    ov.legend = false;
+    ov.hud = false;
+    ov.model_name = model->name;
+    imgui.draw([&](ImDrawList* dl, const OverlayFonts& fonts) {
+      draw_overlay(dl, scene, cam, ImVec2(0, 0), ImVec2(W, H), fonts, ov);
+    });
+    gl::check_errors("render");
+    return target.read_rgba();
+  };
+  auto save = [&](const std::string& name, const Scene& scene) {
+    const std::vector<uint8_t> px = draw(scene);
+    if (!o.frames_dir.empty()) write_png((std::filesystem::path(o.frames_dir) / name).string(), o.width, o.height, px);
+    return px;
+  };
+  std::vector<uint8_t> last;
+  int steps = 0;
+  if (o.beams > 0) {
+    BeamGenerator gen(model);
+    BeamOptions bo;
+    bo.n_beams = o.beams;
+    bo.max_new = std::max(1, o.steps);
+    gen.start(o.prompt, bo);
+    std::vector<BeamRecordPtr> recs;
+    while (BeamRecordPtr r = gen.step()) {
+      recs.push_back(r);
+      char name[32];
+      std::snprintf(name, sizeof(name), "beam_%04d.png", r->index);
+      last = save(name, build_beam_scene(recs, recs.size(), model->config.n_layer));
+      ++steps;
+    }
+  } else {
+    SpeculativeDecoder spec(model, load_model(o.draft));
+    SpecOptions so;
+    so.k = o.speculate;
+    so.max_new = std::max(1, o.steps);
+    so.sampler = o.sampler;
+    spec.start(o.prompt, so);
+    std::vector<SpecIterationPtr> its;
+    while (SpecIterationPtr it = spec.step()) {
+      its.push_back(it);
+      for (const auto& [stage, anim] : {std::pair{"a_draft", 0.3f}, {"b_verify", 0.5f}, {"c_resolve", 1.0f}}) {
+        char name[48];
+        std::snprintf(name, sizeof(name), "spec_%04d_%s.png", it->index, stage);
+        last = save(name, build_spec_scene(its, its.size(), anim));
+      }
+      ++steps;
+    }
+  }
+  if (!o.out.empty() && !last.empty()) write_png(o.out, o.width, o.height, last);
+  if (!gl_messages.empty()) {
+    for (const auto& m : gl_messages) std::fprintf(stderr, "kvscope: GL: %s\n", m.c_str());
+    throw Error("OpenGL reported errors while rendering (above)");
+  }
+  std::fprintf(stderr, "kvscope: rendered %d %s with %s\n", steps, o.beams > 0 ? "beam-search steps" : "iterations",
+               ctx.description().c_str());
+  return 0;
+}
+
 int run_render(const RenderOptions& o) {
   CameraPreset preset;
   if (!parse_camera(o.camera, preset)) throw Error("--camera " + o.camera + ": expected front, top, side or follow");
@@ -332,6 +413,7 @@ int run_render(const RenderOptions& o) {
   std::shared_ptr<const Model> model = load_model(o.model_dir.empty() ? default_model_dir() : o.model_dir);
   check_view(*model, o.layer, o.head);
   if (o.bench) return run_bench(o, model, preset);
+  if (o.beams > 0 || !o.draft.empty()) return run_render_decode(o, model, preset);
 
   Generator gen(model);
   GenerateOptions go;

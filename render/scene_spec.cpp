@@ -121,15 +121,20 @@ Scene build_spec_scene(const std::vector<SpecIterationPtr>& its, size_t count, f
     }
     s.tokens.push_back(b);
     const float a = rejected ? 1.0f - resolve_t : 1.0f;
-    s.labels.push_back(piece_label(b, it.drafted_pieces[static_cast<size_t>(i)], kDraftColour, a));
+    if (a > 0.05f) s.labels.push_back(piece_label(b, it.drafted_pieces[static_cast<size_t>(i)], kDraftColour, a));
+    const bool tested = d.r >= 0;
+    if (rejected && !tested && a <= 0.05f) continue;  // gone, and never tested: nothing to say
     Label pq;
-    pq.kind = LabelKind::kCaption;
+    pq.kind = LabelKind::kHead;
     pq.pos = pos;
-    const char* verdict =
-        !resolved ? "" : (d.r < 0 ? " (not tested)" : (d.accepted ? " \xE2\x9C\x93" : " \xE2\x9C\x97"));
+    const char* verdict = !resolved ? "" : (d.r < 0 ? " untested" : (d.accepted ? " ok" : " no"));
     pq.text = (verifying ? fmt2("p %.2f q %.2f", d.p, d.q) : fmt2("q %.2f", d.q, 0.0)) + verdict;
-    pq.anchor = b.center - glm::vec3(0.0f, b.size.y * 0.5f + 0.25f, -L.block_w * 0.6f);
-    pq.colour = glm::vec4(accepted ? palette::kNewKV : (rejected ? palette::kRecomputed : kDraftColour), a);
+    if (rejected && tested) pq.text = visible_piece(it.drafted_pieces[static_cast<size_t>(i)]) + " " + pq.text;
+    pq.anchor =
+        L.token_center(pos, NL) + glm::vec3(0.0f, L.token_h * 0.5f + 0.75f + 0.4f * static_cast<float>(i % 2), 0.0f);
+    // The verdict of the tested, rejected token stays readable after it fell.
+    pq.colour = glm::vec4(accepted ? palette::kNewKV : (rejected ? palette::kRecomputed : kDraftColour),
+                          rejected && tested ? 1.0f : a);
     s.labels.push_back(pq);
   }
 
