@@ -158,7 +158,7 @@ Scene build_beam_scene(const std::vector<BeamRecordPtr>& records, size_t count, 
       sc.kind = LabelKind::kHead;
       sc.pos = n.pos;
       sc.text = n.finished ? fmt("done %.3f", n.score) : fmt("%.3f", n.logprob);
-      sc.anchor = t.center + glm::vec3(L.pitch * 0.55f, 0.0f, 0.0f);
+      sc.anchor = t.center + glm::vec3(L.pitch * 1.05f, 0.0f, 0.0f);  // right of the tip: nothing drawn there
       sc.colour = glm::vec4(n.finished ? palette::kNewKV : palette::kNewToken, 1.0f);
       s.labels.push_back(sc);
     }
@@ -202,8 +202,8 @@ Scene build_beam_scene(const std::vector<BeamRecordPtr>& records, size_t count, 
     n_finished += c.finished ? 1 : 0;
   }
   s.phase = r.index == 0 ? Phase::kPrefill : Phase::kDecodeKV;
-  s.banner = "BEAM SEARCH \xC2\xB7 " + std::to_string(std::max<size_t>(r.running.size(), 1)) + " beams \xC2\xB7 step " +
-             std::to_string(r.index);
+  s.banner = "BEAM SEARCH \xC2\xB7 " + std::to_string(std::max(r.running.size(), r.expanded.size())) +
+             " beams \xC2\xB7 step " + std::to_string(r.index);
   s.banner_sub = std::to_string(r.candidates.size()) + " candidates: " + std::to_string(n_running) + " keep running, " +
                  std::to_string(n_finished) + " finished \xC2\xB7 K/V held " + kib(r.kv_bytes_shared) + " shared vs " +
                  kib(r.kv_bytes_independent) + " as separate caches";
