@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# `kvscope render --beams N` and `--draft DIR`, headless: one PNG per beam-search
+# step, three per speculative iteration (draft, verify, resolve), and clear
+# errors for a draft with another tokenizer or both strategies at once.
+# Args: KVSCOPE SOURCE_DIR BUILD_DIR.
+set -euo pipefail
+kvscope="$1" src="$2" build="$3"
+source "$src/tests/testlib_model.sh"
+kvscope_test_model "$src" "$build"
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/kvscope-render-decode.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+unset DISPLAY WAYLAND_DISPLAY
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$kvscope" render --model "$MODEL" --prompt "Once upon a time" --beams 3 --steps 5 --camera top \
+  --frames "$tmp/beams" --out "$tmp/beams.png" --width 640 --height 360 2> "$tmp/log" || { cat "$tmp/log"; fail "beams"; }
+n=$(ls "$tmp/beams" | grep -c '^beam_[0-9]\{4\}\.png$' || true)
+[[ "$n" -ge 1 && "$n" -le 5 ]] || fail "expected 1..5 beam frames, got $n"
+[[ $(stat -c %s "$tmp/beams.png") -gt 5000 ]] || fail "beams.png looks blank"
+
+draft="$src/assets/models/kvscope-draft"
+if [[ "$MODEL" == "$src/assets/models/kvscope-tiny" && -f "$draft/model.safetensors" ]]; then
+  "$kvscope" render --model "$MODEL" --prompt "Once upon a time" --draft "$draft" --speculate 3 --steps 6 \
+    --frames "$tmp/spec" --width 640 --height 360 2> "$tmp/log" || { cat "$tmp/log"; fail "draft"; }
+  for stage in a_draft b_verify c_resolve; do
+    [[ -f "$tmp/spec/spec_0000_$stage.png" ]] || fail "no $stage frame for iteration 0"
+  done
+fi
+
+set +e
+"$kvscope" render --model "$MODEL" --prompt x --beams 2 --draft "$MODEL" --out "$tmp/x.png" 2> "$tmp/err"
+rc=$?
+set -e
+[[ $rc -eq 2 ]] || fail "--beams with --draft: exit $rc, expected 2"
+echo "render --beams / --draft: ok"
