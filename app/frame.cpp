@@ -34,6 +34,24 @@ FrameSpec frame_spec(const Session& s, float anim, int hover_pos) {
   return f;
 }
 
+namespace {
+
+HudInfo hud_info(const FrameSpec& f) {
+  HudInfo hud;
+  hud.model_name = f.model ? f.model->name : "";
+  hud.step = f.step;
+  hud.n_steps = f.n_steps;
+  hud.record = f.seq->current.get();
+  hud.hidden = f.view.hide_newest;
+  hud.live = f.live;
+  if (hud.record && f.model)
+    for (const Candidate& c : hud.record->top)
+      hud.top_pieces.push_back(visible_piece(f.model->tokenizer.display_piece(c.token)));
+  return hud;
+}
+
+}  // namespace
+
 ComposedFrame compose_frame(const FrameSpec& f, const OverlayFonts& fonts, float view_w, float avail_h) {
   ComposedFrame fr;
   fr.scene = build_scene(*f.seq, f.view, f.anim);
@@ -45,7 +63,11 @@ ComposedFrame compose_frame(const FrameSpec& f, const OverlayFonts& fonts, float
   ov.model_name = f.model ? f.model->name : "";
   ov.record = f.seq->current.get();
   ov.text_scale = fonts.scale;
-  if (ov.legend && avail_h < 640.0f) {
+  if (f.presentation) {  // the HUD's card and strip beside and under the scene, never over it
+    const HudGeometry g = presentation_hud_geometry(ImVec2(view_w, avail_h), fonts, hud_info(f));
+    fr.right = std::min(g.card_w, view_w * 0.35f);
+    ov.band = g.strip_h;
+  } else if (ov.legend && avail_h < 640.0f) {
     const float band = legend_band(fr.scene, fonts, ov, view_w);
     if (band <= 0.4f * avail_h) ov.band = band;
   }
@@ -55,19 +77,8 @@ ComposedFrame compose_frame(const FrameSpec& f, const OverlayFonts& fonts, float
 void draw_frame_text(ImDrawList* dl, const ComposedFrame& fr, const FrameSpec& f, const Camera& camera, ImVec2 origin,
                      ImVec2 size, const OverlayFonts& fonts) {
   draw_overlay(dl, fr.scene, camera, origin, size, fonts, fr.overlay);
-  if (f.presentation) {
-    HudInfo hud;
-    hud.model_name = f.model ? f.model->name : "";
-    hud.step = f.step;
-    hud.n_steps = f.n_steps;
-    hud.record = f.seq->current.get();
-    hud.hidden = f.view.hide_newest;
-    hud.live = f.live;
-    if (hud.record && f.model)
-      for (const Candidate& c : hud.record->top)
-        hud.top_pieces.push_back(visible_piece(f.model->tokenizer.display_piece(c.token)));
-    draw_presentation_hud(dl, origin, size, fonts, hud);
-  }
+  if (f.presentation)
+    draw_presentation_hud(dl, origin, ImVec2(size.x + fr.right, size.y + fr.overlay.band), fonts, hud_info(f));
   if (!f.message.empty()) {
     const ImVec2 ts =
         fonts.banner->CalcTextSizeA(fonts.banner->FontSize, size.x * 0.9f, size.x * 0.9f, f.message.c_str());

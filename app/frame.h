@@ -35,7 +35,8 @@ FrameSpec frame_spec(const Session& s, float anim, int hover_pos);
 
 struct ComposedFrame {
   Scene scene;
-  OverlayOptions overlay;  // overlay.band: pixels under the view kept for the legend
+  OverlayOptions overlay;  // overlay.band: pixels under the view kept for the legend or the HUD's strip
+  float right = 0;         // pixels right of the view kept for the presentation HUD's card
 };
 
 // The scene, and the overlay's options for a view `view_w` wide with
@@ -44,7 +45,8 @@ struct ComposedFrame {
 // entries in rows, unless that would leave the scene less than 60 % of the height.
 ComposedFrame compose_frame(const FrameSpec& f, const OverlayFonts& fonts, float view_w, float avail_h);
 
-// The text layer onto `dl`, in the view rectangle [origin, origin + size).
+// The text layer onto `dl`; [origin, origin + size) is the 3D view (the
+// band and the right column follow it).
 void draw_frame_text(ImDrawList* dl, const ComposedFrame& fr, const FrameSpec& f, const Camera& camera, ImVec2 origin,
                      ImVec2 size, const OverlayFonts& fonts);
 

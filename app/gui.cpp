@@ -248,6 +248,7 @@ int run_gui(const GuiOptions& opt) {
       const FrameSpec spec = frame_spec(s, anim, hover_pos);
       const ComposedFrame fr = compose_frame(spec, side.fonts, v.w, v.h);
       v.h = std::max(1.0f, v.h - fr.overlay.band);
+      v.w = std::max(1.0f, v.w - fr.right);
       follow_camera(s.view, s.ui, fr.scene, v.w / v.h, dt);
       hover_pos = view_mouse(s, fr.scene, v, spec.view.hide_newest);
       draw_frame_text(ImGui::GetBackgroundDrawList(), fr, spec, s.view.camera, ImVec2(v.x, v.y), ImVec2(v.w, v.h),

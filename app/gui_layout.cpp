@@ -38,7 +38,7 @@ void fold_button(const char* label, bool& open) {
 }
 
 float sidebar_width(const UiState& ui, float W) {
-  return std::clamp(290.0f * ui.text_scale, std::min(240.0f, W * 0.3f), W * 0.34f);
+  return std::clamp(290.0f * ui.text_scale, std::min(240.0f, W * 0.3f), W * 0.27f);
 }
 
 float left_sidebar(const Snapshot& snap, UiState& ui, float W, float H, Commands& cmds) {

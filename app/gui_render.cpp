@@ -450,13 +450,14 @@ int run_render(const RenderOptions& o) {
     const float W = static_cast<float>(o.width), H = static_cast<float>(o.height);
     const ComposedFrame fr = compose_frame(spec, imgui.fonts(), static_cast<float>(view_w), H);
     const float vh = std::max(1.0f, H - fr.overlay.band);
-    const Camera cam = preset_camera(preset, fr.scene, static_cast<float>(view_w) / vh);
+    const int vw = std::max(1, view_w - static_cast<int>(fr.right));
+    const Camera cam = preset_camera(preset, fr.scene, static_cast<float>(vw) / vh);
     target.bind();
     glClearColor(palette::kBackground.r, palette::kBackground.g, palette::kBackground.b, 1.0f);
     glClear(GL_COLOR_BUFFER_BIT | GL_DEPTH_BUFFER_BIT);
-    renderer.draw(fr.scene, cam, 0, static_cast<int>(fr.overlay.band), view_w, static_cast<int>(vh));
+    renderer.draw(fr.scene, cam, 0, static_cast<int>(fr.overlay.band), vw, static_cast<int>(vh));
     imgui.draw([&](ImDrawList* dl, const OverlayFonts& fonts) {
-      draw_frame_text(dl, fr, spec, cam, ImVec2(0, 0), ImVec2(static_cast<float>(view_w), vh), fonts);
+      draw_frame_text(dl, fr, spec, cam, ImVec2(0, 0), ImVec2(static_cast<float>(vw), vh), fonts);
       if (o.heatmaps) draw_heatmap_panel(dl, fonts, records, view.layer, view.head, static_cast<float>(view_w), W, H);
     });
     gl::check_errors("render");

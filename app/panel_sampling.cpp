@@ -198,12 +198,16 @@ Commands panel_next_token(const Snapshot& snap, UiState& ui) {
   ImGui::TextUnformatted("Sampling (bars redraw now; generation uses it from the next step)");
   bool changed = ImGui::Checkbox("greedy (always the top token)", &ui.sampler.greedy);
   ImGui::BeginDisabled(ui.sampler.greedy);
-  changed |= ImGui::SliderFloat("temperature", &ui.sampler.temperature, 0.05f, 2.0f, "%.2f");
-  changed |= ImGui::SliderInt("top-k", &ui.sampler.top_k, 0, 100, ui.sampler.top_k == 0 ? "off" : "%d");
-  changed |= ImGui::SliderFloat("top-p", &ui.sampler.top_p, 0.05f, 1.0f, "%.2f");
+  // Labels inside the sliders: a narrow sidebar (or text scale 2.5) never clips them.
+  ImGui::PushItemWidth(-1);
+  changed |= ImGui::SliderFloat("##temperature", &ui.sampler.temperature, 0.05f, 2.0f, "temperature %.2f");
+  changed |= ImGui::SliderInt("##topk", &ui.sampler.top_k, 0, 100, ui.sampler.top_k == 0 ? "top-k off" : "top-k %d");
+  changed |= ImGui::SliderFloat("##topp", &ui.sampler.top_p, 0.05f, 1.0f, "top-p %.2f");
   ImGui::EndDisabled();
-  changed |= ImGui::SliderFloat("repetition penalty", &ui.sampler.repetition_penalty, 1.0f, 2.0f, "%.2f");
+  changed |= ImGui::SliderFloat("##penalty", &ui.sampler.repetition_penalty, 1.0f, 2.0f, "repetition penalty %.2f");
+  ImGui::PopItemWidth();
   int seed = static_cast<int>(ui.sampler.seed);
+  ImGui::SetNextItemWidth(-ImGui::CalcTextSize("seed ").x);
   if (ImGui::InputInt("seed", &seed)) {
     ui.sampler.seed = static_cast<uint64_t>(std::max(0, seed));
     changed = true;

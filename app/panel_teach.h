@@ -55,6 +55,15 @@ struct HudInfo {
   bool hidden = false;                  // predict mode: token and bars hidden until Enter
   bool live = true;                     // the shown step is the newest
 };
+// Draws in [origin, origin + size): the card in a right column `card_w`
+// wide, the strip in the bottom `strip_h` pixels; the 3D view goes in the rest.
 void draw_presentation_hud(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts, const HudInfo& hud);
+// The room the HUD takes in a view of `size`: its text shrinks (k < 1) to fit
+// 30 % of the width (card) and the width (strip) at any text scale.
+struct HudGeometry {
+  float card_w = 0, card_k = 1;    // right column
+  float strip_h = 0, strip_k = 1;  // bottom strip
+};
+HudGeometry presentation_hud_geometry(ImVec2 size, const OverlayFonts& fonts, const HudInfo& hud);
 
 }  // namespace kvscope

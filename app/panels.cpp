@@ -163,9 +163,15 @@ std::vector<double> computed_flops(const Snapshot& snap, CacheMode mode) {
 Commands panel_prompt(const Snapshot& snap, UiState& ui) {
   Commands cmds;
   (void)snap;
+  // Presets on one row while they fit, wrapping at a narrow width or a large text scale.
   for (int i = 0; i <= kNumPresets; ++i) {
-    if (i > 0) ImGui::SameLine();
-    ImGui::RadioButton(i < kNumPresets ? kPromptPresets[i].name : "Custom", &ui.preset, i);
+    const char* name = i < kNumPresets ? kPromptPresets[i].name : "Custom";
+    const float w = ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(name).x;
+    if (i > 0 && ImGui::GetContentRegionAvail().x > 0) {
+      ImGui::SameLine();
+      if (ImGui::GetContentRegionAvail().x < w) ImGui::NewLine();
+    }
+    ImGui::RadioButton(name, &ui.preset, i);
   }
   if (ui.preset < kNumPresets) {
     ImGui::TextColored(ImVec4(0.75f, 0.8f, 0.95f, 1), "\"%s\"", kPromptPresets[ui.preset].text);
@@ -278,8 +284,9 @@ Commands panel_attention(const Snapshot& snap, UiState& ui) {
   const int n_head = snap.model ? snap.model->config.n_head : 0;
   auto combo = [](const char* label, int* value, int n, const char* what) {
     const std::string current = *value < 0 ? "mean of all " + std::string(what) : std::to_string(*value);
-    ImGui::SetNextItemWidth(-ImGui::CalcTextSize("layer  ").x);
-    if (ImGui::BeginCombo(label, current.c_str())) {
+    ImGui::SetNextItemWidth(-1);
+    const std::string shown = (std::string(what) == "layers" ? "layer: " : "head: ") + current;
+    if (ImGui::BeginCombo(label, shown.c_str())) {
       if (ImGui::Selectable(("mean of all " + std::string(what)).c_str(), *value < 0)) *value = -1;
       for (int i = 0; i < n; ++i)
         if (ImGui::Selectable(std::to_string(i).c_str(), *value == i)) *value = i;
@@ -288,13 +295,13 @@ Commands panel_attention(const Snapshot& snap, UiState& ui) {
   };
   if (ui.layer >= n_layer) ui.layer = -1;
   if (ui.head >= n_head) ui.head = -1;
-  combo("layer", &ui.layer, n_layer, "layers");
-  combo("head", &ui.head, n_head, "heads");
-  ImGui::SetNextItemWidth(-ImGui::CalcTextSize("layer  ").x);
-  ImGui::SliderFloat("min", &ui.min_weight, 0.0f, 0.5f, "weight \xE2\x89\xA5 %.3f", ImGuiSliderFlags_Logarithmic);
+  combo("##layer", &ui.layer, n_layer, "layers");
+  combo("##head", &ui.head, n_head, "heads");
+  ImGui::SetNextItemWidth(-1);
+  ImGui::SliderFloat("##min", &ui.min_weight, 0.0f, 0.5f, "beams with weight \xE2\x89\xA5 %.3f",
+                     ImGuiSliderFlags_Logarithmic);
   ImGui::Checkbox("show beams", &ui.beams);
-  ImGui::TextDisabled(
-      "Beams: the newest token's attention over every\ncached position; width and brightness = weight.");
+  ImGui::TextWrapped("Beams: the newest token's attention over every cached position; width and brightness = weight.");
   return cmds;
 }
 

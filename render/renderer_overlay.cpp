@@ -225,7 +225,10 @@ void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, 
     ImFont* f = fonts.small;
     const float fs = f->FontSize * 1.1f;
     const ImVec2 ts = f->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
-    const ImVec2 q(p.x - ts.x * 0.5f, p.y - ts.y - 4.0f);
+    // Kept inside the view: the head writes the last slot, at the right edge.
+    const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
+    const ImVec2 q(std::clamp(p.x - ts.x * 0.5f, cmin.x + 6, std::max(cmin.x + 6, cmax.x - ts.x - 6)),
+                   std::max(cmin.y + 4, p.y - ts.y - 4.0f));
     dl->AddRectFilled(ImVec2(q.x - 5, q.y - 2), ImVec2(q.x + ts.x + 5, q.y + ts.y + 2), IM_COL32(30, 6, 28, 210), 5.0f);
     dl->AddRect(ImVec2(q.x - 5, q.y - 2), ImVec2(q.x + ts.x + 5, q.y + ts.y + 2), col4(l.colour), 5.0f, 0, 1.5f);
     dl->AddText(f, fs, q, col4(l.colour), l.text.c_str());
@@ -318,10 +321,11 @@ struct LegendLayout {
   ImVec2 box;
 };
 
-LegendLayout layout_legend(const std::vector<LegendEntry>& entries, const OverlayFonts& fonts, float max_w) {
+LegendLayout layout_legend(const std::vector<LegendEntry>& entries, const OverlayFonts& fonts, float max_w,
+                           float k = 1.0f) {
   ImFont* f = fonts.small;
-  const float fs = f->FontSize;
-  const float row = fs * 1.3f, sw = fs * 1.1f, pad = 8.0f * fonts.scale;
+  const float fs = f->FontSize * k;
+  const float row = fs * 1.3f, sw = fs * 1.1f, pad = 8.0f * fonts.scale * k;
   LegendLayout l;
   float x = pad, y = pad;
   for (const LegendEntry& e : entries) {
@@ -343,13 +347,21 @@ LegendLayout layout_legend(const std::vector<LegendEntry>& entries, const Overla
 ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts,
                    bool flow) {
   ImFont* f = fonts.small;
-  const float fs = f->FontSize;
-  const float row = fs * 1.3f;
-  const float sw = fs * 1.1f;  // swatch size
   const std::vector<LegendEntry> entries = legend_entries(scene);
   const int n = static_cast<int>(entries.size());
-  const float pad = 8.0f * fonts.scale;
-  const LegendLayout lay = layout_legend(entries, fonts, flow ? size.x - 2 * pad : 0.0f);
+  // Over the view (not in a band of its own) the legend keeps to the
+  // bottom-left corner: at a large text scale or in a small view its text
+  // shrinks rather than covering the stacks.
+  float k = 1.0f;
+  if (!flow) {
+    const LegendLayout full = layout_legend(entries, fonts, 0.0f);
+    k = std::clamp(std::min(size.x * 0.34f / full.box.x, size.y * 0.36f / full.box.y), 0.45f, 1.0f);
+  }
+  const float fs = f->FontSize * k;
+  const float row = fs * 1.3f;
+  const float sw = fs * 1.1f;  // swatch size
+  const float pad = 8.0f * fonts.scale * k;
+  const LegendLayout lay = layout_legend(entries, fonts, flow ? size.x - 2 * pad : 0.0f, k);
   const ImVec2 box = lay.box;
   const ImVec2 p0(origin.x + pad, origin.y + size.y - box.y - pad);
   dl->AddRectFilled(p0, ImVec2(p0.x + box.x, p0.y + box.y), IM_COL32(8, 10, 18, 200), 6.0f);
@@ -389,7 +401,7 @@ void draw_hud(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& fo
   if (!opt.record) return;
   const StepRecord& r = *opt.record;
   ImFont* f = fonts.small;
-  const float fs = f->FontSize;
+  float fs = f->FontSize;
   std::string l1 = (opt.model_name.empty() ? std::string() : opt.model_name + "  \xC2\xB7  ") +
                    (r.prefill ? std::string("prefill") : "step " + std::to_string(r.index)) + "  \xC2\xB7  " +
                    std::to_string(r.seq_len) + " positions  \xC2\xB7  " +
@@ -402,6 +414,12 @@ void draw_hud(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& fo
   const float pad = 8.0f * fonts.scale;
   float w = 0;
   for (const std::string* s : {&l1, &l2, &l3}) w = std::max(w, f->CalcTextSizeA(fs, 1e9f, 0.0f, s->c_str()).x);
+  // Shrunk to fit beside the legend (or the width) instead of running off the edge.
+  const float room = std::max(40.0f, size.x - (avoid.z > avoid.x ? avoid.z - origin.x : 0.0f) - pad * 4);
+  if (w > room) {
+    fs *= room / w;
+    w = room;
+  }
   // Bottom-right: the banner owns the top, the legend the bottom-left.
   const float box_h = fs * 3.6f + pad * 2;
   ImVec2 p0(origin.x + size.x - w - pad * 3, origin.y + size.y - box_h - pad);
