@@ -61,6 +61,44 @@ std::vector<int> kept_indices(const std::vector<float>& probs, int top_k, float 
   return idx;
 }
 
+double uniform_draw(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0);
+}
+
+SampleTrace sample_trace(const std::vector<float>& logits_in, const std::vector<int>& history, const SamplerSettings& s,
+                         double u) {
+  SampleTrace t;
+  t.logits = logits_in;
+  apply_repetition_penalty(t.logits, history, s.repetition_penalty);
+  t.probs = softmax(t.logits, s.greedy ? 1.0f : s.temperature);
+  if (s.greedy) {
+    t.kept = kept_indices(t.probs, 1, 1.0f);  // the argmax (ties: the lower id)
+    t.kept_mass = t.probs[static_cast<size_t>(t.kept[0])];
+    t.cum_hi = {1.0};
+    t.token = t.kept[0];
+    return t;
+  }
+  t.kept = kept_indices(t.probs, s.top_k, s.top_p);
+  // Mass in kept order in double, then a running sum of p / mass; the draw
+  // picks the first token whose running sum exceeds it (the last one when
+  // rounding leaves u at or above every sum).
+  for (int i : t.kept) t.kept_mass += t.probs[static_cast<size_t>(i)];
+  double cum = 0;
+  for (int i : t.kept) {
+    cum += t.probs[static_cast<size_t>(i)] / t.kept_mass;
+    t.cum_hi.push_back(cum);
+  }
+  t.draw = u;
+  t.draw_bar = static_cast<int>(t.kept.size()) - 1;
+  for (size_t j = 0; j < t.cum_hi.size(); ++j)
+    if (u < t.cum_hi[j]) {
+      t.draw_bar = static_cast<int>(j);
+      break;
+    }
+  t.token = t.kept[static_cast<size_t>(t.draw_bar)];
+  return t;
+}
+
 Sampler::Sampler(const SamplerSettings& s) {
   set_settings(s);
 }
@@ -85,34 +123,13 @@ SampleResult Sampler::sample(const std::vector<float>& logits_in, const std::vec
                   "); generation stopped (expected finite logits: check the weights)");
     }
   }
-  std::vector<float> logits = logits_in;
-  apply_repetition_penalty(logits, history, s_.repetition_penalty);
-  const float temp = s_.greedy ? 1.0f : s_.temperature;
-  const std::vector<float> probs = softmax(logits, temp);
-
+  const SampleTrace t = sample_trace(logits_in, history, s_, s_.greedy ? -1.0 : uniform_draw(rng_));
+  const std::vector<float>& probs = t.probs;
   SampleResult r;
   const std::vector<int> order = kept_indices(probs, std::min<int>(n_top, static_cast<int>(probs.size())), 1.0f);
   for (int i : order) r.top.push_back({i, probs[static_cast<size_t>(i)]});
-
-  if (s_.greedy) {
-    r.token = order.front();
-  } else {
-    const std::vector<int> kept = kept_indices(probs, s_.top_k, s_.top_p);
-    double mass = 0;
-    for (int i : kept) mass += probs[static_cast<size_t>(i)];
-    // One uniform draw per step from a 53-bit mantissa: identical across modes and platforms.
-    const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);
-    r.draw = static_cast<float>(u);
-    double cum = 0;
-    r.token = kept.back();
-    for (int i : kept) {
-      cum += probs[static_cast<size_t>(i)] / mass;
-      if (u < cum) {
-        r.token = i;
-        break;
-      }
-    }
-  }
+  r.token = t.token;
+  r.draw = static_cast<float>(t.draw);
   r.prob = probs[static_cast<size_t>(r.token)];
   return r;
 }

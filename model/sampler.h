@@ -29,6 +29,27 @@ struct SampleResult {
   float draw = -1;             // the uniform number used, -1 when greedy
 };
 
+// Every stage of one sampling decision, as Sampler::sample takes it; the
+// sampling explainer (app/teach/teach_sampling) formats this trace.
+struct SampleTrace {
+  std::vector<float> logits;   // (vocab) after the repetition penalty
+  std::vector<float> probs;    // (vocab) softmax(logits / T) (T = 1 when greedy): the distribution drawn from
+  std::vector<int> kept;       // best first: survived top-k then top-p (greedy: the argmax only)
+  std::vector<double> cum_hi;  // (kept) upper end of each kept token's interval on the cumulative bar
+  double kept_mass = 0;        // mass of `kept` in probs, before renormalising
+  double draw = -1;            // the uniform number used, -1 when greedy
+  int draw_bar = 0;            // index into `kept` where the draw lands
+  int token = 0;               // the choice
+};
+
+// The Sampler's decision for the uniform number `u` in [0, 1) (ignored when
+// greedy). Pure: Sampler::sample is this with `u` from its generator.
+SampleTrace sample_trace(const std::vector<float>& logits, const std::vector<int>& history, const SamplerSettings& s,
+                         double u);
+// The uniform number a Sampler draws from its generator: the top 53 bits,
+// scaled to [0, 1), identical across modes and platforms.
+double uniform_draw(std::mt19937_64& rng);
+
 class Sampler {
  public:
   explicit Sampler(const SamplerSettings& s = {});

@@ -38,13 +38,17 @@ SamplingExplain explain_sampling(const std::vector<float>& logits, const std::ve
   e.temperature = s.greedy ? 1.0f : s.temperature;
   e.vocab = static_cast<int>(logits.size());
 
-  // Stage 1: repetition penalty (Sampler::sample works on a copy).
-  std::vector<float> pen = logits;
-  apply_repetition_penalty(pen, history, s.repetition_penalty);
+  // The engine's own decision, stage by stage; the rest only formats it.
+  const SampleTrace t = sample_trace(logits, history, s, draw);
+  const std::vector<float>& pen = t.logits;
   e.p_raw = softmax(logits, 1.0f);
   e.p_base = softmax(pen, 1.0f);
-  // Stage 2: temperature. Bit-identical to the Sampler's call.
-  e.p_temp = softmax(pen, e.temperature);
+  e.p_temp = t.probs;
+  e.kept = t.kept;
+  e.kept_mass = t.kept_mass;
+  e.cum_hi = t.cum_hi;
+  e.draw = t.draw;
+  e.draw_bar = t.draw_bar;
   for (size_t i = 0; i < pen.size(); ++i) {
     if (pen[i] != logits[i]) {
       e.penalized.push_back({static_cast<int>(i), logits[i], pen[i], e.p_raw[i], e.p_base[i]});
@@ -54,56 +58,30 @@ SamplingExplain explain_sampling(const std::vector<float>& logits, const std::ve
   // the bars show it too, so the rule is visible.
   if (s.repetition_penalty != 1.0f) {
     std::set<int> seen(history.begin(), history.end());
-    for (int t : seen) {
-      if (t >= 0 && t < e.vocab && pen[static_cast<size_t>(t)] == logits[static_cast<size_t>(t)]) {
-        e.penalized.push_back({t, logits[static_cast<size_t>(t)], pen[static_cast<size_t>(t)],
-                               e.p_raw[static_cast<size_t>(t)], e.p_base[static_cast<size_t>(t)]});
+    for (int tk : seen) {
+      if (tk >= 0 && tk < e.vocab && pen[static_cast<size_t>(tk)] == logits[static_cast<size_t>(tk)]) {
+        e.penalized.push_back({tk, logits[static_cast<size_t>(tk)], pen[static_cast<size_t>(tk)],
+                               e.p_raw[static_cast<size_t>(tk)], e.p_base[static_cast<size_t>(tk)]});
       }
     }
     std::sort(e.penalized.begin(), e.penalized.end(),
               [](const PenaltyTouch& a, const PenaltyTouch& b) { return a.token < b.token; });
   }
 
-  // Stage 3: top-k, then top-p over what top-k kept (kept_indices, as the Sampler).
+  // Which cut removed what: top-k's set alone, then what top-p removed of it.
   std::vector<uint8_t> in_top_k(static_cast<size_t>(e.vocab), 1);
   std::vector<uint8_t> in_kept(static_cast<size_t>(e.vocab), 0);
-  if (s.greedy) {
-    e.n_top_k = e.vocab;
-    e.kept = kept_indices(e.p_temp, 1, 1.0f);  // the argmax (ties: lower id), as Sampler
-    e.kept_mass = e.p_temp[static_cast<size_t>(e.kept[0])];
-    e.cum_hi = {1.0};
-    e.draw = -1;
-    e.draw_bar = 0;
-  } else {
+  e.n_top_k = e.vocab;
+  if (!s.greedy) {
     const std::vector<int> top_k_set = kept_indices(e.p_temp, s.top_k, 1.0f);
     e.n_top_k = static_cast<int>(top_k_set.size());
     if (e.n_top_k < e.vocab) {
       std::fill(in_top_k.begin(), in_top_k.end(), 0);
       for (int i : top_k_set) in_top_k[static_cast<size_t>(i)] = 1;
     }
-    e.kept = kept_indices(e.p_temp, s.top_k, s.top_p);
-    // The Sampler's arithmetic: mass in kept order in double, then a running
-    // sum of p / mass; the draw picks the first token whose running sum exceeds it.
-    double mass = 0;
-    for (int i : e.kept) mass += e.p_temp[static_cast<size_t>(i)];
-    e.kept_mass = mass;
-    double cum = 0;
-    e.cum_hi.reserve(e.kept.size());
-    for (int i : e.kept) {
-      cum += e.p_temp[static_cast<size_t>(i)] / mass;
-      e.cum_hi.push_back(cum);
-    }
-    e.draw = draw;
-    e.draw_bar = static_cast<int>(e.kept.size()) - 1;  // the Sampler's fallback when rounding leaves u >= cum
-    for (size_t j = 0; j < e.cum_hi.size(); ++j) {
-      if (draw < e.cum_hi[j]) {
-        e.draw_bar = static_cast<int>(j);
-        break;
-      }
-    }
   }
   for (int i : e.kept) in_kept[static_cast<size_t>(i)] = 1;
-  e.token = e.kept[static_cast<size_t>(e.draw_bar)];
+  e.token = t.token;
   e.prob = e.p_temp[static_cast<size_t>(e.token)];
   for (int i = 0; i < e.vocab; ++i) {
     const double p = e.p_temp[static_cast<size_t>(i)];
@@ -195,7 +173,7 @@ SamplingExplain explain_with_settings(const StepRecord& rec, const std::vector<i
 double sampler_draw(uint64_t seed, int n) {
   std::mt19937_64 rng(seed);
   if (n > 0) rng.discard(static_cast<unsigned long long>(n));
-  return static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0);
+  return uniform_draw(rng);
 }
 
 }  // namespace kvscope
