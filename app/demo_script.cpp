@@ -38,7 +38,7 @@ Commands feature_script(int frame, int total, const Snapshot& snap, const std::s
     }
   }
   if (demo_view == "presentation" && at(0.5)) cmds.push_back(cmd::Presentation{});
-  if (demo_view == "heatmaps" && at(0.9)) cmds.push_back(cmd::SelectHead{1, 2});
+  if ((demo_view == "heatmaps" || demo_view == "qkv") && at(0.9)) cmds.push_back(cmd::SelectHead{1, 2});
   return cmds;
 }
 
@@ -79,7 +79,8 @@ void setup_demo_view(const std::string& demo_view, UiState& ui) {
   if (demo_view.empty()) return;
   ui.bottom_tab = demo_view == "phases" ? 1 : demo_view == "kv" ? 2 : demo_view == "heatmaps" ? 3 : 0;
   ui.select_tab = true;
-  ui.teach_open = demo_view != "presentation" && demo_view != "sampling";
+  ui.teach_open = demo_view != "presentation" && demo_view != "sampling" && demo_view != "qkv";
+  ui.qkv_open = demo_view == "qkv";
   if (demo_view == "sampling" || demo_view == "timeline") {
     ui.sampler.greedy = false;
     ui.sampler.temperature = 0.9f;

@@ -90,6 +90,7 @@ struct UiState {
   bool show_panels = true;
   bool left_open = true, right_open = true;  // sidebars (folded: a narrow strip)
   bool teach_open = false;                   // the teaching tabs under the timeline
+  bool qkv_open = false;                     // the Q·K·V inspector's section (opened by a demo view)
   bool ignore_eos = false;                   // --soak-rounds: generate past end-of-text, up to the context limit
   // Timeline: the shown step (record index); -1 = follow the newest.
   int view_step = -1;

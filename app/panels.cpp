@@ -497,6 +497,7 @@ void hover_tooltip(const Snapshot& snap, const Pick& pick, int layer, int head) 
       const int d = seq.n_embd;
       ImGui::Text("holds K and V rows of %d numbers each (%d heads)", d, seq.n_head);
       ImGui::Text("|K| = %.3f   |V| = %.3f", kn, vn);
+      kv_rows_tooltip(snap, pick.layer, head, pick.pos, static_cast<int>(snap.seq_count) - 1);
       ImGui::TextDisabled("(%s of memory when cached)", format_bytes(2ull * d * 4).c_str());
     }
   }

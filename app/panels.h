@@ -18,6 +18,10 @@ Commands panel_cache(const Snapshot& snap, UiState& ui);  // toggle, counters, F
 Commands panel_attention(const Snapshot& snap, UiState& ui);
 Commands panel_next_token(const Snapshot& snap, UiState& ui);  // top-10 bars + sampling
 Commands panel_model(const Snapshot& snap, UiState& ui);
+// Q·Kᵀ/√d → softmax → ·V for the shown step and the selected layer and head (panel_qkv.cpp).
+Commands panel_qkv(const Snapshot& snap, UiState& ui);
+// The k and v rows (one head's slice) of a KV block, for its tooltip.
+void kv_rows_tooltip(const Snapshot& snap, int layer, int head, int pos, int step);
 Commands panel_view(const Snapshot& snap, UiState& ui);
 // A floating window listing errors until dismissed (nothing when none).
 Commands panel_errors(const UiState& ui);

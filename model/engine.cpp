@@ -178,6 +178,7 @@ ForwardOutput Engine::forward(const std::vector<int>& tokens, int first, KVCache
   out.seq_len = seq_len;
   out.n_rows = keep_all_rows ? n : 1;
   out.attn.assign(static_cast<size_t>(c.n_layer) * H * out.n_rows * seq_len, 0.0f);
+  out.q.assign(static_cast<size_t>(c.n_layer) * out.n_rows * d, 0.0f);
   out.k.resize(static_cast<size_t>(c.n_layer) * n * d);
   out.v.resize(static_cast<size_t>(c.n_layer) * n * d);
 
@@ -198,7 +199,10 @@ ForwardOutput Engine::forward(const std::vector<int>& tokens, int first, KVCache
     layer_norm(ws.x, L.ln_1_g, L.ln_1_b, c.layer_norm_epsilon, ws.h);
     linear(ws.pool, ws.h, L.attn_w_t, L.attn_b, ws.qkv, flops, &L.attn_w_h);
 
-    // Record and (with a cache) store this forward's K/V rows.
+    // Record the kept rows' queries (the Q of Q·Kᵀ), and (with a cache) store this forward's K/V rows.
+    for (int row = 0; row < out.n_rows; ++row)
+      Eigen::Map<Vector>(&out.q[(static_cast<size_t>(l) * out.n_rows + row) * d], d) =
+          ws.qkv.row(n - out.n_rows + row).segment(0, d).transpose();
     float* k_out = &out.k[static_cast<size_t>(l) * n * d];
     float* v_out = &out.v[static_cast<size_t>(l) * n * d];
     for (int i = 0; i < n; ++i) {

@@ -35,6 +35,7 @@ struct ForwardOutput {
   std::vector<float> attn;    // (layer, head, n_rows, seq_len), rows = query positions
                               // [seq_len - n_rows, seq_len); zero where masked
   int n_rows = 0;             // attention rows kept (1 = newest only, n_new = all)
+  std::vector<float> q;       // (layer, n_rows, n_embd) the query rows of those attention rows
   std::vector<float> k, v;    // (layer, n_new, n_embd) the K/V rows computed
   uint64_t flops = 0;
 };

@@ -105,6 +105,7 @@ RecordPtr Generator::step() {
   rec->n_embd = c.n_embd;
   rec->n_rows = out.n_rows;
   rec->attn = std::move(out.attn);
+  rec->q = std::move(out.q);
   // K/V rows of positions never computed before; recomputed ones are equal to
   // what an earlier record already holds.
   rec->recomputed = std::min(computed_upto_, out.first + out.n_new) - out.first;

@@ -49,6 +49,8 @@ struct StepRecord {
   int n_layer = 0, n_head = 0, n_embd = 0;
   int n_rows = 0;
   std::vector<float> attn;  // (layer, head, n_rows, seq_len)
+  // Query rows of the attention rows above (the Q in Q.K^T).
+  std::vector<float> q;  // (layer, n_rows, n_embd)
 
   // K and V rows of positions that are new to the sequence, [seq_len - n_kv, seq_len).
   int n_kv = 0;

@@ -355,7 +355,7 @@ ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 siz
   float k = 1.0f;
   if (!flow) {
     const LegendLayout full = layout_legend(entries, fonts, 0.0f);
-    k = std::clamp(std::min(size.x * 0.34f / full.box.x, size.y * 0.36f / full.box.y), 0.45f, 1.0f);
+    k = std::clamp(std::min(size.x * 0.42f / full.box.x, size.y * 0.4f / full.box.y), 0.45f, 1.0f);
   }
   const float fs = f->FontSize * k;
   const float row = fs * 1.3f;

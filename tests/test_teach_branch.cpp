@@ -35,12 +35,12 @@ TEST(History, DefaultModelFullContextUnderBudget) {
   for (size_t i = 0; i < h.size(); ++i) ASSERT_EQ(h.detail(i), static_cast<unsigned>(kDetailAll)) << i;
   // The estimate covers the vectors (independent count of their elements) and little else.
   uint64_t floats = 0;
-  for (const auto& r : recs) floats += r->attn.size() + r->logits.size() + r->k.size() + r->v.size();
+  for (const auto& r : recs) floats += r->attn.size() + r->q.size() + r->logits.size() + r->k.size() + r->v.size();
   EXPECT_GE(h.bytes(), floats * 4);
   EXPECT_LE(h.bytes(), floats * 4 + recs.size() * 2048);
-  // By the shapes: attention 4*4*L per step, logits V, K/V 2*4*160 per new position.
-  uint64_t expect = 4ull * 4 * 16 * 16 + 3257 + 2ull * 4 * 160 * 16;  // the prefill keeps every prompt row
-  for (int L = 17; L <= last; ++L) expect += 4ull * 4 * L + 3257 + 2ull * 4 * 160;
+  // By the shapes: attention 4*4*L per step and its query rows 4*160, logits V, K/V 2*4*160 per new position.
+  uint64_t expect = 4ull * 4 * 16 * 16 + 4ull * 16 * 160 + 3257 + 2ull * 4 * 160 * 16;  // the prefill: every prompt row
+  for (int L = 17; L <= last; ++L) expect += 4ull * 4 * L + 4ull * 160 + 3257 + 2ull * 4 * 160;
   EXPECT_EQ(floats, expect);
   EXPECT_LT(h.bytes(), kDefaultHistoryBudget);
   EXPECT_LT(h.bytes(), 16ull << 20);  // about 8 MB in fact

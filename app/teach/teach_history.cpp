@@ -23,7 +23,7 @@ constexpr uint64_t kControlBlock = 32;  // make_shared's control block, roughly
 }  // namespace
 
 uint64_t attention_bytes(const StepRecord& r) {
-  return vec_bytes(r.attn);
+  return vec_bytes(r.attn) + vec_bytes(r.q);  // the weights and the query rows they came from
 }
 uint64_t logits_bytes(const StepRecord& r) {
   return vec_bytes(r.logits);
@@ -53,6 +53,7 @@ RecordPtr strip_detail(const StepRecord& r, unsigned drop) {
   auto out = std::make_shared<StepRecord>(r);
   if (drop & kDetailAttention) {
     std::vector<float>().swap(out->attn);
+    std::vector<float>().swap(out->q);
     out->n_rows = 0;
   }
   if (drop & kDetailLogits) std::vector<float>().swap(out->logits);

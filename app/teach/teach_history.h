@@ -22,7 +22,7 @@ constexpr uint64_t kDefaultHistoryBudget = 256ull << 20;  // 256 MiB
 // Bytes a record holds: the struct plus its vectors' and strings' heap storage (capacity).
 uint64_t record_bytes(const StepRecord& r);
 // Bytes of the heavy detail only, by kind.
-uint64_t attention_bytes(const StepRecord& r);  // attn
+uint64_t attention_bytes(const StepRecord& r);  // attn + q
 uint64_t logits_bytes(const StepRecord& r);     // logits
 uint64_t kv_rows_bytes(const StepRecord& r);    // k + v
 
