@@ -250,7 +250,8 @@ int run_gui(const GuiOptions& opt) {
       v.h = std::max(1.0f, v.h - fr.overlay.band);
       v.w = std::max(1.0f, v.w - fr.right);
       follow_camera(s.view, s.ui, fr.scene, v.w / v.h, dt);
-      hover_pos = view_mouse(s, fr.scene, v, spec.view.hide_newest);
+      // (scripted runs ignore the pointer: Xvfb parks it mid-screen, its tooltip would cover their screenshots)
+      hover_pos = setup.scripted ? -1 : view_mouse(s, fr.scene, v, spec.view.hide_newest);
       draw_frame_text(ImGui::GetBackgroundDrawList(), fr, spec, s.view.camera, ImVec2(v.x, v.y), ImVec2(v.w, v.h),
                       side.fonts);
       ImGui::Render();

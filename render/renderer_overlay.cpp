@@ -157,7 +157,9 @@ void draw_token_labels(ImDrawList* dl, const Scene& scene, const Projector& proj
       ImFont* f = newest ? fonts.banner : font;
       const float size = newest ? fs * 1.25f : fs;
       const ImVec2 ts = f->CalcTextSizeA(size, 1e9f, 0.0f, l.text.c_str());
-      const ImVec2 p(at[i].x - ts.x * 0.5f, at[i].y - ts.y - 2.0f);
+      // Kept inside the view (the newest token sits at its right edge).
+      const ImVec2 p(std::clamp(at[i].x - ts.x * 0.5f, clip.x + 6, std::max(clip.x + 6, clip.z - ts.x - 6)),
+                     at[i].y - ts.y - 2.0f);
       dl->AddRectFilled(ImVec2(p.x - 4, p.y - 1), ImVec2(p.x + ts.x + 4, p.y + ts.y + 1), IM_COL32(4, 6, 12, 190),
                         4.0f);
       if (newest || hovered)
