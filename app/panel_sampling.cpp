@@ -25,8 +25,9 @@ bool same_settings(const SamplerSettings& a, const SamplerSettings& b) {
 }
 
 // The explanation of the shown step, kept while neither the step nor the settings change.
+// Keyed by the record itself (held, so a new record can never reuse its address).
 struct ExplainCache {
-  const StepRecord* rec = nullptr;
+  RecordPtr rec;
   SamplerSettings settings;
   bool what_if = false;
   bool ok = false;
@@ -36,7 +37,7 @@ struct ExplainCache {
 
 const ExplainCache& explain_for(const Snapshot& snap, int step, const SamplerSettings& settings) {
   static ExplainCache c;
-  const StepRecord* rec = snap.records[static_cast<size_t>(step)].get();
+  const RecordPtr& rec = snap.records[static_cast<size_t>(step)];
   if (c.rec == rec && same_settings(c.settings, settings) && c.settings.seed == settings.seed) return c;
   c = ExplainCache();
   c.rec = rec;

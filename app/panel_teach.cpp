@@ -403,8 +403,9 @@ Commands panel_kv_calculator(const Snapshot& snap, UiState& ui) {
 namespace {
 
 // The binned causal attention matrix of every (layer, head), cached per shown step.
+// Keyed by the record itself (held, so a new record can never reuse its address).
 struct HeatCache {
-  const StepRecord* rec = nullptr;
+  RecordPtr rec;
   size_t count = 0;
   int bins = 0, S = 0, L = 0, H = 0;
   std::vector<float> cell;     // (layer, head, bin_q, bin_k): the largest weight in the bin
@@ -414,7 +415,7 @@ struct HeatCache {
 
 const HeatCache& heat_matrix(const std::vector<RecordPtr>& records, int step, int max_bins) {
   static HeatCache c;
-  const StepRecord* rec = step >= 0 && step < static_cast<int>(records.size()) ? records[step].get() : nullptr;
+  const RecordPtr rec = step >= 0 && step < static_cast<int>(records.size()) ? records[step] : nullptr;
   if (c.rec == rec && c.count == records.size() && c.bins == std::min(max_bins, rec ? rec->seq_len : 0)) return c;
   c = HeatCache();
   c.rec = rec;
