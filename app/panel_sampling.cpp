@@ -15,10 +15,6 @@ namespace kvscope {
 
 namespace {
 
-ImVec4 v4(const glm::vec3& c, float a = 1.0f) {
-  return ImVec4(c.r, c.g, c.b, a);
-}
-
 bool same_settings(const SamplerSettings& a, const SamplerSettings& b) {
   return a.greedy == b.greedy && a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p &&
          a.repetition_penalty == b.repetition_penalty;

@@ -14,10 +14,6 @@ namespace kvscope {
 
 namespace {
 
-ImVec4 v4(const glm::vec3& c, float a = 1.0f) {
-  return ImVec4(c.r, c.g, c.b, a);
-}
-
 std::string one_line(const std::string& s, size_t max_chars) {
   std::string out;
   for (char ch : s) out += (ch == '\n' || ch == '\r' || ch == '\t') ? ' ' : ch;

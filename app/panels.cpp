@@ -16,10 +16,6 @@ namespace kvscope {
 
 namespace {
 
-ImVec4 v4(const glm::vec3& c, float a = 1.0f) {
-  return ImVec4(c.r, c.g, c.b, a);
-}
-
 const char* stop_text(StopReason r) {
   switch (r) {
     case StopReason::kEos:

@@ -52,8 +52,12 @@ float legend_band(const Scene& scene, const OverlayFonts& fonts, const OverlayOp
 void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVec2 origin, ImVec2 size,
                   const OverlayFonts& fonts, const OverlayOptions& opt);
 
+// The one conversion of a palette colour for ImGui (packed, and as a vector for widgets).
+inline ImVec4 v4(const glm::vec3& c, float a = 1.0f) {
+  return ImVec4(c.r, c.g, c.b, a);
+}
 inline ImU32 to_imcolor(const glm::vec3& c, float a = 1.0f) {
-  return ImGui::ColorConvertFloat4ToU32(ImVec4(c.r, c.g, c.b, a));
+  return ImGui::ColorConvertFloat4ToU32(v4(c, a));
 }
 
 }  // namespace kvscope
