@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -43,7 +44,8 @@ struct Fd {
 };
 
 // Returns false when the file does not exist (errno ENOENT) and `missing_ok`.
-bool read_impl(const std::string& path, const std::string& expected, bool missing_ok, std::string& out) {
+bool read_impl(const std::string& path, const std::string& expected, bool missing_ok, std::string& out,
+               const std::atomic<bool>* cancel) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     const int e = errno;
@@ -60,8 +62,10 @@ bool read_impl(const std::string& path, const std::string& expected, bool missin
   const size_t size = static_cast<size_t>(st.st_size);
   std::string bytes(size, '\0');
   size_t done = 0;
+  constexpr size_t kChunk = size_t{16} << 20;
   while (done < size) {
-    const ssize_t n = ::read(f.fd, bytes.data() + done, size - done);
+    if (cancel && cancel->load()) throw Error(path + ": loading cancelled");
+    const ssize_t n = ::read(f.fd, bytes.data() + done, std::min(kChunk, size - done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) fail(path, "read error after " + std::to_string(done) + " bytes: " + errno_text(errno), expected);
     if (n == 0) {
@@ -106,14 +110,14 @@ void require_regular_file(const std::string& path, const std::string& expected) 
   if (std::string why = not_regular(st.st_mode); !why.empty()) fail(path, why + ", not a regular file", expected);
 }
 
-std::string read_regular_file(const std::string& path, const std::string& expected) {
+std::string read_regular_file(const std::string& path, const std::string& expected, const std::atomic<bool>* cancel) {
   std::string out;
-  read_impl(path, expected, false, out);
+  read_impl(path, expected, false, out, cancel);
   return out;
 }
 
 bool read_regular_file_if_exists(const std::string& path, const std::string& expected, std::string& out) {
-  return read_impl(path, expected, true, out);
+  return read_impl(path, expected, true, out, nullptr);
 }
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {

@@ -11,6 +11,7 @@
 // reason (e.g. "No space left on device", "File too large").
 #pragma once
 
+#include <atomic>
 #include <string>
 #include <string_view>
 
@@ -21,7 +22,11 @@ namespace kvscope {
 void require_regular_file(const std::string& path, const std::string& expected);
 
 // The whole file, after the checks above. Throws kvscope::Error naming `path`.
-std::string read_regular_file(const std::string& path, const std::string& expected);
+// Read in 16 MiB chunks; when `cancel` becomes true between two chunks it
+// throws "loading cancelled", so closing the window never waits for a
+// multi-GB read to finish.
+std::string read_regular_file(const std::string& path, const std::string& expected,
+                              const std::atomic<bool>* cancel = nullptr);
 
 // Like read_regular_file, but a missing file is not an error: returns false
 // and leaves `out` alone (settings that were never saved).

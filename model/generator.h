@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine.h"
+#include "index_check.h"
 #include "model.h"
 #include "sampler.h"
 
@@ -67,6 +68,10 @@ struct StepRecord {
   StopReason stop = StopReason::kNone;  // set on the last record
 
   float attention(int layer, int head, int row, int key) const {
+    KVSCOPE_CHECK_INDEX("attention layer", layer, n_layer);
+    KVSCOPE_CHECK_INDEX("attention head", head, n_head);
+    KVSCOPE_CHECK_INDEX("attention row", row, n_rows);
+    KVSCOPE_CHECK_INDEX("attention key", key, seq_len);
     return attn[((static_cast<size_t>(layer) * n_head + head) * n_rows + row) * seq_len + key];
   }
 };

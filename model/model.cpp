@@ -257,7 +257,7 @@ std::shared_ptr<const Model> load_model(const std::string& dir, const LoadContro
       throw Error(st_path + ": loading needs about " + std::to_string(need >> 20) + " MiB (file + f32 weights + " +
                   "KV cache), but only " + std::to_string(avail >> 20) + " MiB of memory is available");
     }
-    const SafeTensors st = SafeTensors::open(st_path);
+    const SafeTensors st = SafeTensors::open(st_path, control.cancel);
     if (control.cancel && control.cancel->load()) throw Error(st_path + ": loading cancelled");
     std::set<std::string> dtypes;
     m->weights = read_weights(st, m->config, &dtypes, &m->n_params, &control);

@@ -90,10 +90,10 @@ float bf16_to_f32(uint16_t h) {
   return f;
 }
 
-SafeTensors SafeTensors::open(const std::string& path) {
+SafeTensors SafeTensors::open(const std::string& path, const std::atomic<bool>* cancel) {
   // Straight into one buffer of the file's size (a stringstream would hold
   // a second copy of a possibly multi-GB file).
-  return from_bytes(read_regular_file(path, "a model.safetensors file"), path);
+  return from_bytes(read_regular_file(path, "a model.safetensors file", cancel), path);
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // Minimal safetensors reader: header JSON + raw little-endian tensor bytes.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -19,7 +20,8 @@ struct TensorInfo {
 // naming the file and tensor.
 class SafeTensors {
  public:
-  static SafeTensors open(const std::string& path);
+  // `cancel`: see read_regular_file.
+  static SafeTensors open(const std::string& path, const std::atomic<bool>* cancel = nullptr);
   static SafeTensors from_bytes(std::string bytes, const std::string& origin);
   // Reads only the header (validated as above against the file's size);
   // tensors are then read from the file one at a time (read_raw), so a

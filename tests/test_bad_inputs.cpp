@@ -386,6 +386,10 @@ TEST_F(BadInputs, NotRegularFiles) {
   // The same function reads every file: the shared entry point says so directly.
   expect_error([&] { read_regular_file(tmp_->path(), "a test file"); }, {{"is a directory"}, {"a test file"}},
                "read_regular_file on a folder");
+  // A read stops between chunks once cancelled (closing the window mid-load).
+  const std::atomic<bool> cancelled{true};
+  expect_error([&] { read_regular_file(folder("cancel") + "/model.safetensors", "weights", &cancelled); },
+               {{"model.safetensors"}, {"cancelled"}}, "cancelled read");
   std::string out = "untouched";
   EXPECT_FALSE(read_regular_file_if_exists(*tmp_ / "absent.json", "settings", out));
   EXPECT_EQ(out, "untouched");
@@ -477,6 +481,25 @@ TEST_F(BadInputs, SafeWriteReplacesOrKeepsTheOldFile) {
   expect_error([&] { write_file_atomic(dir + "/taken.png", "x"); }, {{"taken.png"}}, "destination is a folder");
   EXPECT_TRUE(fs::is_directory(dir + "/taken.png"));
   EXPECT_TRUE(temp_files(dir).empty());
+}
+
+// Record accessors check their indices where checks are compiled in (Debug,
+// the sanitizer builds): an index restored from a file and never validated
+// aborts with the values instead of reading outside the buffer.
+TEST(RecordIndexChecks, AttentionOutsideTheRecordAborts) {
+  StepRecord r;
+  r.n_layer = 2;
+  r.n_head = 2;
+  r.n_rows = 1;
+  r.seq_len = 3;
+  r.attn.assign(2 * 2 * 1 * 3, 0.25f);
+  EXPECT_EQ(r.attention(1, 1, 0, 2), 0.25f);
+#if !defined(NDEBUG) || defined(KVSCOPE_INDEX_CHECKS)
+  EXPECT_DEATH((void)r.attention(4095, 0, 0, 0), "attention layer = 4095, expected 0..1");
+  EXPECT_DEATH((void)r.attention(0, 0, 0, -1), "attention key = -1");
+#else
+  GTEST_SKIP() << "index checks are compiled in Debug and sanitizer builds only";
+#endif
 }
 
 }  // namespace
