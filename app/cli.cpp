@@ -26,12 +26,6 @@ namespace {
 
 using nlohmann::json;
 
-// Usage errors found after parsing (exit 2), as opposed to runtime errors (exit 1).
-class UsageError : public std::runtime_error {
- public:
-  explicit UsageError(const std::string& w) : std::runtime_error(w) {}
-};
-
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;

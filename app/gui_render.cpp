@@ -3,18 +3,20 @@
 // --bench it reports frame times at full context with every beam drawn.
 #include <imgui.h>
 #include <imgui_impl_opengl3.h>
-#include <stb_image_write.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <thread>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "beam_generator.h"
@@ -26,6 +28,7 @@
 #include "gui.h"
 #include "gui_common.h"
 #include "panel_teach.h"
+#include "png_file.h"
 #include "renderer.h"
 #include "renderer_overlay.h"
 #include "scene.h"
@@ -82,13 +85,42 @@ class OffscreenImGui {
 };
 
 void write_png(const std::string& path, int w, int h, const std::vector<uint8_t>& rgba) {
-  const std::filesystem::path p(path);
-  if (p.has_parent_path()) {
+  write_png_file(path, w, h, rgba.data(), w * 4);
+}
+
+// Before anything runs: the folders the outputs go to exist (they are not
+// created behind the user's back); --frames DIR itself is created, and said.
+void check_output_folders(const RenderOptions& o) {
+  namespace fs = std::filesystem;
+  auto parent_exists = [](const std::string& flag, const std::string& path) {
+    const fs::path parent = fs::path(path).parent_path();
     std::error_code ec;
-    std::filesystem::create_directories(p.parent_path(), ec);
+    if (!parent.empty() && !fs::is_directory(parent, ec))
+      throw Error(flag + " " + path + ": the folder " + parent.string() + " does not exist (create it first)");
+  };
+  if (!o.out.empty()) parent_exists("--out", o.out);
+  if (!o.video.empty()) parent_exists("--video", o.video);
+  if (!o.frames_dir.empty()) {
+    std::error_code ec;
+    if (fs::exists(o.frames_dir, ec) && !fs::is_directory(o.frames_dir, ec))
+      throw Error("--frames " + o.frames_dir + ": exists and is not a folder");
+    if (!fs::exists(o.frames_dir, ec)) {
+      parent_exists("--frames", fs::path(o.frames_dir).lexically_normal().string());
+      if (!fs::create_directory(o.frames_dir, ec) || ec)
+        throw Error("--frames " + o.frames_dir + ": cannot create the folder (" + ec.message() + ")");
+      std::fprintf(stderr, "kvscope: created the folder %s for --frames\n", o.frames_dir.c_str());
+    }
   }
-  if (!stbi_write_png(path.c_str(), w, h, 4, rgba.data(), w * 4))
-    throw Error("cannot write the PNG '" + path + "' (is the folder writable?)");
+}
+
+// After the context exists: the image fits what this driver can draw.
+void check_image_size(int width, int height) {
+  const int max_side = gl::max_image_side();
+  if (width > max_side || height > max_side) {
+    throw UsageError("--width/--height: " + std::to_string(width) + "x" + std::to_string(height) +
+                     " is larger than this OpenGL driver draws (at most " + std::to_string(max_side) +
+                     " pixels per side)");
+  }
 }
 
 // The heatmap grid right of a `x0`-wide 3D view (`kvscope render --heatmaps`).
@@ -141,6 +173,10 @@ int run_bench(const RenderOptions& o, std::shared_ptr<const Model> model, Camera
   // The prefill keeps every row's attention, (layer, head, T, T) floats: cap
   // it at 256 MB and decode the rest.
   Generator gen(model);
+  if (c.n_positions < 2) {
+    throw Error(model->name + ": the context holds " + std::to_string(c.n_positions) +
+                " position; render --bench needs at least 2 (a prefill and a decode step)");
+  }
   std::vector<int> prompt = model->tokenizer.encode(o.prompt);
   if (prompt.empty()) throw Error("--prompt is empty (expected some text)");
   const double row_bytes = 4.0 * c.n_layer * c.n_head;
@@ -159,6 +195,7 @@ int run_bench(const RenderOptions& o, std::shared_ptr<const Model> model, Camera
               seq.seq_len() + 1, c.n_positions, fill, ms_since(t_gen) / 1000.0);
 
   gl::HeadlessContext ctx;
+  check_image_size(o.width, o.height);
   std::vector<std::string> gl_messages;
   gl::enable_debug_output(&gl_messages);
   Renderer renderer;
@@ -276,22 +313,26 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-// Raw RGBA frames piped into ffmpeg, which encodes an H.264 MP4.
+// Raw RGBA frames piped into ffmpeg, which encodes an H.264 MP4 into a
+// temporary file next to `out`; renamed over `out` only when ffmpeg exits 0
+// (as write_file_atomic does for the PNGs), so a failed encode (a full disk)
+// leaves no half-written video and any previous one intact. ffmpeg's own
+// messages (-loglevel error) go to our stderr.
 class VideoPipe {
  public:
-  VideoPipe(const std::string& ffmpeg, const std::string& out, int w, int h, int fps) : w_(w), h_(h) {
-    const std::filesystem::path p(out);
-    std::error_code ec;
-    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-    const std::string cmd = shell_quote(ffmpeg) + " -hide_banner -loglevel error -y -f rawvideo -pix_fmt rgba -s " +
+  VideoPipe(const std::string& ffmpeg, const std::string& out, int w, int h, int fps)
+      : out_(out), tmp_(temp_path(out)), w_(w), h_(h) {
+    const std::string cmd = shell_quote(ffmpeg) +
+                            " -nostdin -hide_banner -loglevel error -y -f rawvideo -pix_fmt rgba -s " +
                             std::to_string(w) + "x" + std::to_string(h) + " -r " + std::to_string(fps) +
-                            " -i - -c:v libx264 -pix_fmt yuv420p -movflags +faststart " + shell_quote(out);
+                            " -i - -c:v libx264 -pix_fmt yuv420p -movflags +faststart -f mp4 " + shell_quote(tmp_);
     std::signal(SIGPIPE, SIG_IGN);  // a dying ffmpeg makes fwrite fail instead of killing us
     pipe_ = popen(cmd.c_str(), "w");
     if (!pipe_) throw Error("--video: cannot start ffmpeg (" + ffmpeg + ")");
   }
   ~VideoPipe() {
     if (pipe_) pclose(pipe_);
+    std::remove(tmp_.c_str());  // nothing after a successful rename
   }
   VideoPipe(const VideoPipe&) = delete;
   VideoPipe& operator=(const VideoPipe&) = delete;
@@ -301,15 +342,30 @@ class VideoPipe {
       throw Error("--video: ffmpeg stopped reading frames (see its message above)");
     ++frames_;
   }
-  // Waits for ffmpeg; throws when it failed.
+  // Waits for ffmpeg; throws when it failed, else puts the video in place.
   void finish() {
+    if (std::fflush(pipe_) != 0) throw Error("--video: ffmpeg stopped reading frames (see its message above)");
     const int status = pclose(pipe_);
     pipe_ = nullptr;
-    if (status != 0) throw Error("--video: ffmpeg failed (exit status " + std::to_string(status) + ")");
+    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      const std::string how = status != -1 && WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
+                              : status != -1 && WIFSIGNALED(status)
+                                  ? "killed by signal " + std::to_string(WTERMSIG(status))
+                                  : "no exit status";
+      throw Error("--video " + out_ + ": ffmpeg failed (" + how + "; its message is above); nothing was written");
+    }
+    if (std::rename(tmp_.c_str(), out_.c_str()) != 0)
+      throw Error("--video " + out_ + ": cannot put the video in place (" + std::string(std::strerror(errno)) + ")");
   }
   int frames() const { return frames_; }
 
  private:
+  static std::string temp_path(const std::string& out) {
+    const std::filesystem::path p(out);
+    const std::string name = "." + p.filename().string() + ".tmp-" + std::to_string(getpid()) + ".mp4";
+    return p.has_parent_path() ? (p.parent_path() / name).string() : name;
+  }
+  std::string out_, tmp_;
   FILE* pipe_ = nullptr;
   int w_, h_;
   int frames_ = 0;
@@ -410,6 +466,7 @@ int run_render(const RenderOptions& o) {
                   "Without it, --frames DIR writes one PNG per step.");
     if (o.width % 2 || o.height % 2) throw Error("--video: --width and --height must be even (H.264 4:2:0)");
   }
+  if (!o.bench) check_output_folders(o);
   std::shared_ptr<const Model> model = load_model(o.model_dir.empty() ? default_model_dir() : o.model_dir);
   check_view(*model, o.layer, o.head);
   if (o.bench) return run_bench(o, model, preset);
@@ -422,6 +479,7 @@ int run_render(const RenderOptions& o) {
   gen.start(o.prompt, go);
 
   gl::HeadlessContext ctx;
+  check_image_size(o.width, o.height);
   std::vector<std::string> gl_messages;
   gl::enable_debug_output(&gl_messages);
   Renderer renderer;

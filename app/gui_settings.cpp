@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
+
+#include "error.h"
+#include "file_io.h"
 
 namespace kvscope {
 
@@ -38,11 +40,21 @@ void get(const json& j, const char* key, T& out) {
 }  // namespace
 
 bool load_settings(const std::string& path, UiState& ui, WindowSettings& win, std::string& error) {
-  std::ifstream in(path);
-  if (!in) return true;
+  std::string text;
+  try {
+    if (!read_regular_file_if_exists(path, "the kvscope settings file (JSON)", text)) return true;
+  } catch (const Error& e) {
+    error = std::string(e.what()) + "; using defaults";
+    return false;
+  }
+  return settings_from_json(text, path, ui, win, error);
+}
+
+bool settings_from_json(const std::string& text, const std::string& path, UiState& ui, WindowSettings& win,
+                        std::string& error) {
   json j;
   try {
-    j = json::parse(in);
+    j = json::parse(text);
   } catch (const json::exception& e) {
     error = "settings file " + path + " is not valid JSON (" + e.what() + "); using defaults";
     return false;
@@ -138,19 +150,11 @@ bool save_settings(const std::string& path, const UiState& ui, const WindowSetti
       {"bottom_tab", ui.bottom_tab},
       {"view_path", ui.view_path},
   };
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) {
-      error = "cannot write " + tmp;
-      return false;
-    }
-    out << j.dump(2) << "\n";
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    error = "cannot replace " + path + ": " + ec.message();
+  try {
+    // Invalid UTF-8 in a prompt becomes U+FFFD rather than failing the save.
+    write_file_atomic(path, j.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+  } catch (const Error& e) {
+    error = std::string("settings not saved: ") + e.what();
     return false;
   }
   return true;

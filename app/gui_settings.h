@@ -31,7 +31,11 @@ std::string config_dir();
 // Missing file: defaults, returns true. Unreadable or malformed: defaults
 // kept for what cannot be read, `error` says why, returns false.
 bool load_settings(const std::string& path, UiState& ui, WindowSettings& win, std::string& error);
-// Returns false (and `error`) when the file cannot be written.
+// The same from the file's text (`path` names it in errors; fuzzed).
+bool settings_from_json(const std::string& text, const std::string& path, UiState& ui, WindowSettings& win,
+                        std::string& error);
+// Returns false (and `error`) when the file cannot be written; the previous
+// file is then left as it was (write_file_atomic).
 bool save_settings(const std::string& path, const UiState& ui, const WindowSettings& win, std::string& error);
 
 }  // namespace kvscope

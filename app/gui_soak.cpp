@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "gl_objects.h"
+#include "teach_view.h"
 
 namespace kvscope {
 
@@ -42,6 +45,23 @@ double FrameStats::max_ms(bool loading) const {
   return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
 }
 
+SoakRun::SoakRun(int rounds) : rounds_(rounds) {
+  SavedView v;  // as saved with a 12-layer, 12-head model: indices the loaded one may lack
+  v.layer = 4095;
+  v.head = 4095;
+  v.step = 4095;
+  v.prompt = "The KV cache";  // short: fits any context the soak runs with
+  v.max_new = 4096;
+  v.presentation = true;
+  view_path_ =
+      (std::filesystem::temp_directory_path() / ("kvscope-soak-view-" + std::to_string(getpid()) + ".json")).string();
+  save_view(v, view_path_);
+}
+
+SoakRun::~SoakRun() {
+  std::remove(view_path_.c_str());
+}
+
 std::vector<UiCommand> SoakRun::frame(const Snapshot& snap, bool engine_idle) {
   std::vector<UiCommand> cmds;
   if (finished() || !snap.started || snap.stop == StopReason::kNone || !engine_idle) return cmds;
@@ -62,6 +82,13 @@ std::vector<UiCommand> SoakRun::frame(const Snapshot& snap, bool engine_idle) {
                rounds_done_.size(), rounds_, to_string(r.stop), r.positions, r.context, to_string(r.mode),
                static_cast<double>(r.rss) / (1 << 20), r.gl_live);
   if (!finished()) {
+    if (rounds_done_.size() == 1) {
+      std::fprintf(stderr, "kvscope: soak: restoring %s (a view saved with another model)\n", view_path_.c_str());
+      cmds.push_back(cmd::LoadView{view_path_});
+      // Its layer and head (4095) are reported in the error panel and fitted;
+      // dismissed, so the scripted run's verdict counts only unexpected errors.
+      cmds.push_back(cmd::DismissErrors{});
+    }
     cmds.push_back(cmd::ToggleCache{});  // the next round runs in the other mode
     cmds.push_back(cmd::Reset{});
   }

@@ -30,10 +30,17 @@ class FrameStats {
 
 class SoakRun {
  public:
-  explicit SoakRun(int rounds) : rounds_(rounds) {}
+  // Writes the saved view the first round ends with (see frame()).
+  explicit SoakRun(int rounds);
+  ~SoakRun();
+  SoakRun(const SoakRun&) = delete;
+  SoakRun& operator=(const SoakRun&) = delete;
   // Once per frame, after the worker's events are taken: when the current
   // generation has stopped and the engine is idle, records the round and
-  // returns {switch the cache mode, reset} for the next one.
+  // returns {switch the cache mode, reset} for the next one. The first round
+  // also restores a saved view made with a bigger model (layer and head 4095,
+  // step 4095, presentation mode, its own prompt), which the session must fit
+  // to the loaded model; the later rounds run with that view's prompt.
   std::vector<UiCommand> frame(const Snapshot& snap, bool engine_idle);
   bool finished() const { return static_cast<int>(rounds_done_.size()) >= rounds_; }
   // Per-round lines and the verdict to `out`; `gl_live_after` = GL objects
@@ -53,6 +60,7 @@ class SoakRun {
     std::string gl_summary;
   };
   int rounds_;
+  std::string view_path_;  // the other model's saved view, removed at the end
   uint64_t handled_generation_ = 0;
   std::vector<Round> rounds_done_;
 };

@@ -3,7 +3,6 @@
 #include <glad/gl.h>
 // GLFW after glad: glad provides the GL declarations.
 #include <GLFW/glfw3.h>
-#include <stb_image_write.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -13,6 +12,7 @@
 
 #include "error.h"
 #include "gui_common.h"
+#include "png_file.h"
 
 namespace kvscope {
 
@@ -128,11 +128,10 @@ bool save_screenshot(const std::string& path, int w, int h, std::string& error) 
     std::swap_ranges(px.begin() + static_cast<long>(y * row), px.begin() + static_cast<long>((y + 1) * row),
                      px.begin() + static_cast<long>((h - 1 - y) * row));
   for (size_t i = 3; i < px.size(); i += 4) px[i] = 255;
-  const std::filesystem::path p(path);
-  std::error_code ec;
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-  if (!stbi_write_png(path.c_str(), w, h, 4, px.data(), static_cast<int>(row))) {
-    error = "cannot write the screenshot " + path;
+  try {
+    write_png_file(path, w, h, px.data(), static_cast<int>(row));
+  } catch (const Error& e) {
+    error = std::string("screenshot not saved: ") + e.what();
     return false;
   }
   return true;

@@ -73,6 +73,7 @@ void Session::start_generation(const std::string& prompt) {
   snap.seq_count = 0;
   snap.pending_forks = 0;
   snap.pending_select = -1;
+  snap.pending_view_step = -1;  // a restored step belongs to the generation it was restored with
   snap.stop = StopReason::kNone;
   snap.started = false;
   snap.step_after_start = false;
@@ -99,7 +100,11 @@ void Session::update(double now) {
   for (WorkerEvent& ev : worker_.poll()) take_event(ev, now);
   snap.step_in_flight = worker_.pending() > 0;
   snap.load_progress = worker_.load_progress();
-  // A restored view's step, once generated.
+  // A restored view's step, once generated (or the last one, when the
+  // generation stopped before reaching it).
+  if (snap.pending_view_step >= 0 && snap.stop != StopReason::kNone && !snap.records.empty() &&
+      static_cast<int>(snap.records.size()) <= snap.pending_view_step)
+    snap.pending_view_step = static_cast<int>(snap.records.size()) - 1;
   if (snap.pending_view_step >= 0 && static_cast<int>(snap.records.size()) > snap.pending_view_step) {
     ui.view_step = snap.pending_view_step;
     ui.playing = false;
@@ -122,6 +127,7 @@ void Session::take_event(WorkerEvent& ev, double now) {
       snap.model = ev.model;
       snap.loading_model = false;
       snap.model_error.clear();
+      fit_to_model();
       start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt);
       break;
     case WorkerEvent::Kind::kStarted:
@@ -359,6 +365,24 @@ void Session::set_text_scale(float scale) {
   requests_.text_scale = std::clamp(scale, kMinTextScale, kMaxTextScale);
 }
 
+void Session::fit_to_model(const std::string& origin) {
+  if (!snap.model) return;  // checked again when one has loaded
+  const Config& c = snap.model->config;
+  auto fit = [&](int& index, int count, const char* what) {
+    if (index >= -1 && index < count) return;
+    if (!origin.empty()) {
+      ui.errors.push_back(origin + ": " + what + " " + std::to_string(index) + " is not in " + snap.model->name + " (" +
+                          std::to_string(count) + " " + what + "s, 0.." + std::to_string(count - 1) +
+                          "); showing the mean over " + what + "s");
+    }
+    index = -1;
+  };
+  fit(ui.layer, c.n_layer, "layer");
+  fit(ui.head, c.n_head, "head");
+  // A restored step past what this model's context can generate: the last one.
+  if (snap.pending_view_step >= c.n_positions) snap.pending_view_step = c.n_positions - 1;
+}
+
 void Session::save_view_to(const std::string& path) {
   SavedView v;
   v.camera = to_saved(view.camera, ui);
@@ -427,6 +451,7 @@ void Session::load_view_from(const std::string& path, double now) {
     ui.view_step = v.step >= static_cast<int>(snap.records.size()) - 1 ? -1 : v.step;
     ui.playing = false;
   }
+  fit_to_model(path);  // after the step: it is checked too
   ui.status = "view loaded from " + path;
 }
 

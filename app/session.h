@@ -63,6 +63,11 @@ class Session {
   std::string selected_prompt() const;
   // Whether playback would ask for a step at `now` (used to sleep until then).
   double next_step_due() const;
+  // Indices restored from a file (settings, a saved view) or kept across a
+  // model switch, checked against the model now loaded: a layer or head it
+  // does not have falls back to the mean, said in the error panel when
+  // `origin` (the file) is given. Runs on every model load and view restore.
+  void fit_to_model(const std::string& origin = "");
 
   Snapshot snap;
   UiState ui;

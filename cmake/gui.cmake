@@ -47,13 +47,13 @@ set(KVSCOPE_GUI_SRC
   app/gui_input.cpp
   app/gui_layout.cpp
   app/gui_render.cpp
-  app/gui_settings.cpp
   app/gui_soak.cpp
   app/gui_window.cpp
   app/panel_qkv.cpp
   app/panel_sampling.cpp
   app/panel_teach.cpp
-  app/panels.cpp)
+  app/panels.cpp
+  app/png_file.cpp)
 add_library(kvscope_gui STATIC ${KVSCOPE_GL_SRC} ${KVSCOPE_GUI_SRC} ${KVSCOPE_SHADER_HEADER})
 target_include_directories(kvscope_gui PUBLIC ${CMAKE_SOURCE_DIR}/app ${CMAKE_SOURCE_DIR}/render
                            PRIVATE ${CMAKE_BINARY_DIR}/generated ${STB_INCLUDE_DIRS})

@@ -14,4 +14,11 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// A command-line value that cannot work (exit 2 in the CLI), found after
+// parsing: e.g. an image size above what the OpenGL driver draws.
+class UsageError : public Error {
+ public:
+  explicit UsageError(const std::string& what) : Error(what) {}
+};
+
 }  // namespace kvscope

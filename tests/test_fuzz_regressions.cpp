@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_checks.h"
+#include "fuzz/fuzz_checks_saved.h"
 
 namespace kvscope {
 namespace {
@@ -74,6 +75,10 @@ TEST(FuzzRegressions, TokenizerText) {
 TEST(FuzzRegressions, Cli) {
   replay(
       "cli", [](const std::string& in) { return fuzz::check_cli(in); }, 0);
+}
+
+TEST(FuzzRegressions, SavedFiles) {
+  replay("saved_files", fuzz::check_saved_files, 1);
 }
 
 // The oracles themselves: a check that cannot fail proves nothing.

@@ -8,6 +8,8 @@
 // started with; nothing may deadlock (a watchdog aborts the binary). Run under ThreadSanitizer by the
 // `make test-tsan` build (cmake -DKVSCOPE_TSAN=ON).
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -16,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
@@ -457,6 +460,78 @@ TEST(Session, OnlyTheNewestStartsRecordsReachTheTimeline) {
   const std::vector<int> want = s.snap.model->tokenizer.encode("Once upon");
   EXPECT_EQ(r.prompt_tokens, want);
   EXPECT_EQ(s.ui.active_prompt, "Once upon");
+}
+
+TEST(Session, ViewsAndIndicesFromAnotherModelAreFittedToTheLoadedOne) {
+  // A saved view made with a 3-layer, 4-head model, restored on a 2-layer,
+  // 2-head one: the attention view falls back to the mean (said in the error
+  // panel), never an index past the records' buffers; a model switch
+  // re-checks what the user had chosen.
+  Watchdog dog("the restored-view test", 60s);
+  const Models& m = models();
+  TempDir tmp("restored-view");
+  const std::string path = tmp / "lesson.json";
+  Session s;
+  s.ui.playing = false;
+  s.load_model(m.b);
+  update_until(s, [&] { return s.snap.model != nullptr; });
+  s.ui.layer = 2;
+  s.ui.head = 3;
+  s.execute(cmd::SaveView{path}, 0);
+  ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
+
+  s.load_model(m.a);
+  update_until(s, [&] { return s.snap.model && s.snap.model->config.n_layer == 2; });
+  EXPECT_EQ(s.ui.layer, -1) << "layer 2 kept after switching to a 2-layer model";
+  EXPECT_EQ(s.ui.head, -1);
+
+  s.execute(cmd::LoadView{path}, 1);
+  EXPECT_EQ(s.ui.layer, -1);
+  EXPECT_EQ(s.ui.head, -1);
+  ASSERT_EQ(s.ui.errors.size(), 2u);
+  EXPECT_NE(s.ui.errors[0].find("layer 2 is not in"), std::string::npos) << s.ui.errors[0];
+  EXPECT_NE(s.ui.errors[1].find("head 3 is not in"), std::string::npos) << s.ui.errors[1];
+
+  // A step this model's context cannot reach: the view lands on the last one.
+  nlohmann::json v = nlohmann::json::parse(testutil::read_file(path));
+  v["step"] = 4095;
+  v["attention"]["layer"] = 4095;
+  v["max_new"] = 4096;
+  testutil::write_file(path, v.dump());
+  s.ui.errors.clear();
+  s.execute(cmd::LoadView{path}, 2);
+  EXPECT_EQ(s.ui.layer, -1);
+  s.ui.playing = true;
+  s.ui.fastest = true;
+  update_until(s, [&] { return s.snap.stop != StopReason::kNone && s.snap.pending_view_step < 0; });
+  EXPECT_EQ(s.ui.view_step, static_cast<int>(s.snap.records.size()) - 1);
+  EXPECT_LE(static_cast<int>(s.snap.records.size()), s.snap.model->config.n_positions);
+}
+
+TEST(Session, AFailedViewSaveKeepsTheOldFileAndSaysWhy) {
+  Watchdog dog("the failed-save test", 60s);
+  TempDir tmp("failed-save");
+  const std::string path = tmp / "lesson.json";
+  Session s;
+  s.ui.playing = false;
+  s.load_model(models().a);
+  update_until(s, [&] { return s.snap.model != nullptr; });
+  s.execute(cmd::SaveView{path}, 0);
+  const std::string before = testutil::read_file(path);
+  // A full disk, without root: writes beyond 64 bytes fail with EFBIG.
+  struct rlimit old_limit {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  void (*old_handler)(int) = ::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old_limit;
+  small.rlim_cur = 64;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  s.ui.layer = 1;
+  s.execute(cmd::SaveView{path}, 1);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  ::signal(SIGXFSZ, old_handler);
+  ASSERT_EQ(s.ui.errors.size(), 1u);
+  EXPECT_NE(s.ui.errors[0].find("File too large"), std::string::npos) << s.ui.errors[0];
+  EXPECT_EQ(testutil::read_file(path), before) << "the previous saved view must survive";
 }
 
 }  // namespace

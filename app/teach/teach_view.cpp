@@ -3,11 +3,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "error.h"
+#include "file_io.h"
 
 namespace kvscope {
 namespace {
@@ -116,7 +115,7 @@ SavedView view_from_json(const std::string& text, const std::string& origin) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e999
     throw Error(origin + ": not valid JSON (" + e.what() + ")");
   }
   if (!j.is_object()) throw Error(origin + ": expected a JSON object (a kvscope saved view)");
@@ -133,8 +132,8 @@ SavedView view_from_json(const std::string& text, const std::string& origin) {
       if (!t->is_array() || t->size() != 3) rd.fail("camera.target", "must be an array of 3 numbers, got " + t->dump());
       for (size_t i = 0; i < 3; ++i) {
         const json& x = (*t)[i];
-        if (!x.is_number() || !std::isfinite(x.get<double>()))
-          rd.fail("camera.target[" + std::to_string(i) + "]", "must be a finite number, got " + x.dump());
+        if (!x.is_number() || !std::isfinite(x.get<double>()) || std::fabs(x.get<double>()) > 1e7)
+          rd.fail("camera.target[" + std::to_string(i) + "]", "must be a number in -1e7..1e7, got " + x.dump());
         v.camera.target[i] = x.get<float>();
       }
     }
@@ -186,28 +185,11 @@ SavedView view_from_json(const std::string& text, const std::string& origin) {
 }
 
 void save_view(const SavedView& v, const std::string& path) {
-  const std::string text = view_to_json(v);
-  // Write a sibling and rename, so a failed save never leaves half a lesson file.
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw Error(path + ": cannot write the saved view (is the folder there and writable?)");
-    f << text;
-    f.flush();
-    if (!f) throw Error(path + ": writing the saved view failed");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw Error(path + ": cannot write the saved view (rename failed)");
-  }
+  write_file_atomic(path, view_to_json(v));
 }
 
 SavedView load_view(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(path + ": cannot open the saved view");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return view_from_json(ss.str(), path);
+  return view_from_json(read_regular_file(path, "a kvscope saved view (JSON)"), path);
 }
 
 }  // namespace kvscope

@@ -256,11 +256,50 @@ def make_cli():
         write("cli", name, "\0".join(args))
 
 
+def make_saved_files():
+    """Saved views and settings files: valid ones, ones made with a bigger model, near-misses."""
+    view = {"kvscope_view": 1,
+            "camera": {"target": [1.5, 0, -2], "distance": 20, "yaw": 0.3, "pitch": 0.25, "fov_y": 0.7,
+                       "preset": ""},
+            "step": 12, "prompt": "Once upon a time", "model": "", "max_new": 64, "cache": "kv_cache",
+            "sampler": {"greedy": False, "temperature": 0.8, "top_k": 40, "top_p": 0.95,
+                        "repetition_penalty": 1.2, "seed": 18446744073709551615},
+            "attention": {"layer": 1, "head": 0, "min_weight": 0.05},
+            "text_scale": 1.25, "presentation": True, "predict": False}
+    write("saved_files", "view_valid.json", json.dumps(view))
+    big = dict(view, step=4095, attention={"layer": 4095, "head": 4095, "min_weight": 0})
+    write("saved_files", "view_other_model.json", json.dumps(big))
+    write("saved_files", "view_preset_camera.json",
+          json.dumps(dict(view, camera={"preset": "follow"}, cache="no_cache")))
+    for name, patch in [("view_bad_version", {"kvscope_view": 2}), ("view_bad_cache", {"cache": "paged"}),
+                        ("view_negative_step", {"step": -1}), ("view_huge_number", {"text_scale": 1e300}),
+                        ("view_bad_seed", {"sampler": {"seed": -5}}),
+                        ("view_target_strings", {"camera": {"target": ["a", 0, 0]}})]:
+        write("saved_files", name + ".json", json.dumps(dict(view, **patch)))
+    write("saved_files", "view_number_overflow.json", '{"kvscope_view": 1, "step": 1e999}')
+    settings = {"window_width": 1600, "window_height": 900, "window_maximized": False, "preset": 3,
+                "custom_prompt": "The KV cache", "speed": 2, "fastest": False, "max_new": 0, "layer": 11,
+                "head": 11, "min_weight": 0.02, "beams": True, "greedy": True, "temperature": 1,
+                "top_k": 0, "top_p": 1, "repetition_penalty": 1, "seed": 0, "model_dir_input": "",
+                "camera": "front", "labels": True, "legend": True, "hud": True, "grid": True,
+                "text_scale": 1, "colour_blind": False, "kv_context": 100000, "kv_dtype": 1,
+                "bottom_tab": 2, "view_path": "lesson.json"}
+    write("saved_files", "settings_valid.json", json.dumps(settings))
+    write("saved_files", "settings_out_of_range.json",
+          json.dumps(dict(settings, window_width=-5, preset=99, speed=1e30, temperature=0, top_p=0,
+                          repetition_penalty=-1, kv_dtype=9, bottom_tab=-3, text_scale=0)))
+    write("saved_files", "settings_wrong_types.json",
+          json.dumps(dict(settings, speed="fast", layer=[1], camera=7, seed=-1)))
+    write("saved_files", "not_an_object.json", "[1, 2, 3]")
+    write("saved_files", "cut.json", json.dumps(settings)[:40])
+
+
 if __name__ == "__main__":
     make_safetensors()
     make_config()
     make_tokenizer_files()
     make_text()
     make_cli()
+    make_saved_files()
     for t in sorted(os.listdir(CORPUS)):
         print(t, len(os.listdir(os.path.join(CORPUS, t))))

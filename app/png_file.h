@@ -1,0 +1,15 @@
+// The one way kvscope writes a PNG (render --out / --frames, screenshots):
+// encoded in memory, then written with write_file_atomic, so a full disk
+// leaves the previous file intact and is reported, never a truncated PNG.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kvscope {
+
+// `rgba`: h rows of w RGBA8 pixels, top row first, `stride` bytes apart.
+// Throws kvscope::Error naming `path`.
+void write_png_file(const std::string& path, int w, int h, const uint8_t* rgba, int stride);
+
+}  // namespace kvscope

@@ -1,0 +1,86 @@
+// The saved_files fuzz target's property, shared with the regression test:
+// one JSON text fed to both readers of files the app saves and restores, a
+// saved view (view_from_json) and the settings (settings_from_json).
+// Header-only; needs the teach library and the session library's settings.
+#pragma once
+
+#include <cmath>
+#include <string>
+
+#include "error.h"
+#include "gui_settings.h"
+#include "sampler.h"
+#include "teach_view.h"
+
+namespace kvscope::fuzz {
+
+inline bool in_range(double x, double lo, double hi) {
+  return std::isfinite(x) && x >= lo && x <= hi;
+}
+
+// A restored sampler the engine would refuse is a bug of the reader.
+inline std::string sampler_accepted(const SamplerSettings& s, const char* what) {
+  try {
+    Sampler check(s);
+  } catch (const std::exception& e) {
+    return std::string(what) + " restored sampler settings the engine refuses: " + e.what();
+  }
+  return "";
+}
+
+inline std::string check_saved_view(const std::string& text) {
+  SavedView v;
+  try {
+    v = view_from_json(text, "fuzz/view.json");
+  } catch (const Error& e) {
+    if (std::string(e.what()).find("fuzz/view.json") == std::string::npos)
+      return std::string("saved-view error does not name the file: ") + e.what();
+    return "";
+  } catch (const std::exception& e) {
+    return std::string("view_from_json threw a non-kvscope exception: ") + e.what();
+  }
+  if (v.layer < -1 || v.layer > 4095 || v.head < -1 || v.head > 4095) return "saved view: layer/head out of range";
+  if (v.step < 0 || v.max_new < 1) return "saved view: step/max_new out of range";
+  for (float t : v.camera.target)
+    if (!in_range(t, -1e7, 1e7)) return "saved view: camera target not finite";
+  if (!in_range(v.camera.distance, 1e-4, 1e7) || !in_range(v.camera.fov_y, 0.01, 3.1) ||
+      !in_range(v.camera.pitch, -1.5708, 1.5708) || !in_range(v.camera.yaw, -1e4, 1e4))
+    return "saved view: camera out of range";
+  if (!in_range(v.min_weight, 0, 1) || !in_range(v.text_scale, 0.25, 8)) return "saved view: view option out of range";
+  if (std::string err = sampler_accepted(v.sampler, "saved view"); !err.empty()) return err;
+  // What was read is what a save writes back.
+  try {
+    const std::string once = view_to_json(v);
+    if (view_to_json(view_from_json(once, "fuzz/again.json")) != once) return "saved view does not round-trip";
+  } catch (const std::exception& e) {
+    return std::string("a view kvscope wrote is refused: ") + e.what();
+  }
+  return "";
+}
+
+inline std::string check_settings(const std::string& text) {
+  UiState ui;
+  WindowSettings win;
+  std::string err;
+  try {
+    if (!settings_from_json(text, "fuzz/settings.json", ui, win, err) &&
+        err.find("fuzz/settings.json") == std::string::npos)
+      return "settings error does not name the file: " + err;
+  } catch (const std::exception& e) {
+    return std::string("settings_from_json threw: ") + e.what();
+  }
+  if (win.width < 640 || win.width > 16384 || win.height < 400 || win.height > 16384) return "settings: window size";
+  if (ui.preset < 0 || ui.preset > kNumPresets || ui.max_new < 0) return "settings: preset/max_new";
+  if (!in_range(ui.speed, 0.25, 8) || !in_range(ui.min_weight, 0, 1) || !in_range(ui.text_scale, 0.75, 2.5))
+    return "settings: speed/min_weight/text_scale";
+  if (ui.kv_context < 1 || ui.kv_dtype < 0 || ui.kv_dtype > 3 || ui.bottom_tab < 0 || ui.bottom_tab > 3)
+    return "settings: KV calculator/tab";
+  return sampler_accepted(ui.sampler, "settings");
+}
+
+inline std::string check_saved_files(const std::string& text) {
+  std::string err = check_saved_view(text);
+  return err.empty() ? check_settings(text) : err;
+}
+
+}  // namespace kvscope::fuzz
