@@ -381,6 +381,7 @@ constexpr int kVideoFramesPerStep = 12;  // the step's animation (flash, beams, 
 // and text layer, one PNG per step (or per stage) into --frames, the last to --out.
 int run_render_decode(const RenderOptions& o, std::shared_ptr<const Model> model, CameraPreset preset) {
   gl::HeadlessContext ctx;
+  check_image_size(o.width, o.height);
   std::vector<std::string> gl_messages;
   gl::enable_debug_output(&gl_messages);
   Renderer renderer;
