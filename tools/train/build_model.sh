@@ -15,12 +15,16 @@ SEED=${SEED:-1234}
 STEPS=${STEPS:-2200}                  # length of the main model's LR schedule
 PHASES=${PHASES:-"1100 $STEPS"}       # each phase ends with a checkpoint at this step
 DRAFT_STEPS=${DRAFT_STEPS:-600}
+SNAPSHOTS=${SNAPSHOTS:-0,100,300,800}  # training checkpoints shipped next to the final model
 # Passive OpenMP waiting: spinning threads starve each other on a shared 2-core machine.
 export OMP_WAIT_POLICY=PASSIVE
 mkdir -p work/runs
 
-$PY make_data.py --seed "$SEED"
-$PY train_bpe.py --seed "$SEED" --merges 4000
+# deterministic: a resumed run checks that the tokenized data are the ones its checkpoint saw
+if [ "${SKIP_DATA:-0}" != 1 ]; then
+    $PY make_data.py --seed "$SEED"
+    $PY train_bpe.py --seed "$SEED" --merges 4000
+fi
 
 # a run continues from work/runs/<name>/state.pt, or else from the committed copy in resume/<name>/
 train_phases() { # name nice phases... -- train.py args
@@ -30,8 +34,8 @@ train_phases() { # name nice phases... -- train.py args
     while [ "$1" != "--" ]; do stops="$stops $1"; shift; done
     shift
     run=work/runs/$name
-    if [ "${FRESH:-0}" = 1 ]; then rm -rf "$run"; fi
-    if [ ! -f "$run/state.pt" ] && [ -f "resume/$name/state.pt" ]; then
+    if [ "${FRESH:-0}" = 1 ]; then rm -rf "$run" "work/runs/$name.log"; fi
+    if [ "${FRESH:-0}" != 1 ] && [ ! -f "$run/state.pt" ] && [ -f "resume/$name/state.pt" ]; then
         mkdir -p "$run"
         cp -r "resume/$name/." "$run/"
         echo "starting $name from the committed checkpoint resume/$name (step $($PY -c "import torch; print(torch.load('$run/state.pt', map_location='cpu')['step'])"))"
@@ -51,14 +55,14 @@ train_phases() { # name nice phases... -- train.py args
     done
 }
 
-train_phases kvscope-tiny 10 $PHASES -- --steps "$STEPS"
+train_phases kvscope-tiny 10 $PHASES -- --steps "$STEPS" ${TRAIN_ARGS:-}
 train_phases kvscope-draft 15 "$DRAFT_STEPS" -- --steps "$DRAFT_STEPS" --n-layer 2 --n-head 4 --n-embd 64 \
-    --warmup 50 --lr 3e-3 --threads 1 --snapshot-steps ""
+    --warmup 50 --lr 3e-3 --threads 1 --snapshot-steps "" ${TRAIN_ARGS:-}
 test -f work/runs/kvscope-tiny/done.json && test -f work/runs/kvscope-draft/done.json
 
 $PY export.py --run kvscope-tiny
 $PY export.py --run kvscope-draft --val-dir ../../assets/models/kvscope-tiny/val
-$PY export_snapshots.py --run kvscope-tiny --steps 0,100,300,800
+$PY export_snapshots.py --run kvscope-tiny --steps "$SNAPSHOTS"
 $PY make_card.py --name kvscope-tiny
 $PY make_card.py --name kvscope-draft --draft
 echo "done: assets/models/kvscope-tiny, kvscope-draft and the training snapshots"
