@@ -21,6 +21,7 @@ import glob
 import json
 import os
 import random
+import re
 import subprocess
 import tarfile
 
@@ -125,10 +126,15 @@ def code_docs():
 # ----------------------------------------------------------------------------- english
 
 WORDNET = "/usr/share/wordnet"
-# glosses flagging words a classroom tool should not learn; sentences containing any lemma of such a
-# synset are dropped too
-FLAGS = ("offensive", "obscene", "vulgar", "derogatory", "disparaging", "slang", "ethnic slur", "sexual",
-         "genitals", "racist", "insulting")
+# A synset is dropped when its gloss flags the word (offensive, slang, ...) or its lemmas, gloss or
+# examples touch sex, sexual violence, slurs, suicide, torture or murder: a classroom tool's model
+# should not learn them. Sentences containing any lemma of a dropped synset are dropped too.
+FLAGS = ("offensive", "obscene", "vulgar", "derogatory", "disparaging", "slang", "ethnic slur", "racist",
+         "insulting", "informal term")
+BLOCK = re.compile(r"\b(sex\w*|rap(e|ed|es|ing|ist)|bitch\w*|bastard\w*|whor\w*|slut\w*|penis\w*|vagin\w*|"
+                   r"genital\w*|copulat\w*|intercourse|orgasm\w*|erotic\w*|porn\w*|prostitut\w*|masturbat\w*|"
+                   r"semen|ejaculat\w*|nude|naked|suicid\w*|tortur\w*|murder\w*|homicid\w*|slaughter\w*|"
+                   r"nigg\w*|fag\w*|retard\w*|damn\w*|hell|drunk\w*|breast\w*|buttock\w*|anus|anal)\b")
 
 
 def wordnet_docs(rng_train, rng_val, val_every=40):
@@ -146,7 +152,7 @@ def wordnet_docs(rng_train, rng_val, val_every=40):
             n = int(f[3], 16)
             lemmas = [f[4 + 2 * k].replace("_", " ") for k in range(n)]
             lemmas = [l.split("(")[0] for l in lemmas]
-            if any(w in gloss.lower() for w in FLAGS):
+            if any(w in gloss.lower() for w in FLAGS) or BLOCK.search((" ".join(lemmas) + " " + gloss).lower()):
                 banned.update(l.lower() for l in lemmas)
                 continue
             parts = [p.strip() for p in gloss.split(";")]
