@@ -21,6 +21,7 @@ import torch  # noqa: E402
 
 import bpe  # noqa: E402
 import export  # noqa: E402
+from model import GPT2  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = os.path.join(HERE, "work")
@@ -30,6 +31,18 @@ PARTS = ["stories", "facts", "code", "stdlib", "english"]
 
 def val_all(model, tok, val_dir, T):
     return {p: export.val_metrics(model, tok, os.path.join(val_dir, f"{p}.txt"), T) for p in PARTS}
+
+
+def load_snapshot(run, step, state):
+    """The F16 snapshot train.py kept; the step-0 one (not committed, to keep resume/ small) is rebuilt
+    exactly: train.py seeds torch and constructs the model before anything else draws from torch's RNG."""
+    path = os.path.join(run, "snapshots", f"step_{step:05d}.pt")
+    if step == 0 and not os.path.exists(path):
+        torch.manual_seed(state["args"]["seed"])
+        model = GPT2(state["cfg"])
+        return {"model": {k: v.half() for k, v in model.state_dict().items()}, "cfg": state["cfg"], "step": 0,
+                "tokens": 0}
+    return torch.load(path, map_location="cpu")
 
 
 def main():
@@ -51,7 +64,7 @@ def main():
     total = state["args"]["steps"]
     ckpts = []
     for s in [int(x) for x in a.steps.split(",")]:
-        snap = torch.load(os.path.join(run, "snapshots", f"step_{s:05d}.pt"), map_location="cpu")
+        snap = load_snapshot(run, s, state)
         d = os.path.join(out, f"step-{s:05d}")
         os.makedirs(d, exist_ok=True)
         tensors = {k: v.float().numpy().astype(np.float16) for k, v in snap["model"].items()}

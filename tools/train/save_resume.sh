@@ -3,7 +3,8 @@
 # committed and a later session (or a fresh clone) continues the run: build_model.sh, or
 #   cp -r resume/<name>/. work/runs/<name>/ && train.py --name <name> --resume ...
 # Copies state.pt (model + optimizer + RNG + step), log.csv, phases.json, train_cmd.txt, config.json
-# and the F16 snapshots named in SNAPSHOTS (default: all of them), plus the tokenizer.
+# and the F16 snapshots named in SNAPSHOTS (default: all but step 30, not shipped, and step 0, which export_snapshots.py rebuilds
+# exactly from the seed), plus the tokenizer.
 # Usage: save_resume.sh [name]    (default kvscope-tiny)
 set -eu
 cd "$(dirname "$0")"
@@ -17,7 +18,7 @@ cp "$run/state.pt" "$dst/state.pt.tmp" && mv "$dst/state.pt.tmp" "$dst/state.pt"
 for f in log.csv phases.json train_cmd.txt config.json; do
     if [ -f "$run/$f" ]; then cp "$run/$f" "$dst/$f"; fi
 done
-for s in ${SNAPSHOTS:-$(cd "$run/snapshots" && ls)}; do
+for s in ${SNAPSHOTS:-$(cd "$run/snapshots" && ls | grep -v -e step_00000.pt -e step_00030.pt)}; do
     cp "$run/snapshots/$s" "$dst/snapshots/$s"
 done
 cp work/tok/vocab.json work/tok/merges.txt resume/tok/

@@ -41,6 +41,7 @@ PARTS = ["stories", "facts", "code", "stdlib", "english"]
 # arguments that define the run: a resumed invocation must use the same values
 SCHEDULE_ARGS = ["seed", "n_layer", "n_head", "n_embd", "n_positions", "batch", "steps", "lr", "min_lr_frac",
                  "warmup", "wd", "mix", "final_frac", "final_mix", "copy_frac", "p_doc_start"]
+CHANGEABLE = ["steps", "mix", "final_mix", "copy_frac"]
 
 
 def parse_mix(s):
@@ -164,7 +165,8 @@ def parse_args(argv=None):
     ap.add_argument("--resume", action="store_true", help="continue from work/runs/<name>/state.pt")
     ap.add_argument("--resume-from", default="", help="continue from this state.pt instead")
     ap.add_argument("--allow-schedule-change", action="store_true",
-                    help="--resume with a different --steps (the cosine continues on the new length)")
+                    help="--resume with different " + ", ".join("--" + k.replace("_", "-") for k in CHANGEABLE) +
+                         " (a curriculum change between phases; the cosine continues on the new length)")
     ap.add_argument("--val-dir", default=os.path.join(HERE, "val"))
     ap.add_argument("--heldout", default=os.path.join(HERE, "heldout", "story.txt"))
     return ap.parse_args(argv)
@@ -199,7 +201,7 @@ def main():
         src = a.resume_from or os.path.join(run, "state.pt")
         state = torch.load(src, map_location="cpu")
         for k in SCHEDULE_ARGS:
-            if k == "steps" and a.allow_schedule_change:
+            if k in CHANGEABLE and a.allow_schedule_change:
                 continue
             if state["args"][k] != getattr(a, k):
                 sys.exit(f"--resume: --{k.replace('_', '-')} is {getattr(a, k)!r} but the checkpoint {src} was "
