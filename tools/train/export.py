@@ -165,7 +165,11 @@ def main():
     out = a.out or os.path.join(ROOT, "assets", "models", a.run)
     os.makedirs(out, exist_ok=True)
     run = os.path.join(WORK, "runs", a.run)
-    ck = torch.load(a.ckpt or os.path.join(run, "ckpt.pt"), map_location="cpu")
+    # ckpt.pt (latest weights) or, in a run restored from resume/, the resumable state.pt (same weights)
+    path = a.ckpt or os.path.join(run, "ckpt.pt")
+    if not a.ckpt and not os.path.exists(path):
+        path = os.path.join(run, "state.pt")
+    ck = torch.load(path, map_location="cpu")
     cfg = ck["cfg"]
     tensors = {k: v.detach().float().numpy().astype(np.float16) for k, v in ck["model"].items()}
     write_safetensors(os.path.join(out, "model.safetensors"), tensors, metadata={"format": "pt"})
