@@ -191,8 +191,8 @@ int cmd_inspect(const std::string& dir, bool as_json) {
                       {"vocab_size", c.vocab_size},
                       {"n_params", m->n_params},
                       {"dtype", m->stored_dtype},
-                      {"kv_bytes_per_token", c.kv_bytes_per_token()},
-                      {"kv_bytes_full_context", c.kv_bytes_per_token() * static_cast<uint64_t>(T)},
+                      {"kv_bytes_per_token", kv_bytes_per_position(c)},
+                      {"kv_bytes_full_context", kv_bytes_per_position(c) * static_cast<uint64_t>(T)},
                       {"decode_flops",
                        {{"kv_cache", {{"T1", kv1}, {"Tmax", kvT}}}, {"no_cache", {{"T1", nc1}, {"Tmax", ncT}}}}},
                       {"load_seconds", m->load_seconds}}
@@ -207,8 +207,8 @@ int cmd_inspect(const std::string& dir, bool as_json) {
               human_bytes(static_cast<double>(m->n_params) * 4).c_str(), m->stored_dtype.c_str());
   std::printf("context        %d positions\n", c.n_positions);
   std::printf("KV cache       %s per token (2 x %d layers x %d x 4 B), %s at full context\n",
-              human_bytes(static_cast<double>(c.kv_bytes_per_token())).c_str(), c.n_layer, c.n_embd,
-              human_bytes(static_cast<double>(c.kv_bytes_per_token()) * T).c_str());
+              human_bytes(static_cast<double>(kv_bytes_per_position(c))).c_str(), c.n_layer, c.n_embd,
+              human_bytes(static_cast<double>(kv_bytes_per_position(c)) * T).c_str());
   std::printf("decode FLOPs   %-10s %18s %18s\n", "", "T = 1", ("T = " + std::to_string(T)).c_str());
   std::printf("               %-10s %18s %18s\n", "KV CACHE", human_flops(static_cast<double>(kv1)).c_str(),
               human_flops(static_cast<double>(kvT)).c_str());
@@ -271,8 +271,7 @@ int cmd_bench(const std::string& dir, std::vector<int> lengths, int reps, bool a
     }
   }
   Engine engine(*m);
-  KVCache cache;
-  cache.init(c);
+  KVCache cache(KVLayout::for_model(c));
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int> pick(0, c.vocab_size - 1);
   std::vector<int> all(static_cast<size_t>(c.n_positions));
@@ -301,7 +300,7 @@ int cmd_bench(const std::string& dir, std::vector<int> lengths, int reps, bool a
     cache.clear();
     engine.forward(prefix, 0, &cache, false);
     for (int r = 0; r < std::max(reps * 4, 16); ++r) {
-      cache.truncate(T - 1);
+      cache.truncate(0, T - 1);
       auto t0 = clock::now();
       engine.forward(seq, T - 1, &cache, false);
       kv.push_back(ms_since(t0));
@@ -313,7 +312,8 @@ int cmd_bench(const std::string& dir, std::vector<int> lengths, int reps, bool a
     }
     const double pre_ms = median(pre), kv_ms = median(kv), nc_ms = median(nc);
     const double flop_ratio = static_cast<double>(forward_flops(c, T, T)) / static_cast<double>(forward_flops(c, 1, T));
-    const uint64_t decode_bytes = forward_read_bytes(*m, T);
+    const uint64_t decode_bytes =
+        forward_read_bytes(*m, cache.layout().bytes_per_position() * static_cast<uint64_t>(T));
     const double decode_gbps = static_cast<double>(decode_bytes) / (kv_ms / 1000) / 1e9;
     rows.push_back({{"T", T},
                     {"prefill_tokens_per_s", T / (pre_ms / 1000)},

@@ -269,7 +269,7 @@ Commands panel_kv_calculator(const Snapshot& snap, UiState& ui) {
   if (snap.model) {
     const Config& c = snap.model->config;
     ImGui::Text("%s: %s/token = 2 (K, V) x %d layers x %d heads x %d dims x 4 B (fp32)", snap.model->name.c_str(),
-                format_bytes_binary(static_cast<double>(c.kv_bytes_per_token())).c_str(), c.n_layer, c.n_head,
+                format_bytes_binary(static_cast<double>(kv_bytes_per_position(c))).c_str(), c.n_layer, c.n_head,
                 c.head_dim());
   }
   ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.3f);

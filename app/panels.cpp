@@ -315,8 +315,9 @@ Commands panel_model(const Snapshot& snap, UiState& ui) {
       counter_row("width", std::to_string(c.n_embd));
       counter_row("context", std::to_string(c.n_positions) + " tokens");
       counter_row("vocabulary", std::to_string(c.vocab_size) + " tokens");
-      counter_row("KV bytes/token", format_bytes(c.kv_bytes_per_token()) + " (2 \xC3\x97 " + std::to_string(c.n_layer) +
-                                        " \xC3\x97 " + std::to_string(c.n_embd) + " \xC3\x97 4 B)");
+      counter_row("KV bytes/token", format_bytes(kv_bytes_per_position(c)) + " (2 \xC3\x97 " +
+                                        std::to_string(c.n_layer) + " \xC3\x97 " + std::to_string(c.n_embd) +
+                                        " \xC3\x97 4 B)");
       counter_row("weights", snap.model->stored_dtype);
       ImGui::EndTable();
     }
@@ -494,7 +495,7 @@ void hover_tooltip(const Snapshot& snap, const Pick& pick, int layer, int head) 
       ImGui::Text("holds K and V rows of %d numbers each (%d heads)", d, seq.n_head);
       ImGui::Text("|K| = %.3f   |V| = %.3f", kn, vn);
       kv_rows_tooltip(snap, pick.layer, head, pick.pos, static_cast<int>(snap.seq_count) - 1);
-      ImGui::TextDisabled("(%s of memory when cached)", format_bytes(2ull * d * 4).c_str());
+      ImGui::TextDisabled("(%s of memory when cached)", format_bytes(2 * kv_row_bytes(KVDtype::kF32, d)).c_str());
     }
   }
   ImGui::EndTooltip();

@@ -48,10 +48,7 @@ struct Config {
   int head_dim() const { return head_size > 0 ? head_size : n_embd / n_head; }
   int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   bool is_llama() const { return arch == Arch::kLlama; }
-  // f32 K and V for one position across all layers.
-  uint64_t kv_bytes_per_token() const {
-    return 2ull * static_cast<uint64_t>(n_layer) * static_cast<uint64_t>(n_embd) * 4ull;
-  }
+  // K/V bytes per position: kv_bytes_per_position() in kv_cache.h.
 };
 
 // Parses and validates `path` (a config.json). Throws kvscope::Error naming

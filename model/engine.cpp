@@ -1,6 +1,8 @@
 #include "engine.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "error.h"
@@ -8,22 +10,6 @@
 #include "thread_pool.h"
 
 namespace kvscope {
-
-void KVCache::init(const Config& c) {
-  n_layer = c.n_layer;
-  n_embd = c.n_embd;
-  capacity = c.n_positions;
-  n_pos = 0;
-  const size_t n = static_cast<size_t>(n_layer) * capacity * n_embd;
-  k.assign(n, 0.0f);
-  v.assign(n, 0.0f);
-}
-
-void KVCache::truncate(int n) {
-  if (n < 0 || n > n_pos)
-    throw Error("KVCache::truncate: " + std::to_string(n) + " is outside [0, " + std::to_string(n_pos) + "]");
-  n_pos = n;
-}
 
 uint64_t forward_flops(const Config& c, int n_new, int seq_len) {
   const uint64_t d = static_cast<uint64_t>(c.n_embd);
@@ -36,7 +22,7 @@ uint64_t forward_flops(const Config& c, int n_new, int seq_len) {
   return static_cast<uint64_t>(c.n_layer) * per_layer + 2 * d * static_cast<uint64_t>(c.vocab_size);
 }
 
-uint64_t forward_read_bytes(const Model& m, int cached_positions) {
+uint64_t forward_read_bytes(const Model& m, uint64_t cache_read_bytes) {
   const Config& c = m.config;
   const Weights& w = m.weights;
   auto mat = [](const MatrixRM& f, const HalfMatrix& h) {
@@ -52,8 +38,7 @@ uint64_t forward_read_bytes(const Model& m, int cached_positions) {
   }
   bytes += mat(w.head(), w.head_h) + vec(w.ln_f_g) + vec(w.ln_f_b);
   bytes += 2ull * static_cast<uint64_t>(c.n_embd) * 4;  // wte and wpe rows
-  bytes += 2ull * static_cast<uint64_t>(c.n_layer) * static_cast<uint64_t>(cached_positions) * c.n_embd * 4;
-  return bytes;
+  return bytes + cache_read_bytes;
 }
 
 int engine_threads() {
@@ -68,6 +53,7 @@ struct Workspace {
   MatrixRM tmp;  // (n, d) projection output
   MatrixRM fc;   // (n, 4d)
   ThreadPool pool;
+  KVCache scratch;  // NO CACHE: written by one forward, emptied after it
 };
 
 namespace {
@@ -142,55 +128,97 @@ Engine::~Engine() {
   delete ws_;
 }
 
-ForwardOutput Engine::forward(const std::vector<int>& tokens, int first, KVCache* cache, bool keep_all_rows,
-                              bool all_logits) {
+namespace {
+
+// Checks a batch against the model and the cache before anything is written.
+void check_batch(const Config& c, const std::vector<BatchEntry>& batch, const KVCache& cache) {
+  const KVLayout& lay = cache.layout();
+  if (!cache.ready()) throw Error("forward: the KV cache has no layout");
+  if (lay.n_layer != c.n_layer || lay.kv_dim() != c.n_embd || lay.head_dim != c.head_dim() ||
+      lay.n_ctx != c.n_positions) {
+    throw Error("forward: the KV cache's layout (" + std::to_string(lay.n_layer) + " layers, " +
+                std::to_string(lay.n_kv_head) + " x " + std::to_string(lay.head_dim) + " K/V, context " +
+                std::to_string(lay.n_ctx) + ") does not fit the model (" + std::to_string(c.n_layer) + " layers, " +
+                std::to_string(c.n_head) + " x " + std::to_string(c.head_dim()) + ", context " +
+                std::to_string(c.n_positions) + ")");
+  }
+  if (batch.empty()) throw Error("forward: empty batch (expected at least one new position)");
+  std::map<SeqId, int> next;
+  for (const BatchEntry& e : batch) {
+    if (e.token < 0 || e.token >= c.vocab_size) {
+      throw Error("forward: token id " + std::to_string(e.token) + " at position " + std::to_string(e.pos) +
+                  " is outside the vocabulary (0.." + std::to_string(c.vocab_size - 1) + ")");
+    }
+    if (e.pos < 0 || e.pos >= c.n_positions) {
+      throw Error("forward: position " + std::to_string(e.pos) + " exceeds the context of " +
+                  std::to_string(c.n_positions));
+    }
+    auto it = next.find(e.seq);
+    if (it == next.end()) it = next.emplace(e.seq, cache.length(e.seq)).first;
+    if (e.pos != it->second) {
+      throw Error("forward: sequence " + std::to_string(e.seq) + " continues at position " +
+                  std::to_string(it->second) + ", got an entry at " + std::to_string(e.pos));
+    }
+    ++it->second;
+  }
+}
+
+}  // namespace
+
+ForwardOutput Engine::forward(const std::vector<BatchEntry>& batch, KVCache& cache, const ForwardTaps& taps) {
   const Config& c = model_.config;
   const Weights& w = model_.weights;
-  const int seq_len = static_cast<int>(tokens.size());
-  const int n = seq_len - first;
-  const int d = c.n_embd, H = c.n_head, hd = c.head_dim();
-  if (n <= 0)
-    throw Error("forward: no new positions (first = " + std::to_string(first) + ", sequence of " +
-                std::to_string(seq_len) + ")");
-  if (seq_len > c.n_positions) {
-    throw Error("forward: sequence of " + std::to_string(seq_len) + " tokens exceeds the context of " +
-                std::to_string(c.n_positions));
-  }
-  if (cache) {
-    if (cache->capacity != c.n_positions || cache->n_layer != c.n_layer || cache->n_embd != d) cache->init(c);
-    if (cache->n_pos != first) {
-      throw Error("forward: the cache holds " + std::to_string(cache->n_pos) + " positions, expected " +
-                  std::to_string(first));
-    }
-  } else if (first != 0) {
-    throw Error("forward: without a cache the whole sequence must be computed (first must be 0)");
-  }
-  for (int i = 0; i < seq_len; ++i) {
-    if (tokens[static_cast<size_t>(i)] < 0 || tokens[static_cast<size_t>(i)] >= c.vocab_size) {
-      throw Error("forward: token id " + std::to_string(tokens[static_cast<size_t>(i)]) + " at position " +
-                  std::to_string(i) + " is outside the vocabulary (0.." + std::to_string(c.vocab_size - 1) + ")");
-    }
-  }
+  check_batch(c, batch, cache);
+  const KVLayout& lay = cache.layout();
+  const int n = static_cast<int>(batch.size());
+  const int d = c.n_embd, H = c.n_head, hd = c.head_dim(), kvd = lay.kv_dim();
+  const int group = H / lay.n_kv_head;  // query heads per K/V head
+  const size_t rb = lay.row_bytes();
 
   ForwardOutput out;
-  out.first = first;
-  out.n_new = n;
-  out.seq_len = seq_len;
-  out.n_rows = keep_all_rows ? n : 1;
-  out.attn.assign(static_cast<size_t>(c.n_layer) * H * out.n_rows * seq_len, 0.0f);
-  out.q.assign(static_cast<size_t>(c.n_layer) * out.n_rows * d, 0.0f);
-  out.k.resize(static_cast<size_t>(c.n_layer) * n * d);
-  out.v.resize(static_cast<size_t>(c.n_layer) * n * d);
+  std::vector<int> tap_row(static_cast<size_t>(n), -1);
+  for (int i = 0; i < n; ++i) {
+    const BatchEntry& e = batch[static_cast<size_t>(i)];
+    out.width = std::max(out.width, e.pos + 1);
+    if (e.tap) {
+      tap_row[static_cast<size_t>(i)] = static_cast<int>(out.tap_entries.size());
+      out.tap_entries.push_back(i);
+    }
+    if (e.logits) out.logit_entries.push_back(i);
+  }
+  out.n_rows = static_cast<int>(out.tap_entries.size());
+  if (taps.attention) out.attn.assign(static_cast<size_t>(c.n_layer) * H * out.n_rows * out.width, 0.0f);
+  if (taps.query) out.q.resize(static_cast<size_t>(c.n_layer) * out.n_rows * d);
+  if (taps.kv) {
+    out.k.resize(static_cast<size_t>(c.n_layer) * n * kvd);
+    out.v.resize(out.k.size());
+  }
+
+  // Room for every new row (blocks allocated, shared ones copied), then what
+  // each query reads: runs of the cache, the same for every layer.
+  std::vector<KVSlot> slots(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i)
+    slots[static_cast<size_t>(i)] = cache.append(batch[static_cast<size_t>(i)].seq, batch[static_cast<size_t>(i)].pos);
+  std::vector<std::vector<KVRun>> runs(static_cast<size_t>(n));
+  std::vector<int> n_keys(static_cast<size_t>(n), 0);
+  bool contiguous = lay.dtype == KVDtype::kF32;
+  for (int i = 0; i < n; ++i) {
+    cache.visible(batch[static_cast<size_t>(i)].seq, batch[static_cast<size_t>(i)].pos, runs[static_cast<size_t>(i)]);
+    for (const KVRun& r : runs[static_cast<size_t>(i)]) n_keys[static_cast<size_t>(i)] += r.n;
+    if (runs[static_cast<size_t>(i)].size() != 1) contiguous = false;
+  }
+  // Row pointers per key when the runs are not one f32 run: (entry, key).
+  std::vector<size_t> key_off(static_cast<size_t>(n) + 1, 0);
+  for (int i = 0; i < n; ++i)
+    key_off[static_cast<size_t>(i) + 1] = key_off[static_cast<size_t>(i)] + n_keys[static_cast<size_t>(i)];
+  std::vector<const uint8_t*> kp(contiguous ? 0 : key_off.back()), vp(kp.size());
 
   Workspace& ws = *ws_;
   ws.x.resize(n, d);
   for (int i = 0; i < n; ++i) {
-    const int tok = tokens[static_cast<size_t>(first + i)];
-    ws.x.row(i) = w.wte.row(tok) + w.wpe.row(first + i);
+    const BatchEntry& e = batch[static_cast<size_t>(i)];
+    ws.x.row(i) = w.wte.row(e.token) + w.wpe.row(e.pos);
   }
-
-  // Keys/values visible to this forward: the cache rows, or this forward's own.
-  MatrixRM k_all, v_all;  // (seq_len, d), only used without a cache
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   uint64_t flops = 0;
 
@@ -199,60 +227,76 @@ ForwardOutput Engine::forward(const std::vector<int>& tokens, int first, KVCache
     layer_norm(ws.x, L.ln_1_g, L.ln_1_b, c.layer_norm_epsilon, ws.h);
     linear(ws.pool, ws.h, L.attn_w_t, L.attn_b, ws.qkv, flops, &L.attn_w_h);
 
-    // Record the kept rows' queries (the Q of Q·Kᵀ), and (with a cache) store this forward's K/V rows.
-    for (int row = 0; row < out.n_rows; ++row)
-      Eigen::Map<Vector>(&out.q[(static_cast<size_t>(l) * out.n_rows + row) * d], d) =
-          ws.qkv.row(n - out.n_rows + row).segment(0, d).transpose();
-    float* k_out = &out.k[static_cast<size_t>(l) * n * d];
-    float* v_out = &out.v[static_cast<size_t>(l) * n * d];
+    // Store this forward's K/V rows (quantized once, here), tap them as computed.
     for (int i = 0; i < n; ++i) {
-      Eigen::Map<Vector>(k_out + static_cast<size_t>(i) * d, d) = ws.qkv.row(i).segment(d, d).transpose();
-      Eigen::Map<Vector>(v_out + static_cast<size_t>(i) * d, d) = ws.qkv.row(i).segment(2 * d, d).transpose();
-    }
-    const float* k_base;
-    const float* v_base;
-    if (cache) {
-      for (int i = 0; i < n; ++i) {
-        std::copy(k_out + static_cast<size_t>(i) * d, k_out + static_cast<size_t>(i + 1) * d,
-                  cache->k_row(l, first + i));
-        std::copy(v_out + static_cast<size_t>(i) * d, v_out + static_cast<size_t>(i + 1) * d,
-                  cache->v_row(l, first + i));
+      const float* row = ws.qkv.data() + static_cast<size_t>(i) * 3 * d;
+      cache.write(l, slots[static_cast<size_t>(i)], row + d, row + 2 * d);
+      if (taps.kv) {
+        const size_t o = (static_cast<size_t>(l) * n + i) * kvd;
+        std::copy(row + d, row + d + kvd, out.k.begin() + static_cast<std::ptrdiff_t>(o));
+        std::copy(row + 2 * d, row + 2 * d + kvd, out.v.begin() + static_cast<std::ptrdiff_t>(o));
       }
-      k_base = cache->k_row(l, 0);
-      v_base = cache->v_row(l, 0);
-    } else {
-      k_base = k_out;
-      v_base = v_out;
+      if (taps.query && tap_row[static_cast<size_t>(i)] >= 0) {
+        const size_t o = (static_cast<size_t>(l) * out.n_rows + tap_row[static_cast<size_t>(i)]) * d;
+        std::copy(row, row + d, out.q.begin() + static_cast<std::ptrdiff_t>(o));
+      }
+    }
+    if (!contiguous) {
+      for (int i = 0; i < n; ++i) {
+        size_t o = key_off[static_cast<size_t>(i)];
+        for (const KVRun& r : runs[static_cast<size_t>(i)]) {
+          const uint8_t* kb = cache.k_rows(r.block, l) + static_cast<size_t>(r.slot) * rb;
+          const uint8_t* vb = cache.v_rows(r.block, l) + static_cast<size_t>(r.slot) * rb;
+          for (int j = 0; j < r.n; ++j, ++o) {
+            kp[o] = kb + static_cast<size_t>(j) * rb;
+            vp[o] = vb + static_cast<size_t>(j) * rb;
+          }
+        }
+      }
     }
     ws.att.resize(n, d);
     // Heads are independent and equally costly: one share of heads per thread.
-    // Recorded rows get their weights written straight into out.attn.
     std::vector<uint64_t> head_flops(static_cast<size_t>(H), 0);
     ws.pool.parallel_for(
         H,
         [&](int64_t h0, int64_t h1) {
           std::vector<float> scratch;
           for (int64_t h = h0; h < h1; ++h) {
+            const int kvh = static_cast<int>(h) / group;
             for (int i = 0; i < n; ++i) {
-              const int len = first + i + 1;  // keys this query may see, itself included
-              const int row = i - (n - out.n_rows);
-              float* p;
-              if (row >= 0) {
-                p = &out.attn[((static_cast<size_t>(l) * H + h) * out.n_rows + row) * seq_len];
+              const int len = n_keys[static_cast<size_t>(i)];
+              const std::vector<KVRun>& rr = runs[static_cast<size_t>(i)];
+              const int row = taps.attention ? tap_row[static_cast<size_t>(i)] : -1;
+              // Weights go to a 64-byte aligned buffer in every layout: the
+              // softmax's vector reductions then add in the same order for all.
+              scratch.resize(static_cast<size_t>(len) + 16);
+              float* p = scratch.data();
+              p += (16 - (reinterpret_cast<uintptr_t>(p) / sizeof(float)) % 16) % 16;
+              const float* qv = ws.qkv.data() + static_cast<size_t>(i) * 3 * d + h * hd;
+              float* o = ws.att.data() + static_cast<size_t>(i) * d + h * hd;
+              if (contiguous) {
+                const float* kb =
+                    reinterpret_cast<const float*>(cache.k_rows(rr[0].block, l) + static_cast<size_t>(rr[0].slot) * rb);
+                const float* vb =
+                    reinterpret_cast<const float*>(cache.v_rows(rr[0].block, l) + static_cast<size_t>(rr[0].slot) * rb);
+                attend(qv, kb + kvh * hd, vb + kvh * hd, kvd, hd, len, scale, p, o);
               } else {
-                scratch.resize(static_cast<size_t>(len));
-                p = scratch.data();
+                const KVRowsView view{lay.dtype, kp.data() + key_off[static_cast<size_t>(i)],
+                                      vp.data() + key_off[static_cast<size_t>(i)], kvh * hd};
+                attend_rows(qv, view, hd, len, scale, p, o);
               }
-              attend(ws.qkv.data() + static_cast<size_t>(i) * 3 * d + h * hd, k_base + h * hd, v_base + h * hd, d, hd,
-                     len, scale, p, ws.att.data() + static_cast<size_t>(i) * d + h * hd);
+              if (row >= 0) {
+                float* dst = &out.attn[((static_cast<size_t>(l) * H + h) * out.n_rows + row) * out.width];
+                size_t at = 0;
+                for (const KVRun& r : rr)
+                  for (int j = 0; j < r.n; ++j) dst[r.first_pos + j] = p[at++];
+              }
               head_flops[static_cast<size_t>(h)] += 4ull * static_cast<uint64_t>(hd) * static_cast<uint64_t>(len);
             }
           }
         },
-        2 * static_cast<int64_t>(n) * (first + n) * d);
-    uint64_t att_flops = 0;
-    for (uint64_t f : head_flops) att_flops += f;
-    flops += att_flops;
+        2 * static_cast<int64_t>(key_off.back() ? key_off.back() : n) * d);
+    for (uint64_t f : head_flops) flops += f;
 
     linear(ws.pool, ws.att, L.attn_proj_w_t, L.attn_proj_b, ws.tmp, flops, &L.attn_proj_w_h);
     ws.x += ws.tmp;
@@ -262,16 +306,79 @@ ForwardOutput Engine::forward(const std::vector<int>& tokens, int first, KVCache
     linear(ws.pool, ws.fc, L.mlp_proj_w_t, L.mlp_proj_b, ws.tmp, flops, &L.mlp_proj_w_h);
     ws.x += ws.tmp;
   }
-  if (cache) cache->n_pos = seq_len;
+  // Each sequence's forward is over: evict what its later queries cannot see.
+  std::vector<SeqId> done;
+  for (const BatchEntry& e : batch) {
+    if (std::find(done.begin(), done.end(), e.seq) != done.end()) continue;
+    done.push_back(e.seq);
+    out.evicted += cache.commit(e.seq);
+  }
 
-  // LM head for the last position only: that is all generation needs.
-  MatrixRM last = all_logits ? ws.x : MatrixRM(ws.x.bottomRows(1));
-  layer_norm(last, w.ln_f_g, w.ln_f_b, c.layer_norm_epsilon, ws.h);
-  const MatrixRM& head = w.head();
-  MatrixRM logits_row;
-  linear(ws.pool, ws.h, head, Vector(), logits_row, flops, &w.head_h);
-  out.logits.assign(logits_row.data(), logits_row.data() + logits_row.size());
+  // The LM head only where asked (generation needs the last position).
+  if (!out.logit_entries.empty()) {
+    MatrixRM sel(static_cast<Eigen::Index>(out.logit_entries.size()), d);
+    for (size_t r = 0; r < out.logit_entries.size(); ++r)
+      sel.row(static_cast<Eigen::Index>(r)) = ws.x.row(out.logit_entries[r]);
+    layer_norm(sel, w.ln_f_g, w.ln_f_b, c.layer_norm_epsilon, ws.h);
+    MatrixRM logits_rows;
+    linear(ws.pool, ws.h, w.head(), Vector(), logits_rows, flops, &w.head_h);
+    out.logits.assign(logits_rows.data(), logits_rows.data() + logits_rows.size());
+  }
   out.flops = flops;
+  return out;
+}
+
+ForwardOutput Engine::forward(const std::vector<int>& tokens, int first, KVCache* cache, bool keep_all_rows,
+                              bool all_logits, const KVLayout* layout) {
+  const Config& c = model_.config;
+  const int seq_len = static_cast<int>(tokens.size());
+  const int n = seq_len - first;
+  if (n <= 0)
+    throw Error("forward: no new positions (first = " + std::to_string(first) + ", sequence of " +
+                std::to_string(seq_len) + ")");
+  if (seq_len > c.n_positions) {
+    throw Error("forward: sequence of " + std::to_string(seq_len) + " tokens exceeds the context of " +
+                std::to_string(c.n_positions));
+  }
+  KVCache* kc = cache;
+  SeqId s = 0;
+  if (!cache) {
+    if (first != 0) throw Error("forward: without a cache the whole sequence must be computed (first must be 0)");
+    const KVLayout lay = layout ? *layout : KVLayout::for_model(c);
+    kc = &ws_->scratch;
+    if (!kc->ready() || kc->layout() != lay) kc->reset(lay);
+    kc->clear();
+    s = kc->add_sequence();
+  } else {
+    if (!cache->ready()) cache->reset(KVLayout::for_model(c));
+    if (!cache->has_sequence(0)) {
+      if (!cache->sequences().empty()) throw Error("forward: the cache has no sequence 0");
+      cache->add_sequence();
+    }
+    if (cache->length(0) != first) {
+      throw Error("forward: the cache holds " + std::to_string(cache->length(0)) + " positions, expected " +
+                  std::to_string(first));
+    }
+  }
+  std::vector<BatchEntry> batch(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const bool last = first + i == seq_len - 1;
+    batch[static_cast<size_t>(i)] =
+        BatchEntry{s, first + i, tokens[static_cast<size_t>(first + i)], all_logits || last, keep_all_rows || last};
+  }
+  ForwardOutput out;
+  try {
+    ForwardTaps taps;
+    taps.query = true;  // the Q.K.V inspector reads the query rows of the tapped positions
+    out = forward(batch, *kc, taps);
+  } catch (...) {
+    if (!cache) kc->clear();
+    throw;
+  }
+  if (!cache) kc->clear();  // NO CACHE keeps nothing between forwards
+  out.first = first;
+  out.n_new = n;
+  out.seq_len = seq_len;
   return out;
 }
 

@@ -5,38 +5,40 @@
 #include <cstdint>
 #include <vector>
 
+#include "kv_cache.h"
 #include "model.h"
 
 namespace kvscope {
 
-// Resident K/V for every layer and cached position, f32.
-struct KVCache {
-  int n_layer = 0, n_embd = 0, capacity = 0;
-  int n_pos = 0;         // positions held
-  std::vector<float> k;  // (layer, capacity, n_embd)
-  std::vector<float> v;  // (layer, capacity, n_embd)
-
-  void init(const Config& c);
-  void clear() { n_pos = 0; }
-  // Keeps the first `n` positions (used when forking a generation).
-  void truncate(int n);
-  uint64_t bytes() const {
-    return 2ull * static_cast<uint64_t>(n_layer) * static_cast<uint64_t>(n_pos) * static_cast<uint64_t>(n_embd) * 4ull;
-  }
-  float* k_row(int layer, int pos) { return &k[(static_cast<size_t>(layer) * capacity + pos) * n_embd]; }
-  float* v_row(int layer, int pos) { return &v[(static_cast<size_t>(layer) * capacity + pos) * n_embd]; }
+// One new position of one sequence in a batched forward.
+struct BatchEntry {
+  SeqId seq = 0;
+  int pos = 0;  // = the sequence's length, then +1 for its next entry, ...
+  int token = 0;
+  bool logits = false;  // run the LM head on this position
+  bool tap = false;     // copy out its attention row (and query rows when taps.query)
 };
 
-// What one forward pass computed, for positions [first, first + n_new) of a
-// sequence of seq_len tokens.
+// What a forward copies out for the visualiser, besides the logits.
+struct ForwardTaps {
+  bool attention = true;  // attention rows of the entries with `tap`
+  bool kv = true;         // K/V rows of every entry, as computed (before quantization)
+  bool query = false;     // query rows of the entries with `tap`
+};
+
+// What one forward pass computed. For a single sequence (the convenience
+// overload), positions [first, first + n_new) of a sequence of seq_len tokens.
 struct ForwardOutput {
   int first = 0, n_new = 0, seq_len = 0;
-  std::vector<float> logits;  // (vocab) for the last position; (n_new, vocab) with all_logits
-  std::vector<float> attn;    // (layer, head, n_rows, seq_len), rows = query positions
-                              // [seq_len - n_rows, seq_len); zero where masked
-  int n_rows = 0;             // attention rows kept (1 = newest only, n_new = all)
-  std::vector<float> q;       // (layer, n_rows, n_embd) the query rows of those attention rows
-  std::vector<float> k, v;    // (layer, n_new, n_embd) the K/V rows computed
+  std::vector<int> logit_entries;  // batch entries whose logits were computed
+  std::vector<float> logits;       // (logit_entries, vocab)
+  std::vector<int> tap_entries;    // batch entries whose rows were tapped
+  int width = 0;                   // key positions per attention row: the batch's last position + 1
+  std::vector<float> attn;         // (layer, head, n_rows, width) rows of tap_entries; zero where not seen
+  int n_rows = 0;                  // = tap_entries.size()
+  std::vector<float> q;            // (layer, n_rows, n_embd) query rows of tap_entries (taps.query)
+  std::vector<float> k, v;         // (layer, n_entries, kv_dim) the K/V rows computed
+  int evicted = 0;                 // positions the cache evicted after this forward (window)
   uint64_t flops = 0;
 };
 
@@ -50,14 +52,20 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Runs tokens[first .. seq_len) where seq_len = tokens.size(). With a
-  // cache, positions [0, first) must already be in it (first == cache.n_pos)
-  // and the new K/V are appended; without one, first must be 0 (the whole
-  // sequence is computed). `keep_all_rows` keeps every new position's
-  // attention row (prefill), else only the newest. `all_logits` runs the LM
-  // head on every new position (scoring a text, e.g. validation loss).
+  // One forward over a batch of new positions, possibly of several
+  // sequences of `cache` (see kv_cache.h): every entry attends to its own
+  // sequence's positions <= pos as stored, its own row included. Entries of
+  // one sequence must continue it in position order.
+  ForwardOutput forward(const std::vector<BatchEntry>& batch, KVCache& cache, const ForwardTaps& taps = {});
+
+  // One sequence: runs tokens[first .. seq_len) where seq_len = tokens.size().
+  // With a cache, its sequence 0 (added when absent) must hold [0, first);
+  // without one, first must be 0 and a scratch cache of `layout` (the
+  // model's dense f32 when null) is used and emptied again: NO CACHE.
+  // `keep_all_rows` taps every new position's attention row (prefill),
+  // else only the newest; `all_logits` runs the LM head on every new position.
   ForwardOutput forward(const std::vector<int>& tokens, int first, KVCache* cache, bool keep_all_rows,
-                        bool all_logits = false);
+                        bool all_logits = false, const KVLayout* layout = nullptr);
 
   const Model& model() const { return model_; }
 
@@ -72,12 +80,12 @@ uint64_t forward_flops(const Config& c, int n_new, int seq_len);
 
 // Bytes a forward must read from memory at least once: every weight matrix at
 // the width the engine keeps it (2 bytes per value for F16 checkpoints, else
-// 4), the vectors, one embedding row per position (counted once), and the
-// K/V of `cached_positions` positions read from the cache (2 * n_layer *
-// cached_positions * n_embd * 4). A cached decode step at length T reads
-// exactly this with cached_positions = T, each byte once, so bytes / step
+// 4), the vectors, one embedding row per position (counted once), and
+// `cache_read_bytes` of K/V read from the cache (a decode step at length T
+// over a cache of layout L: L.bytes_per_position() * L.visible_count(T - 1)).
+// A cached decode step reads exactly this, each byte once, so bytes / step
 // time is the memory traffic it sustained.
-uint64_t forward_read_bytes(const Model& m, int cached_positions);
+uint64_t forward_read_bytes(const Model& m, uint64_t cache_read_bytes);
 
 // Threads the engine's matrix products use ($KVSCOPE_THREADS, else the cores).
 int engine_threads();

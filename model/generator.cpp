@@ -48,6 +48,7 @@ void Generator::start_tokens(const std::vector<int>& prompt, const GenerateOptio
     }
   }
   if (opt.max_new < 1) throw Error("max_new must be at least 1, got " + std::to_string(opt.max_new));
+  const KVLayout layout = opt.kv.layout_for(c);  // throws on a bad layout before anything changes
   sampler_.set_settings(opt.sampler);
   opt_ = opt;
   tokens_ = prompt;
@@ -60,8 +61,29 @@ void Generator::start_tokens(const std::vector<int>& prompt, const GenerateOptio
   stop_cut_ = std::string::npos;
   started_ = true;
   n_forwards_ = 0;
-  if (cache_.capacity != c.n_positions) cache_.init(c);
-  cache_.clear();
+  if (!cache_.ready() || cache_.layout() != layout) {
+    cache_.reset(layout);
+  } else {
+    cache_.clear();
+  }
+  seq_ = -1;
+}
+
+ForwardOutput Generator::run_forward(KVCache& cache, SeqId seq, int first, bool keep_all) {
+  const int seq_len = static_cast<int>(tokens_.size());
+  std::vector<BatchEntry> batch;
+  batch.reserve(static_cast<size_t>(seq_len - first));
+  for (int p = first; p < seq_len; ++p) {
+    const bool last = p == seq_len - 1;
+    batch.push_back(BatchEntry{seq, p, tokens_[static_cast<size_t>(p)], last, keep_all || last});
+  }
+  ForwardTaps taps;
+  taps.query = true;
+  ForwardOutput out = engine_.forward(batch, cache, taps);
+  out.first = first;
+  out.n_new = seq_len - first;
+  out.seq_len = seq_len;
+  return out;
 }
 
 RecordPtr Generator::step() {
@@ -83,18 +105,26 @@ RecordPtr Generator::step() {
     keep_all = static_cast<uint64_t>(c.n_layer) * c.n_head * p * p * 4 <= opt_.max_prefill_attn_bytes;
   }
   ForwardOutput out;
-  if (opt_.mode == CacheMode::kKV) {
-    // The cache is stale after NO CACHE steps: rebuild it in one pass.
-    if (cache_.n_pos != seq_len - 1 || prefill) {
-      cache_.clear();
+  const bool kv = opt_.mode == CacheMode::kKV;
+  if (kv) {
+    // The cache is stale after NO CACHE steps (or a fork it could not keep): rebuild it in one pass.
+    if (prefill || seq_ < 0 || cache_.length(seq_) != seq_len - 1) {
+      if (seq_ >= 0) cache_.release(seq_);
+      seq_ = cache_.add_sequence();
       rec->refill = !prefill;
-      out = engine_.forward(tokens_, 0, &cache_, keep_all);
+      out = run_forward(cache_, seq_, 0, keep_all);
     } else {
-      out = engine_.forward(tokens_, seq_len - 1, &cache_, false);
+      out = run_forward(cache_, seq_, seq_len - 1, false);
     }
   } else {
-    cache_.clear();  // NO CACHE keeps nothing between steps
-    out = engine_.forward(tokens_, 0, nullptr, keep_all);
+    // NO CACHE keeps nothing between steps: the same layout, filled and emptied by this forward.
+    if (seq_ >= 0) cache_.release(seq_);
+    seq_ = -1;
+    if (!scratch_.ready() || scratch_.layout() != cache_.layout()) scratch_.reset(cache_.layout());
+    scratch_.clear();
+    const SeqId s = scratch_.add_sequence();
+    out = run_forward(scratch_, s, 0, keep_all);
+    scratch_.clear();
   }
 
   rec->first = out.first;
@@ -145,8 +175,20 @@ RecordPtr Generator::step() {
   rec->flops = out.flops;
   flops_total_ += out.flops;
   rec->flops_total = flops_total_;
-  rec->kv_bytes = opt_.mode == CacheMode::kKV ? cache_.bytes() : 0;
-  rec->read_bytes = forward_read_bytes(*model_, opt_.mode == CacheMode::kKV ? out.seq_len : 0);
+  const KVLayout& lay = cache_.layout();
+  rec->kv_layout = lay;
+  if (kv) {
+    rec->kv_bytes = cache_.bytes();
+    rec->kv_positions = cache_.n_held(seq_);
+    rec->kv_held = cache_.positions(seq_);
+    rec->evicted = out.evicted;
+    if (lay.paged()) {
+      rec->kv_blocks = cache_.blocks_held();
+      rec->kv_slots_wasted = cache_.slots_wasted();
+    }
+  }
+  rec->read_bytes = forward_read_bytes(
+      *model_, kv ? lay.bytes_per_position() * static_cast<uint64_t>(lay.visible_count(out.seq_len - 1)) : 0);
 
   update_stop(s.token, out.seq_len);
   rec->stop = reason_;
@@ -197,14 +239,17 @@ RecordPtr Generator::fork(const std::vector<int>& prefix, const StepRecord& at, 
     throw Error("fork: token id " + std::to_string(token) + " is outside the vocabulary (0.." +
                 std::to_string(c.vocab_size - 1) + ")");
   }
-  // K/V of position i depend only on tokens [0, i]: a cache holding this very
-  // prefix stays valid when cut back to it.
-  const bool reuse = cache_.n_pos >= p && static_cast<int>(tokens_.size()) >= p &&
-                     std::equal(prefix.begin(), prefix.end(), tokens_.begin());
+  // K/V of position i depend only on tokens [0, i]: a sequence holding this
+  // very prefix is forked at it (sharing it), and the old branch released.
+  const bool reuse = seq_ >= 0 && cache_.length(seq_) >= p && static_cast<int>(tokens_.size()) >= p &&
+                     std::equal(prefix.begin(), prefix.end(), tokens_.begin()) && cache_.can_truncate(seq_, p);
   if (reuse) {
-    cache_.truncate(p);
-  } else {
-    cache_.clear();
+    const SeqId branch = cache_.fork(seq_, p);
+    cache_.release(seq_);
+    seq_ = branch;
+  } else if (seq_ >= 0) {
+    cache_.release(seq_);
+    seq_ = -1;
   }
 
   auto rec = std::make_shared<StepRecord>(at);

@@ -53,9 +53,21 @@ struct StepRecord {
   // Query rows of the attention rows above (the Q in Q.K^T).
   std::vector<float> q;  // (layer, n_rows, n_embd)
 
-  // K and V rows of positions that are new to the sequence, [seq_len - n_kv, seq_len).
+  // Query rows of the attention rows above (the Q in Q.K^T).
+  std::vector<float> q;  // (layer, n_rows, n_embd)
+
+  // K and V rows of positions that are new to the sequence, [seq_len - n_kv, seq_len),
+  // as computed (before the cache quantizes them).
   int n_kv = 0;
   std::vector<float> k, v;  // (layer, n_kv, n_embd)
+
+  // The cache after this forward (KV CACHE; NO CACHE keeps nothing: all 0 / empty).
+  KVLayout kv_layout;        // the layout the forward ran with (also in NO CACHE)
+  int kv_positions = 0;      // positions held
+  int evicted = 0;           // positions this forward's window evicted
+  std::vector<int> kv_held;  // the positions held, ascending
+  int kv_blocks = 0;         // paged: blocks held
+  int kv_slots_wasted = 0;   // paged: allocated slots holding nothing
 
   // Counters, from what ran.
   uint64_t flops = 0;        // this forward
@@ -85,6 +97,7 @@ struct GenerateOptions {
   CacheMode mode = CacheMode::kKV;
   bool keep_history = true;  // keep every record (the CLI streams and needs none)
   bool ignore_eos = false;   // keep going past the end-of-text token (soak runs fill the context)
+  KVSettings kv;             // cache layout: dtype, window + sinks, paging (both modes run it)
   // The prefill keeps every prompt row of attention when (layer*head*P*P) f32
   // stays under this; above it only the last row (a 1k-token GPT-2 prompt
   // would otherwise need 600 MB).
@@ -120,8 +133,9 @@ class Generator {
   // `at` may come from another branch of the same prompt. Returns the forced
   // record (a copy of `at` choosing `token`; prob from at's logits, else its
   // top candidates) and makes it the last: history() keeps [0, at.index) + it.
-  // KV CACHE: when the cache holds `prefix` it is cut back to it
-  // (KVCache::truncate(at.seq_len)) and the next step() computes one position;
+  // KV CACHE: when the cache holds `prefix` the sequence is forked at it
+  // (KVCache::fork(seq, at.seq_len), sharing the prefix; the old branch's
+  // sequence is released) and the next step() computes one position;
   // otherwise the next step() rebuilds it (a refill). NO CACHE recomputes
   // everything, as always. Counters continue from `at`; the sampler is not
   // reseeded. Throws kvscope::Error when prefix and `at` disagree or the
@@ -137,14 +151,20 @@ class Generator {
   uint64_t flops_total() const { return flops_total_; }
   double ms_total() const { return ms_total_; }
   const KVCache& cache() const { return cache_; }
+  SeqId sequence() const { return seq_; }  // the cache's sequence for this generation, -1 when none
+  int cache_length() const { return seq_ >= 0 ? cache_.length(seq_) : 0; }  // positions written to the cache
   const Model& model() const { return *model_; }
 
  private:
-  void update_stop(int token, int seq_len);  // sets reason_ after `token` was chosen by a forward over seq_len
+  void update_stop(int token, int seq_len);
+  ForwardOutput run_forward(KVCache& cache, SeqId seq, int first,
+                            bool keep_all);  // sets reason_ after `token` was chosen by a forward over seq_len
 
   std::shared_ptr<const Model> model_;
   Engine engine_;
   KVCache cache_;
+  KVCache scratch_;  // NO CACHE: filled by one forward, emptied after it
+  SeqId seq_ = -1;
   Sampler sampler_;
   GenerateOptions opt_;
   std::vector<int> tokens_;

@@ -3,6 +3,11 @@
 #include <immintrin.h>
 
 #include <Eigen/Dense>
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kv_quant.h"
 
 #include "safetensors.h"  // f16_to_f32
 
@@ -97,10 +102,14 @@ void matvec_stream(const T* W, int64_t cols, const float* x, const float* b, flo
 }
 
 // NC = ceil(hd / 16) 16-float chunks per head slice, the last one masked:
-// the query and the output accumulators then live in registers.
-template <int NC>
-void attend_chunks(const float* q, const float* K, const float* V, int64_t stride, int hd, int len, float scale,
-                   float* p, float* out) {
+// the query and the output accumulators then live in registers. `load(j,
+// c, m)` returns chunk c of key (or value) row j: a plain load for f32
+// rows, a conversion / dequantization in registers for f16 and quantized
+// rows. Every layout runs the same arithmetic in the same order, so a
+// cache's layout never changes f32 results.
+template <int NC, class LoadK, class LoadV>
+void attend_keys(const float* q, const LoadK& load_k, const LoadV& load_v, int hd, int len, float scale, float* p,
+                 float* out) {
   const int rem = hd - 16 * (NC - 1);
   const __mmask16 last = static_cast<__mmask16>(rem == 16 ? 0xFFFFu : (1u << rem) - 1u);
   auto mask = [&](int c) { return c == NC - 1 ? last : static_cast<__mmask16>(0xFFFFu); };
@@ -110,13 +119,12 @@ void attend_chunks(const float* q, const float* K, const float* V, int64_t strid
   // Scores, four keys per pass (four independent FMA chains).
   int j = 0;
   for (; j + 4 <= len; j += 4) {
-    const float* k0 = K + j * stride;
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int c = 0; c < NC; ++c) {
-      a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask(c), k0 + 16 * c), qv[c], a0);
-      a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask(c), k0 + stride + 16 * c), qv[c], a1);
-      a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask(c), k0 + 2 * stride + 16 * c), qv[c], a2);
-      a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask(c), k0 + 3 * stride + 16 * c), qv[c], a3);
+      a0 = _mm512_fmadd_ps(load_k(j, c, mask(c)), qv[c], a0);
+      a1 = _mm512_fmadd_ps(load_k(j + 1, c, mask(c)), qv[c], a1);
+      a2 = _mm512_fmadd_ps(load_k(j + 2, c, mask(c)), qv[c], a2);
+      a3 = _mm512_fmadd_ps(load_k(j + 3, c, mask(c)), qv[c], a3);
     }
     p[j] = _mm512_reduce_add_ps(a0) * scale;
     p[j + 1] = _mm512_reduce_add_ps(a1) * scale;
@@ -125,8 +133,7 @@ void attend_chunks(const float* q, const float* K, const float* V, int64_t strid
   }
   for (; j < len; ++j) {
     __m512 a0 = _mm512_setzero_ps();
-    for (int c = 0; c < NC; ++c)
-      a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask(c), K + j * stride + 16 * c), qv[c], a0);
+    for (int c = 0; c < NC; ++c) a0 = _mm512_fmadd_ps(load_k(j, c, mask(c)), qv[c], a0);
     p[j] = _mm512_reduce_add_ps(a0) * scale;
   }
   softmax(p, len);
@@ -137,19 +144,101 @@ void attend_chunks(const float* q, const float* K, const float* V, int64_t strid
   j = 0;
   for (; j + 2 <= len; j += 2) {
     const __m512 p0 = _mm512_set1_ps(p[j]), p1 = _mm512_set1_ps(p[j + 1]);
-    const float* v0 = V + j * stride;
     for (int c = 0; c < NC; ++c) {
-      o0[c] = _mm512_fmadd_ps(p0, _mm512_maskz_loadu_ps(mask(c), v0 + 16 * c), o0[c]);
-      o1[c] = _mm512_fmadd_ps(p1, _mm512_maskz_loadu_ps(mask(c), v0 + stride + 16 * c), o1[c]);
+      o0[c] = _mm512_fmadd_ps(p0, load_v(j, c, mask(c)), o0[c]);
+      o1[c] = _mm512_fmadd_ps(p1, load_v(j + 1, c, mask(c)), o1[c]);
     }
   }
   if (j < len) {
     const __m512 p0 = _mm512_set1_ps(p[j]);
-    for (int c = 0; c < NC; ++c) {
-      o0[c] = _mm512_fmadd_ps(p0, _mm512_maskz_loadu_ps(mask(c), V + j * stride + 16 * c), o0[c]);
-    }
+    for (int c = 0; c < NC; ++c) o0[c] = _mm512_fmadd_ps(p0, load_v(j, c, mask(c)), o0[c]);
   }
   for (int c = 0; c < NC; ++c) _mm512_mask_storeu_ps(out + 16 * c, mask(c), _mm512_add_ps(o0[c], o1[c]));
+}
+
+// Chunk loaders. Contiguous f32 rows (`stride` floats apart):
+struct LoadContiguous {
+  const float* base;
+  int64_t stride;
+  __m512 operator()(int j, int c, __mmask16 m) const { return _mm512_maskz_loadu_ps(m, base + j * stride + 16 * c); }
+};
+
+inline float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+// One row pointer per key; values [col + 16c, col + 16c + 16) of the row.
+template <KVDtype D>
+struct LoadRows {
+  const uint8_t* const* rows;
+  int col;
+  __m512 operator()(int j, int c, __mmask16 m) const {
+    const uint8_t* row = rows[j];
+    const int c0 = col + 16 * c;
+    if constexpr (D == KVDtype::kF32) {
+      return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + c0);
+    } else if constexpr (D == KVDtype::kF16) {
+      return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + c0));
+    } else if constexpr (D == KVDtype::kQ8_0) {
+      // Lanes [0, 32 - w) from this block, the rest from the next one.
+      const int w = c0 & 31;
+      const uint8_t* blk = row + (c0 >> 5) * kQ8_0BlockBytes;
+      const __mmask16 m1 = w <= 16 ? m : static_cast<__mmask16>(m & ((1u << (32 - w)) - 1u));
+      const __m512 v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m1, blk + 2 + w))),
+                                      _mm512_set1_ps(half_at(blk)));
+      if (w <= 16) return v1;
+      const __mmask16 m2 = static_cast<__mmask16>(m & ~m1);
+      const uint8_t* nxt = blk + kQ8_0BlockBytes;
+      const __m512 v2 =
+          _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m2, nxt + 2 - (32 - w)))),
+                        _mm512_set1_ps(half_at(nxt)));
+      return _mm512_mask_mov_ps(v1, m2, v2);
+    } else {
+      const int w = c0 & 31;
+      const uint8_t* blk = row + (c0 >> 5) * kQ4_0BlockBytes;
+      if (w == 0 || w == 16) {
+        // Elements 0-15 are the low nibbles of the 16 code bytes, 16-31 the high ones.
+        __m128i b = _mm_maskz_loadu_epi8(m, blk + 2);
+        if (w == 16) b = _mm_srli_epi16(b, 4);
+        b = _mm_and_si128(b, _mm_set1_epi8(0x0F));
+        const __m512i qi = _mm512_sub_epi32(_mm512_cvtepu8_epi32(b), _mm512_set1_epi32(8));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(qi), _mm512_set1_ps(half_at(blk)));
+      }
+      alignas(64) float tmp[16] = {};
+      const int n = __builtin_popcount(static_cast<unsigned>(m));
+      dequantize_q4_0_range(row, c0, n, tmp);
+      return _mm512_maskz_load_ps(m, tmp);
+    }
+  }
+};
+
+template <class LoadK, class LoadV>
+bool attend_dispatch(const float* q, const LoadK& k, const LoadV& v, int hd, int len, float scale, float* p,
+                     float* out) {
+  switch ((hd + 15) / 16) {
+    case 1:
+      attend_keys<1>(q, k, v, hd, len, scale, p, out);
+      return true;
+    case 2:
+      attend_keys<2>(q, k, v, hd, len, scale, p, out);
+      return true;
+    case 3:
+      attend_keys<3>(q, k, v, hd, len, scale, p, out);
+      return true;
+    case 4:
+      attend_keys<4>(q, k, v, hd, len, scale, p, out);
+      return true;
+    case 5:
+      attend_keys<5>(q, k, v, hd, len, scale, p, out);
+      return true;
+    case 8:
+      attend_keys<8>(q, k, v, hd, len, scale, p, out);
+      return true;
+    default:
+      return false;  // other widths: the portable path
+  }
 }
 
 #define KVSCOPE_ATTEND_CHUNKS 1
@@ -269,32 +358,93 @@ void matvec(const T* W, int64_t cols, const float* x, const float* b, float* y, 
 }
 #endif
 
+// Every build's fallback (and the only path without AVX-512): per key,
+// the head's slice is converted into a small buffer (hd floats), then
+// fixed-order dot products and sums, identical for every layout.
+template <class Deq>
+void attend_portable(const float* q, const Deq& deq, int hd, int len, float scale, float* p, float* out) {
+  thread_local std::vector<float> buf;
+  buf.resize(static_cast<size_t>(hd));
+  float* b = buf.data();
+  for (int j = 0; j < len; ++j) {
+    deq(j, 0, b);
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int i = 0;
+    for (; i + 8 <= hd; i += 8)
+      for (int t = 0; t < 8; ++t) acc[t] += b[i + t] * q[i + t];
+    for (; i < hd; ++i) acc[i % 8] += b[i] * q[i];
+    p[j] = (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))) * scale;
+  }
+  softmax(p, len);
+  std::fill(out, out + hd, 0.0f);
+  for (int j = 0; j < len; ++j) {
+    deq(j, 1, b);
+    const float w = p[j];
+    for (int i = 0; i < hd; ++i) out[i] += w * b[i];
+  }
+}
+
+void dequantize_slice(KVDtype d, const uint8_t* row, int col, int n, float* out) {
+  switch (d) {
+    case KVDtype::kF32:
+      std::memcpy(out, reinterpret_cast<const float*>(row) + col, static_cast<size_t>(n) * 4);
+      return;
+    case KVDtype::kF16:
+      dequantize_row_f16(reinterpret_cast<const uint16_t*>(row) + col, n, out);
+      return;
+    case KVDtype::kQ8_0:
+      dequantize_q8_0_range(row, col, n, out);
+      return;
+    case KVDtype::kQ4_0:
+      dequantize_q4_0_range(row, col, n, out);
+      return;
+  }
+}
+
 }  // namespace
 
 void attend(const float* q, const float* K, const float* V, int64_t stride, int hd, int len, float scale, float* p,
             float* out) {
 #ifdef KVSCOPE_ATTEND_CHUNKS
-  switch ((hd + 15) / 16) {
-    case 1:
-      return attend_chunks<1>(q, K, V, stride, hd, len, scale, p, out);
-    case 2:
-      return attend_chunks<2>(q, K, V, stride, hd, len, scale, p, out);
-    case 3:
-      return attend_chunks<3>(q, K, V, stride, hd, len, scale, p, out);
-    case 4:
-      return attend_chunks<4>(q, K, V, stride, hd, len, scale, p, out);
-    default:
-      break;  // wider heads: the Eigen path below
+  if (attend_dispatch(q, LoadContiguous{K, stride}, LoadContiguous{V, stride}, hd, len, scale, p, out)) return;
+#endif
+  attend_portable(
+      q,
+      [&](int j, int kv, float* dst) {
+        const float* src = (kv ? V : K) + j * stride;
+        std::copy(src, src + hd, dst);
+      },
+      hd, len, scale, p, out);
+}
+
+void attend_rows(const float* q, const KVRowsView& rows, int hd, int len, float scale, float* p, float* out) {
+#ifdef KVSCOPE_ATTEND_CHUNKS
+  switch (rows.dtype) {
+    case KVDtype::kF32:
+      if (attend_dispatch(q, LoadRows<KVDtype::kF32>{rows.k, rows.col}, LoadRows<KVDtype::kF32>{rows.v, rows.col}, hd,
+                          len, scale, p, out))
+        return;
+      break;
+    case KVDtype::kF16:
+      if (attend_dispatch(q, LoadRows<KVDtype::kF16>{rows.k, rows.col}, LoadRows<KVDtype::kF16>{rows.v, rows.col}, hd,
+                          len, scale, p, out))
+        return;
+      break;
+    case KVDtype::kQ8_0:
+      if (attend_dispatch(q, LoadRows<KVDtype::kQ8_0>{rows.k, rows.col}, LoadRows<KVDtype::kQ8_0>{rows.v, rows.col}, hd,
+                          len, scale, p, out))
+        return;
+      break;
+    case KVDtype::kQ4_0:
+      if (attend_dispatch(q, LoadRows<KVDtype::kQ4_0>{rows.k, rows.col}, LoadRows<KVDtype::kQ4_0>{rows.v, rows.col}, hd,
+                          len, scale, p, out))
+        return;
+      break;
   }
 #endif
-  using Rows =
-      Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0, Eigen::OuterStride<>>;
-  const Rows Km(K, len, hd, Eigen::OuterStride<>(stride));
-  const Rows Vm(V, len, hd, Eigen::OuterStride<>(stride));
-  Eigen::Map<Eigen::VectorXf> s(p, len);
-  s.noalias() = (Km * Eigen::Map<const Eigen::VectorXf>(q, hd)) * scale;
-  softmax(p, len);
-  Eigen::Map<Eigen::VectorXf>(out, hd).noalias() = Vm.transpose() * s;
+  attend_portable(
+      q, [&](int j, int kv, float* dst) { dequantize_slice(rows.dtype, (kv ? rows.v : rows.k)[j], rows.col, hd, dst); },
+      hd, len, scale, p, out);
 }
 
 void matvec_f32(const float* W, int64_t cols, const float* x, const float* b, float* y, int64_t r0, int64_t r1) {

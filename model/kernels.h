@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "kv_cache.h"
+
 namespace kvscope {
 
 // y[r] = sum_k W[r, k] x[k] (+ b[r] when b is not null), r in [r0, r1).
@@ -21,5 +23,17 @@ void matvec_f16(const uint16_t* W, int64_t cols, const float* x, const float* b,
 // p (len) receives the attention weights, out (hd) the weighted values.
 void attend(const float* q, const float* K, const float* V, int64_t stride, int hd, int len, float scale, float* p,
             float* out);
+
+// The same over keys stored in a KV cache: one row pointer per key (the
+// cache's runs, in position order), rows of `dtype` holding every head, this
+// head's slice starting at value `col`. Quantized rows are dequantized in
+// registers as they are read; f32 rows give bit-identical results to attend().
+struct KVRowsView {
+  KVDtype dtype = KVDtype::kF32;
+  const uint8_t* const* k = nullptr;  // (len) K row of each key
+  const uint8_t* const* v = nullptr;  // (len) V row of each key
+  int col = 0;
+};
+void attend_rows(const float* q, const KVRowsView& rows, int hd, int len, float scale, float* p, float* out);
 
 }  // namespace kvscope

@@ -10,6 +10,7 @@
 
 #include "error.h"
 #include "file_io.h"
+#include "kv_cache.h"
 #include "llama_loader.h"
 #include "safetensors.h"
 
@@ -251,7 +252,7 @@ std::shared_ptr<const Model> load_model(const std::string& dir, const LoadContro
     const uint64_t d = static_cast<uint64_t>(c.n_embd);
     const uint64_t f32_bytes = 4 * (static_cast<uint64_t>(c.vocab_size) * d + static_cast<uint64_t>(c.n_positions) * d +
                                     static_cast<uint64_t>(c.n_layer) * (12 * d * d + 13 * d));
-    const uint64_t need = file_bytes + f32_bytes + c.kv_bytes_per_token() * static_cast<uint64_t>(c.n_positions);
+    const uint64_t need = file_bytes + f32_bytes + kv_bytes_per_position(c) * static_cast<uint64_t>(c.n_positions);
     const uint64_t avail = available_memory_bytes();
     if (avail && need > avail) {
       throw Error(st_path + ": loading needs about " + std::to_string(need >> 20) + " MiB (file + f32 weights + " +

@@ -87,7 +87,7 @@ TEST(Counters, FormulaHelperMatchesWorkedExamples) {
     const uint64_t d = 768, t = T;
     EXPECT_EQ(forward_flops(c, T, T), 12 * (24 * t * d * d + 4 * d * (t * (t + 1) / 2)) + 2 * d * 50257);
   }
-  EXPECT_EQ(c.kv_bytes_per_token(), 2ull * 12 * 768 * 4);
+  EXPECT_EQ(kv_bytes_per_position(c), 2ull * 12 * 768 * 4);
 }
 
 void check_counters(const std::vector<RecordPtr>& recs, const Generator& gen, const std::vector<CacheMode>& modes,
@@ -154,7 +154,7 @@ TEST(Counters, KVCacheDecode) {
   while (RecordPtr r = gen.step()) {
     recs.push_back(r);
     cache_bytes.push_back(gen.cache().bytes());
-    EXPECT_EQ(gen.cache().n_pos, r->seq_len);
+    EXPECT_EQ(gen.cache_length(), r->seq_len);
   }
   ASSERT_EQ(recs.size(), 12u);
   check_counters(recs, gen, std::vector<CacheMode>(recs.size(), CacheMode::kKV), static_cast<int>(prompt.size()));
@@ -434,19 +434,23 @@ TEST(Counters, CliBenchJsonReportsConventionAndTraffic) {
     const int T = r.at("T").get<int>();
     EXPECT_DOUBLE_EQ(r.at("flop_ratio").get<double>(),
                      static_cast<double>(forward_flops(c, T, T)) / static_cast<double>(forward_flops(c, 1, T)));
-    EXPECT_EQ(r.at("decode_read_bytes").get<uint64_t>(), forward_read_bytes(*m, T));
+    EXPECT_EQ(r.at("decode_read_bytes").get<uint64_t>(),
+              forward_read_bytes(*m, kv_bytes_per_position(c) * static_cast<uint64_t>(T)));
     EXPECT_EQ(r.at("kv_flops").get<uint64_t>(), forward_flops(c, 1, T));
     EXPECT_EQ(r.at("no_cache_flops").get<uint64_t>(), forward_flops(c, T, T));
     const double ms = r.at("kv_decode_ms").get<double>();
     ASSERT_GT(ms, 0.0);
-    EXPECT_NEAR(r.at("decode_gb_per_s").get<double>(), static_cast<double>(forward_read_bytes(*m, T)) / ms / 1e6,
-                1e-9 * r.at("decode_gb_per_s").get<double>() + 1e-12);
+    EXPECT_NEAR(
+        r.at("decode_gb_per_s").get<double>(),
+        static_cast<double>(forward_read_bytes(*m, kv_bytes_per_position(c) * static_cast<uint64_t>(T))) / ms / 1e6,
+        1e-9 * r.at("decode_gb_per_s").get<double>() + 1e-12);
     EXPECT_NEAR(r.at("time_ratio").get<double>(), r.at("no_cache_ms").get<double>() / ms, 1e-9);
   }
   // The by-hand byte count of test_teach, for this F16 checkpoint at T = 9.
   const uint64_t d = static_cast<uint64_t>(c.n_embd), L = static_cast<uint64_t>(c.n_layer);
-  EXPECT_EQ(forward_read_bytes(*m, 9), L * (12 * d * d * 2 + 13 * d * 4) + static_cast<uint64_t>(c.vocab_size) * d * 2 +
-                                           4 * d * 4 + 2 * L * 9 * d * 4);
+  EXPECT_EQ(
+      forward_read_bytes(*m, 2 * L * 9 * d * 4),
+      L * (12 * d * d * 2 + 13 * d * 4) + static_cast<uint64_t>(c.vocab_size) * d * 2 + 4 * d * 4 + 2 * L * 9 * d * 4);
 }
 
 }  // namespace

@@ -299,8 +299,7 @@ TEST_P(ReferenceP, EngineLogitsBothModes) {
   std::shared_ptr<const Model> m = load_model(rc.dir);
   const int L = m->config.n_layer, H = m->config.n_head, d = m->config.n_embd, V = m->config.vocab_size;
   Engine eng(*m);
-  KVCache cache;
-  cache.init(m->config);
+  KVCache cache(KVLayout::for_model(m->config));
   std::vector<int> tokens = rc.prompt;
   for (int s = 0; s <= rc.n_steps; ++s) {
     const RefStep& ref = rc.steps[s];
@@ -317,7 +316,7 @@ TEST_P(ReferenceP, EngineLogitsBothModes) {
     EXPECT_EQ(kv.first, first);
     EXPECT_EQ(kv.n_new, T - first);
     EXPECT_EQ(kv.seq_len, T);
-    EXPECT_EQ(cache.n_pos, T);
+    EXPECT_EQ(cache.length(0), T);
     ASSERT_EQ(kv.n_rows, s == 0 ? T : 1) << where;
     ASSERT_EQ(kv.attn.size(), static_cast<size_t>(L) * H * kv.n_rows * T);
     EXPECT_LE(max_abs_diff(kv.attn, ref.attn, kv.attn.size(), &at), kTol) << where << " KV attn at " << at;
@@ -325,10 +324,12 @@ TEST_P(ReferenceP, EngineLogitsBothModes) {
     EXPECT_LE(max_abs_diff(kv.k, ref.k, kv.k.size()), kTol) << where << " KV k";
     EXPECT_LE(max_abs_diff(kv.v, ref.v, kv.v.size()), kTol) << where << " KV v";
     // The cache holds exactly those rows at their positions.
+    std::vector<float> row(static_cast<size_t>(d));
     for (int l = 0; l < L; ++l)
-      for (int r = 0; r < kv.n_new; ++r)
-        for (int j = 0; j < d; ++j)
-          ASSERT_EQ(cache.k_row(l, first + r)[j], kv.k[(static_cast<size_t>(l) * kv.n_new + r) * d + j]);
+      for (int r = 0; r < kv.n_new; ++r) {
+        cache.read_row(l, cache.slot_of(0, first + r), false, row.data());
+        for (int j = 0; j < d; ++j) ASSERT_EQ(row[j], kv.k[(static_cast<size_t>(l) * kv.n_new + r) * d + j]);
+      }
 
     // NO CACHE: the whole sequence from scratch.
     ForwardOutput nc = eng.forward(tokens, 0, nullptr, false);
@@ -460,7 +461,7 @@ TEST(Reference, CliGenerateJsonMatchesNumpy) {
       EXPECT_EQ(e.at("flops").get<uint64_t>(), flops) << where;
       total += flops;
       EXPECT_EQ(e.at("flops_total").get<uint64_t>(), total) << where;
-      EXPECT_EQ(e.at("kv_bytes").get<uint64_t>(), kv ? c.kv_bytes_per_token() * T : 0u) << where;
+      EXPECT_EQ(e.at("kv_bytes").get<uint64_t>(), kv ? kv_bytes_per_position(c) * T : 0u) << where;
       EXPECT_EQ(e.at("recomputed").get<int>(), kv || s == 0 ? 0 : T - 1) << where;
       // Past a near-tie the float64 and f32 continuations may part; stop comparing there.
       if (r.at("margin").get<double>() < 1e-3) break;

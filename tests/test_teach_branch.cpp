@@ -183,23 +183,22 @@ TEST(Branch, ForkReusesCacheExactly) {
   std::vector<int> prefix = h.tokens_before(step);
   const int P = static_cast<int>(prefix.size());
   ASSERT_EQ(P, at.seq_len);
-  ASSERT_TRUE(cache_reusable(CacheMode::kKV, gen.cache().n_pos, gen.tokens(), prefix));
+  ASSERT_TRUE(cache_reusable(CacheMode::kKV, gen.cache_length(), gen.tokens(), prefix));
   const ForkCost cost = fork_cost(c, P, true);
   std::vector<int> branch = prefix;
   branch.push_back(forced);
 
   // The parent's cache as the generator left it (every position but the last token's).
   Engine eng(*m);
-  KVCache cache;
-  cache.init(c);
+  KVCache cache(KVLayout::for_model(c));
   const std::vector<int> parent(gen.tokens().begin(), gen.tokens().end() - 1);
   eng.forward(parent, 0, &cache, false);
-  ASSERT_EQ(cache.n_pos, gen.cache().n_pos);
-  cache.truncate(P);
+  ASSERT_EQ(cache.length(0), gen.cache_length());
+  cache.truncate(0, P);
   const ForwardOutput reuse = eng.forward(branch, P, &cache, false);
   EXPECT_EQ(reuse.n_new, 1);
   EXPECT_EQ(reuse.flops, cost.flops_reuse);
-  EXPECT_EQ(cache.n_pos, P + 1);
+  EXPECT_EQ(cache.length(0), P + 1);
 
   Engine eng2(*m);
   const ForwardOutput recompute = eng2.forward(branch, 0, nullptr, false);
@@ -244,7 +243,7 @@ void check_generator_fork(const std::shared_ptr<const Model>& m) {
     const StepRecord& at = *recs[5];
     const std::vector<int> prefix = tree.current_history().tokens_before(5);
     const int P = at.seq_len;
-    const bool reuse = cache_reusable(mode, g.cache().n_pos, g.tokens(), prefix);
+    const bool reuse = cache_reusable(mode, g.cache_length(), g.tokens(), prefix);
     EXPECT_EQ(reuse, mode == CacheMode::kKV) << where;
     const ForkCost cost = fork_cost(c, P, reuse);
     RecordPtr forced = g.fork(prefix, at, at.top[1].token);
@@ -263,7 +262,7 @@ void check_generator_fork(const std::shared_ptr<const Model>& m) {
     // Back to the first branch's end: another lineage, so the next KV step refills.
     const std::vector<int> other = tree.branch(root).history.tokens_before(11);
     g.fork(other, *recs[11], recs[11]->token);
-    EXPECT_EQ(g.cache().n_pos, 0) << where;
+    EXPECT_EQ(g.cache_length(), 0) << where;
     EXPECT_EQ(g.step()->flops, forward_flops(c, recs[11]->seq_len + 1, recs[11]->seq_len + 1)) << where;
   }
 }

@@ -161,7 +161,7 @@ TEST(KvCalc, FitChecks) {
 TEST(KvCalc, CurrentModelMatchesEngine) {
   const std::shared_ptr<const Model> m = teach_model();
   const KvModelSpec s = spec_from_config(m->config, m->name, m->n_params);
-  EXPECT_EQ(kv_bytes_per_token(s, KvDtype::kF32), m->config.kv_bytes_per_token());
+  EXPECT_EQ(kv_bytes_per_token(s, KvDtype::kF32), kv_bytes_per_position(m->config));
   EXPECT_EQ(kv_bytes_per_token(s, KvDtype::kF32), 2ull * 4 * 160 * 4);
   // And what the engine really holds after a generation.
   Generator gen(m);
