@@ -54,8 +54,7 @@ void BeamGenerator::start_tokens(const std::vector<int>& prompt, const BeamOptio
   s.max_length = std::min(static_cast<int>(prompt.size()) + opt.max_new, c.n_positions + 1);
   search_ = std::make_unique<BeamSearch>(s, prompt);
   max_new_ = opt.max_new;
-  caches_.assign(1, KVCache());
-  caches_[0].init(c);
+  caches_.assign(1, KVCache(KVLayout::for_model(c)));
   reason_ = StopReason::kNone;
   steps_ = 0;
   ms_total_ = 0;
@@ -74,7 +73,7 @@ BeamRecordPtr BeamGenerator::step() {
   for (size_t b = 0; b < rec->expanded.size(); ++b) {
     const std::vector<int>& toks = rec->expanded[b].tokens;
     KVCache& cache = caches_[b];
-    ForwardOutput out = engine_.forward(toks, cache.n_pos, &cache, false);
+    ForwardOutput out = engine_.forward(toks, cached_length(cache), &cache, false);
     rec->positions += out.n_new;
     ++rec->forwards;
     rec->flops += out.flops;
@@ -94,7 +93,7 @@ BeamRecordPtr BeamGenerator::step() {
   rec->running = search_->running();
   rec->finished = search_->finished();
 
-  const uint64_t per_pos = model_->config.kv_bytes_per_token();
+  const uint64_t per_pos = kv_bytes_per_position(model_->config);
   uint64_t independent = 0;
   for (const Beam& b : rec->running) independent += static_cast<uint64_t>(b.tokens.size() - 1);
   rec->kv_bytes_independent = independent * per_pos;

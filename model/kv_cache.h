@@ -206,4 +206,10 @@ class KVCache {
   uint64_t copies_ = 0, evicted_total_ = 0;
 };
 
+// Positions written to sequence 0 (the one-sequence convenience of
+// Engine::forward), 0 before its first forward.
+inline int cached_length(const KVCache& c) {
+  return c.has_sequence(0) ? c.length(0) : 0;
+}
+
 }  // namespace kvscope

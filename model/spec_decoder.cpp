@@ -77,8 +77,8 @@ void SpeculativeDecoder::start_tokens(const std::vector<int>& prompt, const Spec
   started_ = true;
   iterations_ = target_forwards_ = draft_forwards_ = drafted_total_ = accepted_total_ = 0;
   draft_ms_ = target_ms_ = ms_total_ = 0;
-  target_cache_.init(c);
-  draft_cache_.init(draft_->config);
+  target_cache_.reset(KVLayout::for_model(c));
+  draft_cache_.reset(KVLayout::for_model(draft_->config));
 }
 
 // K, or fewer so that the iteration emits at most the remaining new tokens
@@ -107,7 +107,7 @@ SpecIterationPtr SpeculativeDecoder::step() {
   std::vector<TokenDist> q;
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < it->k; ++i) {
-    ForwardOutput out = draft_engine_.forward(seq, draft_cache_.n_pos, &draft_cache_, false);
+    ForwardOutput out = draft_engine_.forward(seq, cached_length(draft_cache_), &draft_cache_, false);
     ++draft_forwards_;
     q.push_back(sampling_distribution(out.logits, seq, opt_.sampler));
     const int x = draw_token(q.back(), uniform_.next());
@@ -119,7 +119,7 @@ SpecIterationPtr SpeculativeDecoder::step() {
   // 2. The target scores every drafted position and the one after: one
   // forward over [its cached length, len + k), logits for the last k + 1.
   t0 = std::chrono::steady_clock::now();
-  ForwardOutput tout = target_engine_.forward(seq, target_cache_.n_pos, &target_cache_, false, true);
+  ForwardOutput tout = target_engine_.forward(seq, cached_length(target_cache_), &target_cache_, false, true);
   ++target_forwards_;
   it->target_positions = tout.n_new;
   const size_t vocab = static_cast<size_t>(target_->config.vocab_size);
@@ -166,12 +166,12 @@ SpecIterationPtr SpeculativeDecoder::step() {
   // on tokens [0, j] only, so every cached row before the first rejected or
   // new token stays valid.
   const int keep = static_cast<int>(tokens_.size()) - 1;
-  const int t_keep = std::min(keep, target_cache_.n_pos);
-  it->target_rolled_back = target_cache_.n_pos - t_keep;
-  target_cache_.truncate(t_keep);
-  const int d_keep = std::min(keep, draft_cache_.n_pos);
-  it->draft_rolled_back = draft_cache_.n_pos - d_keep;
-  draft_cache_.truncate(d_keep);
+  const int t_keep = std::min(keep, cached_length(target_cache_));
+  it->target_rolled_back = cached_length(target_cache_) - t_keep;
+  if (target_cache_.has_sequence(0)) target_cache_.truncate(0, t_keep);
+  const int d_keep = std::min(keep, cached_length(draft_cache_));
+  it->draft_rolled_back = cached_length(draft_cache_) - d_keep;
+  if (draft_cache_.has_sequence(0)) draft_cache_.truncate(0, d_keep);
   it->target_kv_bytes = target_cache_.bytes();
   it->draft_kv_bytes = draft_cache_.bytes();
   it->target_forwards = target_forwards_;

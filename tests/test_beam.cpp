@@ -251,7 +251,7 @@ TEST(BeamSearchReference, SharedPrefixHoldsLessThanIndependentCaches) {
   opt.n_beams = 4;
   opt.max_new = 12;
   gen.start("Once upon a time there was", opt);
-  const uint64_t per = model->config.kv_bytes_per_token();
+  const uint64_t per = kv_bytes_per_position(model->config);
   int sharing_steps = 0;
   while (BeamRecordPtr r = gen.step()) {
     EXPECT_EQ(r->kv_bytes_independent % per, 0u);

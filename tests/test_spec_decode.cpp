@@ -111,19 +111,19 @@ TEST(SpeculativeDecoding, GreedyEqualsPlainGreedyOnTheShippedPair) {
 // The cache's first n positions against a fresh prefill of tokens[0, n).
 void expect_cache_is_fresh_prefill(const Model& m, const KVCache& cache, const std::vector<int>& tokens, int n,
                                    const std::string& where) {
-  ASSERT_EQ(cache.n_pos, n) << where;
+  ASSERT_EQ(cached_length(cache), n) << where;
   Engine e(m);
-  KVCache fresh;
-  fresh.init(m.config);
+  KVCache fresh(KVLayout::for_model(m.config));
   e.forward(std::vector<int>(tokens.begin(), tokens.begin() + n), 0, &fresh, false);
   EXPECT_EQ(cache.bytes(), fresh.bytes()) << where;
   double worst = 0;
-  KVCache& c = const_cast<KVCache&>(cache);
+  std::vector<float> a(static_cast<size_t>(m.config.n_embd)), b(a.size());
   for (int l = 0; l < m.config.n_layer; ++l) {
     for (int p = 0; p < n; ++p) {
-      for (int i = 0; i < m.config.n_embd; ++i) {
-        worst = std::max(worst, static_cast<double>(std::fabs(c.k_row(l, p)[i] - fresh.k_row(l, p)[i])));
-        worst = std::max(worst, static_cast<double>(std::fabs(c.v_row(l, p)[i] - fresh.v_row(l, p)[i])));
+      for (bool v : {false, true}) {
+        cache.read_row(l, cache.slot_of(0, p), v, a.data());
+        fresh.read_row(l, fresh.slot_of(0, p), v, b.data());
+        for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(a[i] - b[i])));
       }
     }
   }
