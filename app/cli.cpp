@@ -15,6 +15,7 @@
 #include "cli_decode.h"
 #include "cli_flags.h"
 #include "cli_json.h"
+#include "cli_kv.h"
 #include "engine.h"
 #include "error.h"
 #include "generator.h"
@@ -74,6 +75,7 @@ struct GenerateArgs {
   std::vector<std::string> stop;
   bool no_cache = false;
   bool json = false;
+  KVSettings kv;
 };
 
 int cmd_generate(const GenerateArgs& a, bool sampling_requested) {
@@ -83,6 +85,7 @@ int cmd_generate(const GenerateArgs& a, bool sampling_requested) {
   opt.max_new = a.max_new;
   opt.stop = a.stop;
   opt.mode = a.no_cache ? CacheMode::kNoCache : CacheMode::kKV;
+  opt.kv = a.kv;
   opt.keep_history = false;
   opt.sampler.greedy = !sampling_requested;
   opt.sampler.temperature = a.temperature;
@@ -122,6 +125,12 @@ int cmd_generate(const GenerateArgs& a, bool sampling_requested) {
       j["flops"] = r->flops;
       j["flops_total"] = r->flops_total;
       j["kv_bytes"] = r->kv_bytes;
+      j["kv_positions"] = r->kv_positions;
+      j["evicted"] = r->evicted;
+      if (r->kv_layout.paged()) {
+        j["kv_blocks"] = r->kv_blocks;
+        j["kv_slots_wasted"] = r->kv_slots_wasted;
+      }
       j["recomputed"] = r->recomputed;
       j["ms"] = r->ms;
       std::cout << j.dump() << '\n' << std::flush;
@@ -251,7 +260,7 @@ double read_bandwidth_gb_per_s(int threads) {
 }
 
 int cmd_bench(const std::string& dir, std::vector<int> lengths, int reps, bool as_json,
-              const std::function<double(int)>& read_bandwidth) {
+              const std::function<double(int)>& read_bandwidth, const KVSettings& kv_settings) {
   auto m = load_model(dir.empty() ? default_model_dir() : dir);
   const Config& c = m->config;
   if (lengths.empty()) {
@@ -271,7 +280,8 @@ int cmd_bench(const std::string& dir, std::vector<int> lengths, int reps, bool a
     }
   }
   Engine engine(*m);
-  KVCache cache(KVLayout::for_model(c));
+  const KVLayout layout = kv_settings.layout_for(c);
+  KVCache cache(layout);
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int> pick(0, c.vocab_size - 1);
   std::vector<int> all(static_cast<size_t>(c.n_positions));
@@ -283,7 +293,8 @@ int cmd_bench(const std::string& dir, std::vector<int> lengths, int reps, bool a
 
   json rows = json::array();
   if (!as_json) {
-    std::printf("%s: %d layers, width %d, %d threads\n", m->name.c_str(), c.n_layer, c.n_embd, engine_threads());
+    std::printf("%s: %d layers, width %d, %d threads, KV cache %s\n", m->name.c_str(), c.n_layer, c.n_embd,
+                engine_threads(), layout.describe().c_str());
     std::printf("%6s %14s %16s %14s %16s %12s %12s\n", "T", "prefill tok/s", "KV decode tok/s", "decode GB/s",
                 "NO CACHE tok/s", "time ratio", "FLOP ratio");
   }
@@ -307,13 +318,14 @@ int cmd_bench(const std::string& dir, std::vector<int> lengths, int reps, bool a
     }
     for (int r = 0; r < reps; ++r) {
       auto t0 = clock::now();
-      engine.forward(seq, 0, nullptr, false);
+      engine.forward(seq, 0, nullptr, false, false, &layout);
       nc.push_back(ms_since(t0));
     }
     const double pre_ms = median(pre), kv_ms = median(kv), nc_ms = median(nc);
     const double flop_ratio = static_cast<double>(forward_flops(c, T, T)) / static_cast<double>(forward_flops(c, 1, T));
+    // The cache's bytes a decode step at length T reads (its layout's rows of every visible position).
     const uint64_t decode_bytes =
-        forward_read_bytes(*m, cache.layout().bytes_per_position() * static_cast<uint64_t>(T));
+        forward_read_bytes(*m, layout.bytes_per_position() * static_cast<uint64_t>(layout.visible_count(T - 1)));
     const double decode_gbps = static_cast<double>(decode_bytes) / (kv_ms / 1000) / 1e9;
     rows.push_back({{"T", T},
                     {"prefill_tokens_per_s", T / (pre_ms / 1000)},
@@ -341,6 +353,7 @@ int cmd_bench(const std::string& dir, std::vector<int> lengths, int reps, bool a
   } else {
     std::cout << json{{"model", m->name},
                       {"threads", engine_threads()},
+                      {"kv_layout", layout.describe()},
                       {"read_bandwidth_gb_per_s", read_bandwidth(engine_threads())},
                       {"rows", rows}}
                      .dump(2)
@@ -420,6 +433,8 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
       ->check(non_empty("the text to stop at"));
   gen->add_flag("--no-cache", g.no_cache, "Recompute the whole sequence every step");
   gen->add_flag("--json", g.json, "JSON Lines: prefill, steps, done");
+  KVFlags gen_kv;
+  add_kv_flags(gen, gen_kv);
   DecodeArgs dec;
   auto* beams = gen->add_option("--beams", dec.beams, "Beam search with N beams (1-8; Hugging Face conventions)")
                     ->check(int_in(1, 8));
@@ -456,6 +471,17 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
       ->check(int_in(2, 1 << 20));
   bench->add_option("--reps", bench_reps, "Repetitions (median)")->check(int_in(1, 1000));
   bench->add_flag("--json", bench_json, "Print JSON");
+  KVFlags bench_kv;
+  add_kv_flags(bench, bench_kv);
+
+  EvalArgs ev;
+  KVFlags ev_kv;
+  auto* evc = app.add_subcommand(
+      "eval", "Score a UTF-8 text: NLL/token, perplexity, bits/byte (vs dense f32 for other KV layouts)");
+  evc->add_option("--file", ev.file, "UTF-8 text to score (documents separated by <|endoftext|>)")->required();
+  evc->add_option("--model", ev.model, "GPT-2 folder (default: the embedded model)");
+  evc->add_flag("--json", ev.json, "Print JSON");
+  add_kv_flags(evc, ev_kv);
 
   RenderOptions ro;
   std::string layer = "mean", head = "mean";
@@ -513,11 +539,27 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
     throw UsageError(flag + ": \"" + v + "\" is not a layer/head index or \"mean\"");
   };
 
+  auto kv_settings = [](const KVFlags& f) {
+    KVSettings k;
+    std::string problem;
+    if (!kv_settings_from_flags(f, &k, &problem)) throw UsageError(problem);
+    return k;
+  };
+
   try {
+    if (*evc) {
+      ev.kv = kv_settings(ev_kv);
+      return cmd_eval(ev, default_model_dir());
+    }
     if (*gen) {
+      g.kv = kv_settings(gen_kv);
       const bool sampling = temp->count() > 0 || topk->count() > 0 || topp->count() > 0;
       if (beams->count() || lpen->count() || draft->count() || spec->count()) {
         check_decode_flags(*gen, beams->count() > 0, draft->count() > 0, lpen->count() > 0, spec->count() > 0);
+        if (!g.kv.is_default())
+          throw UsageError(
+              "--kv-window/--kv-sinks/--kv-dtype/--kv-block: not available with --beams or --draft (they "
+              "run the dense f32 cache)");
         if (g.prompt.empty()) throw UsageError("--prompt is empty (expected some text to continue)");
         dec.model = g.model;
         dec.prompt = g.prompt;
@@ -537,7 +579,7 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
     if (*ins) return cmd_inspect(ins_model, ins_json);
     if (*bench)
       return cmd_bench(bench_model, bench_lengths, bench_reps, bench_json,
-                       hooks.read_bandwidth ? hooks.read_bandwidth : read_bandwidth_gb_per_s);
+                       hooks.read_bandwidth ? hooks.read_bandwidth : read_bandwidth_gb_per_s, kv_settings(bench_kv));
     if (*render) {
       if (!ro.bench && ro.out.empty() && ro.frames_dir.empty() && ro.video.empty()) {
         throw UsageError("render: give --out FILE.png, --frames DIR and/or --video FILE.mp4 (or --bench)");

@@ -10,6 +10,11 @@ Modes
   ref    --model DIR --prompt 1,2,3 [--steps N] --out FILE
          prefill + N greedy steps of the float64 forward over any GPT-2
          checkpoint directory (HF layout), written as JSON.
+  kvref  --model DIR --kv-dtype D --kv-window W --kv-sinks S --out FILE
+         as ref, under a KV cache layout (what the cache stores, which keys
+         a query sees), on a random prompt clear of greedy and rounding ties.
+  quant  --dtype q8_0|q4_0 --n N --rows FILE --out FILE
+         llama.cpp blocks of raw float32 rows (the byte-exact quantizer test).
   suite  --out DIR   the checkpoints the C++ tests use (several shapes,
          F32/F16/BF16, with and without the `transformer.` prefix, with and
          without attn.bias/attn.masked_bias buffers, one untied lm_head),
@@ -375,16 +380,119 @@ def softmax(x, axis=-1):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+# ----------------------------------------------------------------------------
+# KV cache semantics, independently of the engine: which keys a query sees
+# (sliding window + sinks) and what a stored row reads back as (f16, q8_0,
+# q4_0 following llama.cpp's block formats, with the rules written out in
+# model/kv_quant.h). All in float64; quantize -> dequantize per row of
+# n_embd values (all heads of one position), blocks of 32.
+# ----------------------------------------------------------------------------
+
+QBLOCK = 32
+
+
+def round_half_away(t):
+    a = np.abs(t)
+    fl = np.floor(a)
+    q = fl + (a - fl >= 0.5)
+    return np.sign(t) * q
+
+
+def quantize_q8_0(row):
+    """(block bytes, dequantized float64 row, margin): margin is the
+    distance of x/d to the nearest rounding boundary (k + 0.5), the least
+    over the row; small margins are decisions f32 rounding could flip."""
+    out, deq, margin = bytearray(), [], math.inf
+    for blk in np.asarray(row, np.float64).reshape(-1, QBLOCK):
+        d = float(np.max(np.abs(blk))) / 127.0
+        dh = np.float16(d)
+        if d == 0:
+            q = np.zeros(QBLOCK)
+        else:
+            t = blk / d
+            q = round_half_away(t)
+            a = np.abs(t)
+            margin = min(margin, float(np.min(np.abs(a - np.floor(a) - 0.5))))
+        out += dh.tobytes() + q.astype(np.int8).tobytes()
+        deq.append(q * float(dh))
+    return bytes(out), np.concatenate(deq), margin
+
+
+def quantize_q4_0(row):
+    """As quantize_q8_0; margin in units of x/d (boundaries at integers of
+    x/d + 8.5), and the gap between the two largest magnitudes when their
+    signs differ (it picks the sign of d)."""
+    out, deq, margin = bytearray(), [], math.inf
+    for blk in np.asarray(row, np.float64).reshape(-1, QBLOCK):
+        mags = np.abs(blk)
+        i = int(np.argmax(mags))  # the first of the largest magnitudes
+        mx = float(blk[i])
+        d = mx / -8.0
+        dh = np.float16(d)
+        if d == 0:
+            q = np.full(QBLOCK, 8.0)
+        else:
+            t = blk / d + 8.5
+            q = np.minimum(15.0, np.floor(t))
+            below = t[t < 15.0]
+            if below.size:
+                margin = min(margin, float(np.min(np.minimum(below - np.floor(below), np.ceil(below) - below))))
+            other = np.abs(np.delete(blk, i)[np.sign(np.delete(blk, i)) != np.sign(mx)])
+            if other.size:
+                margin = min(margin, 8.0 * (abs(mx) - float(np.max(other))) / abs(mx))
+        qi = q.astype(np.uint8)
+        out += dh.tobytes() + bytes((qi[:16] | (qi[16:] << 4)).astype(np.uint8))
+        deq.append((q - 8.0) * float(dh))
+    return bytes(out), np.concatenate(deq), margin
+
+
+def stored_row(row, dtype):
+    """What a row of `dtype` reads back as, and its rounding margin."""
+    if dtype == "f32":
+        return np.asarray(row, np.float32).astype(np.float64), math.inf
+    if dtype == "f16":
+        return np.asarray(row, np.float64).astype(np.float16).astype(np.float64), math.inf
+    if dtype == "q8_0":
+        _, deq, m = quantize_q8_0(row)
+        return deq, m
+    if dtype == "q4_0":
+        _, deq, m = quantize_q4_0(row)
+        return deq, m
+    raise ValueError("unknown KV dtype " + dtype)
+
+
+def attention_mask(T, window=0, sinks=0):
+    """(T, T) True where query i may NOT see key j: the future, and with a
+    window W the keys before i - W + 1 except the sinks [0, S)."""
+    i = np.arange(T)[:, None]
+    j = np.arange(T)[None, :]
+    seen = j <= i
+    if window > 0:
+        seen = seen & ((j >= i - window + 1) | (j < sinks))
+    return ~seen
+
+
 def forward(cfg, w, ids):
     """Full causal forward over ids. Returns logits (T, V), attention
     (layer, head, T, T), k and v (layer, T, d)."""
+    return forward_kv(cfg, w, ids)[:4]
+
+
+def forward_kv(cfg, w, ids, kv=None):
+    """Full causal forward over ids. Returns logits (T, V), attention
+    (layer, head, T, T), k and v (layer, T, d) as computed, and the least
+    quantization margin per position (T). `kv` = {"dtype", "window",
+    "sinks"}: attention reads K/V as that cache stores them, with its mask."""
+    kv = kv or {}
+    dtype = kv.get("dtype", "f32")
     T = len(ids)
     d, H = cfg["n_embd"], cfg["n_head"]
     hd = d // H
     eps = cfg.get("layer_norm_epsilon", 1e-5)
     x = w["wte.weight"][ids] + w["wpe.weight"][:T]
-    mask = np.triu(np.ones((T, T), dtype=bool), 1)
+    mask = attention_mask(T, kv.get("window", 0), kv.get("sinks", 0))
     attn, ks, vs = [], [], []
+    qmargin = np.full(T, math.inf)
     for i in range(cfg["n_layer"]):
         p = "h.%d." % i
         h = layer_norm(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps)
@@ -392,9 +500,17 @@ def forward(cfg, w, ids):
         q, k, v = qkv[:, :d], qkv[:, d:2 * d], qkv[:, 2 * d:]
         ks.append(k)
         vs.append(v)
+        if dtype != "f32":
+            k_st, v_st = np.empty_like(k), np.empty_like(v)
+            for t in range(T):
+                k_st[t], mk = stored_row(k[t], dtype)
+                v_st[t], mv = stored_row(v[t], dtype)
+                qmargin[t] = min(qmargin[t], mk, mv)
+        else:
+            k_st, v_st = k, v
         qh = q.reshape(T, H, hd).transpose(1, 0, 2)  # (H, T, hd)
-        kh = k.reshape(T, H, hd).transpose(1, 0, 2)
-        vh = v.reshape(T, H, hd).transpose(1, 0, 2)
+        kh = k_st.reshape(T, H, hd).transpose(1, 0, 2)
+        vh = v_st.reshape(T, H, hd).transpose(1, 0, 2)
         s = qh @ kh.transpose(0, 2, 1) / math.sqrt(hd)  # (H, T, T)
         s[:, mask] = -np.inf
         a = softmax(s)
@@ -406,14 +522,14 @@ def forward(cfg, w, ids):
         x = x + m @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
     xf = layer_norm(x, w["ln_f.weight"], w["ln_f.bias"], eps)
     logits = xf @ w["lm_head.weight"].T
-    return logits, np.array(attn), np.array(ks), np.array(vs)
+    return logits, np.array(attn), np.array(ks), np.array(vs), qmargin
 
 
-def greedy_reference(cfg, w, prompt, n_steps, n_top=20):
+def greedy_reference(cfg, w, prompt, n_steps, n_top=20, kv=None):
     tokens = list(prompt)
     steps = []
     for s in range(n_steps + 1):
-        logits, attn, ks, vs = forward(cfg, w, tokens)
+        logits, attn, ks, vs, qmargin = forward_kv(cfg, w, tokens, kv)
         T = len(tokens)
         last = logits[-1]
         probs = softmax(last)
@@ -432,6 +548,7 @@ def greedy_reference(cfg, w, prompt, n_steps, n_top=20):
             "attn": attn[:, :, T - rows:, :].reshape(-1).tolist(),
             "k": ks[:, T - rows:, :].reshape(-1).tolist(),
             "v": vs[:, T - rows:, :].reshape(-1).tolist(),
+            "qmargin": float(np.min(qmargin)) if math.isfinite(float(np.min(qmargin))) else 1.0,
         })
         tokens.append(tok)
     return {
@@ -439,6 +556,8 @@ def greedy_reference(cfg, w, prompt, n_steps, n_top=20):
         "prompt": list(prompt),
         "n_steps": n_steps,
         "min_margin": min(st["margin"] for st in steps),
+        "min_qmargin": min(st["qmargin"] for st in steps),
+        "kv": kv or {},
         "tokens": tokens,
         "steps": steps,
     }
@@ -509,6 +628,43 @@ def build_suite(out_dir, only=None):
     return index
 
 
+QMARGIN = 3e-4  # quantization decisions closer than this to a rounding boundary could flip in f32 (~6e-5)
+
+
+def kv_reference(cfg, w, kv, n_prompt, n_steps, seed, attempts=120):
+    """A greedy reference under cache layout `kv` for a random prompt whose
+    every greedy choice and every quantization decision is clear of a tie
+    (MIN_MARGIN, QMARGIN), so f32 rounding cannot change the reference."""
+    rng = np.random.default_rng(seed)
+    V = cfg["vocab_size"]
+    for _ in range(attempts):
+        prompt = [int(t) for t in rng.integers(0, V - 1, size=n_prompt)]
+        ref = greedy_reference(cfg, w, prompt, n_steps, kv=kv)
+        if ref["min_margin"] >= MIN_MARGIN and ref["min_qmargin"] >= QMARGIN:
+            return ref
+    raise RuntimeError("no prompt of %d tokens with margins >= %g / %g under %s in %d attempts" %
+                       (n_prompt, MIN_MARGIN, QMARGIN, kv, attempts))
+
+
+def quantize_file(dtype, n, src, dst):
+    """Rows of n float32 values (raw little-endian) -> their blocks, concatenated."""
+    rows = np.fromfile(src, dtype="<f4").reshape(-1, n)
+    fn = {"q8_0": quantize_q8_0, "q4_0": quantize_q4_0}[dtype]
+    with open(dst, "wb") as f:
+        for r in rows:
+            f.write(fn(r.astype(np.float64))[0])
+
+
+def kv_args(p):
+    p.add_argument("--kv-dtype", choices=["f32", "f16", "q8_0", "q4_0"], default="f32")
+    p.add_argument("--kv-window", type=int, default=0)
+    p.add_argument("--kv-sinks", type=int, default=0)
+
+
+def kv_of(a):
+    return {"dtype": a.kv_dtype, "window": a.kv_window, "sinks": a.kv_sinks}
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="mode", required=True)
@@ -535,6 +691,21 @@ def main(argv):
     r.add_argument("--prompt", required=True, help="comma-separated token ids")
     r.add_argument("--steps", type=int, default=20)
     r.add_argument("--out", required=True, help="JSON file ('-' = stdout)")
+    kv_args(r)
+
+    k = sub.add_parser("kvref", help="greedy reference under a KV cache layout, on a prompt it picks")
+    k.add_argument("--model", required=True)
+    k.add_argument("--n-prompt", type=int, default=4)
+    k.add_argument("--steps", type=int, default=8)
+    k.add_argument("--seed", type=int, default=0)
+    k.add_argument("--out", required=True)
+    kv_args(k)
+
+    qz = sub.add_parser("quant", help="q8_0 / q4_0 blocks of float32 rows")
+    qz.add_argument("--dtype", choices=["q8_0", "q4_0"], required=True)
+    qz.add_argument("--n", type=int, required=True, help="values per row (a multiple of 32)")
+    qz.add_argument("--rows", required=True, help="raw little-endian float32 rows")
+    qz.add_argument("--out", required=True)
 
     s = sub.add_parser("suite", help="the checkpoints + references the C++ tests use")
     s.add_argument("--out", required=True)
@@ -554,12 +725,19 @@ def main(argv):
             raise SystemExit("numpy_ref: --prompt needs at least one token id")
         if len(prompt) + a.steps > cfg["n_positions"]:
             raise SystemExit("numpy_ref: prompt + steps exceed n_positions=%d" % cfg["n_positions"])
-        ref = greedy_reference(cfg, w, prompt, a.steps)
+        ref = greedy_reference(cfg, w, prompt, a.steps, kv=kv_of(a))
         if a.out == "-":
             json.dump(ref, sys.stdout)
         else:
             with open(a.out, "w") as f:
                 json.dump(ref, f)
+    elif a.mode == "kvref":
+        cfg, w = load_model(a.model)
+        ref = kv_reference(cfg, w, kv_of(a), a.n_prompt, a.steps, a.seed)
+        with open(a.out, "w") as f:
+            json.dump(ref, f)
+    elif a.mode == "quant":
+        quantize_file(a.dtype, a.n, a.rows, a.out)
     elif a.mode == "suite":
         idx = build_suite(a.out, a.only)
         print(json.dumps({"dir": a.out, "checkpoints": [c["name"] for c in idx]}))

@@ -1,0 +1,161 @@
+// The KV flags of `kvscope generate` and `kvscope eval`, end to end: JSON
+// records against the float64 reference under the same layout, exact
+// counters, usage errors naming the flag and its range, eval's errors.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kv_cache.h"
+#include "model.h"
+#include "numpy_ref_util.h"
+
+namespace kvscope {
+namespace {
+
+using testutil::json;
+
+std::string exe() {
+  return std::string(KVSCOPE_BUILD_DIR) + "/kvscope";
+}
+
+// Runs the CLI; returns the exit code, stdout+stderr in `out`.
+int run(const std::string& args, std::string& out, const testutil::TempDir& tmp) {
+  const std::string f = tmp / "out.txt";
+  const int rc =
+      std::system((testutil::shell_quote(exe()) + " " + args + " > " + testutil::shell_quote(f) + " 2>&1").c_str());
+  out = testutil::read_file(f);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+TEST(CliKV, GenerateJsonUnderALayoutMatchesNumpy) {
+  testutil::TempDir tmp("cli-kv");
+  const std::string dir = testutil::suite_checkpoint("l2h2d32_f32_prefix_buffers");
+  std::shared_ptr<const Model> m = load_model(dir);
+  const std::string text = "The quick brown fox jumps";
+  const std::vector<int> ids = m->tokenizer.encode(text);  // the tokenizer has its own reference tests
+  std::string id_list;
+  for (int t : ids) id_list += (id_list.empty() ? "" : ",") + std::to_string(t);
+  testutil::run_numpy_ref("ref --model " + dir + " --prompt " + id_list +
+                              " --steps 8 --kv-dtype f16 --kv-window 5 --kv-sinks 1 --out " + (tmp / "ref.json"),
+                          tmp / "ref.log");
+  const json ref = testutil::read_json(tmp / "ref.json");
+  const int n_prompt = static_cast<int>(ids.size());
+  for (const char* mode : {"", " --no-cache"}) {
+    std::string out;
+    ASSERT_EQ(run("generate --model " + dir + " --prompt " + testutil::shell_quote(text) +
+                      " --max-new 9 --greedy --json --kv-dtype f16 --kv-window 5 --kv-sinks 1 --kv-block 2" + mode,
+                  out, tmp),
+              0)
+        << out;
+    std::istringstream lines(out);
+    std::string line;
+    int s = 0;
+    int blocks_seen = 0;
+    bool clear = true;
+    int compared = 0;
+    while (std::getline(lines, line)) {
+      const json e = json::parse(line);
+      if (e.at("event") == "done") break;
+      const json& st = ref.at("steps").at(static_cast<size_t>(s));
+      const int T = n_prompt + s;
+      // Compare tokens while neither a greedy near-tie nor a quantization decision near a
+      // rounding boundary could part the f32 run from the float64 one.
+      clear = clear && st.at("margin").get<double>() >= 1e-3 && st.at("qmargin").get<double>() >= 3e-4;
+      if (clear) {
+        ++compared;
+        EXPECT_EQ(e.at("token").get<int>(), st.at("token").get<int>()) << mode << " step " << s;
+        EXPECT_NEAR(e.at("prob").get<double>(), st.at("prob").get<double>(), 1e-4) << mode << " step " << s;
+      }
+      if (*mode == '\0') {
+        EXPECT_EQ(e.at("kv_positions").get<int>(), std::min(T, 6)) << s;
+        EXPECT_EQ(e.at("evicted").get<int>(), s == 0 ? T - std::min(T, 6) : (T > 6 ? 1 : 0)) << s;
+        const int blocks = e.at("kv_blocks").get<int>();
+        EXPECT_EQ(e.at("kv_bytes").get<uint64_t>(), static_cast<uint64_t>(blocks) * 2 * 2 * 2 * (32 * 2)) << s;
+        EXPECT_EQ(e.at("kv_slots_wasted").get<int>(), blocks * 2 - std::min(T, 6)) << s;
+        blocks_seen = std::max(blocks_seen, blocks);
+      } else {
+        EXPECT_EQ(e.at("kv_bytes").get<uint64_t>(), 0u);
+        EXPECT_EQ(e.at("kv_positions").get<int>(), 0);
+      }
+      ++s;
+    }
+    EXPECT_EQ(s, 9) << out;
+    EXPECT_GE(compared, 3) << "steps clear of ties to compare";
+    if (*mode == '\0') {
+      EXPECT_LE(blocks_seen, 4) << "evicted blocks go back to the pool";
+    }
+  }
+}
+
+TEST(CliKV, BadFlagsAreUsageErrorsNamingTheFlag) {
+  testutil::TempDir tmp("cli-kv-bad");
+  const std::string dir = testutil::suite_checkpoint("l2h2d32_f32_prefix_buffers");
+  const std::pair<const char*, const char*> cases[] = {
+      {"--kv-window 0", "--kv-window"},
+      {"--kv-window -2", "--kv-window"},
+      {"--kv-sinks -1 --kv-window 4", "--kv-sinks"},
+      {"--kv-window 4 --kv-sinks 4", "--kv-sinks"},
+      {"--kv-sinks 2", "--kv-sinks"},
+      {"--kv-block 0", "--kv-block"},
+      {"--kv-dtype q5_1", "--kv-dtype"},
+      {"--kv-window x", "--kv-window"},
+  };
+  for (const auto& [flags, name] : cases) {
+    for (const char* sub : {"generate --prompt hi", "eval --file x"}) {
+      std::string out;
+      EXPECT_EQ(run(std::string(sub) + " --model " + dir + " " + flags, out, tmp), 2)
+          << sub << " " << flags << ": " << out;
+      EXPECT_NE(out.find(name), std::string::npos) << out;
+      EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << "one line: " << out;
+    }
+  }
+  // A layout the model cannot hold (rows of 48 values are no multiple of 32): a runtime error naming the flag.
+  std::string out;
+  EXPECT_EQ(run("generate --prompt hi --kv-dtype q4_0 --model " + testutil::suite_checkpoint("l3h4d48_f16_noprefix"),
+                out, tmp),
+            1)
+      << out;
+  EXPECT_NE(out.find("multiple of 32"), std::string::npos) << out;
+}
+
+TEST(CliKV, EvalScoresATextAndComparesWithDense) {
+  testutil::TempDir tmp("cli-eval");
+  const std::string dir = testutil::suite_checkpoint("l2h2d32_f32_prefix_buffers");
+  testutil::write_file(tmp / "t.txt",
+                       "The quick brown fox jumps over the lazy dog.<|endoftext|>A KV cache stores keys.");
+  std::string out;
+  ASSERT_EQ(run("eval --json --model " + dir + " --file " + (tmp / "t.txt"), out, tmp), 0) << out;
+  const json d = json::parse(out);
+  EXPECT_GT(d.at("predicted_tokens").get<int>(), 10);
+  EXPECT_NEAR(d.at("perplexity").get<double>(), std::exp(d.at("nll_per_token").get<double>()), 1e-9);
+  EXPECT_FALSE(d.contains("kl_dense_variant")) << "the default layout is the dense one";
+  ASSERT_EQ(run("eval --json --model " + dir + " --file " + (tmp / "t.txt") + " --kv-window 64", out, tmp), 0) << out;
+  const json w = json::parse(out);
+  // The window covers the whole context (64 positions): the same numbers, nothing differs.
+  EXPECT_EQ(w.at("nll_per_token").get<double>(), d.at("nll_per_token").get<double>());
+  EXPECT_EQ(w.at("kl_dense_variant").get<double>(), 0.0);
+  EXPECT_EQ(w.at("top1_agreement").get<double>(), 100.0);
+  EXPECT_EQ(w.at("max_abs_dlogit").get<double>(), 0.0);
+  ASSERT_EQ(
+      run("eval --json --model " + dir + " --file " + (tmp / "t.txt") + " --kv-dtype q4_0 --kv-window 3", out, tmp), 0)
+      << out;
+  const json q = json::parse(out);
+  EXPECT_GT(q.at("kl_dense_variant").get<double>(), 0.0);
+  EXPECT_GT(q.at("max_abs_dlogit").get<double>(), 0.0);
+  EXPECT_LE(q.at("top1_agreement").get<double>(), 100.0);
+  EXPECT_EQ(q.at("kv_bytes_per_position").get<uint64_t>(), 2u * 2 * 18);
+
+  testutil::write_file(tmp / "empty.txt", "");
+  testutil::write_file(tmp / "bad.txt", std::string("ok \xC3\x28 no", 8));
+  for (const std::string& f : {tmp / "missing.txt", tmp / "empty.txt", tmp / "bad.txt"}) {
+    EXPECT_EQ(run("eval --model " + dir + " --file " + f, out, tmp), 1) << out;
+    EXPECT_NE(out.find(f), std::string::npos) << out;
+  }
+}
+
+}  // namespace
+}  // namespace kvscope
