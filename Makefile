@@ -66,6 +66,7 @@ bench: build
 	KVSCOPE_TRAINING=1 scripts/install-deps.sh
 	tools/bench.sh $(BUILD)/kvscope
 	tools/bench_decode.sh $(BUILD)/kvscope
+	tools/bench_kv.sh $(BUILD)/kvscope
 
 # Rebuild the embedded models from scratch, or resume an interrupted run (about 2.5 hours of 2 cores).
 model:

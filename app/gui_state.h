@@ -78,6 +78,8 @@ struct UiState {
   bool beams = true;
   // Sampling (applies from the next step)
   SamplerSettings sampler;
+  // KV cache layout (applies from the next generation)
+  KVSettings kv_layout;
   // Model
   std::string model_dir_input;
   // View

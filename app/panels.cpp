@@ -215,6 +215,47 @@ Commands panel_playback(const Snapshot& snap, UiState& ui) {
   return cmds;
 }
 
+// The cache's layout (dtype, window + sinks, pages) for the next generation,
+// and what the current one holds, against a dense f32 cache of the same positions.
+static void kv_layout_section(const Snapshot& snap, UiState& ui) {
+  if (!ImGui::CollapsingHeader("KV memory layout")) return;
+  KVSettings& k = ui.kv_layout;
+  static const char* const kDtypes[] = {"f32", "f16", "q8_0", "q4_0"};
+  int dt = static_cast<int>(k.dtype);
+  if (ImGui::Combo("row format", &dt, kDtypes, 4)) k.dtype = static_cast<KVDtype>(dt);
+  bool win = k.window > 0;
+  if (ImGui::Checkbox("sliding window", &win)) k.window = win ? 64 : 0;
+  if (win) {
+    ImGui::SliderInt("window W", &k.window, 1, 1024);
+    ImGui::SliderInt("sinks S", &k.sinks, 0, std::max(0, k.window - 1));
+    k.sinks = std::min(k.sinks, k.window - 1);
+  } else {
+    k.sinks = 0;
+  }
+  bool paged = k.block > 0;
+  if (ImGui::Checkbox("paged", &paged)) k.block = paged ? 16 : 0;
+  if (paged) ImGui::SliderInt("block B", &k.block, 1, 256);
+  ImGui::TextDisabled("applies from the next generation (Restart)");
+  const StepRecord* r = snap.seq.current.get();
+  if (!r || !ImGui::BeginTable("kvlayout", 2, ImGuiTableFlags_SizingStretchProp)) return;
+  const KVLayout& lay = r->kv_layout;
+  counter_row("running", lay.describe());
+  counter_row("positions held", std::to_string(r->kv_positions) + " of " + std::to_string(r->seq_len));
+  const uint64_t dense = static_cast<uint64_t>(r->kv_positions) * 2 * static_cast<uint64_t>(lay.n_layer) *
+                         kv_row_bytes(KVDtype::kF32, lay.kv_dim());
+  counter_row("bytes held", format_bytes(r->kv_bytes));
+  counter_row("dense f32, same positions", format_bytes(dense));
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.2fx", dense ? static_cast<double>(r->kv_bytes) / static_cast<double>(dense) : 0.0);
+  counter_row("ratio", dense ? buf : "-");
+  if (r->evicted) counter_row("evicted this step", std::to_string(r->evicted) + " positions");
+  if (lay.paged()) {
+    counter_row("pages", std::to_string(r->kv_blocks) + " \xC3\x97 " + std::to_string(lay.block) + " positions");
+    counter_row("wasted slots", std::to_string(r->kv_slots_wasted));
+  }
+  ImGui::EndTable();
+}
+
 Commands panel_cache(const Snapshot& snap, UiState& ui) {
   Commands cmds;
   (void)ui;
@@ -247,6 +288,7 @@ Commands panel_cache(const Snapshot& snap, UiState& ui) {
     counter_row("engine speed", n > 0 ? buf : "-");
     ImGui::EndTable();
   }
+  kv_layout_section(snap, ui);
   std::vector<double> per, cum;
   std::vector<CacheMode> modes;
   for (const RecordPtr& rec : snap.records) {

@@ -61,6 +61,7 @@ void Session::start_generation(const std::string& prompt) {
   c.options.max_new = effective_max_new();
   c.options.mode = snap.mode;
   c.options.sampler = ui.sampler;
+  c.options.kv = ui.kv_layout;
   c.options.ignore_eos = ui.ignore_eos;
   c.options.keep_history = false;  // the BranchTree owns the records (and their memory budget)
   c.request = ++snap.start_request;
