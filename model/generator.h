@@ -53,9 +53,6 @@ struct StepRecord {
   // Query rows of the attention rows above (the Q in Q.K^T).
   std::vector<float> q;  // (layer, n_rows, n_embd)
 
-  // Query rows of the attention rows above (the Q in Q.K^T).
-  std::vector<float> q;  // (layer, n_rows, n_embd)
-
   // K and V rows of positions that are new to the sequence, [seq_len - n_kv, seq_len),
   // as computed (before the cache quantizes them).
   int n_kv = 0;
