@@ -27,7 +27,7 @@ BeamGenerator::BeamGenerator(std::shared_ptr<const Model> model) : model_(std::m
 
 void BeamGenerator::start(const std::string& prompt, const BeamOptions& opt) {
   if (prompt.empty()) throw Error("prompt is empty (expected at least one character of text)");
-  start_tokens(model_->tokenizer.encode(prompt), opt);
+  start_tokens(model_->tokenizer.encode_prompt(prompt), opt);
 }
 
 void BeamGenerator::start_tokens(const std::vector<int>& prompt, const BeamOptions& opt) {

@@ -1,5 +1,8 @@
 #include "engine.h"
 
+#include "engine_detail.h"
+#include "llama_ops.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -15,15 +18,36 @@ uint64_t forward_flops(const Config& c, int n_new, int seq_len) {
   const uint64_t d = static_cast<uint64_t>(c.n_embd);
   const uint64_t n = static_cast<uint64_t>(n_new);
   // New position i (0-based among the new ones) sits at seq_len - n + i and
-  // attends to itself and everything before: L_i = seq_len - n + i + 1.
+  // attends to itself and everything before: L_i = seq_len - n + i + 1, or
+  // at most W positions under the model's sliding window.
   const uint64_t first = static_cast<uint64_t>(seq_len) - n;
-  const uint64_t sum_l = n * first + n * (n + 1) / 2;
-  const uint64_t per_layer = 24 * n * d * d + 4 * d * sum_l;
+  uint64_t sum_l = n * first + n * (n + 1) / 2;
+  if (c.sliding_window > 0) {
+    sum_l = 0;
+    for (uint64_t i = 0; i < n; ++i)
+      sum_l += std::min<uint64_t>(first + i + 1, static_cast<uint64_t>(c.sliding_window));
+  }
+  uint64_t per_layer;
+  if (c.is_llama()) {
+    // Q and O are (H hd) x d, K and V (Hkv hd) x d; gate, up, down are ff x d each.
+    const uint64_t hd = static_cast<uint64_t>(c.head_dim()), q = static_cast<uint64_t>(c.n_head) * hd;
+    const uint64_t kv = static_cast<uint64_t>(c.kv_heads()) * hd, ff = static_cast<uint64_t>(c.n_inner);
+    per_layer = 2 * n * d * (2 * q + 2 * kv) + 6 * n * d * ff + 4 * q * sum_l;
+  } else {
+    per_layer = 24 * n * d * d + 4 * d * sum_l;
+  }
   return static_cast<uint64_t>(c.n_layer) * per_layer + 2 * d * static_cast<uint64_t>(c.vocab_size);
 }
 
 uint64_t forward_read_bytes(const Model& m, uint64_t cache_read_bytes) {
   const Config& c = m.config;
+  if (c.is_llama()) {
+    // Every matrix as stored (a tied head is the embedding, read once), the vectors, one embedding row.
+    const LlamaWeights& lw = m.llama;
+    uint64_t bytes = lw.bytes() - lw.embed.bytes() - lw.lm_head.bytes() + lw.head().bytes();
+    bytes += lw.embed.bytes() / static_cast<uint64_t>(std::max<int64_t>(1, lw.embed.rows));
+    return bytes + cache_read_bytes;
+  }
   const Weights& w = m.weights;
   auto mat = [](const MatrixRM& f, const HalfMatrix& h) {
     return h.empty() ? static_cast<uint64_t>(f.size()) * 4 : static_cast<uint64_t>(h.data.size()) * 2;
@@ -44,17 +68,6 @@ uint64_t forward_read_bytes(const Model& m, uint64_t cache_read_bytes) {
 int engine_threads() {
   return ThreadPool::default_threads();
 }
-
-struct Workspace {
-  MatrixRM x;    // (n, d) residual stream
-  MatrixRM h;    // (n, d) layer-normed input
-  MatrixRM qkv;  // (n, 3d)
-  MatrixRM att;  // (n, d) attention output before c_proj
-  MatrixRM tmp;  // (n, d) projection output
-  MatrixRM fc;   // (n, 4d)
-  ThreadPool pool;
-  KVCache scratch;  // NO CACHE: written by one forward, emptied after it
-};
 
 namespace {
 
@@ -123,7 +136,9 @@ void gelu_new(ThreadPool& pool, MatrixRM& X) {
 
 }  // namespace
 
-Engine::Engine(const Model& model) : model_(model), ws_(new Workspace) {}
+Engine::Engine(const Model& model) : model_(model), ws_(new Workspace) {
+  if (model.config.is_llama()) ws_->inv_freq = rope_inv_freq(model.config);
+}
 Engine::~Engine() {
   delete ws_;
 }
@@ -134,13 +149,18 @@ namespace {
 void check_batch(const Config& c, const std::vector<BatchEntry>& batch, const KVCache& cache) {
   const KVLayout& lay = cache.layout();
   if (!cache.ready()) throw Error("forward: the KV cache has no layout");
-  if (lay.n_layer != c.n_layer || lay.kv_dim() != c.n_embd || lay.head_dim != c.head_dim() ||
+  if (lay.n_layer != c.n_layer || lay.n_kv_head != c.kv_heads() || lay.head_dim != c.head_dim() ||
       lay.n_ctx != c.n_positions) {
     throw Error("forward: the KV cache's layout (" + std::to_string(lay.n_layer) + " layers, " +
                 std::to_string(lay.n_kv_head) + " x " + std::to_string(lay.head_dim) + " K/V, context " +
                 std::to_string(lay.n_ctx) + ") does not fit the model (" + std::to_string(c.n_layer) + " layers, " +
-                std::to_string(c.n_head) + " x " + std::to_string(c.head_dim()) + ", context " +
+                std::to_string(c.kv_heads()) + " x " + std::to_string(c.head_dim()) + " K/V, context " +
                 std::to_string(c.n_positions) + ")");
+  }
+  if (c.sliding_window > 0 && (lay.window == 0 || lay.window > c.sliding_window)) {
+    throw Error("forward: " + c.model_type + " attends to at most " + std::to_string(c.sliding_window) +
+                " positions (sliding_window); the cache's window must be at most that, got " +
+                (lay.window ? std::to_string(lay.window) : std::string("none")));
   }
   if (batch.empty()) throw Error("forward: empty batch (expected at least one new position)");
   std::map<SeqId, int> next;
@@ -165,146 +185,185 @@ void check_batch(const Config& c, const std::vector<BatchEntry>& batch, const KV
 
 }  // namespace
 
-ForwardOutput Engine::forward(const std::vector<BatchEntry>& batch, KVCache& cache, const ForwardTaps& taps) {
-  const Config& c = model_.config;
-  const Weights& w = model_.weights;
-  check_batch(c, batch, cache);
+namespace detail {
+
+BatchPlan plan_batch(const Config& c, const std::vector<BatchEntry>& batch, KVCache& cache, const ForwardTaps& taps,
+                     ForwardOutput& out) {
   const KVLayout& lay = cache.layout();
   const int n = static_cast<int>(batch.size());
-  const int d = c.n_embd, H = c.n_head, hd = c.head_dim(), kvd = lay.kv_dim();
-  const int group = H / lay.n_kv_head;  // query heads per K/V head
-  const size_t rb = lay.row_bytes();
-
-  ForwardOutput out;
-  std::vector<int> tap_row(static_cast<size_t>(n), -1);
+  const int qd = c.n_head * c.head_dim(), kvd = lay.kv_dim();
+  BatchPlan plan;
+  plan.tap_row.assign(static_cast<size_t>(n), -1);
   for (int i = 0; i < n; ++i) {
     const BatchEntry& e = batch[static_cast<size_t>(i)];
     out.width = std::max(out.width, e.pos + 1);
     if (e.tap) {
-      tap_row[static_cast<size_t>(i)] = static_cast<int>(out.tap_entries.size());
+      plan.tap_row[static_cast<size_t>(i)] = static_cast<int>(out.tap_entries.size());
       out.tap_entries.push_back(i);
     }
     if (e.logits) out.logit_entries.push_back(i);
   }
   out.n_rows = static_cast<int>(out.tap_entries.size());
-  if (taps.attention) out.attn.assign(static_cast<size_t>(c.n_layer) * H * out.n_rows * out.width, 0.0f);
-  if (taps.query) out.q.resize(static_cast<size_t>(c.n_layer) * out.n_rows * d);
+  if (taps.attention) out.attn.assign(static_cast<size_t>(c.n_layer) * c.n_head * out.n_rows * out.width, 0.0f);
+  if (taps.query) out.q.resize(static_cast<size_t>(c.n_layer) * out.n_rows * qd);
   if (taps.kv) {
     out.k.resize(static_cast<size_t>(c.n_layer) * n * kvd);
     out.v.resize(out.k.size());
   }
-
   // Room for every new row (blocks allocated, shared ones copied), then what
   // each query reads: runs of the cache, the same for every layer.
-  std::vector<KVSlot> slots(static_cast<size_t>(n));
+  plan.slots.resize(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i)
-    slots[static_cast<size_t>(i)] = cache.append(batch[static_cast<size_t>(i)].seq, batch[static_cast<size_t>(i)].pos);
-  std::vector<std::vector<KVRun>> runs(static_cast<size_t>(n));
-  std::vector<int> n_keys(static_cast<size_t>(n), 0);
-  bool contiguous = lay.dtype == KVDtype::kF32;
+    plan.slots[static_cast<size_t>(i)] =
+        cache.append(batch[static_cast<size_t>(i)].seq, batch[static_cast<size_t>(i)].pos);
+  plan.runs.resize(static_cast<size_t>(n));
+  plan.n_keys.assign(static_cast<size_t>(n), 0);
+  plan.contiguous = lay.dtype == KVDtype::kF32;
   for (int i = 0; i < n; ++i) {
-    cache.visible(batch[static_cast<size_t>(i)].seq, batch[static_cast<size_t>(i)].pos, runs[static_cast<size_t>(i)]);
-    for (const KVRun& r : runs[static_cast<size_t>(i)]) n_keys[static_cast<size_t>(i)] += r.n;
-    if (runs[static_cast<size_t>(i)].size() != 1) contiguous = false;
+    cache.visible(batch[static_cast<size_t>(i)].seq, batch[static_cast<size_t>(i)].pos,
+                  plan.runs[static_cast<size_t>(i)]);
+    for (const KVRun& r : plan.runs[static_cast<size_t>(i)]) plan.n_keys[static_cast<size_t>(i)] += r.n;
+    if (plan.runs[static_cast<size_t>(i)].size() != 1) plan.contiguous = false;
   }
   // Row pointers per key when the runs are not one f32 run: (entry, key).
-  std::vector<size_t> key_off(static_cast<size_t>(n) + 1, 0);
+  plan.key_off.assign(static_cast<size_t>(n) + 1, 0);
   for (int i = 0; i < n; ++i)
-    key_off[static_cast<size_t>(i) + 1] = key_off[static_cast<size_t>(i)] + n_keys[static_cast<size_t>(i)];
-  std::vector<const uint8_t*> kp(contiguous ? 0 : key_off.back()), vp(kp.size());
+    plan.key_off[static_cast<size_t>(i) + 1] =
+        plan.key_off[static_cast<size_t>(i)] + plan.n_keys[static_cast<size_t>(i)];
+  plan.kp.resize(plan.contiguous ? 0 : plan.key_off.back());
+  plan.vp.resize(plan.kp.size());
+  return plan;
+}
 
-  Workspace& ws = *ws_;
-  ws.x.resize(n, d);
-  for (int i = 0; i < n; ++i) {
-    const BatchEntry& e = batch[static_cast<size_t>(i)];
-    ws.x.row(i) = w.wte.row(e.token) + w.wpe.row(e.pos);
-  }
+void store_and_attend(const Config& c, Workspace& ws, KVCache& cache, BatchPlan& plan, int l, const RowsQKV& rows,
+                      const ForwardTaps& taps, ForwardOutput& out, uint64_t& flops) {
+  const KVLayout& lay = cache.layout();
+  const int n = static_cast<int>(plan.slots.size());
+  const int H = c.n_head, hd = c.head_dim(), kvd = lay.kv_dim(), qd = H * hd;
+  const int group = H / lay.n_kv_head;  // query heads per K/V head
+  const size_t rb = lay.row_bytes();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  uint64_t flops = 0;
 
-  for (int l = 0; l < c.n_layer; ++l) {
-    const LayerWeights& L = w.layers[static_cast<size_t>(l)];
-    layer_norm(ws.x, L.ln_1_g, L.ln_1_b, c.layer_norm_epsilon, ws.h);
-    linear(ws.pool, ws.h, L.attn_w_t, L.attn_b, ws.qkv, flops, &L.attn_w_h);
-
-    // Store this forward's K/V rows (quantized once, here), tap them as computed.
-    for (int i = 0; i < n; ++i) {
-      const float* row = ws.qkv.data() + static_cast<size_t>(i) * 3 * d;
-      cache.write(l, slots[static_cast<size_t>(i)], row + d, row + 2 * d);
-      if (taps.kv) {
-        const size_t o = (static_cast<size_t>(l) * n + i) * kvd;
-        std::copy(row + d, row + d + kvd, out.k.begin() + static_cast<std::ptrdiff_t>(o));
-        std::copy(row + 2 * d, row + 2 * d + kvd, out.v.begin() + static_cast<std::ptrdiff_t>(o));
-      }
-      if (taps.query && tap_row[static_cast<size_t>(i)] >= 0) {
-        const size_t o = (static_cast<size_t>(l) * out.n_rows + tap_row[static_cast<size_t>(i)]) * d;
-        std::copy(row, row + d, out.q.begin() + static_cast<std::ptrdiff_t>(o));
-      }
+  // Store this forward's K/V rows (quantized once, here), tap them as computed.
+  for (int i = 0; i < n; ++i) {
+    const float* k = rows.k + static_cast<size_t>(i) * rows.kv_stride;
+    const float* v = rows.v + static_cast<size_t>(i) * rows.kv_stride;
+    cache.write(l, plan.slots[static_cast<size_t>(i)], k, v);
+    if (taps.kv) {
+      const size_t o = (static_cast<size_t>(l) * n + i) * kvd;
+      std::copy(k, k + kvd, out.k.begin() + static_cast<std::ptrdiff_t>(o));
+      std::copy(v, v + kvd, out.v.begin() + static_cast<std::ptrdiff_t>(o));
     }
-    if (!contiguous) {
-      for (int i = 0; i < n; ++i) {
-        size_t o = key_off[static_cast<size_t>(i)];
-        for (const KVRun& r : runs[static_cast<size_t>(i)]) {
-          const uint8_t* kb = cache.k_rows(r.block, l) + static_cast<size_t>(r.slot) * rb;
-          const uint8_t* vb = cache.v_rows(r.block, l) + static_cast<size_t>(r.slot) * rb;
-          for (int j = 0; j < r.n; ++j, ++o) {
-            kp[o] = kb + static_cast<size_t>(j) * rb;
-            vp[o] = vb + static_cast<size_t>(j) * rb;
-          }
+    if (taps.query && plan.tap_row[static_cast<size_t>(i)] >= 0) {
+      const float* q = rows.q + static_cast<size_t>(i) * rows.q_stride;
+      const size_t o = (static_cast<size_t>(l) * out.n_rows + plan.tap_row[static_cast<size_t>(i)]) * qd;
+      std::copy(q, q + qd, out.q.begin() + static_cast<std::ptrdiff_t>(o));
+    }
+  }
+  if (!plan.contiguous) {
+    for (int i = 0; i < n; ++i) {
+      size_t o = plan.key_off[static_cast<size_t>(i)];
+      for (const KVRun& r : plan.runs[static_cast<size_t>(i)]) {
+        const uint8_t* kb = cache.k_rows(r.block, l) + static_cast<size_t>(r.slot) * rb;
+        const uint8_t* vb = cache.v_rows(r.block, l) + static_cast<size_t>(r.slot) * rb;
+        for (int j = 0; j < r.n; ++j, ++o) {
+          plan.kp[o] = kb + static_cast<size_t>(j) * rb;
+          plan.vp[o] = vb + static_cast<size_t>(j) * rb;
         }
       }
     }
-    ws.att.resize(n, d);
-    // Heads are independent and equally costly: one share of heads per thread.
-    std::vector<uint64_t> head_flops(static_cast<size_t>(H), 0);
-    ws.pool.parallel_for(
-        H,
-        [&](int64_t h0, int64_t h1) {
-          std::vector<float> scratch;
-          for (int64_t h = h0; h < h1; ++h) {
-            const int kvh = static_cast<int>(h) / group;
-            for (int i = 0; i < n; ++i) {
-              const int len = n_keys[static_cast<size_t>(i)];
-              const std::vector<KVRun>& rr = runs[static_cast<size_t>(i)];
-              const int row = taps.attention ? tap_row[static_cast<size_t>(i)] : -1;
-              // Weights go to a 64-byte aligned buffer in every layout: the
-              // softmax's vector reductions then add in the same order for all.
-              scratch.resize(static_cast<size_t>(len) + 16);
-              float* p = scratch.data();
-              p += (16 - (reinterpret_cast<uintptr_t>(p) / sizeof(float)) % 16) % 16;
-              const float* qv = ws.qkv.data() + static_cast<size_t>(i) * 3 * d + h * hd;
-              float* o = ws.att.data() + static_cast<size_t>(i) * d + h * hd;
-              if (contiguous) {
-                const float* kb =
-                    reinterpret_cast<const float*>(cache.k_rows(rr[0].block, l) + static_cast<size_t>(rr[0].slot) * rb);
-                const float* vb =
-                    reinterpret_cast<const float*>(cache.v_rows(rr[0].block, l) + static_cast<size_t>(rr[0].slot) * rb);
-                attend(qv, kb + kvh * hd, vb + kvh * hd, kvd, hd, len, scale, p, o);
-              } else {
-                const KVRowsView view{lay.dtype, kp.data() + key_off[static_cast<size_t>(i)],
-                                      vp.data() + key_off[static_cast<size_t>(i)], kvh * hd};
-                attend_rows(qv, view, hd, len, scale, p, o);
-              }
-              if (row >= 0) {
-                float* dst = &out.attn[((static_cast<size_t>(l) * H + h) * out.n_rows + row) * out.width];
-                size_t at = 0;
-                for (const KVRun& r : rr)
-                  for (int j = 0; j < r.n; ++j) dst[r.first_pos + j] = p[at++];
-              }
-              head_flops[static_cast<size_t>(h)] += 4ull * static_cast<uint64_t>(hd) * static_cast<uint64_t>(len);
+  }
+  ws.att.resize(n, qd);
+  // Heads are independent and equally costly: one share of heads per thread.
+  std::vector<uint64_t> head_flops(static_cast<size_t>(H), 0);
+  ws.pool.parallel_for(
+      H,
+      [&](int64_t h0, int64_t h1) {
+        std::vector<float> scratch;
+        for (int64_t h = h0; h < h1; ++h) {
+          const int kvh = static_cast<int>(h) / group;
+          for (int i = 0; i < n; ++i) {
+            const int len = plan.n_keys[static_cast<size_t>(i)];
+            const std::vector<KVRun>& rr = plan.runs[static_cast<size_t>(i)];
+            const int row = taps.attention ? plan.tap_row[static_cast<size_t>(i)] : -1;
+            // Weights go to a 64-byte aligned buffer in every layout: the
+            // softmax's vector reductions then add in the same order for all.
+            scratch.resize(static_cast<size_t>(len) + 16);
+            float* p = scratch.data();
+            p += (16 - (reinterpret_cast<uintptr_t>(p) / sizeof(float)) % 16) % 16;
+            const float* qv = rows.q + static_cast<size_t>(i) * rows.q_stride + h * hd;
+            float* o = ws.att.data() + static_cast<size_t>(i) * qd + h * hd;
+            if (plan.contiguous) {
+              const float* kb =
+                  reinterpret_cast<const float*>(cache.k_rows(rr[0].block, l) + static_cast<size_t>(rr[0].slot) * rb);
+              const float* vb =
+                  reinterpret_cast<const float*>(cache.v_rows(rr[0].block, l) + static_cast<size_t>(rr[0].slot) * rb);
+              attend(qv, kb + kvh * hd, vb + kvh * hd, kvd, hd, len, scale, p, o);
+            } else {
+              const KVRowsView view{lay.dtype, plan.kp.data() + plan.key_off[static_cast<size_t>(i)],
+                                    plan.vp.data() + plan.key_off[static_cast<size_t>(i)], kvh * hd};
+              attend_rows(qv, view, hd, len, scale, p, o);
             }
+            if (row >= 0) {
+              float* dst = &out.attn[((static_cast<size_t>(l) * H + h) * out.n_rows + row) * out.width];
+              size_t at = 0;
+              for (const KVRun& r : rr)
+                for (int j = 0; j < r.n; ++j) dst[r.first_pos + j] = p[at++];
+            }
+            head_flops[static_cast<size_t>(h)] += 4ull * static_cast<uint64_t>(hd) * static_cast<uint64_t>(len);
           }
-        },
-        2 * static_cast<int64_t>(key_off.back() ? key_off.back() : n) * d);
-    for (uint64_t f : head_flops) flops += f;
+        }
+      },
+      2 * static_cast<int64_t>(plan.key_off.back() ? plan.key_off.back() : n) * qd);
+  for (uint64_t f : head_flops) flops += f;
+}
 
-    linear(ws.pool, ws.att, L.attn_proj_w_t, L.attn_proj_b, ws.tmp, flops, &L.attn_proj_w_h);
-    ws.x += ws.tmp;
-    layer_norm(ws.x, L.ln_2_g, L.ln_2_b, c.layer_norm_epsilon, ws.h);
-    linear(ws.pool, ws.h, L.fc_w_t, L.fc_b, ws.fc, flops, &L.fc_w_h);
-    gelu_new(ws.pool, ws.fc);
-    linear(ws.pool, ws.fc, L.mlp_proj_w_t, L.mlp_proj_b, ws.tmp, flops, &L.mlp_proj_w_h);
-    ws.x += ws.tmp;
+}  // namespace detail
+
+namespace {
+
+// GPT-2's layer l: LayerNorm, fused QKV, attention, projection, GELU MLP.
+void gpt2_layer(const Config& c, const LayerWeights& L, Workspace& ws, KVCache& cache, detail::BatchPlan& plan, int l,
+                const ForwardTaps& taps, ForwardOutput& out, uint64_t& flops) {
+  const int d = c.n_embd;
+  layer_norm(ws.x, L.ln_1_g, L.ln_1_b, c.layer_norm_epsilon, ws.h);
+  linear(ws.pool, ws.h, L.attn_w_t, L.attn_b, ws.qkv, flops, &L.attn_w_h);
+  const float* qkv = ws.qkv.data();
+  detail::store_and_attend(c, ws, cache, plan, l,
+                           {qkv, static_cast<size_t>(3 * d), qkv + d, qkv + 2 * d, static_cast<size_t>(3 * d)}, taps,
+                           out, flops);
+  linear(ws.pool, ws.att, L.attn_proj_w_t, L.attn_proj_b, ws.tmp, flops, &L.attn_proj_w_h);
+  ws.x += ws.tmp;
+  layer_norm(ws.x, L.ln_2_g, L.ln_2_b, c.layer_norm_epsilon, ws.h);
+  linear(ws.pool, ws.h, L.fc_w_t, L.fc_b, ws.fc, flops, &L.fc_w_h);
+  gelu_new(ws.pool, ws.fc);
+  linear(ws.pool, ws.fc, L.mlp_proj_w_t, L.mlp_proj_b, ws.tmp, flops, &L.mlp_proj_w_h);
+  ws.x += ws.tmp;
+}
+
+}  // namespace
+
+ForwardOutput Engine::forward(const std::vector<BatchEntry>& batch, KVCache& cache, const ForwardTaps& taps) {
+  const Config& c = model_.config;
+  check_batch(c, batch, cache);
+  const int n = static_cast<int>(batch.size());
+  const int d = c.n_embd;
+  ForwardOutput out;
+  detail::BatchPlan plan = detail::plan_batch(c, batch, cache, taps, out);
+  Workspace& ws = *ws_;
+  uint64_t flops = 0;
+  if (c.is_llama()) {
+    detail::llama_embed(model_.llama, batch, ws.x);
+    for (int l = 0; l < c.n_layer; ++l) detail::llama_layer(model_, ws, cache, plan, batch, l, taps, out, flops);
+  } else {
+    const Weights& w = model_.weights;
+    ws.x.resize(n, d);
+    for (int i = 0; i < n; ++i) {
+      const BatchEntry& e = batch[static_cast<size_t>(i)];
+      ws.x.row(i) = w.wte.row(e.token) + w.wpe.row(e.pos);
+    }
+    for (int l = 0; l < c.n_layer; ++l)
+      gpt2_layer(c, w.layers[static_cast<size_t>(l)], ws, cache, plan, l, taps, out, flops);
   }
   // Each sequence's forward is over: evict what its later queries cannot see.
   std::vector<SeqId> done;
@@ -319,9 +378,14 @@ ForwardOutput Engine::forward(const std::vector<BatchEntry>& batch, KVCache& cac
     MatrixRM sel(static_cast<Eigen::Index>(out.logit_entries.size()), d);
     for (size_t r = 0; r < out.logit_entries.size(); ++r)
       sel.row(static_cast<Eigen::Index>(r)) = ws.x.row(out.logit_entries[r]);
-    layer_norm(sel, w.ln_f_g, w.ln_f_b, c.layer_norm_epsilon, ws.h);
     MatrixRM logits_rows;
-    linear(ws.pool, ws.h, w.head(), Vector(), logits_rows, flops, &w.head_h);
+    if (c.is_llama()) {
+      detail::llama_logits(model_, ws, sel, logits_rows, flops);
+    } else {
+      const Weights& w = model_.weights;
+      layer_norm(sel, w.ln_f_g, w.ln_f_b, c.layer_norm_epsilon, ws.h);
+      linear(ws.pool, ws.h, w.head(), Vector(), logits_rows, flops, &w.head_h);
+    }
     out.logits.assign(logits_rows.data(), logits_rows.data() + logits_rows.size());
   }
   out.flops = flops;

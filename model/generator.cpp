@@ -31,7 +31,7 @@ Generator::Generator(std::shared_ptr<const Model> model) : model_(std::move(mode
 
 void Generator::start(const std::string& prompt, const GenerateOptions& opt) {
   if (prompt.empty()) throw Error("prompt is empty (expected at least one character of text)");
-  start_tokens(model_->tokenizer.encode(prompt), opt);
+  start_tokens(model_->tokenizer.encode_prompt(prompt), opt);
 }
 
 void Generator::start_tokens(const std::vector<int>& prompt, const GenerateOptions& opt) {
@@ -133,6 +133,8 @@ RecordPtr Generator::step() {
   rec->n_layer = c.n_layer;
   rec->n_head = c.n_head;
   rec->n_embd = c.n_embd;
+  rec->n_kv_head = c.kv_heads();
+  rec->head_dim = c.head_dim();
   rec->n_rows = out.n_rows;
   rec->attn = std::move(out.attn);
   rec->q = std::move(out.q);
@@ -141,7 +143,7 @@ RecordPtr Generator::step() {
   rec->recomputed = std::min(computed_upto_, out.first + out.n_new) - out.first;
   if (rec->recomputed < 0) rec->recomputed = 0;
   rec->n_kv = out.n_new - rec->recomputed;
-  const size_t d = static_cast<size_t>(c.n_embd);
+  const size_t d = static_cast<size_t>(c.kv_heads()) * static_cast<size_t>(c.head_dim());  // K/V row width
   rec->k.resize(static_cast<size_t>(c.n_layer) * rec->n_kv * d);
   rec->v.resize(rec->k.size());
   for (int l = 0; l < c.n_layer; ++l) {
@@ -203,7 +205,9 @@ RecordPtr Generator::step() {
 void Generator::update_stop(int token, int seq_len) {
   const Config& c = model_->config;
   // Stop conditions, in order of precedence.
-  if (c.eos_token_id >= 0 && token == c.eos_token_id && !opt_.ignore_eos) {
+  const bool eos = std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), token) != c.eos_token_ids.end() ||
+                   (c.eos_token_id >= 0 && token == c.eos_token_id);
+  if (eos && !opt_.ignore_eos) {
     reason_ = StopReason::kEos;
   } else {
     if (!opt_.stop.empty()) {

@@ -48,15 +48,16 @@ struct StepRecord {
   // Attention of the query rows [seq_len - n_rows, seq_len) over keys
   // [0, seq_len), every layer and head (prefill: every prompt row).
   int n_layer = 0, n_head = 0, n_embd = 0;
+  int n_kv_head = 0, head_dim = 0;  // K/V heads (grouped-query: fewer than n_head) and their width
   int n_rows = 0;
   std::vector<float> attn;  // (layer, head, n_rows, seq_len)
   // Query rows of the attention rows above (the Q in Q.K^T).
-  std::vector<float> q;  // (layer, n_rows, n_embd)
+  std::vector<float> q;  // (layer, n_rows, n_head * head_dim)
 
   // K and V rows of positions that are new to the sequence, [seq_len - n_kv, seq_len),
-  // as computed (before the cache quantizes them).
+  // as computed (before the cache quantizes them; K after RoPE for Llama-family models).
   int n_kv = 0;
-  std::vector<float> k, v;  // (layer, n_kv, n_embd)
+  std::vector<float> k, v;  // (layer, n_kv, n_kv_head * head_dim); GPT-2: n_embd wide
 
   // The cache after this forward (KV CACHE; NO CACHE keeps nothing: all 0 / empty).
   KVLayout kv_layout;        // the layout the forward ran with (also in NO CACHE)

@@ -14,6 +14,14 @@
 namespace kvscope {
 namespace {
 
+// A bfloat16 weight: its own type so the kernels below pick the conversion.
+struct Bf16 {
+  uint16_t bits;
+};
+inline float bf16_value(Bf16 v) {
+  return bf16_to_f32(v.bits);
+}
+
 // Softmax of p[0, len) in place, scaled: p[j] = exp(p[j] - max) / sum.
 void softmax(float* p, int len) {
   Eigen::Map<Eigen::ArrayXf> a(p, len);
@@ -34,6 +42,14 @@ inline __m512 load16_tail(const float* p, __mmask16 m) {
 }
 inline __m512 load16_tail(const uint16_t* p, __mmask16 m) {
   return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+inline __m512 load16(const Bf16* p) {
+  const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+inline __m512 load16_tail(const Bf16* p, __mmask16 m) {
+  const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
 }
 
 // Four rows per pass: each load of x feeds four independent FMA chains,
@@ -254,11 +270,18 @@ inline __m256 load8(const float* p) {
 inline __m256 load8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
+inline __m256 load8(const Bf16* p) {
+  const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
 inline float to_f32(float v) {
   return v;
 }
 inline float to_f32(uint16_t v) {
   return f16_to_f32(v);
+}
+inline float to_f32(Bf16 v) {
+  return bf16_value(v);
 }
 
 inline float hsum(__m256 v) {
@@ -331,6 +354,9 @@ inline float to_f32(float v) {
 }
 inline float to_f32(uint16_t v) {
   return f16_to_f32(v);
+}
+inline float to_f32(Bf16 v) {
+  return bf16_value(v);
 }
 
 template <typename T>
@@ -453,6 +479,10 @@ void matvec_f32(const float* W, int64_t cols, const float* x, const float* b, fl
 
 void matvec_f16(const uint16_t* W, int64_t cols, const float* x, const float* b, float* y, int64_t r0, int64_t r1) {
   matvec(W, cols, x, b, y, r0, r1);
+}
+
+void matvec_bf16(const uint16_t* W, int64_t cols, const float* x, const float* b, float* y, int64_t r0, int64_t r1) {
+  matvec(reinterpret_cast<const Bf16*>(W), cols, x, b, y, r0, r1);
 }
 
 }  // namespace kvscope

@@ -15,6 +15,8 @@ namespace kvscope {
 // y[r] = sum_k W[r, k] x[k] (+ b[r] when b is not null), r in [r0, r1).
 void matvec_f32(const float* W, int64_t cols, const float* x, const float* b, float* y, int64_t r0, int64_t r1);
 void matvec_f16(const uint16_t* W, int64_t cols, const float* x, const float* b, float* y, int64_t r0, int64_t r1);
+// W as bfloat16 bits (the upper half of an f32): Llama-family checkpoints' usual dtype.
+void matvec_bf16(const uint16_t* W, int64_t cols, const float* x, const float* b, float* y, int64_t r0, int64_t r1);
 
 // One query row of one head over `len` keys (itself included):
 //   p[j] = softmax_j(scale * K_j . q), out = sum_j p[j] V_j,   j < len,

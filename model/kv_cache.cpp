@@ -61,13 +61,15 @@ KVLayout KVLayout::for_model(const Config& c) {
   l.n_kv_head = c.kv_heads();
   l.head_dim = c.head_dim();
   l.n_ctx = c.n_positions;
+  l.window = c.sliding_window;  // Mistral's: the model itself attends to the last W positions only
   return l;
 }
 
 KVLayout KVSettings::layout_for(const Config& c) const {
   KVLayout l = KVLayout::for_model(c);
   l.dtype = dtype;
-  l.window = window;
+  // A model's own window bounds the user's (a query never sees more than W positions).
+  l.window = window == 0 ? l.window : l.window == 0 ? window : std::min(window, l.window);
   l.sinks = sinks;
   l.block = block;
   l.validate();

@@ -195,10 +195,6 @@ void load_llama(const std::string& dir, Model& m, const LoadControl& control) {
                 " (expected at most that many)");
   }
   if (control.on_progress) control.on_progress(1.0f);
-  // The forward pass for this architecture is not in the engine yet.
-  throw Error(dir + ": " + m.config.model_type +
-              " checkpoint read and checked, but the engine runs GPT-2 only so far (Llama-architecture forward "
-              "pending)");
 }
 
 }  // namespace

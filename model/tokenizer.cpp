@@ -374,6 +374,12 @@ std::vector<std::string> pretokenize(const std::string& text) {
   return out;
 }
 
+std::vector<int> Tokenizer::encode_prompt(const std::string& text) const {
+  std::vector<int> ids = encode(text);
+  if (bos_prefix_id_ >= 0) ids.insert(ids.begin(), bos_prefix_id_);
+  return ids;
+}
+
 std::vector<int> Tokenizer::encode(const std::string& text) const {
   if (pipeline_) return encode_pipeline(text);
   std::vector<int> ids;

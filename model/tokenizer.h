@@ -29,6 +29,9 @@ class Tokenizer {
 
   // Any byte string (valid UTF-8 or not) -> ids. Never throws on content.
   std::vector<int> encode(const std::string& text) const;
+  // A prompt as the model was trained to see a text: encode() with the
+  // post-processor's leading token (bos_prefix_id()) in front, if any.
+  std::vector<int> encode_prompt(const std::string& text) const;
   // ids -> raw bytes (may be incomplete UTF-8 at token boundaries).
   std::string decode(const std::vector<int>& ids) const;
   // Raw bytes of one token; empty for an unknown id.

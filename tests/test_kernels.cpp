@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <cmath>
 #include <random>
 #include <vector>
@@ -58,6 +60,42 @@ TEST(Kernels, MatvecF32AndF16MatchDoubleLoops) {
           EXPECT_NEAR(y32[static_cast<size_t>(r)], e32, tol) << rows << "x" << cols << " row " << r;
           EXPECT_NEAR(y16[static_cast<size_t>(r)], e16, tol) << rows << "x" << cols << " row " << r;
         }
+      }
+    }
+  }
+}
+
+// bfloat16 weights (Llama-family checkpoints): the upper 16 bits of each f32.
+TEST(Kernels, MatvecBf16MatchesDoubleLoops) {
+  std::mt19937 rng(11);
+  for (int rows : {1, 4, 5, 17}) {
+    for (int cols : {1, 15, 16, 17, 64, 100, 527, 576}) {
+      const auto W = randn(static_cast<size_t>(rows) * cols, rng);
+      const auto x = randn(static_cast<size_t>(cols), rng);
+      const auto b = randn(static_cast<size_t>(rows), rng);
+      std::vector<uint16_t> Wb(W.size());
+      for (size_t i = 0; i < W.size(); ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &W[i], 4);
+        Wb[i] = static_cast<uint16_t>(bits >> 16);  // truncated: any bf16 value will do
+      }
+      std::vector<float> y(static_cast<size_t>(rows), -99.0f);
+      const int r0 = rows > 2 ? 1 : 0;
+      matvec_bf16(Wb.data(), cols, x.data(), b.data(), y.data(), r0, rows);
+      for (int r = 0; r < rows; ++r) {
+        if (r < r0) {
+          EXPECT_EQ(y[static_cast<size_t>(r)], -99.0f);
+          continue;
+        }
+        double e = b[static_cast<size_t>(r)];
+        for (int k = 0; k < cols; ++k) {
+          const uint32_t bits = static_cast<uint32_t>(Wb[static_cast<size_t>(r) * cols + k]) << 16;
+          float w;
+          std::memcpy(&w, &bits, 4);
+          e += static_cast<double>(w) * x[static_cast<size_t>(k)];
+        }
+        EXPECT_NEAR(y[static_cast<size_t>(r)], e, 1e-5 * (1 + std::sqrt(static_cast<double>(cols))))
+            << rows << "x" << cols << " row " << r;
       }
     }
   }
