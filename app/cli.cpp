@@ -193,7 +193,9 @@ int cmd_inspect(const std::string& dir, bool as_json) {
     std::cout << json{{"name", m->name},
                       {"dir", m->dir},
                       {"n_layer", c.n_layer},
+                      {"model_type", c.model_type},
                       {"n_head", c.n_head},
+                      {"n_kv_head", c.kv_heads()},
                       {"n_embd", c.n_embd},
                       {"head_dim", c.head_dim()},
                       {"n_positions", c.n_positions},
@@ -210,14 +212,17 @@ int cmd_inspect(const std::string& dir, bool as_json) {
     return 0;
   }
   std::printf("model          %s (%s)\n", m->name.c_str(), m->dir.c_str());
-  std::printf("architecture   GPT-2: %d layers, %d heads x %d, width %d, vocab %d\n", c.n_layer, c.n_head, c.head_dim(),
-              c.n_embd, c.vocab_size);
-  std::printf("parameters     %" PRIu64 " (%s, stored %s)\n", m->n_params,
-              human_bytes(static_cast<double>(m->n_params) * 4).c_str(), m->stored_dtype.c_str());
+  std::printf("architecture   %s: %d layers, %d heads x %d (%d K/V heads), width %d, vocab %d\n",
+              c.is_llama() ? c.model_type.c_str() : "GPT-2", c.n_layer, c.n_head, c.head_dim(), c.kv_heads(), c.n_embd,
+              c.vocab_size);
+  std::printf(
+      "parameters     %" PRIu64 " (%s, stored %s)\n", m->n_params,
+      human_bytes(c.is_llama() ? static_cast<double>(m->llama.bytes()) : static_cast<double>(m->n_params) * 4).c_str(),
+      m->stored_dtype.c_str());
   std::printf("context        %d positions\n", c.n_positions);
   std::printf("KV cache       %s per token (2 x %d layers x %d x 4 B), %s at full context\n",
-              human_bytes(static_cast<double>(kv_bytes_per_position(c))).c_str(), c.n_layer, c.n_embd,
-              human_bytes(static_cast<double>(kv_bytes_per_position(c)) * T).c_str());
+              human_bytes(static_cast<double>(kv_bytes_per_position(c))).c_str(), c.n_layer,
+              c.kv_heads() * c.head_dim(), human_bytes(static_cast<double>(kv_bytes_per_position(c)) * T).c_str());
   std::printf("decode FLOPs   %-10s %18s %18s\n", "", "T = 1", ("T = " + std::to_string(T)).c_str());
   std::printf("               %-10s %18s %18s\n", "KV CACHE", human_flops(static_cast<double>(kv1)).c_str(),
               human_flops(static_cast<double>(kvT)).c_str());

@@ -533,8 +533,13 @@ void hover_tooltip(const Snapshot& snap, const Pick& pick, int layer, int head) 
                   head < 0 ? "mean of heads" : ("head " + std::to_string(head)).c_str());
     }
     if (kn >= 0) {
-      const int d = seq.n_embd;
-      ImGui::Text("holds K and V rows of %d numbers each (%d heads)", d, seq.n_head);
+      const int d = seq.kv_dim > 0 ? seq.kv_dim : seq.n_embd;
+      if (seq.n_kv_head > 0 && seq.n_kv_head < seq.n_head) {
+        ImGui::Text("holds K and V rows of %d numbers each (%d K/V heads, each read by %d query heads)", d,
+                    seq.n_kv_head, seq.n_head / seq.n_kv_head);
+      } else {
+        ImGui::Text("holds K and V rows of %d numbers each (%d heads)", d, seq.n_head);
+      }
       ImGui::Text("|K| = %.3f   |V| = %.3f", kn, vn);
       kv_rows_tooltip(snap, pick.layer, head, pick.pos, static_cast<int>(snap.seq_count) - 1);
       ImGui::TextDisabled("(%s of memory when cached)", format_bytes(2 * kv_row_bytes(KVDtype::kF32, d)).c_str());

@@ -128,6 +128,8 @@ void append_record(SequenceState& seq, const RecordPtr& rec) {
     seq.n_layer = r.n_layer;
     seq.n_head = r.n_head;
     seq.n_embd = r.n_embd;
+    seq.n_kv_head = r.n_kv_head > 0 ? r.n_kv_head : r.n_head;
+    seq.kv_dim = r.n_kv_head > 0 && r.head_dim > 0 ? r.n_kv_head * r.head_dim : r.n_embd;
     seq.n_prompt = r.n_prompt;
     for (size_t i = 0; i < r.prompt_tokens.size(); ++i) {
       TokenInfo t;
@@ -157,8 +159,8 @@ void append_record(SequenceState& seq, const RecordPtr& rec) {
     seq.v_norm[(n_pos - 1) * seq.n_layer + l] = -1.0f;
   }
   // K/V rows written by this forward: positions [seq_len - n_kv, seq_len),
-  // stored (layer, n_kv, n_embd).
-  const int d = r.n_embd;
+  // stored (layer, n_kv, n_kv_head * head_dim); GPT-2's are n_embd wide.
+  const int d = r.n_kv_head > 0 && r.head_dim > 0 ? r.n_kv_head * r.head_dim : r.n_embd;
   if (r.k.size() >= static_cast<size_t>(r.n_layer) * r.n_kv * d &&
       r.v.size() >= static_cast<size_t>(r.n_layer) * r.n_kv * d) {
     for (int l = 0; l < r.n_layer && l < seq.n_layer; ++l) {

@@ -51,6 +51,7 @@ struct TokenInfo {
 // Built incrementally (append) so the UI does not rescan the history each frame.
 struct SequenceState {
   int n_layer = 0, n_head = 0, n_embd = 0;
+  int n_kv_head = 0, kv_dim = 0;  // K/V heads (grouped-query: fewer than n_head) and a K row's width
   int n_prompt = 0;
   std::vector<TokenInfo> tokens;  // positions [0, seq_len]: the last is the newest chosen token
   std::vector<float> k_norm;      // (position, layer) L2 norm of the K row; -1 = never computed

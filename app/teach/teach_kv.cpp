@@ -112,10 +112,11 @@ KvModelSpec spec_from_config(const Config& c, const std::string& name, uint64_t 
   m.name = name;
   m.layers = c.n_layer;
   m.query_heads = c.n_head;
-  m.kv_heads = c.n_head;  // GPT-2: multi-head attention, one K/V per head
+  m.kv_heads = c.kv_heads();  // GPT-2: one K/V per head; Llama-family: grouped-query, fewer
   m.head_dim = c.head_dim();
   m.hidden = c.n_embd;
   m.context = c.n_positions;
+  m.sliding_window = c.sliding_window;
   m.params = params;
   m.note = "the model loaded in kvscope (its cache is fp32)";
   return m;
