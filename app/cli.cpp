@@ -404,7 +404,9 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
 
   // Bare `kvscope`: the window.
   GuiOptions gui;
-  app.add_option("--model", gui.model_dir, "GPT-2 folder (config.json, model.safetensors, vocab.json, merges.txt)");
+  app.add_option("--model", gui.model_dir,
+                 "Model folder: GPT-2 (config.json, model.safetensors, vocab.json, merges.txt) or Llama/Mistral/Qwen2 "
+                 "(config.json, model.safetensors or shards, tokenizer.json)");
   app.add_option("--prompt", gui.prompt, "Prompt to start with (default: the first preset)")
       ->check(non_empty("some text to continue"));
   app.add_flag("--no-cache", gui.no_cache, "Start in NO CACHE mode");
@@ -419,7 +421,7 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
 
   GenerateArgs g;
   auto* gen = app.add_subcommand("generate", "Generate text (no display needed)");
-  gen->add_option("--model", g.model, "GPT-2 folder (default: the embedded model)");
+  gen->add_option("--model", g.model, "Model folder, GPT-2 or Llama/Mistral/Qwen2 (default: the embedded model)");
   gen->add_option("--prompt", g.prompt, "Text to continue")->required()->check(non_empty("some text to continue"));
   gen->add_option("--max-new", g.max_new, "Maximum new tokens")->check(int_in(1, 1 << 20));
   auto* greedy = gen->add_flag("--greedy", g.greedy, "Pick the most likely token (default)");
@@ -454,14 +456,14 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   std::string tok_model, tok_text;
   bool tok_json = false;
   auto* tokc = app.add_subcommand("tokenize", "Show the token ids and pieces of a text");
-  tokc->add_option("--model", tok_model, "Folder with vocab.json and merges.txt");
+  tokc->add_option("--model", tok_model, "Folder with tokenizer.json, or vocab.json and merges.txt");
   tokc->add_option("--text", tok_text, "Text to tokenize")->required();
   tokc->add_flag("--json", tok_json, "Print {\"ids\":[...],\"pieces\":[...]}");
 
   std::string ins_model;
   bool ins_json = false;
   auto* ins = app.add_subcommand("inspect", "Architecture, parameters, KV bytes per token, FLOPs per step");
-  ins->add_option("--model", ins_model, "GPT-2 folder");
+  ins->add_option("--model", ins_model, "Model folder (GPT-2, Llama, Mistral, Qwen2)");
   ins->add_flag("--json", ins_json, "Print JSON");
 
   std::string bench_model;
@@ -469,7 +471,7 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   int bench_reps = 3;
   bool bench_json = false;
   auto* bench = app.add_subcommand("bench", "Prefill and decode speed in both modes at several lengths");
-  bench->add_option("--model", bench_model, "GPT-2 folder");
+  bench->add_option("--model", bench_model, "Model folder (GPT-2, Llama, Mistral, Qwen2)");
   bench
       ->add_option("--lengths", bench_lengths,
                    "Sequence lengths, each 2..the model's context (default 16 64 128 256 512 1024, those that fit)")
@@ -491,7 +493,7 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   RenderOptions ro;
   std::string layer = "mean", head = "mean";
   auto* render = app.add_subcommand("render", "Render the 3D view to PNG without a window");
-  render->add_option("--model", ro.model_dir, "GPT-2 folder");
+  render->add_option("--model", ro.model_dir, "Model folder (GPT-2, Llama, Mistral, Qwen2)");
   render->add_option("--prompt", ro.prompt, "Prompt")->required()->check(non_empty("some text to continue"));
   render->add_option("--steps", ro.steps, "Forwards to run (the prefill is the first)")->check(int_in(1, 1 << 20));
   render->add_option("--out", ro.out, "PNG of the last step");

@@ -320,21 +320,25 @@ Commands panel_attention(const Snapshot& snap, UiState& ui) {
   Commands cmds;
   const int n_layer = snap.model ? snap.model->config.n_layer : 0;
   const int n_head = snap.model ? snap.model->config.n_head : 0;
-  auto combo = [](const char* label, int* value, int n, const char* what) {
+  // Grouped-query models: query heads listed under the K/V head they share (group > 1).
+  const int n_kv_head = snap.model ? snap.model->config.kv_heads() : 0;
+  auto combo = [](const char* label, int* value, int n, const char* what, int group) {
     const std::string current = *value < 0 ? "mean of all " + std::string(what) : std::to_string(*value);
     ImGui::SetNextItemWidth(-1);
     const std::string shown = (std::string(what) == "layers" ? "layer: " : "head: ") + current;
     if (ImGui::BeginCombo(label, shown.c_str())) {
       if (ImGui::Selectable(("mean of all " + std::string(what)).c_str(), *value < 0)) *value = -1;
-      for (int i = 0; i < n; ++i)
-        if (ImGui::Selectable(std::to_string(i).c_str(), *value == i)) *value = i;
+      for (int i = 0; i < n; ++i) {
+        if (group > 1 && i % group == 0) ImGui::TextDisabled("K/V head %d (read by %d query heads)", i / group, group);
+        if (ImGui::Selectable(((group > 1 ? "  " : "") + std::to_string(i)).c_str(), *value == i)) *value = i;
+      }
       ImGui::EndCombo();
     }
   };
   if (ui.layer >= n_layer) ui.layer = -1;
   if (ui.head >= n_head) ui.head = -1;
-  combo("##layer", &ui.layer, n_layer, "layers");
-  combo("##head", &ui.head, n_head, "heads");
+  combo("##layer", &ui.layer, n_layer, "layers", 1);
+  combo("##head", &ui.head, n_head, "heads", n_kv_head > 0 && n_kv_head < n_head ? n_head / n_kv_head : 1);
   ImGui::SetNextItemWidth(-1);
   ImGui::SliderFloat("##min", &ui.min_weight, 0.0f, 0.5f, "beams with weight \xE2\x89\xA5 %.3f",
                      ImGuiSliderFlags_Logarithmic);
@@ -353,13 +357,21 @@ Commands panel_model(const Snapshot& snap, UiState& ui) {
       counter_row("name", snap.model->name);
       counter_row("parameters", format_si(static_cast<double>(snap.model->n_params)));
       counter_row("layers", std::to_string(c.n_layer));
-      counter_row("heads", std::to_string(c.n_head) + " \xC3\x97 " + std::to_string(c.head_dim()) + " dims");
+      counter_row("heads",
+                  std::to_string(c.n_head) + " \xC3\x97 " + std::to_string(c.head_dim()) + " dims" +
+                      (c.kv_heads() < c.n_head ? ", " + std::to_string(c.kv_heads()) + " K/V heads (GQA)" : ""));
       counter_row("width", std::to_string(c.n_embd));
       counter_row("context", std::to_string(c.n_positions) + " tokens");
       counter_row("vocabulary", std::to_string(c.vocab_size) + " tokens");
       counter_row("KV bytes/token", format_bytes(kv_bytes_per_position(c)) + " (2 \xC3\x97 " +
-                                        std::to_string(c.n_layer) + " \xC3\x97 " + std::to_string(c.n_embd) +
-                                        " \xC3\x97 4 B)");
+                                        std::to_string(c.n_layer) + " \xC3\x97 " +
+                                        std::to_string(c.kv_heads() * c.head_dim()) + " \xC3\x97 4 B)");
+      if (c.kv_heads() < c.n_head) {
+        // What multi-head attention with one K/V per query head would hold.
+        const uint64_t mha = 2ull * c.n_layer * static_cast<uint64_t>(c.n_head) * c.head_dim() * 4;
+        counter_row("with full MHA",
+                    format_bytes(mha) + " (" + std::to_string(c.n_head / c.kv_heads()) + "\xC3\x97 more)");
+      }
       counter_row("weights", snap.model->stored_dtype);
       ImGui::EndTable();
     }
@@ -498,6 +510,11 @@ void hover_tooltip(const Snapshot& snap, const Pick& pick, int layer, int head) 
     if (pick.pos == seq.seq_len()) ImGui::TextUnformatted("newest: its K/V are computed in the next step");
   } else {
     ImGui::Text("KV block: layer %d, position %d (%s)", pick.layer, pick.pos, visible_piece(t.piece).c_str());
+    if (pick.kv_head >= 0 && seq.n_kv_head > 0) {
+      const int group = seq.n_head / seq.n_kv_head;
+      ImGui::Text("K/V head %d: query heads %d\xE2\x80\x93%d read this K/V head", pick.kv_head, pick.kv_head * group,
+                  pick.kv_head * group + group - 1);
+    }
     const float kn = seq.knorm(pick.pos, pick.layer), vn = seq.vnorm(pick.pos, pick.layer);
     switch (pick.state) {
       case KvState::kEmpty:

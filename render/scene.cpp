@@ -322,7 +322,10 @@ Scene build_scene(const SequenceState& seq, const ViewOptions& view_in, float an
   }
 
   // KV stacks.
-  s.kv.reserve(static_cast<size_t>(n_pos) * NL);
+  const int G = seq.n_kv_head;
+  const bool gqa = G > 1 && G < seq.n_head;
+  const int read_head = gqa && view.head >= 0 ? view.head / (seq.n_head / G) : -1;  // the K/V head view.head reads
+  s.kv.reserve(static_cast<size_t>(n_pos) * NL * (gqa ? G : 1));
   for (int p = 0; p < n_pos; ++p) {
     const KvState st = kv_state(r, p);
     for (int l = 0; l < NL; ++l) {
@@ -368,7 +371,23 @@ Scene build_scene(const SequenceState& seq, const ViewOptions& view_in, float an
           b.center = L.kv_center(p, l, b.size.y);
           break;
       }
-      s.kv.push_back(b);
+      if (!gqa) {
+        s.kv.push_back(b);
+        continue;
+      }
+      // Grouped-query attention: one sub-block per K/V head; with a query head
+      // chosen, the K/V head it reads stands out and the others dim.
+      for (int g = 0; g < G; ++g) {
+        BlockInstance sub = b;
+        sub.kv_head = g;
+        sub.center.x += L.kv_head_dx(g, G);
+        sub.size.x = L.kv_head_w(G);
+        if (view.head >= 0 && g != read_head) {
+          sub.colour = glm::vec4(glm::vec3(sub.colour) * 0.45f, sub.colour.a);
+          sub.glow = 0;
+        }
+        s.kv.push_back(sub);
+      }
     }
   }
 
@@ -442,6 +461,7 @@ Scene build_scene(const SequenceState& seq, const ViewOptions& view_in, float an
       BeamInstance b;
       b.from = s.head_pos;
       b.to = L.beam_target(key, view.layer, NL);
+      if (read_head >= 0) b.to.x += L.kv_head_dx(read_head, G);  // lands on the K/V head it reads
       b.weight = w;
       b.colour = glm::vec4(palette::kBeam, beam_fade);
       b.key = key;
@@ -472,6 +492,17 @@ Scene build_scene(const SequenceState& seq, const ViewOptions& view_in, float an
     lab.anchor = {left - L.pitch * 0.9f, (L.kv_bottom(NL - 1) + L.kv_h) * 0.5f, 0.0f};
     lab.pos = -2;
     s.labels.push_back(lab);
+    if (gqa) {
+      // Grouped-query attention: which query heads share the K/V head shown.
+      const int group = seq.n_head / G;
+      lab.text = read_head >= 0 ? "K/V head " + std::to_string(read_head) + " \xE2\x86\x90 q heads " +
+                                      std::to_string(read_head * group) + "\xE2\x80\x93" +
+                                      std::to_string(read_head * group + group - 1)
+                                : std::to_string(G) + " K/V heads \xC3\x97 " + std::to_string(group) + " q heads";
+      lab.anchor.y -= L.layer_pitch * 0.6f;
+      lab.pos = -3;
+      s.labels.push_back(lab);
+    }
   }
 
   s.bounds_min = {left - L.pitch * 2.2f, -0.1f, -L.block_w};
@@ -516,6 +547,7 @@ Pick pick(const Scene& scene, const glm::vec3& o, const glm::vec3& d) {
       best.kind = kind;
       best.pos = b.pos;
       best.layer = b.layer;
+      best.kv_head = b.kv_head;
       best.state = b.state;
     }
   };

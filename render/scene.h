@@ -111,6 +111,12 @@ struct Layout {
   // Where beams land on position `pos`: the front face of the layer's block
   // (for the mean over layers, the block of the middle layer).
   glm::vec3 beam_target(int pos, int layer, int n_layer) const;
+  // Grouped-query models split a KV block into n_kv_head sub-blocks side by
+  // side: the x offset of sub-block g's centre from the block's, and its width.
+  float kv_head_dx(int g, int n_kv_head) const {
+    return (static_cast<float>(g) + 0.5f) * block_w / static_cast<float>(n_kv_head) - block_w * 0.5f;
+  }
+  float kv_head_w(int n_kv_head) const { return block_w / static_cast<float>(n_kv_head) * 0.82f; }
   glm::vec3 write_head(int slot, int n_layer) const {
     return {x(slot), token_bottom(n_layer) + token_h * 0.5f + head_lift, head_z};
   }
@@ -123,6 +129,7 @@ struct BlockInstance {
   float glow = 0;          // 0..1, added light (flashes, the newest token)
   int pos = -1;            // sequence position (-1 for markers)
   int layer = -1;          // KV layer, -1 for token blocks
+  int kv_head = -1;        // grouped-query models: the K/V head of this sub-block; -1 = the whole row
   KvState state = KvState::kEmpty;
 };
 
@@ -201,6 +208,7 @@ struct Pick {
   enum Kind { kNothing, kToken, kKv } kind = kNothing;
   int pos = -1;
   int layer = -1;
+  int kv_head = -1;  // grouped-query models: the K/V head under the ray
   KvState state = KvState::kEmpty;
 };
 Pick pick(const Scene& scene, const glm::vec3& ray_origin, const glm::vec3& ray_dir);

@@ -52,8 +52,8 @@ import numpy_ref as base  # noqa: E402  (safetensors + tokenizer helpers)
 # ----------------------------------------------------------------------------
 
 
-def write_tokenizer_json(out_dir, vocab_size):
-    vocab, merges = base.tokenizer_files(vocab_size)
+def write_tokenizer_json(out_dir, vocab_size, synthetic=False):
+    vocab, merges = base.tokenizer_files(vocab_size, synthetic=synthetic)
     eot = vocab.pop("<|endoftext|>")
     tj = {
         "version": "1.0", "truncation": None, "padding": None,
@@ -80,7 +80,7 @@ def write_tokenizer_json(out_dir, vocab_size):
 
 def make_checkpoint(out_dir, model_type="llama", n_layer=2, n_head=4, n_kv_head=2, n_embd=32, head_dim=None,
                     n_inner=64, ctx=64, vocab_size=300, dtype="F32", tied=True, shards=1, rope_theta=10000.0,
-                    rope_scaling=None, sliding_window=None, eps=1e-6, seed=0, std=0.3):
+                    rope_scaling=None, sliding_window=None, eps=1e-6, seed=0, std=0.3, synthetic_vocab=False):
     """Writes a random checkpoint in HF layout; returns n_params (a tied head counted once)."""
     os.makedirs(out_dir, exist_ok=True)
     rng = np.random.default_rng(seed)
@@ -126,7 +126,7 @@ def make_checkpoint(out_dir, model_type="llama", n_layer=2, n_head=4, n_kv_head=
                 total += int(np.prod(a.shape)) * (4 if dt == "F32" else 2)
         with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
             json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
-    eot = write_tokenizer_json(out_dir, vocab_size)
+    eot = write_tokenizer_json(out_dir, vocab_size, synthetic_vocab)
     arch = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}[model_type]
     cfg = {
         "architectures": [arch], "model_type": model_type, "hidden_act": "silu",
@@ -356,6 +356,9 @@ def main(argv):
     m.add_argument("--shards", type=int, default=1)
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--std", type=float, default=0.3)
+    m.add_argument("--rope-theta", type=float, default=10000.0)
+    m.add_argument("--synthetic-vocab", action="store_true",
+                   help="byte-pair merges without a corpus (for large vocabularies)")
     r = sub.add_parser("ref", help="float64 greedy reference for a checkpoint dir")
     r.add_argument("--model", required=True)
     r.add_argument("--prompt", required=True, help="comma-separated token ids")
@@ -369,7 +372,7 @@ def main(argv):
         n = make_checkpoint(a.out, model_type=a.model_type, n_layer=a.layers, n_head=a.heads,
                             n_kv_head=a.kv_heads, n_embd=a.embd, head_dim=a.head_dim, n_inner=a.inner,
                             ctx=a.ctx, vocab_size=a.vocab, dtype=a.dtype, tied=not a.untied, shards=a.shards,
-                            seed=a.seed, std=a.std)
+                            seed=a.seed, std=a.std, rope_theta=a.rope_theta, synthetic_vocab=a.synthetic_vocab)
         print(json.dumps({"dir": a.out, "n_params": n}))
     elif a.mode == "ref":
         cfg, w = load_model(a.model)
