@@ -34,26 +34,7 @@ add_custom_command(
 
 pkg_check_modules(STB REQUIRED stb)
 
-# The GL renderer (render/: one file issues the draw calls).
-set(KVSCOPE_GL_SRC
-  render/gl_context.cpp
-  render/gl_objects.cpp
-  render/renderer.cpp
-  render/renderer_overlay.cpp)
-# The window (app/): frame loop, panels, the headless `kvscope render`.
-set(KVSCOPE_GUI_SRC
-  app/frame.cpp
-  app/gui.cpp
-  app/gui_input.cpp
-  app/gui_layout.cpp
-  app/gui_render.cpp
-  app/gui_soak.cpp
-  app/gui_window.cpp
-  app/panel_qkv.cpp
-  app/panel_sampling.cpp
-  app/panel_teach.cpp
-  app/panels.cpp
-  app/png_file.cpp)
+include(${CMAKE_SOURCE_DIR}/cmake/gui_sources.cmake)
 add_library(kvscope_gui STATIC ${KVSCOPE_GL_SRC} ${KVSCOPE_GUI_SRC} ${KVSCOPE_SHADER_HEADER})
 target_include_directories(kvscope_gui PUBLIC ${CMAKE_SOURCE_DIR}/app ${CMAKE_SOURCE_DIR}/render
                            PRIVATE ${CMAKE_BINARY_DIR}/generated ${STB_INCLUDE_DIRS})
