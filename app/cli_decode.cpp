@@ -68,6 +68,8 @@ json beam_step_json(const BeamStepRecord& r, const BeamGenerator& gen) {
           {"forwards", r.forwards},
           {"kv_bytes_shared", r.kv_bytes_shared},
           {"kv_bytes_independent", r.kv_bytes_independent},
+          {"cow_copies", r.cow_copies},
+          {"block", r.block},
           {"flops", r.flops},
           {"ms", r.ms}};
 }

@@ -2,23 +2,18 @@
 
 #include <algorithm>
 #include <chrono>
-#include <set>
 
 #include "error.h"
 
 namespace kvscope {
 namespace {
 
-// Positions cached for `beams` if every shared prefix were stored once: the
-// number of distinct prefixes (nodes of their token tree) among the cached
-// positions [0, len - 1) of each beam.
-uint64_t shared_positions(const std::vector<Beam>& beams) {
-  std::set<std::vector<int>> nodes;
-  for (const Beam& b : beams) {
-    const size_t cached = b.tokens.size() - 1;
-    for (size_t n = 1; n <= cached; ++n) nodes.emplace(b.tokens.begin(), b.tokens.begin() + static_cast<long>(n));
-  }
-  return nodes.size();
+// Bytes a cache of this layout holds for one sequence of `len` positions.
+uint64_t alone_bytes(const KVLayout& l, int len) {
+  const uint64_t per = l.bytes_per_position();
+  if (!l.paged()) return per * static_cast<uint64_t>(len);
+  const uint64_t blocks = (static_cast<uint64_t>(len) + l.block - 1) / static_cast<uint64_t>(l.block);
+  return blocks * static_cast<uint64_t>(l.block) * per;
 }
 
 }  // namespace
@@ -54,7 +49,13 @@ void BeamGenerator::start_tokens(const std::vector<int>& prompt, const BeamOptio
   s.max_length = std::min(static_cast<int>(prompt.size()) + opt.max_new, c.n_positions + 1);
   search_ = std::make_unique<BeamSearch>(s, prompt);
   max_new_ = opt.max_new;
-  caches_.assign(1, KVCache(KVLayout::for_model(c)));
+  if (opt.block < 0 || opt.block > c.n_positions)
+    throw Error("beam search: block size " + std::to_string(opt.block) + " is outside 0.." +
+                std::to_string(c.n_positions));
+  KVLayout layout = KVLayout::for_model(c);
+  layout.block = opt.block;
+  cache_.reset(layout);
+  seqs_.assign(1, cache_.add_sequence());
   reason_ = StopReason::kNone;
   steps_ = 0;
   ms_total_ = 0;
@@ -68,16 +69,36 @@ BeamRecordPtr BeamGenerator::step() {
   rec->index = steps_++;
   rec->expanded = search_->running();
 
-  // One new position per running beam (the whole prompt the first time).
-  std::vector<std::vector<double>> rows;
+  // One batched forward: the new position of every running beam (the whole
+  // prompt the first time), logits for each beam's last entry.
+  std::vector<BatchEntry> batch;
+  std::vector<size_t> logit_entry;  // per beam: its batch index with logits
   for (size_t b = 0; b < rec->expanded.size(); ++b) {
     const std::vector<int>& toks = rec->expanded[b].tokens;
-    KVCache& cache = caches_[b];
-    ForwardOutput out = engine_.forward(toks, cached_length(cache), &cache, false);
-    rec->positions += out.n_new;
-    ++rec->forwards;
-    rec->flops += out.flops;
-    rows.push_back(log_softmax(out.logits));
+    const SeqId seq = seqs_[b];
+    for (int pos = cache_.length(seq); pos < static_cast<int>(toks.size()); ++pos) {
+      const bool last = pos + 1 == static_cast<int>(toks.size());
+      if (last) logit_entry.push_back(batch.size());
+      batch.push_back(BatchEntry{seq, pos, toks[static_cast<size_t>(pos)], last, false});
+    }
+  }
+  ForwardOutput out = engine_.forward(batch, cache_, ForwardTaps{false, false, false});
+  // What the step's forward leaves in the cache, before the forks: every
+  // running beam's sequence with its new row.
+  rec->kv_bytes_shared = cache_.bytes();
+  for (SeqId s : seqs_) rec->kv_bytes_independent += alone_bytes(cache_.layout(), cache_.length(s));
+  rec->positions = static_cast<int>(batch.size());
+  rec->forwards = 1;
+  rec->flops = out.flops;
+  const size_t vocab = static_cast<size_t>(model_->config.vocab_size);
+  std::vector<std::vector<double>> rows;
+  for (size_t want : logit_entry) {
+    const auto it = std::find(out.logit_entries.begin(), out.logit_entries.end(), static_cast<int>(want));
+    if (it == out.logit_entries.end()) throw Error("beam search: the forward returned no logits for a beam");
+    const size_t row = static_cast<size_t>(it - out.logit_entries.begin());
+    rows.push_back(
+        log_softmax(std::vector<float>(out.logits.begin() + static_cast<std::ptrdiff_t>(row * vocab),
+                                       out.logits.begin() + static_cast<std::ptrdiff_t>((row + 1) * vocab))));
   }
   rec->candidates = search_->step(rows);
   const Tokenizer& tok = model_->tokenizer;
@@ -86,18 +107,19 @@ BeamRecordPtr BeamGenerator::step() {
     for (int t : rec->expanded.front().tokens) rec->prompt_pieces.push_back(tok.display_piece(t));
   }
 
-  // Each new running beam continues its parent's cache.
-  std::vector<KVCache> next;
-  for (const Beam& b : search_->running()) next.push_back(caches_[static_cast<size_t>(b.parent)]);
-  caches_ = std::move(next);
+  // Each new running beam forks its parent's sequence (sharing every block);
+  // the parents are then released, so what no beam continues is freed.
+  std::vector<SeqId> next;
+  for (const Beam& b : search_->running()) {
+    const SeqId parent = seqs_[static_cast<size_t>(b.parent)];
+    next.push_back(cache_.fork(parent, cache_.length(parent)));
+  }
+  for (SeqId s : seqs_) cache_.release(s);
+  seqs_ = std::move(next);
   rec->running = search_->running();
   rec->finished = search_->finished();
-
-  const uint64_t per_pos = kv_bytes_per_position(model_->config);
-  uint64_t independent = 0;
-  for (const Beam& b : rec->running) independent += static_cast<uint64_t>(b.tokens.size() - 1);
-  rec->kv_bytes_independent = independent * per_pos;
-  rec->kv_bytes_shared = shared_positions(rec->running) * per_pos;
+  rec->cow_copies = cache_.blocks_copied();
+  rec->block = cache_.layout().block;
 
   if (search_->done()) {
     if (search_->stop() == BeamStop::kBeaten) {

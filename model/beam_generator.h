@@ -1,8 +1,9 @@
 // Beam search on a real model: BeamSearch (beam_search.h) decides, this runs
-// the forwards. Every step computes one new position for every running beam,
-// each continuing its parent's cached K/V (a beam's cache is a copy of its
-// parent's). The shared-vs-independent byte counters count the distinct
-// cached prefixes of the running beams against one cache per beam.
+// the forwards. All beams live in ONE KV cache, a sequence each: the prompt
+// is computed once, every child beam is a fork of its parent's sequence
+// (sharing its blocks by reference; paged, a shared block is copied only on
+// the first write into it), dropped beams are released, and each step is
+// ONE batched forward over the new position of every running beam.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include "beam_search.h"
 #include "engine.h"
 #include "generator.h"
+#include "kv_cache.h"
 #include "model.h"
 
 namespace kvscope {
@@ -21,6 +23,7 @@ struct BeamOptions {
   int n_beams = 4;  // 1..8
   double length_penalty = 1.0;
   int max_new = 64;
+  int block = 16;  // positions per cache block (paged); 0 = one contiguous reservation per beam
 };
 
 // One beam-search step, immutable once returned.
@@ -34,8 +37,13 @@ struct BeamStepRecord {
   std::vector<Hypothesis> finished;           // finished hypotheses so far, best first
   int positions = 0;                          // positions the step's forward(s) computed
   int forwards = 0;                           // engine forwards this step ran
-  uint64_t kv_bytes_shared = 0;               // K/V held for the running beams, shared prefixes counted once
-  uint64_t kv_bytes_independent = 0;          // what one cache per running beam would hold
+  // After the step's forward (before the forks): what the cache holds for the
+  // expanded beams (KVCache::bytes, shared blocks once) and what one cache per
+  // expanded beam would hold in the same layout.
+  uint64_t kv_bytes_shared = 0;
+  uint64_t kv_bytes_independent = 0;
+  uint64_t cow_copies = 0;  // blocks copied on write so far
+  int block = 0;            // positions per block (0: contiguous)
   uint64_t flops = 0;
   double ms = 0;
   StopReason stop = StopReason::kNone;
@@ -59,6 +67,7 @@ class BeamGenerator {
   std::string text(const Hypothesis& h) const;
   std::string text(const std::vector<int>& tokens) const;
   double ms_total() const { return ms_total_; }
+  const KVCache& cache() const { return cache_; }
   uint64_t flops_total() const { return flops_total_; }
   const Model& model() const { return *model_; }
 
@@ -66,7 +75,8 @@ class BeamGenerator {
   std::shared_ptr<const Model> model_;
   Engine engine_;
   std::unique_ptr<BeamSearch> search_;
-  std::vector<KVCache> caches_;  // one per running beam, same order
+  KVCache cache_;
+  std::vector<SeqId> seqs_;  // the cache's sequence of each running beam, same order
   StopReason reason_ = StopReason::kNone;
   int steps_ = 0;
   int max_new_ = 0;

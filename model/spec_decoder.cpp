@@ -19,6 +19,11 @@ std::string slurp(const std::string& path, bool& ok) {
   return s.str();
 }
 
+// Positions held by the cache's one sequence (0 before its first forward).
+int held(const KVCache& c) {
+  return c.ready() && c.has_sequence(0) ? c.length(0) : 0;
+}
+
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -107,7 +112,7 @@ SpecIterationPtr SpeculativeDecoder::step() {
   std::vector<TokenDist> q;
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < it->k; ++i) {
-    ForwardOutput out = draft_engine_.forward(seq, cached_length(draft_cache_), &draft_cache_, false);
+    ForwardOutput out = draft_engine_.forward(seq, held(draft_cache_), &draft_cache_, false);
     ++draft_forwards_;
     q.push_back(sampling_distribution(out.logits, seq, opt_.sampler));
     const int x = draw_token(q.back(), uniform_.next());
@@ -119,7 +124,7 @@ SpecIterationPtr SpeculativeDecoder::step() {
   // 2. The target scores every drafted position and the one after: one
   // forward over [its cached length, len + k), logits for the last k + 1.
   t0 = std::chrono::steady_clock::now();
-  ForwardOutput tout = target_engine_.forward(seq, cached_length(target_cache_), &target_cache_, false, true);
+  ForwardOutput tout = target_engine_.forward(seq, held(target_cache_), &target_cache_, false, true);
   ++target_forwards_;
   it->target_positions = tout.n_new;
   const size_t vocab = static_cast<size_t>(target_->config.vocab_size);
@@ -166,12 +171,13 @@ SpecIterationPtr SpeculativeDecoder::step() {
   // on tokens [0, j] only, so every cached row before the first rejected or
   // new token stays valid.
   const int keep = static_cast<int>(tokens_.size()) - 1;
-  const int t_keep = std::min(keep, cached_length(target_cache_));
-  it->target_rolled_back = cached_length(target_cache_) - t_keep;
-  if (target_cache_.has_sequence(0)) target_cache_.truncate(0, t_keep);
-  const int d_keep = std::min(keep, cached_length(draft_cache_));
-  it->draft_rolled_back = cached_length(draft_cache_) - d_keep;
-  if (draft_cache_.has_sequence(0)) draft_cache_.truncate(0, d_keep);
+  const int t_held = held(target_cache_), d_held = held(draft_cache_);
+  const int t_keep = std::min(keep, t_held);
+  it->target_rolled_back = t_held - t_keep;
+  if (t_held > t_keep) target_cache_.truncate(0, t_keep);
+  const int d_keep = std::min(keep, d_held);
+  it->draft_rolled_back = d_held - d_keep;
+  if (d_held > d_keep) draft_cache_.truncate(0, d_keep);
   it->target_kv_bytes = target_cache_.bytes();
   it->draft_kv_bytes = draft_cache_.bytes();
   it->target_forwards = target_forwards_;

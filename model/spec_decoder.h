@@ -12,6 +12,7 @@
 
 #include "engine.h"
 #include "generator.h"
+#include "kv_cache.h"
 #include "model.h"
 #include "speculative.h"
 

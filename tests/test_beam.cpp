@@ -18,6 +18,7 @@
 #include "decode_ref_util.h"
 #include "error.h"
 #include "generator.h"
+#include "kv_cache.h"
 #include "model.h"
 
 namespace kvscope {
@@ -244,24 +245,54 @@ TEST(BeamSearchReference, OneBeamIsGreedyOnTheShippedModel) {
     expect_one_beam_is_greedy(model, model->tokenizer.encode(p), 24);
 }
 
+// All beams in one cache. Paged with one position per block, the cache
+// holds exactly one row per distinct prefix of the expanded beams (counted
+// here from their tokens); with 16 positions per block whole blocks, shared
+// ones copied on the first write; with one contiguous reservation per
+// sequence every beam's first write copies its parent's whole reservation,
+// so nothing stays shared: as much as independent caches. Same beams in all.
 TEST(BeamSearchReference, SharedPrefixHoldsLessThanIndependentCaches) {
   auto model = load_model(std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/kvscope-tiny");
-  BeamGenerator gen(model);
-  BeamOptions opt;
-  opt.n_beams = 4;
-  opt.max_new = 12;
-  gen.start("Once upon a time there was", opt);
   const uint64_t per = kv_bytes_per_position(model->config);
-  int sharing_steps = 0;
-  while (BeamRecordPtr r = gen.step()) {
-    EXPECT_EQ(r->kv_bytes_independent % per, 0u);
-    EXPECT_LE(r->kv_bytes_shared, r->kv_bytes_independent);
-    if (r->running.size() > 1) {
-      EXPECT_LT(r->kv_bytes_shared, r->kv_bytes_independent) << "step " << r->index;
-      ++sharing_steps;
+  std::vector<std::vector<int>> best;
+  for (int block : {1, 16, 0}) {
+    SCOPED_TRACE("block " + std::to_string(block));
+    BeamGenerator gen(model);
+    BeamOptions opt;
+    opt.n_beams = 4;
+    opt.max_new = 24;
+    opt.block = block;
+    gen.start("Once upon a time there was", opt);
+    int sharing_steps = 0;
+    uint64_t copies = 0;
+    while (BeamRecordPtr r = gen.step()) {
+      EXPECT_EQ(r->forwards, 1);
+      EXPECT_LE(r->kv_bytes_shared, r->kv_bytes_independent);
+      if (block == 1) {
+        std::set<std::vector<int>> prefixes;
+        for (const Beam& b : r->expanded)
+          for (size_t n = 1; n <= b.tokens.size(); ++n) prefixes.emplace(b.tokens.begin(), b.tokens.begin() + n);
+        EXPECT_EQ(r->kv_bytes_shared, prefixes.size() * per) << "step " << r->index;
+      }
+      if (block == 16) {
+        EXPECT_EQ(r->kv_bytes_independent % (16 * per), 0u);
+      }
+      if (block == 0) {
+        EXPECT_EQ(r->kv_bytes_shared, r->kv_bytes_independent) << "step " << r->index;
+      }
+      sharing_steps += r->kv_bytes_shared < r->kv_bytes_independent ? 1 : 0;
+      copies = r->cow_copies;
     }
+    if (block != 0) {
+      EXPECT_GT(sharing_steps, 0);
+    }
+    if (block == 16) {
+      EXPECT_GT(copies, 0u);  // beams forked inside a block wrote into their own copy
+    }
+    best.push_back(gen.search().finished().front().tokens);
   }
-  EXPECT_GT(sharing_steps, 0);
+  EXPECT_EQ(best[0], best[1]);
+  EXPECT_EQ(best[0], best[2]);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "engine.h"
 #include "error.h"
 #include "generator.h"
+#include "kv_cache.h"
 #include "model.h"
 #include "spec_decoder.h"
 
@@ -111,19 +112,22 @@ TEST(SpeculativeDecoding, GreedyEqualsPlainGreedyOnTheShippedPair) {
 // The cache's first n positions against a fresh prefill of tokens[0, n).
 void expect_cache_is_fresh_prefill(const Model& m, const KVCache& cache, const std::vector<int>& tokens, int n,
                                    const std::string& where) {
-  ASSERT_EQ(cached_length(cache), n) << where;
+  ASSERT_EQ(cache.length(0), n) << where;
   Engine e(m);
   KVCache fresh(KVLayout::for_model(m.config));
   e.forward(std::vector<int>(tokens.begin(), tokens.begin() + n), 0, &fresh, false);
   EXPECT_EQ(cache.bytes(), fresh.bytes()) << where;
   double worst = 0;
-  std::vector<float> a(static_cast<size_t>(m.config.n_embd)), b(a.size());
+  const int d = cache.layout().kv_dim();
+  std::vector<float> a(static_cast<size_t>(d)), b(static_cast<size_t>(d));
   for (int l = 0; l < m.config.n_layer; ++l) {
     for (int p = 0; p < n; ++p) {
       for (bool v : {false, true}) {
         cache.read_row(l, cache.slot_of(0, p), v, a.data());
         fresh.read_row(l, fresh.slot_of(0, p), v, b.data());
-        for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(a[i] - b[i])));
+        for (int i = 0; i < d; ++i)
+          worst =
+              std::max(worst, static_cast<double>(std::fabs(a[static_cast<size_t>(i)] - b[static_cast<size_t>(i)])));
       }
     }
   }

@@ -45,16 +45,20 @@ done
 
 B="$OUT/beams.jsonl"
 : > "$B"
+# A prompt of a few dozen tokens, as a real request has: the beams share it.
+BEAM_PROMPT="Once upon a time, in a small village by the sea, there lived a little girl named Lily. She loved to \
+play on the beach with her dog, and every morning she"
 for N in 4 8; do
   echo "== beams N=$N" >&2
-  "$KV" generate --beams "$N" --max-new 48 --prompt "Once upon a time, in a small village" --json |
+  "$KV" generate --beams "$N" --max-new 48 --prompt "$BEAM_PROMPT" --json |
     $PY -c '
 import json, sys
 steps = [json.loads(l) for l in sys.stdin if l.strip()]
-live = [s for s in steps if s.get("event") != "done" and s["beams"]]
+live = [s for s in steps if s.get("event") != "done"]
 peak = max(live, key=lambda s: s["kv_bytes_independent"])
 print(json.dumps({"n": int(sys.argv[1]), "steps": len(live), "shared": peak["kv_bytes_shared"],
-                  "independent": peak["kv_bytes_independent"], "index": peak["index"]}))' "$N" >> "$B"
+                  "independent": peak["kv_bytes_independent"], "index": peak["index"],
+                  "block": peak.get("block", 0), "cow": live[-1].get("cow_copies", 0)}))' "$N" >> "$B"
 done
 
 $PY - "$J" "$B" <<'PYEOF'
@@ -74,10 +78,11 @@ for (label, k), rs in groups.items():
           f"{med(r['plain']['tokens_per_s'] for r in rs):.1f} | {m('tokens_per_s'):.1f} | {m('speedup'):.2f}x | "
           f"{m('cost_ratio'):.3f} | {m('predicted_speedup'):.2f}x | {verify:.2f}x |")
 print("\n(medians over the prompts; greedy; each speculative run and its plain run back to back in one process)")
-print("\n| beams | K/V held, shared prefixes | one cache per beam | saved |")
-print("|---|---|---|---|")
+print("\n| beams | K/V the cache holds (paged, shared blocks once) | one cache per beam | saved | blocks copied on write |")
+print("|---|---|---|---|---|")
 for l in open(sys.argv[2]):
     b = json.loads(l)
     print(f"| {b['n']} | {b['shared'] / 1024:.0f} KiB | {b['independent'] / 1024:.0f} KiB | "
-          f"{100 * (1 - b['shared'] / b['independent']):.0f} % |")
+          f"{100 * (1 - b['shared'] / b['independent']):.0f} % | {b['cow']} |")
+print("\n(at the step holding the most K/V; B = 16 positions per block)")
 PYEOF
