@@ -1,6 +1,6 @@
 // Index checks for accessors that take indices (records, buffers): on in
-// Debug builds and in the sanitizer builds (KVSCOPE_INDEX_CHECKS, set by
-// CMake with KVSCOPE_SANITIZE/KVSCOPE_TSAN), compiled out in Release. An
+// Debug builds and wherever KVSCOPE_INDEX_CHECKS is defined, compiled out in
+// Release (the sanitizer builds are RelWithDebInfo and do not define it yet). An
 // index outside its range is a bug in kvscope, never bad input (inputs are
 // validated where they are read), so it aborts like assert with the values.
 #pragma once
