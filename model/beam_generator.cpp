@@ -43,7 +43,7 @@ void BeamGenerator::start_tokens(const std::vector<int>& prompt, const BeamOptio
   BeamSettings s;
   s.n_beams = opt.n_beams;
   s.length_penalty = opt.length_penalty;
-  s.eos = c.eos_token_id;
+  s.eos = c.eos_token_ids;
   // The last token may sit at position n_positions: chosen by a forward
   // over a full context, never fed to one.
   s.max_length = std::min(static_cast<int>(prompt.size()) + opt.max_new, c.n_positions + 1);

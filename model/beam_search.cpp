@@ -75,7 +75,8 @@ const std::vector<BeamCandidate>& BeamSearch::step(const std::vector<std::vector
     c.token = f.token;
     c.logprob = f.score;
     c.token_logprob = log_probs[static_cast<size_t>(f.beam)][static_cast<size_t>(f.token)];
-    c.stops = hits_max || f.token == s_.eos;
+    const bool is_eos = std::find(s_.eos.begin(), s_.eos.end(), f.token) != s_.eos.end();
+    c.stops = hits_max || is_eos;
     if (c.stops && rank < n) {
       Hypothesis h;
       h.tokens = parent.tokens;
@@ -85,7 +86,7 @@ const std::vector<BeamCandidate>& BeamSearch::step(const std::vector<std::vector
       h.score = f.score / norm;
       h.beam_id = next_id_++;
       c.beam_id = h.beam_id;
-      h.eos = f.token == s_.eos;
+      h.eos = is_eos;
       finished_.push_back(std::move(h));
       c.finished = true;
     } else if (!c.stops && next.size() < n) {

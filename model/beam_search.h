@@ -8,7 +8,7 @@
 //  - running beams are ranked by cumulative log-probability;
 //  - each step expands every running beam over the vocabulary and keeps the
 //    best 2N candidates (ties: lower beam index, then lower token id);
-//  - a candidate that ends in EOS or reaches the maximum length finishes,
+//  - a candidate that ends in any of the EOS ids or reaches the maximum length finishes,
 //    but only when it ranks among the N best of the 2N; its score is
 //    sum_logprob / (generated length)^length_penalty, the generated length
 //    counting the EOS and not the prompt; the N best scores are kept;
@@ -26,7 +26,7 @@ namespace kvscope {
 struct BeamSettings {
   int n_beams = 4;              // N, 1..8
   double length_penalty = 1.0;  // exponent of the generated length in the score
-  int eos = -1;                 // end-of-text token, -1 = none
+  std::vector<int> eos;         // end-of-sequence ids (Llama configs may give several); empty = none
   int max_length = 0;           // total tokens (prompt + generated) at which every beam stops
 };
 
@@ -54,8 +54,8 @@ struct Hypothesis {
   double sum_logprob = 0;
   double score = 0;  // sum_logprob / gen_len^length_penalty
   int gen_len = 0;
-  int beam_id = 0;  // the id the candidate would have had as a beam
-  bool eos = false;
+  int beam_id = 0;   // the id the candidate would have had as a beam
+  bool eos = false;  // ended on one of the end-of-sequence ids
 };
 
 enum class BeamStop { kNone, kBeaten, kMaxLength };

@@ -191,7 +191,11 @@ Config parse_config(const std::string& json_text, const std::string& origin) {
   c.n_positions = get_int(j, origin, "n_positions", 1, 1 << 20, n_ctx == 0, n_ctx);
   c.vocab_size = get_int(j, origin, "vocab_size", 1, 1 << 24, true, 0);
   c.bos_token_id = get_int(j, origin, "bos_token_id", -1, 1 << 24, false, -1);
-  c.eos_token_id = get_int(j, origin, "eos_token_id", -1, 1 << 24, false, -1);
+  // A list of ids is accepted as for Llama configs (PretrainedConfig allows it).
+  if (j.contains("eos_token_id") && j["eos_token_id"].is_array())
+    parse_eos(j, origin, c);
+  else
+    c.eos_token_id = get_int(j, origin, "eos_token_id", -1, 1 << 24, false, -1);
   if (c.n_embd % c.n_head != 0) {
     throw Error(origin + ": n_embd (" + std::to_string(c.n_embd) + ") must be divisible by n_head (" +
                 std::to_string(c.n_head) + ")");
@@ -223,7 +227,7 @@ Config parse_config(const std::string& json_text, const std::string& origin) {
   c.n_kv_head = c.n_head;
   c.n_inner = 4 * c.n_embd;
   c.max_position_embeddings = c.n_positions;
-  if (c.eos_token_id >= 0) c.eos_token_ids = {c.eos_token_id};
+  if (c.eos_token_ids.empty() && c.eos_token_id >= 0) c.eos_token_ids = {c.eos_token_id};
   return c;
 }
 

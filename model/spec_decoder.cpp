@@ -157,7 +157,7 @@ SpecIterationPtr SpeculativeDecoder::step() {
     tokens_.push_back(t);
     it->emitted.push_back(t);
     it->emitted_pieces.push_back(target_->tokenizer.display_piece(t));
-    if (c.eos_token_id >= 0 && t == c.eos_token_id && !opt_.ignore_eos) {
+    if (!opt_.ignore_eos && std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), t) != c.eos_token_ids.end()) {
       reason_ = StopReason::kEos;
     } else if (n_generated() >= opt_.max_new) {
       reason_ = StopReason::kMaxNew;

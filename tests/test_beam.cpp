@@ -37,7 +37,7 @@ TEST(BeamSearchUnit, KeepsTwoNCandidatesAndFinishesOnEos) {
   // V = 4, EOS = 3, N = 2.
   BeamSettings s;
   s.n_beams = 2;
-  s.eos = 3;
+  s.eos = {3};
   s.max_length = 10;
   BeamSearch bs(s, {7, 7});
   ASSERT_EQ(bs.running().size(), 1u);
@@ -70,7 +70,7 @@ TEST(BeamSearchUnit, KeepsTwoNCandidatesAndFinishesOnEos) {
 TEST(BeamSearchUnit, EosBelowRankNDoesNotFinish) {
   BeamSettings s;
   s.n_beams = 1;
-  s.eos = 2;
+  s.eos = {2};
   s.max_length = 5;
   BeamSearch bs(s, {0});
   const auto& c = bs.step({logp({0.5, 0.2, 0.3})});
@@ -84,7 +84,7 @@ TEST(BeamSearchUnit, EosBelowRankNDoesNotFinish) {
 TEST(BeamSearchUnit, MaximumLengthFinishesTheTopN) {
   BeamSettings s;
   s.n_beams = 2;
-  s.eos = -1;
+  s.eos = {};
   s.max_length = 3;
   s.length_penalty = 2.0;
   BeamSearch bs(s, {5, 5});
@@ -93,6 +93,31 @@ TEST(BeamSearchUnit, MaximumLengthFinishesTheTopN) {
   EXPECT_EQ(bs.stop(), BeamStop::kMaxLength);
   ASSERT_EQ(bs.finished().size(), 2u);
   EXPECT_NEAR(bs.finished()[0].score, std::log(0.6), 1e-12);  // length 1: 1^2
+}
+
+TEST(BeamSearchUnit, StopsOnEveryIdOfAnEosList) {
+  // V = 5, EOS ids {4, 2} (a Llama config's list), N = 2. Step 1: token 2
+  // (the list's second id) ranks first and finishes; token 4 ranks second
+  // and finishes too; the two best others run on.
+  BeamSettings s;
+  s.n_beams = 2;
+  s.eos = {4, 2};
+  s.max_length = 10;
+  BeamSearch bs(s, {0});
+  const auto& c = bs.step({logp({0.1, 0.15, 0.4, 0.05, 0.3})});
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_EQ(c[0].token, 2);
+  EXPECT_TRUE(c[0].stops && c[0].finished);
+  EXPECT_EQ(c[1].token, 4);
+  EXPECT_TRUE(c[1].stops && c[1].finished);
+  EXPECT_FALSE(c[2].stops);
+  ASSERT_EQ(bs.finished().size(), 2u);
+  EXPECT_TRUE(bs.finished()[0].eos && bs.finished()[1].eos);
+  EXPECT_NEAR(bs.finished()[0].score, std::log(0.4), 1e-12);
+  EXPECT_NEAR(bs.finished()[1].score, std::log(0.3), 1e-12);
+  // The best running beam (log .15) cannot beat the worse of them (log .3): done.
+  EXPECT_TRUE(bs.done());
+  EXPECT_EQ(bs.stop(), BeamStop::kBeaten);
 }
 
 struct BeamCase {
@@ -129,8 +154,9 @@ std::map<std::vector<int>, double> beams_by_tokens(const json& arr, const char* 
 
 TEST(BeamSearchReference, MatchesNumpyBeamSearch) {
   const std::vector<BeamCase> cases = beam_cases();
-  ASSERT_GE(cases.size(), 4u);
+  ASSERT_GE(cases.size(), 5u);
   std::set<std::string> reasons;
+  int list_cases = 0;
   for (const BeamCase& bc : cases) {
     SCOPED_TRACE(bc.name);
     auto model = load_model(bc.dir);
@@ -173,7 +199,17 @@ TEST(BeamSearchReference, MatchesNumpyBeamSearch) {
     }
     EXPECT_EQ(fin.front().tokens, bc.ref.at("best").at("tokens").get<std::vector<int>>());
     EXPECT_NEAR(fin.front().score, bc.ref.at("best").at("score").get<double>(), kTol);
+    // A config whose eos_token_id is a list: a hypothesis ended on an id
+    // other than the first (the suite picks such a prompt), so every id counts.
+    const std::vector<int>& eos = model->config.eos_token_ids;
+    if (eos.size() > 1) {
+      ++list_cases;
+      EXPECT_TRUE(std::any_of(fin.begin(), fin.end(), [&](const Hypothesis& h) {
+        return h.eos && std::find(eos.begin() + 1, eos.end(), h.tokens.back()) != eos.end();
+      }));
+    }
   }
+  EXPECT_EQ(list_cases, 1);
   // The suite exercises every way a search ends.
   EXPECT_TRUE(reasons.count("eos") && reasons.count("max_new") && reasons.count("context_full"));
 }

@@ -86,6 +86,7 @@ def beam_search(cfg, w, prompt, n_beams, max_new, length_penalty=1.0):
     eos = cfg.get("eos_token_id", -1)
     if eos is None:
         eos = -1
+    eos_ids = set(eos) if isinstance(eos, list) else ({eos} if eos >= 0 else set())  # a list stops on any
     P = len(prompt)
     max_length = min(P + max_new, cfg["n_positions"] + 1)
     running = [{"tokens": list(prompt), "logprob": 0.0, "parent": -1}]
@@ -115,7 +116,7 @@ def beam_search(cfg, w, prompt, n_beams, max_new, length_penalty=1.0):
         step = {"cur_len": cur_len, "candidates": [], "running": [], "finished": []}
         new_running = []
         for rank, (s, b, t, tok_lp) in enumerate(top):
-            hit = hits_max or t == eos
+            hit = hits_max or t in eos_ids
             c = {"parent": b, "token": t, "logprob": s, "token_logprob": tok_lp, "rank": rank,
                  "stop": hit, "finished": False, "running": False}
             if hit and rank < n_beams:
@@ -127,7 +128,7 @@ def beam_search(cfg, w, prompt, n_beams, max_new, length_penalty=1.0):
                 new_running.append({"tokens": running[b]["tokens"] + [t], "logprob": s, "parent": b})
                 c["running"] = True
             step["candidates"].append(c)
-        going = [c for c in top if not (hits_max or c[2] == eos)]
+        going = [c for c in top if not (hits_max or c[2] in eos_ids)]
         if len(going) > n_beams:
             min_margin = min(min_margin, going[n_beams - 1][0] - going[n_beams][0])
         finished.sort(key=lambda h: -h["score"])
@@ -183,14 +184,16 @@ BEAM_SUITE = [
     ("beam_l1h2d16_n3_lp2", 1, 2, 16, 48, 30, 5, 3, 10, 2.0),
     ("beam_l2h4d32_n8_lp0", 2, 4, 32, 40, 20, 4, 8, 8, 0.0),
     ("beam_l2h2d32_n2_ctx", 2, 2, 32, 16, 30, 9, 2, 20, 1.0),  # runs into the context end
+    ("beam_l2h2d32_n3_eoslist", 2, 2, 32, 64, 40, 6, 3, 12, 1.0),  # eos_token_id is a list of two ids
 ]
 
 MIN_MARGIN = 1e-3
 
 
-def pick_eos(cfg, w, prompt):
+def pick_eos(cfg, w, prompt, n=1):
     """A token the model predicts often (so that hypotheses finish): the
-    most frequent top-3 token along a greedy continuation of the prompt."""
+    most frequent top-3 token along a greedy continuation of the prompt
+    (n > 1: the n most frequent, as a list)."""
     ids = list(prompt)
     counts = {}
     for _ in range(8):
@@ -201,7 +204,15 @@ def pick_eos(cfg, w, prompt):
         ids.append(int(order[0]))
         if len(ids) >= cfg["n_positions"]:
             break
-    return max(counts.items(), key=lambda kv: (kv[1], -kv[0]))[0]
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ranked[0][0] if n == 1 else [t for t, _ in ranked[:n]]
+
+
+def finished_by_eos(ref):
+    """(hypotheses ending on an eos id, those ending on an id after the list's first)."""
+    ids = ref["eos"] if isinstance(ref["eos"], list) else [ref["eos"]]
+    ends = [h["tokens"][-1] for h in ref["finished"]]
+    return sum(1 for t in ends if t in ids), sum(1 for t in ends if t in ids[1:])
 
 
 def build_beam_suite(out_dir):
@@ -216,9 +227,12 @@ def build_beam_suite(out_dir):
         ref, best_fin = None, -1
         for attempt in range(30):
             prompt = [int(t) for t in rng.integers(0, V - 1, size=n_prompt)]
-            cfg["eos_token_id"] = pick_eos(cfg, w, prompt)
+            is_list = name.endswith("_eoslist")
+            cfg["eos_token_id"] = pick_eos(cfg, w, prompt, 2 if is_list else 1)
             cand = beam_search(cfg, w, prompt, beams, max_new, lp)
-            n_eos = sum(1 for h in cand["finished"] if h["tokens"][-1] == cfg["eos_token_id"])
+            n_eos, n_later = finished_by_eos(cand)
+            if is_list and n_later == 0:
+                continue  # the list must matter: a hypothesis ends on its second id
             if cand["min_margin"] >= MIN_MARGIN and n_eos > best_fin:
                 ref, best_fin = cand, n_eos
                 if n_eos >= 1:
