@@ -40,8 +40,10 @@ WORK = os.path.join(HERE, "work")
 PARTS = ["stories", "facts", "code", "stdlib", "english"]
 # arguments that define the run: a resumed invocation must use the same values
 SCHEDULE_ARGS = ["seed", "n_layer", "n_head", "n_embd", "n_positions", "batch", "steps", "lr", "min_lr_frac",
-                 "warmup", "wd", "mix", "final_frac", "final_mix", "copy_frac", "p_doc_start"]
-CHANGEABLE = ["steps", "mix", "final_mix", "copy_frac"]
+                 "warmup", "wd", "mix", "final_frac", "final_mix", "copy_frac", "p_doc_start", "copy_random"]
+CHANGEABLE = ["steps", "mix", "final_mix", "copy_frac", "copy_random"]
+# arguments added after the first checkpoints were written: a checkpoint without them used these values
+ARG_DEFAULTS = {"copy_random": 0.0}
 
 
 def parse_mix(s):
@@ -62,19 +64,27 @@ class Sampler:
         self.p = p_doc_start
         self.eos = eos
 
-    def get_repeat(self, n, T):
-        """Induction rows: a random passage of 12-64 tokens repeated until the row is full, after an
-        eos: [eos] seg seg seg ... Every token after the first copy is predictable only by attending
-        back to the previous occurrence (makes copy/induction heads form early)."""
+    def get_repeat(self, n, T, random_frac=0.0):
+        """Induction rows: a passage of 12-64 tokens repeated until the row is full, after an eos:
+        [eos] seg seg seg ... Every token after the first copy is predictable only by attending back to
+        the previous occurrence (makes copy/induction heads form). With probability random_frac the
+        passage is L tokens drawn from random corpus positions (the corpus's unigram distribution, no
+        sequence structure): then nothing but the earlier copy predicts the repeats, and the first copy,
+        which nothing can predict, is not scored. Returns (rows (n, T+1), first scored target per row)."""
         out = torch.empty(n, T + 1, dtype=torch.long)
+        first = [0] * n
         N = len(self.arr)
         for i in range(n):
             L = int(self.rng.integers(12, 65))
-            s = int(self.rng.integers(0, N - L))
-            seg = self.arr[s:s + L]
+            if random_frac > 0 and self.rng.random() < random_frac:
+                seg = self.arr[torch.from_numpy(self.rng.integers(0, N, L))]
+                first[i] = L + 1  # targets 0..L: the first copy and the repeat's first token
+            else:
+                s = int(self.rng.integers(0, N - L))
+                seg = self.arr[s:s + L]
             row = torch.cat([torch.tensor([self.eos])] + [seg] * ((T + 1) // L + 1))
             out[i] = row[:T + 1]
-        return out
+        return out, first
 
     def get(self, n, T):
         out = torch.empty(n, T + 1, dtype=torch.long)
@@ -154,6 +164,8 @@ def parse_args(argv=None):
     ap.add_argument("--final-mix", default="0.34,0.34,0.15,0.05,0.12")
     ap.add_argument("--copy-frac", type=float, default=0.06,
                     help="fraction of batch rows that are repeated passages (induction training)")
+    ap.add_argument("--copy-random", type=float, default=0.0,
+                    help="fraction of the induction rows made of random corpus tokens (first copy not scored)")
     ap.add_argument("--p-doc-start", type=float, default=0.25)
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--eval-windows", type=int, default=12)
@@ -203,9 +215,9 @@ def main():
         for k in SCHEDULE_ARGS:
             if k in CHANGEABLE and a.allow_schedule_change:
                 continue
-            if state["args"][k] != getattr(a, k):
+            if state["args"].get(k, ARG_DEFAULTS.get(k)) != getattr(a, k):
                 sys.exit(f"--resume: --{k.replace('_', '-')} is {getattr(a, k)!r} but the checkpoint {src} was "
-                         f"trained with {state['args'][k]!r}")
+                         f"trained with {state['args'].get(k, ARG_DEFAULTS.get(k))!r}")
         for k, v in state["data_sha"].items():
             if data_sha.get(k) != v:
                 sys.exit(f"--resume: work/tok/{k} differs from the data the checkpoint {src} was trained on "
@@ -287,10 +299,14 @@ def main():
         n_copy = int(rng.binomial(B, a.copy_frac)) if a.copy_frac > 0 else 0
         counts = rng.multinomial(B - n_copy, m)
         rows = [samplers[i].get(int(c), T) for i, c in enumerate(counts) if c > 0]
+        first = []
         if n_copy:
-            rows.append(samplers[int(rng.choice(len(PARTS), p=mix))].get_repeat(n_copy, T))
+            rep, first = samplers[int(rng.choice(len(PARTS), p=mix))].get_repeat(n_copy, T, a.copy_random)
+            rows.append(rep)
         batch = torch.cat(rows)
-        x, y = batch[:, :-1], batch[:, 1:]
+        x, y = batch[:, :-1], batch[:, 1:].clone()
+        for i, f in enumerate(first):  # the induction rows are the last n_copy rows
+            y[B - n_copy + i, :f] = -100  # cross_entropy's ignore_index
         logits = model(x)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
