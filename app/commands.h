@@ -65,14 +65,20 @@ struct Fullscreen {};
 struct TextScale {
   float scale = 1.0f;
 };
+// Load checkpoint `index` of the loaded model's training run (Snapshot::training):
+// the same prompt and sampler settings are generated again with those weights.
+struct LoadCheckpoint {
+  int index = 0;
+};
 
 }  // namespace cmd
 
-using UiCommand = std::variant<cmd::Start, cmd::Reset, cmd::PlayPause, cmd::Step, cmd::ToggleCache, cmd::SetSampler,
-                               cmd::SetMaxNew, cmd::LoadModel, cmd::CancelLoad, cmd::Scrub, cmd::ScrubTo, cmd::Fork,
-                               cmd::SelectBranch, cmd::SelectHead, cmd::Presentation, cmd::Predict, cmd::Reveal,
-                               cmd::Palette, cmd::SaveView, cmd::LoadView, cmd::DismissErrors, cmd::TogglePanels,
-                               cmd::SetCamera, cmd::Fit, cmd::Screenshot, cmd::Fullscreen, cmd::TextScale>;
+using UiCommand =
+    std::variant<cmd::Start, cmd::Reset, cmd::PlayPause, cmd::Step, cmd::ToggleCache, cmd::SetSampler, cmd::SetMaxNew,
+                 cmd::LoadModel, cmd::CancelLoad, cmd::Scrub, cmd::ScrubTo, cmd::Fork, cmd::SelectBranch,
+                 cmd::SelectHead, cmd::Presentation, cmd::Predict, cmd::Reveal, cmd::Palette, cmd::SaveView,
+                 cmd::LoadView, cmd::DismissErrors, cmd::TogglePanels, cmd::SetCamera, cmd::Fit, cmd::Screenshot,
+                 cmd::Fullscreen, cmd::TextScale, cmd::LoadCheckpoint>;
 using Commands = std::vector<UiCommand>;
 
 }  // namespace kvscope

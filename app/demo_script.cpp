@@ -39,6 +39,9 @@ Commands feature_script(int frame, int total, const Snapshot& snap, const std::s
   }
   if (demo_view == "presentation" && at(0.5)) cmds.push_back(cmd::Presentation{});
   if ((demo_view == "heatmaps" || demo_view == "qkv") && at(0.9)) cmds.push_back(cmd::SelectHead{1, 2});
+  // The middle checkpoint of the model's training run: the same prompt, earlier weights.
+  if (demo_view == "training" && at(0.3) && snap.training)
+    cmds.push_back(cmd::LoadCheckpoint{(static_cast<int>(snap.training->checkpoints.size()) - 1) / 2});
   return cmds;
 }
 
@@ -77,7 +80,11 @@ Commands demo_script(int frame, int total, const Snapshot& snap, const std::stri
 
 void setup_demo_view(const std::string& demo_view, UiState& ui) {
   if (demo_view.empty()) return;
-  ui.bottom_tab = demo_view == "phases" ? 1 : demo_view == "kv" ? 2 : demo_view == "heatmaps" ? 3 : 0;
+  ui.bottom_tab = demo_view == "phases"     ? 1
+                  : demo_view == "kv"       ? 2
+                  : demo_view == "heatmaps" ? 3
+                  : demo_view == "training" ? 4
+                                            : 0;
   ui.select_tab = true;
   ui.teach_open = demo_view != "presentation" && demo_view != "sampling" && demo_view != "qkv";
   ui.qkv_open = demo_view == "qkv";

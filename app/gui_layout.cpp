@@ -79,8 +79,8 @@ float right_sidebar(const Snapshot& snap, UiState& ui, float W, float H, Command
 
 void teach_tabs(const Snapshot& snap, UiState& ui, Commands& cmds) {
   if (!ImGui::BeginTabBar("teach_tabs")) return;
-  const char* names[] = {"Branches", "Prefill vs decode", "KV memory", "Attention heads"};
-  for (int i = 0; i < 4; ++i) {
+  const char* names[] = {"Branches", "Prefill vs decode", "KV memory", "Attention heads", "Training"};
+  for (int i = 0; i < 5; ++i) {
     const ImGuiTabItemFlags f = ui.select_tab && ui.bottom_tab == i ? ImGuiTabItemFlags_SetSelected : 0;
     if (!ImGui::BeginTabItem(names[i], nullptr, f)) continue;
     if (!ui.select_tab) ui.bottom_tab = i;
@@ -88,6 +88,7 @@ void teach_tabs(const Snapshot& snap, UiState& ui, Commands& cmds) {
     if (i == 1) append(cmds, panel_phases(snap, ui));
     if (i == 2) append(cmds, panel_kv_calculator(snap, ui));
     if (i == 3) append(cmds, panel_heatmaps(snap, ui));
+    if (i == 4) append(cmds, panel_training(snap, ui));
     ImGui::EndTabItem();
   }
   ui.select_tab = false;
@@ -106,7 +107,7 @@ float bottom_strip(const Snapshot& snap, UiState& ui, float x, float w, float H,
     append(cmds, panel_timeline(snap, ui));
     if (ImGui::SmallButton(ui.teach_open ? "\xE2\x96\xBC hide the lessons"
                                          : "\xE2\x96\xB2 lessons: branches, "
-                                           "prefill vs decode, KV memory, heads"))
+                                           "prefill vs decode, KV memory, heads, training"))
       ui.teach_open = !ui.teach_open;
     if (ui.teach_open) teach_tabs(snap, ui, cmds);
   }

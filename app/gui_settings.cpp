@@ -109,7 +109,7 @@ bool settings_from_json(const std::string& text, const std::string& path, UiStat
   get(j, "kv_dtype", ui.kv_dtype);
   ui.kv_dtype = std::clamp(ui.kv_dtype, 0, 3);
   get(j, "bottom_tab", ui.bottom_tab);
-  ui.bottom_tab = std::clamp(ui.bottom_tab, 0, 3);
+  ui.bottom_tab = std::clamp(ui.bottom_tab, 0, 4);
   ui.select_tab = true;
   get(j, "view_path", ui.view_path);
   return true;

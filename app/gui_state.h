@@ -19,6 +19,7 @@
 #include "scene_camera.h"
 #include "teach_branch.h"
 #include "teach_kv.h"
+#include "teach_training.h"
 
 namespace kvscope {
 
@@ -60,6 +61,10 @@ struct Snapshot {
   double last_record_time = 0;  // the Session's clock when the newest record arrived
   double gen_start_time = 0;
   CacheMode mode = CacheMode::kKV;  // requested: applies from the next step
+  // The loaded model's training run (teach_training.h), read when a model
+  // loads: null for a model without one; `checkpoint`: the one loaded (-1: none).
+  std::shared_ptr<const TrainingRecord> training;
+  int checkpoint = -1;
 };
 
 struct UiState {
@@ -106,9 +111,10 @@ struct UiState {
   int kv_context = 100000;  // tokens
   int kv_dtype = 1;         // index into all_kv_dtypes(): fp16
   int kv_selected = -1;     // highlighted row of the table (-1: the loaded model)
-  int bottom_tab = 0;       // 0 branches, 1 phases, 2 KV memory, 3 attention heads
+  int bottom_tab = 0;       // 0 branches, 1 phases, 2 KV memory, 3 attention heads, 4 training
   bool select_tab = false;  // make bottom_tab the open tab next frame
   std::string view_path;    // saved view file
+  int training_slice = -1;  // Training tab: validation slice shown (-1: their mean)
   // Errors shown in the error panel until dismissed.
   std::vector<std::string> errors;
   std::string status;  // one line, e.g. "saved kvscope-....png"

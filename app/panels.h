@@ -23,6 +23,8 @@ Commands panel_qkv(const Snapshot& snap, UiState& ui);
 // The k and v rows (one head's slice) of a KV block, for its tooltip.
 void kv_rows_tooltip(const Snapshot& snap, int layer, int head, int pos, int step);
 Commands panel_view(const Snapshot& snap, UiState& ui);
+// The loaded model's training run: loss curve, checkpoints to load (panel_training.cpp).
+Commands panel_training(const Snapshot& snap, UiState& ui);
 // A floating window listing errors until dismissed (nothing when none).
 Commands panel_errors(const UiState& ui);
 // Tooltip for what the mouse is over in the 3D view.

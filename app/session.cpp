@@ -129,6 +129,7 @@ void Session::take_event(WorkerEvent& ev, double now) {
       snap.loading_model = false;
       snap.model_error.clear();
       fit_to_model();
+      read_training_record();
       start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt);
       break;
     case WorkerEvent::Kind::kStarted:
@@ -242,6 +243,7 @@ void Session::execute(const UiCommand& c, double now) {
                  [&](const cmd::SetMaxNew& m) { worker_.send(wcmd::SetMaxNew{m.max_new}); },
                  [&](const cmd::LoadModel& m) { load_model(m.dir); },
                  [&](const cmd::CancelLoad&) { worker_.cancel_load(); },
+                 [&](const cmd::LoadCheckpoint& c) { load_checkpoint(c.index); },
                  [&](const cmd::Scrub& s) { scrub(s.steps, now); },
                  [&](const cmd::ScrubTo& s) { scrub_to(s.step); },
                  [&](const cmd::Fork& f) { fork(f.token); },
@@ -350,6 +352,31 @@ void Session::send_fork(const History& h, const RecordPtr& at, int token) {
   worker_.cancel_steps();
   worker_.send(std::move(w));
   snap.pending_forks++;
+}
+
+// The training record beside the model just loaded (an error panel line when
+// there is one but it is unusable; the Training tab then explains its absence).
+void Session::read_training_record() {
+  snap.training.reset();
+  snap.checkpoint = -1;
+  if (!snap.model) return;
+  try {
+    TrainingRecord r;
+    if (!find_training_record(snap.model->dir, r)) return;
+    snap.checkpoint = checkpoint_index(r, snap.model->dir);
+    snap.training = std::make_shared<const TrainingRecord>(std::move(r));
+  } catch (const std::exception& e) {
+    ui.errors.push_back(std::string("Training record: ") + e.what());
+  }
+}
+
+// The same prompt, sampler (seed included) and limits, with the weights the
+// run had at that checkpoint: the load restarts the active prompt and plays.
+void Session::load_checkpoint(int index) {
+  if (!snap.training || index < 0 || index >= static_cast<int>(snap.training->checkpoints.size())) return;
+  if (snap.loading_model || index == snap.checkpoint) return;
+  load_model(snap.training->checkpoints[static_cast<size_t>(index)].path);
+  ui.playing = true;
 }
 
 void Session::toggle_cache() {

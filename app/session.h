@@ -78,6 +78,8 @@ class Session {
   void take_event(WorkerEvent& ev, double now);
   void on_forked(const WorkerEvent& ev, double now);
   void on_error(const WorkerEvent& ev);
+  void read_training_record();
+  void load_checkpoint(int index);
   void step(double now);
   void scrub(int steps, double now);
   void scrub_to(int step);

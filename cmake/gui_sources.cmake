@@ -18,5 +18,6 @@ set(KVSCOPE_GUI_SRC
   app/panel_qkv.cpp
   app/panel_sampling.cpp
   app/panel_teach.cpp
+  app/panel_training.cpp
   app/panels.cpp
   app/png_file.cpp)

@@ -156,6 +156,7 @@ def main():
     ap.add_argument("--out", default=None, help="default assets/models/<run>")
     ap.add_argument("--ckpt", default=None, help="default work/runs/<run>/ckpt.pt")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--work", default=WORK, help="the training work folder (runs/<run>, tok/)")
     ap.add_argument("--val-src", default=os.path.join(HERE, "val"),
                     help="validation slices, copied into <out>/val/ with the hand-written story")
     ap.add_argument("--val-dir", default=None,
@@ -164,7 +165,7 @@ def main():
     torch.set_num_threads(a.threads)
     out = a.out or os.path.join(ROOT, "assets", "models", a.run)
     os.makedirs(out, exist_ok=True)
-    run = os.path.join(WORK, "runs", a.run)
+    run = os.path.join(a.work, "runs", a.run)
     # ckpt.pt (latest weights) or, in a run restored from resume/, the resumable state.pt (same weights)
     path = a.ckpt or os.path.join(run, "ckpt.pt")
     if not a.ckpt and not os.path.exists(path):
@@ -176,7 +177,7 @@ def main():
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
     for fn in ["vocab.json", "merges.txt"]:
-        shutil.copyfile(os.path.join(WORK, "tok", fn), os.path.join(out, fn))
+        shutil.copyfile(os.path.join(a.work, "tok", fn), os.path.join(out, fn))
 
     # verify: read back, compare to checkpoint, and check torch vs independent numpy forward
     cfg2, W, model = load_exported(out)

@@ -52,9 +52,10 @@ def main():
     ap.add_argument("--val-dir", default=None, help="default assets/models/<run>/val")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--models-dir", default=os.path.join(ROOT, "assets", "models"))
+    ap.add_argument("--work", default=WORK, help="the training work folder (runs/<run>)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    run = os.path.join(WORK, "runs", a.run)
+    run = os.path.join(a.work, "runs", a.run)
     final_dir = os.path.join(a.models_dir, a.run)
     out = os.path.join(a.models_dir, a.run + "-training")
     val_dir = a.val_dir or os.path.join(final_dir, "val")
@@ -91,10 +92,12 @@ def main():
     fm = json.load(open(os.path.join(final_dir, "metrics.json")))["parts"]
     ckpts.append(dict(step=state["step"], tokens=state["tokens"], dir=f"../{a.run}",
                       val_loss={p: fm[p]["loss"] for p in PARTS}))
-    curve = [dict(step=int(r["step"]), tokens=int(r["tokens"]),
-                  train_loss=float(r["train_loss"]) if r["train_loss"] else None,
-                  **{k: float(v) for k, v in r.items() if k.startswith("val_")})
-             for r in csv.DictReader(open(os.path.join(run, "log.csv")))]
+    rows = {}  # by step: a resumed run logs its restart step again (the later row wins)
+    for r in csv.DictReader(open(os.path.join(run, "log.csv"))):
+        rows[int(r["step"])] = dict(step=int(r["step"]), tokens=int(r["tokens"]),
+                                    train_loss=float(r["train_loss"]) if r["train_loss"] else None,
+                                    **{k: float(v) for k, v in r.items() if k.startswith("val_") and v})
+    curve = [rows[s] for s in sorted(rows)]
     rec = dict(model=a.run, total_steps=total, batch_tokens=state["args"]["batch"] * state["args"]["n_positions"],
                note="loss in nats/token; curve validation losses are on the first windows of each slice "
                     "(train.py --eval-windows), checkpoint losses on whole slices (export.val_metrics)",
