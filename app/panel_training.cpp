@@ -28,6 +28,12 @@ std::string checkpoint_label(const TrainingRecord& r, size_t i) {
          " tokens)";
 }
 
+void checkpoint_tooltip(const TrainingRecord& r, size_t i, int slice, bool loaded) {
+  ImGui::SetTooltip("%s\nvalidation loss %.2f nats/token\n%s", checkpoint_label(r, i).c_str(),
+                    validation_loss(r.checkpoints[i].val, slice),
+                    loaded ? "(loaded)" : "click: run this prompt with these weights");
+}
+
 void dashed_hline(ImDrawList* dl, float x0, float x1, float y, ImU32 col) {
   for (float x = x0; x < x1; x += 10.0f) dl->AddLine(ImVec2(x, y), ImVec2(std::min(x + 5.0f, x1), y), col, 1.0f);
 }
@@ -54,7 +60,10 @@ int loss_plot(const TrainingRecord& r, const Snapshot& snap, int slice, ImVec2 s
     dl->AddLine(ImVec2(rect.x, y_at(v)), ImVec2(rect.x + rect.w, y_at(v)), IM_COL32(40, 46, 62, 255));
   }
   dl->AddText(ImVec2(rect.x, rect.y + rect.h + 2), kAxisText, "step 0");
-  std::snprintf(buf, sizeof buf, "step %d", p.step_hi);
+  if (r.total_steps > p.step_hi)  // a run exported before it finished
+    std::snprintf(buf, sizeof buf, "step %d (of %d planned)", p.step_hi, r.total_steps);
+  else
+    std::snprintf(buf, sizeof buf, "step %d", p.step_hi);
   dl->AddText(ImVec2(rect.x + rect.w - ImGui::CalcTextSize(buf).x, rect.y + rect.h + 2), kAxisText, buf);
   if (std::isfinite(guess)) {
     dashed_hline(dl, rect.x, rect.x + rect.w, y_at(guess), kGuessColour);
@@ -77,12 +86,7 @@ int loss_plot(const TrainingRecord& r, const Snapshot& snap, int slice, ImVec2 s
     dl->AddCircleFilled(m, loaded || hot ? 7.0f : 5.0f, loaded ? IM_COL32(255, 240, 120, 255) : kValColour);
     dl->AddCircle(m, loaded || hot ? 7.0f : 5.0f, IM_COL32(0, 0, 0, 255), 0, 1.5f);
   }
-  if (hover >= 0) {
-    const TrainingCheckpoint& c = r.checkpoints[static_cast<size_t>(hover)];
-    ImGui::SetTooltip("%s\nvalidation loss %.2f nats/token\n%s",
-                      checkpoint_label(r, static_cast<size_t>(hover)).c_str(), validation_loss(c.val, slice),
-                      hover == snap.checkpoint ? "(loaded)" : "click: run this prompt with these weights");
-  }
+  if (hover >= 0) checkpoint_tooltip(r, static_cast<size_t>(hover), slice, hover == snap.checkpoint);
   return clicked ? hover : -1;
 }
 
@@ -96,13 +100,14 @@ void legend_entry(ImU32 col, const char* text) {
 }
 
 // The checkpoints as buttons, the loaded one lit; the slice the curve shows.
-void checkpoint_list(const TrainingRecord& r, const Snapshot& snap, UiState& ui, Commands& cmds) {
+void checkpoint_list(const TrainingRecord& r, const Snapshot& snap, int slice, UiState& ui, Commands& cmds) {
   for (size_t i = 0; i < r.checkpoints.size(); ++i) {
     const bool loaded = static_cast<int>(i) == snap.checkpoint;
     const std::string label = (loaded ? "\xE2\x96\xB6 " : "   ") + checkpoint_label(r, i);
     ImGui::BeginDisabled(snap.loading_model);
     if (ImGui::Selectable(label.c_str(), loaded) && !loaded) cmds.push_back(cmd::LoadCheckpoint{static_cast<int>(i)});
     ImGui::EndDisabled();
+    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) checkpoint_tooltip(r, i, slice, loaded);
   }
   const int last = static_cast<int>(r.checkpoints.size()) - 1;
   ImGui::BeginDisabled(snap.loading_model || snap.checkpoint == last);
@@ -129,8 +134,10 @@ Commands panel_training(const Snapshot& snap, UiState& ui) {
   ImGui::TextWrapped("During inference the weights are frozen; training is what changed them.");
   ImGui::PopStyleColor();
   if (!snap.training) {
-    ImGui::TextDisabled("%s has no training checkpoints (a model exported with its run has a training.json beside it).",
-                        snap.model ? snap.model->name.c_str() : "No model");
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("%s has no training checkpoints (a model exported with its run has a training.json beside it).",
+                       snap.model ? snap.model->name.c_str() : "No model");
+    ImGui::PopStyleColor();
     return cmds;
   }
   const TrainingRecord& r = *snap.training;
@@ -151,8 +158,13 @@ Commands panel_training(const Snapshot& snap, UiState& ui) {
   ImGui::TableSetColumnIndex(1);
   ImGui::BeginChild("##checkpoints", ImVec2(0, plot_h + line));
   ImGui::TextWrapped("Same prompt and seed, the weights at:");
-  checkpoint_list(r, snap, ui, cmds);
+  checkpoint_list(r, snap, slice, ui, cmds);
   if (snap.loading_model) ImGui::TextDisabled("loading the weights\xE2\x80\xA6");
+  if (!snap.model_error.empty()) {  // a checkpoint folder that did not load (the Model panel has it too)
+    ImGui::PushStyleColor(ImGuiCol_Text, v4(palette::kRecomputed));
+    ImGui::TextWrapped("Could not load: %s", snap.model_error.c_str());
+    ImGui::PopStyleColor();
+  }
   ImGui::EndChild();
   ImGui::EndTable();
   return cmds;
