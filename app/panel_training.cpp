@@ -21,17 +21,17 @@ const ImU32 kValColour = IM_COL32(255, 170, 60, 255);
 const ImU32 kGuessColour = IM_COL32(150, 160, 185, 200);
 const ImU32 kAxisText = IM_COL32(170, 178, 200, 255);
 
+// "step 300", the last one "final: step 2200".
 std::string checkpoint_label(const TrainingRecord& r, size_t i) {
-  const TrainingCheckpoint& c = r.checkpoints[i];
-  const bool last = i + 1 == r.checkpoints.size();
-  return (last ? "final, step " : "step ") + std::to_string(c.step) + " (" + format_si(static_cast<double>(c.tokens)) +
-         " tokens)";
+  return (i + 1 == r.checkpoints.size() ? "final: step " : "step ") + std::to_string(r.checkpoints[i].step);
 }
 
 void checkpoint_tooltip(const TrainingRecord& r, size_t i, int slice, bool loaded) {
-  ImGui::SetTooltip("%s\nvalidation loss %.2f nats/token\n%s", checkpoint_label(r, i).c_str(),
-                    validation_loss(r.checkpoints[i].val, slice),
-                    loaded ? "(loaded)" : "click: run this prompt with these weights");
+  const TrainingCheckpoint& c = r.checkpoints[i];
+  ImGui::SetTooltip("%s of %d, after %s training tokens\nvalidation loss %.2f nats/token\n%s",
+                    checkpoint_label(r, i).c_str(), r.total_steps, format_si(static_cast<double>(c.tokens)).c_str(),
+                    validation_loss(c.val, slice),
+                    loaded ? "(loaded)" : "click: the same prompt and seed with these weights");
 }
 
 void dashed_hline(ImDrawList* dl, float x0, float x1, float y, ImU32 col) {
@@ -111,19 +111,21 @@ void checkpoint_list(const TrainingRecord& r, const Snapshot& snap, int slice, U
   }
   const int last = static_cast<int>(r.checkpoints.size()) - 1;
   ImGui::BeginDisabled(snap.loading_model || snap.checkpoint == last);
-  if (ImGui::Button("Back to the final model")) cmds.push_back(cmd::LoadCheckpoint{last});
+  if (ImGui::Button("Back to final")) cmds.push_back(cmd::LoadCheckpoint{last});
+  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) ImGui::SetTooltip("back to the final model");
   ImGui::EndDisabled();
   const std::string current = ui.training_slice < 0 || ui.training_slice >= static_cast<int>(r.slices.size())
-                                  ? "all texts (mean)"
+                                  ? "all texts"
                                   : r.slices[static_cast<size_t>(ui.training_slice)];
   ImGui::SetNextItemWidth(-1);
-  if (ImGui::BeginCombo("##slice", ("validation: " + current).c_str())) {
+  if (ImGui::BeginCombo("##slice", current.c_str())) {
     if (ImGui::Selectable("all texts (mean)", ui.training_slice < 0)) ui.training_slice = -1;
     for (size_t i = 0; i < r.slices.size(); ++i)
       if (ImGui::Selectable(r.slices[i].c_str(), ui.training_slice == static_cast<int>(i)))
         ui.training_slice = static_cast<int>(i);
     ImGui::EndCombo();
   }
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("the held-out text the validation curve is measured on");
 }
 
 }  // namespace
@@ -142,7 +144,7 @@ Commands panel_training(const Snapshot& snap, UiState& ui) {
   }
   const TrainingRecord& r = *snap.training;
   const int slice = ui.training_slice < static_cast<int>(r.slices.size()) ? ui.training_slice : -1;
-  const float list_w = std::min(ImGui::GetContentRegionAvail().x * 0.36f, ImGui::GetFontSize() * 16.0f);
+  const float list_w = std::min(ImGui::GetContentRegionAvail().x * 0.36f, ImGui::GetFontSize() * 11.0f);
   const float line = ImGui::GetTextLineHeightWithSpacing();
   const float plot_h = std::max(ImGui::GetFontSize() * 6.0f, ImGui::GetContentRegionAvail().y - line * 1.2f);
   if (!ImGui::BeginTable("##training", 2, ImGuiTableFlags_SizingStretchProp)) return cmds;
@@ -157,7 +159,7 @@ Commands panel_training(const Snapshot& snap, UiState& ui) {
   legend_entry(kValColour, "validation (held-out text)");
   ImGui::TableSetColumnIndex(1);
   ImGui::BeginChild("##checkpoints", ImVec2(0, plot_h + line));
-  ImGui::TextWrapped("Same prompt and seed, the weights at:");
+  ImGui::TextWrapped("Same prompt, same seed, weights from:");
   checkpoint_list(r, snap, slice, ui, cmds);
   if (snap.loading_model) ImGui::TextDisabled("loading the weights\xE2\x80\xA6");
   if (!snap.model_error.empty()) {  // a checkpoint folder that did not load (the Model panel has it too)
