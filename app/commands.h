@@ -8,6 +8,7 @@
 #include <variant>
 #include <vector>
 
+#include "decoding.h"
 #include "overloaded.h"
 #include "scene_camera.h"
 
@@ -24,6 +25,9 @@ struct ToggleCache {};
 struct SetSampler {};  // UiState::sampler applies from the next step
 struct SetMaxNew {
   int max_new = 0;
+};
+struct SetDecoding {  // sampling, beam search or speculative decoding: restarts the generation with it
+  DecodeSettings decoding;
 };
 struct LoadModel {
   std::string dir;
@@ -78,7 +82,7 @@ using UiCommand =
                  cmd::LoadModel, cmd::CancelLoad, cmd::Scrub, cmd::ScrubTo, cmd::Fork, cmd::SelectBranch,
                  cmd::SelectHead, cmd::Presentation, cmd::Predict, cmd::Reveal, cmd::Palette, cmd::SaveView,
                  cmd::LoadView, cmd::DismissErrors, cmd::TogglePanels, cmd::SetCamera, cmd::Fit, cmd::Screenshot,
-                 cmd::Fullscreen, cmd::TextScale, cmd::LoadCheckpoint>;
+                 cmd::Fullscreen, cmd::TextScale, cmd::LoadCheckpoint, cmd::SetDecoding>;
 using Commands = std::vector<UiCommand>;
 
 }  // namespace kvscope

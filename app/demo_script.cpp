@@ -23,6 +23,7 @@ Commands feature_script(int frame, int total, const Snapshot& snap, const std::s
   Commands cmds;
   auto at = [&](double f) { return frame == static_cast<int>(f * total); };
   const int n = static_cast<int>(snap.records.size());
+  const int n_steps = snap.timeline_size();
   if (demo_view == "timeline" || demo_view == "sampling") {
     if (at(0.45)) cmds.push_back(cmd::ScrubTo{std::max(1, n / 3)});
     if (at(0.5)) fork_second(snap, cmds);
@@ -36,6 +37,16 @@ Commands feature_script(int frame, int total, const Snapshot& snap, const std::s
         if (snap.records[i]->top[0].prob < snap.records[flattest]->top[0].prob) flattest = i;
       cmds.push_back(cmd::ScrubTo{flattest});
     }
+  }
+  if (demo_view == "beams" && at(0.95)) cmds.push_back(cmd::ScrubTo{n_steps * 2 / 3});
+  if (demo_view == "speculative" && at(0.95)) {
+    // An iteration where the draft was partly right: accepted and rejected tokens side by side.
+    int best = n_steps - 1;
+    for (int i = n_steps - 1; i >= 0; --i) {
+      const SpecIteration& it = *snap.spec_iterations[static_cast<size_t>(i)];
+      if (it.n_accepted > 0 && it.n_accepted < it.k) best = i;
+    }
+    if (best >= 0) cmds.push_back(cmd::ScrubTo{best});
   }
   if (demo_view == "presentation" && at(0.5)) cmds.push_back(cmd::Presentation{});
   if ((demo_view == "heatmaps" || demo_view == "qkv") && at(0.9)) cmds.push_back(cmd::SelectHead{1, 2});
@@ -86,7 +97,8 @@ void setup_demo_view(const std::string& demo_view, UiState& ui) {
                   : demo_view == "training" ? 4
                                             : 0;
   ui.select_tab = true;
-  ui.teach_open = demo_view != "presentation" && demo_view != "sampling" && demo_view != "qkv";
+  ui.teach_open = demo_view != "presentation" && demo_view != "sampling" && demo_view != "qkv" &&
+                  demo_view != "beams" && demo_view != "speculative";
   ui.qkv_open = demo_view == "qkv";
   if (demo_view == "sampling" || demo_view == "timeline") {
     ui.sampler.greedy = false;
@@ -95,6 +107,19 @@ void setup_demo_view(const std::string& demo_view, UiState& ui) {
     ui.sampler.top_p = 0.9f;
     ui.sampler.repetition_penalty = 1.3f;
     ui.sampler.seed = 7;
+  }
+  if (demo_view == "beams") {
+    ui.decoding.mode = DecodeMode::kBeam;
+    ui.decoding.beams = 4;
+    ui.camera = CameraPreset::kTop;
+  }
+  if (demo_view == "speculative") {  // the shipped draft (the window fills in its folder), held at the verify pass
+    ui.decoding.mode = DecodeMode::kSpeculative;
+    ui.decoding.k = 4;
+    ui.spec_stage = SpecStage::kVerify;
+    ui.sampler.greedy = false;  // sampled: p and q are distributions, not one-hot
+    ui.sampler.temperature = 0.8f;
+    ui.sampler.seed = 5;
   }
   if (demo_view == "kv") {
     ui.kv_selected = 3;  // assets/kv_configs.json: the 32-layer 4096-wide MHA model

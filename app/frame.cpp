@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "panel_teach.h"
+#include "scene_beams.h"
 #include "scene_format.h"
+#include "scene_spec.h"
 
 namespace kvscope {
 
@@ -24,10 +26,17 @@ FrameSpec frame_spec(const Session& s, float anim, int hover_pos) {
   f.hud = ui.hud;
   f.presentation = ui.presentation;
   f.step = shown_step(snap, ui);
-  f.n_steps = static_cast<int>(snap.records.size());
+  f.n_steps = snap.timeline_size();
   f.live = ui.view_step < 0;
   f.hover_pos = hover_pos;
-  if (!snap.seq.current)
+  f.decode = snap.decoding.mode;
+  f.beam_records = &snap.beam_records;
+  f.spec_iterations = &snap.spec_iterations;
+  f.decode_count = static_cast<size_t>(std::max(0, f.step + 1));
+  // A speculative iteration held at one stage (Decoding panel).
+  if (f.decode == DecodeMode::kSpeculative && ui.spec_stage != SpecStage::kAnimate)
+    f.anim = spec_stage_anim(static_cast<int>(ui.spec_stage));
+  if (snap.timeline_size() == 0)
     f.message = snap.loading_model ? "loading the model\xE2\x80\xA6"
                 : !snap.model      ? "no model: load a GPT-2 folder in the Model panel"
                                    : "paused before the first step: \xE2\x86\x92 or Space runs the prefill";
@@ -52,9 +61,18 @@ HudInfo hud_info(const FrameSpec& f) {
 
 }  // namespace
 
+// The scene of the shown step, from the same pure builders `kvscope render` uses.
+Scene frame_scene(const FrameSpec& f) {
+  if (f.decode == DecodeMode::kBeam && f.beam_records && f.model)
+    return build_beam_scene(*f.beam_records, f.decode_count, f.model->config.n_layer, f.anim);
+  if (f.decode == DecodeMode::kSpeculative && f.spec_iterations)
+    return build_spec_scene(*f.spec_iterations, f.decode_count, f.anim);
+  return build_scene(*f.seq, f.view, f.anim);
+}
+
 ComposedFrame compose_frame(const FrameSpec& f, const OverlayFonts& fonts, float view_w, float avail_h) {
   ComposedFrame fr;
-  fr.scene = build_scene(*f.seq, f.view, f.anim);
+  fr.scene = frame_scene(f);
   OverlayOptions& ov = fr.overlay;
   ov.labels = f.labels;
   ov.legend = f.legend && !f.presentation;

@@ -20,7 +20,13 @@ namespace kvscope {
 
 struct FrameSpec {
   const SequenceState* seq = nullptr;  // the shown step's state
-  const Model* model = nullptr;        // name and tokenizer (may be null)
+  // Beam search / speculative decoding: their records [0, decode_count)
+  // are drawn by build_beam_scene / build_spec_scene instead of `seq`.
+  DecodeMode decode = DecodeMode::kSample;
+  const std::vector<BeamRecordPtr>* beam_records = nullptr;
+  const std::vector<SpecIterationPtr>* spec_iterations = nullptr;
+  size_t decode_count = 0;
+  const Model* model = nullptr;  // name and tokenizer (may be null)
   ViewOptions view;
   float anim = 1.0f;  // animation phase of the newest record, 0..1
   bool labels = true, legend = true, hud = false, presentation = false;
@@ -32,6 +38,9 @@ struct FrameSpec {
 
 // What the window shows for the session's state.
 FrameSpec frame_spec(const Session& s, float anim, int hover_pos);
+
+// The scene of the shown step: build_scene, build_beam_scene or build_spec_scene.
+Scene frame_scene(const FrameSpec& f);
 
 struct ComposedFrame {
   Scene scene;

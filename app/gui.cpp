@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "assets.h"
 #include "demo_script.h"
 #include "frame.h"
 #include "gl_objects.h"
@@ -87,8 +88,11 @@ RunSetup prepare(const GuiOptions& opt, UiState& ui) {
   return r;
 }
 
-float anim_duration(const UiState& ui) {
-  return ui.fastest ? 0.15f : std::clamp(0.85f / ui.speed, 0.15f, 0.9f);
+// A speculative iteration plays three stages (draft, verify, resolve) over
+// the three token periods it gets (Session::next_step_due).
+float anim_duration(const Snapshot& snap, const UiState& ui) {
+  const float d = ui.fastest ? 0.15f : std::clamp(0.85f / ui.speed, 0.15f, 0.9f);
+  return snap.decoding.mode == DecodeMode::kSpeculative ? 3.0f * d : d;
 }
 
 // Sleeps while nothing moves (no animation, no step due), else polls.
@@ -210,6 +214,8 @@ int run_gui(const GuiOptions& opt) {
     Session s([] { glfwPostEmptyEvent(); });  // the engine thread wakes the sleeping loop
     s.ui = initial;
     s.snap.mode = opt.no_cache ? CacheMode::kNoCache : CacheMode::kKV;
+    if (s.ui.decoding.draft_dir.empty()) s.ui.decoding.draft_dir = asset_path("models/kvscope-draft");
+    s.snap.decoding = s.ui.decoding;  // the first generation's strategy (a demo view may choose one)
     s.ui.active_prompt = s.selected_prompt();
     s.load_model(opt.model_dir.empty() ? default_model_dir() : opt.model_dir);
     int frame = 0, awake_frames = 0, hover_pos = -1;
@@ -226,7 +232,7 @@ int run_gui(const GuiOptions& opt) {
       if (setup.scripted && frame > 0) frame_stats.add(now - prev_time, s.snap.loading_model);
       prev_time = now;
       s.update(now);
-      anim = std::clamp(static_cast<float>((now - s.snap.last_record_time) / anim_duration(s.ui)), 0.0f, 1.0f);
+      anim = std::clamp(static_cast<float>((now - s.snap.last_record_time) / anim_duration(s.snap, s.ui)), 0.0f, 1.0f);
       side.apply(s.take_window_requests(), s.ui);
 
       // 2. New frame; the UI: panels, shortcuts and scripts give commands.

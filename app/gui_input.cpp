@@ -56,6 +56,8 @@ int view_mouse(Session& s, const Scene& scene, const ViewRect& r, bool newest_hi
     cam.zoom(io.MouseWheel);
     s.ui.auto_camera = false;
   }
+  // (the strategies' scenes are not one sequence: no per-position tooltip)
+  if (s.snap.decoding.mode != DecodeMode::kSample) return -1;
   glm::vec3 origin, dir;
   screen_ray(cam, r.w / r.h, mouse.x - r.x, mouse.y - r.y, r.w, r.h, origin, dir);
   const Pick p = pick(scene, origin, dir);

@@ -50,6 +50,8 @@ float left_sidebar(const Snapshot& snap, UiState& ui, float W, float H, Commands
     fold_button("\xE2\x97\x80 fold", ui.left_open);
     if (ImGui::CollapsingHeader("Prompt", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_prompt(snap, ui));
     if (ImGui::CollapsingHeader("Playback", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_playback(snap, ui));
+    if (snap.decoding.mode != DecodeMode::kSample) ImGui::SetNextItemOpen(true, ImGuiCond_Once);
+    if (ImGui::CollapsingHeader("Decoding")) append(cmds, panel_decoding(snap, ui));
     if (ImGui::CollapsingHeader("Cache & compute", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_cache(snap, ui));
   }
   w = ImGui::GetWindowWidth();

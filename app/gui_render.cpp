@@ -436,10 +436,10 @@ int run_render_decode(const RenderOptions& o, std::shared_ptr<const Model> model
     std::vector<SpecIterationPtr> its;
     while (SpecIterationPtr it = spec.step()) {
       its.push_back(it);
-      for (const auto& [stage, anim] : {std::pair{"a_draft", 0.3f}, {"b_verify", 0.5f}, {"c_resolve", 1.0f}}) {
+      for (const auto& [stage, name_part] : {std::pair{0, "a_draft"}, {1, "b_verify"}, {2, "c_resolve"}}) {
         char name[48];
-        std::snprintf(name, sizeof(name), "spec_%04d_%s.png", it->index, stage);
-        last = save(name, build_spec_scene(its, its.size(), anim));
+        std::snprintf(name, sizeof(name), "spec_%04d_%s.png", it->index, name_part);
+        last = save(name, build_spec_scene(its, its.size(), spec_stage_anim(stage)));
       }
       ++steps;
     }

@@ -11,12 +11,15 @@
 #include <utility>
 #include <vector>
 
+#include "beam_generator.h"
 #include "commands.h"
+#include "decoding.h"
 #include "generator.h"
 #include "model.h"
 #include "sampler.h"
 #include "scene.h"
 #include "scene_camera.h"
+#include "spec_decoder.h"
 #include "teach_branch.h"
 #include "teach_kv.h"
 #include "teach_training.h"
@@ -65,6 +68,24 @@ struct Snapshot {
   // loads: null for a model without one; `checkpoint`: the one loaded (-1: none).
   std::shared_ptr<const TrainingRecord> training;
   int checkpoint = -1;
+  // The strategy the current generation runs (cmd::SetDecoding). Beam search
+  // and speculative decoding keep their own records, one per step or
+  // iteration; `records` and the branch tree stay empty then.
+  DecodeSettings decoding;
+  std::vector<BeamRecordPtr> beam_records;
+  std::vector<SpecIterationPtr> spec_iterations;
+
+  // Steps on the timeline, whatever the strategy.
+  int timeline_size() const {
+    switch (decoding.mode) {
+      case DecodeMode::kBeam:
+        return static_cast<int>(beam_records.size());
+      case DecodeMode::kSpeculative:
+        return static_cast<int>(spec_iterations.size());
+      default:
+        return static_cast<int>(records.size());
+    }
+  }
 };
 
 struct UiState {
@@ -83,6 +104,9 @@ struct UiState {
   bool beams = true;
   // Sampling (applies from the next step)
   SamplerSettings sampler;
+  // Decoding strategy being edited in the Decoding panel (sent with cmd::SetDecoding).
+  DecodeSettings decoding;
+  SpecStage spec_stage = SpecStage::kAnimate;  // speculative: hold the shown iteration at a stage
   // KV cache layout (applies from the next generation)
   KVSettings kv_layout;
   // Model
@@ -122,14 +146,25 @@ struct UiState {
 
 inline constexpr int kDefaultMaxNew = 200;
 
+// New tokens so far: of the shown step (sampling), of every running beam
+// (beam search) or of the newest iteration (speculative decoding).
+inline int new_tokens(const Snapshot& snap) {
+  if (snap.decoding.mode == DecodeMode::kBeam)
+    return snap.beam_records.empty() ? 0 : snap.beam_records.back()->index + 1;
+  if (snap.decoding.mode == DecodeMode::kSpeculative)
+    return snap.spec_iterations.empty() ? 0 : snap.spec_iterations.back()->generated;
+  return snap.seq.current ? static_cast<int>(snap.seq.tokens.size()) - snap.seq.n_prompt : 0;
+}
+
 // The record index the timeline shows (-1 before the prefill).
 inline int shown_step(const Snapshot& snap, const UiState& ui) {
-  const int n = static_cast<int>(snap.records.size());
+  const int n = snap.timeline_size();
   if (n == 0) return -1;
   return ui.view_step < 0 ? n - 1 : std::min(ui.view_step, n - 1);
 }
 // True while predict mode hides the shown (newest) token and its bars.
 inline bool prediction_hidden(const Snapshot& snap, const UiState& ui) {
+  if (snap.decoding.mode != DecodeMode::kSample) return false;  // the strategies' scenes hide nothing
   const int s = shown_step(snap, ui);
   return ui.predict && s >= 0 && s == static_cast<int>(snap.records.size()) - 1 && ui.revealed_step < s;
 }

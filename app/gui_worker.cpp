@@ -198,19 +198,7 @@ void EngineWorker::execute(const WorkerCommand& cmd) {
   std::visit(overloaded{
                  [](const wcmd::LoadModel&) {},  // handled by send()
                  [this](const wcmd::ModelReady& c) { on_model_ready(c); },
-                 [this](const wcmd::Start& c) {
-                   if (!model_) throw Error("no model is loaded yet");
-                   auto gen = std::make_unique<Generator>(model_);
-                   gen->start(c.prompt, c.options);  // throws on an empty or too-long prompt
-                   gen_ = std::move(gen);
-                   ++generation_;
-                   WorkerEvent ev;
-                   ev.kind = WorkerEvent::Kind::kStarted;
-                   ev.generation = generation_;
-                   ev.request = c.request;
-                   ev.model = model_;
-                   publish(std::move(ev));
-                 },
+                 [this](const wcmd::Start& c) { on_start(c); },
                  [this](const wcmd::Step&) { on_step(); },
                  [this](const wcmd::SetMode& c) {
                    if (gen_) gen_->set_mode(c.mode);
@@ -226,6 +214,57 @@ void EngineWorker::execute(const WorkerCommand& cmd) {
              cmd);
 }
 
+// The draft is small: it loads on the engine thread, once per folder.
+std::shared_ptr<const Model> EngineWorker::draft_model(const std::string& dir) {
+  if (dir.empty()) throw Error("speculative decoding: no draft model folder chosen");
+  if (!draft_ || draft_->dir != dir) {
+    try {
+      draft_ = load_model(dir);
+    } catch (const std::exception& e) {
+      throw Error(std::string("draft model: ") + e.what());
+    }
+  }
+  return draft_;
+}
+
+void EngineWorker::on_start(const wcmd::Start& c) {
+  if (!model_) throw Error("no model is loaded yet");
+  std::unique_ptr<Generator> gen;
+  std::unique_ptr<BeamGenerator> beam;
+  std::unique_ptr<SpeculativeDecoder> spec;
+  // Each throws on an empty or too-long prompt (and the draft on a tokenizer
+  // that differs from the target's): the current generation stays.
+  if (c.decoding.mode == DecodeMode::kBeam) {
+    BeamOptions o;
+    o.n_beams = c.decoding.beams;
+    o.length_penalty = c.decoding.length_penalty;
+    o.max_new = c.options.max_new;
+    beam = std::make_unique<BeamGenerator>(model_);
+    beam->start(c.prompt, o);
+  } else if (c.decoding.mode == DecodeMode::kSpeculative) {
+    SpecOptions o;
+    o.k = c.decoding.k;
+    o.max_new = c.options.max_new;
+    o.sampler = c.options.sampler;
+    o.ignore_eos = c.options.ignore_eos;
+    spec = std::make_unique<SpeculativeDecoder>(model_, draft_model(c.decoding.draft_dir));
+    spec->start(c.prompt, o);
+  } else {
+    gen = std::make_unique<Generator>(model_);
+    gen->start(c.prompt, c.options);
+  }
+  gen_ = std::move(gen);
+  beam_ = std::move(beam);
+  spec_ = std::move(spec);
+  ++generation_;
+  WorkerEvent ev;
+  ev.kind = WorkerEvent::Kind::kStarted;
+  ev.generation = generation_;
+  ev.request = c.request;
+  ev.model = model_;
+  publish(std::move(ev));
+}
+
 void EngineWorker::on_model_ready(const wcmd::ModelReady& c) {
   bool current = false, cancelled = false;
   {
@@ -239,6 +278,8 @@ void EngineWorker::on_model_ready(const wcmd::ModelReady& c) {
   if (cancelled) throw Error(c.model->dir + ": loading cancelled");
   model_ = c.model;
   gen_.reset();
+  beam_.reset();
+  spec_.reset();
   ++generation_;  // the old generation is gone: its late commands fail under its id
   WorkerEvent ev;
   ev.kind = WorkerEvent::Kind::kModelLoaded;
@@ -248,21 +289,34 @@ void EngineWorker::on_model_ready(const wcmd::ModelReady& c) {
 }
 
 void EngineWorker::on_step() {
-  if (!gen_ || gen_->done()) return;
-  RecordPtr r = gen_->step();  // complete before anyone else can see it
-  if (r) {
-    WorkerEvent ev;
-    ev.kind = WorkerEvent::Kind::kRecord;
-    ev.record = std::move(r);
-    ev.generation = generation_;
-    publish(std::move(ev));
+  WorkerEvent ev;
+  ev.kind = WorkerEvent::Kind::kRecord;
+  ev.generation = generation_;
+  bool done = true;
+  StopReason reason = StopReason::kNone;
+  // Each record is complete before anyone else can see it.
+  if (gen_ && !gen_->done()) {
+    ev.record = gen_->step();
+    done = gen_->done();
+    reason = gen_->reason();
+  } else if (beam_ && !beam_->done()) {
+    ev.beam = beam_->step();
+    done = beam_->done();
+    reason = beam_->reason();
+  } else if (spec_ && !spec_->done()) {
+    ev.spec = spec_->step();
+    done = spec_->done();
+    reason = spec_->reason();
+  } else {
+    return;
   }
-  if (gen_->done()) {
-    WorkerEvent ev;
-    ev.kind = WorkerEvent::Kind::kDone;
-    ev.reason = gen_->reason();
-    ev.generation = generation_;
-    publish(std::move(ev));
+  if (ev.record || ev.beam || ev.spec) publish(std::move(ev));
+  if (done) {
+    WorkerEvent d;
+    d.kind = WorkerEvent::Kind::kDone;
+    d.reason = reason;
+    d.generation = generation_;
+    publish(std::move(d));
   }
 }
 

@@ -20,8 +20,11 @@
 #include <variant>
 #include <vector>
 
+#include "beam_generator.h"
+#include "decoding.h"
 #include "generator.h"
 #include "model.h"
+#include "spec_decoder.h"
 
 namespace kvscope {
 
@@ -32,7 +35,8 @@ struct LoadModel {  // loads in the background, then drops the current generatio
 };
 struct Start {  // starts a new generation
   std::string prompt;
-  GenerateOptions options;
+  GenerateOptions options;  // max_new, sampler, KV layout, ignore_eos apply to every strategy
+  DecodeSettings decoding;  // sampling, beam search or speculative decoding
   // The sender's id for this start, echoed by its kStarted. Starts can
   // overtake each other's events (a second reset before the first one's
   // kStarted arrived); the sender keeps only the kStarted of its newest.
@@ -70,7 +74,7 @@ struct WorkerEvent {
   enum class Kind {
     kModelLoaded,  // model
     kStarted,      // generation, record-less: prompt accepted
-    kRecord,       // generation, record
+    kRecord,       // generation, record (sampling), beam (beam search) or spec (speculative decoding)
     kDone,         // generation, reason
     kError,        // message; `failed` says which command failed
     kForked,       // generation, record = the forced record, cache_reused
@@ -78,6 +82,8 @@ struct WorkerEvent {
   Kind kind = Kind::kRecord;
   std::shared_ptr<const Model> model;
   RecordPtr record;
+  BeamRecordPtr beam;
+  SpecIterationPtr spec;
   StopReason reason = StopReason::kNone;
   uint64_t generation = 0;  // which kStart the event belongs to
   uint64_t request = 0;     // kStarted: the WorkerCommand::request it answers
@@ -131,6 +137,8 @@ class EngineWorker {
   void run();
   void execute(const WorkerCommand& cmd);
   void on_model_ready(const wcmd::ModelReady& c);
+  void on_start(const wcmd::Start& c);
+  std::shared_ptr<const Model> draft_model(const std::string& dir);
   void on_step();
   void on_fork(const wcmd::Fork& c);
   void publish(WorkerEvent ev);
@@ -152,7 +160,11 @@ class EngineWorker {
 
   // Engine-thread state.
   std::shared_ptr<const Model> model_;
+  // The current generation: exactly one of the three (by its DecodeSettings::mode).
   std::unique_ptr<Generator> gen_;
+  std::unique_ptr<BeamGenerator> beam_;
+  std::unique_ptr<SpeculativeDecoder> spec_;
+  std::shared_ptr<const Model> draft_;  // the last draft model loaded (kept for the next start)
   uint64_t generation_ = 0;
 
   std::thread thread_;  // last: starts after everything above exists

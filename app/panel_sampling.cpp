@@ -57,6 +57,7 @@ std::string piece_of(const Snapshot& snap, int id) {
 }  // namespace
 
 Commands panel_next_token(const Snapshot& snap, UiState& ui) {
+  if (snap.decoding.mode != DecodeMode::kSample) return panel_decode_step(snap, ui);
   Commands cmds;
   const int step = shown_step(snap, ui);
   const StepRecord* r = step >= 0 ? snap.records[static_cast<size_t>(step)].get() : nullptr;

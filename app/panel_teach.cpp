@@ -41,7 +41,7 @@ void help_marker(const char* text) {
 
 Commands panel_timeline(const Snapshot& snap, UiState& ui) {
   Commands cmds;
-  const int n = static_cast<int>(snap.records.size());
+  const int n = snap.timeline_size();
   const int s = shown_step(snap, ui);
   const float bw = ImGui::GetFrameHeight() * 1.6f;
   ImGui::BeginDisabled(n == 0 || s <= 0);

@@ -202,7 +202,7 @@ Commands panel_playback(const Snapshot& snap, UiState& ui) {
     ui.max_new = max_new;
     cmds.push_back(cmd::SetMaxNew{max_new});
   }
-  const int n_new = snap.seq.current ? static_cast<int>(snap.seq.tokens.size()) - snap.seq.n_prompt : 0;
+  const int n_new = new_tokens(snap);
   if (snap.stop != StopReason::kNone) {
     ImGui::TextColored(ImVec4(1, 0.8f, 0.4f, 1), "%s (%d new)", stop_text(snap.stop), n_new);
   } else if (snap.started) {

@@ -18,6 +18,11 @@ Commands panel_cache(const Snapshot& snap, UiState& ui);  // toggle, counters, F
 Commands panel_attention(const Snapshot& snap, UiState& ui);
 Commands panel_next_token(const Snapshot& snap, UiState& ui);  // top-10 bars + sampling
 Commands panel_model(const Snapshot& snap, UiState& ui);
+// Sampling, beam search or speculative decoding (panel_decode.cpp).
+Commands panel_decoding(const Snapshot& snap, UiState& ui);
+// The Next-token panel under beam search (2N candidates, beams, hypotheses)
+// or speculative decoding (drafted tokens, p, q, verdicts, α).
+Commands panel_decode_step(const Snapshot& snap, UiState& ui);
 // Q·Kᵀ/√d → softmax → ·V for the shown step and the selected layer and head (panel_qkv.cpp).
 Commands panel_qkv(const Snapshot& snap, UiState& ui);
 // The k and v rows (one head's slice) of a KV block, for its tooltip.

@@ -45,7 +45,8 @@ std::string Session::selected_prompt() const {
 }
 
 double Session::next_step_due() const {
-  return view.last_step_request + (ui.fastest ? 0.0 : 1.0 / ui.speed);
+  const double periods = snap.decoding.mode == DecodeMode::kSpeculative ? 3.0 : 1.0;
+  return view.last_step_request + (ui.fastest ? 0.0 : periods / ui.speed);
 }
 
 WindowRequests Session::take_window_requests() {
@@ -64,12 +65,15 @@ void Session::start_generation(const std::string& prompt) {
   c.options.kv = ui.kv_layout;
   c.options.ignore_eos = ui.ignore_eos;
   c.options.keep_history = false;  // the BranchTree owns the records (and their memory budget)
+  c.decoding = snap.decoding;
   c.request = ++snap.start_request;
   worker_.send(std::move(c));
   snap.tree.clear();
   snap.tree.start();
   snap.tree_version++;
   snap.records.clear();
+  snap.beam_records.clear();
+  snap.spec_iterations.clear();
   snap.seq = SequenceState();
   snap.seq_count = 0;
   snap.pending_forks = 0;
@@ -146,6 +150,13 @@ void Session::take_event(WorkerEvent& ev, double now) {
       break;
     case WorkerEvent::Kind::kRecord:
       if (ev.generation != snap.generation || !snap.started) break;  // from a generation since replaced
+      if (ev.beam || ev.spec) {  // beam search / speculative decoding: their own timeline
+        if (ev.beam) snap.beam_records.push_back(ev.beam);
+        if (ev.spec) snap.spec_iterations.push_back(ev.spec);
+        snap.total_records++;
+        if (ui.view_step < 0) snap.last_record_time = now;
+        break;
+      }
       try {
         snap.tree.push(ev.record);
       } catch (const std::exception& e) {  // a record that does not follow the current branch
@@ -205,7 +216,9 @@ void Session::on_error(const WorkerEvent& ev) {
       if (ev.generation == snap.generation && snap.started) ui.errors.push_back("Could not fork here: " + ev.message);
       break;
     case WorkerOp::kStart:
-      ui.errors.push_back("Could not start with this prompt: " + ev.message);
+      ui.errors.push_back((snap.decoding.mode == DecodeMode::kSpeculative ? "Could not start speculative decoding: "
+                                                                          : "Could not start with this prompt: ") +
+                          ev.message);
       break;
     default:
       ui.errors.push_back(ev.message);
@@ -258,7 +271,7 @@ void Session::execute(const UiCommand& c, double now) {
                    ui.predict = !ui.predict;
                    ui.revealed_step = static_cast<int>(snap.records.size()) - 1;  // what is on screen stays visible
                  },
-                 [&](const cmd::Reveal&) { ui.revealed_step = static_cast<int>(snap.records.size()) - 1; },
+                 [&](const cmd::Reveal&) { ui.revealed_step = snap.timeline_size() - 1; },
                  [&](const cmd::Palette&) {
                    ui.colour_blind = !ui.colour_blind;
                    palette::set_palette(ui.colour_blind);
@@ -275,6 +288,7 @@ void Session::execute(const UiCommand& c, double now) {
                  [&](const cmd::Screenshot&) { requests_.screenshot = true; },
                  [&](const cmd::Fullscreen&) { requests_.toggle_fullscreen = true; },
                  [&](const cmd::TextScale& t) { set_text_scale(t.scale); },
+                 [&](const cmd::SetDecoding& d) { set_decoding(d.decoding); },
              },
              c);
 }
@@ -297,7 +311,7 @@ void Session::step(double now) {
 }
 
 void Session::scrub(int steps, double now) {
-  const int n = static_cast<int>(snap.records.size());
+  const int n = snap.timeline_size();
   const int cur = shown_step(snap, ui);
   if (steps > 0 && cur == n - 1) {
     // At the newest step (or before the first), forward = reveal (predict mode), else compute the next step.
@@ -312,7 +326,7 @@ void Session::scrub(int steps, double now) {
 }
 
 void Session::scrub_to(int step) {
-  const int n = static_cast<int>(snap.records.size());
+  const int n = snap.timeline_size();
   if (n == 0) return;
   const int target = std::clamp(step, 0, n - 1);
   ui.view_step = target >= n - 1 ? -1 : target;
@@ -321,6 +335,7 @@ void Session::scrub_to(int step) {
 }
 
 void Session::fork(int token) {
+  if (snap.decoding.mode != DecodeMode::kSample) return;  // the strategies choose their own tokens
   const int s = shown_step(snap, ui);
   if (s < 0 || snap.pending_forks > 0 || !snap.started) return;
   const RecordPtr at = snap.records[static_cast<size_t>(s)];
@@ -335,6 +350,7 @@ void Session::fork(int token) {
 }
 
 void Session::select_branch(int id) {
+  if (snap.decoding.mode != DecodeMode::kSample) return;
   if (snap.pending_forks > 0 || id < 0 || id >= static_cast<int>(snap.tree.size()) || !snap.started) return;
   const Branch& b = snap.tree.branch(id);
   if (b.history.empty()) return;
@@ -380,8 +396,27 @@ void Session::load_checkpoint(int index) {
 }
 
 void Session::toggle_cache() {
+  if (snap.decoding.mode != DecodeMode::kSample) {
+    ui.status = std::string(to_string(snap.decoding.mode)) + " always runs on the KV cache";
+    return;
+  }
   snap.mode = snap.mode == CacheMode::kKV ? CacheMode::kNoCache : CacheMode::kKV;
   worker_.send(wcmd::SetMode{snap.mode});
+}
+
+// Ranges as the CLI's --beams, --length-penalty and --speculate; the new
+// strategy starts over from the active prompt.
+void Session::set_decoding(const DecodeSettings& d) {
+  snap.decoding = d;
+  snap.decoding.beams = std::clamp(d.beams, 1, 8);
+  snap.decoding.k = std::clamp(d.k, 1, 16);
+  if (!std::isfinite(d.length_penalty)) snap.decoding.length_penalty = 1.0f;
+  snap.decoding.length_penalty = std::clamp(snap.decoding.length_penalty, -100.0f, 100.0f);
+  ui.decoding = snap.decoding;
+  // The beams' lanes lie side by side in depth: seen from above.
+  if (d.mode == DecodeMode::kBeam && ui.auto_camera && ui.camera == CameraPreset::kFront)
+    ui.camera = CameraPreset::kTop;
+  if (snap.model) start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt);
 }
 
 void Session::toggle_presentation() {

@@ -62,6 +62,7 @@ class Session {
   // The prompt the Prompt panel has selected.
   std::string selected_prompt() const;
   // Whether playback would ask for a step at `now` (used to sleep until then).
+  // A speculative iteration (several tokens, three stages) gets three token periods.
   double next_step_due() const;
   // Indices restored from a file (settings, a saved view) or kept across a
   // model switch, checked against the model now loaded: a layer or head it
@@ -87,6 +88,7 @@ class Session {
   void select_branch(int id);
   void send_fork(const History& h, const RecordPtr& at, int token);
   void toggle_cache();
+  void set_decoding(const DecodeSettings& d);
   void toggle_presentation();
   void set_text_scale(float scale);
   void save_view_to(const std::string& path);

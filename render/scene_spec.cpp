@@ -41,6 +41,17 @@ Label piece_label(const BlockInstance& b, const std::string& text, const glm::ve
 
 }  // namespace
 
+float spec_stage_anim(int stage) {
+  switch (stage) {
+    case 0:
+      return 0.3f;  // every ghost up (they appear over [0, kDraftEnd))
+    case 1:
+      return 0.5f;
+    default:
+      return 1.0f;
+  }
+}
+
 Scene build_spec_scene(const std::vector<SpecIterationPtr>& its, size_t count, float anim, const Layout& L) {
   Scene s;
   count = std::min(count, its.size());

@@ -22,6 +22,10 @@ struct SpecTiming {
   static constexpr float kVerifyEnd = 0.6f;
 };
 
+// An `anim` inside each stage, for pictures held at one: 0 draft, 1 verify,
+// 2 resolve (the ghosts drafted, their K/V columns lit, the verdict).
+float spec_stage_anim(int stage);
+
 // The draft model's colour (ghost blocks).
 extern const glm::vec3 kDraftColour;
 

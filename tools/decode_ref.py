@@ -40,7 +40,8 @@ is sum_x min(p(x), q(x)).
 
 Modes
   beam    --model DIR --prompt 1,2,3 --beams N --max-new M
-          [--length-penalty L] --out FILE     beam search trace as JSON
+          [--length-penalty L] [--kv-dtype D] --out FILE
+                                              beam search trace as JSON
   score   --model DIR --in FILE --out FILE    for {"n_prompt": P,
           "sequences": [[ids]...]}: sum of log-softmax of every token after
           the first P, from one no-cache forward per sequence
@@ -68,9 +69,9 @@ def log_softmax(x):
     return x - m - math.log(np.exp(x - m).sum())
 
 
-def last_logits(cfg, w, ids):
-    logits, _, _, _ = numpy_ref.forward(cfg, w, list(ids))
-    return logits[-1]
+def last_logits(cfg, w, ids, kv=None):
+    """Logits after ids; `kv` = {"dtype"}: attention reads K/V rounded as that cache stores them."""
+    return numpy_ref.forward_kv(cfg, w, list(ids), kv)[0][-1]
 
 
 # ----------------------------------------------------------------------------
@@ -78,7 +79,7 @@ def last_logits(cfg, w, ids):
 # ----------------------------------------------------------------------------
 
 
-def beam_search(cfg, w, prompt, n_beams, max_new, length_penalty=1.0):
+def beam_search(cfg, w, prompt, n_beams, max_new, length_penalty=1.0, kv=None):
     """HF-convention beam search (module docstring). Returns a JSON-able trace:
     steps (every candidate, the running beams after the step, newly finished
     hypotheses), the finished hypotheses, the best one, and the smallest gap
@@ -98,7 +99,7 @@ def beam_search(cfg, w, prompt, n_beams, max_new, length_penalty=1.0):
     while True:
         cands = []
         for b, beam in enumerate(running):
-            lp = log_softmax(last_logits(cfg, w, beam["tokens"]))
+            lp = log_softmax(last_logits(cfg, w, beam["tokens"], kv))
             for t in range(len(lp)):
                 cands.append((beam["logprob"] + float(lp[t]), b, t, float(lp[t])))
         # Best first; ties: lower beam, lower token.
@@ -313,6 +314,7 @@ def main(argv):
     b.add_argument("--beams", type=int, required=True)
     b.add_argument("--max-new", type=int, required=True)
     b.add_argument("--length-penalty", type=float, default=1.0)
+    b.add_argument("--kv-dtype", default="f32", help="K/V rows as stored: f32, f16, q8_0, q4_0")
     b.add_argument("--out", required=True)
     s = sub.add_parser("score")
     s.add_argument("--model", required=True)
@@ -335,7 +337,7 @@ def main(argv):
     if a.mode == "beam":
         cfg, w = numpy_ref.load_model(a.model)
         prompt = [int(t) for t in a.prompt.split(",") if t.strip()]
-        dump(beam_search(cfg, w, prompt, a.beams, a.max_new, a.length_penalty), a.out)
+        dump(beam_search(cfg, w, prompt, a.beams, a.max_new, a.length_penalty, {"dtype": a.kv_dtype}), a.out)
     elif a.mode == "score":
         cfg, w = numpy_ref.load_model(a.model)
         with open(a.inp) as f:

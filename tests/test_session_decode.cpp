@@ -1,0 +1,221 @@
+// The window's controller (app/session.*, the real one, headless) running
+// beam search and speculative decoding: the strategy chosen by a typed
+// command, every step arriving as an immutable record through the engine
+// thread, the timeline scrubbing them as for one sequence. What the session
+// shows must be exactly what the engine computes on its own (the engine is
+// checked against the NumPy references in test_beam.cpp and
+// test_spec_decode.cpp), and greedy speculation must give plain greedy
+// decoding's tokens through the session too.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "beam_generator.h"
+#include "numpy_ref_util.h"
+#include "session.h"
+
+namespace kvscope {
+namespace {
+
+using namespace std::chrono_literals;
+using testutil::run_numpy_ref;
+using testutil::shell_quote;
+using testutil::TempDir;
+
+// Two random checkpoints with the same tokenizer (numpy_ref.py writes one
+// vocabulary for every shape): a target and a smaller-context draft.
+struct Pair {
+  std::unique_ptr<TempDir> dir;
+  std::string target, draft;
+};
+const Pair& pair() {
+  static Pair p = [] {
+    Pair r;
+    r.dir = std::make_unique<TempDir>("session_decode");
+    r.target = *r.dir / "target";
+    r.draft = *r.dir / "draft";
+    run_numpy_ref("make --out " + shell_quote(r.target) + " --layers 2 --heads 2 --embd 32 --ctx 48 --seed 21",
+                  *r.dir / "t.log");
+    run_numpy_ref("make --out " + shell_quote(r.draft) + " --layers 1 --heads 2 --embd 16 --ctx 40 --seed 22",
+                  *r.dir / "d.log");
+    return r;
+  }();
+  return p;
+}
+
+template <class F>
+void update_until(Session& s, F done) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!done()) {
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, 60s) << "the session did not get there";
+    s.update(1e9);  // (a fixed clock: no playback, only what the test asks for)
+    std::this_thread::sleep_for(1ms);
+  }
+}
+
+// A paused session on the target, running `d` on `prompt`.
+void start(Session& s, const DecodeSettings& d, const std::string& prompt, int max_new) {
+  s.ui.playing = false;
+  s.ui.max_new = max_new;
+  s.ui.preset = kNumPresets;
+  s.ui.custom_prompt = prompt;
+  s.load_model(pair().target);
+  update_until(s, [&] { return s.snap.model != nullptr && s.snap.started; });
+  s.execute(cmd::SetDecoding{d}, 0);
+  s.ui.playing = false;
+  update_until(s, [&] { return s.engine_idle() && (s.snap.started || !s.ui.errors.empty()); });
+}
+
+// Until the engine has nothing left to do and every event it published was
+// taken in (events are published before a command counts as done).
+void settle(Session& s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    const bool idle = s.engine_idle();
+    s.update(1e9);
+    if (idle && s.engine_idle()) return;
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, 60s) << "the engine did not settle";
+    std::this_thread::sleep_for(1ms);
+  }
+}
+
+// Steps (Scrub +1 at the newest step = compute the next one) until the generation stops.
+void run_to_end(Session& s) {
+  for (int i = 0; i < 200 && s.snap.stop == StopReason::kNone; ++i) {
+    s.execute(cmd::Scrub{1}, 0);
+    settle(s);
+  }
+  ASSERT_NE(s.snap.stop, StopReason::kNone);
+}
+
+TEST(SessionDecoding, BeamSearchInTheSessionIsTheEnginesBeamSearch) {
+  Session s;
+  DecodeSettings d;
+  d.mode = DecodeMode::kBeam;
+  d.beams = 3;
+  d.length_penalty = 0.5f;
+  start(s, d, "abc ab", 7);
+  run_to_end(s);
+  EXPECT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
+  EXPECT_TRUE(s.snap.records.empty()) << "beam search keeps its own records";
+
+  // The engine alone, same model, prompt and settings.
+  BeamGenerator ref(s.snap.model);
+  BeamOptions o;
+  o.n_beams = 3;
+  o.length_penalty = 0.5;
+  o.max_new = 7;
+  ref.start("abc ab", o);
+  std::vector<BeamRecordPtr> want;
+  while (BeamRecordPtr r = ref.step()) want.push_back(r);
+  ASSERT_EQ(s.snap.beam_records.size(), want.size());
+  ASSERT_EQ(s.snap.timeline_size(), static_cast<int>(want.size()));
+  for (size_t i = 0; i < want.size(); ++i) {
+    const BeamStepRecord& got = *s.snap.beam_records[i];
+    EXPECT_EQ(got.index, static_cast<int>(i));
+    ASSERT_EQ(got.candidates.size(), want[i]->candidates.size()) << "step " << i;
+    EXPECT_EQ(got.candidates.size(), 6u) << "2N candidates";
+    for (size_t c = 0; c < got.candidates.size(); ++c) {
+      EXPECT_EQ(got.candidates[c].token, want[i]->candidates[c].token);
+      EXPECT_EQ(got.candidates[c].running, want[i]->candidates[c].running);
+      EXPECT_EQ(got.candidates[c].logprob, want[i]->candidates[c].logprob);
+    }
+  }
+  const BeamStepRecord& last = *s.snap.beam_records.back();
+  ASSERT_FALSE(last.finished.empty());
+  EXPECT_EQ(last.finished.front().tokens, ref.search().finished().front().tokens);
+  EXPECT_EQ(last.finished.front().score, ref.search().finished().front().score);
+  EXPECT_EQ(s.snap.stop, ref.reason());
+  EXPECT_EQ(new_tokens(s.snap), static_cast<int>(want.size()));
+}
+
+TEST(SessionDecoding, TheTimelineScrubsBeamStepsAndSamplingOnlyControlsStandAside) {
+  Session s;
+  DecodeSettings d;
+  d.mode = DecodeMode::kBeam;
+  d.beams = 2;
+  start(s, d, "ab", 5);
+  run_to_end(s);
+  const int n = s.snap.timeline_size();
+  ASSERT_GE(n, 3);
+  EXPECT_EQ(shown_step(s.snap, s.ui), n - 1);
+  s.execute(cmd::ScrubTo{1}, 0);
+  EXPECT_EQ(shown_step(s.snap, s.ui), 1);
+  s.execute(cmd::Scrub{-1}, 0);
+  EXPECT_EQ(shown_step(s.snap, s.ui), 0);
+  s.execute(cmd::Scrub{+1}, 0);
+  EXPECT_EQ(shown_step(s.snap, s.ui), 1);
+  // Forking and the cache switch belong to one sampled sequence.
+  s.execute(cmd::Fork{5}, 0);
+  s.execute(cmd::ToggleCache{}, 0);
+  EXPECT_EQ(s.snap.pending_forks, 0);
+  EXPECT_EQ(s.snap.mode, CacheMode::kKV);
+  EXPECT_FALSE(prediction_hidden(s.snap, s.ui));
+  // Reset starts the same strategy again; back to sampling gives one sequence's records.
+  s.execute(cmd::Reset{}, 0);
+  EXPECT_EQ(s.snap.timeline_size(), 0);
+  s.ui.playing = false;
+  run_to_end(s);
+  EXPECT_EQ(s.snap.timeline_size(), n);
+  s.execute(cmd::SetDecoding{DecodeSettings()}, 0);
+  s.ui.playing = false;
+  run_to_end(s);
+  EXPECT_TRUE(s.snap.beam_records.empty());
+  EXPECT_EQ(s.snap.timeline_size(), static_cast<int>(s.snap.records.size()));
+  EXPECT_GE(s.snap.records.size(), 1u);
+  EXPECT_TRUE(s.ui.errors.empty());
+}
+
+TEST(SessionDecoding, GreedySpeculationInTheSessionWritesPlainGreedyTokens) {
+  // Plain greedy decoding through the session first.
+  Session plain;
+  start(plain, DecodeSettings(), "abc", 12);
+  run_to_end(plain);
+  ASSERT_FALSE(plain.snap.records.empty());
+  std::vector<int> want;
+  for (const TokenInfo& t : plain.snap.seq.tokens) want.push_back(t.id);
+
+  for (int k : {1, 3, 5}) {
+    SCOPED_TRACE("K = " + std::to_string(k));
+    Session s;
+    DecodeSettings d;
+    d.mode = DecodeMode::kSpeculative;
+    d.k = k;
+    d.draft_dir = pair().draft;
+    start(s, d, "abc", 12);
+    run_to_end(s);
+    ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
+    std::vector<int> got = s.snap.spec_iterations.front()->prompt;
+    int forwards = 0;
+    for (const SpecIterationPtr& it : s.snap.spec_iterations) {
+      got.insert(got.end(), it->emitted.begin(), it->emitted.end());
+      EXPECT_EQ(it->target_forwards, ++forwards) << "one model forward per iteration";
+    }
+    EXPECT_EQ(got, want);
+    const SpecIteration& last = *s.snap.spec_iterations.back();
+    EXPECT_EQ(last.generated, static_cast<int>(want.size() - s.snap.spec_iterations.front()->prompt.size()));
+    EXPECT_EQ(new_tokens(s.snap), last.generated);
+  }
+}
+
+TEST(SessionDecoding, AMissingDraftFolderIsAnErrorNamingItAndTheSessionCarriesOn) {
+  Session s;
+  DecodeSettings d;
+  d.mode = DecodeMode::kSpeculative;
+  d.draft_dir = "/nonexistent/draft-folder";
+  start(s, d, "abc", 4);
+  update_until(s, [&] { return !s.ui.errors.empty(); });
+  EXPECT_NE(s.ui.errors.front().find("/nonexistent/draft-folder"), std::string::npos) << s.ui.errors.front();
+  EXPECT_NE(s.ui.errors.front().find("draft model"), std::string::npos) << s.ui.errors.front();
+  // Back to sampling: a generation runs.
+  s.ui.errors.clear();
+  s.execute(cmd::SetDecoding{DecodeSettings()}, 0);
+  s.ui.playing = false;
+  run_to_end(s);
+  EXPECT_FALSE(s.snap.records.empty());
+}
+
+}  // namespace
+}  // namespace kvscope
