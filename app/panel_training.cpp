@@ -99,6 +99,22 @@ void legend_entry(ImU32 col, const char* text) {
   ImGui::TextUnformatted(text);
 }
 
+// Diffuse or structured: the shown step's attention, in one line.
+void spread_line(const Snapshot& snap, const UiState& ui) {
+  const int s = shown_step(snap, ui);
+  if (s < 0) return;
+  const AttentionSpread a = attention_spread(*snap.records[static_cast<size_t>(s)]);
+  ImGui::TextWrapped("Step %d attention: %.1f bits/head (even spread: %.1f), top beam %.0f%%", s, a.mean_bits,
+                     a.uniform_bits, 100.0 * a.mean_top);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "How spread out the newest token's attention is, mean over layers and heads:\n"
+        "the entropy of each head's weights over the %d keys (0 bits: one key gets everything,\n"
+        "%.1f bits: every key the same), and the largest weight. Compare the checkpoints:\n"
+        "the same prompt and step, only the weights differ.",
+        a.keys, a.uniform_bits);
+}
+
 // The checkpoints as buttons, the loaded one lit; the slice the curve shows.
 void checkpoint_list(const TrainingRecord& r, const Snapshot& snap, int slice, UiState& ui, Commands& cmds) {
   for (size_t i = 0; i < r.checkpoints.size(); ++i) {
@@ -146,7 +162,7 @@ Commands panel_training(const Snapshot& snap, UiState& ui) {
   const int slice = ui.training_slice < static_cast<int>(r.slices.size()) ? ui.training_slice : -1;
   const float list_w = std::min(ImGui::GetContentRegionAvail().x * 0.36f, ImGui::GetFontSize() * 11.0f);
   const float line = ImGui::GetTextLineHeightWithSpacing();
-  const float plot_h = std::max(ImGui::GetFontSize() * 6.0f, ImGui::GetContentRegionAvail().y - line * 1.2f);
+  const float plot_h = std::max(ImGui::GetFontSize() * 6.0f, ImGui::GetContentRegionAvail().y - line * 2.3f);
   if (!ImGui::BeginTable("##training", 2, ImGuiTableFlags_SizingStretchProp)) return cmds;
   ImGui::TableSetupColumn("curve", ImGuiTableColumnFlags_WidthStretch);
   ImGui::TableSetupColumn("checkpoints", ImGuiTableColumnFlags_WidthFixed, list_w);
@@ -157,6 +173,7 @@ Commands panel_training(const Snapshot& snap, UiState& ui) {
   legend_entry(kTrainColour, "training");
   ImGui::SameLine();
   legend_entry(kValColour, "validation (held-out text)");
+  spread_line(snap, ui);
   ImGui::TableSetColumnIndex(1);
   ImGui::BeginChild("##checkpoints", ImVec2(0, plot_h + line));
   ImGui::TextWrapped("Same prompt, same seed, weights from:");

@@ -178,6 +178,31 @@ TEST(TrainingPlot, StepsRunRightAndLossRunsUp) {
   EXPECT_EQ(pick_checkpoint(code, 250, 12), -1);
 }
 
+TEST(AttentionSpread, EntropyOfTheNewestRowAveragedOverHeads) {
+  // 1 layer, 2 heads, 2 query rows (a prefill) over 4 keys; only the newest row counts.
+  StepRecord r;
+  r.n_layer = 1;
+  r.n_head = 2;
+  r.n_rows = 2;
+  r.seq_len = 4;
+  r.attn = {
+      0.5f, 0.5f, 0.0f, 0.0f, 0.25f, 0.25f, 0.25f, 0.25f,  // head 0: rows 0, 1 (uniform: 2 bits)
+      1.0f, 0.0f, 0.0f, 0.0f, 0.0f,  0.0f,  1.0f,  0.0f,   // head 1: one key: 0 bits
+  };
+  const AttentionSpread s = attention_spread(r);
+  EXPECT_EQ(s.keys, 4);
+  EXPECT_DOUBLE_EQ(s.uniform_bits, 2.0);
+  EXPECT_DOUBLE_EQ(s.mean_bits, 1.0);
+  EXPECT_DOUBLE_EQ(s.mean_top, (0.25 + 1.0) / 2);
+  // Half on one key, a quarter on two others: 0.5*1 + 2*0.25*2 = 1.5 bits.
+  r.attn[12] = 0.5f;
+  r.attn[13] = 0.25f;
+  r.attn[14] = 0.25f;
+  EXPECT_DOUBLE_EQ(attention_spread(r).mean_bits, (2.0 + 1.5) / 2);
+  r.attn.pop_back();  // a record whose buffer does not match its sizes: no numbers from it
+  EXPECT_DOUBLE_EQ(attention_spread(r).mean_bits, 0.0);
+}
+
 // The shipped default model's own record, when the assets carry one.
 TEST(TrainingRecord, TheShippedRecordReadsAndListsTheDefaultModelLast) {
   const std::string model = std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/kvscope-tiny";

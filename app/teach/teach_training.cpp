@@ -173,6 +173,30 @@ bool find_training_record(const std::string& model_dir, TrainingRecord& out) {
   return false;
 }
 
+AttentionSpread attention_spread(const StepRecord& r) {
+  AttentionSpread s;
+  s.keys = r.seq_len;
+  s.uniform_bits = r.seq_len > 0 ? std::log2(static_cast<double>(r.seq_len)) : 0;
+  if (r.n_layer <= 0 || r.n_head <= 0 || r.n_rows <= 0 || r.seq_len <= 0 ||
+      r.attn.size() != static_cast<size_t>(r.n_layer) * r.n_head * r.n_rows * r.seq_len)
+    return s;
+  for (int l = 0; l < r.n_layer; ++l)
+    for (int h = 0; h < r.n_head; ++h) {
+      double bits = 0, top = 0;
+      for (int k = 0; k < r.seq_len; ++k) {
+        const double w = r.attention(l, h, r.n_rows - 1, k);
+        if (w > 0) bits -= w * std::log2(w);
+        top = std::max(top, w);
+      }
+      s.mean_bits += bits;
+      s.mean_top += top;
+    }
+  const double n = static_cast<double>(r.n_layer) * r.n_head;
+  s.mean_bits /= n;
+  s.mean_top /= n;
+  return s;
+}
+
 double validation_loss(const std::vector<double>& val, int slice) {
   if (slice >= 0) return static_cast<size_t>(slice) < val.size() ? val[static_cast<size_t>(slice)] : kNaN;
   double sum = 0;

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "generator.h"
+
 namespace kvscope {
 
 // One row of the loss curve. Losses in nats/token; NaN where not measured.
@@ -61,6 +63,18 @@ int checkpoint_index(const TrainingRecord& r, const std::string& model_dir);
 
 // Mean of the slices that are measured (NaN when none is); slice >= 0: that one.
 double validation_loss(const std::vector<double>& val, int slice);
+
+// How spread out a step's attention is, for "diffuse at the start of training,
+// structured at the end": the entropy (bits) of the newest position's row
+// over the keys, per (layer, head), averaged; a uniform row over `keys`
+// keys has log2(keys) bits, a beam with all the weight on one key has 0.
+struct AttentionSpread {
+  int keys = 0;
+  double mean_bits = 0;     // mean over layers and heads
+  double uniform_bits = 0;  // log2(keys)
+  double mean_top = 0;      // mean over layers and heads of the largest weight
+};
+AttentionSpread attention_spread(const StepRecord& r);
 
 // --- the plot ---------------------------------------------------------------
 struct PlotPoint {
