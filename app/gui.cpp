@@ -213,6 +213,7 @@ int run_gui(const GuiOptions& opt) {
     Renderer renderer;
     Session s([] { glfwPostEmptyEvent(); });  // the engine thread wakes the sleeping loop
     s.ui = initial;
+    if (!setup.settings_path.empty()) s.fit_to_model(setup.settings_path);  // the model's limits, once loaded
     s.snap.mode = opt.no_cache ? CacheMode::kNoCache : CacheMode::kKV;
     if (s.ui.decoding.draft_dir.empty()) s.ui.decoding.draft_dir = asset_path("models/kvscope-draft");
     s.snap.decoding = s.ui.decoding;  // the first generation's strategy (a demo view may choose one)

@@ -7,6 +7,7 @@
 
 #include "error.h"
 #include "file_io.h"
+#include "ui_fit.h"
 
 namespace kvscope {
 
@@ -68,30 +69,22 @@ bool settings_from_json(const std::string& text, const std::string& path, UiStat
   get(j, "window_maximized", win.maximized);
   get(j, "window_x", win.x);
   get(j, "window_y", win.y);
-  win.width = std::clamp(win.width, 640, 16384);
+  win.width = std::clamp(win.width, 640, 16384);  // fit_window then fits it to the monitor
   win.height = std::clamp(win.height, 400, 16384);
   get(j, "preset", ui.preset);
-  ui.preset = std::clamp(ui.preset, 0, kNumPresets);
   get(j, "custom_prompt", ui.custom_prompt);
   get(j, "speed", ui.speed);
-  ui.speed = std::clamp(ui.speed, 0.25f, 8.0f);
   get(j, "fastest", ui.fastest);
   get(j, "max_new", ui.max_new);
-  ui.max_new = std::max(0, ui.max_new);
   get(j, "layer", ui.layer);
   get(j, "head", ui.head);
   get(j, "min_weight", ui.min_weight);
-  ui.min_weight = std::clamp(ui.min_weight, 0.0f, 1.0f);
   get(j, "beams", ui.beams);
   get(j, "greedy", ui.sampler.greedy);
   get(j, "temperature", ui.sampler.temperature);
-  ui.sampler.temperature = std::clamp(ui.sampler.temperature, 0.05f, 2.0f);
   get(j, "top_k", ui.sampler.top_k);
-  ui.sampler.top_k = std::clamp(ui.sampler.top_k, 0, 100000);
   get(j, "top_p", ui.sampler.top_p);
-  ui.sampler.top_p = std::clamp(ui.sampler.top_p, 0.05f, 1.0f);
   get(j, "repetition_penalty", ui.sampler.repetition_penalty);
-  ui.sampler.repetition_penalty = std::clamp(ui.sampler.repetition_penalty, 1.0f, 2.0f);
   get(j, "seed", ui.sampler.seed);
   get(j, "model_dir_input", ui.model_dir_input);
   std::string cam;
@@ -102,16 +95,20 @@ bool settings_from_json(const std::string& text, const std::string& path, UiStat
   get(j, "hud", ui.hud);
   get(j, "grid", ui.grid);
   get(j, "text_scale", ui.text_scale);
-  ui.text_scale = std::clamp(ui.text_scale, 0.75f, 2.5f);
   get(j, "colour_blind", ui.colour_blind);
   get(j, "kv_context", ui.kv_context);
-  ui.kv_context = std::clamp(ui.kv_context, 1, 1 << 20);
   get(j, "kv_dtype", ui.kv_dtype);
-  ui.kv_dtype = std::clamp(ui.kv_dtype, 0, 3);
   get(j, "bottom_tab", ui.bottom_tab);
-  ui.bottom_tab = std::clamp(ui.bottom_tab, 0, 4);
   ui.select_tab = true;
   get(j, "view_path", ui.view_path);
+  // Ranges now; the model's limits once one has loaded (Session::fit_to_model).
+  FitContext ctx;
+  ctx.origin = path;
+  const std::vector<std::string> notes = fit_choices(ui, ctx);
+  if (!notes.empty()) {
+    for (const std::string& n : notes) error += (error.empty() ? "" : "\n") + n;
+    return false;
+  }
   return true;
 }
 

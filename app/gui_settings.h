@@ -29,7 +29,9 @@ ScreenRect fit_window(const WindowSettings& s, const ScreenRect& work_area);
 std::string config_dir();
 
 // Missing file: defaults, returns true. Unreadable or malformed: defaults
-// kept for what cannot be read, `error` says why, returns false.
+// kept for what cannot be read, `error` says why, returns false. Values out
+// of their ranges are fitted (fit_choices) and named in `error` (one line
+// each), returning false; the model's limits are checked once one loads.
 bool load_settings(const std::string& path, UiState& ui, WindowSettings& win, std::string& error);
 // The same from the file's text (`path` names it in errors; fuzzed).
 bool settings_from_json(const std::string& text, const std::string& path, UiState& ui, WindowSettings& win,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "overloaded.h"
 #include "scene.h"
@@ -132,7 +133,7 @@ void Session::take_event(WorkerEvent& ev, double now) {
       snap.model = ev.model;
       snap.loading_model = false;
       snap.model_error.clear();
-      fit_to_model();
+      fit_to_model(std::exchange(unfitted_origin_, std::string()));
       read_training_record();
       start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt);
       break;
@@ -429,21 +430,20 @@ void Session::set_text_scale(float scale) {
 }
 
 void Session::fit_to_model(const std::string& origin) {
-  if (!snap.model) return;  // checked again when one has loaded
-  const Config& c = snap.model->config;
-  auto fit = [&](int& index, int count, const char* what) {
-    if (index >= -1 && index < count) return;
-    if (!origin.empty()) {
-      ui.errors.push_back(origin + ": " + what + " " + std::to_string(index) + " is not in " + snap.model->name + " (" +
-                          std::to_string(count) + " " + what + "s, 0.." + std::to_string(count - 1) +
-                          "); showing the mean over " + what + "s");
-    }
-    index = -1;
-  };
-  fit(ui.layer, c.n_layer, "layer");
-  fit(ui.head, c.n_head, "head");
-  // A restored step past what this model's context can generate: the last one.
-  if (snap.pending_view_step >= c.n_positions) snap.pending_view_step = c.n_positions - 1;
+  // Without a model only the ranges are checked; the model's limits when it
+  // has loaded, still naming the file the values came from.
+  if (!snap.model && !origin.empty()) unfitted_origin_ = origin;
+  FitContext ctx;
+  ctx.model = snap.model.get();
+  ctx.origin = origin;
+  const std::vector<std::string> notes = fit_choices(ui, ctx, &snap.pending_view_step);
+  if (origin.empty()) {
+    // Kept across a model switch: the user sees what changed, not an error.
+    if (!notes.empty()) ui.status.clear();
+    for (const std::string& n : notes) ui.status += (ui.status.empty() ? "" : "; ") + n;
+  } else {
+    ui.errors.insert(ui.errors.end(), notes.begin(), notes.end());
+  }
 }
 
 void Session::save_view_to(const std::string& path) {
@@ -477,13 +477,30 @@ void Session::load_view_from(const std::string& path, double now) {
     ui.errors.push_back(e.what());
     return;
   }
-  ui.sampler = v.sampler;
-  ui.layer = v.layer;
-  ui.head = v.head;
-  ui.min_weight = v.min_weight;
+  // The view's choices, fitted to their ranges and the model before any is used.
+  UiState fitted = ui;
+  fitted.sampler = v.sampler;
+  fitted.layer = v.layer;
+  fitted.head = v.head;
+  fitted.min_weight = v.min_weight;
+  fitted.text_scale = v.text_scale;
+  fitted.max_new = v.max_new;
+  int step = v.step;
+  FitContext ctx;
+  ctx.model = snap.model.get();
+  ctx.origin = path;
+  const std::vector<std::string> notes = fit_choices(fitted, ctx, &step);
+  ui.errors.insert(ui.errors.end(), notes.begin(), notes.end());
+  if (!snap.model) unfitted_origin_ = path;  // the model's limits once it has loaded
+  v.step = step;
+  v.max_new = fitted.max_new;
+  ui.sampler = fitted.sampler;
+  ui.layer = fitted.layer;
+  ui.head = fitted.head;
+  ui.min_weight = fitted.min_weight;
   ui.predict = v.predict;
   if (v.presentation != ui.presentation) toggle_presentation();
-  if (v.text_scale != ui.text_scale) set_text_scale(v.text_scale);
+  if (fitted.text_scale != ui.text_scale) set_text_scale(fitted.text_scale);
   CameraPreset preset;
   if (!v.camera.preset.empty() && parse_camera(v.camera.preset, preset)) {
     ui.camera = preset;
@@ -514,7 +531,6 @@ void Session::load_view_from(const std::string& path, double now) {
     ui.view_step = v.step >= static_cast<int>(snap.records.size()) - 1 ? -1 : v.step;
     ui.playing = false;
   }
-  fit_to_model(path);  // after the step: it is checked too
   ui.status = "view loaded from " + path;
 }
 

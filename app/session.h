@@ -15,6 +15,7 @@
 #include "gui_state.h"
 #include "gui_worker.h"
 #include "scene_camera.h"
+#include "ui_fit.h"
 
 namespace kvscope {
 
@@ -64,10 +65,11 @@ class Session {
   // Whether playback would ask for a step at `now` (used to sleep until then).
   // A speculative iteration (several tokens, three stages) gets three token periods.
   double next_step_due() const;
-  // Indices restored from a file (settings, a saved view) or kept across a
-  // model switch, checked against the model now loaded: a layer or head it
-  // does not have falls back to the mean, said in the error panel when
-  // `origin` (the file) is given. Runs on every model load and view restore.
+  // Every restored or kept choice (ui_fit.h) fitted to its range and the
+  // model now loaded: runs on every model load or switch, and wherever a
+  // file was restored (`origin` names it: what changed goes to the error
+  // panel; without one, to the status line). Without a model only the
+  // ranges are checked, and `origin` is remembered for the next load.
   void fit_to_model(const std::string& origin = "");
 
   Snapshot snap;
@@ -96,9 +98,7 @@ class Session {
 
   EngineWorker worker_;
   WindowRequests requests_;
+  std::string unfitted_origin_;  // a file restored before any model loaded: fitted to the model when one has
 };
-
-// Text scales the app accepts (View panel, saved views, settings).
-inline constexpr float kMinTextScale = 0.75f, kMaxTextScale = 2.5f;
 
 }  // namespace kvscope

@@ -84,6 +84,34 @@ struct StepRecord {
     KVSCOPE_CHECK_INDEX("attention key", key, seq_len);
     return attn[((static_cast<size_t>(layer) * n_head + head) * n_rows + row) * seq_len + key];
   }
+  // The K/V head query head `head` reads (grouped-query: n_head / n_kv_head share one).
+  int kv_head_of(int head) const {
+    KVSCOPE_CHECK_INDEX("query head", head, n_head);
+    return head / (n_head / n_kv_head);
+  }
+  // Head `head`'s slice of query row `row` at `layer` (head_dim floats).
+  const float* q_row(int layer, int row, int head) const {
+    KVSCOPE_CHECK_INDEX("query layer", layer, n_layer);
+    KVSCOPE_CHECK_INDEX("query row", row, n_rows);
+    KVSCOPE_CHECK_INDEX("query head", head, n_head);
+    const size_t at = ((static_cast<size_t>(layer) * n_rows + row) * n_head + head) * head_dim;
+    KVSCOPE_CHECK_INDEX("query row end", at + head_dim - 1, q.size());
+    return q.data() + at;
+  }
+  // K/V head `kv_head`'s slice of new row `i` (position seq_len - n_kv + i) at `layer` (head_dim floats).
+  const float* k_row(int layer, int i, int kv_head) const { return kv_row(k, "K", layer, i, kv_head); }
+  const float* v_row(int layer, int i, int kv_head) const { return kv_row(v, "V", layer, i, kv_head); }
+
+ private:
+  const float* kv_row(const std::vector<float>& rows, const char* what, int layer, int i, int kv_head) const {
+    (void)what;  // (only the checks name it)
+    KVSCOPE_CHECK_INDEX(what, layer, n_layer);
+    KVSCOPE_CHECK_INDEX(what, i, n_kv);
+    KVSCOPE_CHECK_INDEX(what, kv_head, n_kv_head);
+    const size_t at = ((static_cast<size_t>(layer) * n_kv + i) * n_kv_head + kv_head) * head_dim;
+    KVSCOPE_CHECK_INDEX(what, at + head_dim - 1, rows.size());
+    return rows.data() + at;
+  }
 };
 
 using RecordPtr = std::shared_ptr<const StepRecord>;

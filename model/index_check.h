@@ -1,8 +1,10 @@
-// Index checks for accessors that take indices (records, buffers): on in
-// Debug builds and wherever KVSCOPE_INDEX_CHECKS is defined, compiled out in
-// Release (the sanitizer builds are RelWithDebInfo and do not define it yet). An
-// index outside its range is a bug in kvscope, never bad input (inputs are
-// validated where they are read), so it aborts like assert with the values.
+// Index checks for accessors that take indices (records, snapshots, the
+// cache's blocks): on in Debug builds and wherever KVSCOPE_INDEX_CHECKS is
+// defined, compiled out in Release. CMakeLists.txt defines it in the
+// sanitizer builds (KVSCOPE_SANITIZE, KVSCOPE_TSAN: `make test` runs both),
+// together with libstdc++'s own operator[] checks. An index outside its range
+// is a bug in kvscope, never bad input (inputs are validated where they are
+// read), so it aborts like assert with the values.
 #pragma once
 
 #include <cstdio>

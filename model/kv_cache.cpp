@@ -6,6 +6,7 @@
 #include <set>
 
 #include "error.h"
+#include "index_check.h"
 #include "kv_quant.h"
 
 namespace kvscope {
@@ -287,6 +288,9 @@ void KVCache::clear() {
 // --- the forward's side ---------------------------------------------------------
 
 const uint8_t* KVCache::rows(int block, int layer, int kv) const {
+  KVSCOPE_CHECK_INDEX("KV cache block", block, pool_.size());
+  KVSCOPE_CHECK_INDEX("KV cache layer", layer, layout_.n_layer);
+  KVSCOPE_CHECK_INDEX("KV cache K|V", kv, 2);
   const size_t per = static_cast<size_t>(slots_per_block()) * layout_.row_bytes();
   return pool_[static_cast<size_t>(block)].data.data() + (static_cast<size_t>(kv) * layout_.n_layer + layer) * per;
 }
@@ -327,6 +331,7 @@ KVSlot KVCache::append(SeqId s, int pos) {
 void KVCache::write(int layer, KVSlot at, const float* k, const float* v) {
   const size_t rb = layout_.row_bytes();
   const int n = layout_.kv_dim();
+  KVSCOPE_CHECK_INDEX("KV cache slot", at.slot, slots_per_block());
   for (int kv = 0; kv < 2; ++kv) {
     const float* x = kv ? v : k;
     uint8_t* dst = rows(at.block, layer, kv) + static_cast<size_t>(at.slot) * rb;
@@ -348,6 +353,7 @@ void KVCache::write(int layer, KVSlot at, const float* k, const float* v) {
 }
 
 void KVCache::read_row(int layer, KVSlot at, bool v, float* out) const {
+  KVSCOPE_CHECK_INDEX("KV cache slot", at.slot, slots_per_block());
   const uint8_t* src = rows(at.block, layer, v ? 1 : 0) + static_cast<size_t>(at.slot) * layout_.row_bytes();
   const int n = layout_.kv_dim();
   switch (layout_.dtype) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "generator.h"
+#include "index_check.h"
 
 namespace kvscope {
 
@@ -61,8 +62,16 @@ struct SequenceState {
   int n_records = 0;
 
   int seq_len() const { return current ? current->seq_len : 0; }  // positions with K/V computed
-  float knorm(int pos, int layer) const { return k_norm[static_cast<size_t>(pos) * n_layer + layer]; }
-  float vnorm(int pos, int layer) const { return v_norm[static_cast<size_t>(pos) * n_layer + layer]; }
+  float knorm(int pos, int layer) const {
+    KVSCOPE_CHECK_INDEX("K norm position", pos, tokens.size());
+    KVSCOPE_CHECK_INDEX("K norm layer", layer, n_layer);
+    return k_norm[static_cast<size_t>(pos) * n_layer + layer];
+  }
+  float vnorm(int pos, int layer) const {
+    KVSCOPE_CHECK_INDEX("V norm position", pos, tokens.size());
+    KVSCOPE_CHECK_INDEX("V norm layer", layer, n_layer);
+    return v_norm[static_cast<size_t>(pos) * n_layer + layer];
+  }
 };
 
 // Adds one record (in generation order). The first must be the prefill.

@@ -500,5 +500,32 @@ TEST(RecordIndexChecks, AttentionOutsideTheRecordAborts) {
 #endif
 }
 
+// The query and K/V row accessors: a grouped-query record (4 query heads
+// reading 2 K/V heads of width 3) is read at the right offsets, and an index
+// outside it aborts where checks are compiled in.
+TEST(RecordIndexChecks, QueryAndKvRowsOfAGroupedQueryRecord) {
+  StepRecord r;
+  r.n_layer = 2;
+  r.n_head = 4;
+  r.n_kv_head = 2;
+  r.head_dim = 3;
+  r.n_rows = 1;
+  r.n_kv = 2;
+  for (int i = 0; i < 2 * 1 * 4 * 3; ++i) r.q.push_back(static_cast<float>(i));
+  for (int i = 0; i < 2 * 2 * 2 * 3; ++i) r.k.push_back(static_cast<float>(i));
+  r.v = r.k;
+  EXPECT_EQ(r.kv_head_of(3), 1);
+  EXPECT_EQ(r.q_row(1, 0, 2)[0], 12.0f + 6.0f);  // layer 1 starts at 12, head 2 at 6
+  EXPECT_EQ(r.k_row(1, 1, 1)[2], 12.0f + 6.0f + 3.0f + 2.0f);
+  EXPECT_EQ(r.v_row(0, 0, 1)[0], 3.0f);
+#if !defined(NDEBUG) || defined(KVSCOPE_INDEX_CHECKS)
+  EXPECT_DEATH((void)r.q_row(0, 1, 0), "query row = 1, expected 0..0");
+  EXPECT_DEATH((void)r.k_row(0, 0, 2), "K = 2, expected 0..1");
+  EXPECT_DEATH((void)r.kv_head_of(4), "query head = 4");
+  r.v.resize(5);  // a V buffer shorter than its shape says
+  EXPECT_DEATH((void)r.v_row(1, 1, 1), "V = ");
+#endif
+}
+
 }  // namespace
 }  // namespace kvscope

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "numpy_ref_util.h"
 #include "teach_history.h"
 #include "teach_qkv.h"
 #include "teach_test_util.h"
@@ -58,6 +59,37 @@ TEST(QkvInspector, RecomputesTheEnginesWeightsAndTheHeadOutput) {
                      std::to_string(head));
         check_consistent(inspect_qkv(recs, step, layer, head), *recs[static_cast<size_t>(step)]);
         if (HasFatalFailure()) return;
+      }
+}
+
+// Grouped-query attention (a Qwen2-shaped checkpoint: 8 query heads sharing
+// 2 K/V heads): every query head is shown the K/V head it reads, at the
+// record's head width, and the shown rows still reproduce the weights.
+TEST(QkvInspector, GroupedQueryHeadsReadTheirSharedKvHead) {
+  const auto m = load_model(testutil::llama_suite_dir() + "/qwen2_gqa4_f32_bias_sharded");
+  ASSERT_LT(m->config.kv_heads(), m->config.n_head);
+  Generator gen(m);
+  GenerateOptions opt;
+  opt.max_new = 3;
+  gen.start_tokens({1, 2, 3, 4, 5}, opt);
+  std::vector<RecordPtr> recs;
+  while (RecordPtr r = gen.step()) recs.push_back(r);
+  ASSERT_EQ(recs.size(), 3u);
+  const Config& c = m->config;
+  for (int step = 0; step < 3; ++step)
+    for (int layer : {0, c.n_layer - 1})
+      for (int head = 0; head < c.n_head; ++head) {
+        SCOPED_TRACE("step " + std::to_string(step) + " layer " + std::to_string(layer) + " head " +
+                     std::to_string(head));
+        const QkvInspection in = inspect_qkv(recs, step, layer, head);
+        check_consistent(in, *recs[static_cast<size_t>(step)]);
+        if (HasFatalFailure()) return;
+        EXPECT_EQ(in.head_dim, c.head_dim());
+        // The shown K row of the newest position is the K/V head's slice.
+        const StepRecord& r = *recs[static_cast<size_t>(step)];
+        const float* k = r.k_row(layer, r.n_kv - 1, head / (c.n_head / c.kv_heads()));
+        EXPECT_EQ(std::vector<float>(k, k + c.head_dim()),
+                  std::vector<float>(in.k_row(in.n() - 1), in.k_row(in.n() - 1) + in.head_dim));
       }
 }
 

@@ -22,9 +22,11 @@
 #include <random>
 #include <thread>
 
+#include "gui_settings.h"
 #include "gui_worker.h"
 #include "numpy_ref_util.h"
 #include "session.h"
+#include "teach_view.h"
 
 namespace kvscope {
 namespace {
@@ -506,6 +508,103 @@ TEST(Session, ViewsAndIndicesFromAnotherModelAreFittedToTheLoadedOne) {
   update_until(s, [&] { return s.snap.stop != StopReason::kNone && s.snap.pending_view_step < 0; });
   EXPECT_EQ(s.ui.view_step, static_cast<int>(s.snap.records.size()) - 1);
   EXPECT_LE(static_cast<int>(s.snap.records.size()), s.snap.model->config.n_positions);
+}
+
+// Models a (2 layers, 2 heads, 32 wide, 48 positions) and b (3 layers, 4
+// heads, 48 wide, 40 positions): each allows choices the other does not.
+TEST(Session, SettingsFromAnotherModelAreFittedWhenTheModelLoads) {
+  // The window's start-up path: settings.json read before any model, then
+  // the model loads; what the file chose beyond it is named, with the file.
+  Watchdog dog("the restored-settings test", 60s);
+  TempDir tmp("restored-settings");
+  const std::string path = tmp / "settings.json";
+  {
+    UiState chosen;  // chosen with model b
+    chosen.layer = 2;
+    chosen.head = 3;
+    chosen.max_new = 40;
+    WindowSettings win;
+    std::string err;
+    ASSERT_TRUE(save_settings(path, chosen, win, err)) << err;
+  }
+  UiState ui;
+  WindowSettings win;
+  std::string err;
+  ASSERT_TRUE(load_settings(path, ui, win, err)) << err;  // in range for some model
+  Session s;
+  s.ui = ui;
+  s.ui.playing = false;
+  s.fit_to_model(path);  // as run_gui does
+  EXPECT_TRUE(s.ui.errors.empty());
+  s.load_model(models().a);
+  update_until(s, [&] { return s.snap.model != nullptr; });
+  EXPECT_EQ(s.ui.layer, -1);
+  EXPECT_EQ(s.ui.head, -1);
+  EXPECT_EQ(s.ui.max_new, 40);  // a has 48 positions
+  ASSERT_EQ(s.ui.errors.size(), 2u);
+  EXPECT_EQ(s.ui.errors[0].rfind(path + ": layer 2 is not in", 0), 0u) << s.ui.errors[0];
+  EXPECT_EQ(s.ui.errors[1].rfind(path + ": head 3 is not in", 0), 0u) << s.ui.errors[1];
+  // The next load is a model switch: nothing more is blamed on the file.
+  s.ui.errors.clear();
+  s.load_model(models().b);
+  update_until(s, [&] { return s.snap.model && s.snap.model->config.n_layer == 3; });
+  EXPECT_TRUE(s.ui.errors.empty());
+}
+
+TEST(Session, AModelSwitchReclampsWhatTheLargerModelAllowed) {
+  // Chosen with a (48 positions, 32-wide K/V rows: q8_0 blocks fit), then b
+  // (40 positions, 48-wide rows: q8_0 does not fit): b gets choices it can
+  // run, the status line says what changed, and the generation starts.
+  Watchdog dog("the model-switch test", 60s);
+  Session s;
+  s.ui.playing = false;
+  s.load_model(models().a);
+  update_until(s, [&] { return s.snap.model != nullptr; });
+  s.ui.max_new = 48;
+  s.ui.layer = 1;
+  s.ui.kv_layout.dtype = KVDtype::kQ8_0;
+  s.ui.kv_layout.window = 16;
+  s.ui.kv_layout.sinks = 2;
+  s.execute(cmd::Reset{}, 0);
+  update_until(s, [&] { return s.snap.started; });
+  ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
+  s.load_model(models().b);
+  update_until(s, [&] { return s.snap.model && s.snap.model->config.n_layer == 3 && s.snap.started; });
+  EXPECT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
+  EXPECT_EQ(s.ui.max_new, 40);
+  EXPECT_EQ(s.ui.layer, 1);  // b has it
+  EXPECT_EQ(s.ui.kv_layout, KVSettings());
+  EXPECT_NE(s.ui.status.find("KV cache layout does not fit"), std::string::npos) << s.ui.status;
+  s.execute(cmd::Step{}, 1);
+  update_until(s, [&] { return !s.snap.records.empty() && s.engine_idle(); });
+  EXPECT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
+}
+
+TEST(Session, AViewRestoredBeforeTheModelLoadedIsFittedToIt) {
+  Watchdog dog("the early-view test", 60s);
+  TempDir tmp("early-view");
+  const std::string path = tmp / "lesson.json";
+  SavedView v;
+  v.layer = 2;  // made with b
+  v.head = 3;
+  v.text_scale = 6.0f;  // a saved view may say 0.25..8; the window shows 0.75..2.5
+  v.prompt = "Once";
+  save_view(v, path);
+  Session s;
+  s.execute(cmd::LoadView{path}, 0);
+  EXPECT_EQ(s.ui.layer, 2);  // no model yet: in range for some
+  ASSERT_EQ(s.ui.errors.size(), 1u);
+  EXPECT_NE(s.ui.errors[0].find(path + ": text scale 6 is outside 0.75..2.5; using 2.5"), std::string::npos)
+      << s.ui.errors[0];
+  EXPECT_EQ(s.take_window_requests().text_scale, kMaxTextScale);
+  s.ui.errors.clear();
+  s.ui.playing = false;
+  s.load_model(models().a);
+  update_until(s, [&] { return s.snap.model != nullptr; });
+  EXPECT_EQ(s.ui.layer, -1);
+  EXPECT_EQ(s.ui.head, -1);
+  ASSERT_EQ(s.ui.errors.size(), 2u);
+  EXPECT_EQ(s.ui.errors[0].rfind(path + ": layer 2 is not in", 0), 0u) << s.ui.errors[0];
 }
 
 TEST(Session, AFailedViewSaveKeepsTheOldFileAndSaysWhy) {

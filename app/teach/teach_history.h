@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "generator.h"
+#include "index_check.h"
 
 namespace kvscope {
 
@@ -70,7 +71,10 @@ class History {
 
   size_t size() const { return records_.size(); }
   bool empty() const { return records_.empty(); }
-  const RecordPtr& operator[](size_t i) const { return records_[i]; }
+  const RecordPtr& operator[](size_t i) const {
+    KVSCOPE_CHECK_INDEX("history step", i, records_.size());
+    return records_[i];
+  }
   const RecordPtr& back() const { return records_.back(); }
   const std::vector<RecordPtr>& records() const { return records_; }
 
@@ -80,7 +84,7 @@ class History {
   // the Sampler's history for step i. Needs record 0 to be the prefill.
   std::vector<int> tokens_before(size_t i) const;
   // Detail still held by step i.
-  unsigned detail(size_t i) const { return detail_of(*records_[i]); }
+  unsigned detail(size_t i) const { return detail_of(*(*this)[i]); }
 
   uint64_t bytes() const { return bytes_; }  // sum of record_bytes
   uint64_t budget() const { return budget_; }

@@ -44,10 +44,12 @@ bool kv_rows_of(const std::vector<RecordPtr>& records, int step, int layer, int 
     const StepRecord& r = *records[s];
     const int first = r.seq_len - r.n_kv;
     if (pos < first || pos >= r.seq_len || r.k.empty() || r.v.empty()) continue;
-    const int d = r.n_embd / r.n_head;
-    const size_t at = (static_cast<size_t>(layer) * r.n_kv + (pos - first)) * r.n_embd + static_cast<size_t>(head) * d;
-    k.assign(r.k.begin() + static_cast<long>(at), r.k.begin() + static_cast<long>(at + d));
-    v.assign(r.v.begin() + static_cast<long>(at), r.v.begin() + static_cast<long>(at + d));
+    if (layer < 0 || layer >= r.n_layer || head < 0 || head >= r.n_head) return false;
+    const int g = r.kv_head_of(head);  // grouped-query: the K/V head this query head reads
+    const float* kr = r.k_row(layer, pos - first, g);
+    const float* vr = r.v_row(layer, pos - first, g);
+    k.assign(kr, kr + r.head_dim);
+    v.assign(vr, vr + r.head_dim);
     return true;
   }
   return false;
@@ -71,12 +73,11 @@ QkvInspection inspect_qkv(const std::vector<RecordPtr>& records, int step, int l
                                : "this step's query rows were not recorded";
     return in;
   }
-  const int d = r.n_embd / r.n_head;
-  in.head_dim = d;
+  in.head_dim = r.head_dim;
   in.query_pos = r.seq_len - 1;
   const int row = r.n_rows - 1;
-  const size_t qa = (static_cast<size_t>(layer) * r.n_rows + row) * r.n_embd + static_cast<size_t>(head) * d;
-  in.q.assign(r.q.begin() + static_cast<long>(qa), r.q.begin() + static_cast<long>(qa + d));
+  const float* q = r.q_row(layer, row, head);
+  in.q.assign(q, q + r.head_dim);
   std::vector<float> kr, vr;
   for (int pos = 0; pos <= in.query_pos; ++pos) {
     const float w = r.attention(layer, head, row, pos);

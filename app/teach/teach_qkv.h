@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "generator.h"
+#include "index_check.h"
 
 namespace kvscope {
 
@@ -31,8 +32,14 @@ struct QkvInspection {
   std::vector<float> output;   // (head_dim) Σ_j weights_j · v_j
 
   int n() const { return static_cast<int>(positions.size()); }
-  const float* k_row(int j) const { return k.data() + static_cast<size_t>(j) * head_dim; }
-  const float* v_row(int j) const { return v.data() + static_cast<size_t>(j) * head_dim; }
+  const float* k_row(int j) const {
+    KVSCOPE_CHECK_INDEX("inspected key", j, n());
+    return k.data() + static_cast<size_t>(j) * head_dim;
+  }
+  const float* v_row(int j) const {
+    KVSCOPE_CHECK_INDEX("inspected value", j, n());
+    return v.data() + static_cast<size_t>(j) * head_dim;
+  }
 };
 
 // The arithmetic from explicit rows: q (head_dim), k and v (n, head_dim),

@@ -71,9 +71,10 @@ inline std::string check_settings(const std::string& text) {
   }
   if (win.width < 640 || win.width > 16384 || win.height < 400 || win.height > 16384) return "settings: window size";
   if (ui.preset < 0 || ui.preset > kNumPresets || ui.max_new < 0) return "settings: preset/max_new";
+  if (ui.layer < -1 || ui.layer > 4095 || ui.head < -1 || ui.head > 4095) return "settings: layer/head";
   if (!in_range(ui.speed, 0.25, 8) || !in_range(ui.min_weight, 0, 1) || !in_range(ui.text_scale, 0.75, 2.5))
     return "settings: speed/min_weight/text_scale";
-  if (ui.kv_context < 1 || ui.kv_dtype < 0 || ui.kv_dtype > 3 || ui.bottom_tab < 0 || ui.bottom_tab > 3)
+  if (ui.kv_context < 1 || ui.kv_dtype < 0 || ui.kv_dtype > 3 || ui.bottom_tab < 0 || ui.bottom_tab > 4)
     return "settings: KV calculator/tab";
   return sampler_accepted(ui.sampler, "settings");
 }

@@ -1,0 +1,130 @@
+#include "ui_fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "error.h"
+
+namespace kvscope {
+
+namespace {
+
+std::string num(double x) {
+  std::ostringstream s;
+  s << x;
+  return s.str();
+}
+
+// Brings values into ranges and writes what it changed.
+class Fitter {
+ public:
+  explicit Fitter(const FitContext& ctx) : ctx_(ctx) {}
+
+  // A number outside [lo, hi] goes to the nearest bound; a non-finite one to `fallback`.
+  void range(float& v, float lo, float hi, const char* field, float fallback) {
+    const float was = v;
+    v = std::isfinite(v) ? std::clamp(v, lo, hi) : fallback;
+    if (v != was || !std::isfinite(was))
+      note(std::string(field) + " " + num(was) + " is outside " + num(lo) + ".." + num(hi) + "; using " + num(v));
+  }
+  void range(int& v, int lo, int hi, const char* field) {
+    const int was = v;
+    v = std::clamp(v, lo, hi);
+    if (v != was)
+      note(std::string(field) + " " + std::to_string(was) + " is outside " + std::to_string(lo) + ".." +
+           std::to_string(hi) + "; using " + std::to_string(v));
+  }
+  // An index into something the model has `count` of; -1 (the mean) always fits.
+  void model_index(int& v, int count, const char* what) {
+    if (v >= -1 && v < count) return;
+    note(std::string(what) + " " + std::to_string(v) + " is not in " + model_name() + " (" + std::to_string(count) +
+         " " + what + "s, 0.." + std::to_string(count - 1) + "); showing the mean over " + what + "s");
+    v = -1;
+  }
+  void text(std::string& s, const char* field) {
+    if (s.size() <= ui_range::kTextMax) return;
+    note(std::string(field) + " is " + std::to_string(s.size()) + " bytes long (at most " +
+         std::to_string(ui_range::kTextMax) + "); cut to that length");
+    s.resize(ui_range::kTextMax);
+  }
+  void note(const std::string& what) { notes_.push_back(ctx_.origin.empty() ? what : ctx_.origin + ": " + what); }
+  std::string model_name() const { return ctx_.model->name.empty() ? "the loaded model" : ctx_.model->name; }
+  const Config* config() const { return ctx_.model ? &ctx_.model->config : nullptr; }
+  std::vector<std::string> take() { return std::move(notes_); }
+
+ private:
+  const FitContext& ctx_;
+  std::vector<std::string> notes_;
+};
+
+void fit_sampler(SamplerSettings& s, Fitter& f) {
+  const SamplerSettings d;
+  f.range(s.temperature, ui_range::kTemperatureMin, ui_range::kTemperatureMax, "temperature", d.temperature);
+  f.range(s.top_p, ui_range::kTopPMin, ui_range::kTopPMax, "top-p", d.top_p);
+  f.range(s.repetition_penalty, ui_range::kPenaltyMin, ui_range::kPenaltyMax, "repetition penalty",
+          d.repetition_penalty);
+  const Config* c = f.config();
+  f.range(s.top_k, 0, c ? c->vocab_size : ui_range::kTopKMax, "top-k");
+}
+
+// The cache layout: its own ranges, then the model's (KVSettings::layout_for
+// says what it refuses: a window the context cannot hold, sinks >= window...).
+void fit_kv_layout(KVSettings& k, Fitter& f) {
+  int dt = static_cast<int>(k.dtype);
+  f.range(dt, 0, static_cast<int>(KVDtype::kQ4_0), "KV row format");
+  k.dtype = static_cast<KVDtype>(dt);
+  f.range(k.window, 0, ui_range::kKvWindowMax, "KV window");
+  f.range(k.sinks, 0, std::max(0, k.window - 1), "KV sinks");
+  f.range(k.block, 0, ui_range::kKvBlockMax, "KV block");
+  const Config* c = f.config();
+  if (!c) return;
+  try {
+    (void)k.layout_for(*c);
+  } catch (const Error& e) {
+    f.note(std::string("the KV cache layout does not fit ") + f.model_name() + " (" + e.what() +
+           "); using a dense f32 cache");
+    k = KVSettings();
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> fit_choices(UiState& ui, const FitContext& ctx, int* pending_step) {
+  Fitter f(ctx);
+  const Config* c = f.config();
+  f.range(ui.preset, 0, kNumPresets, "prompt preset");
+  f.text(ui.custom_prompt, "the custom prompt");
+  f.text(ui.model_dir_input, "the model folder");
+  f.text(ui.view_path, "the saved view's path");
+  f.range(ui.speed, ui_range::kSpeedMin, ui_range::kSpeedMax, "speed", UiState().speed);
+  f.range(ui.max_new, 0, c ? c->n_positions : ui_range::kMaxNewMax, "max new tokens");
+  f.range(ui.min_weight, 0.0f, ui_range::kMinWeightMax, "minimum beam weight", UiState().min_weight);
+  if (c) {
+    f.model_index(ui.layer, c->n_layer, "layer");
+    f.model_index(ui.head, c->n_head, "head");
+  } else {
+    f.range(ui.layer, -1, ui_range::kHeadsMax - 1, "layer");
+    f.range(ui.head, -1, ui_range::kHeadsMax - 1, "head");
+  }
+  fit_sampler(ui.sampler, f);
+  fit_kv_layout(ui.kv_layout, f);
+  f.range(ui.text_scale, kMinTextScale, kMaxTextScale, "text scale", 1.0f);
+  f.range(ui.kv_context, 1, ui_range::kKvContextMax, "KV calculator tokens");
+  f.range(ui.kv_dtype, 0, ui_range::kKvDtypes - 1, "KV calculator format");
+  f.range(ui.kv_selected, -1, std::numeric_limits<int>::max(), "KV calculator row");  // (the table checks its rows)
+  f.range(ui.bottom_tab, 0, ui_range::kBottomTabs - 1, "tab");
+  if (pending_step && *pending_step >= 0) {
+    // A step past what this model's context can generate: the last one it can.
+    const int last = c ? c->n_positions - 1 : (1 << 24);
+    if (*pending_step > last) {
+      f.note("step " + std::to_string(*pending_step) + " is past " + (c ? f.model_name() : std::string("the limit")) +
+             "'s context (" + std::to_string(last + 1) + " positions); showing step " + std::to_string(last));
+      *pending_step = last;
+    }
+  }
+  return f.take();
+}
+
+}  // namespace kvscope

@@ -1,0 +1,48 @@
+// The user's choices that outlive a moment (settings.json, a saved view, the
+// command line, the previous model) fitted to their ranges and to the model
+// that is loaded. Every path that restores or keeps them goes through
+// fit_choices: the settings reader (no model yet: ranges only), a view
+// restore and every model load or switch (a smaller model re-clamps what a
+// larger one allowed). A value brought back is named in the notes: the file,
+// the field, what it was and what it became.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gui_state.h"
+
+namespace kvscope {
+
+// Text scales the app accepts (View panel, saved views, settings).
+inline constexpr float kMinTextScale = 0.75f, kMaxTextScale = 2.5f;
+
+// Ranges of the restored choices (the panels' controls stay inside them).
+namespace ui_range {
+inline constexpr float kSpeedMin = 0.25f, kSpeedMax = 8.0f;  // tokens per second
+inline constexpr float kTemperatureMin = 0.05f, kTemperatureMax = 2.0f;
+inline constexpr float kTopPMin = 0.05f, kTopPMax = 1.0f;
+inline constexpr float kPenaltyMin = 1.0f, kPenaltyMax = 2.0f;
+inline constexpr int kTopKMax = 100000;  // without a model; with one, its vocabulary
+inline constexpr float kMinWeightMax = 1.0f;
+inline constexpr int kMaxNewMax = 1 << 20;  // without a model; with one, its context
+inline constexpr int kKvContextMax = 1 << 20;
+inline constexpr int kKvDtypes = 4;     // the KV calculator's fp32, fp16, int8, int4
+inline constexpr int kBottomTabs = 5;   // branches, phases, KV memory, attention heads, training
+inline constexpr int kHeadsMax = 4096;  // layers and heads without a model
+inline constexpr int kKvWindowMax = 1 << 20, kKvBlockMax = 4096;
+inline constexpr size_t kTextMax = 1 << 16;  // bytes of a restored prompt or path
+}  // namespace ui_range
+
+struct FitContext {
+  const Model* model = nullptr;  // null before one is loaded: ranges only
+  std::string origin;            // the file the values came from ("" = kept across a model switch)
+};
+
+// Fits every restored choice of `ui` (and `pending_step`, a saved view's
+// timeline step, when given) into its range and the model. Returns one
+// note per value changed, e.g. "view.json: layer 11 is not in gpt2-tiny
+// (4 layers, 0..3); showing the mean over layers". Never throws.
+std::vector<std::string> fit_choices(UiState& ui, const FitContext& ctx, int* pending_step = nullptr);
+
+}  // namespace kvscope

@@ -1,0 +1,187 @@
+// Restored choices (settings.json, saved views, the previous model's) go
+// through one check, fit_choices: every value out of its range or outside
+// the loaded model is brought back and named, with the file it came from.
+// The real load paths (the settings reader here, a view restore and model
+// switches in test_worker.cpp) all go through it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "gui_settings.h"
+#include "ui_fit.h"
+
+namespace kvscope {
+namespace {
+
+// A model's shape is all the check reads.
+Model shaped(int n_layer, int n_head, int n_embd, int n_positions, int vocab) {
+  Model m;
+  m.name = "tiny";
+  m.config.n_layer = n_layer;
+  m.config.n_head = n_head;
+  m.config.n_kv_head = n_head;
+  m.config.n_embd = n_embd;
+  m.config.n_positions = n_positions;
+  m.config.vocab_size = vocab;
+  return m;
+}
+
+bool has_note(const std::vector<std::string>& notes, const std::string& needle) {
+  for (const std::string& n : notes)
+    if (n.find(needle) != std::string::npos) return true;
+  return false;
+}
+
+std::string joined(const std::vector<std::string>& notes) {
+  std::string s;
+  for (const std::string& n : notes) s += n + "\n";
+  return s;
+}
+
+TEST(FitChoices, DefaultsAndInRangeValuesAreKeptSilently) {
+  UiState ui;
+  const Model m = shaped(4, 4, 64, 128, 512);
+  FitContext ctx{&m, "settings.json"};
+  EXPECT_TRUE(fit_choices(ui, ctx).empty());
+  ui.layer = 3;
+  ui.head = 0;
+  ui.max_new = 128;
+  ui.sampler.top_k = 512;
+  ui.kv_layout.window = 64;
+  ui.kv_layout.sinks = 4;
+  int step = 127;
+  EXPECT_TRUE(fit_choices(ui, ctx, &step).empty()) << joined(fit_choices(ui, ctx, &step));
+  EXPECT_EQ(ui.layer, 3);
+  EXPECT_EQ(step, 127);
+}
+
+TEST(FitChoices, EveryValueOutOfRangeIsBroughtBackAndNamed) {
+  UiState ui;
+  ui.preset = 7;
+  ui.speed = std::numeric_limits<float>::quiet_NaN();
+  ui.max_new = -5;
+  ui.min_weight = 3.0f;
+  ui.layer = -7;
+  ui.head = 99999;
+  ui.sampler.temperature = std::numeric_limits<float>::infinity();
+  ui.sampler.top_p = 0.0f;
+  ui.sampler.repetition_penalty = 0.5f;
+  ui.sampler.top_k = -3;
+  ui.text_scale = 40.0f;
+  ui.kv_context = 0;
+  ui.kv_dtype = 9;
+  ui.kv_selected = -40;
+  ui.bottom_tab = -1;
+  ui.kv_layout.dtype = static_cast<KVDtype>(17);
+  ui.kv_layout.window = -2;
+  ui.kv_layout.sinks = 8;
+  ui.kv_layout.block = 1 << 30;
+  ui.custom_prompt.assign((1 << 16) + 5, 'x');
+  const std::vector<std::string> notes = fit_choices(ui, FitContext{nullptr, "s.json"});
+  for (const char* field : {"prompt preset",
+                            "speed",
+                            "max new tokens",
+                            "minimum beam weight",
+                            "layer",
+                            "head",
+                            "temperature",
+                            "top-p",
+                            "repetition penalty",
+                            "top-k",
+                            "text scale",
+                            "KV calculator tokens",
+                            "KV calculator format",
+                            "KV calculator row",
+                            "tab",
+                            "KV row format",
+                            "KV window",
+                            "KV sinks",
+                            "KV block",
+                            "custom prompt"}) {
+    EXPECT_TRUE(has_note(notes, field)) << field << " not named in:\n" << joined(notes);
+  }
+  for (const std::string& n : notes) EXPECT_EQ(n.rfind("s.json: ", 0), 0u) << n;
+  EXPECT_EQ(ui.preset, kNumPresets);
+  EXPECT_EQ(ui.speed, UiState().speed);  // not a number: the default
+  EXPECT_EQ(ui.max_new, 0);
+  EXPECT_EQ(ui.min_weight, 1.0f);
+  EXPECT_EQ(ui.layer, -1);
+  EXPECT_EQ(ui.head, ui_range::kHeadsMax - 1);
+  EXPECT_EQ(ui.sampler.temperature, SamplerSettings().temperature);
+  EXPECT_EQ(ui.sampler.top_p, ui_range::kTopPMin);
+  EXPECT_EQ(ui.sampler.repetition_penalty, 1.0f);
+  EXPECT_EQ(ui.sampler.top_k, 0);
+  EXPECT_EQ(ui.text_scale, kMaxTextScale);
+  EXPECT_EQ(ui.kv_context, 1);
+  EXPECT_EQ(ui.kv_dtype, 3);
+  EXPECT_EQ(ui.kv_selected, -1);
+  EXPECT_EQ(ui.bottom_tab, 0);
+  EXPECT_EQ(ui.kv_layout.dtype, KVDtype::kQ4_0);
+  EXPECT_EQ(ui.kv_layout.window, 0);
+  EXPECT_EQ(ui.kv_layout.sinks, 0);
+  EXPECT_EQ(ui.kv_layout.block, ui_range::kKvBlockMax);
+  EXPECT_EQ(ui.custom_prompt.size(), ui_range::kTextMax);
+  // Fitted values fit: a second pass changes nothing.
+  EXPECT_TRUE(fit_choices(ui, FitContext{nullptr, "s.json"}).empty());
+}
+
+TEST(FitChoices, ASmallerModelReclampsWhatALargerOneAllowed) {
+  // Chosen with a 12-layer, 12-head, 1024-position model with a 50257-token
+  // vocabulary; then a 2-layer, 2-head, 48-dimensional model with 64 positions.
+  UiState ui;
+  ui.layer = 11;
+  ui.head = 5;
+  ui.max_new = 1000;
+  ui.sampler.top_k = 40000;
+  ui.kv_layout.dtype = KVDtype::kQ8_0;  // 48-wide K/V rows are not whole 32-value blocks
+  int step = 900;
+  const Model big = shaped(12, 12, 768, 1024, 50257);
+  EXPECT_TRUE(fit_choices(ui, FitContext{&big, ""}, &step).empty());
+  const Model small = shaped(2, 2, 48, 64, 300);
+  const std::vector<std::string> notes = fit_choices(ui, FitContext{&small, "lesson.json"}, &step);
+  EXPECT_EQ(ui.layer, -1);
+  EXPECT_EQ(ui.head, -1);
+  EXPECT_EQ(ui.max_new, 64);
+  EXPECT_EQ(ui.sampler.top_k, 300);
+  EXPECT_EQ(ui.kv_layout, KVSettings());
+  EXPECT_EQ(step, 63);
+  EXPECT_TRUE(has_note(notes, "lesson.json: layer 11 is not in tiny (2 layers, 0..1)")) << joined(notes);
+  EXPECT_TRUE(has_note(notes, "head 5 is not in tiny")) << joined(notes);
+  EXPECT_TRUE(has_note(notes, "max new tokens 1000")) << joined(notes);
+  EXPECT_TRUE(has_note(notes, "top-k 40000")) << joined(notes);
+  EXPECT_TRUE(has_note(notes, "KV cache layout does not fit tiny")) << joined(notes);
+  EXPECT_TRUE(has_note(notes, "step 900")) << joined(notes);
+}
+
+TEST(FitChoices, TheSettingsReaderFitsAndNamesTheFileAndFields) {
+  nlohmann::json j = {
+      {"speed", 100.0}, {"max_new", -4},      {"layer", 4095},      {"head", -9},       {"temperature", 1e30},
+      {"top_k", -1},    {"top_p", 7.0},       {"text_scale", 0.01}, {"kv_dtype", 12},   {"bottom_tab", 99},
+      {"preset", -3},   {"min_weight", -1.0}, {"window_width", 5},  {"kv_context", -1}, {"repetition_penalty", 9.0}};
+  UiState ui;
+  WindowSettings win;
+  std::string err;
+  EXPECT_FALSE(settings_from_json(j.dump(), "/cfg/settings.json", ui, win, err));
+  for (const char* needle :
+       {"/cfg/settings.json: speed 100 is outside 0.25..8; using 8", "max new tokens -4", "head -9",
+        "temperature 1e+30", "top-k -1", "top-p 7", "text scale 0.01", "KV calculator format 12", "tab 99",
+        "prompt preset -3", "minimum beam weight -1", "KV calculator tokens -1", "repetition penalty 9"})
+    EXPECT_NE(err.find(needle), std::string::npos) << needle << " not in:\n" << err;
+  EXPECT_EQ(ui.speed, 8.0f);
+  EXPECT_EQ(ui.layer, 4095);  // a layer this high may exist: the model decides once it has loaded
+  EXPECT_EQ(ui.head, -1);
+  EXPECT_EQ(win.width, 640);
+  // A file kvscope wrote reads back with nothing to say.
+  const std::string path = testing::TempDir() + "/fit_settings.json";
+  ASSERT_TRUE(save_settings(path, ui, win, err)) << err;
+  UiState again;
+  WindowSettings win2;
+  std::string err2;
+  EXPECT_TRUE(load_settings(path, again, win2, err2)) << err2;
+  EXPECT_EQ(again.speed, 8.0f);
+}
+
+}  // namespace
+}  // namespace kvscope
