@@ -4,8 +4,10 @@
 // checked (file, tensor, expected, actual) before any data is read; then each
 // tensor is read from its file straight into the buffer it is kept in.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -109,7 +111,7 @@ struct WeightFiles {
   std::string index;                       // the index's path, if sharded
 };
 
-WeightFiles find_weight_files(const std::string& dir) {
+WeightFiles find_weight_files(const std::string& dir, const std::atomic<bool>* cancel) {
   WeightFiles wf;
   const fs::path single = fs::path(dir) / "model.safetensors";
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
@@ -133,7 +135,7 @@ WeightFiles find_weight_files(const std::string& dir) {
   wf.index = index.string();
   json j;
   try {
-    j = json::parse(read_regular_file(wf.index, "model.safetensors.index.json"));
+    j = json::parse(read_regular_file(wf.index, "model.safetensors.index.json", cancel));
   } catch (const json::exception& e) {
     throw Error(wf.index + ": not valid JSON (" + e.what() + ")");
   }
@@ -164,17 +166,18 @@ StoredType stored_type(const std::string& dtype) {
   return dtype == "F16" ? StoredType::kF16 : dtype == "BF16" ? StoredType::kBF16 : StoredType::kF32;
 }
 
-void read_matrix(const SafeTensors& st, const std::string& name, const TensorInfo& info, StoredMatrix& m) {
+void read_matrix(const SafeTensors& st, const std::string& name, const TensorInfo& info, StoredMatrix& m,
+                 const std::function<void(uint64_t)>& on_chunk) {
   m.type = stored_type(info.dtype);
   m.rows = info.shape[0];
   m.cols = info.shape[1];
   const size_t n = static_cast<size_t>(m.rows * m.cols);
   if (m.type == StoredType::kF32) {
     m.f32.resize(n);
-    st.read_raw(name, m.f32.data());
+    st.read_raw(name, m.f32.data(), on_chunk);
   } else {
     m.half.resize(n);
-    st.read_raw(name, m.half.data());
+    st.read_raw(name, m.half.data(), on_chunk);
   }
 }
 
@@ -182,9 +185,18 @@ void read_matrix(const SafeTensors& st, const std::string& name, const TensorInf
 
 LlamaLoadResult load_llama_weights(const std::string& dir, const Config& c, const LoadControl& control) {
   LlamaLoadResult r;
-  const WeightFiles wf = find_weight_files(dir);
+  // The cancel flag reaches every read (the index, each shard's header, each
+  // 16 MiB chunk of a tensor): closing the window never waits for a shard.
+  auto check_cancel = [&] {
+    if (control.cancel && control.cancel->load()) throw Error(dir + ": loading cancelled");
+  };
+  check_cancel();
+  const WeightFiles wf = find_weight_files(dir, control.cancel);
   std::map<std::string, SafeTensors> headers;
-  for (const std::string& f : wf.files) headers.emplace(f, SafeTensors::open_header(f));
+  for (const std::string& f : wf.files) {
+    check_cancel();
+    headers.emplace(f, SafeTensors::open_header(f, control.cancel));
+  }
   auto file_of = [&](const std::string& tensor) -> const std::string* {
     if (wf.map.empty()) return &wf.files[0];
     auto it = wf.map.find(tensor);
@@ -236,20 +248,24 @@ LlamaLoadResult load_llama_weights(const std::string& dir, const Config& c, cons
   }
 
   uint64_t done = 0;
-  for (const Wanted& t : wanted) {
-    if (control.cancel && control.cancel->load()) throw Error(dir + ": loading cancelled");
-    const SafeTensors& st = headers.at(*file_of(t.name));
-    const TensorInfo& info = st.tensors().at(t.name);
-    if (t.matrix) {
-      read_matrix(st, t.name, info, *t.matrix);
-    } else {
-      *t.vec = st.to_f32(t.name);
-    }
-    done += info.end - info.begin;
+  auto progress = [&](uint64_t bytes) {
+    done += bytes;
     if (control.on_progress && total_bytes) {
       control.on_progress(static_cast<float>(static_cast<double>(done) / static_cast<double>(total_bytes)));
     }
+  };
+  for (const Wanted& t : wanted) {
+    check_cancel();
+    const SafeTensors& st = headers.at(*file_of(t.name));
+    const TensorInfo& info = st.tensors().at(t.name);
+    if (t.matrix) {
+      read_matrix(st, t.name, info, *t.matrix, progress);  // progress per chunk
+    } else {
+      *t.vec = st.to_f32(t.name);  // a vector: one small read
+      progress(info.end - info.begin);
+    }
   }
+  check_cancel();
   return r;
 }
 

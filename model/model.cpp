@@ -184,10 +184,11 @@ void load_llama(const std::string& dir, Model& m, const LoadControl& control) {
   if (!fs::exists(tok_path, ec)) {
     throw Error(tok_path + ": missing (a " + m.config.model_type + " folder needs its tokenizer.json)");
   }
-  LlamaLoadResult r = load_llama_weights(dir, m.config, control);
+  LlamaLoadResult r = load_llama_weights(dir, m.config, control);  // checks `control.cancel` first
   m.llama = std::move(r.weights);
   m.n_params = r.n_params;
   m.stored_dtype = r.stored_dtype;
+  if (control.cancel && control.cancel->load()) throw Error(dir + ": loading cancelled");
   m.tokenizer = Tokenizer::load(dir);
   if (m.tokenizer.vocab_size() > m.config.vocab_size) {
     throw Error(tok_path + ": " + std::to_string(m.tokenizer.vocab_size()) +

@@ -123,7 +123,7 @@ SafeTensors SafeTensors::from_bytes(std::string bytes, const std::string& origin
   return st;
 }
 
-SafeTensors SafeTensors::open_header(const std::string& path) {
+SafeTensors SafeTensors::open_header(const std::string& path, const std::atomic<bool>* cancel) {
   require_regular_file(path, "a .safetensors file");
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) throw Error(path + ": cannot open (expected a .safetensors file)");
@@ -140,6 +140,7 @@ SafeTensors SafeTensors::open_header(const std::string& path) {
   SafeTensors st;
   st.origin_ = path;
   st.path_ = path;
+  st.cancel_ = cancel;
   st.tensors_ = parse_safetensors_header(header.data(), header_len, static_cast<uint64_t>(size), path);
   st.data_offset_ = 8 + header_len;
   return st;
@@ -218,7 +219,7 @@ std::map<std::string, TensorInfo> parse_safetensors_header(const char* text, uin
   return tensors;
 }
 
-void SafeTensors::read_raw(const std::string& name, void* dst) const {
+void SafeTensors::read_raw(const std::string& name, void* dst, const std::function<void(uint64_t)>& on_chunk) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) throw Error(origin_ + ": missing tensor \"" + name + "\"");
   const TensorInfo& t = it->second;
@@ -230,9 +231,18 @@ void SafeTensors::read_raw(const std::string& name, void* dst) const {
   }
   std::ifstream f(path_, std::ios::binary);
   f.seekg(static_cast<std::streamoff>(data_offset_ + t.begin));
-  if (!f || !f.read(static_cast<char*>(dst), static_cast<std::streamsize>(nbytes))) {
-    throw Error(origin_ + ": tensor \"" + name + "\": read error (" + std::to_string(nbytes) + " bytes at offset " +
-                std::to_string(data_offset_ + t.begin) + ")");
+  // In chunks, so a cancelled load stops within one chunk of a multi-GB tensor.
+  constexpr uint64_t kChunk = uint64_t{16} << 20;
+  char* out = static_cast<char*>(dst);
+  for (uint64_t done = 0; done < nbytes;) {
+    if (cancel_ && cancel_->load()) throw Error(origin_ + ": loading cancelled");
+    const uint64_t n = std::min(kChunk, nbytes - done);
+    if (!f || !f.read(out + done, static_cast<std::streamsize>(n))) {
+      throw Error(origin_ + ": tensor \"" + name + "\": read error (" + std::to_string(nbytes) + " bytes at offset " +
+                  std::to_string(data_offset_ + t.begin) + ")");
+    }
+    done += n;
+    if (on_chunk) on_chunk(n);
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -25,22 +26,25 @@ class SafeTensors {
   static SafeTensors from_bytes(std::string bytes, const std::string& origin);
   // Reads only the header (validated as above against the file's size);
   // tensors are then read from the file one at a time (read_raw), so a
-  // multi-GB checkpoint never sits in memory twice.
-  static SafeTensors open_header(const std::string& path);
+  // multi-GB checkpoint never sits in memory twice. Once `cancel` is set,
+  // reads stop at the next 16 MiB chunk with "loading cancelled".
+  static SafeTensors open_header(const std::string& path, const std::atomic<bool>* cancel = nullptr);
 
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
   bool has(const std::string& name) const { return tensors_.count(name) != 0; }
   // Converts tensor `name` (F32/F16/BF16) to f32, row-major as stored.
   std::vector<float> to_f32(const std::string& name) const;
-  // The tensor's bytes as stored (little-endian), into dst (end - begin bytes).
-  void read_raw(const std::string& name, void* dst) const;
+  // The tensor's bytes as stored (little-endian), into dst (end - begin
+  // bytes); `on_chunk` is told the bytes of each chunk read (progress).
+  void read_raw(const std::string& name, void* dst, const std::function<void(uint64_t)>& on_chunk = {}) const;
   const std::string& origin() const { return origin_; }
 
  private:
   std::string origin_;
-  std::string bytes_;         // whole file (empty after open_header: read from path_)
-  std::string path_;          // set by open_header
-  uint64_t data_offset_ = 0;  // 8 + header length
+  std::string bytes_;                          // whole file (empty after open_header: read from path_)
+  std::string path_;                           // set by open_header
+  const std::atomic<bool>* cancel_ = nullptr;  // open_header's
+  uint64_t data_offset_ = 0;                   // 8 + header length
   std::map<std::string, TensorInfo> tensors_;
 };
 

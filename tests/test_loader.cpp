@@ -39,6 +39,62 @@ TEST(Loader, CancelThrowsClearError) {
   }
 }
 
+// A sharded Llama-family checkpoint whose embedding is 64 MiB (four 16 MiB
+// chunks), made once per build folder.
+std::string big_sharded_llama() {
+  const fs::path dir = fs::path(KVSCOPE_BUILD_DIR) / "test-data" / "sharded-64mib";
+  if (!fs::exists(dir / "model.safetensors.index.json")) {
+    fs::create_directories(dir.parent_path());
+    testutil::run_numpy_ref("make --out " + testutil::shell_quote(dir.string()) +
+                                " --vocab 65536 --embd 256 --heads 4 --kv-heads 2 --layers 1 --inner 64 --ctx 16"
+                                " --shards 2 --synthetic-vocab",
+                            (dir.parent_path() / "sharded-64mib.log").string(),
+                            std::string(KVSCOPE_SOURCE_DIR) + "/tools/numpy_ref_llama.py");
+  }
+  return dir.string();
+}
+
+TEST(Loader, ShardedLlamaLoadReportsProgressWithinATensorAndStopsWithinAChunkWhenCancelled) {
+  const std::string dir = big_sharded_llama();
+  // Progress moves inside the embedding, not only between tensors.
+  std::vector<float> seen;
+  LoadControl ctl;
+  ctl.on_progress = [&](float p) { seen.push_back(p); };
+  const auto m = load_model(dir, ctl);
+  ASSERT_EQ(m->config.vocab_size, 65536);
+  ASSERT_GE(seen.size(), 5u);
+  EXPECT_LT(seen.front(), 0.3f);  // after the first 16 MiB of the 64 MiB embedding
+  EXPECT_NEAR(seen.back(), 1.0f, 1e-6);
+
+  // Cancelled at the first progress report (the window closing mid-load):
+  // no further chunk is read, and the error says the load was cancelled.
+  std::atomic<bool> cancel{false};
+  int reports_after_cancel = 0;
+  ctl.cancel = &cancel;
+  ctl.on_progress = [&](float) {
+    if (cancel.load()) ++reports_after_cancel;
+    cancel = true;
+  };
+  try {
+    load_model(dir, ctl);
+    FAIL() << "expected cancellation";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("loading cancelled"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(reports_after_cancel, 0);
+
+  // Set before the load: nothing is read at all, not even the index.
+  cancel = true;
+  ctl.on_progress = [&](float) { ++reports_after_cancel; };
+  try {
+    load_model(dir, ctl);
+    FAIL() << "expected cancellation";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(dir + ": loading cancelled"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(reports_after_cancel, 0);
+}
+
 TEST(Loader, RefusesWhatDoesNotFitInMemory) {
   ASSERT_GT(available_memory_bytes(), 0u);
   const fs::path dir = fs::path(KVSCOPE_BUILD_DIR) / "test-data" / "too-big";
