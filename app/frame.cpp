@@ -38,7 +38,7 @@ FrameSpec frame_spec(const Session& s, float anim, int hover_pos) {
     f.anim = spec_stage_anim(static_cast<int>(ui.spec_stage));
   if (snap.timeline_size() == 0)
     f.message = snap.loading_model ? "loading the model\xE2\x80\xA6"
-                : !snap.model      ? "no model: load a GPT-2 folder in the Model panel"
+                : !snap.model      ? "no model: open a model folder (GPT-2, Llama, Mistral, Qwen2) in the Model panel"
                                    : "paused before the first step: \xE2\x86\x92 or Space runs the prefill";
   return f;
 }
@@ -100,8 +100,9 @@ void draw_frame_text(ImDrawList* dl, const ComposedFrame& fr, const FrameSpec& f
   if (!f.message.empty()) {
     const ImVec2 ts =
         fonts.banner->CalcTextSizeA(fonts.banner->FontSize, size.x * 0.9f, size.x * 0.9f, f.message.c_str());
+    // Below the middle: the error panel (panel_errors) sits above it.
     dl->AddText(fonts.banner, fonts.banner->FontSize,
-                ImVec2(origin.x + std::max(0.0f, (size.x - ts.x) * 0.5f), origin.y + size.y * 0.45f),
+                ImVec2(origin.x + std::max(0.0f, (size.x - ts.x) * 0.5f), origin.y + size.y * 0.62f),
                 IM_COL32(200, 210, 230, 255), f.message.c_str(), nullptr, size.x * 0.9f);
   }
 }

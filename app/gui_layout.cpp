@@ -66,13 +66,19 @@ float right_sidebar(const Snapshot& snap, UiState& ui, float W, float H, Command
   float w = 0;
   if (ImGui::Begin("Inspect", nullptr, kDocked | ImGuiWindowFlags_NoResize)) {
     fold_button("fold \xE2\x96\xB6", ui.right_open);
+    // Without a model the Model panel is what is needed: first, and open.
+    const bool no_model = !snap.model && !snap.loading_model;
+    if (no_model) {
+      ImGui::SetNextItemOpen(true, ImGuiCond_Always);
+      if (ImGui::CollapsingHeader("Model")) append(cmds, panel_model(snap, ui));
+    }
     if (ImGui::CollapsingHeader("Attention", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_attention(snap, ui));
     if (ui.qkv_open) ImGui::SetNextItemOpen(true, ImGuiCond_Always);
     ui.qkv_open = false;
     if (ImGui::CollapsingHeader("Q\xC2\xB7K\xC2\xB7V inspector")) append(cmds, panel_qkv(snap, ui));
     if (ImGui::CollapsingHeader("Next token", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_next_token(snap, ui));
     if (ImGui::CollapsingHeader("View", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_view(snap, ui));
-    if (ImGui::CollapsingHeader("Model")) append(cmds, panel_model(snap, ui));
+    if (!no_model && ImGui::CollapsingHeader("Model")) append(cmds, panel_model(snap, ui));
   }
   w = ImGui::GetWindowWidth();
   ImGui::End();

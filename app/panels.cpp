@@ -380,10 +380,10 @@ Commands panel_model(const Snapshot& snap, UiState& ui) {
   } else {
     ImGui::TextColored(v4(palette::kRecomputed), "no model loaded");
   }
-  ImGui::TextUnformatted("Load another GPT-2 folder:");
+  ImGui::TextUnformatted("Load a model folder (GPT-2, Llama, Mistral, Qwen2):");
   ImGui::SetNextItemWidth(-60);
   const bool enter =
-      ImGui::InputTextWithHint("##dir", "/path/to/gpt2", &ui.model_dir_input, ImGuiInputTextFlags_EnterReturnsTrue);
+      ImGui::InputTextWithHint("##dir", "/path/to/model", &ui.model_dir_input, ImGuiInputTextFlags_EnterReturnsTrue);
   ImGui::SameLine();
   ImGui::BeginDisabled(snap.loading_model || ui.model_dir_input.empty());
   if (ImGui::Button("Load", ImVec2(-1, 0)) || (enter && !ui.model_dir_input.empty()))
