@@ -406,14 +406,16 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   GuiOptions gui;
   app.add_option("--model", gui.model_dir,
                  "Model folder: GPT-2 (config.json, model.safetensors, vocab.json, merges.txt) or Llama/Mistral/Qwen2 "
-                 "(config.json, model.safetensors or shards, tokenizer.json)");
+                 "(config.json, model.safetensors or shards, tokenizer.json)")
+      ->check(non_empty("a model folder"));
   app.add_option("--prompt", gui.prompt, "Prompt to start with (default: the first preset)")
       ->check(non_empty("some text to continue"));
   app.add_flag("--no-cache", gui.no_cache, "Start in NO CACHE mode");
   app.add_option("--max-new", gui.max_new, "New tokens per generation")->check(int_in(1, 1 << 20));
   app.add_option("--demo-frames", gui.demo_frames, "Run a scripted demo for N frames, then exit (smoke tests)")
       ->check(int_in(0, 1 << 24));
-  app.add_option("--screenshot", gui.screenshot, "With --demo-frames: save the last frame to this PNG");
+  app.add_option("--screenshot", gui.screenshot, "With --demo-frames: save the last frame to this PNG")
+      ->check(non_empty("a PNG file name"));
   app.add_option("--soak-rounds", gui.soak_rounds,
                  "Generate to the full context, switch the cache mode and reset, N times; report resident memory "
                  "and GL objects, exit 1 on growth (scripts/soak.sh)")
@@ -421,7 +423,8 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
 
   GenerateArgs g;
   auto* gen = app.add_subcommand("generate", "Generate text (no display needed)");
-  gen->add_option("--model", g.model, "Model folder, GPT-2 or Llama/Mistral/Qwen2 (default: the embedded model)");
+  gen->add_option("--model", g.model, "Model folder, GPT-2 or Llama/Mistral/Qwen2 (default: the embedded model)")
+      ->check(non_empty("a model folder"));
   gen->add_option("--prompt", g.prompt, "Text to continue")->required()->check(non_empty("some text to continue"));
   gen->add_option("--max-new", g.max_new, "Maximum new tokens")->check(int_in(1, 1 << 20));
   auto* greedy = gen->add_flag("--greedy", g.greedy, "Pick the most likely token (default)");
@@ -448,7 +451,8 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   auto* lpen = gen->add_option("--length-penalty", dec.length_penalty,
                                "Beam score = sum log p / (generated length)^L (default 1.0)")
                    ->check(real_in(-100, 100));
-  auto* draft = gen->add_option("--draft", dec.draft, "Speculative decoding with this draft model folder");
+  auto* draft = gen->add_option("--draft", dec.draft, "Speculative decoding with this draft model folder")
+                    ->check(non_empty("a draft model folder"));
   auto* spec =
       gen->add_option("--speculate", dec.speculate, "Tokens the draft proposes per iteration (1-16, default 4)")
           ->check(int_in(1, 16));
@@ -456,14 +460,16 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   std::string tok_model, tok_text;
   bool tok_json = false;
   auto* tokc = app.add_subcommand("tokenize", "Show the token ids and pieces of a text");
-  tokc->add_option("--model", tok_model, "Folder with tokenizer.json, or vocab.json and merges.txt");
+  tokc->add_option("--model", tok_model, "Folder with tokenizer.json, or vocab.json and merges.txt")
+      ->check(non_empty("a model folder"));
   tokc->add_option("--text", tok_text, "Text to tokenize")->required();
   tokc->add_flag("--json", tok_json, "Print {\"ids\":[...],\"pieces\":[...]}");
 
   std::string ins_model;
   bool ins_json = false;
   auto* ins = app.add_subcommand("inspect", "Architecture, parameters, KV bytes per token, FLOPs per step");
-  ins->add_option("--model", ins_model, "Model folder (GPT-2, Llama, Mistral, Qwen2)");
+  ins->add_option("--model", ins_model, "Model folder (GPT-2, Llama, Mistral, Qwen2)")
+      ->check(non_empty("a model folder"));
   ins->add_flag("--json", ins_json, "Print JSON");
 
   std::string bench_model;
@@ -471,7 +477,8 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   int bench_reps = 3;
   bool bench_json = false;
   auto* bench = app.add_subcommand("bench", "Prefill and decode speed in both modes at several lengths");
-  bench->add_option("--model", bench_model, "Model folder (GPT-2, Llama, Mistral, Qwen2)");
+  bench->add_option("--model", bench_model, "Model folder (GPT-2, Llama, Mistral, Qwen2)")
+      ->check(non_empty("a model folder"));
   bench
       ->add_option("--lengths", bench_lengths,
                    "Sequence lengths, each 2..the model's context (default 16 64 128 256 512 1024, those that fit)")
@@ -485,19 +492,24 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   KVFlags ev_kv;
   auto* evc = app.add_subcommand(
       "eval", "Score a UTF-8 text: NLL/token, perplexity, bits/byte (vs dense f32 for other KV layouts)");
-  evc->add_option("--file", ev.file, "UTF-8 text to score (documents separated by <|endoftext|>)")->required();
-  evc->add_option("--model", ev.model, "GPT-2 folder (default: the embedded model)");
+  evc->add_option("--file", ev.file, "UTF-8 text to score (documents separated by <|endoftext|>)")
+      ->required()
+      ->check(non_empty("a text file"));
+  evc->add_option("--model", ev.model, "GPT-2 folder (default: the embedded model)")
+      ->check(non_empty("a model folder"));
   evc->add_flag("--json", ev.json, "Print JSON");
   add_kv_flags(evc, ev_kv);
 
   RenderOptions ro;
   std::string layer = "mean", head = "mean";
   auto* render = app.add_subcommand("render", "Render the 3D view to PNG without a window");
-  render->add_option("--model", ro.model_dir, "Model folder (GPT-2, Llama, Mistral, Qwen2)");
+  render->add_option("--model", ro.model_dir, "Model folder (GPT-2, Llama, Mistral, Qwen2)")
+      ->check(non_empty("a model folder"));
   render->add_option("--prompt", ro.prompt, "Prompt")->required()->check(non_empty("some text to continue"));
   render->add_option("--steps", ro.steps, "Forwards to run (the prefill is the first)")->check(int_in(1, 1 << 20));
-  render->add_option("--out", ro.out, "PNG of the last step");
-  render->add_option("--frames", ro.frames_dir, "Write one PNG per step into this folder");
+  render->add_option("--out", ro.out, "PNG of the last step")->check(non_empty("a PNG file name"));
+  render->add_option("--frames", ro.frames_dir, "Write one PNG per step into this folder")
+      ->check(non_empty("a folder"));
   render->add_option("--width", ro.width, "Image width (also at most what the OpenGL driver allows)")
       ->check(int_in(64, 8192));
   render->add_option("--height", ro.height, "Image height (also at most what the OpenGL driver allows)")
@@ -509,12 +521,14 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   render->add_option("--head", head, "Head whose attention the beams show (0..heads-1), or mean");
   render->add_flag("--bench", ro.bench, "Report frame times at full context with every beam (no PNG)");
   render->add_option("--video", ro.video, "Write an MP4 of the generation (pipes frames to ffmpeg)")
+      ->check(non_empty("an MP4 file name"))
       ->check(not_an_option());
   render->add_flag("--presentation", ro.presentation, "Presentation mode: compact HUD");
   render->add_flag("--heatmaps", ro.heatmaps, "Draw the attention heatmap grid (one per layer and head)");
   auto* rbeams = render->add_option("--beams", ro.beams, "Draw beam search with N beams as a tree (--steps = max new)")
                      ->check(int_in(1, 8));
-  auto* rdraft = render->add_option("--draft", ro.draft, "Draw speculative decoding with this draft model folder");
+  auto* rdraft = render->add_option("--draft", ro.draft, "Draw speculative decoding with this draft model folder")
+                     ->check(non_empty("a draft model folder"));
   render->add_option("--speculate", ro.speculate, "Tokens drafted per iteration with --draft (1-16)")
       ->check(int_in(1, 16));
   float rtemp = 0;

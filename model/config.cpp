@@ -43,6 +43,13 @@ double get_positive(const json& j, const std::string& origin, const char* key, d
   return x;
 }
 
+// A string field (absent or null: `fallback`).
+std::string get_string(const json& j, const std::string& origin, const char* key, const std::string& fallback) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_string()) throw Error(origin + ": field \"" + key + "\" must be a string, got " + j[key].dump());
+  return j[key].get<std::string>();
+}
+
 bool get_bool(const json& j, const std::string& origin, const char* key, bool fallback) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
   if (!j[key].is_boolean()) throw Error(origin + ": field \"" + key + "\" must be true or false, got " + j[key].dump());
@@ -80,8 +87,9 @@ void parse_rope_scaling(const json& j, const std::string& origin, Config& c) {
   if (!r.is_object()) throw Error(where + " must be an object or null, got " + r.dump());
   std::string type;
   for (const char* key : {"rope_type", "type"}) {
-    if (type.empty() && r.contains(key) && r[key].is_string()) type = r[key].get<std::string>();
+    if (type.empty()) type = get_string(r, where, key, "");
   }
+  if (type.empty()) throw Error(where + ": missing \"rope_type\" (expected default, linear or llama3)");
   if (type == "default") return;
   if (type != "llama3" && type != "linear") {
     throw Error(where + ": rope_type \"" + type + "\" is not supported (supported: default, linear, llama3)");
@@ -146,7 +154,7 @@ Config parse_llama(const json& j, const std::string& origin, const std::string& 
   if (c.head_dim() % 2 != 0) {
     throw Error(origin + ": the head width " + std::to_string(c.head_dim()) + " must be even (RoPE rotates pairs)");
   }
-  const std::string act = j.value("hidden_act", std::string("silu"));
+  const std::string act = get_string(j, origin, "hidden_act", "silu");
   if (act != "silu") throw Error(origin + ": hidden_act \"" + act + "\" is not supported (expected \"silu\")");
   if (get_bool(j, origin, "mlp_bias", false)) throw Error(origin + ": mlp_bias: true is not supported");
   c.qkv_bias = type == "qwen2" || get_bool(j, origin, "attention_bias", false);
@@ -171,7 +179,9 @@ Config parse_llama(const json& j, const std::string& origin, const std::string& 
 
 }  // namespace
 
-Config parse_config(const std::string& json_text, const std::string& origin) {
+// (A field of an unexpected JSON type is reported naming the file, like every
+// other error, not as a JSON library message.)
+Config parse_config(const std::string& json_text, const std::string& origin) try {
   json j;
   try {
     j = json::parse(json_text);
@@ -229,6 +239,8 @@ Config parse_config(const std::string& json_text, const std::string& origin) {
   c.max_position_embeddings = c.n_positions;
   if (c.eos_token_ids.empty() && c.eos_token_id >= 0) c.eos_token_ids = {c.eos_token_id};
   return c;
+} catch (const nlohmann::json::exception& e) {
+  throw Error(origin + ": a field has an unexpected type or value (" + e.what() + ")");
 }
 
 Config load_config(const std::string& path) {

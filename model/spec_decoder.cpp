@@ -2,22 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
-#include <sstream>
 
 #include "error.h"
 
 namespace kvscope {
 namespace {
-
-// The bytes of dir/name, or "" with `ok` false when it cannot be read.
-std::string slurp(const std::string& path, bool& ok) {
-  std::ifstream f(path, std::ios::binary);
-  ok = static_cast<bool>(f);
-  std::ostringstream s;
-  if (ok) s << f.rdbuf();
-  return s.str();
-}
 
 // Positions held by the cache's one sequence (0 before its first forward).
 int held(const KVCache& c) {
@@ -31,14 +20,22 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 void check_same_tokenizer(const Model& target, const Model& draft) {
-  for (const char* f : {"vocab.json", "merges.txt"}) {
-    bool ok_t = false, ok_d = false;
-    const std::string a = slurp(target.dir + "/" + f, ok_t);
-    const std::string b = slurp(draft.dir + "/" + f, ok_d);
-    if (!ok_t || !ok_d || a != b) {
-      throw Error("--draft: the draft " + draft.dir + " and the target " + target.dir +
-                  " must share a tokenizer, but their " + f + (ok_t && ok_d ? " differ" : " cannot both be read") +
-                  " (expected identical vocab.json and merges.txt)");
+  // The draft's ids must mean what the target's mean: the same bytes for
+  // every id, whichever files (vocab.json + merges.txt or tokenizer.json)
+  // each tokenizer was loaded from.
+  const Tokenizer& t = target.tokenizer;
+  const Tokenizer& d = draft.tokenizer;
+  const std::string both =
+      "--draft: the draft " + draft.dir + " and the target " + target.dir + " must share a tokenizer";
+  if (t.vocab_size() != d.vocab_size()) {
+    throw Error(both + ", but the draft's has " + std::to_string(d.vocab_size()) + " tokens and the target's " +
+                std::to_string(t.vocab_size()) + " (expected the same tokens for the same ids)");
+  }
+  for (int id = 0; id < t.vocab_size(); ++id) {
+    if (t.token_bytes(id) != d.token_bytes(id)) {
+      throw Error(both + ", but token " + std::to_string(id) + " is \"" + t.display_piece(id) +
+                  "\" in the target and \"" + d.display_piece(id) +
+                  "\" in the draft (expected the same tokens for the same ids)");
     }
   }
   if (target.config.vocab_size != draft.config.vocab_size) {

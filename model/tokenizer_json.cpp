@@ -127,7 +127,9 @@ int template_bos(const json& pp, const std::string& where) {
 
 }  // namespace
 
-Tokenizer Tokenizer::from_tokenizer_json(const std::string& json_text, const std::string& origin) {
+// (A field of an unexpected JSON type anywhere below is reported naming the
+// file, like every other error, not as a JSON library message.)
+Tokenizer Tokenizer::from_tokenizer_json(const std::string& json_text, const std::string& origin) try {
   json j;
   try {
     j = json::parse(json_text);
@@ -253,6 +255,8 @@ Tokenizer Tokenizer::from_tokenizer_json(const std::string& json_text, const std
   }
   tok.pipeline_ = std::move(pipe);
   return tok;
+} catch (const json::exception& e) {
+  throw Error(origin + ": a field has an unexpected type or value (" + e.what() + ")");
 }
 
 std::vector<int> Tokenizer::encode_pipeline(const std::string& raw) const {

@@ -59,6 +59,20 @@ expect 2 "--stop" "${gen[@]}" --stop ""
 expect 2 "--prompt" generate --prompt ""
 expect 2 "--prompt" --prompt ""
 expect 2 "--prompt" render --prompt "" --out "$tmp/x.png"
+# File and folder names that must not be empty (an empty --model is not the embedded model).
+for sub in generate inspect tokenize bench eval render; do
+  extra=()
+  case $sub in
+    generate) extra=(--prompt x) ;; tokenize) extra=(--text x) ;; eval) extra=(--file "$src/README.md") ;;
+    render) extra=(--prompt x --out "$tmp/x.png") ;;
+  esac
+  expect 2 "--model: empty value" $sub "${extra[@]}" --model ""
+done
+expect 2 "--model: empty value" --model ""
+expect 2 "--draft: empty value" generate --prompt x --draft ""
+expect 2 "--file: empty value" eval --file ""
+expect 2 "--screenshot: empty value" --demo-frames 1 --screenshot ""
+for flag in --out --frames --video --draft; do expect 2 "$flag: empty value" render --prompt x "$flag" ""; done
 # A video name ffmpeg would read as an option.
 expect 2 "--video" render --prompt x --video=-loglevel
 # Every flag's range is in its help.

@@ -34,9 +34,9 @@ json suite_entry(const std::string& name) {
 }
 
 // The checkpoints of numpy_ref_llama.py's SUITE (listing tests must not generate them).
-const std::vector<std::string> kSuiteNames = {
-    "llama_gqa1_f32_tied_single", "llama_gqa3_bf16_untied_sharded_llama3", "qwen2_gqa4_f32_bias_sharded",
-    "mistral_gqa4_bf16_untied_window", "llama_gqa2_f16_headdim_linear"};
+const std::vector<std::string> kSuiteNames = {"llama_gqa1_f32_tied_single", "llama_gqa3_bf16_untied_sharded_llama3",
+                                              "qwen2_gqa4_f32_bias_sharded", "mistral_gqa4_bf16_untied_window",
+                                              "llama_gqa2_f16_headdim_linear"};
 
 // Runs f, which must throw kvscope::Error whose message holds every needle.
 template <typename F>
@@ -170,6 +170,16 @@ TEST(LlamaConfig, RefusesWhatItCannotRun) {
   j = llama_config();
   j["rope_scaling"] = 8;
   expect_error([&] { parse(j); }, {"rope_scaling"});
+  // Fields of the wrong type name the file and the field (not a JSON library message).
+  j = llama_config();
+  j["rope_scaling"]["rope_type"] = 5;
+  expect_error([&] { parse(j); }, {"dir/config.json: rope_scaling", "\"rope_type\" must be a string, got 5"});
+  j = llama_config();
+  j["rope_scaling"] = {{"factor", 2.0}};
+  expect_error([&] { parse(j); }, {"dir/config.json: rope_scaling", "missing \"rope_type\""});
+  j = llama_config();
+  j["hidden_act"] = 5;
+  expect_error([&] { parse(j); }, {"dir/config.json", "\"hidden_act\" must be a string, got 5"});
   j = llama_config();
   j["eos_token_id"] = {2, 5000};
   expect_error([&] { parse(j); }, {"eos_token_id", "vocab_size"});

@@ -226,5 +226,24 @@ TEST(SpeculativeDecoding, RefusesADraftWithAnotherTokenizer) {
   }
 }
 
+// Llama-family folders carry tokenizer.json, not vocab.json: a pair that
+// shares one drafts (and writes plain greedy's tokens); a pair whose ids
+// mean other bytes is refused naming the first such id.
+TEST(SpeculativeDecoding, LlamaFamilyPairsShareATokenizerJson) {
+  const std::string suite = testutil::llama_suite_dir();
+  auto target = load_model(suite + "/llama_gqa3_bf16_untied_sharded_llama3");
+  auto draft = load_model(suite + "/llama_gqa1_f32_tied_single");
+  const std::vector<int> prompt = {1, 2, 3, 4};
+  EXPECT_EQ(spec_greedy(target, draft, prompt, 6, 3), plain_greedy(target, prompt, 6));
+  try {
+    SpeculativeDecoder d(target, load_model(assets("kvscope-tiny")));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("must share a tokenizer"), std::string::npos) << w;
+    EXPECT_NE(w.find("tokens"), std::string::npos) << w;
+  }
+}
+
 }  // namespace
 }  // namespace kvscope
