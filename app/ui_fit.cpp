@@ -89,6 +89,17 @@ void fit_kv_layout(KVSettings& k, Fitter& f) {
   }
 }
 
+// Beam search and speculative decoding (the Decoding panel; CLI ranges).
+void fit_decoding(DecodeSettings& d, Fitter& f) {
+  int mode = static_cast<int>(d.mode);
+  f.range(mode, 0, static_cast<int>(DecodeMode::kSpeculative), "decoding strategy");
+  d.mode = static_cast<DecodeMode>(mode);
+  f.range(d.beams, 1, 8, "beams");
+  f.range(d.length_penalty, -100.0f, 100.0f, "length penalty", 1.0f);
+  f.range(d.k, 1, 16, "drafted tokens K");
+  f.text(d.draft_dir, "the draft model folder");
+}
+
 }  // namespace
 
 std::vector<std::string> fit_choices(UiState& ui, const FitContext& ctx, int* pending_step) {
@@ -110,6 +121,7 @@ std::vector<std::string> fit_choices(UiState& ui, const FitContext& ctx, int* pe
   }
   fit_sampler(ui.sampler, f);
   fit_kv_layout(ui.kv_layout, f);
+  fit_decoding(ui.decoding, f);
   f.range(ui.text_scale, kMinTextScale, kMaxTextScale, "text scale", 1.0f);
   f.range(ui.kv_context, 1, ui_range::kKvContextMax, "KV calculator tokens");
   f.range(ui.kv_dtype, 0, ui_range::kKvDtypes - 1, "KV calculator format");

@@ -79,6 +79,10 @@ TEST(FitChoices, EveryValueOutOfRangeIsBroughtBackAndNamed) {
   ui.kv_layout.sinks = 8;
   ui.kv_layout.block = 1 << 30;
   ui.custom_prompt.assign((1 << 16) + 5, 'x');
+  ui.decoding.mode = static_cast<DecodeMode>(9);
+  ui.decoding.beams = 0;
+  ui.decoding.length_penalty = std::numeric_limits<float>::quiet_NaN();
+  ui.decoding.k = 99;
   const std::vector<std::string> notes = fit_choices(ui, FitContext{nullptr, "s.json"});
   for (const char* field : {"prompt preset",
                             "speed",
@@ -99,7 +103,11 @@ TEST(FitChoices, EveryValueOutOfRangeIsBroughtBackAndNamed) {
                             "KV window",
                             "KV sinks",
                             "KV block",
-                            "custom prompt"}) {
+                            "custom prompt",
+                            "decoding strategy",
+                            "beams",
+                            "length penalty",
+                            "drafted tokens K"}) {
     EXPECT_TRUE(has_note(notes, field)) << field << " not named in:\n" << joined(notes);
   }
   for (const std::string& n : notes) EXPECT_EQ(n.rfind("s.json: ", 0), 0u) << n;
@@ -123,6 +131,10 @@ TEST(FitChoices, EveryValueOutOfRangeIsBroughtBackAndNamed) {
   EXPECT_EQ(ui.kv_layout.sinks, 0);
   EXPECT_EQ(ui.kv_layout.block, ui_range::kKvBlockMax);
   EXPECT_EQ(ui.custom_prompt.size(), ui_range::kTextMax);
+  EXPECT_EQ(ui.decoding.mode, DecodeMode::kSpeculative);
+  EXPECT_EQ(ui.decoding.beams, 1);
+  EXPECT_EQ(ui.decoding.length_penalty, 1.0f);
+  EXPECT_EQ(ui.decoding.k, 16);
   // Fitted values fit: a second pass changes nothing.
   EXPECT_TRUE(fit_choices(ui, FitContext{nullptr, "s.json"}).empty());
 }
