@@ -577,10 +577,14 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
       const bool sampling = temp->count() > 0 || topk->count() > 0 || topp->count() > 0;
       if (beams->count() || lpen->count() || draft->count() || spec->count()) {
         check_decode_flags(*gen, beams->count() > 0, draft->count() > 0, lpen->count() > 0, spec->count() > 0);
-        if (!g.kv.is_default())
-          throw UsageError(
-              "--kv-window/--kv-sinks/--kv-dtype/--kv-block: not available with --beams or --draft (they "
-              "run the dense f32 cache)");
+        // Row format and pages combine with both; a window cannot: the beams'
+        // forks and the draft's rollbacks need positions it would evict.
+        if (g.kv.window > 0 || g.kv.sinks > 0)
+          throw UsageError(std::string(g.kv.window > 0 ? "--kv-window" : "--kv-sinks") + ": not available with " +
+                           (beams->count() ? "--beams" : "--draft") +
+                           " (forks and rollbacks need positions a sliding window evicts; --kv-dtype and "
+                           "--kv-block combine)");
+        dec.kv = g.kv;
         if (g.prompt.empty()) throw UsageError("--prompt is empty (expected some text to continue)");
         dec.model = g.model;
         dec.prompt = g.prompt;

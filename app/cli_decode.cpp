@@ -82,6 +82,8 @@ int cmd_generate_beams(const DecodeArgs& a) {
   opt.n_beams = a.beams;
   opt.length_penalty = a.length_penalty;
   opt.max_new = a.max_new;
+  opt.dtype = a.kv.dtype;
+  if (a.kv.block > 0) opt.block = a.kv.block;
   BeamGenerator gen(model);
   gen.start(a.prompt, opt);
   while (BeamRecordPtr r = gen.step()) {
@@ -169,6 +171,7 @@ int cmd_generate_speculative(const DecodeArgs& a) {
   opt.k = a.speculate;
   opt.max_new = a.max_new;
   opt.sampler = a.sampler;
+  opt.kv = a.kv;
   SpeculativeDecoder spec(target, draft);
   spec.start(a.prompt, opt);
   const Tokenizer& tok = target->tokenizer;
@@ -199,6 +202,7 @@ int cmd_generate_speculative(const DecodeArgs& a) {
   g.sampler = a.sampler;
   g.keep_history = false;
   g.max_prefill_attn_bytes = 0;
+  g.kv = a.kv;  // the same cache layout as the speculative run
   Generator plain(target);
   plain.start(a.prompt, g);
   double plain_decode_ms = 0;

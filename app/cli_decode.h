@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kv_cache.h"
 #include "sampler.h"
 
 namespace kvscope {
@@ -22,6 +23,9 @@ struct DecodeArgs {
   std::string draft;  // draft model folder (empty = off)
   int speculate = 4;  // K
   SamplerSettings sampler;
+  // --kv-dtype and --kv-block (beam search: block 0 = the default 16, as the
+  // beams share pages); the window is refused by the caller.
+  KVSettings kv;
 };
 
 int cmd_generate_beams(const DecodeArgs& a);

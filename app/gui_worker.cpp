@@ -239,6 +239,13 @@ void EngineWorker::on_start(const wcmd::Start& c) {
     o.n_beams = c.decoding.beams;
     o.length_penalty = c.decoding.length_penalty;
     o.max_new = c.options.max_new;
+    // The KV memory layout's row format and pages (0: the beams' default 16).
+    if (c.options.kv.window > 0 || c.options.kv.sinks > 0)
+      throw Error(
+          "beam search: the sliding window of the KV memory layout is not available with beams (a fork "
+          "needs positions the window evicts); set the window to 0");
+    o.dtype = c.options.kv.dtype;
+    if (c.options.kv.block > 0) o.block = c.options.kv.block;
     beam = std::make_unique<BeamGenerator>(model_);
     beam->start(c.prompt, o);
   } else if (c.decoding.mode == DecodeMode::kSpeculative) {
@@ -247,6 +254,7 @@ void EngineWorker::on_start(const wcmd::Start& c) {
     o.max_new = c.options.max_new;
     o.sampler = c.options.sampler;
     o.ignore_eos = c.options.ignore_eos;
+    o.kv = c.options.kv;
     spec = std::make_unique<SpeculativeDecoder>(model_, draft_model(c.decoding.draft_dir));
     spec->start(c.prompt, o);
   } else {

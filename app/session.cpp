@@ -217,8 +217,9 @@ void Session::on_error(const WorkerEvent& ev) {
       if (ev.generation == snap.generation && snap.started) ui.errors.push_back("Could not fork here: " + ev.message);
       break;
     case WorkerOp::kStart:
-      ui.errors.push_back((snap.decoding.mode == DecodeMode::kSpeculative ? "Could not start speculative decoding: "
-                                                                          : "Could not start with this prompt: ") +
+      ui.errors.push_back((snap.decoding.mode == DecodeMode::kSample
+                               ? std::string("Could not start with this prompt: ")
+                               : std::string("Could not start ") + to_string(snap.decoding.mode) + ": ") +
                           ev.message);
       break;
     default:

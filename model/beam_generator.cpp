@@ -54,7 +54,8 @@ void BeamGenerator::start_tokens(const std::vector<int>& prompt, const BeamOptio
                 std::to_string(c.n_positions));
   KVLayout layout = KVLayout::for_model(c);
   layout.block = opt.block;
-  cache_.reset(layout);
+  layout.dtype = opt.dtype;
+  cache_.reset(layout);  // validates (q8_0 / q4_0 need rows of a multiple of 32 values)
   seqs_.assign(1, cache_.add_sequence());
   reason_ = StopReason::kNone;
   steps_ = 0;

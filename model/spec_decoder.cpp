@@ -71,6 +71,10 @@ void SpeculativeDecoder::start_tokens(const std::vector<int>& prompt, const Spec
   if (opt.k < 1 || opt.k > 16) throw Error("--speculate must be in 1..16, got " + std::to_string(opt.k));
   if (opt.max_new < 1) throw Error("max_new must be at least 1, got " + std::to_string(opt.max_new));
   Sampler check(opt.sampler);  // validates the settings
+  if (opt.kv.window > 0 || opt.kv.sinks > 0)
+    throw Error(
+        "speculative decoding: a sliding-window cache cannot be rolled back to the accepted prefix (the "
+        "window evicts positions a rollback needs); use the full cache");
   opt_ = opt;
   uniform_ = UniformSource(opt.sampler.seed);
   tokens_ = prompt;
@@ -79,8 +83,8 @@ void SpeculativeDecoder::start_tokens(const std::vector<int>& prompt, const Spec
   started_ = true;
   iterations_ = target_forwards_ = draft_forwards_ = drafted_total_ = accepted_total_ = 0;
   draft_ms_ = target_ms_ = ms_total_ = 0;
-  target_cache_.reset(KVLayout::for_model(c));
-  draft_cache_.reset(KVLayout::for_model(draft_->config));
+  target_cache_.reset(opt.kv.layout_for(c));
+  draft_cache_.reset(opt.kv.layout_for(draft_->config));
 }
 
 // K, or fewer so that the iteration emits at most the remaining new tokens

@@ -23,6 +23,9 @@ struct SpecOptions {
   int max_new = 64;  // new tokens in all
   SamplerSettings sampler;
   bool ignore_eos = false;
+  // Layout of both caches (row format, pages). No sliding window: a
+  // rollback needs the positions the window would already have evicted.
+  KVSettings kv;
 };
 
 // One draft-then-verify iteration, immutable once returned.

@@ -268,6 +268,48 @@ void expect_one_beam_is_greedy(std::shared_ptr<const Model> model, const std::ve
   EXPECT_EQ(to_string(gen.reason()), std::string(to_string(plain.reason())));
 }
 
+// The cache's row format changes the numbers exactly as stored rows do in
+// the reference: beam search with f16 and q8_0 K/V (paged, 4 positions per
+// block) against the NumPy search whose attention reads every K/V row
+// rounded to the same format (numpy_ref.py's forward_kv).
+TEST(BeamSearchReference, RowFormatsMatchTheReferenceReadingStoredRows) {
+  const BeamCase bc = beam_cases().front();  // rows of 32 values: q8_0's blocks fit
+  auto model = load_model(bc.dir);
+  ASSERT_EQ(model->config.n_embd % 32, 0);
+  std::string prompt;
+  for (int t : bc.prompt) prompt += (prompt.empty() ? "" : ",") + std::to_string(t);
+  testutil::TempDir tmp("beam-dtype");
+  for (KVDtype dt : {KVDtype::kF16, KVDtype::kQ8_0}) {
+    SCOPED_TRACE(to_string(dt));
+    const std::string out = tmp / (std::string(to_string(dt)) + ".json");
+    testutil::run_decode_ref("beam --model " + testutil::shell_quote(bc.dir) + " --prompt " + prompt + " --beams " +
+                                 std::to_string(bc.n_beams) + " --max-new " + std::to_string(bc.max_new) +
+                                 " --length-penalty " + std::to_string(bc.length_penalty) + " --kv-dtype " +
+                                 to_string(dt) + " --out " + testutil::shell_quote(out),
+                             tmp / "log.txt");
+    const json ref = testutil::read_json(out);
+    BeamGenerator gen(model);
+    BeamOptions opt;
+    opt.n_beams = bc.n_beams;
+    opt.max_new = bc.max_new;
+    opt.length_penalty = bc.length_penalty;
+    opt.block = 4;
+    opt.dtype = dt;
+    gen.start_tokens(bc.prompt, opt);
+    while (gen.step()) {
+    }
+    const auto& fin = gen.search().finished();
+    const json& rf = ref.at("finished");
+    ASSERT_EQ(fin.size(), rf.size());
+    for (size_t i = 0; i < fin.size(); ++i) {
+      EXPECT_EQ(fin[i].tokens, rf[i].at("tokens").get<std::vector<int>>()) << "hypothesis " << i;
+      EXPECT_NEAR(fin[i].score, rf[i].at("score").get<double>(), kTol) << "hypothesis " << i;
+    }
+    // The format matters: the f32 reference's best score differs by more than the tolerance.
+    EXPECT_GT(std::abs(fin.front().score - bc.ref.at("best").at("score").get<double>()), kTol);
+  }
+}
+
 TEST(BeamSearchReference, OneBeamIsGreedy) {
   for (const BeamCase& bc : beam_cases()) {
     SCOPED_TRACE(bc.name);

@@ -129,6 +129,29 @@ TEST(CliDecode, SpeculativeJsonRecords) {
   EXPECT_GT(done.at("ms_total").get<double>(), 0.0);
 }
 
+// Row format and pages combine with both strategies: greedy speculation on
+// f16 paged caches writes what plain greedy decoding on the same layout
+// writes, and beam search on f16 rows in blocks of 4 runs (its numbers are
+// checked against the reference in test_beam.cpp).
+TEST(CliDecode, KvDtypeAndBlockCombineWithBothStrategies) {
+  const std::string kv = " --kv-dtype f16 --kv-block 8";
+  const std::string draft = testutil::shell_quote(asset("kvscope-draft"));
+  const CliRun spec = run("--prompt 'Once upon a time' --draft " + draft + " --speculate 3 --max-new 16 --json" + kv);
+  ASSERT_EQ(spec.rc, 0) << spec.err;
+  const CliRun plain = run("--prompt 'Once upon a time' --greedy --max-new 16 --json" + kv);
+  ASSERT_EQ(plain.rc, 0) << plain.err;
+  std::vector<int> want, got;
+  for (const json& e : plain.events)
+    if (e.at("event") != "done") want.push_back(e.at("token").get<int>());
+  for (const json& e : spec.events)
+    if (e.at("event") == "iteration")
+      for (int t : e.at("emitted")) got.push_back(t);
+  EXPECT_EQ(got, want);
+  const CliRun beams = run("--prompt 'Once upon a time' --beams 3 --max-new 8 --json --kv-dtype f16 --kv-block 4");
+  ASSERT_EQ(beams.rc, 0) << beams.err;
+  EXPECT_EQ(beams.events.back().at("event"), "done");
+}
+
 TEST(CliDecode, UsageErrors) {
   const std::string draft = testutil::shell_quote(asset("kvscope-draft"));
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -142,6 +165,9 @@ TEST(CliDecode, UsageErrors) {
       {"--speculate 4", "--speculate"},
       {"--draft " + draft + " --speculate 17", "--speculate"},
       {"--draft " + draft + " --no-cache", "--no-cache"},
+      {"--beams 2 --kv-window 8", "--kv-window"},
+      {"--beams 2 --kv-window 8 --kv-sinks 2", "--kv-window"},
+      {"--draft " + draft + " --kv-window 8", "--kv-window"},
   };
   for (const auto& [args, flag] : cases) {
     const CliRun r = run("--prompt hi " + args);

@@ -219,3 +219,21 @@ TEST(SessionDecoding, AMissingDraftFolderIsAnErrorNamingItAndTheSessionCarriesOn
 
 }  // namespace
 }  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+TEST(SessionDecoding, ASlidingWindowWithBeamsIsRefusedInTheErrorPanel) {
+  Session s;
+  s.ui.kv_layout.window = 8;  // the KV memory layout section
+  DecodeSettings d;
+  d.mode = DecodeMode::kBeam;
+  start(s, d, "abc", 4);
+  update_until(s, [&] { return !s.ui.errors.empty(); });
+  EXPECT_NE(s.ui.errors.front().find("sliding window"), std::string::npos) << s.ui.errors.front();
+  EXPECT_NE(s.ui.errors.front().find("beam search"), std::string::npos) << s.ui.errors.front();
+  EXPECT_TRUE(s.snap.beam_records.empty());
+}
+
+}  // namespace
+}  // namespace kvscope
