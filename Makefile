@@ -65,6 +65,7 @@ soak: build
 bench: build
 	KVSCOPE_TRAINING=1 scripts/install-deps.sh
 	tools/bench.sh $(BUILD)/kvscope
+	tools/bench_llama.sh $(BUILD)/kvscope
 	tools/bench_decode.sh $(BUILD)/kvscope
 	tools/bench_kv.sh $(BUILD)/kvscope
 

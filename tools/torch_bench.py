@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""PyTorch GPT-2 reference with its own KV cache, for kvscope's speed comparison.
+"""PyTorch GPT-2 reference with its own KV cache, for kvscope's speed comparison
+(a Llama/Mistral/Qwen2 folder is run by tools/torch_llama.py's reference).
 
 Run with Debian's interpreter (/usr/bin/python3, python3-torch CPU). It loads
 the same Hugging Face folder kvscope loads (config.json + model.safetensors,
@@ -136,9 +137,9 @@ class TorchGPT2:
                 lw[k] = lw[k].t().contiguous()  # (out, in)
             self.layers.append(lw)
 
-    def new_cache(self):
-        """K and V of every layer: (layer, head, n_ctx, head_dim) each, plus the fill."""
-        shape = (self.L, self.H, self.n_ctx, self.hd)
+    def new_cache(self, capacity=None):
+        """K and V of every layer: (layer, head, capacity, head_dim) each, plus the fill."""
+        shape = (self.L, self.H, min(capacity or self.n_ctx, self.n_ctx), self.hd)
         return {"k": torch.zeros(shape), "v": torch.zeros(shape), "n": 0}
 
     def forward(self, ids, cache=None):
@@ -190,30 +191,43 @@ class TorchGPT2:
 # ----------------------------------------------------------------------------
 
 
-def bench(model_dir, lengths, n_decode, reps, threads):
+def load_reference(model_dir, dtype="f32"):
+    """TorchGPT2, or tools/torch_llama.py's TorchLlama for a Llama/Mistral/Qwen2 folder."""
+    with open(os.path.join(model_dir, "config.json")) as f:
+        model_type = json.load(f).get("model_type")
+    import torch_llama
+    if model_type in torch_llama.LLAMA_TYPES:
+        return torch_llama.TorchLlama(model_dir, dtype)
+    if dtype != "f32":
+        raise SystemExit("torch_bench: --dtype %s is implemented for Llama-family folders only" % dtype)
+    return TorchGPT2(model_dir)
+
+
+def bench(model_dir, lengths, n_decode, reps, threads, dtype="f32", time_no_cache=True):
     torch.set_num_threads(threads)
     with torch.inference_mode():
-        m = TorchGPT2(model_dir)
+        m = load_reference(model_dir, dtype)
         V = m.cfg["vocab_size"]
         rng = np.random.default_rng(1234)
         all_ids = [int(t) for t in rng.integers(0, V, size=m.n_ctx)]
         if not lengths:
             lengths = [T for T in (16, 64, 128, 256, 512, 1024) if T <= m.n_ctx]
         # Warm-up (allocator, BLAS threads).
-        m.forward(all_ids[:min(8, m.n_ctx)], m.new_cache())
+        m.forward(all_ids[:min(8, m.n_ctx)], m.new_cache(8))
         rows = []
         for T in lengths:
             if T < 2 or T > m.n_ctx:
                 raise SystemExit("torch_bench: --lengths %d is outside 2..%d" % (T, m.n_ctx))
             seq = all_ids[:T]
+            nd = max(1, min(n_decode, m.n_ctx - (T - 1)))
+            cap = T - 1 + nd
             pre = []
             for _ in range(reps):
-                cache = m.new_cache()
+                cache = m.new_cache(cap)
                 t0 = time.perf_counter()
                 m.forward(seq, cache)
                 pre.append(time.perf_counter() - t0)
-            nd = max(1, min(n_decode, m.n_ctx - (T - 1)))
-            cache = m.new_cache()
+            cache = m.new_cache(cap)
             m.forward(seq[:T - 1], cache)
             dec = []
             tok = seq[T - 1]
@@ -223,11 +237,12 @@ def bench(model_dir, lengths, n_decode, reps, threads):
                 tok = int(torch.argmax(logits))
                 dec.append(time.perf_counter() - t0)
             nc = []
-            for _ in range(reps):
+            for _ in range(reps if time_no_cache else 0):
                 t0 = time.perf_counter()
                 m.forward(seq, None)
                 nc.append(time.perf_counter() - t0)
-            pre_s, dec_s, nc_s = statistics.median(pre), statistics.median(dec), statistics.median(nc)
+            pre_s, dec_s = statistics.median(pre), statistics.median(dec)
+            nc_s = statistics.median(nc) if nc else float("nan")
             rows.append({
                 "T": T,
                 "prefill_tokens_per_s": T / pre_s,
@@ -242,6 +257,7 @@ def bench(model_dir, lengths, n_decode, reps, threads):
         "torch": torch.__version__,
         "model": os.path.basename(os.path.normpath(model_dir)),
         "threads": torch.get_num_threads(),
+        "compute_dtype": {"f32": "float32", "bf16": "bfloat16 matrices, float32 elsewhere"}[dtype],
         "n_layer": m.L, "n_embd": m.d, "n_positions": m.n_ctx, "vocab_size": V,
         "rows": rows,
     }
@@ -357,6 +373,9 @@ def main(argv):
     b.add_argument("--decode", type=int, default=32, help="cached decode steps timed per length")
     b.add_argument("--reps", type=int, default=3)
     b.add_argument("--threads", type=int, default=0, help="0 = kvscope's default")
+    b.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
+                   help="what the weight matrices are computed in (bf16: Llama-family folders only)")
+    b.add_argument("--skip-no-cache", action="store_true", help="do not time the NO CACHE forward (reported as NaN)")
     b.add_argument("--omp-wait", choices=["auto", "active", "passive", "inherit"], default="auto",
                    help="OpenMP wait policy of torch's threads; auto = the better of both per metric "
                         "(inherit = as the environment says)")
@@ -371,14 +390,15 @@ def main(argv):
     if a.mode == "bench":
         if a.omp_wait == "auto":
             rest = ["--model", a.model, "--lengths"] + [str(t) for t in a.lengths] + \
-                   ["--decode", str(a.decode), "--reps", str(a.reps), "--threads", str(threads)]
+                   ["--decode", str(a.decode), "--reps", str(a.reps), "--threads", str(threads),
+                    "--dtype", a.dtype] + (["--skip-no-cache"] if a.skip_no_cache else [])
             print(json.dumps(bench_best_of_wait_policies(rest), indent=1))
             return 0
         if a.omp_wait in ("active", "passive") and os.environ.get("OMP_WAIT_POLICY", "").lower() != a.omp_wait:
             # libgomp reads the policy once, at load: re-run with it set.
             env = dict(os.environ, OMP_WAIT_POLICY=a.omp_wait)
             return subprocess.run([sys.executable, os.path.abspath(__file__)] + argv, env=env).returncode
-        report = bench(a.model, a.lengths, a.decode, a.reps, threads)
+        report = bench(a.model, a.lengths, a.decode, a.reps, threads, a.dtype, not a.skip_no_cache)
         report["omp_wait"] = os.environ.get("OMP_WAIT_POLICY", "default (active)")
         print(json.dumps(report, indent=1))
         return 0
