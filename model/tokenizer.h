@@ -32,8 +32,14 @@ class Tokenizer {
   // A prompt as the model was trained to see a text: encode() with the
   // post-processor's leading token (bos_prefix_id()) in front, if any.
   std::vector<int> encode_prompt(const std::string& text) const;
-  // ids -> raw bytes (may be incomplete UTF-8 at token boundaries).
+  // ids -> raw bytes (may be incomplete UTF-8 at token boundaries): the
+  // tokens' bytes concatenated, as a continuation of earlier text reads them.
   std::string decode(const std::vector<int>& ids) const;
+  // ids read as a whole text, as Hugging Face's decoder returns it: decode()
+  // plus the tokenizer.json decoder's trimming (SentencePiece-style files
+  // strip the space their normalizer put in front, so decode_text(encode(s))
+  // == s). Same as decode() for GPT-2 and byte-level files.
+  std::string decode_text(const std::vector<int>& ids) const;
   // Raw bytes of one token; empty for an unknown id.
   std::string token_bytes(int id) const;
   // Printable form of one token: its bytes where they are complete UTF-8,
@@ -51,6 +57,11 @@ class Tokenizer {
   // One line naming the format, e.g. "tokenizer.json, byte-level BPE".
   const std::string& kind() const { return kind_; }
 
+  // tokenizer.json's normalizer, pre-tokenizer, added tokens, decoder trimming
+  // and BPE options (defined in tokenizer_json.cpp); null for GPT-2's
+  // vocab.json + merges.txt.
+  struct Pipeline;
+
  private:
   // A merge rule "a b": its rank (line order, lower merges first) and the id of "ab".
   struct Merge {
@@ -65,9 +76,6 @@ class Tokenizer {
   std::array<int, 256> byte_id_{};                          // byte value -> id of its single-byte token
   int bos_prefix_id_ = -1;
   std::string kind_ = "vocab.json + merges.txt, GPT-2 byte-level BPE";
-  // tokenizer.json's normalizer, pre-tokenizer, added tokens and BPE options
-  // (tokenizer_json.cpp); null for GPT-2's vocab.json + merges.txt.
-  struct Pipeline;
   std::shared_ptr<const Pipeline> pipeline_;
 
   // BPE of one pre-token (raw bytes); appends its ids to `out`. Stateless, so encode() is thread-safe.

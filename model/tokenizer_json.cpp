@@ -1,7 +1,11 @@
 // Hugging Face tokenizer.json for BPE models, as the `tokenizers` library runs
-// it: added tokens are split out of the raw text first; each remaining
-// section is normalized (NFC, Prepend, Replace, ...), pre-tokenized (Split
-// with a regex, ByteLevel, Digits, Metaspace) and BPE-encoded piece by piece.
+// it: added tokens with "normalized": false (special tokens) are split out of
+// the raw text first; each remaining section is normalized (NFC, Prepend,
+// Replace, ...), the added tokens with "normalized": true are split out of the
+// normalized text (matched in their normalized form), and what remains is
+// pre-tokenized (Split with a regex, ByteLevel, Digits, Metaspace) and
+// BPE-encoded piece by piece. lstrip / rstrip / single_word as the library's
+// AddedVocabulary applies them.
 // Two families of vocabularies:
 //  - byte-level BPE (a ByteLevel pre-tokenizer or decoder: GPT-2, SmolLM2,
 //    Qwen2, Llama-3): entries are GPT-2's unicode form of bytes;
@@ -9,6 +13,8 @@
 //    with U+2581 for spaces, and <0xXX> tokens for bytes of characters
 //    outside the vocabulary (byte_fallback).
 // The normalizers and pre-tokenizers are in tokenizer_rules.cpp.
+#include <utf8proc.h>
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -31,21 +37,58 @@ int byte_token_value(const std::string& entry) {
   return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
+// The \w of Rust's regex crate (what single_word tests against): Alphabetic,
+// marks, decimal digits, connector punctuation and the two joiners.
+bool is_word_char(char32_t cp) {
+  if (cp == 0x200C || cp == 0x200D) return true;
+  switch (utf8proc_category(static_cast<utf8proc_int32_t>(cp))) {
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ME:
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_PC:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Start of the UTF-8 character that ends just before s[i] (i > 0).
+std::size_t prev_char_start(const std::string& s, std::size_t i) {
+  std::size_t k = i - 1;
+  while (k > 0 && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
+  return k;
+}
+
 }  // namespace
 
 struct Tokenizer::Pipeline {
   struct Added {
-    std::string content;
+    std::string content;  // as matched: normalized by `normalizer` for a "normalized" token
     int id;
-    bool lstrip, rstrip;
+    bool lstrip, rstrip, single_word;
   };
-  std::vector<Added> added;  // longest content first, so the longest match wins at a position
-  Normalizer normalizer;     // empty: none
-  PreTokenizer pre;          // empty: none
+  // Longest content first, so the longest match wins at a position.
+  std::vector<Added> added;       // "normalized": false, matched on the raw text
+  std::vector<Added> normalized;  // "normalized": true, matched on each normalized section
+  Normalizer normalizer;          // empty: none
+  PreTokenizer pre;               // empty: none
   bool byte_level = false;
   bool byte_fallback = false, ignore_merges = false, fuse_unk = false;
   int unk_id = -1;
   std::array<int, 256> fallback_id{};  // byte -> id of <0xXX>, -1 if absent
+  // The decoder's trimming of a whole text (decode_text): a Strip decoder
+  // removes up to `strip_start` / `strip_stop` copies of `strip_char` at the
+  // ends; a Metaspace decoder removes the first token's leading space.
+  std::string strip_char = " ";
+  int strip_start = 0, strip_stop = 0;
+  bool metaspace_first = false;
 };
 
 namespace {
@@ -125,6 +168,40 @@ int template_bos(const json& pp, const std::string& where) {
   return specials[name]["ids"][0].get<int>();
 }
 
+// The decoder steps that change a whole text beyond the tokens' bytes (which
+// already are what Replace(U+2581 -> " "), ByteFallback, Fuse and ByteLevel
+// give): Strip, and Metaspace's removal of the first token's leading space.
+// Other steps are accepted as they are.
+void parse_decoder(const json& d, const std::string& where, Tokenizer::Pipeline& p, PreTokenizerInfo& info) {
+  if (!d.is_object()) throw Error(where + ": expected an object with a \"type\"");
+  const std::string type = json_str(d, "type", where);
+  if (type == "Sequence") {
+    const json& list = d.value("decoders", json::array());
+    if (!list.is_array()) throw Error(where + ".decoders: expected a list");
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      parse_decoder(list[i], where + ".decoders[" + std::to_string(i) + "]", p, info);
+    }
+  } else if (type == "ByteLevel") {
+    info.byte_level = true;
+  } else if (type == "Strip") {
+    p.strip_char = json_str(d, "content", where, " ");
+    if (p.strip_char.empty() || char_len(p.strip_char, 0) != p.strip_char.size()) {
+      throw Error(where + ": \"content\" must be one character, got \"" + p.strip_char + "\"");
+    }
+    for (const char* key : {"start", "stop"}) {
+      const json& v = d.value(key, json(0));
+      if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > 1024) {
+        throw Error(where + ": \"" + key + "\" must be an integer in [0, 1024], got " + v.dump());
+      }
+      (std::string(key) == "start" ? p.strip_start : p.strip_stop) = v.get<int>();
+    }
+  } else if (type == "Metaspace") {
+    // prepend_scheme "always" / "first" strip, "never" does not; older files say add_prefix_space.
+    const std::string scheme = json_str(d, "prepend_scheme", where);
+    p.metaspace_first = scheme.empty() ? json_bool(d, "add_prefix_space", where, true) : scheme != "never";
+  }
+}
+
 }  // namespace
 
 // (A field of an unexpected JSON type anywhere below is reported naming the
@@ -147,8 +224,8 @@ Tokenizer Tokenizer::from_tokenizer_json(const std::string& json_text, const std
   if (j.contains("pre_tokenizer") && !j["pre_tokenizer"].is_null()) {
     pipe->pre = parse_pre_tokenizer(j["pre_tokenizer"], origin + ": pre_tokenizer", info);
   }
-  if (j.contains("decoder") && j["decoder"].is_object() && j["decoder"].value("type", "") == "ByteLevel") {
-    info.byte_level = true;
+  if (j.contains("decoder") && !j["decoder"].is_null()) {
+    parse_decoder(j["decoder"], origin + ": decoder", *pipe, info);
   }
   pipe->byte_level = info.byte_level;
   const json& model = j["model"];
@@ -166,6 +243,7 @@ Tokenizer Tokenizer::from_tokenizer_json(const std::string& json_text, const std
   // Added tokens share the id space (and may repeat vocab entries).
   const json& added = j.value("added_tokens", json::array());
   if (!added.is_array()) throw Error(origin + ": \"added_tokens\" must be a list");
+  std::vector<std::pair<std::string, int>> added_content;  // (content, id) as written
   for (std::size_t i = 0; i < added.size(); ++i) {
     const json& a = added[i];
     const std::string where = origin + ": added_tokens[" + std::to_string(i) + "]";
@@ -175,23 +253,30 @@ Tokenizer Tokenizer::from_tokenizer_json(const std::string& json_text, const std
     }
     const std::string content = json_str(a, "content", where);
     if (content.empty()) throw Error(where + ": empty \"content\"");
-    if (json_bool(a, "single_word", where, false)) {
-      throw Error(where + ": \"single_word\": true is not supported");
+    Pipeline::Added t{content, a["id"].get<int>(), json_bool(a, "lstrip", where, false),
+                      json_bool(a, "rstrip", where, false), json_bool(a, "single_word", where, false)};
+    added_content.emplace_back(content, t.id);
+    // As the library defaults it: special tokens are not normalized, others are.
+    if (!json_bool(a, "normalized", where, !json_bool(a, "special", where, false))) {
+      pipe->added.push_back(std::move(t));
+      continue;
     }
-    pipe->added.push_back(
-        {content, a["id"].get<int>(), json_bool(a, "lstrip", where, false), json_bool(a, "rstrip", where, false)});
+    if (pipe->normalizer) t.content = pipe->normalizer(t.content);
+    if (!t.content.empty()) pipe->normalized.push_back(std::move(t));
   }
-  std::stable_sort(pipe->added.begin(), pipe->added.end(), [](const Pipeline::Added& x, const Pipeline::Added& y) {
-    return x.content.size() > y.content.size();
-  });
+  for (auto* set : {&pipe->added, &pipe->normalized}) {
+    std::stable_sort(set->begin(), set->end(), [](const Pipeline::Added& x, const Pipeline::Added& y) {
+      return x.content.size() > y.content.size();
+    });
+  }
 
   long long max_id = -1;
   for (const auto& e : entries) max_id = std::max<long long>(max_id, e.second);
-  for (const auto& a : pipe->added) max_id = std::max<long long>(max_id, a.id);
-  const long long allowed = static_cast<long long>(entries.size() + pipe->added.size()) + 1024;
+  for (const auto& a : added_content) max_id = std::max<long long>(max_id, a.second);
+  const long long allowed = static_cast<long long>(entries.size() + added_content.size()) + 1024;
   if (max_id > allowed) {
     throw Error(origin + ": largest id is " + std::to_string(max_id) + " for " +
-                std::to_string(entries.size() + pipe->added.size()) +
+                std::to_string(entries.size() + added_content.size()) +
                 " entries; expected ids numbered from 0 without large gaps");
   }
   tok.id_to_bytes_.assign(static_cast<std::size_t>(max_id + 1), std::string());
@@ -217,9 +302,9 @@ Tokenizer Tokenizer::from_tokenizer_json(const std::string& json_text, const std
     tok.bytes_to_id_.emplace(bytes, id);
     tok.id_to_bytes_[static_cast<std::size_t>(id)] = std::move(bytes);
   }
-  for (const auto& a : pipe->added) {
-    tok.vocab_entry_to_id_[a.content] = a.id;
-    tok.id_to_bytes_[static_cast<std::size_t>(a.id)] = a.content;
+  for (const auto& [content, id] : added_content) {
+    tok.vocab_entry_to_id_[content] = id;
+    tok.id_to_bytes_[static_cast<std::size_t>(id)] = content;
   }
   if (pipe->byte_level) {
     for (int b = 0; b < 256; ++b) {
@@ -259,26 +344,22 @@ Tokenizer Tokenizer::from_tokenizer_json(const std::string& json_text, const std
   throw Error(origin + ": a field has an unexpected type or value (" + e.what() + ")");
 }
 
-std::vector<int> Tokenizer::encode_pipeline(const std::string& raw) const {
-  const Pipeline& p = *pipeline_;
-  const std::string text = to_valid_utf8(raw);
-  std::vector<int> ids;
-  ids.reserve(text.size() / 3 + 4);
-  // Added tokens first, on the raw text: leftmost match, the longest at a position.
-  auto encode_section = [&](std::size_t b, std::size_t e) {
-    if (e <= b) return;
-    std::string s = text.substr(b, e - b);
-    if (p.normalizer) s = p.normalizer(s);
-    if (s.empty()) return;
-    std::vector<Piece> pieces{{std::move(s), b == 0}};
-    if (p.pre) p.pre(pieces);
-    for (const Piece& piece : pieces) encode_piece(piece.text, ids);
-  };
+namespace {
+
+// Splits `text` at the added tokens of `set` as Hugging Face's AddedVocabulary
+// does: leftmost match first, the longest at a position, never overlapping
+// (Aho-Corasick, LeftmostLongest). A single_word token that touches a word
+// character on either side is skipped; lstrip / rstrip tokens absorb the
+// whitespace beside them. Calls on_text(b, e) for the stretches between tokens
+// (also empty ones) and on_token(id) for each token, in order.
+template <class OnText, class OnToken>
+void split_added(const std::string& text, const std::vector<Tokenizer::Pipeline::Added>& set, OnText on_text,
+                 OnToken on_token) {
   std::size_t pos = 0, section = 0;
-  while (pos < text.size()) {
-    const Pipeline::Added* hit = nullptr;
+  while (pos < text.size() && !set.empty()) {
+    const Tokenizer::Pipeline::Added* hit = nullptr;
     std::size_t at = std::string::npos;
-    for (const Pipeline::Added& a : p.added) {
+    for (const auto& a : set) {
       const std::size_t f = text.find(a.content, pos);
       if (f < at) {
         at = f;
@@ -286,25 +367,69 @@ std::vector<int> Tokenizer::encode_pipeline(const std::string& raw) const {
       }
     }
     if (!hit) break;
-    std::size_t end = at + hit->content.size(), before = at;
-    // lstrip / rstrip: the token absorbs the whitespace beside it.
+    std::size_t before = at, end = at + hit->content.size();
+    pos = end;
+    if (hit->single_word && ((at > 0 && is_word_char(char_at(text, prev_char_start(text, at)))) ||
+                             (end < text.size() && is_word_char(char_at(text, end))))) {
+      continue;
+    }
     if (hit->lstrip) {
-      while (before > section) {
-        std::size_t k = before - 1;
-        while (k > section && (static_cast<unsigned char>(text[k]) & 0xC0) == 0x80) --k;
-        if (!is_white_space(char_at(text, k))) break;
-        before = k;
+      while (before > section && is_white_space(char_at(text, prev_char_start(text, before)))) {
+        before = prev_char_start(text, before);
       }
     }
     if (hit->rstrip) {
       while (end < text.size() && is_white_space(char_at(text, end))) end += char_len(text, end);
     }
-    encode_section(section, before);
-    ids.push_back(hit->id);
+    on_text(section, before);
+    on_token(hit->id);
     pos = section = end;
   }
-  encode_section(section, text.size());
+  on_text(section, text.size());
+}
+
+}  // namespace
+
+std::vector<int> Tokenizer::encode_pipeline(const std::string& raw) const {
+  const Pipeline& p = *pipeline_;
+  const std::string text = to_valid_utf8(raw);
+  std::vector<int> ids;
+  ids.reserve(text.size() / 3 + 4);
+  auto push = [&](int id) { ids.push_back(id); };
+  split_added(
+      text, p.added,
+      [&](std::size_t b, std::size_t e) {
+        if (e <= b) return;
+        std::string s = text.substr(b, e - b);
+        if (p.normalizer) s = p.normalizer(s);
+        split_added(
+            s, p.normalized,
+            [&](std::size_t nb, std::size_t ne) {
+              if (ne <= nb) return;
+              // at_start: the piece begins the whole input (Metaspace's prepend_scheme "first").
+              std::vector<Piece> pieces{{s.substr(nb, ne - nb), b == 0 && nb == 0}};
+              if (p.pre) p.pre(pieces);
+              for (const Piece& piece : pieces) encode_piece(piece.text, ids);
+            },
+            push);
+      },
+      push);
   return ids;
+}
+
+std::string Tokenizer::decode_text(const std::vector<int>& ids) const {
+  std::string s = decode(ids);
+  if (!pipeline_ || ids.empty()) return s;
+  const Pipeline& p = *pipeline_;
+  if (p.metaspace_first && !token_bytes(ids[0]).empty() && token_bytes(ids[0])[0] == ' ' && !s.empty()) {
+    s.erase(0, 1);
+  }
+  const std::string& c = p.strip_char;
+  for (int k = 0; k < p.strip_start && s.compare(0, c.size(), c) == 0; ++k) s.erase(0, c.size());
+  for (int k = 0; k < p.strip_stop && s.size() >= c.size() && s.compare(s.size() - c.size(), c.size(), c) == 0; ++k) {
+    s.resize(s.size() - c.size());
+  }
+  return s;
 }
 
 void Tokenizer::encode_piece(const std::string& piece, std::vector<int>& out) const {

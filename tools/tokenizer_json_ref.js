@@ -23,6 +23,11 @@
 //     IMPL = hf (Hugging Face's JS on OUT_DIR/NAME/tokenizer.json) or pkg (the vocab
 //     package's own encoder: llama2, mistral, llama3 only). INPUT.json: a JSON list of
 //     strings. Prints a JSON list of id lists, no BOS/EOS.
+//   node tools/tokenizer_json_ref.js decode NPM_DIR OUT_DIR NAME INPUT.json
+//     Hugging Face's JS decoder on OUT_DIR/NAME/tokenizer.json. INPUT.json: a JSON list
+//     of id lists. Prints a JSON list of strings (special tokens kept, no clean-up of
+//     spaces before punctuation: clean_up_tokenization_spaces is false, as Llama's
+//     tokenizer_config.json sets it).
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -169,11 +174,28 @@ async function encode(npmDir, outDir, name, inputPath, impl) {
   process.stdout.write(JSON.stringify(out) + '\n');
 }
 
+async function decode(npmDir, outDir, name, inputPath) {
+  let inputs;
+  try {
+    inputs = JSON.parse(fs.readFileSync(inputPath, 'utf-8'));
+  } catch (e) {
+    die(`${inputPath}: ${e.message}`);
+  }
+  if (!Array.isArray(inputs) || !inputs.every((ids) => Array.isArray(ids))) die(`${inputPath}: expected id lists`);
+  const { Tokenizer } = require(pkgPath(npmDir, '@huggingface/tokenizers', 'dist/tokenizers.cjs'));
+  const tok = new Tokenizer(JSON.parse(fs.readFileSync(path.join(outDir, name, 'tokenizer.json'), 'utf-8')), {});
+  const out = inputs.map((ids) => (ids.length ? tok.decode(ids, { clean_up_tokenization_spaces: false }) : ''));
+  process.stdout.write(JSON.stringify(out) + '\n');
+}
+
 const [cmd, ...rest] = process.argv.slice(2);
 if (cmd === 'build' && rest.length === 2) {
   build(...rest).catch((e) => die(e.stack));
 } else if (cmd === 'encode' && rest.length === 5) {
   encode(...rest).catch((e) => die(e.stack));
+} else if (cmd === 'decode' && rest.length === 4) {
+  decode(...rest).catch((e) => die(e.stack));
 } else {
-  die('usage: tokenizer_json_ref.js build NPM_DIR OUT_DIR | encode NPM_DIR OUT_DIR NAME INPUT.json hf|pkg');
+  die('usage: tokenizer_json_ref.js build NPM_DIR OUT_DIR | encode NPM_DIR OUT_DIR NAME INPUT.json hf|pkg | ' +
+    'decode NPM_DIR OUT_DIR NAME INPUT.json');
 }
