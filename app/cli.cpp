@@ -66,6 +66,7 @@ struct GenerateArgs {
   std::string model;
   std::string prompt;
   int max_new = 64;
+  int ctx = 0;  // --ctx (0 = the default context)
   bool greedy = false;
   float temperature = 1.0f;
   int top_k = 0;
@@ -80,7 +81,8 @@ struct GenerateArgs {
 
 int cmd_generate(const GenerateArgs& a, bool sampling_requested) {
   if (a.prompt.empty()) throw UsageError("--prompt is empty (expected some text to continue)");
-  auto model = load_model(a.model.empty() ? default_model_dir() : a.model);
+  auto model = load_cli_model(a.model, a.ctx);
+  check_context_fits(*model, a.prompt, a.max_new);
   GenerateOptions opt;
   opt.max_new = a.max_new;
   opt.stop = a.stop;
@@ -174,17 +176,20 @@ int cmd_tokenize(const std::string& dir, const std::string& text, bool as_json) 
     pieces.push_back(tok.display_piece(id));
     bytes.push_back(bytes_json(tok.token_bytes(id)));
   }
+  // The ids read back as a whole text, as the tokenizer's decoder does (a
+  // SentencePiece-style file strips the space its normalizer put in front).
+  const std::string decoded = escape_invalid_utf8(tok.decode_text(ids));
   if (as_json) {
-    std::cout << json{{"ids", ids}, {"pieces", pieces}, {"bytes", bytes}}.dump() << '\n';
+    std::cout << json{{"ids", ids}, {"pieces", pieces}, {"bytes", bytes}, {"decoded", decoded}}.dump() << '\n';
   } else {
     for (size_t i = 0; i < ids.size(); ++i) std::printf("%6d  %s\n", ids[i], json(pieces[i]).dump().c_str());
-    std::printf("%zu tokens\n", ids.size());
+    std::printf("%zu tokens, decoded: %s\n", ids.size(), json(decoded).dump().c_str());
   }
   return 0;
 }
 
-int cmd_inspect(const std::string& dir, bool as_json) {
-  auto m = load_model(dir.empty() ? default_model_dir() : dir);
+int cmd_inspect(const std::string& dir, bool as_json, int ctx) {
+  auto m = load_cli_model(dir, ctx);
   const Config& c = m->config;
   const int T = c.n_positions;
   const uint64_t kv1 = forward_flops(c, 1, 1), kvT = forward_flops(c, 1, T);
@@ -199,6 +204,7 @@ int cmd_inspect(const std::string& dir, bool as_json) {
                       {"n_embd", c.n_embd},
                       {"head_dim", c.head_dim()},
                       {"n_positions", c.n_positions},
+                      {"max_position_embeddings", c.max_position_embeddings},
                       {"vocab_size", c.vocab_size},
                       {"n_params", m->n_params},
                       {"dtype", m->stored_dtype},
@@ -219,7 +225,12 @@ int cmd_inspect(const std::string& dir, bool as_json) {
       "parameters     %" PRIu64 " (%s, stored %s)\n", m->n_params,
       human_bytes(c.is_llama() ? static_cast<double>(m->llama.bytes()) : static_cast<double>(m->n_params) * 4).c_str(),
       m->stored_dtype.c_str());
-  std::printf("context        %d positions\n", c.n_positions);
+  if (c.n_positions < c.max_position_embeddings) {
+    std::printf("context        %d positions (the model allows %d; --ctx N reserves for N)\n", c.n_positions,
+                c.max_position_embeddings);
+  } else {
+    std::printf("context        %d positions\n", c.n_positions);
+  }
   std::printf("KV cache       %s per token (2 x %d layers x %d x 4 B), %s at full context\n",
               human_bytes(static_cast<double>(kv_bytes_per_position(c))).c_str(), c.n_layer,
               c.kv_heads() * c.head_dim(), human_bytes(static_cast<double>(kv_bytes_per_position(c)) * T).c_str());
@@ -264,9 +275,9 @@ double read_bandwidth_gb_per_s(int threads) {
   return static_cast<double>(n * sizeof(float)) / best_s / 1e9 + 0.0 * total;
 }
 
-int cmd_bench(const std::string& dir, std::vector<int> lengths, int reps, bool as_json,
+int cmd_bench(const std::string& dir, int ctx, std::vector<int> lengths, int reps, bool as_json,
               const std::function<double(int)>& read_bandwidth, const KVSettings& kv_settings) {
-  auto m = load_model(dir.empty() ? default_model_dir() : dir);
+  auto m = load_cli_model(dir, ctx);
   const Config& c = m->config;
   if (lengths.empty()) {
     for (int T : {16, 64, 128, 256, 512, 1024}) {
@@ -397,6 +408,27 @@ std::string default_model_dir() {
   return asset_path("models/kvscope-tiny");
 }
 
+std::shared_ptr<const Model> load_cli_model(const std::string& dir, int ctx) {
+  LoadControl control;
+  control.context = ctx;
+  return load_model(dir.empty() ? default_model_dir() : dir, control);
+}
+
+void check_context_fits(const Model& m, const std::string& prompt, int max_new) {
+  const Config& c = m.config;
+  const long long need = static_cast<long long>(m.tokenizer.encode_prompt(prompt).size()) + max_new - 1;
+  if (need <= c.n_positions || c.n_positions >= c.max_position_embeddings) return;
+  const long long fit = std::min<long long>(need, c.max_position_embeddings);
+  const double mib = static_cast<double>(kv_bytes_per_position(c)) * static_cast<double>(fit) / (1 << 20);
+  char kv[64];
+  std::snprintf(kv, sizeof kv, "%.0f MiB", mib);
+  throw UsageError("the prompt (" + std::to_string(need - max_new + 1) + " tokens) plus --max-new " +
+                   std::to_string(max_new) + " needs " + std::to_string(need) + " positions, more than the " +
+                   std::to_string(c.n_positions) + " kvscope reserves the KV cache for (" + m.name + " allows " +
+                   std::to_string(c.max_position_embeddings) + "): pass --ctx " + std::to_string(fit) +
+                   " (its f32 KV cache takes " + kv + ") or a smaller --max-new");
+}
+
 int run_cli(int argc, char** argv, const AppHooks& hooks) {
   CLI::App app{"kvscope: watch a real GPT-2 write text, token by token, with its KV cache"};
   app.set_version_flag("--version", "kvscope 0.1");
@@ -427,6 +459,9 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
       ->check(non_empty("a model folder"));
   gen->add_option("--prompt", g.prompt, "Text to continue")->required()->check(non_empty("some text to continue"));
   gen->add_option("--max-new", g.max_new, "Maximum new tokens")->check(int_in(1, 1 << 20));
+  const char* ctx_help =
+      "Llama family: positions to reserve the KV cache for (default: max_position_embeddings, at most 8192)";
+  gen->add_option("--ctx", g.ctx, ctx_help)->check(int_in(2, 1 << 24));
   auto* greedy = gen->add_flag("--greedy", g.greedy, "Pick the most likely token (default)");
   auto* temp =
       gen->add_option("--temperature", g.temperature, "Sample with this temperature")->check(real_in(0.001, 1000));
@@ -471,6 +506,8 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   ins->add_option("--model", ins_model, "Model folder (GPT-2, Llama, Mistral, Qwen2)")
       ->check(non_empty("a model folder"));
   ins->add_flag("--json", ins_json, "Print JSON");
+  int ins_ctx = 0;
+  ins->add_option("--ctx", ins_ctx, ctx_help)->check(int_in(2, 1 << 24));
 
   std::string bench_model;
   std::vector<int> bench_lengths;
@@ -485,6 +522,8 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
       ->check(int_in(2, 1 << 20));
   bench->add_option("--reps", bench_reps, "Repetitions (median)")->check(int_in(1, 1000));
   bench->add_flag("--json", bench_json, "Print JSON");
+  int bench_ctx = 0;
+  bench->add_option("--ctx", bench_ctx, ctx_help)->check(int_in(2, 1 << 24));
   KVFlags bench_kv;
   add_kv_flags(bench, bench_kv);
 
@@ -589,6 +628,7 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
         dec.model = g.model;
         dec.prompt = g.prompt;
         dec.max_new = g.max_new;
+        dec.ctx = g.ctx;
         dec.json = g.json;
         dec.sampler.greedy = !sampling;
         dec.sampler.temperature = g.temperature;
@@ -601,9 +641,9 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
       return cmd_generate(g, sampling);
     }
     if (*tokc) return cmd_tokenize(tok_model, tok_text, tok_json);
-    if (*ins) return cmd_inspect(ins_model, ins_json);
+    if (*ins) return cmd_inspect(ins_model, ins_json, ins_ctx);
     if (*bench)
-      return cmd_bench(bench_model, bench_lengths, bench_reps, bench_json,
+      return cmd_bench(bench_model, bench_ctx, bench_lengths, bench_reps, bench_json,
                        hooks.read_bandwidth ? hooks.read_bandwidth : read_bandwidth_gb_per_s, kv_settings(bench_kv));
     if (*render) {
       if (!ro.bench && ro.out.empty() && ro.frames_dir.empty() && ro.video.empty()) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "sampler.h"
@@ -56,5 +57,15 @@ int run_cli(int argc, char** argv, const AppHooks& hooks);
 
 // Default model folder: $KVSCOPE_MODEL, else the one embedded at build time.
 std::string default_model_dir();
+
+struct Model;
+// A subcommand's model: `dir` (empty = the default) at --ctx positions (0 = the default context).
+std::shared_ptr<const Model> load_cli_model(const std::string& dir, int ctx);
+// A prompt plus --max-new new tokens needs prompt + max_new - 1 positions
+// (the last token is never run). Where that exceeds the context kvscope
+// reserved while the model allows more, throws UsageError naming --ctx, the
+// value that fits and the KV memory it reserves. (Up to the model's own
+// limit, generation stops at "context full" as before.)
+void check_context_fits(const Model& m, const std::string& prompt, int max_new);
 
 }  // namespace kvscope

@@ -77,7 +77,8 @@ json beam_step_json(const BeamStepRecord& r, const BeamGenerator& gen) {
 }  // namespace
 
 int cmd_generate_beams(const DecodeArgs& a) {
-  auto model = load_model(a.model.empty() ? default_model_dir() : a.model);
+  auto model = load_cli_model(a.model, a.ctx);
+  check_context_fits(*model, a.prompt, a.max_new);
   BeamOptions opt;
   opt.n_beams = a.beams;
   opt.length_penalty = a.length_penalty;
@@ -165,8 +166,9 @@ json iteration_json(const SpecIteration& it, const Tokenizer& tok) {
 }  // namespace
 
 int cmd_generate_speculative(const DecodeArgs& a) {
-  auto target = load_model(a.model.empty() ? default_model_dir() : a.model);
-  auto draft = load_model(a.draft);
+  auto target = load_cli_model(a.model, a.ctx);
+  check_context_fits(*target, a.prompt, a.max_new);
+  auto draft = load_cli_model(a.draft, a.ctx);
   SpecOptions opt;
   opt.k = a.speculate;
   opt.max_new = a.max_new;

@@ -57,8 +57,10 @@ Config load_config(const std::string& path);
 // Same, from JSON text; `origin` is used in error messages.
 Config parse_config(const std::string& json_text, const std::string& origin);
 
-// The longest context kvscope runs for a Llama-family model (its KV cache is
-// reserved for it); a model's larger max_position_embeddings is kept as is.
+// The context kvscope runs a Llama-family model at unless asked for another
+// (LoadControl::context, the CLI's --ctx): its KV cache is reserved for it
+// whole, and Llama-3.2's 131072 positions would take 8 GiB in f32. The
+// model's own max_position_embeddings is kept as is, as the upper bound.
 constexpr int kLlamaContextCap = 8192;
 
 }  // namespace kvscope

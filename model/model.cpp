@@ -230,6 +230,18 @@ std::shared_ptr<const Model> load_model(const std::string& dir, const LoadContro
   m->name = fs::path(dir).lexically_normal().filename().string();
   if (m->name.empty()) m->name = fs::path(dir).lexically_normal().parent_path().filename().string();
   m->config = load_config((fs::path(dir) / "config.json").string());
+  if (control.context > 0) {
+    Config& c = m->config;
+    if (!c.is_llama()) {
+      throw UsageError("--ctx: " + dir + " is a GPT-2 model, whose context is fixed by its learned position table (" +
+                       std::to_string(c.n_positions) + " positions); --ctx applies to Llama-family models");
+    }
+    if (control.context > c.max_position_embeddings) {
+      throw UsageError("--ctx " + std::to_string(control.context) + " exceeds " + dir + "'s max_position_embeddings (" +
+                       std::to_string(c.max_position_embeddings) + ")");
+    }
+    c.n_positions = control.context;
+  }
   if (m->config.is_llama()) {
     load_llama(dir, *m, control);
     m->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

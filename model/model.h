@@ -72,6 +72,9 @@ struct Model {
 struct LoadControl {
   std::function<void(float)> on_progress;
   const std::atomic<bool>* cancel = nullptr;
+  // Llama family: positions to run and reserve the KV cache for (the CLI's
+  // --ctx), at most max_position_embeddings; 0 = min(that, kLlamaContextCap).
+  int context = 0;
 };
 
 // Loads config.json, model.safetensors, vocab.json and merges.txt from

@@ -411,6 +411,36 @@ TEST(Camera, PresetsFitTheWholeSequence) {
   EXPECT_FALSE(parse_camera("diagonal", parsed));
 }
 
+// A 30-layer model thousands of positions long: FOLLOW frames the newest
+// columns bottom to top with the write head and its "next:" label below the
+// step banner (the top 13 % of the window), and the stack's foot still in view.
+TEST(Camera, FollowKeepsTheWriteHeadBelowTheBannerOnDeepModels) {
+  const Layout L;
+  for (int n_layer : {3, 12, 30}) {
+    Scene s;
+    s.n_layer = n_layer;
+    s.slot = 3000;
+    s.seq_len = 3000;
+    s.head_pos = L.write_head(s.slot, n_layer);
+    s.bounds_min = {L.x(0) - 2.2f * L.pitch, -0.1f, -L.block_w};
+    s.bounds_max = {L.x(s.slot) + L.pitch, s.head_pos.y + 1.0f, L.head_z + 0.3f};
+    for (float aspect : {16.0f / 9.0f, 4.0f / 3.0f}) {
+      const float w = 720.0f * aspect, h = 720.0f;
+      const Camera c = preset_camera(CameraPreset::kFollow, s, aspect);
+      const glm::mat4 vp = c.proj(aspect) * c.view();
+      glm::vec2 head, label, foot;
+      ASSERT_TRUE(project(vp, s.head_pos, w, h, head));
+      ASSERT_TRUE(project(vp, s.head_pos + glm::vec3(0.0f, 0.45f, 0.0f), w, h, label));
+      ASSERT_TRUE(project(vp, {L.x(s.slot), 0.0f, 0.0f}, w, h, foot));
+      EXPECT_GT(label.y, 0.13f * h) << n_layer << " layers";
+      EXPECT_GT(head.x, 0.0f);
+      EXPECT_LT(head.x, w);
+      EXPECT_LT(foot.y, h) << n_layer << " layers";
+      EXPECT_GT(foot.y, head.y);
+    }
+  }
+}
+
 TEST(Camera, ScreenRayHitsWhatProjectsThere) {
   auto h = make_history(10, {CacheMode::kKV});
   Scene s = build_scene(h, h.size(), ViewOptions());
