@@ -566,7 +566,7 @@ TEST(TokenizerJsonErrors, CorruptFilesAreNamed) {
   // Byte-level vocabularies need all 256 byte tokens.
   expect_refused(minimal("pre_tokenizer", {{"type", "ByteLevel"}}), {"byte", "256"});
   // A field of the wrong JSON type anywhere: named with the file, never a bare JSON library message.
-  expect_refused(minimal("decoder", {{"type", 5}}), {"unexpected type", "must be string"});
+  expect_refused(minimal("decoder", {{"type", 5}}), {"decoder", "\"type\" must be a string", "got 5"});
   expect_refused(minimal("model.unk_token", 7), {"tokenizer.json"});
   expect_refused(minimal("added_tokens", json::array({{{"id", "5"}, {"content", "<x>"}}})), {"added_tokens[0]"});
 }
