@@ -168,14 +168,15 @@ int cmd_eval(const EvalArgs& a, const std::string& default_model) {
     }
   }
   const double nll = nats / static_cast<double>(predicted);
-  const double bpb = bytes ? nats / std::log(2.0) / static_cast<double>(bytes) : 0.0;
+  // No text bytes (the file is only end-of-text markers): bits per byte is undefined, not 0.
+  const double bpb = bytes ? nats / std::log(2.0) / static_cast<double>(bytes) : NAN;
   nlohmann::json j = {{"file", a.file},
                       {"model", m->name},
                       {"layout", variant.describe()},
                       {"predicted_tokens", predicted},
                       {"nll_per_token", nll},
                       {"perplexity", std::exp(nll)},
-                      {"bits_per_byte", bpb},
+                      {"bits_per_byte", bytes ? nlohmann::json(bpb) : nlohmann::json()},
                       {"kv_bytes_per_position", variant.bytes_per_position()},
                       {"kv_bytes_full_window", kv_bytes_max}};
   if (compare) {
@@ -191,7 +192,10 @@ int cmd_eval(const EvalArgs& a, const std::string& default_model) {
   std::printf("  predicted tokens   %llu\n", static_cast<unsigned long long>(predicted));
   std::printf("  NLL / token        %.4f nats\n", nll);
   std::printf("  perplexity         %.3f\n", std::exp(nll));
-  std::printf("  bits / byte        %.4f\n", bpb);
+  if (bytes)
+    std::printf("  bits / byte        %.4f\n", bpb);
+  else
+    std::printf("  bits / byte        - (no text bytes, only end-of-text markers)\n");
   std::printf("  KV bytes / position %llu; held after a %zu-token window: %llu\n",
               static_cast<unsigned long long>(variant.bytes_per_position()), W,
               static_cast<unsigned long long>(kv_bytes_max));

@@ -155,6 +155,13 @@ TEST(CliKV, EvalScoresATextAndComparesWithDense) {
     EXPECT_EQ(run("eval --model " + dir + " --file " + f, out, tmp), 1) << out;
     EXPECT_NE(out.find(f), std::string::npos) << out;
   }
+  // Only end-of-text markers: tokens are scored, but there are no text bytes,
+  // so bits per byte is undefined (null, "-"), never 0.
+  testutil::write_file(tmp / "eot.txt", "<|endoftext|><|endoftext|>");
+  ASSERT_EQ(run("eval --json --model " + dir + " --file " + (tmp / "eot.txt"), out, tmp), 0) << out;
+  EXPECT_TRUE(json::parse(out).at("bits_per_byte").is_null()) << out;
+  ASSERT_EQ(run("eval --model " + dir + " --file " + (tmp / "eot.txt"), out, tmp), 0) << out;
+  EXPECT_NE(out.find("bits / byte        - (no text bytes"), std::string::npos) << out;
 }
 
 }  // namespace
