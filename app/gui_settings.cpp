@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "error.h"
 #include "file_io.h"
@@ -38,6 +39,43 @@ void get(const json& j, const char* key, T& out) {
     // A wrong type keeps the default for that one field.
   }
 }
+
+// The KV cache layout, {"dtype", "window", "sinks", "block"} as in the Cache
+// panel. A value out of range is named in `problem` and the layout falls back
+// to dense f32; the model's own limits are checked when a generation starts.
+bool kv_layout_from_json(const json& j, KVSettings& out, std::string& problem) {
+  const auto it = j.find("kv_layout");
+  if (it == j.end()) return true;
+  out = KVSettings();
+  KVSettings k;
+  std::string dtype = "f32";
+  const std::string fallback = "; the KV cache layout falls back to dense f32";
+  try {
+    if (!it->is_object()) throw std::invalid_argument("not an object");
+    dtype = it->value("dtype", dtype);
+    k.window = it->value("window", 0);
+    k.sinks = it->value("sinks", 0);
+    k.block = it->value("block", 0);
+  } catch (const std::exception&) {
+    problem = "kv_layout: expected {\"dtype\": string, \"window\", \"sinks\", \"block\": integers}" + fallback;
+    return false;
+  }
+  if (!parse_kv_dtype(dtype, &k.dtype)) {
+    problem = "kv_layout.dtype: expected f32, f16, q8_0 or q4_0, got \"" + dtype + "\"" + fallback;
+  } else if (k.window < 0 || k.window > (1 << 20)) {
+    problem = "kv_layout.window: expected 0 (off) to 1048576, got " + std::to_string(k.window) + fallback;
+  } else if (k.sinks < 0 || (k.window == 0 ? k.sinks != 0 : k.sinks >= k.window)) {
+    problem = "kv_layout.sinks: expected 0 <= sinks < window (" + std::to_string(k.window) + "), got " +
+              std::to_string(k.sinks) + fallback;
+  } else if (k.block < 0 || k.block > 4096) {
+    problem = "kv_layout.block: expected 0 (contiguous) to 4096, got " + std::to_string(k.block) + fallback;
+  } else {
+    out = k;
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool load_settings(const std::string& path, UiState& ui, WindowSettings& win, std::string& error) {
@@ -101,15 +139,16 @@ bool settings_from_json(const std::string& text, const std::string& path, UiStat
   get(j, "bottom_tab", ui.bottom_tab);
   ui.select_tab = true;
   get(j, "view_path", ui.view_path);
-  // Ranges now; the model's limits once one has loaded (Session::fit_to_model).
+  // The KV layout as saved (out of range: named, dense f32), then every choice's
+  // ranges now and the model's limits once one has loaded (Session::fit_to_model).
+  std::string kv_problem;
+  const bool kv_ok = kv_layout_from_json(j, ui.kv_layout, kv_problem);
+  if (!kv_ok) error = "settings file " + path + ": " + kv_problem;
   FitContext ctx;
   ctx.origin = path;
   const std::vector<std::string> notes = fit_choices(ui, ctx);
-  if (!notes.empty()) {
-    for (const std::string& n : notes) error += (error.empty() ? "" : "\n") + n;
-    return false;
-  }
-  return true;
+  for (const std::string& n : notes) error += (error.empty() ? "" : "\n") + n;
+  return kv_ok && notes.empty();
 }
 
 bool save_settings(const std::string& path, const UiState& ui, const WindowSettings& win, std::string& error) {
@@ -146,6 +185,11 @@ bool save_settings(const std::string& path, const UiState& ui, const WindowSetti
       {"kv_dtype", ui.kv_dtype},
       {"bottom_tab", ui.bottom_tab},
       {"view_path", ui.view_path},
+      {"kv_layout",
+       {{"dtype", to_string(ui.kv_layout.dtype)},
+        {"window", ui.kv_layout.window},
+        {"sinks", ui.kv_layout.sinks},
+        {"block", ui.kv_layout.block}}},
   };
   try {
     // Invalid UTF-8 in a prompt becomes U+FFFD rather than failing the save.

@@ -201,6 +201,10 @@ TEST(Settings, RoundTripAndBadFiles) {
   ui.sampler.greedy = false;
   ui.sampler.temperature = 0.7f;
   ui.sampler.seed = 42;
+  ui.kv_layout.dtype = KVDtype::kQ4_0;
+  ui.kv_layout.window = 64;
+  ui.kv_layout.sinks = 4;
+  ui.kv_layout.block = 16;
   win.width = 1440;
   win.height = 810;
   ASSERT_TRUE(save_settings(path, ui, win, err)) << err;
@@ -219,6 +223,7 @@ TEST(Settings, RoundTripAndBadFiles) {
   EXPECT_FALSE(back.sampler.greedy);
   EXPECT_FLOAT_EQ(back.sampler.temperature, 0.7f);
   EXPECT_EQ(back.sampler.seed, 42u);
+  EXPECT_EQ(back.kv_layout, ui.kv_layout);
   EXPECT_EQ(wback.width, 1440);
   EXPECT_EQ(wback.height, 810);
   // Garbage: defaults and a message naming the file.
@@ -235,6 +240,22 @@ TEST(Settings, RoundTripAndBadFiles) {
   EXPECT_FLOAT_EQ(clamp.speed, 8.0f);
   EXPECT_FLOAT_EQ(clamp.text_scale, 1.0f);
   EXPECT_EQ(clamp.preset, 0);
+  // A KV layout out of range: named, and dense f32 instead; the rest is kept.
+  for (const char* bad :
+       {R"({"speed": 2, "kv_layout": {"dtype": "q3_k", "window": 8}})",
+        R"({"speed": 2, "kv_layout": {"window": 8, "sinks": 8}})",
+        R"({"speed": 2, "kv_layout": {"window": 0, "sinks": 2}})", R"({"speed": 2, "kv_layout": {"window": -5}})",
+        R"({"speed": 2, "kv_layout": {"block": "sixteen"}})", R"({"speed": 2, "kv_layout": [1, 2]})"}) {
+    { std::ofstream(path) << bad; }
+    UiState kv;
+    kv.kv_layout.window = 32;
+    err.clear();
+    EXPECT_FALSE(load_settings(path, kv, wback, err)) << bad;
+    EXPECT_NE(err.find("kv_layout"), std::string::npos) << err;
+    EXPECT_NE(err.find("dense f32"), std::string::npos) << err;
+    EXPECT_TRUE(kv.kv_layout.is_default()) << bad;
+    EXPECT_FLOAT_EQ(kv.speed, 2.0f) << bad;
+  }
   fs::remove_all(dir);
 }
 
