@@ -564,6 +564,8 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
       ->check(not_an_option());
   render->add_flag("--presentation", ro.presentation, "Presentation mode: compact HUD");
   render->add_flag("--heatmaps", ro.heatmaps, "Draw the attention heatmap grid (one per layer and head)");
+  KVFlags render_kv;
+  add_kv_flags(render, render_kv);
   auto* rbeams = render->add_option("--beams", ro.beams, "Draw beam search with N beams as a tree (--steps = max new)")
                      ->check(int_in(1, 8));
   auto* rdraft = render->add_option("--draft", ro.draft, "Draw speculative decoding with this draft model folder")
@@ -656,6 +658,9 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
       }
       ro.layer = parse_index("--layer", layer);
       ro.head = parse_index("--head", head);
+      ro.kv = kv_settings(render_kv);
+      if ((ro.beams > 0 || !ro.draft.empty()) && !ro.kv.is_default())
+        throw UsageError("--kv-window/--kv-sinks/--kv-dtype/--kv-block: not available with --beams or --draft");
       if (!hooks.render) throw Error("this kvscope was built without the renderer (KVSCOPE_GUI=OFF)");
       return hooks.render(ro);
     }

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "kv_cache.h"
 #include "sampler.h"
 
 namespace kvscope {
@@ -42,6 +43,7 @@ struct RenderOptions {
   std::string draft;          // draw speculative decoding with this draft model
   int speculate = 4;          // tokens drafted per iteration
   SamplerSettings sampler;    // for --draft: greedy unless --temperature is given
+  KVSettings kv;              // cache layout (--kv-window/--kv-sinks/--kv-dtype/--kv-block)
 };
 
 struct AppHooks {

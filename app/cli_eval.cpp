@@ -9,6 +9,7 @@
 #include "engine.h"
 #include "error.h"
 #include "file_io.h"
+#include "kv_eval.h"
 #include "model.h"
 
 namespace kvscope {
@@ -86,38 +87,6 @@ std::vector<int> eval_stream(const Model& m, const std::string& text) {
   return stream;
 }
 
-struct WindowRun {
-  std::vector<float> logits;  // (n, vocab), every position of the window
-  uint64_t kv_bytes = 0;      // the cache after the window's forward
-};
-
-WindowRun run_window(Engine& engine, KVCache& cache, const std::vector<int>& window) {
-  cache.clear();
-  const SeqId s = cache.add_sequence();
-  std::vector<BatchEntry> batch;
-  for (size_t i = 0; i < window.size(); ++i)
-    batch.push_back(BatchEntry{s, static_cast<int>(i), window[i], true, false});
-  ForwardTaps taps;
-  taps.attention = false;
-  taps.kv = false;
-  WindowRun r;
-  r.logits = engine.forward(batch, cache, taps).logits;
-  r.kv_bytes = cache.bytes();
-  cache.clear();
-  return r;
-}
-
-// log softmax of one row, in double.
-void log_softmax(const float* row, size_t V, std::vector<double>& out) {
-  double mx = row[0];
-  for (size_t v = 1; v < V; ++v) mx = std::max<double>(mx, row[v]);
-  double z = 0;
-  for (size_t v = 0; v < V; ++v) z += std::exp(row[v] - mx);
-  const double lz = mx + std::log(z);
-  out.resize(V);
-  for (size_t v = 0; v < V; ++v) out[v] = row[v] - lz;
-}
-
 }  // namespace
 
 int cmd_eval(const EvalArgs& a, const std::string& default_model) {
@@ -133,37 +102,23 @@ int cmd_eval(const EvalArgs& a, const std::string& default_model) {
 
   Engine engine(*m);
   KVCache vcache(variant), dcache(KVLayout::for_model(c));
-  const size_t W = static_cast<size_t>(c.n_positions), V = static_cast<size_t>(c.vocab_size);
+  const size_t W = static_cast<size_t>(c.n_positions);
   double nats = 0, kl = 0, max_dlogit = 0;
   uint64_t predicted = 0, agree = 0, bytes = 0, kv_bytes_max = 0;
-  std::vector<double> lv, ld;
   for (size_t w0 = 0; w0 + 2 <= stream.size(); w0 += W) {
     const std::vector<int> window(stream.begin() + static_cast<std::ptrdiff_t>(w0),
                                   stream.begin() + static_cast<std::ptrdiff_t>(std::min(stream.size(), w0 + W)));
-    const WindowRun vr = run_window(engine, vcache, window);
-    kv_bytes_max = std::max(kv_bytes_max, vr.kv_bytes);
-    WindowRun dr;
-    if (compare) dr = run_window(engine, dcache, window);
-    for (size_t i = 0; i + 1 < window.size(); ++i) {
-      const float* row = &vr.logits[i * V];
-      log_softmax(row, V, lv);
+    const LayoutScores sc = score_layout(engine, vcache, compare ? &dcache : nullptr, window);
+    kv_bytes_max = std::max(kv_bytes_max, sc.kv_bytes);
+    for (size_t i = 0; i < sc.nll.size(); ++i) {
       const int next = window[i + 1];
-      nats -= lv[static_cast<size_t>(next)];
+      nats += sc.nll[i];
       bytes += next == c.eos_token_id ? 0 : m->tokenizer.token_bytes(next).size();
       ++predicted;
       if (compare) {
-        const float* drow = &dr.logits[i * V];
-        log_softmax(drow, V, ld);
-        double k = 0;
-        size_t top_v = 0, top_d = 0;
-        for (size_t v = 0; v < V; ++v) {
-          k += std::exp(ld[v]) * (ld[v] - lv[v]);
-          max_dlogit = std::max(max_dlogit, static_cast<double>(std::fabs(row[v] - drow[v])));
-          if (row[v] > row[top_v]) top_v = v;
-          if (drow[v] > drow[top_d]) top_d = v;
-        }
-        kl += k;
-        agree += top_v == top_d;
+        kl += sc.kl[i];
+        max_dlogit = std::max(max_dlogit, sc.max_dlogit[i]);
+        agree += sc.top1_agree[i];
       }
     }
   }

@@ -477,6 +477,7 @@ int run_render(const RenderOptions& o) {
   GenerateOptions go;
   go.max_new = std::max(1, o.steps);
   go.mode = o.no_cache ? CacheMode::kNoCache : CacheMode::kKV;
+  go.kv = o.kv;
   gen.start(o.prompt, go);
 
   gl::HeadlessContext ctx;

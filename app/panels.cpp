@@ -218,8 +218,9 @@ Commands panel_playback(const Snapshot& snap, UiState& ui) {
 // The cache's layout (dtype, window + sinks, pages) for the next generation,
 // and what the current one holds, against a dense f32 cache of the same positions.
 static void kv_layout_section(const Snapshot& snap, UiState& ui) {
-  if (!ImGui::CollapsingHeader("KV memory layout")) return;
+  // Open from the start when the settings chose a layout other than dense f32.
   KVSettings& k = ui.kv_layout;
+  if (!ImGui::CollapsingHeader("KV memory layout", k.is_default() ? 0 : ImGuiTreeNodeFlags_DefaultOpen)) return;
   static const char* const kDtypes[] = {"f32", "f16", "q8_0", "q4_0"};
   int dt = static_cast<int>(k.dtype);
   if (ImGui::Combo("row format", &dt, kDtypes, 4)) k.dtype = static_cast<KVDtype>(dt);
@@ -289,6 +290,7 @@ Commands panel_cache(const Snapshot& snap, UiState& ui) {
     ImGui::EndTable();
   }
   kv_layout_section(snap, ui);
+  kv_loss_plot(snap);
   std::vector<double> per, cum;
   std::vector<CacheMode> modes;
   for (const RecordPtr& rec : snap.records) {
@@ -539,7 +541,11 @@ void hover_tooltip(const Snapshot& snap, const Pick& pick, int layer, int head) 
       case KvState::kNewDropped:
         ImGui::TextUnformatted("computed this step, then thrown away (NO CACHE)");
         break;
+      case KvState::kEvicting:
+      case KvState::kEvicted:
+        break;  // kv_layout_tooltip says when and why
     }
+    kv_layout_tooltip(seq, pick.pos, pick.layer, pick.state);
     // The beam that lands here: the newest query's attention to this position.
     const StepRecord* r = seq.current.get();
     if (r && r->n_rows > 0 && pick.pos < r->seq_len) {
@@ -559,7 +565,9 @@ void hover_tooltip(const Snapshot& snap, const Pick& pick, int layer, int head) 
       }
       ImGui::Text("|K| = %.3f   |V| = %.3f", kn, vn);
       kv_rows_tooltip(snap, pick.layer, head, pick.pos, static_cast<int>(snap.seq_count) - 1);
-      ImGui::TextDisabled("(%s of memory when cached)", format_bytes(2 * kv_row_bytes(KVDtype::kF32, d)).c_str());
+      const KVDtype dt = seq.current->kv_layout.dtype;
+      ImGui::TextDisabled("(%s of memory when cached as %s)", format_bytes(2 * kv_row_bytes(dt, d)).c_str(),
+                          to_string(dt));
     }
   }
   ImGui::EndTooltip();

@@ -32,6 +32,12 @@ Commands panel_view(const Snapshot& snap, UiState& ui);
 Commands panel_training(const Snapshot& snap, UiState& ui);
 // A floating window listing errors until dismissed (nothing when none).
 Commands panel_errors(const UiState& ui);
+// The cache layout's part of a KV block's tooltip: evicted, sink, page,
+// row format and quantization error (panel_kv.cpp).
+void kv_layout_tooltip(const SequenceState& seq, int pos, int layer, KvState state);
+// The text on screen scored per position under the running layout, dense f32
+// and the same window with / without sinks, on a background thread (panel_kv.cpp).
+void kv_loss_plot(const Snapshot& snap);
 // Tooltip for what the mouse is over in the 3D view.
 // `layer` / `head` (-1 = mean): the beam whose weight a KV block's tooltip shows.
 void hover_tooltip(const Snapshot& snap, const Pick& pick, int layer = -1, int head = -1);

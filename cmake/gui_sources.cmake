@@ -16,6 +16,7 @@ set(KVSCOPE_GUI_SRC
   app/gui_soak.cpp
   app/gui_window.cpp
   app/panel_decode.cpp
+  app/panel_kv.cpp
   app/panel_qkv.cpp
   app/panel_sampling.cpp
   app/panel_teach.cpp

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "error.h"
 
@@ -26,6 +27,42 @@ const char* to_string(StopReason r) {
   }
   return "";
 }
+
+namespace {
+
+// The quantization error of the rows a forward wrote for positions
+// [from, out.first + out.n_new), read back from `cache` where it still holds
+// them: (layer, row, 4) = K max|d|, K rms d, V max|d|, V rms d; -1 where the
+// row was already evicted. Empty for f32 rows (stored exactly).
+std::vector<float> quant_errors(const KVCache& cache, SeqId seq, const ForwardOutput& out, int from) {
+  const KVLayout& lay = cache.layout();
+  if (lay.dtype == KVDtype::kF32) return {};
+  const int d = lay.kv_dim(), n = out.first + out.n_new - from;
+  std::vector<float> err(static_cast<size_t>(lay.n_layer) * n * 4, -1.0f), row(static_cast<size_t>(d));
+  for (int l = 0; l < lay.n_layer; ++l) {
+    for (int i = 0; i < n; ++i) {
+      const KVSlot at = cache.slot_of(seq, from + i);
+      if (at.block < 0) continue;
+      const size_t src = (static_cast<size_t>(l) * out.n_new + (from + i - out.first)) * d;
+      float* e = &err[(static_cast<size_t>(l) * n + i) * 4];
+      for (int kv = 0; kv < 2; ++kv) {
+        cache.read_row(l, at, kv == 1, row.data());
+        const float* x = (kv == 0 ? out.k.data() : out.v.data()) + src;
+        double mx = 0, ss = 0;
+        for (int j = 0; j < d; ++j) {
+          const double diff = static_cast<double>(row[j]) - x[j];
+          mx = std::max(mx, std::fabs(diff));
+          ss += diff * diff;
+        }
+        e[kv * 2] = static_cast<float>(mx);
+        e[kv * 2 + 1] = static_cast<float>(std::sqrt(ss / d));
+      }
+    }
+  }
+  return err;
+}
+
+}  // namespace
 
 Generator::Generator(std::shared_ptr<const Model> model) : model_(std::move(model)), engine_(*model_) {}
 
@@ -116,6 +153,7 @@ RecordPtr Generator::step() {
     } else {
       out = run_forward(cache_, seq_, seq_len - 1, false);
     }
+    rec->kv_qerr = quant_errors(cache_, seq_, out, std::max(out.first, std::min(computed_upto_, out.seq_len)));
   } else {
     // NO CACHE keeps nothing between steps: the same layout, filled and emptied by this forward.
     if (seq_ >= 0) cache_.release(seq_);
@@ -124,6 +162,7 @@ RecordPtr Generator::step() {
     scratch_.clear();
     const SeqId s = scratch_.add_sequence();
     out = run_forward(scratch_, s, 0, keep_all);
+    rec->kv_qerr = quant_errors(scratch_, s, out, std::max(out.first, std::min(computed_upto_, out.seq_len)));
     scratch_.clear();
   }
 
@@ -187,6 +226,11 @@ RecordPtr Generator::step() {
     if (lay.paged()) {
       rec->kv_blocks = cache_.blocks_held();
       rec->kv_slots_wasted = cache_.slots_wasted();
+      for (int p : rec->kv_held) {
+        const int b = cache_.slot_of(seq_, p).block;
+        rec->kv_held_block.push_back(b);
+        rec->kv_held_refs.push_back(cache_.block_refs(b));
+      }
     }
   }
   rec->read_bytes = forward_read_bytes(

@@ -66,6 +66,14 @@ struct StepRecord {
   std::vector<int> kv_held;  // the positions held, ascending
   int kv_blocks = 0;         // paged: blocks held
   int kv_slots_wasted = 0;   // paged: allocated slots holding nothing
+  // Paged: for each kv_held position, its block (page id) and how many
+  // sequences reference that block (> 1: shared with a fork, copied on first write).
+  std::vector<int> kv_held_block, kv_held_refs;
+  // Quantization error of the new rows above (dtypes other than f32): the
+  // stored row read back (dequantized) minus the row as computed.
+  // (layer, n_kv, 4): K max|d|, K rms d, V max|d|, V rms d; -1 where the row
+  // was evicted before it could be read back. Empty for f32.
+  std::vector<float> kv_qerr;
 
   // Counters, from what ran.
   uint64_t flops = 0;        // this forward

@@ -483,4 +483,9 @@ std::vector<int> KVCache::block_table(SeqId s) const {
   return seq(s).table;
 }
 
+int KVCache::block_refs(int block) const {
+  KVSCOPE_CHECK_INDEX("block", block, static_cast<int>(pool_.size()));
+  return pool_[static_cast<size_t>(block)].refs;
+}
+
 }  // namespace kvscope

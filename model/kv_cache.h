@@ -156,6 +156,7 @@ class KVCache {
   uint64_t evicted_total() const { return evicted_total_; }
   std::vector<KVCell> cells() const;              // every held row, by block then slot
   std::vector<int> block_table(SeqId seq) const;  // paged: block per B positions, -1 = freed
+  int block_refs(int block) const;                // sequences referencing a block of the pool
 
   // For tests of the paged pool: grows the free list to n blocks and
   // shuffles it (rows of one sequence then land in scattered blocks).

@@ -19,6 +19,7 @@ struct GpuBlock {
   float size[3];
   float colour[4];  // rgb + fill
   float glow;
+  float bands;  // stripes across a quantized row (0: none)
 };
 struct GpuBeam {
   float from[3];
@@ -26,7 +27,7 @@ struct GpuBeam {
   float weight;
   float colour[4];  // rgb + fade
 };
-static_assert(sizeof(GpuBlock) == 11 * sizeof(float), "tightly packed");
+static_assert(sizeof(GpuBlock) == 12 * sizeof(float), "tightly packed");
 static_assert(sizeof(GpuBeam) == 11 * sizeof(float), "tightly packed");
 
 constexpr int kArcSegments = 20;  // smooth enough; each segment costs triangle setup on llvmpipe
@@ -107,6 +108,7 @@ Renderer::Renderer() {
     attrib(3, 3, sizeof(GpuBlock), offsetof(GpuBlock, size), true);
     attrib(4, 4, sizeof(GpuBlock), offsetof(GpuBlock, colour), true);
     attrib(5, 1, sizeof(GpuBlock), offsetof(GpuBlock, glow), true);
+    attrib(6, 1, sizeof(GpuBlock), offsetof(GpuBlock, bands), true);
     glBindVertexArray(0);
     return b;
   };
@@ -171,7 +173,7 @@ void Renderer::upload_and_draw(Batch& batch, const std::vector<float>& packed, i
 void Renderer::draw_blocks(Batch& batch, const std::vector<BlockInstance>& blocks, const glm::vec4 (&planes)[6]) {
   if (blocks.empty()) return;
   std::vector<float> solid, outline;  // packed GpuBlock fields
-  solid.reserve(blocks.size() * 11);
+  solid.reserve(blocks.size() * 12);
   int n_solid = 0, n_outline = 0;
   for (const BlockInstance& b : blocks) {
     // Bounding-sphere test against the frustum: a close-up (FOLLOW) sends
@@ -186,7 +188,7 @@ void Renderer::draw_blocks(Batch& batch, const std::vector<BlockInstance>& block
     std::vector<float>& out = b.colour.a > 0.0f ? solid : outline;
     (b.colour.a > 0.0f ? n_solid : n_outline)++;
     out.insert(out.end(), {b.center.x, b.center.y, b.center.z, b.size.x, b.size.y, b.size.z, b.colour.r, b.colour.g,
-                           b.colour.b, b.colour.a, b.glow});
+                           b.colour.b, b.colour.a, b.glow, b.bands});
   }
   upload_and_draw(batch, solid, n_solid);
   if (n_outline > 0) {
@@ -263,6 +265,7 @@ void Renderer::draw(const Scene& scene, const Camera& camera, int x, int y, int 
   draw_blocks(*kv_, scene.kv, planes);
   draw_blocks(*tokens_, scene.tokens, planes);
   draw_blocks(*markers_, scene.markers, planes);
+  draw_blocks(*markers_, scene.cache_marks, planes);
   glDisable(GL_CULL_FACE);
 
   // Beams: additive light, tested against the blocks but not occluding.

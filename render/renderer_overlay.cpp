@@ -237,6 +237,27 @@ void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, 
   }
 }
 
+// Sink / window bars' and pages' labels, centred on the ground in front of
+// them; one that would overlap an earlier one is left out.
+void draw_cache_mark_labels(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts) {
+  ImFont* f = fonts.small;
+  const float fs = f->FontSize;
+  std::vector<ImVec4> drawn;
+  for (const Label& l : scene.labels) {
+    if (l.kind != LabelKind::kCacheMark) continue;
+    ImVec2 p;
+    if (!proj(l.anchor, p)) continue;
+    const ImVec2 ts = f->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
+    const ImVec4 r(p.x - ts.x * 0.5f - 3, p.y - 1, p.x + ts.x * 0.5f + 3, p.y + ts.y + 1);
+    bool overlaps = false;
+    for (const ImVec4& o : drawn) overlaps |= r.x < o.z && o.x < r.z && r.y < o.w && o.y < r.w;
+    if (overlaps) continue;
+    drawn.push_back(r);
+    dl->AddRectFilled(ImVec2(r.x, r.y), ImVec2(r.z, r.w), IM_COL32(4, 6, 12, 190), 3.0f);
+    dl->AddText(f, fs, ImVec2(r.x + 3, r.y + 1), col4(l.colour), l.text.c_str());
+  }
+}
+
 // The strongest beams' weights, on small plates where they land.
 void draw_beam_labels(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts) {
   ImFont* f = fonts.small;
@@ -282,10 +303,36 @@ void draw_banner(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size,
 }
 
 struct LegendEntry {
-  int kind;  // 0 solid, 1 gradient, 2 outline, 3 beam, 4 hollow red
+  int kind;  // 0 solid, 1 gradient, 2 outline, 3 beam, 4 hollow red, 5 striped (kv_bands stripes)
   glm::vec3 c;
   const char* text;
+  int bands = 0;
 };
+
+// The cache layout's entries: row format, eviction, sinks, pages.
+void cache_legend_entries(const Scene& scene, std::vector<LegendEntry>& entries) {
+  float bands = 0;
+  bool evicting = false, evicted = false;
+  for (const BlockInstance& b : scene.kv) {
+    bands = std::max(bands, b.bands);
+    evicting |= b.state == KvState::kEvicting;
+    evicted |= b.state == KvState::kEvicted;
+  }
+  if (bands == 16) entries.push_back({5, palette::kCacheHigh, "f16 rows: 16 stripes = 16 bits per value", 16});
+  if (bands == 8) entries.push_back({5, palette::kCacheHigh, "q8_0 rows: 8 stripes = 8 bits per value (+ scale)", 8});
+  if (bands == 4) entries.push_back({5, palette::kCacheHigh, "q4_0 rows: 4 stripes = 4 bits per value (+ scale)", 4});
+  if (evicting) entries.push_back({0, palette::kEvicted, "evicted by the window this step (bytes freed)"});
+  if (evicted) entries.push_back({2, palette::kEvicted, "evicted earlier: gone from the cache"});
+  bool sinks = false, page = false, shared = false;
+  for (const BlockInstance& b : scene.cache_marks) {
+    sinks |= b.mark == CacheMark::kSinks;
+    page |= b.mark == CacheMark::kPage;
+    shared |= b.mark == CacheMark::kSharedPage;
+  }
+  if (sinks) entries.push_back({0, palette::kSink, "sink positions: always kept"});
+  if (page) entries.push_back({2, palette::kPage, "page: a block of B positions (id = pool block)"});
+  if (shared) entries.push_back({2, palette::kShared, "page shared by branches (copied on first write)"});
+}
 
 // What is on screen in this phase, nothing more.
 std::vector<LegendEntry> legend_entries(const Scene& scene) {
@@ -310,6 +357,7 @@ std::vector<LegendEntry> legend_entries(const Scene& scene) {
   if (refill) entries.push_back({0, palette::kRefill, "refill: cache rebuilt in one pass"});
   if (fresh || dropped) entries.push_back({0, palette::kNewKV, "K/V computed for the first time"});
   if (recomputed) entries.push_back({4, palette::kRecomputed, "recomputed, then thrown away (NO CACHE)"});
+  cache_legend_entries(scene, entries);
   entries.push_back({2, palette::kEmpty, "empty cache slot"});
   if (!scene.beams.empty()) entries.push_back({3, palette::kBeam, "attention of the newest token (width = weight)"});
   return entries;
@@ -391,6 +439,13 @@ ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 siz
       case 4:
         dl->AddRectFilled(a, b, to_imcolor(e.c * 0.35f), 0.0f);
         dl->AddRect(a, b, to_imcolor(e.c), 0.0f, 0, 1.5f);
+        break;
+      case 5:
+        dl->AddRectFilled(a, b, to_imcolor(e.c), 0.0f);
+        for (int j = 1; j <= e.bands; ++j) {
+          const float y = a.y + sw * static_cast<float>(j) / static_cast<float>(e.bands) - 0.5f;
+          dl->AddLine(ImVec2(a.x, y), ImVec2(b.x, y), to_imcolor(e.c * 0.45f), e.bands > 8 ? 0.7f : 1.2f);
+        }
         break;
     }
     dl->AddText(f, fs, ImVec2(b.x + pad, slot.y + (row - fs) * 0.5f), IM_COL32(220, 225, 235, 255), e.text);
@@ -475,6 +530,7 @@ void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVe
   draw_side_labels(dl, scene, proj, fonts);
   if (opt.labels) draw_token_labels(dl, scene, proj, fonts, opt);
   draw_beam_labels(dl, scene, proj, fonts);
+  draw_cache_mark_labels(dl, scene, proj, fonts);
   draw_head_label(dl, scene, proj, fonts);
   if (opt.banner) draw_banner(dl, scene, origin, size, fonts);
   dl->PopClipRect();

@@ -5,59 +5,9 @@
 #include <cstdio>
 #include <limits>
 
+#include "scene_kv.h"
+
 namespace kvscope {
-
-namespace palette {
-// Mutable so the window can switch to the colour-blind-safe set (set_palette);
-// only the UI thread reads them.
-glm::vec3 kBackground{0.030f, 0.035f, 0.055f};
-glm::vec3 kPromptToken{0.36f, 0.44f, 0.60f};
-glm::vec3 kGeneratedToken{1.00f, 0.60f, 0.10f};
-glm::vec3 kNewToken{1.00f, 0.92f, 0.35f};
-glm::vec3 kCacheLow{0.04f, 0.30f, 0.48f};
-glm::vec3 kCacheHigh{0.30f, 0.88f, 1.00f};
-glm::vec3 kNewKV{0.35f, 1.00f, 0.45f};
-glm::vec3 kPrefill{1.00f, 0.86f, 0.45f};
-glm::vec3 kRefill{0.72f, 0.50f, 1.00f};
-glm::vec3 kRecomputed{1.00f, 0.16f, 0.14f};
-glm::vec3 kEmpty{0.34f, 0.36f, 0.42f};
-glm::vec3 kBeam{1.00f, 0.32f, 0.86f};
-glm::vec3 kHead{1.00f, 0.40f, 0.90f};
-
-void set_palette(bool colour_blind) {
-  if (colour_blind) {
-    // Okabe & Ito's colour-blind-safe set, brightened for projectors: no
-    // red/green pair carries meaning, and every pair differs in lightness.
-    kBackground = {0.020f, 0.024f, 0.040f};
-    kPromptToken = {0.55f, 0.58f, 0.66f};
-    kGeneratedToken = {0.90f, 0.62f, 0.00f};  // orange
-    kNewToken = {0.94f, 0.89f, 0.26f};        // yellow
-    kCacheLow = {0.00f, 0.27f, 0.45f};
-    kCacheHigh = {0.34f, 0.71f, 0.91f};  // sky blue
-    kNewKV = {0.25f, 0.80f, 0.62f};      // bluish green, lighter than the vermillion
-    kPrefill = {0.94f, 0.89f, 0.26f};
-    kRefill = {0.80f, 0.47f, 0.65f};      // reddish purple
-    kRecomputed = {0.84f, 0.37f, 0.00f};  // vermillion
-    kEmpty = {0.45f, 0.47f, 0.52f};
-    kBeam = {1.00f, 1.00f, 1.00f};  // white: brightness = weight
-    kHead = {0.80f, 0.47f, 0.65f};
-  } else {
-    kBackground = {0.030f, 0.035f, 0.055f};
-    kPromptToken = {0.36f, 0.44f, 0.60f};
-    kGeneratedToken = {1.00f, 0.60f, 0.10f};
-    kNewToken = {1.00f, 0.92f, 0.35f};
-    kCacheLow = {0.04f, 0.30f, 0.48f};
-    kCacheHigh = {0.30f, 0.88f, 1.00f};
-    kNewKV = {0.35f, 1.00f, 0.45f};
-    kPrefill = {1.00f, 0.86f, 0.45f};
-    kRefill = {0.72f, 0.50f, 1.00f};
-    kRecomputed = {1.00f, 0.16f, 0.14f};
-    kEmpty = {0.34f, 0.36f, 0.42f};
-    kBeam = {1.00f, 0.32f, 0.86f};
-    kHead = {1.00f, 0.40f, 0.90f};
-  }
-}
-}  // namespace palette
 
 const char* to_string(KvState s) {
   switch (s) {
@@ -75,13 +25,17 @@ const char* to_string(KvState s) {
       return "recomputed";
     case KvState::kNewDropped:
       return "new_dropped";
+    case KvState::kEvicting:
+      return "evicting";
+    case KvState::kEvicted:
+      return "evicted";
   }
   return "?";
 }
 
 bool is_flash(KvState s) {
   return s == KvState::kNew || s == KvState::kPrefill || s == KvState::kRefill || s == KvState::kRecomputed ||
-         s == KvState::kNewDropped;
+         s == KvState::kNewDropped || s == KvState::kEvicting;
 }
 
 bool is_held(KvState s) {
@@ -181,8 +135,15 @@ void append_record(SequenceState& seq, const RecordPtr& rec) {
       }
     }
   }
+  append_cache_state(seq, r);
   seq.current = rec;
   seq.n_records++;
+}
+
+const float* SequenceState::quant_error(int pos, int layer) const {
+  const size_t i = (static_cast<size_t>(pos) * n_layer + layer) * 4;
+  if (pos < 0 || layer < 0 || layer >= n_layer || i + 4 > qerr.size() || qerr[i] < 0) return nullptr;
+  return &qerr[i];
 }
 
 SequenceState build_sequence(const std::vector<RecordPtr>& records, size_t count) {
@@ -247,11 +208,15 @@ float ease_out_cubic(float t) {
   return 1.0f - (1.0f - t) * (1.0f - t) * (1.0f - t);
 }
 
-KvState kv_state(const StepRecord& r, int pos) {
+KvState kv_state(const SequenceState& seq, const StepRecord& r, int pos) {
   if (pos >= r.seq_len) return KvState::kEmpty;  // the newest token: computed next step
   const bool computed = pos >= r.first && pos < r.first + r.n_new;
   const bool again = computed && pos < r.first + r.recomputed;
   if (r.mode == CacheMode::kKV) {
+    if (evicted_from_cache(r, pos)) {
+      const bool now = static_cast<size_t>(pos) < seq.evicted_at.size() && seq.evicted_at[pos] == r.index;
+      return now ? KvState::kEvicting : KvState::kEvicted;
+    }
     if (r.prefill) return KvState::kPrefill;
     if (again) return KvState::kRefill;
     if (computed) return KvState::kNew;
@@ -327,7 +292,7 @@ Scene build_scene(const SequenceState& seq, const ViewOptions& view_in, float an
   const int read_head = gqa && view.head >= 0 ? view.head / (seq.n_head / G) : -1;  // the K/V head view.head reads
   s.kv.reserve(static_cast<size_t>(n_pos) * NL * (gqa ? G : 1));
   for (int p = 0; p < n_pos; ++p) {
-    const KvState st = kv_state(r, p);
+    const KvState st = kv_state(seq, r, p);
     for (int l = 0; l < NL; ++l) {
       const float norm = seq.knorm(p, l);
       const float mx = seq.k_norm_max[l];
@@ -340,6 +305,7 @@ Scene build_scene(const SequenceState& seq, const ViewOptions& view_in, float an
       b.state = st;
       b.center = L.kv_center(p, l, h);
       b.size = {L.block_w, h, L.block_w};
+      b.bands = kv_bands(r.kv_layout.dtype);
       switch (st) {
         case KvState::kResident:
           b.colour = with_fill(held, 1.0f);
@@ -369,6 +335,22 @@ Scene build_scene(const SequenceState& seq, const ViewOptions& view_in, float an
           b.colour = with_fill(palette::kEmpty, 0.0f);
           b.size.y = L.kv_h * 0.5f;
           b.center = L.kv_center(p, l, b.size.y);
+          b.bands = 0;
+          break;
+        case KvState::kEvicting:
+          // Leaves the cache: turns red, sinks and shrinks to the evicted outline.
+          b.colour = with_fill(glm::mix(palette::kEvicted, held, flash * 0.5f), flash);
+          b.glow = 0.6f * flash;
+          b.size.y = h * (0.5f + 0.5f * flash);
+          b.center = L.kv_center(p, l, b.size.y);
+          b.center.y -= 0.15f * (1.0f - flash);
+          break;
+        case KvState::kEvicted:
+          b.colour = with_fill(palette::kEvicted, 0.0f);
+          b.size.y = h * 0.5f;
+          b.center = L.kv_center(p, l, b.size.y);
+          b.center.y -= 0.15f;
+          b.bands = 0;
           break;
       }
       if (!gqa) {
@@ -390,6 +372,8 @@ Scene build_scene(const SequenceState& seq, const ViewOptions& view_in, float an
       }
     }
   }
+
+  add_cache_marks(s, seq, L, flash);
 
   // Token blocks; the newest one travels from the write head to its slot.
   s.head_pos = L.write_head(slot, NL);
@@ -507,7 +491,8 @@ Scene build_scene(const SequenceState& seq, const ViewOptions& view_in, float an
 
   s.bounds_min = {left - L.pitch * 2.2f, -0.1f, -L.block_w};
   // Room above for the labels and the write head's caption.
-  s.bounds_max = {L.x(slot) + L.pitch, std::max(token_top + 0.4f, s.head_pos.y + 1.0f), L.head_z + 0.3f};
+  s.bounds_max = {L.x(slot) + L.pitch, std::max(token_top + 0.4f, s.head_pos.y + 1.0f),
+                  s.cache_marks.empty() ? L.head_z + 0.3f : L.block_w * 0.5f + 1.6f};
   return s;
 }
 

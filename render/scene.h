@@ -30,6 +30,8 @@ enum class KvState {
   kRefill,      // recomputed to rebuild the cache after NO CACHE, kept
   kRecomputed,  // NO CACHE: computed again this step, then thrown away
   kNewDropped,  // NO CACHE: computed for the first time this step, then thrown away
+  kEvicting,    // sliding window: evicted by this step's forward (animates out)
+  kEvicted,     // sliding window: evicted by an earlier step, gone from the cache
 };
 const char* to_string(KvState s);
 // True for the states that are drawn flashing in this step.
@@ -58,7 +60,11 @@ struct SequenceState {
   std::vector<float> k_norm;      // (position, layer) L2 norm of the K row; -1 = never computed
   std::vector<float> v_norm;      // (position, layer) L2 norm of the V row; -1 = never computed
   std::vector<float> k_norm_max;  // (layer) max over known positions, for height scaling
-  RecordPtr current;              // the record being shown (null before the prefill)
+  // Quantized caches: (position, layer, 4) the stored row's error against the
+  // row as computed: K max|d|, K rms d, V max|d|, V rms d; -1 = not known.
+  std::vector<float> qerr;
+  std::vector<int> evicted_at;  // (position) record index whose forward evicted it; -1 = not evicted
+  RecordPtr current;            // the record being shown (null before the prefill)
   int n_records = 0;
 
   int seq_len() const { return current ? current->seq_len : 0; }  // positions with K/V computed
@@ -72,6 +78,8 @@ struct SequenceState {
     KVSCOPE_CHECK_INDEX("V norm layer", layer, n_layer);
     return v_norm[static_cast<size_t>(pos) * n_layer + layer];
   }
+  // The 4 error values above for (pos, layer), or nullptr when not known.
+  const float* quant_error(int pos, int layer) const;
 };
 
 // Adds one record (in generation order). The first must be the prefill.
@@ -131,6 +139,9 @@ struct Layout {
   }
 };
 
+// What a block of Scene::cache_marks shows.
+enum class CacheMark { kNone, kSinks, kWindow, kPage, kSharedPage };
+
 struct BlockInstance {
   glm::vec3 center{0.0f};
   glm::vec3 size{1.0f};
@@ -140,6 +151,8 @@ struct BlockInstance {
   int layer = -1;          // KV layer, -1 for token blocks
   int kv_head = -1;        // grouped-query models: the K/V head of this sub-block; -1 = the whole row
   KvState state = KvState::kEmpty;
+  float bands = 0;  // quantized rows: dark stripes across the block (f16 16, q8_0 8, q4_0 4: bits per value)
+  CacheMark mark = CacheMark::kNone;
 };
 
 struct BeamInstance {
@@ -149,7 +162,7 @@ struct BeamInstance {
   int key = 0;             // the key position the beam lands on
 };
 
-enum class LabelKind { kToken, kLayer, kCaption, kHead, kBeam };
+enum class LabelKind { kToken, kLayer, kCaption, kHead, kBeam, kCacheMark };
 
 struct Label {
   glm::vec3 anchor{0.0f};
@@ -169,7 +182,10 @@ struct Scene {
   std::vector<BlockInstance> tokens;   // one per position [0, slot], the newest may be falling
   std::vector<BlockInstance> kv;       // (position, layer) for positions [0, slot]
   std::vector<BlockInstance> markers;  // the write head
-  std::vector<BeamInstance> beams;     // one per key position over min_weight
+  // The cache's layout on the ground and around the stacks: sink and window
+  // bars, page frames (outlines) of a paged cache, shared pages highlighted.
+  std::vector<BlockInstance> cache_marks;
+  std::vector<BeamInstance> beams;  // one per key position over min_weight
   std::vector<Label> labels;
   glm::vec3 bounds_min{0.0f}, bounds_max{0.0f};
   glm::vec3 head_pos{0.0f};
@@ -189,6 +205,10 @@ extern glm::vec3 kRecomputed;
 extern glm::vec3 kEmpty;
 extern glm::vec3 kBeam;
 extern glm::vec3 kHead;
+extern glm::vec3 kEvicted;  // K/V evicted by the sliding window
+extern glm::vec3 kSink;     // sink positions, kept forever
+extern glm::vec3 kPage;     // page frames
+extern glm::vec3 kShared;   // pages shared by more than one sequence
 // The default colours, or (true) a colour-blind-safe, projector-safe set.
 void set_palette(bool colour_blind);
 }  // namespace palette

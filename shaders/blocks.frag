@@ -7,6 +7,7 @@ in vec3 v_normal;
 in vec3 v_size;
 in vec4 v_colour;
 in float v_glow;
+in float v_bands;
 in vec3 v_world;
 
 uniform vec3 u_light_dir;  // unit, towards the light
@@ -50,6 +51,15 @@ void main() {
 #else
   {
     vec3 interior = face * mix(0.18, 1.0, fill);
+    if (v_bands > 0.5 && n.y < 0.5) {
+      // A quantized row: v_bands dark stripes up the side faces (its bits per
+      // value). Stripes narrower than ~3 px would alias: they fade to an even tint.
+      float t = (v_local.y + 0.5) * v_bands;
+      float w = max(fwidth(t), 1e-6);
+      float line = 1.0 - smoothstep(0.30 - w, 0.30 + w, fract(t));
+      float resolvable = smoothstep(2.5, 5.0, 1.0 / w);
+      interior *= mix(0.82, 1.0 - 0.5 * line, resolvable);
+    }
     vec3 edge_col = fill < 1.0 ? base * 1.1 : face * 0.45;
     col = mix(interior, edge_col, on_edge);
   }

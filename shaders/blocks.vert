@@ -7,6 +7,7 @@ layout(location = 2) in vec3 i_center;  // world
 layout(location = 3) in vec3 i_size;    // world
 layout(location = 4) in vec4 i_colour;  // rgb + fill (1 solid, 0 outline only)
 layout(location = 5) in float i_glow;   // 0..1 added light
+layout(location = 6) in float i_bands;  // stripes across a quantized row (0: none)
 
 uniform mat4 u_view_proj;
 
@@ -15,6 +16,7 @@ out vec3 v_normal;
 out vec3 v_size;
 out vec4 v_colour;
 out float v_glow;
+out float v_bands;
 out vec3 v_world;
 
 void main() {
@@ -25,5 +27,6 @@ void main() {
   v_size = i_size;
   v_colour = i_colour;
   v_glow = i_glow;
+  v_bands = i_bands;
   v_world = world;
 }

@@ -15,6 +15,9 @@ Modes
          a query sees), on a random prompt clear of greedy and rounding ties.
   quant  --dtype q8_0|q4_0 --n N --rows FILE --out FILE
          llama.cpp blocks of raw float32 rows (the byte-exact quantizer test).
+  qerr   --dtype f16|q8_0|q4_0 --n N --rows FILE --out FILE
+         per row: max |stored - row| and rms(stored - row) as float64 pairs
+         (the quantization error the window shows on hover).
   suite  --out DIR   the checkpoints the C++ tests use (several shapes,
          F32/F16/BF16, with and without the `transformer.` prefix, with and
          without attn.bias/attn.masked_bias buffers, one untied lm_head),
@@ -655,6 +658,17 @@ def quantize_file(dtype, n, src, dst):
             f.write(fn(r.astype(np.float64))[0])
 
 
+def quant_error_file(dtype, n, src, dst):
+    """Rows of n float32 values -> (max |d|, rms d) per row, float64, where
+    d = what the row reads back as in `dtype` minus the row."""
+    rows = np.fromfile(src, dtype="<f4").reshape(-1, n).astype(np.float64)
+    out = []
+    for r in rows:
+        d = stored_row(r, dtype)[0] - r
+        out += [float(np.max(np.abs(d))), float(np.sqrt(np.mean(d * d)))]
+    np.asarray(out, "<f8").tofile(dst)
+
+
 def kv_args(p):
     p.add_argument("--kv-dtype", choices=["f32", "f16", "q8_0", "q4_0"], default="f32")
     p.add_argument("--kv-window", type=int, default=0)
@@ -707,6 +721,12 @@ def main(argv):
     qz.add_argument("--rows", required=True, help="raw little-endian float32 rows")
     qz.add_argument("--out", required=True)
 
+    qe = sub.add_parser("qerr", help="quantization error of float32 rows stored as f16 / q8_0 / q4_0")
+    qe.add_argument("--dtype", choices=["f16", "q8_0", "q4_0"], required=True)
+    qe.add_argument("--n", type=int, required=True, help="values per row (a multiple of 32)")
+    qe.add_argument("--rows", required=True, help="raw little-endian float32 rows")
+    qe.add_argument("--out", required=True)
+
     s = sub.add_parser("suite", help="the checkpoints + references the C++ tests use")
     s.add_argument("--out", required=True)
     s.add_argument("--only", action="append", help="build only this checkpoint (repeatable)")
@@ -738,6 +758,8 @@ def main(argv):
             json.dump(ref, f)
     elif a.mode == "quant":
         quantize_file(a.dtype, a.n, a.rows, a.out)
+    elif a.mode == "qerr":
+        quant_error_file(a.dtype, a.n, a.rows, a.out)
     elif a.mode == "suite":
         idx = build_suite(a.out, a.only)
         print(json.dumps({"dir": a.out, "checkpoints": [c["name"] for c in idx]}))

@@ -1,0 +1,145 @@
+#include "scene_kv.h"
+
+#include <algorithm>
+
+namespace kvscope {
+
+bool evicted_from_cache(const StepRecord& r, int pos) {
+  if (r.mode != CacheMode::kKV || !r.kv_layout.windowed() || pos < 0 || pos >= r.seq_len) return false;
+  return !std::binary_search(r.kv_held.begin(), r.kv_held.end(), pos);
+}
+
+float kv_bands(KVDtype d) {
+  switch (d) {
+    case KVDtype::kF32:
+      return 0;
+    case KVDtype::kF16:
+      return 16;
+    case KVDtype::kQ8_0:
+      return 8;
+    case KVDtype::kQ4_0:
+      return 4;
+  }
+  return 0;
+}
+
+void append_cache_state(SequenceState& seq, const StepRecord& r) {
+  const size_t n_pos = seq.tokens.size();
+  const int L = seq.n_layer;
+  if (n_pos == 0 || L <= 0) return;
+  seq.qerr.resize(n_pos * L * 4, -1.0f);
+  seq.evicted_at.resize(n_pos, -1);
+  // The newest token has no K/V yet (a fork may reuse a position).
+  std::fill(seq.qerr.begin() + static_cast<std::ptrdiff_t>((n_pos - 1) * L * 4), seq.qerr.end(), -1.0f);
+  seq.evicted_at[n_pos - 1] = -1;
+  // Rows this forward wrote: positions [seq_len - n_kv, seq_len), as in StepRecord::kv_qerr.
+  const size_t n_kv = static_cast<size_t>(std::max(0, r.n_kv));
+  const bool have_err = r.kv_qerr.size() == static_cast<size_t>(r.n_layer) * n_kv * 4 && r.n_layer == L;
+  for (size_t i = 0; i < n_kv; ++i) {
+    const int pos = r.seq_len - static_cast<int>(n_kv) + static_cast<int>(i);
+    if (pos < 0 || static_cast<size_t>(pos) >= n_pos) continue;
+    for (int l = 0; l < L; ++l) {
+      float* dst = &seq.qerr[(static_cast<size_t>(pos) * L + l) * 4];
+      for (int e = 0; e < 4; ++e) dst[e] = have_err ? r.kv_qerr[(static_cast<size_t>(l) * n_kv + i) * 4 + e] : -1.0f;
+    }
+  }
+  // A forward that computes a position puts it back until a window evicts it again.
+  for (int p = std::max(0, r.first); p < r.first + r.n_new && static_cast<size_t>(p) < n_pos; ++p)
+    seq.evicted_at[static_cast<size_t>(p)] = -1;
+  for (int p = 0; p < r.seq_len && static_cast<size_t>(p) < n_pos; ++p)
+    if (seq.evicted_at[static_cast<size_t>(p)] < 0 && evicted_from_cache(r, p))
+      seq.evicted_at[static_cast<size_t>(p)] = r.index;
+}
+
+bool page_of(const StepRecord& r, int pos, int* page, int* refs) {
+  if (!r.kv_layout.paged() || r.kv_held_block.size() != r.kv_held.size() || r.kv_held_refs.size() != r.kv_held.size())
+    return false;
+  const auto it = std::lower_bound(r.kv_held.begin(), r.kv_held.end(), pos);
+  if (it == r.kv_held.end() || *it != pos) return false;
+  const size_t i = static_cast<size_t>(it - r.kv_held.begin());
+  *page = r.kv_held_block[i];
+  *refs = r.kv_held_refs[i];
+  return true;
+}
+
+namespace {
+
+// Ground marks lie between the grid (y = -0.07) and the first layer (y = 0);
+// their labels on the ground in front of the position ticks.
+constexpr float kBarTop = -0.012f, kBarH = 0.05f, kFrameBottom = -0.066f;
+constexpr float kLabelY = -0.07f, kBarLabelDz = 1.0f, kPageLabelDz = 1.45f;
+
+void add_label(Scene& s, const glm::vec3& at, std::string text, const glm::vec3& c, int pos) {
+  Label lab;
+  lab.kind = LabelKind::kCacheMark;
+  lab.pos = pos;
+  lab.text = std::move(text);
+  lab.anchor = at;
+  lab.colour = glm::vec4(c, 1.0f);
+  s.labels.push_back(std::move(lab));
+}
+
+// A bar on the ground under positions [p0, p1), labelled in its middle.
+void add_bar(Scene& s, const Layout& L, int p0, int p1, CacheMark mark, std::string text) {
+  const glm::vec3 c = mark == CacheMark::kSinks ? palette::kSink : palette::kCacheHigh;
+  if (p1 <= p0) return;
+  BlockInstance b;
+  const float x0 = L.x(p0) - L.block_w * 0.5f, x1 = L.x(p1 - 1) + L.block_w * 0.5f;
+  b.center = {(x0 + x1) * 0.5f, kBarTop - kBarH * 0.5f, 0.0f};
+  b.size = {x1 - x0, kBarH, L.block_w};
+  b.colour = glm::vec4(c, 1.0f);
+  b.glow = mark == CacheMark::kSinks ? 0.25f : 0.0f;
+  b.pos = p0;
+  b.mark = mark;
+  s.cache_marks.push_back(b);
+  add_label(s, {(x0 + x1) * 0.5f, kLabelY, L.block_w * 0.5f + kBarLabelDz}, std::move(text), c, p0);
+}
+
+// One outline frame per run of held positions in the same page.
+void add_page_frames(Scene& s, const StepRecord& r, const Layout& L, int n_layer, float flash) {
+  const float top = L.kv_bottom(n_layer - 1) + L.kv_h + 0.08f, bottom = kFrameBottom;
+  const size_t n = r.kv_held.size();
+  for (size_t i = 0; i < n;) {
+    size_t j = i + 1;
+    while (j < n && r.kv_held_block[j] == r.kv_held_block[i] && r.kv_held[j] == r.kv_held[j - 1] + 1) ++j;
+    const int p0 = r.kv_held[i], p1 = r.kv_held[j - 1];
+    const bool shared = r.kv_held_refs[i] > 1;
+    const glm::vec3 c = shared ? palette::kShared : palette::kPage;
+    BlockInstance f;
+    const float x0 = L.x(p0) - L.block_w * 0.5f - 0.06f, x1 = L.x(p1) + L.block_w * 0.5f + 0.06f;
+    f.center = {(x0 + x1) * 0.5f, (top + bottom) * 0.5f, 0.0f};
+    f.size = {x1 - x0, top - bottom, L.block_w + 0.12f};
+    f.colour = glm::vec4(c, 0.0f);  // outline only
+    f.glow = shared ? 0.3f + 0.5f * flash : 0.0f;
+    f.pos = p0;
+    f.mark = shared ? CacheMark::kSharedPage : CacheMark::kPage;
+    s.cache_marks.push_back(f);
+    const int page = r.kv_held_block[i];
+    std::string text = (j - i >= 3 ? "page " : "p") + std::to_string(page);
+    if (shared) text += " \xC2\xB7 shared \xC3\x97" + std::to_string(r.kv_held_refs[i]);
+    add_label(s, {(x0 + x1) * 0.5f, kLabelY, L.block_w * 0.5f + kPageLabelDz}, std::move(text), c, p0);
+    i = j;
+  }
+}
+
+}  // namespace
+
+void add_cache_marks(Scene& s, const SequenceState& seq, const Layout& L, float flash) {
+  if (!seq.current || seq.n_layer <= 0) return;
+  const StepRecord& r = *seq.current;
+  if (r.mode != CacheMode::kKV) return;  // NO CACHE holds nothing between steps
+  const KVLayout& lay = r.kv_layout;
+  const int T = r.seq_len;
+  if (lay.windowed()) {
+    const int n_sink = std::min(lay.sinks, T);
+    if (n_sink > 0)
+      add_bar(s, L, 0, n_sink, CacheMark::kSinks, n_sink == 1 ? "sink: kept" : std::to_string(n_sink) + " sinks: kept");
+    // What the next query sees besides the sinks: the last W positions held.
+    const int lo = std::max(n_sink, T - lay.window);
+    add_bar(s, L, lo, T, CacheMark::kWindow, "window W = " + std::to_string(lay.window));
+  }
+  if (lay.paged() && r.kv_held_block.size() == r.kv_held.size() && r.kv_held_refs.size() == r.kv_held.size())
+    add_page_frames(s, r, L, seq.n_layer, flash);
+}
+
+}  // namespace kvscope

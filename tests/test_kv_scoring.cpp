@@ -1,0 +1,96 @@
+// Per-position scores under a cache layout (what `kvscope eval` sums and the
+// Cache panel plots): one batched forward over the text must give the same
+// next-token distribution as the generation that produced it step by step
+// (a different code path: a cache that really evicted, one row per step),
+// and the background scorer returns exactly those scores.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "generator.h"
+#include "kv_eval.h"
+#include "kv_scoring.h"
+#include "model.h"
+#include "numpy_ref_util.h"
+
+namespace kvscope {
+namespace {
+
+constexpr const char* kCkpt = "l2h2d32_f32_prefix_buffers";
+
+double nll_of(const std::vector<float>& logits, int token) {
+  double mx = logits[0], z = 0;
+  for (float v : logits) mx = std::max<double>(mx, v);
+  for (float v : logits) z += std::exp(v - mx);
+  return -(logits[static_cast<size_t>(token)] - mx - std::log(z));
+}
+
+TEST(KvScoring, BatchedScoresMatchTheGenerationStepByStep) {
+  auto m = load_model(testutil::suite_checkpoint(kCkpt));
+  for (KVSettings kv :
+       {KVSettings{KVDtype::kF32, 3, 0, 0}, KVSettings{KVDtype::kQ8_0, 4, 1, 2}, KVSettings{KVDtype::kQ4_0, 0, 0, 0}}) {
+    Generator gen(m);
+    GenerateOptions opt;
+    opt.max_new = 8;
+    opt.sampler.greedy = true;
+    opt.ignore_eos = true;
+    opt.kv = kv;
+    gen.start_tokens({3, 1, 4, 1, 5}, opt);
+    while (gen.step()) {
+    }
+    const KVLayout lay = kv.layout_for(m->config);
+    Engine engine(*m);
+    KVCache cache(lay), dense(KVLayout::for_model(m->config));
+    const LayoutScores sc = score_layout(engine, cache, &dense, gen.tokens());
+    ASSERT_EQ(sc.nll.size(), gen.tokens().size() - 1);
+    ASSERT_EQ(sc.kl.size(), sc.nll.size());
+    for (const RecordPtr& r : gen.history()) {
+      const size_t i = static_cast<size_t>(r->seq_len - 1);  // the position that chose r->token
+      EXPECT_NEAR(sc.nll[i], nll_of(r->logits, r->token), 1e-4) << lay.describe() << " position " << i;
+      EXPECT_GE(sc.kl[i], -1e-9);
+    }
+    // The cache after the one forward holds what the layout keeps of the whole text.
+    const int n = static_cast<int>(gen.tokens().size());
+    const int held = lay.windowed() ? std::min(n, lay.window + lay.sinks) : n;
+    if (!lay.paged()) {
+      EXPECT_EQ(sc.kv_bytes, static_cast<uint64_t>(held) * lay.bytes_per_position()) << lay.describe();
+    }
+  }
+}
+
+TEST(KvScoring, BackgroundScorerReturnsTheScores) {
+  auto m = load_model(testutil::suite_checkpoint(kCkpt));
+  KVLayout run = KVLayout::for_model(m->config);
+  run.window = 6;
+  const std::vector<KVLayout> layouts = layouts_to_compare(run, KVLayout::for_model(m->config));
+  ASSERT_EQ(layouts.size(), 3u);  // dense, W=6, W=6 + 4 sinks
+  EXPECT_EQ(layouts[2].sinks, 4);
+  LayoutScoreRequest req;
+  req.model = m;
+  req.tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  req.layouts = layouts;
+  req.key = 7;
+  LayoutScorer scorer;
+  scorer.request(req);
+  std::shared_ptr<const LayoutScoreResult> res;
+  for (int i = 0; i < 6000 && !(res = scorer.result()); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->request.key, 7u);
+  ASSERT_TRUE(res->error.empty()) << res->error;
+  ASSERT_EQ(res->scores.size(), 3u);
+  Engine engine(*m);
+  for (size_t l = 0; l < layouts.size(); ++l) {
+    KVCache cache(layouts[l]), dense(layouts[0]);
+    const LayoutScores want = score_layout(engine, cache, l ? &dense : nullptr, req.tokens);
+    EXPECT_EQ(res->scores[l].nll, want.nll) << l;
+    EXPECT_EQ(res->scores[l].kl, want.kl) << l;
+  }
+  EXPECT_FALSE(scorer.busy());
+}
+
+}  // namespace
+}  // namespace kvscope
