@@ -110,7 +110,7 @@ void draw_loss_curves(const LayoutScoreResult& res, float height) {
   if (run.windowed() && static_cast<size_t>(run.window) < n) {  // from here on the window evicts
     const float x = pt(static_cast<size_t>(run.window), 0).x;
     dl->AddLine(ImVec2(x, p0.y + 2), ImVec2(x, p1.y - 2), IM_COL32(200, 200, 220, 110), 1.0f);
-    dl->AddText(ImVec2(x + 3, p0.y + 3), IM_COL32(170, 175, 195, 255), "W");
+    dl->AddText(ImVec2(x + 3, p1.y - ImGui::GetTextLineHeight() - 2), IM_COL32(170, 175, 195, 255), "W");
   }
   for (size_t c = 0; c < curves.size(); ++c) {
     std::vector<ImVec2> pts;
@@ -160,6 +160,11 @@ void kv_loss_plot(const Snapshot& snap) {
   }
   if (!fresh) ImGui::TextDisabled("(for an earlier text or layout: score again)");
   if (res->scores.empty() || res->scores[0].nll.size() < 2) return;
+  if (snap.seq.n_prompt + 1 < static_cast<int>(res->request.tokens.size()) && r->kv_layout != res->request.layouts[0])
+    ImGui::TextWrapped(
+        "The generated part of this text was chosen under %s, so it favours that layout; a long prompt "
+        "of your own (Custom) compares the layouts on text none of them chose.",
+        layout_name(r->kv_layout).c_str());
   draw_loss_curves(*res, ImGui::GetTextLineHeight() * 6.0f);
   const KVLayout& run = res->request.layouts.back();
   const size_t from = run.windowed() ? static_cast<size_t>(std::max(0, run.window)) : 0;
@@ -176,8 +181,7 @@ void kv_loss_plot(const Snapshot& snap) {
     if (i == 0 || sc.kl.empty()) continue;
     double agree = 0;
     for (size_t k = from; k < sc.top1_agree.size(); ++k) agree += sc.top1_agree[k];
-    ImGui::SameLine();
-    ImGui::TextDisabled("KL %.4f, top-1 %.0f%%", mean_from(sc.kl, from),
+    ImGui::TextDisabled("   KL(dense || this) %.4f, top-1 agrees %.0f%%", mean_from(sc.kl, from),
                         100.0 * agree / static_cast<double>(sc.top1_agree.size() - from));
   }
 }

@@ -321,7 +321,7 @@ void cache_legend_entries(const Scene& scene, std::vector<LegendEntry>& entries)
   if (bands == 16) entries.push_back({5, palette::kCacheHigh, "f16 rows: 16 stripes = 16 bits per value", 16});
   if (bands == 8) entries.push_back({5, palette::kCacheHigh, "q8_0 rows: 8 stripes = 8 bits per value (+ scale)", 8});
   if (bands == 4) entries.push_back({5, palette::kCacheHigh, "q4_0 rows: 4 stripes = 4 bits per value (+ scale)", 4});
-  if (evicting) entries.push_back({0, palette::kEvicted, "evicted by the window this step (bytes freed)"});
+  if (evicting) entries.push_back({4, palette::kEvicted, "evicted by the window this step (bytes freed)"});
   if (evicted) entries.push_back({2, palette::kEvicted, "evicted earlier: gone from the cache"});
   bool sinks = false, page = false, shared = false;
   for (const BlockInstance& b : scene.cache_marks) {
@@ -329,7 +329,7 @@ void cache_legend_entries(const Scene& scene, std::vector<LegendEntry>& entries)
     page |= b.mark == CacheMark::kPage;
     shared |= b.mark == CacheMark::kSharedPage;
   }
-  if (sinks) entries.push_back({0, palette::kSink, "sink positions: always kept"});
+  if (sinks) entries.push_back({2, palette::kSink, "sink positions: always kept"});
   if (page) entries.push_back({2, palette::kPage, "page: a block of B positions (id = pool block)"});
   if (shared) entries.push_back({2, palette::kShared, "page shared by branches (copied on first write)"});
 }

@@ -339,7 +339,8 @@ Scene build_scene(const SequenceState& seq, const ViewOptions& view_in, float an
           break;
         case KvState::kEvicting:
           // Leaves the cache: turns red, sinks and shrinks to the evicted outline.
-          b.colour = with_fill(glm::mix(palette::kEvicted, held, flash * 0.5f), flash);
+          // (it stays dimly filled for this step: evicted now, not earlier)
+          b.colour = with_fill(glm::mix(palette::kEvicted, held, flash * 0.5f), 0.25f + 0.75f * flash);
           b.glow = 0.6f * flash;
           b.size.y = h * (0.5f + 0.5f * flash);
           b.center = L.kv_center(p, l, b.size.y);

@@ -79,7 +79,7 @@ void add_label(Scene& s, const glm::vec3& at, std::string text, const glm::vec3&
   s.labels.push_back(std::move(lab));
 }
 
-// A bar on the ground under positions [p0, p1), labelled in its middle.
+// A bar on the ground under positions [p0, p1), labelled in its middle (unless `text` is empty).
 void add_bar(Scene& s, const Layout& L, int p0, int p1, CacheMark mark, std::string text) {
   const glm::vec3 c = mark == CacheMark::kSinks ? palette::kSink : palette::kCacheHigh;
   if (p1 <= p0) return;
@@ -92,7 +92,26 @@ void add_bar(Scene& s, const Layout& L, int p0, int p1, CacheMark mark, std::str
   b.pos = p0;
   b.mark = mark;
   s.cache_marks.push_back(b);
-  add_label(s, {(x0 + x1) * 0.5f, kLabelY, L.block_w * 0.5f + kBarLabelDz}, std::move(text), c, p0);
+  if (!text.empty()) add_label(s, {(x0 + x1) * 0.5f, kLabelY, L.block_w * 0.5f + kBarLabelDz}, std::move(text), c, p0);
+}
+
+// Sink positions: a glowing outline around their stacks, a bar under them and
+// a caption above them (the ground in front of the first positions is where
+// the legend sits).
+void add_sinks(Scene& s, const Layout& L, int n_sink, int n_layer, float flash) {
+  add_bar(s, L, 0, n_sink, CacheMark::kSinks, "");
+  const float top = L.kv_bottom(n_layer - 1) + L.kv_h + 0.1f, bottom = kFrameBottom;
+  const float x0 = L.x(0) - L.block_w * 0.5f - 0.1f, x1 = L.x(n_sink - 1) + L.block_w * 0.5f + 0.1f;
+  BlockInstance f;
+  f.center = {(x0 + x1) * 0.5f, (top + bottom) * 0.5f, 0.0f};
+  f.size = {x1 - x0, top - bottom, L.block_w + 0.2f};
+  f.colour = glm::vec4(palette::kSink, 0.0f);  // outline only
+  f.glow = 0.5f + 0.5f * flash;
+  f.pos = 0;
+  f.mark = CacheMark::kSinks;
+  s.cache_marks.push_back(f);
+  add_label(s, {(x0 + x1) * 0.5f, top + 0.08f, L.block_w * 0.5f},
+            n_sink == 1 ? "sink" : std::to_string(n_sink) + " sinks", palette::kSink, 0);
 }
 
 // One outline frame per run of held positions in the same page.
@@ -132,8 +151,7 @@ void add_cache_marks(Scene& s, const SequenceState& seq, const Layout& L, float 
   const int T = r.seq_len;
   if (lay.windowed()) {
     const int n_sink = std::min(lay.sinks, T);
-    if (n_sink > 0)
-      add_bar(s, L, 0, n_sink, CacheMark::kSinks, n_sink == 1 ? "sink: kept" : std::to_string(n_sink) + " sinks: kept");
+    if (n_sink > 0) add_sinks(s, L, n_sink, seq.n_layer, flash);
     // What the next query sees besides the sinks: the last W positions held.
     const int lo = std::max(n_sink, T - lay.window);
     add_bar(s, L, lo, T, CacheMark::kWindow, "window W = " + std::to_string(lay.window));

@@ -88,10 +88,13 @@ TEST(SceneKv, WindowEvictsWhatNoQueryCanSee) {
       // Evicted by this forward: held before it, or computed by it.
       const bool now = held_before.count(k.pos) || (k.pos >= r.first && k.pos < r.first + r.n_new);
       EXPECT_EQ(k.state, now ? KvState::kEvicting : KvState::kEvicted) << where;
-      // An evicting block starts solid and ends as an outline; an evicted one stays an outline.
-      EXPECT_EQ(k.colour.a, 0.0f) << where;
+      // An evicting block starts solid and fades to a dim fill; an evicted one is an outline.
       if (now) {
         EXPECT_GT(start.kv[b].colour.a, 0.5f) << where;
+        EXPECT_GT(k.colour.a, 0.0f) << where;
+        EXPECT_LT(k.colour.a, 0.5f) << where;
+      } else {
+        EXPECT_EQ(k.colour.a, 0.0f) << where;
       }
     }
     held_before = held;
