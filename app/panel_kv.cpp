@@ -181,7 +181,7 @@ void kv_loss_plot(const Snapshot& snap) {
     if (i == 0 || sc.kl.empty()) continue;
     double agree = 0;
     for (size_t k = from; k < sc.top1_agree.size(); ++k) agree += sc.top1_agree[k];
-    ImGui::TextDisabled("   KL(dense || this) %.4f, top-1 agrees %.0f%%", mean_from(sc.kl, from),
+    ImGui::TextDisabled("   KL %.3f \xC2\xB7 top-1 same %.0f%%", mean_from(sc.kl, from),
                         100.0 * agree / static_cast<double>(sc.top1_agree.size() - from));
   }
 }
