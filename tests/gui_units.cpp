@@ -233,10 +233,12 @@ TEST(Settings, RoundTripAndBadFiles) {
   EXPECT_FALSE(load_settings(path, def, wback, err));
   EXPECT_NE(err.find(path), std::string::npos);
   EXPECT_FLOAT_EQ(def.speed, UiState().speed);
-  // Out-of-range values are clamped, wrong types ignored.
+  // Out-of-range values are clamped and named (fit_choices), wrong types ignored.
   { std::ofstream(path) << R"({"speed": 1000, "text_scale": "big", "preset": -3})"; }
   UiState clamp;
-  EXPECT_TRUE(load_settings(path, clamp, wback, err));
+  err.clear();
+  EXPECT_FALSE(load_settings(path, clamp, wback, err));
+  EXPECT_NE(err.find("speed"), std::string::npos) << err;
   EXPECT_FLOAT_EQ(clamp.speed, 8.0f);
   EXPECT_FLOAT_EQ(clamp.text_scale, 1.0f);
   EXPECT_EQ(clamp.preset, 0);
