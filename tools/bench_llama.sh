@@ -11,19 +11,13 @@
 # steps through the cache, the first attending to T positions.
 # Usage: tools/bench_llama.sh [path/to/kvscope]   (make bench runs this)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-KV=${1:-build/kvscope}
-PY=/usr/bin/python3
-OUT=${BENCH_DIR:-build/bench}
-mkdir -p "$OUT"
-THREADS=${KVSCOPE_THREADS:-$(nproc)}
-export KVSCOPE_THREADS=$THREADS
+# shellcheck source=tools/bench_common.sh
+. "$(dirname "$0")/bench_common.sh" "$@"
 M="$OUT/smollm2-135m-random-bf16"
 [ -f "$M/model.safetensors" ] ||
   $PY tools/numpy_ref_llama.py make --out "$M" --layers 30 --heads 9 --kv-heads 3 \
       --embd 576 --inner 1536 --ctx 8192 --vocab 49152 --dtype BF16 --std 0.02 --rope-theta 100000 \
       --synthetic-vocab >/dev/null
-ROUNDS=${BENCH_ROUNDS:-3}
 LENGTHS=${BENCH_LLAMA_LENGTHS:-256 512}
 # auto = the better of active and passive per number (each run twice); on a
 # loaded machine active spinning is many times slower, and BENCH_OMP_WAIT=passive
