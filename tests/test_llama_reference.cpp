@@ -115,18 +115,24 @@ TEST_P(LlamaReference, EngineMatchesBothModes) {
   }
 }
 
+// Greedy decoding of the reference's number of steps, past any end-of-text.
+GenerateOptions greedy_options(const Case& rc, CacheMode mode, const KVSettings& kv) {
+  GenerateOptions opt;
+  opt.max_new = rc.n_steps + 1;
+  opt.sampler.greedy = true;
+  opt.ignore_eos = true;
+  opt.mode = mode;
+  opt.kv = kv;
+  return opt;
+}
+
 // The generator, greedy, in both modes: the reference's tokens exactly.
 TEST_P(LlamaReference, GeneratorTokensBothModes) {
   const Case rc = load_case(GetParam());
   std::shared_ptr<const Model> m = load_model(rc.dir);
   for (CacheMode mode : {CacheMode::kKV, CacheMode::kNoCache}) {
     Generator gen(m);
-    GenerateOptions opt;
-    opt.max_new = rc.n_steps + 1;
-    opt.sampler.greedy = true;
-    opt.ignore_eos = true;
-    opt.mode = mode;
-    gen.start_tokens(rc.prompt, opt);
+    gen.start_tokens(rc.prompt, greedy_options(rc, mode, KVSettings{}));
     while (gen.step()) {
     }
     EXPECT_EQ(gen.tokens(), rc.tokens) << GetParam() << (mode == CacheMode::kKV ? " KV CACHE" : " NO CACHE");
@@ -169,13 +175,7 @@ TEST_P(LlamaReference, EveryCacheLayout) {
     }
     for (CacheMode mode : {CacheMode::kKV, CacheMode::kNoCache}) {
       Generator gen(m);
-      GenerateOptions opt;
-      opt.max_new = rc.n_steps + 1;
-      opt.sampler.greedy = true;
-      opt.ignore_eos = true;
-      opt.mode = mode;
-      opt.kv = kv;
-      gen.start_tokens(rc.prompt, opt);
+      gen.start_tokens(rc.prompt, greedy_options(rc, mode, kv));
       int s = 0;
       while (RecordPtr rec = gen.step()) {
         for (float x : rec->logits) ASSERT_TRUE(std::isfinite(x)) << where << " step " << s;
