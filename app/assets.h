@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace kvscope {
 
@@ -16,5 +17,13 @@ std::string assets_dir();
 
 // assets_dir() + "/" + relative.
 std::string asset_path(const std::string& relative);
+
+// The shipped models: names of the folders under assets_dir()/models that
+// hold a config.json, sorted.
+std::vector<std::string> shipped_models();
+// The folder name when `dir` is one of the shipped models (however it is
+// spelled: relative, through links), else "". For display: a shipped model
+// reads as its name, not as the path of wherever kvscope was built.
+std::string shipped_model_name(const std::string& dir);
 
 }  // namespace kvscope

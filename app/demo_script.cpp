@@ -112,6 +112,10 @@ void setup_demo_view(const std::string& demo_view, UiState& ui) {
     ui.decoding.mode = DecodeMode::kBeam;
     ui.decoding.beams = 4;
     ui.camera = CameraPreset::kTop;
+    // Pages of 4 positions: beams that part inside a page copy only that
+    // page, so the sharing shows (with 16, a short prompt's one page is
+    // copied by every beam and nothing stays shared).
+    ui.kv_layout.block = 4;
   }
   if (demo_view == "speculative") {  // the shipped draft (the window fills in its folder), held at the verify pass
     ui.decoding.mode = DecodeMode::kSpeculative;

@@ -87,8 +87,17 @@ float right_sidebar(const Snapshot& snap, UiState& ui, float W, float H, Command
 
 void teach_tabs(const Snapshot& snap, UiState& ui, Commands& cmds) {
   if (!ImGui::BeginTabBar("teach_tabs")) return;
+  // Beam search and speculative decoding keep records of their own: their
+  // lesson replaces the tabs read from one sequence's records.
+  const bool decoding = snap.decoding.mode != DecodeMode::kSample;
+  if (decoding &&
+      ImGui::BeginTabItem(snap.decoding.mode == DecodeMode::kBeam ? "Beam search" : "Speculative decoding")) {
+    append(cmds, panel_decode_lesson(snap, ui));
+    ImGui::EndTabItem();
+  }
   const char* names[] = {"Branches", "Prefill vs decode", "KV memory", "Attention heads", "Training"};
   for (int i = 0; i < 5; ++i) {
+    if (decoding && i != 2 && i != 4) continue;
     const ImGuiTabItemFlags f = ui.select_tab && ui.bottom_tab == i ? ImGuiTabItemFlags_SetSelected : 0;
     if (!ImGui::BeginTabItem(names[i], nullptr, f)) continue;
     if (!ui.select_tab) ui.bottom_tab = i;
@@ -113,10 +122,12 @@ float bottom_strip(const Snapshot& snap, UiState& ui, float x, float w, float H,
   ImGui::SetNextWindowSize(ImVec2(std::max(100.0f, w), h), ImGuiCond_Always);
   if (ImGui::Begin("Teach", nullptr, kDocked | ImGuiWindowFlags_NoResize)) {
     append(cmds, panel_timeline(snap, ui));
-    if (ImGui::SmallButton(ui.teach_open ? "\xE2\x96\xBC hide the lessons"
-                                         : "\xE2\x96\xB2 lessons: branches, "
-                                           "prefill vs decode, KV memory, heads, training"))
-      ui.teach_open = !ui.teach_open;
+    const char* lessons = snap.decoding.mode == DecodeMode::kBeam
+                              ? "\xE2\x96\xB2 lessons: beam search, KV memory, training"
+                          : snap.decoding.mode == DecodeMode::kSpeculative
+                              ? "\xE2\x96\xB2 lessons: speculative decoding, KV memory, training"
+                              : "\xE2\x96\xB2 lessons: branches, prefill vs decode, KV memory, heads, training";
+    if (ImGui::SmallButton(ui.teach_open ? "\xE2\x96\xBC hide the lessons" : lessons)) ui.teach_open = !ui.teach_open;
     if (ui.teach_open) teach_tabs(snap, ui, cmds);
   }
   ImGui::End();

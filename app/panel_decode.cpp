@@ -8,12 +8,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
+#include "assets.h"
 #include "panels.h"
 #include "renderer_overlay.h"
 #include "scene_format.h"
 #include "scene_spec.h"
+#include "speculative.h"
+#include "teach_decode.h"
 
 namespace kvscope {
 
@@ -35,13 +39,25 @@ void section(const char* title) {
   ImGui::TextDisabled("%s", title);
 }
 
+// A shipped model by name, or a path; "" when none is set.
+std::string model_label(const std::string& dir) {
+  // Cached: the name is read from the file system (links, relative paths).
+  static std::string last_dir, last_label;
+  if (dir != last_dir) {
+    const std::string name = shipped_model_name(dir);
+    last_dir = dir;
+    last_label = name.empty() ? dir : name;
+  }
+  return last_label;
+}
+
 // "running: beam search, N = 4, L = 1.00" for the settings a generation runs.
 std::string describe(const DecodeSettings& d) {
   char buf[160];
   if (d.mode == DecodeMode::kBeam)
     std::snprintf(buf, sizeof buf, "beam search, N = %d, length penalty %.2f", d.beams, d.length_penalty);
   else if (d.mode == DecodeMode::kSpeculative)
-    std::snprintf(buf, sizeof buf, "speculative, K = %d", d.k);
+    std::snprintf(buf, sizeof buf, "speculative, K = %d, draft %s", d.k, model_label(d.draft_dir).c_str());
   else
     std::snprintf(buf, sizeof buf, "sampling, one token per forward");
   return buf;
@@ -51,6 +67,28 @@ std::string describe(const DecodeSettings& d) {
 std::string tail_text(const Snapshot& snap, const std::vector<int>& tokens, int n_prompt) {
   if (!snap.model || n_prompt >= static_cast<int>(tokens.size())) return "";
   return snap.model->tokenizer.decode(std::vector<int>(tokens.begin() + std::max(0, n_prompt), tokens.end()));
+}
+
+// The draft model: one of the shipped models by its name, or another folder.
+void draft_picker(DecodeSettings& d) {
+  static bool other = false;
+  const std::string shown = model_label(d.draft_dir);
+  const bool shipped = !d.draft_dir.empty() && shown != d.draft_dir;
+  ImGui::SetNextItemWidth(-1);
+  if (ImGui::BeginCombo("##draft_pick", ("draft: " + (shipped && !other ? shown : "other folder")).c_str())) {
+    for (const std::string& name : shipped_models())
+      if (ImGui::Selectable(name.c_str(), shipped && !other && name == shown)) {
+        d.draft_dir = asset_path("models/" + name);
+        other = false;
+      }
+    if (ImGui::Selectable("other folder\xE2\x80\xA6", other || !shipped)) other = true;
+    ImGui::EndCombo();
+  }
+  tip("The draft must share the model's tokenizer (the shipped kvscope-draft drafts for kvscope-tiny; "
+      "distilgpt2 for gpt2). Temperature, top-k and top-p of the Next token panel apply to both models.");
+  if (!other && shipped) return;
+  ImGui::SetNextItemWidth(-1);
+  ImGui::InputTextWithHint("##draft", "draft model folder", &d.draft_dir);
 }
 
 }  // namespace
@@ -77,10 +115,7 @@ Commands panel_decoding(const Snapshot& snap, UiState& ui) {
     tip("A finished hypothesis scores sum log p / (generated length)^L: L > 0 favours longer ones.");
   } else if (d.mode == DecodeMode::kSpeculative) {
     ImGui::SliderInt("drafted K", &d.k, 1, 16);
-    ImGui::SetNextItemWidth(-1);
-    ImGui::InputTextWithHint("##draft", "draft model folder", &d.draft_dir);
-    tip("The draft must share the model's tokenizer (the shipped kvscope-draft drafts for kvscope-tiny; "
-        "distilgpt2 for gpt2). Temperature, top-k and top-p of the Next token panel apply to both models.");
+    draft_picker(d);
   }
   const bool changed = d != snap.decoding;
   ImGui::BeginDisabled(!changed || !snap.model);
@@ -206,6 +241,196 @@ void panel_spec_counters(const Snapshot& snap, int step) {
       "(verifying every drafted token together) and the draft K times.");
   ImGui::Text("draft forwards: %d", it.draft_forwards);
   ImGui::TextDisabled("rolled back: %d model, %d draft positions", it.target_rolled_back, it.draft_rolled_back);
+}
+
+namespace {
+
+std::string fmt(const char* f, double a) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, a);
+  return buf;
+}
+
+std::string of(int i, int n) {
+  return std::to_string(i) + " of " + std::to_string(n);
+}
+
+// Beam search's counters: what the shown step's records say ran. Short
+// names and values: the sidebar is narrow.
+void beam_counters(const Snapshot& snap, int step) {
+  const BeamTotals t = beam_totals(snap.beam_records, step);
+  const ImVec4 cyan = v4(palette::kCacheHigh), green = kGood;
+  counter_row("step", of(t.step, snap.timeline_size() - 1));
+  counter_row("running beams", std::to_string(t.running));
+  counter_row("finished", std::to_string(t.finished));
+  counter_row("forwards so far", std::to_string(t.forwards));
+  counter_row("positions, step", std::to_string(t.positions_step));
+  counter_row("positions so far", std::to_string(t.positions));
+  counter_row("FLOPs, step", format_flops(t.flops_step));
+  counter_row("FLOPs so far", format_flops(t.flops));
+  counter_row("K/V shared", format_bytes(t.kv_shared), &cyan);
+  counter_row("a cache per beam", format_bytes(t.kv_separate));
+  counter_row("saved", fmt("%.0f %%", 100.0 * t.saved_fraction()), t.saved_fraction() > 0 ? &green : nullptr);
+  counter_row("blocks copied",
+              std::to_string(t.cow_copies) + (t.block > 0 ? " (B = " + std::to_string(t.block) + ")" : ""));
+  counter_row("step time", fmt("%.2f ms", t.ms_step));
+  counter_row("engine time", fmt("%.1f ms", t.ms));
+}
+
+// Speculative decoding's counters: the model's and the draft's forwards, caches and times.
+void spec_counters(const Snapshot& snap, int step) {
+  const SpecTotals t = spec_totals(snap.spec_iterations, step);
+  const ImVec4 cyan = v4(palette::kCacheHigh), green = kGood, draft = v4(kDraftColour);
+  counter_row("iteration", of(t.iteration, snap.timeline_size() - 1));
+  counter_row("tokens", std::to_string(t.generated));
+  counter_row("model forwards", std::to_string(t.target_forwards));
+  counter_row("plain decoding", std::to_string(t.generated) + " forwards");
+  counter_row("saved", std::to_string(t.forwards_saved) + " forwards", &green);
+  counter_row("draft forwards", std::to_string(t.draft_forwards), &draft);
+  counter_row("accepted", std::to_string(t.accepted) + " of " + std::to_string(t.drafted));
+  counter_row("\xCE\xB1", fmt("%.2f", t.alpha()));
+  counter_row("tokens/forward", fmt("%.2f", t.tokens_per_target_forward()));
+  counter_row("rolled back",
+              std::to_string(t.rolled_back_target) + " + " + std::to_string(t.rolled_back_draft) + " draft");
+  counter_row("model K/V", format_bytes(t.target_kv), &cyan);
+  counter_row("draft K/V", format_bytes(t.draft_kv), &draft);
+  counter_row("draft forward", t.draft_timed ? fmt("%.2f ms", t.draft_forward_ms()) : "-");
+  counter_row("verify forward", t.target_timed ? fmt("%.2f ms", t.target_forward_ms()) : "-");
+}
+
+}  // namespace
+
+Commands panel_decode_cache(const Snapshot& snap, UiState& ui) {
+  const bool beam = snap.decoding.mode == DecodeMode::kBeam;
+  ImGui::TextColored(v4(palette::kCacheHigh), "%s", beam ? "KV CACHE, one for all beams" : "KV CACHE in both models");
+  ImGui::TextWrapped("%s", beam ? "The beams share the prompt's K/V and every common prefix (paged: a shared block "
+                                  "is copied on its first write). Each step is ONE forward over every beam's new "
+                                  "position."
+                                : "Each iteration the draft runs K small forwards on its cache, the model ONE "
+                                  "forward over the K drafted positions (+1) on its own; rejected positions are "
+                                  "rolled back in both caches. Plain decoding: one model forward per token.");
+  const int step = shown_step(snap, ui);
+  if (step >= 0 && ImGui::BeginTable("decode_counters", 2, ImGuiTableFlags_SizingStretchProp)) {
+    if (beam)
+      beam_counters(snap, step);
+    else
+      spec_counters(snap, step);
+    ImGui::EndTable();
+  } else if (step < 0) {
+    ImGui::TextDisabled("(no step yet)");
+  }
+  return {};
+}
+
+namespace {
+
+// A table that scrolls within the tab, its shown row highlighted.
+bool begin_lesson_table(const char* id, int columns) {
+  const ImGuiTableFlags tf = ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
+                             ImGuiTableFlags_BordersInnerV;
+  return ImGui::BeginTable(id, columns, tf,
+                           ImVec2(0, std::max(ImGui::GetTextLineHeight() * 4, ImGui::GetContentRegionAvail().y)));
+}
+
+void lesson_row(bool shown) {
+  ImGui::TableNextRow();
+  if (shown) ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg0, ImGui::GetColorU32(ImVec4(0.2f, 0.45f, 0.6f, 0.45f)));
+}
+
+void beam_lesson(const Snapshot& snap, int step) {
+  const BeamTotals t = beam_totals(snap.beam_records, step);
+  ImGui::TextWrapped(
+      "Beam search keeps the N most probable sequences. Each step runs ONE forward over the new position of every "
+      "running beam (a batch), ranks all (beam, token) continuations by \xCE\xA3 log p, keeps the 2N best and "
+      "continues the N best that did not end. The beams live in one paged KV cache: the prompt's K/V are computed "
+      "once and every common prefix is held once.");
+  ImGui::TextWrapped(
+      "Up to step %d: %d forwards computed %lld positions (the %d-token prompt once); the cache "
+      "holds %s where one cache per beam would hold %s: %.0f %% saved, %llu blocks copied on write.",
+      t.step, t.forwards, static_cast<long long>(t.positions), t.prompt_tokens, format_bytes(t.kv_shared).c_str(),
+      format_bytes(t.kv_separate).c_str(), 100.0 * t.saved_fraction(), static_cast<unsigned long long>(t.cow_copies));
+  if (!begin_lesson_table("beam_lesson", 7)) return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  for (const char* h : {"step", "beams run", "positions", "K/V shared", "one per beam", "saved", "copied"})
+    ImGui::TableSetupColumn(h);
+  ImGui::TableHeadersRow();
+  for (int i = 0; i < static_cast<int>(snap.beam_records.size()); ++i) {
+    const BeamStepRecord& r = *snap.beam_records[static_cast<size_t>(i)];
+    const BeamTotals row = beam_totals(snap.beam_records, i);
+    lesson_row(i == step);
+    ImGui::TableNextColumn();
+    ImGui::Text(i == 0 ? "0 (prompt)" : "%d", i);
+    ImGui::TableNextColumn();
+    ImGui::Text("%d", static_cast<int>(r.expanded.size()));
+    ImGui::TableNextColumn();
+    ImGui::Text("%d", r.positions);
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(format_bytes(row.kv_shared).c_str());
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(format_bytes(row.kv_separate).c_str());
+    ImGui::TableNextColumn();
+    ImGui::Text("%.0f %%", 100.0 * row.saved_fraction());
+    ImGui::TableNextColumn();
+    ImGui::Text("%llu", static_cast<unsigned long long>(r.cow_copies));
+  }
+  ImGui::EndTable();
+}
+
+void spec_lesson(const Snapshot& snap, int step) {
+  const SpecTotals t = spec_totals(snap.spec_iterations, step);
+  ImGui::TextWrapped(
+      "Speculative decoding: a small draft model proposes K tokens, one cheap forward each; the model scores all "
+      "of them in ONE forward; token i is kept when a uniform draw r < p/q, the first rejected one is replaced "
+      "by a draw from norm(max(0, p - q)), and a bonus token comes from p when all K pass. The text follows the "
+      "model's own distribution exactly; only the number of model forwards changes.");
+  const double a = t.alpha_tested();
+  ImGui::TextWrapped(
+      "Up to iteration %d: %d tokens in %d model forwards (%.2f per forward; plain decoding: 1). "
+      "%d of %d tested drafts accepted: \xCE\xB1 = %.2f. With K = %d, Leviathan et al. expect "
+      "(1 - \xCE\xB1^(K+1)) / (1 - \xCE\xB1) = %.2f tokens per model forward.",
+      t.iteration, t.generated, t.target_forwards, t.tokens_per_target_forward(), t.accepted, t.tested, a, t.k,
+      expected_tokens_per_iteration(a, t.k));
+  if (t.draft_timed > 0 && t.target_timed > 0)
+    ImGui::TextWrapped(
+        "Measured here: a draft forward %.2f ms, a model verify forward %.2f ms (c = %.2f); their "
+        "formula predicts %.2fx the speed of plain decoding (c measured on the verify forward, "
+        "which computes K + 1 positions).",
+        t.draft_forward_ms(), t.target_forward_ms(), t.cost_ratio(), predicted_speedup(a, t.k, t.cost_ratio()));
+  if (!begin_lesson_table("spec_lesson", 6)) return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  for (const char* h : {"iteration", "drafted", "accepted", "then", "model forwards", "tokens"})
+    ImGui::TableSetupColumn(h);
+  ImGui::TableHeadersRow();
+  for (int i = 0; i < static_cast<int>(snap.spec_iterations.size()); ++i) {
+    const SpecIteration& it = *snap.spec_iterations[static_cast<size_t>(i)];
+    lesson_row(i == step);
+    ImGui::TableNextColumn();
+    ImGui::Text("%d", i);
+    ImGui::TableNextColumn();
+    ImGui::Text("%d", it.k);
+    ImGui::TableNextColumn();
+    ImGui::TextColored(it.n_accepted == it.k ? kGood : ImGui::GetStyleColorVec4(ImGuiCol_Text), "%d", it.n_accepted);
+    ImGui::TableNextColumn();
+    ImGui::Text("%s %s", it.bonus ? "bonus" : "replaced:", visible_piece(it.next_piece).c_str());
+    ImGui::TableNextColumn();
+    ImGui::Text("%d", it.target_forwards);
+    ImGui::TableNextColumn();
+    ImGui::Text("%d", it.generated);
+  }
+  ImGui::EndTable();
+}
+
+}  // namespace
+
+Commands panel_decode_lesson(const Snapshot& snap, UiState& ui) {
+  const int step = shown_step(snap, ui);
+  if (step < 0)
+    ImGui::TextDisabled("(no step yet)");
+  else if (snap.decoding.mode == DecodeMode::kBeam)
+    beam_lesson(snap, step);
+  else if (snap.decoding.mode == DecodeMode::kSpeculative)
+    spec_lesson(snap, step);
+  return {};
 }
 
 // The Next-token panel's content under beam search or speculative decoding.

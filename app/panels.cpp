@@ -42,17 +42,6 @@ bool big_button(const char* label, const glm::vec3& colour, ImVec2 size) {
   return pressed;
 }
 
-void counter_row(const char* name, const std::string& value, const ImVec4* colour = nullptr) {
-  ImGui::TableNextRow();
-  ImGui::TableSetColumnIndex(0);
-  ImGui::TextUnformatted(name);
-  ImGui::TableSetColumnIndex(1);
-  if (colour)
-    ImGui::TextColored(*colour, "%s", value.c_str());
-  else
-    ImGui::TextUnformatted(value.c_str());
-}
-
 // A polyline in the plot, solid or dashed (on/off in pixels).
 void polyline(ImDrawList* dl, const std::vector<ImVec2>& pts, ImU32 col, float thickness, bool dashed) {
   if (pts.size() < 2) return;
@@ -139,6 +128,17 @@ void flop_plot(const char* id, const char* title, const std::vector<double>& act
 }
 
 }  // namespace
+
+void counter_row(const char* name, const std::string& value, const ImVec4* colour) {
+  ImGui::TableNextRow();
+  ImGui::TableSetColumnIndex(0);
+  ImGui::TextUnformatted(name);
+  ImGui::TableSetColumnIndex(1);
+  if (colour)
+    ImGui::TextColored(*colour, "%s", value.c_str());
+  else
+    ImGui::TextUnformatted(value.c_str());
+}
 
 std::vector<double> computed_flops(const Snapshot& snap, CacheMode mode) {
   std::vector<double> out;
@@ -258,8 +258,13 @@ static void kv_layout_section(const Snapshot& snap, UiState& ui) {
 }
 
 Commands panel_cache(const Snapshot& snap, UiState& ui) {
+  if (snap.decoding.mode != DecodeMode::kSample) {
+    // The strategies' own counters; the layout (row format, pages) applies to them too.
+    Commands cmds = panel_decode_cache(snap, ui);
+    kv_layout_section(snap, ui);
+    return cmds;
+  }
   Commands cmds;
-  (void)ui;
   const bool kv = snap.mode == CacheMode::kKV;
   if (big_button(kv ? "KV CACHE  (C to switch)" : "NO CACHE  (C to switch)",
                  kv ? palette::kCacheHigh : palette::kRecomputed, ImVec2(-1, ImGui::GetFrameHeight() * 1.5f)))

@@ -4,6 +4,7 @@
 // are purely presentational (sliders, text buffers).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "gui_state.h"
@@ -23,6 +24,13 @@ Commands panel_decoding(const Snapshot& snap, UiState& ui);
 // The Next-token panel under beam search (2N candidates, beams, hypotheses)
 // or speculative decoding (drafted tokens, p, q, verdicts, α).
 Commands panel_decode_step(const Snapshot& snap, UiState& ui);
+// The Cache & compute panel under beam search or speculative decoding: the
+// counters of what ran (forwards, K/V shared vs per beam, draft vs target).
+Commands panel_decode_cache(const Snapshot& snap, UiState& ui);
+// The lesson on the running strategy (a tab under the timeline).
+Commands panel_decode_lesson(const Snapshot& snap, UiState& ui);
+// A name / value row of a two-column counters table.
+void counter_row(const char* name, const std::string& value, const ImVec4* colour = nullptr);
 // Q·Kᵀ/√d → softmax → ·V for the shown step and the selected layer and head (panel_qkv.cpp).
 Commands panel_qkv(const Snapshot& snap, UiState& ui);
 // The k and v rows (one head's slice) of a KV block, for its tooltip.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "scene_format.h"
+#include "scene_spec.h"
 
 namespace kvscope {
 
@@ -219,7 +220,11 @@ void draw_ticks(ImDrawList* dl, const Scene& scene, const Projector& proj, const
   }
 }
 
+// Tags on plates: the write head's "next:", beam scores, drafted tokens' p
+// and q. A tag that would cover an earlier one is lifted above it, with a
+// thin line down to its anchor, so every tag stays readable.
 void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts) {
+  std::vector<ImVec4> drawn;
   for (const Label& l : scene.labels) {
     if (l.kind != LabelKind::kHead) continue;
     ImVec2 p;
@@ -229,8 +234,19 @@ void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, 
     const ImVec2 ts = f->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
     // Kept inside the view: the head writes the last slot, at the right edge.
     const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
-    const ImVec2 q(std::clamp(p.x - ts.x * 0.5f, cmin.x + 6, std::max(cmin.x + 6, cmax.x - ts.x - 6)),
-                   std::max(cmin.y + 4, p.y - ts.y - 4.0f));
+    const ImVec2 want = l.beside ? ImVec2(p.x + 6.0f, p.y - ts.y * 0.5f) : ImVec2(p.x - ts.x * 0.5f, p.y - ts.y - 4.0f);
+    ImVec2 q(std::clamp(want.x, cmin.x + 6, std::max(cmin.x + 6, cmax.x - ts.x - 6)), std::max(cmin.y + 4, want.y));
+    auto covers = [&](const ImVec4& o) {
+      return q.x - 7 < o.z && o.x < q.x + ts.x + 7 && q.y - 4 < o.w && o.y < q.y + ts.y + 4;
+    };
+    for (int tries = 0; tries < 16; ++tries) {
+      const auto hit = std::find_if(drawn.begin(), drawn.end(), covers);
+      if (hit == drawn.end()) break;
+      q.y = hit->y - ts.y - 6.0f;
+    }
+    drawn.push_back(ImVec4(q.x - 5, q.y - 2, q.x + ts.x + 5, q.y + ts.y + 2));
+    if (!l.beside && q.y + ts.y + 2 < p.y - 6.0f)
+      dl->AddLine(ImVec2(p.x, q.y + ts.y + 2), ImVec2(p.x, p.y), col4(l.colour * glm::vec4(1, 1, 1, 0.6f)), 1.0f);
     dl->AddRectFilled(ImVec2(q.x - 5, q.y - 2), ImVec2(q.x + ts.x + 5, q.y + ts.y + 2), IM_COL32(30, 6, 28, 210), 5.0f);
     dl->AddRect(ImVec2(q.x - 5, q.y - 2), ImVec2(q.x + ts.x + 5, q.y + ts.y + 2), col4(l.colour), 5.0f, 0, 1.5f);
     dl->AddText(f, fs, q, col4(l.colour), l.text.c_str());
@@ -355,7 +371,10 @@ std::vector<LegendEntry> legend_entries(const Scene& scene) {
     entries.push_back({1, palette::kCacheHigh, "K/V held in the cache (height, colour = |K|)"});
   if (prefill) entries.push_back({0, palette::kPrefill, "prefill: all prompt K/V in one pass"});
   if (refill) entries.push_back({0, palette::kRefill, "refill: cache rebuilt in one pass"});
-  if (fresh || dropped) entries.push_back({0, palette::kNewKV, "K/V computed for the first time"});
+  if (fresh || (dropped && !scene.rolled_back))
+    entries.push_back({0, palette::kNewKV, "K/V computed for the first time"});
+  if (scene.drafts) entries.push_back({0, kDraftColour, "drafted by the draft model, not yet verified"});
+  if (scene.rolled_back) entries.push_back({4, palette::kRecomputed, "rejected draft: its K/V rolled back"});
   if (recomputed) entries.push_back({4, palette::kRecomputed, "recomputed, then thrown away (NO CACHE)"});
   cache_legend_entries(scene, entries);
   entries.push_back({2, palette::kEmpty, "empty cache slot"});

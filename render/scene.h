@@ -170,6 +170,9 @@ struct Label {
   glm::vec4 colour{1.0f};
   LabelKind kind = LabelKind::kToken;
   int pos = -1;
+  // Tags (kHead): drawn right of the anchor, centred on it vertically, rather
+  // than above it (a beam's score beside its tip, clear of the tip's label).
+  bool beside = false;
 };
 
 struct Scene {
@@ -189,6 +192,10 @@ struct Scene {
   std::vector<Label> labels;
   glm::vec3 bounds_min{0.0f}, bounds_max{0.0f};
   glm::vec3 head_pos{0.0f};
+  // Speculative decoding's pieces on screen, for the legend: drafted tokens
+  // in the draft's colour; rejected drafts and the K/V rolled back for them.
+  bool drafts = false;
+  bool rolled_back = false;
 };
 
 // Colours of the legend (shared with the overlay so the legend matches).

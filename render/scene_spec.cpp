@@ -131,6 +131,8 @@ Scene build_spec_scene(const std::vector<SpecIterationPtr>& its, size_t count, f
       b.colour = glm::vec4(palette::kRecomputed, 0.45f * (1.0f - resolve_t));
     }
     s.tokens.push_back(b);
+    s.drafts = true;
+    s.rolled_back |= rejected;
     const float a = rejected ? 1.0f - resolve_t : 1.0f;
     if (a > 0.05f) s.labels.push_back(piece_label(b, it.drafted_pieces[static_cast<size_t>(i)], kDraftColour, a));
     const bool tested = d.r >= 0;
@@ -138,11 +140,13 @@ Scene build_spec_scene(const std::vector<SpecIterationPtr>& its, size_t count, f
     Label pq;
     pq.kind = LabelKind::kHead;
     pq.pos = pos;
-    const char* verdict = !resolved ? "" : (d.r < 0 ? " untested" : (d.accepted ? " ok" : " no"));
-    pq.text = (verifying ? fmt2("p %.2f q %.2f", d.p, d.q) : fmt2("q %.2f", d.q, 0.0)) + verdict;
-    if (rejected && tested) pq.text = visible_piece(it.drafted_pieces[static_cast<size_t>(i)]) + " " + pq.text;
-    pq.anchor =
-        L.token_center(pos, NL) + glm::vec3(0.0f, L.token_h * 0.5f + 0.75f + 0.4f * static_cast<float>(i % 2), 0.0f);
+    // Two short lines (p over q, then the verdict): narrow enough to sit
+    // over their own token; the overlay lifts one that would still cover a
+    // neighbour's.
+    const char* verdict = !resolved ? "" : (d.r < 0 ? "\nuntested" : (d.accepted ? "\naccepted" : "\nrejected"));
+    pq.text = (verifying ? fmt2("p %.2f\nq %.2f", d.p, d.q) : fmt2("q %.2f", d.q, 0.0)) + verdict;
+    if (rejected && tested) pq.text = visible_piece(it.drafted_pieces[static_cast<size_t>(i)]) + "\n" + pq.text;
+    pq.anchor = L.token_center(pos, NL) + glm::vec3(0.0f, L.token_h * 0.5f + 0.75f, 0.0f);
     // The verdict of the tested, rejected token stays readable after it fell.
     pq.colour = glm::vec4(accepted ? palette::kNewKV : (rejected ? palette::kRecomputed : kDraftColour),
                           rejected && tested ? 1.0f : a);

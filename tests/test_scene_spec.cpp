@@ -45,6 +45,8 @@ TEST(SceneSpec, StagesFollowTheIteration) {
     for (const BlockInstance& b : drafting.tokens) ghosts += glm::vec3(b.colour) == kDraftColour ? 1 : 0;
     EXPECT_GE(ghosts, k > 0 ? 1u : 0u);
     EXPECT_LE(ghosts, k);
+    EXPECT_EQ(drafting.drafts, ghosts > 0);  // the legend's draft-colour entry: on screen
+    EXPECT_FALSE(drafting.rolled_back);
     // Verifying: k + 1 positions computed at once.
     const Scene verify = build_spec_scene(its, c, 0.5f);
     EXPECT_EQ(count_state(verify, KvState::kNew), (k + 1) * NL) << "iteration " << it.index;
@@ -52,6 +54,8 @@ TEST(SceneSpec, StagesFollowTheIteration) {
     const Scene done = build_spec_scene(its, c, 1.0f);
     EXPECT_EQ(count_state(done, KvState::kNewDropped), static_cast<size_t>(it.target_rolled_back) * NL);
     EXPECT_EQ(count_state(done, KvState::kNew) + count_state(done, KvState::kNewDropped), (k + 1) * NL);
+    // The legend's rollback entry: exactly when a drafted token was rejected.
+    EXPECT_EQ(done.rolled_back, it.n_accepted < it.k) << "iteration " << it.index;
     rejections += it.bonus ? 0 : 1;
     EXPECT_NE(done.banner.find("SPECULATIVE"), std::string::npos);
   }
