@@ -429,6 +429,18 @@ void check_context_fits(const Model& m, const std::string& prompt, int max_new) 
                    " (its f32 KV cache takes " + kv + ") or a smaller --max-new");
 }
 
+// Row format and pages combine with beam search and speculative decoding; a
+// window cannot: the beams' forks and the draft's rollbacks need positions it
+// would evict.
+namespace {
+void refuse_window(const KVSettings& kv, const char* strategy) {
+  if (kv.window > 0 || kv.sinks > 0)
+    throw UsageError(std::string(kv.window > 0 ? "--kv-window" : "--kv-sinks") + ": not available with " + strategy +
+                     " (forks and rollbacks need positions a sliding window evicts; --kv-dtype and --kv-block "
+                     "combine)");
+}
+}  // namespace
+
 int run_cli(int argc, char** argv, const AppHooks& hooks) {
   CLI::App app{"kvscope: watch a real GPT-2 write text, token by token, with its KV cache"};
   app.set_version_flag("--version", "kvscope 0.1");
@@ -618,13 +630,7 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
       const bool sampling = temp->count() > 0 || topk->count() > 0 || topp->count() > 0;
       if (beams->count() || lpen->count() || draft->count() || spec->count()) {
         check_decode_flags(*gen, beams->count() > 0, draft->count() > 0, lpen->count() > 0, spec->count() > 0);
-        // Row format and pages combine with both; a window cannot: the beams'
-        // forks and the draft's rollbacks need positions it would evict.
-        if (g.kv.window > 0 || g.kv.sinks > 0)
-          throw UsageError(std::string(g.kv.window > 0 ? "--kv-window" : "--kv-sinks") + ": not available with " +
-                           (beams->count() ? "--beams" : "--draft") +
-                           " (forks and rollbacks need positions a sliding window evicts; --kv-dtype and "
-                           "--kv-block combine)");
+        refuse_window(g.kv, beams->count() ? "--beams" : "--draft");
         dec.kv = g.kv;
         if (g.prompt.empty()) throw UsageError("--prompt is empty (expected some text to continue)");
         dec.model = g.model;
@@ -659,8 +665,7 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
       ro.layer = parse_index("--layer", layer);
       ro.head = parse_index("--head", head);
       ro.kv = kv_settings(render_kv);
-      if ((ro.beams > 0 || !ro.draft.empty()) && !ro.kv.is_default())
-        throw UsageError("--kv-window/--kv-sinks/--kv-dtype/--kv-block: not available with --beams or --draft");
+      if (ro.beams > 0 || !ro.draft.empty()) refuse_window(ro.kv, ro.beams > 0 ? "--beams" : "--draft");
       if (!hooks.render) throw Error("this kvscope was built without the renderer (KVSCOPE_GUI=OFF)");
       return hooks.render(ro);
     }

@@ -417,6 +417,8 @@ int run_render_decode(const RenderOptions& o, std::shared_ptr<const Model> model
     BeamOptions bo;
     bo.n_beams = o.beams;
     bo.max_new = std::max(1, o.steps);
+    bo.dtype = o.kv.dtype;
+    if (o.kv.block > 0) bo.block = o.kv.block;  // (0: the beams' default pages)
     gen.start(o.prompt, bo);
     std::vector<BeamRecordPtr> recs;
     while (BeamRecordPtr r = gen.step()) {
@@ -432,6 +434,7 @@ int run_render_decode(const RenderOptions& o, std::shared_ptr<const Model> model
     so.k = o.speculate;
     so.max_new = std::max(1, o.steps);
     so.sampler = o.sampler;
+    so.kv = o.kv;
     spec.start(o.prompt, so);
     std::vector<SpecIterationPtr> its;
     while (SpecIterationPtr it = spec.step()) {

@@ -222,18 +222,23 @@ void draw_ticks(ImDrawList* dl, const Scene& scene, const Projector& proj, const
 
 // Tags on plates: the write head's "next:", beam scores, drafted tokens' p
 // and q. A tag that would cover an earlier one is lifted above it, with a
-// thin line down to its anchor, so every tag stays readable.
-void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts) {
+// thin line down to its anchor, so every tag stays readable; when lifting
+// would push one under the banner or out of the view (large text, close
+// tokens), all tags shrink instead.
+struct Tag {
+  const Label* label;
+  ImVec2 anchor, at, size;  // projected anchor, text's top-left, text size
+};
+
+std::vector<Tag> place_tags(const Scene& scene, const Projector& proj, ImFont* f, float fs, ImVec2 cmin, ImVec2 cmax) {
+  std::vector<Tag> tags;
   std::vector<ImVec4> drawn;
   for (const Label& l : scene.labels) {
     if (l.kind != LabelKind::kHead) continue;
     ImVec2 p;
     if (!proj(l.anchor, p)) continue;
-    ImFont* f = fonts.small;
-    const float fs = f->FontSize * 1.1f;
     const ImVec2 ts = f->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
     // Kept inside the view: the head writes the last slot, at the right edge.
-    const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
     const ImVec2 want = l.beside ? ImVec2(p.x + 6.0f, p.y - ts.y * 0.5f) : ImVec2(p.x - ts.x * 0.5f, p.y - ts.y - 4.0f);
     ImVec2 q(std::clamp(want.x, cmin.x + 6, std::max(cmin.x + 6, cmax.x - ts.x - 6)), std::max(cmin.y + 4, want.y));
     auto covers = [&](const ImVec4& o) {
@@ -245,11 +250,35 @@ void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, 
       q.y = hit->y - ts.y - 6.0f;
     }
     drawn.push_back(ImVec4(q.x - 5, q.y - 2, q.x + ts.x + 5, q.y + ts.y + 2));
-    if (!l.beside && q.y + ts.y + 2 < p.y - 6.0f)
-      dl->AddLine(ImVec2(p.x, q.y + ts.y + 2), ImVec2(p.x, p.y), col4(l.colour * glm::vec4(1, 1, 1, 0.6f)), 1.0f);
+    tags.push_back({&l, p, q, ts});
+  }
+  return tags;
+}
+
+void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts) {
+  ImFont* f = fonts.small;
+  const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
+  // Under the banner (draw_banner's box, at most this tall) nothing can be read.
+  const float top =
+      cmin.y + 4.0f +
+      (scene.banner.empty() ? 0.0f : 26.0f * fonts.scale + fonts.banner->FontSize + fonts.small->FontSize * 1.05f);
+  // Full size, then 3/4, then 9/16: smaller still would not be read from the back row.
+  float fs = f->FontSize * 1.1f;
+  std::vector<Tag> tags = place_tags(scene, proj, f, fs, cmin, cmax);
+  auto readable = [&](const Tag& t) { return t.at.y >= top || t.at.y >= t.anchor.y - t.size.y - 5.0f; };
+  for (int shrink = 0; shrink < 2 && !std::all_of(tags.begin(), tags.end(), readable); ++shrink) {
+    fs *= 0.75f;
+    tags = place_tags(scene, proj, f, fs, cmin, cmax);
+  }
+  for (const Tag& t : tags) {
+    const ImVec2 q = t.at, ts = t.size, p = t.anchor;
+    const ImU32 col = col4(t.label->colour);
+    if (!t.label->beside && q.y + ts.y + 2 < p.y - 6.0f)
+      dl->AddLine(ImVec2(p.x, q.y + ts.y + 2), ImVec2(p.x, p.y), col4(t.label->colour * glm::vec4(1, 1, 1, 0.6f)),
+                  1.0f);
     dl->AddRectFilled(ImVec2(q.x - 5, q.y - 2), ImVec2(q.x + ts.x + 5, q.y + ts.y + 2), IM_COL32(30, 6, 28, 210), 5.0f);
-    dl->AddRect(ImVec2(q.x - 5, q.y - 2), ImVec2(q.x + ts.x + 5, q.y + ts.y + 2), col4(l.colour), 5.0f, 0, 1.5f);
-    dl->AddText(f, fs, q, col4(l.colour), l.text.c_str());
+    dl->AddRect(ImVec2(q.x - 5, q.y - 2), ImVec2(q.x + ts.x + 5, q.y + ts.y + 2), col, 5.0f, 0, 1.5f);
+    dl->AddText(f, fs, q, col, t.label->text.c_str());
   }
 }
 

@@ -196,7 +196,8 @@ Scene build_spec_scene(const std::vector<SpecIterationPtr>& its, size_t count, f
     s.labels.push_back(lab);
   }
   s.bounds_min = {left - L.pitch * 1.5f, -0.6f, -L.block_w};
-  s.bounds_max = {L.x(first + k) + L.pitch, L.token_bottom(NL) + L.token_h + 0.6f, L.block_w + 0.5f};
+  // Room above the tokens for the drafted tokens' p / q tags.
+  s.bounds_max = {L.x(first + k) + L.pitch, L.token_bottom(NL) + L.token_h + (k > 0 ? 1.6f : 0.6f), L.block_w + 0.5f};
   return s;
 }
 

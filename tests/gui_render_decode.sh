@@ -32,4 +32,13 @@ set +e
 rc=$?
 set -e
 [[ $rc -eq 2 ]] || fail "--beams with --draft: exit $rc, expected 2"
+
+# Pages and row formats combine with the beams (as for generate); a sliding window is refused, named.
+"$kvscope" render --model "$MODEL" --prompt "Once upon a time" --beams 2 --steps 3 --kv-block 4 --kv-dtype f16 \
+  --out "$tmp/paged.png" --width 320 --height 180 2> "$tmp/log" || { cat "$tmp/log"; fail "beams with --kv-block"; }
+set +e
+"$kvscope" render --model "$MODEL" --prompt x --beams 2 --kv-window 4 --out "$tmp/x.png" 2> "$tmp/err"
+rc=$?
+set -e
+[[ $rc -eq 2 ]] && grep -q -- "--kv-window: not available with --beams" "$tmp/err" || fail "--beams with --kv-window: exit $rc, $(cat "$tmp/err")"
 echo "render --beams / --draft: ok"
