@@ -158,7 +158,7 @@ Scene build_beam_scene(const std::vector<BeamRecordPtr>& records, size_t count, 
       sc.kind = LabelKind::kHead;
       sc.pos = n.pos;
       sc.text = n.finished ? fmt("done %.3f", n.score) : fmt("%.3f", n.logprob);
-      sc.anchor = t.center + glm::vec3(L.block_w * 0.5f + 0.1f, 0.0f, 0.0f);  // right of the tip: nothing drawn there
+      sc.anchor = t.center + glm::vec3(L.block_w * 0.5f + 0.4f, 0.0f, 0.0f);  // right of the tip: nothing drawn there
       sc.beside = true;
       sc.colour = glm::vec4(n.finished ? palette::kNewKV : palette::kNewToken, 1.0f);
       s.labels.push_back(sc);

@@ -18,7 +18,7 @@
 namespace kvscope {
 
 struct BeamLayout {
-  float lane_pitch = 1.7f;  // z distance between lanes
+  float lane_pitch = 2.6f;  // z distance between lanes: room for a tag and a label between them
 };
 
 // One node of the beam tree as of the shown record.
