@@ -38,6 +38,12 @@ Commands feature_script(int frame, int total, const Snapshot& snap, const std::s
       cmds.push_back(cmd::ScrubTo{flattest});
     }
   }
+  // Paged K/V: fork early, then let the new branch grow beside the one it left (shared pages lit).
+  if (demo_view == "pages") {
+    if (at(0.45)) cmds.push_back(cmd::ScrubTo{std::max(1, n / 3)});
+    if (at(0.5)) fork_second(snap, cmds);
+    if (at(0.6) || at(0.65) || at(0.7)) cmds.push_back(cmd::Scrub{1});  // the new branch's first steps
+  }
   if (demo_view == "beams" && at(0.95)) cmds.push_back(cmd::ScrubTo{n_steps * 2 / 3});
   if (demo_view == "speculative" && at(0.95)) {
     // An iteration where the draft was partly right: accepted and rejected tokens side by side.
@@ -125,6 +131,7 @@ void setup_demo_view(const std::string& demo_view, UiState& ui) {
     ui.sampler.temperature = 0.8f;
     ui.sampler.seed = 5;
   }
+  if (demo_view == "pages") ui.kv_layout.block = 4;
   if (demo_view == "kv") {
     ui.kv_selected = 3;  // assets/kv_configs.json: the 32-layer 4096-wide MHA model
     ui.kv_context = 100000;

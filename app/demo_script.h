@@ -13,7 +13,7 @@ namespace kvscope {
 // Generate as fast as possible, switch the cache off and on, walk through
 // the cameras and the teaching features (scrub, fork, return, present,
 // predict, save and load a view). With `demo_view` (timeline, sampling,
-// phases, kv, heatmaps, presentation, training, beams, speculative) the run
+// phases, kv, pages, heatmaps, presentation, training, beams, speculative) the run
 // instead sets up that feature for a screenshot.
 Commands demo_script(int frame, int total, const Snapshot& snap, const std::string& demo_view);
 

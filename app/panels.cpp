@@ -242,10 +242,15 @@ static void kv_layout_section(const Snapshot& snap, UiState& ui) {
   const KVLayout& lay = r->kv_layout;
   counter_row("running", lay.describe());
   counter_row("positions held", std::to_string(r->kv_positions) + " of " + std::to_string(r->seq_len));
-  const uint64_t dense = static_cast<uint64_t>(r->kv_positions) * 2 * static_cast<uint64_t>(lay.n_layer) *
+  // Every distinct row of every branch the cache holds, shared ones once.
+  const uint64_t dense = static_cast<uint64_t>(r->kv_rows) * 2 * static_cast<uint64_t>(lay.n_layer) *
                          kv_row_bytes(KVDtype::kF32, lay.kv_dim());
-  counter_row("bytes held", format_bytes(r->kv_bytes));
-  counter_row("dense f32, same positions", format_bytes(dense));
+  if (r->kv_sequences > 1) {
+    counter_row("branches in the cache", std::to_string(r->kv_sequences));
+    counter_row("as separate caches", format_bytes(r->kv_bytes_separate));
+  }
+  counter_row(r->kv_sequences > 1 ? "bytes held (shared once)" : "bytes held", format_bytes(r->kv_bytes));
+  counter_row("dense f32, same rows", format_bytes(dense));
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.2fx", dense ? static_cast<double>(r->kv_bytes) / static_cast<double>(dense) : 0.0);
   counter_row("ratio", dense ? buf : "-");

@@ -65,7 +65,8 @@ void Session::start_generation(const std::string& prompt) {
   c.options.sampler = ui.sampler;
   c.options.kv = ui.kv_layout;
   c.options.ignore_eos = ui.ignore_eos;
-  c.options.keep_history = false;  // the BranchTree owns the records (and their memory budget)
+  c.options.keep_history = false;                      // the BranchTree owns the records (and their memory budget)
+  c.options.branch_cache_budget = snap.tree.budget();  // branches keep their K/V under the same budget
   c.decoding = snap.decoding;
   c.request = ++snap.start_request;
   worker_.send(std::move(c));

@@ -6,18 +6,6 @@
 #include "error.h"
 
 namespace kvscope {
-namespace {
-
-// Bytes a cache of this layout holds for one sequence of `len` positions.
-uint64_t alone_bytes(const KVLayout& l, int len) {
-  const uint64_t per = l.bytes_per_position();
-  if (!l.paged()) return per * static_cast<uint64_t>(len);
-  const uint64_t blocks = (static_cast<uint64_t>(len) + l.block - 1) / static_cast<uint64_t>(l.block);
-  return blocks * static_cast<uint64_t>(l.block) * per;
-}
-
-}  // namespace
-
 BeamGenerator::BeamGenerator(std::shared_ptr<const Model> model) : model_(std::move(model)), engine_(*model_) {}
 
 void BeamGenerator::start(const std::string& prompt, const BeamOptions& opt) {
@@ -87,7 +75,7 @@ BeamRecordPtr BeamGenerator::step() {
   // What the step's forward leaves in the cache, before the forks: every
   // running beam's sequence with its new row.
   rec->kv_bytes_shared = cache_.bytes();
-  for (SeqId s : seqs_) rec->kv_bytes_independent += alone_bytes(cache_.layout(), cache_.length(s));
+  for (SeqId s : seqs_) rec->kv_bytes_independent += cache_.bytes_alone(s);
   rec->positions = static_cast<int>(batch.size());
   rec->forwards = 1;
   rec->flops = out.flops;

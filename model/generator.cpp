@@ -104,6 +104,7 @@ void Generator::start_tokens(const std::vector<int>& prompt, const GenerateOptio
     cache_.clear();
   }
   seq_ = -1;
+  kept_.clear();
 }
 
 ForwardOutput Generator::run_forward(KVCache& cache, SeqId seq, int first, bool keep_all) {
@@ -158,6 +159,7 @@ RecordPtr Generator::step() {
     // NO CACHE keeps nothing between steps: the same layout, filled and emptied by this forward.
     if (seq_ >= 0) cache_.release(seq_);
     seq_ = -1;
+    release_kept();
     if (!scratch_.ready() || scratch_.layout() != cache_.layout()) scratch_.reset(cache_.layout());
     scratch_.clear();
     const SeqId s = scratch_.add_sequence();
@@ -219,19 +221,9 @@ RecordPtr Generator::step() {
   const KVLayout& lay = cache_.layout();
   rec->kv_layout = lay;
   if (kv) {
-    rec->kv_bytes = cache_.bytes();
-    rec->kv_positions = cache_.n_held(seq_);
-    rec->kv_held = cache_.positions(seq_);
+    enforce_branch_budget();
+    fill_cache_fields(*rec);
     rec->evicted = out.evicted;
-    if (lay.paged()) {
-      rec->kv_blocks = cache_.blocks_held();
-      rec->kv_slots_wasted = cache_.slots_wasted();
-      for (int p : rec->kv_held) {
-        const int b = cache_.slot_of(seq_, p).block;
-        rec->kv_held_block.push_back(b);
-        rec->kv_held_refs.push_back(cache_.block_refs(b));
-      }
-    }
   }
   rec->read_bytes = forward_read_bytes(
       *model_, kv ? lay.bytes_per_position() * static_cast<uint64_t>(lay.visible_count(out.seq_len - 1)) : 0);
@@ -287,18 +279,8 @@ RecordPtr Generator::fork(const std::vector<int>& prefix, const StepRecord& at, 
     throw Error("fork: token id " + std::to_string(token) + " is outside the vocabulary (0.." +
                 std::to_string(c.vocab_size - 1) + ")");
   }
-  // K/V of position i depend only on tokens [0, i]: a sequence holding this
-  // very prefix is forked at it (sharing it), and the old branch released.
-  const bool reuse = seq_ >= 0 && cache_.length(seq_) >= p && static_cast<int>(tokens_.size()) >= p &&
-                     std::equal(prefix.begin(), prefix.end(), tokens_.begin()) && cache_.can_truncate(seq_, p);
-  if (reuse) {
-    const SeqId branch = cache_.fork(seq_, p);
-    cache_.release(seq_);
-    seq_ = branch;
-  } else if (seq_ >= 0) {
-    cache_.release(seq_);
-    seq_ = -1;
-  }
+  keep_current();
+  seq_ = take_prefix(prefix);
 
   auto rec = std::make_shared<StepRecord>(at);
   rec->token = token;
@@ -327,6 +309,17 @@ RecordPtr Generator::fork(const std::vector<int>& prefix, const StepRecord& at, 
     for (const RecordPtr& r : history_) ms_total_ += r->ms;
     ms_total_ += at.ms;
   }
+  // The branch left keeps its sequence only for what the new one lacks.
+  kept_.erase(std::remove_if(kept_.begin(), kept_.end(),
+                             [&](const KeptBranch& k) {
+                               const bool redundant = k.tokens.size() <= tokens_.size() &&
+                                                      std::equal(k.tokens.begin(), k.tokens.end(), tokens_.begin());
+                               if (redundant) cache_.release(k.seq);
+                               return redundant;
+                             }),
+              kept_.end());
+  enforce_branch_budget();
+  if (seq_ >= 0) fill_cache_fields(*rec);
   reason_ = StopReason::kNone;
   stop_cut_ = std::string::npos;
   update_stop(token, p);
@@ -334,6 +327,78 @@ RecordPtr Generator::fork(const std::vector<int>& prefix, const StepRecord& at, 
   RecordPtr ptr = rec;
   if (opt_.keep_history) history_.push_back(ptr);
   return ptr;
+}
+
+// The current sequence joins the kept ones (with the tokens of its cached
+// positions) before a fork chooses which sequence the new branch takes.
+void Generator::keep_current() {
+  if (seq_ < 0) return;
+  const int n = std::min(cache_.length(seq_), static_cast<int>(tokens_.size()));
+  kept_.push_back(KeptBranch{seq_, std::vector<int>(tokens_.begin(), tokens_.begin() + n), ++use_clock_});
+  seq_ = -1;
+}
+
+// K/V of position i depend only on tokens [0, i]: a kept sequence whose
+// tokens start with `prefix` serves a branch at it. One holding exactly the
+// prefix is taken over; else the most recently used is forked at the prefix
+// (sharing it) and stays. -1 when none holds it (the next step refills).
+SeqId Generator::take_prefix(const std::vector<int>& prefix) {
+  const int p = static_cast<int>(prefix.size());
+  int best = -1;
+  for (size_t i = 0; i < kept_.size(); ++i) {
+    const KeptBranch& k = kept_[i];
+    if (static_cast<int>(k.tokens.size()) < p || !std::equal(prefix.begin(), prefix.end(), k.tokens.begin()) ||
+        !cache_.can_truncate(k.seq, p))
+      continue;
+    const bool exact = static_cast<int>(k.tokens.size()) == p;
+    if (exact) {
+      const SeqId s = k.seq;
+      kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(i));
+      return s;
+    }
+    if (best < 0 || k.used > kept_[static_cast<size_t>(best)].used) best = static_cast<int>(i);
+  }
+  if (best < 0) return -1;
+  KeptBranch& from = kept_[static_cast<size_t>(best)];
+  from.used = ++use_clock_;
+  return cache_.fork(from.seq, p);
+}
+
+void Generator::release_kept() {
+  for (const KeptBranch& k : kept_) cache_.release(k.seq);
+  kept_.clear();
+}
+
+void Generator::enforce_branch_budget() {
+  while (!kept_.empty() && cache_.bytes() > opt_.branch_cache_budget) {
+    const auto oldest = std::min_element(kept_.begin(), kept_.end(),
+                                         [](const KeptBranch& a, const KeptBranch& b) { return a.used < b.used; });
+    cache_.release(oldest->seq);
+    kept_.erase(oldest);
+  }
+}
+
+// The cache as it stands, seen from the current sequence.
+void Generator::fill_cache_fields(StepRecord& rec) const {
+  rec.kv_bytes = cache_.bytes();
+  rec.kv_positions = cache_.n_held(seq_);
+  rec.kv_held = cache_.positions(seq_);
+  rec.kv_rows = cache_.slots_used();
+  const std::vector<SeqId> seqs = cache_.sequences();
+  rec.kv_sequences = static_cast<int>(seqs.size());
+  rec.kv_bytes_separate = 0;
+  for (SeqId s : seqs) rec.kv_bytes_separate += cache_.bytes_alone(s);
+  rec.kv_held_block.clear();
+  rec.kv_held_refs.clear();
+  rec.kv_blocks = rec.kv_slots_wasted = 0;
+  if (!cache_.layout().paged()) return;
+  rec.kv_blocks = cache_.blocks_held();
+  rec.kv_slots_wasted = cache_.slots_wasted();
+  for (int p : rec.kv_held) {
+    const int b = cache_.slot_of(seq_, p).block;
+    rec.kv_held_block.push_back(b);
+    rec.kv_held_refs.push_back(cache_.block_refs(b));
+  }
 }
 
 std::string Generator::text() const {

@@ -60,12 +60,17 @@ struct StepRecord {
   std::vector<float> k, v;  // (layer, n_kv, n_kv_head * head_dim); GPT-2: n_embd wide
 
   // The cache after this forward (KV CACHE; NO CACHE keeps nothing: all 0 / empty).
-  KVLayout kv_layout;        // the layout the forward ran with (also in NO CACHE)
-  int kv_positions = 0;      // positions held
-  int evicted = 0;           // positions this forward's window evicted
-  std::vector<int> kv_held;  // the positions held, ascending
-  int kv_blocks = 0;         // paged: blocks held
-  int kv_slots_wasted = 0;   // paged: allocated slots holding nothing
+  // It may also hold other branches of this generation (Generator::fork keeps
+  // them, sharing their common prefix): kv_bytes counts every row once.
+  KVLayout kv_layout;              // the layout the forward ran with (also in NO CACHE)
+  int kv_sequences = 0;            // sequences in the cache: this branch + the branches kept beside it
+  int kv_rows = 0;                 // distinct rows held over every sequence (a shared row once)
+  uint64_t kv_bytes_separate = 0;  // what the sequences would hold as separate caches (KVCache::bytes_alone)
+  int kv_positions = 0;            // positions held
+  int evicted = 0;                 // positions this forward's window evicted
+  std::vector<int> kv_held;        // the positions held, ascending
+  int kv_blocks = 0;               // paged: blocks held
+  int kv_slots_wasted = 0;         // paged: allocated slots holding nothing
   // Paged: for each kv_held position, its block (page id) and how many
   // sequences reference that block (> 1: shared with a fork, copied on first write).
   std::vector<int> kv_held_block, kv_held_refs;
@@ -132,6 +137,10 @@ struct GenerateOptions {
   bool keep_history = true;  // keep every record (the CLI streams and needs none)
   bool ignore_eos = false;   // keep going past the end-of-text token (soak runs fill the context)
   KVSettings kv;             // cache layout: dtype, window + sinks, paging (both modes run it)
+  // Branching keeps the sequences of branches left by fork() in the cache
+  // (a paged cache shares their common prefix pages) while the whole cache
+  // holds at most this many bytes; beyond, least recently used ones go first.
+  uint64_t branch_cache_budget = 256ull << 20;
   // The prefill keeps every prompt row of attention when (layer*head*P*P) f32
   // stays under this; above it only the last row (a 1k-token GPT-2 prompt
   // would otherwise need 600 MB).
@@ -167,10 +176,13 @@ class Generator {
   // `at` may come from another branch of the same prompt. Returns the forced
   // record (a copy of `at` choosing `token`; prob from at's logits, else its
   // top candidates) and makes it the last: history() keeps [0, at.index) + it.
-  // KV CACHE: when the cache holds `prefix` the sequence is forked at it
-  // (KVCache::fork(seq, at.seq_len), sharing the prefix; the old branch's
-  // sequence is released) and the next step() computes one position;
-  // otherwise the next step() rebuilds it (a refill). NO CACHE recomputes
+  // KV CACHE: when a sequence of the cache holds `prefix` (this branch's, or
+  // one kept for an earlier branch) the new branch takes it, forked at
+  // at.seq_len (KVCache::fork, sharing the prefix) unless it holds exactly
+  // the prefix, and the next step() computes one position; otherwise the next
+  // step() rebuilds it (a refill). The branch left keeps its sequence while
+  // it holds positions the new one does not (see branch_cache_budget); the
+  // forced record's cache fields are the cache after the fork. NO CACHE recomputes
   // everything, as always. Counters continue from `at`; the sampler is not
   // reseeded. Throws kvscope::Error when prefix and `at` disagree or the
   // token is outside the vocabulary.
@@ -190,6 +202,17 @@ class Generator {
   const Model& model() const { return *model_; }
 
  private:
+  // A sequence of the cache kept for a branch other than the current one.
+  struct KeptBranch {
+    SeqId seq = -1;
+    std::vector<int> tokens;  // the tokens of its cached positions [0, length)
+    uint64_t used = 0;        // when it last served a fork (least recently used go first)
+  };
+  void keep_current();
+  SeqId take_prefix(const std::vector<int>& prefix);
+  void release_kept();
+  void enforce_branch_budget();
+  void fill_cache_fields(StepRecord& rec) const;
   void update_stop(int token, int seq_len);
   ForwardOutput run_forward(KVCache& cache, SeqId seq, int first,
                             bool keep_all);  // sets reason_ after `token` was chosen by a forward over seq_len
@@ -199,6 +222,8 @@ class Generator {
   KVCache cache_;
   KVCache scratch_;  // NO CACHE: filled by one forward, emptied after it
   SeqId seq_ = -1;
+  std::vector<KeptBranch> kept_;  // other branches' sequences in cache_
+  uint64_t use_clock_ = 0;
   Sampler sampler_;
   GenerateOptions opt_;
   std::vector<int> tokens_;

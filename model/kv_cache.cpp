@@ -474,6 +474,14 @@ uint64_t KVCache::bytes() const {
   return static_cast<uint64_t>(slots_used()) * per;
 }
 
+uint64_t KVCache::bytes_alone(SeqId s) const {
+  const uint64_t per = layout_.bytes_per_position();
+  if (!layout_.paged()) return static_cast<uint64_t>(n_held(s)) * per;
+  const std::vector<int>& table = seq(s).table;
+  const auto blocks = std::count_if(table.begin(), table.end(), [](int b) { return b >= 0; });
+  return static_cast<uint64_t>(blocks) * static_cast<uint64_t>(layout_.block) * per;
+}
+
 uint64_t KVCache::contiguous_reservation_bytes() const {
   return static_cast<uint64_t>(sequences().size()) * static_cast<uint64_t>(layout_.n_ctx) *
          layout_.bytes_per_position();

@@ -146,6 +146,10 @@ class KVCache {
   // a live position (a row shared by forks once); paged layouts count every
   // slot of every allocated block, wasted ones included.
   uint64_t bytes() const;
+  // What `seq` would hold in a cache of its own, in this layout: its
+  // blocks (paged) or its held rows (contiguous). Summed over sequences, the
+  // bytes that sharing saves against one cache per sequence.
+  uint64_t bytes_alone(SeqId seq) const;
   int blocks_held() const;   // blocks referenced by some sequence
   int slots_used() const;    // distinct rows holding a live position
   int slots_wasted() const;  // paged: allocated slots holding nothing live

@@ -281,27 +281,60 @@ TEST(KVCache, BatchOfSequencesMatchesSeparateForwards) {
   EXPECT_EQ(cache.length(c), 10);
 }
 
-// The generator's branching forks its sequence at the prefix and releases the old one.
-TEST(KVCache, GeneratorForkSharesThePrefix) {
-  Generator gen(model());
-  GenerateOptions opt;
-  opt.max_new = 10;
-  opt.kv.block = 4;
-  gen.start_tokens(tokens(9), opt);
-  std::vector<RecordPtr> recs;
-  while (RecordPtr r = gen.step()) recs.push_back(r);
-  const StepRecord& at = *recs[4];
-  std::vector<int> prefix(gen.tokens().begin(), gen.tokens().begin() + at.seq_len);
-  const uint64_t copies = gen.cache().blocks_copied();
-  gen.fork(prefix, at, at.top[1].token);
-  EXPECT_EQ(gen.cache_length(), at.seq_len);
-  EXPECT_EQ(gen.cache().sequences().size(), 1u);
-  RecordPtr next = gen.step();
-  EXPECT_FALSE(next->refill);
-  EXPECT_EQ(next->n_new, 1);
-  EXPECT_EQ(gen.cache().blocks_copied(), copies) << "the old branch was released: nothing shared is left to copy";
-  EXPECT_EQ(next->kv_blocks, (next->seq_len + 3) / 4);
-  EXPECT_EQ(next->kv_bytes, gen.cache().bytes());
+// The generator's branching forks its sequence at the prefix and keeps the
+// old branch's sequence beside it: both share the prefix's full pages, the
+// partial one is copied on the new branch's first write, and the bytes count
+// every page once. Under a budget too small for both, the old one goes.
+TEST(KVCache, GeneratorForkKeepsTheOldBranchSharingThePrefix) {
+  for (const uint64_t budget : {uint64_t{256} << 20, uint64_t{0}}) {
+    SCOPED_TRACE("budget " + std::to_string(budget));
+    Generator gen(model());
+    GenerateOptions opt;
+    opt.max_new = 10;
+    opt.kv.block = 4;
+    opt.branch_cache_budget = budget;
+    gen.start_tokens(tokens(9), opt);
+    std::vector<RecordPtr> recs;
+    while (RecordPtr r = gen.step()) recs.push_back(r);
+    const int old_len = recs.back()->seq_len;  // 18 positions: 5 pages
+    const StepRecord& at = *recs[4];
+    const int p = at.seq_len;  // 13: 3 full pages + 1 of 4 slots
+    std::vector<int> prefix(gen.tokens().begin(), gen.tokens().begin() + p);
+    const uint64_t copies = gen.cache().blocks_copied();
+    RecordPtr forced = gen.fork(prefix, at, at.top[1].token);
+    EXPECT_EQ(gen.cache_length(), p);
+    RecordPtr next = gen.step();
+    EXPECT_FALSE(next->refill);
+    EXPECT_EQ(next->n_new, 1);
+    const uint64_t page = 4 * gen.cache().layout().bytes_per_position();
+    const int old_pages = (old_len + 3) / 4, new_pages = (p + 1 + 3) / 4, shared = p / 4;
+    if (budget == 0) {
+      EXPECT_EQ(gen.cache().sequences().size(), 1u);
+      EXPECT_EQ(next->kv_sequences, 1);
+      EXPECT_EQ(gen.cache().blocks_copied(), copies) << "the old branch was released: nothing shared is left to copy";
+      EXPECT_EQ(next->kv_blocks, new_pages);
+      continue;
+    }
+    EXPECT_EQ(forced->kv_sequences, 2);
+    for (size_t i = 0; i < forced->kv_held.size(); ++i)
+      EXPECT_EQ(forced->kv_held_refs[i], 2) << "at the fork every page of the prefix is shared";
+    EXPECT_EQ(gen.cache().sequences().size(), 2u);
+    EXPECT_EQ(next->kv_sequences, 2);
+    EXPECT_EQ(gen.cache().blocks_copied(), copies + 1) << "the shared partial page, copied on first write";
+    EXPECT_EQ(next->kv_blocks, old_pages + new_pages - shared);
+    EXPECT_EQ(next->kv_bytes, static_cast<uint64_t>(old_pages + new_pages - shared) * page);
+    EXPECT_EQ(next->kv_bytes_separate, static_cast<uint64_t>(old_pages + new_pages) * page);
+    EXPECT_EQ(next->kv_bytes, gen.cache().bytes());
+    ASSERT_EQ(next->kv_held_refs.size(), static_cast<size_t>(p + 1));
+    for (int q = 0; q <= p; ++q) EXPECT_EQ(next->kv_held_refs[static_cast<size_t>(q)], q < shared * 4 ? 2 : 1) << q;
+    // Back to the old branch's end: its kept sequence is taken over, no refill.
+    std::vector<int> old_prefix(prefix);
+    for (size_t i = 5; i < recs.size(); ++i) old_prefix.push_back(recs[i - 1]->token);
+    ASSERT_EQ(static_cast<int>(old_prefix.size()), old_len);
+    gen.fork(old_prefix, *recs.back(), recs.back()->token);
+    EXPECT_EQ(gen.cache_length(), old_len);
+    EXPECT_EQ(gen.cache().sequences().size(), 2u) << "the branch left holds a position the other lacks";
+  }
 }
 
 }  // namespace

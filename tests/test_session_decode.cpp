@@ -14,6 +14,7 @@
 
 #include "beam_generator.h"
 #include "numpy_ref_util.h"
+#include "scene.h"
 #include "session.h"
 
 namespace kvscope {
@@ -233,6 +234,98 @@ TEST(SessionDecoding, ASlidingWindowWithBeamsIsRefusedInTheErrorPanel) {
   EXPECT_NE(s.ui.errors.front().find("sliding window"), std::string::npos) << s.ui.errors.front();
   EXPECT_NE(s.ui.errors.front().find("beam search"), std::string::npos) << s.ui.errors.front();
   EXPECT_TRUE(s.snap.beam_records.empty());
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// Bytes of one position's K and V over every layer, from the row formats
+// (f32: 4 bytes a value; q8_0: 34 bytes per 32 values), not from the cache.
+uint64_t position_bytes(const Config& c, KVDtype d) {
+  const uint64_t row = d == KVDtype::kF32 ? 4ull * c.n_embd : 34ull * (c.n_embd / 32);
+  return 2ull * c.n_layer * row;
+}
+
+// Branching in the window keeps the branch it left in the cache: forked at
+// an earlier step, the two branches share the prefix's full pages (the
+// partial one is copied on the new branch's first write), the stacks see the
+// shared pages and the byte counter counts each page once. A contiguous
+// cache cannot share rows past a copy: its bytes are the two sequences'.
+TEST(SessionDecoding, ABranchSharesItsPrefixPagesWithTheBranchItLeft) {
+  const int B = 4;
+  for (const KVDtype dtype : {KVDtype::kF32, KVDtype::kQ8_0}) {
+    for (const int block : {B, 0}) {
+      SCOPED_TRACE(std::string(to_string(dtype)) + (block ? " paged" : " contiguous"));
+      Session s;
+      s.ui.kv_layout.dtype = dtype;
+      s.ui.kv_layout.block = block;
+      s.ui.ignore_eos = true;
+      start(s, DecodeSettings(), "abc ab", 16);
+      for (int i = 0; i < 8; ++i) {  // the first branch: 8 records (the prefill and 7 steps)
+        if (static_cast<int>(s.snap.records.size()) >= 8) break;
+        s.execute(cmd::Scrub{1}, 0);
+        settle(s);
+      }
+      ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
+      ASSERT_EQ(s.snap.records.size(), 8u);
+      const int old_len = s.snap.records.back()->seq_len;  // positions the first branch's cache holds
+      const RecordPtr at = s.snap.records[3];
+      const int p = at->seq_len;
+      int token = at->top[0].token == at->token ? at->top[1].token : at->top[0].token;
+      s.execute(cmd::ScrubTo{3}, 0);
+      s.execute(cmd::Fork{token}, 0);
+      settle(s);
+      ASSERT_EQ(s.snap.tree.size(), 2u);
+      ASSERT_EQ(s.snap.records.size(), 4u);
+      EXPECT_EQ(s.snap.records.back()->kv_sequences, 2) << "the fork keeps the branch it left";
+      s.execute(cmd::Scrub{1}, 0);  // the new branch's first step
+      settle(s);
+      ASSERT_EQ(s.snap.records.size(), 5u);
+      const StepRecord& r = *s.snap.records.back();
+      EXPECT_FALSE(r.refill);
+      EXPECT_EQ(r.n_new, 1);
+      EXPECT_EQ(r.seq_len, p + 1);
+      EXPECT_EQ(r.kv_sequences, 2);
+      const uint64_t per = position_bytes(s.snap.model->config, dtype);
+      if (block == 0) {
+        EXPECT_EQ(r.kv_rows, old_len + p + 1);
+        EXPECT_EQ(r.kv_bytes, static_cast<uint64_t>(old_len + p + 1) * per);
+        EXPECT_EQ(r.kv_bytes_separate, r.kv_bytes);
+        continue;
+      }
+      const int old_pages = (old_len + B - 1) / B, new_pages = (p + 1 + B - 1) / B, shared = p / B;
+      EXPECT_EQ(r.kv_blocks, old_pages + new_pages - shared);
+      EXPECT_EQ(r.kv_bytes, static_cast<uint64_t>(old_pages + new_pages - shared) * B * per);
+      EXPECT_EQ(r.kv_bytes_separate, static_cast<uint64_t>(old_pages + new_pages) * B * per);
+      EXPECT_EQ(r.kv_rows, old_len + (p + 1 - shared * B));
+      ASSERT_EQ(r.kv_held_refs.size(), static_cast<size_t>(p + 1));
+      for (int q = 0; q <= p; ++q) EXPECT_EQ(r.kv_held_refs[static_cast<size_t>(q)], q < shared * B ? 2 : 1) << q;
+      // The scene frames the shared pages as shared.
+      const Scene scene = build_scene(s.snap.seq, ViewOptions());
+      int shared_frames = 0;
+      for (const BlockInstance& f : scene.cache_marks) shared_frames += f.mark == CacheMark::kSharedPage;
+      EXPECT_GT(shared_frames, 0);
+      // Back to the first branch: its kept sequence is taken over, so its next
+      // step computes one position, and the new branch stays beside it.
+      s.execute(cmd::SelectBranch{0}, 0);
+      settle(s);
+      EXPECT_EQ(s.snap.tree.current(), 0);
+      ASSERT_EQ(s.snap.records.size(), 8u);
+      s.execute(cmd::Scrub{1}, 0);
+      settle(s);
+      ASSERT_EQ(s.snap.records.size(), 9u);
+      const StepRecord& back = *s.snap.records.back();
+      EXPECT_FALSE(back.refill);
+      EXPECT_EQ(back.n_new, 1);
+      EXPECT_EQ(back.seq_len, old_len + 1);
+      EXPECT_EQ(back.kv_sequences, 2);
+      const int back_pages = (old_len + 1 + B - 1) / B;
+      EXPECT_EQ(back.kv_bytes, static_cast<uint64_t>(back_pages + new_pages - shared) * B * per);
+    }
+  }
 }
 
 }  // namespace

@@ -259,11 +259,13 @@ void check_generator_fork(const std::shared_ptr<const Model>& m) {
     EXPECT_FALSE(next->refill) << where;
     EXPECT_EQ(next->n_kv, 1) << where;
     EXPECT_EQ(branch_tokens(tree.branch(b)), g.tokens()) << where;
-    // Back to the first branch's end: another lineage, so the next KV step refills.
+    // Back to the first branch's end: KV CACHE kept its sequence beside the
+    // new branch's, so the next step computes one position; NO CACHE refills.
     const std::vector<int> other = tree.branch(root).history.tokens_before(11);
     g.fork(other, *recs[11], recs[11]->token);
-    EXPECT_EQ(g.cache_length(), 0) << where;
-    EXPECT_EQ(g.step()->flops, forward_flops(c, recs[11]->seq_len + 1, recs[11]->seq_len + 1)) << where;
+    const int kept = mode == CacheMode::kKV ? recs[11]->seq_len : 0;
+    EXPECT_EQ(g.cache_length(), kept) << where;
+    EXPECT_EQ(g.step()->flops, forward_flops(c, recs[11]->seq_len + 1 - kept, recs[11]->seq_len + 1)) << where;
   }
 }
 
