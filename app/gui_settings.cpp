@@ -107,8 +107,6 @@ bool settings_from_json(const std::string& text, const std::string& path, UiStat
   get(j, "window_maximized", win.maximized);
   get(j, "window_x", win.x);
   get(j, "window_y", win.y);
-  win.width = std::clamp(win.width, 640, 16384);  // fit_window then fits it to the monitor
-  win.height = std::clamp(win.height, 400, 16384);
   get(j, "preset", ui.preset);
   get(j, "custom_prompt", ui.custom_prompt);
   get(j, "speed", ui.speed);
@@ -146,7 +144,8 @@ bool settings_from_json(const std::string& text, const std::string& path, UiStat
   if (!kv_ok) error = "settings file " + path + ": " + kv_problem;
   FitContext ctx;
   ctx.origin = path;
-  const std::vector<std::string> notes = fit_choices(ui, ctx);
+  std::vector<std::string> notes = fit_window_settings(win, ctx);  // fit_window then fits it to the monitor
+  for (std::string& n : fit_choices(ui, ctx)) notes.push_back(std::move(n));
   for (const std::string& n : notes) error += (error.empty() ? "" : "\n") + n;
   return kv_ok && notes.empty();
 }

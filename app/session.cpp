@@ -508,6 +508,7 @@ void Session::load_view_from(const std::string& path, double now) {
     ui.camera = preset;
     ui.auto_camera = true;
   } else {
+    for (const std::string& n : fit_camera(v.camera, ctx)) ui.errors.push_back(n);
     view.camera.target = {v.camera.target[0], v.camera.target[1], v.camera.target[2]};
     view.camera.distance = v.camera.distance;
     view.camera.yaw = v.camera.yaw;

@@ -6,6 +6,8 @@
 #include <sstream>
 
 #include "error.h"
+#include "gui_settings.h"
+#include "teach_view.h"
 
 namespace kvscope {
 
@@ -101,6 +103,36 @@ void fit_decoding(DecodeSettings& d, Fitter& f) {
 }
 
 }  // namespace
+
+std::vector<std::string> fit_window_settings(WindowSettings& w, const FitContext& ctx) {
+  Fitter f(ctx);
+  using namespace ui_range;
+  f.range(w.width, kWindowWMin, kWindowSideMax, "window width");
+  f.range(w.height, kWindowHMin, kWindowSideMax, "window height");
+  // (-1 centres the window; any other position outside the desktop's range centres it too)
+  for (int* v : {&w.x, &w.y}) {
+    const char* field = v == &w.x ? "window x" : "window y";
+    if (*v < kWindowPosMin || *v > kWindowPosMax) {
+      f.note(std::string(field) + " " + std::to_string(*v) + " is outside " + std::to_string(kWindowPosMin) + ".." +
+             std::to_string(kWindowPosMax) + "; centring the window");
+      w.x = w.y = -1;
+    }
+  }
+  return f.take();
+}
+
+std::vector<std::string> fit_camera(SavedCamera& c, const FitContext& ctx) {
+  Fitter f(ctx);
+  using namespace ui_range;
+  const SavedCamera d;
+  const char* axes[3] = {"camera.target[0]", "camera.target[1]", "camera.target[2]"};
+  for (int i = 0; i < 3; ++i) f.range(c.target[i], -kCamTargetMax, kCamTargetMax, axes[i], d.target[i]);
+  f.range(c.distance, kCamDistanceMin, kCamDistanceMax, "camera.distance", d.distance);
+  f.range(c.yaw, -kCamYawMax, kCamYawMax, "camera.yaw", d.yaw);
+  f.range(c.pitch, -kCamPitchMax, kCamPitchMax, "camera.pitch", d.pitch);
+  f.range(c.fov_y, kCamFovMin, kCamFovMax, "camera.fov_y", d.fov_y);
+  return f.take();
+}
 
 std::vector<std::string> fit_choices(UiState& ui, const FitContext& ctx, int* pending_step) {
   Fitter f(ctx);

@@ -32,7 +32,19 @@ inline constexpr int kBottomTabs = 5;   // branches, phases, KV memory, attentio
 inline constexpr int kHeadsMax = 4096;  // layers and heads without a model
 inline constexpr int kKvWindowMax = 1 << 20, kKvBlockMax = 4096;
 inline constexpr size_t kTextMax = 1 << 16;  // bytes of a restored prompt or path
+// The window (settings.json): its size, and a position on some monitor (-1 = centred).
+inline constexpr int kWindowWMin = 640, kWindowHMin = 400, kWindowSideMax = 16384;
+inline constexpr int kWindowPosMin = -32768, kWindowPosMax = 32767;
+// A saved view's free camera: what the mouse can reach (scene_camera.cpp).
+inline constexpr float kCamDistanceMin = 0.5f, kCamDistanceMax = 5000.0f;
+inline constexpr float kCamPitchMax = 1.55f;   // radians, up or down
+inline constexpr float kCamYawMax = 1000.0f;   // radians either way (a turn is 2 pi)
+inline constexpr float kCamTargetMax = 1e5f;   // world units from the origin, per axis
+inline constexpr float kCamFovMin = 0.1f, kCamFovMax = 2.5f;  // radians
 }  // namespace ui_range
+
+struct WindowSettings;  // gui_settings.h
+struct SavedCamera;     // teach_view.h
 
 struct FitContext {
   const Model* model = nullptr;  // null before one is loaded: ranges only
@@ -44,5 +56,10 @@ struct FitContext {
 // note per value changed, e.g. "view.json: layer 11 is not in gpt2-tiny
 // (4 layers, 0..3); showing the mean over layers". Never throws.
 std::vector<std::string> fit_choices(UiState& ui, const FitContext& ctx, int* pending_step = nullptr);
+// The window's size and position as restored (fit_window then fits them to
+// the monitor's work area when the window opens). Notes as above.
+std::vector<std::string> fit_window_settings(WindowSettings& w, const FitContext& ctx);
+// A saved view's free camera, inside what the camera controls reach.
+std::vector<std::string> fit_camera(SavedCamera& c, const FitContext& ctx);
 
 }  // namespace kvscope

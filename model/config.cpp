@@ -68,8 +68,17 @@ std::string model_type_of(const json& j, const std::string& origin) {
     }
     return t;
   }
-  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
-      j["architectures"][0].is_string()) {
+  if (j.contains("architectures") && !j["architectures"].is_null()) {
+    const json& arch = j["architectures"];
+    // (a list of class names, as transformers writes it: the first one names the model)
+    if (!arch.is_array() || (!arch.empty() && !arch[0].is_string())) {
+      std::string got = arch.dump(-1, ' ', false, json::error_handler_t::replace);
+      if (got.size() > 60) got = got.substr(0, 57) + "...";
+      throw Error(origin + ": field \"architectures\" must be a list of model class names (e.g. [\"GPT2LMHeadModel\"]), got " +
+                  got);
+    }
+  }
+  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()) {
     const std::string a = j["architectures"][0].get<std::string>();
     if (a == "GPT2LMHeadModel") return "gpt2";
     if (a == "LlamaForCausalLM") return "llama";

@@ -146,6 +146,13 @@ TEST(LlamaConfig, RefusesWhatItCannotRun) {
   j.erase("model_type");
   j["architectures"] = {"GemmaForCausalLM"};
   expect_error([&] { parse(j); }, {"GemmaForCausalLM", "supported"});
+  // A malformed architectures list is named, not mistaken for a GPT-2 config missing its fields.
+  for (const json& bad : {json::array({5}), json("LlamaForCausalLM"), json::array({json::array({"x"})})}) {
+    j = llama_config();
+    j.erase("model_type");
+    j["architectures"] = bad;
+    expect_error([&] { parse(j); }, {"dir/config.json", "\"architectures\" must be a list of model class names"});
+  }
   j = llama_config();
   j["num_key_value_heads"] = 3;
   expect_error([&] { parse(j); }, {"num_attention_heads (8)", "num_key_value_heads (3)"});

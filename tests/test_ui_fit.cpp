@@ -10,6 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "gui_settings.h"
+#include "numpy_ref_util.h"
+#include "session.h"
+#include "teach_view.h"
 #include "ui_fit.h"
 
 namespace kvscope {
@@ -193,6 +196,65 @@ TEST(FitChoices, TheSettingsReaderFitsAndNamesTheFileAndFields) {
   std::string err2;
   EXPECT_TRUE(load_settings(path, again, win2, err2)) << err2;
   EXPECT_EQ(again.speed, 8.0f);
+}
+
+// The window's geometry goes through the same check on the real load path:
+// each value named with the file, what it was, the range and what it became.
+TEST(FitChoices, TheWindowGeometryIsFittedAndNamedByTheSettingsReader) {
+  const std::string path = testing::TempDir() + "/fit_window.json";
+  testutil::write_file(path, R"({"window_width": 100, "window_height": 99999, "window_x": 70000, "window_y": 20})");
+  UiState ui;
+  WindowSettings win;
+  std::string err;
+  EXPECT_FALSE(load_settings(path, ui, win, err));
+  for (const std::string& needle :
+       {path + ": window width 100 is outside 640..16384; using 640",
+        path + ": window height 99999 is outside 400..16384; using 16384",
+        path + ": window x 70000 is outside -32768..32767; centring the window"})
+    EXPECT_NE(err.find(needle), std::string::npos) << needle << " not in:\n" << err;
+  EXPECT_EQ(win.width, 640);
+  EXPECT_EQ(win.height, 16384);
+  EXPECT_EQ(win.x, -1);
+  EXPECT_EQ(win.y, -1);
+  // A second monitor left of the first has negative positions: kept.
+  testutil::write_file(path, R"({"window_width": 800, "window_height": 600, "window_x": -1500, "window_y": 30})");
+  WindowSettings left;
+  err.clear();
+  EXPECT_TRUE(load_settings(path, ui, left, err)) << err;
+  EXPECT_EQ(left.x, -1500);
+}
+
+// A saved view's free camera, restored by the session (the window's path):
+// out of the controls' reach, each value is brought back and named.
+TEST(FitChoices, ASavedViewsCameraIsFittedAndNamedWhenRestored) {
+  testutil::TempDir tmp("fit-camera");
+  const std::string path = tmp / "lesson.json";
+  testutil::write_file(path, R"({"kvscope_view": 1, "camera": {"target": [1, 2e9, 3], "distance": -1,
+      "yaw": 0.5, "pitch": 3, "fov_y": 0.001, "preset": ""}})");
+  Session s;
+  s.execute(cmd::LoadView{path}, 0);
+  for (const std::string& needle :
+       {path + ": camera.distance -1 is outside 0.5..5000; using 0.5",
+        path + ": camera.target[1] 2e+09 is outside -100000..100000; using 100000",
+        path + ": camera.pitch 3 is outside -1.55..1.55; using 1.55",
+        path + ": camera.fov_y 0.001 is outside 0.1..2.5; using 0.1"}) {
+    bool found = false;
+    for (const std::string& e : s.ui.errors) found |= e.find(needle) != std::string::npos;
+    EXPECT_TRUE(found) << needle << " not in:\n" << joined(s.ui.errors);
+  }
+  EXPECT_EQ(s.ui.errors.size(), 4u) << joined(s.ui.errors);
+  EXPECT_FLOAT_EQ(s.view.camera.distance, 0.5f);
+  EXPECT_FLOAT_EQ(s.view.camera.pitch, 1.55f);
+  EXPECT_FLOAT_EQ(s.view.camera.fov_y, 0.1f);
+  EXPECT_FLOAT_EQ(s.view.camera.target.y, 1e5f);
+  EXPECT_FLOAT_EQ(s.view.camera.yaw, 0.5f);
+  EXPECT_FALSE(s.ui.auto_camera);
+  // A camera the mouse could have made restores silently.
+  testutil::write_file(path, R"({"kvscope_view": 1, "camera": {"target": [4, 5, 6], "distance": 4000, "pitch": -1.5}})");
+  Session t;
+  t.execute(cmd::LoadView{path}, 0);
+  EXPECT_TRUE(t.ui.errors.empty()) << joined(t.ui.errors);
+  EXPECT_FLOAT_EQ(t.view.camera.distance, 4000.0f);
 }
 
 }  // namespace

@@ -13,6 +13,9 @@ namespace {
 
 using nlohmann::json;
 
+// Any number a float holds (1e38 and up would become infinity).
+constexpr float kAnyFloat = 1e37f;
+
 // Reads optional fields with type and range checks; every error names the
 // file and the dotted field path.
 struct Reader {
@@ -132,15 +135,16 @@ SavedView view_from_json(const std::string& text, const std::string& origin) {
       if (!t->is_array() || t->size() != 3) rd.fail("camera.target", "must be an array of 3 numbers, got " + t->dump());
       for (size_t i = 0; i < 3; ++i) {
         const json& x = (*t)[i];
-        if (!x.is_number() || !std::isfinite(x.get<double>()) || std::fabs(x.get<double>()) > 1e7)
-          rd.fail("camera.target[" + std::to_string(i) + "]", "must be a number in -1e7..1e7, got " + x.dump());
+        if (!x.is_number() || !std::isfinite(x.get<double>()) || std::fabs(x.get<double>()) > kAnyFloat)
+          rd.fail("camera.target[" + std::to_string(i) + "]", "must be a number, got " + x.dump());
         v.camera.target[i] = x.get<float>();
       }
     }
-    v.camera.distance = rd.number(*cam, "distance", "camera.distance", 1e-4f, 1e7f, v.camera.distance);
-    v.camera.yaw = rd.number(*cam, "yaw", "camera.yaw", -1e4f, 1e4f, v.camera.yaw);
-    v.camera.pitch = rd.number(*cam, "pitch", "camera.pitch", -1.5708f, 1.5708f, v.camera.pitch);
-    v.camera.fov_y = rd.number(*cam, "fov_y", "camera.fov_y", 0.01f, 3.1f, v.camera.fov_y);
+    // Numbers here; their ranges are the restore check's (ui_fit.h: fit_camera).
+    v.camera.distance = rd.number(*cam, "distance", "camera.distance", -kAnyFloat, kAnyFloat, v.camera.distance);
+    v.camera.yaw = rd.number(*cam, "yaw", "camera.yaw", -kAnyFloat, kAnyFloat, v.camera.yaw);
+    v.camera.pitch = rd.number(*cam, "pitch", "camera.pitch", -kAnyFloat, kAnyFloat, v.camera.pitch);
+    v.camera.fov_y = rd.number(*cam, "fov_y", "camera.fov_y", -kAnyFloat, kAnyFloat, v.camera.fov_y);
     v.camera.preset = rd.string(*cam, "preset", "camera.preset", "");
     if (!v.camera.preset.empty() && v.camera.preset != "front" && v.camera.preset != "top" &&
         v.camera.preset != "side" && v.camera.preset != "follow") {

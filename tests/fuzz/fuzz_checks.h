@@ -306,8 +306,16 @@ inline std::string check_config(const std::string& text) {
   try {
     c = parse_config(text, "fuzz/config.json");
   } catch (const Error& e) {
-    if (std::string(e.what()).find("fuzz/config.json") == std::string::npos) {
-      return std::string("error message does not name the file: ") + e.what();
+    const std::string msg = e.what();
+    if (msg.find("fuzz/config.json") == std::string::npos) return "error message does not name the file: " + msg;
+    // Without model_type, a malformed architectures list is the field to name
+    // (not the GPT-2 fields the config then seems to miss).
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_object() && (!j.contains("model_type") || j["model_type"].is_null()) && j.contains("architectures")) {
+      const nlohmann::json& a = j["architectures"];
+      const bool malformed = !a.is_null() && (!a.is_array() || (!a.empty() && !a[0].is_string()));
+      if (malformed && msg.find("architectures") == std::string::npos)
+        return "a malformed architectures field was not named: " + msg;
     }
     return "";
   } catch (const std::exception& e) {
@@ -316,7 +324,13 @@ inline std::string check_config(const std::string& text) {
   if (c.n_layer < 1 || c.n_head < 1 || c.n_embd < 1 || c.n_positions < 1 || c.vocab_size < 1) {
     return "accepted a non-positive size";
   }
-  if (c.n_embd % c.n_head != 0) return "accepted n_embd not divisible by n_head";
+  // The head width: n_embd split into n_head heads, unless a Llama-family
+  // config gives head_dim (then n_head * head_dim need not be n_embd).
+  if (c.head_size == 0 && c.n_embd % c.n_head != 0) return "accepted n_embd not divisible by n_head without head_dim";
+  if (!c.is_llama() && c.head_size != 0) return "accepted a head_dim in a GPT-2 config";
+  if (c.head_dim() < 1) return "accepted a head width below 1";
+  if (c.n_head % c.kv_heads() != 0) return "accepted n_head that is not a multiple of the K/V heads";
+  if (c.is_llama() && c.head_dim() % 2 != 0) return "accepted an odd head width (RoPE rotates pairs)";
   if (!std::isfinite(c.layer_norm_epsilon) || !(c.layer_norm_epsilon > 0)) {
     return "accepted layer_norm_epsilon that is not a finite positive float: " + std::to_string(c.layer_norm_epsilon);
   }
