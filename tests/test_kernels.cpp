@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels.h"
+#include "kv_quant.h"
 #include "safetensors.h"
 
 namespace kvscope {
@@ -133,6 +134,101 @@ TEST(Kernels, AttendMatchesSoftmaxOfScaledDotProducts) {
         EXPECT_NEAR(o[static_cast<size_t>(e)], v, 1e-5) << "hd " << hd << " len " << len << " e " << e;
       }
       EXPECT_EQ(o[static_cast<size_t>(hd)], -7.0f) << "wrote past the head slice, hd " << hd;
+    }
+  }
+}
+
+// attend_rows over stored rows of every dtype: K/V rows quantized with the
+// cache's quantizers, then dequantized row by row (the scalar path,
+// dequantize_row_*) into plain double loops. The kernel dequantizes in
+// registers (vector paths) or eight values at a time (portable path); head
+// widths with and without whole 8- and 16-float chunks, slices starting
+// mid-row and mid-block, keys in scattered rows.
+TEST(Kernels, AttendRowsDequantizesEveryDtypeAsTheScalarPath) {
+  std::mt19937 rng(23);
+  const int width = 192;  // one stored row: every head of a position (6 blocks of 32)
+  for (KVDtype dt : {KVDtype::kF32, KVDtype::kF16, KVDtype::kQ8_0, KVDtype::kQ4_0}) {
+    const size_t rb = dt == KVDtype::kF32    ? 4 * width
+                      : dt == KVDtype::kF16  ? 2 * width
+                      : dt == KVDtype::kQ8_0 ? width / 32 * kQ8_0BlockBytes
+                                             : width / 32 * kQ4_0BlockBytes;
+    const char* name = dt == KVDtype::kF32    ? "f32"
+                       : dt == KVDtype::kF16  ? "f16"
+                       : dt == KVDtype::kQ8_0 ? "q8_0"
+                                              : "q4_0";
+    for (int len : {1, 3, 4, 5, 9, 33}) {
+      std::vector<std::vector<uint8_t>> kst, vst;
+      std::vector<float> kf(static_cast<size_t>(len) * width), vf(kf.size());  // as the scalar path reads them
+      for (int j = 0; j < len; ++j) {
+        for (int kv = 0; kv < 2; ++kv) {
+          std::vector<float> x = randn(width, rng);
+          if (j == 1) x[5] = 0;  // a zero and a larger value in the same block
+          if (j == 2) x[40] = 9.5f;
+          std::vector<uint8_t> st(rb + 7);  // rows at odd addresses, as in a pool of blocks
+          uint8_t* row = st.data() + 3;
+          float* back = (kv ? vf.data() : kf.data()) + static_cast<size_t>(j) * width;
+          switch (dt) {
+            case KVDtype::kF32:
+              std::memcpy(row, x.data(), rb);
+              std::memcpy(back, row, rb);
+              break;
+            case KVDtype::kF16:
+              quantize_row_f16(x.data(), width, reinterpret_cast<uint16_t*>(row));
+              dequantize_row_f16(reinterpret_cast<const uint16_t*>(row), width, back);
+              break;
+            case KVDtype::kQ8_0:
+              quantize_row_q8_0(x.data(), width, row);
+              dequantize_row_q8_0(row, width, back);
+              break;
+            case KVDtype::kQ4_0:
+              quantize_row_q4_0(x.data(), width, row);
+              dequantize_row_q4_0(row, width, back);
+              break;
+          }
+          (kv ? vst : kst).push_back(std::move(st));
+        }
+      }
+      std::vector<const uint8_t*> kp, vp;
+      for (int j = len - 1; j >= 0; --j) {  // rows in any order in memory: one pointer per key
+        kp.insert(kp.begin(), kst[static_cast<size_t>(j)].data() + 3);
+        vp.insert(vp.begin(), vst[static_cast<size_t>(j)].data() + 3);
+      }
+      for (int hd : {8, 12, 16, 24, 32, 40, 48, 64, 80, 128}) {
+        for (int col : {0, hd, 8, 20, width - hd}) {
+          if (col + hd > width) continue;
+          const auto q = randn(static_cast<size_t>(hd), rng);
+          const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+          std::vector<float> p(static_cast<size_t>(len)), o(static_cast<size_t>(hd) + 1, -7.0f);
+          attend_rows(q.data(), KVRowsView{dt, kp.data(), vp.data(), col}, hd, len, scale, p.data(), o.data());
+          std::vector<double> s(static_cast<size_t>(len));
+          double mx = -1e300, sum = 0;
+          for (int j = 0; j < len; ++j) {
+            double d = 0;
+            for (int e = 0; e < hd; ++e) d += static_cast<double>(kf[static_cast<size_t>(j) * width + col + e]) * q[e];
+            s[static_cast<size_t>(j)] = d * scale;
+            mx = std::max(mx, s[static_cast<size_t>(j)]);
+          }
+          for (double& v : s) sum += (v = std::exp(v - mx));
+          const std::string where = std::string(name) + " hd " + std::to_string(hd) + " col " + std::to_string(col) +
+                                    " len " + std::to_string(len);
+          for (int j = 0; j < len; ++j)
+            EXPECT_NEAR(p[static_cast<size_t>(j)], s[static_cast<size_t>(j)] / sum, 1e-5) << where;
+          for (int e = 0; e < hd; ++e) {
+            double v = 0;
+            for (int j = 0; j < len; ++j)
+              v += s[static_cast<size_t>(j)] / sum * vf[static_cast<size_t>(j) * width + col + e];
+            EXPECT_NEAR(o[static_cast<size_t>(e)], v, 2e-5) << where << " e " << e;
+          }
+          EXPECT_EQ(o[static_cast<size_t>(hd)], -7.0f) << "wrote past the head slice, " << where;
+          // f32 rows: bit-identical to attend() over the same values in one array
+          // (with the same weights buffer: the softmax's sums follow its alignment).
+          if (dt == KVDtype::kF32) {
+            std::vector<float> o2(static_cast<size_t>(hd));
+            attend(q.data(), kf.data() + col, vf.data() + col, width, hd, len, scale, p.data(), o2.data());
+            for (int e = 0; e < hd; ++e) EXPECT_EQ(o[static_cast<size_t>(e)], o2[static_cast<size_t>(e)]) << where;
+          }
+        }
+      }
     }
   }
 }
