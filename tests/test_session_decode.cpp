@@ -249,6 +249,19 @@ uint64_t position_bytes(const Config& c, KVDtype d) {
   return 2ull * c.n_layer * row;
 }
 
+// The current branch's next step (Scrub +1 at the newest): one position
+// computed from its cache, with the other branch's sequence kept beside it.
+const StepRecord& step_beside_a_kept_branch(Session& s, size_t records) {
+  s.execute(cmd::Scrub{1}, 0);
+  settle(s);
+  EXPECT_EQ(s.snap.records.size(), records);
+  const StepRecord& r = *s.snap.records.back();
+  EXPECT_FALSE(r.refill);
+  EXPECT_EQ(r.n_new, 1);
+  EXPECT_EQ(r.kv_sequences, 2);
+  return r;
+}
+
 // Branching in the window keeps the branch it left in the cache: forked at
 // an earlier step, the two branches share the prefix's full pages (the
 // partial one is copied on the new branch's first write), the stacks see the
@@ -281,14 +294,8 @@ TEST(SessionDecoding, ABranchSharesItsPrefixPagesWithTheBranchItLeft) {
       ASSERT_EQ(s.snap.tree.size(), 2u);
       ASSERT_EQ(s.snap.records.size(), 4u);
       EXPECT_EQ(s.snap.records.back()->kv_sequences, 2) << "the fork keeps the branch it left";
-      s.execute(cmd::Scrub{1}, 0);  // the new branch's first step
-      settle(s);
-      ASSERT_EQ(s.snap.records.size(), 5u);
-      const StepRecord& r = *s.snap.records.back();
-      EXPECT_FALSE(r.refill);
-      EXPECT_EQ(r.n_new, 1);
+      const StepRecord& r = step_beside_a_kept_branch(s, 5);  // the new branch's first step
       EXPECT_EQ(r.seq_len, p + 1);
-      EXPECT_EQ(r.kv_sequences, 2);
       const uint64_t per = position_bytes(s.snap.model->config, dtype);
       if (block == 0) {
         EXPECT_EQ(r.kv_rows, old_len + p + 1);
@@ -314,14 +321,8 @@ TEST(SessionDecoding, ABranchSharesItsPrefixPagesWithTheBranchItLeft) {
       settle(s);
       EXPECT_EQ(s.snap.tree.current(), 0);
       ASSERT_EQ(s.snap.records.size(), 8u);
-      s.execute(cmd::Scrub{1}, 0);
-      settle(s);
-      ASSERT_EQ(s.snap.records.size(), 9u);
-      const StepRecord& back = *s.snap.records.back();
-      EXPECT_FALSE(back.refill);
-      EXPECT_EQ(back.n_new, 1);
+      const StepRecord& back = step_beside_a_kept_branch(s, 9);
       EXPECT_EQ(back.seq_len, old_len + 1);
-      EXPECT_EQ(back.kv_sequences, 2);
       const int back_pages = (old_len + 1 + B - 1) / B;
       EXPECT_EQ(back.kv_bytes, static_cast<uint64_t>(back_pages + new_pages - shared) * B * per);
     }
