@@ -242,7 +242,7 @@ std::vector<Tag> place_tags(const Scene& scene, const Projector& proj, ImFont* f
     const ImVec2 want = l.beside ? ImVec2(p.x + 6.0f, p.y - ts.y * 0.5f) : ImVec2(p.x - ts.x * 0.5f, p.y - ts.y - 4.0f);
     ImVec2 q(std::clamp(want.x, cmin.x + 6, std::max(cmin.x + 6, cmax.x - ts.x - 6)), std::max(cmin.y + 4, want.y));
     auto covers = [&](const ImVec4& o) {
-      return q.x - 7 < o.z && o.x < q.x + ts.x + 7 && q.y - 4 < o.w && o.y < q.y + ts.y + 4;
+      return q.x - 6 < o.z && o.x < q.x + ts.x + 6 && q.y - 4 < o.w && o.y < q.y + ts.y + 4;
     };
     for (int tries = 0; tries < 16; ++tries) {
       const auto hit = std::find_if(drawn.begin(), drawn.end(), covers);
@@ -262,11 +262,12 @@ void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, 
   const float top =
       cmin.y + 4.0f +
       (scene.banner.empty() ? 0.0f : 26.0f * fonts.scale + fonts.banner->FontSize + fonts.small->FontSize * 1.05f);
-  // Full size, then 3/4, then 9/16: smaller still would not be read from the back row.
+  // Full size, then by 3/4 while the text stays at least 11 pixels high:
+  // smaller would not be read from the back row.
   float fs = f->FontSize * 1.1f;
   std::vector<Tag> tags = place_tags(scene, proj, f, fs, cmin, cmax);
   auto readable = [&](const Tag& t) { return t.at.y >= top || t.at.y >= t.anchor.y - t.size.y - 5.0f; };
-  for (int shrink = 0; shrink < 2 && !std::all_of(tags.begin(), tags.end(), readable); ++shrink) {
+  while (fs * 0.75f >= 11.0f && !std::all_of(tags.begin(), tags.end(), readable)) {
     fs *= 0.75f;
     tags = place_tags(scene, proj, f, fs, cmin, cmax);
   }

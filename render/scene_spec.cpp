@@ -140,10 +140,10 @@ Scene build_spec_scene(const std::vector<SpecIterationPtr>& its, size_t count, f
     Label pq;
     pq.kind = LabelKind::kHead;
     pq.pos = pos;
-    // Two short lines (p over q, then the verdict): narrow enough to sit
+    // Short lines (p over q over the verdict): narrow enough to sit
     // over their own token; the overlay lifts one that would still cover a
     // neighbour's.
-    const char* verdict = !resolved ? "" : (d.r < 0 ? "\nuntested" : (d.accepted ? "\naccepted" : "\nrejected"));
+    const char* verdict = !resolved ? "" : (d.r < 0 ? "\nuntested" : (d.accepted ? "\nok" : "\nno"));
     pq.text = (verifying ? fmt2("p %.2f\nq %.2f", d.p, d.q) : fmt2("q %.2f", d.q, 0.0)) + verdict;
     if (rejected && tested) pq.text = visible_piece(it.drafted_pieces[static_cast<size_t>(i)]) + "\n" + pq.text;
     pq.anchor = L.token_center(pos, NL) + glm::vec3(0.0f, L.token_h * 0.5f + 0.75f, 0.0f);
