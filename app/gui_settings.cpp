@@ -41,15 +41,16 @@ void get(const json& j, const char* key, T& out) {
 }
 
 // The KV cache layout, {"dtype", "window", "sinks", "block"} as in the Cache
-// panel. A value out of range is named in `problem` and the layout falls back
-// to dense f32; the model's own limits are checked when a generation starts.
+// panel, read as saved: only what cannot be read (not an object, a field of
+// the wrong type, a row format kvscope does not know) is named here and
+// leaves dense f32. Ranges and the model's limits are fit_choices' (ui_fit).
 bool kv_layout_from_json(const json& j, KVSettings& out, std::string& problem) {
   const auto it = j.find("kv_layout");
   if (it == j.end()) return true;
   out = KVSettings();
   KVSettings k;
   std::string dtype = "f32";
-  const std::string fallback = "; the KV cache layout falls back to dense f32";
+  const std::string fallback = "; using a dense f32 cache";
   try {
     if (!it->is_object()) throw std::invalid_argument("not an object");
     dtype = it->value("dtype", dtype);
@@ -62,18 +63,10 @@ bool kv_layout_from_json(const json& j, KVSettings& out, std::string& problem) {
   }
   if (!parse_kv_dtype(dtype, &k.dtype)) {
     problem = "kv_layout.dtype: expected f32, f16, q8_0 or q4_0, got \"" + dtype + "\"" + fallback;
-  } else if (k.window < 0 || k.window > (1 << 20)) {
-    problem = "kv_layout.window: expected 0 (off) to 1048576, got " + std::to_string(k.window) + fallback;
-  } else if (k.sinks < 0 || (k.window == 0 ? k.sinks != 0 : k.sinks >= k.window)) {
-    problem = "kv_layout.sinks: expected 0 <= sinks < window (" + std::to_string(k.window) + "), got " +
-              std::to_string(k.sinks) + fallback;
-  } else if (k.block < 0 || k.block > 4096) {
-    problem = "kv_layout.block: expected 0 (contiguous) to 4096, got " + std::to_string(k.block) + fallback;
-  } else {
-    out = k;
-    return true;
+    return false;
   }
-  return false;
+  out = k;
+  return true;
 }
 
 }  // namespace
@@ -137,8 +130,8 @@ bool settings_from_json(const std::string& text, const std::string& path, UiStat
   get(j, "bottom_tab", ui.bottom_tab);
   ui.select_tab = true;
   get(j, "view_path", ui.view_path);
-  // The KV layout as saved (out of range: named, dense f32), then every choice's
-  // ranges now and the model's limits once one has loaded (Session::fit_to_model).
+  // The KV layout as saved, then every choice's ranges now (the KV layout's
+  // included) and the model's limits once one has loaded (Session::fit_to_model).
   std::string kv_problem;
   const bool kv_ok = kv_layout_from_json(j, ui.kv_layout, kv_problem);
   if (!kv_ok) error = "settings file " + path + ": " + kv_problem;

@@ -7,6 +7,8 @@
 
 #include "error.h"
 #include "gui_settings.h"
+#include "kv_cache.h"
+#include "kv_quant.h"
 #include "teach_view.h"
 
 namespace kvscope {
@@ -31,12 +33,13 @@ class Fitter {
     if (v != was || !std::isfinite(was))
       note(std::string(field) + " " + num(was) + " is outside " + num(lo) + ".." + num(hi) + "; using " + num(v));
   }
-  void range(int& v, int lo, int hi, const char* field) {
+  // `why` (optional) says where the bounds come from, e.g. the model's context.
+  void range(int& v, int lo, int hi, const char* field, const std::string& why = "") {
     const int was = v;
     v = std::clamp(v, lo, hi);
     if (v != was)
       note(std::string(field) + " " + std::to_string(was) + " is outside " + std::to_string(lo) + ".." +
-           std::to_string(hi) + "; using " + std::to_string(v));
+           std::to_string(hi) + why + "; using " + std::to_string(v));
   }
   // An index into something the model has `count` of; -1 (the mean) always fits.
   void model_index(int& v, int count, const char* what) {
@@ -71,19 +74,33 @@ void fit_sampler(SamplerSettings& s, Fitter& f) {
   f.range(s.top_k, 0, c ? c->vocab_size : ui_range::kTopKMax, "top-k");
 }
 
-// The cache layout: its own ranges, then the model's (KVSettings::layout_for
-// says what it refuses: a window the context cannot hold, sinks >= window...).
+// The cache layout (settings.json's kv_layout): its own ranges, then the
+// model's, field by field, each change named with what is used instead:
+// block formats need K/V rows of whole 32-value blocks (else f16, which any
+// row width can store), the window, its sinks and a page fit the context.
 void fit_kv_layout(KVSettings& k, Fitter& f) {
   int dt = static_cast<int>(k.dtype);
-  f.range(dt, 0, static_cast<int>(KVDtype::kQ4_0), "KV row format");
+  f.range(dt, 0, static_cast<int>(KVDtype::kQ4_0), "kv_layout.dtype");
   k.dtype = static_cast<KVDtype>(dt);
-  f.range(k.window, 0, ui_range::kKvWindowMax, "KV window");
-  f.range(k.sinks, 0, std::max(0, k.window - 1), "KV sinks");
-  f.range(k.block, 0, ui_range::kKvBlockMax, "KV block");
   const Config* c = f.config();
+  const int ctx = c ? c->n_positions : ui_range::kKvWindowMax;
+  const std::string within = c ? " (" + f.model_name() + "'s context is " + std::to_string(ctx) + " positions)" : "";
+  f.range(k.window, 0, ctx, "kv_layout.window", within);
+  // Sinks sit inside the window the cache keeps (the model's own, if shorter).
+  const int kept = c && c->sliding_window > 0 && k.window > 0 ? std::min(k.window, c->sliding_window) : k.window;
+  f.range(k.sinks, 0, std::max(0, kept - 1), "kv_layout.sinks",
+          kept > 0 ? " (sinks < the window of " + std::to_string(kept) + ")" : " (sinks need a window)");
+  f.range(k.block, 0, c ? ctx : ui_range::kKvBlockMax, "kv_layout.block", within);
   if (!c) return;
+  const int row = KVLayout::for_model(*c).kv_dim();
+  if ((k.dtype == KVDtype::kQ8_0 || k.dtype == KVDtype::kQ4_0) && row % kQuantBlock != 0) {
+    f.note(std::string("kv_layout.dtype ") + to_string(k.dtype) + " does not fit " + f.model_name() +
+           " (its K/V rows have " + std::to_string(row) + " values, not a multiple of the " +
+           std::to_string(kQuantBlock) + "-value block); using f16");
+    k.dtype = KVDtype::kF16;
+  }
   try {
-    (void)k.layout_for(*c);
+    (void)k.layout_for(*c);  // anything the fields above do not cover
   } catch (const Error& e) {
     f.note(std::string("the KV cache layout does not fit ") + f.model_name() + " (" + e.what() +
            "); using a dense f32 cache");

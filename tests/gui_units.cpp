@@ -12,6 +12,7 @@
 #include <fstream>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "generator.h"
 #include "gui_settings.h"
@@ -242,11 +243,9 @@ TEST(Settings, RoundTripAndBadFiles) {
   EXPECT_FLOAT_EQ(clamp.speed, 8.0f);
   EXPECT_FLOAT_EQ(clamp.text_scale, 1.0f);
   EXPECT_EQ(clamp.preset, 0);
-  // A KV layout out of range: named, and dense f32 instead; the rest is kept.
+  // A KV layout that cannot be read: named, and dense f32 instead; the rest is kept.
   for (const char* bad :
        {R"({"speed": 2, "kv_layout": {"dtype": "q3_k", "window": 8}})",
-        R"({"speed": 2, "kv_layout": {"window": 8, "sinks": 8}})",
-        R"({"speed": 2, "kv_layout": {"window": 0, "sinks": 2}})", R"({"speed": 2, "kv_layout": {"window": -5}})",
         R"({"speed": 2, "kv_layout": {"block": "sixteen"}})", R"({"speed": 2, "kv_layout": [1, 2]})"}) {
     { std::ofstream(path) << bad; }
     UiState kv;
@@ -257,6 +256,19 @@ TEST(Settings, RoundTripAndBadFiles) {
     EXPECT_NE(err.find("dense f32"), std::string::npos) << err;
     EXPECT_TRUE(kv.kv_layout.is_default()) << bad;
     EXPECT_FLOAT_EQ(kv.speed, 2.0f) << bad;
+  }
+  // Out of range: the field goes to its nearest bound (fit_choices), named.
+  for (const auto& [bad, said] :
+       {std::pair<const char*, const char*>{R"({"kv_layout": {"window": 8, "sinks": 8}})",
+                                            "kv_layout.sinks 8 is outside 0..7 (sinks < the window of 8); using 7"},
+        {R"({"kv_layout": {"window": 0, "sinks": 2}})",
+         "kv_layout.sinks 2 is outside 0..0 (sinks need a window); using 0"},
+        {R"({"kv_layout": {"window": -5}})", "kv_layout.window -5 is outside 0..1048576; using 0"}}) {
+    { std::ofstream(path) << bad; }
+    UiState kv;
+    err.clear();
+    EXPECT_FALSE(load_settings(path, kv, wback, err)) << bad;
+    EXPECT_EQ(err, path + ": " + said) << bad;
   }
   fs::remove_all(dir);
 }

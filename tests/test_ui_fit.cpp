@@ -102,10 +102,10 @@ TEST(FitChoices, EveryValueOutOfRangeIsBroughtBackAndNamed) {
                             "KV calculator format",
                             "KV calculator row",
                             "tab",
-                            "KV row format",
-                            "KV window",
-                            "KV sinks",
-                            "KV block",
+                            "kv_layout.dtype",
+                            "kv_layout.window",
+                            "kv_layout.sinks",
+                            "kv_layout.block",
                             "custom prompt",
                             "decoding strategy",
                             "beams",
@@ -160,13 +160,13 @@ TEST(FitChoices, ASmallerModelReclampsWhatALargerOneAllowed) {
   EXPECT_EQ(ui.head, -1);
   EXPECT_EQ(ui.max_new, 64);
   EXPECT_EQ(ui.sampler.top_k, 300);
-  EXPECT_EQ(ui.kv_layout, KVSettings());
+  EXPECT_EQ(ui.kv_layout.dtype, KVDtype::kF16);  // any row width stores f16
   EXPECT_EQ(step, 63);
   EXPECT_TRUE(has_note(notes, "lesson.json: layer 11 is not in tiny (2 layers, 0..1)")) << joined(notes);
   EXPECT_TRUE(has_note(notes, "head 5 is not in tiny")) << joined(notes);
   EXPECT_TRUE(has_note(notes, "max new tokens 1000")) << joined(notes);
   EXPECT_TRUE(has_note(notes, "top-k 40000")) << joined(notes);
-  EXPECT_TRUE(has_note(notes, "KV cache layout does not fit tiny")) << joined(notes);
+  EXPECT_TRUE(has_note(notes, "kv_layout.dtype q8_0 does not fit tiny (its K/V rows have 48 values")) << joined(notes);
   EXPECT_TRUE(has_note(notes, "step 900")) << joined(notes);
 }
 
@@ -207,10 +207,9 @@ TEST(FitChoices, TheWindowGeometryIsFittedAndNamedByTheSettingsReader) {
   WindowSettings win;
   std::string err;
   EXPECT_FALSE(load_settings(path, ui, win, err));
-  for (const std::string& needle :
-       {path + ": window width 100 is outside 640..16384; using 640",
-        path + ": window height 99999 is outside 400..16384; using 16384",
-        path + ": window x 70000 is outside -32768..32767; centring the window"})
+  for (const std::string& needle : {path + ": window width 100 is outside 640..16384; using 640",
+                                    path + ": window height 99999 is outside 400..16384; using 16384",
+                                    path + ": window x 70000 is outside -32768..32767; centring the window"})
     EXPECT_NE(err.find(needle), std::string::npos) << needle << " not in:\n" << err;
   EXPECT_EQ(win.width, 640);
   EXPECT_EQ(win.height, 16384);
@@ -233,11 +232,10 @@ TEST(FitChoices, ASavedViewsCameraIsFittedAndNamedWhenRestored) {
       "yaw": 0.5, "pitch": 3, "fov_y": 0.001, "preset": ""}})");
   Session s;
   s.execute(cmd::LoadView{path}, 0);
-  for (const std::string& needle :
-       {path + ": camera.distance -1 is outside 0.5..5000; using 0.5",
-        path + ": camera.target[1] 2e+09 is outside -100000..100000; using 100000",
-        path + ": camera.pitch 3 is outside -1.55..1.55; using 1.55",
-        path + ": camera.fov_y 0.001 is outside 0.1..2.5; using 0.1"}) {
+  for (const std::string& needle : {path + ": camera.distance -1 is outside 0.5..5000; using 0.5",
+                                    path + ": camera.target[1] 2e+09 is outside -100000..100000; using 100000",
+                                    path + ": camera.pitch 3 is outside -1.55..1.55; using 1.55",
+                                    path + ": camera.fov_y 0.001 is outside 0.1..2.5; using 0.1"}) {
     bool found = false;
     for (const std::string& e : s.ui.errors) found |= e.find(needle) != std::string::npos;
     EXPECT_TRUE(found) << needle << " not in:\n" << joined(s.ui.errors);
@@ -250,11 +248,71 @@ TEST(FitChoices, ASavedViewsCameraIsFittedAndNamedWhenRestored) {
   EXPECT_FLOAT_EQ(s.view.camera.yaw, 0.5f);
   EXPECT_FALSE(s.ui.auto_camera);
   // A camera the mouse could have made restores silently.
-  testutil::write_file(path, R"({"kvscope_view": 1, "camera": {"target": [4, 5, 6], "distance": 4000, "pitch": -1.5}})");
+  testutil::write_file(path,
+                       R"({"kvscope_view": 1, "camera": {"target": [4, 5, 6], "distance": 4000, "pitch": -1.5}})");
   Session t;
   t.execute(cmd::LoadView{path}, 0);
   EXPECT_TRUE(t.ui.errors.empty()) << joined(t.ui.errors);
   EXPECT_FLOAT_EQ(t.view.camera.distance, 4000.0f);
+}
+
+// settings.json's KV layout goes through the same check: read as saved,
+// fitted to its ranges by the settings reader, then to the model when one
+// loads (the session's path), and again on a switch to a smaller model.
+TEST(FitChoices, TheSavedKvLayoutIsFittedToItsRangesAndTheModel) {
+  testutil::TempDir tmp("fit-kv");
+  const std::string path = tmp / "settings.json";
+  testutil::write_file(path, R"({"kv_layout": {"dtype": "q4_0", "window": 300, "sinks": 299, "block": 9000}})");
+  UiState ui;
+  WindowSettings win;
+  std::string err;
+  EXPECT_FALSE(load_settings(path, ui, win, err));
+  EXPECT_EQ(err, path + ": kv_layout.block 9000 is outside 0..4096; using 4096");
+  EXPECT_EQ(ui.kv_layout.window, 300);  // a window this long may fit: the model decides
+  Session s;
+  s.ui = ui;
+  s.fit_to_model(path);  // no model yet: nothing more to say
+  EXPECT_TRUE(s.ui.errors.empty()) << joined(s.ui.errors);
+  // 4 heads of 12 = 48-wide K/V rows (not whole q4_0 blocks), 128 positions.
+  auto m = std::make_shared<Model>(shaped(2, 4, 48, 128, 300));
+  s.snap.model = m;
+  s.fit_to_model(path);  // as a model load does
+  for (const std::string& needle :
+       {path + ": kv_layout.window 300 is outside 0..128 (tiny's context is 128 positions); using 128",
+        path + ": kv_layout.sinks 299 is outside 0..127 (sinks < the window of 128); using 127",
+        path + ": kv_layout.block 4096 is outside 0..128 (tiny's context is 128 positions); using 128",
+        path + ": kv_layout.dtype q4_0 does not fit tiny (its K/V rows have 48 values, not a multiple of the "
+               "32-value block); using f16"}) {
+    bool found = false;
+    for (const std::string& e : s.ui.errors) found |= e == needle;
+    EXPECT_TRUE(found) << needle << " not in:\n" << joined(s.ui.errors);
+  }
+  EXPECT_EQ(s.ui.errors.size(), 4u) << joined(s.ui.errors);
+  const KVSettings fitted = s.ui.kv_layout;
+  EXPECT_EQ(fitted.dtype, KVDtype::kF16);
+  EXPECT_EQ(fitted.window, 128);
+  EXPECT_EQ(fitted.sinks, 127);
+  EXPECT_EQ(fitted.block, 128);
+  EXPECT_NO_THROW((void)fitted.layout_for(m->config));
+  // A switch to a model with a shorter context re-fits what the first allowed
+  // (said in the status line, not blamed on the file).
+  s.ui.errors.clear();
+  s.snap.model = std::make_shared<Model>(shaped(2, 4, 48, 40, 300));
+  s.fit_to_model();
+  EXPECT_TRUE(s.ui.errors.empty()) << joined(s.ui.errors);
+  EXPECT_EQ(s.ui.kv_layout.window, 40);
+  EXPECT_EQ(s.ui.kv_layout.sinks, 39);
+  EXPECT_EQ(s.ui.kv_layout.block, 40);
+  EXPECT_NE(s.ui.status.find("kv_layout.window 128 is outside 0..40"), std::string::npos) << s.ui.status;
+  // What cannot be read at all (an unknown format) is named by the reader.
+  testutil::write_file(path, R"({"kv_layout": {"dtype": "q2_k", "window": 8}})");
+  UiState other;
+  err.clear();
+  EXPECT_FALSE(load_settings(path, other, win, err));
+  EXPECT_NE(err.find("kv_layout.dtype: expected f32, f16, q8_0 or q4_0, got \"q2_k\"; using a dense f32 cache"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(other.kv_layout, KVSettings());
 }
 
 }  // namespace

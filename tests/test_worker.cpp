@@ -572,9 +572,11 @@ TEST(Session, AModelSwitchReclampsWhatTheLargerModelAllowed) {
   update_until(s, [&] { return s.snap.model && s.snap.model->config.n_layer == 3 && s.snap.started; });
   EXPECT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
   EXPECT_EQ(s.ui.max_new, 40);
-  EXPECT_EQ(s.ui.layer, 1);  // b has it
-  EXPECT_EQ(s.ui.kv_layout, KVSettings());
-  EXPECT_NE(s.ui.status.find("KV cache layout does not fit"), std::string::npos) << s.ui.status;
+  EXPECT_EQ(s.ui.layer, 1);                        // b has it
+  EXPECT_EQ(s.ui.kv_layout.dtype, KVDtype::kF16);  // q8_0 blocks do not fit b's rows; its window does
+  EXPECT_EQ(s.ui.kv_layout.window, 16);
+  EXPECT_EQ(s.ui.kv_layout.sinks, 2);
+  EXPECT_NE(s.ui.status.find("kv_layout.dtype q8_0 does not fit"), std::string::npos) << s.ui.status;
   s.execute(cmd::Step{}, 1);
   update_until(s, [&] { return !s.snap.records.empty() && s.engine_idle(); });
   EXPECT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();

@@ -11,6 +11,7 @@
 #include "gui_settings.h"
 #include "sampler.h"
 #include "teach_view.h"
+#include "ui_fit.h"
 
 namespace kvscope::fuzz {
 
@@ -76,6 +77,25 @@ inline std::string check_settings(const std::string& text) {
     return "settings: speed/min_weight/text_scale";
   if (ui.kv_context < 1 || ui.kv_dtype < 0 || ui.kv_dtype > 3 || ui.bottom_tab < 0 || ui.bottom_tab > 4)
     return "settings: KV calculator/tab";
+  const KVSettings& k = ui.kv_layout;
+  if (k.window < 0 || k.window > (1 << 20) || k.sinks < 0 || (k.sinks > 0 && k.sinks >= k.window) || k.block < 0 ||
+      k.block > 4096)
+    return "settings: KV layout out of range";
+  // Once a model loads (48-wide K/V rows: no whole q8_0/q4_0 blocks, 64
+  // positions), the fitted layout is one its cache accepts.
+  Model m;
+  m.config.n_layer = 2;
+  m.config.n_head = m.config.n_kv_head = 4;
+  m.config.n_embd = 48;
+  m.config.n_positions = 64;
+  m.config.vocab_size = 300;
+  (void)fit_choices(ui, FitContext{&m, "fuzz/settings.json"});
+  try {
+    (void)ui.kv_layout.layout_for(m.config);
+  } catch (const std::exception& e) {
+    return std::string("settings: a fitted KV layout the cache refuses: ") + e.what();
+  }
+  if (ui.kv_layout.window > 64 || ui.kv_layout.block > 64) return "settings: KV layout past the model's context";
   return sampler_accepted(ui.sampler, "settings");
 }
 
