@@ -1,10 +1,13 @@
 #include "gui_settings.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <type_traits>
 
 #include "error.h"
 #include "file_io.h"
@@ -29,15 +32,71 @@ std::string config_dir() {
 }
 
 namespace {
+// A JSON number as T only when T holds it: json's own get<int>() casts a
+// double such as 1e12 unchecked (undefined behaviour), and an integer past
+// T's range wraps. Integral T takes integers and whole-valued doubles in
+// range; floating T takes finite values in range.
+template <class T>
+bool number_as(const json& v, T& out) {
+  if constexpr (std::is_same_v<T, bool> || !std::is_arithmetic_v<T>) {
+    return false;
+  } else if constexpr (std::is_integral_v<T>) {
+    if (v.is_number_unsigned()) {
+      const uint64_t x = v.get<uint64_t>();
+      if (x > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
+      out = static_cast<T>(x);
+      return true;
+    }
+    if (v.is_number_integer()) {
+      const int64_t x = v.get<int64_t>();
+      if constexpr (std::is_unsigned_v<T>) {
+        if (x < 0 || static_cast<uint64_t>(x) > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
+      } else if constexpr (sizeof(T) < sizeof(int64_t)) {
+        if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max()) return false;
+      }
+      out = static_cast<T>(x);
+      return true;
+    }
+    if (!v.is_number_float()) return false;
+    const double x = v.get<double>();
+    // 2^63 bounds every integral T's range check without overflowing it.
+    if (!std::isfinite(x) || x != std::floor(x) || std::fabs(x) >= 9.2e18) return false;
+    if (x < static_cast<double>(std::numeric_limits<T>::min()) ||
+        x > static_cast<double>(std::numeric_limits<T>::max()))
+      return false;
+    out = static_cast<T>(x);
+    return true;
+  } else {
+    if (!v.is_number()) return false;
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || std::fabs(x) > static_cast<double>(std::numeric_limits<T>::max())) return false;
+    out = static_cast<T>(x);
+    return true;
+  }
+}
+
 template <class T>
 void get(const json& j, const char* key, T& out) {
   auto it = j.find(key);
   if (it == j.end()) return;
-  try {
-    out = it->get<T>();
-  } catch (const json::exception&) {
-    // A wrong type keeps the default for that one field.
+  if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+    number_as(*it, out);  // a number T cannot hold keeps the default, like a wrong type
+  } else {
+    try {
+      out = it->get<T>();
+    } catch (const json::exception&) {
+      // A wrong type keeps the default for that one field.
+    }
   }
+}
+
+// An optional integer field of the saved KV layout; throws when it is there
+// but is not an int.
+int layout_int(const json& layout, const char* key) {
+  int x = 0;
+  const auto it = layout.find(key);
+  if (it != layout.end() && !number_as(*it, x)) throw std::invalid_argument(key);
+  return x;
 }
 
 // The KV cache layout, {"dtype", "window", "sinks", "block"} as in the Cache
@@ -54,9 +113,9 @@ bool kv_layout_from_json(const json& j, KVSettings& out, std::string& problem) {
   try {
     if (!it->is_object()) throw std::invalid_argument("not an object");
     dtype = it->value("dtype", dtype);
-    k.window = it->value("window", 0);
-    k.sinks = it->value("sinks", 0);
-    k.block = it->value("block", 0);
+    k.window = layout_int(*it, "window");
+    k.sinks = layout_int(*it, "sinks");
+    k.block = layout_int(*it, "block");
   } catch (const std::exception&) {
     problem = "kv_layout: expected {\"dtype\": string, \"window\", \"sinks\", \"block\": integers}" + fallback;
     return false;

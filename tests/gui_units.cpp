@@ -243,6 +243,29 @@ TEST(Settings, RoundTripAndBadFiles) {
   EXPECT_FLOAT_EQ(clamp.speed, 8.0f);
   EXPECT_FLOAT_EQ(clamp.text_scale, 1.0f);
   EXPECT_EQ(clamp.preset, 0);
+  // Numbers a field's type cannot hold are ignored like a wrong type (never
+  // cast: 1e12 as an int is undefined behaviour); whole-valued doubles count.
+  {
+    std::ofstream(path) << R"({"layer": 1e12, "head": 2.0, "max_new": 9223372036854775807, "seed": -1,)"
+                        << R"( "window_width": 1.5, "speed": 1e300, "kv_layout": {"window": 4.0}})";
+  }
+  UiState big;
+  WindowSettings wbig;
+  err.clear();
+  load_settings(path, big, wbig, err);
+  EXPECT_EQ(big.layer, UiState().layer);
+  EXPECT_EQ(big.head, 2);
+  EXPECT_EQ(big.max_new, UiState().max_new);
+  EXPECT_EQ(big.sampler.seed, UiState().sampler.seed);
+  EXPECT_EQ(wbig.width, WindowSettings().width);
+  EXPECT_FLOAT_EQ(big.speed, UiState().speed);
+  EXPECT_EQ(big.kv_layout.window, 4);
+  { std::ofstream(path) << R"({"kv_layout": {"window": 1e12}})"; }
+  UiState kvbig;
+  err.clear();
+  EXPECT_FALSE(load_settings(path, kvbig, wbig, err));
+  EXPECT_NE(err.find("kv_layout"), std::string::npos) << err;
+  EXPECT_TRUE(kvbig.kv_layout.is_default());
   // A KV layout that cannot be read: named, and dense f32 instead; the rest is kept.
   for (const char* bad :
        {R"({"speed": 2, "kv_layout": {"dtype": "q3_k", "window": 8}})",
