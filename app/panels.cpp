@@ -503,10 +503,40 @@ Commands panel_errors(const UiState& ui) {
   return cmds;
 }
 
+namespace {
+
+// An aggregated column of a long sequence (scene_lod.h): what it sums up.
+void aggregated_tooltip(const SequenceState& seq, const Pick& pick, int layer, int head) {
+  const int p0 = pick.pos, p1 = std::min(pick.pos + pick.span, static_cast<int>(seq.tokens.size()));
+  ImGui::BeginTooltip();
+  ImGui::Text("positions %d\xE2\x80\x93%d: %d positions drawn as one column", p0, p1 - 1, p1 - p0);
+  ImGui::TextDisabled("(a long sequence: older positions are binned, the newest have a column each)");
+  const StepRecord* r = seq.current.get();
+  if (pick.kind == Pick::kKv) {
+    double sum = 0;
+    int n = 0;
+    for (int p = p0; p < p1; ++p)
+      if (seq.knorm(p, pick.layer) >= 0) sum += seq.knorm(p, pick.layer), ++n;
+    ImGui::Text("layer %d: %s; mean |K| = %.3f over %d rows", pick.layer, to_string(pick.state), n > 0 ? sum / n : 0.0,
+                n);
+  }
+  if (r && r->n_rows > 0) {
+    double w = 0;
+    for (int p = p0; p < std::min(p1, r->seq_len); ++p) w += attention_weight(*r, layer, head, p);
+    ImGui::Text("beam from the newest token: weight %.4f summed over these keys (%s, %s)", w,
+                layer < 0 ? "mean of layers" : ("layer " + std::to_string(layer)).c_str(),
+                head < 0 ? "mean of heads" : ("head " + std::to_string(head)).c_str());
+  }
+  ImGui::EndTooltip();
+}
+
+}  // namespace
+
 void hover_tooltip(const Snapshot& snap, const Pick& pick, int layer, int head) {
   if (pick.kind == Pick::kNothing || !snap.seq.current) return;
   const SequenceState& seq = snap.seq;
   if (pick.pos < 0 || pick.pos >= static_cast<int>(seq.tokens.size())) return;
+  if (pick.span > 1) return aggregated_tooltip(seq, pick, layer, head);
   const TokenInfo& t = seq.tokens[pick.pos];
   ImGui::BeginTooltip();
   if (pick.kind == Pick::kToken) {

@@ -204,14 +204,21 @@ void draw_side_labels(ImDrawList* dl, const Scene& scene, const Projector& proj,
 
 void draw_ticks(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts) {
   if (scene.slot < 0) return;
-  const Layout L;
+  // An aggregated column is ticked with its first position (scenes without
+  // columns, beam and speculative ones, have one per position).
+  Layout L;
+  L.columns = scene.columns;
+  if (L.columns.n_pos <= 0) L.columns.n_pos = scene.slot + 1;
   ImVec2 a, b;
   const float z = L.block_w * 0.5f + 0.45f;
-  if (!proj({L.x(0), -0.07f, z}, a) || !proj({L.x(1), -0.07f, z}, b)) return;
-  const float px_per_pos = std::max(1e-3f, std::hypot(b.x - a.x, b.y - a.y));
-  const int step = nice_step(std::max(1.0f, 44.0f / px_per_pos));
+  if (!proj({0.0f, -0.07f, z}, a) || !proj({L.pitch, -0.07f, z}, b)) return;
+  const float px_per_col = std::max(1e-3f, std::hypot(b.x - a.x, b.y - a.y));
+  const int step = nice_step(std::max(1.0f, 44.0f / px_per_col));
   ImFont* font = fonts.small;
-  for (int p = 0; p <= scene.slot; p += step) {
+  const Columns& cols = L.columns;
+  for (int c = 0; c < cols.count(); ++c) {
+    const int p = cols.first(c);
+    if ((cols.aggregated(c) ? c : p) % step != 0) continue;
     ImVec2 s;
     if (!proj({L.x(p), -0.07f, z}, s)) continue;
     const std::string t = std::to_string(p);

@@ -55,8 +55,10 @@ void label_strongest_beams(Scene& s, int n) {
     Label lab;
     lab.kind = LabelKind::kBeam;
     lab.pos = order[i]->key;
-    char text[16];
-    std::snprintf(text, sizeof(text), "%.2f", static_cast<double>(order[i]->weight));
+    char text[24];
+    // An aggregated column's beam carries the sum over its keys.
+    std::snprintf(text, sizeof(text), order[i]->span > 1 ? "\xCE\xA3 %.2f" : "%.2f",
+                  static_cast<double>(order[i]->weight));
     lab.text = text;
     lab.anchor = order[i]->to + glm::vec3(0.0f, 0.0f, 0.45f);
     lab.colour = glm::vec4(palette::kBeam, 1.0f);
@@ -69,117 +71,6 @@ void label_strongest_beams(Scene& s, int n) {
 glm::vec3 Layout::beam_target(int pos, int layer, int n_layer) const {
   const int l = layer >= 0 ? layer : n_layer / 2;
   return {x(pos), kv_bottom(l) + kv_h * 0.5f, block_w * 0.5f};
-}
-
-// ---------------------------------------------------------------------------
-// The sequence state.
-
-void append_record(SequenceState& seq, const RecordPtr& rec) {
-  if (!rec) return;
-  const StepRecord& r = *rec;
-  if (r.prefill || seq.n_records == 0) {
-    seq = SequenceState();
-    seq.n_layer = r.n_layer;
-    seq.n_head = r.n_head;
-    seq.n_embd = r.n_embd;
-    seq.n_kv_head = r.n_kv_head > 0 ? r.n_kv_head : r.n_head;
-    seq.kv_dim = r.n_kv_head > 0 && r.head_dim > 0 ? r.n_kv_head * r.head_dim : r.n_embd;
-    seq.n_prompt = r.n_prompt;
-    for (size_t i = 0; i < r.prompt_tokens.size(); ++i) {
-      TokenInfo t;
-      t.id = r.prompt_tokens[i];
-      t.piece = i < r.prompt_pieces.size() ? r.prompt_pieces[i] : std::string();
-      t.prompt = true;
-      seq.tokens.push_back(std::move(t));
-    }
-    seq.k_norm_max.assign(static_cast<size_t>(seq.n_layer), 0.0f);
-  }
-  // The chosen token lands at position seq_len; anything after it belongs to
-  // another branch of history and is dropped.
-  seq.tokens.resize(static_cast<size_t>(r.seq_len));
-  TokenInfo t;
-  t.id = r.token;
-  t.piece = r.piece;
-  t.prob = r.prob;
-  t.chosen_at = r.index;
-  seq.tokens.push_back(std::move(t));
-
-  const size_t n_pos = seq.tokens.size();
-  seq.k_norm.resize(n_pos * seq.n_layer, -1.0f);
-  seq.v_norm.resize(n_pos * seq.n_layer, -1.0f);
-  // The newest token has no K/V yet.
-  for (int l = 0; l < seq.n_layer; ++l) {
-    seq.k_norm[(n_pos - 1) * seq.n_layer + l] = -1.0f;
-    seq.v_norm[(n_pos - 1) * seq.n_layer + l] = -1.0f;
-  }
-  // K/V rows written by this forward: positions [seq_len - n_kv, seq_len),
-  // stored (layer, n_kv, n_kv_head * head_dim); GPT-2's are n_embd wide.
-  const int d = r.n_kv_head > 0 && r.head_dim > 0 ? r.n_kv_head * r.head_dim : r.n_embd;
-  if (r.k.size() >= static_cast<size_t>(r.n_layer) * r.n_kv * d &&
-      r.v.size() >= static_cast<size_t>(r.n_layer) * r.n_kv * d) {
-    for (int l = 0; l < r.n_layer && l < seq.n_layer; ++l) {
-      for (int i = 0; i < r.n_kv; ++i) {
-        const int pos = r.seq_len - r.n_kv + i;
-        if (pos < 0 || static_cast<size_t>(pos) >= n_pos) continue;
-        const float* k = &r.k[(static_cast<size_t>(l) * r.n_kv + i) * d];
-        const float* v = &r.v[(static_cast<size_t>(l) * r.n_kv + i) * d];
-        double sk = 0, sv = 0;
-        for (int e = 0; e < d; ++e) {
-          sk += static_cast<double>(k[e]) * k[e];
-          sv += static_cast<double>(v[e]) * v[e];
-        }
-        const float nk = static_cast<float>(std::sqrt(sk));
-        seq.k_norm[static_cast<size_t>(pos) * seq.n_layer + l] = nk;
-        seq.v_norm[static_cast<size_t>(pos) * seq.n_layer + l] = static_cast<float>(std::sqrt(sv));
-        seq.k_norm_max[l] = std::max(seq.k_norm_max[l], nk);
-      }
-    }
-  }
-  append_cache_state(seq, r);
-  seq.current = rec;
-  seq.n_records++;
-}
-
-const float* SequenceState::quant_error(int pos, int layer) const {
-  const size_t i = (static_cast<size_t>(pos) * n_layer + layer) * 4;
-  if (pos < 0 || layer < 0 || layer >= n_layer || i + 4 > qerr.size() || qerr[i] < 0) return nullptr;
-  return &qerr[i];
-}
-
-SequenceState build_sequence(const std::vector<RecordPtr>& records, size_t count) {
-  SequenceState seq;
-  count = std::min(count, records.size());
-  for (size_t i = 0; i < count; ++i) append_record(seq, records[i]);
-  return seq;
-}
-
-std::string visible_piece(const std::string& piece) {
-  auto hex = [](unsigned char b) {
-    static const char* digits = "0123456789abcdef";
-    return std::string{'\\', 'x', digits[b >> 4], digits[b & 15]};
-  };
-  std::string out;
-  size_t i = 0;
-  for (; i < piece.size() && piece[i] == ' '; ++i) out += "\xC2\xB7";  // U+00B7
-  for (; i < piece.size(); ++i) {
-    const char c = piece[i];
-    if (c == '\n') {
-      out += "\xE2\x86\xB5";  // U+21B5
-    } else if (c == '\t') {
-      out += "\xE2\x86\x92";  // U+2192
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      out += hex(static_cast<unsigned char>(c));  // no glyph: the font would draw U+FFFD
-    } else if (static_cast<unsigned char>(c) == 0xc2 && i + 1 < piece.size() &&
-               static_cast<unsigned char>(piece[i + 1]) >= 0x80 && static_cast<unsigned char>(piece[i + 1]) < 0xa0) {
-      // C1 controls (U+0080..U+009F, e.g. NEL) likewise, as their two UTF-8 bytes.
-      out += hex(0xc2) + hex(static_cast<unsigned char>(piece[++i]));
-    } else {
-      out += c;
-    }
-  }
-  return out;
 }
 
 float attention_weight(const StepRecord& rec, int layer, int head, int key) {
@@ -240,29 +131,10 @@ glm::vec4 with_fill(const glm::vec3& c, float fill) {
 
 }  // namespace
 
-Scene build_scene(const SequenceState& seq, const ViewOptions& view_in, float anim, const Layout& L) {
-  // A layer/head the model does not have (e.g. after loading a smaller
-  // model) falls back to the mean rather than reading past the record.
-  ViewOptions view = view_in;
-  if (view.layer >= seq.n_layer) view.layer = -1;
-  if (view.head >= seq.n_head) view.head = -1;
-  Scene s;
-  s.n_layer = seq.n_layer;
-  if (!seq.current) return s;
-  const StepRecord& r = *seq.current;
-  anim = std::clamp(anim, 0.0f, 1.0f);
+namespace {
+
+void set_banner(Scene& s, const StepRecord& r) {
   const int T = r.seq_len;
-  const int slot = T;
-  const int n_pos = std::min<int>(static_cast<int>(seq.tokens.size()), slot + 1);
-  const int NL = seq.n_layer;
-  s.seq_len = T;
-  s.slot = slot;
-  s.phase = phase_of(r);
-
-  const float flash = 1.0f - smoothstep(0.0f, AnimTiming::kFlashEnd, anim);
-  const float beam_fade = smoothstep(AnimTiming::kBeamStart, AnimTiming::kBeamEnd, anim);
-  const float drop = ease_out_cubic((anim - AnimTiming::kDropStart) / (1.0f - AnimTiming::kDropStart));
-
   switch (s.phase) {
     case Phase::kPrefill:
       s.banner = "PREFILL";
@@ -285,117 +157,161 @@ Scene build_scene(const SequenceState& seq, const ViewOptions& view_in, float an
     case Phase::kNone:
       break;
   }
+}
 
-  // KV stacks.
+// The state a column shows: its newest position's, or evicting when any of
+// its positions is evicted by this step.
+KvState column_state(const SequenceState& seq, const StepRecord& r, int p0, int p1) {
+  for (int p = p0; p < p1 - 1; ++p)
+    if (kv_state(seq, r, p) == KvState::kEvicting) return KvState::kEvicting;
+  return kv_state(seq, r, p1 - 1);
+}
+
+// The column's K norm at `layer`: the mean over its positions that have one (-1: none).
+float column_knorm(const SequenceState& seq, int p0, int p1, int layer) {
+  double sum = 0;
+  int n = 0;
+  for (int p = p0; p < p1; ++p) {
+    const float k = seq.knorm(p, layer);
+    if (k < 0) continue;
+    sum += k;
+    ++n;
+  }
+  return n > 0 ? static_cast<float>(sum / n) : -1.0f;
+}
+
+// Colour, glow and size of a KV block in state `st`; `frac` is its K norm
+// relative to the layer's largest (-1: unknown), `flash` the compute flash.
+void style_kv_block(BlockInstance& b, const Layout& L, KvState st, float frac, float flash) {
+  const float h = frac >= 0 ? L.kv_h * (L.kv_min_frac + (1.0f - L.kv_min_frac) * frac) : L.kv_h * 0.5f;
+  const glm::vec3 held = glm::mix(palette::kCacheLow, palette::kCacheHigh, std::max(frac, 0.0f));
+  const glm::vec3 centre = b.center;  // x and z of the column
+  float y_shift = 0;
+  b.size.y = h;
+  switch (st) {
+    case KvState::kResident:
+      b.colour = with_fill(held, 1.0f);
+      break;
+    case KvState::kPrefill:
+      b.colour = with_fill(glm::mix(held, palette::kPrefill, std::min(1.0f, 0.85f + flash)), 1.0f);
+      b.glow = flash;
+      break;
+    case KvState::kRefill:
+      b.colour = with_fill(glm::mix(held, palette::kRefill, std::min(1.0f, 0.45f + flash)), 1.0f);
+      b.glow = flash;
+      break;
+    case KvState::kNew:
+      b.colour = with_fill(glm::mix(held, palette::kNewKV, std::min(1.0f, 0.7f + flash)), 1.0f);
+      b.glow = 0.25f + 0.75f * flash;
+      break;
+    case KvState::kRecomputed:
+      // Flashes solid, then fades to an outline: computed, then thrown away.
+      b.colour = with_fill(palette::kRecomputed, 0.3f + 0.7f * flash);
+      b.glow = 0.15f + 0.85f * flash;
+      break;
+    case KvState::kNewDropped:
+      b.colour = with_fill(palette::kNewKV, 0.3f + 0.7f * flash);
+      b.glow = 0.15f + 0.85f * flash;
+      break;
+    case KvState::kEmpty:
+      b.colour = with_fill(palette::kEmpty, 0.0f);
+      b.size.y = L.kv_h * 0.5f;
+      b.bands = 0;
+      break;
+    case KvState::kEvicting:
+      // Leaves the cache: turns red, sinks and shrinks to the evicted outline.
+      // (it stays dimly filled for this step: evicted now, not earlier)
+      b.colour = with_fill(glm::mix(palette::kEvicted, held, flash * 0.5f), 0.25f + 0.75f * flash);
+      b.glow = 0.6f * flash;
+      b.size.y = h * (0.5f + 0.5f * flash);
+      y_shift = -0.15f * (1.0f - flash);
+      break;
+    case KvState::kEvicted:
+      b.colour = with_fill(palette::kEvicted, 0.0f);
+      b.size.y = h * 0.5f;
+      y_shift = -0.15f;
+      b.bands = 0;
+      break;
+  }
+  b.center = L.kv_center(0, b.layer, b.size.y);
+  b.center.x = centre.x;
+  b.center.z = centre.z;
+  b.center.y += y_shift;
+}
+
+// One column of KV blocks (every layer; grouped-query models: one sub-block
+// per K/V head, the one `read_head` reads standing out when a query head is chosen).
+void add_kv_column(Scene& s, const SequenceState& seq, const StepRecord& r, const Layout& L, int col, int read_head,
+                   bool head_chosen, float flash) {
+  const Columns& cols = L.columns;
+  const int p0 = cols.first(col), p1 = cols.end(col);
+  const KvState st = p1 - p0 == 1 ? kv_state(seq, r, p0) : column_state(seq, r, p0, p1);
   const int G = seq.n_kv_head;
   const bool gqa = G > 1 && G < seq.n_head;
-  const int read_head = gqa && view.head >= 0 ? view.head / (seq.n_head / G) : -1;  // the K/V head view.head reads
-  s.kv.reserve(static_cast<size_t>(n_pos) * NL * (gqa ? G : 1));
-  for (int p = 0; p < n_pos; ++p) {
-    const KvState st = kv_state(seq, r, p);
-    for (int l = 0; l < NL; ++l) {
-      const float norm = seq.knorm(p, l);
-      const float mx = seq.k_norm_max[l];
-      const float frac = (norm >= 0 && mx > 0) ? norm / mx : -1.0f;
-      const float h = frac >= 0 ? L.kv_h * (L.kv_min_frac + (1.0f - L.kv_min_frac) * frac) : L.kv_h * 0.5f;
-      const glm::vec3 held = glm::mix(palette::kCacheLow, palette::kCacheHigh, std::max(frac, 0.0f));
-      BlockInstance b;
-      b.pos = p;
-      b.layer = l;
-      b.state = st;
-      b.center = L.kv_center(p, l, h);
-      b.size = {L.block_w, h, L.block_w};
-      b.bands = kv_bands(r.kv_layout.dtype);
-      switch (st) {
-        case KvState::kResident:
-          b.colour = with_fill(held, 1.0f);
-          break;
-        case KvState::kPrefill:
-          b.colour = with_fill(glm::mix(held, palette::kPrefill, std::min(1.0f, 0.85f + flash)), 1.0f);
-          b.glow = flash;
-          break;
-        case KvState::kRefill:
-          b.colour = with_fill(glm::mix(held, palette::kRefill, std::min(1.0f, 0.45f + flash)), 1.0f);
-          b.glow = flash;
-          break;
-        case KvState::kNew:
-          b.colour = with_fill(glm::mix(held, palette::kNewKV, std::min(1.0f, 0.7f + flash)), 1.0f);
-          b.glow = 0.25f + 0.75f * flash;
-          break;
-        case KvState::kRecomputed:
-          // Flashes solid, then fades to an outline: computed, then thrown away.
-          b.colour = with_fill(palette::kRecomputed, 0.3f + 0.7f * flash);
-          b.glow = 0.15f + 0.85f * flash;
-          break;
-        case KvState::kNewDropped:
-          b.colour = with_fill(palette::kNewKV, 0.3f + 0.7f * flash);
-          b.glow = 0.15f + 0.85f * flash;
-          break;
-        case KvState::kEmpty:
-          b.colour = with_fill(palette::kEmpty, 0.0f);
-          b.size.y = L.kv_h * 0.5f;
-          b.center = L.kv_center(p, l, b.size.y);
-          b.bands = 0;
-          break;
-        case KvState::kEvicting:
-          // Leaves the cache: turns red, sinks and shrinks to the evicted outline.
-          // (it stays dimly filled for this step: evicted now, not earlier)
-          b.colour = with_fill(glm::mix(palette::kEvicted, held, flash * 0.5f), 0.25f + 0.75f * flash);
-          b.glow = 0.6f * flash;
-          b.size.y = h * (0.5f + 0.5f * flash);
-          b.center = L.kv_center(p, l, b.size.y);
-          b.center.y -= 0.15f * (1.0f - flash);
-          break;
-        case KvState::kEvicted:
-          b.colour = with_fill(palette::kEvicted, 0.0f);
-          b.size.y = h * 0.5f;
-          b.center = L.kv_center(p, l, b.size.y);
-          b.center.y -= 0.15f;
-          b.bands = 0;
-          break;
+  for (int l = 0; l < seq.n_layer; ++l) {
+    const float norm = p1 - p0 == 1 ? seq.knorm(p0, l) : column_knorm(seq, p0, p1, l);
+    const float mx = seq.k_norm_max[l];
+    BlockInstance b;
+    b.pos = p0;
+    b.span = p1 - p0;
+    b.layer = l;
+    b.state = st;
+    b.center = {L.x(p0), 0.0f, 0.0f};
+    b.size = {L.block_w, 0.0f, L.block_w};
+    b.bands = kv_bands(r.kv_layout.dtype);
+    style_kv_block(b, L, st, (norm >= 0 && mx > 0) ? norm / mx : -1.0f, flash);
+    if (!gqa) {
+      s.kv.push_back(b);
+      continue;
+    }
+    for (int g = 0; g < G; ++g) {
+      BlockInstance sub = b;
+      sub.kv_head = g;
+      sub.center.x += L.kv_head_dx(g, G);
+      sub.size.x = L.kv_head_w(G);
+      if (head_chosen && g != read_head) {
+        sub.colour = glm::vec4(glm::vec3(sub.colour) * 0.45f, sub.colour.a);
+        sub.glow = 0;
       }
-      if (!gqa) {
-        s.kv.push_back(b);
-        continue;
-      }
-      // Grouped-query attention: one sub-block per K/V head; with a query head
-      // chosen, the K/V head it reads stands out and the others dim.
-      for (int g = 0; g < G; ++g) {
-        BlockInstance sub = b;
-        sub.kv_head = g;
-        sub.center.x += L.kv_head_dx(g, G);
-        sub.size.x = L.kv_head_w(G);
-        if (view.head >= 0 && g != read_head) {
-          sub.colour = glm::vec4(glm::vec3(sub.colour) * 0.45f, sub.colour.a);
-          sub.glow = 0;
-        }
-        s.kv.push_back(sub);
-      }
+      s.kv.push_back(sub);
     }
   }
+}
 
-  add_cache_marks(s, seq, L, flash);
-
-  // Token blocks; the newest one travels from the write head to its slot.
-  s.head_pos = L.write_head(slot, NL);
-  const float token_top = L.token_bottom(NL) + L.token_h;
-  s.tokens.reserve(static_cast<size_t>(n_pos));
-  for (int p = 0; p < n_pos; ++p) {
-    const TokenInfo& t = seq.tokens[p];
+// Token blocks, one per column; the newest travels from the write head to
+// its slot. An aggregated column's block is lower and unlabelled, coloured by
+// its share of prompt tokens.
+void add_tokens(Scene& s, const SequenceState& seq, const ViewOptions& view, const Layout& L, float drop) {
+  const Columns& cols = L.columns;
+  const int NL = seq.n_layer;
+  for (int col = 0; col < cols.count(); ++col) {
+    const int p0 = cols.first(col), p1 = cols.end(col);
     BlockInstance b;
-    b.pos = p;
-    b.center = L.token_center(p, NL);
+    b.pos = p0;
+    b.span = p1 - p0;
+    b.center = L.token_center(p0, NL);
     b.size = {L.block_w, L.token_h, L.block_w};
+    if (b.span > 1) {
+      int n_prompt = 0;
+      for (int p = p0; p < p1; ++p) n_prompt += seq.tokens[static_cast<size_t>(p)].prompt ? 1 : 0;
+      const float f = static_cast<float>(n_prompt) / static_cast<float>(b.span);
+      b.size.y = L.token_h * 0.45f;
+      b.center.y = L.token_bottom(NL) + b.size.y * 0.5f;
+      b.colour = with_fill(glm::mix(palette::kGeneratedToken, palette::kPromptToken, f) * 0.8f, 1.0f);
+      s.tokens.push_back(b);
+      continue;
+    }
+    const int p = p0;
+    const TokenInfo& t = seq.tokens[static_cast<size_t>(p)];
     glm::vec3 c = t.prompt ? palette::kPromptToken : palette::kGeneratedToken;
-    if (p == slot) {
-      const glm::vec3 from = s.head_pos;
-      b.center = glm::mix(from, b.center, drop);
+    if (p == s.slot) {
+      b.center = glm::mix(s.head_pos, b.center, drop);
       b.center.y += std::sin(drop * 3.14159265f) * 0.8f;
       b.size *= 0.35f + 0.65f * drop;
       c = palette::kNewToken;
       b.glow = 0.6f * (1.0f - drop) + 0.3f;
     }
-    const bool hidden = p == slot && view.hide_newest;  // predict mode: the class guesses first
+    const bool hidden = p == s.slot && view.hide_newest;  // predict mode: the class guesses first
     if (hidden) c = palette::kEmpty;
     b.colour = with_fill(c, 1.0f);
     s.tokens.push_back(b);
@@ -406,56 +322,76 @@ Scene build_scene(const SequenceState& seq, const ViewOptions& view_in, float an
     lab.text = hidden ? std::string("?") : visible_piece(t.piece);
     lab.anchor = {b.center.x, b.center.y + b.size.y * 0.5f + 0.12f, b.center.z};
     lab.colour = glm::vec4(
-        p == slot ? palette::kNewToken : (t.prompt ? glm::vec3(0.70f, 0.76f, 0.88f) : glm::vec3(1.0f, 0.80f, 0.45f)),
+        p == s.slot ? palette::kNewToken : (t.prompt ? glm::vec3(0.70f, 0.76f, 0.88f) : glm::vec3(1.0f, 0.80f, 0.45f)),
         1.0f);
     s.labels.push_back(std::move(lab));
   }
+  if (!cols.binned()) return;
+  // What the aggregated columns are, over them.
+  Label lab;
+  lab.kind = LabelKind::kCacheMark;
+  lab.pos = 0;
+  lab.text = "positions 0\xE2\x80\x93" + std::to_string(cols.n_binned - 1) + ": " + std::to_string(cols.bin) +
+             " per column \xC2\xB7 mean |K| \xC2\xB7 beams summed";
+  lab.anchor = {0.5f * (L.x(0) + L.x(cols.n_binned - 1)), L.token_bottom(NL) + L.token_h + 0.5f, 0.0f};
+  lab.colour = glm::vec4(0.75f, 0.8f, 0.9f, 1.0f);
+  s.labels.push_back(std::move(lab));
+}
 
-  // The write head and the slot it writes to.
-  {
-    BlockInstance head;
-    head.center = s.head_pos;
-    head.size = glm::vec3(0.62f);
-    head.colour = with_fill(palette::kHead, 1.0f);
-    head.glow = 0.6f + 0.4f * flash;
-    s.markers.push_back(head);
-    BlockInstance plate;  // a flat marker on the ground under the slot
-    plate.center = {L.x(slot), -0.04f, 0.0f};
-    plate.size = {L.block_w * 1.15f, 0.05f, L.block_w * 1.15f};
-    plate.colour = with_fill(palette::kHead, 1.0f);
-    plate.glow = 0.4f;
-    s.markers.push_back(plate);
-    Label lab;
-    lab.kind = LabelKind::kHead;
-    lab.pos = slot;
-    char prob[32];
-    std::snprintf(prob, sizeof(prob), "  %.0f%%", static_cast<double>(r.prob) * 100.0);
-    lab.text = "next: " + visible_piece(r.piece) + prob;
-    lab.anchor = s.head_pos + glm::vec3(0.0f, 0.45f, 0.0f);
-    lab.colour = glm::vec4(palette::kHead, 1.0f);
-    s.labels.push_back(std::move(lab));
+void add_write_head(Scene& s, const StepRecord& r, const Layout& L, float flash) {
+  BlockInstance head;
+  head.center = s.head_pos;
+  head.size = glm::vec3(0.62f);
+  head.colour = with_fill(palette::kHead, 1.0f);
+  head.glow = 0.6f + 0.4f * flash;
+  s.markers.push_back(head);
+  BlockInstance plate;  // a flat marker on the ground under the slot
+  plate.center = {L.x(s.slot), -0.04f, 0.0f};
+  plate.size = {L.block_w * 1.15f, 0.05f, L.block_w * 1.15f};
+  plate.colour = with_fill(palette::kHead, 1.0f);
+  plate.glow = 0.4f;
+  s.markers.push_back(plate);
+  Label lab;
+  lab.kind = LabelKind::kHead;
+  lab.pos = s.slot;
+  char prob[32];
+  std::snprintf(prob, sizeof(prob), "  %.0f%%", static_cast<double>(r.prob) * 100.0);
+  lab.text = "next: " + visible_piece(r.piece) + prob;
+  lab.anchor = s.head_pos + glm::vec3(0.0f, 0.45f, 0.0f);
+  lab.colour = glm::vec4(palette::kHead, 1.0f);
+  s.labels.push_back(std::move(lab));
+}
+
+// Attention beams: the newest query reading every cached key of the chosen
+// layer (the weight is the record's, unscaled; an aggregated column's beam
+// carries the sum over its keys).
+void add_beams(Scene& s, const StepRecord& r, const ViewOptions& view, const Layout& L, int n_layer, float read_dx,
+               float fade) {
+  const Columns& cols = L.columns;
+  const int T = r.seq_len;
+  s.beams.reserve(static_cast<size_t>(std::min(T, cols.count())));
+  for (int col = 0; col < cols.count(); ++col) {
+    const int k0 = cols.first(col), k1 = std::min(cols.end(col), T);
+    if (k0 >= T) break;
+    double w = 0;
+    for (int key = k0; key < k1; ++key) w += attention_weight(r, view.layer, view.head, key);
+    if (static_cast<float>(w) < view.min_weight) continue;
+    BeamInstance b;
+    b.from = s.head_pos;
+    b.to = L.beam_target(k0, view.layer, n_layer);
+    b.to.x += read_dx;  // grouped-query: lands on the K/V head it reads
+    b.weight = static_cast<float>(w);
+    b.colour = glm::vec4(palette::kBeam, fade);
+    b.key = k0;
+    b.span = k1 - k0;
+    s.beams.push_back(b);
   }
+  label_strongest_beams(s, view.label_beams);
+}
 
-  // Attention beams: the newest query reading every cached key of the chosen
-  // layer (the weight is the record's, unscaled).
-  if (view.beams && r.n_rows > 0) {
-    s.beams.reserve(static_cast<size_t>(T));
-    for (int key = 0; key < T; ++key) {
-      const float w = attention_weight(r, view.layer, view.head, key);
-      if (w < view.min_weight) continue;
-      BeamInstance b;
-      b.from = s.head_pos;
-      b.to = L.beam_target(key, view.layer, NL);
-      if (read_head >= 0) b.to.x += L.kv_head_dx(read_head, G);  // lands on the K/V head it reads
-      b.weight = w;
-      b.colour = glm::vec4(palette::kBeam, beam_fade);
-      b.key = key;
-      s.beams.push_back(b);
-    }
-    label_strongest_beams(s, view.label_beams);
-  }
-
-  // Row captions and layer numbers on the left.
+// Row captions and layer numbers on the left.
+void add_side_labels(Scene& s, const SequenceState& seq, const ViewOptions& view, const Layout& L, int read_head) {
+  const int NL = seq.n_layer;
   const float left = L.x(0) - L.pitch * 0.9f;
   for (int l = 0; l < NL; ++l) {
     Label lab;
@@ -466,30 +402,74 @@ Scene build_scene(const SequenceState& seq, const ViewOptions& view_in, float an
     lab.colour = glm::vec4(view.layer == l ? palette::kBeam : glm::vec3(0.6f, 0.65f, 0.75f), 1.0f);
     s.labels.push_back(std::move(lab));
   }
-  {
-    Label lab;
-    lab.kind = LabelKind::kCaption;
-    lab.text = "tokens";
-    lab.anchor = {left, L.token_bottom(NL) + L.token_h * 0.5f, 0.0f};
-    lab.colour = glm::vec4(0.75f, 0.8f, 0.9f, 1.0f);
+  Label lab;
+  lab.kind = LabelKind::kCaption;
+  lab.text = "tokens";
+  lab.anchor = {left, L.token_bottom(NL) + L.token_h * 0.5f, 0.0f};
+  lab.colour = glm::vec4(0.75f, 0.8f, 0.9f, 1.0f);
+  s.labels.push_back(lab);
+  lab.text = "KV cache";
+  lab.anchor = {left - L.pitch * 0.9f, (L.kv_bottom(NL - 1) + L.kv_h) * 0.5f, 0.0f};
+  lab.pos = -2;
+  s.labels.push_back(lab);
+  const int G = seq.n_kv_head;
+  if (G > 1 && G < seq.n_head) {
+    // Grouped-query attention: which query heads share the K/V head shown.
+    const int group = seq.n_head / G;
+    lab.text = read_head >= 0 ? "K/V head " + std::to_string(read_head) + " \xE2\x86\x90 q heads " +
+                                    std::to_string(read_head * group) + "\xE2\x80\x93" +
+                                    std::to_string(read_head * group + group - 1)
+                              : std::to_string(G) + " K/V heads \xC3\x97 " + std::to_string(group) + " q heads";
+    lab.anchor.y -= L.layer_pitch * 0.6f;
+    lab.pos = -3;
     s.labels.push_back(lab);
-    lab.text = "KV cache";
-    lab.anchor = {left - L.pitch * 0.9f, (L.kv_bottom(NL - 1) + L.kv_h) * 0.5f, 0.0f};
-    lab.pos = -2;
-    s.labels.push_back(lab);
-    if (gqa) {
-      // Grouped-query attention: which query heads share the K/V head shown.
-      const int group = seq.n_head / G;
-      lab.text = read_head >= 0 ? "K/V head " + std::to_string(read_head) + " \xE2\x86\x90 q heads " +
-                                      std::to_string(read_head * group) + "\xE2\x80\x93" +
-                                      std::to_string(read_head * group + group - 1)
-                                : std::to_string(G) + " K/V heads \xC3\x97 " + std::to_string(group) + " q heads";
-      lab.anchor.y -= L.layer_pitch * 0.6f;
-      lab.pos = -3;
-      s.labels.push_back(lab);
-    }
   }
+}
 
+}  // namespace
+
+Scene build_scene(const SequenceState& seq, const ViewOptions& view_in, float anim, const Layout& layout) {
+  // A layer/head the model does not have (e.g. after loading a smaller
+  // model) falls back to the mean rather than reading past the record.
+  ViewOptions view = view_in;
+  if (view.layer >= seq.n_layer) view.layer = -1;
+  if (view.head >= seq.n_head) view.head = -1;
+  Scene s;
+  s.n_layer = seq.n_layer;
+  if (!seq.current) return s;
+  const StepRecord& r = *seq.current;
+  anim = std::clamp(anim, 0.0f, 1.0f);
+  const int slot = r.seq_len;
+  const int n_pos = std::min<int>(static_cast<int>(seq.tokens.size()), slot + 1);
+  const int NL = seq.n_layer;
+  Layout L = layout;
+  L.columns = plan_columns(n_pos, view.max_columns, view.detail);
+  s.columns = L.columns;
+  s.seq_len = r.seq_len;
+  s.slot = slot;
+  s.phase = phase_of(r);
+  set_banner(s, r);
+
+  const float flash = 1.0f - smoothstep(0.0f, AnimTiming::kFlashEnd, anim);
+  const float beam_fade = smoothstep(AnimTiming::kBeamStart, AnimTiming::kBeamEnd, anim);
+  const float drop = ease_out_cubic((anim - AnimTiming::kDropStart) / (1.0f - AnimTiming::kDropStart));
+
+  const int G = seq.n_kv_head;
+  const bool gqa = G > 1 && G < seq.n_head;
+  const int read_head = gqa && view.head >= 0 ? view.head / (seq.n_head / G) : -1;  // the K/V head view.head reads
+  s.kv.reserve(static_cast<size_t>(L.columns.count()) * NL * (gqa ? G : 1));
+  for (int col = 0; col < L.columns.count(); ++col) add_kv_column(s, seq, r, L, col, read_head, view.head >= 0, flash);
+  add_cache_marks(s, seq, L, flash);
+
+  s.head_pos = L.write_head(slot, NL);
+  add_tokens(s, seq, view, L, drop);
+  add_write_head(s, r, L, flash);
+  if (view.beams && r.n_rows > 0)
+    add_beams(s, r, view, L, NL, read_head >= 0 ? L.kv_head_dx(read_head, G) : 0.0f, beam_fade);
+  add_side_labels(s, seq, view, L, read_head);
+
+  const float left = L.x(0) - L.pitch * 0.9f;
+  const float token_top = L.token_bottom(NL) + L.token_h;
   s.bounds_min = {left - L.pitch * 2.2f, -0.1f, -L.block_w};
   // Room above for the labels and the write head's caption.
   s.bounds_max = {L.x(slot) + L.pitch, std::max(token_top + 0.4f, s.head_pos.y + 1.0f),
@@ -532,6 +512,7 @@ Pick pick(const Scene& scene, const glm::vec3& o, const glm::vec3& d) {
       best_t = t;
       best.kind = kind;
       best.pos = b.pos;
+      best.span = b.span;
       best.layer = b.layer;
       best.kv_head = b.kv_head;
       best.state = b.state;

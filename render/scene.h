@@ -18,6 +18,7 @@
 
 #include "generator.h"
 #include "index_check.h"
+#include "scene_lod.h"
 
 namespace kvscope {
 
@@ -100,6 +101,10 @@ struct ViewOptions {
   bool beams = true;
   bool hide_newest = false;  // predict mode: the newest token is a grey "?" until revealed
   int label_beams = 3;       // the strongest beams get their weight written at the key (0 = none)
+  // Level of detail (scene_lod.h): at most this many columns of stacks (0 =
+  // one per position, however many), the newest `detail` positions one each.
+  int max_columns = 160;
+  int detail = 64;
 };
 
 // World-space geometry, shared by the builder, the camera and the tests.
@@ -114,8 +119,9 @@ struct Layout {
   float head_z = 1.1f;       // write head a little in front of the row
   float head_lift = 2.7f;    // write head raised above the token row centre: the beams fan down from it
   float drop_height = 3.5f;  // where a new token starts its fall
+  Columns columns;           // which column each position is drawn in (default: its own)
 
-  float x(int pos) const { return static_cast<float>(pos) * pitch; }
+  float x(int pos) const { return columns.slot_of(pos) * pitch; }
   float kv_bottom(int layer) const { return static_cast<float>(layer) * layer_pitch; }
   float token_bottom(int n_layer) const {
     return static_cast<float>(n_layer) * layer_pitch - (layer_pitch - kv_h) + token_gap;
@@ -147,7 +153,8 @@ struct BlockInstance {
   glm::vec3 size{1.0f};
   glm::vec4 colour{1.0f};  // rgb + fill: 1 = solid, 0 = outline only (an empty slot)
   float glow = 0;          // 0..1, added light (flashes, the newest token)
-  int pos = -1;            // sequence position (-1 for markers)
+  int pos = -1;            // sequence position (-1 for markers); an aggregated column's first
+  int span = 1;            // positions [pos, pos + span) shown by this block (> 1: an aggregated column)
   int layer = -1;          // KV layer, -1 for token blocks
   int kv_head = -1;        // grouped-query models: the K/V head of this sub-block; -1 = the whole row
   KvState state = KvState::kEmpty;
@@ -159,7 +166,8 @@ struct BeamInstance {
   glm::vec3 from{0.0f}, to{0.0f};
   float weight = 0;        // the real attention weight (exact, unscaled)
   glm::vec4 colour{1.0f};  // alpha = animation fade
-  int key = 0;             // the key position the beam lands on
+  int key = 0;             // the key position the beam lands on (an aggregated column's first)
+  int span = 1;            // keys [key, key + span): weight is their summed attention
 };
 
 enum class LabelKind { kToken, kLayer, kCaption, kHead, kBeam, kCacheMark };
@@ -182,8 +190,9 @@ struct Scene {
   int seq_len = 0;         // positions with K/V computed by the shown step
   int slot = -1;           // write-head slot (= seq_len), -1 before the prefill
   int n_layer = 0;
-  std::vector<BlockInstance> tokens;   // one per position [0, slot], the newest may be falling
-  std::vector<BlockInstance> kv;       // (position, layer) for positions [0, slot]
+  Columns columns;                     // positions [0, slot] in columns (scene_lod.h)
+  std::vector<BlockInstance> tokens;   // one per column, the newest may be falling
+  std::vector<BlockInstance> kv;       // (column, layer) for positions [0, slot]
   std::vector<BlockInstance> markers;  // the write head
   // The cache's layout on the ground and around the stacks: sink and window
   // bars, page frames (outlines) of a paged cache, shared pages highlighted.
@@ -243,6 +252,7 @@ Scene build_scene(const std::vector<RecordPtr>& records, size_t count, const Vie
 struct Pick {
   enum Kind { kNothing, kToken, kKv } kind = kNothing;
   int pos = -1;
+  int span = 1;  // an aggregated column: positions [pos, pos + span)
   int layer = -1;
   int kv_head = -1;  // grouped-query models: the K/V head under the ray
   KvState state = KvState::kEmpty;

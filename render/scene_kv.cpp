@@ -121,7 +121,12 @@ void add_page_frames(Scene& s, const StepRecord& r, const Layout& L, int n_layer
   for (size_t i = 0; i < n;) {
     size_t j = i + 1;
     while (j < n && r.kv_held_block[j] == r.kv_held_block[i] && r.kv_held[j] == r.kv_held[j - 1] + 1) ++j;
-    const int p0 = r.kv_held[i], p1 = r.kv_held[j - 1];
+    // Pages are framed where positions have a column each (aggregated columns hold many pages).
+    const int p0 = std::max(r.kv_held[i], L.columns.n_binned), p1 = r.kv_held[j - 1];
+    if (p0 > p1) {
+      i = j;
+      continue;
+    }
     const bool shared = r.kv_held_refs[i] > 1;
     const glm::vec3 c = shared ? palette::kShared : palette::kPage;
     BlockInstance f;

@@ -308,12 +308,18 @@ TEST(Scene, LabelsMakeSpacesVisible) {
 }
 
 TEST(Scene, ManyTokensStayCheap) {
-  // Full context of a GPT-2-sized sequence: one instance per block and beam.
+  // Full context of a GPT-2-sized sequence: without a column limit one
+  // instance per block and beam; by default at most max_columns columns.
   const int P = 1000;
   auto h = make_history(P, {CacheMode::kKV});
-  Scene s = build_scene(h, h.size(), ViewOptions());
+  ViewOptions all;
+  all.max_columns = 0;
+  Scene s = build_scene(h, h.size(), all);
   EXPECT_EQ(s.kv.size(), static_cast<size_t>((P + 2) * kLayers));
   EXPECT_EQ(s.beams.size(), static_cast<size_t>(P + 1));
+  s = build_scene(h, h.size(), ViewOptions());
+  EXPECT_LE(s.kv.size(), static_cast<size_t>(ViewOptions().max_columns * kLayers));
+  EXPECT_LE(s.beams.size(), static_cast<size_t>(ViewOptions().max_columns));
 }
 
 TEST(Scene, PickFindsTheBlockUnderTheRay) {
