@@ -6,6 +6,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -20,6 +21,7 @@
 #include "error.h"
 #include "generator.h"
 #include "model.h"
+#include "model_context.h"
 #include "tokenizer.h"
 
 namespace kvscope {
@@ -414,7 +416,13 @@ std::shared_ptr<const Model> load_cli_model(const std::string& dir, int ctx) {
   return load_model(dir.empty() ? default_model_dir() : dir, control);
 }
 
-void check_context_fits(const Model& m, const std::string& prompt, int max_new) {
+void check_window_context(const std::string& dir, int ctx) {
+  const std::string d = dir.empty() ? default_model_dir() : dir;
+  Config c = load_config((std::filesystem::path(d) / "config.json").string());
+  apply_context(c, ctx, d);
+}
+
+void check_context_fits(const Model& m, const std::string& prompt, int max_new, const char* flag) {
   const Config& c = m.config;
   const long long need = static_cast<long long>(m.tokenizer.encode_prompt(prompt).size()) + max_new - 1;
   if (need <= c.n_positions || c.n_positions >= c.max_position_embeddings) return;
@@ -422,11 +430,11 @@ void check_context_fits(const Model& m, const std::string& prompt, int max_new) 
   const double mib = static_cast<double>(kv_bytes_per_position(c)) * static_cast<double>(fit) / (1 << 20);
   char kv[64];
   std::snprintf(kv, sizeof kv, "%.0f MiB", mib);
-  throw UsageError("the prompt (" + std::to_string(need - max_new + 1) + " tokens) plus --max-new " +
+  throw UsageError("the prompt (" + std::to_string(need - max_new + 1) + " tokens) plus " + flag + " " +
                    std::to_string(max_new) + " needs " + std::to_string(need) + " positions, more than the " +
                    std::to_string(c.n_positions) + " kvscope reserves the KV cache for (" + m.name + " allows " +
                    std::to_string(c.max_position_embeddings) + "): pass --ctx " + std::to_string(fit) +
-                   " (its f32 KV cache takes " + kv + ") or a smaller --max-new");
+                   " (its f32 KV cache takes " + kv + ") or a smaller " + flag);
 }
 
 // Row format and pages combine with beam search and speculative decoding; a
@@ -446,6 +454,8 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   app.set_version_flag("--version", "kvscope 0.1");
   app.require_subcommand(0, 1);
 
+  const char* ctx_help =
+      "Llama family: positions to reserve the KV cache for (default: max_position_embeddings, at most 8192)";
   // Bare `kvscope`: the window.
   GuiOptions gui;
   app.add_option("--model", gui.model_dir,
@@ -456,6 +466,7 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
       ->check(non_empty("some text to continue"));
   app.add_flag("--no-cache", gui.no_cache, "Start in NO CACHE mode");
   app.add_option("--max-new", gui.max_new, "New tokens per generation")->check(int_in(1, 1 << 20));
+  app.add_option("--ctx", gui.ctx, ctx_help)->check(int_in(2, 1 << 24));
   app.add_option("--demo-frames", gui.demo_frames, "Run a scripted demo for N frames, then exit (smoke tests)")
       ->check(int_in(0, 1 << 24));
   app.add_option("--screenshot", gui.screenshot, "With --demo-frames: save the last frame to this PNG")
@@ -471,8 +482,6 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
       ->check(non_empty("a model folder"));
   gen->add_option("--prompt", g.prompt, "Text to continue")->required()->check(non_empty("some text to continue"));
   gen->add_option("--max-new", g.max_new, "Maximum new tokens")->check(int_in(1, 1 << 20));
-  const char* ctx_help =
-      "Llama family: positions to reserve the KV cache for (default: max_position_embeddings, at most 8192)";
   gen->add_option("--ctx", g.ctx, ctx_help)->check(int_in(2, 1 << 24));
   auto* greedy = gen->add_flag("--greedy", g.greedy, "Pick the most likely token (default)");
   auto* temp =
@@ -558,6 +567,7 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
       ->check(non_empty("a model folder"));
   render->add_option("--prompt", ro.prompt, "Prompt")->required()->check(non_empty("some text to continue"));
   render->add_option("--steps", ro.steps, "Forwards to run (the prefill is the first)")->check(int_in(1, 1 << 20));
+  render->add_option("--ctx", ro.ctx, ctx_help)->check(int_in(2, 1 << 24));
   render->add_option("--out", ro.out, "PNG of the last step")->check(non_empty("a PNG file name"));
   render->add_option("--frames", ro.frames_dir, "Write one PNG per step into this folder")
       ->check(non_empty("a folder"));
@@ -669,6 +679,7 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
       if (!hooks.render) throw Error("this kvscope was built without the renderer (KVSCOPE_GUI=OFF)");
       return hooks.render(ro);
     }
+    if (gui.ctx > 0) check_window_context(gui.model_dir, gui.ctx);
     if (!hooks.gui)
       throw Error("this kvscope was built without the GUI (KVSCOPE_GUI=OFF); use a subcommand, see --help");
     return hooks.gui(gui);

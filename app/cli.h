@@ -17,6 +17,7 @@ struct GuiOptions {
   std::string prompt;     // empty = first preset
   bool no_cache = false;
   int max_new = 0;         // 0 = the app's default
+  int ctx = 0;             // --ctx: Llama family, positions to reserve the KV cache for (0 = the default)
   int demo_frames = 0;     // > 0: run this many frames scripted (play, toggle cache, cameras), then exit
   std::string screenshot;  // with demo_frames: save the last frame here (PNG)
   int soak_rounds =
@@ -27,6 +28,7 @@ struct GuiOptions {
 struct RenderOptions {
   std::string model_dir;
   std::string prompt;
+  int ctx = 0;             // --ctx: Llama family, positions to reserve the KV cache for (0 = the default)
   int steps = 8;           // forwards to run (the prefill is step 0)
   std::string out;         // PNG of the last step
   std::string frames_dir;  // one PNG per step when set
@@ -68,6 +70,10 @@ std::shared_ptr<const Model> load_cli_model(const std::string& dir, int ctx);
 // reserved while the model allows more, throws UsageError naming --ctx, the
 // value that fits and the KV memory it reserves. (Up to the model's own
 // limit, generation stops at "context full" as before.)
-void check_context_fits(const Model& m, const std::string& prompt, int max_new);
+// (`flag` names the new-token count: render's is --steps.)
+void check_context_fits(const Model& m, const std::string& prompt, int max_new, const char* flag = "--max-new");
+// The window's --ctx against `dir`'s config.json (empty = the default model),
+// before the window opens: throws UsageError naming --ctx as load_model would.
+void check_window_context(const std::string& dir, int ctx);
 
 }  // namespace kvscope

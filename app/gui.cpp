@@ -218,7 +218,7 @@ int run_gui(const GuiOptions& opt) {
     if (s.ui.decoding.draft_dir.empty()) s.ui.decoding.draft_dir = asset_path("models/kvscope-draft");
     s.snap.decoding = s.ui.decoding;  // the first generation's strategy (a demo view may choose one)
     s.ui.active_prompt = s.selected_prompt();
-    s.load_model(opt.model_dir.empty() ? default_model_dir() : opt.model_dir);
+    s.load_model(opt.model_dir.empty() ? default_model_dir() : opt.model_dir, opt.ctx);
     int frame = 0, awake_frames = 0, hover_pos = -1;
     float anim = 1.0f;
     double prev_time = glfwGetTime();

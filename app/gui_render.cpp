@@ -187,6 +187,7 @@ int run_bench(const RenderOptions& o, std::shared_ptr<const Model> model, Camera
   GenerateOptions go;
   go.max_new = c.n_positions - fill;
   go.mode = CacheMode::kKV;
+  go.keep_history = false;  // the scene needs the sequence state only
   gen.start_tokens(tokens, go);
   SequenceState seq;
   const auto t_gen = Clock::now();
@@ -429,7 +430,7 @@ int run_render_decode(const RenderOptions& o, std::shared_ptr<const Model> model
       ++steps;
     }
   } else {
-    SpeculativeDecoder spec(model, load_model(o.draft));
+    SpeculativeDecoder spec(model, load_cli_model(o.draft, o.ctx));
     SpecOptions so;
     so.k = o.speculate;
     so.max_new = std::max(1, o.steps);
@@ -471,8 +472,9 @@ int run_render(const RenderOptions& o) {
     if (o.width % 2 || o.height % 2) throw Error("--video: --width and --height must be even (H.264 4:2:0)");
   }
   if (!o.bench) check_output_folders(o);
-  std::shared_ptr<const Model> model = load_model(o.model_dir.empty() ? default_model_dir() : o.model_dir);
+  std::shared_ptr<const Model> model = load_cli_model(o.model_dir, o.ctx);
   check_view(*model, o.layer, o.head);
+  if (!o.bench) check_context_fits(*model, o.prompt, std::max(1, o.steps), "--steps");
   if (o.bench) return run_bench(o, model, preset);
   if (o.beams > 0 || !o.draft.empty()) return run_render_decode(o, model, preset);
 
@@ -481,6 +483,9 @@ int run_render(const RenderOptions& o) {
   go.max_new = std::max(1, o.steps);
   go.mode = o.no_cache ? CacheMode::kNoCache : CacheMode::kKV;
   go.kv = o.kv;
+  // Every step's record only for the heatmap grid: kept whole, a long
+  // generation's records grow with the square of its length.
+  go.keep_history = o.heatmaps;
   gen.start(o.prompt, go);
 
   gl::HeadlessContext ctx;
@@ -499,8 +504,8 @@ int run_render(const RenderOptions& o) {
   SequenceState seq;
   // With --heatmaps the 3D view takes the left 58% and the grid the rest.
   const int view_w = o.heatmaps ? static_cast<int>(o.width * 0.58f) : o.width;
+  int steps = 0;
   auto render_frame = [&](float anim) {
-    const std::vector<RecordPtr>& records = gen.history();
     FrameSpec spec;
     spec.seq = &seq;
     spec.model = model.get();
@@ -508,8 +513,8 @@ int run_render(const RenderOptions& o) {
     spec.anim = anim;
     spec.hud = true;  // no panels here: the counters go on the picture
     spec.presentation = o.presentation;
-    spec.step = static_cast<int>(records.size()) - 1;
-    spec.n_steps = static_cast<int>(records.size());
+    spec.step = steps - 1;
+    spec.n_steps = steps;
     const float W = static_cast<float>(o.width), H = static_cast<float>(o.height);
     const ComposedFrame fr = compose_frame(spec, imgui.fonts(), static_cast<float>(view_w), H);
     const float vh = std::max(1.0f, H - fr.overlay.band);
@@ -521,7 +526,8 @@ int run_render(const RenderOptions& o) {
     renderer.draw(fr.scene, cam, 0, static_cast<int>(fr.overlay.band), vw, static_cast<int>(vh));
     imgui.draw([&](ImDrawList* dl, const OverlayFonts& fonts) {
       draw_frame_text(dl, fr, spec, cam, ImVec2(0, 0), ImVec2(static_cast<float>(vw), vh), fonts);
-      if (o.heatmaps) draw_heatmap_panel(dl, fonts, records, view.layer, view.head, static_cast<float>(view_w), W, H);
+      if (o.heatmaps)
+        draw_heatmap_panel(dl, fonts, gen.history(), view.layer, view.head, static_cast<float>(view_w), W, H);
     });
     gl::check_errors("render");
     return target.read_rgba();
@@ -530,7 +536,6 @@ int run_render(const RenderOptions& o) {
   std::unique_ptr<VideoPipe> video;
   if (!o.video.empty()) video = std::make_unique<VideoPipe>(ffmpeg, o.video, o.width, o.height, kVideoFps);
 
-  int steps = 0;
   for (int i = 0; i < o.steps; ++i) {
     RecordPtr r = gen.step();
     if (!r) break;

@@ -46,6 +46,7 @@ void EngineWorker::send(WorkerCommand cmd) {
   if (const auto* lm = std::get_if<wcmd::LoadModel>(&cmd)) {
     auto job = std::make_shared<LoadJob>();
     job->dir = lm->dir;
+    job->context = lm->context;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (quit_) return;
@@ -135,6 +136,7 @@ void EngineWorker::load(LoadJob* job) {
     }
   };
   control.cancel = &job->cancel;
+  control.context = job->context;
   try {
     std::shared_ptr<const Model> m = load_model(job->dir, control);
     // The engine thread swaps it in between two forwards.

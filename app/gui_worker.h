@@ -32,6 +32,7 @@ namespace kvscope {
 namespace wcmd {
 struct LoadModel {  // loads in the background, then drops the current generation
   std::string dir;
+  int context = 0;  // Llama family: positions to reserve (LoadControl::context; 0 = the default)
 };
 struct Start {  // starts a new generation
   std::string prompt;
@@ -127,6 +128,7 @@ class EngineWorker {
   struct LoadJob {
     uint64_t id = 0;
     std::string dir;
+    int context = 0;
     std::atomic<bool> cancel{false};      // set by cancel_load() or a newer load
     std::atomic<bool> superseded{false};  // a newer load replaced it: report nothing
     std::atomic<bool> finished{false};    // the loader thread is about to return

@@ -29,9 +29,9 @@ SavedCamera to_saved(const Camera& c, const UiState& ui) {
 
 Session::Session(std::function<void()> wake) : worker_(std::move(wake)) {}
 
-void Session::load_model(const std::string& dir) {
+void Session::load_model(const std::string& dir, int ctx) {
   worker_.cancel_steps();
-  worker_.send(wcmd::LoadModel{dir});
+  worker_.send(wcmd::LoadModel{dir, ctx});
   snap.loading_model = true;
   snap.model_error.clear();
 }

@@ -43,8 +43,9 @@ class Session {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  // Loads a model folder in the background (the current one keeps running).
-  void load_model(const std::string& dir);
+  // Loads a model folder in the background (the current one keeps running);
+  // `ctx` > 0: a Llama-family model's context (the --ctx flag).
+  void load_model(const std::string& dir, int ctx = 0);
 
   // Once per frame: the worker's events into the snapshot, the shown step
   // synced, and (while playing) the next step requested when it is due.

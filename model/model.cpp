@@ -12,6 +12,7 @@
 #include "file_io.h"
 #include "kv_cache.h"
 #include "llama_loader.h"
+#include "model_context.h"
 #include "safetensors.h"
 
 namespace kvscope {
@@ -216,6 +217,18 @@ uint64_t available_memory_bytes() {
   return 0;
 }
 
+void apply_context(Config& c, int context, const std::string& dir) {
+  if (!c.is_llama()) {
+    throw UsageError("--ctx: " + dir + " is a GPT-2 model, whose context is fixed by its learned position table (" +
+                     std::to_string(c.n_positions) + " positions); --ctx applies to Llama-family models");
+  }
+  if (context > c.max_position_embeddings) {
+    throw UsageError("--ctx " + std::to_string(context) + " exceeds " + dir + "'s max_position_embeddings (" +
+                     std::to_string(c.max_position_embeddings) + ")");
+  }
+  c.n_positions = context;
+}
+
 std::shared_ptr<const Model> load_model(const std::string& dir, const LoadControl& control) {
   namespace fs = std::filesystem;
   const auto t0 = std::chrono::steady_clock::now();
@@ -230,18 +243,7 @@ std::shared_ptr<const Model> load_model(const std::string& dir, const LoadContro
   m->name = fs::path(dir).lexically_normal().filename().string();
   if (m->name.empty()) m->name = fs::path(dir).lexically_normal().parent_path().filename().string();
   m->config = load_config((fs::path(dir) / "config.json").string());
-  if (control.context > 0) {
-    Config& c = m->config;
-    if (!c.is_llama()) {
-      throw UsageError("--ctx: " + dir + " is a GPT-2 model, whose context is fixed by its learned position table (" +
-                       std::to_string(c.n_positions) + " positions); --ctx applies to Llama-family models");
-    }
-    if (control.context > c.max_position_embeddings) {
-      throw UsageError("--ctx " + std::to_string(control.context) + " exceeds " + dir + "'s max_position_embeddings (" +
-                       std::to_string(c.max_position_embeddings) + ")");
-    }
-    c.n_positions = control.context;
-  }
+  if (control.context > 0) apply_context(m->config, control.context, dir);
   if (m->config.is_llama()) {
     load_llama(dir, *m, control);
     m->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -7,13 +7,16 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "config.h"
 #include "kv_cache.h"
 #include "model.h"
 #include "numpy_ref_util.h"
+#include "session.h"
 
 namespace kvscope {
 namespace {
@@ -91,8 +94,7 @@ TEST(CliContext, GenerationThatWouldNotFitNamesCtx) {
   std::string out;
   // "hello there" + 40 new tokens in 16 reserved positions of the model's 64: refused up front.
   for (const char* extra : {"", " --beams 2"}) {
-    EXPECT_EQ(run("generate --prompt 'hello there' --max-new 40 --ctx 16 --model " + dir + extra, out, tmp), 2)
-        << out;
+    EXPECT_EQ(run("generate --prompt 'hello there' --max-new 40 --ctx 16 --model " + dir + extra, out, tmp), 2) << out;
     EXPECT_NE(out.find("pass --ctx "), std::string::npos) << out;
     EXPECT_NE(out.find("--max-new 40"), std::string::npos) << out;
   }
@@ -110,6 +112,49 @@ TEST(CliContext, GenerationThatWouldNotFitNamesCtx) {
   // Up to the model's own limit generation stops at "context full", as for GPT-2.
   ASSERT_EQ(run("generate --json --prompt 'hello there' --max-new 100 --model " + dir, out, tmp), 0) << out;
   EXPECT_TRUE(out.find("context_full") != std::string::npos || out.find("\"eos\"") != std::string::npos) << out;
+}
+
+TEST(CliContext, WindowAndRenderTakeCtxCheckedLikeTheSubcommands) {
+  testutil::TempDir tmp("cli-ctx-window");
+  const std::string dir = with_max_positions(tmp, 4096);
+  const std::string gpt2 = testutil::suite_checkpoint("l2h2d32_f32_prefix_buffers");
+  const std::string png = tmp / "x.png";
+  std::string out;
+  // Refused before a window or a GL context is opened.
+  for (const std::string& cmd :
+       {std::string("--ctx 5000 --model ") + dir, "render --prompt hi --out " + png + " --ctx 5000 --model " + dir}) {
+    EXPECT_EQ(run(cmd, out, tmp), 2) << cmd << "\n" << out;
+    EXPECT_NE(out.find("--ctx 5000 exceeds"), std::string::npos) << out;
+    EXPECT_NE(out.find("max_position_embeddings (4096)"), std::string::npos) << out;
+  }
+  for (const std::string& cmd :
+       {"--ctx 64 --model " + gpt2, "render --prompt hi --out " + png + " --ctx 64 --model " + gpt2}) {
+    EXPECT_EQ(run(cmd, out, tmp), 2) << cmd << "\n" << out;
+    EXPECT_NE(out.find("--ctx: "), std::string::npos) << out;
+    EXPECT_NE(out.find("GPT-2"), std::string::npos) << out;
+  }
+  EXPECT_EQ(run("--ctx 1 --model " + dir, out, tmp), 2) << out;
+  EXPECT_NE(out.find("--ctx"), std::string::npos) << out;
+  // render's --steps are its new tokens: a prompt that would not fit the reserved context names --ctx.
+  EXPECT_EQ(run("render --prompt 'hello there' --steps 40 --out " + png + " --ctx 16 --model " + dir, out, tmp), 2)
+      << out;
+  EXPECT_NE(out.find("pass --ctx "), std::string::npos) << out;
+  EXPECT_NE(out.find("plus --steps 40"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(png));
+
+  // What the window's --ctx reaches: its Session loads the model at that context.
+  Session s;
+  s.ui.playing = false;
+  s.load_model(dir, 300);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!s.snap.model && s.ui.errors.empty()) {
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60)) << "the model did not load";
+    s.update(1e9);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(s.snap.model) << (s.ui.errors.empty() ? "" : s.ui.errors[0]);
+  EXPECT_EQ(s.snap.model->config.n_positions, 300);
+  EXPECT_EQ(s.snap.model->config.max_position_embeddings, 4096);
 }
 
 }  // namespace
