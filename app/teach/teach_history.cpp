@@ -29,13 +29,16 @@ uint64_t logits_bytes(const StepRecord& r) {
   return vec_bytes(r.logits);
 }
 uint64_t kv_rows_bytes(const StepRecord& r) {
-  return vec_bytes(r.k) + vec_bytes(r.v);
+  uint64_t b = vec_bytes(r.k) + vec_bytes(r.v) + vec_bytes(r.kv_held_block) + vec_bytes(r.kv_held_refs);
+  if (!r.kv_layout.windowed()) b += vec_bytes(r.kv_held);
+  return b;
 }
 
 uint64_t record_bytes(const StepRecord& r) {
   uint64_t b = sizeof(StepRecord) + kControlBlock;
   b += attention_bytes(r) + logits_bytes(r) + kv_rows_bytes(r);
-  b += vec_bytes(r.top) + vec_bytes(r.prompt_tokens) + vec_bytes(r.prompt_pieces);
+  b += vec_bytes(r.top) + vec_bytes(r.prompt_tokens) + vec_bytes(r.prompt_pieces) + vec_bytes(r.kv_qerr);
+  if (r.kv_layout.windowed()) b += vec_bytes(r.kv_held);  // (otherwise counted in kv_rows_bytes)
   for (const std::string& s : r.prompt_pieces) b += string_heap(s);
   b += string_heap(r.piece) + string_heap(r.raw_piece);
   return b;
@@ -60,6 +63,9 @@ RecordPtr strip_detail(const StepRecord& r, unsigned drop) {
   if (drop & kDetailKV) {
     std::vector<float>().swap(out->k);
     std::vector<float>().swap(out->v);
+    std::vector<int>().swap(out->kv_held_block);
+    std::vector<int>().swap(out->kv_held_refs);
+    if (!r.kv_layout.windowed()) std::vector<int>().swap(out->kv_held);
   }
   return out;
 }

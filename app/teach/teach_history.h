@@ -20,18 +20,25 @@ namespace kvscope {
 
 constexpr uint64_t kDefaultHistoryBudget = 256ull << 20;  // 256 MiB
 
-// Bytes a record holds: the struct plus its vectors' and strings' heap storage (capacity).
+// Bytes a record holds: the struct plus every vector's and string's heap
+// storage (capacity), the cache map (kv_held*, kv_qerr) included: a decode
+// step's attention and held positions grow with the context, so over a long
+// generation the records together grow with its square.
 uint64_t record_bytes(const StepRecord& r);
 // Bytes of the heavy detail only, by kind.
 uint64_t attention_bytes(const StepRecord& r);  // attn + q
 uint64_t logits_bytes(const StepRecord& r);     // logits
-uint64_t kv_rows_bytes(const StepRecord& r);    // k + v
+uint64_t kv_rows_bytes(const StepRecord& r);    // k + v and the cache map dropped with them
 
 // Which heavy detail a record still has.
 enum DetailBits : unsigned {
   kDetailAttention = 1u << 0,  // attn (n_rows > 0)
   kDetailLogits = 1u << 1,     // logits
-  kDetailKV = 1u << 2,         // k, v
+  // k, v; dropping them also drops the cache map that only the step's own
+  // picture reads: pages (kv_held_block, kv_held_refs) and, without a
+  // sliding window, kv_held (then every position up to seq_len is held).
+  // A window's kv_held stays: it says which positions were evicted.
+  kDetailKV = 1u << 2,
   kDetailAll = kDetailAttention | kDetailLogits | kDetailKV,
 };
 unsigned detail_of(const StepRecord& r);  // bits of what is non-empty
