@@ -23,35 +23,12 @@
 #include "model.h"
 #include "model_context.h"
 #include "tokenizer.h"
+#include "units.h"
 
 namespace kvscope {
 namespace {
 
 using nlohmann::json;
-
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", b, units[u]);
-  return buf;
-}
-
-std::string human_flops(double f) {
-  const char* units[] = {"", "K", "M", "G", "T", "P"};
-  int u = 0;
-  while (f >= 1000 && u < 5) {
-    f /= 1000;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f %sFLOP", f, units[u]);
-  return buf;
-}
 
 json top_json(const StepRecord& r, const Tokenizer& tok) {
   json top = json::array();
@@ -163,7 +140,7 @@ int cmd_generate(const GenerateArgs& a, bool sampling_requested) {
     std::cout << '\n';
     std::fprintf(stderr, "[%s] %d new tokens, stop: %s, %.1f tokens/s, %s total, mode %s\n", model->name.c_str(),
                  gen.n_generated(), to_string(gen.reason()), tps,
-                 human_flops(static_cast<double>(gen.flops_total())).c_str(),
+                 format_flops(static_cast<double>(gen.flops_total())).c_str(),
                  gen.mode() == CacheMode::kKV ? "KV CACHE" : "NO CACHE");
   }
   return 0;
@@ -225,7 +202,7 @@ int cmd_inspect(const std::string& dir, bool as_json, int ctx) {
               c.vocab_size);
   std::printf(
       "parameters     %" PRIu64 " (%s, stored %s)\n", m->n_params,
-      human_bytes(c.is_llama() ? static_cast<double>(m->llama.bytes()) : static_cast<double>(m->n_params) * 4).c_str(),
+      format_bytes(c.is_llama() ? static_cast<double>(m->llama.bytes()) : static_cast<double>(m->n_params) * 4).c_str(),
       m->stored_dtype.c_str());
   if (c.n_positions < c.max_position_embeddings) {
     std::printf("context        %d positions (the model allows %d; --ctx N reserves for N)\n", c.n_positions,
@@ -234,13 +211,13 @@ int cmd_inspect(const std::string& dir, bool as_json, int ctx) {
     std::printf("context        %d positions\n", c.n_positions);
   }
   std::printf("KV cache       %s per token (2 x %d layers x %d x 4 B), %s at full context\n",
-              human_bytes(static_cast<double>(kv_bytes_per_position(c))).c_str(), c.n_layer,
-              c.kv_heads() * c.head_dim(), human_bytes(static_cast<double>(kv_bytes_per_position(c)) * T).c_str());
+              format_bytes(static_cast<double>(kv_bytes_per_position(c))).c_str(), c.n_layer,
+              c.kv_heads() * c.head_dim(), format_bytes(static_cast<double>(kv_bytes_per_position(c)) * T).c_str());
   std::printf("decode FLOPs   %-10s %18s %18s\n", "", "T = 1", ("T = " + std::to_string(T)).c_str());
-  std::printf("               %-10s %18s %18s\n", "KV CACHE", human_flops(static_cast<double>(kv1)).c_str(),
-              human_flops(static_cast<double>(kvT)).c_str());
-  std::printf("               %-10s %18s %18s\n", "NO CACHE", human_flops(static_cast<double>(nc1)).c_str(),
-              human_flops(static_cast<double>(ncT)).c_str());
+  std::printf("               %-10s %18s %18s\n", "KV CACHE", format_flops(static_cast<double>(kv1)).c_str(),
+              format_flops(static_cast<double>(kvT)).c_str());
+  std::printf("               %-10s %18s %18s\n", "NO CACHE", format_flops(static_cast<double>(nc1)).c_str(),
+              format_flops(static_cast<double>(ncT)).c_str());
   std::printf("load time      %.3f s\n", m->load_seconds);
   return 0;
 }

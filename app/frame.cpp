@@ -4,7 +4,6 @@
 
 #include "panel_teach.h"
 #include "scene_beams.h"
-#include "scene_format.h"
 #include "scene_spec.h"
 
 namespace kvscope {

@@ -10,6 +10,7 @@
 
 #include "gl_objects.h"
 #include "teach_view.h"
+#include "units.h"
 
 namespace kvscope {
 
@@ -77,10 +78,9 @@ std::vector<UiCommand> SoakRun::frame(const Snapshot& snap, bool engine_idle) {
   r.gl_summary = gl::object_counts_summary();
   rounds_done_.push_back(r);
   std::fprintf(stderr,
-               "kvscope: soak: round %zu/%d: %s at %d/%d positions (%s), resident %.1f MiB, %" PRId64
-               " GL objects live\n",
+               "kvscope: soak: round %zu/%d: %s at %d/%d positions (%s), resident %s, %" PRId64 " GL objects live\n",
                rounds_done_.size(), rounds_, to_string(r.stop), r.positions, r.context, to_string(r.mode),
-               static_cast<double>(r.rss) / (1 << 20), r.gl_live);
+               format_bytes(static_cast<double>(r.rss)).c_str(), r.gl_live);
   if (!finished()) {
     if (rounds_done_.size() == 1) {
       std::fprintf(stderr, "kvscope: soak: restoring %s (a view saved with another model)\n", view_path_.c_str());
@@ -112,10 +112,9 @@ int SoakRun::report(std::FILE* out, int64_t gl_live_after) const {
   const Round& first = rounds_done_.front();
   const Round& last = rounds_done_.back();
   const double growth = first.rss ? static_cast<double>(last.rss) / static_cast<double>(first.rss) - 1.0 : 0.0;
-  std::fprintf(out,
-               "kvscope: soak: %zu rounds; resident after round 1: %.1f MiB, after round %zu: %.1f MiB (%+.2f %%)\n",
-               rounds_done_.size(), static_cast<double>(first.rss) / (1 << 20), rounds_done_.size(),
-               static_cast<double>(last.rss) / (1 << 20), 100.0 * growth);
+  std::fprintf(out, "kvscope: soak: %zu rounds; resident after round 1: %s, after round %zu: %s (%+.2f %%)\n",
+               rounds_done_.size(), format_bytes(static_cast<double>(first.rss)).c_str(), rounds_done_.size(),
+               format_bytes(static_cast<double>(last.rss)).c_str(), 100.0 * growth);
   std::fprintf(out, "kvscope: soak: GL objects after round 1: %s\n", first.gl_summary.c_str());
   std::fprintf(out, "kvscope: soak: GL objects after round %zu: %s\n", rounds_done_.size(), last.gl_summary.c_str());
   std::fprintf(out, "kvscope: soak: GL objects alive after the renderer was destroyed: %" PRId64 "\n", gl_live_after);

@@ -14,7 +14,7 @@
 #include "assets.h"
 #include "panels.h"
 #include "renderer_overlay.h"
-#include "scene_format.h"
+#include "units.h"
 #include "scene_spec.h"
 #include "speculative.h"
 #include "teach_decode.h"

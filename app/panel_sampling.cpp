@@ -8,7 +8,6 @@
 
 #include "panel_teach.h"
 #include "panels.h"
-#include "scene_format.h"
 #include "teach_sampling.h"
 
 namespace kvscope {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "panels.h"
-#include "scene_format.h"
+#include "units.h"
 #include "teach_training.h"
 
 namespace kvscope {

@@ -11,6 +11,7 @@
 
 #include "engine.h"
 #include "scene_format.h"
+#include "units.h"
 
 namespace kvscope {
 

@@ -15,11 +15,14 @@ set(KVSCOPE_GUI_SRC
   app/gui_render.cpp
   app/gui_soak.cpp
   app/gui_window.cpp
+  app/panel_cost.cpp
   app/panel_decode.cpp
+  app/panel_heatmaps.cpp
   app/panel_kv.cpp
   app/panel_qkv.cpp
   app/panel_sampling.cpp
-  app/panel_teach.cpp
+  app/panel_timeline.cpp
   app/panel_training.cpp
   app/panels.cpp
-  app/png_file.cpp)
+  app/png_file.cpp
+  app/presentation_hud.cpp)

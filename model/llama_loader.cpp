@@ -16,6 +16,7 @@
 #include "file_io.h"
 #include "llama_loader.h"
 #include "safetensors.h"
+#include "units.h"
 
 namespace kvscope {
 
@@ -241,10 +242,10 @@ LlamaLoadResult load_llama_weights(const std::string& dir, const Config& c, cons
   r.need_bytes = resident + kv;
   const uint64_t avail = available_memory_bytes();
   if (avail && r.need_bytes > avail) {
-    throw Error(dir + ": loading needs about " + std::to_string(r.need_bytes >> 20) + " MiB (" +
-                std::to_string(resident >> 20) + " MiB of weights kept as stored + " + std::to_string(kv >> 20) +
-                " MiB of f32 KV cache for " + std::to_string(c.n_positions) + " positions), but only " +
-                std::to_string(avail >> 20) + " MiB of memory is available");
+    throw Error(dir + ": loading needs about " + format_bytes(static_cast<double>(r.need_bytes)) + " (" +
+                format_bytes(static_cast<double>(resident)) + " of weights kept as stored + " +
+                format_bytes(static_cast<double>(kv)) + " of f32 KV cache for " + std::to_string(c.n_positions) +
+                " positions), but only " + format_bytes(static_cast<double>(avail)) + " of memory is available");
   }
 
   uint64_t done = 0;

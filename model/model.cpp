@@ -14,6 +14,7 @@
 #include "llama_loader.h"
 #include "model_context.h"
 #include "safetensors.h"
+#include "units.h"
 
 namespace kvscope {
 namespace {
@@ -266,8 +267,9 @@ std::shared_ptr<const Model> load_model(const std::string& dir, const LoadContro
     const uint64_t need = file_bytes + f32_bytes + kv_bytes_per_position(c) * static_cast<uint64_t>(c.n_positions);
     const uint64_t avail = available_memory_bytes();
     if (avail && need > avail) {
-      throw Error(st_path + ": loading needs about " + std::to_string(need >> 20) + " MiB (file + f32 weights + " +
-                  "KV cache), but only " + std::to_string(avail >> 20) + " MiB of memory is available");
+      throw Error(st_path + ": loading needs about " + format_bytes(static_cast<double>(need)) +
+                  " (file + f32 weights + KV cache), but only " + format_bytes(static_cast<double>(avail)) +
+                  " of memory is available");
     }
     const SafeTensors st = SafeTensors::open(st_path, control.cancel);
     if (control.cancel && control.cancel->load()) throw Error(st_path + ": loading cancelled");

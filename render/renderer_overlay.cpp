@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <vector>
 
+#include "label_layout.h"
 #include "scene_format.h"
 #include "scene_spec.h"
+#include "units.h"
 
 namespace kvscope {
 
@@ -61,6 +63,16 @@ std::string truncate_utf8(const std::string& s, int max_cp) {
     }
   }
   return s;
+}
+
+// The longest prefix of `s` (whole code points, then "\u2026") at most `max_w` pixels wide.
+std::string fit_utf8(ImFont* font, float size, const std::string& s, float max_w) {
+  if (font->CalcTextSizeA(size, 1e9f, 0.0f, s.c_str()).x <= max_w) return s;
+  for (int cp = 13; cp > 0; --cp) {
+    const std::string t = truncate_utf8(s, cp);
+    if (font->CalcTextSizeA(size, 1e9f, 0.0f, t.c_str()).x <= max_w) return t;
+  }
+  return "";
 }
 
 // Rotates the vertices added since `vtx_start` around `pivot` by `angle`
@@ -122,65 +134,84 @@ struct Projector {
   }
 };
 
-void draw_token_labels(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts,
-                       const OverlayOptions& opt) {
-  ImFont* font = fonts.label;
-  const float fs = font->FontSize;
-  // Projected anchors of every token label, in position order.
-  std::vector<const Label*> labels;
-  for (const Label& l : scene.labels)
-    if (l.kind == LabelKind::kToken) labels.push_back(&l);
+glm::vec2 gv(ImVec2 p) {
+  return glm::vec2(p.x, p.y);
+}
+
+// What each token label would need, measured with the label font; `text`
+// receives the shortened text a slanted label shows.
+std::vector<LabelRequest> label_requests(const std::vector<const Label*>& labels, const Scene& scene,
+                                         const Projector& proj, const OverlayFonts& fonts, const OverlayOptions& opt,
+                                         std::vector<std::string>& slanted_text) {
   const size_t n = labels.size();
-  if (n == 0) return;
+  const float fs = fonts.label->FontSize;
+  std::vector<LabelRequest> req(n);
   std::vector<ImVec2> at(n);
-  std::vector<char> visible(n);
-  for (size_t i = 0; i < n; ++i) visible[i] = proj(labels[i]->anchor, at[i]);
+  for (size_t i = 0; i < n; ++i) req[i].visible = proj(labels[i]->anchor, at[i]);
   // Pixel spacing between neighbouring positions (perspective varies it).
   auto spacing = [&](size_t i) {
     const size_t j = i + 1 < n ? i + 1 : (i > 0 ? i - 1 : i);
-    if (j == i || !visible[i] || !visible[j]) return 1e6f;
+    if (j == i || !req[i].visible || !req[j].visible) return 1e6f;
     const float dx = at[j].x - at[i].x, dy = at[j].y - at[i].y;
     return std::sqrt(dx * dx + dy * dy);
   };
-  const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
-  const ImVec4 clip(cmin.x, cmin.y, cmax.x, cmax.y);
+  slanted_text.assign(n, std::string());
   for (size_t i = 0; i < n; ++i) {
-    if (!visible[i]) continue;
     const Label& l = *labels[i];
+    LabelRequest& r = req[i];
+    r.anchor = gv(at[i]);
     const bool newest = l.pos == scene.slot;
-    const bool hovered = l.pos == opt.hover_pos;
-    if (at[i].x < clip.x - 200 || at[i].x > clip.z + 200 || at[i].y < clip.y - 200 || at[i].y > clip.w + 200) continue;
-    const float s = spacing(i);
-    const ImVec2 full = font->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
+    r.priority = newest || l.pos == opt.hover_pos;
+    ImFont* f = newest ? fonts.banner : fonts.label;
+    const float size = newest ? fs * 1.25f : fs;
+    r.flat = gv(f->CalcTextSizeA(size, 1e9f, 0.0f, l.text.c_str())) + glm::vec2(8.0f, 2.0f);  // with the plate
+    r.flat_preferred = spacing(i) >= fonts.label->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str()).x + 6.0f;
+    slanted_text[i] = truncate_utf8(l.text, 14);
+    r.slanted = gv(fonts.label->CalcTextSizeA(fs, 1e9f, 0.0f, slanted_text[i].c_str())) + glm::vec2(3.5f, 1.5f);
+  }
+  return req;
+}
+
+// Token labels where layout_labels puts them: flat on a plate, or slanted
+// and shortened, or left out where they would overlap.
+void draw_token_labels(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts,
+                       const OverlayOptions& opt, std::vector<ScreenBox>* placed) {
+  ImFont* font = fonts.label;
+  const float fs = font->FontSize;
+  std::vector<const Label*> labels;
+  for (const Label& l : scene.labels)
+    if (l.kind == LabelKind::kToken) labels.push_back(&l);
+  if (labels.empty()) return;
+  std::vector<std::string> slanted_text;
+  const std::vector<LabelRequest> req = label_requests(labels, scene, proj, fonts, opt, slanted_text);
+  const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
+  LabelLayoutOptions lo;
+  lo.clip = glm::vec4(cmin.x, cmin.y, cmax.x, cmax.y);
+  lo.min_slanted = fs * 2.5f;
+  const std::vector<LabelPlacement> at = layout_labels(req, lo);
+  for (size_t i = 0; i < labels.size(); ++i) {
+    const LabelPlacement& p = at[i];
+    if (p.mode == LabelMode::kHidden) continue;
+    if (placed) placed->push_back(p.box);
+    const Label& l = *labels[i];
     const ImU32 col = col4(l.colour);
-    if (newest || hovered || s >= full.x + 6.0f) {
-      // Horizontal, centred above the block, on a dark plate.
+    if (p.mode == LabelMode::kFlat) {
+      const bool newest = l.pos == scene.slot;
       ImFont* f = newest ? fonts.banner : font;
       const float size = newest ? fs * 1.25f : fs;
-      const ImVec2 ts = f->CalcTextSizeA(size, 1e9f, 0.0f, l.text.c_str());
-      // Kept inside the view (the newest token sits at its right edge).
-      const ImVec2 p(std::clamp(at[i].x - ts.x * 0.5f, clip.x + 6, std::max(clip.x + 6, clip.z - ts.x - 6)),
-                     at[i].y - ts.y - 2.0f);
-      dl->AddRectFilled(ImVec2(p.x - 4, p.y - 1), ImVec2(p.x + ts.x + 4, p.y + ts.y + 1), IM_COL32(4, 6, 12, 190),
-                        4.0f);
-      if (newest || hovered)
-        dl->AddRect(ImVec2(p.x - 4, p.y - 1), ImVec2(p.x + ts.x + 4, p.y + ts.y + 1), col, 4.0f, 0, 1.5f);
-      dl->AddText(f, size, p, col, l.text.c_str());
+      const ImVec2 a(p.pos.x, p.pos.y), b(p.pos.x + req[i].flat.x, p.pos.y + req[i].flat.y);
+      dl->AddRectFilled(a, b, IM_COL32(4, 6, 12, 190), 4.0f);
+      if (req[i].priority) dl->AddRect(a, b, col, 4.0f, 0, 1.5f);
+      dl->AddText(f, size, ImVec2(a.x + 4, a.y + 1), col, l.text.c_str());
       continue;
     }
-    // Too close for horizontal text: rotated, thinned to every k-th label
-    // when even that would overlap.
-    const float need = fs * 1.05f;
-    if (s < need) {
-      const int k = nice_step(need / std::max(s, 1e-3f));
-      if (l.pos % k != 0) continue;
-    }
-    const std::string text = truncate_utf8(l.text, 14);
-    const float angle = -65.0f * kPi / 180.0f;
+    // Slanted: the text shortened to the length that fits.
+    std::string text = slanted_text[i];
+    if (p.length < req[i].slanted.x) text = fit_utf8(font, fs, text, p.length - 3.5f);
+    const float angle = lo.angle;
     const int start = dl->VtxBuffer.Size;
-    const ImVec2 p(at[i].x + 2.0f, at[i].y - fs * 0.5f);
-    text_with_shadow(dl, font, fs, p, col, text.c_str());
-    rotate_since(dl, start, ImVec2(at[i].x, at[i].y), angle);
+    text_with_shadow(dl, font, fs, ImVec2(p.pos.x + 2.0f, p.pos.y - fs * 0.5f), col, text.c_str());
+    rotate_since(dl, start, ImVec2(p.pos.x, p.pos.y), angle);
   }
 }
 
@@ -509,9 +540,10 @@ ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 siz
   return ImVec4(p0.x, p0.y, p0.x + box.x, p0.y + box.y);
 }
 
-void draw_hud(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts, const OverlayOptions& opt,
-              const ImVec4& avoid) {
-  if (!opt.record) return;
+// Returns the rectangle it used (x0, y0, x1, y1).
+ImVec4 draw_hud(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts, const OverlayOptions& opt,
+                const ImVec4& avoid) {
+  if (!opt.record) return ImVec4(0, 0, 0, 0);
   const StepRecord& r = *opt.record;
   ImFont* f = fonts.small;
   float fs = f->FontSize;
@@ -542,6 +574,7 @@ void draw_hud(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& fo
   dl->AddText(f, fs, ImVec2(p0.x + pad, p0.y + pad + fs * 1.2f), IM_COL32(200, 210, 225, 255), l2.c_str());
   dl->AddText(f, fs, ImVec2(p0.x + pad, p0.y + pad + fs * 2.4f),
               r.kv_bytes ? to_imcolor(palette::kCacheHigh) : to_imcolor(palette::kRecomputed), l3.c_str());
+  return ImVec4(p0.x, p0.y, p0.x + w + pad * 2, p0.y + box_h);
 }
 
 }  // namespace
@@ -579,12 +612,12 @@ float legend_band(const Scene& scene, const OverlayFonts& fonts, const OverlayOp
 }
 
 void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVec2 origin, ImVec2 size,
-                  const OverlayFonts& fonts, const OverlayOptions& opt) {
+                  const OverlayFonts& fonts, const OverlayOptions& opt, OverlayLayout* layout) {
   dl->PushClipRect(origin, ImVec2(origin.x + size.x, origin.y + size.y), true);
   Projector proj{camera.proj(size.x / std::max(1.0f, size.y)) * camera.view(), origin, size};
   draw_ticks(dl, scene, proj, fonts);
   draw_side_labels(dl, scene, proj, fonts);
-  if (opt.labels) draw_token_labels(dl, scene, proj, fonts, opt);
+  if (opt.labels) draw_token_labels(dl, scene, proj, fonts, opt, layout ? &layout->labels : nullptr);
   draw_beam_labels(dl, scene, proj, fonts);
   draw_cache_mark_labels(dl, scene, proj, fonts);
   draw_head_label(dl, scene, proj, fonts);
@@ -595,8 +628,13 @@ void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVe
   dl->PushClipRect(origin, ImVec2(origin.x + all.x, origin.y + all.y), true);
   ImVec4 legend(0, 0, 0, 0);
   if (opt.legend) legend = draw_legend(dl, scene, origin, all, fonts, opt.band > 0);
-  if (opt.hud) draw_hud(dl, origin, all, fonts, opt, legend);
+  ImVec4 hud(0, 0, 0, 0);
+  if (opt.hud) hud = draw_hud(dl, origin, all, fonts, opt, legend);
   dl->PopClipRect();
+  if (layout) {
+    layout->legend = glm::vec4(legend.x, legend.y, legend.z, legend.w);
+    layout->hud = glm::vec4(hud.x, hud.y, hud.z, hud.w);
+  }
 }
 
 }  // namespace kvscope

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "generator.h"
+#include "label_layout.h"
 #include "scene.h"
 #include "scene_camera.h"
 
@@ -47,10 +48,17 @@ struct OverlayOptions {
 // rows across that width, with margins) for this scene; 0 when opt.legend is off.
 float legend_band(const Scene& scene, const OverlayFonts& fonts, const OverlayOptions& opt, float width);
 
+// Where the overlay put its parts (pixels), for the layout tests.
+struct OverlayLayout {
+  std::vector<ScreenBox> labels;  // every token label drawn
+  glm::vec4 legend{0.0f};         // (x0, y0, x1, y1); all 0 when not drawn
+  glm::vec4 hud{0.0f};
+};
+
 // Draws onto `dl` in the rectangle [origin, origin + size) (pixels), the
 // legend and HUD in the opt.band pixels under it when opt.band > 0.
 void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVec2 origin, ImVec2 size,
-                  const OverlayFonts& fonts, const OverlayOptions& opt);
+                  const OverlayFonts& fonts, const OverlayOptions& opt, OverlayLayout* layout = nullptr);
 
 // The one conversion of a palette colour for ImGui (packed, and as a vector for widgets).
 inline ImVec4 v4(const glm::vec3& c, float a = 1.0f) {

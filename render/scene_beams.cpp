@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 
+#include "units.h"
+
 namespace kvscope {
 namespace {
 
@@ -17,10 +19,6 @@ std::string fmt(const char* f, double v) {
   char buf[48];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
-}
-
-std::string kib(uint64_t b) {
-  return fmt("%.0f KiB", static_cast<double>(b) / 1024.0);
 }
 
 // Ids of the nodes on the paths of the record's running beams and finished
@@ -206,8 +204,8 @@ Scene build_beam_scene(const std::vector<BeamRecordPtr>& records, size_t count, 
   s.banner = "BEAM SEARCH \xC2\xB7 " + std::to_string(std::max(r.running.size(), r.expanded.size())) +
              " beams \xC2\xB7 step " + std::to_string(r.index);
   s.banner_sub = std::to_string(r.candidates.size()) + " candidates: " + std::to_string(n_running) + " keep running, " +
-                 std::to_string(n_finished) + " finished \xC2\xB7 K/V held " + kib(r.kv_bytes_shared) + " shared vs " +
-                 kib(r.kv_bytes_independent) + " as separate caches";
+                 std::to_string(n_finished) + " finished \xC2\xB7 K/V held " + format_bytes(r.kv_bytes_shared) +
+                 " shared vs " + format_bytes(r.kv_bytes_independent) + " as separate caches";
   s.seq_len = max_pos;
   s.slot = max_pos;
   const float left = L.x(0) - L.pitch * 0.9f;

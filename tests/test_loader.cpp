@@ -109,7 +109,7 @@ TEST(Loader, RefusesWhatDoesNotFitInMemory) {
   } catch (const Error& e) {
     const std::string w = e.what();
     EXPECT_NE(w.find("model.safetensors"), std::string::npos) << w;
-    EXPECT_NE(w.find("MiB of memory is available"), std::string::npos) << w;
+    EXPECT_NE(w.find(" of memory is available"), std::string::npos) << w;
   }
 }
 

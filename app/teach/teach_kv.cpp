@@ -55,23 +55,6 @@ std::string get_string_field(const json& e, const std::string& where, const char
   return e[key].get<std::string>();
 }
 
-std::string format_bytes(double b, double base, const char* const* units, int n_units) {
-  int u = 0;
-  while (std::fabs(b) >= base && u + 1 < n_units) {
-    b /= base;
-    ++u;
-  }
-  char buf[64];
-  if (u == 0) {
-    std::snprintf(buf, sizeof buf, "%.0f %s", b, units[u]);
-  } else {
-    // Three significant digits: 512 KiB, 48.8 GiB, 1.50 MiB.
-    const int decimals = std::fabs(b) >= 100 ? 0 : std::fabs(b) >= 10 ? 1 : 2;
-    std::snprintf(buf, sizeof buf, "%.*f %s", decimals, b, units[u]);
-  }
-  return buf;
-}
-
 }  // namespace
 
 const char* to_string(KvDtype d) {
@@ -219,16 +202,6 @@ std::vector<KvModelSpec> load_kv_configs(const std::string& path) {
 std::string default_kv_configs_path() {
   if (const char* env = std::getenv("KVSCOPE_KV_CONFIGS"); env && *env) return env;
   return asset_path("kv_configs.json");
-}
-
-std::string format_bytes_binary(double bytes) {
-  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  return format_bytes(bytes, 1024.0, units, 6);
-}
-
-std::string format_bytes_decimal(double bytes) {
-  static const char* const units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
-  return format_bytes(bytes, 1000.0, units, 6);
 }
 
 }  // namespace kvscope

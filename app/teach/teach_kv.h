@@ -80,9 +80,4 @@ std::vector<KvModelSpec> parse_kv_configs(const std::string& json_text, const st
 // $KVSCOPE_KV_CONFIGS, else assets/kv_configs.json found next to the executable (assets.h).
 std::string default_kv_configs_path();
 
-// "512 KiB", "48.8 GiB" (binary units, 3 significant digits).
-std::string format_bytes_binary(double bytes);
-// "524 kB", "52.4 GB" (decimal units, 3 significant digits).
-std::string format_bytes_decimal(double bytes);
-
 }  // namespace kvscope

@@ -1,0 +1,145 @@
+// The timeline and the branches: scrubbing the generation, the history's
+// memory budget, and the tree of explored forks with the FLOPs they saved.
+#include "panel_teach.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+
+#include "units.h"
+
+namespace kvscope {
+
+namespace {
+
+std::string one_line(const std::string& s, size_t max_chars) {
+  std::string out;
+  for (char ch : s) out += (ch == '\n' || ch == '\r' || ch == '\t') ? ' ' : ch;
+  if (out.size() > max_chars) {
+    size_t cut = max_chars;
+    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;  // UTF-8 boundary
+    out = out.substr(0, cut) + "\xE2\x80\xA6";
+  }
+  return out;
+}
+
+}  // namespace
+
+// --- timeline -----------------------------------------------------------------
+
+Commands panel_timeline(const Snapshot& snap, UiState& ui) {
+  Commands cmds;
+  const int n = snap.timeline_size();
+  const int s = shown_step(snap, ui);
+  const float bw = ImGui::GetFrameHeight() * 1.6f;
+  ImGui::BeginDisabled(n == 0 || s <= 0);
+  if (ImGui::Button("\xE2\x97\x80##back", ImVec2(bw, 0))) cmds.push_back(cmd::Scrub{-1});
+  ImGui::EndDisabled();
+  ImGui::SameLine();
+  const float info_w = ImGui::CalcTextSize("step 0000 / 0000  LIVE  ").x;
+  ImGui::SetNextItemWidth(std::max(80.0f, ImGui::GetContentRegionAvail().x - bw - info_w - 16));
+  int step = std::max(0, s);
+  ImGui::BeginDisabled(n <= 1);
+  if (ImGui::SliderInt("##timeline", &step, 0, std::max(0, n - 1), n == 0 ? "no steps yet" : "step %d")) {
+    cmds.push_back(cmd::ScrubTo{step});
+  }
+  ImGui::EndDisabled();
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "Scrub through the generation: scene, beams, cache, counters and bars show that step.\n"
+        "\xE2\x86\x90 / \xE2\x86\x92 one step, Shift+arrow 10 steps; \xE2\x86\x92 at the newest step "
+        "computes the next one.");
+  ImGui::SameLine();
+  ImGui::BeginDisabled(n == 0);
+  if (ImGui::Button("\xE2\x96\xB6##fwd", ImVec2(bw, 0))) {
+    cmds.push_back(cmd::Scrub{1});
+  }
+  ImGui::EndDisabled();
+  ImGui::SameLine();
+  const bool live = ui.view_step < 0 || s == n - 1;
+  if (n > 0)
+    ImGui::TextColored(live ? ImVec4(0.45f, 1.0f, 0.55f, 1) : ImVec4(1.0f, 0.8f, 0.4f, 1), "%d / %d %s", s, n - 1,
+                       live ? "LIVE" : "PAST");
+  // The history's memory: what it holds, the budget, what was dropped.
+  const TrimReport& t = snap.tree.trimmed();
+  if (t.any()) {
+    ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.4f, 1),
+                       "history %s of %s: attention of %d oldest steps dropped, logits of %d, K/V of %d",
+                       format_bytes(snap.tree.bytes()).c_str(), format_bytes(snap.tree.budget()).c_str(),
+                       t.attention_dropped, t.logits_dropped, t.kv_dropped);
+  } else {
+    ImGui::TextDisabled("history %s of the %s budget, every step in full detail (%zu branch%s)",
+                        format_bytes(snap.tree.bytes()).c_str(), format_bytes(snap.tree.budget()).c_str(),
+                        snap.tree.size(), snap.tree.size() == 1 ? "" : "es");
+  }
+  return cmds;
+}
+
+// --- branches -------------------------------------------------------------------
+
+Commands panel_branches(const Snapshot& snap, UiState& ui) {
+  Commands cmds;
+  (void)ui;
+  if (snap.tree.size() == 0) {
+    ImGui::TextDisabled("(no generation yet)");
+    return cmds;
+  }
+  ImGui::TextWrapped(
+      "Click a candidate in the Next-token panel to force it at the shown step: generation forks there. "
+      "Click a branch to return to it.");
+  const uint64_t saved = snap.tree.flops_saved_total();
+  ImGui::TextColored(v4(palette::kCacheHigh), "FLOPs saved by reusing the KV cache at forks: %s",
+                     format_flops(saved).c_str());
+  const Branch& cur = snap.tree.current_branch();
+  if (cur.parent >= 0) {
+    const ForkCost& f = cur.fork;
+    if (f.cache_reused)
+      ImGui::TextWrapped("this branch: cache cut back to %d positions and kept; its first step cost %s instead of %s",
+                         f.reused_positions, format_flops(f.flops_reuse).c_str(),
+                         format_flops(f.flops_recompute).c_str());
+    else
+      ImGui::TextWrapped("this branch: every position recomputed (%s): %s", f.fork_pos > 0 ? "no reusable cache" : "",
+                         format_flops(f.flops_recompute).c_str());
+    ImGui::Text("shares %d positions with its parent", snap.tree.shared_positions(cur.id, cur.parent));
+  }
+  ImGui::Separator();
+  if (ImGui::BeginTable(
+          "branches", 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_ScrollY,
+          ImVec2(0, std::max(ImGui::GetTextLineHeightWithSpacing() * 3, ImGui::GetContentRegionAvail().y)))) {
+    ImGui::TableSetupColumn("branch (generated text)", ImGuiTableColumnFlags_WidthStretch, 5.0f);
+    ImGui::TableSetupColumn("probability", ImGuiTableColumnFlags_WidthStretch, 1.2f);
+    ImGui::TableSetupColumn("tokens", ImGuiTableColumnFlags_WidthStretch, 0.8f);
+    ImGui::TableHeadersRow();
+    for (const TreeRow& row : snap.tree.rows()) {
+      const Branch& b = snap.tree.branch(row.id);
+      ImGui::TableNextRow();
+      ImGui::TableSetColumnIndex(0);
+      std::string label(static_cast<size_t>(row.depth) * 2, ' ');
+      label += row.depth > 0 ? "\xE2\x94\x94 " : "";
+      label += b.parent < 0 ? "root: " : "@" + std::to_string(b.fork_step) + ": ";
+      label += "\"" + one_line(b.text, 60) + "\"";
+      label += "##b" + std::to_string(b.id);
+      const bool current = b.id == snap.tree.current();
+      if (ImGui::Selectable(label.c_str(), current, ImGuiSelectableFlags_SpanAllColumns) && !current) {
+        cmds.push_back(cmd::SelectBranch{b.id});
+      }
+      if (ImGui::IsItemHovered()) {
+        ImGui::BeginTooltip();
+        ImGui::PushTextWrapPos(ImGui::GetFontSize() * 32.0f);
+        ImGui::TextUnformatted(b.text.c_str());
+        ImGui::PopTextWrapPos();
+        if (b.parent >= 0)
+          ImGui::Text("forked at step %d; fork saved %s", b.fork_step, format_flops(b.fork.flops_saved).c_str());
+        ImGui::EndTooltip();
+      }
+      ImGui::TableSetColumnIndex(1);
+      ImGui::Text("%.3g", b.prob());
+      ImGui::TableSetColumnIndex(2);
+      ImGui::Text("%d", b.n_generated());
+    }
+    ImGui::EndTable();
+  }
+  return cmds;
+}
+
+}  // namespace kvscope

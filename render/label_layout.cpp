@@ -1,0 +1,118 @@
+#include "label_layout.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kvscope {
+
+ScreenBox flat_box(glm::vec2 p, glm::vec2 s) {
+  return ScreenBox{{p, glm::vec2(p.x + s.x, p.y), p + s, glm::vec2(p.x, p.y + s.y)}};
+}
+
+ScreenBox slanted_box(glm::vec2 pivot, glm::vec2 s, float angle) {
+  const float c = std::cos(angle), sn = std::sin(angle);
+  auto rot = [&](float x, float y) { return pivot + glm::vec2(x * c - y * sn, x * sn + y * c); };
+  const float h = s.y * 0.5f;
+  return ScreenBox{{rot(0, -h), rot(s.x, -h), rot(s.x, h), rot(0, h)}};
+}
+
+namespace {
+
+// The interval of the box's corners projected on `axis`.
+glm::vec2 project(const ScreenBox& b, glm::vec2 axis) {
+  float lo = 1e30f, hi = -1e30f;
+  for (const glm::vec2& p : b.c) {
+    const float d = glm::dot(p, axis);
+    lo = std::min(lo, d);
+    hi = std::max(hi, d);
+  }
+  return {lo, hi};
+}
+
+}  // namespace
+
+bool boxes_overlap(const ScreenBox& a, const ScreenBox& b, float gap) {
+  // Two rectangles are disjoint iff one of their 4 edge normals separates them.
+  for (const ScreenBox* box : {&a, &b}) {
+    for (int e = 0; e < 2; ++e) {
+      glm::vec2 edge = box->c[static_cast<size_t>(e + 1)] - box->c[static_cast<size_t>(e)];
+      const float len = glm::length(edge);
+      if (len <= 0) continue;
+      const glm::vec2 axis(-edge.y / len, edge.x / len);
+      const glm::vec2 pa = project(a, axis), pb = project(b, axis);
+      if (pa.y + gap <= pb.x || pb.y + gap <= pa.x) return false;
+    }
+  }
+  return true;
+}
+
+bool box_inside(const ScreenBox& a, const glm::vec4& clip) {
+  for (const glm::vec2& p : a.c)
+    if (p.x < clip.x || p.x > clip.z || p.y < clip.y || p.y > clip.w) return false;
+  return true;
+}
+
+namespace {
+
+bool free_at(const ScreenBox& b, const std::vector<LabelPlacement>& out, const LabelLayoutOptions& opt) {
+  if (!box_inside(b, opt.clip)) return false;
+  for (const LabelPlacement& o : out)
+    if (o.mode != LabelMode::kHidden && boxes_overlap(b, o.box, opt.gap)) return false;
+  return true;
+}
+
+// Flat, centred above the anchor, kept inside the view horizontally (the
+// newest token sits at the view's right edge).
+bool try_flat(const LabelRequest& r, const LabelLayoutOptions& opt, const std::vector<LabelPlacement>& out,
+              LabelPlacement& p) {
+  const float x0 = opt.clip.x + 2, x1 = std::max(x0, opt.clip.z - r.flat.x - 2);
+  const glm::vec2 at(std::clamp(r.anchor.x - r.flat.x * 0.5f, x0, x1), r.anchor.y - r.flat.y - 2.0f);
+  const ScreenBox b = flat_box(at, r.flat);
+  if (!free_at(b, out, opt)) return false;
+  p.mode = LabelMode::kFlat;
+  p.pos = at;
+  p.box = b;
+  return true;
+}
+
+// Slanted from the anchor, shortened to what fits before the view's top and
+// right edges.
+bool try_slanted(const LabelRequest& r, const LabelLayoutOptions& opt, const std::vector<LabelPlacement>& out,
+                 LabelPlacement& p) {
+  const float c = std::cos(opt.angle), s = std::sin(opt.angle), h = r.slanted.y;
+  float len = r.slanted.x;
+  if (s < 0) len = std::min(len, (r.anchor.y - opt.clip.y - h * c * 0.5f - 1.0f) / -s);
+  if (c > 0) len = std::min(len, (opt.clip.z - r.anchor.x - h * std::fabs(s) * 0.5f - 1.0f) / c);
+  if (len <= 0 || len < std::min(opt.min_slanted, r.slanted.x)) return false;
+  const ScreenBox b = slanted_box(r.anchor, glm::vec2(len, h), opt.angle);
+  if (!free_at(b, out, opt)) return false;
+  p.mode = LabelMode::kSlanted;
+  p.pos = r.anchor;
+  p.length = len;
+  p.box = b;
+  return true;
+}
+
+}  // namespace
+
+std::vector<LabelPlacement> layout_labels(const std::vector<LabelRequest>& req, const LabelLayoutOptions& opt) {
+  std::vector<LabelPlacement> out(req.size());
+  std::vector<size_t> order;
+  for (size_t i = req.size(); i-- > 0;)
+    if (req[i].visible && req[i].priority) order.push_back(i);
+  for (size_t i = req.size(); i-- > 0;)
+    if (req[i].visible && !req[i].priority) order.push_back(i);
+  for (size_t i : order) {
+    const LabelRequest& r = req[i];
+    LabelPlacement p;
+    // Only the placed ones are compared (`out` holds hidden entries for the rest).
+    if ((r.priority || r.flat_preferred) && try_flat(r, opt, out, p)) {
+      out[i] = p;
+    } else if (try_slanted(r, opt, out, p)) {
+      out[i] = p;
+    }
+  }
+  return out;
+}
+
+}  // namespace kvscope

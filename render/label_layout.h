@@ -1,0 +1,67 @@
+// Where the token labels go on screen, so that they never overlap each other
+// or leave the view (pure, no GL or ImGui: the overlay measures the text and
+// draws what this decides; tests check the placements of real scenes).
+//
+// Each label is a box of text above its token's projected anchor: flat
+// (horizontal, centred, on a plate) when its neighbours leave room, else
+// slanted (rotated about the anchor, rising to the right). Labels are placed
+// one by one, the newest and the hovered first, then from the newest
+// backwards; a label whose box would touch one already placed falls back from
+// flat to slanted, and from slanted to hidden. So at a large text scale the
+// labels thin out instead of piling up.
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include <glm/glm.hpp>
+
+namespace kvscope {
+
+// A rectangle on screen, possibly rotated: its 4 corners in order.
+struct ScreenBox {
+  std::array<glm::vec2, 4> c;
+};
+// An axis-aligned box from its top-left corner and size.
+ScreenBox flat_box(glm::vec2 top_left, glm::vec2 size);
+// A box of `size` whose left end sits at `pivot` (its vertical middle on the
+// pivot), rotated by `angle` radians (negative = rising to the right on screen,
+// y pointing down).
+ScreenBox slanted_box(glm::vec2 pivot, glm::vec2 size, float angle);
+// Whether two boxes overlap once each is grown by `gap` / 2 on every side
+// (separating axes: exact for rotated boxes too).
+bool boxes_overlap(const ScreenBox& a, const ScreenBox& b, float gap = 0.0f);
+// Whether every corner lies in clip (x0, y0, x1, y1).
+bool box_inside(const ScreenBox& a, const glm::vec4& clip);
+
+struct LabelRequest {
+  glm::vec2 anchor{0.0f};       // projected point above the token's block
+  bool visible = false;         // the anchor projects in front of the camera
+  glm::vec2 flat{0.0f};         // size of the horizontal text with its plate
+  glm::vec2 slanted{0.0f};      // size of the (shortened) text drawn slanted
+  bool priority = false;        // the newest or the hovered token: placed first, flat
+  bool flat_preferred = false;  // its neighbours leave room for flat text
+};
+
+enum class LabelMode { kHidden, kFlat, kSlanted };
+
+struct LabelPlacement {
+  LabelMode mode = LabelMode::kHidden;
+  glm::vec2 pos{0.0f};  // flat: the plate's top-left; slanted: the pivot
+  float length = 0;     // slanted: the text's length that fits (<= request.slanted.x)
+  ScreenBox box{};      // what it covers
+};
+
+struct LabelLayoutOptions {
+  glm::vec4 clip{0.0f};                         // the view (x0, y0, x1, y1)
+  float angle = -65.0f * 3.14159265f / 180.0f;  // slanted labels
+  float gap = 2.0f;                             // pixels kept between two labels
+  float min_slanted = 0;  // a slanted label shorter than this (it would be cut to a stub) is hidden
+};
+
+// One placement per request, in the same order; no two non-hidden boxes
+// overlap (with opt.gap) and each lies inside opt.clip. Requests are taken in
+// reverse order (the newest last in the list first) after the priority ones.
+std::vector<LabelPlacement> layout_labels(const std::vector<LabelRequest>& req, const LabelLayoutOptions& opt);
+
+}  // namespace kvscope

@@ -1,0 +1,157 @@
+// Token-label layout: boxes never overlap or leave the view, at projector text
+// scales, for real scenes seen through every camera preset.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "label_layout.h"
+#include "scene.h"
+#include "scene_camera.h"
+#include "scene_fixtures.h"
+
+namespace kvscope {
+namespace {
+
+using scene_fixtures::make_history;
+
+constexpr float kPi = 3.14159265f;
+
+TEST(LabelLayout, BoxOverlapIsExactForRotatedBoxes) {
+  const ScreenBox a = flat_box({0, 0}, {10, 10});
+  EXPECT_TRUE(boxes_overlap(a, flat_box({5, 5}, {10, 10})));
+  EXPECT_FALSE(boxes_overlap(a, flat_box({11, 0}, {10, 10})));
+  EXPECT_FALSE(boxes_overlap(a, flat_box({10.5f, 0}, {10, 10})));
+  EXPECT_TRUE(boxes_overlap(a, flat_box({10.5f, 0}, {10, 10}), 1.0f)) << "closer than the gap";
+  // Two parallel slanted labels: their axis-aligned bounds overlap, they do not.
+  const float angle = -65.0f * kPi / 180.0f;
+  const ScreenBox s1 = slanted_box({100, 200}, {80, 10}, angle);
+  const ScreenBox s2 = slanted_box({113, 200}, {80, 10}, angle);  // 13 px apart: 11.8 px across the text
+  EXPECT_FALSE(boxes_overlap(s1, s2));
+  EXPECT_TRUE(boxes_overlap(s1, slanted_box({108, 200}, {80, 10}, angle)));
+  // A slanted label rising into a flat one above it.
+  EXPECT_TRUE(boxes_overlap(s1, flat_box({110, 140}, {40, 12})));
+  EXPECT_TRUE(box_inside(a, {0, 0, 10, 10}));
+  EXPECT_FALSE(box_inside(s1, {0, 150, 1000, 1000})) << "its top end is above y = 150";
+}
+
+void expect_tidy(const std::vector<LabelPlacement>& at, const LabelLayoutOptions& opt, const std::string& where) {
+  for (size_t i = 0; i < at.size(); ++i) {
+    if (at[i].mode == LabelMode::kHidden) continue;
+    EXPECT_TRUE(box_inside(at[i].box, opt.clip)) << where << ": label " << i << " leaves the view";
+    for (size_t j = i + 1; j < at.size(); ++j)
+      if (at[j].mode != LabelMode::kHidden) {
+        EXPECT_FALSE(boxes_overlap(at[i].box, at[j].box, opt.gap)) << where << ": labels " << i << " and " << j;
+      }
+  }
+}
+
+TEST(LabelLayout, CrowdedLabelsThinOutNewestAndHoveredStay) {
+  // 60 labels 12 px apart with 90 px wide text: far too close for flat text.
+  std::vector<LabelRequest> req(60);
+  for (size_t i = 0; i < req.size(); ++i) {
+    req[i].anchor = {40.0f + 12.0f * static_cast<float>(i), 600.0f};
+    req[i].visible = true;
+    req[i].flat = {90, 30};
+    req[i].slanted = {90, 28};
+  }
+  req.back().priority = true;  // the newest
+  req[20].priority = true;     // hovered
+  LabelLayoutOptions opt;
+  opt.clip = {0, 0, 800, 720};
+  const std::vector<LabelPlacement> at = layout_labels(req, opt);
+  expect_tidy(at, opt, "crowded");
+  EXPECT_EQ(at.back().mode, LabelMode::kFlat);
+  EXPECT_EQ(at[20].mode, LabelMode::kFlat);
+  int slanted = 0;
+  for (const LabelPlacement& p : at) slanted += p.mode == LabelMode::kSlanted;
+  EXPECT_GT(slanted, 10) << "thinned, not emptied";
+  EXPECT_LT(slanted, 40);
+  // Invisible anchors get nothing; roomy labels go flat.
+  req[5].visible = false;
+  for (LabelRequest& r : req) r.flat_preferred = true;
+  const std::vector<LabelPlacement> again = layout_labels(req, opt);
+  EXPECT_EQ(again[5].mode, LabelMode::kHidden);
+  expect_tidy(again, opt, "flat preferred");
+}
+
+TEST(LabelLayout, SlantedLabelsAreShortenedAtTheTopEdge) {
+  std::vector<LabelRequest> req(1);
+  req[0].anchor = {100, 60};
+  req[0].visible = true;
+  req[0].slanted = {300, 20};
+  LabelLayoutOptions opt;
+  opt.clip = {0, 0, 1280, 720};
+  const std::vector<LabelPlacement> at = layout_labels(req, opt);
+  ASSERT_EQ(at[0].mode, LabelMode::kSlanted);
+  EXPECT_LT(at[0].length, 70.0f);
+  EXPECT_TRUE(box_inside(at[0].box, opt.clip));
+  opt.min_slanted = 80;  // a stub shorter than that is left out
+  EXPECT_EQ(layout_labels(req, opt)[0].mode, LabelMode::kHidden);
+}
+
+// The scene's token labels through a camera preset onto a view of w x h
+// pixels, sized as the overlay's DejaVu Sans 18 px x scale would be (about
+// 0.6 em per character, the plate adding 8 x 2 px).
+std::vector<LabelRequest> scene_requests(const Scene& s, CameraPreset preset, float w, float h, float scale) {
+  const Camera cam = preset_camera(preset, s, w / h);
+  const glm::mat4 vp = cam.proj(w / h) * cam.view();
+  const float fs = 18.0f * scale;
+  std::vector<LabelRequest> req;
+  for (const Label& l : s.labels) {
+    if (l.kind != LabelKind::kToken) continue;
+    LabelRequest r;
+    glm::vec2 p;
+    r.visible = project(vp, l.anchor, w, h, p);
+    r.anchor = p;
+    const float chars = static_cast<float>(l.text.size());
+    const bool newest = l.pos == s.slot;
+    r.priority = newest;
+    r.flat = {chars * fs * (newest ? 1.25f : 1.0f) * 0.6f + 8, fs * (newest ? 1.25f : 1.0f) * 1.2f + 2};
+    r.slanted = {std::min(chars, 15.0f) * fs * 0.6f + 3.5f, fs * 1.2f + 1.5f};
+    req.push_back(r);
+  }
+  // Flat where the neighbour leaves room (as the overlay decides).
+  for (size_t i = 0; i + 1 < req.size(); ++i)
+    req[i].flat_preferred = glm::length(req[i + 1].anchor - req[i].anchor) >= req[i].flat.x - 2;
+  return req;
+}
+
+TEST(LabelLayout, RealScenesAtProjectorScalesStayReadable) {
+  // A 1280x720 window with its sidebars open leaves the 3D view about
+  // 700 x 470 pixels; presentation mode about 900 x 560. Text scale 1.5-2.5.
+  const std::vector<CacheMode> modes(40, CacheMode::kKV);
+  const struct { float w, h; } views[] = {{700, 470}, {900, 560}, {1280, 720}};
+  for (bool no_cache : {false, true}) {
+    std::vector<CacheMode> m = modes;
+    if (no_cache) m.assign(40, CacheMode::kNoCache);
+    const auto hist = make_history(12, m);
+    for (size_t count : {size_t{1}, size_t{8}, hist.size()}) {
+      const Scene s = build_scene(hist, count, ViewOptions{}, 1.0f);
+      for (CameraPreset p : {CameraPreset::kFront, CameraPreset::kTop, CameraPreset::kSide, CameraPreset::kFollow}) {
+        for (const auto& v : views) {
+          for (float scale : {1.0f, 1.5f, 2.0f, 2.5f}) {
+            const std::string where = std::string(to_string(p)) + (no_cache ? " no-cache " : " kv ") +
+                                      std::to_string(count) + " steps " + std::to_string(static_cast<int>(v.w)) + "x" +
+                                      std::to_string(static_cast<int>(v.h)) + " scale " + std::to_string(scale);
+            const std::vector<LabelRequest> req = scene_requests(s, p, v.w, v.h, scale);
+            LabelLayoutOptions opt;
+            opt.clip = {0, 0, v.w, v.h};
+            opt.min_slanted = 18.0f * scale * 2.5f;
+            const std::vector<LabelPlacement> at = layout_labels(req, opt);
+            expect_tidy(at, opt, where);
+            // The newest token's label is always there.
+            for (size_t i = 0; i < req.size(); ++i)
+              if (req[i].priority && req[i].visible && p != CameraPreset::kSide) {
+                EXPECT_NE(at[i].mode, LabelMode::kHidden) << where << ": the newest label is missing";
+              }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvscope
