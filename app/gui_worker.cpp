@@ -335,8 +335,7 @@ void EngineWorker::on_fork(const wcmd::Fork& c) {
   WorkerEvent ev;
   ev.kind = WorkerEvent::Kind::kForked;
   ev.record = gen_->fork(c.tokens, *c.record, c.token);
-  // fork() keeps the cache cut back to the prefix only when it held it.
-  ev.cache_reused = gen_->mode() == CacheMode::kKV && gen_->cache_length() == c.record->seq_len;
+  ev.cache_reused = gen_->fork_reused_cache();
   ev.generation = generation_;
   publish(std::move(ev));
 }

@@ -98,6 +98,7 @@ void Generator::start_tokens(const std::vector<int>& prompt, const GenerateOptio
   stop_cut_ = std::string::npos;
   started_ = true;
   n_forwards_ = 0;
+  fork_reused_cache_ = false;
   if (!cache_.ready() || cache_.layout() != layout) {
     cache_.reset(layout);
   } else {
@@ -265,6 +266,33 @@ void Generator::update_stop(int token, int seq_len) {
   }
 }
 
+namespace {
+
+std::shared_ptr<StepRecord> forced_copy(const StepRecord& at, int token, const std::vector<int>& prefix,
+                                        const Tokenizer& tok) {
+  if (token < 0 || (!at.logits.empty() && token >= static_cast<int>(at.logits.size()))) {
+    throw Error("fork: token id " + std::to_string(token) + " is outside the vocabulary");
+  }
+  auto r = std::make_shared<StepRecord>(at);
+  r->token = token;
+  r->piece = tok.display_piece(token);
+  r->raw_piece = tok.token_bytes(token);
+  r->stop = StopReason::kNone;
+  r->prob = 0;
+  if (!at.logits.empty()) {
+    // The distribution `at` drew from: penalty on the prefix, then temperature.
+    std::vector<float> l = at.logits;
+    apply_repetition_penalty(l, prefix, at.sampler.repetition_penalty);
+    r->prob = softmax(l, at.sampler.greedy ? 1.0f : at.sampler.temperature)[static_cast<size_t>(token)];
+  } else {
+    for (const Candidate& c : at.top)
+      if (c.token == token) r->prob = c.prob;
+  }
+  return r;
+}
+
+}  // namespace
+
 RecordPtr Generator::fork(const std::vector<int>& prefix, const StepRecord& at, int token) {
   const Config& c = model_->config;
   if (!started_) throw Error("fork: no generation has started");
@@ -279,24 +307,10 @@ RecordPtr Generator::fork(const std::vector<int>& prefix, const StepRecord& at, 
     throw Error("fork: token id " + std::to_string(token) + " is outside the vocabulary (0.." +
                 std::to_string(c.vocab_size - 1) + ")");
   }
+  const std::shared_ptr<StepRecord> rec = forced_copy(at, token, prefix, model_->tokenizer);
   keep_current();
   seq_ = take_prefix(prefix);
-
-  auto rec = std::make_shared<StepRecord>(at);
-  rec->token = token;
-  const Tokenizer& tok = model_->tokenizer;
-  rec->raw_piece = tok.token_bytes(token);
-  rec->piece = tok.display_piece(token);
-  rec->prob = 0;
-  if (!at.logits.empty()) {
-    // The distribution `at` drew from: penalty on the prefix, then temperature.
-    std::vector<float> l = at.logits;
-    apply_repetition_penalty(l, prefix, at.sampler.repetition_penalty);
-    rec->prob = softmax(l, at.sampler.greedy ? 1.0f : at.sampler.temperature)[static_cast<size_t>(token)];
-  } else {
-    for (const Candidate& cand : at.top)
-      if (cand.token == token) rec->prob = cand.prob;
-  }
+  fork_reused_cache_ = opt_.mode == CacheMode::kKV && seq_ >= 0 && cache_.length(seq_) == p;
 
   tokens_ = prefix;
   tokens_.push_back(token);
@@ -324,9 +338,12 @@ RecordPtr Generator::fork(const std::vector<int>& prefix, const StepRecord& at, 
   stop_cut_ = std::string::npos;
   update_stop(token, p);
   rec->stop = reason_;
-  RecordPtr ptr = rec;
-  if (opt_.keep_history) history_.push_back(ptr);
-  return ptr;
+  if (opt_.keep_history) history_.push_back(rec);
+  return rec;
+}
+
+RecordPtr make_forced_record(const StepRecord& at, int token, const std::vector<int>& prefix, const Tokenizer& tok) {
+  return forced_copy(at, token, prefix, tok);
 }
 
 // The current sequence joins the kept ones (with the tokens of its cached

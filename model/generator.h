@@ -187,6 +187,10 @@ class Generator {
   // reseeded. Throws kvscope::Error when prefix and `at` disagree or the
   // token is outside the vocabulary.
   RecordPtr fork(const std::vector<int>& prefix, const StepRecord& at, int token);
+  // Whether the last fork() kept the cache's prefix for the next step: KV
+  // CACHE mode and the cache held it, so that step computes one position
+  // instead of refilling (what a fork saves, teach_branch.h's fork_cost).
+  bool fork_reused_cache() const { return fork_reused_cache_; }
   const GenerateOptions& options() const { return opt_; }
 
   const std::vector<RecordPtr>& history() const { return history_; }
@@ -236,6 +240,16 @@ class Generator {
   size_t stop_cut_ = std::string::npos;  // byte offset of the first stop string in text()
   bool started_ = false;
   int n_forwards_ = 0;  // forwards run in this generation (history_ may be trimmed)
+  bool fork_reused_cache_ = false;
 };
+
+// The record of a forced choice (what Generator::fork returns): a copy of
+// record `at` (its forward, logits, attention and counters are what ran) with
+// `token` as its choice and no stop. prob = the token's probability in the
+// distribution `at` drew from: the repetition penalty on `prefix` (the tokens
+// before `at`), then temperature, over the stored logits; from at.top when the
+// logits were dropped; 0 when neither has it. Throws kvscope::Error for a
+// token outside the vocabulary.
+RecordPtr make_forced_record(const StepRecord& at, int token, const std::vector<int>& prefix, const Tokenizer& tok);
 
 }  // namespace kvscope

@@ -21,17 +21,19 @@ TEST(History, DefaultModelFullContextUnderBudget) {
   GenerateOptions opt;
   opt.max_new = 1000;
   opt.sampler = sampled(3);
-  History h;
+  BranchTree tree;  // the window's budget
+  tree.start();
   const auto recs = run(gen, test_prompt(), opt);
   EXPECT_EQ(gen.reason(), StopReason::kContextFull);
-  for (const auto& r : recs) h.push(r);
+  for (const auto& r : recs) tree.push(r);
+  const History& h = tree.current_history();
   // The last forward covers the whole context (the engine stops once no
   // further forward fits; 255 or 256 positions depending on where it draws that line).
   const int last = h.back()->seq_len;
   ASSERT_GE(last, 255);
   ASSERT_LE(last, 256);
   ASSERT_EQ(h.size(), static_cast<size_t>(last - 16 + 1));
-  EXPECT_FALSE(h.trimmed().any());
+  EXPECT_FALSE(tree.trimmed().any());
   for (size_t i = 0; i < h.size(); ++i) ASSERT_EQ(h.detail(i), static_cast<unsigned>(kDetailAll)) << i;
   // The estimate covers the vectors (independent count of their elements) and little else.
   uint64_t floats = 0;
@@ -46,6 +48,14 @@ TEST(History, DefaultModelFullContextUnderBudget) {
   EXPECT_LT(h.bytes(), 16ull << 20);  // about 8 MB in fact
 }
 
+// One branch under a budget (the policy is BranchTree's, shared by every branch).
+BranchTree one_branch(const std::vector<RecordPtr>& recs, uint64_t budget, int keep_recent) {
+  BranchTree t(budget, keep_recent);
+  t.start();
+  for (const auto& r : recs) t.push(r);
+  return t;
+}
+
 TEST(History, BudgetDropsOldDetailKeepsTokensAndCounters) {
   const std::shared_ptr<const Model> m = teach_model();
   Generator gen(m);
@@ -53,18 +63,19 @@ TEST(History, BudgetDropsOldDetailKeepsTokensAndCounters) {
   opt.max_new = 60;
   opt.sampler = sampled(8);
   const auto recs = run(gen, test_prompt(), opt);
-  History full(0);
+  History full;
   for (const auto& r : recs) full.push(r);
   const uint64_t all_bytes = full.bytes();
 
   // A budget of a half: attention and logits of the oldest go first.
-  History h(all_bytes / 2, 8);
-  for (const auto& r : recs) h.push(r);
-  EXPECT_LE(h.bytes(), h.budget());
-  EXPECT_TRUE(h.trimmed().any());
-  EXPECT_GT(h.trimmed().attention_dropped, 0);
-  EXPECT_EQ(h.trimmed().kv_dropped, 0);  // pass 1 was enough
-  EXPECT_EQ(h.bytes() + h.trimmed().bytes_freed, all_bytes);
+  const BranchTree half = one_branch(recs, all_bytes / 2, 8);
+  const History& h = half.current_history();
+  EXPECT_LE(h.bytes(), half.budget());
+  EXPECT_EQ(h.bytes(), half.bytes());
+  EXPECT_TRUE(half.trimmed().any());
+  EXPECT_GT(half.trimmed().attention_dropped, 0);
+  EXPECT_EQ(half.trimmed().kv_dropped, 0);  // pass 1 was enough
+  EXPECT_EQ(h.bytes() + half.trimmed().bytes_freed, all_bytes);
   ASSERT_EQ(h.size(), recs.size());
   for (size_t i = 0; i < h.size(); ++i) {
     const StepRecord& a = *h[i];
@@ -81,7 +92,7 @@ TEST(History, BudgetDropsOldDetailKeepsTokensAndCounters) {
     EXPECT_EQ(a.top.size(), b.top.size());
     EXPECT_EQ(a.prompt_tokens, b.prompt_tokens);
     EXPECT_EQ(a.n_kv, b.n_kv);
-    if (static_cast<int>(i) < h.trimmed().first_full) {
+    if (static_cast<int>(i) < half.trimmed().first_full) {
       EXPECT_TRUE(a.attn.empty());
       EXPECT_EQ(a.n_rows, 0);
       EXPECT_TRUE(a.logits.empty());
@@ -90,20 +101,19 @@ TEST(History, BudgetDropsOldDetailKeepsTokensAndCounters) {
       EXPECT_EQ(h[i].get(), recs[i].get());  // untouched: the very same record
     }
   }
-  EXPECT_GE(h.trimmed().first_full, 1);
-  EXPECT_LE(h.trimmed().first_full, static_cast<int>(h.size()) - 8);  // the newest 8 kept whole
+  EXPECT_GE(half.trimmed().first_full, 1);
+  EXPECT_LE(half.trimmed().first_full, static_cast<int>(h.size()) - 8);  // the newest 8 kept whole
   EXPECT_EQ(h.tokens_before(h.size()), full.tokens_before(full.size()));
 
   // A tiny budget: K/V rows go too, the newest 8 still whole.
-  History tiny(1, 8);
-  for (const auto& r : recs) tiny.push(r);
-  EXPECT_GT(tiny.trimmed().kv_dropped, 0);
+  const BranchTree tiny_tree = one_branch(recs, 1, 8);
+  const History& tiny = tiny_tree.current_history();
+  EXPECT_GT(tiny_tree.trimmed().kv_dropped, 0);
   for (size_t i = 0; i + 8 < tiny.size(); ++i) EXPECT_EQ(tiny.detail(i), 0u) << i;
   for (size_t i = tiny.size() - 8; i < tiny.size(); ++i) EXPECT_EQ(tiny[i].get(), recs[i].get());
 
   // Raising the budget later does not restore detail (it was dropped), lowering it enforces at once.
-  History later(0, 4);
-  for (const auto& r : recs) later.push(r);
+  BranchTree later = one_branch(recs, 0, 4);
   EXPECT_FALSE(later.trimmed().any());
   later.set_budget(all_bytes / 2);
   EXPECT_LE(later.bytes(), all_bytes / 2);
@@ -157,10 +167,6 @@ TEST(Branch, ForkCostFormula) {
     EXPECT_EQ(nc.reused_positions, 0);
   }
   expect_error([&] { fork_cost(c, 0, true); }, {"fork"}, "P = 0");
-  EXPECT_TRUE(cache_reusable(CacheMode::kKV, 5, {1, 2, 3, 4, 5}, {1, 2, 3}));
-  EXPECT_FALSE(cache_reusable(CacheMode::kNoCache, 5, {1, 2, 3, 4, 5}, {1, 2, 3}));
-  EXPECT_FALSE(cache_reusable(CacheMode::kKV, 2, {1, 2, 3, 4, 5}, {1, 2, 3}));  // cache too short
-  EXPECT_FALSE(cache_reusable(CacheMode::kKV, 5, {1, 2, 9, 4, 5}, {1, 2, 3}));  // another lineage
 }
 
 TEST(Branch, ForkReusesCacheExactly) {
@@ -183,7 +189,6 @@ TEST(Branch, ForkReusesCacheExactly) {
   std::vector<int> prefix = h.tokens_before(step);
   const int P = static_cast<int>(prefix.size());
   ASSERT_EQ(P, at.seq_len);
-  ASSERT_TRUE(cache_reusable(CacheMode::kKV, gen.cache_length(), gen.tokens(), prefix));
   const ForkCost cost = fork_cost(c, P, true);
   std::vector<int> branch = prefix;
   branch.push_back(forced);
@@ -222,6 +227,11 @@ TEST(Branch, ForkReusesCacheExactly) {
   EXPECT_EQ(first->flops, forward_flops(c, P + 1, P + 1));
   EXPECT_EQ(first->token,
             static_cast<int>(std::max_element(reuse.logits.begin(), reuse.logits.end()) - reuse.logits.begin()));
+
+  // The generator's own fork does the same: it keeps the prefix and says so.
+  gen.fork(prefix, at, forced);
+  EXPECT_TRUE(gen.fork_reused_cache());
+  EXPECT_EQ(gen.cache_length(), P);
 }
 
 // Generator::fork(prefix, at, token): the real fork, cutting the cache back and reusing it.
@@ -243,12 +253,12 @@ void check_generator_fork(const std::shared_ptr<const Model>& m) {
     const StepRecord& at = *recs[5];
     const std::vector<int> prefix = tree.current_history().tokens_before(5);
     const int P = at.seq_len;
-    const bool reuse = cache_reusable(mode, g.cache_length(), g.tokens(), prefix);
+    RecordPtr forced = g.fork(prefix, at, at.top[1].token);
+    const bool reuse = g.fork_reused_cache();
     EXPECT_EQ(reuse, mode == CacheMode::kKV) << where;
     const ForkCost cost = fork_cost(c, P, reuse);
-    RecordPtr forced = g.fork(prefix, at, at.top[1].token);
     EXPECT_EQ(forced->token, at.top[1].token) << where;
-    EXPECT_EQ(forced->prob, make_forced_record(at, at.top[1].token, prefix, m->tokenizer)->prob) << where;
+    EXPECT_EQ(forced->prob, explain_record(at, prefix).p_temp[static_cast<size_t>(at.top[1].token)]) << where;
     const int b = tree.fork(forced, cost);
     RecordPtr next = g.step();
     tree.push(next);
@@ -264,6 +274,7 @@ void check_generator_fork(const std::shared_ptr<const Model>& m) {
     const std::vector<int> other = tree.branch(root).history.tokens_before(11);
     g.fork(other, *recs[11], recs[11]->token);
     const int kept = mode == CacheMode::kKV ? recs[11]->seq_len : 0;
+    EXPECT_EQ(g.fork_reused_cache(), mode == CacheMode::kKV) << where;
     EXPECT_EQ(g.cache_length(), kept) << where;
     EXPECT_EQ(g.step()->flops, forward_flops(c, recs[11]->seq_len + 1 - kept, recs[11]->seq_len + 1)) << where;
   }

@@ -609,6 +609,69 @@ TEST(Session, AViewRestoredBeforeTheModelLoadedIsFittedToIt) {
   EXPECT_EQ(s.ui.errors[0].rfind(path + ": layer 2 is not in", 0), 0u) << s.ui.errors[0];
 }
 
+// Steps the session's generation until the timeline holds `n` records.
+void step_to(Session& s, size_t n) {
+  while (s.snap.records.size() < n && s.snap.stop == StopReason::kNone) {
+    const size_t have = s.snap.records.size();
+    s.execute(cmd::Step{}, 0);
+    update_until(s, [&] { return s.snap.records.size() > have || s.snap.stop != StopReason::kNone; });
+  }
+}
+
+TEST(Session, HistoryBudgetDropsOldDetailWhileGenerating) {
+  // The timeline's memory budget as the window applies it: records arrive
+  // from the worker into the session's tree, which strips the oldest
+  // records' detail as soon as the budget is exceeded; tokens and counters
+  // stay, the newest records keep everything, and scrubbing back still works.
+  Watchdog dog("the history-budget test", 60s);
+  Session s;
+  s.ui.playing = false;
+  s.load_model(models().a);
+  update_until(s, [&] { return s.snap.model != nullptr; });
+  s.execute(cmd::Start{"Hello"}, 0);
+  s.ui.playing = false;
+  step_to(s, 30);
+  ASSERT_EQ(s.snap.records.size(), 30u);
+  EXPECT_FALSE(s.snap.tree.trimmed().any()) << "the default budget holds a small model's whole context";
+  uint64_t full = 0;
+  for (const RecordPtr& r : s.snap.records) full += record_bytes(*r);
+  EXPECT_EQ(s.snap.tree.bytes(), full);
+
+  const uint64_t budget = full / 3;
+  s.snap.tree.set_budget(budget);
+  s.execute(cmd::Reset{}, 0);
+  s.ui.playing = false;
+  for (size_t n = 1; n <= 30; ++n) {
+    step_to(s, n);
+    // After every record: within the budget, or nothing left to drop but
+    // the newest 8 records, which stay whole.
+    if (s.snap.tree.bytes() <= budget) continue;
+    for (size_t i = 0; i + 8 < s.snap.records.size(); ++i)
+      ASSERT_EQ(detail_of(*s.snap.records[i]), 0u) << "over the budget at " << n << " records, record " << i;
+  }
+  ASSERT_EQ(s.snap.records.size(), 30u);
+  const TrimReport& t = s.snap.tree.trimmed();
+  EXPECT_TRUE(t.any());
+  EXPECT_GT(t.attention_dropped, 0);
+  EXPECT_GT(t.bytes_freed, 0u);
+  for (size_t i = 0; i < s.snap.records.size(); ++i) {
+    const StepRecord& r = *s.snap.records[i];
+    EXPECT_EQ(r.index, static_cast<int>(i));
+    EXPECT_FALSE(r.top.empty()) << "candidates stay: " << i;
+    if (static_cast<int>(i) < t.first_full) {
+      EXPECT_EQ(r.n_rows, 0) << "attention dropped: " << i;
+    }
+    if (i + 8 >= s.snap.records.size()) {
+      EXPECT_EQ(detail_of(r), static_cast<unsigned>(kDetailAll)) << i;
+    }
+  }
+  // Scrubbing back to a step whose detail was dropped shows its tokens.
+  s.execute(cmd::ScrubTo{2}, 0);
+  s.sync_shown();
+  EXPECT_EQ(s.snap.seq_count, 3u);
+  EXPECT_TRUE(s.ui.errors.empty());
+}
+
 TEST(Session, AFailedViewSaveKeepsTheOldFileAndSaysWhy) {
   Watchdog dog("the failed-save test", 60s);
   TempDir tmp("failed-save");

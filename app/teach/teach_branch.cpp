@@ -25,34 +25,6 @@ ForkCost fork_cost(const Config& c, int fork_pos, bool cache_reused) {
   return f;
 }
 
-bool cache_reusable(CacheMode mode, int cache_n_pos, const std::vector<int>& current, const std::vector<int>& prefix) {
-  if (mode != CacheMode::kKV || prefix.empty()) return false;
-  if (cache_n_pos < static_cast<int>(prefix.size()) || current.size() < prefix.size()) return false;
-  return std::equal(prefix.begin(), prefix.end(), current.begin());
-}
-
-RecordPtr make_forced_record(const StepRecord& at, int token, const std::vector<int>& history, const Tokenizer& tok) {
-  if (token < 0 || (!at.logits.empty() && token >= static_cast<int>(at.logits.size()))) {
-    throw Error("fork: token id " + std::to_string(token) + " is outside the vocabulary");
-  }
-  auto r = std::make_shared<StepRecord>(at);
-  r->token = token;
-  r->piece = tok.display_piece(token);
-  r->raw_piece = tok.token_bytes(token);
-  r->stop = StopReason::kNone;
-  r->prob = 0;
-  if (!at.logits.empty()) {
-    // The Sampler's distribution for that step: penalty on the history, then temperature.
-    std::vector<float> l = at.logits;
-    apply_repetition_penalty(l, history, at.sampler.repetition_penalty);
-    r->prob = softmax(l, at.sampler.greedy ? 1.0f : at.sampler.temperature)[static_cast<size_t>(token)];
-  } else {
-    for (const Candidate& cnd : at.top)
-      if (cnd.token == token) r->prob = cnd.prob;
-  }
-  return r;
-}
-
 double Branch::prob() const {
   return std::exp(log_prob);
 }
@@ -75,7 +47,7 @@ void BranchTree::clear() {
 int BranchTree::start() {
   Branch b;
   b.id = static_cast<int>(branches_.size());
-  b.history = History(0, keep_recent_);
+  b.history = History();
   branches_.push_back(std::move(b));
   current_ = branches_.back().id;
   return current_;
@@ -131,7 +103,7 @@ int BranchTree::fork(RecordPtr forced, const ForkCost& cost) {
   b.fork_step = step;
   b.forced_token = forced->token;
   b.fork = cost;
-  b.history = History(0, keep_recent_);
+  b.history = History();
   for (int i = 0; i < step; ++i) {
     const RecordPtr& r = parent.history[static_cast<size_t>(i)];
     b.log_prob += ln_prob(r->prob);

@@ -70,13 +70,9 @@ RecordPtr strip_detail(const StepRecord& r, unsigned drop) {
   return out;
 }
 
-History::History(uint64_t budget_bytes, int keep_recent)
-    : budget_(budget_bytes), keep_recent_(std::max(0, keep_recent)) {}
-
 void History::clear() {
   records_.clear();
   bytes_ = 0;
-  trim_ = TrimReport{};
 }
 
 void History::push(RecordPtr rec) {
@@ -86,7 +82,6 @@ void History::push(RecordPtr rec) {
   }
   bytes_ += record_bytes(*rec);
   records_.push_back(std::move(rec));
-  enforce_budget();
 }
 
 void History::truncate(size_t n) {
@@ -94,7 +89,6 @@ void History::truncate(size_t n) {
     bytes_ -= record_bytes(*records_.back());
     records_.pop_back();
   }
-  trim_.first_full = std::min<int>(trim_.first_full, static_cast<int>(records_.size()));
 }
 
 void History::replace(size_t i, RecordPtr rec) {
@@ -114,41 +108,6 @@ std::vector<int> History::tokens_before(size_t i) const {
   std::vector<int> t = records_[0]->prompt_tokens;
   for (size_t j = 0; j < i && j < records_.size(); ++j) t.push_back(records_[j]->token);
   return t;
-}
-
-void History::set_budget(uint64_t b) {
-  budget_ = b;
-  enforce_budget();
-}
-
-TrimReport History::enforce_budget() {
-  TrimReport now;
-  if (budget_ == 0 || bytes_ <= budget_) {
-    now.first_full = trim_.first_full;
-    return now;
-  }
-  const size_t protect = std::min(records_.size(), static_cast<size_t>(keep_recent_));
-  const size_t end = records_.size() - protect;
-  // Pass 1: attention + logits (the heaviest, and only needed at the shown step).
-  // Pass 2: K/V rows (they also give the KV blocks' norms, so they go last).
-  const unsigned passes[2] = {kDetailAttention | kDetailLogits, kDetailKV};
-  for (unsigned drop : passes) {
-    for (size_t i = 0; i < end && bytes_ > budget_; ++i) {
-      const unsigned have = detail_of(*records_[i]) & drop;
-      if (!have) continue;
-      const uint64_t before = record_bytes(*records_[i]);
-      replace(i, strip_detail(*records_[i], have));
-      now.bytes_freed += before - record_bytes(*records_[i]);
-      if (have & kDetailAttention) ++now.attention_dropped;
-      if (have & kDetailLogits) ++now.logits_dropped;
-      if (have & kDetailKV) ++now.kv_dropped;
-      trim_.first_full = std::max(trim_.first_full, static_cast<int>(i) + 1);
-    }
-    if (bytes_ <= budget_) break;
-  }
-  trim_.add_counts(now);
-  now.first_full = trim_.first_full;
-  return now;
 }
 
 }  // namespace kvscope

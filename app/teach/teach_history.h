@@ -1,12 +1,14 @@
 // The timeline: every step's record is kept so the whole
 // generation can be scrubbed, and memory stays bounded: above a budget the
 // heavy detail of the oldest records is dropped (attention and logits first,
-// then K/V rows) while their tokens, candidates and counters stay.
+// then K/V rows) while their tokens, candidates and counters stay. The budget
+// is enforced in one place, BranchTree (teach_branch.h), over every explored
+// branch at once; a History is one branch's records.
 //
 // Records are immutable and shared (RecordPtr); dropping detail replaces the
 // History's pointer with a lighter copy. The memory is returned only when no
-// one else holds the original, so run the Generator with keep_history = false
-// (or trim its history) when the History is the owner.
+// one else holds the original, so the window runs the Generator with
+// keep_history = false: the tree is the owner.
 #pragma once
 
 #include <cstdint>
@@ -67,11 +69,8 @@ struct TrimReport {
 
 class History {
  public:
-  // budget_bytes = 0: unlimited (a BranchTree manages the budget itself).
-  explicit History(uint64_t budget_bytes = kDefaultHistoryBudget, int keep_recent = 8);
-
   void clear();
-  // Appends the next record (in generation order), then enforces the budget.
+  // Appends the next record (in generation order; the first is the prefill).
   void push(RecordPtr rec);
   // Keeps records [0, n) (a fork drops the later ones).
   void truncate(size_t n);
@@ -94,25 +93,13 @@ class History {
   unsigned detail(size_t i) const { return detail_of(*(*this)[i]); }
 
   uint64_t bytes() const { return bytes_; }  // sum of record_bytes
-  uint64_t budget() const { return budget_; }
-  void set_budget(uint64_t b);  // enforces at once
-  int keep_recent() const { return keep_recent_; }
-  const TrimReport& trimmed() const { return trim_; }
 
-  // Drops detail, oldest first, until bytes() <= budget(); the newest
-  // keep_recent records are never touched. Pass 1 drops attention and logits,
-  // pass 2 (only if still over) the K/V rows. Returns what this call dropped.
-  TrimReport enforce_budget();
-
-  // Replaces record i (used by BranchTree to share a stripped copy).
+  // Replaces record i (BranchTree hands every holder one stripped copy).
   void replace(size_t i, RecordPtr rec);
 
  private:
   std::vector<RecordPtr> records_;
   uint64_t bytes_ = 0;
-  uint64_t budget_;
-  int keep_recent_;
-  TrimReport trim_;
 };
 
 }  // namespace kvscope
