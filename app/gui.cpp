@@ -151,19 +151,38 @@ struct WindowSide {
   }
 };
 
-void draw_3d(Renderer& renderer, const ComposedFrame& fr, const Camera& cam, const ViewRect& v, float H, int fb_w,
-             int fb_h, float sx, float sy, bool grid) {
+// The window's size and its framebuffer's (they differ on high-DPI screens).
+struct WindowSize {
+  float w = 0, h = 0;  // screen coordinates: ImGui's and the layout's
+  int fb_w = 0, fb_h = 0;
+  float sx() const { return w > 0 ? static_cast<float>(fb_w) / w : 1.0f; }
+  float sy() const { return h > 0 ? static_cast<float>(fb_h) / h : 1.0f; }
+};
+
+WindowSize window_size(GLFWwindow* win) {
+  int w = 0, h = 0;
+  WindowSize ws;
+  glfwGetWindowSize(win, &w, &h);
+  glfwGetFramebufferSize(win, &ws.fb_w, &ws.fb_h);
+  ws.w = static_cast<float>(w);
+  ws.h = static_cast<float>(h);
+  return ws;
+}
+
+void draw_3d(Renderer& renderer, const ComposedFrame& fr, const Camera& cam, const ViewRect& v, const WindowSize& ws,
+             bool grid) {
   glBindFramebuffer(GL_FRAMEBUFFER, 0);
-  glViewport(0, 0, fb_w, fb_h);
+  glViewport(0, 0, ws.fb_w, ws.fb_h);
   const glm::vec3 bgc = palette::kBackground;
   glClearColor(bgc.r, bgc.g, bgc.b, 1.0f);
   glClear(GL_COLOR_BUFFER_BIT | GL_DEPTH_BUFFER_BIT);
   RenderStyle style;
   style.grid = grid;
-  style.dpi_scale = sx;
-  if (fb_w <= 0 || fb_h <= 0) return;
+  style.dpi_scale = ws.sx();
+  if (ws.fb_w <= 0 || ws.fb_h <= 0) return;
   // GL's viewport origin is the bottom-left corner.
-  renderer.draw(fr.scene, cam, static_cast<int>(v.x * sx), static_cast<int>((H - v.y - v.h) * sy),
+  const float sx = ws.sx(), sy = ws.sy();
+  renderer.draw(fr.scene, cam, static_cast<int>(v.x * sx), static_cast<int>((ws.h - v.y - v.h) * sy),
                 static_cast<int>(v.w * sx), static_cast<int>(v.h * sy), style);
 }
 
@@ -184,31 +203,127 @@ int report_scripted(const Session& s, int frames, const FrameStats& stats, const
   return !gl_msgs.empty() || !s.ui.errors.empty() || s.snap.total_records == 0 ? 1 : 0;
 }
 
-}  // namespace
-
-int run_gui(const GuiOptions& opt) {
-  leave_a_core_for_rendering();
-  UiState initial;
-  RunSetup setup = prepare(opt, initial);
-  Window window(setup.window, setup.scripted);
-  GLFWwindow* win = window.get();
+// What the loop carries from one frame to the next.
+struct LoopState {
+  int frame = 0, awake_frames = 0, hover_pos = -1;
+  float anim = 1.0f;  // the newest record's animation, 0..1
+  float dt = 0;       // seconds since the last frame (at most 0.1)
+  double now = 0, prev_time = 0;
+  FrameStats stats;  // scripted runs report frame times
   std::vector<std::string> gl_messages;
-  gl::enable_debug_output(&gl_messages);
+  std::unique_ptr<SoakRun> soak;
+};
 
+// 1. Poll (or sleep while nothing moves); the engine's results in.
+void poll_events(Session& s, bool scripted, WindowSide& side, LoopState& st) {
+  const bool animating = st.anim < 1.0f || s.snap.step_in_flight ||
+                         glm::distance(s.view.camera.eye(), s.view.goal.eye()) > 1e-3f * s.view.camera.distance;
+  poll_or_wait(s, scripted, animating, st.awake_frames, glfwGetTime());
+  st.now = glfwGetTime();
+  st.dt = static_cast<float>(std::min(0.1, st.now - st.prev_time));
+  if (scripted && st.frame > 0) st.stats.add(st.now - st.prev_time, s.snap.loading_model);
+  st.prev_time = st.now;
+  s.update(st.now);
+  st.anim =
+      std::clamp(static_cast<float>((st.now - s.snap.last_record_time) / anim_duration(s.snap, s.ui)), 0.0f, 1.0f);
+  side.apply(s.take_window_requests(), s.ui);
+}
+
+// 2. The UI: shortcuts, scripts and panels give commands, the session
+// carries them out. Returns the rectangle left for the 3D view.
+ViewRect run_ui(Session& s, const GuiOptions& opt, const RunSetup& setup, const WindowSize& ws, LoopState& st) {
+  Commands cmds = shortcuts();
+  scripted_commands(opt, setup, st.frame, s, st.soak.get(), cmds);
+  ViewRect v = layout_panels(s.snap, s.ui, ws.w, ws.h, cmds);
+  Commands errs = panel_errors(s.ui);
+  cmds.insert(cmds.end(), errs.begin(), errs.end());
+  s.execute(cmds, st.now);
+  return v;
+}
+
+// 3. The picture: scene, camera, mouse, text layer (onto ImGui's background).
+ComposedFrame compose_picture(Session& s, const WindowSide& side, bool scripted, ViewRect& v, LoopState& st) {
+  const FrameSpec spec = frame_spec(s, st.anim, st.hover_pos);
+  ComposedFrame fr = compose_frame(spec, side.fonts, v.w, v.h);
+  v.h = std::max(1.0f, v.h - fr.overlay.band);
+  v.w = std::max(1.0f, v.w - fr.right);
+  follow_camera(s.view, s.ui, fr.scene, v.w / v.h, st.dt);
+  // (scripted runs ignore the pointer: Xvfb parks it mid-screen, its tooltip would cover their screenshots)
+  st.hover_pos = scripted ? -1 : view_mouse(s, fr.scene, v, spec.view.hide_newest);
+  draw_frame_text(ImGui::GetBackgroundDrawList(), fr, spec, s.view.camera, ImVec2(v.x, v.y), ImVec2(v.w, v.h),
+                  side.fonts);
+  return fr;
+}
+
+// 5. A screenshot of exactly what is shown (asked for, or a scripted run's last frame).
+void save_shown_frame(Session& s, WindowSide& side, const std::string& last_frame_path, const WindowSize& ws) {
+  if (!last_frame_path.empty()) side.screenshot_path = last_frame_path;
+  if (side.screenshot_path.empty()) return;
+  std::string err;
+  if (save_screenshot(side.screenshot_path, ws.fb_w, ws.fb_h, err))
+    s.ui.status = "saved " + side.screenshot_path;
+  else
+    s.ui.errors.push_back(err);
+  side.screenshot_path.clear();
+}
+
+bool last_frame(const GuiOptions& opt, const LoopState& st) {
+  return (opt.demo_frames > 0 && st.frame + 1 >= opt.demo_frames) || (st.soak && st.soak->finished());
+}
+
+// Dear ImGui on this window: context, fonts at the UI's text scale, backends.
+OverlayFonts init_imgui(GLFWwindow* win, const RunSetup& setup, float text_scale) {
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
   ImGuiIO& io = ImGui::GetIO();
   io.IniFilename = setup.ini_path.empty() ? nullptr : setup.ini_path.c_str();
   io.ConfigWindowsMoveFromTitleBarOnly = true;
-  WindowSide side{window, load_fonts(initial.text_scale), {}};
-  apply_style(initial.text_scale);
+  OverlayFonts fonts = load_fonts(text_scale);
+  apply_style(text_scale);
   ImGui_ImplGlfw_InitForOpenGL(win, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
+  return fonts;
+}
 
+void shutdown_imgui() {
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+}
+
+// A scripted run's verdict; an interactive one saves where the window was.
+int finish_run(const Session& s, const RunSetup& setup, Window& window, const LoopState& st) {
+  if (setup.scripted) return report_scripted(s, st.frame, st.stats, st.gl_messages);
+  if (!setup.settings_path.empty()) {
+    WindowSettings placement = setup.window;
+    window.store_placement(placement);
+    std::string err;
+    if (!save_settings(setup.settings_path, s.ui, placement, err)) std::fprintf(stderr, "kvscope: %s\n", err.c_str());
+  }
+  return 0;
+}
+
+// After the session and renderer are gone: the soak run's leak check.
+int soak_verdict(const LoopState& st) {
+  if (!st.soak) return 0;
+  int64_t live = 0;
+  for (int i = 0; i < gl::kNumObjectKinds; ++i) live += gl::object_count(static_cast<gl::ObjectKind>(i)).live();
+  return st.soak->report(stderr, live) != 0 ? 1 : 0;
+}
+
+}  // namespace
+
+int run_gui(const GuiOptions& opt) {
+  leave_a_core_for_rendering();
+  UiState initial;
+  const RunSetup setup = prepare(opt, initial);
+  Window window(setup.window, setup.scripted);
+  GLFWwindow* win = window.get();
+  LoopState st;
+  gl::enable_debug_output(&st.gl_messages);
+  WindowSide side{window, init_imgui(win, setup, initial.text_scale), {}};
+  if (opt.soak_rounds > 0) st.soak = std::make_unique<SoakRun>(opt.soak_rounds);
   int exit_code = 0;
-  std::unique_ptr<SoakRun> soak;
-  if (opt.soak_rounds > 0) soak = std::make_unique<SoakRun>(opt.soak_rounds);
-  FrameStats frame_stats;  // scripted runs report frame times
   {
     Renderer renderer;
     Session s([] { glfwPostEmptyEvent(); });  // the engine thread wakes the sleeping loop
@@ -219,91 +334,30 @@ int run_gui(const GuiOptions& opt) {
     s.snap.decoding = s.ui.decoding;  // the first generation's strategy (a demo view may choose one)
     s.ui.active_prompt = s.selected_prompt();
     s.load_model(opt.model_dir.empty() ? default_model_dir() : opt.model_dir, opt.ctx);
-    int frame = 0, awake_frames = 0, hover_pos = -1;
-    float anim = 1.0f;
-    double prev_time = glfwGetTime();
+    st.prev_time = glfwGetTime();
 
     while (!glfwWindowShouldClose(win)) {
-      // 1. Poll (or sleep while nothing moves); the engine's results in.
-      const bool animating = anim < 1.0f || s.snap.step_in_flight ||
-                             glm::distance(s.view.camera.eye(), s.view.goal.eye()) > 1e-3f * s.view.camera.distance;
-      poll_or_wait(s, setup.scripted, animating, awake_frames, glfwGetTime());
-      const double now = glfwGetTime();
-      const float dt = static_cast<float>(std::min(0.1, now - prev_time));
-      if (setup.scripted && frame > 0) frame_stats.add(now - prev_time, s.snap.loading_model);
-      prev_time = now;
-      s.update(now);
-      anim = std::clamp(static_cast<float>((now - s.snap.last_record_time) / anim_duration(s.snap, s.ui)), 0.0f, 1.0f);
-      side.apply(s.take_window_requests(), s.ui);
-
-      // 2. New frame; the UI: panels, shortcuts and scripts give commands.
-      ImGui_ImplOpenGL3_NewFrame();
+      poll_events(s, setup.scripted, side, st);  // 1. poll; the engine's results in
+      ImGui_ImplOpenGL3_NewFrame();              // 2. new frame, the UI's commands
       ImGui_ImplGlfw_NewFrame();
       ImGui::NewFrame();
-      int win_w = 0, win_h = 0, fb_w = 0, fb_h = 0;
-      glfwGetWindowSize(win, &win_w, &win_h);
-      glfwGetFramebufferSize(win, &fb_w, &fb_h);
-      const float W = static_cast<float>(win_w), H = static_cast<float>(win_h);
-      Commands cmds = shortcuts();
-      scripted_commands(opt, setup, frame, s, soak.get(), cmds);
-      ViewRect v = layout_panels(s.snap, s.ui, W, H, cmds);
-      Commands errs = panel_errors(s.ui);
-      cmds.insert(cmds.end(), errs.begin(), errs.end());
-      s.execute(cmds, now);
-
-      // 3. The picture: scene, camera, mouse, text layer.
-      const FrameSpec spec = frame_spec(s, anim, hover_pos);
-      const ComposedFrame fr = compose_frame(spec, side.fonts, v.w, v.h);
-      v.h = std::max(1.0f, v.h - fr.overlay.band);
-      v.w = std::max(1.0f, v.w - fr.right);
-      follow_camera(s.view, s.ui, fr.scene, v.w / v.h, dt);
-      // (scripted runs ignore the pointer: Xvfb parks it mid-screen, its tooltip would cover their screenshots)
-      hover_pos = setup.scripted ? -1 : view_mouse(s, fr.scene, v, spec.view.hide_newest);
-      draw_frame_text(ImGui::GetBackgroundDrawList(), fr, spec, s.view.camera, ImVec2(v.x, v.y), ImVec2(v.w, v.h),
-                      side.fonts);
+      const WindowSize ws = window_size(win);
+      ViewRect v = run_ui(s, opt, setup, ws, st);
+      const ComposedFrame fr = compose_picture(s, side, setup.scripted, v, st);  // 3. the picture
       ImGui::Render();
-
-      // 4. Render: the 3D view, then the panels over it.
-      const float sx = win_w > 0 ? static_cast<float>(fb_w) / W : 1.0f;
-      const float sy = win_h > 0 ? static_cast<float>(fb_h) / H : 1.0f;
-      draw_3d(renderer, fr, s.view.camera, v, H, fb_w, fb_h, sx, sy, s.ui.grid);
+      draw_3d(renderer, fr, s.view.camera, v, ws, s.ui.grid);  // 4. render: the 3D view, the panels over it
       ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-
-      // 5. Screenshot of exactly what is shown, then swap.
-      const bool last = (opt.demo_frames > 0 && frame + 1 >= opt.demo_frames) || (soak && soak->finished());
-      if (last && !opt.screenshot.empty()) side.screenshot_path = opt.screenshot;
-      if (!side.screenshot_path.empty()) {
-        std::string err;
-        if (save_screenshot(side.screenshot_path, fb_w, fb_h, err))
-          s.ui.status = "saved " + side.screenshot_path;
-        else
-          s.ui.errors.push_back(err);
-        side.screenshot_path.clear();
-      }
-      if (setup.scripted) note_gl_error(gl_messages, frame);
+      const bool last = last_frame(opt, st);
+      save_shown_frame(s, side, last ? opt.screenshot : std::string(), ws);  // 5. screenshot, swap
+      if (setup.scripted) note_gl_error(st.gl_messages, st.frame);
       glfwSwapBuffers(win);
-      ++frame;
+      ++st.frame;
       if (last) break;
     }
-
-    if (setup.scripted) {
-      exit_code = report_scripted(s, frame, frame_stats, gl_messages);
-    } else if (!setup.settings_path.empty()) {
-      window.store_placement(setup.window);
-      std::string err;
-      if (!save_settings(setup.settings_path, s.ui, setup.window, err))
-        std::fprintf(stderr, "kvscope: %s\n", err.c_str());
-    }
+    exit_code = finish_run(s, setup, window, st);
   }  // the worker joins and GL objects go before the context
-  if (soak) {
-    int64_t live = 0;
-    for (int i = 0; i < gl::kNumObjectKinds; ++i) live += gl::object_count(static_cast<gl::ObjectKind>(i)).live();
-    if (soak->report(stderr, live) != 0) exit_code = 1;
-  }
-
-  ImGui_ImplOpenGL3_Shutdown();
-  ImGui_ImplGlfw_Shutdown();
-  ImGui::DestroyContext();
+  if (soak_verdict(st) != 0) exit_code = 1;
+  shutdown_imgui();
   return exit_code;
 }
 
