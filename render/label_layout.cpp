@@ -56,6 +56,8 @@ namespace {
 
 bool free_at(const ScreenBox& b, const std::vector<LabelPlacement>& out, const LabelLayoutOptions& opt) {
   if (!box_inside(b, opt.clip)) return false;
+  for (const ScreenBox& o : opt.obstacles)
+    if (boxes_overlap(b, o, opt.gap)) return false;
   for (const LabelPlacement& o : out)
     if (o.mode != LabelMode::kHidden && boxes_overlap(b, o.box, opt.gap)) return false;
   return true;

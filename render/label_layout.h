@@ -56,7 +56,9 @@ struct LabelLayoutOptions {
   glm::vec4 clip{0.0f};                         // the view (x0, y0, x1, y1)
   float angle = -65.0f * 3.14159265f / 180.0f;  // slanted labels
   float gap = 2.0f;                             // pixels kept between two labels
-  float min_slanted = 0;  // a slanted label shorter than this (it would be cut to a stub) is hidden
+  float min_slanted = 0;
+  std::vector<ScreenBox> obstacles;  // already on screen (the write head's tag, beam weights): kept clear  // a slanted
+                                     // label shorter than this (it would be cut to a stub) is hidden
 };
 
 // One placement per request, in the same order; no two non-hidden boxes

@@ -175,7 +175,7 @@ std::vector<LabelRequest> label_requests(const std::vector<const Label*>& labels
 // Token labels where layout_labels puts them: flat on a plate, or slanted
 // and shortened, or left out where they would overlap.
 void draw_token_labels(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts,
-                       const OverlayOptions& opt, std::vector<ScreenBox>* placed) {
+                       const OverlayOptions& opt, const std::vector<ScreenBox>& taken, std::vector<ScreenBox>* placed) {
   ImFont* font = fonts.label;
   const float fs = font->FontSize;
   std::vector<const Label*> labels;
@@ -188,6 +188,7 @@ void draw_token_labels(ImDrawList* dl, const Scene& scene, const Projector& proj
   LabelLayoutOptions lo;
   lo.clip = glm::vec4(cmin.x, cmin.y, cmax.x, cmax.y);
   lo.min_slanted = fs * 2.5f;
+  lo.obstacles = taken;
   const std::vector<LabelPlacement> at = layout_labels(req, lo);
   for (size_t i = 0; i < labels.size(); ++i) {
     const LabelPlacement& p = at[i];
@@ -262,7 +263,7 @@ void draw_ticks(ImDrawList* dl, const Scene& scene, const Projector& proj, const
 // and q. A tag that would cover an earlier one is lifted above it, with a
 // thin line down to its anchor, so every tag stays readable; when lifting
 // would push one under the banner or out of the view (large text, close
-// tokens), all tags shrink instead.
+// tokens), all tags shrink instead. Their boxes go into `taken`.
 struct Tag {
   const Label* label;
   ImVec2 anchor, at, size;  // projected anchor, text's top-left, text size
@@ -293,7 +294,8 @@ std::vector<Tag> place_tags(const Scene& scene, const Projector& proj, ImFont* f
   return tags;
 }
 
-void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts) {
+void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts,
+                     std::vector<ScreenBox>& taken) {
   ImFont* f = fonts.small;
   const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
   // Under the banner (draw_banner's box, at most this tall) nothing can be read.
@@ -315,6 +317,7 @@ void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, 
     if (!t.label->beside && q.y + ts.y + 2 < p.y - 6.0f)
       dl->AddLine(ImVec2(p.x, q.y + ts.y + 2), ImVec2(p.x, p.y), col4(t.label->colour * glm::vec4(1, 1, 1, 0.6f)),
                   1.0f);
+    taken.push_back(flat_box(glm::vec2(q.x - 5, q.y - 2), glm::vec2(ts.x + 10, ts.y + 4)));
     dl->AddRectFilled(ImVec2(q.x - 5, q.y - 2), ImVec2(q.x + ts.x + 5, q.y + ts.y + 2), IM_COL32(30, 6, 28, 210), 5.0f);
     dl->AddRect(ImVec2(q.x - 5, q.y - 2), ImVec2(q.x + ts.x + 5, q.y + ts.y + 2), col, 5.0f, 0, 1.5f);
     dl->AddText(f, fs, q, col, t.label->text.c_str());
@@ -343,7 +346,10 @@ void draw_cache_mark_labels(ImDrawList* dl, const Scene& scene, const Projector&
 }
 
 // The strongest beams' weights, on small plates where they land.
-void draw_beam_labels(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts) {
+// The strongest beams' weights; one that would cover the head's tag or an
+// earlier weight is left out. Their boxes go into `taken`.
+void draw_beam_labels(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts,
+                      std::vector<ScreenBox>& taken) {
   ImFont* f = fonts.small;
   const float fs = f->FontSize;
   for (const Label& l : scene.labels) {
@@ -352,6 +358,11 @@ void draw_beam_labels(ImDrawList* dl, const Scene& scene, const Projector& proj,
     if (!proj(l.anchor, p)) continue;
     const ImVec2 ts = f->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
     const ImVec2 q(p.x - ts.x * 0.5f, p.y - ts.y * 0.5f);
+    const ScreenBox box = flat_box(glm::vec2(q.x - 3, q.y - 1), glm::vec2(ts.x + 6, ts.y + 2));
+    bool covered = false;
+    for (const ScreenBox& o : taken) covered |= boxes_overlap(box, o, 1.0f);
+    if (covered) continue;
+    taken.push_back(box);
     dl->AddRectFilled(ImVec2(q.x - 3, q.y - 1), ImVec2(q.x + ts.x + 3, q.y + ts.y + 1), IM_COL32(30, 6, 28, 200), 3.0f);
     dl->AddText(f, fs, q, col4(l.colour), l.text.c_str());
   }
@@ -617,10 +628,13 @@ void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVe
   Projector proj{camera.proj(size.x / std::max(1.0f, size.y)) * camera.view(), origin, size};
   draw_ticks(dl, scene, proj, fonts);
   draw_side_labels(dl, scene, proj, fonts);
-  if (opt.labels) draw_token_labels(dl, scene, proj, fonts, opt, layout ? &layout->labels : nullptr);
-  draw_beam_labels(dl, scene, proj, fonts);
+  // The head's tag and the beams' weights first: the token labels keep clear of them.
+  std::vector<ScreenBox> taken;
+  draw_head_label(dl, scene, proj, fonts, taken);
+  draw_beam_labels(dl, scene, proj, fonts, taken);
+  if (opt.labels) draw_token_labels(dl, scene, proj, fonts, opt, taken, layout ? &layout->labels : nullptr);
   draw_cache_mark_labels(dl, scene, proj, fonts);
-  draw_head_label(dl, scene, proj, fonts);
+  if (layout) layout->tags = taken;
   if (opt.banner) draw_banner(dl, scene, origin, size, fonts);
   dl->PopClipRect();
   // Legend and HUD: over the bottom of the view, or in the band under it.

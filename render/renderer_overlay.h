@@ -51,6 +51,7 @@ float legend_band(const Scene& scene, const OverlayFonts& fonts, const OverlayOp
 // Where the overlay put its parts (pixels), for the layout tests.
 struct OverlayLayout {
   std::vector<ScreenBox> labels;  // every token label drawn
+  std::vector<ScreenBox> tags;    // the write head's tag and the beams' weights drawn
   glm::vec4 legend{0.0f};         // (x0, y0, x1, y1); all 0 when not drawn
   glm::vec4 hud{0.0f};
 };

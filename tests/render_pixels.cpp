@@ -399,6 +399,48 @@ TEST_F(TeachPixels, PresentationHudShowsCandidatesUnlessPredicting) {
   EXPECT_NEAR(strip.r, 8.0f / 255.0f * 200.0f / 255.0f, 2.0f / 255.0f);
 }
 
+TEST_F(TeachPixels, LabelsNeverOverlapAtProjectorTextScales) {
+  // The real fonts at text scale 1.5 and 2.5 on the view a 1280x720 window
+  // leaves with its sidebars open (about 580 x 400) and without them: token
+  // labels, the write head's tag and the beam weights never overlap, and the
+  // token labels stay inside the view, through every camera preset.
+  const auto h = make_history(12, std::vector<CacheMode>(40, CacheMode::kKV));
+  const Scene s = build_scene(h, h.size(), ViewOptions{}, 1.0f);
+  for (float scale : {1.5f, 2.5f}) {
+    ImGui_ImplOpenGL3_DestroyFontsTexture();
+    fonts_ = load_fonts(scale);
+    ImGui_ImplOpenGL3_CreateFontsTexture();
+    for (CameraPreset p : {CameraPreset::kFront, CameraPreset::kTop, CameraPreset::kSide, CameraPreset::kFollow}) {
+      for (ImVec2 view : {ImVec2(580, 400), ImVec2(static_cast<float>(kW), static_cast<float>(kH))}) {
+        OverlayOptions opt;
+        opt.legend = opt.hud = opt.banner = false;
+        opt.text_scale = scale;
+        OverlayLayout lay;
+        draw2d([&](ImDrawList* dl) {
+          draw_overlay(dl, s, preset_camera(p, s, view.x / view.y), ImVec2(0, 0), view, fonts_, opt, &lay);
+        });
+        const std::string where = std::string(to_string(p)) + " scale " + std::to_string(scale) + " view " +
+                                  std::to_string(static_cast<int>(view.x));
+        EXPECT_GE(lay.labels.size(), 3u) << where;
+        std::vector<ScreenBox> all = lay.labels;
+        all.insert(all.end(), lay.tags.begin(), lay.tags.end());
+        for (size_t i = 0; i < all.size(); ++i) {
+          if (i < lay.labels.size()) {
+            EXPECT_TRUE(box_inside(all[i], glm::vec4(0, 0, view.x, view.y))) << where << ": label " << i;
+          }
+          for (size_t j = i + 1; j < all.size(); ++j) {
+            if (i >= lay.labels.size()) continue;  // tags among themselves: the beam weights keep clear too
+            EXPECT_FALSE(boxes_overlap(all[i], all[j])) << where << ": boxes " << i << " and " << j;
+          }
+        }
+      }
+    }
+  }
+  ImGui_ImplOpenGL3_DestroyFontsTexture();
+  fonts_ = load_fonts(1.0f);
+  ImGui_ImplOpenGL3_CreateFontsTexture();
+}
+
 TEST_F(TeachPixels, LegendTakesABandUnderAShortViewInsteadOfCoveringIt) {
   auto h = make_history(6, {CacheMode::kKV, CacheMode::kKV});
   const Scene s = build_scene(h, h.size(), ViewOptions{}, 1.0f);

@@ -91,6 +91,24 @@ TEST(LabelLayout, SlantedLabelsAreShortenedAtTheTopEdge) {
   EXPECT_EQ(layout_labels(req, opt)[0].mode, LabelMode::kHidden);
 }
 
+TEST(LabelLayout, ObstaclesAreKeptClear) {
+  std::vector<LabelRequest> req(1);
+  req[0].anchor = {400, 400};
+  req[0].visible = true;
+  req[0].flat_preferred = true;
+  req[0].flat = {80, 24};
+  req[0].slanted = {80, 22};
+  LabelLayoutOptions opt;
+  opt.clip = {0, 0, 1280, 720};
+  EXPECT_EQ(layout_labels(req, opt)[0].mode, LabelMode::kFlat);
+  opt.obstacles.push_back(flat_box({380, 370}, {60, 20}));  // over the flat spot: slanted instead
+  const LabelPlacement p = layout_labels(req, opt)[0];
+  EXPECT_EQ(p.mode, LabelMode::kSlanted);
+  EXPECT_FALSE(boxes_overlap(p.box, opt.obstacles[0], opt.gap));
+  opt.obstacles.push_back(flat_box({400, 300}, {100, 100}));  // and over the slanted one: left out
+  EXPECT_EQ(layout_labels(req, opt)[0].mode, LabelMode::kHidden);
+}
+
 // The scene's token labels through a camera preset onto a view of w x h
 // pixels, sized as the overlay's DejaVu Sans 18 px x scale would be (about
 // 0.6 em per character, the plate adding 8 x 2 px).
