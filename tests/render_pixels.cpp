@@ -421,7 +421,7 @@ TEST_F(TeachPixels, LabelsNeverOverlapAtProjectorTextScales) {
         });
         const std::string where = std::string(to_string(p)) + " scale " + std::to_string(scale) + " view " +
                                   std::to_string(static_cast<int>(view.x));
-        EXPECT_GE(lay.labels.size(), 3u) << where;
+        EXPECT_GE(lay.labels.size(), p == CameraPreset::kSide ? 2u : 3u) << where;  // side: edge-on, crowded
         std::vector<ScreenBox> all = lay.labels;
         all.insert(all.end(), lay.tags.begin(), lay.tags.end());
         for (size_t i = 0; i < all.size(); ++i) {

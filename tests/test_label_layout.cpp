@@ -101,7 +101,7 @@ TEST(LabelLayout, ObstaclesAreKeptClear) {
   LabelLayoutOptions opt;
   opt.clip = {0, 0, 1280, 720};
   EXPECT_EQ(layout_labels(req, opt)[0].mode, LabelMode::kFlat);
-  opt.obstacles.push_back(flat_box({380, 370}, {60, 20}));  // over the flat spot: slanted instead
+  opt.obstacles.push_back(flat_box({330, 372}, {50, 20}));  // over the flat spot's left end: slanted instead
   const LabelPlacement p = layout_labels(req, opt)[0];
   EXPECT_EQ(p.mode, LabelMode::kSlanted);
   EXPECT_FALSE(boxes_overlap(p.box, opt.obstacles[0], opt.gap));
