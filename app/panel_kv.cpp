@@ -13,6 +13,7 @@
 #include "panels.h"
 #include "scene_format.h"
 #include "scene_kv.h"
+#include "units.h"
 
 namespace kvscope {
 
