@@ -164,8 +164,10 @@ TEST(Kernels, AttendRowsDequantizesEveryDtypeAsTheScalarPath) {
           std::vector<float> x = randn(width, rng);
           if (j == 1) x[5] = 0;  // a zero and a larger value in the same block
           if (j == 2) x[40] = 9.5f;
-          std::vector<uint8_t> st(rb + 7);  // rows at odd addresses, as in a pool of blocks
-          uint8_t* row = st.data() + 3;
+          // Rows off 4- and 16-byte boundaries, as in a pool of blocks (f16 rows
+          // stay 2-byte aligned there: an f16 row is written as uint16_t).
+          std::vector<uint8_t> st(rb + 7);
+          uint8_t* row = st.data() + (dt == KVDtype::kF16 ? 2 : 3);
           float* back = (kv ? vf.data() : kf.data()) + static_cast<size_t>(j) * width;
           switch (dt) {
             case KVDtype::kF32:
