@@ -158,16 +158,17 @@ TEST(Kernels, AttendRowsDequantizesEveryDtypeAsTheScalarPath) {
                                               : "q4_0";
     for (int len : {1, 3, 4, 5, 9, 33}) {
       std::vector<std::vector<uint8_t>> kst, vst;
+      // Rows off 4- and 16-byte boundaries, as in a pool of blocks (f16 rows
+      // stay 2-byte aligned there: an f16 row is written as uint16_t).
+      const size_t off = dt == KVDtype::kF16 ? 2 : 3;
       std::vector<float> kf(static_cast<size_t>(len) * width), vf(kf.size());  // as the scalar path reads them
       for (int j = 0; j < len; ++j) {
         for (int kv = 0; kv < 2; ++kv) {
           std::vector<float> x = randn(width, rng);
           if (j == 1) x[5] = 0;  // a zero and a larger value in the same block
           if (j == 2) x[40] = 9.5f;
-          // Rows off 4- and 16-byte boundaries, as in a pool of blocks (f16 rows
-          // stay 2-byte aligned there: an f16 row is written as uint16_t).
           std::vector<uint8_t> st(rb + 7);
-          uint8_t* row = st.data() + (dt == KVDtype::kF16 ? 2 : 3);
+          uint8_t* row = st.data() + off;
           float* back = (kv ? vf.data() : kf.data()) + static_cast<size_t>(j) * width;
           switch (dt) {
             case KVDtype::kF32:
@@ -192,8 +193,8 @@ TEST(Kernels, AttendRowsDequantizesEveryDtypeAsTheScalarPath) {
       }
       std::vector<const uint8_t*> kp, vp;
       for (int j = len - 1; j >= 0; --j) {  // rows in any order in memory: one pointer per key
-        kp.insert(kp.begin(), kst[static_cast<size_t>(j)].data() + 3);
-        vp.insert(vp.begin(), vst[static_cast<size_t>(j)].data() + 3);
+        kp.insert(kp.begin(), kst[static_cast<size_t>(j)].data() + off);
+        vp.insert(vp.begin(), vst[static_cast<size_t>(j)].data() + off);
       }
       for (int hd : {8, 12, 16, 24, 32, 40, 48, 64, 80, 128}) {
         for (int col : {0, hd, 8, 20, width - hd}) {
