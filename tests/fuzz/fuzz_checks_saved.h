@@ -42,6 +42,9 @@ inline std::string check_saved_view(const std::string& text) {
   }
   if (v.layer < -1 || v.layer > 4095 || v.head < -1 || v.head > 4095) return "saved view: layer/head out of range";
   if (v.step < 0 || v.max_new < 1) return "saved view: step/max_new out of range";
+  // The reader only checks that the camera's values are numbers; their ranges
+  // are the one restore check's (ui_fit), as the window applies it.
+  (void)fit_camera(v.camera, FitContext{nullptr, "fuzz/view.json"});
   for (float t : v.camera.target)
     if (!in_range(t, -1e7, 1e7)) return "saved view: camera target not finite";
   if (!in_range(v.camera.distance, 1e-4, 1e7) || !in_range(v.camera.fov_y, 0.01, 3.1) ||
