@@ -252,15 +252,14 @@ Tokenizer Tokenizer::load(const std::string& dir) {
   return from_strings(vocab, merges, base);
 }
 
-Tokenizer Tokenizer::from_strings(const std::string& vocab_json, const std::string& merges_txt,
-                                  const std::string& origin) {
-  const std::string vocab_name = origin + "/vocab.json";
-  const std::string merges_name = origin + "/merges.txt";
+namespace {
+
+// vocab.json: {"<unicode form>": id, ...}. Every id must be an integer in
+// [0, kMaxId] and the largest close to the entry count, since ids index a
+// dense table. Returns the parsed object; `max_id` is its largest id.
+nlohmann::json parse_vocab_json(const std::string& vocab_json, const std::string& vocab_name, long long& max_id) {
   constexpr long long kMaxId = (1 << 24) - 1;  // sanity bound: ids index a dense table
   constexpr long long kMaxGaps = 1024;         // unused ids tolerated below the largest
-  Tokenizer tok;
-
-  // vocab.json: {"<unicode form>": id, ...}
   nlohmann::json vocab;
   try {
     vocab = nlohmann::json::parse(vocab_json);
@@ -271,7 +270,7 @@ Tokenizer Tokenizer::from_strings(const std::string& vocab_json, const std::stri
     throw Error(vocab_name + ": expected a non-empty JSON object {\"token\": id, ...}, got " +
                 std::string(vocab.type_name()));
   }
-  long long max_id = -1;
+  max_id = -1;
   for (const auto& [entry, value] : vocab.items()) {
     if (!value.is_number_integer() || value.get<long long>() < 0 || value.get<long long>() > kMaxId) {
       throw Error(vocab_name + ": entry \"" + escape_invalid_utf8(entry) + "\" has id " + value.dump() +
@@ -287,10 +286,17 @@ Tokenizer Tokenizer::from_strings(const std::string& vocab_json, const std::stri
                 " entries; expected ids numbered from 0 without large gaps (at most " + std::to_string(max_allowed) +
                 ")");
   }
-  tok.id_to_bytes_.assign(static_cast<std::size_t>(max_id + 1), std::string());
+  return vocab;
+}
+
+// The tokenizer's three id tables from a checked vocab.json; ids must be unique.
+void index_vocab(const nlohmann::json& vocab, long long max_id, const std::string& vocab_name,
+                 std::vector<std::string>& id_to_bytes, std::unordered_map<std::string, int>& entry_to_id,
+                 std::unordered_map<std::string, int>& bytes_to_id) {
+  id_to_bytes.assign(static_cast<std::size_t>(max_id + 1), std::string());
   std::vector<bool> used(static_cast<std::size_t>(max_id + 1), false);
-  tok.vocab_entry_to_id_.reserve(vocab.size());
-  tok.bytes_to_id_.reserve(vocab.size());
+  entry_to_id.reserve(vocab.size());
+  bytes_to_id.reserve(vocab.size());
   for (const auto& [entry, value] : vocab.items()) {
     const int id = value.get<int>();
     if (used[id]) {
@@ -299,23 +305,49 @@ Tokenizer Tokenizer::from_strings(const std::string& vocab_json, const std::stri
     }
     used[id] = true;
     std::string bytes = detail::byte_level_entry_to_bytes(entry);
-    tok.vocab_entry_to_id_.emplace(entry, id);
-    tok.bytes_to_id_.emplace(bytes, id);
-    tok.id_to_bytes_[id] = std::move(bytes);
+    entry_to_id.emplace(entry, id);
+    bytes_to_id.emplace(bytes, id);
+    id_to_bytes[id] = std::move(bytes);
   }
+}
+
+// The id of every single-byte token, which a byte-level vocab must have.
+std::array<int, 256> single_byte_ids(const std::unordered_map<std::string, int>& entry_to_id,
+                                     const std::string& vocab_name) {
+  std::array<int, 256> ids{};
   const ByteTable& table = byte_table();
   for (int b = 0; b < 256; ++b) {
     std::string entry;
     append_utf8(entry, table.to_cp[b]);
-    auto it = tok.vocab_entry_to_id_.find(entry);
-    if (it == tok.vocab_entry_to_id_.end()) {
+    auto it = entry_to_id.find(entry);
+    if (it == entry_to_id.end()) {
       throw Error(vocab_name + ": no token for byte " + hex_byte(static_cast<unsigned char>(b)) + " (entry \"" + entry +
                   "\"); a byte-level BPE vocab needs all 256 single-byte tokens");
     }
-    tok.byte_id_[b] = it->second;
+    ids[b] = it->second;
   }
+  return ids;
+}
 
-  // merges.txt: optional "#version" line, then one "a b" per line; rank = order.
+// The space- or tab-separated fields of one merges.txt line.
+std::vector<std::string> split_fields(const std::string& line) {
+  std::vector<std::string> parts;
+  std::size_t k = 0;
+  while (k < line.size()) {
+    while (k < line.size() && (line[k] == ' ' || line[k] == '\t')) ++k;
+    std::size_t start = k;
+    while (k < line.size() && line[k] != ' ' && line[k] != '\t') ++k;
+    if (k > start) parts.push_back(line.substr(start, k - start));
+  }
+  return parts;
+}
+
+// merges.txt: optional "#version" line, then one "a b" per line; rank = order.
+// `add_merge(a, b, rank)` records a rule and returns -1, or which part is not
+// in the vocab (0 a, 1 b, 2 ab), as Tokenizer::add_merge.
+template <class AddMerge>
+void read_merges(const std::string& merges_txt, const std::string& merges_name, const std::string& vocab_name,
+                 const AddMerge& add_merge) {
   std::size_t pos = 0;
   int line_no = 0;
   int rank = 0;
@@ -327,27 +359,34 @@ Tokenizer Tokenizer::from_strings(const std::string& vocab_json, const std::stri
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line_no == 1 && line.rfind("#version", 0) == 0) continue;
-    std::vector<std::string> parts;
-    std::size_t k = 0;
-    while (k < line.size()) {
-      while (k < line.size() && (line[k] == ' ' || line[k] == '\t')) ++k;
-      std::size_t start = k;
-      while (k < line.size() && line[k] != ' ' && line[k] != '\t') ++k;
-      if (k > start) parts.push_back(line.substr(start, k - start));
-    }
+    const std::vector<std::string> parts = split_fields(line);
     if (parts.empty()) continue;  // blank line (e.g. trailing newline)
     const std::string where = merges_name + ":" + std::to_string(line_no) + ": ";
     if (parts.size() != 2) {
       throw Error(where + "expected two space-separated tokens \"a b\", got " + std::to_string(parts.size()) + ": \"" +
                   escape_invalid_utf8(line) + "\"");
     }
-    const int missing = tok.add_merge(parts[0], parts[1], rank++);
+    const int missing = add_merge(parts[0], parts[1], rank++);
     if (missing >= 0) {
       const std::string name = missing < 2 ? parts[static_cast<std::size_t>(missing)] : parts[0] + parts[1];
       throw Error(where + (missing < 2 ? "token \"" : "merged token \"") + escape_invalid_utf8(name) + "\" is not in " +
                   vocab_name + "; expected every merge part and result in the vocab");
     }
   }
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::from_strings(const std::string& vocab_json, const std::string& merges_txt,
+                                  const std::string& origin) {
+  const std::string vocab_name = origin + "/vocab.json";
+  Tokenizer tok;
+  long long max_id = -1;
+  const nlohmann::json vocab = parse_vocab_json(vocab_json, vocab_name, max_id);
+  index_vocab(vocab, max_id, vocab_name, tok.id_to_bytes_, tok.vocab_entry_to_id_, tok.bytes_to_id_);
+  tok.byte_id_ = single_byte_ids(tok.vocab_entry_to_id_, vocab_name);
+  read_merges(merges_txt, origin + "/merges.txt", vocab_name,
+              [&tok](const std::string& a, const std::string& b, int rank) { return tok.add_merge(a, b, rank); });
   return tok;
 }
 
@@ -403,51 +442,51 @@ void Tokenizer::bpe(const char* word, std::size_t len, std::vector<int>& out) co
   bpe_symbols(sym, len, out);
 }
 
-void Tokenizer::bpe_symbols(int* sym, std::size_t len, std::vector<int>& out) const {
-  constexpr int kNone = -1;
-  auto lookup = [&](int a, int b) -> const Merge* {
-    auto it = merges_.find(pair_key(a, b));
-    return it == merges_.end() ? nullptr : &it->second;
+namespace {
+
+constexpr int kNoMerge = -1;
+
+// Short words (nearly all): encoder.py's loop as written, O(len^2) but tiny.
+// `find(a, b)` is the merge of the pair (a, b) or null; len <= kShortWord.
+constexpr std::size_t kShortWord = 48;
+template <class FindMerge>
+void bpe_short_word(int* sym, std::size_t len, const FindMerge& find, std::vector<int>& out) {
+  int rank[kShortWord];  // rank[i]: rank of the pair (sym[i], sym[i+1]); kNoMerge if not a merge
+  std::size_t n = len;
+  auto rank_of = [&](std::size_t i) {
+    const auto* m = find(sym[i], sym[i + 1]);
+    return m ? m->rank : kNoMerge;
   };
-
-  // Short words (nearly all): the loop as written, O(len^2) but tiny.
-  constexpr std::size_t kShort = 48;
-  if (len <= kShort) {
-    int rank[kShort];  // rank[i]: rank of the pair (sym[i], sym[i+1]); kNone if not a merge
-    std::size_t n = len;
-    auto rank_of = [&](std::size_t i) {
-      const Merge* m = lookup(sym[i], sym[i + 1]);
-      return m ? m->rank : kNone;
-    };
-    for (std::size_t i = 0; i + 1 < n; ++i) rank[i] = rank_of(i);
-    while (n > 1) {
-      std::size_t best = n;
-      for (std::size_t i = 0; i + 1 < n; ++i) {
-        if (rank[i] != kNone && (best == n || rank[i] < rank[best])) best = i;
-      }
-      if (best == n) break;
-      const int a = sym[best], b = sym[best + 1];
-      const int merged = lookup(a, b)->merged_id;
-      std::size_t w = 0;  // compact in place
-      for (std::size_t i = 0; i < n;) {
-        if (i + 1 < n && sym[i] == a && sym[i + 1] == b) {
-          sym[w++] = merged;
-          i += 2;
-        } else {
-          sym[w++] = sym[i++];
-        }
-      }
-      n = w;
-      for (std::size_t i = 0; i + 1 < n; ++i) rank[i] = rank_of(i);
+  for (std::size_t i = 0; i + 1 < n; ++i) rank[i] = rank_of(i);
+  while (n > 1) {
+    std::size_t best = n;
+    for (std::size_t i = 0; i + 1 < n; ++i) {
+      if (rank[i] != kNoMerge && (best == n || rank[i] < rank[best])) best = i;
     }
-    out.insert(out.end(), sym, sym + n);
-    return;
+    if (best == n) break;
+    const int a = sym[best], b = sym[best + 1];
+    const int merged = find(a, b)->merged_id;
+    std::size_t w = 0;  // compact in place
+    for (std::size_t i = 0; i < n;) {
+      if (i + 1 < n && sym[i] == a && sym[i + 1] == b) {
+        sym[w++] = merged;
+        i += 2;
+      } else {
+        sym[w++] = sym[i++];
+      }
+    }
+    n = w;
+    for (std::size_t i = 0; i + 1 < n; ++i) rank[i] = rank_of(i);
   }
+  out.insert(out.end(), sym, sym + n);
+}
 
-  // Long words (long runs of letters, digits or spaces): the same result via a
-  // heap, O(len log len). All occurrences of the lowest rank present are popped
-  // together and merged left to right before any newer pair is considered,
-  // exactly like the loop above (a merge never creates a pair of its own rank).
+// Long words (long runs of letters, digits or spaces): the same result via a
+// heap, O(len log len). All occurrences of the lowest rank present are popped
+// together and merged left to right before any newer pair is considered,
+// exactly like the short loop (a merge never creates a pair of its own rank).
+template <class FindMerge>
+void bpe_long_word(const int* sym, std::size_t len, const FindMerge& find, std::vector<int>& out) {
   struct Node {
     int id;
     int prev, next;  // indices into nodes; -1 at the ends
@@ -465,7 +504,7 @@ void Tokenizer::bpe_symbols(int* sym, std::size_t len, std::vector<int>& out) co
   auto push = [&](int left) {
     if (left < 0 || nodes[left].next < 0) return;
     const int right = nodes[left].next;
-    if (const Merge* m = lookup(nodes[left].id, nodes[right].id)) {
+    if (const auto* m = find(nodes[left].id, nodes[right].id)) {
       heap.push({m->rank, left, nodes[left].id, nodes[right].id});
     }
   };
@@ -483,15 +522,29 @@ void Tokenizer::bpe_symbols(int* sym, std::size_t len, std::vector<int>& out) co
       // Node ids only ever grow longer, so equal ids mean nothing changed.
       if (left.id != c.left_id || left.next < 0 || nodes[left.next].id != c.right_id) continue;
       const int right = left.next;
-      left.id = lookup(c.left_id, c.right_id)->merged_id;
+      left.id = find(c.left_id, c.right_id)->merged_id;
       left.next = nodes[right].next;
       if (left.next >= 0) nodes[left.next].prev = c.left;
-      nodes[right].id = kNone;  // dead
+      nodes[right].id = kNoMerge;  // dead
       push(left.prev);
       push(c.left);
     }
   }
   for (int i = 0; i >= 0; i = nodes[i].next) out.push_back(nodes[i].id);
+}
+
+}  // namespace
+
+void Tokenizer::bpe_symbols(int* sym, std::size_t len, std::vector<int>& out) const {
+  auto find = [this](int a, int b) -> const Merge* {
+    auto it = merges_.find(pair_key(a, b));
+    return it == merges_.end() ? nullptr : &it->second;
+  };
+  if (len <= kShortWord) {
+    bpe_short_word(sym, len, find, out);
+  } else {
+    bpe_long_word(sym, len, find, out);
+  }
 }
 
 // ---- decoding and display ---------------------------------------------------------

@@ -346,6 +346,85 @@ Behavior parse_behavior(const json& j, const std::string& where) {
               "\" is not supported (expected Isolated, Removed, MergedWithPrevious, MergedWithNext or Contiguous)");
 }
 
+namespace {
+
+// ByteLevel: GPT-2's optional leading space, then (use_regex) its pattern.
+PreTokenizer byte_level_pre_tokenizer(const json& j, const std::string& where, PreTokenizerInfo& info) {
+  info.byte_level = true;
+  const bool prefix = json_bool(j, "add_prefix_space", where, true);
+  const bool use_regex = json_bool(j, "use_regex", where, true);
+  return [prefix, use_regex](std::vector<Piece>& pieces) {
+    if (prefix) {
+      for (Piece& p : pieces) {
+        if (p.text.empty() || p.text[0] != ' ') p.text.insert(0, " ");
+      }
+    }
+    if (!use_regex) return;
+    // GPT-2's pattern: the hand-written splitter the GPT-2 files use too.
+    std::vector<Piece> out;
+    for (const Piece& p : pieces) {
+      bool first = p.at_start;
+      for (std::string& s : pretokenize(p.text)) {
+        out.push_back({std::move(s), first});
+        first = false;
+      }
+    }
+    pieces.swap(out);
+  };
+}
+
+PreTokenizer split_pre_tokenizer(const json& j, const std::string& where) {
+  if (json_bool(j, "invert", where, false)) throw Error(where + ": Split with \"invert\": true is not supported");
+  const auto pat = std::make_shared<const Pattern>(Pattern::parse(j.value("pattern", json()), where + ".pattern"));
+  const Behavior behavior = parse_behavior(j, where);
+  return [pat, behavior](std::vector<Piece>& pieces) {
+    split_pieces(pieces, behavior, [&](const std::string& s) { return pat->find_all(s); });
+  };
+}
+
+PreTokenizer digits_pre_tokenizer(const json& j, const std::string& where) {
+  const bool individual = json_bool(j, "individual_digits", where, false);
+  // ASCII digits, as Rust's char::is_ascii_digit.
+  return [individual](std::vector<Piece>& pieces) {
+    split_pieces(pieces, individual ? Behavior::kIsolated : Behavior::kContiguous, [](const std::string& s) {
+      std::vector<std::pair<std::size_t, std::size_t>> m;
+      for (std::size_t i = 0; i < s.size(); ++i) {
+        if (s[i] >= '0' && s[i] <= '9') m.emplace_back(i, i + 1);
+      }
+      return m;
+    });
+  };
+}
+
+// Metaspace: spaces become the replacement (▁ by default), prepended per the
+// scheme; split (the default) starts a piece at each replacement.
+PreTokenizer metaspace_pre_tokenizer(const json& j, const std::string& where) {
+  const std::string rep = json_str(j, "replacement", where, "\xE2\x96\x81");
+  std::string scheme = json_str(j, "prepend_scheme", where, "");
+  if (scheme.empty()) scheme = json_bool(j, "add_prefix_space", where, true) ? "always" : "never";
+  if (scheme != "always" && scheme != "first" && scheme != "never") {
+    throw Error(where + ": prepend_scheme \"" + scheme + "\" is not supported (expected always, first or never)");
+  }
+  const bool split = json_bool(j, "split", where, true);
+  return [rep, scheme, split](std::vector<Piece>& pieces) {
+    for (Piece& p : pieces) {
+      p.text = replace_all(p.text, " ", rep);
+      const bool prepend = scheme == "always" || (scheme == "first" && p.at_start);
+      if (prepend && p.text.compare(0, rep.size(), rep) != 0) p.text.insert(0, rep);
+    }
+    if (!split) return;
+    split_pieces(pieces, Behavior::kMergedWithNext, [&](const std::string& s) {
+      std::vector<std::pair<std::size_t, std::size_t>> m;
+      for (std::size_t hit = s.find(rep); hit != std::string::npos; hit = s.find(rep, hit + rep.size())) {
+        m.emplace_back(hit, hit + rep.size());
+      }
+      return m;
+    });
+  };
+}
+
+}  // namespace
+
 PreTokenizer parse_pre_tokenizer(const json& j, const std::string& where, PreTokenizerInfo& info) {
   const std::string t = type_of(j, where);
   if (t == "Sequence") {
@@ -361,75 +440,10 @@ PreTokenizer parse_pre_tokenizer(const json& j, const std::string& where, PreTok
       for (const PreTokenizer& s : steps) s(pieces);
     };
   }
-  if (t == "ByteLevel") {
-    info.byte_level = true;
-    const bool prefix = json_bool(j, "add_prefix_space", where, true);
-    const bool use_regex = json_bool(j, "use_regex", where, true);
-    return [prefix, use_regex](std::vector<Piece>& pieces) {
-      if (prefix) {
-        for (Piece& p : pieces) {
-          if (p.text.empty() || p.text[0] != ' ') p.text.insert(0, " ");
-        }
-      }
-      if (!use_regex) return;
-      // GPT-2's pattern: the hand-written splitter the GPT-2 files use too.
-      std::vector<Piece> out;
-      for (const Piece& p : pieces) {
-        bool first = p.at_start;
-        for (std::string& s : pretokenize(p.text)) {
-          out.push_back({std::move(s), first});
-          first = false;
-        }
-      }
-      pieces.swap(out);
-    };
-  }
-  if (t == "Split") {
-    if (json_bool(j, "invert", where, false)) throw Error(where + ": Split with \"invert\": true is not supported");
-    const auto pat = std::make_shared<const Pattern>(Pattern::parse(j.value("pattern", json()), where + ".pattern"));
-    const Behavior behavior = parse_behavior(j, where);
-    return [pat, behavior](std::vector<Piece>& pieces) {
-      split_pieces(pieces, behavior, [&](const std::string& s) { return pat->find_all(s); });
-    };
-  }
-  if (t == "Digits") {
-    const bool individual = json_bool(j, "individual_digits", where, false);
-    // ASCII digits, as Rust's char::is_ascii_digit.
-    return [individual](std::vector<Piece>& pieces) {
-      split_pieces(pieces, individual ? Behavior::kIsolated : Behavior::kContiguous, [](const std::string& s) {
-        std::vector<std::pair<std::size_t, std::size_t>> m;
-        for (std::size_t i = 0; i < s.size(); ++i) {
-          if (s[i] >= '0' && s[i] <= '9') m.emplace_back(i, i + 1);
-        }
-        return m;
-      });
-    };
-  }
-  if (t == "Metaspace") {
-    const std::string rep = json_str(j, "replacement", where, "\xE2\x96\x81");
-    std::string scheme = json_str(j, "prepend_scheme", where, "");
-    if (scheme.empty()) scheme = json_bool(j, "add_prefix_space", where, true) ? "always" : "never";
-    if (scheme != "always" && scheme != "first" && scheme != "never") {
-      throw Error(where + ": prepend_scheme \"" + scheme + "\" is not supported (expected always, first or never)");
-    }
-    const bool split = json_bool(j, "split", where, true);
-    return [rep, scheme, split](std::vector<Piece>& pieces) {
-      for (Piece& p : pieces) {
-        p.text = replace_all(p.text, " ", rep);
-        const bool prepend = scheme == "always" || (scheme == "first" && p.at_start);
-        if (prepend && p.text.compare(0, rep.size(), rep) != 0) p.text.insert(0, rep);
-      }
-      if (split) {
-        split_pieces(pieces, Behavior::kMergedWithNext, [&](const std::string& s) {
-          std::vector<std::pair<std::size_t, std::size_t>> m;
-          for (std::size_t hit = s.find(rep); hit != std::string::npos; hit = s.find(rep, hit + rep.size())) {
-            m.emplace_back(hit, hit + rep.size());
-          }
-          return m;
-        });
-      }
-    };
-  }
+  if (t == "ByteLevel") return byte_level_pre_tokenizer(j, where, info);
+  if (t == "Split") return split_pre_tokenizer(j, where);
+  if (t == "Digits") return digits_pre_tokenizer(j, where);
+  if (t == "Metaspace") return metaspace_pre_tokenizer(j, where);
   throw Error(where + ": pre-tokenizer \"" + t +
               "\" is not supported (supported: Sequence, Split, ByteLevel, Digits, Metaspace)");
 }
