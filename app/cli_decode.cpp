@@ -2,7 +2,9 @@
 
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "beam_generator.h"
 #include "cli.h"
@@ -163,6 +165,125 @@ json iteration_json(const SpecIteration& it, const Tokenizer& tok) {
           {"target_ms", it.target_ms}};
 }
 
+// What the speculative run's iterations add up to beyond the decoder's own
+// totals: the drafts the target tested, and the draft's and the target's
+// forwards after the prefill (the steady-state costs).
+struct SpecTally {
+  int tested = 0;
+  double draft_ms_after_first = 0;
+  int draft_forwards_after_first = 0;
+  double verify_ms = 0;  // target forwards after the prefill
+  int verify_forwards = 0;
+};
+
+// Runs the speculative decoder to the end, streaming text or JSON Lines.
+SpecTally stream_speculative(SpeculativeDecoder& spec, const Tokenizer& tok, bool as_json) {
+  SpecTally t;
+  while (SpecIterationPtr it = spec.step()) {
+    for (const DraftVerdict& d : it->drafted) t.tested += d.r >= 0 ? 1 : 0;
+    if (it->index > 0) {
+      t.draft_ms_after_first += it->draft_ms;
+      t.draft_forwards_after_first += it->k;
+      t.verify_ms += it->target_ms;
+      ++t.verify_forwards;
+    }
+    if (as_json) {
+      std::cout << iteration_json(*it, tok).dump() << '\n' << std::flush;
+    } else {
+      std::cout << tok.decode(it->emitted) << std::flush;
+    }
+  }
+  return t;
+}
+
+// Plain decoding of the same prompt with the same settings, in the same run,
+// for the measured speed-up and the draft/target cost ratio.
+struct PlainRun {
+  int n_generated = 0;
+  double ms_total = 0;
+  double tokens_per_s = 0;
+  double decode_step_ms = 0;  // mean decode step (the prefill alone if there was none)
+  std::vector<int> tokens;
+};
+
+PlainRun run_plain(const std::shared_ptr<const Model>& target, const DecodeArgs& a) {
+  GenerateOptions g;
+  g.max_new = a.max_new;
+  g.sampler = a.sampler;
+  g.keep_history = false;
+  g.max_prefill_attn_bytes = 0;
+  g.kv = a.kv;  // the same cache layout as the speculative run
+  Generator plain(target);
+  plain.start(a.prompt, g);
+  double decode_ms = 0;
+  int decode_steps = 0;
+  while (RecordPtr r = plain.step()) {
+    if (!r->prefill) {
+      decode_ms += r->ms;
+      ++decode_steps;
+    }
+  }
+  PlainRun p;
+  p.n_generated = plain.n_generated();
+  p.ms_total = plain.ms_total();
+  p.tokens_per_s = plain.ms_total() > 0 ? plain.n_generated() / (plain.ms_total() / 1000.0) : 0.0;
+  p.decode_step_ms = decode_steps ? decode_ms / decode_steps : plain.ms_total();
+  p.tokens = plain.tokens();
+  return p;
+}
+
+// The measured rates and Leviathan et al.'s predicted speed-up from them.
+struct SpecSummary {
+  double tokens_per_s, alpha, alpha_tested, draft_step_ms, cost_ratio, predicted, speedup, per_forward;
+};
+
+SpecSummary summarize(const SpeculativeDecoder& spec, const SpecTally& t, const PlainRun& plain, int k) {
+  SpecSummary s;
+  s.tokens_per_s = spec.ms_total() > 0 ? spec.n_generated() / (spec.ms_total() / 1000.0) : 0.0;
+  s.alpha = spec.drafted_total() ? static_cast<double>(spec.accepted_total()) / spec.drafted_total() : 0.0;
+  s.alpha_tested = t.tested ? static_cast<double>(spec.accepted_total()) / t.tested : 0.0;
+  s.draft_step_ms = t.draft_forwards_after_first ? t.draft_ms_after_first / t.draft_forwards_after_first
+                    : spec.draft_forwards()      ? spec.draft_ms_total() / spec.draft_forwards()
+                                                 : 0.0;
+  s.cost_ratio = plain.decode_step_ms > 0 ? s.draft_step_ms / plain.decode_step_ms : 0.0;
+  s.predicted = predicted_speedup(s.alpha_tested, k, s.cost_ratio);
+  s.speedup = plain.tokens_per_s > 0 ? s.tokens_per_s / plain.tokens_per_s : 0.0;
+  s.per_forward = spec.target_forwards() ? static_cast<double>(spec.n_generated()) / spec.target_forwards() : 0.0;
+  return s;
+}
+
+json spec_done_json(const SpeculativeDecoder& spec, const SpecTally& t, const PlainRun& plain, const SpecSummary& s,
+                    const DecodeArgs& a, const Model& draft) {
+  return {{"event", "done"},
+          {"reason", to_string(spec.reason())},
+          {"text", escape_invalid_utf8(spec.text())},
+          {"text_bytes", bytes_json(spec.text())},
+          {"new_tokens", spec.n_generated()},
+          {"k", a.speculate},
+          {"draft", draft.dir},
+          {"drafted", spec.drafted_total()},
+          {"tested", t.tested},
+          {"accepted", spec.accepted_total()},
+          {"alpha", s.alpha},
+          {"alpha_tested", s.alpha_tested},
+          {"target_forwards", spec.target_forwards()},
+          {"draft_forwards", spec.draft_forwards()},
+          {"tokens_per_target_forward", s.per_forward},
+          {"ms_total", spec.ms_total()},
+          {"tokens_per_s", s.tokens_per_s},
+          {"plain",
+           {{"new_tokens", plain.n_generated},
+            {"ms_total", plain.ms_total},
+            {"tokens_per_s", plain.tokens_per_s},
+            {"same_tokens", plain.tokens == spec.tokens()}}},
+          {"speedup", s.speedup},
+          {"draft_forward_ms", s.draft_step_ms},
+          {"target_forward_ms", plain.decode_step_ms},
+          {"cost_ratio", s.cost_ratio},
+          {"target_verify_ms", t.verify_forwards ? t.verify_ms / t.verify_forwards : 0.0},
+          {"predicted_speedup", s.predicted}};
+}
+
 }  // namespace
 
 int cmd_generate_speculative(const DecodeArgs& a) {
@@ -176,89 +297,11 @@ int cmd_generate_speculative(const DecodeArgs& a) {
   opt.kv = a.kv;
   SpeculativeDecoder spec(target, draft);
   spec.start(a.prompt, opt);
-  const Tokenizer& tok = target->tokenizer;
-  double draft_ms_after_first = 0;
-  int draft_forwards_after_first = 0;
-  int tested = 0;
-  double verify_ms = 0;  // target forwards after the prefill
-  int verify_forwards = 0;
-  while (SpecIterationPtr it = spec.step()) {
-    for (const DraftVerdict& d : it->drafted) tested += d.r >= 0 ? 1 : 0;
-    if (it->index > 0) {
-      draft_ms_after_first += it->draft_ms;
-      draft_forwards_after_first += it->k;
-      verify_ms += it->target_ms;
-      ++verify_forwards;
-    }
-    if (a.json) {
-      std::cout << iteration_json(*it, tok).dump() << '\n' << std::flush;
-    } else {
-      std::cout << tok.decode(it->emitted) << std::flush;
-    }
-  }
-
-  // Plain decoding of the same prompt with the same settings, in the same
-  // run, for the measured speed-up and the draft/target cost ratio.
-  GenerateOptions g;
-  g.max_new = a.max_new;
-  g.sampler = a.sampler;
-  g.keep_history = false;
-  g.max_prefill_attn_bytes = 0;
-  g.kv = a.kv;  // the same cache layout as the speculative run
-  Generator plain(target);
-  plain.start(a.prompt, g);
-  double plain_decode_ms = 0;
-  int plain_decode_steps = 0;
-  while (RecordPtr r = plain.step()) {
-    if (!r->prefill) {
-      plain_decode_ms += r->ms;
-      ++plain_decode_steps;
-    }
-  }
-  const double spec_tps = spec.ms_total() > 0 ? spec.n_generated() / (spec.ms_total() / 1000.0) : 0.0;
-  const double plain_tps = plain.ms_total() > 0 ? plain.n_generated() / (plain.ms_total() / 1000.0) : 0.0;
-  const double alpha = spec.drafted_total() ? static_cast<double>(spec.accepted_total()) / spec.drafted_total() : 0.0;
-  const double alpha_tested = tested ? static_cast<double>(spec.accepted_total()) / tested : 0.0;
-  const double draft_step_ms = draft_forwards_after_first ? draft_ms_after_first / draft_forwards_after_first
-                               : spec.draft_forwards()    ? spec.draft_ms_total() / spec.draft_forwards()
-                                                          : 0.0;
-  const double target_step_ms = plain_decode_steps ? plain_decode_ms / plain_decode_steps : plain.ms_total();
-  const double cost_ratio = target_step_ms > 0 ? draft_step_ms / target_step_ms : 0.0;
-  const double predicted = predicted_speedup(alpha_tested, a.speculate, cost_ratio);
-  const double speedup = plain_tps > 0 ? spec_tps / plain_tps : 0.0;
-  const double per_forward =
-      spec.target_forwards() ? static_cast<double>(spec.n_generated()) / spec.target_forwards() : 0.0;
+  const SpecTally tally = stream_speculative(spec, target->tokenizer, a.json);
+  const PlainRun plain = run_plain(target, a);
+  const SpecSummary s = summarize(spec, tally, plain, a.speculate);
   if (a.json) {
-    std::cout << json{{"event", "done"},
-                      {"reason", to_string(spec.reason())},
-                      {"text", escape_invalid_utf8(spec.text())},
-                      {"text_bytes", bytes_json(spec.text())},
-                      {"new_tokens", spec.n_generated()},
-                      {"k", a.speculate},
-                      {"draft", draft->dir},
-                      {"drafted", spec.drafted_total()},
-                      {"tested", tested},
-                      {"accepted", spec.accepted_total()},
-                      {"alpha", alpha},
-                      {"alpha_tested", alpha_tested},
-                      {"target_forwards", spec.target_forwards()},
-                      {"draft_forwards", spec.draft_forwards()},
-                      {"tokens_per_target_forward", per_forward},
-                      {"ms_total", spec.ms_total()},
-                      {"tokens_per_s", spec_tps},
-                      {"plain",
-                       {{"new_tokens", plain.n_generated()},
-                        {"ms_total", plain.ms_total()},
-                        {"tokens_per_s", plain_tps},
-                        {"same_tokens", plain.tokens() == spec.tokens()}}},
-                      {"speedup", speedup},
-                      {"draft_forward_ms", draft_step_ms},
-                      {"target_forward_ms", target_step_ms},
-                      {"cost_ratio", cost_ratio},
-                      {"target_verify_ms", verify_forwards ? verify_ms / verify_forwards : 0.0},
-                      {"predicted_speedup", predicted}}
-                     .dump()
-              << '\n';
+    std::cout << spec_done_json(spec, tally, plain, s, a, *draft).dump() << '\n';
   } else {
     std::cout << '\n';
     std::fprintf(stderr,
@@ -266,8 +309,8 @@ int cmd_generate_speculative(const DecodeArgs& a) {
                  "tokens per target forward; %.1f tokens/s vs %.1f plain: speed-up %.2fx (Leviathan et al. predict "
                  "%.2fx from alpha %.3f per test and cost ratio %.3f)\n",
                  target->name.c_str(), draft->name.c_str(), a.speculate, spec.n_generated(), to_string(spec.reason()),
-                 alpha, spec.accepted_total(), spec.drafted_total(), per_forward, spec_tps, plain_tps, speedup,
-                 predicted, alpha_tested, cost_ratio);
+                 s.alpha, spec.accepted_total(), spec.drafted_total(), s.per_forward, s.tokens_per_s,
+                 plain.tokens_per_s, s.speedup, s.predicted, s.alpha_tested, s.cost_ratio);
   }
   return 0;
 }

@@ -48,6 +48,13 @@ bool kv_settings_from_flags(const KVFlags& f, KVSettings* out, std::string* prob
   return true;
 }
 
+KVSettings kv_settings_or_throw(const KVFlags& f) {
+  KVSettings k;
+  std::string problem;
+  if (!kv_settings_from_flags(f, &k, &problem)) throw UsageError(problem);
+  return k;
+}
+
 namespace {
 
 bool valid_utf8(const std::string& s) {

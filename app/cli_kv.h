@@ -21,6 +21,8 @@ void add_kv_flags(CLI::App* cmd, KVFlags& f);
 // The settings, or a one-line message naming the flag and its accepted
 // range (S >= W, sinks without a window): the caller's usage error.
 bool kv_settings_from_flags(const KVFlags& f, KVSettings* out, std::string* problem);
+// The same, throwing that message as a UsageError.
+KVSettings kv_settings_or_throw(const KVFlags& f);
 
 struct EvalArgs {
   std::string file, model;

@@ -58,7 +58,14 @@ set(KVSCOPE_TEACH_SRC
   app/teach/teach_view.cpp)
 
 # The command line.
-set(KVSCOPE_CLI_SRC app/cli.cpp app/cli_decode.cpp app/cli_eval.cpp app/cli_flags.cpp)
+set(KVSCOPE_CLI_SRC
+  app/cli.cpp
+  app/cli_bench.cpp
+  app/cli_decode.cpp
+  app/cli_eval.cpp
+  app/cli_flags.cpp
+  app/cli_generate.cpp
+  app/cli_inspect.cpp)
 
 # The window's engine threads (no GL).
 set(KVSCOPE_WORKER_SRC app/gui_worker.cpp app/kv_scoring.cpp)
