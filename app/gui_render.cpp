@@ -6,18 +6,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <thread>
-
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "beam_generator.h"
 #include "error.h"
@@ -36,6 +30,7 @@
 #include "scene_camera.h"
 #include "scene_spec.h"
 #include "spec_decoder.h"
+#include "video_pipe.h"
 
 namespace kvscope {
 
@@ -164,24 +159,31 @@ Percentiles percentiles(std::vector<double> v) {
   return p;
 }
 
-int run_bench(const RenderOptions& o, std::shared_ptr<const Model> model, CameraPreset preset) {
-  leave_a_core_for_rendering();  // engine threads as in the window
+// `render --bench`'s sequence: the whole context filled, the prompt's tokens
+// repeated up to n_positions - 1, prefilled in one pass, then decode steps to
+// the last position (a random or small model may emit end-of-text early; then
+// the prefill covers it). The prefill keeps every row's attention, (layer,
+// head, T, T) floats: it is capped at 256 MB and the rest decoded.
+struct FilledContext {
+  SequenceState seq;
+  std::vector<int> tokens;  // what ran: the prefill's tokens and the decoded ones
+  int prefilled = 0;
+};
+
+FilledContext fill_context(const std::shared_ptr<const Model>& model, const std::string& prompt_text) {
   const Config& c = model->config;
-  // Fill the context: the prompt's tokens repeated up to n_positions - 1,
-  // prefilled in one pass, then decode steps to the last position (a random
-  // or small model may emit end-of-text early; then the prefill covers it).
-  // The prefill keeps every row's attention, (layer, head, T, T) floats: cap
-  // it at 256 MB and decode the rest.
   Generator gen(model);
   if (c.n_positions < 2) {
     throw Error(model->name + ": the context holds " + std::to_string(c.n_positions) +
                 " position; render --bench needs at least 2 (a prefill and a decode step)");
   }
-  std::vector<int> prompt = model->tokenizer.encode(o.prompt);
+  std::vector<int> prompt = model->tokenizer.encode(prompt_text);
   if (prompt.empty()) throw Error("--prompt is empty (expected some text)");
   const double row_bytes = 4.0 * c.n_layer * c.n_head;
+  FilledContext f;
   int fill = c.n_positions - 1;
   while (fill > 16 && row_bytes * fill * fill > 256.0 * 1024 * 1024) fill /= 2;
+  f.prefilled = fill;
   std::vector<int> tokens;
   while (static_cast<int>(tokens.size()) < fill) tokens.push_back(prompt[tokens.size() % prompt.size()]);
   GenerateOptions go;
@@ -189,11 +191,103 @@ int run_bench(const RenderOptions& o, std::shared_ptr<const Model> model, Camera
   go.mode = CacheMode::kKV;
   go.keep_history = false;  // the scene needs the sequence state only
   gen.start_tokens(tokens, go);
-  SequenceState seq;
   const auto t_gen = Clock::now();
-  while (RecordPtr r = gen.step()) append_record(seq, r);
+  while (RecordPtr r = gen.step()) append_record(f.seq, r);
   std::printf("kvscope render --bench: %s, %d of %d positions (%d prefilled) in %.1f s\n", model->name.c_str(),
-              seq.seq_len() + 1, c.n_positions, fill, ms_since(t_gen) / 1000.0);
+              f.seq.seq_len() + 1, c.n_positions, fill, ms_since(t_gen) / 1000.0);
+  f.tokens = gen.tokens();
+  return f;
+}
+
+// What the bench draws each frame with: the window's scene, camera and text
+// layer, every beam (no minimum weight), into an offscreen target.
+struct BenchFrames {
+  const RenderOptions& o;
+  CameraPreset preset;
+  const SequenceState& seq;
+  const OverlayOptions& overlay;
+  Renderer& renderer;
+  gl::OffscreenTarget& target;
+  OffscreenImGui& imgui;
+};
+
+// One batch of frames: the frame time's percentiles, the mean per stage, what was drawn.
+struct FrameTimes {
+  Percentiles total;
+  double scene_ms = 0, draw_ms = 0, overlay_ms = 0;
+  DrawStats stats;
+};
+
+FrameTimes time_frames(const BenchFrames& b, int n) {
+  ViewOptions view;
+  view.layer = b.o.layer;
+  view.head = b.o.head;
+  view.min_weight = 0.0f;
+  FrameTimes t;
+  std::vector<double> ms;
+  Scene scene;
+  for (int i = 0; i < n; ++i) {
+    const auto t0 = Clock::now();
+    // Animate like the window does, so the scene is rebuilt every frame.
+    scene = build_scene(b.seq, view, static_cast<float>(i % 30) / 29.0f);
+    const Camera cam = preset_camera(b.preset, scene, static_cast<float>(b.o.width) / static_cast<float>(b.o.height));
+    const auto t1 = Clock::now();
+    b.target.bind();
+    b.renderer.draw(scene, cam, b.o.width, b.o.height);
+    glFinish();
+    const auto t2 = Clock::now();
+    b.imgui.draw([&](ImDrawList* dl, const OverlayFonts& fonts) {
+      draw_overlay(dl, scene, cam, ImVec2(0, 0), ImGui::GetIO().DisplaySize, fonts, b.overlay);
+    });
+    glFinish();
+    const auto t3 = Clock::now();
+    ms.push_back(ms_since(t0));
+    t.scene_ms += std::chrono::duration<double, std::milli>(t1 - t0).count() / n;
+    t.draw_ms += std::chrono::duration<double, std::milli>(t2 - t1).count() / n;
+    t.overlay_ms += std::chrono::duration<double, std::milli>(t3 - t2).count() / n;
+  }
+  t.total = percentiles(ms);
+  t.stats = b.renderer.stats();
+  return t;
+}
+
+// The same frames while another thread runs NO CACHE forwards over the whole
+// sequence, as the engine worker does during playback; `forwards` counts them.
+FrameTimes time_frames_under_load(const BenchFrames& b, int n, const Model& model, const std::vector<int>& tokens,
+                                  int& forwards) {
+  std::atomic<bool> stop{false};
+  std::atomic<int> ran{0};
+  std::thread worker([&] {
+    Engine engine(model);
+    const size_t len = std::min<size_t>(tokens.size(), static_cast<size_t>(model.config.n_positions));
+    const std::vector<int> seq_tokens(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(len));
+    while (!stop) {
+      engine.forward(seq_tokens, 0, nullptr, false);
+      ran++;
+    }
+  });
+  FrameTimes t = time_frames(b, n);
+  stop = true;
+  worker.join();
+  forwards = ran.load();
+  return t;
+}
+
+void print_bench_report(const FrameTimes& idle, const FrameTimes& busy, int forwards) {
+  const Percentiles &i = idle.total, &b = busy.total;
+  std::printf("  scene: %d blocks, %d beams, %d draw calls\n", idle.stats.blocks, idle.stats.beams,
+              idle.stats.draw_calls);
+  std::printf("  %-34s %8s %8s %8s %8s\n", "frame time (ms)", "mean", "p50", "p95", "max");
+  std::printf("  %-34s %8.1f %8.1f %8.1f %8.1f\n", "idle", i.mean, i.p50, i.p95, i.max);
+  std::printf("  %-34s %8.1f %8.1f %8.1f %8.1f\n", "while NO CACHE forwards run", b.mean, b.p50, b.p95, b.max);
+  std::printf("  (%d full-sequence forwards ran alongside)\n", forwards);
+  std::printf("  idle breakdown: scene + camera %.1f ms, 3D draw %.1f ms, text overlay %.1f ms\n", idle.scene_ms,
+              idle.draw_ms, idle.overlay_ms);
+}
+
+int run_bench(const RenderOptions& o, std::shared_ptr<const Model> model, CameraPreset preset) {
+  leave_a_core_for_rendering();  // engine threads as in the window
+  const FilledContext filled = fill_context(model, o.prompt);
 
   gl::HeadlessContext ctx;
   check_image_size(o.width, o.height);
@@ -208,71 +302,15 @@ int run_bench(const RenderOptions& o, std::shared_ptr<const Model> model, Camera
   OffscreenImGui imgui(o.width, o.height, 1.0f);
   std::printf("  %s, %dx%d, %d samples\n", ctx.description().c_str(), o.width, o.height, target.samples());
 
-  ViewOptions view;
-  view.layer = o.layer;
-  view.head = o.head;
-  view.min_weight = 0.0f;
   OverlayOptions ov;
   ov.model_name = model->name;
-  ov.record = seq.current.get();
-
-  double t_scene = 0, t_3d = 0, t_overlay = 0;
-  auto frames = [&](int n) {
-    std::vector<double> ms;
-    Scene scene;
-    t_scene = t_3d = t_overlay = 0;
-    for (int i = 0; i < n; ++i) {
-      const auto t0 = Clock::now();
-      // Animate like the window does, so the scene is rebuilt every frame.
-      scene = build_scene(seq, view, static_cast<float>(i % 30) / 29.0f);
-      const Camera cam = preset_camera(preset, scene, static_cast<float>(o.width) / static_cast<float>(o.height));
-      const auto t1 = Clock::now();
-      target.bind();
-      renderer.draw(scene, cam, o.width, o.height);
-      glFinish();
-      const auto t2 = Clock::now();
-      imgui.draw([&](ImDrawList* dl, const OverlayFonts& fonts) {
-        draw_overlay(dl, scene, cam, ImVec2(0, 0), ImGui::GetIO().DisplaySize, fonts, ov);
-      });
-      glFinish();
-      const auto t3 = Clock::now();
-      ms.push_back(ms_since(t0));
-      t_scene += std::chrono::duration<double, std::milli>(t1 - t0).count() / n;
-      t_3d += std::chrono::duration<double, std::milli>(t2 - t1).count() / n;
-      t_overlay += std::chrono::duration<double, std::milli>(t3 - t2).count() / n;
-    }
-    return std::make_pair(percentiles(ms), renderer.stats());
-  };
-  frames(5);  // warm-up (shader JIT)
-  auto [idle, stats] = frames(60);
-  const double idle_scene = t_scene, idle_3d = t_3d, idle_overlay = t_overlay;
-
-  // The same frames while another thread runs NO CACHE forwards over the
-  // whole sequence, as the engine worker does during playback.
-  std::atomic<bool> stop{false};
-  std::atomic<int> forwards{0};
-  std::thread worker([&] {
-    Engine engine(*model);
-    const std::vector<int>& tokens = gen.tokens();
-    std::vector<int> seq_tokens(tokens.begin(), tokens.begin() + std::min<size_t>(tokens.size(), c.n_positions));
-    while (!stop) {
-      engine.forward(seq_tokens, 0, nullptr, false);
-      forwards++;
-    }
-  });
-  auto [busy, stats2] = frames(60);
-  stop = true;
-  worker.join();
-  (void)stats2;
-
-  std::printf("  scene: %d blocks, %d beams, %d draw calls\n", stats.blocks, stats.beams, stats.draw_calls);
-  std::printf("  %-34s %8s %8s %8s %8s\n", "frame time (ms)", "mean", "p50", "p95", "max");
-  std::printf("  %-34s %8.1f %8.1f %8.1f %8.1f\n", "idle", idle.mean, idle.p50, idle.p95, idle.max);
-  std::printf("  %-34s %8.1f %8.1f %8.1f %8.1f\n", "while NO CACHE forwards run", busy.mean, busy.p50, busy.p95,
-              busy.max);
-  std::printf("  (%d full-sequence forwards ran alongside)\n", forwards.load());
-  std::printf("  idle breakdown: scene + camera %.1f ms, 3D draw %.1f ms, text overlay %.1f ms\n", idle_scene, idle_3d,
-              idle_overlay);
+  ov.record = filled.seq.current.get();
+  const BenchFrames frames{o, preset, filled.seq, ov, renderer, target, imgui};
+  time_frames(frames, 5);  // warm-up (shader JIT)
+  const FrameTimes idle = time_frames(frames, 60);
+  int forwards = 0;
+  const FrameTimes busy = time_frames_under_load(frames, 60, *model, filled.tokens, forwards);
+  print_bench_report(idle, busy, forwards);
   gl::check_errors("bench");
   if (!gl_messages.empty()) {
     for (const auto& m : gl_messages) std::fprintf(stderr, "kvscope: GL: %s\n", m.c_str());
@@ -291,86 +329,6 @@ bool is_software_renderer() {
 }
 
 namespace {
-
-// The folder of `name` on $PATH, or "" when it is not there.
-std::string find_on_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::string p = path ? path : "";
-  size_t start = 0;
-  while (start <= p.size()) {
-    const size_t end = std::min(p.find(':', start), p.size());
-    const std::string dir = p.substr(start, end - start);
-    const std::filesystem::path f = std::filesystem::path(dir.empty() ? "." : dir) / name;
-    std::error_code ec;
-    if (std::filesystem::is_regular_file(f, ec) && access(f.c_str(), X_OK) == 0) return f.string();
-    start = end + 1;
-  }
-  return "";
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-// Raw RGBA frames piped into ffmpeg, which encodes an H.264 MP4 into a
-// temporary file next to `out`; renamed over `out` only when ffmpeg exits 0
-// (as write_file_atomic does for the PNGs), so a failed encode (a full disk)
-// leaves no half-written video and any previous one intact. ffmpeg's own
-// messages (-loglevel error) go to our stderr.
-class VideoPipe {
- public:
-  VideoPipe(const std::string& ffmpeg, const std::string& out, int w, int h, int fps)
-      : out_(out), tmp_(temp_path(out)), w_(w), h_(h) {
-    const std::string cmd = shell_quote(ffmpeg) +
-                            " -nostdin -hide_banner -loglevel error -y -f rawvideo -pix_fmt rgba -s " +
-                            std::to_string(w) + "x" + std::to_string(h) + " -r " + std::to_string(fps) +
-                            " -i - -c:v libx264 -pix_fmt yuv420p -movflags +faststart -f mp4 " + shell_quote(tmp_);
-    std::signal(SIGPIPE, SIG_IGN);  // a dying ffmpeg makes fwrite fail instead of killing us
-    pipe_ = popen(cmd.c_str(), "w");
-    if (!pipe_) throw Error("--video: cannot start ffmpeg (" + ffmpeg + ")");
-  }
-  ~VideoPipe() {
-    if (pipe_) pclose(pipe_);
-    std::remove(tmp_.c_str());  // nothing after a successful rename
-  }
-  VideoPipe(const VideoPipe&) = delete;
-  VideoPipe& operator=(const VideoPipe&) = delete;
-  void write(const std::vector<uint8_t>& rgba) {
-    if (rgba.size() != static_cast<size_t>(w_) * h_ * 4 ||
-        std::fwrite(rgba.data(), 1, rgba.size(), pipe_) != rgba.size())
-      throw Error("--video: ffmpeg stopped reading frames (see its message above)");
-    ++frames_;
-  }
-  // Waits for ffmpeg; throws when it failed, else puts the video in place.
-  void finish() {
-    if (std::fflush(pipe_) != 0) throw Error("--video: ffmpeg stopped reading frames (see its message above)");
-    const int status = pclose(pipe_);
-    pipe_ = nullptr;
-    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      const std::string how = status != -1 && WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
-                              : status != -1 && WIFSIGNALED(status)
-                                  ? "killed by signal " + std::to_string(WTERMSIG(status))
-                                  : "no exit status";
-      throw Error("--video " + out_ + ": ffmpeg failed (" + how + "; its message is above); nothing was written");
-    }
-    if (std::rename(tmp_.c_str(), out_.c_str()) != 0)
-      throw Error("--video " + out_ + ": cannot put the video in place (" + std::string(std::strerror(errno)) + ")");
-  }
-  int frames() const { return frames_; }
-
- private:
-  static std::string temp_path(const std::string& out) {
-    const std::filesystem::path p(out);
-    const std::string name = "." + p.filename().string() + ".tmp-" + std::to_string(getpid()) + ".mp4";
-    return p.has_parent_path() ? (p.parent_path() / name).string() : name;
-  }
-  std::string out_, tmp_;
-  FILE* pipe_ = nullptr;
-  int w_, h_;
-  int frames_ = 0;
-};
 
 constexpr int kVideoFps = 30;
 constexpr int kVideoFramesPerStep = 12;  // the step's animation (flash, beams, drop) over 0.4 s
@@ -458,8 +416,11 @@ int run_render_decode(const RenderOptions& o, std::shared_ptr<const Model> model
   return 0;
 }
 
-int run_render(const RenderOptions& o) {
-  CameraPreset preset;
+namespace {
+
+// Checks the options that need no model: the camera, the image size, ffmpeg
+// for --video (returned: its path, or "") and the output folders.
+std::string check_render_options(const RenderOptions& o, CameraPreset& preset) {
   if (!parse_camera(o.camera, preset)) throw Error("--camera " + o.camera + ": expected front, top, side or follow");
   if (o.width < 16 || o.height < 16) throw Error("--width/--height: at least 16 pixels");
   std::string ffmpeg;
@@ -472,43 +433,30 @@ int run_render(const RenderOptions& o) {
     if (o.width % 2 || o.height % 2) throw Error("--video: --width and --height must be even (H.264 4:2:0)");
   }
   if (!o.bench) check_output_folders(o);
-  std::shared_ptr<const Model> model = load_cli_model(o.model_dir, o.ctx);
-  check_view(*model, o.layer, o.head);
-  if (!o.bench) check_context_fits(*model, o.prompt, std::max(1, o.steps), "--steps");
-  if (o.bench) return run_bench(o, model, preset);
-  if (o.beams > 0 || !o.draft.empty()) return run_render_decode(o, model, preset);
+  return ffmpeg;
+}
 
-  Generator gen(model);
-  GenerateOptions go;
-  go.max_new = std::max(1, o.steps);
-  go.mode = o.no_cache ? CacheMode::kNoCache : CacheMode::kKV;
-  go.kv = o.kv;
-  // Every step's record only for the heatmap grid: kept whole, a long
-  // generation's records grow with the square of its length.
-  go.keep_history = o.heatmaps;
-  gen.start(o.prompt, go);
+// One frame of a generation as the window composes it: the 3D view, its text
+// and counters, and with --heatmaps the grid in the right 42%.
+struct GenerationFrames {
+  const RenderOptions& o;
+  CameraPreset preset;
+  const Model& model;
+  const Generator& gen;
+  const SequenceState& seq;
+  Renderer& renderer;
+  gl::OffscreenTarget& target;
+  OffscreenImGui& imgui;
 
-  gl::HeadlessContext ctx;
-  check_image_size(o.width, o.height);
-  std::vector<std::string> gl_messages;
-  gl::enable_debug_output(&gl_messages);
-  Renderer renderer;
-  gl::OffscreenTarget target;
-  target.resize(o.width, o.height, kRenderSamples);
-  OffscreenImGui imgui(o.width, o.height, std::max(1.0f, static_cast<float>(o.height) / 720.0f));
-
-  ViewOptions view;
-  view.layer = o.layer;
-  view.head = o.head;
-  view.min_weight = kDefaultMinWeight;
-  SequenceState seq;
-  // With --heatmaps the 3D view takes the left 58% and the grid the rest.
-  const int view_w = o.heatmaps ? static_cast<int>(o.width * 0.58f) : o.width;
-  int steps = 0;
-  auto render_frame = [&](float anim) {
+  std::vector<uint8_t> draw(int steps, float anim) const {
+    ViewOptions view;
+    view.layer = o.layer;
+    view.head = o.head;
+    view.min_weight = kDefaultMinWeight;
+    const int view_w = o.heatmaps ? static_cast<int>(o.width * 0.58f) : o.width;
     FrameSpec spec;
     spec.seq = &seq;
-    spec.model = model.get();
+    spec.model = &model;
     spec.view = view;
     spec.anim = anim;
     spec.hud = true;  // no panels here: the counters go on the picture
@@ -531,11 +479,14 @@ int run_render(const RenderOptions& o) {
     });
     gl::check_errors("render");
     return target.read_rgba();
-  };
-  auto render_to = [&](const std::string& path) { write_png(path, o.width, o.height, render_frame(1.0f)); };
-  std::unique_ptr<VideoPipe> video;
-  if (!o.video.empty()) video = std::make_unique<VideoPipe>(ffmpeg, o.video, o.width, o.height, kVideoFps);
+  }
+};
 
+// Runs the generation step by step: each step's PNG into --frames and its
+// animation into the video; the last step to --out. Returns the steps run.
+int write_generation(const GenerationFrames& frames, Generator& gen, SequenceState& seq, VideoPipe* video) {
+  const RenderOptions& o = frames.o;
+  int steps = 0;
   for (int i = 0; i < o.steps; ++i) {
     RecordPtr r = gen.step();
     if (!r) break;
@@ -543,23 +494,53 @@ int run_render(const RenderOptions& o) {
     ++steps;
     if (video) {
       for (int k = 0; k < kVideoFramesPerStep; ++k)
-        video->write(render_frame(static_cast<float>(k) / static_cast<float>(kVideoFramesPerStep - 1)));
+        video->write(frames.draw(steps, static_cast<float>(k) / static_cast<float>(kVideoFramesPerStep - 1)));
       std::fprintf(stderr, "\rkvscope: video: step %d of %d, %d frames", steps, o.steps, video->frames());
       std::fflush(stderr);
     }
     if (!o.frames_dir.empty()) {
       char name[32];
       std::snprintf(name, sizeof(name), "step_%04d.png", r->index);
-      render_to((std::filesystem::path(o.frames_dir) / name).string());
+      write_png((std::filesystem::path(o.frames_dir) / name).string(), o.width, o.height, frames.draw(steps, 1.0f));
     }
   }
   if (video) {
-    for (int k = 0; k < kVideoFps; ++k) video->write(render_frame(1.0f));  // hold the last step for a second
+    for (int k = 0; k < kVideoFps; ++k) video->write(frames.draw(steps, 1.0f));  // hold the last step for a second
     std::fprintf(stderr, "\rkvscope: video: %d frames, encoding\xE2\x80\xA6\n", video->frames());
     video->finish();
     std::fprintf(stderr, "kvscope: wrote %s (%d frames, %d fps)\n", o.video.c_str(), video->frames(), kVideoFps);
   }
-  if (!o.out.empty()) render_to(o.out);
+  if (!o.out.empty()) write_png(o.out, o.width, o.height, frames.draw(steps, 1.0f));
+  return steps;
+}
+
+// Plain generation: the window's picture, per step, to PNGs and/or an MP4.
+int render_generation(const RenderOptions& o, std::shared_ptr<const Model> model, CameraPreset preset,
+                      const std::string& ffmpeg) {
+  Generator gen(model);
+  GenerateOptions go;
+  go.max_new = std::max(1, o.steps);
+  go.mode = o.no_cache ? CacheMode::kNoCache : CacheMode::kKV;
+  go.kv = o.kv;
+  // Every step's record only for the heatmap grid: kept whole, a long
+  // generation's records grow with the square of its length.
+  go.keep_history = o.heatmaps;
+  gen.start(o.prompt, go);
+
+  gl::HeadlessContext ctx;
+  check_image_size(o.width, o.height);
+  std::vector<std::string> gl_messages;
+  gl::enable_debug_output(&gl_messages);
+  Renderer renderer;
+  gl::OffscreenTarget target;
+  target.resize(o.width, o.height, kRenderSamples);
+  OffscreenImGui imgui(o.width, o.height, std::max(1.0f, static_cast<float>(o.height) / 720.0f));
+
+  SequenceState seq;
+  const GenerationFrames frames{o, preset, *model, gen, seq, renderer, target, imgui};
+  std::unique_ptr<VideoPipe> video;
+  if (!o.video.empty()) video = std::make_unique<VideoPipe>(ffmpeg, o.video, o.width, o.height, kVideoFps);
+  const int steps = write_generation(frames, gen, seq, video.get());
   if (!gl_messages.empty()) {
     for (const auto& m : gl_messages) std::fprintf(stderr, "kvscope: GL: %s\n", m.c_str());
     throw Error("OpenGL reported errors while rendering (above)");
@@ -567,6 +548,19 @@ int run_render(const RenderOptions& o) {
   std::fprintf(stderr, "kvscope: rendered %d step%s (%d positions) with %s\n", steps, steps == 1 ? "" : "s",
                seq.seq_len(), ctx.description().c_str());
   return 0;
+}
+
+}  // namespace
+
+int run_render(const RenderOptions& o) {
+  CameraPreset preset;
+  const std::string ffmpeg = check_render_options(o, preset);
+  std::shared_ptr<const Model> model = load_cli_model(o.model_dir, o.ctx);
+  check_view(*model, o.layer, o.head);
+  if (!o.bench) check_context_fits(*model, o.prompt, std::max(1, o.steps), "--steps");
+  if (o.bench) return run_bench(o, model, preset);
+  if (o.beams > 0 || !o.draft.empty()) return run_render_decode(o, model, preset);
+  return render_generation(o, model, preset, ffmpeg);
 }
 
 }  // namespace kvscope

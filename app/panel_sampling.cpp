@@ -53,145 +53,148 @@ std::string piece_of(const Snapshot& snap, int id) {
   return visible_piece(snap.model->tokenizer.display_piece(id));
 }
 
-}  // namespace
+// A candidate's tooltip: its logit through the penalty, temperature and cuts.
+void bar_tooltip(const Snapshot& snap, const TokenBar& b, const SamplingExplain& e, bool chosen) {
+  ImGui::BeginTooltip();
+  ImGui::Text("%s (token %d), rank %d", piece_of(snap, b.token).c_str(), b.token, b.rank + 1);
+  ImGui::Text("logit %.3f%s", b.logit_raw, b.penalized ? "" : " (not touched by the penalty)");
+  if (b.penalized) ImGui::Text("repetition penalty: logit %.3f -> %.3f", b.logit_raw, b.logit);
+  ImGui::Text("before temperature: %.2f%%   after (T = %.2f): %.2f%%", 100.0 * b.p_base, e.temperature,
+              100.0 * b.p_temp);
+  if (b.cut_by_top_k) ImGui::TextUnformatted("cut by top-k");
+  if (b.cut_by_top_p) ImGui::TextUnformatted("cut by top-p");
+  if (b.kept()) ImGui::Text("kept: %.2f%% after renormalising", 100.0 * b.p_kept);
+  ImGui::TextDisabled(chosen ? "the token this step chose" : "click: force it here (generation forks)");
+  ImGui::EndTooltip();
+}
 
-Commands panel_next_token(const Snapshot& snap, UiState& ui) {
-  if (snap.decoding.mode != DecodeMode::kSample) return panel_decode_step(snap, ui);
-  Commands cmds;
-  const int step = shown_step(snap, ui);
-  const StepRecord* r = step >= 0 ? snap.records[static_cast<size_t>(step)].get() : nullptr;
-  if (!r) {
-    ImGui::TextDisabled("(no step yet)");
-  } else if (prediction_hidden(snap, ui)) {
-    ImGui::TextColored(v4(palette::kNewToken), "next token: ?");
-    ImGui::TextWrapped(
-        "Predict mode: guess the next token, then press Enter (or the button) to reveal it and its bars.");
-    if (ImGui::Button("Reveal (Enter)", ImVec2(-1, 0))) cmds.push_back(cmd::Reveal{});
-  } else {
-    const ExplainCache& ex = explain_for(snap, step, ui.sampler);
-    ImGui::Text("step %d chose: %s  (%.1f%%)", step, visible_piece(r->piece).c_str(), 100.0 * r->prob);
-    if (!ex.ok) {
-      ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.4f, 1), "(%s)", ex.error.c_str());
-    } else {
-      const SamplingExplain& e = ex.e;
-      if (!ex.what_if && e.token != r->token) {
-        ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.8f, 0.4f, 1));
-        ImGui::TextWrapped("forced here (a branch): the sampler's draw picked %s", piece_of(snap, e.token).c_str());
-        ImGui::PopStyleColor();
-      }
-      if (ex.what_if) {
-        ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.4f, 1),
-                           "what if: these settings would pick %s (from the stored logits)",
-                           piece_of(snap, e.token).c_str());
-      }
-      ImDrawList* dl = ImGui::GetWindowDrawList();
-      const float w = ImGui::GetContentRegionAvail().x;
-      const float label_w = std::min(w * 0.34f, ImGui::CalcTextSize("MMMMMMMMMM").x);
-      const float pct_w = ImGui::CalcTextSize("100.0% ").x;
-      const float row = ImGui::GetTextLineHeightWithSpacing();
-      const float bar_x0 = label_w, bar_w = std::max(10.0f, w - label_w - pct_w - 18);
-      const ImVec2 p0 = ImGui::GetCursorScreenPos();
-      float pmax = 0;
-      for (const TokenBar& b : e.bars) pmax = std::max({pmax, b.p_temp, b.p_base});
-      const float scale = pmax > 0 ? 1.0f / pmax : 1.0f;  // the longest bar fills the width
-      const ImU32 grey = IM_COL32(95, 100, 115, 255);
-      for (size_t i = 0; i < e.bars.size(); ++i) {
-        const TokenBar& b = e.bars[i];
-        const float y = p0.y + row * static_cast<float>(i);
-        const bool cut = !b.kept();
-        const bool chosen = b.token == r->token;              // what the step really chose
-        const bool would = ex.what_if && b.token == e.token;  // what these settings would choose
-        ImGui::SetCursorScreenPos(ImVec2(p0.x, y));
-        ImGui::PushID(static_cast<int>(i));
-        const bool clicked = ImGui::InvisibleButton("##cand", ImVec2(w, row));
-        const bool hovered = ImGui::IsItemHovered();
-        ImGui::PopID();
-        if (hovered) dl->AddRectFilled(ImVec2(p0.x, y), ImVec2(p0.x + w, y + row), IM_COL32(40, 48, 70, 255), 3.0f);
-        const ImU32 text_col = chosen ? to_imcolor(palette::kNewToken) : cut ? grey : IM_COL32(210, 215, 230, 255);
-        dl->PushClipRect(ImVec2(p0.x, y), ImVec2(p0.x + label_w - 4, y + row), true);
-        dl->AddText(ImVec2(p0.x, y), text_col, piece_of(snap, b.token).c_str());
-        dl->PopClipRect();
-        // Before temperature: an outline; after: filled (grey when cut).
-        const float xb = p0.x + bar_x0;
-        const float w_base = bar_w * b.p_base * scale, w_temp = bar_w * b.p_temp * scale;
-        const ImU32 fill = cut      ? IM_COL32(70, 74, 86, 255)
-                           : chosen ? to_imcolor(palette::kNewToken)
-                                    : to_imcolor(palette::kCacheHigh, 0.8f);
-        dl->AddRectFilled(ImVec2(xb, y + 3), ImVec2(xb + std::max(1.0f, w_temp), y + row - 3), fill, 2.0f);
-        dl->AddRect(ImVec2(xb, y + 1), ImVec2(xb + std::max(1.0f, w_base), y + row - 1), IM_COL32(230, 230, 240, 150),
-                    2.0f);
-        if (would)
-          dl->AddRect(ImVec2(xb - 2, y), ImVec2(xb + std::max(4.0f, w_temp) + 2, y + row), IM_COL32(255, 200, 80, 255),
-                      2.0f, 0, 2.0f);
-        char tag[48];
-        std::snprintf(tag, sizeof(tag), "%.1f%%%s%s%s", 100.0 * b.p_temp, b.penalized ? " pen" : "",
-                      b.cut_by_top_k ? " k" : "", b.cut_by_top_p ? " p" : "");
-        dl->AddText(ImVec2(xb + std::max(w_temp, w_base) + 4, y), text_col, tag);
-        if (hovered) {
-          ImGui::BeginTooltip();
-          ImGui::Text("%s (token %d), rank %d", piece_of(snap, b.token).c_str(), b.token, b.rank + 1);
-          ImGui::Text("logit %.3f%s", b.logit_raw, b.penalized ? "" : " (not touched by the penalty)");
-          if (b.penalized) ImGui::Text("repetition penalty: logit %.3f -> %.3f", b.logit_raw, b.logit);
-          ImGui::Text("before temperature: %.2f%%   after (T = %.2f): %.2f%%", 100.0 * b.p_base, e.temperature,
-                      100.0 * b.p_temp);
-          if (b.cut_by_top_k) ImGui::TextUnformatted("cut by top-k");
-          if (b.cut_by_top_p) ImGui::TextUnformatted("cut by top-p");
-          if (b.kept()) ImGui::Text("kept: %.2f%% after renormalising", 100.0 * b.p_kept);
-          ImGui::TextDisabled(chosen ? "the token this step chose" : "click: force it here (generation forks)");
-          ImGui::EndTooltip();
-        }
-        if (clicked && !chosen) {
-          cmds.push_back(cmd::Fork{b.token});
-        }
-      }
-      ImGui::SetCursorScreenPos(ImVec2(p0.x, p0.y + row * static_cast<float>(e.bars.size())));
-      ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-      ImGui::TextWrapped(
-          "outline: before temperature, fill: after; grey: cut (k = top-k, p = top-p); "
-          "pen = repetition penalty. Click a token to force it (fork).");
-      ImGui::PopStyleColor();
-      // The cumulative bar of what was kept, with the draw.
-      const float ch = ImGui::GetTextLineHeight() * 1.3f;
-      const ImVec2 c0 = ImGui::GetCursorScreenPos();
-      ImGui::Dummy(ImVec2(w, ch + ImGui::GetTextLineHeight() + 4));
-      double lo = 0;
-      for (size_t i = 0; i < e.kept.size(); ++i) {
-        const double hi = e.cum_hi[i];
-        const float x0 = c0.x + static_cast<float>(lo) * w, x1 = c0.x + static_cast<float>(hi) * w;
-        const bool is_pick = e.kept[i] == e.token;
-        const glm::vec3 base = i % 2 ? palette::kCacheLow : palette::kCacheHigh * 0.7f;
-        dl->AddRectFilled(ImVec2(x0, c0.y), ImVec2(std::max(x0 + 1, x1), c0.y + ch),
-                          is_pick ? to_imcolor(palette::kNewToken) : to_imcolor(base));
-        if (x1 - x0 > ImGui::CalcTextSize("MMM").x) {
-          dl->PushClipRect(ImVec2(x0, c0.y), ImVec2(x1, c0.y + ch), true);
-          dl->AddText(ImVec2(x0 + 2, c0.y + ch * 0.1f),
-                      is_pick ? IM_COL32(20, 20, 20, 255) : IM_COL32(230, 235, 245, 255),
-                      piece_of(snap, e.kept[i]).c_str());
-          dl->PopClipRect();
-        }
-        lo = hi;
-      }
-      dl->AddRect(c0, ImVec2(c0.x + w, c0.y + ch), IM_COL32(120, 130, 160, 255));
-      char note[128];
-      if (e.draw >= 0) {
-        const float xd = c0.x + static_cast<float>(e.draw) * w;
-        dl->AddTriangleFilled(ImVec2(xd - 6, c0.y - 2), ImVec2(xd + 6, c0.y - 2), ImVec2(xd, c0.y + 6),
-                              IM_COL32(255, 255, 255, 255));
-        dl->AddLine(ImVec2(xd, c0.y), ImVec2(xd, c0.y + ch), IM_COL32(255, 255, 255, 255), 2.0f);
-        std::snprintf(note, sizeof(note), "draw %.3f lands on %s (%zu kept, %.1f%% of the mass)", e.draw,
-                      piece_of(snap, e.token).c_str(), e.kept.size(), 100.0 * e.kept_mass);
-      } else {
-        std::snprintf(note, sizeof(note), "greedy: the top token, no random draw");
-      }
-      dl->AddText(ImVec2(c0.x, c0.y + ch + 2), IM_COL32(190, 195, 210, 255), note);
-      if (!e.penalized.empty()) {
-        ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-        ImGui::TextWrapped("repetition penalty touched %zu tokens of the history", e.penalized.size());
-        ImGui::PopStyleColor();
-      }
+// The top candidates as bars (before temperature: outline, after: fill, grey
+// when cut); clicking one that was not chosen forks the generation there.
+void candidate_bars(const Snapshot& snap, const ExplainCache& ex, const StepRecord& r, Commands& cmds) {
+  const SamplingExplain& e = ex.e;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float w = ImGui::GetContentRegionAvail().x;
+  const float label_w = std::min(w * 0.34f, ImGui::CalcTextSize("MMMMMMMMMM").x);
+  const float pct_w = ImGui::CalcTextSize("100.0% ").x;
+  const float row = ImGui::GetTextLineHeightWithSpacing();
+  const float bar_x0 = label_w, bar_w = std::max(10.0f, w - label_w - pct_w - 18);
+  const ImVec2 p0 = ImGui::GetCursorScreenPos();
+  float pmax = 0;
+  for (const TokenBar& b : e.bars) pmax = std::max({pmax, b.p_temp, b.p_base});
+  const float scale = pmax > 0 ? 1.0f / pmax : 1.0f;  // the longest bar fills the width
+  const ImU32 grey = IM_COL32(95, 100, 115, 255);
+  for (size_t i = 0; i < e.bars.size(); ++i) {
+    const TokenBar& b = e.bars[i];
+    const float y = p0.y + row * static_cast<float>(i);
+    const bool cut = !b.kept();
+    const bool chosen = b.token == r.token;               // what the step really chose
+    const bool would = ex.what_if && b.token == e.token;  // what these settings would choose
+    ImGui::SetCursorScreenPos(ImVec2(p0.x, y));
+    ImGui::PushID(static_cast<int>(i));
+    const bool clicked = ImGui::InvisibleButton("##cand", ImVec2(w, row));
+    const bool hovered = ImGui::IsItemHovered();
+    ImGui::PopID();
+    if (hovered) dl->AddRectFilled(ImVec2(p0.x, y), ImVec2(p0.x + w, y + row), IM_COL32(40, 48, 70, 255), 3.0f);
+    const ImU32 text_col = chosen ? to_imcolor(palette::kNewToken) : cut ? grey : IM_COL32(210, 215, 230, 255);
+    dl->PushClipRect(ImVec2(p0.x, y), ImVec2(p0.x + label_w - 4, y + row), true);
+    dl->AddText(ImVec2(p0.x, y), text_col, piece_of(snap, b.token).c_str());
+    dl->PopClipRect();
+    // Before temperature: an outline; after: filled (grey when cut).
+    const float xb = p0.x + bar_x0;
+    const float w_base = bar_w * b.p_base * scale, w_temp = bar_w * b.p_temp * scale;
+    const ImU32 fill = cut      ? IM_COL32(70, 74, 86, 255)
+                       : chosen ? to_imcolor(palette::kNewToken)
+                                : to_imcolor(palette::kCacheHigh, 0.8f);
+    dl->AddRectFilled(ImVec2(xb, y + 3), ImVec2(xb + std::max(1.0f, w_temp), y + row - 3), fill, 2.0f);
+    dl->AddRect(ImVec2(xb, y + 1), ImVec2(xb + std::max(1.0f, w_base), y + row - 1), IM_COL32(230, 230, 240, 150),
+                2.0f);
+    if (would)
+      dl->AddRect(ImVec2(xb - 2, y), ImVec2(xb + std::max(4.0f, w_temp) + 2, y + row), IM_COL32(255, 200, 80, 255),
+                  2.0f, 0, 2.0f);
+    char tag[48];
+    std::snprintf(tag, sizeof(tag), "%.1f%%%s%s%s", 100.0 * b.p_temp, b.penalized ? " pen" : "",
+                  b.cut_by_top_k ? " k" : "", b.cut_by_top_p ? " p" : "");
+    dl->AddText(ImVec2(xb + std::max(w_temp, w_base) + 4, y), text_col, tag);
+    if (hovered) bar_tooltip(snap, b, e, chosen);
+    if (clicked && !chosen) {
+      cmds.push_back(cmd::Fork{b.token});
     }
   }
-  ImGui::Separator();
+  ImGui::SetCursorScreenPos(ImVec2(p0.x, p0.y + row * static_cast<float>(e.bars.size())));
+}
+
+// The cumulative bar of what was kept, with the draw that picked the token.
+void kept_mass_bar(const Snapshot& snap, const SamplingExplain& e) {
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float w = ImGui::GetContentRegionAvail().x;
+  const float ch = ImGui::GetTextLineHeight() * 1.3f;
+  const ImVec2 c0 = ImGui::GetCursorScreenPos();
+  ImGui::Dummy(ImVec2(w, ch + ImGui::GetTextLineHeight() + 4));
+  double lo = 0;
+  for (size_t i = 0; i < e.kept.size(); ++i) {
+    const double hi = e.cum_hi[i];
+    const float x0 = c0.x + static_cast<float>(lo) * w, x1 = c0.x + static_cast<float>(hi) * w;
+    const bool is_pick = e.kept[i] == e.token;
+    const glm::vec3 base = i % 2 ? palette::kCacheLow : palette::kCacheHigh * 0.7f;
+    dl->AddRectFilled(ImVec2(x0, c0.y), ImVec2(std::max(x0 + 1, x1), c0.y + ch),
+                      is_pick ? to_imcolor(palette::kNewToken) : to_imcolor(base));
+    if (x1 - x0 > ImGui::CalcTextSize("MMM").x) {
+      dl->PushClipRect(ImVec2(x0, c0.y), ImVec2(x1, c0.y + ch), true);
+      dl->AddText(ImVec2(x0 + 2, c0.y + ch * 0.1f), is_pick ? IM_COL32(20, 20, 20, 255) : IM_COL32(230, 235, 245, 255),
+                  piece_of(snap, e.kept[i]).c_str());
+      dl->PopClipRect();
+    }
+    lo = hi;
+  }
+  dl->AddRect(c0, ImVec2(c0.x + w, c0.y + ch), IM_COL32(120, 130, 160, 255));
+  char note[128];
+  if (e.draw >= 0) {
+    const float xd = c0.x + static_cast<float>(e.draw) * w;
+    dl->AddTriangleFilled(ImVec2(xd - 6, c0.y - 2), ImVec2(xd + 6, c0.y - 2), ImVec2(xd, c0.y + 6),
+                          IM_COL32(255, 255, 255, 255));
+    dl->AddLine(ImVec2(xd, c0.y), ImVec2(xd, c0.y + ch), IM_COL32(255, 255, 255, 255), 2.0f);
+    std::snprintf(note, sizeof(note), "draw %.3f lands on %s (%zu kept, %.1f%% of the mass)", e.draw,
+                  piece_of(snap, e.token).c_str(), e.kept.size(), 100.0 * e.kept_mass);
+  } else {
+    std::snprintf(note, sizeof(note), "greedy: the top token, no random draw");
+  }
+  dl->AddText(ImVec2(c0.x, c0.y + ch + 2), IM_COL32(190, 195, 210, 255), note);
+}
+
+// The shown step's choice, explained by the sampler's trace under the panel's settings.
+void explained_step(const Snapshot& snap, const UiState& ui, int step, const StepRecord& r, Commands& cmds) {
+  const ExplainCache& ex = explain_for(snap, step, ui.sampler);
+  ImGui::Text("step %d chose: %s  (%.1f%%)", step, visible_piece(r.piece).c_str(), 100.0 * r.prob);
+  if (!ex.ok) {
+    ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.4f, 1), "(%s)", ex.error.c_str());
+    return;
+  }
+  const SamplingExplain& e = ex.e;
+  if (!ex.what_if && e.token != r.token) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.8f, 0.4f, 1));
+    ImGui::TextWrapped("forced here (a branch): the sampler's draw picked %s", piece_of(snap, e.token).c_str());
+    ImGui::PopStyleColor();
+  }
+  if (ex.what_if) {
+    ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.4f, 1), "what if: these settings would pick %s (from the stored logits)",
+                       piece_of(snap, e.token).c_str());
+  }
+  candidate_bars(snap, ex, r, cmds);
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::TextWrapped(
+      "outline: before temperature, fill: after; grey: cut (k = top-k, p = top-p); "
+      "pen = repetition penalty. Click a token to force it (fork).");
+  ImGui::PopStyleColor();
+  kept_mass_bar(snap, e);
+  if (!e.penalized.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("repetition penalty touched %zu tokens of the history", e.penalized.size());
+    ImGui::PopStyleColor();
+  }
+}
+
+// The sampler settings the next steps use (and the bars redraw with now).
+void sampler_controls(UiState& ui, Commands& cmds) {
   ImGui::TextUnformatted("Sampling (bars redraw now; generation uses it from the next step)");
   bool changed = ImGui::Checkbox("greedy (always the top token)", &ui.sampler.greedy);
   ImGui::BeginDisabled(ui.sampler.greedy);
@@ -210,6 +213,27 @@ Commands panel_next_token(const Snapshot& snap, UiState& ui) {
     changed = true;
   }
   if (changed) cmds.push_back(cmd::SetSampler{});
+}
+
+}  // namespace
+
+Commands panel_next_token(const Snapshot& snap, UiState& ui) {
+  if (snap.decoding.mode != DecodeMode::kSample) return panel_decode_step(snap, ui);
+  Commands cmds;
+  const int step = shown_step(snap, ui);
+  const StepRecord* r = step >= 0 ? snap.records[static_cast<size_t>(step)].get() : nullptr;
+  if (!r) {
+    ImGui::TextDisabled("(no step yet)");
+  } else if (prediction_hidden(snap, ui)) {
+    ImGui::TextColored(v4(palette::kNewToken), "next token: ?");
+    ImGui::TextWrapped(
+        "Predict mode: guess the next token, then press Enter (or the button) to reveal it and its bars.");
+    if (ImGui::Button("Reveal (Enter)", ImVec2(-1, 0))) cmds.push_back(cmd::Reveal{});
+  } else {
+    explained_step(snap, ui, step, *r, cmds);
+  }
+  ImGui::Separator();
+  sampler_controls(ui, cmds);
   return cmds;
 }
 

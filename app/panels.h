@@ -29,6 +29,8 @@ Commands panel_decode_step(const Snapshot& snap, UiState& ui);
 Commands panel_decode_cache(const Snapshot& snap, UiState& ui);
 // The lesson on the running strategy (a tab under the timeline).
 Commands panel_decode_lesson(const Snapshot& snap, UiState& ui);
+// A button in `colour` that reads as a toggle (the big Generate, Play and KV CACHE buttons).
+bool big_button(const char* label, const glm::vec3& colour, ImVec2 size);
 // A name / value row of a two-column counters table.
 void counter_row(const char* name, const std::string& value, const ImVec4* colour = nullptr);
 // Q·Kᵀ/√d → softmax → ·V for the shown step and the selected layer and head (panel_qkv.cpp).

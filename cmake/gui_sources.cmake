@@ -15,9 +15,11 @@ set(KVSCOPE_GUI_SRC
   app/gui_render.cpp
   app/gui_soak.cpp
   app/gui_window.cpp
+  app/panel_cache.cpp
   app/panel_cost.cpp
   app/panel_decode.cpp
   app/panel_heatmaps.cpp
+  app/panel_hover.cpp
   app/panel_kv.cpp
   app/panel_qkv.cpp
   app/panel_sampling.cpp
@@ -25,4 +27,5 @@ set(KVSCOPE_GUI_SRC
   app/panel_training.cpp
   app/panels.cpp
   app/png_file.cpp
-  app/presentation_hud.cpp)
+  app/presentation_hud.cpp
+  app/video_pipe.cpp)

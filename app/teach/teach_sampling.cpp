@@ -26,6 +26,101 @@ int rank_of(const std::vector<float>& p, int token) {
   return r;
 }
 
+// Every token whose logit the repetition penalty touched. A token of the
+// history whose logit is 0 is "touched" but unchanged (0 * penalty = 0): the
+// bars show it too, so the rule is visible.
+std::vector<PenaltyTouch> penalty_touches(const SamplingExplain& e, const std::vector<float>& logits,
+                                          const std::vector<float>& pen, const std::vector<int>& history,
+                                          const SamplerSettings& s) {
+  std::vector<PenaltyTouch> out;
+  for (size_t i = 0; i < pen.size(); ++i) {
+    if (pen[i] != logits[i]) out.push_back({static_cast<int>(i), logits[i], pen[i], e.p_raw[i], e.p_base[i]});
+  }
+  if (s.repetition_penalty != 1.0f) {
+    std::set<int> seen(history.begin(), history.end());
+    for (int tk : seen) {
+      const size_t ti = static_cast<size_t>(tk);
+      if (tk >= 0 && tk < e.vocab && pen[ti] == logits[ti]) {
+        out.push_back({tk, logits[ti], pen[ti], e.p_raw[ti], e.p_base[ti]});
+      }
+    }
+    std::sort(out.begin(), out.end(), [](const PenaltyTouch& a, const PenaltyTouch& b) { return a.token < b.token; });
+  }
+  return out;
+}
+
+// Which cut removed what: top-k's set alone, then what top-p removed of it
+// (one flag per vocab id).
+struct Cuts {
+  std::vector<uint8_t> in_top_k, in_kept;
+};
+
+// Marks the cuts and adds up the probability mass each removed into `e`.
+Cuts mark_cuts(SamplingExplain& e, const SamplerSettings& s) {
+  Cuts c;
+  c.in_top_k.assign(static_cast<size_t>(e.vocab), 1);
+  c.in_kept.assign(static_cast<size_t>(e.vocab), 0);
+  e.n_top_k = e.vocab;
+  if (!s.greedy) {
+    const std::vector<int> top_k_set = kept_indices(e.p_temp, s.top_k, 1.0f);
+    e.n_top_k = static_cast<int>(top_k_set.size());
+    if (e.n_top_k < e.vocab) {
+      std::fill(c.in_top_k.begin(), c.in_top_k.end(), 0);
+      for (int i : top_k_set) c.in_top_k[static_cast<size_t>(i)] = 1;
+    }
+  }
+  for (int i : e.kept) c.in_kept[static_cast<size_t>(i)] = 1;
+  for (int i = 0; i < e.vocab; ++i) {
+    const double p = e.p_temp[static_cast<size_t>(i)];
+    if (!c.in_top_k[static_cast<size_t>(i)]) {
+      e.mass_cut_by_top_k += p;
+    } else if (!c.in_kept[static_cast<size_t>(i)] && !s.greedy) {
+      e.mass_cut_by_top_p += p;
+    }
+  }
+  return c;
+}
+
+// The bars: the n_top best in the drawn-from distribution, best first, and
+// the chosen token after them when it is not among them.
+std::vector<TokenBar> token_bars(const SamplingExplain& e, const std::vector<float>& logits,
+                                 const std::vector<float>& pen, const SamplerSettings& s, const Cuts& cuts, int n_top) {
+  const int n = std::max(0, std::min(n_top, e.vocab));
+  std::vector<int> shown = n > 0 ? kept_indices(e.p_temp, n, 1.0f) : std::vector<int>{};
+  const bool chosen_shown = std::find(shown.begin(), shown.end(), e.token) != shown.end();
+  std::vector<int> kept_pos(static_cast<size_t>(e.vocab), -1);
+  for (size_t j = 0; j < e.kept.size(); ++j) kept_pos[static_cast<size_t>(e.kept[j])] = static_cast<int>(j);
+  std::set<int> pen_set;
+  for (const PenaltyTouch& t : e.penalized) pen_set.insert(t.token);
+  auto bar_of = [&](int t, int rank) {
+    TokenBar b;
+    const size_t ti = static_cast<size_t>(t);
+    b.token = t;
+    b.rank = rank;
+    b.logit_raw = logits[ti];
+    b.logit = pen[ti];
+    b.p_base = e.p_base[ti];
+    b.p_temp = e.p_temp[ti];
+    b.penalized = pen_set.count(t) > 0;
+    b.chosen = t == e.token;
+    if (!s.greedy) {
+      b.cut_by_top_k = !cuts.in_top_k[ti];
+      b.cut_by_top_p = cuts.in_top_k[ti] && !cuts.in_kept[ti];
+    }
+    const int j = kept_pos[ti];
+    if (j >= 0) {
+      b.cum_lo = j == 0 ? 0.0 : e.cum_hi[static_cast<size_t>(j) - 1];
+      b.cum_hi = e.cum_hi[static_cast<size_t>(j)];
+      b.p_kept = static_cast<float>(s.greedy ? 1.0 : e.p_temp[ti] / e.kept_mass);
+    }
+    return b;
+  };
+  std::vector<TokenBar> bars;
+  for (size_t r = 0; r < shown.size(); ++r) bars.push_back(bar_of(shown[r], static_cast<int>(r)));
+  if (!chosen_shown) bars.push_back(bar_of(e.token, rank_of(e.p_temp, e.token)));
+  return bars;
+}
+
 }  // namespace
 
 SamplingExplain explain_sampling(const std::vector<float>& logits, const std::vector<int>& history,
@@ -49,82 +144,11 @@ SamplingExplain explain_sampling(const std::vector<float>& logits, const std::ve
   e.cum_hi = t.cum_hi;
   e.draw = t.draw;
   e.draw_bar = t.draw_bar;
-  for (size_t i = 0; i < pen.size(); ++i) {
-    if (pen[i] != logits[i]) {
-      e.penalized.push_back({static_cast<int>(i), logits[i], pen[i], e.p_raw[i], e.p_base[i]});
-    }
-  }
-  // A token of the history whose logit is 0 is "touched" but unchanged (0 * penalty = 0):
-  // the bars show it too, so the rule is visible.
-  if (s.repetition_penalty != 1.0f) {
-    std::set<int> seen(history.begin(), history.end());
-    for (int tk : seen) {
-      if (tk >= 0 && tk < e.vocab && pen[static_cast<size_t>(tk)] == logits[static_cast<size_t>(tk)]) {
-        e.penalized.push_back({tk, logits[static_cast<size_t>(tk)], pen[static_cast<size_t>(tk)],
-                               e.p_raw[static_cast<size_t>(tk)], e.p_base[static_cast<size_t>(tk)]});
-      }
-    }
-    std::sort(e.penalized.begin(), e.penalized.end(),
-              [](const PenaltyTouch& a, const PenaltyTouch& b) { return a.token < b.token; });
-  }
-
-  // Which cut removed what: top-k's set alone, then what top-p removed of it.
-  std::vector<uint8_t> in_top_k(static_cast<size_t>(e.vocab), 1);
-  std::vector<uint8_t> in_kept(static_cast<size_t>(e.vocab), 0);
-  e.n_top_k = e.vocab;
-  if (!s.greedy) {
-    const std::vector<int> top_k_set = kept_indices(e.p_temp, s.top_k, 1.0f);
-    e.n_top_k = static_cast<int>(top_k_set.size());
-    if (e.n_top_k < e.vocab) {
-      std::fill(in_top_k.begin(), in_top_k.end(), 0);
-      for (int i : top_k_set) in_top_k[static_cast<size_t>(i)] = 1;
-    }
-  }
-  for (int i : e.kept) in_kept[static_cast<size_t>(i)] = 1;
+  e.penalized = penalty_touches(e, logits, pen, history, s);
+  const Cuts cuts = mark_cuts(e, s);
   e.token = t.token;
   e.prob = e.p_temp[static_cast<size_t>(e.token)];
-  for (int i = 0; i < e.vocab; ++i) {
-    const double p = e.p_temp[static_cast<size_t>(i)];
-    if (!in_top_k[static_cast<size_t>(i)]) {
-      e.mass_cut_by_top_k += p;
-    } else if (!in_kept[static_cast<size_t>(i)] && !s.greedy) {
-      e.mass_cut_by_top_p += p;
-    }
-  }
-
-  // The bars: best first in the drawn-from distribution.
-  const int n = std::max(0, std::min(n_top, e.vocab));
-  std::vector<int> shown = n > 0 ? kept_indices(e.p_temp, n, 1.0f) : std::vector<int>{};
-  const bool chosen_shown = std::find(shown.begin(), shown.end(), e.token) != shown.end();
-  std::vector<int> kept_pos(static_cast<size_t>(e.vocab), -1);
-  for (size_t j = 0; j < e.kept.size(); ++j) kept_pos[static_cast<size_t>(e.kept[j])] = static_cast<int>(j);
-  std::set<int> pen_set;
-  for (const PenaltyTouch& t : e.penalized) pen_set.insert(t.token);
-  auto bar_of = [&](int t, int rank) {
-    TokenBar b;
-    const size_t ti = static_cast<size_t>(t);
-    b.token = t;
-    b.rank = rank;
-    b.logit_raw = logits[ti];
-    b.logit = pen[ti];
-    b.p_base = e.p_base[ti];
-    b.p_temp = e.p_temp[ti];
-    b.penalized = pen_set.count(t) > 0;
-    b.chosen = t == e.token;
-    if (!s.greedy) {
-      b.cut_by_top_k = !in_top_k[ti];
-      b.cut_by_top_p = in_top_k[ti] && !in_kept[ti];
-    }
-    const int j = kept_pos[ti];
-    if (j >= 0) {
-      b.cum_lo = j == 0 ? 0.0 : e.cum_hi[static_cast<size_t>(j) - 1];
-      b.cum_hi = e.cum_hi[static_cast<size_t>(j)];
-      b.p_kept = static_cast<float>(s.greedy ? 1.0 : e.p_temp[ti] / e.kept_mass);
-    }
-    return b;
-  };
-  for (size_t r = 0; r < shown.size(); ++r) e.bars.push_back(bar_of(shown[r], static_cast<int>(r)));
-  if (!chosen_shown) e.bars.push_back(bar_of(e.token, rank_of(e.p_temp, e.token)));
+  e.bars = token_bars(e, logits, pen, s, cuts, n_top);
   return e;
 }
 
