@@ -13,6 +13,7 @@
 #include "error.h"
 #include "file_io.h"
 #include "tokenizer_detail.h"
+#include "tokenizer_rules.h"
 
 namespace kvscope {
 namespace {
@@ -105,34 +106,8 @@ namespace {
 //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 enum class CharClass : unsigned char { kLetter, kNumber, kSpace, kOther };
 
-// \s of Python's `regex` module (and of Oniguruma, used by HF tokenizers) is the
-// Unicode White_Space property. JavaScript's \s differs: it adds U+FEFF and
-// lacks U+0085 (see tests/test_tokenizer.cpp). U+001C..U+001F (whitespace for
-// Python's `re`, not for `regex`) are not whitespace here.
-bool is_white_space(char32_t cp) {
-  switch (cp) {
-    case 0x09:
-    case 0x0A:
-    case 0x0B:
-    case 0x0C:
-    case 0x0D:
-    case 0x20:
-    case 0x85:
-    case 0xA0:
-    case 0x1680:
-    case 0x2028:
-    case 0x2029:
-    case 0x202F:
-    case 0x205F:
-    case 0x3000:
-      return true;
-    default:
-      return cp >= 0x2000 && cp <= 0x200A;
-  }
-}
-
 CharClass classify(char32_t cp) {
-  if (is_white_space(cp)) return CharClass::kSpace;
+  if (detail::is_white_space(cp)) return CharClass::kSpace;
   switch (utf8proc_category(static_cast<utf8proc_int32_t>(cp))) {
     case UTF8PROC_CATEGORY_LU:
     case UTF8PROC_CATEGORY_LL:

@@ -13,7 +13,10 @@
 
 namespace kvscope::detail {
 
-// Unicode White_Space (the \s of Oniguruma and of Python's `regex`).
+// Unicode White_Space (the \s of Oniguruma, used by HF tokenizers, and of
+// Python's `regex`, which GPT-2's pattern was written for). JavaScript's \s
+// differs: it adds U+FEFF and lacks U+0085 (see tests/test_tokenizer.cpp).
+// U+001C..U+001F (whitespace for Python's `re`, not for `regex`) are not.
 bool is_white_space(char32_t cp);
 // Byte length / code point of the UTF-8 character at s[i] (valid UTF-8 assumed).
 std::size_t char_len(const std::string& s, std::size_t i);
