@@ -118,6 +118,41 @@ void check_image_size(int width, int height) {
   }
 }
 
+// The headless GL context and what draws into it, set up alike by every
+// render mode: the image size checked against the driver before anything is
+// allocated, the driver's debug messages collected for the end.
+struct OffscreenGl {
+  // `window_samples`: multisample as the window does (not on a software
+  // rasteriser; $KVSCOPE_RENDER_SAMPLES overrides), else kRenderSamples.
+  OffscreenGl(int width, int height, float text_scale, bool window_samples) {
+    check_image_size(width, height);
+    gl::enable_debug_output(&messages);
+    renderer = std::make_unique<Renderer>();
+    int samples = kRenderSamples;
+    if (window_samples) {
+      samples = is_software_renderer() ? 0 : kRenderSamples;
+      if (const char* e = std::getenv("KVSCOPE_RENDER_SAMPLES"); e && *e) samples = std::atoi(e);
+    }
+    target.resize(width, height, samples);
+    imgui = std::make_unique<OffscreenImGui>(width, height, text_scale);
+  }
+  OffscreenGl(const OffscreenGl&) = delete;
+  OffscreenGl& operator=(const OffscreenGl&) = delete;
+
+  // Prints what the driver reported, if anything; true when it did.
+  bool report_messages() const {
+    for (const auto& m : messages) std::fprintf(stderr, "kvscope: GL: %s\n", m.c_str());
+    return !messages.empty();
+  }
+
+  // In the order they are made (and, reversed, released).
+  gl::HeadlessContext ctx;
+  std::vector<std::string> messages;  // the driver's debug output
+  std::unique_ptr<Renderer> renderer;
+  gl::OffscreenTarget target;
+  std::unique_ptr<OffscreenImGui> imgui;
+};
+
 // The heatmap grid right of a `x0`-wide 3D view (`kvscope render --heatmaps`).
 void draw_heatmap_panel(ImDrawList* dl, const OverlayFonts& fonts, const std::vector<RecordPtr>& records, int layer,
                         int head, float x0, float W, float H) {
@@ -206,9 +241,7 @@ struct BenchFrames {
   CameraPreset preset;
   const SequenceState& seq;
   const OverlayOptions& overlay;
-  Renderer& renderer;
-  gl::OffscreenTarget& target;
-  OffscreenImGui& imgui;
+  OffscreenGl& offscreen;
 };
 
 // One batch of frames: the frame time's percentiles, the mean per stage, what was drawn.
@@ -232,11 +265,11 @@ FrameTimes time_frames(const BenchFrames& b, int n) {
     scene = build_scene(b.seq, view, static_cast<float>(i % 30) / 29.0f);
     const Camera cam = preset_camera(b.preset, scene, static_cast<float>(b.o.width) / static_cast<float>(b.o.height));
     const auto t1 = Clock::now();
-    b.target.bind();
-    b.renderer.draw(scene, cam, b.o.width, b.o.height);
+    b.offscreen.target.bind();
+    b.offscreen.renderer->draw(scene, cam, b.o.width, b.o.height);
     glFinish();
     const auto t2 = Clock::now();
-    b.imgui.draw([&](ImDrawList* dl, const OverlayFonts& fonts) {
+    b.offscreen.imgui->draw([&](ImDrawList* dl, const OverlayFonts& fonts) {
       draw_overlay(dl, scene, cam, ImVec2(0, 0), ImGui::GetIO().DisplaySize, fonts, b.overlay);
     });
     glFinish();
@@ -247,7 +280,7 @@ FrameTimes time_frames(const BenchFrames& b, int n) {
     t.overlay_ms += std::chrono::duration<double, std::milli>(t3 - t2).count() / n;
   }
   t.total = percentiles(ms);
-  t.stats = b.renderer.stats();
+  t.stats = b.offscreen.renderer->stats();
   return t;
 }
 
@@ -289,34 +322,21 @@ int run_bench(const RenderOptions& o, std::shared_ptr<const Model> model, Camera
   leave_a_core_for_rendering();  // engine threads as in the window
   const FilledContext filled = fill_context(model, o.prompt);
 
-  gl::HeadlessContext ctx;
-  check_image_size(o.width, o.height);
-  std::vector<std::string> gl_messages;
-  gl::enable_debug_output(&gl_messages);
-  Renderer renderer;
-  gl::OffscreenTarget target;
-  // As the window does: no multisampling on a software rasteriser.
-  int samples = is_software_renderer() ? 0 : kRenderSamples;
-  if (const char* e = std::getenv("KVSCOPE_RENDER_SAMPLES"); e && *e) samples = std::atoi(e);
-  target.resize(o.width, o.height, samples);
-  OffscreenImGui imgui(o.width, o.height, 1.0f);
-  std::printf("  %s, %dx%d, %d samples\n", ctx.description().c_str(), o.width, o.height, target.samples());
+  OffscreenGl offscreen(o.width, o.height, 1.0f, /*window_samples=*/true);
+  std::printf("  %s, %dx%d, %d samples\n", offscreen.ctx.description().c_str(), o.width, o.height,
+              offscreen.target.samples());
 
   OverlayOptions ov;
   ov.model_name = model->name;
   ov.record = filled.seq.current.get();
-  const BenchFrames frames{o, preset, filled.seq, ov, renderer, target, imgui};
+  const BenchFrames frames{o, preset, filled.seq, ov, offscreen};
   time_frames(frames, 5);  // warm-up (shader JIT)
   const FrameTimes idle = time_frames(frames, 60);
   int forwards = 0;
   const FrameTimes busy = time_frames_under_load(frames, 60, *model, filled.tokens, forwards);
   print_bench_report(idle, busy, forwards);
   gl::check_errors("bench");
-  if (!gl_messages.empty()) {
-    for (const auto& m : gl_messages) std::fprintf(stderr, "kvscope: GL: %s\n", m.c_str());
-    return 1;
-  }
-  return 0;
+  return offscreen.report_messages() ? 1 : 0;
 }
 
 }  // namespace
@@ -339,30 +359,24 @@ constexpr int kVideoFramesPerStep = 12;  // the step's animation (flash, beams, 
 // iterations (each in its draft, verify and resolve stages), same renderer
 // and text layer, one PNG per step (or per stage) into --frames, the last to --out.
 int run_render_decode(const RenderOptions& o, std::shared_ptr<const Model> model, CameraPreset preset) {
-  gl::HeadlessContext ctx;
-  check_image_size(o.width, o.height);
-  std::vector<std::string> gl_messages;
-  gl::enable_debug_output(&gl_messages);
-  Renderer renderer;
-  gl::OffscreenTarget target;
-  target.resize(o.width, o.height, kRenderSamples);
-  OffscreenImGui imgui(o.width, o.height, std::max(1.0f, static_cast<float>(o.height) / 720.0f));
+  OffscreenGl offscreen(o.width, o.height, std::max(1.0f, static_cast<float>(o.height) / 720.0f),
+                        /*window_samples=*/false);
   auto draw = [&](const Scene& scene) {
     const float W = static_cast<float>(o.width), H = static_cast<float>(o.height);
     const Camera cam = preset_camera(preset, scene, W / H);
-    target.bind();
+    offscreen.target.bind();
     glClearColor(palette::kBackground.r, palette::kBackground.g, palette::kBackground.b, 1.0f);
     glClear(GL_COLOR_BUFFER_BIT | GL_DEPTH_BUFFER_BIT);
-    renderer.draw(scene, cam, o.width, o.height);
+    offscreen.renderer->draw(scene, cam, o.width, o.height);
     OverlayOptions ov;
     ov.legend = false;
     ov.hud = false;
     ov.model_name = model->name;
-    imgui.draw([&](ImDrawList* dl, const OverlayFonts& fonts) {
+    offscreen.imgui->draw([&](ImDrawList* dl, const OverlayFonts& fonts) {
       draw_overlay(dl, scene, cam, ImVec2(0, 0), ImVec2(W, H), fonts, ov);
     });
     gl::check_errors("render");
-    return target.read_rgba();
+    return offscreen.target.read_rgba();
   };
   auto save = [&](const std::string& name, const Scene& scene) {
     const std::vector<uint8_t> px = draw(scene);
@@ -407,12 +421,9 @@ int run_render_decode(const RenderOptions& o, std::shared_ptr<const Model> model
     }
   }
   if (!o.out.empty() && !last.empty()) write_png(o.out, o.width, o.height, last);
-  if (!gl_messages.empty()) {
-    for (const auto& m : gl_messages) std::fprintf(stderr, "kvscope: GL: %s\n", m.c_str());
-    throw Error("OpenGL reported errors while rendering (above)");
-  }
+  if (offscreen.report_messages()) throw Error("OpenGL reported errors while rendering (above)");
   std::fprintf(stderr, "kvscope: rendered %d %s with %s\n", steps, o.beams > 0 ? "beam-search steps" : "iterations",
-               ctx.description().c_str());
+               offscreen.ctx.description().c_str());
   return 0;
 }
 
@@ -444,9 +455,7 @@ struct GenerationFrames {
   const Model& model;
   const Generator& gen;
   const SequenceState& seq;
-  Renderer& renderer;
-  gl::OffscreenTarget& target;
-  OffscreenImGui& imgui;
+  OffscreenGl& offscreen;
 
   std::vector<uint8_t> draw(int steps, float anim) const {
     ViewOptions view;
@@ -464,21 +473,21 @@ struct GenerationFrames {
     spec.step = steps - 1;
     spec.n_steps = steps;
     const float W = static_cast<float>(o.width), H = static_cast<float>(o.height);
-    const ComposedFrame fr = compose_frame(spec, imgui.fonts(), static_cast<float>(view_w), H);
+    const ComposedFrame fr = compose_frame(spec, offscreen.imgui->fonts(), static_cast<float>(view_w), H);
     const float vh = std::max(1.0f, H - fr.overlay.band);
     const int vw = std::max(1, view_w - static_cast<int>(fr.right));
     const Camera cam = preset_camera(preset, fr.scene, static_cast<float>(vw) / vh);
-    target.bind();
+    offscreen.target.bind();
     glClearColor(palette::kBackground.r, palette::kBackground.g, palette::kBackground.b, 1.0f);
     glClear(GL_COLOR_BUFFER_BIT | GL_DEPTH_BUFFER_BIT);
-    renderer.draw(fr.scene, cam, 0, static_cast<int>(fr.overlay.band), vw, static_cast<int>(vh));
-    imgui.draw([&](ImDrawList* dl, const OverlayFonts& fonts) {
+    offscreen.renderer->draw(fr.scene, cam, 0, static_cast<int>(fr.overlay.band), vw, static_cast<int>(vh));
+    offscreen.imgui->draw([&](ImDrawList* dl, const OverlayFonts& fonts) {
       draw_frame_text(dl, fr, spec, cam, ImVec2(0, 0), ImVec2(static_cast<float>(vw), vh), fonts);
       if (o.heatmaps)
         draw_heatmap_panel(dl, fonts, gen.history(), view.layer, view.head, static_cast<float>(view_w), W, H);
     });
     gl::check_errors("render");
-    return target.read_rgba();
+    return offscreen.target.read_rgba();
   }
 };
 
@@ -527,26 +536,16 @@ int render_generation(const RenderOptions& o, std::shared_ptr<const Model> model
   go.keep_history = o.heatmaps;
   gen.start(o.prompt, go);
 
-  gl::HeadlessContext ctx;
-  check_image_size(o.width, o.height);
-  std::vector<std::string> gl_messages;
-  gl::enable_debug_output(&gl_messages);
-  Renderer renderer;
-  gl::OffscreenTarget target;
-  target.resize(o.width, o.height, kRenderSamples);
-  OffscreenImGui imgui(o.width, o.height, std::max(1.0f, static_cast<float>(o.height) / 720.0f));
-
+  OffscreenGl offscreen(o.width, o.height, std::max(1.0f, static_cast<float>(o.height) / 720.0f),
+                        /*window_samples=*/false);
   SequenceState seq;
-  const GenerationFrames frames{o, preset, *model, gen, seq, renderer, target, imgui};
+  const GenerationFrames frames{o, preset, *model, gen, seq, offscreen};
   std::unique_ptr<VideoPipe> video;
   if (!o.video.empty()) video = std::make_unique<VideoPipe>(ffmpeg, o.video, o.width, o.height, kVideoFps);
   const int steps = write_generation(frames, gen, seq, video.get());
-  if (!gl_messages.empty()) {
-    for (const auto& m : gl_messages) std::fprintf(stderr, "kvscope: GL: %s\n", m.c_str());
-    throw Error("OpenGL reported errors while rendering (above)");
-  }
+  if (offscreen.report_messages()) throw Error("OpenGL reported errors while rendering (above)");
   std::fprintf(stderr, "kvscope: rendered %d step%s (%d positions) with %s\n", steps, steps == 1 ? "" : "s",
-               seq.seq_len(), ctx.description().c_str());
+               seq.seq_len(), offscreen.ctx.description().c_str());
   return 0;
 }
 
