@@ -420,14 +420,25 @@ void update_until(Session& s, F done) {
   }
 }
 
+// Playback paused, loads the model in `dir` and waits until the session shows it.
+void load_paused(Session& s, const std::string& dir) {
+  s.ui.playing = false;
+  s.load_model(dir);
+  update_until(s, [&] { return s.snap.model != nullptr; });
+}
+
+// Starts a generation of `prompt` and pauses playback (a start resumes it).
+void start_paused(Session& s, const std::string& prompt) {
+  s.execute(cmd::Start{prompt}, 0);
+  s.ui.playing = false;
+}
+
 TEST(Session, ArrowAfterResetWhilePausedRunsThePrefill) {
   // A presenter's clicker sends PageDown (= Scrub{+1}) after pressing Reset
   // with playback paused: the first step must run.
   Watchdog dog("the clicker test", 60s);
   Session s;
-  s.ui.playing = false;
-  s.load_model(models().a);
-  update_until(s, [&] { return s.snap.model != nullptr; });
+  load_paused(s, models().a);
   s.execute(cmd::Reset{}, 0);
   s.execute(cmd::Scrub{1}, 0);  // before the worker accepted the start
   update_until(s, [&] { return s.snap.records.size() == 1; });
@@ -446,14 +457,10 @@ TEST(Session, OnlyTheNewestStartsRecordsReachTheTimeline) {
   // kStarted and record arrive after the timeline was cleared for the second.
   Watchdog dog("the double-reset test", 60s);
   Session s;
-  s.ui.playing = false;
-  s.load_model(models().a);
-  update_until(s, [&] { return s.snap.model != nullptr; });
-  s.execute(cmd::Start{"Hello"}, 0);
-  s.ui.playing = false;
+  load_paused(s, models().a);
+  start_paused(s, "Hello");
   s.execute(cmd::Step{}, 0);
-  s.execute(cmd::Start{"Once upon"}, 0);
-  s.ui.playing = false;
+  start_paused(s, "Once upon");
   s.execute(cmd::Step{}, 0);
   update_until(s, [&] { return !s.snap.records.empty() && s.engine_idle(); });
   ASSERT_EQ(s.snap.records.size(), 1u);
@@ -474,9 +481,7 @@ TEST(Session, ViewsAndIndicesFromAnotherModelAreFittedToTheLoadedOne) {
   TempDir tmp("restored-view");
   const std::string path = tmp / "lesson.json";
   Session s;
-  s.ui.playing = false;
-  s.load_model(m.b);
-  update_until(s, [&] { return s.snap.model != nullptr; });
+  load_paused(s, m.b);
   s.ui.layer = 2;
   s.ui.head = 3;
   s.execute(cmd::SaveView{path}, 0);
@@ -533,11 +538,9 @@ TEST(Session, SettingsFromAnotherModelAreFittedWhenTheModelLoads) {
   ASSERT_TRUE(load_settings(path, ui, win, err)) << err;  // in range for some model
   Session s;
   s.ui = ui;
-  s.ui.playing = false;
   s.fit_to_model(path);  // as run_gui does
   EXPECT_TRUE(s.ui.errors.empty());
-  s.load_model(models().a);
-  update_until(s, [&] { return s.snap.model != nullptr; });
+  load_paused(s, models().a);
   EXPECT_EQ(s.ui.layer, -1);
   EXPECT_EQ(s.ui.head, -1);
   EXPECT_EQ(s.ui.max_new, 40);  // a has 48 positions
@@ -557,9 +560,7 @@ TEST(Session, AModelSwitchReclampsWhatTheLargerModelAllowed) {
   // run, the status line says what changed, and the generation starts.
   Watchdog dog("the model-switch test", 60s);
   Session s;
-  s.ui.playing = false;
-  s.load_model(models().a);
-  update_until(s, [&] { return s.snap.model != nullptr; });
+  load_paused(s, models().a);
   s.ui.max_new = 48;
   s.ui.layer = 1;
   s.ui.kv_layout.dtype = KVDtype::kQ8_0;
@@ -600,9 +601,7 @@ TEST(Session, AViewRestoredBeforeTheModelLoadedIsFittedToIt) {
       << s.ui.errors[0];
   EXPECT_EQ(s.take_window_requests().text_scale, kMaxTextScale);
   s.ui.errors.clear();
-  s.ui.playing = false;
-  s.load_model(models().a);
-  update_until(s, [&] { return s.snap.model != nullptr; });
+  load_paused(s, models().a);
   EXPECT_EQ(s.ui.layer, -1);
   EXPECT_EQ(s.ui.head, -1);
   ASSERT_EQ(s.ui.errors.size(), 2u);
@@ -625,11 +624,8 @@ TEST(Session, HistoryBudgetDropsOldDetailWhileGenerating) {
   // stay, the newest records keep everything, and scrubbing back still works.
   Watchdog dog("the history-budget test", 60s);
   Session s;
-  s.ui.playing = false;
-  s.load_model(models().a);
-  update_until(s, [&] { return s.snap.model != nullptr; });
-  s.execute(cmd::Start{"Hello"}, 0);
-  s.ui.playing = false;
+  load_paused(s, models().a);
+  start_paused(s, "Hello");
   step_to(s, 30);
   ASSERT_EQ(s.snap.records.size(), 30u);
   EXPECT_FALSE(s.snap.tree.trimmed().any()) << "the default budget holds a small model's whole context";
@@ -677,9 +673,7 @@ TEST(Session, AFailedViewSaveKeepsTheOldFileAndSaysWhy) {
   TempDir tmp("failed-save");
   const std::string path = tmp / "lesson.json";
   Session s;
-  s.ui.playing = false;
-  s.load_model(models().a);
-  update_until(s, [&] { return s.snap.model != nullptr; });
+  load_paused(s, models().a);
   s.execute(cmd::SaveView{path}, 0);
   const std::string before = testutil::read_file(path);
   // A full disk, without root: writes beyond 64 bytes fail with EFBIG.
