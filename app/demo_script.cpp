@@ -3,7 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+
+#include "ui_fit.h"
 
 namespace kvscope {
 
@@ -137,6 +141,30 @@ void setup_demo_view(const std::string& demo_view, UiState& ui) {
     ui.kv_context = 100000;
     ui.kv_dtype = 1;  // fp16
   }
+}
+
+std::string apply_demo_window(const char* text_scale, const char* size, UiState& ui, int& width, int& height) {
+  std::string err;
+  if (text_scale) {
+    char* end = nullptr;
+    const float k = std::strtof(text_scale, &end);
+    if (end != text_scale && *end == '\0' && k >= kMinTextScale && k <= kMaxTextScale)
+      ui.text_scale = k;
+    else
+      err = "KVSCOPE_DEMO_TEXT_SCALE: expected a number from 0.75 to 2.5, got \"" + std::string(text_scale) + "\"";
+  }
+  if (size) {
+    int w = 0, h = 0, used = 0;
+    if (std::sscanf(size, "%dx%d%n", &w, &h, &used) == 2 && size[used] == '\0' && w >= 320 && h >= 240 && w <= 7680 &&
+        h <= 4320) {
+      width = w;
+      height = h;
+    } else {
+      if (!err.empty()) err += "; ";
+      err += "KVSCOPE_DEMO_SIZE: expected WIDTHxHEIGHT from 320x240 to 7680x4320, got \"" + std::string(size) + "\"";
+    }
+  }
+  return err;
 }
 
 }  // namespace kvscope

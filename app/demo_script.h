@@ -20,4 +20,11 @@ Commands demo_script(int frame, int total, const Snapshot& snap, const std::stri
 // The UI settings a `demo_view` starts from (open tab, sampler, KV calculator row).
 void setup_demo_view(const std::string& demo_view, UiState& ui);
 
+// What an interactive run reads from settings.json, for a scripted one:
+// $KVSCOPE_DEMO_TEXT_SCALE (0.75 to 2.5, e.g. 2.5 for a projector) and
+// $KVSCOPE_DEMO_SIZE (WxH, e.g. 1366x768; the window still fits the screen).
+// Null = unset. Returns "" or a message naming the variable and what it
+// expects; a bad value leaves its setting as it was.
+std::string apply_demo_window(const char* text_scale, const char* size, UiState& ui, int& width, int& height);
+
 }  // namespace kvscope

@@ -79,7 +79,12 @@ RunSetup prepare(const GuiOptions& opt, UiState& ui) {
     ui.custom_prompt = opt.prompt;
   }
   if (opt.max_new > 0) ui.max_new = opt.max_new;
-  if (const char* e = std::getenv("KVSCOPE_DEMO_VIEW"); e && opt.demo_frames > 0) r.demo_view = e;
+  if (opt.demo_frames > 0) {
+    if (const char* e = std::getenv("KVSCOPE_DEMO_VIEW")) r.demo_view = e;
+    const std::string err = apply_demo_window(std::getenv("KVSCOPE_DEMO_TEXT_SCALE"), std::getenv("KVSCOPE_DEMO_SIZE"),
+                                              ui, r.window.width, r.window.height);
+    if (!err.empty()) ui.errors.push_back(err);
+  }
   setup_demo_view(r.demo_view, ui);
   if (opt.soak_rounds > 0) {  // every round runs into the context limit
     ui.max_new = 1 << 20;

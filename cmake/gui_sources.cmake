@@ -5,6 +5,8 @@ set(KVSCOPE_GL_SRC
   render/gl_context.cpp
   render/gl_objects.cpp
   render/renderer.cpp
+  render/overlay_boxes.cpp
+  render/overlay_fonts.cpp
   render/renderer_overlay.cpp)
 # The window (app/): frame loop, panels, the headless `kvscope render`.
 set(KVSCOPE_GUI_SRC

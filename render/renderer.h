@@ -48,6 +48,16 @@ class Renderer {
 
  private:
   struct Batch;
+  // Set-up: the shaders, the shared geometry and one vertex array per batch.
+  void link_programs();
+  std::unique_ptr<Batch> make_block_batch();
+  void make_beam_batch();
+  void make_ground();
+  // The passes of draw(), in order; vp = projection * view.
+  void draw_ground(const Scene& scene, const glm::mat4& vp);
+  void draw_all_blocks(const Scene& scene, const Camera& camera, const glm::mat4& vp, const RenderStyle& style);
+  void draw_beams(const Scene& scene, const Camera& camera, const glm::mat4& vp, int width, int height,
+                  const RenderStyle& style);
   // Uploads the blocks inside the view (`planes`: the frustum) and draws
   // them: the solid ones in one instanced call, outline-only ones (empty
   // slots, fill 0) in a second one with the outline shader.

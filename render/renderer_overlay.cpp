@@ -1,57 +1,19 @@
+// The overlay's text on the scene: token labels through the label layout,
+// layer numbers, position ticks, the write head's and the beams' tags; the
+// boxes at the view's edges are in overlay_boxes.cpp.
 #include "renderer_overlay.h"
-
-#include <glad/gl.h>
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <vector>
 
 #include "label_layout.h"
+#include "overlay_boxes.h"
 #include "scene_format.h"
-#include "scene_spec.h"
-#include "units.h"
 
 namespace kvscope {
 
 namespace {
-
-constexpr float kPi = 3.14159265f;
-
-const ImWchar* glyph_ranges() {
-  // Latin + Latin-1 + Latin Extended-A/B, Greek, Cyrillic, general
-  // punctuation, currency, arrows (↵ →), math, box drawing, geometric shapes.
-  static const ImWchar ranges[] = {
-      0x0020, 0x024F, 0x0370, 0x03FF, 0x0400, 0x052F, 0x2000, 0x206F, 0x20A0, 0x20CF, 0x2100,
-      0x214F, 0x2190, 0x21FF, 0x2200, 0x22FF, 0x2500, 0x25FF, 0xFFFD, 0xFFFD, 0,
-  };
-  return ranges;
-}
-
-std::string font_path(const char* file) {
-#ifdef KVSCOPE_FONT_DIR
-  std::filesystem::path p = std::filesystem::path(KVSCOPE_FONT_DIR) / file;
-  std::error_code ec;
-  if (std::filesystem::exists(p, ec)) return p.string();
-#endif
-  (void)file;
-  return {};
-}
-
-ImFont* add_font(const char* file, float size) {
-  ImGuiIO& io = ImGui::GetIO();
-  const std::string path = font_path(file);
-  if (!path.empty()) {
-    ImFontConfig cfg;
-    cfg.OversampleH = 2;
-    cfg.OversampleV = 1;
-    cfg.PixelSnapH = false;
-    if (ImFont* f = io.Fonts->AddFontFromFileTTF(path.c_str(), size, &cfg, glyph_ranges())) return f;
-  }
-  ImFontConfig cfg;
-  cfg.SizePixels = std::round(size);
-  return io.Fonts->AddFontDefault(&cfg);
-}
 
 // Keeps at most `max_cp` code points of UTF-8 text, adding an ellipsis.
 std::string truncate_utf8(const std::string& s, int max_cp) {
@@ -105,22 +67,6 @@ int nice_step(float x) {
     base *= 10;
     if (base > 1000000) return base;
   }
-}
-
-glm::vec3 phase_colour(Phase p) {
-  switch (p) {
-    case Phase::kPrefill:
-      return {0.95f, 0.85f, 0.45f};
-    case Phase::kDecodeKV:
-      return palette::kCacheHigh;
-    case Phase::kDecodeNoCache:
-      return palette::kRecomputed;
-    case Phase::kRefill:
-      return palette::kRefill;
-    case Phase::kNone:
-      break;
-  }
-  return {0.6f, 0.6f, 0.6f};
 }
 
 struct Projector {
@@ -368,259 +314,7 @@ void draw_beam_labels(ImDrawList* dl, const Scene& scene, const Projector& proj,
   }
 }
 
-void draw_banner(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts) {
-  if (scene.banner.empty()) return;
-  ImFont* big = fonts.banner;
-  ImFont* small = fonts.small;
-  const glm::vec3 c = phase_colour(scene.phase);
-  // Shrunk to fit a narrow view rather than clipped.
-  float big_fs = big->FontSize, small_fs = small->FontSize * 1.05f;
-  ImVec2 ts = big->CalcTextSizeA(big_fs, 1e9f, 0.0f, scene.banner.c_str());
-  ImVec2 ss = small->CalcTextSizeA(small_fs, 1e9f, 0.0f, scene.banner_sub.c_str());
-  const float room = size.x - 40.0f * fonts.scale;
-  const float fit = std::min(1.0f, room / std::max(1.0f, std::max(ts.x, ss.x)));
-  if (fit < 1.0f) {
-    big_fs *= fit;
-    small_fs *= fit;
-    ts = big->CalcTextSizeA(big_fs, 1e9f, 0.0f, scene.banner.c_str());
-    ss = small->CalcTextSizeA(small_fs, 1e9f, 0.0f, scene.banner_sub.c_str());
-  }
-  const float w = std::max(ts.x, ss.x) + 36.0f * fonts.scale;
-  const float h = ts.y + ss.y + 16.0f * fonts.scale;
-  const ImVec2 p0(origin.x + (size.x - w) * 0.5f, origin.y + 10.0f * fonts.scale);
-  const ImVec2 p1(p0.x + w, p0.y + h);
-  dl->AddRectFilled(p0, p1, to_imcolor(c * 0.16f, 0.92f), 8.0f);
-  dl->AddRect(p0, p1, to_imcolor(c), 8.0f, 0, 2.5f);
-  dl->AddText(big, big_fs, ImVec2(p0.x + (w - ts.x) * 0.5f, p0.y + 5.0f * fonts.scale), to_imcolor(c),
-              scene.banner.c_str());
-  dl->AddText(small, small_fs, ImVec2(p0.x + (w - ss.x) * 0.5f, p0.y + 8.0f * fonts.scale + ts.y),
-              IM_COL32(225, 230, 240, 255), scene.banner_sub.c_str());
-}
-
-struct LegendEntry {
-  int kind;  // 0 solid, 1 gradient, 2 outline, 3 beam, 4 hollow red, 5 striped (kv_bands stripes)
-  glm::vec3 c;
-  const char* text;
-  int bands = 0;
-};
-
-// The cache layout's entries: row format, eviction, sinks, pages.
-void cache_legend_entries(const Scene& scene, std::vector<LegendEntry>& entries) {
-  float bands = 0;
-  bool evicting = false, evicted = false;
-  for (const BlockInstance& b : scene.kv) {
-    bands = std::max(bands, b.bands);
-    evicting |= b.state == KvState::kEvicting;
-    evicted |= b.state == KvState::kEvicted;
-  }
-  if (bands == 16) entries.push_back({5, palette::kCacheHigh, "f16 rows: 16 stripes = 16 bits per value", 16});
-  if (bands == 8) entries.push_back({5, palette::kCacheHigh, "q8_0 rows: 8 stripes = 8 bits per value (+ scale)", 8});
-  if (bands == 4) entries.push_back({5, palette::kCacheHigh, "q4_0 rows: 4 stripes = 4 bits per value (+ scale)", 4});
-  if (evicting) entries.push_back({4, palette::kEvicted, "evicted by the window this step (bytes freed)"});
-  if (evicted) entries.push_back({2, palette::kEvicted, "evicted earlier: gone from the cache"});
-  bool sinks = false, page = false, shared = false;
-  for (const BlockInstance& b : scene.cache_marks) {
-    sinks |= b.mark == CacheMark::kSinks;
-    page |= b.mark == CacheMark::kPage;
-    shared |= b.mark == CacheMark::kSharedPage;
-  }
-  if (sinks) entries.push_back({2, palette::kSink, "sink positions: always kept"});
-  if (page) entries.push_back({2, palette::kPage, "page: a block of B positions (id = pool block)"});
-  if (shared) entries.push_back({2, palette::kShared, "page shared by branches (copied on first write)"});
-}
-
-// What is on screen in this phase, nothing more.
-std::vector<LegendEntry> legend_entries(const Scene& scene) {
-  using Entry = LegendEntry;
-  std::vector<Entry> entries = {
-      {0, palette::kPromptToken, "prompt token"},
-      {0, palette::kGeneratedToken, "generated token"},
-      {0, palette::kNewToken, "newest token (just chosen)"},
-  };
-  bool held = false, fresh = false, prefill = false, refill = false, recomputed = false, dropped = false;
-  for (const BlockInstance& b : scene.kv) {
-    held |= b.state == KvState::kResident;
-    fresh |= b.state == KvState::kNew;
-    prefill |= b.state == KvState::kPrefill;
-    refill |= b.state == KvState::kRefill;
-    recomputed |= b.state == KvState::kRecomputed;
-    dropped |= b.state == KvState::kNewDropped;
-  }
-  if (held || prefill || refill || fresh)
-    entries.push_back({1, palette::kCacheHigh, "K/V held in the cache (height, colour = |K|)"});
-  if (prefill) entries.push_back({0, palette::kPrefill, "prefill: all prompt K/V in one pass"});
-  if (refill) entries.push_back({0, palette::kRefill, "refill: cache rebuilt in one pass"});
-  if (fresh || (dropped && !scene.rolled_back))
-    entries.push_back({0, palette::kNewKV, "K/V computed for the first time"});
-  if (scene.drafts) entries.push_back({0, kDraftColour, "drafted by the draft model, not yet verified"});
-  if (scene.rolled_back) entries.push_back({4, palette::kRecomputed, "rejected draft: its K/V rolled back"});
-  if (recomputed) entries.push_back({4, palette::kRecomputed, "recomputed, then thrown away (NO CACHE)"});
-  cache_legend_entries(scene, entries);
-  entries.push_back({2, palette::kEmpty, "empty cache slot"});
-  if (!scene.beams.empty()) entries.push_back({3, palette::kBeam, "attention of the newest token (width = weight)"});
-  return entries;
-}
-
-// Where each entry goes inside the legend's box, and the box's size: one
-// entry per row, or (max_w > 0) rows filled left to right up to max_w pixels
-// wide, which keeps the legend short under a wide, low view.
-struct LegendLayout {
-  std::vector<ImVec2> at;  // top-left of each entry's row slot, relative to the box
-  ImVec2 box;
-};
-
-LegendLayout layout_legend(const std::vector<LegendEntry>& entries, const OverlayFonts& fonts, float max_w,
-                           float k = 1.0f) {
-  ImFont* f = fonts.small;
-  const float fs = f->FontSize * k;
-  const float row = fs * 1.3f, sw = fs * 1.1f, pad = 8.0f * fonts.scale * k;
-  LegendLayout l;
-  float x = pad, y = pad;
-  for (const LegendEntry& e : entries) {
-    const float w = sw + pad + f->CalcTextSizeA(fs, 1e9f, 0.0f, e.text).x;
-    if (x > pad && (max_w <= 0 || x + w + pad > max_w)) {
-      x = pad;
-      y += row;
-    }
-    l.at.emplace_back(x, y);
-    l.box.x = std::max(l.box.x, x + w + pad);
-    x += w + 3 * pad;
-  }
-  l.box.y = y + row + pad;
-  return l;
-}
-
-// Bottom-left of [origin, origin + size), in rows when `flow`; returns the
-// rectangle it used (x0, y0, x1, y1).
-ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts,
-                   bool flow) {
-  ImFont* f = fonts.small;
-  const std::vector<LegendEntry> entries = legend_entries(scene);
-  const int n = static_cast<int>(entries.size());
-  // Over the view (not in a band of its own) the legend keeps to the
-  // bottom-left corner: at a large text scale or in a small view its text
-  // shrinks rather than covering the stacks.
-  float k = 1.0f;
-  if (!flow) {
-    const LegendLayout full = layout_legend(entries, fonts, 0.0f);
-    k = std::clamp(std::min(size.x * 0.42f / full.box.x, size.y * 0.4f / full.box.y), 0.45f, 1.0f);
-  }
-  const float fs = f->FontSize * k;
-  const float row = fs * 1.3f;
-  const float sw = fs * 1.1f;  // swatch size
-  const float pad = 8.0f * fonts.scale * k;
-  const LegendLayout lay = layout_legend(entries, fonts, flow ? size.x - 2 * pad : 0.0f, k);
-  const ImVec2 box = lay.box;
-  const ImVec2 p0(origin.x + pad, origin.y + size.y - box.y - pad);
-  dl->AddRectFilled(p0, ImVec2(p0.x + box.x, p0.y + box.y), IM_COL32(8, 10, 18, 200), 6.0f);
-  dl->AddRect(p0, ImVec2(p0.x + box.x, p0.y + box.y), IM_COL32(70, 80, 100, 200), 6.0f);
-  for (int i = 0; i < n; ++i) {
-    const LegendEntry& e = entries[static_cast<size_t>(i)];
-    const ImVec2 slot(p0.x + lay.at[static_cast<size_t>(i)].x, p0.y + lay.at[static_cast<size_t>(i)].y);
-    const ImVec2 a(slot.x, slot.y + (row - sw) * 0.5f);
-    const ImVec2 b(a.x + sw, a.y + sw);
-    switch (e.kind) {
-      case 0:
-        dl->AddRectFilled(a, b, to_imcolor(e.c), 2.0f);
-        break;
-      case 1:
-        dl->AddRectFilledMultiColor(a, b, to_imcolor(palette::kCacheHigh), to_imcolor(palette::kCacheHigh),
-                                    to_imcolor(palette::kCacheLow), to_imcolor(palette::kCacheLow));
-        break;
-      case 2:
-        dl->AddRect(a, b, to_imcolor(e.c), 0.0f, 0, 1.5f);
-        break;
-      case 3:
-        dl->AddLine(ImVec2(a.x, b.y), ImVec2(b.x, a.y), to_imcolor(e.c), 3.0f);
-        dl->AddLine(ImVec2(a.x, b.y), ImVec2(b.x, a.y + sw * 0.6f), to_imcolor(e.c, 0.5f), 1.0f);
-        break;
-      case 4:
-        dl->AddRectFilled(a, b, to_imcolor(e.c * 0.35f), 0.0f);
-        dl->AddRect(a, b, to_imcolor(e.c), 0.0f, 0, 1.5f);
-        break;
-      case 5:
-        dl->AddRectFilled(a, b, to_imcolor(e.c), 0.0f);
-        for (int j = 1; j <= e.bands; ++j) {
-          const float y = a.y + sw * static_cast<float>(j) / static_cast<float>(e.bands) - 0.5f;
-          dl->AddLine(ImVec2(a.x, y), ImVec2(b.x, y), to_imcolor(e.c * 0.45f), e.bands > 8 ? 0.7f : 1.2f);
-        }
-        break;
-    }
-    dl->AddText(f, fs, ImVec2(b.x + pad, slot.y + (row - fs) * 0.5f), IM_COL32(220, 225, 235, 255), e.text);
-  }
-  return ImVec4(p0.x, p0.y, p0.x + box.x, p0.y + box.y);
-}
-
-// Returns the rectangle it used (x0, y0, x1, y1).
-ImVec4 draw_hud(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts, const OverlayOptions& opt,
-                const ImVec4& avoid) {
-  if (!opt.record) return ImVec4(0, 0, 0, 0);
-  const StepRecord& r = *opt.record;
-  ImFont* f = fonts.small;
-  float fs = f->FontSize;
-  std::string l1 = (opt.model_name.empty() ? std::string() : opt.model_name + "  \xC2\xB7  ") +
-                   (r.prefill ? std::string("prefill") : "step " + std::to_string(r.index)) + "  \xC2\xB7  " +
-                   std::to_string(r.seq_len) + " positions  \xC2\xB7  " +
-                   (r.mode == CacheMode::kKV ? "KV CACHE" : "NO CACHE");
-  char ms[32];
-  std::snprintf(ms, sizeof(ms), "%.2f ms", r.ms);
-  std::string l2 = "this step " + format_flops(r.flops) + "  \xC2\xB7  so far " + format_flops(r.flops_total);
-  std::string l3 = "KV cache " + format_bytes(r.kv_bytes) + "  \xC2\xB7  recomputed " + std::to_string(r.recomputed) +
-                   "  \xC2\xB7  " + ms;
-  const float pad = 8.0f * fonts.scale;
-  float w = 0;
-  for (const std::string* s : {&l1, &l2, &l3}) w = std::max(w, f->CalcTextSizeA(fs, 1e9f, 0.0f, s->c_str()).x);
-  // Shrunk to fit beside the legend (or the width) instead of running off the edge.
-  const float room = std::max(40.0f, size.x - (avoid.z > avoid.x ? avoid.z - origin.x : 0.0f) - pad * 4);
-  if (w > room) {
-    fs *= room / w;
-    w = room;
-  }
-  // Bottom-right: the banner owns the top, the legend the bottom-left.
-  const float box_h = fs * 3.6f + pad * 2;
-  ImVec2 p0(origin.x + size.x - w - pad * 3, origin.y + size.y - box_h - pad);
-  if (p0.x < avoid.z + pad && avoid.z > avoid.x) p0.y = avoid.y - box_h - pad;  // narrow view: above the legend
-  dl->AddRectFilled(p0, ImVec2(p0.x + w + pad * 2, p0.y + box_h), IM_COL32(8, 10, 18, 190), 6.0f);
-  dl->AddText(f, fs, ImVec2(p0.x + pad, p0.y + pad), IM_COL32(235, 238, 245, 255), l1.c_str());
-  dl->AddText(f, fs, ImVec2(p0.x + pad, p0.y + pad + fs * 1.2f), IM_COL32(200, 210, 225, 255), l2.c_str());
-  dl->AddText(f, fs, ImVec2(p0.x + pad, p0.y + pad + fs * 2.4f),
-              r.kv_bytes ? to_imcolor(palette::kCacheHigh) : to_imcolor(palette::kRecomputed), l3.c_str());
-  return ImVec4(p0.x, p0.y, p0.x + w + pad * 2, p0.y + box_h);
-}
-
 }  // namespace
-
-OverlayFonts load_fonts(float text_scale) {
-  // ImGui packs every font's glyphs into one texture, 4096 wide by default.
-  // At large scales (a 4K-high render) it grew taller than the driver's
-  // maximum texture size: widen it towards a square first, and only if that
-  // is not enough draw the text smaller.
-  GLint max_texture = 0;
-  if (glad_glGetIntegerv) glGetIntegerv(GL_MAX_TEXTURE_SIZE, &max_texture);  // 0 without a GL context
-  ImFontAtlas* atlas = ImGui::GetIO().Fonts;
-  atlas->TexDesiredWidth = 0;
-  for (int attempt = 0;; ++attempt) {
-    atlas->Clear();
-    OverlayFonts f;
-    f.scale = text_scale;
-    f.ui = add_font("DejaVuSans.ttf", 16.0f * text_scale);  // first = ImGui's default
-    f.label = add_font("DejaVuSans.ttf", 18.0f * text_scale);
-    f.banner = add_font("DejaVuSans-Bold.ttf", 30.0f * text_scale);
-    f.small = add_font("DejaVuSans.ttf", 15.0f * text_scale);
-    if (max_texture <= 0 || attempt == 12 || !atlas->Build()) return f;
-    if (atlas->TexWidth <= max_texture && atlas->TexHeight <= max_texture) return f;
-    if (atlas->TexHeight > 2 * atlas->TexWidth && atlas->TexWidth * 2 <= max_texture)
-      atlas->TexDesiredWidth = atlas->TexWidth * 2;
-    else
-      text_scale *= 0.8f;
-  }
-}
-
-float legend_band(const Scene& scene, const OverlayFonts& fonts, const OverlayOptions& opt, float width) {
-  if (!opt.legend) return 0.0f;
-  const float pad = 8.0f * fonts.scale;
-  return layout_legend(legend_entries(scene), fonts, width - 2 * pad).box.y + 2 * pad;
-}
 
 void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVec2 origin, ImVec2 size,
                   const OverlayFonts& fonts, const OverlayOptions& opt, OverlayLayout* layout) {

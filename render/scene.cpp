@@ -393,15 +393,7 @@ void add_beams(Scene& s, const StepRecord& r, const ViewOptions& view, const Lay
 void add_side_labels(Scene& s, const SequenceState& seq, const ViewOptions& view, const Layout& L, int read_head) {
   const int NL = seq.n_layer;
   const float left = L.x(0) - L.pitch * 0.9f;
-  for (int l = 0; l < NL; ++l) {
-    Label lab;
-    lab.kind = LabelKind::kLayer;
-    lab.pos = l;
-    lab.text = "L" + std::to_string(l);
-    lab.anchor = {left, L.kv_bottom(l) + L.kv_h * 0.5f, 0.0f};
-    lab.colour = glm::vec4(view.layer == l ? palette::kBeam : glm::vec3(0.6f, 0.65f, 0.75f), 1.0f);
-    s.labels.push_back(std::move(lab));
-  }
+  add_layer_labels(s, L, NL, view.layer);
   Label lab;
   lab.kind = LabelKind::kCaption;
   lab.text = "tokens";
@@ -427,6 +419,19 @@ void add_side_labels(Scene& s, const SequenceState& seq, const ViewOptions& view
 }
 
 }  // namespace
+
+void add_layer_labels(Scene& s, const Layout& L, int n_layer, int highlighted) {
+  const float left = L.x(0) - L.pitch * 0.9f;
+  for (int l = 0; l < n_layer; ++l) {
+    Label lab;
+    lab.kind = LabelKind::kLayer;
+    lab.pos = l;
+    lab.text = "L" + std::to_string(l);
+    lab.anchor = {left, L.kv_bottom(l) + L.kv_h * 0.5f, 0.0f};
+    lab.colour = glm::vec4(highlighted == l ? palette::kBeam : glm::vec3(0.6f, 0.65f, 0.75f), 1.0f);
+    s.labels.push_back(std::move(lab));
+  }
+}
 
 Scene build_scene(const SequenceState& seq, const ViewOptions& view_in, float anim, const Layout& layout) {
   // A layer/head the model does not have (e.g. after loading a smaller

@@ -241,6 +241,10 @@ struct AnimTiming {
   static constexpr float kDropStart = 0.45f;  // the new token starts falling
 };
 
+// The layer numbers L0.. left of the KV stacks, as every scene builder
+// draws them; layer `highlighted` (-1: none) in the beams' colour.
+void add_layer_labels(Scene& s, const Layout& L, int n_layer, int highlighted = -1);
+
 // The scene for `seq` (as of its current record), animation phase in [0, 1].
 Scene build_scene(const SequenceState& seq, const ViewOptions& view, float anim = 1.0f,
                   const Layout& layout = Layout());

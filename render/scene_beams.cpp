@@ -108,93 +108,91 @@ std::vector<BeamNode> beam_tree(const std::vector<BeamRecordPtr>& records, size_
   return out;
 }
 
-Scene build_beam_scene(const std::vector<BeamRecordPtr>& records, size_t count, int n_layer, float anim,
-                       const Layout& L, const BeamLayout& BL) {
-  Scene s;
-  s.n_layer = n_layer;
-  count = std::min(count, records.size());
-  if (count == 0) return s;
-  anim = std::clamp(anim, 0.0f, 1.0f);
-  const BeamStepRecord& r = *records[count - 1];
-  const std::vector<BeamNode> tree = beam_tree(records, count);
+namespace {
+
+// What drawing one node needs from the whole tree.
+struct BeamDraw {
+  const Layout& L;
+  const BeamLayout& BL;
+  int n_layer;
+  int newest_pos;  // the position the shown record's forward computed K/V for
   std::map<int, const BeamNode*> by_id;
-  for (const BeamNode& n : tree) by_id[n.id] = &n;
-  auto z_of = [&](const BeamNode& n) {
+
+  float z_of(const BeamNode& n) const {
     return -(static_cast<float>(n.lane) + (n.finished ? 0.5f : 0.0f)) * BL.lane_pitch;
-  };
-  const float fade_out = 1.0f - anim;  // what was pruned in this record fades out
-
-  int max_pos = 0, max_lane = 0;
-  for (const BeamNode& n : tree) {
-    // Branches pruned before the shown step are gone; those pruned in it fade out.
-    if (!n.alive && !n.pruned_now) continue;
-    max_pos = std::max(max_pos, n.pos);
-    max_lane = std::max(max_lane, n.lane);
-    const float vis = n.alive ? 1.0f : 0.1f + 0.9f * fade_out;
-    const float z = z_of(n);
-
-    BlockInstance t;
-    t.pos = n.pos;
-    t.center = L.token_center(n.pos, n_layer) + glm::vec3(0.0f, 0.0f, z);
-    t.size = {L.block_w, L.token_h, L.block_w};
-    glm::vec3 c = n.prompt ? palette::kPromptToken : palette::kGeneratedToken;
-    if (n.finished) c = palette::kNewKV;
-    if (n.running_tip) c = palette::kNewToken;
-    t.colour = with_alpha(c, vis);
-    t.glow = n.running_tip ? 0.35f : 0.0f;
-    s.tokens.push_back(t);
-
-    Label lab;
-    lab.kind = LabelKind::kToken;
-    lab.pos = n.pos;
-    lab.text = visible_piece(n.piece);
-    lab.anchor = t.center + glm::vec3(0.0f, L.token_h * 0.5f + 0.12f, 0.0f);
-    lab.colour = glm::vec4(n.prompt ? glm::vec3(0.70f, 0.76f, 0.88f) : glm::vec3(1.0f, 0.80f, 0.45f), vis);
-    s.labels.push_back(lab);
-    if (n.running_tip || (n.finished && n.alive)) {
-      Label sc;
-      sc.kind = LabelKind::kHead;
-      sc.pos = n.pos;
-      sc.text = n.finished ? fmt("done %.3f", n.score) : fmt("%.3f", n.logprob);
-      sc.anchor = t.center + glm::vec3(L.block_w * 0.5f + 0.4f, 0.0f, 0.0f);  // right of the tip: nothing drawn there
-      sc.beside = true;
-      sc.colour = glm::vec4(n.finished ? palette::kNewKV : palette::kNewToken, 1.0f);
-      s.labels.push_back(sc);
-    }
-
-    // The K/V rows computed for this node, once, under it.
-    if (n.fed && !n.finished) {
-      for (int l = 0; l < n_layer; ++l) {
-        BlockInstance b;
-        b.pos = n.pos;
-        b.layer = l;
-        b.state = KvState::kResident;
-        const float h = L.kv_h * 0.8f;
-        b.center = L.kv_center(n.pos, l, h) + glm::vec3(0.0f, 0.0f, z);
-        b.size = {L.block_w, h, L.block_w};
-        const bool newest =
-            n.pos == static_cast<int>(records[0]->expanded.front().tokens.size()) + static_cast<int>(count) - 2 &&
-            !n.prompt;
-        b.colour = with_alpha(newest ? palette::kNewKV : glm::mix(palette::kCacheLow, palette::kCacheHigh, 0.6f),
-                              n.alive ? 1.0f : vis);
-        b.state = newest ? KvState::kNew : KvState::kResident;
-        s.kv.push_back(b);
-      }
-    }
-    // A branch: a line from the parent when the child leaves its lane.
-    auto pit = by_id.find(n.parent_id);
-    if (!n.prompt && pit != by_id.end()) {
-      const BeamNode& p = *pit->second;
-      BeamInstance e;
-      e.from = L.token_center(p.pos, n_layer) + glm::vec3(L.block_w * 0.5f, 0.0f, z_of(p));
-      e.to = t.center - glm::vec3(L.block_w * 0.5f, 0.0f, 0.0f);
-      e.weight = n.alive ? 1.0f : 0.3f;
-      e.colour = glm::vec4(palette::kBeam, 0.85f * vis);
-      e.key = n.pos;
-      s.beams.push_back(e);
-    }
   }
+};
 
+// The node's token block, its label, and for a running tip or a finished
+// hypothesis its score beside it. Returns the block.
+BlockInstance add_node_token(Scene& s, const BeamDraw& d, const BeamNode& n, float vis) {
+  const Layout& L = d.L;
+  BlockInstance t;
+  t.pos = n.pos;
+  t.center = L.token_center(n.pos, d.n_layer) + glm::vec3(0.0f, 0.0f, d.z_of(n));
+  t.size = {L.block_w, L.token_h, L.block_w};
+  glm::vec3 c = n.prompt ? palette::kPromptToken : palette::kGeneratedToken;
+  if (n.finished) c = palette::kNewKV;
+  if (n.running_tip) c = palette::kNewToken;
+  t.colour = with_alpha(c, vis);
+  t.glow = n.running_tip ? 0.35f : 0.0f;
+  s.tokens.push_back(t);
+
+  Label lab;
+  lab.kind = LabelKind::kToken;
+  lab.pos = n.pos;
+  lab.text = visible_piece(n.piece);
+  lab.anchor = t.center + glm::vec3(0.0f, L.token_h * 0.5f + 0.12f, 0.0f);
+  lab.colour = glm::vec4(n.prompt ? glm::vec3(0.70f, 0.76f, 0.88f) : glm::vec3(1.0f, 0.80f, 0.45f), vis);
+  s.labels.push_back(lab);
+  if (n.running_tip || (n.finished && n.alive)) {
+    Label sc;
+    sc.kind = LabelKind::kHead;
+    sc.pos = n.pos;
+    sc.text = n.finished ? fmt("done %.3f", n.score) : fmt("%.3f", n.logprob);
+    sc.anchor = t.center + glm::vec3(L.block_w * 0.5f + 0.4f, 0.0f, 0.0f);  // right of the tip: nothing drawn there
+    sc.beside = true;
+    sc.colour = glm::vec4(n.finished ? palette::kNewKV : palette::kNewToken, 1.0f);
+    s.labels.push_back(sc);
+  }
+  return t;
+}
+
+// The K/V rows computed for this node, once, under it.
+void add_node_kv(Scene& s, const BeamDraw& d, const BeamNode& n, float vis) {
+  if (!n.fed || n.finished) return;
+  const Layout& L = d.L;
+  const bool newest = n.pos == d.newest_pos && !n.prompt;
+  for (int l = 0; l < d.n_layer; ++l) {
+    BlockInstance b;
+    b.pos = n.pos;
+    b.layer = l;
+    const float h = L.kv_h * 0.8f;
+    b.center = L.kv_center(n.pos, l, h) + glm::vec3(0.0f, 0.0f, d.z_of(n));
+    b.size = {L.block_w, h, L.block_w};
+    b.colour = with_alpha(newest ? palette::kNewKV : glm::mix(palette::kCacheLow, palette::kCacheHigh, 0.6f),
+                          n.alive ? 1.0f : vis);
+    b.state = newest ? KvState::kNew : KvState::kResident;
+    s.kv.push_back(b);
+  }
+}
+
+// A branch: a line from the parent when the child leaves its lane.
+void add_branch(Scene& s, const BeamDraw& d, const BeamNode& n, const BlockInstance& t, float vis) {
+  auto pit = d.by_id.find(n.parent_id);
+  if (n.prompt || pit == d.by_id.end()) return;
+  const BeamNode& p = *pit->second;
+  BeamInstance e;
+  e.from = d.L.token_center(p.pos, d.n_layer) + glm::vec3(d.L.block_w * 0.5f, 0.0f, d.z_of(p));
+  e.to = t.center - glm::vec3(d.L.block_w * 0.5f, 0.0f, 0.0f);
+  e.weight = n.alive ? 1.0f : 0.3f;
+  e.colour = glm::vec4(palette::kBeam, 0.85f * vis);
+  e.key = n.pos;
+  s.beams.push_back(e);
+}
+
+// The banner: the step, its candidates, and the K/V bytes sharing saves.
+void set_beam_banner(Scene& s, const BeamStepRecord& r) {
   int n_running = 0, n_finished = 0;
   for (const BeamCandidate& c : r.candidates) {
     n_running += c.running ? 1 : 0;
@@ -206,18 +204,40 @@ Scene build_beam_scene(const std::vector<BeamRecordPtr>& records, size_t count, 
   s.banner_sub = std::to_string(r.candidates.size()) + " candidates: " + std::to_string(n_running) + " keep running, " +
                  std::to_string(n_finished) + " finished \xC2\xB7 K/V held " + format_bytes(r.kv_bytes_shared) +
                  " shared vs " + format_bytes(r.kv_bytes_independent) + " as separate caches";
+}
+
+}  // namespace
+
+Scene build_beam_scene(const std::vector<BeamRecordPtr>& records, size_t count, int n_layer, float anim,
+                       const Layout& L, const BeamLayout& BL) {
+  Scene s;
+  s.n_layer = n_layer;
+  count = std::min(count, records.size());
+  if (count == 0) return s;
+  anim = std::clamp(anim, 0.0f, 1.0f);
+  const BeamStepRecord& r = *records[count - 1];
+  const std::vector<BeamNode> tree = beam_tree(records, count);
+  const int prompt_len = static_cast<int>(records[0]->expanded.front().tokens.size());
+  BeamDraw d{L, BL, n_layer, prompt_len + static_cast<int>(count) - 2, {}};
+  for (const BeamNode& n : tree) d.by_id[n.id] = &n;
+  const float fade_out = 1.0f - anim;  // what was pruned in this record fades out
+
+  int max_pos = 0, max_lane = 0;
+  for (const BeamNode& n : tree) {
+    // Branches pruned before the shown step are gone; those pruned in it fade out.
+    if (!n.alive && !n.pruned_now) continue;
+    max_pos = std::max(max_pos, n.pos);
+    max_lane = std::max(max_lane, n.lane);
+    const float vis = n.alive ? 1.0f : 0.1f + 0.9f * fade_out;
+    const BlockInstance t = add_node_token(s, d, n, vis);
+    add_node_kv(s, d, n, vis);
+    add_branch(s, d, n, t, vis);
+  }
+  set_beam_banner(s, r);
   s.seq_len = max_pos;
   s.slot = max_pos;
+  add_layer_labels(s, L, n_layer);
   const float left = L.x(0) - L.pitch * 0.9f;
-  for (int l = 0; l < n_layer; ++l) {
-    Label lab;
-    lab.kind = LabelKind::kLayer;
-    lab.pos = l;
-    lab.text = "L" + std::to_string(l);
-    lab.anchor = {left, L.kv_bottom(l) + L.kv_h * 0.5f, 0.0f};
-    lab.colour = glm::vec4(0.6f, 0.65f, 0.75f, 1.0f);
-    s.labels.push_back(lab);
-  }
   s.head_pos = L.token_center(max_pos, n_layer);
   s.bounds_min = {left - L.pitch * 1.5f, -0.1f, -(static_cast<float>(max_lane) + 0.5f) * BL.lane_pitch - L.block_w};
   s.bounds_max = {L.x(max_pos) + L.pitch * 2.0f, L.token_bottom(n_layer) + L.token_h + 0.6f, L.block_w};
