@@ -58,6 +58,31 @@ HudInfo hud_info(const FrameSpec& f) {
   return hud;
 }
 
+// The banner gets a band of its own above the view, so the camera frames the
+// scene below it and no tag or label sits under it: its text as large as
+// keeps the band within 30 % of the height (and not under half size). Sets
+// ov.top and ov.banner_scale.
+void place_banner(const Scene& scene, const OverlayFonts& fonts, float view_w, float avail_h, OverlayOptions& ov) {
+  for (int pct = 100; pct >= 50; pct -= 5) {
+    ov.banner_scale = static_cast<float>(pct) / 100.0f;
+    ov.top = banner_band(scene, fonts, view_w, ov.banner_scale);
+    if (ov.top <= 0.3f * avail_h) return;
+  }
+}
+
+// The legend gets a band of its own under the view, so it never covers the
+// stacks whatever the camera frames (the follow camera fills the view with
+// the newest tokens): its entries in rows, its text as large as keeps the
+// band within 30 % of the height (and not under 45 %). Sets ov.band and
+// ov.legend_scale.
+void place_legend(const Scene& scene, const OverlayFonts& fonts, float view_w, float avail_h, OverlayOptions& ov) {
+  for (int pct = 100; pct >= 45; pct -= 5) {
+    ov.legend_scale = static_cast<float>(pct) / 100.0f;
+    ov.band = legend_band(scene, fonts, ov, view_w);
+    if (ov.band <= 0.3f * avail_h) return;
+  }
+}
+
 }  // namespace
 
 // The scene of the shown step, from the same pure builders `kvscope render` uses.
@@ -84,18 +109,19 @@ ComposedFrame compose_frame(const FrameSpec& f, const OverlayFonts& fonts, float
     const HudGeometry g = presentation_hud_geometry(ImVec2(view_w, avail_h), fonts, hud_info(f));
     fr.right = std::min(g.card_w, view_w * 0.35f);
     ov.band = g.strip_h;
-  } else if (ov.legend && avail_h < 640.0f) {
-    const float band = legend_band(fr.scene, fonts, ov, view_w);
-    if (band <= 0.4f * avail_h) ov.band = band;
+  } else if (ov.legend) {
+    place_legend(fr.scene, fonts, view_w, avail_h, ov);
   }
+  if (ov.banner) place_banner(fr.scene, fonts, view_w - fr.right, avail_h, ov);
   return fr;
 }
 
 void draw_frame_text(ImDrawList* dl, const ComposedFrame& fr, const FrameSpec& f, const Camera& camera, ImVec2 origin,
                      ImVec2 size, const OverlayFonts& fonts) {
   draw_overlay(dl, fr.scene, camera, origin, size, fonts, fr.overlay);
-  if (f.presentation)
-    draw_presentation_hud(dl, origin, ImVec2(size.x + fr.right, size.y + fr.overlay.band), fonts, hud_info(f));
+  if (f.presentation)  // its card in the right column from the top of the banner's band
+    draw_presentation_hud(dl, ImVec2(origin.x, origin.y - fr.overlay.top),
+                          ImVec2(size.x + fr.right, fr.overlay.top + size.y + fr.overlay.band), fonts, hud_info(f));
   if (!f.message.empty()) {
     const ImVec2 ts =
         fonts.banner->CalcTextSizeA(fonts.banner->FontSize, size.x * 0.9f, size.x * 0.9f, f.message.c_str());

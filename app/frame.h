@@ -44,18 +44,20 @@ Scene frame_scene(const FrameSpec& f);
 
 struct ComposedFrame {
   Scene scene;
-  OverlayOptions overlay;  // overlay.band: pixels under the view kept for the legend or the HUD's strip
+  OverlayOptions overlay;  // overlay.band: pixels under the view kept for the legend or the HUD's strip;
+                           // overlay.top: pixels above it kept for the banner
   float right = 0;         // pixels right of the view kept for the presentation HUD's card
 };
 
 // The scene, and the overlay's options for a view `view_w` wide with
-// `avail_h` pixels of height for the view and the legend's band together:
-// under a short view (< 640 px) the legend gets a band of its own, its
-// entries in rows, unless that would leave the scene less than 60 % of the height.
+// `avail_h` pixels of height for the view and its bands together: the
+// banner gets a band above the view and the legend one under it (its
+// entries in rows), each at most 30 % of the height where shrinking their
+// text (to a half and 45 % at most) allows, so neither covers the scene.
 ComposedFrame compose_frame(const FrameSpec& f, const OverlayFonts& fonts, float view_w, float avail_h);
 
 // The text layer onto `dl`; [origin, origin + size) is the 3D view (the
-// band and the right column follow it).
+// banner's band precedes it, the legend's band and the right column follow it).
 void draw_frame_text(ImDrawList* dl, const ComposedFrame& fr, const FrameSpec& f, const Camera& camera, ImVec2 origin,
                      ImVec2 size, const OverlayFonts& fonts);
 

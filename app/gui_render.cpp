@@ -474,7 +474,7 @@ struct GenerationFrames {
     spec.n_steps = steps;
     const float W = static_cast<float>(o.width), H = static_cast<float>(o.height);
     const ComposedFrame fr = compose_frame(spec, offscreen.imgui->fonts(), static_cast<float>(view_w), H);
-    const float vh = std::max(1.0f, H - fr.overlay.band);
+    const float vh = std::max(1.0f, H - fr.overlay.top - fr.overlay.band);
     const int vw = std::max(1, view_w - static_cast<int>(fr.right));
     const Camera cam = preset_camera(preset, fr.scene, static_cast<float>(vw) / vh);
     offscreen.target.bind();
@@ -482,7 +482,7 @@ struct GenerationFrames {
     glClear(GL_COLOR_BUFFER_BIT | GL_DEPTH_BUFFER_BIT);
     offscreen.renderer->draw(fr.scene, cam, 0, static_cast<int>(fr.overlay.band), vw, static_cast<int>(vh));
     offscreen.imgui->draw([&](ImDrawList* dl, const OverlayFonts& fonts) {
-      draw_frame_text(dl, fr, spec, cam, ImVec2(0, 0), ImVec2(static_cast<float>(vw), vh), fonts);
+      draw_frame_text(dl, fr, spec, cam, ImVec2(0, fr.overlay.top), ImVec2(static_cast<float>(vw), vh), fonts);
       if (o.heatmaps)
         draw_heatmap_panel(dl, fonts, gen.history(), view.layer, view.head, static_cast<float>(view_w), W, H);
     });

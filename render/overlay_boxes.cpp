@@ -121,50 +121,133 @@ LegendLayout layout_legend(const std::vector<LegendEntry>& entries, const Overla
   return l;
 }
 
-}  // namespace
-
-void draw_banner(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts) {
-  if (scene.banner.empty()) return;
-  ImFont* big = fonts.banner;
-  ImFont* small = fonts.small;
-  const glm::vec3 c = phase_colour(scene.phase);
-  // Shrunk to fit a narrow view rather than clipped.
-  float big_fs = big->FontSize, small_fs = small->FontSize * 1.05f;
-  ImVec2 ts = big->CalcTextSizeA(big_fs, 1e9f, 0.0f, scene.banner.c_str());
-  ImVec2 ss = small->CalcTextSizeA(small_fs, 1e9f, 0.0f, scene.banner_sub.c_str());
-  const float room = size.x - 40.0f * fonts.scale;
-  const float fit = std::min(1.0f, room / std::max(1.0f, std::max(ts.x, ss.x)));
-  if (fit < 1.0f) {
-    big_fs *= fit;
-    small_fs *= fit;
-    ts = big->CalcTextSizeA(big_fs, 1e9f, 0.0f, scene.banner.c_str());
-    ss = small->CalcTextSizeA(small_fs, 1e9f, 0.0f, scene.banner_sub.c_str());
-  }
-  const float w = std::max(ts.x, ss.x) + 36.0f * fonts.scale;
-  const float h = ts.y + ss.y + 16.0f * fonts.scale;
-  const ImVec2 p0(origin.x + (size.x - w) * 0.5f, origin.y + 10.0f * fonts.scale);
-  const ImVec2 p1(p0.x + w, p0.y + h);
-  dl->AddRectFilled(p0, p1, to_imcolor(c * 0.16f, 0.92f), 8.0f);
-  dl->AddRect(p0, p1, to_imcolor(c), 8.0f, 0, 2.5f);
-  dl->AddText(big, big_fs, ImVec2(p0.x + (w - ts.x) * 0.5f, p0.y + 5.0f * fonts.scale), to_imcolor(c),
-              scene.banner.c_str());
-  dl->AddText(small, small_fs, ImVec2(p0.x + (w - ss.x) * 0.5f, p0.y + 8.0f * fonts.scale + ts.y),
-              IM_COL32(225, 230, 240, 255), scene.banner_sub.c_str());
+// Over the view (not in a band of its own) the legend keeps to the
+// bottom-left corner: at a large text scale or in a small view its text
+// shrinks rather than covering the stacks.
+float scale_over_view(const std::vector<LegendEntry>& entries, const OverlayFonts& fonts, ImVec2 size) {
+  const LegendLayout full = layout_legend(entries, fonts, 0.0f);
+  return std::clamp(std::min(size.x * 0.42f / full.box.x, size.y * 0.4f / full.box.y), 0.45f, 1.0f);
 }
 
-ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts,
-                   bool flow) {
+// The banner's text at `k` times the fonts' sizes in a view `width` wide:
+// the title shrinks only if it alone is wider than the view; the line
+// under it wraps (between its " \u00b7 " parts first, then between words)
+// and shrinks only if a single word does not fit.
+struct BannerLayout {
+  float title_fs = 0, sub_fs = 0;
+  ImVec2 title;                        // the title's text size
+  std::vector<std::string> sub_lines;  // the line under the title, wrapped
+  ImVec2 box;                          // the box around both, with its padding
+};
+
+constexpr float kBannerMargin = 10.0f;  // above the box (and 0.6 of it below), at text scale 1
+
+// Splits `s` at `sep`, which stays at the end of each part but the last.
+std::vector<std::string> split_after(const std::string& s, const std::string& sep) {
+  std::vector<std::string> parts;
+  size_t at = 0;
+  for (size_t i = s.find(sep); i != std::string::npos; i = s.find(sep, at)) {
+    parts.push_back(s.substr(at, i + sep.size() - at));
+    at = i + sep.size();
+  }
+  parts.push_back(s.substr(at));
+  return parts;
+}
+
+// Greedy lines of at most `room` pixels from `parts` (each ending in its separator).
+std::vector<std::string> pack_lines(const std::vector<std::string>& parts, ImFont* f, float fs, float room) {
+  std::vector<std::string> lines;
+  std::string line;
+  auto width = [&](const std::string& t) { return f->CalcTextSizeA(fs, 1e9f, 0.0f, t.c_str()).x; };
+  for (const std::string& part : parts) {
+    if (!line.empty() && width(line + part) > room) {
+      lines.push_back(line);
+      line.clear();
+    }
+    line += part;
+  }
+  if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+
+std::string trim(const std::string& s) {
+  const size_t a = s.find_first_not_of(' '), b = s.find_last_not_of(' ');
+  return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
+}
+
+std::vector<std::string> wrap_banner_line(const std::string& text, ImFont* f, float fs, float room) {
+  std::vector<std::string> lines;
+  for (const std::string& part : pack_lines(split_after(text, " \xC2\xB7 "), f, fs, room)) {
+    if (f->CalcTextSizeA(fs, 1e9f, 0.0f, part.c_str()).x <= room) {
+      lines.push_back(trim(part));
+      continue;
+    }
+    for (const std::string& l : pack_lines(split_after(part, " "), f, fs, room)) lines.push_back(trim(l));
+  }
+  return lines;
+}
+
+BannerLayout layout_banner(const Scene& scene, const OverlayFonts& fonts, float width, float k) {
+  BannerLayout b;
+  const float sk = fonts.scale * k;
+  const float room = std::max(1.0f, width - 40.0f * sk);
+  b.title_fs = fonts.banner->FontSize * k;
+  b.title = fonts.banner->CalcTextSizeA(b.title_fs, 1e9f, 0.0f, scene.banner.c_str());
+  if (b.title.x > room) {
+    b.title_fs *= room / b.title.x;
+    b.title = fonts.banner->CalcTextSizeA(b.title_fs, 1e9f, 0.0f, scene.banner.c_str());
+  }
+  b.sub_fs = fonts.small->FontSize * 1.05f * k;
+  b.sub_lines = wrap_banner_line(scene.banner_sub, fonts.small, b.sub_fs, room);
+  float sub_w = 0;
+  for (const std::string& l : b.sub_lines)
+    sub_w = std::max(sub_w, fonts.small->CalcTextSizeA(b.sub_fs, 1e9f, 0.0f, l.c_str()).x);
+  if (sub_w > room) {  // a single word wider than the view
+    b.sub_fs *= room / sub_w;
+    sub_w = room;
+  }
+  const float line_h = fonts.small->CalcTextSizeA(b.sub_fs, 1e9f, 0.0f, "Ag").y;
+  b.box = ImVec2(std::max(b.title.x, sub_w) + 36.0f * sk,
+                 b.title.y + line_h * static_cast<float>(b.sub_lines.size()) + 16.0f * sk);
+  return b;
+}
+
+}  // namespace
+
+ImVec4 draw_banner(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts, float k,
+                   float* line_px) {
+  if (scene.banner.empty()) return ImVec4(0, 0, 0, 0);
+  const BannerLayout b = layout_banner(scene, fonts, size.x, k);
+  const glm::vec3 c = phase_colour(scene.phase);
+  const float sk = fonts.scale * k;
+  const ImVec2 p0(origin.x + (size.x - b.box.x) * 0.5f, origin.y + kBannerMargin * sk);
+  const ImVec2 p1(p0.x + b.box.x, p0.y + b.box.y);
+  dl->AddRectFilled(p0, p1, to_imcolor(c * 0.16f, 0.92f), 8.0f);
+  dl->AddRect(p0, p1, to_imcolor(c), 8.0f, 0, 2.5f);
+  dl->AddText(fonts.banner, b.title_fs, ImVec2(p0.x + (b.box.x - b.title.x) * 0.5f, p0.y + 5.0f * sk), to_imcolor(c),
+              scene.banner.c_str());
+  float y = p0.y + 8.0f * sk + b.title.y;
+  for (const std::string& line : b.sub_lines) {
+    const ImVec2 ls = fonts.small->CalcTextSizeA(b.sub_fs, 1e9f, 0.0f, line.c_str());
+    dl->AddText(fonts.small, b.sub_fs, ImVec2(p0.x + (b.box.x - ls.x) * 0.5f, y), IM_COL32(225, 230, 240, 255),
+                line.c_str());
+    y += ls.y;
+  }
+  if (line_px) *line_px = b.sub_fs;
+  return ImVec4(p0.x, p0.y, p1.x, p1.y);
+}
+
+float banner_band(const Scene& scene, const OverlayFonts& fonts, float width, float k) {
+  if (scene.banner.empty()) return 0.0f;
+  return layout_banner(scene, fonts, width, k).box.y + 1.6f * kBannerMargin * fonts.scale * k;
+}
+
+ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts, bool flow,
+                   float band_k) {
   ImFont* f = fonts.small;
   const std::vector<LegendEntry> entries = legend_entries(scene);
   const int n = static_cast<int>(entries.size());
-  // Over the view (not in a band of its own) the legend keeps to the
-  // bottom-left corner: at a large text scale or in a small view its text
-  // shrinks rather than covering the stacks.
-  float k = 1.0f;
-  if (!flow) {
-    const LegendLayout full = layout_legend(entries, fonts, 0.0f);
-    k = std::clamp(std::min(size.x * 0.42f / full.box.x, size.y * 0.4f / full.box.y), 0.45f, 1.0f);
-  }
+  const float k = flow ? band_k : scale_over_view(entries, fonts, size);
   const float fs = f->FontSize * k;
   const float row = fs * 1.3f;
   const float sw = fs * 1.1f;  // swatch size
@@ -249,8 +332,9 @@ ImVec4 draw_hud(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& 
 
 float legend_band(const Scene& scene, const OverlayFonts& fonts, const OverlayOptions& opt, float width) {
   if (!opt.legend) return 0.0f;
-  const float pad = 8.0f * fonts.scale;
-  return layout_legend(legend_entries(scene), fonts, width - 2 * pad).box.y + 2 * pad;
+  const float k = opt.legend_scale;
+  const float pad = 8.0f * fonts.scale * k;
+  return layout_legend(legend_entries(scene), fonts, width - 2 * pad, k).box.y + 2 * pad;
 }
 
 }  // namespace kvscope

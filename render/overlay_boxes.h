@@ -10,12 +10,17 @@
 
 namespace kvscope {
 
-// Top centre of [origin, origin + size): the phase and what it computes.
-void draw_banner(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts);
+// Top centre of [origin, origin + size): the phase and what it computes, at
+// `k` times the fonts' sizes, its second line wrapped to the width (at
+// `*line_px` pixels when given).
+ImVec4 draw_banner(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts,
+                   float k = 1.0f, float* line_px = nullptr);
 
-// Bottom left of [origin, origin + size), its entries in rows when `flow`.
-ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts,
-                   bool flow);
+// Bottom left of [origin, origin + size): in a band of its own (`flow`) its
+// entries in rows at `band_k` times the small font's size; over the view,
+// one per row, shrunk to keep to the corner.
+ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts, bool flow,
+                   float band_k);
 
 // Bottom right of [origin, origin + size), beside (or above) the legend's rectangle `avoid`.
 ImVec4 draw_hud(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts, const OverlayOptions& opt,

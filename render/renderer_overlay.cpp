@@ -169,9 +169,17 @@ void draw_side_labels(ImDrawList* dl, const Scene& scene, const Projector& proj,
     if (l.kind != LabelKind::kLayer && l.kind != LabelKind::kCaption) continue;
     ImVec2 p;
     if (!proj(l.anchor, p)) continue;
-    const float fs = l.kind == LabelKind::kCaption ? font->FontSize * 1.1f : font->FontSize;
-    const ImVec2 ts = font->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
-    const ImVec4 r(p.x - ts.x, p.y - ts.y * 0.5f, p.x, p.y + ts.y * 0.5f);
+    float fs = l.kind == LabelKind::kCaption ? font->FontSize * 1.1f : font->FontSize;
+    ImVec2 ts = font->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
+    // Right-aligned to the anchor; where the view's left edge would cut it
+    // (a large text scale in a narrow view), smaller (to 60 %), then moved in.
+    const float room = p.x - dl->GetClipRectMin().x - 2.0f;
+    if (ts.x > room) {
+      fs *= std::max(0.6f, room / ts.x);
+      ts = font->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
+    }
+    const float x0 = std::max(p.x - ts.x, dl->GetClipRectMin().x + 2.0f);
+    const ImVec4 r(x0, p.y - ts.y * 0.5f, x0 + ts.x, p.y + ts.y * 0.5f);
     bool overlaps = false;
     for (const ImVec4& o : drawn) overlaps |= r.x < o.z && o.x < r.z && r.y < o.w && o.y < r.w;
     if (overlaps) continue;
@@ -206,10 +214,11 @@ void draw_ticks(ImDrawList* dl, const Scene& scene, const Projector& proj, const
 }
 
 // Tags on plates: the write head's "next:", beam scores, drafted tokens' p
-// and q. A tag that would cover an earlier one is lifted above it, with a
-// thin line down to its anchor, so every tag stays readable; when lifting
-// would push one under the banner or out of the view (large text, close
-// tokens), all tags shrink instead. Their boxes go into `taken`.
+// and q. A tag that would cover an earlier one is lifted above it (or, at
+// the top of the view, put beside it), with a thin line to its anchor, so
+// every tag stays readable; when that would push one under the banner or
+// out of the view (large text, close tokens), all tags shrink instead.
+// Their boxes go into `taken`.
 struct Tag {
   const Label* label;
   ImVec2 anchor, at, size;  // projected anchor, text's top-left, text size
@@ -232,7 +241,11 @@ std::vector<Tag> place_tags(const Scene& scene, const Projector& proj, ImFont* f
     for (int tries = 0; tries < 16; ++tries) {
       const auto hit = std::find_if(drawn.begin(), drawn.end(), covers);
       if (hit == drawn.end()) break;
-      q.y = hit->y - ts.y - 6.0f;
+      const float lifted = hit->y - ts.y - 6.0f;
+      if (lifted >= cmin.y + 4)
+        q.y = lifted;
+      else
+        q.x = hit->z + 6.0f;  // no room above it: beside it
     }
     drawn.push_back(ImVec4(q.x - 5, q.y - 2, q.x + ts.x + 5, q.y + ts.y + 2));
     tags.push_back({&l, p, q, ts});
@@ -241,18 +254,18 @@ std::vector<Tag> place_tags(const Scene& scene, const Projector& proj, ImFont* f
 }
 
 void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts,
-                     std::vector<ScreenBox>& taken) {
+                     bool banner_over_view, std::vector<ScreenBox>& taken) {
   ImFont* f = fonts.small;
   const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
-  // Under the banner (draw_banner's box, at most this tall) nothing can be read.
-  const float top =
-      cmin.y + 4.0f +
-      (scene.banner.empty() ? 0.0f : 26.0f * fonts.scale + fonts.banner->FontSize + fonts.small->FontSize * 1.05f);
+  // Under a banner over the view nothing can be read.
+  const float top = cmin.y + 4.0f + (banner_over_view ? banner_band(scene, fonts, cmax.x - cmin.x) : 0.0f);
   // Full size, then by 3/4 while the text stays at least 11 pixels high:
   // smaller would not be read from the back row.
   float fs = f->FontSize * 1.1f;
   std::vector<Tag> tags = place_tags(scene, proj, f, fs, cmin, cmax);
-  auto readable = [&](const Tag& t) { return t.at.y >= top || t.at.y >= t.anchor.y - t.size.y - 5.0f; };
+  auto readable = [&](const Tag& t) {
+    return (t.at.y >= top || t.at.y >= t.anchor.y - t.size.y - 5.0f) && t.at.x + t.size.x <= cmax.x - 1.0f;
+  };
   while (fs * 0.75f >= 11.0f && !std::all_of(tags.begin(), tags.end(), readable)) {
     fs *= 0.75f;
     tags = place_tags(scene, proj, f, fs, cmin, cmax);
@@ -260,9 +273,9 @@ void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, 
   for (const Tag& t : tags) {
     const ImVec2 q = t.at, ts = t.size, p = t.anchor;
     const ImU32 col = col4(t.label->colour);
-    if (!t.label->beside && q.y + ts.y + 2 < p.y - 6.0f)
-      dl->AddLine(ImVec2(p.x, q.y + ts.y + 2), ImVec2(p.x, p.y), col4(t.label->colour * glm::vec4(1, 1, 1, 0.6f)),
-                  1.0f);
+    if (!t.label->beside && (q.y + ts.y + 2 < p.y - 6.0f || p.x < q.x - 5 || p.x > q.x + ts.x + 5))
+      dl->AddLine(ImVec2(std::clamp(p.x, q.x, q.x + ts.x), q.y + ts.y + 2), ImVec2(p.x, p.y),
+                  col4(t.label->colour * glm::vec4(1, 1, 1, 0.6f)), 1.0f);
     taken.push_back(flat_box(glm::vec2(q.x - 5, q.y - 2), glm::vec2(ts.x + 10, ts.y + 4)));
     dl->AddRectFilled(ImVec2(q.x - 5, q.y - 2), ImVec2(q.x + ts.x + 5, q.y + ts.y + 2), IM_COL32(30, 6, 28, 210), 5.0f);
     dl->AddRect(ImVec2(q.x - 5, q.y - 2), ImVec2(q.x + ts.x + 5, q.y + ts.y + 2), col, 5.0f, 0, 1.5f);
@@ -324,24 +337,34 @@ void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVe
   draw_side_labels(dl, scene, proj, fonts);
   // The head's tag and the beams' weights first: the token labels keep clear of them.
   std::vector<ScreenBox> taken;
-  draw_head_label(dl, scene, proj, fonts, taken);
+  draw_head_label(dl, scene, proj, fonts, opt.banner && opt.top <= 0, taken);
   draw_beam_labels(dl, scene, proj, fonts, taken);
   if (opt.labels) draw_token_labels(dl, scene, proj, fonts, opt, taken, layout ? &layout->labels : nullptr);
   draw_cache_mark_labels(dl, scene, proj, fonts);
   if (layout) layout->tags = taken;
-  if (opt.banner) draw_banner(dl, scene, origin, size, fonts);
+  ImVec4 banner(0, 0, 0, 0);
+  float banner_px = 0;
+  if (opt.banner && opt.top <= 0) banner = draw_banner(dl, scene, origin, size, fonts, 1.0f, &banner_px);
   dl->PopClipRect();
+  if (opt.banner && opt.top > 0) {  // in its band above the view
+    const ImVec2 at(origin.x, origin.y - opt.top);
+    dl->PushClipRect(at, ImVec2(origin.x + size.x, origin.y), true);
+    banner = draw_banner(dl, scene, at, ImVec2(size.x, opt.top), fonts, opt.banner_scale, &banner_px);
+    dl->PopClipRect();
+  }
   // Legend and HUD: over the bottom of the view, or in the band under it.
   const ImVec2 all(size.x, size.y + std::max(0.0f, opt.band));
   dl->PushClipRect(origin, ImVec2(origin.x + all.x, origin.y + all.y), true);
   ImVec4 legend(0, 0, 0, 0);
-  if (opt.legend) legend = draw_legend(dl, scene, origin, all, fonts, opt.band > 0);
+  if (opt.legend) legend = draw_legend(dl, scene, origin, all, fonts, opt.band > 0, opt.legend_scale);
   ImVec4 hud(0, 0, 0, 0);
   if (opt.hud) hud = draw_hud(dl, origin, all, fonts, opt, legend);
   dl->PopClipRect();
   if (layout) {
     layout->legend = glm::vec4(legend.x, legend.y, legend.z, legend.w);
     layout->hud = glm::vec4(hud.x, hud.y, hud.z, hud.w);
+    layout->banner = glm::vec4(banner.x, banner.y, banner.z, banner.w);
+    layout->banner_line_px = banner_px;
   }
 }
 

@@ -42,11 +42,25 @@ struct OverlayOptions {
   // 1280x720 window with its panels, gives them a band of their own so they
   // do not cover the KV stacks; legend_band() says how tall.
   float band = 0;
+  // The legend's text size in its band, relative to the small font: a band
+  // at a large text scale shrinks it so the scene keeps most of the height.
+  float legend_scale = 1.0f;
+  // Pixels above the 3D view's rectangle kept for the banner (0: it is
+  // drawn over the top of the view), and its text size relative to the
+  // fonts'; banner_band() says how tall.
+  float top = 0;
+  float banner_scale = 1.0f;
 };
 
 // Height the legend needs below a 3D view `width` pixels wide (its entries in
-// rows across that width, with margins) for this scene; 0 when opt.legend is off.
+// rows across that width, with margins, at opt.legend_scale) for this
+// scene; 0 when opt.legend is off.
 float legend_band(const Scene& scene, const OverlayFonts& fonts, const OverlayOptions& opt, float width);
+
+// Height the banner needs above a 3D view `width` pixels wide (its second
+// line wrapped to the width, with margins) at `k` times the fonts' sizes;
+// 0 when the scene has no banner.
+float banner_band(const Scene& scene, const OverlayFonts& fonts, float width, float k = 1.0f);
 
 // Where the overlay put its parts (pixels), for the layout tests.
 struct OverlayLayout {
@@ -54,10 +68,13 @@ struct OverlayLayout {
   std::vector<ScreenBox> tags;    // the write head's tag and the beams' weights drawn
   glm::vec4 legend{0.0f};         // (x0, y0, x1, y1); all 0 when not drawn
   glm::vec4 hud{0.0f};
+  glm::vec4 banner{0.0f};
+  float banner_line_px = 0;  // the font size of the banner's second line
 };
 
 // Draws onto `dl` in the rectangle [origin, origin + size) (pixels), the
-// legend and HUD in the opt.band pixels under it when opt.band > 0.
+// legend and HUD in the opt.band pixels under it when opt.band > 0, the
+// banner in the opt.top pixels above it when opt.top > 0.
 void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVec2 origin, ImVec2 size,
                   const OverlayFonts& fonts, const OverlayOptions& opt, OverlayLayout* layout = nullptr);
 

@@ -16,6 +16,7 @@
 
 #include <stb_image_write.h>
 #include "beam_generator.h"
+#include "frame.h"
 #include "gl_context.h"
 #include "gl_objects.h"
 #include "model.h"
@@ -485,6 +486,145 @@ TEST_F(TeachPixels, LegendTakesABandUnderAShortViewInsteadOfCoveringIt) {
   EXPECT_LE(static_cast<float>(band_rows), band);
   opt.legend = false;
   EXPECT_EQ(legend_band(s, fonts_, opt, W), 0.0f);
+}
+
+// The 3D view the window leaves on common screens (sidebars open, or folded
+// to their strips; lessons closed) at a text scale, as compose_frame splits
+// it: the banner's band above, the legend's under. Calls `check` with the
+// composed frame, the view's width and the height left for the 3D view.
+template <typename F>
+void for_each_window_view(const FrameSpec& spec, const OverlayFonts& fonts, float scale,
+                          const std::vector<ImVec2>& screens, F check) {
+  for (ImVec2 screen : screens) {
+    // gui_layout's sidebars and the closed bottom strip (two framed rows).
+    const float sidebar = std::clamp(290.0f * scale, std::min(240.0f, screen.x * 0.3f), screen.x * 0.27f);
+    const float strip = 68.0f * scale, folded = 38.0f * scale;
+    for (float side : {sidebar, folded}) {
+      const float w = screen.x - 2 * side, avail_h = screen.y - strip;
+      const ComposedFrame fr = compose_frame(spec, fonts, w, avail_h);
+      const float view_h = avail_h - fr.overlay.top - fr.overlay.band;
+      const std::string where = "scale " + std::to_string(scale) + " screen " +
+                                std::to_string(static_cast<int>(screen.x)) + " view " +
+                                std::to_string(static_cast<int>(w)) + "x" + std::to_string(static_cast<int>(view_h));
+      check(fr, w, avail_h, view_h, where);
+    }
+  }
+}
+
+// The window's 3D view at text scale 1.0 to 2.5: the legend, placed by the
+// window's own compose_frame, never covers a token or KV block as each
+// camera preset frames the scene.
+TEST_F(TeachPixels, LegendStaysOffTheStacks) {
+  const auto kv = make_history(12, std::vector<CacheMode>(30, CacheMode::kKV));
+  const auto no_cache = make_history(12, std::vector<CacheMode>(30, CacheMode::kNoCache));
+  int checked = 0, in_band = 0;
+  for (float scale : {1.0f, 1.5f, 2.5f}) {
+    ImGui_ImplOpenGL3_DestroyFontsTexture();
+    fonts_ = load_fonts(scale);
+    ImGui_ImplOpenGL3_CreateFontsTexture();
+    for (const auto* h : {&kv, &no_cache}) {
+      const SequenceState seq = build_sequence(*h, h->size());
+      FrameSpec spec;
+      spec.seq = &seq;
+      const std::vector<ImVec2> screens = {ImVec2(1280, 720), ImVec2(1366, 768), ImVec2(1920, 1080)};
+      for_each_window_view(
+          spec, fonts_, scale, screens,
+          [&](const ComposedFrame& fr, float w, float, float view_h, const std::string& at) {
+            in_band += fr.overlay.band > 0;
+            for (CameraPreset p :
+                 {CameraPreset::kFront, CameraPreset::kTop, CameraPreset::kSide, CameraPreset::kFollow}) {
+              const Camera cam = preset_camera(p, fr.scene, w / view_h);
+              OverlayLayout lay;
+              draw2d([&](ImDrawList* dl) {
+                draw_overlay(dl, fr.scene, cam, ImVec2(0, 0), ImVec2(w, view_h), fonts_, fr.overlay, &lay);
+              });
+              const glm::vec4 lg = lay.legend;
+              ASSERT_GT(lg.z, lg.x);
+              const std::string where = std::string(to_string(p)) + " " + at;
+              const glm::mat4 vp = cam.proj(w / view_h) * cam.view();
+              std::vector<const BlockInstance*> blocks;
+              for (const BlockInstance& b : fr.scene.tokens) blocks.push_back(&b);
+              for (const BlockInstance& b : fr.scene.kv) blocks.push_back(&b);
+              for (const BlockInstance* b : blocks) {
+                // The block's on-screen extent, cut to the view (the GL viewport clips the rest).
+                glm::vec2 lo(1e9f), hi(-1e9f);
+                for (int c = 0; c < 8; ++c) {
+                  const glm::vec3 corner =
+                      b->center + 0.5f * b->size * glm::vec3(c & 1 ? 1 : -1, c & 2 ? 1 : -1, c & 4 ? 1 : -1);
+                  glm::vec2 px;
+                  if (!project(vp, corner, w, view_h, px)) continue;
+                  lo = glm::min(lo, px);
+                  hi = glm::max(hi, px);
+                }
+                lo = glm::max(lo, glm::vec2(0));
+                hi = glm::min(hi, glm::vec2(w, view_h));
+                if (lo.x >= hi.x || lo.y >= hi.y) continue;  // off screen
+                const bool covered = lo.x < lg.z && hi.x > lg.x && lo.y < lg.w && hi.y > lg.y;
+                EXPECT_FALSE(covered) << where << ": the legend covers the block at position " << b->pos << " layer "
+                                      << b->layer;
+                if (covered) break;
+              }
+              ++checked;
+            }
+          });
+    }
+  }
+  EXPECT_EQ(checked, 3 * 2 * 3 * 2 * 4);
+  EXPECT_GT(in_band, 0);
+  ImGui_ImplOpenGL3_DestroyFontsTexture();
+  fonts_ = load_fonts(1.0f);
+  ImGui_ImplOpenGL3_CreateFontsTexture();
+}
+
+// The banner has a band of its own above the view at 1280x720 and 1366x768,
+// text scale 1.0 to 2.5, for every camera: no token label or tag reaches
+// into it, its second line stays at least 14 pixels high (wrapped, not
+// shrunk), and the scene keeps at least 40 % of the height.
+TEST_F(TeachPixels, BannerKeepsABandOfItsOwnAboveTheView) {
+  const auto kv = make_history(12, std::vector<CacheMode>(30, CacheMode::kKV));
+  const auto no_cache = make_history(12, std::vector<CacheMode>(30, CacheMode::kNoCache));
+  int checked = 0;
+  for (float scale : {1.0f, 1.5f, 2.5f}) {
+    ImGui_ImplOpenGL3_DestroyFontsTexture();
+    fonts_ = load_fonts(scale);
+    ImGui_ImplOpenGL3_CreateFontsTexture();
+    for (const auto* h : {&kv, &no_cache}) {
+      const SequenceState seq = build_sequence(*h, h->size());
+      FrameSpec spec;
+      spec.seq = &seq;
+      for_each_window_view(
+          spec, fonts_, scale, {ImVec2(1280, 720), ImVec2(1366, 768)},
+          [&](const ComposedFrame& fr, float w, float avail_h, float view_h, const std::string& at) {
+            ASSERT_FALSE(fr.scene.banner.empty());
+            const float top = fr.overlay.top;
+            EXPECT_GT(top, 0.0f) << at;
+            EXPECT_GE(view_h, 0.4f * avail_h) << at;
+            for (CameraPreset p :
+                 {CameraPreset::kFront, CameraPreset::kTop, CameraPreset::kSide, CameraPreset::kFollow}) {
+              const std::string where = std::string(to_string(p)) + " " + at;
+              const Camera cam = preset_camera(p, fr.scene, w / view_h);
+              OverlayLayout lay;
+              draw2d([&](ImDrawList* dl) {
+                draw_overlay(dl, fr.scene, cam, ImVec2(0, top), ImVec2(w, view_h), fonts_, fr.overlay, &lay);
+              });
+              EXPECT_GE(lay.banner.y, 0.0f) << where;
+              EXPECT_LE(lay.banner.w, top) << where;
+              EXPECT_GE(lay.banner.x, 0.0f) << where;
+              EXPECT_LE(lay.banner.z, w) << where;
+              EXPECT_GE(lay.banner_line_px, 14.0f) << where;
+              std::vector<ScreenBox> drawn = lay.labels;
+              drawn.insert(drawn.end(), lay.tags.begin(), lay.tags.end());
+              for (const ScreenBox& b : drawn)  // none reaches into the banner's band
+                EXPECT_TRUE(box_inside(b, glm::vec4(-1e6f, top, 1e6f, 1e6f))) << where;
+              ++checked;
+            }
+          });
+    }
+  }
+  EXPECT_EQ(checked, 3 * 2 * 2 * 2 * 4);
+  ImGui_ImplOpenGL3_DestroyFontsTexture();
+  fonts_ = load_fonts(1.0f);
+  ImGui_ImplOpenGL3_CreateFontsTexture();
 }
 
 // Beam search as a tree, drawn by the real renderer: seen from above, each

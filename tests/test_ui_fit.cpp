@@ -9,6 +9,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "demo_script.h"
 #include "gui_settings.h"
 #include "numpy_ref_util.h"
 #include "session.h"
@@ -313,6 +314,33 @@ TEST(FitChoices, TheSavedKvLayoutIsFittedToItsRangesAndTheModel) {
             std::string::npos)
       << err;
   EXPECT_EQ(other.kv_layout, KVSettings());
+}
+
+// A scripted window run takes its text scale and size from the environment
+// (no settings file): in range they apply; otherwise the message names the
+// variable, what it expects and what it got, and nothing changes.
+TEST(DemoWindow, TakesTheTextScaleAndSizeOrNamesTheVariable) {
+  UiState ui;
+  int w = 1280, h = 720;
+  EXPECT_EQ(apply_demo_window("2.5", "1366x768", ui, w, h), "");
+  EXPECT_FLOAT_EQ(ui.text_scale, 2.5f);
+  EXPECT_EQ(w, 1366);
+  EXPECT_EQ(h, 768);
+  EXPECT_EQ(apply_demo_window(nullptr, nullptr, ui, w, h), "");
+  EXPECT_FLOAT_EQ(ui.text_scale, 2.5f);
+  for (const char* bad : {"3", "0.5", "big", "2.5x", "", "nan"}) {
+    const std::string err = apply_demo_window(bad, nullptr, ui, w, h);
+    EXPECT_NE(err.find("KVSCOPE_DEMO_TEXT_SCALE"), std::string::npos) << bad;
+    EXPECT_NE(err.find("0.75 to 2.5"), std::string::npos) << bad;
+    EXPECT_FLOAT_EQ(ui.text_scale, 2.5f) << bad;
+  }
+  for (const char* bad : {"1366", "1366x", "100x100", "1366x768x24", "-1x768", "99999x768"}) {
+    const std::string err = apply_demo_window(nullptr, bad, ui, w, h);
+    EXPECT_NE(err.find("KVSCOPE_DEMO_SIZE"), std::string::npos) << bad;
+    EXPECT_NE(err.find(std::string("\"") + bad + "\""), std::string::npos) << bad;
+    EXPECT_EQ(w, 1366) << bad;
+    EXPECT_EQ(h, 768) << bad;
+  }
 }
 
 }  // namespace
