@@ -4,7 +4,8 @@
 # scale 1.0 (KVSCOPE_DEMO_SIZE / KVSCOPE_DEMO_TEXT_SCALE; 1280x720 and 2.5 show
 # what a projector shows). Open every PNG and look before committing.
 #   usage: scripts/screenshots.sh KVSCOPE [OUT=docs] [SIZE=1366x768] [SCALE=1.0] [VIEW...]
-# Needs xvfb-run (apt-get install -y xvfb xauth).
+# Needs xvfb-run (apt-get install -y xvfb xauth); with ImageMagick's convert
+# the PNGs are stored with 256 colours (about a quarter of the bytes).
 set -euo pipefail
 bin=${1:?path to the kvscope binary}
 out=${2:-docs}
@@ -36,5 +37,9 @@ for s in "${shots[@]}"; do
     xvfb-run -a -s "-screen 0 ${size}x24" "$bin" --demo-frames 200 --max-new "$max_new" --screenshot "$out/$file" \
     >"$out/$file.log" 2>&1 || { echo "FAILED $out/$file: $(tail -1 "$out/$file.log")"; continue; }
   rm -f "$out/$file.log"
+  if command -v convert >/dev/null; then
+    convert "$out/$file" +dither -colors 256 -define png:compression-level=9 "$out/$file.tmp.png" &&
+      mv "$out/$file.tmp.png" "$out/$file"
+  fi
   echo "$out/$file"
 done
