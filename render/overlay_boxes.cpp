@@ -130,14 +130,15 @@ float scale_over_view(const std::vector<LegendEntry>& entries, const OverlayFont
 }
 
 // The banner's text at `k` times the fonts' sizes in a view `width` wide:
-// the title shrinks only if it alone is wider than the view; the line
+// the title breaks at its dash, then shrinks, only if it is wider than the view; the line
 // under it wraps (between its " \u00b7 " parts first, then between words)
 // and shrinks only if a single word does not fit.
 struct BannerLayout {
   float title_fs = 0, sub_fs = 0;
-  ImVec2 title;                        // the title's text size
-  std::vector<std::string> sub_lines;  // the line under the title, wrapped
-  ImVec2 box;                          // the box around both, with its padding
+  std::vector<std::string> title_lines;  // the title, in two lines at its dash when too wide
+  ImVec2 title;                          // the title's text size
+  std::vector<std::string> sub_lines;    // the line under the title, wrapped
+  ImVec2 box;                            // the box around both, with its padding
 };
 
 constexpr float kBannerMargin = 10.0f;  // above the box (and 0.6 of it below), at text scale 1
@@ -192,10 +193,25 @@ BannerLayout layout_banner(const Scene& scene, const OverlayFonts& fonts, float 
   const float sk = fonts.scale * k;
   const float room = std::max(1.0f, width - 40.0f * sk);
   b.title_fs = fonts.banner->FontSize * k;
-  b.title = fonts.banner->CalcTextSizeA(b.title_fs, 1e9f, 0.0f, scene.banner.c_str());
+  auto measure = [&](const std::vector<std::string>& lines) {
+    ImVec2 size(0, 0);
+    for (const std::string& l : lines) {
+      const ImVec2 ls = fonts.banner->CalcTextSizeA(b.title_fs, 1e9f, 0.0f, l.c_str());
+      size = ImVec2(std::max(size.x, ls.x), size.y + ls.y);
+    }
+    return size;
+  };
+  b.title_lines = {scene.banner};
+  b.title = measure(b.title_lines);
+  const std::string dash = " \xE2\x80\x94 ";  // "DECODE · NO CACHE — recomputing ...": two lines at the dash
+  const size_t at = scene.banner.find(dash);
+  if (b.title.x > room && at != std::string::npos) {
+    b.title_lines = {scene.banner.substr(0, at), scene.banner.substr(at + dash.size())};
+    b.title = measure(b.title_lines);
+  }
   if (b.title.x > room) {
     b.title_fs *= room / b.title.x;
-    b.title = fonts.banner->CalcTextSizeA(b.title_fs, 1e9f, 0.0f, scene.banner.c_str());
+    b.title = measure(b.title_lines);
   }
   b.sub_fs = fonts.small->FontSize * 1.05f * k;
   b.sub_lines = wrap_banner_line(scene.banner_sub, fonts.small, b.sub_fs, room);
@@ -224,9 +240,13 @@ ImVec4 draw_banner(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 siz
   const ImVec2 p1(p0.x + b.box.x, p0.y + b.box.y);
   dl->AddRectFilled(p0, p1, to_imcolor(c * 0.16f, 0.92f), 8.0f);
   dl->AddRect(p0, p1, to_imcolor(c), 8.0f, 0, 2.5f);
-  dl->AddText(fonts.banner, b.title_fs, ImVec2(p0.x + (b.box.x - b.title.x) * 0.5f, p0.y + 5.0f * sk), to_imcolor(c),
-              scene.banner.c_str());
-  float y = p0.y + 8.0f * sk + b.title.y;
+  float y = p0.y + 5.0f * sk;
+  for (const std::string& line : b.title_lines) {
+    const ImVec2 ls = fonts.banner->CalcTextSizeA(b.title_fs, 1e9f, 0.0f, line.c_str());
+    dl->AddText(fonts.banner, b.title_fs, ImVec2(p0.x + (b.box.x - ls.x) * 0.5f, y), to_imcolor(c), line.c_str());
+    y += ls.y;
+  }
+  y += 3.0f * sk;
   for (const std::string& line : b.sub_lines) {
     const ImVec2 ls = fonts.small->CalcTextSizeA(b.sub_fs, 1e9f, 0.0f, line.c_str());
     dl->AddText(fonts.small, b.sub_fs, ImVec2(p0.x + (b.box.x - ls.x) * 0.5f, y), IM_COL32(225, 230, 240, 255),
