@@ -13,6 +13,7 @@
 
 #include <imgui.h>
 #include <imgui_impl_opengl3.h>
+#include <imgui_internal.h>
 
 #include <stb_image_write.h>
 #include "beam_generator.h"
@@ -21,6 +22,7 @@
 #include "gl_objects.h"
 #include "model.h"
 #include "panel_teach.h"
+#include "panels.h"
 #include "renderer.h"
 #include "scene.h"
 #include "scene_beams.h"
@@ -622,6 +624,51 @@ TEST_F(TeachPixels, BannerKeepsABandOfItsOwnAboveTheView) {
     }
   }
   EXPECT_EQ(checked, 3 * 2 * 2 * 2 * 4);
+  ImGui_ImplOpenGL3_DestroyFontsTexture();
+  fonts_ = load_fonts(1.0f);
+  ImGui_ImplOpenGL3_CreateFontsTexture();
+}
+
+// The 3D view's hover tooltips at text scale 2.5 in a 1280x720 window, with
+// the mouse at the right edge: ImGui keeps the whole tooltip inside the
+// window (its lines wrap at half the window's width).
+TEST_F(TeachPixels, HoverTooltipsStayInsideTheWindow) {
+  ImGui_ImplOpenGL3_DestroyFontsTexture();
+  fonts_ = load_fonts(2.5f);
+  ImGui_ImplOpenGL3_CreateFontsTexture();
+  ImGuiIO& io = ImGui::GetIO();
+  const ImVec2 display(1280, 720);
+  io.DisplaySize = display;
+  Snapshot snap;
+  const auto h = make_history(12, std::vector<CacheMode>(20, CacheMode::kKV));
+  snap.seq = build_sequence(h, h.size());
+  snap.records = h;
+  int checked = 0;
+  for (Pick::Kind kind : {Pick::kToken, Pick::kKv}) {
+    for (ImVec2 mouse : {ImVec2(1275, 400), ImVec2(640, 700), ImVec2(5, 5)}) {
+      Pick p;
+      p.kind = kind;
+      p.pos = 3;
+      p.layer = 1;
+      p.state = KvState::kResident;
+      io.MousePos = mouse;
+      ImGuiWindow* tip = nullptr;
+      for (int frame = 0; frame < 3; ++frame) {  // a tooltip takes its size over the first frames
+        draw2d([&](ImDrawList*) { hover_tooltip(snap, p, -1, -1); });
+      }
+      for (ImGuiWindow* w : ImGui::GetCurrentContext()->Windows)
+        if ((w->Flags & ImGuiWindowFlags_Tooltip) && w->Active) tip = w;
+      ASSERT_NE(tip, nullptr);
+      EXPECT_GE(tip->Pos.x, 0.0f) << mouse.x << "," << mouse.y;
+      EXPECT_GE(tip->Pos.y, 0.0f) << mouse.x << "," << mouse.y;
+      EXPECT_LE(tip->Pos.x + tip->Size.x, display.x) << mouse.x << "," << mouse.y;
+      EXPECT_LE(tip->Pos.y + tip->Size.y, display.y) << mouse.x << "," << mouse.y;
+      EXPECT_GT(tip->Size.y, 3 * fonts_.ui->FontSize);  // several lines: the real tooltip
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 6);
+  io.DisplaySize = ImVec2(static_cast<float>(kW), static_cast<float>(kH));
   ImGui_ImplOpenGL3_DestroyFontsTexture();
   fonts_ = load_fonts(1.0f);
   ImGui_ImplOpenGL3_CreateFontsTexture();
