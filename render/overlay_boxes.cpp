@@ -1,6 +1,7 @@
 #include "overlay_boxes.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -129,6 +130,31 @@ float scale_over_view(const std::vector<LegendEntry>& entries, const OverlayFont
   return std::clamp(std::min(size.x * 0.42f / full.box.x, size.y * 0.4f / full.box.y), 0.45f, 1.0f);
 }
 
+// The counter HUD's three lines for the shown step.
+using HudLines = std::array<std::string, 3>;
+HudLines hud_lines(const OverlayOptions& opt) {
+  const StepRecord& r = *opt.record;
+  char ms[32];
+  std::snprintf(ms, sizeof(ms), "%.2f ms", r.ms);
+  return {(opt.model_name.empty() ? std::string() : opt.model_name + "  \xC2\xB7  ") +
+              (r.prefill ? std::string("prefill") : "step " + std::to_string(r.index)) + "  \xC2\xB7  " +
+              std::to_string(r.seq_len) + " positions  \xC2\xB7  " +
+              (r.mode == CacheMode::kKV ? "KV CACHE" : "NO CACHE"),
+          "this step " + format_flops(r.flops) + "  \xC2\xB7  so far " + format_flops(r.flops_total),
+          "KV cache " + format_bytes(r.kv_bytes) + "  \xC2\xB7  recomputed " + std::to_string(r.recomputed) +
+              "  \xC2\xB7  " + ms};
+}
+
+// What the HUD takes at the right of the legend's band at full size (its box
+// and margins; width, height), or 0 when it is off or there is no step yet.
+ImVec2 hud_room(const OverlayFonts& fonts, const OverlayOptions& opt) {
+  if (!opt.hud || !opt.record) return ImVec2(0, 0);
+  const float fs = fonts.small->FontSize, pad = 8.0f * fonts.scale;
+  float w = 0;
+  for (const std::string& l : hud_lines(opt)) w = std::max(w, fonts.small->CalcTextSizeA(fs, 1e9f, 0.0f, l.c_str()).x);
+  return ImVec2(w + pad * 5, fs * 3.6f + pad * 3);
+}
+
 // The banner's text at `k` times the fonts' sizes in a view `width` wide:
 // the title breaks at its dash, then shrinks, only if it is wider than the view; the line
 // under it wraps (between its " \u00b7 " parts first, then between words)
@@ -230,6 +256,13 @@ BannerLayout layout_banner(const Scene& scene, const OverlayFonts& fonts, float 
 
 }  // namespace
 
+// In a band the legend's rows leave the HUD its room on the right, unless
+// that would leave them less than half the width.
+float legend_rows_width(const OverlayFonts& fonts, const OverlayOptions& opt, float width) {
+  const float hud = hud_room(fonts, opt).x;
+  return hud > 0 && width - hud >= width * 0.5f ? width - hud : width;
+}
+
 ImVec4 draw_banner(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts, float k,
                    float* line_px) {
   if (scene.banner.empty()) return ImVec4(0, 0, 0, 0);
@@ -263,7 +296,7 @@ float banner_band(const Scene& scene, const OverlayFonts& fonts, float width, fl
 }
 
 ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts, bool flow,
-                   float band_k) {
+                   float band_k, float rows_w) {
   ImFont* f = fonts.small;
   const std::vector<LegendEntry> entries = legend_entries(scene);
   const int n = static_cast<int>(entries.size());
@@ -272,7 +305,7 @@ ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 siz
   const float row = fs * 1.3f;
   const float sw = fs * 1.1f;  // swatch size
   const float pad = 8.0f * fonts.scale * k;
-  const LegendLayout lay = layout_legend(entries, fonts, flow ? size.x - 2 * pad : 0.0f, k);
+  const LegendLayout lay = layout_legend(entries, fonts, flow ? rows_w - 2 * pad : 0.0f, k);
   const ImVec2 box = lay.box;
   const ImVec2 p0(origin.x + pad, origin.y + size.y - box.y - pad);
   dl->AddRectFilled(p0, ImVec2(p0.x + box.x, p0.y + box.y), IM_COL32(8, 10, 18, 200), 6.0f);
@@ -320,15 +353,8 @@ ImVec4 draw_hud(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& 
   const StepRecord& r = *opt.record;
   ImFont* f = fonts.small;
   float fs = f->FontSize;
-  std::string l1 = (opt.model_name.empty() ? std::string() : opt.model_name + "  \xC2\xB7  ") +
-                   (r.prefill ? std::string("prefill") : "step " + std::to_string(r.index)) + "  \xC2\xB7  " +
-                   std::to_string(r.seq_len) + " positions  \xC2\xB7  " +
-                   (r.mode == CacheMode::kKV ? "KV CACHE" : "NO CACHE");
-  char ms[32];
-  std::snprintf(ms, sizeof(ms), "%.2f ms", r.ms);
-  std::string l2 = "this step " + format_flops(r.flops) + "  \xC2\xB7  so far " + format_flops(r.flops_total);
-  std::string l3 = "KV cache " + format_bytes(r.kv_bytes) + "  \xC2\xB7  recomputed " + std::to_string(r.recomputed) +
-                   "  \xC2\xB7  " + ms;
+  const HudLines lines = hud_lines(opt);
+  const std::string &l1 = lines[0], &l2 = lines[1], &l3 = lines[2];
   const float pad = 8.0f * fonts.scale;
   float w = 0;
   for (const std::string* s : {&l1, &l2, &l3}) w = std::max(w, f->CalcTextSizeA(fs, 1e9f, 0.0f, s->c_str()).x);
@@ -354,7 +380,10 @@ float legend_band(const Scene& scene, const OverlayFonts& fonts, const OverlayOp
   if (!opt.legend) return 0.0f;
   const float k = opt.legend_scale;
   const float pad = 8.0f * fonts.scale * k;
-  return layout_legend(legend_entries(scene), fonts, width - 2 * pad, k).box.y + 2 * pad;
+  const float rows =
+      layout_legend(legend_entries(scene), fonts, legend_rows_width(fonts, opt, width) - 2 * pad, k).box.y;
+  const ImVec2 hud = hud_room(fonts, opt);
+  return std::max(rows + 2 * pad, hud.x > 0 && width - hud.x >= width * 0.5f ? hud.y : 0.0f);
 }
 
 }  // namespace kvscope

@@ -17,10 +17,14 @@ ImVec4 draw_banner(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 siz
                    float k = 1.0f, float* line_px = nullptr);
 
 // Bottom left of [origin, origin + size): in a band of its own (`flow`) its
-// entries in rows at `band_k` times the small font's size; over the view,
-// one per row, shrunk to keep to the corner.
+// entries in rows up to `rows_w` pixels wide at `band_k` times the small
+// font's size; over the view, one per row, shrunk to keep to the corner.
 ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts, bool flow,
-                   float band_k);
+                   float band_k, float rows_w);
+
+// How wide the legend's rows may run in a band `width` wide: the HUD (when
+// shown) keeps its room at the right.
+float legend_rows_width(const OverlayFonts& fonts, const OverlayOptions& opt, float width);
 
 // Bottom right of [origin, origin + size), beside (or above) the legend's rectangle `avoid`.
 ImVec4 draw_hud(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts, const OverlayOptions& opt,

@@ -209,7 +209,9 @@ void draw_ticks(ImDrawList* dl, const Scene& scene, const Projector& proj, const
     if (!proj({L.x(p), -0.07f, z}, s)) continue;
     const std::string t = std::to_string(p);
     const ImVec2 ts = font->CalcTextSizeA(font->FontSize, 1e9f, 0.0f, t.c_str());
-    dl->AddText(font, font->FontSize, ImVec2(s.x - ts.x * 0.5f, s.y), IM_COL32(140, 150, 175, 220), t.c_str());
+    // Kept above the view's bottom edge (a short view at a large text scale).
+    const float y = std::min(s.y, dl->GetClipRectMax().y - ts.y);
+    dl->AddText(font, font->FontSize, ImVec2(s.x - ts.x * 0.5f, y), IM_COL32(140, 150, 175, 220), t.c_str());
   }
 }
 
@@ -356,7 +358,9 @@ void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVe
   const ImVec2 all(size.x, size.y + std::max(0.0f, opt.band));
   dl->PushClipRect(origin, ImVec2(origin.x + all.x, origin.y + all.y), true);
   ImVec4 legend(0, 0, 0, 0);
-  if (opt.legend) legend = draw_legend(dl, scene, origin, all, fonts, opt.band > 0, opt.legend_scale);
+  if (opt.legend)
+    legend = draw_legend(dl, scene, origin, all, fonts, opt.band > 0, opt.legend_scale,
+                         legend_rows_width(fonts, opt, all.x));
   ImVec4 hud(0, 0, 0, 0);
   if (opt.hud) hud = draw_hud(dl, origin, all, fonts, opt, legend);
   dl->PopClipRect();
