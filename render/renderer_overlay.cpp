@@ -199,8 +199,10 @@ void draw_ticks(ImDrawList* dl, const Scene& scene, const Projector& proj, const
   const float z = L.block_w * 0.5f + 0.45f;
   if (!proj({0.0f, -0.07f, z}, a) || !proj({L.pitch, -0.07f, z}, b)) return;
   const float px_per_col = std::max(1e-3f, std::hypot(b.x - a.x, b.y - a.y));
-  const int step = nice_step(std::max(1.0f, 44.0f / px_per_col));
   ImFont* font = fonts.small;
+  // Ticks at least 44 pixels apart, more at a large text scale (two digits and a gap).
+  const float min_gap = std::max(44.0f, font->FontSize * 2.6f);
+  const int step = nice_step(std::max(1.0f, min_gap / px_per_col));
   const Columns& cols = L.columns;
   for (int c = 0; c < cols.count(); ++c) {
     const int p = cols.first(c);
