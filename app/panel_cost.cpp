@@ -14,16 +14,6 @@ namespace kvscope {
 
 namespace {
 
-void help_marker(const char* text) {
-  if (ImGui::IsItemHovered()) {
-    ImGui::BeginTooltip();
-    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 30.0f);
-    ImGui::TextUnformatted(text);
-    ImGui::PopTextWrapPos();
-    ImGui::EndTooltip();
-  }
-}
-
 const char* const kPhaseHeads[] = {"phase",    "forwards", "positions", "ms / token",
                                    "tokens/s", "GFLOP/s",  "MB read",   "GB/s"};
 // What each column of the phases table means (its header's tooltip).
@@ -47,15 +37,12 @@ const char* const kPhaseHeadHelp[] = {
 
 Commands panel_phases(const Snapshot& snap, UiState& ui) {
   Commands cmds;
-  const int s = shown_step(snap, ui);
-  if (s < 0) {
-    ImGui::TextDisabled("(no step yet)");
-    return cmds;
-  }
+  const int s = shown_step_or_note(snap, ui);
+  if (s < 0) return cmds;
   const PhaseReport rep = measure_phases(snap.records, static_cast<size_t>(s) + 1);
   if (rep.has_prefill) {
     ImGui::TextColored(v4(palette::kPrefill), "time to first token: %.2f ms", rep.ttft_ms);
-    help_marker("The prefill forward over the whole prompt plus choosing the first token.");
+    hover_help("The prefill forward over the whole prompt plus choosing the first token.");
     ImGui::SameLine();
     ImGui::TextDisabled("(prompt: %d tokens)", rep.prompt_tokens);
   }
@@ -77,14 +64,14 @@ Commands panel_phases(const Snapshot& snap, UiState& ui) {
     for (int i = 0; i < 8; ++i) {
       ImGui::TableSetColumnIndex(i);
       ImGui::TableHeader(kPhaseHeads[i]);
-      help_marker(kPhaseHeadHelp[i]);
+      hover_help(kPhaseHeadHelp[i]);
     }
     for (const Row& r : rows) {
       if (r.st->records == 0 && r.st != &rep.decode) continue;
       ImGui::TableNextRow();
       ImGui::TableSetColumnIndex(0);
       ImGui::TextColored(v4(r.colour), "%s", r.name);
-      help_marker(r.explain);
+      hover_help(r.explain);
       ImGui::TableSetColumnIndex(1);
       ImGui::Text("%d", r.st->records);
       ImGui::TableSetColumnIndex(2);
@@ -154,7 +141,7 @@ void kv_calc_controls(const KvConfigs& cfg, const std::vector<KvDtype>& dtypes, 
     ui.kv_dtype = 1;
   }
   ImGui::EndDisabled();
-  help_marker("32 layers x 4096 x 2 (K and V) x 2 bytes = 512 KiB per token; x 100,000 tokens = ~50 GB.");
+  hover_help("32 layers x 4096 x 2 (K and V) x 2 bytes = 512 KiB per token; x 100,000 tokens = ~50 GB.");
 }
 
 // The selected configuration in words.

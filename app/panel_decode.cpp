@@ -9,15 +9,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 
 #include "assets.h"
 #include "panels.h"
 #include "renderer_overlay.h"
-#include "units.h"
 #include "scene_spec.h"
 #include "speculative.h"
 #include "teach_decode.h"
+#include "units.h"
 
 namespace kvscope {
 
@@ -25,13 +26,16 @@ namespace {
 
 const ImVec4 kGood(0.45f, 1.0f, 0.55f, 1), kBad(1.0f, 0.45f, 0.4f, 1), kGold(1.0f, 0.82f, 0.35f, 1);
 
-void tip(const char* text) {
-  if (!ImGui::IsItemHovered()) return;
-  ImGui::BeginTooltip();
-  ImGui::PushTextWrapPos(ImGui::GetFontSize() * 28.0f);
-  ImGui::TextUnformatted(text);
-  ImGui::PopTextWrapPos();
-  ImGui::EndTooltip();
+// A table whose first row names its columns (`headers`); with ScrollY in
+// `flags` that row stays in view.
+bool begin_headed_table(const char* id, std::initializer_list<const char*> headers,
+                        ImGuiTableFlags flags = ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_RowBg,
+                        ImVec2 size = ImVec2(0, 0)) {
+  if (!ImGui::BeginTable(id, static_cast<int>(headers.size()), flags, size)) return false;
+  if (flags & ImGuiTableFlags_ScrollY) ImGui::TableSetupScrollFreeze(0, 1);
+  for (const char* h : headers) ImGui::TableSetupColumn(h);
+  ImGui::TableHeadersRow();
+  return true;
 }
 
 void section(const char* title) {
@@ -84,7 +88,8 @@ void draft_picker(DecodeSettings& d) {
     if (ImGui::Selectable("other folder\xE2\x80\xA6", other || !shipped)) other = true;
     ImGui::EndCombo();
   }
-  tip("The draft must share the model's tokenizer (the shipped kvscope-draft drafts for kvscope-tiny; "
+  hover_help(
+      "The draft must share the model's tokenizer (the shipped kvscope-draft drafts for kvscope-tiny; "
       "distilgpt2 for gpt2). Temperature, top-k and top-p of the Next token panel apply to both models.");
   if (!other && shipped) return;
   ImGui::SetNextItemWidth(-1);
@@ -98,21 +103,23 @@ Commands panel_decoding(const Snapshot& snap, UiState& ui) {
   DecodeSettings& d = ui.decoding;
   int mode = static_cast<int>(d.mode);
   ImGui::RadioButton("sampling", &mode, static_cast<int>(DecodeMode::kSample));
-  tip("One token per forward, drawn by the sampler (Next token panel).");
+  hover_help("One token per forward, drawn by the sampler (Next token panel).");
   ImGui::SameLine();
   ImGui::RadioButton("beams", &mode, static_cast<int>(DecodeMode::kBeam));
-  tip("Beam search: keep the N most probable sequences; every step expands each beam and keeps the 2N best "
+  hover_help(
+      "Beam search: keep the N most probable sequences; every step expands each beam and keeps the 2N best "
       "(beam, token) candidates. The beams share the prompt's K/V (paged cache, copied on write).");
   ImGui::SameLine();
   ImGui::RadioButton("speculative", &mode, static_cast<int>(DecodeMode::kSpeculative));
-  tip("A small draft model proposes K tokens; the model checks all of them in ONE forward, keeps the prefix "
+  hover_help(
+      "A small draft model proposes K tokens; the model checks all of them in ONE forward, keeps the prefix "
       "the acceptance test passes, and replaces the first rejected token. Same output distribution as the "
       "model alone.");
   d.mode = static_cast<DecodeMode>(mode);
   if (d.mode == DecodeMode::kBeam) {
     ImGui::SliderInt("beams N", &d.beams, 1, 8);
     ImGui::SliderFloat("length penalty", &d.length_penalty, -1.0f, 3.0f, "%.2f");
-    tip("A finished hypothesis scores sum log p / (generated length)^L: L > 0 favours longer ones.");
+    hover_help("A finished hypothesis scores sum log p / (generated length)^L: L > 0 favours longer ones.");
   } else if (d.mode == DecodeMode::kSpeculative) {
     ImGui::SliderInt("drafted K", &d.k, 1, 16);
     draft_picker(d);
@@ -132,13 +139,7 @@ void panel_beam_candidates(const Snapshot& snap, int step) {
   ImGui::TextWrapped("step %d: %d beam%s expanded, the %d best (beam, token) kept:", step,
                      static_cast<int>(r.expanded.size()), r.expanded.size() == 1 ? "" : "s",
                      static_cast<int>(r.candidates.size()));
-  const ImGuiTableFlags tf = ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_RowBg;
-  if (ImGui::BeginTable("beam_cands", 4, tf)) {
-    ImGui::TableSetupColumn("beam + token");
-    ImGui::TableSetupColumn("log p");
-    ImGui::TableSetupColumn("\xCE\xA3 log p");
-    ImGui::TableSetupColumn("kept as");
-    ImGui::TableHeadersRow();
+  if (begin_headed_table("beam_cands", {"beam + token", "log p", "\xCE\xA3 log p", "kept as"})) {
     for (size_t i = 0; i < r.candidates.size(); ++i) {
       const BeamCandidate& c = r.candidates[i];
       const int parent_id = c.parent < static_cast<int>(r.expanded.size()) ? r.expanded[c.parent].id : -1;
@@ -183,7 +184,8 @@ void panel_beam_state(const Snapshot& snap, int step) {
   ImGui::TextWrapped("K/V held %s, one cache per beam would hold %s: %.0f%% saved by sharing; %llu block%s copied",
                      format_bytes(r.kv_bytes_shared).c_str(), format_bytes(r.kv_bytes_independent).c_str(), saved,
                      static_cast<unsigned long long>(r.cow_copies), r.cow_copies == 1 ? "" : "s");
-  tip("Bytes the paged cache holds for the expanded beams (shared prompt and prefixes once) vs one cache per "
+  hover_help(
+      "Bytes the paged cache holds for the expanded beams (shared prompt and prefixes once) vs one cache per "
       "beam in the same layout. A shared block is copied only when a beam first writes into it.");
 }
 
@@ -199,15 +201,11 @@ void panel_spec_iteration(const Snapshot& snap, UiState& ui, int step) {
   ImGui::SameLine();
   ImGui::RadioButton("resolve", &stage, 2);
   ui.spec_stage = static_cast<SpecStage>(stage);
-  tip("Hold the shown iteration at one stage: the draft's ghost tokens, the target's one verify forward "
+  hover_help(
+      "Hold the shown iteration at one stage: the draft's ghost tokens, the target's one verify forward "
       "lighting all their K/V columns, or the verdict (accepted solidify, rejected fall, their K/V rolls back).");
   ImGui::Text("iteration %d: drafted %d, accepted %d", it.index, it.k, it.n_accepted);
-  if (ImGui::BeginTable("spec_drafts", 4, ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_RowBg)) {
-    ImGui::TableSetupColumn("drafted");
-    ImGui::TableSetupColumn("q draft");
-    ImGui::TableSetupColumn("p model");
-    ImGui::TableSetupColumn("r < p/q ?");
-    ImGui::TableHeadersRow();
+  if (begin_headed_table("spec_drafts", {"drafted", "q draft", "p model", "r < p/q ?"})) {
     for (size_t i = 0; i < it.drafted.size(); ++i) {
       const DraftVerdict& v = it.drafted[i];
       ImGui::TableNextRow();
@@ -237,7 +235,8 @@ void panel_spec_counters(const Snapshot& snap, int step) {
   ImGui::Text("acceptance \xCE\xB1 = %d / %d = %.2f", it.accepted_total, it.drafted_total, alpha);
   ImGui::Text("%d tokens in %d model forwards", it.generated, it.target_forwards);
   ImGui::TextColored(kGood, "model forwards saved: %d", it.generated - it.target_forwards);
-  tip("Plain decoding runs the model once per generated token; each speculative iteration runs it once "
+  hover_help(
+      "Plain decoding runs the model once per generated token; each speculative iteration runs it once "
       "(verifying every drafted token together) and the draft K times.");
   ImGui::Text("draft forwards: %d", it.draft_forwards);
   ImGui::TextDisabled("rolled back: %d model, %d draft positions", it.target_rolled_back, it.draft_rolled_back);
@@ -309,29 +308,28 @@ Commands panel_decode_cache(const Snapshot& snap, UiState& ui) {
                                 : "Each iteration the draft runs K small forwards on its cache, the model ONE "
                                   "forward over the K drafted positions (+1) on its own; rejected positions are "
                                   "rolled back in both caches. Plain decoding: one model forward per token.");
-  const int step = shown_step(snap, ui);
+  const int step = shown_step_or_note(snap, ui);
   if (step >= 0 && ImGui::BeginTable("decode_counters", 2, ImGuiTableFlags_SizingStretchProp)) {
     if (beam)
       beam_counters(snap, step);
     else
       spec_counters(snap, step);
     ImGui::EndTable();
-  } else if (step < 0) {
-    ImGui::TextDisabled("(no step yet)");
   }
   return {};
 }
 
 namespace {
 
-// A table that scrolls within the tab, its shown row highlighted.
-bool begin_lesson_table(const char* id, int columns) {
+// A table that scrolls within the tab, its header row frozen.
+bool begin_lesson_table(const char* id, std::initializer_list<const char*> headers) {
   const ImGuiTableFlags tf = ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
                              ImGuiTableFlags_BordersInnerV;
-  return ImGui::BeginTable(id, columns, tf,
-                           ImVec2(0, std::max(ImGui::GetTextLineHeight() * 4, ImGui::GetContentRegionAvail().y)));
+  return begin_headed_table(id, headers, tf,
+                            ImVec2(0, std::max(ImGui::GetTextLineHeight() * 4, ImGui::GetContentRegionAvail().y)));
 }
 
+// Starts a lesson table's row; the shown step's row is highlighted.
 void lesson_row(bool shown) {
   ImGui::TableNextRow();
   if (shown) ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg0, ImGui::GetColorU32(ImVec4(0.2f, 0.45f, 0.6f, 0.45f)));
@@ -349,11 +347,9 @@ void beam_lesson(const Snapshot& snap, int step) {
       "holds %s where one cache per beam would hold %s: %.0f %% saved, %llu blocks copied on write.",
       t.step, t.forwards, static_cast<long long>(t.positions), t.prompt_tokens, format_bytes(t.kv_shared).c_str(),
       format_bytes(t.kv_separate).c_str(), 100.0 * t.saved_fraction(), static_cast<unsigned long long>(t.cow_copies));
-  if (!begin_lesson_table("beam_lesson", 7)) return;
-  ImGui::TableSetupScrollFreeze(0, 1);
-  for (const char* h : {"step", "beams run", "positions", "K/V shared", "one per beam", "saved", "copied"})
-    ImGui::TableSetupColumn(h);
-  ImGui::TableHeadersRow();
+  if (!begin_lesson_table("beam_lesson",
+                          {"step", "beams run", "positions", "K/V shared", "one per beam", "saved", "copied"}))
+    return;
   for (int i = 0; i < static_cast<int>(snap.beam_records.size()); ++i) {
     const BeamStepRecord& r = *snap.beam_records[static_cast<size_t>(i)];
     const BeamTotals row = beam_totals(snap.beam_records, i);
@@ -396,11 +392,8 @@ void spec_lesson(const Snapshot& snap, int step) {
         "formula predicts %.2fx the speed of plain decoding (c measured on the verify forward, "
         "which computes K + 1 positions).",
         t.draft_forward_ms(), t.target_forward_ms(), t.cost_ratio(), predicted_speedup(a, t.k, t.cost_ratio()));
-  if (!begin_lesson_table("spec_lesson", 6)) return;
-  ImGui::TableSetupScrollFreeze(0, 1);
-  for (const char* h : {"iteration", "drafted", "accepted", "then", "model forwards", "tokens"})
-    ImGui::TableSetupColumn(h);
-  ImGui::TableHeadersRow();
+  if (!begin_lesson_table("spec_lesson", {"iteration", "drafted", "accepted", "then", "model forwards", "tokens"}))
+    return;
   for (int i = 0; i < static_cast<int>(snap.spec_iterations.size()); ++i) {
     const SpecIteration& it = *snap.spec_iterations[static_cast<size_t>(i)];
     lesson_row(i == step);
@@ -423,10 +416,9 @@ void spec_lesson(const Snapshot& snap, int step) {
 }  // namespace
 
 Commands panel_decode_lesson(const Snapshot& snap, UiState& ui) {
-  const int step = shown_step(snap, ui);
-  if (step < 0)
-    ImGui::TextDisabled("(no step yet)");
-  else if (snap.decoding.mode == DecodeMode::kBeam)
+  const int step = shown_step_or_note(snap, ui);
+  if (step < 0) return {};
+  if (snap.decoding.mode == DecodeMode::kBeam)
     beam_lesson(snap, step);
   else if (snap.decoding.mode == DecodeMode::kSpeculative)
     spec_lesson(snap, step);
@@ -435,10 +427,9 @@ Commands panel_decode_lesson(const Snapshot& snap, UiState& ui) {
 
 // The Next-token panel's content under beam search or speculative decoding.
 Commands panel_decode_step(const Snapshot& snap, UiState& ui) {
-  const int step = shown_step(snap, ui);
-  if (step < 0) {
-    ImGui::TextDisabled("(no step yet)");
-  } else if (snap.decoding.mode == DecodeMode::kBeam) {
+  const int step = shown_step_or_note(snap, ui);
+  if (step < 0) return {};
+  if (snap.decoding.mode == DecodeMode::kBeam) {
     panel_beam_candidates(snap, step);
     panel_beam_state(snap, step);
   } else if (snap.decoding.mode == DecodeMode::kSpeculative) {

@@ -146,11 +146,8 @@ HeatmapHit draw_heatmap_grid(ImDrawList* dl, ImVec2 p0, ImVec2 size, const std::
 
 Commands panel_heatmaps(const Snapshot& snap, UiState& ui) {
   Commands cmds;
-  const int s = shown_step(snap, ui);
-  if (s < 0) {
-    ImGui::TextDisabled("(no step yet)");
-    return cmds;
-  }
+  const int s = shown_step_or_note(snap, ui);
+  if (s < 0) return cmds;
   ImGui::TextDisabled(
       "Attention of every layer (rows) and head (columns) up to the shown step: row = query position, "
       "column = key; brightness = sqrt(weight). Click one to show its beams.");

@@ -220,17 +220,14 @@ void sampler_controls(UiState& ui, Commands& cmds) {
 Commands panel_next_token(const Snapshot& snap, UiState& ui) {
   if (snap.decoding.mode != DecodeMode::kSample) return panel_decode_step(snap, ui);
   Commands cmds;
-  const int step = shown_step(snap, ui);
-  const StepRecord* r = step >= 0 ? snap.records[static_cast<size_t>(step)].get() : nullptr;
-  if (!r) {
-    ImGui::TextDisabled("(no step yet)");
-  } else if (prediction_hidden(snap, ui)) {
+  const int step = shown_step_or_note(snap, ui);
+  if (step >= 0 && prediction_hidden(snap, ui)) {
     ImGui::TextColored(v4(palette::kNewToken), "next token: ?");
     ImGui::TextWrapped(
         "Predict mode: guess the next token, then press Enter (or the button) to reveal it and its bars.");
     if (ImGui::Button("Reveal (Enter)", ImVec2(-1, 0))) cmds.push_back(cmd::Reveal{});
-  } else {
-    explained_step(snap, ui, step, *r, cmds);
+  } else if (step >= 0) {
+    explained_step(snap, ui, step, *snap.records[static_cast<size_t>(step)], cmds);
   }
   ImGui::Separator();
   sampler_controls(ui, cmds);

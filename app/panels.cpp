@@ -44,6 +44,21 @@ bool big_button(const char* label, const glm::vec3& colour, ImVec2 size) {
   return pressed;
 }
 
+int shown_step_or_note(const Snapshot& snap, const UiState& ui) {
+  const int step = shown_step(snap, ui);
+  if (step < 0) ImGui::TextDisabled("(no step yet)");
+  return step;
+}
+
+void hover_help(const char* text) {
+  if (!ImGui::IsItemHovered()) return;
+  ImGui::BeginTooltip();
+  ImGui::PushTextWrapPos(ImGui::GetFontSize() * 30.0f);
+  ImGui::TextUnformatted(text);
+  ImGui::PopTextWrapPos();
+  ImGui::EndTooltip();
+}
+
 void counter_row(const char* name, const std::string& value, const ImVec4* colour) {
   ImGui::TableNextRow();
   ImGui::TableSetColumnIndex(0);

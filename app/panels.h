@@ -33,6 +33,10 @@ Commands panel_decode_lesson(const Snapshot& snap, UiState& ui);
 bool big_button(const char* label, const glm::vec3& colour, ImVec2 size);
 // A name / value row of a two-column counters table.
 void counter_row(const char* name, const std::string& value, const ImVec4* colour = nullptr);
+// The shown step, or -1 after saying "(no step yet)" where the panel's content would go.
+int shown_step_or_note(const Snapshot& snap, const UiState& ui);
+// `text` wrapped in a tooltip while the last item is hovered.
+void hover_help(const char* text);
 // Q·Kᵀ/√d → softmax → ·V for the shown step and the selected layer and head (panel_qkv.cpp).
 Commands panel_qkv(const Snapshot& snap, UiState& ui);
 // The k and v rows (one head's slice) of a KV block, for its tooltip.
