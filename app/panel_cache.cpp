@@ -10,6 +10,7 @@
 #include "engine.h"
 #include "panels.h"
 #include "scene_format.h"
+#include "ui_fit.h"
 #include "units.h"
 
 namespace kvscope {
@@ -109,18 +110,25 @@ void kv_layout_section(const Snapshot& snap, UiState& ui) {
   static const char* const kDtypes[] = {"f32", "f16", "q8_0", "q4_0"};
   int dt = static_cast<int>(k.dtype);
   if (ImGui::Combo("row format", &dt, kDtypes, 4)) k.dtype = static_cast<KVDtype>(dt);
+  // The controls reach only what the loaded model's context (--ctx) holds;
+  // without a model, sizes a classroom model has.
+  const Config* c = snap.model ? &snap.model->config : nullptr;
+  const KvLayoutLimits lim = kv_layout_limits(k, c);
+  const int window_hi = c ? lim.window_max : 1024, block_hi = std::min(lim.block_max, 256);
+  const ImGuiSliderFlags clamp = ImGuiSliderFlags_AlwaysClamp;  // typed values (Ctrl+click) too
   bool win = k.window > 0;
-  if (ImGui::Checkbox("sliding window", &win)) k.window = win ? 64 : 0;
+  if (ImGui::Checkbox("sliding window", &win)) k.window = win ? std::min(64, window_hi) : 0;
   if (win) {
-    ImGui::SliderInt("window W", &k.window, 1, 1024);
-    ImGui::SliderInt("sinks S", &k.sinks, 0, std::max(0, k.window - 1));
-    k.sinks = std::min(k.sinks, k.window - 1);
+    ImGui::SliderInt("window W", &k.window, 1, window_hi, "%d", clamp);
+    const int sinks_hi = kv_layout_limits(k, c).sinks_max;  // for the window just chosen
+    ImGui::SliderInt("sinks S", &k.sinks, 0, sinks_hi, "%d", clamp);
+    k.sinks = std::min(k.sinks, sinks_hi);
   } else {
     k.sinks = 0;
   }
   bool paged = k.block > 0;
-  if (ImGui::Checkbox("paged", &paged)) k.block = paged ? 16 : 0;
-  if (paged) ImGui::SliderInt("block B", &k.block, 1, 256);
+  if (ImGui::Checkbox("paged", &paged)) k.block = paged ? std::min(16, block_hi) : 0;
+  if (paged) ImGui::SliderInt("block B", &k.block, 1, block_hi, "%d", clamp);
   ImGui::TextDisabled("applies from the next generation (Restart)");
   const StepRecord* r = snap.seq.current.get();
   if (!r || !ImGui::BeginTable("kvlayout", 2, ImGuiTableFlags_SizingStretchProp)) return;

@@ -83,14 +83,14 @@ void fit_kv_layout(KVSettings& k, Fitter& f) {
   f.range(dt, 0, static_cast<int>(KVDtype::kQ4_0), "kv_layout.dtype");
   k.dtype = static_cast<KVDtype>(dt);
   const Config* c = f.config();
-  const int ctx = c ? c->n_positions : ui_range::kKvWindowMax;
-  const std::string within = c ? " (" + f.model_name() + "'s context is " + std::to_string(ctx) + " positions)" : "";
-  f.range(k.window, 0, ctx, "kv_layout.window", within);
-  // Sinks sit inside the window the cache keeps (the model's own, if shorter).
-  const int kept = c && c->sliding_window > 0 && k.window > 0 ? std::min(k.window, c->sliding_window) : k.window;
-  f.range(k.sinks, 0, std::max(0, kept - 1), "kv_layout.sinks",
-          kept > 0 ? " (sinks < the window of " + std::to_string(kept) + ")" : " (sinks need a window)");
-  f.range(k.block, 0, c ? ctx : ui_range::kKvBlockMax, "kv_layout.block", within);
+  const KvLayoutLimits lim = kv_layout_limits(k, c);
+  const std::string within =
+      c ? " (" + f.model_name() + "'s context is " + std::to_string(c->n_positions) + " positions)" : "";
+  f.range(k.window, 0, lim.window_max, "kv_layout.window", within);
+  f.range(
+      k.sinks, 0, lim.sinks_max, "kv_layout.sinks",
+      k.window > 0 ? " (sinks < the window of " + std::to_string(lim.sinks_max + 1) + ")" : " (sinks need a window)");
+  f.range(k.block, 0, lim.block_max, "kv_layout.block", within);
   if (!c) return;
   const int row = KVLayout::for_model(*c).kv_dim();
   if ((k.dtype == KVDtype::kQ8_0 || k.dtype == KVDtype::kQ4_0) && row % kQuantBlock != 0) {
@@ -120,6 +120,17 @@ void fit_decoding(DecodeSettings& d, Fitter& f) {
 }
 
 }  // namespace
+
+KvLayoutLimits kv_layout_limits(const KVSettings& k, const Config* c) {
+  KvLayoutLimits lim;
+  lim.window_max = c ? c->n_positions : ui_range::kKvWindowMax;
+  // Sinks sit inside the window the cache keeps (the model's own, if shorter).
+  const int window = std::clamp(k.window, 0, lim.window_max);
+  const int kept = c && c->sliding_window > 0 && window > 0 ? std::min(window, c->sliding_window) : window;
+  lim.sinks_max = std::max(0, kept - 1);
+  lim.block_max = c ? c->n_positions : ui_range::kKvBlockMax;
+  return lim;
+}
 
 std::vector<std::string> fit_window_settings(WindowSettings& w, const FitContext& ctx) {
   Fitter f(ctx);

@@ -37,11 +37,23 @@ inline constexpr int kWindowWMin = 640, kWindowHMin = 400, kWindowSideMax = 1638
 inline constexpr int kWindowPosMin = -32768, kWindowPosMax = 32767;
 // A saved view's free camera: what the mouse can reach (scene_camera.cpp).
 inline constexpr float kCamDistanceMin = 0.5f, kCamDistanceMax = 5000.0f;
-inline constexpr float kCamPitchMax = 1.55f;   // radians, up or down
-inline constexpr float kCamYawMax = 1000.0f;   // radians either way (a turn is 2 pi)
-inline constexpr float kCamTargetMax = 1e5f;   // world units from the origin, per axis
+inline constexpr float kCamPitchMax = 1.55f;                  // radians, up or down
+inline constexpr float kCamYawMax = 1000.0f;                  // radians either way (a turn is 2 pi)
+inline constexpr float kCamTargetMax = 1e5f;                  // world units from the origin, per axis
 inline constexpr float kCamFovMin = 0.1f, kCamFovMax = 2.5f;  // radians
 }  // namespace ui_range
+
+// What the cache layout may choose for a model (null: the ranges alone): a
+// window of 1..window_max positions (0 = none), sinks 0..sinks_max for the
+// window `k.window` (fitted to window_max first), pages of 1..block_max
+// positions (0 = not paged). The Cache panel's controls end there and
+// fit_choices fits restored values to the same bounds.
+struct KvLayoutLimits {
+  int window_max = 0;
+  int sinks_max = 0;
+  int block_max = 0;
+};
+KvLayoutLimits kv_layout_limits(const KVSettings& k, const Config* c);
 
 struct WindowSettings;  // gui_settings.h
 struct SavedCamera;     // teach_view.h

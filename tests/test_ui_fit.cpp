@@ -316,6 +316,45 @@ TEST(FitChoices, TheSavedKvLayoutIsFittedToItsRangesAndTheModel) {
   EXPECT_EQ(other.kv_layout, KVSettings());
 }
 
+// The Cache panel's window, sinks and page controls end where the model's
+// context (--ctx) does, and the restore check fits to the same ends: a value
+// at an end is kept silently, one past it comes back to it.
+TEST(FitChoices, TheCacheControlsEndAtTheModelsContext) {
+  Model m = shaped(2, 4, 48, 40, 300);
+  KVSettings k;
+  k.window = 16;
+  KvLayoutLimits lim = kv_layout_limits(k, &m.config);
+  EXPECT_EQ(lim.window_max, 40);
+  EXPECT_EQ(lim.sinks_max, 15);  // sinks < the window
+  EXPECT_EQ(lim.block_max, 40);
+  k.window = 1000;  // from a longer context: the sinks' end follows the window that fits
+  EXPECT_EQ(kv_layout_limits(k, &m.config).sinks_max, 39);
+  m.config.sliding_window = 8;  // the model's own, shorter window keeps the sinks inside it
+  EXPECT_EQ(kv_layout_limits(k, &m.config).sinks_max, 7);
+  m.config.sliding_window = 0;
+  k.window = 0;
+  EXPECT_EQ(kv_layout_limits(k, &m.config).sinks_max, 0);  // sinks need a window
+  const KvLayoutLimits none = kv_layout_limits(k, nullptr);
+  EXPECT_EQ(none.window_max, ui_range::kKvWindowMax);
+  EXPECT_EQ(none.block_max, ui_range::kKvBlockMax);
+
+  UiState ui;
+  ui.kv_layout.window = lim.window_max;
+  ui.kv_layout.sinks = lim.window_max - 1;
+  ui.kv_layout.block = lim.block_max;
+  EXPECT_TRUE(fit_choices(ui, FitContext{&m, "settings.json"}).empty());
+  ui.kv_layout.window = lim.window_max + 1;
+  ui.kv_layout.sinks = lim.window_max;
+  ui.kv_layout.block = lim.block_max + 1;
+  const std::vector<std::string> notes = fit_choices(ui, FitContext{&m, "settings.json"});
+  EXPECT_EQ(notes.size(), 3u) << joined(notes);
+  EXPECT_EQ(ui.kv_layout.window, 40);
+  EXPECT_EQ(ui.kv_layout.sinks, 39);
+  EXPECT_EQ(ui.kv_layout.block, 40);
+  EXPECT_TRUE(has_note(notes, "settings.json: kv_layout.window 41 is outside 0..40 (tiny's context is 40 positions)"))
+      << joined(notes);
+}
+
 // A scripted window run takes its text scale and size from the environment
 // (no settings file): in range they apply; otherwise the message names the
 // variable, what it expects and what it got, and nothing changes.
