@@ -65,9 +65,6 @@ TrainingCheckpoint read_checkpoint(const Reader& rd, const json& c, const std::s
     rd.fail(where + ".dir", "a folder relative to the record's folder", &d);
   ck.dir = d.get<std::string>();
   ck.path = canonical_dir((fs::path(base) / ck.dir).string());
-  std::error_code ec;
-  if (!fs::is_regular_file(fs::path(ck.path) / "config.json", ec))
-    rd.fail(where + ".dir", "a model folder with a config.json (" + ck.path + ")", &d);
   return ck;
 }
 
@@ -146,6 +143,12 @@ TrainingRecord parse_training_record(const std::string& text, const std::string&
     rd.fail("total_steps", "at least the last checkpoint's step " + std::to_string(r.checkpoints.back().step),
             &j["total_steps"]);
   r.batch_tokens = j.contains("batch_tokens") ? rd.count(j, "batch_tokens", "") : 0;
+  for (size_t i = 0; i < r.checkpoints.size(); ++i) {  // the folders last: everything else is checked without disk
+    std::error_code ec;
+    if (!fs::is_regular_file(fs::path(r.checkpoints[i].path) / "config.json", ec))
+      rd.fail("checkpoints[" + std::to_string(i) + "].dir",
+              "a model folder with a config.json (" + r.checkpoints[i].path + ")", &ckl[i]["dir"]);
+  }
   return r;
 }
 

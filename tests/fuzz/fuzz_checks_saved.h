@@ -1,6 +1,7 @@
 // The saved_files fuzz target's property, shared with the regression test:
-// one JSON text fed to both readers of files the app saves and restores, a
-// saved view (view_from_json) and the settings (settings_from_json).
+// one JSON text fed to the readers of files the app saves and restores, a
+// saved view (view_from_json) and the settings (settings_from_json), and the
+// training record the Training tab reads (parse_training_record).
 // Header-only; needs the teach library and the session library's settings.
 #pragma once
 
@@ -10,6 +11,7 @@
 #include "error.h"
 #include "gui_settings.h"
 #include "sampler.h"
+#include "teach_training.h"
 #include "teach_view.h"
 #include "ui_fit.h"
 
@@ -102,9 +104,28 @@ inline std::string check_settings(const std::string& text) {
   return sampler_accepted(ui.sampler, "settings");
 }
 
+// A training record (the Training tab's training.json): only kvscope::Error,
+// naming the file. Its checkpoint folders are checked last, so every other
+// field is read first; under /nonexistent no folder holds a config.json, so
+// nothing may be accepted.
+inline std::string check_training_record(const std::string& text) {
+  TrainingRecord r;
+  try {
+    r = parse_training_record(text, "/nonexistent/fuzz/training.json");
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    return m.rfind("/nonexistent/fuzz/training.json: ", 0) == 0 ? "" : "training record error names no file: " + m;
+  } catch (const std::exception& e) {
+    return std::string("parse_training_record threw a non-kvscope error: ") + e.what();
+  }
+  // (folders under /nonexistent cannot hold a config.json: nothing may be accepted)
+  return "a training record with checkpoints in /nonexistent was accepted";
+}
+
 inline std::string check_saved_files(const std::string& text) {
   std::string err = check_saved_view(text);
-  return err.empty() ? check_settings(text) : err;
+  if (err.empty()) err = check_settings(text);
+  return err.empty() ? check_training_record(text) : err;
 }
 
 }  // namespace kvscope::fuzz
