@@ -79,6 +79,9 @@ class BeamSearch {
   const BeamSettings& settings() const { return s_; }
 
  private:
+  void finish(BeamCandidate& c, const Beam& parent, int gen_len, double norm, bool is_eos);
+  void judge_stop(bool hits_max);
+
   BeamSettings s_;
   int n_prompt_ = 0;
   int cur_len_ = 0;  // tokens in every running beam

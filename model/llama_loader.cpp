@@ -182,6 +182,76 @@ void read_matrix(const SafeTensors& st, const std::string& name, const TensorInf
   }
 }
 
+// The weight files' headers, opened once, and which file holds a tensor.
+struct OpenedWeights {
+  WeightFiles wf;
+  std::map<std::string, SafeTensors> headers;  // path -> its header
+
+  const std::string* file_of(const std::string& tensor) const {
+    if (wf.map.empty()) return &wf.files[0];
+    auto it = wf.map.find(tensor);
+    return it == wf.map.end() ? nullptr : &it->second;
+  }
+};
+
+// What the wanted tensors will take once read.
+struct WantedTotals {
+  uint64_t resident = 0;    // bytes kept: matrices as stored, vectors in f32
+  uint64_t file_bytes = 0;  // bytes read from the files
+  uint64_t n_params = 0;
+  std::string stored_dtype;  // the one dtype stored, or "mixed"
+};
+
+// Checks every wanted tensor's file, name, dtype and shape before anything is read.
+WantedTotals check_wanted(const OpenedWeights& ow, const std::vector<Wanted>& wanted) {
+  WantedTotals t;
+  std::set<std::string> dtypes;
+  for (const Wanted& w : wanted) {
+    const std::string* file = ow.file_of(w.name);
+    if (!file) {
+      throw Error(ow.wf.index + ": tensor \"" + w.name + "\" (expected shape " + shape_str(w.shape) +
+                  ") is not in weight_map");
+    }
+    const SafeTensors& st = ow.headers.at(*file);
+    auto it = st.tensors().find(w.name);
+    if (it == st.tensors().end()) {
+      throw Error(*file + ": missing tensor \"" + w.name + "\" (expected shape " + shape_str(w.shape) + ")");
+    }
+    if (it->second.shape != w.shape) {
+      throw Error(*file + ": tensor \"" + w.name + "\" has shape " + shape_str(it->second.shape) + ", expected " +
+                  shape_str(w.shape) + " (from config.json)");
+    }
+    const std::string& d = it->second.dtype;
+    if (d != "F32" && d != "F16" && d != "BF16") {
+      throw Error(*file + ": tensor \"" + w.name + "\" has dtype " + d + ", expected F32, F16 or BF16");
+    }
+    dtypes.insert(d);
+    uint64_t numel = 1;
+    for (int64_t s : w.shape) numel *= static_cast<uint64_t>(s);
+    t.n_params += numel;
+    t.resident += w.vec ? 4 * numel : (d == "F32" ? 4 : 2) * numel;
+    t.file_bytes += it->second.end - it->second.begin;
+  }
+  t.stored_dtype = dtypes.size() == 1 ? *dtypes.begin() : "mixed";
+  return t;
+}
+
+// What loading will hold (the weights as stored + an f32 cache over the
+// whole context), refused when the machine does not have it available.
+uint64_t check_memory(const std::string& dir, const Config& c, uint64_t resident) {
+  const uint64_t kv = 2ull * static_cast<uint64_t>(c.n_layer) * static_cast<uint64_t>(c.kv_heads()) *
+                      static_cast<uint64_t>(c.head_dim()) * 4ull * static_cast<uint64_t>(c.n_positions);
+  const uint64_t need = resident + kv;
+  const uint64_t avail = available_memory_bytes();
+  if (avail && need > avail) {
+    throw Error(dir + ": loading needs about " + format_bytes(static_cast<double>(need)) + " (" +
+                format_bytes(static_cast<double>(resident)) + " of weights kept as stored + " +
+                format_bytes(static_cast<double>(kv)) + " of f32 KV cache for " + std::to_string(c.n_positions) +
+                " positions), but only " + format_bytes(static_cast<double>(avail)) + " of memory is available");
+  }
+  return need;
+}
+
 }  // namespace
 
 LlamaLoadResult load_llama_weights(const std::string& dir, const Config& c, const LoadControl& control) {
@@ -192,72 +262,32 @@ LlamaLoadResult load_llama_weights(const std::string& dir, const Config& c, cons
     if (control.cancel && control.cancel->load()) throw Error(dir + ": loading cancelled");
   };
   check_cancel();
-  const WeightFiles wf = find_weight_files(dir, control.cancel);
-  std::map<std::string, SafeTensors> headers;
-  for (const std::string& f : wf.files) {
+  OpenedWeights ow;
+  ow.wf = find_weight_files(dir, control.cancel);
+  for (const std::string& f : ow.wf.files) {
     check_cancel();
-    headers.emplace(f, SafeTensors::open_header(f, control.cancel));
+    ow.headers.emplace(f, SafeTensors::open_header(f, control.cancel));
   }
-  auto file_of = [&](const std::string& tensor) -> const std::string* {
-    if (wf.map.empty()) return &wf.files[0];
-    auto it = wf.map.find(tensor);
-    return it == wf.map.end() ? nullptr : &it->second;
-  };
   // An untied head must be there; a tied one is ignored when stored anyway.
   const bool read_head = !c.tie_word_embeddings;
   std::vector<Wanted> wanted = wanted_tensors(c, r.weights, read_head);
 
   // Check everything before reading anything.
-  uint64_t resident = 0, total_bytes = 0;
-  std::set<std::string> dtypes;
-  for (const Wanted& t : wanted) {
-    const std::string* file = file_of(t.name);
-    if (!file) {
-      throw Error(wf.index + ": tensor \"" + t.name + "\" (expected shape " + shape_str(t.shape) +
-                  ") is not in weight_map");
-    }
-    const SafeTensors& st = headers.at(*file);
-    auto it = st.tensors().find(t.name);
-    if (it == st.tensors().end()) {
-      throw Error(*file + ": missing tensor \"" + t.name + "\" (expected shape " + shape_str(t.shape) + ")");
-    }
-    if (it->second.shape != t.shape) {
-      throw Error(*file + ": tensor \"" + t.name + "\" has shape " + shape_str(it->second.shape) + ", expected " +
-                  shape_str(t.shape) + " (from config.json)");
-    }
-    const std::string& d = it->second.dtype;
-    if (d != "F32" && d != "F16" && d != "BF16") {
-      throw Error(*file + ": tensor \"" + t.name + "\" has dtype " + d + ", expected F32, F16 or BF16");
-    }
-    dtypes.insert(d);
-    uint64_t numel = 1;
-    for (int64_t s : t.shape) numel *= static_cast<uint64_t>(s);
-    r.n_params += numel;
-    resident += t.vec ? 4 * numel : (d == "F32" ? 4 : 2) * numel;
-    total_bytes += it->second.end - it->second.begin;
-  }
-  r.stored_dtype = dtypes.size() == 1 ? *dtypes.begin() : "mixed";
-  const uint64_t kv = 2ull * static_cast<uint64_t>(c.n_layer) * static_cast<uint64_t>(c.kv_heads()) *
-                      static_cast<uint64_t>(c.head_dim()) * 4ull * static_cast<uint64_t>(c.n_positions);
-  r.need_bytes = resident + kv;
-  const uint64_t avail = available_memory_bytes();
-  if (avail && r.need_bytes > avail) {
-    throw Error(dir + ": loading needs about " + format_bytes(static_cast<double>(r.need_bytes)) + " (" +
-                format_bytes(static_cast<double>(resident)) + " of weights kept as stored + " +
-                format_bytes(static_cast<double>(kv)) + " of f32 KV cache for " + std::to_string(c.n_positions) +
-                " positions), but only " + format_bytes(static_cast<double>(avail)) + " of memory is available");
-  }
+  const WantedTotals totals = check_wanted(ow, wanted);
+  r.n_params = totals.n_params;
+  r.stored_dtype = totals.stored_dtype;
+  r.need_bytes = check_memory(dir, c, totals.resident);
 
   uint64_t done = 0;
   auto progress = [&](uint64_t bytes) {
     done += bytes;
-    if (control.on_progress && total_bytes) {
-      control.on_progress(static_cast<float>(static_cast<double>(done) / static_cast<double>(total_bytes)));
+    if (control.on_progress && totals.file_bytes) {
+      control.on_progress(static_cast<float>(static_cast<double>(done) / static_cast<double>(totals.file_bytes)));
     }
   };
   for (const Wanted& t : wanted) {
     check_cancel();
-    const SafeTensors& st = headers.at(*file_of(t.name));
+    const SafeTensors& st = ow.headers.at(*ow.file_of(t.name));
     const TensorInfo& info = st.tensors().at(t.name);
     if (t.matrix) {
       read_matrix(st, t.name, info, *t.matrix, progress);  // progress per chunk

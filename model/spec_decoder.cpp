@@ -97,22 +97,13 @@ int SpeculativeDecoder::drafts_this_iteration() const {
   return std::max(k, 0);
 }
 
-SpecIterationPtr SpeculativeDecoder::step() {
-  if (!started_ || done()) return nullptr;
-  const auto t_iter = std::chrono::steady_clock::now();
-  auto it = std::make_shared<SpecIteration>();
-  it->index = iterations_++;
-  const int len = static_cast<int>(tokens_.size());
-  it->first = len;
-  it->k = drafts_this_iteration();
-
-  // 1. Draft K tokens, one forward each; the draft's cache catches up on
-  // whatever it lacks (the prompt, or the last token of a fully accepted run).
-  std::vector<int> seq = tokens_;
+// 1. Draft K tokens, one forward each; the draft's cache catches up on
+// whatever it lacks (the prompt, or the last token of a fully accepted run).
+// `seq` grows by the drafted tokens; q: the draft's distribution of each.
+std::vector<int> SpeculativeDecoder::draft_tokens(SpecIteration& it, std::vector<int>& seq, std::vector<TokenDist>& q) {
   std::vector<int> drafted;
-  std::vector<TokenDist> q;
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < it->k; ++i) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < it.k; ++i) {
     ForwardOutput out = draft_engine_.forward(seq, held(draft_cache_), &draft_cache_, false);
     ++draft_forwards_;
     q.push_back(sampling_distribution(out.logits, seq, opt_.sampler));
@@ -120,24 +111,98 @@ SpecIterationPtr SpeculativeDecoder::step() {
     drafted.push_back(x);
     seq.push_back(x);
   }
-  it->draft_ms = ms_since(t0);
+  it.draft_ms = ms_since(t0);
+  return drafted;
+}
 
-  // 2. The target scores every drafted position and the one after: one
-  // forward over [its cached length, len + k), logits for the last k + 1.
-  t0 = std::chrono::steady_clock::now();
+// 2. The target scores every drafted position and the one after: one
+// forward over [its cached length, len + k), logits for the last k + 1.
+std::vector<TokenDist> SpeculativeDecoder::verify_forward(SpecIteration& it, const std::vector<int>& seq) {
+  const auto t0 = std::chrono::steady_clock::now();
   ForwardOutput tout = target_engine_.forward(seq, held(target_cache_), &target_cache_, false, true);
   ++target_forwards_;
-  it->target_positions = tout.n_new;
+  it.target_positions = tout.n_new;
   const size_t vocab = static_cast<size_t>(target_->config.vocab_size);
   std::vector<TokenDist> p;
-  for (int i = 0; i <= it->k; ++i) {
-    const size_t row = static_cast<size_t>(tout.n_new - (it->k + 1) + i);
+  for (int i = 0; i <= it.k; ++i) {
+    const size_t row = static_cast<size_t>(tout.n_new - (it.k + 1) + i);
     std::vector<float> logits(tout.logits.begin() + static_cast<std::ptrdiff_t>(row * vocab),
                               tout.logits.begin() + static_cast<std::ptrdiff_t>((row + 1) * vocab));
-    std::vector<int> history(seq.begin(), seq.begin() + len + i);
+    std::vector<int> history(seq.begin(), seq.begin() + it.first + i);
     p.push_back(sampling_distribution(logits, history, opt_.sampler));
   }
-  it->target_ms = ms_since(t0);
+  it.target_ms = ms_since(t0);
+  return p;
+}
+
+// 4. Emit the accepted drafts and the next token, one by one, until a stop condition.
+void SpeculativeDecoder::emit_tokens(SpecIteration& it, const std::vector<int>& drafted, const Verification& v) {
+  std::vector<int> out(drafted.begin(), drafted.begin() + v.n_accepted);
+  out.push_back(v.next_token);
+  const Config& c = target_->config;
+  for (int t : out) {
+    const int chosen_after = static_cast<int>(tokens_.size());  // the forward that chose t saw this many tokens
+    tokens_.push_back(t);
+    it.emitted.push_back(t);
+    it.emitted_pieces.push_back(target_->tokenizer.display_piece(t));
+    if (!opt_.ignore_eos && std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), t) != c.eos_token_ids.end()) {
+      reason_ = StopReason::kEos;
+    } else if (n_generated() >= opt_.max_new) {
+      reason_ = StopReason::kMaxNew;
+    } else if (chosen_after >= c.n_positions) {
+      reason_ = StopReason::kContextFull;
+    }
+    if (reason_ != StopReason::kNone) break;
+  }
+}
+
+// 5. Roll both caches back to the accepted prefix: position j's K/V depend
+// on tokens [0, j] only, so every cached row before the first rejected or
+// new token stays valid.
+void SpeculativeDecoder::roll_back(SpecIteration& it) {
+  const int keep = static_cast<int>(tokens_.size()) - 1;
+  const int t_held = held(target_cache_), d_held = held(draft_cache_);
+  const int t_keep = std::min(keep, t_held);
+  it.target_rolled_back = t_held - t_keep;
+  if (t_held > t_keep) target_cache_.truncate(0, t_keep);
+  const int d_keep = std::min(keep, d_held);
+  it.draft_rolled_back = d_held - d_keep;
+  if (d_held > d_keep) draft_cache_.truncate(0, d_keep);
+  it.target_kv_bytes = target_cache_.bytes();
+  it.draft_kv_bytes = draft_cache_.bytes();
+}
+
+// The counters so far and the pieces the views show.
+void SpeculativeDecoder::finish_record(SpecIteration& it, const std::vector<int>& drafted) const {
+  it.target_forwards = target_forwards_;
+  it.draft_forwards = draft_forwards_;
+  it.drafted_total = drafted_total_;
+  it.accepted_total = accepted_total_;
+  it.generated = n_generated();
+  const Tokenizer& tok = target_->tokenizer;
+  for (int x : drafted) it.drafted_pieces.push_back(tok.display_piece(x));
+  it.next_piece = tok.display_piece(it.next_token);
+  if (it.index == 0) {
+    it.prompt.assign(tokens_.begin(), tokens_.begin() + n_prompt_);
+    for (int t : it.prompt) it.prompt_pieces.push_back(tok.display_piece(t));
+  }
+  it.n_target_layers = target_->config.n_layer;
+  it.n_draft_layers = draft_->config.n_layer;
+  it.stop = reason_;
+}
+
+SpecIterationPtr SpeculativeDecoder::step() {
+  if (!started_ || done()) return nullptr;
+  const auto t_iter = std::chrono::steady_clock::now();
+  auto it = std::make_shared<SpecIteration>();
+  it->index = iterations_++;
+  it->first = static_cast<int>(tokens_.size());
+  it->k = drafts_this_iteration();
+
+  std::vector<int> seq = tokens_;
+  std::vector<TokenDist> q;
+  const std::vector<int> drafted = draft_tokens(*it, seq, q);
+  const std::vector<TokenDist> p = verify_forward(*it, seq);
 
   // 3. Accept a prefix, then the replacement or bonus token.
   const Verification v = verify_draft(drafted, q, p, uniform_);
@@ -149,53 +214,9 @@ SpecIterationPtr SpeculativeDecoder::step() {
   drafted_total_ += it->k;
   accepted_total_ += v.n_accepted;
 
-  // 4. Emit, token by token, until a stop condition.
-  std::vector<int> emit(drafted.begin(), drafted.begin() + v.n_accepted);
-  emit.push_back(v.next_token);
-  const Config& c = target_->config;
-  for (int t : emit) {
-    const int chosen_after = static_cast<int>(tokens_.size());  // the forward that chose t saw this many tokens
-    tokens_.push_back(t);
-    it->emitted.push_back(t);
-    it->emitted_pieces.push_back(target_->tokenizer.display_piece(t));
-    if (!opt_.ignore_eos && std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), t) != c.eos_token_ids.end()) {
-      reason_ = StopReason::kEos;
-    } else if (n_generated() >= opt_.max_new) {
-      reason_ = StopReason::kMaxNew;
-    } else if (chosen_after >= c.n_positions) {
-      reason_ = StopReason::kContextFull;
-    }
-    if (reason_ != StopReason::kNone) break;
-  }
-
-  // 5. Roll both caches back to the accepted prefix: position j's K/V depend
-  // on tokens [0, j] only, so every cached row before the first rejected or
-  // new token stays valid.
-  const int keep = static_cast<int>(tokens_.size()) - 1;
-  const int t_held = held(target_cache_), d_held = held(draft_cache_);
-  const int t_keep = std::min(keep, t_held);
-  it->target_rolled_back = t_held - t_keep;
-  if (t_held > t_keep) target_cache_.truncate(0, t_keep);
-  const int d_keep = std::min(keep, d_held);
-  it->draft_rolled_back = d_held - d_keep;
-  if (d_held > d_keep) draft_cache_.truncate(0, d_keep);
-  it->target_kv_bytes = target_cache_.bytes();
-  it->draft_kv_bytes = draft_cache_.bytes();
-  it->target_forwards = target_forwards_;
-  it->draft_forwards = draft_forwards_;
-  it->drafted_total = drafted_total_;
-  it->accepted_total = accepted_total_;
-  it->generated = n_generated();
-  const Tokenizer& tok = target_->tokenizer;
-  for (int x : drafted) it->drafted_pieces.push_back(tok.display_piece(x));
-  it->next_piece = tok.display_piece(it->next_token);
-  if (it->index == 0) {
-    it->prompt.assign(tokens_.begin(), tokens_.begin() + n_prompt_);
-    for (int t : it->prompt) it->prompt_pieces.push_back(tok.display_piece(t));
-  }
-  it->n_target_layers = target_->config.n_layer;
-  it->n_draft_layers = draft_->config.n_layer;
-  it->stop = reason_;
+  emit_tokens(*it, drafted, v);
+  roll_back(*it);
+  finish_record(*it, drafted);
   draft_ms_ += it->draft_ms;
   target_ms_ += it->target_ms;
   ms_total_ += ms_since(t_iter);

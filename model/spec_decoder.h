@@ -91,6 +91,12 @@ class SpeculativeDecoder {
 
  private:
   int drafts_this_iteration() const;
+  // The stages of step(), in order.
+  std::vector<int> draft_tokens(SpecIteration& it, std::vector<int>& seq, std::vector<TokenDist>& q);
+  std::vector<TokenDist> verify_forward(SpecIteration& it, const std::vector<int>& seq);
+  void emit_tokens(SpecIteration& it, const std::vector<int>& drafted, const Verification& v);
+  void roll_back(SpecIteration& it);
+  void finish_record(SpecIteration& it, const std::vector<int>& drafted) const;
 
   std::shared_ptr<const Model> target_, draft_;
   Engine target_engine_, draft_engine_;
