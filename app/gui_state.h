@@ -70,7 +70,8 @@ struct Snapshot {
   int checkpoint = -1;
   // The strategy the current generation runs (cmd::SetDecoding). Beam search
   // and speculative decoding keep their own records, one per step or
-  // iteration; `records` and the branch tree stay empty then.
+  // iteration, in the tree beside its (then empty) branches, under the same
+  // budget; these are the tree's, as `records` is the current branch's.
   DecodeSettings decoding;
   std::vector<BeamRecordPtr> beam_records;
   std::vector<SpecIterationPtr> spec_iterations;

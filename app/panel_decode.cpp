@@ -170,13 +170,16 @@ void panel_beam_state(const Snapshot& snap, int step) {
   const BeamStepRecord& r = *snap.beam_records[static_cast<size_t>(step)];
   const int n_prompt = static_cast<int>(snap.beam_records.front()->prompt_pieces.size());
   section("running beams (\xCE\xA3 log p)");
+  // (an old step's sequences may have been dropped by the history's budget: rebuilt from the steps)
   for (const Beam& b : r.running)
-    ImGui::TextWrapped("b%d  %.3f  %s", b.id, b.logprob, tail_text(snap, b.tokens, n_prompt).c_str());
+    ImGui::TextWrapped("b%d  %.3f  %s", b.id, b.logprob,
+                       tail_text(snap, beam_tokens(snap.beam_records, step, b.id), n_prompt).c_str());
   if (r.running.empty()) ImGui::TextDisabled("(none: the search has ended)");
   if (!r.finished.empty()) {
     section("finished (score = \xCE\xA3 log p / length^L)");
     for (const Hypothesis& h : r.finished)
-      ImGui::TextColored(kGold, "%.3f  %s", h.score, tail_text(snap, h.tokens, n_prompt).c_str());
+      ImGui::TextColored(kGold, "%.3f  %s", h.score,
+                         tail_text(snap, beam_tokens(snap.beam_records, step, h.beam_id), n_prompt).c_str());
   }
   const double saved = r.kv_bytes_independent > 0
                            ? 100.0 * (1.0 - static_cast<double>(r.kv_bytes_shared) / r.kv_bytes_independent)

@@ -63,10 +63,14 @@ Commands panel_timeline(const Snapshot& snap, UiState& ui) {
   // The history's memory: what it holds, the budget, what was dropped.
   const TrimReport& t = snap.tree.trimmed();
   if (t.any()) {
-    ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.4f, 1),
-                       "history %s of %s: attention of %d oldest steps dropped, logits of %d, K/V of %d",
-                       format_bytes(snap.tree.bytes()).c_str(), format_bytes(snap.tree.budget()).c_str(),
-                       t.attention_dropped, t.logits_dropped, t.kv_dropped);
+    std::string dropped = t.beam_tokens_dropped > 0
+                              ? "beam sequences of " + std::to_string(t.beam_tokens_dropped) + " oldest steps dropped"
+                              : "attention of " + std::to_string(t.attention_dropped) +
+                                    " oldest steps dropped, logits of " + std::to_string(t.logits_dropped) +
+                                    ", K/V of " + std::to_string(t.kv_dropped);
+    if (t.pages_dropped > 0) dropped += ", pages of " + std::to_string(t.pages_dropped);
+    ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.4f, 1), "history %s of %s: %s", format_bytes(snap.tree.bytes()).c_str(),
+                       format_bytes(snap.tree.budget()).c_str(), dropped.c_str());
   } else {
     ImGui::TextDisabled("history %s of the %s budget, every step in full detail (%zu branch%s)",
                         format_bytes(snap.tree.bytes()).c_str(), format_bytes(snap.tree.budget()).c_str(),

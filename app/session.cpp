@@ -153,8 +153,16 @@ void Session::take_event(WorkerEvent& ev, double now) {
     case WorkerEvent::Kind::kRecord:
       if (ev.generation != snap.generation || !snap.started) break;  // from a generation since replaced
       if (ev.beam || ev.spec) {  // beam search / speculative decoding: their own timeline
-        if (ev.beam) snap.beam_records.push_back(ev.beam);
-        if (ev.spec) snap.spec_iterations.push_back(ev.spec);
+        try {
+          if (ev.beam) snap.tree.push_beam(ev.beam);
+          if (ev.spec) snap.tree.push_spec(ev.spec);
+        } catch (const std::exception& e) {
+          ui.errors.push_back(std::string("timeline: ") + e.what());
+          break;
+        }
+        // (the tree's copies: the budget may have replaced older ones with lighter ones)
+        snap.beam_records = snap.tree.beam_records();
+        snap.spec_iterations = snap.tree.spec_iterations();
         snap.total_records++;
         if (ui.view_step < 0) snap.last_record_time = now;
         break;

@@ -426,4 +426,18 @@ std::string Generator::text() const {
   return t;
 }
 
+std::vector<PageRun> page_runs(const StepRecord& r) {
+  if (!r.kv_layout.paged()) return {};
+  const size_t n = r.kv_held.size();
+  if (n == 0 || r.kv_held_block.size() != n || r.kv_held_refs.size() != n) return r.kv_page_runs;
+  std::vector<PageRun> out;
+  for (size_t i = 0; i < n;) {
+    size_t j = i + 1;
+    while (j < n && r.kv_held_block[j] == r.kv_held_block[i] && r.kv_held[j] == r.kv_held[j - 1] + 1) ++j;
+    out.push_back({r.kv_held[i], static_cast<int>(j - i), r.kv_held_block[i], r.kv_held_refs[i]});
+    i = j;
+  }
+  return out;
+}
+
 }  // namespace kvscope

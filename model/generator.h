@@ -21,6 +21,14 @@ enum class StopReason { kNone, kEos, kMaxNew, kContextFull, kStop };
 const char* to_string(CacheMode m);   // "kv_cache" / "no_cache"
 const char* to_string(StopReason r);  // "" / "eos" / "max_new" / "context_full" / "stop"
 
+// Paged: held positions [pos, pos + n), consecutive and in one page (pool
+// block), and how many sequences reference that page (> 1: shared).
+struct PageRun {
+  int pos = 0, n = 0;
+  int block = 0, refs = 0;
+  bool operator==(const PageRun& o) const { return pos == o.pos && n == o.n && block == o.block && refs == o.refs; }
+};
+
 struct StepRecord {
   int index = 0;         // 0 = the prefill, then 1, 2, ...
   bool prefill = false;  // the forward over the whole prompt
@@ -74,6 +82,10 @@ struct StepRecord {
   // Paged: for each kv_held position, its block (page id) and how many
   // sequences reference that block (> 1: shared with a fork, copied on first write).
   std::vector<int> kv_held_block, kv_held_refs;
+  // The same pages a run each (a few per page, not one entry per position):
+  // what a record keeps of them once the lists above are dropped with its
+  // K/V rows to keep the step history within its memory budget.
+  std::vector<PageRun> kv_page_runs;
   // Quantization error of the new rows above (dtypes other than f32): the
   // stored row read back (dequantized) minus the row as computed.
   // (layer, n_kv, 4): K max|d|, K rms d, V max|d|, V rms d; -1 where the row
@@ -250,6 +262,10 @@ class Generator {
 // before `at`), then temperature, over the stored logits; from at.top when the
 // logits were dropped; 0 when neither has it. Throws kvscope::Error for a
 // token outside the vocabulary.
+// A paged record's pages as runs: from kv_held, kv_held_block and kv_held_refs
+// where it holds them, else its kv_page_runs. Empty when not paged.
+std::vector<PageRun> page_runs(const StepRecord& r);
+
 RecordPtr make_forced_record(const StepRecord& at, int token, const std::vector<int>& prefix, const Tokenizer& tok);
 
 }  // namespace kvscope

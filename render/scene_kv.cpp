@@ -52,14 +52,13 @@ void append_cache_state(SequenceState& seq, const StepRecord& r) {
 }
 
 bool page_of(const StepRecord& r, int pos, int* page, int* refs) {
-  if (!r.kv_layout.paged() || r.kv_held_block.size() != r.kv_held.size() || r.kv_held_refs.size() != r.kv_held.size())
-    return false;
-  const auto it = std::lower_bound(r.kv_held.begin(), r.kv_held.end(), pos);
-  if (it == r.kv_held.end() || *it != pos) return false;
-  const size_t i = static_cast<size_t>(it - r.kv_held.begin());
-  *page = r.kv_held_block[i];
-  *refs = r.kv_held_refs[i];
-  return true;
+  for (const PageRun& run : page_runs(r)) {
+    if (pos < run.pos || pos >= run.pos + run.n) continue;
+    *page = run.block;
+    *refs = run.refs;
+    return true;
+  }
+  return false;
 }
 
 namespace {
@@ -115,19 +114,13 @@ void add_sinks(Scene& s, const Layout& L, int n_sink, int n_layer, float flash) 
 }
 
 // One outline frame per run of held positions in the same page.
-void add_page_frames(Scene& s, const StepRecord& r, const Layout& L, int n_layer, float flash) {
+void add_page_frames(Scene& s, const std::vector<PageRun>& runs, const Layout& L, int n_layer, float flash) {
   const float top = L.kv_bottom(n_layer - 1) + L.kv_h + 0.08f, bottom = kFrameBottom;
-  const size_t n = r.kv_held.size();
-  for (size_t i = 0; i < n;) {
-    size_t j = i + 1;
-    while (j < n && r.kv_held_block[j] == r.kv_held_block[i] && r.kv_held[j] == r.kv_held[j - 1] + 1) ++j;
+  for (const PageRun& run : runs) {
     // Pages are framed where positions have a column each (aggregated columns hold many pages).
-    const int p0 = std::max(r.kv_held[i], L.columns.n_binned), p1 = r.kv_held[j - 1];
-    if (p0 > p1) {
-      i = j;
-      continue;
-    }
-    const bool shared = r.kv_held_refs[i] > 1;
+    const int p0 = std::max(run.pos, L.columns.n_binned), p1 = run.pos + run.n - 1;
+    if (p0 > p1) continue;
+    const bool shared = run.refs > 1;
     const glm::vec3 c = shared ? palette::kShared : palette::kPage;
     BlockInstance f;
     const float x0 = L.x(p0) - L.block_w * 0.5f - 0.06f, x1 = L.x(p1) + L.block_w * 0.5f + 0.06f;
@@ -138,11 +131,9 @@ void add_page_frames(Scene& s, const StepRecord& r, const Layout& L, int n_layer
     f.pos = p0;
     f.mark = shared ? CacheMark::kSharedPage : CacheMark::kPage;
     s.cache_marks.push_back(f);
-    const int page = r.kv_held_block[i];
-    std::string text = (j - i >= 3 ? "page " : "p") + std::to_string(page);
-    if (shared) text += " \xC2\xB7 shared \xC3\x97" + std::to_string(r.kv_held_refs[i]);
+    std::string text = (run.n >= 3 ? "page " : "p") + std::to_string(run.block);
+    if (shared) text += " \xC2\xB7 shared \xC3\x97" + std::to_string(run.refs);
     add_label(s, {(x0 + x1) * 0.5f, kLabelY, L.block_w * 0.5f + kPageLabelDz}, std::move(text), c, p0);
-    i = j;
   }
 }
 
@@ -161,8 +152,7 @@ void add_cache_marks(Scene& s, const SequenceState& seq, const Layout& L, float 
     const int lo = std::max(n_sink, T - lay.window);
     add_bar(s, L, lo, T, CacheMark::kWindow, "window W = " + std::to_string(lay.window));
   }
-  if (lay.paged() && r.kv_held_block.size() == r.kv_held.size() && r.kv_held_refs.size() == r.kv_held.size())
-    add_page_frames(s, r, L, seq.n_layer, flash);
+  if (lay.paged()) add_page_frames(s, page_runs(r), L, seq.n_layer, flash);
 }
 
 }  // namespace kvscope

@@ -40,6 +40,8 @@ BranchTree::BranchTree(uint64_t budget_bytes, int keep_recent)
 
 void BranchTree::clear() {
   branches_.clear();
+  beam_.clear();
+  spec_.clear();
   current_ = -1;
   trim_ = TrimReport{};
 }
@@ -86,6 +88,26 @@ void BranchTree::push(RecordPtr rec) {
   b.log_prob += ln_prob(rec->prob);
   b.text += rec->raw_piece;
   b.history.push(std::move(rec));
+  enforce_budget();
+}
+
+void BranchTree::push_beam(BeamRecordPtr rec) {
+  if (!rec) throw Error("BranchTree::push_beam: null record");
+  if (rec->index != static_cast<int>(beam_.size())) {
+    throw Error("BranchTree::push_beam: step " + std::to_string(rec->index) + " does not follow the " +
+                std::to_string(beam_.size()) + " steps held");
+  }
+  beam_.push_back(std::move(rec));
+  enforce_budget();
+}
+
+void BranchTree::push_spec(SpecIterationPtr it) {
+  if (!it) throw Error("BranchTree::push_spec: null iteration");
+  if (it->index != static_cast<int>(spec_.size())) {
+    throw Error("BranchTree::push_spec: iteration " + std::to_string(it->index) + " does not follow the " +
+                std::to_string(spec_.size()) + " iterations held");
+  }
+  spec_.push_back(std::move(it));
   enforce_budget();
 }
 
@@ -163,6 +185,8 @@ uint64_t BranchTree::bytes() const {
   for (const Branch& b : branches_)
     for (const RecordPtr& r : b.history.records())
       if (seen.insert(r.get()).second) total += record_bytes(*r);
+  for (const BeamRecordPtr& r : beam_) total += record_bytes(*r);
+  for (const SpecIterationPtr& it : spec_) total += record_bytes(*it);
   return total;
 }
 
@@ -177,49 +201,69 @@ TrimReport BranchTree::enforce_budget() {
   if (budget_ == 0) return now;
   uint64_t total = bytes();
   if (total <= budget_) return now;
-  size_t max_len = 0;
-  for (const Branch& b : branches_) max_len = std::max(max_len, b.history.size());
-  const unsigned passes[2] = {kDetailAttention | kDetailLogits, kDetailKV};
+  const unsigned passes[3] = {kDetailAttention | kDetailLogits, kDetailKV, kDetailPages};
   for (unsigned drop : passes) {
-    for (size_t i = 0; i < max_len && total > budget_; ++i) {
-      // Records shared by several branches sit at the same index in each: strip
-      // once, hand the same lighter copy to every holder.
-      std::unordered_map<const StepRecord*, RecordPtr> stripped;
-      std::vector<RecordPtr> originals;  // alive until every holder is updated (keys stay unique)
-      for (Branch& b : branches_) {
-        if (i >= b.history.size()) continue;
-        const bool protected_rec = b.id == current_ && i + static_cast<size_t>(keep_recent_) >= b.history.size();
-        if (protected_rec) continue;
-        const RecordPtr& r = b.history[i];
-        auto it = stripped.find(r.get());
-        if (it == stripped.end()) {
-          const unsigned have = detail_of(*r) & drop;
-          if (!have) continue;
-          // A record the current branch protects is shared: leave it whole.
-          const Branch& cur = branches_[static_cast<size_t>(current_)];
-          if (i < cur.history.size() && cur.history[i].get() == r.get() &&
-              i + static_cast<size_t>(keep_recent_) >= cur.history.size())
-            continue;
-          const uint64_t before = record_bytes(*r);
-          originals.push_back(r);
-          RecordPtr light = strip_detail(*r, have);
-          const uint64_t freed = before - record_bytes(*light);
-          total -= freed;
-          now.bytes_freed += freed;
-          if (have & kDetailAttention) ++now.attention_dropped;
-          if (have & kDetailLogits) ++now.logits_dropped;
-          if (have & kDetailKV) ++now.kv_dropped;
-          it = stripped.emplace(r.get(), std::move(light)).first;
-        }
-        b.history.replace(i, it->second);
-        now.first_full = std::max(now.first_full, static_cast<int>(i) + 1);
-      }
-    }
+    trim_branches(drop, total, now);
     if (total <= budget_) break;
   }
+  if (total > budget_) trim_beams(total, now);
   trim_.add_counts(now);
   trim_.first_full = now.first_full;
   return now;
+}
+
+// One pass over the branches: drops `drop` from the oldest step on.
+void BranchTree::trim_branches(unsigned drop, uint64_t& total, TrimReport& now) {
+  size_t max_len = 0;
+  for (const Branch& b : branches_) max_len = std::max(max_len, b.history.size());
+  for (size_t i = 0; i < max_len && total > budget_; ++i) {
+    // Records shared by several branches sit at the same index in each: strip
+    // once, hand the same lighter copy to every holder.
+    std::unordered_map<const StepRecord*, RecordPtr> stripped;
+    std::vector<RecordPtr> originals;  // alive until every holder is updated (keys stay unique)
+    for (Branch& b : branches_) {
+      if (i >= b.history.size()) continue;
+      const bool protected_rec = b.id == current_ && i + static_cast<size_t>(keep_recent_) >= b.history.size();
+      if (protected_rec) continue;
+      const RecordPtr& r = b.history[i];
+      auto it = stripped.find(r.get());
+      if (it == stripped.end()) {
+        const unsigned have = detail_of(*r) & drop;
+        if (!have) continue;
+        // A record the current branch protects is shared: leave it whole.
+        const Branch& cur = branches_[static_cast<size_t>(current_)];
+        if (i < cur.history.size() && cur.history[i].get() == r.get() &&
+            i + static_cast<size_t>(keep_recent_) >= cur.history.size())
+          continue;
+        const uint64_t before = record_bytes(*r);
+        originals.push_back(r);
+        RecordPtr light = strip_detail(*r, have);
+        const uint64_t freed = before - record_bytes(*light);
+        total -= freed;
+        now.bytes_freed += freed;
+        if (have & kDetailAttention) ++now.attention_dropped;
+        if (have & kDetailLogits) ++now.logits_dropped;
+        if (have & kDetailKV) ++now.kv_dropped;
+        if (have & kDetailPages) ++now.pages_dropped;
+        it = stripped.emplace(r.get(), std::move(light)).first;
+      }
+      b.history.replace(i, it->second);
+      now.first_full = std::max(now.first_full, static_cast<int>(i) + 1);
+    }
+  }
+}
+
+// Beam-search steps, oldest first, the newest keep_recent aside.
+void BranchTree::trim_beams(uint64_t& total, TrimReport& now) {
+  for (size_t i = 0; i + static_cast<size_t>(keep_recent_) < beam_.size() && total > budget_; ++i) {
+    if (beam_tokens_bytes(*beam_[i]) == 0) continue;
+    const uint64_t before = record_bytes(*beam_[i]);
+    beam_[i] = strip_beam_tokens(*beam_[i]);
+    const uint64_t freed = before - record_bytes(*beam_[i]);
+    total -= freed;
+    now.bytes_freed += freed;
+    ++now.beam_tokens_dropped;
+  }
 }
 
 }  // namespace kvscope

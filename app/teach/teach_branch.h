@@ -90,20 +90,37 @@ class BranchTree {
   int shared_positions(int a, int b) const;
   uint64_t flops_saved_total() const;  // over every fork
 
-  uint64_t bytes() const;  // each record counted once, however many branches share it
+  // Beam search's steps and speculative decoding's iterations: one timeline
+  // each (they never fork), held beside the branches under the same budget.
+  void push_beam(BeamRecordPtr rec);
+  void push_spec(SpecIterationPtr it);
+  const std::vector<BeamRecordPtr>& beam_records() const { return beam_; }
+  const std::vector<SpecIterationPtr>& spec_iterations() const { return spec_; }
+
+  // Each record counted once, however many branches share it; the beam and
+  // speculative records too.
+  uint64_t bytes() const;
   uint64_t budget() const { return budget_; }
   void set_budget(uint64_t b);
   const TrimReport& trimmed() const { return trim_; }
   // The one memory policy of the timeline (pushes and forks call it): drops
   // detail, oldest step first across every branch, until bytes() <= budget();
   // the current branch's newest keep_recent records are never touched. Pass 1
-  // drops attention and logits, pass 2 (only if still over) the K/V rows. A
+  // drops attention and logits, pass 2 (only if still over) the K/V rows
+  // (a paged record keeps its pages as runs), pass 3 those page runs. A
   // record shared by several branches is stripped once, the same lighter copy
-  // given to each. Returns what this call dropped.
+  // given to each. Beam-search steps, oldest first and the newest
+  // keep_recent aside, drop their beams' token sequences (the candidates
+  // rebuild them); speculative iterations hold nothing to drop. Returns what
+  // this call dropped.
   TrimReport enforce_budget();
 
  private:
   Branch& mutable_branch(int id);
+  void trim_branches(unsigned drop, uint64_t& total, TrimReport& now);
+  void trim_beams(uint64_t& total, TrimReport& now);
+  std::vector<BeamRecordPtr> beam_;
+  std::vector<SpecIterationPtr> spec_;
   std::vector<Branch> branches_;
   int current_ = -1;
   uint64_t budget_;

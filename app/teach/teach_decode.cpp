@@ -31,6 +31,33 @@ BeamTotals beam_totals(const std::vector<BeamRecordPtr>& records, int step) {
   return t;
 }
 
+std::vector<int> beam_tokens(const std::vector<BeamRecordPtr>& records, int step, int beam_id) {
+  if (records.empty() || step < 0 || records.front()->expanded.empty()) return {};
+  step = std::min(step, static_cast<int>(records.size()) - 1);
+  const BeamStepRecord& r = *records[static_cast<size_t>(step)];
+  for (const Beam& b : r.running)
+    if (b.id == beam_id && !b.tokens.empty()) return b.tokens;
+  for (const Hypothesis& h : r.finished)
+    if (h.beam_id == beam_id && !h.tokens.empty()) return h.tokens;
+  // Rebuilt, newest token first: the candidate that became `id` names its
+  // parent, a beam of the step before (ids are unique within the search).
+  std::vector<int> tail;
+  int id = beam_id;
+  for (int i = step; i >= 0 && id != 0; --i) {  // 0: the prompt's beam
+    const BeamStepRecord& ri = *records[static_cast<size_t>(i)];
+    for (const BeamCandidate& c : ri.candidates) {
+      if (c.beam_id != id || c.parent < 0 || c.parent >= static_cast<int>(ri.expanded.size())) continue;
+      tail.push_back(c.token);
+      id = ri.expanded[static_cast<size_t>(c.parent)].id;
+      break;
+    }
+  }
+  if (id != 0) return {};
+  std::vector<int> out = records.front()->expanded.front().tokens;
+  out.insert(out.end(), tail.rbegin(), tail.rend());
+  return out;
+}
+
 SpecTotals spec_totals(const std::vector<SpecIterationPtr>& iterations, int step) {
   SpecTotals t;
   if (iterations.empty() || step < 0) return t;

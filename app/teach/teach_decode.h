@@ -32,6 +32,13 @@ struct BeamTotals {
 };
 BeamTotals beam_totals(const std::vector<BeamRecordPtr>& records, int step);
 
+// The tokens (prompt + generated) of the beam or hypothesis `beam_id` as of
+// record `step`: its own list where the record still holds it, else rebuilt
+// from the candidates of records [0, step] (each beam is its parent + one
+// token) and the prompt of record 0. The history's budget drops the lists of
+// old records. Empty for an id no candidate of those records became.
+std::vector<int> beam_tokens(const std::vector<BeamRecordPtr>& records, int step, int beam_id);
+
 // Speculative decoding over iterations [0, step].
 struct SpecTotals {
   int iteration = -1;

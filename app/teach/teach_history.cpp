@@ -34,9 +34,13 @@ uint64_t kv_rows_bytes(const StepRecord& r) {
   return b;
 }
 
+uint64_t page_runs_bytes(const StepRecord& r) {
+  return vec_bytes(r.kv_page_runs);
+}
+
 uint64_t record_bytes(const StepRecord& r) {
   uint64_t b = sizeof(StepRecord) + kControlBlock;
-  b += attention_bytes(r) + logits_bytes(r) + kv_rows_bytes(r);
+  b += attention_bytes(r) + logits_bytes(r) + kv_rows_bytes(r) + page_runs_bytes(r);
   b += vec_bytes(r.top) + vec_bytes(r.prompt_tokens) + vec_bytes(r.prompt_pieces) + vec_bytes(r.kv_qerr);
   if (r.kv_layout.windowed()) b += vec_bytes(r.kv_held);  // (otherwise counted in kv_rows_bytes)
   for (const std::string& s : r.prompt_pieces) b += string_heap(s);
@@ -44,11 +48,63 @@ uint64_t record_bytes(const StepRecord& r) {
   return b;
 }
 
+namespace {
+
+uint64_t tokens_bytes(const std::vector<Beam>& beams) {
+  uint64_t b = 0;
+  for (const Beam& x : beams) b += vec_bytes(x.tokens);
+  return b;
+}
+
+uint64_t tokens_bytes(const std::vector<Hypothesis>& hyps) {
+  uint64_t b = 0;
+  for (const Hypothesis& h : hyps) b += vec_bytes(h.tokens);
+  return b;
+}
+
+uint64_t strings_bytes(const std::vector<std::string>& v) {
+  uint64_t b = vec_bytes(v);
+  for (const std::string& s : v) b += string_heap(s);
+  return b;
+}
+
+}  // namespace
+
+uint64_t beam_tokens_bytes(const BeamStepRecord& r) {
+  return (r.index == 0 ? 0 : tokens_bytes(r.expanded)) + tokens_bytes(r.running) + tokens_bytes(r.finished);
+}
+
+uint64_t record_bytes(const BeamStepRecord& r) {
+  uint64_t b = sizeof(BeamStepRecord) + kControlBlock;
+  b += vec_bytes(r.expanded) + vec_bytes(r.running) + vec_bytes(r.finished) + vec_bytes(r.candidates);
+  b += tokens_bytes(r.expanded) + tokens_bytes(r.running) + tokens_bytes(r.finished);
+  b += strings_bytes(r.candidate_pieces) + strings_bytes(r.prompt_pieces);
+  return b;
+}
+
+uint64_t record_bytes(const SpecIteration& it) {
+  uint64_t b = sizeof(SpecIteration) + kControlBlock;
+  b += vec_bytes(it.drafted) + vec_bytes(it.emitted) + vec_bytes(it.prompt);
+  b += strings_bytes(it.emitted_pieces) + strings_bytes(it.drafted_pieces) + strings_bytes(it.prompt_pieces);
+  b += string_heap(it.next_piece);
+  return b;
+}
+
+BeamRecordPtr strip_beam_tokens(const BeamStepRecord& r) {
+  auto out = std::make_shared<BeamStepRecord>(r);
+  if (r.index != 0)
+    for (Beam& b : out->expanded) std::vector<int>().swap(b.tokens);
+  for (Beam& b : out->running) std::vector<int>().swap(b.tokens);
+  for (Hypothesis& h : out->finished) std::vector<int>().swap(h.tokens);
+  return out;
+}
+
 unsigned detail_of(const StepRecord& r) {
   unsigned d = 0;
   if (!r.attn.empty() && r.n_rows > 0) d |= kDetailAttention;
   if (!r.logits.empty()) d |= kDetailLogits;
   if (!r.k.empty() || !r.v.empty()) d |= kDetailKV;
+  if (!r.kv_page_runs.empty()) d |= kDetailPages;
   return d;
 }
 
@@ -61,12 +117,18 @@ RecordPtr strip_detail(const StepRecord& r, unsigned drop) {
   }
   if (drop & kDetailLogits) std::vector<float>().swap(out->logits);
   if (drop & kDetailKV) {
+    // The step's picture of pages stays, a run per page instead of an entry per position.
+    if (!(drop & kDetailPages)) {
+      out->kv_page_runs = page_runs(r);
+      out->kv_page_runs.shrink_to_fit();
+    }
     std::vector<float>().swap(out->k);
     std::vector<float>().swap(out->v);
     std::vector<int>().swap(out->kv_held_block);
     std::vector<int>().swap(out->kv_held_refs);
     if (!r.kv_layout.windowed()) std::vector<int>().swap(out->kv_held);
   }
+  if (drop & kDetailPages) std::vector<PageRun>().swap(out->kv_page_runs);
   return out;
 }
 
