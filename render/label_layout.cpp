@@ -52,6 +52,39 @@ bool box_inside(const ScreenBox& a, const glm::vec4& clip) {
   return true;
 }
 
+ScreenBox side_label_box(glm::vec2 anchor, glm::vec2 size) {
+  return flat_box(glm::vec2(anchor.x - size.x, anchor.y - size.y * 0.5f), size);
+}
+
+bool place_tag(glm::vec2 anchor, glm::vec2 size, const std::vector<ScreenBox>& others,
+               const std::vector<ScreenBox>& fixed, const glm::vec4& clip, float gap, ScreenBox* out) {
+  auto clear_of = [&](const ScreenBox& b, const std::vector<ScreenBox>& boxes) {
+    for (const ScreenBox& o : boxes)
+      if (boxes_overlap(b, o, gap)) return false;
+    return true;
+  };
+  if (!clear_of(flat_box(anchor - size * 0.5f, size), others)) return false;
+  // Offsets in plates (x in widths, y in heights), nearest first; at equal
+  // distance right before left and below before above (the side labels are
+  // on the left, the beams come down from above).
+  struct Offset {
+    float x, y;
+  };
+  std::vector<Offset> offsets;
+  for (float y : {0.0f, 1.0f, -1.0f, 2.0f, -2.0f})
+    for (float x : {0.0f, 0.5f, -0.5f, 1.0f, -1.0f, 1.5f, -1.5f}) offsets.push_back({x, y});
+  std::stable_sort(offsets.begin(), offsets.end(),
+                   [](const Offset& a, const Offset& b) { return a.x * a.x + a.y * a.y < b.x * b.x + b.y * b.y; });
+  for (const Offset& o : offsets) {
+    const glm::vec2 centre = anchor + glm::vec2(o.x * size.x, o.y * size.y);
+    const ScreenBox b = flat_box(centre - size * 0.5f, size);
+    if (!box_inside(b, clip) || !clear_of(b, fixed) || !clear_of(b, others)) continue;
+    *out = b;
+    return true;
+  }
+  return false;
+}
+
 namespace {
 
 bool free_at(const ScreenBox& b, const std::vector<LabelPlacement>& out, const LabelLayoutOptions& opt) {

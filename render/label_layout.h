@@ -34,6 +34,22 @@ bool boxes_overlap(const ScreenBox& a, const ScreenBox& b, float gap = 0.0f);
 // Whether every corner lies in clip (x0, y0, x1, y1).
 bool box_inside(const ScreenBox& a, const glm::vec4& clip);
 
+// A side label (a layer number, a row caption): its right end at the
+// anchor, vertically centred on it.
+ScreenBox side_label_box(glm::vec2 anchor, glm::vec2 size);
+
+// A small tag (a beam's weight on its plate of `size`) as near its anchor as
+// it can be. Centred on the anchor where that spot is free (inside `clip`,
+// clear by `gap` of every box in `others` and `fixed`). A tag whose own spot
+// covers one of `others` (the tags already placed: the head's tag, stronger
+// weights) is left out, as two weights at one spot cannot both read as their
+// beams'. One that covers only `fixed` boxes (the layer numbers and row
+// captions) moves to the nearest free spot up to one and a half plates to
+// either side or two plate heights above or below. Returns false when the
+// tag is left out.
+bool place_tag(glm::vec2 anchor, glm::vec2 size, const std::vector<ScreenBox>& others,
+               const std::vector<ScreenBox>& fixed, const glm::vec4& clip, float gap, ScreenBox* out);
+
 struct LabelRequest {
   glm::vec2 anchor{0.0f};       // projected point above the token's block
   bool visible = false;         // the anchor projects in front of the camera

@@ -162,9 +162,12 @@ void draw_token_labels(ImDrawList* dl, const Scene& scene, const Projector& proj
   }
 }
 
-void draw_side_labels(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts) {
+// Layer numbers and row captions; their boxes go into `drawn` (the beam
+// weights keep clear of them).
+void draw_side_labels(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts,
+                      std::vector<ScreenBox>& drawn) {
   ImFont* font = fonts.small;
-  std::vector<ImVec4> drawn;  // rectangles already used: from the top, layers coincide
+  const size_t first = drawn.size();
   for (const Label& l : scene.labels) {
     if (l.kind != LabelKind::kLayer && l.kind != LabelKind::kCaption) continue;
     ImVec2 p;
@@ -178,13 +181,13 @@ void draw_side_labels(ImDrawList* dl, const Scene& scene, const Projector& proj,
       fs *= std::max(0.6f, room / ts.x);
       ts = font->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
     }
-    const float x0 = std::max(p.x - ts.x, dl->GetClipRectMin().x + 2.0f);
-    const ImVec4 r(x0, p.y - ts.y * 0.5f, x0 + ts.x, p.y + ts.y * 0.5f);
-    bool overlaps = false;
-    for (const ImVec4& o : drawn) overlaps |= r.x < o.z && o.x < r.z && r.y < o.w && o.y < r.w;
+    const float right = std::max(p.x, dl->GetClipRectMin().x + 2.0f + ts.x);
+    const ScreenBox r = side_label_box(glm::vec2(right, p.y), glm::vec2(ts.x, ts.y));
+    bool overlaps = false;  // from the top, layers coincide
+    for (size_t i = first; i < drawn.size(); ++i) overlaps |= boxes_overlap(r, drawn[i]);
     if (overlaps) continue;
     drawn.push_back(r);
-    text_with_shadow(dl, font, fs, ImVec2(r.x, r.y), col4(l.colour), l.text.c_str());
+    text_with_shadow(dl, font, fs, ImVec2(r.c[0].x, r.c[0].y), col4(l.colour), l.text.c_str());
   }
 }
 
@@ -308,26 +311,27 @@ void draw_cache_mark_labels(ImDrawList* dl, const Scene& scene, const Projector&
   }
 }
 
-// The strongest beams' weights, on small plates where they land.
-// The strongest beams' weights; one that would cover the head's tag or an
-// earlier weight is left out. Their boxes go into `taken`.
+// The strongest beams' weights, on small plates where they land; one that
+// would cover the head's tag or an earlier weight is left out, one that
+// would cover a side label moves beside it (place_tag). Their boxes go into
+// `taken`.
 void draw_beam_labels(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts,
-                      std::vector<ScreenBox>& taken) {
+                      const std::vector<ScreenBox>& side, std::vector<ScreenBox>& taken) {
   ImFont* f = fonts.small;
   const float fs = f->FontSize;
+  const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
+  const glm::vec4 clip(cmin.x, cmin.y, cmax.x, cmax.y);
   for (const Label& l : scene.labels) {
     if (l.kind != LabelKind::kBeam) continue;
     ImVec2 p;
     if (!proj(l.anchor, p)) continue;
     const ImVec2 ts = f->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
-    const ImVec2 q(p.x - ts.x * 0.5f, p.y - ts.y * 0.5f);
-    const ScreenBox box = flat_box(glm::vec2(q.x - 3, q.y - 1), glm::vec2(ts.x + 6, ts.y + 2));
-    bool covered = false;
-    for (const ScreenBox& o : taken) covered |= boxes_overlap(box, o, 1.0f);
-    if (covered) continue;
+    ScreenBox box;
+    if (!place_tag(glm::vec2(p.x, p.y), glm::vec2(ts.x + 6, ts.y + 2), taken, side, clip, 1.0f, &box)) continue;
     taken.push_back(box);
-    dl->AddRectFilled(ImVec2(q.x - 3, q.y - 1), ImVec2(q.x + ts.x + 3, q.y + ts.y + 1), IM_COL32(30, 6, 28, 200), 3.0f);
-    dl->AddText(f, fs, q, col4(l.colour), l.text.c_str());
+    const ImVec2 a(box.c[0].x, box.c[0].y), b(box.c[2].x, box.c[2].y);
+    dl->AddRectFilled(a, b, IM_COL32(30, 6, 28, 200), 3.0f);
+    dl->AddText(f, fs, ImVec2(a.x + 3, a.y + 1), col4(l.colour), l.text.c_str());
   }
 }
 
@@ -338,14 +342,18 @@ void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVe
   dl->PushClipRect(origin, ImVec2(origin.x + size.x, origin.y + size.y), true);
   Projector proj{camera.proj(size.x / std::max(1.0f, size.y)) * camera.view(), origin, size};
   draw_ticks(dl, scene, proj, fonts);
-  draw_side_labels(dl, scene, proj, fonts);
+  std::vector<ScreenBox> side;
+  draw_side_labels(dl, scene, proj, fonts, side);
   // The head's tag and the beams' weights first: the token labels keep clear of them.
   std::vector<ScreenBox> taken;
   draw_head_label(dl, scene, proj, fonts, opt.banner && opt.top <= 0, taken);
-  draw_beam_labels(dl, scene, proj, fonts, taken);
+  draw_beam_labels(dl, scene, proj, fonts, side, taken);
   if (opt.labels) draw_token_labels(dl, scene, proj, fonts, opt, taken, layout ? &layout->labels : nullptr);
   draw_cache_mark_labels(dl, scene, proj, fonts);
-  if (layout) layout->tags = taken;
+  if (layout) {
+    layout->tags = taken;
+    layout->side = side;
+  }
   ImVec4 banner(0, 0, 0, 0);
   float banner_px = 0;
   if (opt.banner && opt.top <= 0) banner = draw_banner(dl, scene, origin, size, fonts, 1.0f, &banner_px);

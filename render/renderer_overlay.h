@@ -66,6 +66,7 @@ float banner_band(const Scene& scene, const OverlayFonts& fonts, float width, fl
 struct OverlayLayout {
   std::vector<ScreenBox> labels;  // every token label drawn
   std::vector<ScreenBox> tags;    // the write head's tag and the beams' weights drawn
+  std::vector<ScreenBox> side;    // the layer numbers and row captions drawn
   glm::vec4 legend{0.0f};         // (x0, y0, x1, y1); all 0 when not drawn
   glm::vec4 hud{0.0f};
   glm::vec4 banner{0.0f};

@@ -171,5 +171,84 @@ TEST(LabelLayout, RealScenesAtProjectorScalesStayReadable) {
   }
 }
 
+TEST(LabelLayout, TagsMoveOffSideLabelsToTheNearestFreeSpot) {
+  const glm::vec4 clip(0, 0, 1280, 720);
+  const glm::vec2 size(60, 20);
+  ScreenBox b;
+  // Free: centred on its anchor.
+  ASSERT_TRUE(place_tag({400, 300}, size, {}, {}, clip, 1.0f, &b));
+  EXPECT_EQ(b.c[0], glm::vec2(370, 290));
+  // A layer number right-aligned just left of the anchor: moved right, clear of it, still near.
+  const ScreenBox layer = side_label_box({395, 300}, {40, 18});
+  ASSERT_TRUE(place_tag({400, 300}, size, {}, {layer}, clip, 1.0f, &b));
+  EXPECT_FALSE(boxes_overlap(b, layer, 1.0f));
+  EXPECT_GT(b.c[0].x, 370.0f);
+  EXPECT_LE(glm::length((b.c[0] + b.c[2]) * 0.5f - glm::vec2(400, 300)), 1.5f * size.x + 1.0f);
+  // Nowhere free near it: left out.
+  EXPECT_FALSE(place_tag({400, 300}, size, {}, {flat_box({250, 230}, {300, 140})}, clip, 1.0f, &b));
+  // Its own spot under a stronger beam's weight: left out, not moved.
+  const ScreenBox weight = flat_box({380, 295}, size);
+  EXPECT_FALSE(place_tag({400, 300}, size, {weight}, {}, clip, 1.0f, &b));
+  // A weight beside the spot a side label pushes it to: moved further.
+  ASSERT_TRUE(place_tag({400, 300}, size, {flat_box({432, 280}, size)}, {layer}, clip, 1.0f, &b));
+  EXPECT_FALSE(boxes_overlap(b, layer, 1.0f));
+  EXPECT_FALSE(boxes_overlap(b, flat_box({432, 280}, size), 1.0f));
+  // Never outside the view.
+  ASSERT_TRUE(place_tag({10, 300}, size, {}, {}, clip, 1.0f, &b));
+  EXPECT_TRUE(box_inside(b, clip));
+}
+
+// A long sequence's scene (binned columns, whose beams are labelled with
+// their summed weight) through the camera presets at projector scales: the
+// strongest beams' weights and the layer numbers are laid out as the overlay
+// lays them out (DejaVu Sans 15 px x scale, about 0.6 em per character) and
+// never overlap.
+TEST(LabelLayout, SummedBeamWeightsKeepClearOfLayerNumbers) {
+  const auto hist = make_history(400, std::vector<CacheMode>(4, CacheMode::kKV));
+  const Scene s = build_scene(hist, hist.size(), ViewOptions{}, 1.0f);
+  ASSERT_LT(s.columns.n_binned, s.slot) << "the scene is binned";
+  int sums = 0, moved = 0;
+  for (CameraPreset p : {CameraPreset::kFront, CameraPreset::kTop, CameraPreset::kFollow}) {
+    for (const glm::vec2 view : {glm::vec2(700, 470), glm::vec2(1280, 720)}) {
+      for (float scale : {1.0f, 1.5f, 2.5f}) {
+        const Camera cam = preset_camera(p, s, view.x / view.y);
+        const glm::mat4 vp = cam.proj(view.x / view.y) * cam.view();
+        const float fs = 15.0f * scale;
+        const glm::vec4 clip(0, 0, view.x, view.y);
+        auto text_size = [&](const Label& l, float f) {
+          return glm::vec2(static_cast<float>(l.text.size()) * f * 0.6f, f * 1.2f);
+        };
+        std::vector<ScreenBox> side, tags;
+        for (const Label& l : s.labels) {
+          glm::vec2 at;
+          if ((l.kind != LabelKind::kLayer && l.kind != LabelKind::kCaption) ||
+              !project(vp, l.anchor, view.x, view.y, at))
+            continue;
+          const ScreenBox b = side_label_box(at, text_size(l, l.kind == LabelKind::kCaption ? fs * 1.1f : fs));
+          bool covered = false;
+          for (const ScreenBox& o : side) covered |= boxes_overlap(b, o);
+          if (!covered) side.push_back(b);
+        }
+        for (const Label& l : s.labels) {
+          glm::vec2 at;
+          if (l.kind != LabelKind::kBeam || !project(vp, l.anchor, view.x, view.y, at)) continue;
+          const bool sum = l.text.rfind("\xCE\xA3", 0) == 0;
+          sums += sum;
+          const glm::vec2 size = text_size(l, fs) + glm::vec2(6, 2);
+          ScreenBox b;
+          if (!place_tag(at, size, tags, side, clip, 1.0f, &b)) continue;
+          for (const ScreenBox& o : side) {
+            EXPECT_FALSE(boxes_overlap(b, o, 1.0f)) << to_string(p) << " scale " << scale << ": " << l.text;
+            moved += sum && boxes_overlap(flat_box(at - size * 0.5f, size), o, 1.0f);
+          }
+          tags.push_back(b);
+        }
+      }
+    }
+  }
+  EXPECT_GT(sums, 0) << "the scene labels summed weights";
+  EXPECT_GT(moved, 0) << "some summed weight would have covered a layer number where its beam lands";
+}
+
 }  // namespace
 }  // namespace kvscope
