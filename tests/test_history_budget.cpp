@@ -173,6 +173,8 @@ TEST(HistoryBudget, SpeculativeIterationsAreCountedInTheBudget) {
   while (SpecIterationPtr it = dec.step()) {
     counted += record_bytes(*it);
     tree.push_spec(std::move(it));
+    ASSERT_EQ(tree.bytes(), counted) << "iteration " << n;  // the policy's count: every byte, after every iteration
+    ASSERT_LE(tree.bytes(), tree.budget());
     if (++n == 16) {
       heap0 = heap_in_use();
       bytes0 = tree.bytes();
