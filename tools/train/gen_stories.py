@@ -37,6 +37,28 @@ def new_name(rng, sex):
     return s.capitalize()
 
 
+CONSONANTS, VOWEL_LETTERS = "bcdfghjklmnpqrstvwxz", "aeiouy"
+
+
+def spelled_name(rng, sex):
+    """A name spelled from random letters (4-9, consonant and vowel runs alternating): unlike the syllable
+    names, its BPE pieces follow no pattern the model could learn, so a later mention can only be copied."""
+    n, s, cons = rng.randint(4, 9), "", rng.random() < 0.6
+    while len(s) < n:
+        s += rng.choice(CONSONANTS) if cons else rng.choice(VOWEL_LETTERS)
+        if rng.random() < 0.25:
+            s += rng.choice(CONSONANTS) if cons else rng.choice(VOWEL_LETTERS)
+        cons = not cons
+    return s[:n].capitalize()
+
+
+_name_source = [new_name]  # story(spelled=True) swaps in spelled_name for every name it invents
+
+
+def invent_name(rng, sex):
+    return _name_source[0](rng, sex)
+
+
 # ----------------------------------------------------------------------------- word lists
 
 HUMAN = {"f": ["girl", "little girl", "young girl", "princess", "farmer", "queen", "witch", "fairy"],
@@ -101,9 +123,9 @@ def at(place):
 class Char:
     def __init__(self, rng, used, human_p=0.55):
         self.sex = rng.choice("fm")
-        name = new_name(rng, self.sex)
+        name = invent_name(rng, self.sex)
         while name in used:
-            name = new_name(rng, self.sex)
+            name = invent_name(rng, self.sex)
         used.add(name)
         self.name = name
         self.kind = rng.choice(HUMAN[self.sex]) if rng.random() < human_p else rng.choice(CREATURES)
@@ -269,7 +291,7 @@ def plot_found(rng, h, f, c, used):
 
 def plot_journey(rng, h, f, c, used):
     H, F = h.name, f.name
-    town = new_name(rng, "f")
+    town = invent_name(rng, "f")
     goal = rng.choice(["the tallest mountain", "the end of the river", "the edge of the sea", "the old castle",
                        "the land of the giants", "the hidden valley"])
     o = Char(rng, used)
@@ -295,9 +317,9 @@ def plot_storm(rng, h, f, c):
 def plot_pet(rng, h, f, c, used):
     H = h.name
     pet = rng.choice(["puppy", "kitten", "bunny", "turtle", "parrot", "hamster", "goldfish", "pony"])
-    P = new_name(rng, rng.choice("fm"))
+    P = invent_name(rng, rng.choice("fm"))
     while P in used:
-        P = new_name(rng, "f")
+        P = invent_name(rng, "f")
     used.add(P)
     return [f"{H} had a little {pet} named {P}.", f"{P} liked to {rng.choice(ACTS)}.",
             f"{rng.choice(TIMES)}, {P} ran away from the {h.home}.", f"{H} looked everywhere for {P}.",
@@ -339,7 +361,16 @@ PLOTS = [plot_lost, plot_share, plot_stuck, plot_fear, plot_broken, plot_gift, p
 PLOTS_USED = [plot_found, plot_journey, plot_pet]
 
 
-def story(rng):
+def story(rng, spelled=False):
+    """One story; spelled=True names its characters and towns with spelled_name."""
+    _name_source[0] = spelled_name if spelled else new_name
+    try:
+        return _story(rng)
+    finally:
+        _name_source[0] = new_name
+
+
+def _story(rng):
     used = set()
     h, f = Char(rng, used), Char(rng, used)
     c = dict(place=rng.choice(PLACES), obj=rng.choice(ADJS) + " " + rng.choice(OBJECTS), food=rng.choice(FOODS),

@@ -70,15 +70,21 @@ def loss_plot(run, path, title, snapshot_steps):
     fig.savefig(path)
 
 
+def mix_parts(mix):
+    """The parts a --mix string weighs: the names part only where a sixth weight is given."""
+    return PARTS + ["names"] if len(mix.split(",")) > len(PARTS) else PARTS
+
+
 def training_lines(run, args, draft):
     phases = json.load(open(os.path.join(run, "phases.json")))
     done = json.load(open(os.path.join(run, "done.json")))
     L = [f"- schedule: seed {args['seed']}; AdamW (betas 0.9/0.95, weight decay {args['wd']} on matrices), peak LR "
          f"{args['lr']}, {args['warmup']} warm-up steps, cosine to {args['min_lr_frac']}x over {args['steps']} steps; "
          f"gradient clip 1.0; batch {args['batch']} x {args['n_positions']} tokens; {done['tokens'] / 1e6:.1f}M tokens",
-         f"- mix ({', '.join(PARTS)} sampling weights) {args['mix']}; the last {args['final_frac'] * 100:.0f}% of steps "
-         f"use {args['final_mix']}. {args['copy_frac'] * 100:.0f}% of the rows are *repeated passages* (a random "
-         f"12-64-token passage repeated to fill the window) from the first step, so copy/induction heads form early; "
+         f"- mix of the last phase ({', '.join(mix_parts(args['mix']))} sampling weights) {args['mix']}; the last "
+         f"{args['final_frac'] * 100:.0f}% of steps use {args['final_mix']}. In the last phase "
+         f"{args['copy_frac'] * 100:.0f}% of the rows are *repeated passages* (a random 12-64-token passage repeated "
+         f"to fill the window, for copy/induction heads); each phase's own settings are in its command below. "
          f"{args['p_doc_start'] * 100:.0f}% of the windows start at a document's first token.",
          f"- trained in {len(phases)} resumable invocation(s) (each writes a checkpoint; `train.py --resume` continues "
          f"exactly: model, optimizer, RNG/data position):"]

@@ -11,6 +11,9 @@ Parts, each written as documents separated by the literal "<|endoftext|>":
   stdlib  : Python standard library sources shipped by Debian (/usr/lib/python3.11/*.py, PSF).
   english : WordNet 3.0 example sentences and definitions (Debian package wordnet-base,
             WordNet 3.0 licence), for everyday English outside the templates.
+  names   : more stories from gen_stories.py whose names are spelled from random letters, so the pieces
+            of a name follow no learnable pattern and its later mentions can only be copied from the
+            first (training only: no held-out slice; the hand-written name prompts measure it).
 
 Outputs:
   work/data/<part>.train.txt        (git-ignored, large)
@@ -220,12 +223,20 @@ def write_docs(path, docs):
         f.write(EOT.join(docs))
 
 
+def write_names(a, rng, gen):
+    names = gen(rng, lambda r: gen_stories.story(r, spelled=True), a.names_mb * 1e6)
+    write_docs(os.path.join(a.out, "names.train.txt"), names)
+    print(f"names: train {len(names)} docs {sum(map(len, names))/1e6:.2f} MB")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--stories-mb", type=float, default=30.0)
     ap.add_argument("--code-mb", type=float, default=14.0)
     ap.add_argument("--facts-mb", type=float, default=6.0)
+    ap.add_argument("--names-mb", type=float, default=6.0)
+    ap.add_argument("--only-names", action="store_true", help="write only the names part (the others exist)")
     ap.add_argument("--val-kb", type=float, default=40.0)
     ap.add_argument("--out", default=os.path.join(WORK, "data"))
     ap.add_argument("--val-out", default=os.path.join(HERE, "val"))
@@ -236,6 +247,7 @@ def main():
     rf, rfv = random.Random(a.seed * 10 + 3), random.Random(a.seed * 10 + 4)
     rc, rcv = random.Random(a.seed * 10 + 5), random.Random(a.seed * 10 + 6)
     re_, rev = random.Random(a.seed * 10 + 7), random.Random(a.seed * 10 + 8)
+    rn = random.Random(a.seed * 10 + 9)
 
     def gen(rng, fn, nbytes):
         docs, n = [], 0
@@ -245,6 +257,8 @@ def main():
             n += len(d) + len(EOT)
         return docs
 
+    if a.only_names:
+        return write_names(a, rn, gen)
     countries = load_countries()
     ff = lambda r: facts_doc(r, countries)
     std_train, std_val = code_docs()
@@ -259,6 +273,7 @@ def main():
         write_docs(os.path.join(a.val_out, f"{name}.txt"), va)
         print(f"{name}: train {len(tr)} docs {sum(map(len, tr))/1e6:.2f} MB, "
               f"val {len(va)} docs {sum(map(len, va))/1e3:.1f} KB")
+    write_names(a, rn, gen)
     with open(os.path.join(a.out, "countries.json"), "w") as f:
         json.dump(countries, f, indent=0)
 

@@ -37,7 +37,9 @@ from model import GPT2, make_config  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = os.path.join(HERE, "work")
-PARTS = ["stories", "facts", "code", "stdlib", "english"]
+PARTS = ["stories", "facts", "code", "stdlib", "english"]  # sampled, and each has a validation slice
+EXTRA_PARTS = ["names"]  # sampled only once a --mix gives it weight (a sixth weight); no validation slice
+TRAIN_PARTS = PARTS + EXTRA_PARTS
 # arguments that define the run: a resumed invocation must use the same values
 SCHEDULE_ARGS = ["seed", "n_layer", "n_head", "n_embd", "n_positions", "batch", "steps", "lr", "min_lr_frac",
                  "warmup", "wd", "mix", "final_frac", "final_mix", "copy_frac", "p_doc_start", "copy_random"]
@@ -47,9 +49,26 @@ ARG_DEFAULTS = {"copy_random": 0.0}
 
 
 def parse_mix(s):
+    """Weights of TRAIN_PARTS; five weights (the mixes written before the names part) give it none."""
     w = np.array([float(x) for x in s.split(",")])
-    assert len(w) == len(PARTS), f"--mix needs {len(PARTS)} weights ({','.join(PARTS)})"
+    assert len(w) in (len(PARTS), len(TRAIN_PARTS)), f"--mix needs {len(PARTS)} or {len(TRAIN_PARTS)} weights " \
+        f"({','.join(TRAIN_PARTS)})"
+    w = np.concatenate([w, np.zeros(len(TRAIN_PARTS) - len(w))])
     return w / w.sum()
+
+
+def draw_parts(rng, n, mix):
+    """Rows per part. Only parts with weight take part in the draw, so adding a part of weight zero leaves
+    the random stream (and a resumed run) exactly as before."""
+    live = np.nonzero(mix)[0]
+    counts = np.zeros(len(mix), dtype=np.int64)
+    counts[live] = rng.multinomial(n, mix[live])
+    return counts
+
+
+def draw_part(rng, mix):
+    live = np.nonzero(mix)[0]
+    return int(live[rng.choice(len(live), p=mix[live])])
 
 
 class Sampler:
@@ -159,7 +178,7 @@ def parse_args(argv=None):
     ap.add_argument("--min-lr-frac", type=float, default=0.1)
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--wd", type=float, default=0.1)
-    ap.add_argument("--mix", default="0.42,0.12,0.22,0.08,0.16", help="sampling weights of " + ",".join(PARTS))
+    ap.add_argument("--mix", default="0.42,0.12,0.22,0.08,0.16", help="sampling weights of " + ",".join(TRAIN_PARTS) + " (the last may be left out: 0)")
     ap.add_argument("--final-frac", type=float, default=0.1, help="fraction of steps in the facts-heavy phase")
     ap.add_argument("--final-mix", default="0.34,0.34,0.15,0.05,0.12")
     ap.add_argument("--copy-frac", type=float, default=0.06,
@@ -205,7 +224,8 @@ def main():
     os.makedirs(os.path.join(run, "snapshots"), exist_ok=True)
     tokdir = os.path.join(WORK, "tok")
     tok = bpe.Tokenizer(os.path.join(tokdir, "vocab.json"), os.path.join(tokdir, "merges.txt"))
-    data_sha = {p: file_sha(os.path.join(tokdir, f"{p}.npy")) for p in PARTS}
+    data_sha = {p: file_sha(os.path.join(tokdir, f"{p}.npy")) for p in TRAIN_PARTS
+                if p in PARTS or os.path.exists(os.path.join(tokdir, f"{p}.npy"))}
     data_sha["merges.txt"] = file_sha(os.path.join(tokdir, "merges.txt"))
 
     state = None
@@ -243,10 +263,14 @@ def main():
         torch.set_rng_state(state["torch_rng"])
         step, tokens, ema, elapsed0 = state["step"], state["tokens"], state["ema"], state["elapsed_s"]
 
-    samplers = [Sampler(np.load(os.path.join(tokdir, f"{p}.npy")), tok.eos, rng, a.p_doc_start) for p in PARTS]
+    mix, final_mix = parse_mix(a.mix), parse_mix(a.final_mix)
+    for p, w in zip(TRAIN_PARTS, mix + final_mix):
+        if w > 0 and p not in data_sha:
+            sys.exit(f"--mix gives {p} weight but work/tok/{p}.npy is missing (make_data.py, train_bpe.py)")
+    samplers = [Sampler(np.load(os.path.join(tokdir, f"{p}.npy")), tok.eos, rng, a.p_doc_start) if p in data_sha
+                else None for p in TRAIN_PARTS]
     vals = {p: val_windows(tok, os.path.join(a.val_dir, f"{p}.txt"), a.n_positions) for p in PARTS}
     vals["heldout"] = val_windows(tok, a.heldout, a.n_positions)
-    mix, final_mix = parse_mix(a.mix), parse_mix(a.final_mix)
     final_start = int(a.steps * (1 - a.final_frac))
     snap_steps = {int(s) for s in a.snapshot_steps.split(",") if s} | {a.steps}
 
@@ -297,11 +321,11 @@ def main():
             g["lr"] = lr_at(a, step)
         m = final_mix if step >= final_start else mix
         n_copy = int(rng.binomial(B, a.copy_frac)) if a.copy_frac > 0 else 0
-        counts = rng.multinomial(B - n_copy, m)
+        counts = draw_parts(rng, B - n_copy, m)
         rows = [samplers[i].get(int(c), T) for i, c in enumerate(counts) if c > 0]
         first = []
         if n_copy:
-            rep, first = samplers[int(rng.choice(len(PARTS), p=mix))].get_repeat(n_copy, T, a.copy_random)
+            rep, first = samplers[draw_part(rng, mix)].get_repeat(n_copy, T, a.copy_random)
             rows.append(rep)
         batch = torch.cat(rows)
         x, y = batch[:, :-1], batch[:, 1:].clone()

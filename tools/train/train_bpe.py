@@ -16,7 +16,8 @@ import bpe
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = os.path.join(HERE, "work")
-PARTS = ["stories", "facts", "code", "stdlib", "english"]
+PARTS = ["stories", "facts", "code", "stdlib", "english"]  # the merges are learned from these
+EXTRA_PARTS = ["names"]  # tokenized with those merges, not counted for them
 # bytes of each part sampled for the merge statistics (roughly the training mix)
 SAMPLE_MB = {"stories": 4.0, "facts": 1.5, "code": 2.0, "stdlib": 1.0, "english": 3.0}
 
@@ -36,9 +37,14 @@ def main():
                     help="probability that a newline followed by indentation or another newline is tokenized "
                          "as a lone '\\n' then the rest, so a prompt that ends in '\\n' (`def f(x):\\n`) continues "
                          "like training data instead of starting a new unindented line")
+    ap.add_argument("--encode-only", choices=EXTRA_PARTS,
+                    help="tokenize only this part with the merges already in work/tok")
     a = ap.parse_args()
     out = os.path.join(WORK, "tok")
     os.makedirs(out, exist_ok=True)
+    if a.encode_only:
+        encode_parts(a, out, {a.encode_only: read_docs(a.encode_only)}, None)
+        return
     t0 = time.time()
     rng = random.Random(a.seed)
     wc = collections.Counter()
@@ -58,29 +64,41 @@ def main():
     bpe.save(os.path.join(out, "vocab.json"), os.path.join(out, "merges.txt"), merges)
     print(f"{len(merges)} merges in {time.time()-t0:.1f}s", flush=True)
 
-    tok = bpe.Tokenizer(os.path.join(out, "vocab.json"), os.path.join(out, "merges.txt"))
-    space = tok.vocab[bpe.to_unicode(" ")]
-    for p in PARTS:
-        ids = [tok.eos]
-        nbytes = 0
-        for d in docs[p]:
-            words = bpe.PAT.findall(d)
-            for i, w in enumerate(words):
-                if p in ("code", "stdlib") and i > 0 and words[i - 1] == "def" and w.startswith(" ") and len(w) > 1 \
-                        and rng.random() < a.def_split_prob:
-                    ids.append(space)
-                    ids.extend(tok.bpe(bpe.to_unicode(w[1:])))
-                elif len(w) > 1 and w[0] == "\n" and not w.strip() and rng.random() < a.newline_split_prob:
-                    ids.extend(tok.bpe(bpe.to_unicode("\n")))
-                    ids.extend(tok.bpe(bpe.to_unicode(w[1:])))
-                else:
-                    ids.extend(tok.bpe(bpe.to_unicode(w)))
-            ids.append(tok.eos)
-            nbytes += len(d.encode("utf-8"))
-        arr = np.array(ids, dtype=np.uint16)
-        np.save(os.path.join(out, f"{p}.npy"), arr)
-        print(f"{p}: {len(arr)} tokens, {nbytes/len(arr):.2f} bytes/token ({time.time()-t0:.1f}s)", flush=True)
+    encode_parts(a, out, docs, rng)
 
+
+def encode_parts(a, out, docs, rng):
+    """work/tok/<part>.npy for every part. The merge parts share rng in order (as when the committed
+    checkpoints' data were made); the names part, added later, draws from its own stream so its tokens do
+    not depend on whether the merges were trained in the same call (--encode-only)."""
+    tok = bpe.Tokenizer(os.path.join(out, "vocab.json"), os.path.join(out, "merges.txt"))
+    for p in docs:
+        arr = encode(a, tok, p, docs[p], rng if p in PARTS else random.Random(f"{a.seed}-{p}"))
+        np.save(os.path.join(out, f"{p}.npy"), arr)
+
+
+def encode(a, tok, p, part_docs, rng):
+    t0 = time.time()
+    space = tok.vocab[bpe.to_unicode(" ")]
+    ids = [tok.eos]
+    nbytes = 0
+    for d in part_docs:
+        words = bpe.PAT.findall(d)
+        for i, w in enumerate(words):
+            if p in ("code", "stdlib") and i > 0 and words[i - 1] == "def" and w.startswith(" ") and len(w) > 1 \
+                    and rng.random() < a.def_split_prob:
+                ids.append(space)
+                ids.extend(tok.bpe(bpe.to_unicode(w[1:])))
+            elif len(w) > 1 and w[0] == "\n" and not w.strip() and rng.random() < a.newline_split_prob:
+                ids.extend(tok.bpe(bpe.to_unicode("\n")))
+                ids.extend(tok.bpe(bpe.to_unicode(w[1:])))
+            else:
+                ids.extend(tok.bpe(bpe.to_unicode(w)))
+        ids.append(tok.eos)
+        nbytes += len(d.encode("utf-8"))
+    arr = np.array(ids, dtype=np.uint16)
+    print(f"{p}: {len(arr)} tokens, {nbytes/len(arr):.2f} bytes/token ({time.time()-t0:.1f}s)", flush=True)
+    return arr
 
 if __name__ == "__main__":
     main()
