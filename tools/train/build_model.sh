@@ -5,7 +5,7 @@
 # Resumes by itself: a phase interrupted (Ctrl-C, SIGTERM, a session ending) left work/runs/<name>/state.pt,
 # and the next call continues from it; on a fresh clone the committed checkpoint in tools/train/resume/
 # (saved there by save_resume.sh) is the starting point. FRESH=1 ignores both and starts from step 0.
-# Deterministic from SEED (thread-level float nondeterminism aside). About 1.5 hours on 2 idle CPU cores.
+# Deterministic from SEED (thread-level float nondeterminism aside). About 2 hours on 2 idle CPU cores.
 # Needs Debian's /usr/bin/python3 with python3-torch, numpy, regex, matplotlib; npm (for countries-list);
 # wordnet-base (scripts/install-deps.sh with KVSCOPE_TRAINING=1 installs them).
 set -eu
