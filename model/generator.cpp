@@ -125,37 +125,59 @@ ForwardOutput Generator::run_forward(KVCache& cache, SeqId seq, int first, bool 
   return out;
 }
 
-RecordPtr Generator::step() {
-  if (!started_ || done()) return nullptr;
-  const auto t0 = std::chrono::steady_clock::now();
+namespace {
+
+// The forward's results a record keeps: shapes, taps, and the K/V rows of
+// positions never computed before (recomputed ones equal what an earlier
+// record already holds; `computed_upto` positions were computed before).
+void take_forward(const Config& c, int computed_upto, ForwardOutput& out, StepRecord& rec) {
+  rec.first = out.first;
+  rec.n_new = out.n_new;
+  rec.seq_len = out.seq_len;
+  rec.n_layer = c.n_layer;
+  rec.n_head = c.n_head;
+  rec.n_embd = c.n_embd;
+  rec.n_kv_head = c.kv_heads();
+  rec.head_dim = c.head_dim();
+  rec.n_rows = out.n_rows;
+  rec.attn = std::move(out.attn);
+  rec.q = std::move(out.q);
+  rec.recomputed = std::max(0, std::min(computed_upto, out.first + out.n_new) - out.first);
+  rec.n_kv = out.n_new - rec.recomputed;
+  const size_t d = static_cast<size_t>(c.kv_heads()) * static_cast<size_t>(c.head_dim());  // K/V row width
+  rec.k.resize(static_cast<size_t>(c.n_layer) * rec.n_kv * d);
+  rec.v.resize(rec.k.size());
+  for (int l = 0; l < c.n_layer; ++l) {
+    const auto src = static_cast<std::ptrdiff_t>((static_cast<size_t>(l) * out.n_new + rec.recomputed) * d);
+    const auto dst = static_cast<std::ptrdiff_t>(static_cast<size_t>(l) * rec.n_kv * d);
+    const auto n = static_cast<std::ptrdiff_t>(rec.n_kv * d);
+    std::copy(out.k.begin() + src, out.k.begin() + src + n, rec.k.begin() + dst);
+    std::copy(out.v.begin() + src, out.v.begin() + src + n, rec.v.begin() + dst);
+  }
+}
+
+}  // namespace
+
+ForwardOutput Generator::forward_step(StepRecord& rec) {
   const Config& c = model_->config;
   const int seq_len = static_cast<int>(tokens_.size());
-  const bool prefill = n_forwards_ == 0;
-
-  auto rec = std::make_shared<StepRecord>();
-  rec->index = n_forwards_++;
-  rec->prefill = prefill;
-  rec->mode = opt_.mode;
-  rec->n_prompt = n_prompt_;
-
   bool keep_all = false;
-  if (prefill) {
+  if (rec.prefill) {
     const uint64_t p = static_cast<uint64_t>(seq_len);
     keep_all = static_cast<uint64_t>(c.n_layer) * c.n_head * p * p * 4 <= opt_.max_prefill_attn_bytes;
   }
   ForwardOutput out;
-  const bool kv = opt_.mode == CacheMode::kKV;
-  if (kv) {
+  if (opt_.mode == CacheMode::kKV) {
     // The cache is stale after NO CACHE steps (or a fork it could not keep): rebuild it in one pass.
-    if (prefill || seq_ < 0 || cache_.length(seq_) != seq_len - 1) {
+    if (rec.prefill || seq_ < 0 || cache_.length(seq_) != seq_len - 1) {
       if (seq_ >= 0) cache_.release(seq_);
       seq_ = cache_.add_sequence();
-      rec->refill = !prefill;
+      rec.refill = !rec.prefill;
       out = run_forward(cache_, seq_, 0, keep_all);
     } else {
       out = run_forward(cache_, seq_, seq_len - 1, false);
     }
-    rec->kv_qerr = quant_errors(cache_, seq_, out, std::max(out.first, std::min(computed_upto_, out.seq_len)));
+    rec.kv_qerr = quant_errors(cache_, seq_, out, std::max(out.first, std::min(computed_upto_, out.seq_len)));
   } else {
     // NO CACHE keeps nothing between steps: the same layout, filled and emptied by this forward.
     if (seq_ >= 0) cache_.release(seq_);
@@ -165,62 +187,50 @@ RecordPtr Generator::step() {
     scratch_.clear();
     const SeqId s = scratch_.add_sequence();
     out = run_forward(scratch_, s, 0, keep_all);
-    rec->kv_qerr = quant_errors(scratch_, s, out, std::max(out.first, std::min(computed_upto_, out.seq_len)));
+    rec.kv_qerr = quant_errors(scratch_, s, out, std::max(out.first, std::min(computed_upto_, out.seq_len)));
     scratch_.clear();
   }
+  return out;
+}
 
-  rec->first = out.first;
-  rec->n_new = out.n_new;
-  rec->seq_len = out.seq_len;
-  rec->n_layer = c.n_layer;
-  rec->n_head = c.n_head;
-  rec->n_embd = c.n_embd;
-  rec->n_kv_head = c.kv_heads();
-  rec->head_dim = c.head_dim();
-  rec->n_rows = out.n_rows;
-  rec->attn = std::move(out.attn);
-  rec->q = std::move(out.q);
-  // K/V rows of positions never computed before; recomputed ones are equal to
-  // what an earlier record already holds.
-  rec->recomputed = std::min(computed_upto_, out.first + out.n_new) - out.first;
-  if (rec->recomputed < 0) rec->recomputed = 0;
-  rec->n_kv = out.n_new - rec->recomputed;
-  const size_t d = static_cast<size_t>(c.kv_heads()) * static_cast<size_t>(c.head_dim());  // K/V row width
-  rec->k.resize(static_cast<size_t>(c.n_layer) * rec->n_kv * d);
-  rec->v.resize(rec->k.size());
-  for (int l = 0; l < c.n_layer; ++l) {
-    const size_t src = (static_cast<size_t>(l) * out.n_new + rec->recomputed) * d;
-    const size_t dst = static_cast<size_t>(l) * rec->n_kv * d;
-    std::copy(out.k.begin() + static_cast<std::ptrdiff_t>(src),
-              out.k.begin() + static_cast<std::ptrdiff_t>(src + rec->n_kv * d),
-              rec->k.begin() + static_cast<std::ptrdiff_t>(dst));
-    std::copy(out.v.begin() + static_cast<std::ptrdiff_t>(src),
-              out.v.begin() + static_cast<std::ptrdiff_t>(src + rec->n_kv * d),
-              rec->v.begin() + static_cast<std::ptrdiff_t>(dst));
-  }
-  computed_upto_ = std::max(computed_upto_, out.seq_len);
-
-  const SampleResult s = sampler_.sample(out.logits, tokens_, 10);
-  rec->token = s.token;
-  rec->prob = s.prob;
-  rec->top = s.top;
-  rec->draw = s.draw;
-  rec->sampler = sampler_.settings();
-  rec->logits = std::move(out.logits);
+void Generator::take_sample(const SampleResult& s, std::vector<float>&& logits, StepRecord& rec) {
+  rec.token = s.token;
+  rec.prob = s.prob;
+  rec.top = s.top;
+  rec.draw = s.draw;
+  rec.sampler = sampler_.settings();
+  rec.logits = std::move(logits);
   const Tokenizer& tok = model_->tokenizer;
-  rec->raw_piece = tok.token_bytes(s.token);
-  rec->piece = tok.display_piece(s.token);
-  if (prefill) {
-    rec->prompt_tokens = tokens_;
-    for (int t : tokens_) rec->prompt_pieces.push_back(tok.display_piece(t));
+  rec.raw_piece = tok.token_bytes(s.token);
+  rec.piece = tok.display_piece(s.token);
+  if (rec.prefill) {
+    rec.prompt_tokens = tokens_;
+    for (int t : tokens_) rec.prompt_pieces.push_back(tok.display_piece(t));
   }
   tokens_.push_back(s.token);
+}
+
+RecordPtr Generator::step() {
+  if (!started_ || done()) return nullptr;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto rec = std::make_shared<StepRecord>();
+  rec->index = n_forwards_++;
+  rec->prefill = rec->index == 0;
+  rec->mode = opt_.mode;
+  rec->n_prompt = n_prompt_;
+
+  ForwardOutput out = forward_step(*rec);
+  take_forward(model_->config, computed_upto_, out, *rec);
+  computed_upto_ = std::max(computed_upto_, out.seq_len);
+  const SampleResult s = sampler_.sample(out.logits, tokens_, 10);
+  take_sample(s, std::move(out.logits), *rec);
 
   rec->flops = out.flops;
   flops_total_ += out.flops;
   rec->flops_total = flops_total_;
   const KVLayout& lay = cache_.layout();
   rec->kv_layout = lay;
+  const bool kv = opt_.mode == CacheMode::kKV;
   if (kv) {
     enforce_branch_budget();
     fill_cache_fields(*rec);

@@ -230,6 +230,10 @@ class Generator {
   void enforce_branch_budget();
   void fill_cache_fields(StepRecord& rec) const;
   void update_stop(int token, int seq_len);
+  // step()'s parts: the forward in the current mode (rebuilding the cache
+  // when stale), then the sampled token into the record and the sequence.
+  ForwardOutput forward_step(StepRecord& rec);
+  void take_sample(const SampleResult& s, std::vector<float>&& logits, StepRecord& rec);
   ForwardOutput run_forward(KVCache& cache, SeqId seq, int first,
                             bool keep_all);  // sets reason_ after `token` was chosen by a forward over seq_len
 
