@@ -218,33 +218,25 @@ BatchPlan plan_batch(const Config& c, const std::vector<BatchEntry>& batch, KVCa
         cache.append(batch[static_cast<size_t>(i)].seq, batch[static_cast<size_t>(i)].pos);
   plan.runs.resize(static_cast<size_t>(n));
   plan.n_keys.assign(static_cast<size_t>(n), 0);
-  plan.contiguous = lay.dtype == KVDtype::kF32;
+  plan.run_off.assign(static_cast<size_t>(n) + 1, 0);
   for (int i = 0; i < n; ++i) {
-    cache.visible(batch[static_cast<size_t>(i)].seq, batch[static_cast<size_t>(i)].pos,
-                  plan.runs[static_cast<size_t>(i)]);
-    for (const KVRun& r : plan.runs[static_cast<size_t>(i)]) plan.n_keys[static_cast<size_t>(i)] += r.n;
-    if (plan.runs[static_cast<size_t>(i)].size() != 1) plan.contiguous = false;
+    std::vector<KVRun>& runs = plan.runs[static_cast<size_t>(i)];
+    cache.visible(batch[static_cast<size_t>(i)].seq, batch[static_cast<size_t>(i)].pos, runs);
+    for (const KVRun& r : runs) plan.n_keys[static_cast<size_t>(i)] += r.n;
+    plan.run_off[static_cast<size_t>(i) + 1] = plan.run_off[static_cast<size_t>(i)] + runs.size();
   }
-  // Row pointers per key when the runs are not one f32 run: (entry, key).
-  plan.key_off.assign(static_cast<size_t>(n) + 1, 0);
-  for (int i = 0; i < n; ++i)
-    plan.key_off[static_cast<size_t>(i) + 1] =
-        plan.key_off[static_cast<size_t>(i)] + plan.n_keys[static_cast<size_t>(i)];
-  plan.kp.resize(plan.contiguous ? 0 : plan.key_off.back());
-  plan.vp.resize(plan.kp.size());
+  plan.rows.resize(plan.run_off.back());
   return plan;
 }
 
-void store_and_attend(const Config& c, Workspace& ws, KVCache& cache, BatchPlan& plan, int l, const RowsQKV& rows,
-                      const ForwardTaps& taps, ForwardOutput& out, uint64_t& flops) {
-  const KVLayout& lay = cache.layout();
-  const int n = static_cast<int>(plan.slots.size());
-  const int H = c.n_head, hd = c.head_dim(), kvd = lay.kv_dim(), qd = H * hd;
-  const int group = H / lay.n_kv_head;  // query heads per K/V head
-  const size_t rb = lay.row_bytes();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+namespace {
 
-  // Store this forward's K/V rows (quantized once, here), tap them as computed.
+// Stores layer l's new K/V rows (quantized once, here) and taps them and the
+// tapped entries' queries as computed.
+void store_rows(const Config& c, KVCache& cache, const BatchPlan& plan, int l, const RowsQKV& rows,
+                const ForwardTaps& taps, ForwardOutput& out) {
+  const int n = static_cast<int>(plan.slots.size());
+  const int kvd = cache.layout().kv_dim(), qd = c.n_head * c.head_dim();
   for (int i = 0; i < n; ++i) {
     const float* k = rows.k + static_cast<size_t>(i) * rows.kv_stride;
     const float* v = rows.v + static_cast<size_t>(i) * rows.kv_stride;
@@ -260,22 +252,44 @@ void store_and_attend(const Config& c, Workspace& ws, KVCache& cache, BatchPlan&
       std::copy(q, q + qd, out.q.begin() + static_cast<std::ptrdiff_t>(o));
     }
   }
-  if (!plan.contiguous) {
-    for (int i = 0; i < n; ++i) {
-      size_t o = plan.key_off[static_cast<size_t>(i)];
-      for (const KVRun& r : plan.runs[static_cast<size_t>(i)]) {
-        const uint8_t* kb = cache.k_rows(r.block, l) + static_cast<size_t>(r.slot) * rb;
-        const uint8_t* vb = cache.v_rows(r.block, l) + static_cast<size_t>(r.slot) * rb;
-        for (int j = 0; j < r.n; ++j, ++o) {
-          plan.kp[o] = kb + static_cast<size_t>(j) * rb;
-          plan.vp[o] = vb + static_cast<size_t>(j) * rb;
-        }
-      }
+}
+
+// Layer l's K/V rows of every entry's runs: one pointer per run, not per key.
+void layer_rows(const KVCache& cache, BatchPlan& plan, int l) {
+  const size_t rb = cache.layout().row_bytes();
+  KVRowRun* dst = plan.rows.data();
+  for (const std::vector<KVRun>& runs : plan.runs) {
+    for (const KVRun& r : runs) {
+      const size_t at = static_cast<size_t>(r.slot) * rb;
+      *dst++ = KVRowRun{cache.k_rows(r.block, l) + at, cache.v_rows(r.block, l) + at, r.n};
     }
   }
+}
+
+// Copies entry i's weights p (in key order) to their positions in the
+// attention tap of layer l, head h.
+void tap_weights(const BatchPlan& plan, int l, int H, int h, int i, const float* p, ForwardOutput& out) {
+  const int row = plan.tap_row[static_cast<size_t>(i)];
+  float* dst = &out.attn[((static_cast<size_t>(l) * H + h) * out.n_rows + row) * out.width];
+  for (const KVRun& r : plan.runs[static_cast<size_t>(i)])
+    for (int j = 0; j < r.n; ++j) dst[r.first_pos + j] = *p++;
+}
+
+}  // namespace
+
+void store_and_attend(const Config& c, Workspace& ws, KVCache& cache, BatchPlan& plan, int l, const RowsQKV& rows,
+                      const ForwardTaps& taps, ForwardOutput& out, uint64_t& flops) {
+  const KVLayout& lay = cache.layout();
+  const int n = static_cast<int>(plan.slots.size());
+  const int H = c.n_head, hd = c.head_dim(), qd = H * hd;
+  const int group = H / lay.n_kv_head;  // query heads per K/V head
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  store_rows(c, cache, plan, l, rows, taps, out);
+  layer_rows(cache, plan, l);
+  int64_t keys = 0;
+  for (int len : plan.n_keys) keys += len;
   ws.att.resize(n, qd);
   // Heads are independent and equally costly: one share of heads per thread.
-  std::vector<uint64_t> head_flops(static_cast<size_t>(H), 0);
   ws.pool.parallel_for(
       H,
       [&](int64_t h0, int64_t h1) {
@@ -284,38 +298,23 @@ void store_and_attend(const Config& c, Workspace& ws, KVCache& cache, BatchPlan&
           const int kvh = static_cast<int>(h) / group;
           for (int i = 0; i < n; ++i) {
             const int len = plan.n_keys[static_cast<size_t>(i)];
-            const std::vector<KVRun>& rr = plan.runs[static_cast<size_t>(i)];
-            const int row = taps.attention ? plan.tap_row[static_cast<size_t>(i)] : -1;
             // Weights go to a 64-byte aligned buffer in every layout: the
             // softmax's vector reductions then add in the same order for all.
             scratch.resize(static_cast<size_t>(len) + 16);
             float* p = scratch.data();
             p += (16 - (reinterpret_cast<uintptr_t>(p) / sizeof(float)) % 16) % 16;
-            const float* qv = rows.q + static_cast<size_t>(i) * rows.q_stride + h * hd;
-            float* o = ws.att.data() + static_cast<size_t>(i) * qd + h * hd;
-            if (plan.contiguous) {
-              const float* kb =
-                  reinterpret_cast<const float*>(cache.k_rows(rr[0].block, l) + static_cast<size_t>(rr[0].slot) * rb);
-              const float* vb =
-                  reinterpret_cast<const float*>(cache.v_rows(rr[0].block, l) + static_cast<size_t>(rr[0].slot) * rb);
-              attend(qv, kb + kvh * hd, vb + kvh * hd, kvd, hd, len, scale, p, o);
-            } else {
-              const KVRowsView view{lay.dtype, plan.kp.data() + plan.key_off[static_cast<size_t>(i)],
-                                    plan.vp.data() + plan.key_off[static_cast<size_t>(i)], kvh * hd};
-              attend_rows(qv, view, hd, len, scale, p, o);
-            }
-            if (row >= 0) {
-              float* dst = &out.attn[((static_cast<size_t>(l) * H + h) * out.n_rows + row) * out.width];
-              size_t at = 0;
-              for (const KVRun& r : rr)
-                for (int j = 0; j < r.n; ++j) dst[r.first_pos + j] = p[at++];
-            }
-            head_flops[static_cast<size_t>(h)] += 4ull * static_cast<uint64_t>(hd) * static_cast<uint64_t>(len);
+            const size_t r0 = plan.run_off[static_cast<size_t>(i)], r1 = plan.run_off[static_cast<size_t>(i) + 1];
+            const KVRunsView view{lay.dtype, plan.rows.data() + r0, static_cast<int>(r1 - r0), lay.row_bytes(),
+                                  kvh * hd};
+            attend_runs(rows.q + static_cast<size_t>(i) * rows.q_stride + h * hd, view, hd, len, scale, p,
+                        ws.att.data() + static_cast<size_t>(i) * qd + h * hd);
+            if (taps.attention && plan.tap_row[static_cast<size_t>(i)] >= 0)
+              tap_weights(plan, l, H, static_cast<int>(h), i, p, out);
           }
         }
       },
-      2 * static_cast<int64_t>(plan.key_off.back() ? plan.key_off.back() : n) * qd);
-  for (uint64_t f : head_flops) flops += f;
+      2 * std::max<int64_t>(keys, n) * qd);
+  flops += 4ull * static_cast<uint64_t>(hd) * static_cast<uint64_t>(keys) * static_cast<uint64_t>(H);
 }
 
 }  // namespace detail

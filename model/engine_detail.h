@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine.h"
+#include "kernels.h"
 #include "thread_pool.h"
 
 namespace kvscope {
@@ -32,10 +33,9 @@ struct BatchPlan {
   std::vector<KVSlot> slots;             // (n) where entry i's K/V row goes
   std::vector<std::vector<KVRun>> runs;  // (n) the cache runs entry i attends to
   std::vector<int> n_keys;               // (n) keys entry i attends to
-  std::vector<size_t> key_off;           // (n + 1) entry i's keys in kp/vp
-  bool contiguous = true;                // every entry reads one f32 run in place
+  std::vector<size_t> run_off;           // (n + 1) entry i's runs in rows
   std::vector<int> tap_row;              // (n) entry i's row in out.attn, -1 if untapped
-  std::vector<const uint8_t*> kp, vp;    // per key row pointers (other layouts), refilled per layer
+  std::vector<KVRowRun> rows;            // every entry's runs as K/V row pointers, refilled per layer
 };
 
 // One layer's rows: query row i at q + i q_stride (H heads of hd), K/V rows at k, v + i kv_stride.

@@ -6,6 +6,7 @@
 // has its own accumulator chain.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kv_cache.h"
@@ -26,16 +27,26 @@ void matvec_bf16(const uint16_t* W, int64_t cols, const float* x, const float* b
 void attend(const float* q, const float* K, const float* V, int64_t stride, int hd, int len, float scale, float* p,
             float* out);
 
-// The same over keys stored in a KV cache: one row pointer per key (the
-// cache's runs, in position order), rows of `dtype` holding every head, this
-// head's slice starting at value `col`. Quantized rows are dequantized in
-// registers as they are read; f32 rows give bit-identical results to attend().
-struct KVRowsView {
+// The same over keys stored in a KV cache, as runs of consecutive rows (a
+// page of a paged cache, or a sequence's contiguous reservation): run r holds
+// runs[r].n keys, key i of it at runs[r].k + i * stride bytes (its value at
+// runs[r].v + i * stride), in position order across the runs; len is the
+// total. Rows of `dtype` hold every head, this head's slice starting at value
+// `col`. Quantized rows are dequantized in registers as they are read; f32
+// rows give bit-identical results to attend(), however the keys are split
+// into runs.
+struct KVRowRun {
+  const uint8_t* k = nullptr;  // first K row of the run
+  const uint8_t* v = nullptr;  // first V row of the run
+  int n = 0;                   // keys in the run
+};
+struct KVRunsView {
   KVDtype dtype = KVDtype::kF32;
-  const uint8_t* const* k = nullptr;  // (len) K row of each key
-  const uint8_t* const* v = nullptr;  // (len) V row of each key
+  const KVRowRun* runs = nullptr;
+  int n_runs = 0;
+  size_t stride = 0;  // bytes from one row of a run to the next
   int col = 0;
 };
-void attend_rows(const float* q, const KVRowsView& rows, int hd, int len, float scale, float* p, float* out);
+void attend_runs(const float* q, const KVRunsView& view, int hd, int len, float scale, float* p, float* out);
 
 }  // namespace kvscope

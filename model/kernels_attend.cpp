@@ -1,7 +1,11 @@
 // One query's attention over cached keys and values (kernels.h: attend,
-// attend_rows): an AVX-512 path (16-float chunks, masked tails), an AVX2 one
-// (8-float chunks) and a portable one, each dequantizing stored rows in
-// registers and running the same arithmetic in the same order for every layout.
+// attend_runs). The keys come as runs of rows a fixed stride apart (a page of
+// a paged cache, or one contiguous reservation): the kernel walks each run
+// with a moving pointer, as over one dense array. One vector kernel, written
+// once over an instruction-set traits struct (AVX-512: 16-float chunks with
+// masked tails; AVX2: 8-float chunks), and a portable one; each dequantizes
+// stored rows in registers and runs the same arithmetic in the same order for
+// every layout.
 #include <immintrin.h>
 
 #include <Eigen/Dense>
@@ -11,7 +15,6 @@
 #include "kernels.h"  // IWYU pragma: associated
 #include "kernels_simd.h"
 #include "kv_quant.h"
-#include "safetensors.h"  // f16_to_f32
 
 namespace kvscope {
 namespace {
@@ -23,83 +26,47 @@ void softmax(float* p, int len) {
   a *= 1.0f / a.sum();
 }
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-
-// NC = ceil(hd / 16) 16-float chunks per head slice, the last one masked:
-// the query and the output accumulators then live in registers. `load(j,
-// c, m)` returns chunk c of key (or value) row j: a plain load for f32
-// rows, a conversion / dequantization in registers for f16 and quantized
-// rows. Every layout runs the same arithmetic in the same order, so a
-// cache's layout never changes f32 results.
-template <int NC, class LoadK, class LoadV>
-void attend_keys(const float* q, const LoadK& load_k, const LoadV& load_v, int hd, int len, float scale, float* p,
-                 float* out) {
-  const int rem = hd - 16 * (NC - 1);
-  const __mmask16 last = static_cast<__mmask16>(rem == 16 ? 0xFFFFu : (1u << rem) - 1u);
-  auto mask = [&](int c) { return c == NC - 1 ? last : static_cast<__mmask16>(0xFFFFu); };
-  __m512 qv[NC];
-  for (int c = 0; c < NC; ++c) qv[c] = _mm512_maskz_loadu_ps(mask(c), q + 16 * c);
-
-  // Scores, four keys per pass (four independent FMA chains).
-  int j = 0;
-  for (; j + 4 <= len; j += 4) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int c = 0; c < NC; ++c) {
-      a0 = _mm512_fmadd_ps(load_k(j, c, mask(c)), qv[c], a0);
-      a1 = _mm512_fmadd_ps(load_k(j + 1, c, mask(c)), qv[c], a1);
-      a2 = _mm512_fmadd_ps(load_k(j + 2, c, mask(c)), qv[c], a2);
-      a3 = _mm512_fmadd_ps(load_k(j + 3, c, mask(c)), qv[c], a3);
-    }
-    p[j] = _mm512_reduce_add_ps(a0) * scale;
-    p[j + 1] = _mm512_reduce_add_ps(a1) * scale;
-    p[j + 2] = _mm512_reduce_add_ps(a2) * scale;
-    p[j + 3] = _mm512_reduce_add_ps(a3) * scale;
-  }
-  for (; j < len; ++j) {
-    __m512 a0 = _mm512_setzero_ps();
-    for (int c = 0; c < NC; ++c) a0 = _mm512_fmadd_ps(load_k(j, c, mask(c)), qv[c], a0);
-    p[j] = _mm512_reduce_add_ps(a0) * scale;
-  }
-  softmax(p, len);
-
-  // Weighted values, two keys per pass into separate accumulators.
-  __m512 o0[NC], o1[NC];
-  for (int c = 0; c < NC; ++c) o0[c] = o1[c] = _mm512_setzero_ps();
-  j = 0;
-  for (; j + 2 <= len; j += 2) {
-    const __m512 p0 = _mm512_set1_ps(p[j]), p1 = _mm512_set1_ps(p[j + 1]);
-    for (int c = 0; c < NC; ++c) {
-      o0[c] = _mm512_fmadd_ps(p0, load_v(j, c, mask(c)), o0[c]);
-      o1[c] = _mm512_fmadd_ps(p1, load_v(j + 1, c, mask(c)), o1[c]);
-    }
-  }
-  if (j < len) {
-    const __m512 p0 = _mm512_set1_ps(p[j]);
-    for (int c = 0; c < NC; ++c) o0[c] = _mm512_fmadd_ps(p0, load_v(j, c, mask(c)), o0[c]);
-  }
-  for (int c = 0; c < NC; ++c) _mm512_mask_storeu_ps(out + 16 * c, mask(c), _mm512_add_ps(o0[c], o1[c]));
-}
-
-// Chunk loaders. Contiguous f32 rows (`stride` floats apart):
-struct LoadContiguous {
-  const float* base;
-  int64_t stride;
-  __m512 operator()(int j, int c, __mmask16 m) const { return _mm512_maskz_loadu_ps(m, base + j * stride + 16 * c); }
+// The runs of one head's keys: run r's row i at runs[r].k + i * stride.
+struct Runs {
+  const KVRowRun* runs;
+  int n_runs;
+  size_t stride;
 };
 
-inline float half_at(const uint8_t* p) {
+#if (defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)) || \
+    (defined(__AVX2__) && defined(__FMA__) && defined(__F16C__))
+#define KVSCOPE_ATTEND_CHUNKS 1
+
+// A block's fp16 scale, converted by the F16C instruction.
+inline float block_scale(const uint8_t* blk) {
   uint16_t h;
-  std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
+  std::memcpy(&h, blk, 2);
+  return _cvtsh_ss(h);
 }
 
-// One row pointer per key; values [col + 16c, col + 16c + 16) of the row.
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+
+// 16-float chunks; the last chunk of a head slice is masked.
+struct Isa {
+  using V = __m512;
+  using M = __mmask16;
+  static constexpr int kW = 16;
+  static M mask(int lanes) { return static_cast<M>(lanes == 16 ? 0xFFFFu : (1u << lanes) - 1u); }
+  static V zero() { return _mm512_setzero_ps(); }
+  static V set1(float x) { return _mm512_set1_ps(x); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static float sum(V a) { return _mm512_reduce_add_ps(a); }
+  static V load(const float* x, M m) { return _mm512_maskz_loadu_ps(m, x); }
+  static void store(float* x, M m, V a) { _mm512_mask_storeu_ps(x, m, a); }
+};
+
+// Chunk loaders: chunk c (values [col + 16c, col + 16c + 16) of a stored
+// row), dequantized in registers.
 template <KVDtype D>
-struct LoadRows {
-  const uint8_t* const* rows;
+struct Load {
   int col;
-  __m512 operator()(int j, int c, __mmask16 m) const {
-    const uint8_t* row = rows[j];
+  __m512 operator()(const uint8_t* row, int c, __mmask16 m) const {
     const int c0 = col + 16 * c;
     if constexpr (D == KVDtype::kF32) {
       return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + c0);
@@ -111,13 +78,13 @@ struct LoadRows {
       const uint8_t* blk = row + (c0 >> 5) * kQ8_0BlockBytes;
       const __mmask16 m1 = w <= 16 ? m : static_cast<__mmask16>(m & ((1u << (32 - w)) - 1u));
       const __m512 v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m1, blk + 2 + w))),
-                                      _mm512_set1_ps(half_at(blk)));
+                                      _mm512_set1_ps(block_scale(blk)));
       if (w <= 16) return v1;
       const __mmask16 m2 = static_cast<__mmask16>(m & ~m1);
       const uint8_t* nxt = blk + kQ8_0BlockBytes;
       const __m512 v2 =
           _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m2, nxt + 2 - (32 - w)))),
-                        _mm512_set1_ps(half_at(nxt)));
+                        _mm512_set1_ps(block_scale(nxt)));
       return _mm512_mask_mov_ps(v1, m2, v2);
     } else {
       const int w = c0 & 31;
@@ -128,7 +95,7 @@ struct LoadRows {
         if (w == 16) b = _mm_srli_epi16(b, 4);
         b = _mm_and_si128(b, _mm_set1_epi8(0x0F));
         const __m512i qi = _mm512_sub_epi32(_mm512_cvtepu8_epi32(b), _mm512_set1_epi32(8));
-        return _mm512_mul_ps(_mm512_cvtepi32_ps(qi), _mm512_set1_ps(half_at(blk)));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(qi), _mm512_set1_ps(block_scale(blk)));
       }
       alignas(64) float tmp[16] = {};
       const int n = __builtin_popcount(static_cast<unsigned>(m));
@@ -138,102 +105,45 @@ struct LoadRows {
   }
 };
 
-template <class LoadK, class LoadV>
-bool attend_dispatch(const float* q, const LoadK& k, const LoadV& v, int hd, int len, float scale, float* p,
-                     float* out) {
-  switch ((hd + 15) / 16) {
-    case 1:
-      attend_keys<1>(q, k, v, hd, len, scale, p, out);
-      return true;
-    case 2:
-      attend_keys<2>(q, k, v, hd, len, scale, p, out);
-      return true;
-    case 3:
-      attend_keys<3>(q, k, v, hd, len, scale, p, out);
-      return true;
-    case 4:
-      attend_keys<4>(q, k, v, hd, len, scale, p, out);
-      return true;
-    case 5:
-      attend_keys<5>(q, k, v, hd, len, scale, p, out);
-      return true;
-    case 8:
-      attend_keys<8>(q, k, v, hd, len, scale, p, out);
-      return true;
-    default:
-      return false;  // other widths: the portable path
+// q8_0 with every chunk inside one block (slice start and width multiples
+// of 16): one unmasked 16-byte load, no lane split.
+struct LoadQ8Whole {
+  int col;
+  __m512 operator()(const uint8_t* row, int c, __mmask16) const {
+    const int c0 = col + 16 * c;
+    const uint8_t* blk = row + (c0 >> 5) * kQ8_0BlockBytes;
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2 + (c0 & 31)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)), _mm512_set1_ps(block_scale(blk)));
   }
-}
-
-#define KVSCOPE_ATTEND_CHUNKS 1
-constexpr int kAttendColAlign = 1;  // any slice start
-
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-
-using simd::hsum;
-
-// NC 8-float chunks per head slice (hd = 8 NC): the query and the output
-// accumulators live in registers. `load(j, c)` returns chunk c of key (or
-// value) row j: a plain load for f32 rows, a conversion / dequantization in
-// registers for f16 and quantized ones. Every layout runs the same
-// arithmetic in the same order (as the AVX-512 path).
-template <int NC, class LoadK, class LoadV>
-void attend_keys(const float* q, const LoadK& load_k, const LoadV& load_v, int len, float scale, float* p, float* out) {
-  __m256 qv[NC];
-  for (int c = 0; c < NC; ++c) qv[c] = _mm256_loadu_ps(q + 8 * c);
-  // Scores, four keys per pass (four independent FMA chains).
-  int j = 0;
-  for (; j + 4 <= len; j += 4) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int c = 0; c < NC; ++c) {
-      a0 = _mm256_fmadd_ps(load_k(j, c), qv[c], a0);
-      a1 = _mm256_fmadd_ps(load_k(j + 1, c), qv[c], a1);
-      a2 = _mm256_fmadd_ps(load_k(j + 2, c), qv[c], a2);
-      a3 = _mm256_fmadd_ps(load_k(j + 3, c), qv[c], a3);
-    }
-    p[j] = hsum(a0) * scale;
-    p[j + 1] = hsum(a1) * scale;
-    p[j + 2] = hsum(a2) * scale;
-    p[j + 3] = hsum(a3) * scale;
-  }
-  for (; j < len; ++j) {
-    __m256 a0 = _mm256_setzero_ps();
-    for (int c = 0; c < NC; ++c) a0 = _mm256_fmadd_ps(load_k(j, c), qv[c], a0);
-    p[j] = hsum(a0) * scale;
-  }
-  softmax(p, len);
-  // Weighted values, two keys per pass into separate accumulators.
-  __m256 o0[NC], o1[NC];
-  for (int c = 0; c < NC; ++c) o0[c] = o1[c] = _mm256_setzero_ps();
-  for (j = 0; j + 2 <= len; j += 2) {
-    const __m256 p0 = _mm256_set1_ps(p[j]), p1 = _mm256_set1_ps(p[j + 1]);
-    for (int c = 0; c < NC; ++c) {
-      o0[c] = _mm256_fmadd_ps(p0, load_v(j, c), o0[c]);
-      o1[c] = _mm256_fmadd_ps(p1, load_v(j + 1, c), o1[c]);
-    }
-  }
-  if (j < len) {
-    const __m256 p0 = _mm256_set1_ps(p[j]);
-    for (int c = 0; c < NC; ++c) o0[c] = _mm256_fmadd_ps(p0, load_v(j, c), o0[c]);
-  }
-  for (int c = 0; c < NC; ++c) _mm256_storeu_ps(out + 8 * c, _mm256_add_ps(o0[c], o1[c]));
-}
-
-// Contiguous f32 rows (`stride` floats apart).
-struct LoadContiguous {
-  const float* base;
-  int64_t stride;
-  __m256 operator()(int j, int c) const { return _mm256_loadu_ps(base + j * stride + 8 * c); }
 };
 
-// One row pointer per key; values [col + 8c, col + 8c + 8) of the row. With
-// col a multiple of 8 a chunk lies inside one 32-value block.
+constexpr int kAttendColAlign = 1;  // any slice start
+constexpr int kWholeChunks = 16;    // q8_0 slices on this boundary take LoadQ8Whole
+
+#else
+
+// 8-float chunks: head widths must be whole chunks (others take the
+// portable path), so the mask is unused.
+struct Isa {
+  using V = __m256;
+  using M = int;
+  static constexpr int kW = 8;
+  static M mask(int) { return 0; }
+  static V zero() { return _mm256_setzero_ps(); }
+  static V set1(float x) { return _mm256_set1_ps(x); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static float sum(V a) { return simd::hsum(a); }
+  static V load(const float* x, M) { return _mm256_loadu_ps(x); }
+  static void store(float* x, M, V a) { _mm256_storeu_ps(x, a); }
+};
+
+// Values [col + 8c, col + 8c + 8) of a stored row. With col a multiple of 8
+// a chunk lies inside one 32-value block.
 template <KVDtype D>
-struct LoadRows {
-  const uint8_t* const* rows;
+struct Load {
   int col;
-  __m256 operator()(int j, int c) const {
-    const uint8_t* row = rows[j];
+  __m256 operator()(const uint8_t* row, int c, int) const {
     const int c0 = col + 8 * c;
     if constexpr (D == KVDtype::kF32) {
       return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c0);
@@ -244,9 +154,7 @@ struct LoadRows {
       const int w = c0 & 31;
       const bool q8 = D == KVDtype::kQ8_0;
       const uint8_t* blk = row + (c0 >> 5) * (q8 ? kQ8_0BlockBytes : kQ4_0BlockBytes);
-      uint16_t h;
-      std::memcpy(&h, blk, 2);
-      const __m256 d = _mm256_set1_ps(f16_to_f32(h));
+      const __m256 d = _mm256_set1_ps(block_scale(blk));
       __m256i qi;
       if (q8) {
         qi = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 2 + w)));
@@ -261,41 +169,131 @@ struct LoadRows {
     }
   }
 };
+using LoadQ8Whole = Load<KVDtype::kQ8_0>;
 
-// Head widths that are whole 8-float chunks, up to 128; others take the portable path.
+constexpr int kAttendColAlign = 8;  // quantized slices start on a chunk (so a chunk lies inside a block)
+constexpr int kWholeChunks = 8;
+
+#endif
+
+// NC chunks per head slice: the query and the output accumulators live in
+// registers. load(row, c, mask) returns chunk c of a stored row. Scores go
+// four keys per pass (four independent FMA chains); weighted values two
+// keys per pass, even keys into o0 and odd ones into o1 by their index in
+// the whole sequence, so the sums are the same however the keys are split
+// into runs.
+template <int NC, class LoadK, class LoadV>
+void attend_keys(const float* q, const Runs& runs, const LoadK& load_k, const LoadV& load_v, int hd, int len,
+                 float scale, float* p, float* out) {
+  using V = Isa::V;
+  const Isa::M last = Isa::mask(hd - Isa::kW * (NC - 1)), full = Isa::mask(Isa::kW);
+  auto mask = [&](int c) { return c == NC - 1 ? last : full; };
+  const size_t s = runs.stride;
+  V qv[NC];
+  for (int c = 0; c < NC; ++c) qv[c] = Isa::load(q + Isa::kW * c, mask(c));
+  float* pj = p;
+  for (int r = 0; r < runs.n_runs; ++r) {
+    const uint8_t* k = runs.runs[r].k;
+    const int n = runs.runs[r].n;
+    int i = 0;
+    for (; i + 4 <= n; i += 4, k += 4 * s, pj += 4) {
+      V a0 = Isa::zero(), a1 = a0, a2 = a0, a3 = a0;
+      for (int c = 0; c < NC; ++c) {
+        a0 = Isa::fma(load_k(k, c, mask(c)), qv[c], a0);
+        a1 = Isa::fma(load_k(k + s, c, mask(c)), qv[c], a1);
+        a2 = Isa::fma(load_k(k + 2 * s, c, mask(c)), qv[c], a2);
+        a3 = Isa::fma(load_k(k + 3 * s, c, mask(c)), qv[c], a3);
+      }
+      pj[0] = Isa::sum(a0) * scale;
+      pj[1] = Isa::sum(a1) * scale;
+      pj[2] = Isa::sum(a2) * scale;
+      pj[3] = Isa::sum(a3) * scale;
+    }
+    for (; i < n; ++i, k += s, ++pj) {
+      V a0 = Isa::zero();
+      for (int c = 0; c < NC; ++c) a0 = Isa::fma(load_k(k, c, mask(c)), qv[c], a0);
+      *pj = Isa::sum(a0) * scale;
+    }
+  }
+  softmax(p, len);
+
+  V o0[NC], o1[NC];
+  for (int c = 0; c < NC; ++c) o0[c] = o1[c] = Isa::zero();
+  const float* pv = p;
+  for (int r = 0; r < runs.n_runs; ++r) {
+    const uint8_t* v = runs.runs[r].v;
+    const int n = runs.runs[r].n;
+    int i = 0;
+    if (n > 0 && ((pv - p) & 1)) {  // an odd key opens the run
+      const V p1 = Isa::set1(*pv);
+      for (int c = 0; c < NC; ++c) o1[c] = Isa::fma(p1, load_v(v, c, mask(c)), o1[c]);
+      i = 1;
+      v += s;
+      ++pv;
+    }
+    for (; i + 2 <= n; i += 2, v += 2 * s, pv += 2) {
+      const V p0 = Isa::set1(pv[0]), p1 = Isa::set1(pv[1]);
+      for (int c = 0; c < NC; ++c) {
+        o0[c] = Isa::fma(p0, load_v(v, c, mask(c)), o0[c]);
+        o1[c] = Isa::fma(p1, load_v(v + s, c, mask(c)), o1[c]);
+      }
+    }
+    if (i < n) {  // an even key closes it
+      const V p0 = Isa::set1(*pv);
+      for (int c = 0; c < NC; ++c) o0[c] = Isa::fma(p0, load_v(v, c, mask(c)), o0[c]);
+      ++pv;
+    }
+  }
+  for (int c = 0; c < NC; ++c) Isa::store(out + Isa::kW * c, mask(c), Isa::add(o0[c], o1[c]));
+}
+
+// Head widths of up to 128 values in whole-register chunks (AVX-512: any
+// width up to 80, or 128; AVX2: multiples of 8); false for the portable path.
 template <class LoadK, class LoadV>
-bool attend_dispatch(const float* q, const LoadK& k, const LoadV& v, int hd, int len, float scale, float* p,
-                     float* out) {
-  if (hd % 8 != 0) return false;
-  switch (hd / 8) {
+bool attend_dispatch(const float* q, const Runs& runs, const LoadK& k, const LoadV& v, int hd, int len, float scale,
+                     float* p, float* out) {
+  if (Isa::kW == 8 && hd % 8 != 0) return false;
+  switch ((hd + Isa::kW - 1) / Isa::kW) {
     case 1:
-      attend_keys<1>(q, k, v, len, scale, p, out);
+      attend_keys<1>(q, runs, k, v, hd, len, scale, p, out);
       return true;
     case 2:
-      attend_keys<2>(q, k, v, len, scale, p, out);
+      attend_keys<2>(q, runs, k, v, hd, len, scale, p, out);
+      return true;
+    case 3:
+      attend_keys<3>(q, runs, k, v, hd, len, scale, p, out);
       return true;
     case 4:
-      attend_keys<4>(q, k, v, len, scale, p, out);
+      attend_keys<4>(q, runs, k, v, hd, len, scale, p, out);
       return true;
     case 5:
-      attend_keys<5>(q, k, v, len, scale, p, out);
+      attend_keys<5>(q, runs, k, v, hd, len, scale, p, out);
       return true;
     case 6:
-      attend_keys<6>(q, k, v, len, scale, p, out);
+      attend_keys<6>(q, runs, k, v, hd, len, scale, p, out);
       return true;
     case 8:
-      attend_keys<8>(q, k, v, len, scale, p, out);
+      attend_keys<8>(q, runs, k, v, hd, len, scale, p, out);
       return true;
     case 16:
-      attend_keys<16>(q, k, v, len, scale, p, out);
+      attend_keys<16>(q, runs, k, v, hd, len, scale, p, out);
       return true;
     default:
       return false;
   }
 }
 
-#define KVSCOPE_ATTEND_CHUNKS 1
-constexpr int kAttendColAlign = 8;  // quantized slices start on a chunk (so a chunk lies inside a block)
+template <KVDtype D>
+bool attend_vector(const float* q, const Runs& runs, int col, int hd, int len, float scale, float* p, float* out) {
+  if constexpr (D == KVDtype::kQ8_0 || D == KVDtype::kQ4_0) {
+    if (col % kAttendColAlign != 0) return false;
+  }
+  if constexpr (D == KVDtype::kQ8_0) {
+    if (col % kWholeChunks == 0 && hd % kWholeChunks == 0)
+      return attend_dispatch(q, runs, LoadQ8Whole{col}, LoadQ8Whole{col}, hd, len, scale, p, out);
+  }
+  return attend_dispatch(q, runs, Load<D>{col}, Load<D>{col}, hd, len, scale, p, out);
+}
 
 #endif
 
@@ -303,26 +301,36 @@ constexpr int kAttendColAlign = 8;  // quantized slices start on a chunk (so a c
 // the vector paths do not take): per key, eight values of the head's slice
 // at a time are converted (dequantized) into a register-sized chunk, then
 // fixed-order dot products and sums, identical for every layout.
+// deq(row, first, n, dst) converts values [first, first + n) of a row.
 template <class Deq>
-void attend_portable(const float* q, const Deq& deq, int hd, int len, float scale, float* p, float* out) {
+void attend_portable(const float* q, const Runs& runs, const Deq& deq, int hd, int len, float scale, float* p,
+                     float* out) {
   float b[8];
-  for (int j = 0; j < len; ++j) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int i = 0; i < hd; i += 8) {
-      const int n = std::min(8, hd - i);
-      deq(j, 0, i, n, b);
-      for (int t = 0; t < n; ++t) acc[t] += b[t] * q[i + t];
+  float* pj = p;
+  for (int r = 0; r < runs.n_runs; ++r) {
+    const uint8_t* k = runs.runs[r].k;
+    for (int j = 0; j < runs.runs[r].n; ++j, k += runs.stride) {
+      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (int i = 0; i < hd; i += 8) {
+        const int n = std::min(8, hd - i);
+        deq(k, i, n, b);
+        for (int t = 0; t < n; ++t) acc[t] += b[t] * q[i + t];
+      }
+      *pj++ = (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))) * scale;
     }
-    p[j] = (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))) * scale;
   }
   softmax(p, len);
   std::fill(out, out + hd, 0.0f);
-  for (int j = 0; j < len; ++j) {
-    const float w = p[j];
-    for (int i = 0; i < hd; i += 8) {
-      const int n = std::min(8, hd - i);
-      deq(j, 1, i, n, b);
-      for (int t = 0; t < n; ++t) out[i + t] += w * b[t];
+  pj = p;
+  for (int r = 0; r < runs.n_runs; ++r) {
+    const uint8_t* v = runs.runs[r].v;
+    for (int j = 0; j < runs.runs[r].n; ++j, v += runs.stride) {
+      const float w = *pj++;
+      for (int i = 0; i < hd; i += 8) {
+        const int n = std::min(8, hd - i);
+        deq(v, i, n, b);
+        for (int t = 0; t < n; ++t) out[i + t] += w * b[t];
+      }
     }
   }
 }
@@ -346,44 +354,27 @@ void dequantize_slice(KVDtype d, const uint8_t* row, int col, int n, float* out)
 
 }  // namespace
 
-void attend(const float* q, const float* K, const float* V, int64_t stride, int hd, int len, float scale, float* p,
-            float* out) {
-#ifdef KVSCOPE_ATTEND_CHUNKS
-  if (attend_dispatch(q, LoadContiguous{K, stride}, LoadContiguous{V, stride}, hd, len, scale, p, out)) return;
-#endif
-  attend_portable(
-      q,
-      [&](int j, int kv, int i, int n, float* dst) {
-        const float* src = (kv ? V : K) + j * stride + i;
-        std::copy(src, src + n, dst);
-      },
-      hd, len, scale, p, out);
-}
-
-#ifdef KVSCOPE_ATTEND_CHUNKS
-template <KVDtype D>
-bool attend_rows_vector(const float* q, const KVRowsView& rows, int hd, int len, float scale, float* p, float* out) {
-  const bool blocks = D == KVDtype::kQ8_0 || D == KVDtype::kQ4_0;
-  return (!blocks || rows.col % kAttendColAlign == 0) &&
-         attend_dispatch(q, LoadRows<D>{rows.k, rows.col}, LoadRows<D>{rows.v, rows.col}, hd, len, scale, p, out);
-}
-#endif
-
-void attend_rows(const float* q, const KVRowsView& rows, int hd, int len, float scale, float* p, float* out) {
+void attend_runs(const float* q, const KVRunsView& view, int hd, int len, float scale, float* p, float* out) {
+  const Runs runs{view.runs, view.n_runs, view.stride};
 #ifdef KVSCOPE_ATTEND_CHUNKS
   using D = KVDtype;
-  const auto vector = rows.dtype == D::kF32    ? attend_rows_vector<D::kF32>
-                      : rows.dtype == D::kF16  ? attend_rows_vector<D::kF16>
-                      : rows.dtype == D::kQ8_0 ? attend_rows_vector<D::kQ8_0>
-                                               : attend_rows_vector<D::kQ4_0>;
-  if (vector(q, rows, hd, len, scale, p, out)) return;
+  const auto vector = view.dtype == D::kF32    ? attend_vector<D::kF32>
+                      : view.dtype == D::kF16  ? attend_vector<D::kF16>
+                      : view.dtype == D::kQ8_0 ? attend_vector<D::kQ8_0>
+                                               : attend_vector<D::kQ4_0>;
+  if (vector(q, runs, view.col, hd, len, scale, p, out)) return;
 #endif
   attend_portable(
-      q,
-      [&](int j, int kv, int i, int n, float* dst) {
-        dequantize_slice(rows.dtype, (kv ? rows.v : rows.k)[j], rows.col + i, n, dst);
-      },
+      q, runs,
+      [&](const uint8_t* row, int i, int n, float* dst) { dequantize_slice(view.dtype, row, view.col + i, n, dst); },
       hd, len, scale, p, out);
+}
+
+void attend(const float* q, const float* K, const float* V, int64_t stride, int hd, int len, float scale, float* p,
+            float* out) {
+  const KVRowRun run{reinterpret_cast<const uint8_t*>(K), reinterpret_cast<const uint8_t*>(V), len};
+  attend_runs(q, KVRunsView{KVDtype::kF32, &run, 1, static_cast<size_t>(stride) * sizeof(float), 0}, hd, len, scale, p,
+              out);
 }
 
 }  // namespace kvscope

@@ -1,6 +1,7 @@
 #include "kv_cache.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <set>
@@ -129,12 +130,13 @@ void KVCache::reset(const KVLayout& layout) {
   copies_ = 0;
   evicted_total_ = 0;
   if (!same_geometry) {
-    pool_.clear();
+    slabs_.clear();
+    refs_.clear();
     free_.clear();
   } else {
     free_.clear();
-    for (int b = static_cast<int>(pool_.size()) - 1; b >= 0; --b) {
-      pool_[static_cast<size_t>(b)].refs = 0;
+    for (int b = static_cast<int>(refs_.size()) - 1; b >= 0; --b) {
+      refs_[static_cast<size_t>(b)] = 0;
       free_.push_back(b);
     }
   }
@@ -201,32 +203,44 @@ std::vector<int> KVCache::positions(SeqId s) const {
   return out;
 }
 
+void KVCache::FreeBytes::operator()(uint8_t* p) const {
+  std::free(p);
+}
+
+KVCache::Slab::Slab(size_t n) : data(static_cast<uint8_t*>(std::calloc(n, 1))), bytes(n) {
+  if (!data) throw Error("KV cache: cannot allocate " + std::to_string(n) + " bytes for the block pool");
+}
+KVCache::Slab::Slab(const Slab& o) : Slab(o.bytes) {
+  std::memcpy(data.get(), o.data.get(), bytes);
+}
+KVCache::Slab& KVCache::Slab::operator=(const Slab& o) {
+  if (this != &o) *this = Slab(o);
+  return *this;
+}
+
+void KVCache::add_slab() {
+  const int n = blocks_per_slab(), first = static_cast<int>(refs_.size());
+  slabs_.emplace_back(static_cast<size_t>(2 * layout_.n_layer) * n * slots_per_block() * layout_.row_bytes());
+  refs_.resize(refs_.size() + static_cast<size_t>(n), 0);
+  // Taken from the back: in ascending order, so a growing sequence's blocks follow each other.
+  for (int b = first + n - 1; b >= first; --b) free_.push_back(b);
+}
+
 int KVCache::new_block() {
-  if (free_.empty()) {
-    Block b;
-    b.data.assign(static_cast<size_t>(2 * layout_.n_layer) * slots_per_block() * layout_.row_bytes(), 0);
-    pool_.push_back(std::move(b));
-    free_.push_back(static_cast<int>(pool_.size()) - 1);
-  }
+  if (free_.empty()) add_slab();
   const int b = free_.back();
   free_.pop_back();
-  pool_[static_cast<size_t>(b)].refs = 1;
+  refs_[static_cast<size_t>(b)] = 1;
   return b;
 }
 
 void KVCache::unref(int b) {
   if (b < 0) return;
-  Block& blk = pool_[static_cast<size_t>(b)];
-  if (--blk.refs == 0) free_.push_back(b);
+  if (--refs_[static_cast<size_t>(b)] == 0) free_.push_back(b);
 }
 
 void KVCache::preallocate_shuffled(int n_blocks, uint32_t seed) {
-  while (static_cast<int>(pool_.size()) < n_blocks) {
-    Block b;
-    b.data.assign(static_cast<size_t>(2 * layout_.n_layer) * slots_per_block() * layout_.row_bytes(), 0);
-    pool_.push_back(std::move(b));
-    free_.push_back(static_cast<int>(pool_.size()) - 1);
-  }
+  while (static_cast<int>(refs_.size()) < n_blocks) add_slab();
   std::mt19937 rng(seed);
   std::shuffle(free_.begin(), free_.end(), rng);
 }
@@ -270,7 +284,7 @@ SeqId KVCache::fork(SeqId from, int n) {
   const size_t nb = static_cast<size_t>((n + B - 1) / B);
   dst.table.assign(src.table.begin(), src.table.begin() + static_cast<std::ptrdiff_t>(std::min(nb, src.table.size())));
   for (int b : dst.table)
-    if (b >= 0) ++pool_[static_cast<size_t>(b)].refs;
+    if (b >= 0) ++refs_[static_cast<size_t>(b)];
   return id;
 }
 
@@ -288,11 +302,13 @@ void KVCache::clear() {
 // --- the forward's side ---------------------------------------------------------
 
 const uint8_t* KVCache::rows(int block, int layer, int kv) const {
-  KVSCOPE_CHECK_INDEX("KV cache block", block, pool_.size());
+  KVSCOPE_CHECK_INDEX("KV cache block", block, refs_.size());
   KVSCOPE_CHECK_INDEX("KV cache layer", layer, layout_.n_layer);
   KVSCOPE_CHECK_INDEX("KV cache K|V", kv, 2);
   const size_t per = static_cast<size_t>(slots_per_block()) * layout_.row_bytes();
-  return pool_[static_cast<size_t>(block)].data.data() + (static_cast<size_t>(kv) * layout_.n_layer + layer) * per;
+  const int n = blocks_per_slab();
+  const size_t at = (static_cast<size_t>(kv) * layout_.n_layer + layer) * n + static_cast<size_t>(block % n);
+  return slabs_[static_cast<size_t>(block / n)].data.get() + at * per;
 }
 uint8_t* KVCache::rows(int block, int layer, int kv) {
   return const_cast<uint8_t*>(static_cast<const KVCache&>(*this).rows(block, layer, kv));
@@ -314,7 +330,7 @@ KVSlot KVCache::append(SeqId s, int pos) {
   int& b = q.table[bi];
   if (b < 0) {
     b = new_block();
-  } else if (pool_[static_cast<size_t>(b)].refs > 1) {
+  } else if (refs_[static_cast<size_t>(b)] > 1) {
     // Copy on first write: the rows before `pos` in this block stay shared in value.
     const int nb = new_block();
     const size_t rb = layout_.row_bytes(), used = static_cast<size_t>(pos % B) * rb;
@@ -458,8 +474,8 @@ int KVCache::slots_used() const {
 
 int KVCache::blocks_held() const {
   int n = 0;
-  for (const Block& b : pool_)
-    if (b.refs > 0) ++n;
+  for (int r : refs_)
+    if (r > 0) ++n;
   return n;
 }
 
@@ -492,8 +508,8 @@ std::vector<int> KVCache::block_table(SeqId s) const {
 }
 
 int KVCache::block_refs(int block) const {
-  KVSCOPE_CHECK_INDEX("block", block, static_cast<int>(pool_.size()));
-  return pool_[static_cast<size_t>(block)].refs;
+  KVSCOPE_CHECK_INDEX("block", block, static_cast<int>(refs_.size()));
+  return refs_[static_cast<size_t>(block)];
 }
 
 }  // namespace kvscope

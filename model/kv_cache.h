@@ -33,7 +33,9 @@
 // query head h reads K/V head h / (n_head / n_kv_head).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -162,7 +164,7 @@ class KVCache {
   std::vector<int> block_table(SeqId seq) const;  // paged: block per B positions, -1 = freed
   int block_refs(int block) const;                // sequences referencing a block of the pool
 
-  // For tests of the paged pool: grows the free list to n blocks and
+  // For tests of the paged pool: grows the free list to at least n blocks and
   // shuffles it (rows of one sequence then land in scattered blocks).
   void preallocate_shuffled(int n_blocks, uint32_t seed);
 
@@ -184,9 +186,24 @@ class KVCache {
   KVSlot slot_of(SeqId seq, int pos) const;  // {-1, -1} when not held
 
  private:
-  struct Block {
-    std::vector<uint8_t> data;  // (K|V, layer, slot, row_bytes)
-    int refs = 0;
+  // The pool's memory: slabs of blocks_per_slab() blocks each, laid out
+  // (K|V, layer, block, slot, row_bytes), so that one layer's K (or V) rows
+  // of consecutive blocks are consecutive in memory: a sequence whose blocks
+  // were taken in order reads as one dense array, and blocks never sit a
+  // whole block's bytes apart (which would map each page of one layer onto
+  // the same cache sets). Zero-filled, allocated lazily by the system.
+  struct FreeBytes {
+    void operator()(uint8_t* p) const;
+  };
+  struct Slab {
+    std::unique_ptr<uint8_t, FreeBytes> data;
+    size_t bytes = 0;
+    Slab() = default;
+    explicit Slab(size_t n);
+    Slab(const Slab& o);
+    Slab(Slab&&) = default;
+    Slab& operator=(const Slab& o);
+    Slab& operator=(Slab&&) = default;
   };
   struct Sequence {
     bool live = false;
@@ -195,6 +212,9 @@ class KVCache {
     std::vector<int> table;  // block per `slots_per_block()` positions, -1 = none
   };
   int slots_per_block() const { return layout_.paged() ? layout_.block : layout_.n_ctx; }
+  // Paged: a full context's blocks per slab; contiguous: one reservation.
+  int blocks_per_slab() const { return (layout_.n_ctx + slots_per_block() - 1) / slots_per_block(); }
+  void add_slab();
   const uint8_t* rows(int block, int layer, int kv) const;
   uint8_t* rows(int block, int layer, int kv);
   const Sequence& seq(SeqId s) const;
@@ -205,7 +225,8 @@ class KVCache {
   void free_evicted_blocks(Sequence& s);
 
   KVLayout layout_;
-  std::vector<Block> pool_;
+  std::vector<Slab> slabs_;
+  std::vector<int> refs_;  // (block) sequences referencing each block of the pool
   std::vector<int> free_;  // pool indices, taken from the back
   std::vector<Sequence> seqs_;
   uint64_t copies_ = 0, evicted_total_ = 0;

@@ -138,13 +138,14 @@ TEST(Kernels, AttendMatchesSoftmaxOfScaledDotProducts) {
   }
 }
 
-// attend_rows over stored rows of every dtype: K/V rows quantized with the
+// attend_runs over stored rows of every dtype: K/V rows quantized with the
 // cache's quantizers, then dequantized row by row (the scalar path,
 // dequantize_row_*) into plain double loops. The kernel dequantizes in
 // registers (vector paths) or eight values at a time (portable path); head
 // widths with and without whole 8- and 16-float chunks, slices starting
-// mid-row and mid-block, keys in scattered rows.
-TEST(Kernels, AttendRowsDequantizesEveryDtypeAsTheScalarPath) {
+// mid-row and mid-block, keys in runs of odd and even lengths (so runs open
+// on odd keys) in separate buffers.
+TEST(Kernels, AttendRunsDequantizesEveryDtypeAsTheScalarPath) {
   std::mt19937 rng(23);
   const int width = 192;  // one stored row: every head of a position (6 blocks of 32)
   for (KVDtype dt : {KVDtype::kF32, KVDtype::kF16, KVDtype::kQ8_0, KVDtype::kQ4_0}) {
@@ -157,18 +158,32 @@ TEST(Kernels, AttendRowsDequantizesEveryDtypeAsTheScalarPath) {
                        : dt == KVDtype::kQ8_0 ? "q8_0"
                                               : "q4_0";
     for (int len : {1, 3, 4, 5, 9, 33}) {
-      std::vector<std::vector<uint8_t>> kst, vst;
       // Rows off 4- and 16-byte boundaries, as in a pool of blocks (f16 rows
-      // stay 2-byte aligned there: an f16 row is written as uint16_t).
-      const size_t off = dt == KVDtype::kF16 ? 2 : 3;
+      // stay 2-byte aligned there: an f16 row is written as uint16_t), and
+      // `stride` bytes apart inside a run.
+      const size_t off = dt == KVDtype::kF16 ? 2 : 3, stride = rb + 6;
+      std::vector<int> run_len;  // 3, 1, 4, 1, 5, 9, 2, 6, ... up to len keys
+      for (int j = 0, r = 0; j < len; j += run_len.back(), ++r)
+        run_len.push_back(std::min(len - j, std::vector<int>{3, 1, 4, 1, 5, 9, 2, 6}[static_cast<size_t>(r % 8)]));
+      std::vector<std::vector<uint8_t>> kst, vst;  // (run) its rows
+      for (int n : run_len) {
+        kst.emplace_back(off + static_cast<size_t>(n) * stride + 7);
+        vst.emplace_back(off + static_cast<size_t>(n) * stride + 7);
+      }
+      std::vector<KVRowRun> runs;
+      for (size_t r = 0; r < run_len.size(); ++r)
+        runs.push_back(KVRowRun{kst[r].data() + off, vst[r].data() + off, run_len[r]});
       std::vector<float> kf(static_cast<size_t>(len) * width), vf(kf.size());  // as the scalar path reads them
-      for (int j = 0; j < len; ++j) {
+      for (int j = 0, r = 0, i = 0; j < len; ++j, ++i) {
+        if (i == run_len[static_cast<size_t>(r)]) {
+          i = 0;
+          ++r;
+        }
         for (int kv = 0; kv < 2; ++kv) {
           std::vector<float> x = randn(width, rng);
           if (j == 1) x[5] = 0;  // a zero and a larger value in the same block
           if (j == 2) x[40] = 9.5f;
-          std::vector<uint8_t> st(rb + 7);
-          uint8_t* row = st.data() + off;
+          uint8_t* row = (kv ? vst : kst)[static_cast<size_t>(r)].data() + off + static_cast<size_t>(i) * stride;
           float* back = (kv ? vf.data() : kf.data()) + static_cast<size_t>(j) * width;
           switch (dt) {
             case KVDtype::kF32:
@@ -188,13 +203,7 @@ TEST(Kernels, AttendRowsDequantizesEveryDtypeAsTheScalarPath) {
               dequantize_row_q4_0(row, width, back);
               break;
           }
-          (kv ? vst : kst).push_back(std::move(st));
         }
-      }
-      std::vector<const uint8_t*> kp, vp;
-      for (int j = len - 1; j >= 0; --j) {  // rows in any order in memory: one pointer per key
-        kp.insert(kp.begin(), kst[static_cast<size_t>(j)].data() + off);
-        vp.insert(vp.begin(), vst[static_cast<size_t>(j)].data() + off);
       }
       for (int hd : {8, 12, 16, 24, 32, 40, 48, 64, 80, 128}) {
         for (int col : {0, hd, 8, 20, width - hd}) {
@@ -202,7 +211,8 @@ TEST(Kernels, AttendRowsDequantizesEveryDtypeAsTheScalarPath) {
           const auto q = randn(static_cast<size_t>(hd), rng);
           const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
           std::vector<float> p(static_cast<size_t>(len)), o(static_cast<size_t>(hd) + 1, -7.0f);
-          attend_rows(q.data(), KVRowsView{dt, kp.data(), vp.data(), col}, hd, len, scale, p.data(), o.data());
+          const KVRunsView view{dt, runs.data(), static_cast<int>(runs.size()), stride, col};
+          attend_runs(q.data(), view, hd, len, scale, p.data(), o.data());
           std::vector<double> s(static_cast<size_t>(len));
           double mx = -1e300, sum = 0;
           for (int j = 0; j < len; ++j) {

@@ -120,14 +120,14 @@ TEST(KVQuant, DequantizeFollowsTheFormulas) {
 }
 
 // The attention kernel dequantizes in registers: the same as dequantizing the
-// rows first and running f32 attention, for head slices at any offset.
+// rows first and running f32 attention, for head slices at any offset, over
+// a paged cache's runs.
 TEST(KVQuant, AttentionKernelReadsRowsAsStored) {
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int kvd = 160, len = 37;
   for (KVDtype dt : {KVDtype::kF16, KVDtype::kQ8_0, KVDtype::kQ4_0}) {
     const size_t rb = kv_row_bytes(dt, kvd);
-    std::vector<uint8_t> kst(rb * len), vst(rb * len);
     std::vector<float> kf(static_cast<size_t>(kvd) * len), vf(kf.size());
     KVLayout lay;
     lay.n_layer = 1;
@@ -135,6 +135,7 @@ TEST(KVQuant, AttentionKernelReadsRowsAsStored) {
     lay.head_dim = kvd;
     lay.n_ctx = len;
     lay.dtype = dt;
+    lay.block = 8;
     KVCache cache(lay);
     const SeqId s = cache.add_sequence();
     for (int j = 0; j < len; ++j) {
@@ -148,18 +149,21 @@ TEST(KVQuant, AttentionKernelReadsRowsAsStored) {
       cache.read_row(0, at, false, &kf[static_cast<size_t>(j) * kvd]);
       cache.read_row(0, at, true, &vf[static_cast<size_t>(j) * kvd]);
     }
-    std::vector<const uint8_t*> kp, vp;
-    for (int j = 0; j < len; ++j) {
-      const KVSlot at = cache.slot_of(s, j);
-      kp.push_back(cache.k_rows(at.block, 0) + static_cast<size_t>(at.slot) * rb);
-      vp.push_back(cache.v_rows(at.block, 0) + static_cast<size_t>(at.slot) * rb);
+    std::vector<KVRun> visible;
+    cache.visible(s, len - 1, visible);
+    std::vector<KVRowRun> runs;
+    for (const KVRun& r : visible) {
+      const size_t at = static_cast<size_t>(r.slot) * rb;
+      runs.push_back(KVRowRun{cache.k_rows(r.block, 0) + at, cache.v_rows(r.block, 0) + at, r.n});
     }
+    ASSERT_EQ(runs.size(), 5u);  // pages of 8: 37 keys in 5 runs
     for (int hd : {16, 32, 40, 64}) {
       for (int col = 0; col + hd <= kvd; col += hd == 40 ? 40 : 24) {
         std::vector<float> q(static_cast<size_t>(hd));
         for (float& x : q) x = normal(rng);
         std::vector<float> p1(static_cast<size_t>(len)), p2(p1.size()), o1(static_cast<size_t>(hd)), o2(o1.size());
-        attend_rows(q.data(), KVRowsView{dt, kp.data(), vp.data(), col}, hd, len, 0.2f, p1.data(), o1.data());
+        attend_runs(q.data(), KVRunsView{dt, runs.data(), static_cast<int>(runs.size()), rb, col}, hd, len, 0.2f,
+                    p1.data(), o1.data());
         attend(q.data(), kf.data() + col, vf.data() + col, kvd, hd, len, 0.2f, p2.data(), o2.data());
         for (int j = 0; j < len; ++j)
           EXPECT_NEAR(p1[static_cast<size_t>(j)], p2[static_cast<size_t>(j)], 1e-6) << to_string(dt) << " hd " << hd;
