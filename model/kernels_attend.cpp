@@ -55,6 +55,11 @@ struct Isa {
   static V zero() { return _mm512_setzero_ps(); }
   static V set1(float x) { return _mm512_set1_ps(x); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  // 16 int8 values as floats.
+  static V from_i8(const uint8_t* x) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))));
+  }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static float sum(V a) { return _mm512_reduce_add_ps(a); }
   static V load(const float* x, M m) { return _mm512_maskz_loadu_ps(m, x); }
@@ -132,6 +137,11 @@ struct Isa {
   static V zero() { return _mm256_setzero_ps(); }
   static V set1(float x) { return _mm256_set1_ps(x); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  // 8 int8 values as floats.
+  static V from_i8(const uint8_t* x) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x))));
+  }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static float sum(V a) { return simd::hsum(a); }
   static V load(const float* x, M) { return _mm256_loadu_ps(x); }
@@ -176,44 +186,79 @@ constexpr int kWholeChunks = 8;
 
 #endif
 
-// NC chunks per head slice: the query and the output accumulators live in
-// registers. load(row, c, mask) returns chunk c of a stored row. Scores go
-// four keys per pass (four independent FMA chains); weighted values two
-// keys per pass, even keys into o0 and odd ones into o1 by their index in
-// the whole sequence, so the sums are the same however the keys are split
-// into runs.
+// Per-key operations on NC chunks of a head slice, from chunk loaders:
+// dot(row, qv) = K_row . q as a register of partial sums, axpy(row, w, o):
+// o += w V_row. Every dtype runs the same arithmetic in the same order.
 template <int NC, class LoadK, class LoadV>
-void attend_keys(const float* q, const Runs& runs, const LoadK& load_k, const LoadV& load_v, int hd, int len,
-                 float scale, float* p, float* out) {
+struct ChunkOps {
+  LoadK load_k;
+  LoadV load_v;
+  Isa::M last;
+  Isa::M mask(int c) const { return c == NC - 1 ? last : Isa::mask(Isa::kW); }
+  Isa::V dot(const uint8_t* row, const Isa::V* qv) const {
+    Isa::V a = Isa::zero();
+    for (int c = 0; c < NC; ++c) a = Isa::fma(load_k(row, c, mask(c)), qv[c], a);
+    return a;
+  }
+  void axpy(const uint8_t* row, float w, Isa::V* o) const {
+    const Isa::V wv = Isa::set1(w);
+    for (int c = 0; c < NC; ++c) o[c] = Isa::fma(wv, load_v(row, c, mask(c)), o[c]);
+  }
+};
+
+// q8_0 slices of whole 32-value blocks: a block's scale multiplies its
+// partial dot product once (scores) and folds into the key's weight
+// (values), instead of scaling every value: per value one conversion and
+// one FMA.
+template <int NC>
+struct Q8BlockOps {
+  static constexpr int kPerBlock = 32 / Isa::kW;  // chunks per block
+  size_t first;                                   // byte offset of the slice's first block in a row
+  Isa::M mask(int) const { return Isa::mask(Isa::kW); }
+  Isa::V dot(const uint8_t* row, const Isa::V* qv) const {
+    Isa::V a = Isa::zero();
+    for (int b = 0; b < NC / kPerBlock; ++b) {
+      const uint8_t* blk = row + first + static_cast<size_t>(b) * kQ8_0BlockBytes;
+      Isa::V x = Isa::mul(Isa::from_i8(blk + 2), qv[b * kPerBlock]);
+      for (int c = 1; c < kPerBlock; ++c) x = Isa::fma(Isa::from_i8(blk + 2 + Isa::kW * c), qv[b * kPerBlock + c], x);
+      a = Isa::fma(x, Isa::set1(block_scale(blk)), a);
+    }
+    return a;
+  }
+  void axpy(const uint8_t* row, float w, Isa::V* o) const {
+    for (int b = 0; b < NC / kPerBlock; ++b) {
+      const uint8_t* blk = row + first + static_cast<size_t>(b) * kQ8_0BlockBytes;
+      const Isa::V wv = Isa::set1(w * block_scale(blk));
+      for (int c = 0; c < kPerBlock; ++c)
+        o[b * kPerBlock + c] = Isa::fma(wv, Isa::from_i8(blk + 2 + Isa::kW * c), o[b * kPerBlock + c]);
+    }
+  }
+};
+
+// NC chunks per head slice: the query and the output accumulators live in
+// registers. Scores go four keys per pass (four independent chains);
+// weighted values two keys per pass, even keys into o0 and odd ones into o1
+// by their index in the whole sequence, so the sums are the same however the
+// keys are split into runs.
+template <int NC, class Ops>
+void attend_keys(const float* q, const Runs& runs, const Ops& ops, int len, float scale, float* p, float* out) {
   using V = Isa::V;
-  const Isa::M last = Isa::mask(hd - Isa::kW * (NC - 1)), full = Isa::mask(Isa::kW);
-  auto mask = [&](int c) { return c == NC - 1 ? last : full; };
   const size_t s = runs.stride;
   V qv[NC];
-  for (int c = 0; c < NC; ++c) qv[c] = Isa::load(q + Isa::kW * c, mask(c));
+  for (int c = 0; c < NC; ++c) qv[c] = Isa::load(q + Isa::kW * c, ops.mask(c));
   float* pj = p;
   for (int r = 0; r < runs.n_runs; ++r) {
     const uint8_t* k = runs.runs[r].k;
     const int n = runs.runs[r].n;
     int i = 0;
     for (; i + 4 <= n; i += 4, k += 4 * s, pj += 4) {
-      V a0 = Isa::zero(), a1 = a0, a2 = a0, a3 = a0;
-      for (int c = 0; c < NC; ++c) {
-        a0 = Isa::fma(load_k(k, c, mask(c)), qv[c], a0);
-        a1 = Isa::fma(load_k(k + s, c, mask(c)), qv[c], a1);
-        a2 = Isa::fma(load_k(k + 2 * s, c, mask(c)), qv[c], a2);
-        a3 = Isa::fma(load_k(k + 3 * s, c, mask(c)), qv[c], a3);
-      }
+      const V a0 = ops.dot(k, qv), a1 = ops.dot(k + s, qv), a2 = ops.dot(k + 2 * s, qv), a3 = ops.dot(k + 3 * s, qv);
       pj[0] = Isa::sum(a0) * scale;
       pj[1] = Isa::sum(a1) * scale;
       pj[2] = Isa::sum(a2) * scale;
       pj[3] = Isa::sum(a3) * scale;
     }
-    for (; i < n; ++i, k += s, ++pj) {
-      V a0 = Isa::zero();
-      for (int c = 0; c < NC; ++c) a0 = Isa::fma(load_k(k, c, mask(c)), qv[c], a0);
-      *pj = Isa::sum(a0) * scale;
-    }
+    for (; i < n; ++i, k += s, ++pj) *pj = Isa::sum(ops.dot(k, qv)) * scale;
   }
   softmax(p, len);
 
@@ -225,26 +270,24 @@ void attend_keys(const float* q, const Runs& runs, const LoadK& load_k, const Lo
     const int n = runs.runs[r].n;
     int i = 0;
     if (n > 0 && ((pv - p) & 1)) {  // an odd key opens the run
-      const V p1 = Isa::set1(*pv);
-      for (int c = 0; c < NC; ++c) o1[c] = Isa::fma(p1, load_v(v, c, mask(c)), o1[c]);
+      ops.axpy(v, *pv++, o1);
       i = 1;
       v += s;
-      ++pv;
     }
     for (; i + 2 <= n; i += 2, v += 2 * s, pv += 2) {
-      const V p0 = Isa::set1(pv[0]), p1 = Isa::set1(pv[1]);
-      for (int c = 0; c < NC; ++c) {
-        o0[c] = Isa::fma(p0, load_v(v, c, mask(c)), o0[c]);
-        o1[c] = Isa::fma(p1, load_v(v + s, c, mask(c)), o1[c]);
-      }
+      ops.axpy(v, pv[0], o0);
+      ops.axpy(v + s, pv[1], o1);
     }
-    if (i < n) {  // an even key closes it
-      const V p0 = Isa::set1(*pv);
-      for (int c = 0; c < NC; ++c) o0[c] = Isa::fma(p0, load_v(v, c, mask(c)), o0[c]);
-      ++pv;
-    }
+    if (i < n) ops.axpy(v, *pv++, o0);  // an even key closes it
   }
-  for (int c = 0; c < NC; ++c) Isa::store(out + Isa::kW * c, mask(c), Isa::add(o0[c], o1[c]));
+  for (int c = 0; c < NC; ++c) Isa::store(out + Isa::kW * c, ops.mask(c), Isa::add(o0[c], o1[c]));
+}
+
+template <int NC, class LoadK, class LoadV>
+void attend_chunks(const float* q, const Runs& runs, const LoadK& k, const LoadV& v, int hd, int len, float scale,
+                   float* p, float* out) {
+  const ChunkOps<NC, LoadK, LoadV> ops{k, v, Isa::mask(hd - Isa::kW * (NC - 1))};
+  attend_keys<NC>(q, runs, ops, len, scale, p, out);
 }
 
 // Head widths of up to 128 values in whole-register chunks (AVX-512: any
@@ -255,28 +298,28 @@ bool attend_dispatch(const float* q, const Runs& runs, const LoadK& k, const Loa
   if (Isa::kW == 8 && hd % 8 != 0) return false;
   switch ((hd + Isa::kW - 1) / Isa::kW) {
     case 1:
-      attend_keys<1>(q, runs, k, v, hd, len, scale, p, out);
+      attend_chunks<1>(q, runs, k, v, hd, len, scale, p, out);
       return true;
     case 2:
-      attend_keys<2>(q, runs, k, v, hd, len, scale, p, out);
+      attend_chunks<2>(q, runs, k, v, hd, len, scale, p, out);
       return true;
     case 3:
-      attend_keys<3>(q, runs, k, v, hd, len, scale, p, out);
+      attend_chunks<3>(q, runs, k, v, hd, len, scale, p, out);
       return true;
     case 4:
-      attend_keys<4>(q, runs, k, v, hd, len, scale, p, out);
+      attend_chunks<4>(q, runs, k, v, hd, len, scale, p, out);
       return true;
     case 5:
-      attend_keys<5>(q, runs, k, v, hd, len, scale, p, out);
+      attend_chunks<5>(q, runs, k, v, hd, len, scale, p, out);
       return true;
     case 6:
-      attend_keys<6>(q, runs, k, v, hd, len, scale, p, out);
+      attend_chunks<6>(q, runs, k, v, hd, len, scale, p, out);
       return true;
     case 8:
-      attend_keys<8>(q, runs, k, v, hd, len, scale, p, out);
+      attend_chunks<8>(q, runs, k, v, hd, len, scale, p, out);
       return true;
     case 16:
-      attend_keys<16>(q, runs, k, v, hd, len, scale, p, out);
+      attend_chunks<16>(q, runs, k, v, hd, len, scale, p, out);
       return true;
     default:
       return false;
@@ -289,6 +332,23 @@ bool attend_vector(const float* q, const Runs& runs, int col, int hd, int len, f
     if (col % kAttendColAlign != 0) return false;
   }
   if constexpr (D == KVDtype::kQ8_0) {
+    constexpr int kB = 32 / Isa::kW;  // chunks per block
+    const size_t first = static_cast<size_t>(col / 32) * kQ8_0BlockBytes;
+    if (col % 32 == 0 && hd % 32 == 0) {
+      switch (hd / 32) {
+        case 1:
+          attend_keys<kB>(q, runs, Q8BlockOps<kB>{first}, len, scale, p, out);
+          return true;
+        case 2:
+          attend_keys<2 * kB>(q, runs, Q8BlockOps<2 * kB>{first}, len, scale, p, out);
+          return true;
+        case 4:
+          attend_keys<4 * kB>(q, runs, Q8BlockOps<4 * kB>{first}, len, scale, p, out);
+          return true;
+        default:
+          break;
+      }
+    }
     if (col % kWholeChunks == 0 && hd % kWholeChunks == 0)
       return attend_dispatch(q, runs, LoadQ8Whole{col}, LoadQ8Whole{col}, hd, len, scale, p, out);
   }
