@@ -250,6 +250,7 @@ ViewRect run_ui(Session& s, const GuiOptions& opt, const RunSetup& setup, const 
 ComposedFrame compose_picture(Session& s, const WindowSide& side, bool scripted, ViewRect& v, LoopState& st) {
   const FrameSpec spec = frame_spec(s, st.anim, st.hover_pos);
   ComposedFrame fr = compose_frame(spec, side.fonts, v.w, v.h);
+  s.ui.view_text_h = fr.overlay.top + fr.overlay.band;
   v.y += fr.overlay.top;
   v.h = std::max(1.0f, v.h - fr.overlay.top - fr.overlay.band);
   v.w = std::max(1.0f, v.w - fr.right);

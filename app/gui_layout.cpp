@@ -6,6 +6,7 @@
 
 #include "panel_teach.h"
 #include "panels.h"
+#include "ui_fit.h"
 
 namespace kvscope {
 
@@ -18,9 +19,21 @@ void append(Commands& to, Commands more) {
   to.insert(to.end(), more.begin(), more.end());
 }
 
+float folded_width() {
+  return ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().WindowPadding.x;
+}
+
+// The bottom strip's height: the timeline, its history line and the lessons
+// button, or with the lessons open their share of the window.
+float bottom_height(bool lessons, float H) {
+  if (lessons) return std::clamp(H * 0.4f, std::min(200.0f, H * 0.5f), 480.0f);
+  return 2 * ImGui::GetFrameHeightWithSpacing() + ImGui::GetTextLineHeightWithSpacing() +
+         2 * ImGui::GetStyle().WindowPadding.y;
+}
+
 // A folded sidebar: a strip with one button that opens it again.
 float folded_strip(const char* id, const char* arrow, float x, float H, bool& open) {
-  const float w = ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().WindowPadding.x;
+  const float w = folded_width();
   ImGui::SetNextWindowPos(ImVec2(x, 0), ImGuiCond_Always, ImVec2(x > 0 ? 1.0f : 0.0f, 0));
   ImGui::SetNextWindowSize(ImVec2(w, H), ImGuiCond_Always);
   if (ImGui::Begin(id, nullptr, kDocked | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoScrollbar)) {
@@ -115,9 +128,7 @@ void teach_tabs(const Snapshot& snap, UiState& ui, Commands& cmds) {
 // Between the sidebars, under the 3D view: the timeline, and the teaching
 // tabs when opened. Returns its height.
 float bottom_strip(const Snapshot& snap, UiState& ui, float x, float w, float H, Commands& cmds) {
-  const ImGuiStyle& st = ImGui::GetStyle();
-  const float closed = 2 * ImGui::GetFrameHeightWithSpacing() + 2 * st.WindowPadding.y;
-  const float h = ui.teach_open ? std::clamp(H * 0.4f, std::min(200.0f, H * 0.5f), 480.0f) : closed;
+  const float h = bottom_height(ui.teach_open, H);
   ImGui::SetNextWindowPos(ImVec2(x, H - h), ImGuiCond_Always);
   ImGui::SetNextWindowSize(ImVec2(std::max(100.0f, w), h), ImGuiCond_Always);
   if (ImGui::Begin("Teach", nullptr, kDocked | ImGuiWindowFlags_NoResize)) {
@@ -127,6 +138,11 @@ float bottom_strip(const Snapshot& snap, UiState& ui, float x, float w, float H,
                           : snap.decoding.mode == DecodeMode::kSpeculative
                               ? "\xE2\x96\xB2 lessons: speculative decoding, KV memory, training"
                               : "\xE2\x96\xB2 lessons: branches, prefill vs decode, KV memory, heads, training";
+    if (!ui.panel_fit.note.empty()) {
+      ImGui::TextDisabled("(folded to fit)");
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", ui.panel_fit.note.c_str());
+      ImGui::SameLine();
+    }
     if (ImGui::SmallButton(ui.teach_open ? "\xE2\x96\xBC hide the lessons" : lessons)) ui.teach_open = !ui.teach_open;
     if (ui.teach_open) teach_tabs(snap, ui, cmds);
   }
@@ -134,11 +150,35 @@ float bottom_strip(const Snapshot& snap, UiState& ui, float x, float w, float H,
   return h;
 }
 
+// The one place panels fold by themselves: when the window's size or text
+// scale changes (once the view's banner and legend were measured) or the
+// lessons open, fit_panels folds what would crowd the 3D view. The user's
+// clicks after that stand until the next change.
+void fold_to_fit(UiState& ui, float W, float H) {
+  UiState::PanelFit& f = ui.panel_fit;
+  const bool resized = f.w != W || f.h != H || f.text_scale != ui.text_scale;
+  const bool lessons_opened = ui.teach_open && !f.lessons;
+  if ((resized && ui.view_text_h > 0) || lessons_opened) {
+    const PanelRoom room{
+        W, H, sidebar_width(ui, W), folded_width(), bottom_height(false, H), bottom_height(true, H), ui.view_text_h};
+    PanelsOpen open{ui.left_open, ui.right_open, ui.teach_open};
+    const std::string note = fit_panels(room, open, lessons_opened);
+    f.note = note;
+    if (!note.empty()) ui.status = note;
+    ui.left_open = open.left;
+    ui.right_open = open.right;
+    ui.teach_open = open.lessons;
+    if (ui.view_text_h > 0) f.w = W, f.h = H, f.text_scale = ui.text_scale;
+  }
+  f.lessons = ui.teach_open;
+}
+
 }  // namespace
 
 ViewRect layout_panels(const Snapshot& snap, UiState& ui, float W, float H, Commands& cmds) {
   ViewRect r{0, 0, std::max(1.0f, W), std::max(1.0f, H)};
   if (!ui.show_panels || W <= 0) return r;
+  fold_to_fit(ui, W, H);
   const float left = left_sidebar(snap, ui, W, H, cmds);
   const float right = right_sidebar(snap, ui, W, H, cmds);
   const float bottom = bottom_strip(snap, ui, left, W - left - right, H, cmds);

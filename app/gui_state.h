@@ -122,8 +122,16 @@ struct UiState {
   bool show_panels = true;
   bool left_open = true, right_open = true;  // sidebars (folded: a narrow strip)
   bool teach_open = false;                   // the teaching tabs under the timeline
-  bool qkv_open = false;                     // the Q·K·V inspector's section (opened by a demo view)
-  bool ignore_eos = false;                   // --soak-rounds: generate past end-of-text, up to the context limit
+  // What the layout last fitted the panels to (gui_layout.cpp), and the 3D
+  // view's banner and legend bands of the last frame (gui.cpp).
+  struct PanelFit {
+    float w = 0, h = 0, text_scale = 0;
+    bool lessons = false;
+    std::string note;  // what folded by itself, "" = nothing
+  } panel_fit;
+  float view_text_h = 0;
+  bool qkv_open = false;    // the Q·K·V inspector's section (opened by a demo view)
+  bool ignore_eos = false;  // --soak-rounds: generate past end-of-text, up to the context limit
   // Timeline: the shown step (record index); -1 = follow the newest.
   int view_step = -1;
   // Presentation mode (F5): panels hidden behind a compact HUD.

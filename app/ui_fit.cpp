@@ -199,4 +199,28 @@ std::vector<std::string> fit_choices(UiState& ui, const FitContext& ctx, int* pe
   return f.take();
 }
 
+std::string fit_panels(const PanelRoom& r, PanelsOpen& open, bool lessons_kept) {
+  auto picture = [&] { return r.H - (open.lessons ? r.lessons : r.strip) - r.view_text; };
+  auto width = [&] { return r.W - (open.left ? r.sidebar : r.folded) - (open.right ? r.sidebar : r.folded); };
+  std::vector<std::string> folded;
+  if (picture() < kMinPictureShare * r.H && open.lessons) {
+    if (!lessons_kept && r.strip < r.lessons) {
+      open.lessons = false;
+      folded.push_back("the lessons");
+    } else if (lessons_kept && open.right && r.view_text > 0) {
+      open.right = false;
+      folded.push_back("the right sidebar");
+    }
+  }
+  while (width() < kMinViewWidthShare * r.W && (open.left || open.right) && r.folded < r.sidebar) {
+    bool& side = open.right ? open.right : open.left;
+    folded.push_back(&side == &open.right ? "the right sidebar" : "the left sidebar");
+    side = false;
+  }
+  if (folded.empty()) return "";
+  std::string note = "folded ";
+  for (size_t i = 0; i < folded.size(); ++i) note += (i ? " and " : "") + folded[i];
+  return note + " so the 3D view keeps its room at this window size and text scale (their buttons reopen them)";
+}
+
 }  // namespace kvscope

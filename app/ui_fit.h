@@ -74,4 +74,24 @@ std::vector<std::string> fit_window_settings(WindowSettings& w, const FitContext
 // A saved view's free camera, inside what the camera controls reach.
 std::vector<std::string> fit_camera(SavedCamera& c, const FitContext& ctx);
 
+// What the panels take from a W x H window (window units), and the 3D view's
+// own text, as the layout measured them.
+struct PanelRoom {
+  float W = 0, H = 0;
+  float sidebar = 0, folded = 0;  // an open / a folded sidebar's width
+  float strip = 0, lessons = 0;   // the bottom strip's height: lessons folded / open
+  float view_text = 0;            // the view's banner and legend bands (height)
+};
+struct PanelsOpen {
+  bool left = true, right = true, lessons = false;
+};
+// The 3D view keeps half the window's width, and its picture (the view less
+// its banner and legend) this share of the height, where folding helps.
+inline constexpr float kMinViewWidthShare = 0.5f, kMinPictureShare = 0.45f;
+// Folds what crowds the 3D view: for height the lessons (or, when the user
+// just opened them, `lessons_kept`, the right sidebar: a wider view wraps its
+// text into fewer rows), for width the right sidebar, then the left. Returns
+// a note naming what folded ("" = nothing).
+std::string fit_panels(const PanelRoom& r, PanelsOpen& open, bool lessons_kept);
+
 }  // namespace kvscope

@@ -384,3 +384,59 @@ TEST(DemoWindow, TakesTheTextScaleAndSizeOrNamesTheVariable) {
 
 }  // namespace
 }  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// 1280 x 720 at text scale 2.5, as the layout measures it: sidebars of 345
+// (folded 60), the bottom strip 176 tall (288 with the lessons), the view's
+// banner and legend 280.
+PanelRoom room_720p_at_2_5() {
+  return PanelRoom{1280, 720, 345, 60, 176, 288, 280};
+}
+
+TEST(FitPanels, LessonsFoldWhenThePictureWouldBeTooShort) {
+  PanelsOpen open{true, true, true};
+  const std::string note = fit_panels(room_720p_at_2_5(), open, /*lessons_kept=*/false);
+  EXPECT_FALSE(open.lessons);  // 720 - 288 - 280 = 152 < 45 % of 720
+  // 1280 - 2 x 345 = 590 < half of 1280: the right sidebar folds, the left stays.
+  EXPECT_TRUE(open.left);
+  EXPECT_FALSE(open.right);
+  EXPECT_NE(note.find("the lessons and the right sidebar"), std::string::npos) << note;
+}
+
+TEST(FitPanels, LessonsTheUserJustOpenedStay) {
+  PanelsOpen open{true, true, true};
+  fit_panels(room_720p_at_2_5(), open, /*lessons_kept=*/true);
+  EXPECT_TRUE(open.lessons);
+  EXPECT_FALSE(open.right);  // a wider view: its banner and legend wrap into fewer rows
+  EXPECT_TRUE(open.left);
+}
+
+TEST(FitPanels, NothingFoldsWhereTheViewHasRoom) {
+  // 1366 x 768 at text scale 1: sidebars of 290, banner and legend 150.
+  PanelsOpen open{true, true, true};
+  EXPECT_EQ(fit_panels(PanelRoom{1366, 768, 290, 30, 70, 307, 150}, open, false), "");
+  EXPECT_TRUE(open.left && open.right && open.lessons);
+}
+
+TEST(FitPanels, BothSidebarsFoldInANarrowWindow) {
+  PanelsOpen open{true, true, false};
+  fit_panels(PanelRoom{640, 720, 200, 60, 100, 288, 100}, open, false);
+  EXPECT_FALSE(open.right);  // 640 - 200 - 60 = 380 >= 320: the left one stays
+  EXPECT_TRUE(open.left);
+  open = PanelsOpen{true, true, false};
+  fit_panels(PanelRoom{640, 720, 300, 60, 100, 288, 100}, open, false);
+  EXPECT_FALSE(open.right);  // 640 - 300 - 60 = 280 < 320: the left one folds too
+  EXPECT_FALSE(open.left);
+}
+
+TEST(FitPanels, FoldingThatCannotHelpFoldsNothing) {
+  // The lessons open or not, the strip is as tall: nothing to gain.
+  PanelsOpen open{false, false, true};
+  EXPECT_EQ(fit_panels(PanelRoom{1280, 720, 345, 60, 288, 288, 500}, open, false), "");
+  EXPECT_TRUE(open.lessons);
+}
+
+}  // namespace
+}  // namespace kvscope
