@@ -151,12 +151,12 @@ float bottom_strip(const Snapshot& snap, UiState& ui, float x, float w, float H,
 }
 
 // The one place panels fold by themselves: when the window's size or text
-// scale changes (once the view's banner and legend were measured) or the
-// lessons open, fit_panels folds what would crowd the 3D view. The user's
-// clicks after that stand until the next change.
+// scale changes, the view's banner and legend grow (a model loads, a layout
+// adds entries) or the lessons open, fit_panels folds what would crowd the
+// 3D view. The user's clicks after that stand until the next change.
 void fold_to_fit(UiState& ui, float W, float H) {
   UiState::PanelFit& f = ui.panel_fit;
-  const bool resized = f.w != W || f.h != H || f.text_scale != ui.text_scale;
+  const bool resized = f.w != W || f.h != H || f.text_scale != ui.text_scale || ui.view_text_h > 1.25f * f.view_text;
   const bool lessons_opened = ui.teach_open && !f.lessons;
   if ((resized && ui.view_text_h > 0) || lessons_opened) {
     const PanelRoom room{
@@ -168,7 +168,7 @@ void fold_to_fit(UiState& ui, float W, float H) {
     ui.left_open = open.left;
     ui.right_open = open.right;
     ui.teach_open = open.lessons;
-    if (ui.view_text_h > 0) f.w = W, f.h = H, f.text_scale = ui.text_scale;
+    if (ui.view_text_h > 0) f.w = W, f.h = H, f.text_scale = ui.text_scale, f.view_text = ui.view_text_h;
   }
   f.lessons = ui.teach_open;
 }

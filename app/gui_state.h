@@ -125,7 +125,7 @@ struct UiState {
   // What the layout last fitted the panels to (gui_layout.cpp), and the 3D
   // view's banner and legend bands of the last frame (gui.cpp).
   struct PanelFit {
-    float w = 0, h = 0, text_scale = 0;
+    float w = 0, h = 0, text_scale = 0, view_text = 0;
     bool lessons = false;
     std::string note;  // what folded by itself, "" = nothing
   } panel_fit;

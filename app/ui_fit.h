@@ -87,7 +87,7 @@ struct PanelsOpen {
 };
 // The 3D view keeps half the window's width, and its picture (the view less
 // its banner and legend) this share of the height, where folding helps.
-inline constexpr float kMinViewWidthShare = 0.5f, kMinPictureShare = 0.45f;
+inline constexpr float kMinViewWidthShare = 0.5f, kMinPictureShare = 0.35f;
 // Folds what crowds the 3D view: for height the lessons (or, when the user
 // just opened them, `lessons_kept`, the right sidebar: a wider view wraps its
 // text into fewer rows), for width the right sidebar, then the left. Returns

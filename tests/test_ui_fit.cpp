@@ -398,7 +398,7 @@ PanelRoom room_720p_at_2_5() {
 TEST(FitPanels, LessonsFoldWhenThePictureWouldBeTooShort) {
   PanelsOpen open{true, true, true};
   const std::string note = fit_panels(room_720p_at_2_5(), open, /*lessons_kept=*/false);
-  EXPECT_FALSE(open.lessons);  // 720 - 288 - 280 = 152 < 45 % of 720
+  EXPECT_FALSE(open.lessons);  // 720 - 288 - 280 = 152 < 35 % of 720
   // 1280 - 2 x 345 = 590 < half of 1280: the right sidebar folds, the left stays.
   EXPECT_TRUE(open.left);
   EXPECT_FALSE(open.right);
