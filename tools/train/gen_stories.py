@@ -5,6 +5,7 @@ one story: the only way to predict a name's second mention is to copy its first 
 a copy/induction head form). Plots, dialogue, feelings, places and sentence shapes vary widely so
 ordinary hand-written children's prose is predictable, not only this generator's templates.
 """
+import re
 
 # ----------------------------------------------------------------------------- names
 
@@ -370,12 +371,48 @@ def story(rng, spelled=False):
         _name_source[0] = new_name
 
 
-def _story(rng):
-    used = set()
+def either_name(rng, sex):
+    return spelled_name(rng, sex) if rng.random() < 0.5 else new_name(rng, sex)
+
+
+def recall_story(rng, exclude=()):
+    """A story whose hero's name comes back at once and often: names from either generator (half spelled
+    from letters, half from syllables, so a changed syllable is never a safe guess), the sentence after the
+    opening names the hero, and when the friend's pronoun differs, half of the sentences that would start
+    with the hero's He/She start with the name. `exclude`: names never to invent (held-out prompts')."""
+    _name_source[0] = either_name
+    try:
+        return _story(rng, set(exclude), recall=True)
+    finally:
+        _name_source[0] = new_name
+
+
+def recall_sentence(rng, h, c):
+    H = h.name
+    return rng.choice([
+        f"{H} liked to {c['act']}.", f"Every day, {H} went to the {h.home}.", f"{H} was very {h.trait}.",
+        f"{H} had {a_an(c['obj'])}.", f"{H}'s favorite food was {c['food']}.", f"Everyone loved {H}.",
+        f"{H} lived with {h.his} {h.parent}.", f"One morning, {H} woke up early.",
+        f"\"Hello!\" said {H}.", f"{H} was {a_an(h.trait)} {h.kind}, and {H} was always busy.",
+    ])
+
+
+def name_pronouns(rng, h, f, sentences):
+    """Half of the sentences that start with the hero's He/She start with the name instead."""
+    if h.sex == f.sex:
+        return sentences
+    pat = re.compile(r"(^|(?<=[.!?] ))" + h.He + r"\b")
+    return [pat.sub(lambda m: m.group(1) + (h.name if rng.random() < 0.5 else h.He), x) for x in sentences]
+
+
+def _story(rng, used=None, recall=False):
+    used = set() if used is None else used
     h, f = Char(rng, used), Char(rng, used)
     c = dict(place=rng.choice(PLACES), obj=rng.choice(ADJS) + " " + rng.choice(OBJECTS), food=rng.choice(FOODS),
              act=rng.choice(ACTS))
     s = [opening(rng, h, c["place"])]
+    if recall and rng.random() < 0.85:
+        s.append(recall_sentence(rng, h, c))
     for _ in range(rng.choice([0, 1, 1, 2])):
         s.append(detail(rng, h, c["obj"], c["food"], c["act"]))
     if rng.random() < 0.4:
@@ -392,6 +429,8 @@ def _story(rng):
         s.append(ending(rng, h, f))
     if rng.random() < 0.25:
         s.append(rng.choice(MORALS))
+    if recall:
+        s = name_pronouns(rng, h, f, s)
     # paragraphs at random sentence boundaries
     out, para = [], []
     for x in s:

@@ -14,6 +14,8 @@ Parts, each written as documents separated by the literal "<|endoftext|>":
   names   : more stories from gen_stories.py whose names are spelled from random letters, so the pieces
             of a name follow no learnable pattern and its later mentions can only be copied from the
             first (training only: no held-out slice; the hand-written name prompts measure it).
+  recall  : stories (gen_stories.recall_story) whose hero's name, spelled or syllable-made, comes back in
+            the next sentence and often after; never one of the held-out prompts' names (training only).
 
 Outputs:
   work/data/<part>.train.txt        (git-ignored, large)
@@ -229,6 +231,14 @@ def write_names(a, rng, gen):
     print(f"names: train {len(names)} docs {sum(map(len, names))/1e6:.2f} MB")
 
 
+def write_recall(a, rng, gen):
+    with open(os.path.join(HERE, "heldout", "prompts.json"), encoding="utf-8") as f:
+        exclude = {p["name"] for p in json.load(f)["names"]}
+    docs = gen(rng, lambda r: gen_stories.recall_story(r, exclude), a.recall_mb * 1e6)
+    write_docs(os.path.join(a.out, "recall.train.txt"), docs)
+    print(f"recall: train {len(docs)} docs {sum(map(len, docs))/1e6:.2f} MB")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seed", type=int, default=1234)
@@ -236,7 +246,9 @@ def main():
     ap.add_argument("--code-mb", type=float, default=14.0)
     ap.add_argument("--facts-mb", type=float, default=6.0)
     ap.add_argument("--names-mb", type=float, default=6.0)
+    ap.add_argument("--recall-mb", type=float, default=6.0)
     ap.add_argument("--only-names", action="store_true", help="write only the names part (the others exist)")
+    ap.add_argument("--only-recall", action="store_true", help="write only the recall part (the others exist)")
     ap.add_argument("--val-kb", type=float, default=40.0)
     ap.add_argument("--out", default=os.path.join(WORK, "data"))
     ap.add_argument("--val-out", default=os.path.join(HERE, "val"))
@@ -247,7 +259,7 @@ def main():
     rf, rfv = random.Random(a.seed * 10 + 3), random.Random(a.seed * 10 + 4)
     rc, rcv = random.Random(a.seed * 10 + 5), random.Random(a.seed * 10 + 6)
     re_, rev = random.Random(a.seed * 10 + 7), random.Random(a.seed * 10 + 8)
-    rn = random.Random(a.seed * 10 + 9)
+    rn, rr = random.Random(a.seed * 10 + 9), random.Random(a.seed * 10 + 10)
 
     def gen(rng, fn, nbytes):
         docs, n = [], 0
@@ -259,6 +271,8 @@ def main():
 
     if a.only_names:
         return write_names(a, rn, gen)
+    if a.only_recall:
+        return write_recall(a, rr, gen)
     countries = load_countries()
     ff = lambda r: facts_doc(r, countries)
     std_train, std_val = code_docs()
@@ -274,6 +288,7 @@ def main():
         print(f"{name}: train {len(tr)} docs {sum(map(len, tr))/1e6:.2f} MB, "
               f"val {len(va)} docs {sum(map(len, va))/1e3:.1f} KB")
     write_names(a, rn, gen)
+    write_recall(a, rr, gen)
     with open(os.path.join(a.out, "countries.json"), "w") as f:
         json.dump(countries, f, indent=0)
 

@@ -38,7 +38,7 @@ from model import GPT2, make_config  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = os.path.join(HERE, "work")
 PARTS = ["stories", "facts", "code", "stdlib", "english"]  # sampled, and each has a validation slice
-EXTRA_PARTS = ["names"]  # sampled only once a --mix gives it weight (a sixth weight); no validation slice
+EXTRA_PARTS = ["names", "recall"]  # sampled only once a --mix gives them weight (weights 6, 7); no validation slice
 TRAIN_PARTS = PARTS + EXTRA_PARTS
 # arguments that define the run: a resumed invocation must use the same values
 SCHEDULE_ARGS = ["seed", "n_layer", "n_head", "n_embd", "n_positions", "batch", "steps", "lr", "min_lr_frac",
@@ -49,9 +49,9 @@ ARG_DEFAULTS = {"copy_random": 0.0}
 
 
 def parse_mix(s):
-    """Weights of TRAIN_PARTS; five weights (the mixes written before the names part) give it none."""
+    """Weights of TRAIN_PARTS; the parts left out at the end (mixes written before they were added) get none."""
     w = np.array([float(x) for x in s.split(",")])
-    assert len(w) in (len(PARTS), len(TRAIN_PARTS)), f"--mix needs {len(PARTS)} or {len(TRAIN_PARTS)} weights " \
+    assert len(PARTS) <= len(w) <= len(TRAIN_PARTS), f"--mix needs {len(PARTS)} to {len(TRAIN_PARTS)} weights " \
         f"({','.join(TRAIN_PARTS)})"
     w = np.concatenate([w, np.zeros(len(TRAIN_PARTS) - len(w))])
     return w / w.sum()
@@ -178,7 +178,7 @@ def parse_args(argv=None):
     ap.add_argument("--min-lr-frac", type=float, default=0.1)
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--wd", type=float, default=0.1)
-    ap.add_argument("--mix", default="0.42,0.12,0.22,0.08,0.16", help="sampling weights of " + ",".join(TRAIN_PARTS) + " (the last may be left out: 0)")
+    ap.add_argument("--mix", default="0.42,0.12,0.22,0.08,0.16", help="sampling weights of " + ",".join(TRAIN_PARTS) + " (the last ones may be left out: 0)")
     ap.add_argument("--final-frac", type=float, default=0.1, help="fraction of steps in the facts-heavy phase")
     ap.add_argument("--final-mix", default="0.34,0.34,0.15,0.05,0.12")
     ap.add_argument("--copy-frac", type=float, default=0.06,

@@ -17,7 +17,7 @@ import bpe
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = os.path.join(HERE, "work")
 PARTS = ["stories", "facts", "code", "stdlib", "english"]  # the merges are learned from these
-EXTRA_PARTS = ["names"]  # tokenized with those merges, not counted for them
+EXTRA_PARTS = ["names", "recall"]  # tokenized with those merges, not counted for them
 # bytes of each part sampled for the merge statistics (roughly the training mix)
 SAMPLE_MB = {"stories": 4.0, "facts": 1.5, "code": 2.0, "stdlib": 1.0, "english": 3.0}
 
@@ -65,6 +65,7 @@ def main():
     print(f"{len(merges)} merges in {time.time()-t0:.1f}s", flush=True)
 
     encode_parts(a, out, docs, rng)
+    encode_parts(a, out, {p: read_docs(p) for p in EXTRA_PARTS}, None)
 
 
 def encode_parts(a, out, docs, rng):
