@@ -25,10 +25,19 @@ def plural(n):
 
 
 class Names:
-    """Identifier source; keeps names unique inside one module."""
+    """Identifier source; keeps names unique inside one module. With `words` (an open word list), half of
+    the identifiers are built from it, so a body's names can only be copied from its signature, not
+    recalled from the generator's small vocabulary."""
 
-    def __init__(self, rng):
-        self.rng, self.used = rng, set()
+    def __init__(self, rng, words=None):
+        self.rng, self.used, self.words = rng, set(), words
+
+    def open_word(self):
+        r = self.rng
+        if r.random() < 0.1:
+            return r.choice("abcdefghijkmnpqrstuvwxyz")
+        w = r.choice(self.words)
+        return w if r.random() < 0.7 else (r.choice(ADJ + self.words) + "_" + w)
 
     def fresh(self, make):
         for _ in range(50):
@@ -43,17 +52,24 @@ class Names:
 
     def noun(self):
         r = self.rng
+        if self.words and r.random() < 0.5:
+            return self.fresh(self.open_word)
         return self.fresh(lambda: r.choice(NOUNS) if r.random() < 0.6 else
                           (r.choice(ADJ) + "_" + r.choice(NOUNS) if r.random() < 0.8 else
                            r.choice(SYL) + r.choice(SYL) + r.choice(["", "_" + r.choice(NOUNS)])))
 
     def plural(self):
         r = self.rng
+        if self.words and r.random() < 0.5:
+            return self.fresh(lambda: plural(r.choice(self.words)))
         return self.fresh(lambda: plural(r.choice(NOUNS)) if r.random() < 0.7 else
                           r.choice(ADJ) + "_" + plural(r.choice(NOUNS)))
 
     def func(self, verbs=None):
         r = self.rng
+        if self.words and r.random() < 0.5:
+            return self.fresh(lambda: r.choice(self.words) if r.random() < 0.3 else
+                              r.choice(verbs or VERBS) + "_" + r.choice(self.words))
         return self.fresh(lambda: r.choice(verbs if verbs and r.random() < 0.8 else VERBS) +
                           ("_" + r.choice([r.choice(NOUNS), plural(r.choice(NOUNS))]) if r.random() < 0.6 else ""))
 
@@ -211,9 +227,10 @@ def literal(rng, n_args, sig_list):
     return vals[:n_args]
 
 
-def module(rng):
-    """One small module: imports, 2-5 functions (maybe a class), and a main() that calls them."""
-    nm = Names(rng)
+def module(rng, words=None):
+    """One small module: imports, 2-5 functions (maybe a class), and a main() that calls them; `words`:
+    see Names."""
+    nm = Names(rng, words)
     L = []
     if rng.random() < 0.4:
         L += rng.sample(["import math", "import os", "import sys", "import random", "from collections import Counter",

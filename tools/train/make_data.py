@@ -14,6 +14,8 @@ Parts, each written as documents separated by the literal "<|endoftext|>":
   names   : more stories from gen_stories.py whose names are spelled from random letters, so the pieces
             of a name follow no learnable pattern and its later mentions can only be copied from the
             first (training only: no held-out slice; the hand-written name prompts measure it).
+  coderecall: code from gen_code.py whose identifiers are half built from WordNet's lemmas (an open
+            vocabulary), so a body's names must be copied from the signature (training only).
   recall  : stories (gen_stories.recall_story) whose hero's name, spelled or syllable-made, comes back in
             the next sentence and often after; never one of the held-out prompts' names (training only).
 
@@ -231,6 +233,30 @@ def write_names(a, rng, gen):
     print(f"names: train {len(names)} docs {sum(map(len, names))/1e6:.2f} MB")
 
 
+def identifier_words():
+    """WordNet noun, verb and adjective lemmas usable as Python identifiers (3-10 lowercase letters) that
+    occur in WordNet's tagged corpus (tagsense_cnt > 0: everyday words, not "sainfoin")."""
+    import keyword
+    words = set()
+    for pos in ("noun", "verb", "adj"):
+        for line in open(os.path.join(WORDNET, f"index.{pos}"), encoding="utf-8"):
+            f = line.split()
+            if line.startswith(" ") or len(f) < 6:
+                continue
+            w, p_cnt = f[0], int(f[3])
+            if int(f[5 + p_cnt]) > 0 and w.isalpha() and w.islower() and 3 <= len(w) <= 10 and \
+                    w.isascii() and not keyword.iskeyword(w):
+                words.add(w)
+    return sorted(words)
+
+
+def write_coderecall(a, rng, gen):
+    words = identifier_words()
+    docs = gen(rng, lambda r: gen_code.module(r, words), a.coderecall_mb * 1e6)
+    write_docs(os.path.join(a.out, "coderecall.train.txt"), docs)
+    print(f"coderecall: train {len(docs)} docs {sum(map(len, docs))/1e6:.2f} MB ({len(words)} words)")
+
+
 def write_recall(a, rng, gen):
     with open(os.path.join(HERE, "heldout", "prompts.json"), encoding="utf-8") as f:
         exclude = {p["name"] for p in json.load(f)["names"]}
@@ -248,7 +274,9 @@ def main():
     ap.add_argument("--names-mb", type=float, default=6.0)
     ap.add_argument("--recall-mb", type=float, default=6.0)
     ap.add_argument("--only-names", action="store_true", help="write only the names part (the others exist)")
+    ap.add_argument("--coderecall-mb", type=float, default=6.0)
     ap.add_argument("--only-recall", action="store_true", help="write only the recall part (the others exist)")
+    ap.add_argument("--only-coderecall", action="store_true", help="write only the coderecall part")
     ap.add_argument("--val-kb", type=float, default=40.0)
     ap.add_argument("--out", default=os.path.join(WORK, "data"))
     ap.add_argument("--val-out", default=os.path.join(HERE, "val"))
@@ -260,6 +288,7 @@ def main():
     rc, rcv = random.Random(a.seed * 10 + 5), random.Random(a.seed * 10 + 6)
     re_, rev = random.Random(a.seed * 10 + 7), random.Random(a.seed * 10 + 8)
     rn, rr = random.Random(a.seed * 10 + 9), random.Random(a.seed * 10 + 10)
+    rcr = random.Random(a.seed * 10 + 11)
 
     def gen(rng, fn, nbytes):
         docs, n = [], 0
@@ -273,6 +302,8 @@ def main():
         return write_names(a, rn, gen)
     if a.only_recall:
         return write_recall(a, rr, gen)
+    if a.only_coderecall:
+        return write_coderecall(a, rcr, gen)
     countries = load_countries()
     ff = lambda r: facts_doc(r, countries)
     std_train, std_val = code_docs()
@@ -289,6 +320,7 @@ def main():
               f"val {len(va)} docs {sum(map(len, va))/1e3:.1f} KB")
     write_names(a, rn, gen)
     write_recall(a, rr, gen)
+    write_coderecall(a, rcr, gen)
     with open(os.path.join(a.out, "countries.json"), "w") as f:
         json.dump(countries, f, indent=0)
 
