@@ -23,11 +23,12 @@ float folded_width() {
   return ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().WindowPadding.x;
 }
 
-// The bottom strip's height: the timeline, its history line and the lessons
-// button, or with the lessons open their share of the window.
-float bottom_height(bool lessons, float H) {
+// The bottom strip's height: the timeline row, and (`full`) a row with the
+// lessons button and the history line, or with the lessons open their share
+// of the window.
+float bottom_height(bool lessons, bool full, float H) {
   if (lessons) return std::clamp(H * 0.4f, std::min(200.0f, H * 0.5f), 480.0f);
-  return 2 * ImGui::GetFrameHeightWithSpacing() + ImGui::GetTextLineHeightWithSpacing() +
+  return ImGui::GetFrameHeightWithSpacing() + (full ? ImGui::GetTextLineHeightWithSpacing() : 0.0f) +
          2 * ImGui::GetStyle().WindowPadding.y;
 }
 
@@ -50,14 +51,19 @@ void fold_button(const char* label, bool& open) {
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("fold this sidebar (more room for the 3D view)");
 }
 
-float sidebar_width(const UiState& ui, float W) {
-  return std::clamp(290.0f * ui.text_scale, std::min(240.0f, W * 0.3f), W * 0.27f);
+// A sidebar's width: what its text wants at this scale, up to 27 % of the
+// window, or beside a folded one (`alone`) up to 33 % while the 3D view keeps
+// its half.
+float sidebar_width(const UiState& ui, float W, bool alone) {
+  const float lo = std::min(240.0f, W * 0.3f);
+  const float cap = alone ? std::min(W * 0.33f, W * (1 - kMinViewWidthShare) - folded_width()) : W * 0.27f;
+  return std::clamp(290.0f * ui.text_scale, lo, std::max(lo, cap));
 }
 
 float left_sidebar(const Snapshot& snap, UiState& ui, float W, float H, Commands& cmds) {
   if (!ui.left_open) return folded_strip("##left_folded", "\xE2\x96\xB6", 0, H, ui.left_open);
   ImGui::SetNextWindowPos(ImVec2(0, 0), ImGuiCond_Always);
-  ImGui::SetNextWindowSize(ImVec2(sidebar_width(ui, W), H), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(ImVec2(sidebar_width(ui, W, !ui.right_open), H), ImGuiCond_Always);
   float w = 0;
   if (ImGui::Begin("Generation", nullptr, kDocked | ImGuiWindowFlags_NoResize)) {
     fold_button("\xE2\x97\x80 fold", ui.left_open);
@@ -65,7 +71,8 @@ float left_sidebar(const Snapshot& snap, UiState& ui, float W, float H, Commands
     if (ImGui::CollapsingHeader("Playback", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_playback(snap, ui));
     if (snap.decoding.mode != DecodeMode::kSample) ImGui::SetNextItemOpen(true, ImGuiCond_Once);
     if (ImGui::CollapsingHeader("Decoding")) append(cmds, panel_decoding(snap, ui));
-    if (ImGui::CollapsingHeader("Cache & compute", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_cache(snap, ui));
+    if (ImGui::CollapsingHeader(header_label("Cache & compute", "Cache").c_str(), ImGuiTreeNodeFlags_DefaultOpen))
+      append(cmds, panel_cache(snap, ui));
   }
   w = ImGui::GetWindowWidth();
   ImGui::End();
@@ -75,7 +82,7 @@ float left_sidebar(const Snapshot& snap, UiState& ui, float W, float H, Commands
 float right_sidebar(const Snapshot& snap, UiState& ui, float W, float H, Commands& cmds) {
   if (!ui.right_open) return folded_strip("##right_folded", "\xE2\x97\x80", W, H, ui.right_open);
   ImGui::SetNextWindowPos(ImVec2(W, 0), ImGuiCond_Always, ImVec2(1, 0));
-  ImGui::SetNextWindowSize(ImVec2(sidebar_width(ui, W), H), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(ImVec2(sidebar_width(ui, W, !ui.left_open), H), ImGuiCond_Always);
   float w = 0;
   if (ImGui::Begin("Inspect", nullptr, kDocked | ImGuiWindowFlags_NoResize)) {
     fold_button("fold \xE2\x96\xB6", ui.right_open);
@@ -88,7 +95,8 @@ float right_sidebar(const Snapshot& snap, UiState& ui, float W, float H, Command
     if (ImGui::CollapsingHeader("Attention", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_attention(snap, ui));
     if (ui.qkv_open) ImGui::SetNextItemOpen(true, ImGuiCond_Always);
     ui.qkv_open = false;
-    if (ImGui::CollapsingHeader("Q\xC2\xB7K\xC2\xB7V inspector")) append(cmds, panel_qkv(snap, ui));
+    if (ImGui::CollapsingHeader(header_label("Q\xC2\xB7K\xC2\xB7V inspector", "Q\xC2\xB7K\xC2\xB7V").c_str()))
+      append(cmds, panel_qkv(snap, ui));
     if (ImGui::CollapsingHeader("Next token", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_next_token(snap, ui));
     if (ImGui::CollapsingHeader("View", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_view(snap, ui));
     if (!no_model && ImGui::CollapsingHeader("Model")) append(cmds, panel_model(snap, ui));
@@ -125,25 +133,76 @@ void teach_tabs(const Snapshot& snap, UiState& ui, Commands& cmds) {
   ImGui::EndTabBar();
 }
 
+const char* lessons_label(const Snapshot& snap) {
+  return snap.decoding.mode == DecodeMode::kBeam ? "\xE2\x96\xB2 lessons: beam search, KV memory, training"
+         : snap.decoding.mode == DecodeMode::kSpeculative
+             ? "\xE2\x96\xB2 lessons: speculative decoding, KV memory, training"
+             : "\xE2\x96\xB2 lessons: branches, prefill vs decode, KV memory, heads, training";
+}
+
+float small_button_width(const char* label) {
+  return ImGui::CalcTextSize(label, nullptr, true).x + 2 * ImGui::GetStyle().FramePadding.x;
+}
+
+// The lessons button; its tooltip lists them and says what folded by itself.
+void lessons_button(const Snapshot& snap, UiState& ui, const char* label) {
+  if (ImGui::SmallButton(label)) ui.teach_open = !ui.teach_open;
+  if (!ImGui::IsItemHovered()) return;
+  const std::string help = std::string(ui.teach_open ? "hide the lessons" : lessons_label(snap) + 4) +
+                           (ui.panel_fit.note.empty() ? "" : "\n\n" + ui.panel_fit.note);
+  hover_help(help.c_str());
+}
+
+// The strip's second row: the lessons button, "(folded to fit)" and the
+// history line, each as full as the width allows (fit_row).
+void strip_second_row(const Snapshot& snap, UiState& ui) {
+  const HistoryText hist = history_text(snap);
+  const char* open = ui.teach_open ? "\xE2\x96\xBC hide the lessons" : lessons_label(snap);
+  const char* lessons[] = {open, ui.teach_open ? "\xE2\x96\xBC hide" : "\xE2\x96\xB2 lessons"};
+  const char* marks[] = {"(folded to fit)", "(folded)"};
+  const bool folded = !ui.panel_fit.note.empty();
+  auto text_w = [](const std::string& t) { return ImGui::CalcTextSize(t.c_str()).x; };
+  const std::vector<std::vector<float>> widths = {
+      {small_button_width(lessons[0]), small_button_width(lessons[1])},
+      folded ? std::vector<float>{text_w(marks[0]), text_w(marks[1])} : std::vector<float>{},
+      {text_w(hist.full), text_w(hist.brief)}};
+  const std::vector<int> pick =
+      fit_row(widths, ImGui::GetStyle().ItemSpacing.x, ImGui::GetContentRegionAvail().x, {2, 0, 1});
+  lessons_button(snap, ui, lessons[pick[0]]);
+  if (folded) {
+    ImGui::SameLine();
+    ImGui::TextDisabled("%s", marks[pick[1]]);
+    hover_help(ui.panel_fit.note.c_str());
+  }
+  ImGui::SameLine();
+  const std::string shown = fit_text(pick[2] == 0 ? hist.full : hist.brief, ImGui::GetContentRegionAvail().x);
+  ImGui::TextColored(hist.trimmed ? ImVec4(1.0f, 0.8f, 0.4f, 1) : ImGui::GetStyle().Colors[ImGuiCol_TextDisabled], "%s",
+                     shown.c_str());
+  if (shown != hist.full) hover_help(hist.full.c_str());
+}
+
 // Between the sidebars, under the 3D view: the timeline, and the teaching
-// tabs when opened. Returns its height.
+// tabs when opened. Where the picture is short (fit_panels) the strip keeps
+// the timeline row alone, with the lessons button at its end. Returns its
+// height.
 float bottom_strip(const Snapshot& snap, UiState& ui, float x, float w, float H, Commands& cmds) {
-  const float h = bottom_height(ui.teach_open, H);
+  const bool full = ui.teach_open || ui.panel_fit.full_strip;
+  const float h = bottom_height(ui.teach_open, full, H);
   ImGui::SetNextWindowPos(ImVec2(x, H - h), ImGuiCond_Always);
   ImGui::SetNextWindowSize(ImVec2(std::max(100.0f, w), h), ImGuiCond_Always);
   if (ImGui::Begin("Teach", nullptr, kDocked | ImGuiWindowFlags_NoResize)) {
-    append(cmds, panel_timeline(snap, ui));
-    const char* lessons = snap.decoding.mode == DecodeMode::kBeam
-                              ? "\xE2\x96\xB2 lessons: beam search, KV memory, training"
-                          : snap.decoding.mode == DecodeMode::kSpeculative
-                              ? "\xE2\x96\xB2 lessons: speculative decoding, KV memory, training"
-                              : "\xE2\x96\xB2 lessons: branches, prefill vs decode, KV memory, heads, training";
-    if (!ui.panel_fit.note.empty()) {
-      ImGui::TextDisabled("(folded to fit)");
-      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", ui.panel_fit.note.c_str());
+    // The compact strip's lessons button: named while the slider keeps a third of the row, else an arrow.
+    const float row = ImGui::GetContentRegionAvail().x, named = small_button_width("\xE2\x96\xB2 lessons");
+    const char* up = row - named - 2 * ImGui::GetFrameHeight() * 1.6f - ImGui::CalcTextSize("00 / 00 LIVE").x > row / 3
+                         ? "\xE2\x96\xB2 lessons"
+                         : "\xE2\x96\xB2";
+    append(cmds, panel_timeline(snap, ui, full ? 0.0f : small_button_width(up) + ImGui::GetStyle().ItemSpacing.x));
+    if (full) {
+      strip_second_row(snap, ui);
+    } else {
       ImGui::SameLine();
+      lessons_button(snap, ui, up);
     }
-    if (ImGui::SmallButton(ui.teach_open ? "\xE2\x96\xBC hide the lessons" : lessons)) ui.teach_open = !ui.teach_open;
     if (ui.teach_open) teach_tabs(snap, ui, cmds);
   }
   ImGui::End();
@@ -159,15 +218,24 @@ void fold_to_fit(UiState& ui, float W, float H) {
   const bool resized = f.w != W || f.h != H || f.text_scale != ui.text_scale || ui.view_text_h > 1.25f * f.view_text;
   const bool lessons_opened = ui.teach_open && !f.lessons;
   if ((resized && ui.view_text_h > 0) || lessons_opened) {
-    const PanelRoom room{
-        W, H, sidebar_width(ui, W), folded_width(), bottom_height(false, H), bottom_height(true, H), ui.view_text_h};
-    PanelsOpen open{ui.left_open, ui.right_open, ui.teach_open};
+    const PanelRoom room{W,
+                         H,
+                         sidebar_width(ui, W, false),
+                         folded_width(),
+                         bottom_height(false, true, H),
+                         bottom_height(true, true, H),
+                         ui.view_text_h,
+                         sidebar_width(ui, W, true),
+                         bottom_height(false, false, H)};
+    // (the strip's second row is the layout's own choice: a new size starts from it shown)
+    PanelsOpen open{ui.left_open, ui.right_open, ui.teach_open, resized || f.full_strip};
     const std::string note = fit_panels(room, open, lessons_opened);
     f.note = note;
     if (!note.empty()) ui.status = note;
     ui.left_open = open.left;
     ui.right_open = open.right;
     ui.teach_open = open.lessons;
+    f.full_strip = open.full_strip;
     if (ui.view_text_h > 0) f.w = W, f.h = H, f.text_scale = ui.text_scale, f.view_text = ui.view_text_h;
   }
   f.lessons = ui.teach_open;

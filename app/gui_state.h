@@ -127,7 +127,8 @@ struct UiState {
   struct PanelFit {
     float w = 0, h = 0, text_scale = 0, view_text = 0;
     bool lessons = false;
-    std::string note;  // what folded by itself, "" = nothing
+    bool full_strip = true;  // the bottom strip's second row (lessons button, history line)
+    std::string note;        // what folded by itself, "" = nothing
   } panel_fit;
   float view_text_h = 0;
   bool qkv_open = false;    // the Q·K·V inspector's section (opened by a demo view)

@@ -106,7 +106,9 @@ void flop_plot(const char* id, const char* title, const std::vector<double>& act
 void kv_layout_section(const Snapshot& snap, UiState& ui) {
   // Open from the start when the settings chose a layout other than dense f32.
   KVSettings& k = ui.kv_layout;
-  if (!ImGui::CollapsingHeader("KV memory layout", k.is_default() ? 0 : ImGuiTreeNodeFlags_DefaultOpen)) return;
+  if (!ImGui::CollapsingHeader(header_label("KV memory layout", "KV layout").c_str(),
+                               k.is_default() ? 0 : ImGuiTreeNodeFlags_DefaultOpen))
+    return;
   static const char* const kDtypes[] = {"f32", "f16", "q8_0", "q4_0"};
   int dt = static_cast<int>(k.dtype);
   if (ImGui::Combo("row format", &dt, kDtypes, 4)) k.dtype = static_cast<KVDtype>(dt);
@@ -131,7 +133,7 @@ void kv_layout_section(const Snapshot& snap, UiState& ui) {
   if (paged) ImGui::SliderInt("block B", &k.block, 1, block_hi, "%d", clamp);
   ImGui::TextDisabled("applies from the next generation (Restart)");
   const StepRecord* r = snap.seq.current.get();
-  if (!r || !ImGui::BeginTable("kvlayout", 2, ImGuiTableFlags_SizingStretchProp)) return;
+  if (!r || !begin_counters("kvlayout")) return;
   const KVLayout& lay = r->kv_layout;
   counter_row("running", lay.describe());
   counter_row("positions held", std::to_string(r->kv_positions) + " of " + std::to_string(r->seq_len));
@@ -182,13 +184,15 @@ Commands panel_cache(const Snapshot& snap, UiState& ui) {
   }
   Commands cmds;
   const bool kv = snap.mode == CacheMode::kKV;
-  if (big_button(kv ? "KV CACHE  (C to switch)" : "NO CACHE  (C to switch)",
-                 kv ? palette::kCacheHigh : palette::kRecomputed, ImVec2(-1, ImGui::GetFrameHeight() * 1.5f)))
+  const char* label = kv ? fitting_label({"KV CACHE  (C to switch)", "KV CACHE  (C)", "KV CACHE"})
+                         : fitting_label({"NO CACHE  (C to switch)", "NO CACHE  (C)", "NO CACHE"});
+  if (big_button(label, kv ? palette::kCacheHigh : palette::kRecomputed, ImVec2(-1, ImGui::GetFrameHeight() * 1.5f)))
     cmds.push_back(cmd::ToggleCache{});
+  hover_help("Switch between the KV cache and recomputing every position (C).");
   ImGui::TextWrapped("%s", kv ? "Each step computes only the new position and reads the cached K/V of all earlier ones."
                               : "Each step recomputes K/V for every position, then throws them away.");
   const StepRecord* r = snap.seq.current.get();
-  if (ImGui::BeginTable("counters", 2, ImGuiTableFlags_SizingStretchProp)) {
+  if (begin_counters("counters")) {
     const ImVec4 cyan = v4(palette::kCacheHigh), red = v4(palette::kRecomputed);
     counter_row("sequence length", r ? std::to_string(r->seq_len) + " positions" : "-");
     counter_row("FLOPs this step", r ? format_flops(r->flops) : "-");

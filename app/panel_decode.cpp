@@ -312,7 +312,7 @@ Commands panel_decode_cache(const Snapshot& snap, UiState& ui) {
                                   "forward over the K drafted positions (+1) on its own; rejected positions are "
                                   "rolled back in both caches. Plain decoding: one model forward per token.");
   const int step = shown_step_or_note(snap, ui);
-  if (step >= 0 && ImGui::BeginTable("decode_counters", 2, ImGuiTableFlags_SizingStretchProp)) {
+  if (step >= 0 && begin_counters("decode_counters")) {
     if (beam)
       beam_counters(snap, step);
     else

@@ -131,7 +131,7 @@ void kv_loss_plot(const Snapshot& snap) {
   const StepRecord* r = snap.seq.current.get();
   if (!snap.model || !r) return;
   const ImGuiTreeNodeFlags open = r->kv_layout.windowed() ? ImGuiTreeNodeFlags_DefaultOpen : 0;
-  if (!ImGui::CollapsingHeader("Loss per position vs dense f32", open)) return;
+  if (!ImGui::CollapsingHeader(header_label("Loss per position vs dense f32", "Loss vs f32").c_str(), open)) return;
   const Config& c = snap.model->config;
   LayoutScoreRequest req;
   req.model = snap.model;

@@ -17,8 +17,17 @@
 
 namespace kvscope {
 
-// Timeline slider, back/forward buttons, the history's memory (budget, trimmed).
-Commands panel_timeline(const Snapshot& snap, UiState& ui);
+// The timeline's row: back/forward buttons, the slider and the shown step,
+// leaving `reserve` (window units) at the row's end for the caller's widget.
+// The step's tooltip carries the history line.
+Commands panel_timeline(const Snapshot& snap, UiState& ui, float reserve = 0);
+// The history's memory (its bytes, the budget, what was trimmed): in full,
+// and in brief for a narrow strip.
+struct HistoryText {
+  std::string full, brief;
+  bool trimmed = false;
+};
+HistoryText history_text(const Snapshot& snap);
 // The tree of explored branches (text, probability), FLOPs saved by forking on the cache.
 Commands panel_branches(const Snapshot& snap, UiState& ui);
 // Prefill vs decode, measured from the shown step's records.

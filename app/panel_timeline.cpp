@@ -27,7 +27,29 @@ std::string one_line(const std::string& s, size_t max_chars) {
 
 // --- timeline -----------------------------------------------------------------
 
-Commands panel_timeline(const Snapshot& snap, UiState& ui) {
+HistoryText history_text(const Snapshot& snap) {
+  HistoryText h;
+  const TrimReport& t = snap.tree.trimmed();
+  const std::string held = format_bytes(snap.tree.bytes()), budget = format_bytes(snap.tree.budget());
+  h.trimmed = t.any();
+  h.brief = "history " + held + " of " + budget + (h.trimmed ? ", oldest trimmed" : "");
+  if (h.trimmed) {
+    std::string dropped = t.beam_tokens_dropped > 0
+                              ? "beam sequences of " + std::to_string(t.beam_tokens_dropped) + " oldest steps dropped"
+                              : "attention of " + std::to_string(t.attention_dropped) +
+                                    " oldest steps dropped, logits of " + std::to_string(t.logits_dropped) +
+                                    ", K/V of " + std::to_string(t.kv_dropped);
+    if (t.pages_dropped > 0) dropped += ", pages of " + std::to_string(t.pages_dropped);
+    h.full = "history " + held + " of " + budget + ": " + dropped;
+  } else {
+    const size_t n = snap.tree.size();
+    h.full = "history " + held + " of the " + budget + " budget, every step in full detail (" + std::to_string(n) +
+             (n == 1 ? " branch)" : " branches)");
+  }
+  return h;
+}
+
+Commands panel_timeline(const Snapshot& snap, UiState& ui, float reserve) {
   Commands cmds;
   const int n = snap.timeline_size();
   const int s = shown_step(snap, ui);
@@ -36,8 +58,14 @@ Commands panel_timeline(const Snapshot& snap, UiState& ui) {
   if (ImGui::Button("\xE2\x97\x80##back", ImVec2(bw, 0))) cmds.push_back(cmd::Scrub{-1});
   ImGui::EndDisabled();
   ImGui::SameLine();
-  const float info_w = ImGui::CalcTextSize("step 0000 / 0000  LIVE  ").x;
-  ImGui::SetNextItemWidth(std::max(80.0f, ImGui::GetContentRegionAvail().x - bw - info_w - 16));
+  // Room for the step counter as wide as it gets in this generation ("0000 / 0000 PAST" at most).
+  const std::string widest = std::string(std::to_string(std::max(n - 1, 0)).size(), '0');
+  const float info_w = std::max(ImGui::CalcTextSize((widest + " / " + widest + " LIVE").c_str()).x,
+                                ImGui::CalcTextSize((widest + " / " + widest + " PAST").c_str()).x);
+  const float spacing = ImGui::GetStyle().ItemSpacing.x;
+  // (the back button is already on the row: the slider, the forward button and the counter share the rest)
+  ImGui::SetNextItemWidth(
+      std::max(ImGui::GetFrameHeight() * 2, ImGui::GetContentRegionAvail().x - bw - info_w - 2 * spacing - reserve));
   int step = std::max(0, s);
   ImGui::BeginDisabled(n <= 1);
   if (ImGui::SliderInt("##timeline", &step, 0, std::max(0, n - 1), n == 0 ? "no steps yet" : "step %d")) {
@@ -57,24 +85,10 @@ Commands panel_timeline(const Snapshot& snap, UiState& ui) {
   ImGui::EndDisabled();
   ImGui::SameLine();
   const bool live = ui.view_step < 0 || s == n - 1;
-  if (n > 0)
+  if (n > 0) {
     ImGui::TextColored(live ? ImVec4(0.45f, 1.0f, 0.55f, 1) : ImVec4(1.0f, 0.8f, 0.4f, 1), "%d / %d %s", s, n - 1,
                        live ? "LIVE" : "PAST");
-  // The history's memory: what it holds, the budget, what was dropped.
-  const TrimReport& t = snap.tree.trimmed();
-  if (t.any()) {
-    std::string dropped = t.beam_tokens_dropped > 0
-                              ? "beam sequences of " + std::to_string(t.beam_tokens_dropped) + " oldest steps dropped"
-                              : "attention of " + std::to_string(t.attention_dropped) +
-                                    " oldest steps dropped, logits of " + std::to_string(t.logits_dropped) +
-                                    ", K/V of " + std::to_string(t.kv_dropped);
-    if (t.pages_dropped > 0) dropped += ", pages of " + std::to_string(t.pages_dropped);
-    ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.4f, 1), "history %s of %s: %s", format_bytes(snap.tree.bytes()).c_str(),
-                       format_bytes(snap.tree.budget()).c_str(), dropped.c_str());
-  } else {
-    ImGui::TextDisabled("history %s of the %s budget, every step in full detail (%zu branch%s)",
-                        format_bytes(snap.tree.bytes()).c_str(), format_bytes(snap.tree.budget()).c_str(),
-                        snap.tree.size(), snap.tree.size() == 1 ? "" : "es");
+    hover_help(history_text(snap).full.c_str());
   }
   return cmds;
 }

@@ -11,6 +11,7 @@
 
 #include "engine.h"
 #include "scene_format.h"
+#include "ui_fit.h"
 #include "units.h"
 
 namespace kvscope {
@@ -59,15 +60,99 @@ void hover_help(const char* text) {
   ImGui::EndTooltip();
 }
 
+bool begin_counters(const char* id) {
+  // Names and values side by side while about 26 characters fit the width, else each value under its name.
+  const int columns = ImGui::GetContentRegionAvail().x >= ImGui::GetFontSize() * 13.0f ? 2 : 1;
+  if (!ImGui::BeginTable(id, columns, ImGuiTableFlags_SizingStretchProp)) return false;
+  if (columns == 1) return true;
+  // (fixed weights: wrapped cells would measure the proportional columns' widths from the wrapping itself)
+  ImGui::TableSetupColumn("name", ImGuiTableColumnFlags_WidthStretch, 1.2f);
+  ImGui::TableSetupColumn("value", ImGuiTableColumnFlags_WidthStretch, 1.0f);
+  return true;
+}
+
 void counter_row(const char* name, const std::string& value, const ImVec4* colour) {
   ImGui::TableNextRow();
   ImGui::TableSetColumnIndex(0);
-  ImGui::TextUnformatted(name);
-  ImGui::TableSetColumnIndex(1);
-  if (colour)
-    ImGui::TextColored(*colour, "%s", value.c_str());
+  ImGui::TextWrapped("%s", name);
+  const bool stacked = ImGui::TableGetColumnCount() == 1;
+  if (stacked)
+    ImGui::Indent();
   else
-    ImGui::TextUnformatted(value.c_str());
+    ImGui::TableSetColumnIndex(1);
+  if (colour)
+    text_wrapped_coloured(*colour, value);
+  else
+    ImGui::TextWrapped("%s", value.c_str());
+  if (stacked) ImGui::Unindent();
+}
+
+std::string header_label(const char* full, const char* brief) {
+  const ImGuiStyle& st = ImGui::GetStyle();
+  const float need = ImGui::CalcTextSize(full).x + ImGui::GetFontSize() + 4 * st.FramePadding.x;
+  return std::string(need <= ImGui::GetContentRegionAvail().x ? full : brief) + "###" + full;
+}
+
+namespace {
+
+float button_width(const char* label) {
+  return ImGui::CalcTextSize(label, nullptr, true).x + 2 * ImGui::GetStyle().FramePadding.x;
+}
+
+}  // namespace
+
+void ButtonRow::next() const {
+  if (one_row) ImGui::SameLine();
+}
+
+ButtonRow button_row(const std::vector<const char*>& labels) {
+  std::vector<float> widths;
+  for (const char* l : labels) widths.push_back(button_width(l));
+  const float avail = ImGui::GetContentRegionAvail().x, spacing = ImGui::GetStyle().ItemSpacing.x;
+  ButtonRow row;
+  row.one_row = buttons_fit_side_by_side(widths, spacing, avail);
+  const float n = static_cast<float>(std::max<size_t>(1, labels.size()));
+  row.size = ImVec2(row.one_row ? (avail - spacing * (n - 1)) / n : -1, 0);
+  return row;
+}
+
+const char* fitting_label(const std::vector<const char*>& labels) {
+  const float avail = ImGui::GetContentRegionAvail().x;
+  for (const char* l : labels)
+    if (button_width(l) <= avail) return l;
+  return labels.empty() ? "" : labels.back();
+}
+
+std::string fit_text(const std::string& text, float width) {
+  if (ImGui::CalcTextSize(text.c_str()).x <= width) return text;
+  const char* ellipsis = "\xE2\x80\xA6";
+  size_t cut = text.size();
+  while (cut > 0) {
+    --cut;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // UTF-8 boundary
+    const std::string s = text.substr(0, cut) + ellipsis;
+    if (ImGui::CalcTextSize(s.c_str()).x <= width) return s;
+  }
+  return ellipsis;
+}
+
+void text_wrapped_coloured(const ImVec4& colour, const std::string& text) {
+  ImGui::PushStyleColor(ImGuiCol_Text, colour);
+  ImGui::TextWrapped("%s", text.c_str());
+  ImGui::PopStyleColor();
+}
+
+bool checkbox_wrapped(const char* label, bool* v) {
+  ImGui::PushID(label);
+  bool changed = ImGui::Checkbox("##box", v);
+  ImGui::PopID();
+  ImGui::SameLine();
+  ImGui::TextWrapped("%s", label);
+  if (ImGui::IsItemClicked()) {
+    *v = !*v;
+    changed = true;
+  }
+  return changed;
 }
 
 Commands panel_prompt(const Snapshot& snap, UiState& ui) {
@@ -84,31 +169,32 @@ Commands panel_prompt(const Snapshot& snap, UiState& ui) {
     ImGui::RadioButton(name, &ui.preset, i);
   }
   if (ui.preset < kNumPresets) {
-    ImGui::TextColored(ImVec4(0.75f, 0.8f, 0.95f, 1), "\"%s\"", kPromptPresets[ui.preset].text);
+    text_wrapped_coloured(ImVec4(0.75f, 0.8f, 0.95f, 1), std::string("\"") + kPromptPresets[ui.preset].text + "\"");
   } else {
     ImGui::InputTextMultiline("##custom", &ui.custom_prompt, ImVec2(-1, ImGui::GetTextLineHeight() * 3.2f));
   }
   const std::string prompt = ui.preset < kNumPresets ? kPromptPresets[ui.preset].text : ui.custom_prompt;
-  if (big_button("Generate", palette::kGeneratedToken, ImVec2(ImGui::GetContentRegionAvail().x * 0.5f, 0)))
-    cmds.push_back(cmd::Start{prompt});
-  ImGui::SameLine();
+  const ButtonRow row = button_row({"Generate", "Reset (R)"});
+  if (big_button("Generate", palette::kGeneratedToken, row.size)) cmds.push_back(cmd::Start{prompt});
+  row.next();
   if (ImGui::Button("Reset (R)", ImVec2(-1, 0))) cmds.push_back(cmd::Reset{});
   return cmds;
 }
 
 Commands panel_playback(const Snapshot& snap, UiState& ui) {
   Commands cmds;
-  const float half = ImGui::GetContentRegionAvail().x * 0.5f - 4;
+  // (measured with the wider of Play / Pause, so the row does not jump when it toggles)
+  const ButtonRow row = button_row({"Pause (Space)", "Step (\xE2\x86\x92)"});
   if (big_button(ui.playing ? "Pause (Space)" : "Play (Space)",
-                 ui.playing ? glm::vec3(0.8f, 0.7f, 0.3f) : glm::vec3(0.3f, 0.9f, 0.4f), ImVec2(half, 0)))
+                 ui.playing ? glm::vec3(0.8f, 0.7f, 0.3f) : glm::vec3(0.3f, 0.9f, 0.4f), row.size))
     cmds.push_back(cmd::PlayPause{});
-  ImGui::SameLine();
+  row.next();
   if (ImGui::Button("Step (\xE2\x86\x92)", ImVec2(-1, 0))) cmds.push_back(cmd::Step{});
   ImGui::BeginDisabled(ui.fastest);
   ImGui::SetNextItemWidth(-1);
   ImGui::SliderFloat("##speed", &ui.speed, 0.25f, 8.0f, "%.2f tokens/s", ImGuiSliderFlags_Logarithmic);
   ImGui::EndDisabled();
-  ImGui::Checkbox("as fast as possible", &ui.fastest);
+  checkbox_wrapped("as fast as possible", &ui.fastest);
   const int ctx = snap.model ? snap.model->config.n_positions : 1024;
   int max_new = ui.max_new > 0 ? ui.max_new : kDefaultMaxNew;
   ImGui::SetNextItemWidth(-1);
@@ -118,11 +204,12 @@ Commands panel_playback(const Snapshot& snap, UiState& ui) {
   }
   const int n_new = new_tokens(snap);
   if (snap.stop != StopReason::kNone) {
-    ImGui::TextColored(ImVec4(1, 0.8f, 0.4f, 1), "%s (%d new)", stop_text(snap.stop), n_new);
+    text_wrapped_coloured(ImVec4(1, 0.8f, 0.4f, 1),
+                          std::string(stop_text(snap.stop)) + " (" + std::to_string(n_new) + " new)");
   } else if (snap.started) {
-    ImGui::Text("%s \xC2\xB7 %d new token%s",
-                snap.step_in_flight ? "computing\xE2\x80\xA6" : (ui.playing ? "playing" : "paused"), n_new,
-                n_new == 1 ? "" : "s");
+    ImGui::TextWrapped("%s \xC2\xB7 %d new token%s",
+                       snap.step_in_flight ? "computing\xE2\x80\xA6" : (ui.playing ? "playing" : "paused"), n_new,
+                       n_new == 1 ? "" : "s");
   } else if (snap.loading_model) {
     ImGui::TextUnformatted("loading the model\xE2\x80\xA6");
   }
@@ -166,7 +253,7 @@ Commands panel_model(const Snapshot& snap, UiState& ui) {
   Commands cmds;
   if (snap.model) {
     const Config& c = snap.model->config;
-    if (ImGui::BeginTable("model", 2, ImGuiTableFlags_SizingStretchProp)) {
+    if (begin_counters("model")) {
       counter_row("name", snap.model->name);
       counter_row("parameters", format_si(static_cast<double>(snap.model->n_params)));
       counter_row("layers", std::to_string(c.n_layer));

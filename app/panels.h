@@ -31,8 +31,35 @@ Commands panel_decode_cache(const Snapshot& snap, UiState& ui);
 Commands panel_decode_lesson(const Snapshot& snap, UiState& ui);
 // A button in `colour` that reads as a toggle (the big Generate, Play and KV CACHE buttons).
 bool big_button(const char* label, const glm::vec3& colour, ImVec2 size);
-// A name / value row of a two-column counters table.
+// A counters table: names and values in two columns, or in a narrow
+// sidebar each value indented under its name. EndTable closes it, as for
+// ImGui::BeginTable.
+bool begin_counters(const char* id);
+// A name / value row of a counters table (each cell wraps rather than clip
+// in a narrow sidebar or at a large text scale).
 void counter_row(const char* name, const std::string& value, const ImVec4* colour = nullptr);
+// Buttons that share a row while their labels fit (ui_fit.h's
+// buttons_fit_side_by_side), else one per row at full width: give each
+// button `size`, and call next() between them.
+struct ButtonRow {
+  bool one_row = true;
+  ImVec2 size;
+  void next() const;
+};
+ButtonRow button_row(const std::vector<const char*>& labels);
+// The first of `labels` (fullest first) whose button fits the width left on
+// the line; the last one when none does.
+const char* fitting_label(const std::vector<const char*>& labels);
+// `text` cut to `width` with an ellipsis where it is wider (on a UTF-8 boundary).
+std::string fit_text(const std::string& text, float width);
+// A collapsing header's label: `full` where it fits the width, else
+// `brief`; the header's id stays `full`'s either way.
+std::string header_label(const char* full, const char* brief);
+// Wrapped text in a colour.
+void text_wrapped_coloured(const ImVec4& colour, const std::string& text);
+// A checkbox whose label wraps onto more lines rather than clip; the label
+// toggles it too.
+bool checkbox_wrapped(const char* label, bool* v);
 // The shown step, or -1 after saying "(no step yet)" where the panel's content would go.
 int shown_step_or_note(const Snapshot& snap, const UiState& ui);
 // `text` wrapped in a tooltip while the last item is hovered.

@@ -200,8 +200,10 @@ std::vector<std::string> fit_choices(UiState& ui, const FitContext& ctx, int* pe
 }
 
 std::string fit_panels(const PanelRoom& r, PanelsOpen& open, bool lessons_kept) {
-  auto picture = [&] { return r.H - (open.lessons ? r.lessons : r.strip) - r.view_text; };
-  auto width = [&] { return r.W - (open.left ? r.sidebar : r.folded) - (open.right ? r.sidebar : r.folded); };
+  auto strip = [&] { return open.lessons ? r.lessons : open.full_strip ? r.strip : r.compact; };
+  auto picture = [&] { return r.H - strip() - r.view_text; };
+  auto side = [&](bool me, bool other) { return !me ? r.folded : other || r.alone <= 0 ? r.sidebar : r.alone; };
+  auto width = [&] { return r.W - side(open.left, open.right) - side(open.right, open.left); };
   std::vector<std::string> folded;
   if (picture() < kMinPictureShare * r.H && open.lessons) {
     if (!lessons_kept && r.strip < r.lessons) {
@@ -212,15 +214,43 @@ std::string fit_panels(const PanelRoom& r, PanelsOpen& open, bool lessons_kept) 
       folded.push_back("the right sidebar");
     }
   }
+  if (!open.lessons && open.full_strip && r.compact > 0 && r.compact < r.strip &&
+      picture() < kRoomyPictureShare * r.H) {
+    open.full_strip = false;
+    folded.push_back("the history line (the step counter's tooltip shows it)");
+  }
   while (width() < kMinViewWidthShare * r.W && (open.left || open.right) && r.folded < r.sidebar) {
-    bool& side = open.right ? open.right : open.left;
-    folded.push_back(&side == &open.right ? "the right sidebar" : "the left sidebar");
-    side = false;
+    bool& s = open.right ? open.right : open.left;
+    folded.push_back(&s == &open.right ? "the right sidebar" : "the left sidebar");
+    s = false;
   }
   if (folded.empty()) return "";
   std::string note = "folded ";
   for (size_t i = 0; i < folded.size(); ++i) note += (i ? " and " : "") + folded[i];
   return note + " so the 3D view keeps its room at this window size and text scale (their buttons reopen them)";
+}
+
+std::vector<int> fit_row(const std::vector<std::vector<float>>& widths, float spacing, float avail,
+                         const std::vector<int>& shorten_order) {
+  std::vector<int> pick(widths.size(), 0);
+  auto total = [&] {
+    float t = 0;
+    for (size_t i = 0; i < widths.size(); ++i)
+      if (!widths[i].empty()) t += widths[i][static_cast<size_t>(pick[i])] + (i > 0 ? spacing : 0.0f);
+    return t;
+  };
+  for (int i : shorten_order) {
+    if (i < 0 || static_cast<size_t>(i) >= widths.size()) continue;
+    const int last = static_cast<int>(widths[static_cast<size_t>(i)].size()) - 1;
+    while (total() > avail && pick[static_cast<size_t>(i)] < last) ++pick[static_cast<size_t>(i)];
+  }
+  return pick;
+}
+
+bool buttons_fit_side_by_side(const std::vector<float>& widths, float spacing, float avail) {
+  if (widths.empty()) return true;
+  const float share = (avail - spacing * static_cast<float>(widths.size() - 1)) / static_cast<float>(widths.size());
+  return std::all_of(widths.begin(), widths.end(), [&](float w) { return w <= share; });
 }
 
 }  // namespace kvscope

@@ -81,17 +81,38 @@ struct PanelRoom {
   float sidebar = 0, folded = 0;  // an open / a folded sidebar's width
   float strip = 0, lessons = 0;   // the bottom strip's height: lessons folded / open
   float view_text = 0;            // the view's banner and legend bands (height)
+  float alone = 0;                // an open sidebar's width beside a folded one (0 = `sidebar`)
+  float compact = 0;              // the strip's height as the timeline row alone (0 = no such strip)
 };
 struct PanelsOpen {
   bool left = true, right = true, lessons = false;
+  bool full_strip = true;  // the strip's second row: the lessons button and the history line
 };
 // The 3D view keeps half the window's width, and its picture (the view less
 // its banner and legend) this share of the height, where folding helps.
 inline constexpr float kMinViewWidthShare = 0.5f, kMinPictureShare = 0.35f;
+// Below this share of the height the picture also takes the bottom strip's
+// second row: the strip keeps the timeline row, with the lessons button at
+// its end and the history line in a tooltip.
+inline constexpr float kRoomyPictureShare = 0.5f;
 // Folds what crowds the 3D view: for height the lessons (or, when the user
 // just opened them, `lessons_kept`, the right sidebar: a wider view wraps its
-// text into fewer rows), for width the right sidebar, then the left. Returns
-// a note naming what folded ("" = nothing).
+// text into fewer rows), then the strip's second row; for width the right
+// sidebar, then the left (a sidebar left alone takes `alone`). Returns a note
+// naming what folded ("" = nothing).
 std::string fit_panels(const PanelRoom& r, PanelsOpen& open, bool lessons_kept);
+
+// A row of texts, each offered in variants from the fullest to the shortest
+// (`widths[i][v]`, window units), laid out with `spacing` between them in
+// `avail`: every text starts at its fullest, and while the row is too wide
+// the texts in `shorten_order` give up variants, each down to its shortest
+// before the next one starts. Returns the variant chosen for each text (the
+// row may still be too wide when every text is at its shortest: the caller
+// cuts the last one with an ellipsis).
+std::vector<int> fit_row(const std::vector<std::vector<float>>& widths, float spacing, float avail,
+                         const std::vector<int>& shorten_order);
+// Whether buttons whose labels need `widths` fit side by side, each one an
+// equal share of `avail` with `spacing` between them (else one per row).
+bool buttons_fit_side_by_side(const std::vector<float>& widths, float spacing, float avail);
 
 }  // namespace kvscope

@@ -1,0 +1,95 @@
+// The panels' layout rules that need no window: which panels fold at a
+// window size and text scale (fit_panels), how a row of texts shortens to
+// fit (fit_row) and when a pair of buttons stacks.
+#include <gtest/gtest.h>
+
+#include "ui_fit.h"
+
+namespace kvscope {
+namespace {
+
+// 1280 x 720 at text scale 2.5, as the layout measures it: sidebars of 345
+// (486 beside a folded one; folded 60), the strip 155 tall with its second
+// row (97 without, 288 with the lessons), the view's banner and legend 250.
+PanelRoom room_720p_at_2_5() {
+  return PanelRoom{1280, 720, 345, 60, 155, 288, 250, 486, 97};
+}
+
+TEST(FitPanels, ASidebarBesideAFoldedOneTakesItsWiderShare) {
+  PanelsOpen open{true, true, false};
+  fit_panels(room_720p_at_2_5(), open, false);
+  // 1280 - 2 x 345 < 640: the right one folds; 1280 - 486 - 60 = 734 >= 640: the left one stays, wider.
+  EXPECT_FALSE(open.right);
+  EXPECT_TRUE(open.left);
+  // Where even the wider one leaves less than half, it folds too.
+  PanelRoom narrow = room_720p_at_2_5();
+  narrow.alone = 700;
+  open = PanelsOpen{true, true, false};
+  fit_panels(narrow, open, false);
+  EXPECT_FALSE(open.left || open.right);
+}
+
+TEST(FitPanels, AShortPictureTakesTheStripsSecondRow) {
+  PanelsOpen open{true, true, false};
+  const std::string note = fit_panels(room_720p_at_2_5(), open, false);
+  // 720 - 155 - 250 = 315 < half of 720: the strip keeps its timeline row alone (720 - 97 - 250 = 373).
+  EXPECT_FALSE(open.full_strip);
+  EXPECT_NE(note.find("the history line"), std::string::npos) << note;
+  EXPECT_NE(note.find("the right sidebar"), std::string::npos) << note;
+}
+
+TEST(FitPanels, TheStripKeepsItsSecondRowWhereThePictureHasRoom) {
+  // 1366 x 768 and 1280 x 720 at text scale 1: the picture keeps well over half the height.
+  for (const PanelRoom& r :
+       {PanelRoom{1366, 768, 290, 30, 70, 307, 150, 290, 45}, PanelRoom{1280, 720, 290, 30, 70, 288, 165, 290, 45}}) {
+    PanelsOpen open{true, true, false};
+    EXPECT_EQ(fit_panels(r, open, false), "");
+    EXPECT_TRUE(open.full_strip && open.left && open.right);
+  }
+}
+
+TEST(FitPanels, OpenLessonsKeepTheStripWhole) {
+  // The lessons the user just opened stay, and with them the strip's second row.
+  PanelsOpen open{true, true, true};
+  fit_panels(room_720p_at_2_5(), open, /*lessons_kept=*/true);
+  EXPECT_TRUE(open.lessons);
+  EXPECT_TRUE(open.full_strip);
+  // Folded lessons: the second row goes too when the picture is still short.
+  open = PanelsOpen{true, true, true};
+  fit_panels(room_720p_at_2_5(), open, /*lessons_kept=*/false);
+  EXPECT_FALSE(open.lessons);
+  EXPECT_FALSE(open.full_strip);
+}
+
+TEST(FitRow, EveryTextStaysFullWhereTheRowHasRoom) {
+  EXPECT_EQ(fit_row({{100, 50}, {200, 80}}, 10, 400, {1, 0}), (std::vector<int>{0, 0}));
+}
+
+TEST(FitRow, TextsShortenInTheGivenOrderUntilTheRowFits) {
+  // lessons button (470 | 75), "(folded to fit)" (105 | 55), history (520 | 190); 8 between.
+  const std::vector<std::vector<float>> row = {{470, 75}, {105, 55}, {520, 190}};
+  // A strip of 800: the history goes brief, the rest stays whole.
+  EXPECT_EQ(fit_row(row, 8, 800, {2, 0, 1}), (std::vector<int>{0, 0, 1}));
+  // Narrower: then the lessons button, then the marker.
+  EXPECT_EQ(fit_row(row, 8, 400, {2, 0, 1}), (std::vector<int>{1, 0, 1}));
+  EXPECT_EQ(fit_row(row, 8, 300, {2, 0, 1}), (std::vector<int>{1, 1, 1}));
+  // Nothing fits: every text at its shortest (the caller cuts the last one).
+  EXPECT_EQ(fit_row(row, 8, 100, {2, 0, 1}), (std::vector<int>{1, 1, 1}));
+}
+
+TEST(FitRow, AnAbsentTextTakesNoRoom) {
+  // The marker is shown only when something folded: no variants, no width, no spacing.
+  EXPECT_EQ(fit_row({{300, 75}, {}, {300, 190}}, 8, 610, {2, 0, 1}), (std::vector<int>{0, 0, 0}));
+  EXPECT_EQ(fit_row({{300, 75}, {}, {300, 190}}, 8, 600, {2, 0, 1}), (std::vector<int>{0, 0, 1}));
+}
+
+TEST(ButtonsSideBySide, StackWhenALabelOutgrowsItsShare) {
+  // A 345-wide sidebar at text scale 2.5 (content 270): "Generate" needs 170, more than half.
+  EXPECT_FALSE(buttons_fit_side_by_side({170, 160}, 10, 270));
+  // At text scale 1 (content 255): 70 and 65 fit in 122.5 each.
+  EXPECT_TRUE(buttons_fit_side_by_side({70, 65}, 10, 255));
+  EXPECT_TRUE(buttons_fit_side_by_side({}, 10, 0));
+}
+
+}  // namespace
+}  // namespace kvscope
