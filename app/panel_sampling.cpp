@@ -129,7 +129,7 @@ void kept_mass_bar(const Snapshot& snap, const SamplingExplain& e) {
   const float w = ImGui::GetContentRegionAvail().x;
   const float ch = ImGui::GetTextLineHeight() * 1.3f;
   const ImVec2 c0 = ImGui::GetCursorScreenPos();
-  ImGui::Dummy(ImVec2(w, ch + ImGui::GetTextLineHeight() + 4));
+  ImGui::Dummy(ImVec2(w, ch + 2));
   double lo = 0;
   for (size_t i = 0; i < e.kept.size(); ++i) {
     const double hi = e.cum_hi[i];
@@ -158,7 +158,10 @@ void kept_mass_bar(const Snapshot& snap, const SamplingExplain& e) {
   } else {
     std::snprintf(note, sizeof(note), "greedy: the top token, no random draw");
   }
-  dl->AddText(ImVec2(c0.x, c0.y + ch + 2), IM_COL32(190, 195, 210, 255), note);
+  // Wrapped, not drawn at a fixed spot: a narrow sidebar or a large text scale would cut it.
+  ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(190 / 255.0f, 195 / 255.0f, 210 / 255.0f, 1.0f));
+  ImGui::TextWrapped("%s", note);
+  ImGui::PopStyleColor();
 }
 
 // The shown step's choice, explained by the sampler's trace under the panel's settings.
@@ -195,7 +198,7 @@ void explained_step(const Snapshot& snap, const UiState& ui, int step, const Ste
 
 // The sampler settings the next steps use (and the bars redraw with now).
 void sampler_controls(UiState& ui, Commands& cmds) {
-  ImGui::TextUnformatted("Sampling (bars redraw now; generation uses it from the next step)");
+  ImGui::TextWrapped("Sampling (bars redraw now; generation uses it from the next step)");
   bool changed = ImGui::Checkbox("greedy (always the top token)", &ui.sampler.greedy);
   ImGui::BeginDisabled(ui.sampler.greedy);
   // Labels inside the sliders: a narrow sidebar (or text scale 2.5) never clips them.
