@@ -85,6 +85,53 @@ bool place_tag(glm::vec2 anchor, glm::vec2 size, const std::vector<ScreenBox>& o
   return false;
 }
 
+bool place_caption(glm::vec2 anchor, glm::vec2 size, const std::vector<ScreenBox>& keep_off, const glm::vec4& clip,
+                   float gap, ScreenBox* out) {
+  const float y = std::min(anchor.y, clip.w - size.y - 1.0f);
+  // Centred, else slid sideways by up to half its width (still under what it names).
+  for (float dx : {0.0f, 0.25f, -0.25f, 0.5f, -0.5f}) {
+    const ScreenBox b = flat_box(glm::vec2(anchor.x - size.x * (0.5f - dx), y), size);
+    if (!box_inside(b, clip)) continue;
+    if (std::any_of(keep_off.begin(), keep_off.end(), [&](const ScreenBox& o) { return boxes_overlap(b, o, gap); }))
+      continue;
+    *out = b;
+    return true;
+  }
+  return false;
+}
+
+CaptionPlacement place_captions(const std::vector<CaptionRequest>& req, const std::vector<ScreenBox>& keep_off,
+                                const glm::vec4& clip, float gap) {
+  size_t n_variants = 0;
+  for (const CaptionRequest& r : req) n_variants = std::max(n_variants, r.sizes.size());
+  CaptionPlacement best;
+  best.shown.assign(req.size(), false);
+  best.box.assign(req.size(), ScreenBox{});
+  int best_count = 0;
+  for (size_t v = 0; v < n_variants; ++v) {
+    CaptionPlacement p;
+    p.variant = static_cast<int>(v);
+    p.shown.assign(req.size(), false);
+    p.box.assign(req.size(), ScreenBox{});
+    std::vector<ScreenBox> taken = keep_off;
+    int count = 0;
+    for (size_t i = 0; i < req.size(); ++i) {
+      if (req[i].sizes.empty()) continue;
+      const glm::vec2 size = req[i].sizes[std::min(v, req[i].sizes.size() - 1)];
+      if (!place_caption(req[i].anchor, size, taken, clip, gap, &p.box[i])) continue;
+      p.shown[i] = true;
+      taken.push_back(p.box[i]);
+      ++count;
+    }
+    if (count > best_count) {
+      best = p;
+      best_count = count;
+    }
+    if (count == static_cast<int>(req.size())) break;  // all shown: no need to try a smaller variant
+  }
+  return best;
+}
+
 namespace {
 
 bool free_at(const ScreenBox& b, const std::vector<LabelPlacement>& out, const LabelLayoutOptions& opt) {
@@ -133,10 +180,13 @@ bool try_slanted(const LabelRequest& r, const LabelLayoutOptions& opt, const std
 std::vector<LabelPlacement> layout_labels(const std::vector<LabelRequest>& req, const LabelLayoutOptions& opt) {
   std::vector<LabelPlacement> out(req.size());
   std::vector<size_t> order;
-  for (size_t i = req.size(); i-- > 0;)
-    if (req[i].visible && req[i].priority) order.push_back(i);
-  for (size_t i = req.size(); i-- > 0;)
-    if (req[i].visible && !req[i].priority) order.push_back(i);
+  for (int pass = 0; pass < 3; ++pass) {
+    for (size_t i = req.size(); i-- > 0;) {
+      const LabelRequest& r = req[i];
+      const int rank = r.priority ? 0 : (r.faint ? 2 : 1);
+      if (r.visible && rank == pass) order.push_back(i);
+    }
+  }
   for (size_t i : order) {
     const LabelRequest& r = req[i];
     LabelPlacement p;

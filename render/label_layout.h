@@ -50,6 +50,37 @@ ScreenBox side_label_box(glm::vec2 anchor, glm::vec2 size);
 bool place_tag(glm::vec2 anchor, glm::vec2 size, const std::vector<ScreenBox>& others,
                const std::vector<ScreenBox>& fixed, const glm::vec4& clip, float gap, ScreenBox* out);
 
+// A caption on the ground (a page's or a window bar's name): its plate of
+// `size` centred under `anchor`, lifted just inside the view where the
+// view's bottom edge would cut it, and slid sideways by up to half its width
+// where that clears it. Left out (returns false) where every such spot
+// leaves `clip` or comes within `gap` of a box in `keep_off` (the stacks,
+// the labels and tags already drawn, the captions placed before it): a
+// caption is drawn whole and clear, or not at all.
+bool place_caption(glm::vec2 anchor, glm::vec2 size, const std::vector<ScreenBox>& keep_off, const glm::vec4& clip,
+                   float gap, ScreenBox* out);
+
+// A row of captions, each with its plate's size in every variant the
+// overlay can draw (full text, then shorter text or a smaller font, in its
+// order of preference): all are drawn in one variant, so the row reads
+// alike.
+struct CaptionRequest {
+  glm::vec2 anchor{0.0f};
+  std::vector<glm::vec2> sizes;  // one per variant
+};
+
+struct CaptionPlacement {
+  int variant = -1;            // the variant drawn; -1: none places any caption
+  std::vector<bool> shown;     // per request
+  std::vector<ScreenBox> box;  // per request (where shown)
+};
+
+// Places the captions in their order (the most telling first, each through
+// place_caption, clear of `keep_off` and of the ones placed before it) in
+// the first variant that shows the most of them.
+CaptionPlacement place_captions(const std::vector<CaptionRequest>& req, const std::vector<ScreenBox>& keep_off,
+                                const glm::vec4& clip, float gap);
+
 struct LabelRequest {
   glm::vec2 anchor{0.0f};       // projected point above the token's block
   bool visible = false;         // the anchor projects in front of the camera
@@ -57,6 +88,7 @@ struct LabelRequest {
   glm::vec2 slanted{0.0f};      // size of the (shortened) text drawn slanted
   bool priority = false;        // the newest or the hovered token: placed first, flat
   bool flat_preferred = false;  // its neighbours leave room for flat text
+  bool faint = false;           // fading out (a pruned branch): placed after all the others
 };
 
 enum class LabelMode { kHidden, kFlat, kSlanted };
@@ -72,14 +104,15 @@ struct LabelLayoutOptions {
   glm::vec4 clip{0.0f};                         // the view (x0, y0, x1, y1)
   float angle = -65.0f * 3.14159265f / 180.0f;  // slanted labels
   float gap = 2.0f;                             // pixels kept between two labels
-  float min_slanted = 0;
-  std::vector<ScreenBox> obstacles;  // already on screen (the write head's tag, beam weights): kept clear  // a slanted
-                                     // label shorter than this (it would be cut to a stub) is hidden
+  float min_slanted = 0;  // a slanted label shorter than this (it would be cut to a stub) is hidden
+  // Already on screen (the tags, beam weights, layer numbers): kept clear.
+  std::vector<ScreenBox> obstacles;
 };
 
 // One placement per request, in the same order; no two non-hidden boxes
 // overlap (with opt.gap) and each lies inside opt.clip. Requests are taken in
-// reverse order (the newest last in the list first) after the priority ones.
+// reverse order (the newest last in the list first): the priority ones, then
+// the others, then the faint ones.
 std::vector<LabelPlacement> layout_labels(const std::vector<LabelRequest>& req, const LabelLayoutOptions& opt);
 
 }  // namespace kvscope

@@ -108,6 +108,7 @@ std::vector<LabelRequest> label_requests(const std::vector<const Label*>& labels
     r.anchor = gv(at[i]);
     const bool newest = l.pos == scene.slot;
     r.priority = newest || l.pos == opt.hover_pos;
+    r.faint = l.colour.a < 0.6f;
     ImFont* f = newest ? fonts.banner : fonts.label;
     const float size = newest ? fs * 1.25f : fs;
     r.flat = gv(f->CalcTextSizeA(size, 1e9f, 0.0f, l.text.c_str())) + glm::vec2(8.0f, 2.0f);  // with the plate
@@ -147,7 +148,8 @@ void draw_token_labels(ImDrawList* dl, const Scene& scene, const Projector& proj
       ImFont* f = newest ? fonts.banner : font;
       const float size = newest ? fs * 1.25f : fs;
       const ImVec2 a(p.pos.x, p.pos.y), b(p.pos.x + req[i].flat.x, p.pos.y + req[i].flat.y);
-      dl->AddRectFilled(a, b, IM_COL32(4, 6, 12, 190), 4.0f);
+      // The plate fades with its text (a pruned branch's label).
+      dl->AddRectFilled(a, b, IM_COL32(4, 6, 12, static_cast<int>(190 * std::clamp(l.colour.a, 0.0f, 1.0f))), 4.0f);
       if (req[i].priority) dl->AddRect(a, b, col, 4.0f, 0, 1.5f);
       dl->AddText(f, size, ImVec2(a.x + 4, a.y + 1), col, l.text.c_str());
       continue;
@@ -191,7 +193,10 @@ void draw_side_labels(ImDrawList* dl, const Scene& scene, const Projector& proj,
   }
 }
 
-void draw_ticks(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts) {
+// Position numbers on the ground; one that would touch a caption in
+// `captions` is left out (the caption says more).
+void draw_ticks(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts,
+                const std::vector<ScreenBox>& captions) {
   if (scene.slot < 0) return;
   // An aggregated column is ticked with its first position (scenes without
   // columns, beam and speculative ones, have one per position).
@@ -216,8 +221,41 @@ void draw_ticks(ImDrawList* dl, const Scene& scene, const Projector& proj, const
     const ImVec2 ts = font->CalcTextSizeA(font->FontSize, 1e9f, 0.0f, t.c_str());
     // Kept above the view's bottom edge (a short view at a large text scale).
     const float y = std::min(s.y, dl->GetClipRectMax().y - ts.y);
+    const ScreenBox box = flat_box(glm::vec2(s.x - ts.x * 0.5f, y), glm::vec2(ts.x, ts.y));
+    if (std::any_of(captions.begin(), captions.end(), [&](const ScreenBox& c) { return boxes_overlap(box, c, 2.0f); }))
+      continue;
     dl->AddText(font, font->FontSize, ImVec2(s.x - ts.x * 0.5f, y), IM_COL32(140, 150, 175, 220), t.c_str());
   }
+}
+
+// A block's extent on screen, cut to the view; false when it is out of view.
+bool block_extent(const BlockInstance& b, const Projector& proj, ImVec2 cmin, ImVec2 cmax, glm::vec2& lo,
+                  glm::vec2& hi) {
+  lo = glm::vec2(1e9f);
+  hi = glm::vec2(-1e9f);
+  for (int c = 0; c < 8; ++c) {
+    const glm::vec3 corner = b.center + 0.5f * b.size * glm::vec3(c & 1 ? 1 : -1, c & 2 ? 1 : -1, c & 4 ? 1 : -1);
+    ImVec2 p;
+    if (!proj(corner, p)) continue;
+    lo = glm::min(lo, gv(p));
+    hi = glm::max(hi, gv(p));
+  }
+  lo = glm::max(lo, gv(cmin));
+  hi = glm::min(hi, gv(cmax));
+  return lo.x < hi.x && lo.y < hi.y;
+}
+
+// The KV blocks' extent on screen (one box), cut to the view; far off
+// screen when none is in view.
+ScreenBox stacks_box(const Scene& scene, const Projector& proj, ImVec2 cmin, ImVec2 cmax) {
+  glm::vec2 lo(1e9f), hi(-1e9f), a, b;
+  for (const BlockInstance& blk : scene.kv) {
+    if (!block_extent(blk, proj, cmin, cmax, a, b)) continue;
+    lo = glm::min(lo, a);
+    hi = glm::max(hi, b);
+  }
+  if (lo.x >= hi.x || lo.y >= hi.y) return flat_box(glm::vec2(-1e6f), glm::vec2(0.0f));
+  return flat_box(lo, hi - lo);
 }
 
 // Tags on plates: the write head's "next:", beam scores, drafted tokens' p
@@ -270,8 +308,21 @@ void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, 
   // smaller would not be read from the back row.
   float fs = f->FontSize * 1.1f;
   std::vector<Tag> tags = place_tags(scene, proj, f, fs, cmin, cmax);
+  // A score beside its beam's tip reads as that beam's while it stays on
+  // the tip's row and off every token (close lanes at a large text scale).
+  std::vector<ScreenBox> tokens;
+  glm::vec2 lo, hi;
+  for (const BlockInstance& b : scene.tokens)
+    if (block_extent(b, proj, cmin, cmax, lo, hi)) tokens.push_back(flat_box(lo, hi - lo));
+  auto beside_ok = [&](const Tag& t) {
+    if (!t.label->beside) return true;
+    const ScreenBox box = flat_box(glm::vec2(t.at.x - 5, t.at.y - 2), glm::vec2(t.size.x + 10, t.size.y + 4));
+    return std::fabs(t.at.y + t.size.y * 0.5f - t.anchor.y) <= t.size.y * 0.5f + 2.0f &&
+           std::none_of(tokens.begin(), tokens.end(), [&](const ScreenBox& o) { return boxes_overlap(box, o); });
+  };
   auto readable = [&](const Tag& t) {
-    return (t.at.y >= top || t.at.y >= t.anchor.y - t.size.y - 5.0f) && t.at.x + t.size.x <= cmax.x - 1.0f;
+    return (t.at.y >= top || t.at.y >= t.anchor.y - t.size.y - 5.0f) && t.at.x + t.size.x <= cmax.x - 1.0f &&
+           beside_ok(t);
   };
   while (fs * 0.75f >= 11.0f && !std::all_of(tags.begin(), tags.end(), readable)) {
     fs *= 0.75f;
@@ -290,25 +341,52 @@ void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, 
   }
 }
 
-// Sink / window bars' and pages' labels, centred on the ground in front of
-// them; one that would overlap an earlier one is left out.
-void draw_cache_mark_labels(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts) {
+// Sink / window bars' and pages' captions, on the ground in front of them,
+// in the scene's order (the most telling first): whole inside the view and
+// clear of the stacks and of every label, tag and earlier caption, or left
+// out (place_captions). Where the full text has no room the row switches to
+// the short texts, then to a smaller font (never under 11 pixels). Returns
+// their boxes.
+std::vector<ScreenBox> draw_cache_mark_labels(ImDrawList* dl, const Scene& scene, const Projector& proj,
+                                              const OverlayFonts& fonts, std::vector<ScreenBox> keep_off) {
   ImFont* f = fonts.small;
-  const float fs = f->FontSize;
-  std::vector<ImVec4> drawn;
-  for (const Label& l : scene.labels) {
-    if (l.kind != LabelKind::kCacheMark) continue;
-    ImVec2 p;
-    if (!proj(l.anchor, p)) continue;
-    const ImVec2 ts = f->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
-    const ImVec4 r(p.x - ts.x * 0.5f - 3, p.y - 1, p.x + ts.x * 0.5f + 3, p.y + ts.y + 1);
-    bool overlaps = false;
-    for (const ImVec4& o : drawn) overlaps |= r.x < o.z && o.x < r.z && r.y < o.w && o.y < r.w;
-    if (overlaps) continue;
-    drawn.push_back(r);
-    dl->AddRectFilled(ImVec2(r.x, r.y), ImVec2(r.z, r.w), IM_COL32(4, 6, 12, 190), 3.0f);
-    dl->AddText(f, fs, ImVec2(r.x + 3, r.y + 1), col4(l.colour), l.text.c_str());
+  const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
+  keep_off.push_back(stacks_box(scene, proj, cmin, cmax));
+  struct Variant {
+    bool short_text;
+    float size;
+  };
+  std::vector<Variant> variants = {{false, f->FontSize}, {true, f->FontSize}};
+  if (f->FontSize * 0.8f >= 11.0f) {
+    variants.push_back({false, f->FontSize * 0.8f});
+    variants.push_back({true, f->FontSize * 0.8f});
   }
+  auto text_of = [](const Label& l, const Variant& v) -> const std::string& {
+    return v.short_text && !l.short_text.empty() ? l.short_text : l.text;
+  };
+  std::vector<const Label*> labels;
+  std::vector<CaptionRequest> req;
+  for (const Label& l : scene.labels) {
+    ImVec2 p;
+    if (l.kind != LabelKind::kCacheMark || !proj(l.anchor, p)) continue;
+    CaptionRequest r;
+    r.anchor = gv(p);
+    for (const Variant& v : variants)
+      r.sizes.push_back(gv(f->CalcTextSizeA(v.size, 1e9f, 0.0f, text_of(l, v).c_str())) + glm::vec2(6, 2));
+    labels.push_back(&l);
+    req.push_back(r);
+  }
+  const CaptionPlacement at = place_captions(req, keep_off, glm::vec4(cmin.x, cmin.y, cmax.x, cmax.y), 2.0f);
+  std::vector<ScreenBox> drawn;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (!at.shown[i]) continue;
+    const Variant& v = variants[static_cast<size_t>(at.variant)];
+    drawn.push_back(at.box[i]);
+    const ImVec2 a(at.box[i].c[0].x, at.box[i].c[0].y), b(at.box[i].c[2].x, at.box[i].c[2].y);
+    dl->AddRectFilled(a, b, IM_COL32(4, 6, 12, 190), 3.0f);
+    dl->AddText(f, v.size, ImVec2(a.x + 3, a.y + 1), col4(labels[i]->colour), text_of(*labels[i], v).c_str());
+  }
+  return drawn;
 }
 
 // The strongest beams' weights, on small plates where they land; one that
@@ -341,18 +419,23 @@ void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVe
                   const OverlayFonts& fonts, const OverlayOptions& opt, OverlayLayout* layout) {
   dl->PushClipRect(origin, ImVec2(origin.x + size.x, origin.y + size.y), true);
   Projector proj{camera.proj(size.x / std::max(1.0f, size.y)) * camera.view(), origin, size};
-  draw_ticks(dl, scene, proj, fonts);
   std::vector<ScreenBox> side;
   draw_side_labels(dl, scene, proj, fonts, side);
-  // The head's tag and the beams' weights first: the token labels keep clear of them.
+  // The head's tag and the beams' weights first: the token labels keep clear of them and of the side labels.
   std::vector<ScreenBox> taken;
   draw_head_label(dl, scene, proj, fonts, opt.banner && opt.top <= 0, taken);
   draw_beam_labels(dl, scene, proj, fonts, side, taken);
-  if (opt.labels) draw_token_labels(dl, scene, proj, fonts, opt, taken, layout ? &layout->labels : nullptr);
-  draw_cache_mark_labels(dl, scene, proj, fonts);
+  std::vector<ScreenBox> keep_off = taken, labels;
+  keep_off.insert(keep_off.end(), side.begin(), side.end());
+  if (opt.labels) draw_token_labels(dl, scene, proj, fonts, opt, keep_off, &labels);
+  keep_off.insert(keep_off.end(), labels.begin(), labels.end());
+  const std::vector<ScreenBox> captions = draw_cache_mark_labels(dl, scene, proj, fonts, keep_off);
+  draw_ticks(dl, scene, proj, fonts, captions);
   if (layout) {
+    layout->labels = labels;
     layout->tags = taken;
     layout->side = side;
+    layout->captions = captions;
   }
   ImVec4 banner(0, 0, 0, 0);
   float banner_px = 0;

@@ -64,10 +64,11 @@ float banner_band(const Scene& scene, const OverlayFonts& fonts, float width, fl
 
 // Where the overlay put its parts (pixels), for the layout tests.
 struct OverlayLayout {
-  std::vector<ScreenBox> labels;  // every token label drawn
-  std::vector<ScreenBox> tags;    // the write head's tag and the beams' weights drawn
-  std::vector<ScreenBox> side;    // the layer numbers and row captions drawn
-  glm::vec4 legend{0.0f};         // (x0, y0, x1, y1); all 0 when not drawn
+  std::vector<ScreenBox> labels;    // every token label drawn
+  std::vector<ScreenBox> tags;      // the write head's tag and the beams' weights drawn
+  std::vector<ScreenBox> side;      // the layer numbers and row captions drawn
+  std::vector<ScreenBox> captions;  // the pages' and the window bar's captions on the ground drawn
+  glm::vec4 legend{0.0f};           // (x0, y0, x1, y1); all 0 when not drawn
   glm::vec4 hud{0.0f};
   glm::vec4 banner{0.0f};
   float banner_line_px = 0;  // the font size of the banner's second line

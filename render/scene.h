@@ -181,6 +181,10 @@ struct Label {
   // Tags (kHead): drawn right of the anchor, centred on it vertically, rather
   // than above it (a beam's score beside its tip, clear of the tip's label).
   bool beside = false;
+  // Captions (kCacheMark): the same facts in fewer characters ("p3 \u00d72"
+  // for "page 3 \u00b7 shared \u00d72"), for a row with no room for the full
+  // text; "" when the text has no shorter form.
+  std::string short_text;
 };
 
 struct Scene {

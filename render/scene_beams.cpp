@@ -144,7 +144,9 @@ BlockInstance add_node_token(Scene& s, const BeamDraw& d, const BeamNode& n, flo
   lab.text = visible_piece(n.piece);
   lab.anchor = t.center + glm::vec3(0.0f, L.token_h * 0.5f + 0.12f, 0.0f);
   lab.colour = glm::vec4(n.prompt ? glm::vec3(0.70f, 0.76f, 0.88f) : glm::vec3(1.0f, 0.80f, 0.45f), vis);
-  s.labels.push_back(lab);
+  // A pruned branch's text goes before its blocks have faded: a faint
+  // label would only take the room of a living lane's.
+  if (vis >= 0.5f) s.labels.push_back(lab);
   if (n.running_tip || (n.finished && n.alive)) {
     Label sc;
     sc.kind = LabelKind::kHead;

@@ -68,8 +68,10 @@ namespace {
 constexpr float kBarTop = -0.012f, kBarH = 0.05f, kFrameBottom = -0.066f;
 constexpr float kLabelY = -0.07f, kBarLabelDz = 1.0f, kPageLabelDz = 1.45f;
 
-void add_label(Scene& s, const glm::vec3& at, std::string text, const glm::vec3& c, int pos) {
+void add_label(Scene& s, const glm::vec3& at, std::string text, const glm::vec3& c, int pos,
+               std::string short_text = "") {
   Label lab;
+  lab.short_text = std::move(short_text);
   lab.kind = LabelKind::kCacheMark;
   lab.pos = pos;
   lab.text = std::move(text);
@@ -79,7 +81,7 @@ void add_label(Scene& s, const glm::vec3& at, std::string text, const glm::vec3&
 }
 
 // A bar on the ground under positions [p0, p1), labelled in its middle (unless `text` is empty).
-void add_bar(Scene& s, const Layout& L, int p0, int p1, CacheMark mark, std::string text) {
+void add_bar(Scene& s, const Layout& L, int p0, int p1, CacheMark mark, std::string text, std::string short_text) {
   const glm::vec3 c = mark == CacheMark::kSinks ? palette::kSink : palette::kCacheHigh;
   if (p1 <= p0) return;
   BlockInstance b;
@@ -91,14 +93,16 @@ void add_bar(Scene& s, const Layout& L, int p0, int p1, CacheMark mark, std::str
   b.pos = p0;
   b.mark = mark;
   s.cache_marks.push_back(b);
-  if (!text.empty()) add_label(s, {(x0 + x1) * 0.5f, kLabelY, L.block_w * 0.5f + kBarLabelDz}, std::move(text), c, p0);
+  if (!text.empty())
+    add_label(s, {(x0 + x1) * 0.5f, kLabelY, L.block_w * 0.5f + kBarLabelDz}, std::move(text), c, p0,
+              std::move(short_text));
 }
 
 // Sink positions: a glowing outline around their stacks, a bar under them and
 // a caption above them (the ground in front of the first positions is where
 // the legend sits).
 void add_sinks(Scene& s, const Layout& L, int n_sink, int n_layer, float flash) {
-  add_bar(s, L, 0, n_sink, CacheMark::kSinks, "");
+  add_bar(s, L, 0, n_sink, CacheMark::kSinks, "", "");
   const float top = L.kv_bottom(n_layer - 1) + L.kv_h + 0.1f, bottom = kFrameBottom;
   const float x0 = L.x(0) - L.block_w * 0.5f - 0.1f, x1 = L.x(n_sink - 1) + L.block_w * 0.5f + 0.1f;
   BlockInstance f;
@@ -113,8 +117,12 @@ void add_sinks(Scene& s, const Layout& L, int n_sink, int n_layer, float flash) 
             n_sink == 1 ? "sink" : std::to_string(n_sink) + " sinks", palette::kSink, 0);
 }
 
-// One outline frame per run of held positions in the same page.
+// One outline frame per run of held positions in the same page, and its
+// caption. The shared pages' captions come first: where the overlay has no
+// room for every caption it keeps the earlier ones, and sharing is what the
+// pages teach.
 void add_page_frames(Scene& s, const std::vector<PageRun>& runs, const Layout& L, int n_layer, float flash) {
+  Scene plain;  // the unshared pages' captions, added after the shared ones'
   const float top = L.kv_bottom(n_layer - 1) + L.kv_h + 0.08f, bottom = kFrameBottom;
   for (const PageRun& run : runs) {
     // Pages are framed where positions have a column each (aggregated columns hold many pages).
@@ -132,9 +140,15 @@ void add_page_frames(Scene& s, const std::vector<PageRun>& runs, const Layout& L
     f.mark = shared ? CacheMark::kSharedPage : CacheMark::kPage;
     s.cache_marks.push_back(f);
     std::string text = (run.n >= 3 ? "page " : "p") + std::to_string(run.block);
-    if (shared) text += " \xC2\xB7 shared \xC3\x97" + std::to_string(run.refs);
-    add_label(s, {(x0 + x1) * 0.5f, kLabelY, L.block_w * 0.5f + kPageLabelDz}, std::move(text), c, p0);
+    std::string short_text = "p" + std::to_string(run.block);
+    if (shared) {
+      text += " \xC2\xB7 shared \xC3\x97" + std::to_string(run.refs);
+      short_text += " \xC3\x97" + std::to_string(run.refs);
+    }
+    add_label(shared ? s : plain, {(x0 + x1) * 0.5f, kLabelY, L.block_w * 0.5f + kPageLabelDz}, std::move(text), c, p0,
+              std::move(short_text));
   }
+  s.labels.insert(s.labels.end(), plain.labels.begin(), plain.labels.end());
 }
 
 }  // namespace
@@ -150,7 +164,8 @@ void add_cache_marks(Scene& s, const SequenceState& seq, const Layout& L, float 
     if (n_sink > 0) add_sinks(s, L, n_sink, seq.n_layer, flash);
     // What the next query sees besides the sinks: the last W positions held.
     const int lo = std::max(n_sink, T - lay.window);
-    add_bar(s, L, lo, T, CacheMark::kWindow, "window W = " + std::to_string(lay.window));
+    const std::string w = "W = " + std::to_string(lay.window);
+    add_bar(s, L, lo, T, CacheMark::kWindow, "window " + w, w);
   }
   if (lay.paged()) add_page_frames(s, page_runs(r), L, seq.n_layer, flash);
 }

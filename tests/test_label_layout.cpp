@@ -109,6 +109,75 @@ TEST(LabelLayout, ObstaclesAreKeptClear) {
   EXPECT_EQ(layout_labels(req, opt)[0].mode, LabelMode::kHidden);
 }
 
+TEST(LabelLayout, FaintLabelsGiveWayToTheOthers) {
+  // Two labels at one spot (a pruned branch fading over a living lane): the
+  // faint one is placed last, whatever its order, so the living one shows.
+  std::vector<LabelRequest> req(2);
+  for (LabelRequest& r : req) {
+    r.anchor = {400, 400};
+    r.visible = true;
+    r.flat_preferred = true;
+    r.flat = {80, 24};
+    r.slanted = {80, 22};
+  }
+  req[1].faint = true;  // the newest in the list: first without the faint rank
+  LabelLayoutOptions opt;
+  opt.clip = {0, 0, 1280, 720};
+  std::vector<LabelPlacement> at = layout_labels(req, opt);
+  EXPECT_EQ(at[0].mode, LabelMode::kFlat);
+  EXPECT_NE(at[1].mode, LabelMode::kFlat);
+  expect_tidy(at, opt, "faint");
+}
+
+TEST(LabelLayout, CaptionsStayWholeInsideTheViewAndClearOrAreLeftOut) {
+  const glm::vec4 clip(0, 0, 800, 400);
+  const glm::vec2 size(180, 34);
+  ScreenBox b;
+  // Room under the anchor: centred under it.
+  ASSERT_TRUE(place_caption({300, 200}, size, {}, clip, 2.0f, &b));
+  EXPECT_FLOAT_EQ(b.c[0].x, 210.0f);
+  EXPECT_FLOAT_EQ(b.c[0].y, 200.0f);
+  // Under the view's bottom edge (a short view at a large text scale): lifted just inside, never cut.
+  ASSERT_TRUE(place_caption({300, 390}, size, {}, clip, 2.0f, &b));
+  EXPECT_TRUE(box_inside(b, clip));
+  EXPECT_GE(b.c[2].y, 395.0f);
+  // Lifted onto the stacks, or onto a label already drawn: left out.
+  const std::vector<ScreenBox> stacks = {flat_box({100, 120}, {600, 250})};
+  EXPECT_FALSE(place_caption({300, 390}, size, stacks, clip, 2.0f, &b));
+  EXPECT_TRUE(place_caption({300, 372}, {180, 20}, stacks, clip, 2.0f, &b)) << "a smaller caption fits under them";
+  const std::vector<ScreenBox> both_ends = {flat_box({200, 210}, {20, 10}), flat_box({380, 210}, {20, 10})};
+  EXPECT_FALSE(place_caption({300, 200}, size, both_ends, clip, 2.0f, &b));
+  // A label over its left end only: slid right, still under its anchor.
+  ASSERT_TRUE(place_caption({300, 200}, size, {flat_box({200, 210}, {20, 10})}, clip, 2.0f, &b));
+  EXPECT_GT(b.c[0].x, 222.0f);
+  EXPECT_LT(b.c[0].x, 300.0f);
+  // Cut by the side edges wherever it slides: left out.
+  EXPECT_FALSE(place_caption({-5, 200}, size, {}, clip, 2.0f, &b));
+  ASSERT_TRUE(place_caption({40, 200}, size, {}, clip, 2.0f, &b)) << "slid in";
+  EXPECT_FLOAT_EQ(b.c[0].x, 40.0f);
+}
+
+TEST(LabelLayout, ACaptionRowTakesTheVariantThatShowsMostOfIt) {
+  // Three captions 100 px apart: full texts 180 px wide overlap, short ones fit.
+  std::vector<CaptionRequest> req(3);
+  for (size_t i = 0; i < req.size(); ++i) {
+    req[i].anchor = {200.0f + 100.0f * static_cast<float>(i), 300};
+    req[i].sizes = {{180, 30}, {70, 30}};
+  }
+  const glm::vec4 clip(0, 0, 800, 400);
+  CaptionPlacement at = place_captions(req, {}, clip, 2.0f);
+  EXPECT_EQ(at.variant, 1);
+  for (size_t i = 0; i < req.size(); ++i) EXPECT_TRUE(at.shown[i]) << i;
+  // Room for all in full: the full texts.
+  for (size_t i = 0; i < req.size(); ++i) req[i].anchor.x = 150.0f + 200.0f * static_cast<float>(i);
+  at = place_captions(req, {}, clip, 2.0f);
+  EXPECT_EQ(at.variant, 0);
+  // No room at all: nothing shown.
+  at = place_captions(req, {flat_box({0, 250}, {800, 150})}, clip, 2.0f);
+  EXPECT_EQ(at.variant, -1);
+  for (bool shown : at.shown) EXPECT_FALSE(shown);
+}
+
 // The scene's token labels through a camera preset onto a view of w x h
 // pixels, sized as the overlay's DejaVu Sans 18 px x scale would be (about
 // 0.6 em per character, the plate adding 8 x 2 px).

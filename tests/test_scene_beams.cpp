@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "beam_generator.h"
@@ -100,6 +101,21 @@ TEST(SceneBeams, PrunedInTheShownStepFadesWithTheAnimation) {
     ASSERT_LT(k, start.tokens.size());
     EXPECT_GT(start.tokens[k].colour.a, 0.9f);
     EXPECT_LT(end.tokens[k].colour.a, 0.2f);
+    // Its label goes with it; the living lanes keep theirs, at full strength.
+    // (the label with its token's place and opacity).
+    auto has_label = [&](const Scene& s, const BlockInstance& t) {
+      return std::any_of(s.labels.begin(), s.labels.end(), [&](const Label& l) {
+        return l.kind == LabelKind::kToken && l.pos == t.pos && std::fabs(l.anchor.z - t.center.z) < 1e-4f &&
+               std::fabs(l.colour.a - t.colour.a) < 1e-4f;
+      });
+    };
+    EXPECT_TRUE(has_label(start, start.tokens[k]));
+    EXPECT_FALSE(has_label(end, end.tokens[k]));
+    for (const BlockInstance& t : end.tokens) {
+      if (t.colour.a > 0.9f) {
+        EXPECT_TRUE(has_label(end, t)) << "position " << t.pos;
+      }
+    }
     return;
   }
   GTEST_SKIP() << "no beam was pruned in this run";

@@ -204,16 +204,27 @@ TEST(SceneKv, PagesFrameTheirPositions) {
     EXPECT_TRUE(labelled) << "page " << page;
   }
   EXPECT_EQ(ids.size(), frames.size());  // distinct blocks of the pool
-  // A page another sequence also references is drawn as shared.
+  // A page another sequence also references is drawn as shared (here the
+  // last one), and its caption comes first: the overlay keeps the earlier
+  // captions where it has no room for all.
   auto shared = std::make_shared<StepRecord>(r);
+  const int last_page = (T - 1) / B * B;
   for (size_t i = 0; i < shared->kv_held.size(); ++i)
-    if (shared->kv_held[i] < B) shared->kv_held_refs[i] = 2;
+    if (shared->kv_held[i] >= last_page) shared->kv_held_refs[i] = 2;
   std::vector<RecordPtr> recs2(recs.begin(), recs.end() - 1);
   recs2.push_back(shared);
   const Scene s2 = build_scene(recs2, recs2.size(), ViewOptions());
   int n_shared = 0;
   for (const BlockInstance& b : s2.cache_marks) n_shared += b.mark == CacheMark::kSharedPage;
   EXPECT_EQ(n_shared, 1);
+  const auto caption =
+      std::find_if(s2.labels.begin(), s2.labels.end(), [](const Label& l) { return l.kind == LabelKind::kCacheMark; });
+  ASSERT_NE(caption, s2.labels.end());
+  EXPECT_EQ(caption->pos, last_page);
+  EXPECT_NE(caption->text.find("shared \xC3\x97"
+                               "2"),
+            std::string::npos)
+      << caption->text;
 }
 
 }  // namespace
