@@ -167,7 +167,7 @@ void kept_mass_bar(const Snapshot& snap, const SamplingExplain& e) {
 // The shown step's choice, explained by the sampler's trace under the panel's settings.
 void explained_step(const Snapshot& snap, const UiState& ui, int step, const StepRecord& r, Commands& cmds) {
   const ExplainCache& ex = explain_for(snap, step, ui.sampler);
-  ImGui::Text("step %d chose: %s  (%.1f%%)", step, visible_piece(r.piece).c_str(), 100.0 * r.prob);
+  ImGui::TextWrapped("step %d chose: %s  (%.1f%%)", step, visible_piece(r.piece).c_str(), 100.0 * r.prob);
   if (!ex.ok) {
     ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.4f, 1), "(%s)", ex.error.c_str());
     return;
@@ -199,7 +199,7 @@ void explained_step(const Snapshot& snap, const UiState& ui, int step, const Ste
 // The sampler settings the next steps use (and the bars redraw with now).
 void sampler_controls(UiState& ui, Commands& cmds) {
   ImGui::TextWrapped("Sampling (bars redraw now; generation uses it from the next step)");
-  bool changed = ImGui::Checkbox("greedy (always the top token)", &ui.sampler.greedy);
+  bool changed = checkbox_wrapped("greedy (always the top token)", &ui.sampler.greedy);
   ImGui::BeginDisabled(ui.sampler.greedy);
   // Labels inside the sliders: a narrow sidebar (or text scale 2.5) never clips them.
   ImGui::PushItemWidth(-1);
@@ -207,7 +207,8 @@ void sampler_controls(UiState& ui, Commands& cmds) {
   changed |= ImGui::SliderInt("##topk", &ui.sampler.top_k, 0, 100, ui.sampler.top_k == 0 ? "top-k off" : "top-k %d");
   changed |= ImGui::SliderFloat("##topp", &ui.sampler.top_p, 0.05f, 1.0f, "top-p %.2f");
   ImGui::EndDisabled();
-  changed |= ImGui::SliderFloat("##penalty", &ui.sampler.repetition_penalty, 1.0f, 2.0f, "repetition penalty %.2f");
+  changed |= ImGui::SliderFloat("##penalty", &ui.sampler.repetition_penalty, 1.0f, 2.0f,
+                                fitting_label({"repetition penalty %.2f", "penalty %.2f"}));
   ImGui::PopItemWidth();
   int seed = static_cast<int>(ui.sampler.seed);
   ImGui::SetNextItemWidth(-ImGui::CalcTextSize("seed ").x);

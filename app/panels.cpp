@@ -142,6 +142,15 @@ void text_wrapped_coloured(const ImVec4& colour, const std::string& text) {
   ImGui::PopStyleColor();
 }
 
+float checkbox_width(const char* label) {
+  return ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(label, nullptr, true).x;
+}
+
+void same_line_if_fits(float width) {
+  ImGui::SameLine();
+  if (ImGui::GetContentRegionAvail().x < width) ImGui::NewLine();
+}
+
 bool checkbox_wrapped(const char* label, bool* v) {
   ImGui::PushID(label);
   bool changed = ImGui::Checkbox("##box", v);
@@ -225,7 +234,11 @@ Commands panel_attention(const Snapshot& snap, UiState& ui) {
   auto combo = [](const char* label, int* value, int n, const char* what, int group) {
     const std::string current = *value < 0 ? "mean of all " + std::string(what) : std::to_string(*value);
     ImGui::SetNextItemWidth(-1);
-    const std::string shown = (std::string(what) == "layers" ? "layer: " : "head: ") + current;
+    std::string shown = (std::string(what) == "layers" ? "layer: " : "head: ") + current;
+    // (a narrow sidebar: "layer: mean"; the list still names the mean in full)
+    if (*value < 0 &&
+        ImGui::CalcTextSize(shown.c_str()).x + ImGui::GetFrameHeight() * 1.5f > ImGui::GetContentRegionAvail().x)
+      shown = (std::string(what) == "layers" ? "layer: " : "head: ") + std::string("mean");
     if (ImGui::BeginCombo(label, shown.c_str())) {
       if (ImGui::Selectable(("mean of all " + std::string(what)).c_str(), *value < 0)) *value = -1;
       for (int i = 0; i < n; ++i) {
@@ -240,9 +253,11 @@ Commands panel_attention(const Snapshot& snap, UiState& ui) {
   combo("##layer", &ui.layer, n_layer, "layers", 1);
   combo("##head", &ui.head, n_head, "heads", n_kv_head > 0 && n_kv_head < n_head ? n_head / n_kv_head : 1);
   ImGui::SetNextItemWidth(-1);
-  ImGui::SliderFloat("##min", &ui.min_weight, 0.0f, 0.5f, "beams with weight \xE2\x89\xA5 %.3f",
+  ImGui::SliderFloat("##min", &ui.min_weight, 0.0f, 0.5f,
+                     fitting_label({"beams with weight \xE2\x89\xA5 %.3f", "beams \xE2\x89\xA5 %.3f"}),
                      ImGuiSliderFlags_Logarithmic);
-  ImGui::Checkbox("show beams", &ui.beams);
+  hover_help("Beams are drawn for the cached positions with at least this attention weight.");
+  checkbox_wrapped("show beams", &ui.beams);
   ImGui::TextWrapped("Beams: the newest token's attention over every cached position; width and brightness = weight.");
   return cmds;
 }
@@ -310,25 +325,29 @@ Commands panel_model(const Snapshot& snap, UiState& ui) {
 Commands panel_view(const Snapshot& snap, UiState& ui) {
   Commands cmds;
   (void)snap;
-  const char* names[] = {"FRONT (1)", "TOP (2)", "SIDE (3)", "FOLLOW (4)"};
+  // With their keys while the pairs fit, else the names alone (the keys in the tooltip).
+  const char* keyed[] = {"FRONT (1)", "TOP (2)", "SIDE (3)", "FOLLOW (4)"};
+  const char* plain[] = {"FRONT", "TOP", "SIDE", "FOLLOW"};
+  const bool with_keys = button_row({keyed[0], keyed[3]}).one_row;
+  const char* const* names = with_keys ? keyed : plain;
+  const ButtonRow row = button_row({names[0], names[3]});
   const CameraPreset presets[] = {CameraPreset::kFront, CameraPreset::kTop, CameraPreset::kSide, CameraPreset::kFollow};
-  const float bw = (ImGui::GetContentRegionAvail().x - ImGui::GetStyle().ItemSpacing.x) * 0.5f;
   for (int i = 0; i < 4; ++i) {
-    if (i % 2) ImGui::SameLine();
+    if (i % 2) row.next();
     const bool active = ui.auto_camera && ui.camera == presets[i];
     if (active) ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyleColorVec4(ImGuiCol_ButtonActive));
-    if (ImGui::Button(names[i], ImVec2(bw, 0))) {
-      cmds.push_back(cmd::SetCamera{presets[i]});
-    }
+    if (ImGui::Button(names[i], row.size)) cmds.push_back(cmd::SetCamera{presets[i]});
+    if (!with_keys && ImGui::IsItemHovered()) ImGui::SetTooltip("key %d", i + 1);
     if (active) ImGui::PopStyleColor();
   }
   if (!ui.auto_camera && ImGui::Button("Fit the sequence again", ImVec2(-1, 0))) cmds.push_back(cmd::Fit{});
-  ImGui::TextDisabled("drag: orbit \xC2\xB7 right-drag: pan \xC2\xB7 wheel: zoom\nTab: hide/show the panels");
+  text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled),
+                        "drag: orbit \xC2\xB7 right-drag: pan \xC2\xB7 wheel: zoom\nTab: hide/show the panels");
   ImGui::Checkbox("token labels", &ui.labels);
-  ImGui::SameLine();
+  same_line_if_fits(checkbox_width("legend"));
   ImGui::Checkbox("legend", &ui.legend);
   ImGui::Checkbox("counters", &ui.hud);
-  ImGui::SameLine();
+  same_line_if_fits(checkbox_width("grid"));
   ImGui::Checkbox("grid", &ui.grid);
   float scale = ui.text_scale;
   ImGui::SetNextItemWidth(-ImGui::CalcTextSize("text scale ").x);
@@ -338,28 +357,28 @@ Commands panel_view(const Snapshot& snap, UiState& ui) {
   } else if (ImGui::IsItemActive()) {
     ImGui::SetTooltip("applies on release");
   }
-  if (ImGui::Button(ui.fullscreen ? "Window (F11)" : "Fullscreen (F11)", ImVec2(bw, 0)))
-    cmds.push_back(cmd::Fullscreen{});
-  ImGui::SameLine();
-  if (ImGui::Button("Screenshot (F12)", ImVec2(bw, 0))) cmds.push_back(cmd::Screenshot{});
+  const ButtonRow pair = button_row({"Fullscreen (F11)", "Presentation (F5)"});
+  if (ImGui::Button(ui.fullscreen ? "Window (F11)" : "Fullscreen (F11)", pair.size)) cmds.push_back(cmd::Fullscreen{});
+  pair.next();
+  if (ImGui::Button("Screenshot (F12)", pair.size)) cmds.push_back(cmd::Screenshot{});
   // Presentation: F5, predict, palette, saved views.
-  if (ImGui::Button("Presentation (F5)", ImVec2(bw, 0))) cmds.push_back(cmd::Presentation{});
-  ImGui::SameLine();
-  if (ImGui::Button(ui.predict ? "Predict: on (P)" : "Predict: off (P)", ImVec2(bw, 0))) cmds.push_back(cmd::Predict{});
+  if (ImGui::Button("Presentation (F5)", pair.size)) cmds.push_back(cmd::Presentation{});
+  pair.next();
+  if (ImGui::Button(ui.predict ? "Predict: on (P)" : "Predict: off (P)", pair.size)) cmds.push_back(cmd::Predict{});
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("Hides each new token and its bars until Enter, so the class can guess first.");
   bool cb = ui.colour_blind;
-  if (ImGui::Checkbox("colour-blind-safe, projector palette", &cb)) cmds.push_back(cmd::Palette{});
+  if (checkbox_wrapped("colour-blind-safe, projector palette", &cb)) cmds.push_back(cmd::Palette{});
   if (ui.view_path.empty()) {
     const std::string dir = std::getenv("HOME") ? std::string(std::getenv("HOME")) : std::string(".");
     ui.view_path = dir + "/kvscope-view.json";
   }
   ImGui::SetNextItemWidth(-1);
   ImGui::InputText("##viewpath", &ui.view_path);
-  if (ImGui::Button("Save view", ImVec2(bw, 0))) cmds.push_back(cmd::SaveView{ui.view_path});
+  if (ImGui::Button("Save view", pair.size)) cmds.push_back(cmd::SaveView{ui.view_path});
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("camera + step + settings, to prepare a lesson");
-  ImGui::SameLine();
-  if (ImGui::Button("Load view", ImVec2(bw, 0))) cmds.push_back(cmd::LoadView{ui.view_path});
+  pair.next();
+  if (ImGui::Button("Load view", pair.size)) cmds.push_back(cmd::LoadView{ui.view_path});
   if (!ui.status.empty()) ImGui::TextWrapped("%s", ui.status.c_str());
   return cmds;
 }

@@ -57,6 +57,10 @@ std::string fit_text(const std::string& text, float width);
 std::string header_label(const char* full, const char* brief);
 // Wrapped text in a colour.
 void text_wrapped_coloured(const ImVec4& colour, const std::string& text);
+// A checkbox's width with its label; the next item on this line when it
+// fits there, else on the next one.
+float checkbox_width(const char* label);
+void same_line_if_fits(float width);
 // A checkbox whose label wraps onto more lines rather than clip; the label
 // toggles it too.
 bool checkbox_wrapped(const char* label, bool* v);
