@@ -111,7 +111,12 @@ void kv_layout_section(const Snapshot& snap, UiState& ui) {
     return;
   static const char* const kDtypes[] = {"f32", "f16", "q8_0", "q4_0"};
   int dt = static_cast<int>(k.dtype);
-  if (ImGui::Combo("row format", &dt, kDtypes, 4)) k.dtype = static_cast<KVDtype>(dt);
+  // Labels before or inside the controls, so a narrow sidebar or a large text scale never clips them.
+  ImGui::AlignTextToFramePadding();
+  ImGui::TextUnformatted("row format");
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(-1);
+  if (ImGui::Combo("##row_format", &dt, kDtypes, 4)) k.dtype = static_cast<KVDtype>(dt);
   // The controls reach only what the loaded model's context (--ctx) holds;
   // without a model, sizes a classroom model has.
   const Config* c = snap.model ? &snap.model->config : nullptr;
@@ -120,18 +125,20 @@ void kv_layout_section(const Snapshot& snap, UiState& ui) {
   const ImGuiSliderFlags clamp = ImGuiSliderFlags_AlwaysClamp;  // typed values (Ctrl+click) too
   bool win = k.window > 0;
   if (ImGui::Checkbox("sliding window", &win)) k.window = win ? std::min(64, window_hi) : 0;
+  ImGui::PushItemWidth(-1);
   if (win) {
-    ImGui::SliderInt("window W", &k.window, 1, window_hi, "%d", clamp);
+    ImGui::SliderInt("##window", &k.window, 1, window_hi, "window W %d", clamp);
     const int sinks_hi = kv_layout_limits(k, c).sinks_max;  // for the window just chosen
-    ImGui::SliderInt("sinks S", &k.sinks, 0, sinks_hi, "%d", clamp);
+    ImGui::SliderInt("##sinks", &k.sinks, 0, sinks_hi, "sinks S %d", clamp);
     k.sinks = std::min(k.sinks, sinks_hi);
   } else {
     k.sinks = 0;
   }
   bool paged = k.block > 0;
   if (ImGui::Checkbox("paged", &paged)) k.block = paged ? std::min(16, block_hi) : 0;
-  if (paged) ImGui::SliderInt("block B", &k.block, 1, block_hi, "%d", clamp);
-  ImGui::TextDisabled("applies from the next generation (Restart)");
+  if (paged) ImGui::SliderInt("##block", &k.block, 1, block_hi, "block B %d", clamp);
+  ImGui::PopItemWidth();
+  text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled), "applies from the next generation (Restart)");
   const StepRecord* r = snap.seq.current.get();
   if (!r || !begin_counters("kvlayout")) return;
   const KVLayout& lay = r->kv_layout;

@@ -104,32 +104,36 @@ Commands panel_decoding(const Snapshot& snap, UiState& ui) {
   int mode = static_cast<int>(d.mode);
   ImGui::RadioButton("sampling", &mode, static_cast<int>(DecodeMode::kSample));
   hover_help("One token per forward, drawn by the sampler (Next token panel).");
-  ImGui::SameLine();
+  same_line_if_fits(checkbox_width("beams"));
   ImGui::RadioButton("beams", &mode, static_cast<int>(DecodeMode::kBeam));
   hover_help(
       "Beam search: keep the N most probable sequences; every step expands each beam and keeps the 2N best "
       "(beam, token) candidates. The beams share the prompt's K/V (paged cache, copied on write).");
-  ImGui::SameLine();
+  same_line_if_fits(checkbox_width("speculative"));
   ImGui::RadioButton("speculative", &mode, static_cast<int>(DecodeMode::kSpeculative));
   hover_help(
       "A small draft model proposes K tokens; the model checks all of them in ONE forward, keeps the prefix "
       "the acceptance test passes, and replaces the first rejected token. Same output distribution as the "
       "model alone.");
   d.mode = static_cast<DecodeMode>(mode);
+  // Labels inside the sliders, so a narrow sidebar or a large text scale never clips them.
+  ImGui::PushItemWidth(-1);
   if (d.mode == DecodeMode::kBeam) {
-    ImGui::SliderInt("beams N", &d.beams, 1, 8);
-    ImGui::SliderFloat("length penalty", &d.length_penalty, -1.0f, 3.0f, "%.2f");
+    ImGui::SliderInt("##beams", &d.beams, 1, 8, "beams N %d");
+    ImGui::SliderFloat("##length_penalty", &d.length_penalty, -1.0f, 3.0f,
+                       fitting_label({"length penalty L %.2f", "L %.2f"}));
     hover_help("A finished hypothesis scores sum log p / (generated length)^L: L > 0 favours longer ones.");
   } else if (d.mode == DecodeMode::kSpeculative) {
-    ImGui::SliderInt("drafted K", &d.k, 1, 16);
+    ImGui::SliderInt("##drafted", &d.k, 1, 16, "drafted K %d");
     draft_picker(d);
   }
+  ImGui::PopItemWidth();
   const bool changed = d != snap.decoding;
   ImGui::BeginDisabled(!changed || !snap.model);
-  if (ImGui::Button(changed ? "Restart with this strategy" : "running", ImVec2(-1, 0)))
+  if (ImGui::Button(changed ? fitting_label({"Restart with this strategy", "Restart"}) : "running", ImVec2(-1, 0)))
     cmds.push_back(cmd::SetDecoding{d});
   ImGui::EndDisabled();
-  ImGui::TextDisabled("now: %s", describe(snap.decoding).c_str());
+  text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled), "now: " + describe(snap.decoding));
   return cmds;
 }
 
@@ -237,12 +241,14 @@ void panel_spec_counters(const Snapshot& snap, int step) {
   section("so far");
   ImGui::Text("acceptance \xCE\xB1 = %d / %d = %.2f", it.accepted_total, it.drafted_total, alpha);
   ImGui::Text("%d tokens in %d model forwards", it.generated, it.target_forwards);
-  ImGui::TextColored(kGood, "model forwards saved: %d", it.generated - it.target_forwards);
+  text_wrapped_coloured(kGood, "model forwards saved: " + std::to_string(it.generated - it.target_forwards));
   hover_help(
       "Plain decoding runs the model once per generated token; each speculative iteration runs it once "
       "(verifying every drafted token together) and the draft K times.");
   ImGui::Text("draft forwards: %d", it.draft_forwards);
-  ImGui::TextDisabled("rolled back: %d model, %d draft positions", it.target_rolled_back, it.draft_rolled_back);
+  text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled),
+                        "rolled back: " + std::to_string(it.target_rolled_back) + " model, " +
+                            std::to_string(it.draft_rolled_back) + " draft positions");
 }
 
 namespace {
@@ -304,7 +310,7 @@ void spec_counters(const Snapshot& snap, int step) {
 
 Commands panel_decode_cache(const Snapshot& snap, UiState& ui) {
   const bool beam = snap.decoding.mode == DecodeMode::kBeam;
-  ImGui::TextColored(v4(palette::kCacheHigh), "%s", beam ? "KV CACHE, one for all beams" : "KV CACHE in both models");
+  text_wrapped_coloured(v4(palette::kCacheHigh), beam ? "KV CACHE, one for all beams" : "KV CACHE in both models");
   ImGui::TextWrapped("%s", beam ? "The beams share the prompt's K/V and every common prefix (paged: a shared block "
                                   "is copied on its first write). Each step is ONE forward over every beam's new "
                                   "position."
