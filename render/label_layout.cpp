@@ -148,13 +148,18 @@ bool free_at(const ScreenBox& b, const std::vector<LabelPlacement>& out, const L
 bool try_flat(const LabelRequest& r, const LabelLayoutOptions& opt, const std::vector<LabelPlacement>& out,
               LabelPlacement& p) {
   const float x0 = opt.clip.x + 2, x1 = std::max(x0, opt.clip.z - r.flat.x - 2);
-  const glm::vec2 at(std::clamp(r.anchor.x - r.flat.x * 0.5f, x0, x1), r.anchor.y - r.flat.y - 2.0f);
-  const ScreenBox b = flat_box(at, r.flat);
-  if (!free_at(b, out, opt)) return false;
-  p.mode = LabelMode::kFlat;
-  p.pos = at;
-  p.box = b;
-  return true;
+  // Centred, else slid a quarter of its width to either side (still over
+  // its token) where that clears a tag or a neighbour.
+  for (float dx : {0.0f, -0.25f, 0.25f}) {
+    const glm::vec2 at(std::clamp(r.anchor.x - r.flat.x * (0.5f - dx), x0, x1), r.anchor.y - r.flat.y - 2.0f);
+    const ScreenBox b = flat_box(at, r.flat);
+    if (!free_at(b, out, opt)) continue;
+    p.mode = LabelMode::kFlat;
+    p.pos = at;
+    p.box = b;
+    return true;
+  }
+  return false;
 }
 
 // Slanted from the anchor, shortened to what fits before the view's top and

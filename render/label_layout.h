@@ -3,7 +3,8 @@
 // draws what this decides; tests check the placements of real scenes).
 //
 // Each label is a box of text above its token's projected anchor: flat
-// (horizontal, centred, on a plate) when its neighbours leave room, else
+// (horizontal, centred or slid a quarter of its width aside, on a plate)
+// when its neighbours leave room, else
 // slanted (rotated about the anchor, rising to the right). Labels are placed
 // one by one, the newest and the hovered first, then from the newest
 // backwards; a label whose box would touch one already placed falls back from

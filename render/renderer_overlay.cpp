@@ -267,7 +267,27 @@ ScreenBox stacks_box(const Scene& scene, const Projector& proj, ImVec2 cmin, ImV
 struct Tag {
   const Label* label;
   ImVec2 anchor, at, size;  // projected anchor, text's top-left, text size
+  bool aside = false;       // pushed beside an earlier tag (no room above it)
 };
+
+// A row of tags pushed aside one after another (no room to lift them: the
+// drafted tokens' at a large text scale) is centred over its anchors, so it
+// spreads both ways instead of drifting off to the right; each keeps a line
+// to its token.
+void centre_aside_runs(std::vector<Tag>& tags, ImVec2 cmin, ImVec2 cmax) {
+  for (size_t i = 0; i < tags.size();) {
+    size_t j = i + 1;
+    while (j < tags.size() && tags[j].aside && !tags[j].label->beside) ++j;
+    if (j - i > 1 && !tags[i].label->beside) {
+      const float lo = tags[i].at.x - 5, hi = tags[j - 1].at.x + tags[j - 1].size.x + 5;
+      float mean = 0;
+      for (size_t k = i; k < j; ++k) mean += tags[k].anchor.x / static_cast<float>(j - i);
+      const float dx = std::clamp(mean - (lo + hi) * 0.5f, cmin.x + 1 - lo, std::max(cmin.x + 1 - lo, cmax.x - 1 - hi));
+      for (size_t k = i; k < j; ++k) tags[k].at.x += dx;
+    }
+    i = j;
+  }
+}
 
 std::vector<Tag> place_tags(const Scene& scene, const Projector& proj, ImFont* f, float fs, ImVec2 cmin, ImVec2 cmax) {
   std::vector<Tag> tags;
@@ -280,6 +300,7 @@ std::vector<Tag> place_tags(const Scene& scene, const Projector& proj, ImFont* f
     // Kept inside the view: the head writes the last slot, at the right edge.
     const ImVec2 want = l.beside ? ImVec2(p.x + 6.0f, p.y - ts.y * 0.5f) : ImVec2(p.x - ts.x * 0.5f, p.y - ts.y - 4.0f);
     ImVec2 q(std::clamp(want.x, cmin.x + 6, std::max(cmin.x + 6, cmax.x - ts.x - 6)), std::max(cmin.y + 4, want.y));
+    bool aside = false;
     auto covers = [&](const ImVec4& o) {
       return q.x - 6 < o.z && o.x < q.x + ts.x + 6 && q.y - 4 < o.w && o.y < q.y + ts.y + 4;
     };
@@ -291,10 +312,12 @@ std::vector<Tag> place_tags(const Scene& scene, const Projector& proj, ImFont* f
         q.y = lifted;
       else
         q.x = hit->z + 6.0f;  // no room above it: beside it
+      aside |= lifted < cmin.y + 4;
     }
     drawn.push_back(ImVec4(q.x - 5, q.y - 2, q.x + ts.x + 5, q.y + ts.y + 2));
-    tags.push_back({&l, p, q, ts});
+    tags.push_back({&l, p, q, ts, aside});
   }
+  centre_aside_runs(tags, cmin, cmax);
   return tags;
 }
 
@@ -320,9 +343,17 @@ void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, 
     return std::fabs(t.at.y + t.size.y * 0.5f - t.anchor.y) <= t.size.y * 0.5f + 2.0f &&
            std::none_of(tokens.begin(), tokens.end(), [&](const ScreenBox& o) { return boxes_overlap(box, o); });
   };
+  // A tag above its anchor reads as its token's while it stays above it
+  // (not pushed down over it by the view's top) and off every token.
+  auto above_ok = [&](const Tag& t) {
+    if (t.label->beside) return true;
+    const ScreenBox box = flat_box(glm::vec2(t.at.x - 5, t.at.y - 2), glm::vec2(t.size.x + 10, t.size.y + 4));
+    return t.at.y + t.size.y <= t.anchor.y &&
+           std::none_of(tokens.begin(), tokens.end(), [&](const ScreenBox& o) { return boxes_overlap(box, o); });
+  };
   auto readable = [&](const Tag& t) {
     return (t.at.y >= top || t.at.y >= t.anchor.y - t.size.y - 5.0f) && t.at.x + t.size.x <= cmax.x - 1.0f &&
-           beside_ok(t);
+           beside_ok(t) && above_ok(t);
   };
   while (fs * 0.75f >= 11.0f && !std::all_of(tags.begin(), tags.end(), readable)) {
     fs *= 0.75f;

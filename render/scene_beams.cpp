@@ -123,8 +123,10 @@ struct BeamDraw {
   }
 };
 
-// The node's token block, its label, and for a running tip or a finished
-// hypothesis its score beside it. Returns the block.
+// The node's token block and its label; a running tip or a finished
+// hypothesis gets its token and score in one tag beside it instead (its
+// label and a tag of its own would crowd each other at a large text scale).
+// Returns the block.
 BlockInstance add_node_token(Scene& s, const BeamDraw& d, const BeamNode& n, float vis) {
   const Layout& L = d.L;
   BlockInstance t;
@@ -144,18 +146,19 @@ BlockInstance add_node_token(Scene& s, const BeamDraw& d, const BeamNode& n, flo
   lab.text = visible_piece(n.piece);
   lab.anchor = t.center + glm::vec3(0.0f, L.token_h * 0.5f + 0.12f, 0.0f);
   lab.colour = glm::vec4(n.prompt ? glm::vec3(0.70f, 0.76f, 0.88f) : glm::vec3(1.0f, 0.80f, 0.45f), vis);
-  // A pruned branch's text goes before its blocks have faded: a faint
-  // label would only take the room of a living lane's.
-  if (vis >= 0.5f) s.labels.push_back(lab);
   if (n.running_tip || (n.finished && n.alive)) {
     Label sc;
     sc.kind = LabelKind::kHead;
     sc.pos = n.pos;
-    sc.text = n.finished ? fmt("done %.3f", n.score) : fmt("%.3f", n.logprob);
+    sc.text = lab.text + "  " + (n.finished ? fmt("done %.3f", n.score) : fmt("%.3f", n.logprob));
     sc.anchor = t.center + glm::vec3(L.block_w * 0.5f + 0.4f, 0.0f, 0.0f);  // right of the tip: nothing drawn there
     sc.beside = true;
     sc.colour = glm::vec4(n.finished ? palette::kNewKV : palette::kNewToken, 1.0f);
     s.labels.push_back(sc);
+  } else if (vis >= 0.5f) {
+    // A pruned branch's text goes before its blocks have faded: a faint
+    // label would only take the room of a living lane's.
+    s.labels.push_back(lab);
   }
   return t;
 }

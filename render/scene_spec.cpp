@@ -119,10 +119,12 @@ void add_committed_tokens(Scene& s, const std::vector<SpecIterationPtr>& its, si
   }
 }
 
-// Drafted token i's tag: q while drafting, p and q once verified, then the
-// verdict. Short lines (p over q over the verdict): narrow enough to sit
-// over their own token; the overlay lifts one that would still cover a
-// neighbour's. `a`: the token's opacity as it falls away.
+// Drafted token i's tag, which is also its label: the token, then q while
+// drafting, p and q once verified, then the verdict. Short lines (the token
+// over p over q over the verdict): narrow enough to sit over their own
+// token; the overlay lifts one that would still cover a neighbour's. One
+// box for the token and its numbers, so a large text scale cannot hide the
+// token under its own numbers. `a`: the token's opacity as it falls away.
 Label draft_tag(const SpecIteration& it, int i, const SpecStages& st, bool accepted, bool rejected, float a,
                 const Layout& L) {
   const DraftVerdict& d = it.drafted[static_cast<size_t>(i)];
@@ -131,9 +133,9 @@ Label draft_tag(const SpecIteration& it, int i, const SpecStages& st, bool accep
   pq.kind = LabelKind::kHead;
   pq.pos = it.first + i;
   const char* verdict = !st.resolved ? "" : (d.r < 0 ? "\nuntested" : (d.accepted ? "\nok" : "\nno"));
-  pq.text = (st.verifying ? fmt2("p %.2f\nq %.2f", d.p, d.q) : fmt2("q %.2f", d.q, 0.0)) + verdict;
-  if (rejected && tested) pq.text = visible_piece(it.drafted_pieces[static_cast<size_t>(i)]) + "\n" + pq.text;
-  pq.anchor = L.token_center(pq.pos, it.n_target_layers) + glm::vec3(0.0f, L.token_h * 0.5f + 0.75f, 0.0f);
+  pq.text = visible_piece(it.drafted_pieces[static_cast<size_t>(i)]) + "\n" +
+            (st.verifying ? fmt2("p %.2f\nq %.2f", d.p, d.q) : fmt2("q %.2f", d.q, 0.0)) + verdict;
+  pq.anchor = L.token_center(pq.pos, it.n_target_layers) + glm::vec3(0.0f, L.token_h * 0.5f + 0.12f, 0.0f);
   // The verdict of the tested, rejected token stays readable after it fell.
   pq.colour = glm::vec4(accepted ? palette::kNewKV : (rejected ? palette::kRecomputed : kDraftColour),
                         rejected && tested ? 1.0f : a);
@@ -163,7 +165,6 @@ void add_drafted_tokens(Scene& s, const SpecIteration& it, const SpecStages& st,
     s.drafts = true;
     s.rolled_back |= rejected;
     const float a = rejected ? 1.0f - st.resolve_t : 1.0f;
-    if (a > 0.05f) s.labels.push_back(piece_label(b, it.drafted_pieces[static_cast<size_t>(i)], kDraftColour, a));
     if (rejected && d.r < 0 && a <= 0.05f) continue;  // gone, and never tested: nothing to say
     s.labels.push_back(draft_tag(it, i, st, accepted, rejected, a, L));
   }

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "beam_generator.h"
@@ -67,6 +68,16 @@ TEST(SceneBeams, TreeOfDistinctPrefixes) {
     }
     // K/V stacks: one per fed node still on screen, drawn once.
     const Scene s = build_beam_scene(recs, count, m->config.n_layer);
+    // Each running tip's tag names its token and its beam's summed log-probability.
+    for (const BeamNode& n : tree) {
+      if (!n.running_tip) continue;
+      char score[32];
+      std::snprintf(score, sizeof score, "%.3f", n.logprob);
+      const std::string want = visible_piece(n.piece) + "  " + score;
+      EXPECT_TRUE(std::any_of(s.labels.begin(), s.labels.end(), [&](const Label& l) {
+        return l.kind == LabelKind::kHead && l.pos == n.pos && l.text == want;
+      })) << want;
+    }
     size_t fed = 0, fed_drawn = 0;
     for (const BeamNode& n : tree) {
       fed += n.fed && !n.finished ? 1 : 0;
@@ -102,11 +113,12 @@ TEST(SceneBeams, PrunedInTheShownStepFadesWithTheAnimation) {
     EXPECT_GT(start.tokens[k].colour.a, 0.9f);
     EXPECT_LT(end.tokens[k].colour.a, 0.2f);
     // Its label goes with it; the living lanes keep theirs, at full strength.
-    // (the label with its token's place and opacity).
+    // (the label with its token's place and opacity; a beam's tip and a
+    // finished hypothesis have theirs in the tag with their score).
     auto has_label = [&](const Scene& s, const BlockInstance& t) {
       return std::any_of(s.labels.begin(), s.labels.end(), [&](const Label& l) {
-        return l.kind == LabelKind::kToken && l.pos == t.pos && std::fabs(l.anchor.z - t.center.z) < 1e-4f &&
-               std::fabs(l.colour.a - t.colour.a) < 1e-4f;
+        return (l.kind == LabelKind::kToken || l.kind == LabelKind::kHead) && l.pos == t.pos &&
+               std::fabs(l.anchor.z - t.center.z) < 1e-4f && std::fabs(l.colour.a - t.colour.a) < 1e-4f;
       });
     };
     EXPECT_TRUE(has_label(start, start.tokens[k]));

@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <string>
+
 #include "model.h"
 #include "scene_spec.h"
 #include "spec_decoder.h"
@@ -50,6 +53,22 @@ TEST(SceneSpec, StagesFollowTheIteration) {
     // Verifying: k + 1 positions computed at once.
     const Scene verify = build_spec_scene(its, c, 0.5f);
     EXPECT_EQ(count_state(verify, KvState::kNew), (k + 1) * NL) << "iteration " << it.index;
+    // Each drafted token's tag names the token over its p and q (one box: no
+    // separate label it could hide), with the decoder's own numbers.
+    for (size_t i = 0; i < k; ++i) {
+      const DraftVerdict& dv = it.drafted[i];
+      char pq[64];
+      std::snprintf(pq, sizeof pq, "\np %.2f\nq %.2f", dv.p, dv.q);
+      const std::string want = visible_piece(it.drafted_pieces[i]) + pq;
+      const int pos = it.first + static_cast<int>(i);
+      int tags = 0, labels = 0;
+      for (const Label& l : verify.labels) {
+        tags += l.kind == LabelKind::kHead && l.pos == pos && l.text == want;
+        labels += l.kind == LabelKind::kToken && l.pos == pos;
+      }
+      EXPECT_EQ(tags, 1) << want;
+      EXPECT_EQ(labels, 0) << "position " << pos;
+    }
     // Resolved: the rejected positions' K/V roll back; the rest stays.
     const Scene done = build_spec_scene(its, c, 1.0f);
     EXPECT_EQ(count_state(done, KvState::kNewDropped), static_cast<size_t>(it.target_rolled_back) * NL);
