@@ -805,5 +805,63 @@ TEST_F(RenderPixels, SpeculativeGhostsAreDrawn) {
   }
 }
 
+// Speculative decoding's verify pass in the window's view, text scale 1.0
+// to 2.5: every drafted token is named by its tag (the token over its p and
+// q), and the tags stay off each other and off every token block.
+TEST_F(TeachPixels, DraftTagsNameTheirTokensAndStayOffTheBlocks) {
+  const char* dir = std::getenv("MODEL");
+  const std::string draft_dir = std::string(dir ? dir : "") + "/../kvscope-draft";
+  if (!dir || !std::filesystem::exists(draft_dir + "/config.json")) GTEST_SKIP() << "needs the shipped pair";
+  SpeculativeDecoder d(load_model(dir), load_model(draft_dir));
+  SpecOptions opt;
+  opt.k = 4;
+  opt.max_new = 8;
+  opt.sampler.greedy = false;
+  opt.sampler.seed = 5;
+  d.start("Once upon a time", opt);
+  std::vector<SpecIterationPtr> its;
+  while (SpecIterationPtr it = d.step()) its.push_back(it);
+  ASSERT_GE(its.size(), 1u);
+  const SequenceState seq;  // the window's plain sequence: none shown
+  FrameSpec spec;
+  spec.seq = &seq;
+  spec.decode = DecodeMode::kSpeculative;
+  spec.spec_iterations = &its;
+  spec.decode_count = 1;
+  spec.anim = 0.5f;  // verifying: p and q
+  int views = 0;
+  for_each_scale([&](float scale) {
+    for_each_window_view(spec, fonts_, scale, {ImVec2(1280, 720), ImVec2(1366, 768)},
+                         [&](const ComposedFrame& fr, float w, float, float view_h, const std::string& where) {
+                           const Camera cam = preset_camera(CameraPreset::kFront, fr.scene, w / view_h);
+                           OverlayLayout lay;
+                           draw2d([&](ImDrawList* dl) {
+                             draw_overlay(dl, fr.scene, cam, ImVec2(0, 0), ImVec2(w, view_h), fonts_, fr.overlay, &lay);
+                           });
+                           ASSERT_EQ(lay.tags.size(), static_cast<size_t>(its[0]->k)) << where;
+                           const glm::mat4 vp = cam.proj(w / view_h) * cam.view();
+                           for (size_t i = 0; i < lay.tags.size(); ++i) {
+                             for (size_t j = i + 1; j < lay.tags.size(); ++j)
+                               EXPECT_FALSE(boxes_overlap(lay.tags[i], lay.tags[j])) << where << ": tags " << i;
+                             for (const BlockInstance& b : fr.scene.tokens) {
+                               glm::vec2 lo(1e9f), hi(-1e9f), px;
+                               for (int c = 0; c < 8; ++c) {
+                                 const glm::vec3 corner =
+                                     b.center +
+                                     0.5f * b.size * glm::vec3(c & 1 ? 1 : -1, c & 2 ? 1 : -1, c & 4 ? 1 : -1);
+                                 if (!project(vp, corner, w, view_h, px)) continue;
+                                 lo = glm::min(lo, px);
+                                 hi = glm::max(hi, px);
+                               }
+                               EXPECT_FALSE(boxes_overlap(lay.tags[i], flat_box(lo, hi - lo)))
+                                   << where << ": tag " << i << " covers the token at " << b.pos;
+                             }
+                           }
+                           ++views;
+                         });
+  });
+  EXPECT_EQ(views, 3 * 2 * 2);
+}
+
 }  // namespace
 }  // namespace kvscope
