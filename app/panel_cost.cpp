@@ -242,10 +242,16 @@ Commands panel_kv_calculator(const Snapshot& snap, UiState& ui) {
   const int sel = picked ? ui.kv_selected + offset : offset > 0 ? 0 : -1;
   if (sel >= 0) kv_calc_summary(specs[static_cast<size_t>(sel)], tokens, dt);
   const float line = ImGui::GetTextLineHeightWithSpacing();
+  // The footnote wraps under the table, which leaves it the rows it needs.
+  const std::string note = std::string("weights and cache in ") + to_string(dt) +
+                           "; yes = weights + cache fit the 24 / 80 GiB card. Sources: "
+                           "assets/kv_configs.json (hover a row).";
+  const float note_h = ImGui::CalcTextSize(note.c_str(), nullptr, false, ImGui::GetContentRegionAvail().x).y +
+                       ImGui::GetStyle().ItemSpacing.y;
   if (ImGui::BeginTable("kv", 8,
                         ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_ScrollY |
                             ImGuiTableFlags_BordersInnerV,
-                        ImVec2(0, std::max(line * 4, ImGui::GetContentRegionAvail().y - line)))) {
+                        ImVec2(0, std::max(line * 4, ImGui::GetContentRegionAvail().y - note_h)))) {
     ImGui::TableSetupScrollFreeze(0, 1);
     const char* heads[] = {"model", "L", "KV heads", "/token", "cache", "weights", "24 GB", "80 GB"};
     const float wt[] = {4.0f, 0.6f, 1.9f, 1.3f, 1.3f, 1.3f, 1.2f, 1.2f};
@@ -254,10 +260,7 @@ Commands panel_kv_calculator(const Snapshot& snap, UiState& ui) {
     for (size_t i = 0; i < specs.size(); ++i) kv_calc_row(specs[i], static_cast<int>(i) - offset, i, tokens, dt, ui);
     ImGui::EndTable();
   }
-  ImGui::TextDisabled(
-      "weights and cache in %s; yes = weights + cache fit the 24 / 80 GiB card. Sources: "
-      "assets/kv_configs.json (hover a row).",
-      to_string(dt));
+  text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled), note);
   return cmds;
 }
 
