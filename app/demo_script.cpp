@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "ui_fit.h"
 
@@ -66,10 +67,8 @@ Commands feature_script(int frame, int total, const Snapshot& snap, const std::s
   return cmds;
 }
 
-}  // namespace
-
-Commands demo_script(int frame, int total, const Snapshot& snap, const std::string& demo_view) {
-  if (!demo_view.empty()) return feature_script(frame, total, snap, demo_view);
+// The default run: the cache toggled, every camera preset, the teaching features.
+Commands tour_script(int frame, int total, const Snapshot& snap) {
   Commands cmds;
   auto at = [&](double f) { return frame == static_cast<int>(f * total); };
   // The teaching features, late in the run: scrub back, fork, return, present, predict.
@@ -99,6 +98,16 @@ Commands demo_script(int frame, int total, const Snapshot& snap, const std::stri
   return cmds;
 }
 
+}  // namespace
+
+Commands demo_script(int frame, int total, const Snapshot& snap, const std::string& demo_view,
+                     std::optional<CameraPreset> camera) {
+  Commands cmds = demo_view.empty() ? tour_script(frame, total, snap) : feature_script(frame, total, snap, demo_view);
+  // After the tour's last preset (85 %) and before its saved view is written (96 %) and read back.
+  if (camera && frame == static_cast<int>(0.88 * total)) cmds.push_back(cmd::SetCamera{*camera});
+  return cmds;
+}
+
 void setup_demo_view(const std::string& demo_view, UiState& ui) {
   if (demo_view.empty()) return;
   ui.bottom_tab = demo_view == "phases"     ? 1
@@ -107,9 +116,8 @@ void setup_demo_view(const std::string& demo_view, UiState& ui) {
                   : demo_view == "training" ? 4
                                             : 0;
   ui.select_tab = true;
-  ui.teach_open = demo_view != "presentation" && demo_view != "sampling" && demo_view != "qkv" &&
-                  demo_view != "beams" && demo_view != "speculative";
-  ui.qkv_open = demo_view == "qkv";
+  // Their sections are in the right sidebar: a teacher folds the left one (text scale 2.5 has room for one).
+  if (demo_view == "sampling" || demo_view == "qkv") ui.left_open = false;
   if (demo_view == "sampling" || demo_view == "timeline") {
     ui.sampler.greedy = false;
     ui.sampler.temperature = 0.9f;
@@ -141,6 +149,23 @@ void setup_demo_view(const std::string& demo_view, UiState& ui) {
     ui.kv_context = 100000;
     ui.kv_dtype = 1;  // fp16
   }
+}
+
+void open_demo_sections(const std::string& demo_view, UiState& ui) {
+  if (demo_view.empty()) return;
+  ui.teach_open = demo_view != "presentation" && demo_view != "sampling" && demo_view != "qkv" &&
+                  demo_view != "beams" && demo_view != "speculative";
+  ui.qkv_open = demo_view == "qkv";
+  ui.next_token_open = demo_view == "sampling";
+}
+
+std::string apply_demo_camera(const char* name, std::optional<CameraPreset>& camera) {
+  CameraPreset p = CameraPreset::kFront;
+  if (!name) return "";
+  if (!parse_camera(name, p))
+    return "KVSCOPE_DEMO_CAMERA: expected front, top, side or follow, got \"" + std::string(name) + "\"";
+  camera = p;
+  return "";
 }
 
 std::string apply_demo_window(const char* text_scale, const char* size, UiState& ui, int& width, int& height) {

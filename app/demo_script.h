@@ -3,6 +3,7 @@
 // at each frame.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "commands.h"
@@ -14,11 +15,18 @@ namespace kvscope {
 // the cameras and the teaching features (scrub, fork, return, present,
 // predict, save and load a view). With `demo_view` (timeline, sampling,
 // phases, kv, pages, heatmaps, presentation, training, beams, speculative) the run
-// instead sets up that feature for a screenshot.
-Commands demo_script(int frame, int total, const Snapshot& snap, const std::string& demo_view);
+// instead sets up that feature for a screenshot. With `camera` the run ends
+// on that preset (set late, after the default run's own camera tour).
+Commands demo_script(int frame, int total, const Snapshot& snap, const std::string& demo_view,
+                     std::optional<CameraPreset> camera = std::nullopt);
 
 // The UI settings a `demo_view` starts from (open tab, sampler, KV calculator row).
 void setup_demo_view(const std::string& demo_view, UiState& ui);
+// What its teacher opens once the model is loaded and the window has laid
+// itself out (a quarter into the run), as a click would, so the panels that
+// fold to fit keep it open: the lessons, the Q·K·V inspector or the
+// sampling explainer.
+void open_demo_sections(const std::string& demo_view, UiState& ui);
 
 // What an interactive run reads from settings.json, for a scripted one:
 // $KVSCOPE_DEMO_TEXT_SCALE (0.75 to 2.5, e.g. 2.5 for a projector) and
@@ -26,5 +34,8 @@ void setup_demo_view(const std::string& demo_view, UiState& ui);
 // Null = unset. Returns "" or a message naming the variable and what it
 // expects; a bad value leaves its setting as it was.
 std::string apply_demo_window(const char* text_scale, const char* size, UiState& ui, int& width, int& height);
+// $KVSCOPE_DEMO_CAMERA (front, top, side or follow; null = unset) into
+// `camera`. Returns "" or a message naming the variable and what it expects.
+std::string apply_demo_camera(const char* name, std::optional<CameraPreset>& camera);
 
 }  // namespace kvscope

@@ -53,7 +53,8 @@ void apply_style(float scale) {
 struct RunSetup {
   bool scripted = false;  // --demo-frames or --soak-rounds: no settings read or written
   std::string settings_path, ini_path;
-  std::string demo_view;  // $KVSCOPE_DEMO_VIEW: one teaching feature set up for a screenshot
+  std::string demo_view;                    // $KVSCOPE_DEMO_VIEW: one teaching feature set up for a screenshot
+  std::optional<CameraPreset> demo_camera;  // $KVSCOPE_DEMO_CAMERA: the preset the run ends on
   WindowSettings window;
 };
 
@@ -84,6 +85,8 @@ RunSetup prepare(const GuiOptions& opt, UiState& ui) {
     const std::string err = apply_demo_window(std::getenv("KVSCOPE_DEMO_TEXT_SCALE"), std::getenv("KVSCOPE_DEMO_SIZE"),
                                               ui, r.window.width, r.window.height);
     if (!err.empty()) ui.errors.push_back(err);
+    const std::string cam_err = apply_demo_camera(std::getenv("KVSCOPE_DEMO_CAMERA"), r.demo_camera);
+    if (!cam_err.empty()) ui.errors.push_back(cam_err);
   }
   setup_demo_view(r.demo_view, ui);
   if (opt.soak_rounds > 0) {  // every round runs into the context limit
@@ -125,7 +128,8 @@ void scripted_commands(const GuiOptions& opt, const RunSetup& setup, int frame, 
     cmds.insert(cmds.end(), more.begin(), more.end());
   }
   if (opt.demo_frames <= 0) return;
-  Commands more = demo_script(frame, opt.demo_frames, s.snap, setup.demo_view);
+  if (frame == opt.demo_frames / 4) open_demo_sections(setup.demo_view, s.ui);
+  Commands more = demo_script(frame, opt.demo_frames, s.snap, setup.demo_view, setup.demo_camera);
   cmds.insert(cmds.end(), more.begin(), more.end());
   // Keep generating for the whole run: start again when a generation ends
   // (not in the last frames, so the final screenshot shows a full scene).

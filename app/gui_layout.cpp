@@ -25,9 +25,14 @@ float folded_width() {
 
 // The bottom strip's height: the timeline row, and (`full`) a row with the
 // lessons button and the history line, or with the lessons open their share
-// of the window.
+// of the window: 40 %, or at a large text scale up to half of it for the
+// timeline, the tabs and four lines of the lesson.
 float bottom_height(bool lessons, bool full, float H) {
-  if (lessons) return std::clamp(H * 0.4f, std::min(200.0f, H * 0.5f), 480.0f);
+  if (lessons) {
+    const float want = 2 * ImGui::GetFrameHeightWithSpacing() + 4 * ImGui::GetTextLineHeightWithSpacing() +
+                       2 * ImGui::GetStyle().WindowPadding.y;
+    return std::clamp(std::max(H * 0.4f, want), std::min(200.0f, H * 0.5f), std::min(480.0f, H * 0.5f));
+  }
   return ImGui::GetFrameHeightWithSpacing() + (full ? ImGui::GetTextLineHeightWithSpacing() : 0.0f) +
          2 * ImGui::GetStyle().WindowPadding.y;
 }
@@ -79,6 +84,17 @@ float left_sidebar(const Snapshot& snap, UiState& ui, float W, float H, Commands
   return w;
 }
 
+// A sidebar's section. Opened by a click or from elsewhere (`focus`, e.g. a
+// demo view) it scrolls to the sidebar's top: at a large text scale it
+// would open at the window's bottom edge with its numbers below it.
+bool section(const char* label, bool& focus, ImGuiTreeNodeFlags flags = 0) {
+  if (focus) ImGui::SetNextItemOpen(true, ImGuiCond_Always);
+  const bool open = ImGui::CollapsingHeader(label, flags);
+  if (focus || (open && ImGui::IsItemToggledOpen())) ImGui::SetScrollHereY(0.0f);
+  focus = false;
+  return open;
+}
+
 float right_sidebar(const Snapshot& snap, UiState& ui, float W, float H, Commands& cmds) {
   if (!ui.right_open) return folded_strip("##right_folded", "\xE2\x97\x80", W, H, ui.right_open);
   ImGui::SetNextWindowPos(ImVec2(W, 0), ImGuiCond_Always, ImVec2(1, 0));
@@ -93,11 +109,10 @@ float right_sidebar(const Snapshot& snap, UiState& ui, float W, float H, Command
       if (ImGui::CollapsingHeader("Model")) append(cmds, panel_model(snap, ui));
     }
     if (ImGui::CollapsingHeader("Attention", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_attention(snap, ui));
-    if (ui.qkv_open) ImGui::SetNextItemOpen(true, ImGuiCond_Always);
-    ui.qkv_open = false;
-    if (ImGui::CollapsingHeader(header_label("Q\xC2\xB7K\xC2\xB7V inspector", "Q\xC2\xB7K\xC2\xB7V").c_str()))
+    if (section(header_label("Q\xC2\xB7K\xC2\xB7V inspector", "Q\xC2\xB7K\xC2\xB7V").c_str(), ui.qkv_open))
       append(cmds, panel_qkv(snap, ui));
-    if (ImGui::CollapsingHeader("Next token", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_next_token(snap, ui));
+    if (section("Next token", ui.next_token_open, ImGuiTreeNodeFlags_DefaultOpen))
+      append(cmds, panel_next_token(snap, ui));
     if (ImGui::CollapsingHeader("View", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_view(snap, ui));
     if (!no_model && ImGui::CollapsingHeader("Model")) append(cmds, panel_model(snap, ui));
   }
@@ -106,29 +121,92 @@ float right_sidebar(const Snapshot& snap, UiState& ui, float W, float H, Command
   return w;
 }
 
-void teach_tabs(const Snapshot& snap, UiState& ui, Commands& cmds) {
-  if (!ImGui::BeginTabBar("teach_tabs")) return;
+// The lessons under the timeline: tabs named in full where they fit, else in
+// brief (the full name in a tooltip), else a menu (fit_tabs); the last item
+// of the row hides them. Only the lesson below scrolls.
+struct Lesson {
+  const char* name;
+  const char* brief;
+  int tab;  // UiState::bottom_tab; -1 = beam search or speculative decoding
+};
+
+std::vector<Lesson> lessons_shown(const Snapshot& snap) {
   // Beam search and speculative decoding keep records of their own: their
-  // lesson replaces the tabs read from one sequence's records.
-  const bool decoding = snap.decoding.mode != DecodeMode::kSample;
-  if (decoding &&
-      ImGui::BeginTabItem(snap.decoding.mode == DecodeMode::kBeam ? "Beam search" : "Speculative decoding")) {
-    append(cmds, panel_decode_lesson(snap, ui));
+  // lesson replaces the lessons read from one sequence's records.
+  std::vector<Lesson> out;
+  if (snap.decoding.mode == DecodeMode::kBeam) out.push_back({"Beam search", "Beams", -1});
+  if (snap.decoding.mode == DecodeMode::kSpeculative) out.push_back({"Speculative decoding", "Speculative", -1});
+  const Lesson all[] = {{"Branches", "Forks", 0},
+                        {"Prefill vs decode", "Prefill", 1},
+                        {"KV memory", "KV", 2},
+                        {"Attention heads", "Heads", 3},
+                        {"Training", "Train", 4}};
+  const bool decoding = !out.empty();
+  for (const Lesson& l : all)
+    if (!decoding || l.tab == 2 || l.tab == 4) out.push_back(l);
+  return out;
+}
+
+void lesson_body(const Snapshot& snap, UiState& ui, int tab, Commands& cmds) {
+  if (!ImGui::BeginChild("##lesson", ImVec2(0, 0))) {
+    ImGui::EndChild();
+    return;
+  }
+  if (tab < 0) append(cmds, panel_decode_lesson(snap, ui));
+  if (tab == 0) append(cmds, panel_branches(snap, ui));
+  if (tab == 1) append(cmds, panel_phases(snap, ui));
+  if (tab == 2) append(cmds, panel_kv_calculator(snap, ui));
+  if (tab == 3) append(cmds, panel_heatmaps(snap, ui));
+  if (tab == 4) append(cmds, panel_training(snap, ui));
+  ImGui::EndChild();
+}
+
+void lessons_menu(const Snapshot& snap, UiState& ui, const std::vector<Lesson>& lessons, float hide_w, Commands& cmds) {
+  const auto current = std::find_if(lessons.begin(), lessons.end(), [&](const Lesson& l) {
+    return l.tab == ui.bottom_tab || (l.tab < 0 && ui.bottom_tab != 2 && ui.bottom_tab != 4);
+  });
+  const Lesson shown = current != lessons.end() ? *current : lessons.front();
+  ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x - hide_w - ImGui::GetStyle().ItemSpacing.x);
+  if (ImGui::BeginCombo("##lesson_menu", shown.name)) {
+    for (const Lesson& l : lessons)
+      if (ImGui::Selectable(l.name, l.tab == shown.tab)) ui.bottom_tab = std::max(0, l.tab);
+    ImGui::EndCombo();
+  }
+  ui.select_tab = false;
+  ImGui::SameLine();
+  if (ImGui::Button("\xE2\x96\xBC##hide_lessons", ImVec2(hide_w, 0))) ui.teach_open = false;
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("hide the lessons");
+  lesson_body(snap, ui, shown.tab, cmds);
+}
+
+void teach_tabs(const Snapshot& snap, UiState& ui, Commands& cmds) {
+  const std::vector<Lesson> lessons = lessons_shown(snap);
+  const ImGuiStyle& st = ImGui::GetStyle();
+  auto tab_w = [&](const char* t) { return ImGui::CalcTextSize(t).x + 2 * st.FramePadding.x; };
+  const float hide_w = tab_w("\xE2\x96\xBC");
+  std::vector<float> full, brief;
+  for (const Lesson& l : lessons) full.push_back(tab_w(l.name)), brief.push_back(tab_w(l.brief));
+  const TabLabels labels =
+      fit_tabs(full, brief, st.ItemInnerSpacing.x, ImGui::GetContentRegionAvail().x - hide_w - st.ItemInnerSpacing.x);
+  if (labels == TabLabels::kMenu) {
+    lessons_menu(snap, ui, lessons, hide_w, cmds);
+    return;
+  }
+  if (!ImGui::BeginTabBar("teach_tabs")) return;
+  for (const Lesson& l : lessons) {
+    const ImGuiTabItemFlags f = ui.select_tab && ui.bottom_tab == l.tab ? ImGuiTabItemFlags_SetSelected : 0;
+    const std::string label = std::string(labels == TabLabels::kFull ? l.name : l.brief) + "###" + l.name;
+    const bool open = ImGui::BeginTabItem(label.c_str(), nullptr, f);
+    if (labels == TabLabels::kBrief && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", l.name);
+    if (!open) continue;
+    if (!ui.select_tab) ui.bottom_tab = std::max(0, l.tab);
+    lesson_body(snap, ui, l.tab, cmds);
     ImGui::EndTabItem();
   }
-  const char* names[] = {"Branches", "Prefill vs decode", "KV memory", "Attention heads", "Training"};
-  for (int i = 0; i < 5; ++i) {
-    if (decoding && i != 2 && i != 4) continue;
-    const ImGuiTabItemFlags f = ui.select_tab && ui.bottom_tab == i ? ImGuiTabItemFlags_SetSelected : 0;
-    if (!ImGui::BeginTabItem(names[i], nullptr, f)) continue;
-    if (!ui.select_tab) ui.bottom_tab = i;
-    if (i == 0) append(cmds, panel_branches(snap, ui));
-    if (i == 1) append(cmds, panel_phases(snap, ui));
-    if (i == 2) append(cmds, panel_kv_calculator(snap, ui));
-    if (i == 3) append(cmds, panel_heatmaps(snap, ui));
-    if (i == 4) append(cmds, panel_training(snap, ui));
-    ImGui::EndTabItem();
-  }
+  if (ImGui::TabItemButton("\xE2\x96\xBC", ImGuiTabItemFlags_Trailing)) ui.teach_open = false;
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("%s",
+                      ("hide the lessons" + (ui.panel_fit.note.empty() ? "" : "\n\n" + ui.panel_fit.note)).c_str());
   ui.select_tab = false;
   ImGui::EndTabBar();
 }
@@ -153,12 +231,12 @@ void lessons_button(const Snapshot& snap, UiState& ui, const char* label) {
   hover_help(help.c_str());
 }
 
-// The strip's second row: the lessons button, "(folded to fit)" and the
-// history line, each as full as the width allows (fit_row).
+// The strip's second row while the lessons are closed: their button,
+// "(folded to fit)" and the history line, each as full as the width allows
+// (fit_row).
 void strip_second_row(const Snapshot& snap, UiState& ui) {
   const HistoryText hist = history_text(snap);
-  const char* open = ui.teach_open ? "\xE2\x96\xBC hide the lessons" : lessons_label(snap);
-  const char* lessons[] = {open, ui.teach_open ? "\xE2\x96\xBC hide" : "\xE2\x96\xB2 lessons"};
+  const char* lessons[] = {lessons_label(snap), "\xE2\x96\xB2 lessons"};
   const char* marks[] = {"(folded to fit)", "(folded)"};
   const bool folded = !ui.panel_fit.note.empty();
   auto text_w = [](const std::string& t) { return ImGui::CalcTextSize(t.c_str()).x; };
@@ -182,11 +260,11 @@ void strip_second_row(const Snapshot& snap, UiState& ui) {
 }
 
 // Between the sidebars, under the 3D view: the timeline, and the teaching
-// tabs when opened. Where the picture is short (fit_panels) the strip keeps
-// the timeline row alone, with the lessons button at its end. Returns its
-// height.
+// tabs when opened (the history line then in the step counter's tooltip).
+// Where the picture is short (fit_panels) the strip keeps the timeline row
+// alone, with the lessons button at its end. Returns its height.
 float bottom_strip(const Snapshot& snap, UiState& ui, float x, float w, float H, Commands& cmds) {
-  const bool full = ui.teach_open || ui.panel_fit.full_strip;
+  const bool full = !ui.teach_open && ui.panel_fit.full_strip;
   const float h = bottom_height(ui.teach_open, full, H);
   ImGui::SetNextWindowPos(ImVec2(x, H - h), ImGuiCond_Always);
   ImGui::SetNextWindowSize(ImVec2(std::max(100.0f, w), h), ImGuiCond_Always);
@@ -196,10 +274,10 @@ float bottom_strip(const Snapshot& snap, UiState& ui, float x, float w, float H,
     const char* up = row - named - 2 * ImGui::GetFrameHeight() * 1.6f - ImGui::CalcTextSize("00 / 00 LIVE").x > row / 3
                          ? "\xE2\x96\xB2 lessons"
                          : "\xE2\x96\xB2";
-    append(cmds, panel_timeline(snap, ui, full ? 0.0f : small_button_width(up) + ImGui::GetStyle().ItemSpacing.x));
-    if (full) {
-      strip_second_row(snap, ui);
-    } else {
+    const bool button = !full && !ui.teach_open;
+    append(cmds, panel_timeline(snap, ui, button ? small_button_width(up) + ImGui::GetStyle().ItemSpacing.x : 0.0f));
+    if (full) strip_second_row(snap, ui);
+    if (button) {
       ImGui::SameLine();
       lessons_button(snap, ui, up);
     }

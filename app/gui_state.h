@@ -131,8 +131,9 @@ struct UiState {
     std::string note;        // what folded by itself, "" = nothing
   } panel_fit;
   float view_text_h = 0;
-  bool qkv_open = false;    // the Q·K·V inspector's section (opened by a demo view)
-  bool ignore_eos = false;  // --soak-rounds: generate past end-of-text, up to the context limit
+  bool qkv_open = false;         // the Q·K·V inspector's section (opened by a demo view)
+  bool next_token_open = false;  // the Next-token section (the sampling explainer), likewise
+  bool ignore_eos = false;       // --soak-rounds: generate past end-of-text, up to the context limit
   // Timeline: the shown step (record index); -1 = follow the newest.
   int view_step = -1;
   // Presentation mode (F5): panels hidden behind a compact HUD.

@@ -67,11 +67,14 @@ struct HudInfo {
 // Draws in [origin, origin + size): the card in a right column `card_w`
 // wide, the strip in the bottom `strip_h` pixels; the 3D view goes in the rest.
 void draw_presentation_hud(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts, const HudInfo& hud);
-// The room the HUD takes in a view of `size`: its text shrinks (k < 1) to fit
-// 30 % of the width (card) and the width (strip) at any text scale.
+// The room the HUD takes in a view of `size`: the card in a right column
+// (fit_hud_card: its rows keep their size where the column has room), the
+// strip's text shrinks (k < 1) to fit the width at any text scale.
 struct HudGeometry {
-  float card_w = 0, card_k = 1;    // right column
-  float strip_h = 0, strip_k = 1;  // bottom strip
+  float card_w = 0;                  // right column, with the card's margin
+  float title_k = 1, rows_k = 1;     // the card's headline and rows
+  float piece_w = 0, percent_w = 0;  // the rows' columns at full size
+  float strip_h = 0, strip_k = 1;    // bottom strip
 };
 HudGeometry presentation_hud_geometry(ImVec2 size, const OverlayFonts& fonts, const HudInfo& hud);
 

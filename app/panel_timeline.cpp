@@ -68,7 +68,8 @@ Commands panel_timeline(const Snapshot& snap, UiState& ui, float reserve) {
       std::max(ImGui::GetFrameHeight() * 2, ImGui::GetContentRegionAvail().x - bw - info_w - 2 * spacing - reserve));
   int step = std::max(0, s);
   ImGui::BeginDisabled(n <= 1);
-  if (ImGui::SliderInt("##timeline", &step, 0, std::max(0, n - 1), n == 0 ? "no steps yet" : "step %d")) {
+  // The number alone: "step %d" in a slider narrowed by a large text scale was cut to "step 2" at step 23.
+  if (ImGui::SliderInt("##timeline", &step, 0, std::max(0, n - 1), n == 0 ? "-" : "%d")) {
     cmds.push_back(cmd::ScrubTo{step});
   }
   ImGui::EndDisabled();

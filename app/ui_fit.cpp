@@ -253,4 +253,28 @@ bool buttons_fit_side_by_side(const std::vector<float>& widths, float spacing, f
   return std::all_of(widths.begin(), widths.end(), [&](float w) { return w <= share; });
 }
 
+TabLabels fit_tabs(const std::vector<float>& full, const std::vector<float>& brief, float spacing, float avail) {
+  auto fits = [&](const std::vector<float>& w) {
+    float total = 0;
+    for (size_t i = 0; i < w.size(); ++i) total += w[i] + (i > 0 ? spacing : 0.0f);
+    return total <= avail;
+  };
+  return fits(full) ? TabLabels::kFull : fits(brief) ? TabLabels::kBrief : TabLabels::kMenu;
+}
+
+HudCardFit fit_hud_card(const HudCardSize& full, float W, float max_h) {
+  HudCardFit f;
+  f.w = std::min(kHudCardShare * W, std::max(full.rows_w, full.title_w));
+  f.rows_k = std::min(1.0f, f.w / std::max(1.0f, full.rows_w));
+  f.title_k = std::min(1.0f, f.w / std::max(1.0f, full.title_w));
+  const float h = full.title_h * f.title_k + full.rows_h * f.rows_k;
+  if (h > max_h && h > 0) {
+    const float k = std::max(0.0f, max_h) / h;
+    f.rows_k *= k;
+    f.title_k *= k;
+    f.w = std::min(f.w, std::max(full.rows_w * f.rows_k, full.title_w * f.title_k));
+  }
+  return f;
+}
+
 }  // namespace kvscope

@@ -115,4 +115,29 @@ std::vector<int> fit_row(const std::vector<std::vector<float>>& widths, float sp
 // equal share of `avail` with `spacing` between them (else one per row).
 bool buttons_fit_side_by_side(const std::vector<float>& widths, float spacing, float avail);
 
+// A row of tabs labelled in full or in brief (`full[i]`, `brief[i]`: each
+// tab's width, window units), `spacing` between them, in `avail`: every tab
+// in full where they all fit, else every tab in brief, else none fits and a
+// menu replaces the tabs.
+enum class TabLabels { kFull, kBrief, kMenu };
+TabLabels fit_tabs(const std::vector<float>& full, const std::vector<float>& brief, float spacing, float avail);
+
+// The presentation HUD's card (the next token and its candidates) in a
+// column of at most kHudCardShare of a W-wide view and `max_h` tall. `full`
+// is what its text takes at full size (window units): the headline, in the
+// banner's large font, and the candidate rows with their padding (a row's
+// width with its narrowest bar). The card is as wide as they want up to the
+// column: the rows keep their size where it has room and the headline
+// shrinks to the card's width first; where the column is short both shrink.
+inline constexpr float kHudCardShare = 0.35f;
+struct HudCardSize {
+  float title_w = 0, title_h = 0;
+  float rows_w = 0, rows_h = 0;
+};
+struct HudCardFit {
+  float w = 0;                    // the card's width (window units)
+  float title_k = 1, rows_k = 1;  // scale of the headline and of the rows
+};
+HudCardFit fit_hud_card(const HudCardSize& full, float W, float max_h);
+
 }  // namespace kvscope

@@ -4,6 +4,9 @@
 # scale 1.0 (KVSCOPE_DEMO_SIZE / KVSCOPE_DEMO_TEXT_SCALE; 1280x720 and 2.5 show
 # what a projector shows). Open every PNG and look before committing.
 #   usage: scripts/screenshots.sh KVSCOPE [OUT=docs] [SIZE=1366x768] [SCALE=1.0] [VIEW...]
+# KVSCOPE_DEMO_CAMERA=front|top|side|follow in the environment ends every
+# shot on that camera preset (one run per preset shows them all), e.g.
+#   KVSCOPE_DEMO_CAMERA=top scripts/screenshots.sh build/kvscope /tmp/top 1280x720 2.5 -
 # Needs xvfb-run (apt-get install -y xvfb xauth); with ImageMagick's convert
 # the PNGs are stored with 256 colours (about a quarter of the bytes).
 set -euo pipefail

@@ -1,6 +1,8 @@
 // The panels' layout rules that need no window: which panels fold at a
 // window size and text scale (fit_panels), how a row of texts shortens to
-// fit (fit_row) and when a pair of buttons stacks.
+// fit (fit_row), when a pair of buttons stacks, when tabs take brief names
+// or a menu (fit_tabs) and how the presentation
+// HUD's card fits its column (fit_hud_card).
 #include <gtest/gtest.h>
 
 #include "ui_fit.h"
@@ -89,6 +91,45 @@ TEST(ButtonsSideBySide, StackWhenALabelOutgrowsItsShare) {
   // At text scale 1 (content 255): 70 and 65 fit in 122.5 each.
   EXPECT_TRUE(buttons_fit_side_by_side({70, 65}, 10, 255));
   EXPECT_TRUE(buttons_fit_side_by_side({}, 10, 0));
+}
+
+TEST(FitTabs, FullNamesThenBriefOnesThenAMenu) {
+  // The five lessons at text scale 2.5: 1,450 wide in full, 830 in brief (spacing 10 between them).
+  const std::vector<float> full = {210, 400, 230, 370, 200}, brief = {210, 180, 70, 130, 200};
+  EXPECT_EQ(fit_tabs(full, brief, 10, 1500), TabLabels::kFull);
+  EXPECT_EQ(fit_tabs(full, brief, 10, 1000), TabLabels::kBrief);
+  EXPECT_EQ(fit_tabs(full, brief, 10, 700), TabLabels::kMenu);
+  EXPECT_EQ(fit_tabs({}, {}, 10, 0), TabLabels::kFull);
+}
+
+// The F5 card at 1280 x 720, text scale 2.5 (as the HUD measures it): the
+// headline "next: ·food  100%" 870 wide in the banner font, five candidate
+// rows 530 wide with their narrowest bars, 330 tall with the padding.
+HudCardSize card_at_2_5() {
+  return HudCardSize{870, 98, 530, 330};
+}
+
+TEST(FitHudCard, RowsKeepTheirSizeWhereTheColumnHasRoom) {
+  const HudCardFit f = fit_hud_card(card_at_2_5(), 1280, 600);
+  EXPECT_LE(f.w, kHudCardShare * 1280 + 1e-3f);
+  // Read from the back row: the rows keep most of their size, the headline no smaller than them.
+  EXPECT_GE(f.rows_k, 0.8f);
+  EXPECT_GE(f.title_k * 75.0f, f.rows_k * 43.0f);  // the banner font 75, the rows' 43 px at full size
+  EXPECT_NEAR(f.title_k, f.w / 870, 1e-4f);
+  // Text scale 1 (everything 2.5 times smaller): the card as wide as its headline, nothing shrinks.
+  const HudCardFit one = fit_hud_card(HudCardSize{348, 39, 212, 132}, 1280, 600);
+  EXPECT_FLOAT_EQ(one.w, 348);
+  EXPECT_FLOAT_EQ(one.rows_k, 1);
+  EXPECT_FLOAT_EQ(one.title_k, 1);
+}
+
+TEST(FitHudCard, AShortColumnShrinksHeadlineAndRowsAlike) {
+  const HudCardFit wide = fit_hud_card(card_at_2_5(), 1280, 600);
+  const HudCardFit f = fit_hud_card(card_at_2_5(), 1280, 200);
+  EXPECT_LE(98 * f.title_k + 330 * f.rows_k, 200 + 1e-3f);
+  EXPECT_NEAR(f.rows_k / f.title_k, wide.rows_k / wide.title_k, 1e-4f);
+  EXPECT_LE(f.w, wide.w);
+  EXPECT_GE(f.w, 530 * f.rows_k - 1e-3f);
 }
 
 }  // namespace

@@ -382,6 +382,32 @@ TEST(DemoWindow, TakesTheTextScaleAndSizeOrNamesTheVariable) {
   }
 }
 
+// $KVSCOPE_DEMO_CAMERA: a scripted run ends on that preset, whatever the run
+// (the default tour walks every preset first); a bad name is named.
+TEST(DemoWindow, EndsOnTheCameraPresetOrNamesTheVariable) {
+  std::optional<CameraPreset> camera;
+  EXPECT_EQ(apply_demo_camera(nullptr, camera), "");
+  EXPECT_FALSE(camera.has_value());
+  for (const char* bad : {"", "FRONT", "left", "top "}) {
+    const std::string err = apply_demo_camera(bad, camera);
+    EXPECT_NE(err.find("KVSCOPE_DEMO_CAMERA"), std::string::npos) << bad;
+    EXPECT_NE(err.find("front, top, side or follow"), std::string::npos) << bad;
+    EXPECT_FALSE(camera.has_value()) << bad;
+  }
+  EXPECT_EQ(apply_demo_camera("side", camera), "");
+  ASSERT_TRUE(camera.has_value());
+  EXPECT_EQ(*camera, CameraPreset::kSide);
+  const Snapshot snap;
+  for (const std::string view : {"", "heatmaps", "beams"}) {
+    std::optional<CameraPreset> last;
+    for (int frame = 0; frame < 200; ++frame)
+      for (const UiCommand& c : demo_script(frame, 200, snap, view, camera))
+        if (const auto* set = std::get_if<cmd::SetCamera>(&c)) last = set->preset;
+    ASSERT_TRUE(last.has_value()) << view;
+    EXPECT_EQ(*last, CameraPreset::kSide) << view;
+  }
+}
+
 }  // namespace
 }  // namespace kvscope
 
