@@ -258,7 +258,14 @@ Commands panel_attention(const Snapshot& snap, UiState& ui) {
                      ImGuiSliderFlags_Logarithmic);
   hover_help("Beams are drawn for the cached positions with at least this attention weight.");
   checkbox_wrapped("show beams", &ui.beams);
-  ImGui::TextWrapped("Beams: the newest token's attention over every cached position; width and brightness = weight.");
+  // Spelled out where it takes up to three lines; at a large text scale (six lines pushing the
+  // Q·K·V inspector off the window) it is the checkbox's tooltip.
+  const char* beams_help =
+      "Beams: the newest token's attention over every cached position; width and brightness = weight.";
+  if (ImGui::CalcTextSize(beams_help).x > 3 * ImGui::GetContentRegionAvail().x)
+    hover_help(beams_help);
+  else
+    ImGui::TextWrapped("%s", beams_help);
   return cmds;
 }
 
