@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "panels.h"
+
 namespace kvscope {
 
 // --- attention overview ------------------------------------------------------------
@@ -148,12 +150,16 @@ Commands panel_heatmaps(const Snapshot& snap, UiState& ui) {
   Commands cmds;
   const int s = shown_step_or_note(snap, ui);
   if (s < 0) return cmds;
-  ImGui::TextDisabled(
-      "Attention of every layer (rows) and head (columns) up to the shown step: row = query position, "
-      "column = key; brightness = sqrt(weight). Click one to show its beams.");
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const ImVec2 size(avail.x, std::max(60.0f, avail.y));
+  // The maps first, at least two text lines tall each (so their head labels stay apart), the
+  // explanation under them: in a short lesson strip (a large text scale) the lesson scrolls to it.
+  const float fs = ImGui::GetFontSize();
+  const float rows = static_cast<size_t>(s) < snap.records.size()
+                         ? static_cast<float>(snap.records[static_cast<size_t>(s)]->n_layer)
+                         : 1.0f;
+  const ImVec2 size(
+      avail.x, std::max({60.0f, avail.y - 2 * ImGui::GetTextLineHeightWithSpacing(), fs * 1.3f + rows * fs * 2.3f}));
   ImGui::InvisibleButton("##heat", size);
   const bool hovered = ImGui::IsItemHovered();
   const ImVec2 mouse = hovered ? ImGui::GetIO().MousePos : ImVec2(-1e9f, -1e9f);
@@ -177,6 +183,9 @@ Commands panel_heatmaps(const Snapshot& snap, UiState& ui) {
       cmds.push_back(cmd::SelectHead{hit.layer, hit.head});
     }
   }
+  text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled),
+                        "Attention of every layer (rows) and head (columns) up to the shown step: row = query "
+                        "position, column = key; brightness = sqrt(weight). Click one to show its beams.");
   return cmds;
 }
 
