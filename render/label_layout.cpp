@@ -105,21 +105,27 @@ CaptionPlacement place_captions(const std::vector<CaptionRequest>& req, const st
   size_t n_variants = 0;
   for (const CaptionRequest& r : req) n_variants = std::max(n_variants, r.sizes.size());
   CaptionPlacement best;
-  best.shown.assign(req.size(), false);
+  best.form.assign(req.size(), -1);
   best.box.assign(req.size(), ScreenBox{});
   int best_count = 0;
-  for (size_t v = 0; v < n_variants; ++v) {
+  // Each font size twice: each caption's first form that has room, then
+  // every caption in its last (shortest) form, where a long one would crowd
+  // out a neighbour.
+  for (size_t t = 0; t < 2 * n_variants; ++t) {
+    const size_t v = t / 2;
+    const bool shortest = t % 2 == 1;
     CaptionPlacement p;
     p.variant = static_cast<int>(v);
-    p.shown.assign(req.size(), false);
+    p.form.assign(req.size(), -1);
     p.box.assign(req.size(), ScreenBox{});
     std::vector<ScreenBox> taken = keep_off;
     int count = 0;
     for (size_t i = 0; i < req.size(); ++i) {
-      if (req[i].sizes.empty()) continue;
-      const glm::vec2 size = req[i].sizes[std::min(v, req[i].sizes.size() - 1)];
-      if (!place_caption(req[i].anchor, size, taken, clip, gap, &p.box[i])) continue;
-      p.shown[i] = true;
+      if (v >= req[i].sizes.size()) continue;
+      const std::vector<glm::vec2>& forms = req[i].sizes[v];
+      for (size_t f = shortest && !forms.empty() ? forms.size() - 1 : 0; f < forms.size() && p.form[i] < 0; ++f)
+        if (place_caption(req[i].anchor, forms[f], taken, clip, gap, &p.box[i])) p.form[i] = static_cast<int>(f);
+      if (p.form[i] < 0) continue;
       taken.push_back(p.box[i]);
       ++count;
     }
@@ -127,7 +133,7 @@ CaptionPlacement place_captions(const std::vector<CaptionRequest>& req, const st
       best = p;
       best_count = count;
     }
-    if (count == static_cast<int>(req.size())) break;  // all shown: no need to try a smaller variant
+    if (count == static_cast<int>(req.size())) break;  // all shown: no need for a smaller font
   }
   return best;
 }

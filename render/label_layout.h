@@ -61,24 +61,26 @@ bool place_tag(glm::vec2 anchor, glm::vec2 size, const std::vector<ScreenBox>& o
 bool place_caption(glm::vec2 anchor, glm::vec2 size, const std::vector<ScreenBox>& keep_off, const glm::vec4& clip,
                    float gap, ScreenBox* out);
 
-// A row of captions, each with its plate's size in every variant the
-// overlay can draw (full text, then shorter text or a smaller font, in its
-// order of preference): all are drawn in one variant, so the row reads
-// alike.
+// A row of captions, each with its plate's size for every font size the
+// overlay can draw the row in (full size first, then smaller) and, within
+// one font size, every form of its text (full, then short: "p3 \u00d72").
+// The row takes one font size, so it reads alike; each caption takes the
+// first form of its text that has room, or all take their shortest where
+// that shows more of them.
 struct CaptionRequest {
   glm::vec2 anchor{0.0f};
-  std::vector<glm::vec2> sizes;  // one per variant
+  std::vector<std::vector<glm::vec2>> sizes;  // [font size][text form]
 };
 
 struct CaptionPlacement {
-  int variant = -1;            // the variant drawn; -1: none places any caption
-  std::vector<bool> shown;     // per request
+  int variant = -1;            // the font size drawn; -1: none places any caption
+  std::vector<int> form;       // per request: the text form drawn, -1 where left out
   std::vector<ScreenBox> box;  // per request (where shown)
 };
 
 // Places the captions in their order (the most telling first, each through
-// place_caption, clear of `keep_off` and of the ones placed before it) in
-// the first variant that shows the most of them.
+// place_caption, clear of `keep_off` and of the ones placed before it) at
+// the first font size that shows the most of them.
 CaptionPlacement place_captions(const std::vector<CaptionRequest>& req, const std::vector<ScreenBox>& keep_off,
                                 const glm::vec4& clip, float gap);
 

@@ -375,25 +375,18 @@ void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, 
 // Sink / window bars' and pages' captions, on the ground in front of them,
 // in the scene's order (the most telling first): whole inside the view and
 // clear of the stacks and of every label, tag and earlier caption, or left
-// out (place_captions). Where the full text has no room the row switches to
-// the short texts, then to a smaller font (never under 11 pixels). Returns
-// their boxes.
+// out (place_captions). A caption whose full text has no room takes its
+// short text; where that leaves captions out, the row takes a smaller font
+// (never under 11 pixels). Returns their boxes.
 std::vector<ScreenBox> draw_cache_mark_labels(ImDrawList* dl, const Scene& scene, const Projector& proj,
                                               const OverlayFonts& fonts, std::vector<ScreenBox> keep_off) {
   ImFont* f = fonts.small;
   const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
   keep_off.push_back(stacks_box(scene, proj, cmin, cmax));
-  struct Variant {
-    bool short_text;
-    float size;
-  };
-  std::vector<Variant> variants = {{false, f->FontSize}, {true, f->FontSize}};
-  if (f->FontSize * 0.8f >= 11.0f) {
-    variants.push_back({false, f->FontSize * 0.8f});
-    variants.push_back({true, f->FontSize * 0.8f});
-  }
-  auto text_of = [](const Label& l, const Variant& v) -> const std::string& {
-    return v.short_text && !l.short_text.empty() ? l.short_text : l.text;
+  std::vector<float> font_sizes = {f->FontSize};
+  if (f->FontSize * 0.8f >= 11.0f) font_sizes.push_back(f->FontSize * 0.8f);
+  auto text_of = [](const Label& l, int form) -> const std::string& {
+    return form == 1 && !l.short_text.empty() ? l.short_text : l.text;
   };
   std::vector<const Label*> labels;
   std::vector<CaptionRequest> req;
@@ -402,20 +395,23 @@ std::vector<ScreenBox> draw_cache_mark_labels(ImDrawList* dl, const Scene& scene
     if (l.kind != LabelKind::kCacheMark || !proj(l.anchor, p)) continue;
     CaptionRequest r;
     r.anchor = gv(p);
-    for (const Variant& v : variants)
-      r.sizes.push_back(gv(f->CalcTextSizeA(v.size, 1e9f, 0.0f, text_of(l, v).c_str())) + glm::vec2(6, 2));
+    for (float size : font_sizes) {
+      r.sizes.emplace_back();
+      for (int form : {0, 1})
+        r.sizes.back().push_back(gv(f->CalcTextSizeA(size, 1e9f, 0.0f, text_of(l, form).c_str())) + glm::vec2(6, 2));
+    }
     labels.push_back(&l);
     req.push_back(r);
   }
   const CaptionPlacement at = place_captions(req, keep_off, glm::vec4(cmin.x, cmin.y, cmax.x, cmax.y), 2.0f);
   std::vector<ScreenBox> drawn;
   for (size_t i = 0; i < labels.size(); ++i) {
-    if (!at.shown[i]) continue;
-    const Variant& v = variants[static_cast<size_t>(at.variant)];
+    if (at.form[i] < 0) continue;
+    const float size = font_sizes[static_cast<size_t>(at.variant)];
     drawn.push_back(at.box[i]);
     const ImVec2 a(at.box[i].c[0].x, at.box[i].c[0].y), b(at.box[i].c[2].x, at.box[i].c[2].y);
     dl->AddRectFilled(a, b, IM_COL32(4, 6, 12, 190), 3.0f);
-    dl->AddText(f, v.size, ImVec2(a.x + 3, a.y + 1), col4(labels[i]->colour), text_of(*labels[i], v).c_str());
+    dl->AddText(f, size, ImVec2(a.x + 3, a.y + 1), col4(labels[i]->colour), text_of(*labels[i], at.form[i]).c_str());
   }
   return drawn;
 }

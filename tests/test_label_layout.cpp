@@ -157,25 +157,32 @@ TEST(LabelLayout, CaptionsStayWholeInsideTheViewAndClearOrAreLeftOut) {
   EXPECT_FLOAT_EQ(b.c[0].x, 40.0f);
 }
 
-TEST(LabelLayout, ACaptionRowTakesTheVariantThatShowsMostOfIt) {
-  // Three captions 100 px apart: full texts 180 px wide overlap, short ones fit.
+TEST(LabelLayout, ACaptionRowKeepsFullTextsWhereTheyFitAndOneFontSize) {
+  // Three captions 250 px apart, full texts 180 px wide, short ones 70 px;
+  // two small marks beside the middle anchor leave room for its short text
+  // only: the others keep their full texts.
   std::vector<CaptionRequest> req(3);
   for (size_t i = 0; i < req.size(); ++i) {
-    req[i].anchor = {200.0f + 100.0f * static_cast<float>(i), 300};
-    req[i].sizes = {{180, 30}, {70, 30}};
+    req[i].anchor = {150.0f + 250.0f * static_cast<float>(i), 300};
+    req[i].sizes = {{{180, 30}, {70, 30}}, {{144, 24}, {56, 24}}};
   }
+  const std::vector<ScreenBox> marks = {flat_box({330, 300}, {20, 30}), flat_box({450, 300}, {20, 30})};
   const glm::vec4 clip(0, 0, 800, 400);
-  CaptionPlacement at = place_captions(req, {}, clip, 2.0f);
-  EXPECT_EQ(at.variant, 1);
-  for (size_t i = 0; i < req.size(); ++i) EXPECT_TRUE(at.shown[i]) << i;
-  // Room for all in full: the full texts.
-  for (size_t i = 0; i < req.size(); ++i) req[i].anchor.x = 150.0f + 200.0f * static_cast<float>(i);
-  at = place_captions(req, {}, clip, 2.0f);
+  CaptionPlacement at = place_captions(req, marks, clip, 2.0f);
   EXPECT_EQ(at.variant, 0);
+  ASSERT_EQ(at.form.size(), 3u);
+  EXPECT_EQ(at.form[0], 0);
+  EXPECT_EQ(at.form[1], 1);
+  EXPECT_EQ(at.form[2], 0);
+  // Room for 24 px plates only (a short view): the whole row in the smaller font.
+  for (CaptionRequest& r : req) r.anchor.y = 374;
+  at = place_captions(req, {flat_box({0, 0}, {800, 372})}, clip, 2.0f);
+  EXPECT_EQ(at.variant, 1);
+  for (size_t i = 0; i < req.size(); ++i) EXPECT_GE(at.form[i], 0) << i;
   // No room at all: nothing shown.
   at = place_captions(req, {flat_box({0, 250}, {800, 150})}, clip, 2.0f);
   EXPECT_EQ(at.variant, -1);
-  for (bool shown : at.shown) EXPECT_FALSE(shown);
+  for (int form : at.form) EXPECT_EQ(form, -1);
 }
 
 // The scene's token labels through a camera preset onto a view of w x h
