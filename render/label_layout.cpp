@@ -56,35 +56,6 @@ ScreenBox side_label_box(glm::vec2 anchor, glm::vec2 size) {
   return flat_box(glm::vec2(anchor.x - size.x, anchor.y - size.y * 0.5f), size);
 }
 
-bool place_tag(glm::vec2 anchor, glm::vec2 size, const std::vector<ScreenBox>& others,
-               const std::vector<ScreenBox>& fixed, const glm::vec4& clip, float gap, ScreenBox* out) {
-  auto clear_of = [&](const ScreenBox& b, const std::vector<ScreenBox>& boxes) {
-    for (const ScreenBox& o : boxes)
-      if (boxes_overlap(b, o, gap)) return false;
-    return true;
-  };
-  if (!clear_of(flat_box(anchor - size * 0.5f, size), others)) return false;
-  // Offsets in plates (x in widths, y in heights), nearest first; at equal
-  // distance right before left and below before above (the side labels are
-  // on the left, the beams come down from above).
-  struct Offset {
-    float x, y;
-  };
-  std::vector<Offset> offsets;
-  for (float y : {0.0f, 1.0f, -1.0f, 2.0f, -2.0f})
-    for (float x : {0.0f, 0.5f, -0.5f, 1.0f, -1.0f, 1.5f, -1.5f}) offsets.push_back({x, y});
-  std::stable_sort(offsets.begin(), offsets.end(),
-                   [](const Offset& a, const Offset& b) { return a.x * a.x + a.y * a.y < b.x * b.x + b.y * b.y; });
-  for (const Offset& o : offsets) {
-    const glm::vec2 centre = anchor + glm::vec2(o.x * size.x, o.y * size.y);
-    const ScreenBox b = flat_box(centre - size * 0.5f, size);
-    if (!box_inside(b, clip) || !clear_of(b, fixed) || !clear_of(b, others)) continue;
-    *out = b;
-    return true;
-  }
-  return false;
-}
-
 bool place_caption(glm::vec2 anchor, glm::vec2 size, const std::vector<ScreenBox>& keep_off, const glm::vec4& clip,
                    float gap, ScreenBox* out) {
   const float y = std::min(anchor.y, clip.w - size.y - 1.0f);
@@ -136,6 +107,19 @@ CaptionPlacement place_captions(const std::vector<CaptionRequest>& req, const st
     if (count == static_cast<int>(req.size())) break;  // all shown: no need for a smaller font
   }
   return best;
+}
+
+int place_at_spots(const std::vector<glm::vec2>& spots, glm::vec2 size, const std::vector<ScreenBox>& keep_off,
+                   const glm::vec4& clip, float gap, ScreenBox* out) {
+  for (size_t i = 0; i < spots.size(); ++i) {
+    const ScreenBox b = flat_box(spots[i] - size * 0.5f, size);
+    if (!box_inside(b, clip)) continue;
+    if (std::any_of(keep_off.begin(), keep_off.end(), [&](const ScreenBox& o) { return boxes_overlap(b, o, gap); }))
+      continue;
+    *out = b;
+    return static_cast<int>(i);
+  }
+  return -1;
 }
 
 namespace {

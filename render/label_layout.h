@@ -39,18 +39,6 @@ bool box_inside(const ScreenBox& a, const glm::vec4& clip);
 // anchor, vertically centred on it.
 ScreenBox side_label_box(glm::vec2 anchor, glm::vec2 size);
 
-// A small tag (a beam's weight on its plate of `size`) as near its anchor as
-// it can be. Centred on the anchor where that spot is free (inside `clip`,
-// clear by `gap` of every box in `others` and `fixed`). A tag whose own spot
-// covers one of `others` (the tags already placed: the head's tag, stronger
-// weights) is left out, as two weights at one spot cannot both read as their
-// beams'. One that covers only `fixed` boxes (the layer numbers and row
-// captions) moves to the nearest free spot up to one and a half plates to
-// either side or two plate heights above or below. Returns false when the
-// tag is left out.
-bool place_tag(glm::vec2 anchor, glm::vec2 size, const std::vector<ScreenBox>& others,
-               const std::vector<ScreenBox>& fixed, const glm::vec4& clip, float gap, ScreenBox* out);
-
 // A caption on the ground (a page's or a window bar's name): its plate of
 // `size` centred under `anchor`, lifted just inside the view where the
 // view's bottom edge would cut it, and slid sideways by up to half its width
@@ -83,6 +71,14 @@ struct CaptionPlacement {
 // the first font size that shows the most of them.
 CaptionPlacement place_captions(const std::vector<CaptionRequest>& req, const std::vector<ScreenBox>& keep_off,
                                 const glm::vec4& clip, float gap);
+
+// A tag at the first free one of `spots` (a beam's weight: points along its
+// arc, then spots under the stacks; in order of preference): centred where
+// its plate of `size` lies inside `clip` and clear by `gap` of every box in
+// `keep_off` (the stacks, the tokens, the labels and tags already drawn).
+// Returns the spot's index, or -1 (the tag is left out) when none is free.
+int place_at_spots(const std::vector<glm::vec2>& spots, glm::vec2 size, const std::vector<ScreenBox>& keep_off,
+                   const glm::vec4& clip, float gap, ScreenBox* out);
 
 struct LabelRequest {
   glm::vec2 anchor{0.0f};       // projected point above the token's block

@@ -32,7 +32,7 @@ glm::vec3 phase_colour(Phase p) {
 struct LegendEntry {
   int kind;  // 0 solid, 1 gradient, 2 outline, 3 beam, 4 hollow red, 5 striped (kv_bands stripes)
   glm::vec3 c;
-  const char* text;
+  std::string text;
   int bands = 0;
 };
 
@@ -61,8 +61,10 @@ void cache_legend_entries(const Scene& scene, std::vector<LegendEntry>& entries)
   if (shared) entries.push_back({2, palette::kShared, "page shared by branches (copied on first write)"});
 }
 
-// What is on screen in this phase, nothing more.
-std::vector<LegendEntry> legend_entries(const Scene& scene) {
+// What is on screen in this phase, nothing more; `terse`: each entry without
+// its parenthesised note ("newest token", not "newest token (just chosen)"),
+// which keeps a legend at a large text scale short instead of small.
+std::vector<LegendEntry> legend_entries(const Scene& scene, bool terse) {
   using Entry = LegendEntry;
   std::vector<Entry> entries = {
       {0, palette::kPromptToken, "prompt token"},
@@ -90,6 +92,8 @@ std::vector<LegendEntry> legend_entries(const Scene& scene) {
   cache_legend_entries(scene, entries);
   entries.push_back({2, palette::kEmpty, "empty cache slot"});
   if (!scene.beams.empty()) entries.push_back({3, palette::kBeam, "attention of the newest token (width = weight)"});
+  if (terse)
+    for (LegendEntry& e : entries) e.text = e.text.substr(0, e.text.find(" ("));
   return entries;
 }
 
@@ -109,7 +113,7 @@ LegendLayout layout_legend(const std::vector<LegendEntry>& entries, const Overla
   LegendLayout l;
   float x = pad, y = pad;
   for (const LegendEntry& e : entries) {
-    const float w = sw + pad + f->CalcTextSizeA(fs, 1e9f, 0.0f, e.text).x;
+    const float w = sw + pad + f->CalcTextSizeA(fs, 1e9f, 0.0f, e.text.c_str()).x;
     if (x > pad && (max_w <= 0 || x + w + pad > max_w)) {
       x = pad;
       y += row;
@@ -296,9 +300,9 @@ float banner_band(const Scene& scene, const OverlayFonts& fonts, float width, fl
 }
 
 ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts, bool flow,
-                   float band_k, float rows_w) {
+                   float band_k, float rows_w, bool terse) {
   ImFont* f = fonts.small;
-  const std::vector<LegendEntry> entries = legend_entries(scene);
+  const std::vector<LegendEntry> entries = legend_entries(scene, terse);
   const int n = static_cast<int>(entries.size());
   const float k = flow ? band_k : scale_over_view(entries, fonts, size);
   const float fs = f->FontSize * k;
@@ -342,7 +346,7 @@ ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 siz
         }
         break;
     }
-    dl->AddText(f, fs, ImVec2(b.x + pad, slot.y + (row - fs) * 0.5f), IM_COL32(220, 225, 235, 255), e.text);
+    dl->AddText(f, fs, ImVec2(b.x + pad, slot.y + (row - fs) * 0.5f), IM_COL32(220, 225, 235, 255), e.text.c_str());
   }
   return ImVec4(p0.x, p0.y, p0.x + box.x, p0.y + box.y);
 }
@@ -381,7 +385,8 @@ float legend_band(const Scene& scene, const OverlayFonts& fonts, const OverlayOp
   const float k = opt.legend_scale;
   const float pad = 8.0f * fonts.scale * k;
   const float rows =
-      layout_legend(legend_entries(scene), fonts, legend_rows_width(fonts, opt, width) - 2 * pad, k).box.y;
+      layout_legend(legend_entries(scene, opt.legend_terse), fonts, legend_rows_width(fonts, opt, width) - 2 * pad, k)
+          .box.y;
   const ImVec2 hud = hud_room(fonts, opt);
   return std::max(rows + 2 * pad, hud.x > 0 && width - hud.x >= width * 0.5f ? hud.y : 0.0f);
 }

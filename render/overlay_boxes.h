@@ -19,8 +19,9 @@ ImVec4 draw_banner(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 siz
 // Bottom left of [origin, origin + size): in a band of its own (`flow`) its
 // entries in rows up to `rows_w` pixels wide at `band_k` times the small
 // font's size; over the view, one per row, shrunk to keep to the corner.
+// `terse`: the entries without their parenthesised notes.
 ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts, bool flow,
-                   float band_k, float rows_w);
+                   float band_k, float rows_w, bool terse = false);
 
 // How wide the legend's rows may run in a band `width` wide: the HUD (when
 // shown) keeps its room at the right.

@@ -13,8 +13,8 @@
 namespace kvscope {
 
 struct RenderStyle {
-  float beam_width_px = 20.0f;  // extra width of a beam of weight 1 (pixels, before dpi scale)
-  float beam_arc = 0.16f;       // arc height per unit of beam length
+  float beam_width_px = 26.0f;  // extra width of a beam of weight 1 (pixels, before dpi scale; by sqrt(weight))
+  float beam_arc = kBeamArc;    // arc height per unit of beam length (beam_arc_point)
   float dpi_scale = 1.0f;       // multiplies pixel sizes (projectors, HiDPI)
   bool grid = true;
   bool fog = true;  // distant blocks fade towards the background

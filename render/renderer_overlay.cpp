@@ -177,16 +177,21 @@ void draw_side_labels(ImDrawList* dl, const Scene& scene, const Projector& proj,
     float fs = l.kind == LabelKind::kCaption ? font->FontSize * 1.1f : font->FontSize;
     ImVec2 ts = font->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
     // Right-aligned to the anchor; where the view's left edge would cut it
-    // (a large text scale in a narrow view), smaller (to 60 %), then moved in.
-    const float room = p.x - dl->GetClipRectMin().x - 2.0f;
+    // (a large text scale in a narrow view, a camera whose rows start off
+    // screen), a little smaller (to 85 %: still read from the back row), then
+    // moved in whole with a margin.
+    const float margin = 2.0f;
+    const float room = p.x - dl->GetClipRectMin().x - margin;
     if (ts.x > room) {
-      fs *= std::max(0.6f, room / ts.x);
+      fs *= std::clamp(room / ts.x, 0.6f, 1.0f);
       ts = font->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
     }
-    const float right = std::max(p.x, dl->GetClipRectMin().x + 2.0f + ts.x);
+    const float right = std::max(p.x, dl->GetClipRectMin().x + margin + ts.x);
     const ScreenBox r = side_label_box(glm::vec2(right, p.y), glm::vec2(ts.x, ts.y));
-    bool overlaps = false;  // from the top, layers coincide
-    for (size_t i = first; i < drawn.size(); ++i) overlaps |= boxes_overlap(r, drawn[i]);
+    // From the top, layers coincide; two labels also keep a gap of half a
+    // letter, so they never read as one word ("tokensL0").
+    bool overlaps = false;
+    for (size_t i = first; i < drawn.size(); ++i) overlaps |= boxes_overlap(r, drawn[i], fs * 0.5f);
     if (overlaps) continue;
     drawn.push_back(r);
     text_with_shadow(dl, font, fs, ImVec2(r.c[0].x, r.c[0].y), col4(l.colour), l.text.c_str());
@@ -245,17 +250,22 @@ bool block_extent(const BlockInstance& b, const Projector& proj, ImVec2 cmin, Im
   return lo.x < hi.x && lo.y < hi.y;
 }
 
-// The KV blocks' extent on screen (one box), cut to the view; far off
+// The extent on screen of `blocks` (one box), cut to the view; far off
 // screen when none is in view.
-ScreenBox stacks_box(const Scene& scene, const Projector& proj, ImVec2 cmin, ImVec2 cmax) {
+ScreenBox blocks_box(const std::vector<BlockInstance>& blocks, const Projector& proj, ImVec2 cmin, ImVec2 cmax) {
   glm::vec2 lo(1e9f), hi(-1e9f), a, b;
-  for (const BlockInstance& blk : scene.kv) {
+  for (const BlockInstance& blk : blocks) {
     if (!block_extent(blk, proj, cmin, cmax, a, b)) continue;
     lo = glm::min(lo, a);
     hi = glm::max(hi, b);
   }
   if (lo.x >= hi.x || lo.y >= hi.y) return flat_box(glm::vec2(-1e6f), glm::vec2(0.0f));
   return flat_box(lo, hi - lo);
+}
+
+// The KV blocks' extent on screen (one box).
+ScreenBox stacks_box(const Scene& scene, const Projector& proj, ImVec2 cmin, ImVec2 cmax) {
+  return blocks_box(scene.kv, proj, cmin, cmax);
 }
 
 // Tags on plates: the write head's "next:", beam scores, drafted tokens' p
@@ -289,7 +299,10 @@ void centre_aside_runs(std::vector<Tag>& tags, ImVec2 cmin, ImVec2 cmax) {
   }
 }
 
-std::vector<Tag> place_tags(const Scene& scene, const Projector& proj, ImFont* f, float fs, ImVec2 cmin, ImVec2 cmax) {
+// A tag above its anchor also keeps off the tokens (`tokens`, their boxes:
+// from the top camera the head projects onto the row): lifted above them.
+std::vector<Tag> place_tags(const Scene& scene, const Projector& proj, ImFont* f, float fs, ImVec2 cmin, ImVec2 cmax,
+                            const std::vector<ImVec4>& tokens) {
   std::vector<Tag> tags;
   std::vector<ImVec4> drawn;
   for (const Label& l : scene.labels) {
@@ -305,8 +318,10 @@ std::vector<Tag> place_tags(const Scene& scene, const Projector& proj, ImFont* f
       return q.x - 6 < o.z && o.x < q.x + ts.x + 6 && q.y - 4 < o.w && o.y < q.y + ts.y + 4;
     };
     for (int tries = 0; tries < 16; ++tries) {
-      const auto hit = std::find_if(drawn.begin(), drawn.end(), covers);
-      if (hit == drawn.end()) break;
+      const ImVec4* hit = nullptr;
+      for (const ImVec4& o : drawn) hit = hit ? hit : (covers(o) ? &o : nullptr);
+      for (const ImVec4& o : tokens) hit = hit || l.beside ? hit : (covers(o) ? &o : nullptr);
+      if (!hit) break;
       const float lifted = hit->y - ts.y - 6.0f;
       if (lifted >= cmin.y + 4)
         q.y = lifted;
@@ -321,8 +336,10 @@ std::vector<Tag> place_tags(const Scene& scene, const Projector& proj, ImFont* f
   return tags;
 }
 
+// `from_above`: the camera looks down on the row, where the head projects
+// onto the tokens (its tag then keeps off them, place_tags).
 void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts,
-                     bool banner_over_view, std::vector<ScreenBox>& taken) {
+                     bool banner_over_view, bool from_above, std::vector<ScreenBox>& taken) {
   ImFont* f = fonts.small;
   const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
   // Under a banner over the view nothing can be read.
@@ -330,13 +347,17 @@ void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, 
   // Full size, then by 3/4 while the text stays at least 11 pixels high:
   // smaller would not be read from the back row.
   float fs = f->FontSize * 1.1f;
-  std::vector<Tag> tags = place_tags(scene, proj, f, fs, cmin, cmax);
   // A score beside its beam's tip reads as that beam's while it stays on
   // the tip's row and off every token (close lanes at a large text scale).
   std::vector<ScreenBox> tokens;
+  std::vector<ImVec4> token_rects;
   glm::vec2 lo, hi;
-  for (const BlockInstance& b : scene.tokens)
-    if (block_extent(b, proj, cmin, cmax, lo, hi)) tokens.push_back(flat_box(lo, hi - lo));
+  for (const BlockInstance& b : scene.tokens) {
+    if (!block_extent(b, proj, cmin, cmax, lo, hi)) continue;
+    tokens.push_back(flat_box(lo, hi - lo));
+    if (from_above) token_rects.emplace_back(lo.x, lo.y, hi.x, hi.y);
+  }
+  std::vector<Tag> tags = place_tags(scene, proj, f, fs, cmin, cmax, token_rects);
   auto beside_ok = [&](const Tag& t) {
     if (!t.label->beside) return true;
     const ScreenBox box = flat_box(glm::vec2(t.at.x - 5, t.at.y - 2), glm::vec2(t.size.x + 10, t.size.y + 4));
@@ -357,7 +378,7 @@ void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, 
   };
   while (fs * 0.75f >= 11.0f && !std::all_of(tags.begin(), tags.end(), readable)) {
     fs *= 0.75f;
-    tags = place_tags(scene, proj, f, fs, cmin, cmax);
+    tags = place_tags(scene, proj, f, fs, cmin, cmax, token_rects);
   }
   for (const Tag& t : tags) {
     const ImVec2 q = t.at, ts = t.size, p = t.anchor;
@@ -416,27 +437,64 @@ std::vector<ScreenBox> draw_cache_mark_labels(ImDrawList* dl, const Scene& scene
   return drawn;
 }
 
-// The strongest beams' weights, on small plates where they land; one that
-// would cover the head's tag or an earlier weight is left out, one that
-// would cover a side label moves beside it (place_tag). Their boxes go into
-// `taken`.
-void draw_beam_labels(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts,
-                      const std::vector<ScreenBox>& side, std::vector<ScreenBox>& taken) {
-  ImFont* f = fonts.small;
-  const float fs = f->FontSize;
-  const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
-  const glm::vec4 clip(cmin.x, cmin.y, cmax.x, cmax.y);
-  for (const Label& l : scene.labels) {
-    if (l.kind != LabelKind::kBeam) continue;
+// The points a beam's weight (a plate `h` pixels high) may sit at, best
+// first: along its arc from the middle outwards, then right under where the
+// beam lands, below the stacks' position numbers (`ticks` pixels high) or,
+// in a short view, in their row (they give way); the first `on_arc` are on
+// the arc.
+std::vector<glm::vec2> beam_tag_spots(const BeamInstance& beam, const Projector& proj, const Camera& camera,
+                                      const ScreenBox& stacks, float ticks, float h, size_t& on_arc) {
+  std::vector<glm::vec2> spots;
+  for (float t : {0.55f, 0.45f, 0.65f, 0.35f, 0.75f, 0.25f, 0.85f, 0.15f}) {
     ImVec2 p;
-    if (!proj(l.anchor, p)) continue;
+    if (proj(beam_arc_point(beam, t, kBeamArc, camera.stretch_y), p)) spots.push_back(gv(p));
+  }
+  on_arc = spots.size();
+  ImVec2 end;
+  if (proj(beam.to, end))
+    for (float below : {ticks + 5.0f, 5.0f}) spots.push_back(glm::vec2(end.x, stacks.c[2].y + below + h * 0.5f));
+  return spots;
+}
+
+// The strongest beams' weights (two at a large text scale), each small, on
+// a translucent plate on its own beam's arc, clear of the stacks, the tokens
+// and `keep_off` (the labels and tags drawn before), so no weight hides a
+// K/V column or a token; where the arc has no room (the front camera, whose
+// arcs run over the stacks), under the stacks with a thin line up to where
+// the beam lands; else left out. Their boxes go into `taken`.
+void draw_beam_labels(ImDrawList* dl, const Scene& scene, const Projector& proj, const Camera& camera,
+                      const OverlayFonts& fonts, std::vector<ScreenBox> keep_off, std::vector<ScreenBox>& taken) {
+  ImFont* f = fonts.small;
+  const float fs = std::max(11.0f, f->FontSize * 0.85f);
+  const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
+  const ScreenBox stacks = stacks_box(scene, proj, cmin, cmax);
+  keep_off.push_back(stacks);
+  keep_off.push_back(blocks_box(scene.tokens, proj, cmin, cmax));
+  const int most = fonts.scale >= 1.75f ? 2 : 3;
+  int shown = 0;
+  for (const Label& l : scene.labels) {
+    if (l.kind != LabelKind::kBeam || shown >= most) continue;
+    const auto beam =
+        std::find_if(scene.beams.begin(), scene.beams.end(), [&](const BeamInstance& b) { return b.key == l.pos; });
+    if (beam == scene.beams.end()) continue;
     const ImVec2 ts = f->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
+    size_t on_arc = 0;
+    const std::vector<glm::vec2> spots =
+        beam_tag_spots(*beam, proj, camera, stacks, f->FontSize * 1.2f, ts.y + 2, on_arc);
     ScreenBox box;
-    if (!place_tag(glm::vec2(p.x, p.y), glm::vec2(ts.x + 6, ts.y + 2), taken, side, clip, 1.0f, &box)) continue;
+    const int at = place_at_spots(spots, glm::vec2(ts.x + 8, ts.y + 2), keep_off,
+                                  glm::vec4(cmin.x, cmin.y, cmax.x, cmax.y), 3.0f, &box);
+    if (at < 0) continue;
+    keep_off.push_back(box);
     taken.push_back(box);
+    ++shown;
     const ImVec2 a(box.c[0].x, box.c[0].y), b(box.c[2].x, box.c[2].y);
-    dl->AddRectFilled(a, b, IM_COL32(30, 6, 28, 200), 3.0f);
-    dl->AddText(f, fs, ImVec2(a.x + 3, a.y + 1), col4(l.colour), l.text.c_str());
+    ImVec2 end;
+    if (static_cast<size_t>(at) >= on_arc && proj(beam->to, end))
+      dl->AddLine(ImVec2((a.x + b.x) * 0.5f, a.y), end, col4(l.colour * glm::vec4(1, 1, 1, 0.55f)), 1.0f);
+    dl->AddRectFilled(a, b, IM_COL32(30, 6, 28, 140), 4.0f);
+    dl->AddRect(a, b, col4(l.colour * glm::vec4(1, 1, 1, 0.7f)), 4.0f, 0, 1.0f);
+    dl->AddText(f, fs, ImVec2(a.x + 4, a.y + 1), col4(l.colour), l.text.c_str());
   }
 }
 
@@ -448,16 +506,21 @@ void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVe
   Projector proj{camera.proj(size.x / std::max(1.0f, size.y)) * camera.view(), origin, size};
   std::vector<ScreenBox> side;
   draw_side_labels(dl, scene, proj, fonts, side);
-  // The head's tag and the beams' weights first: the token labels keep clear of them and of the side labels.
+  // The head's tag first: the token labels keep clear of it and of the side
+  // labels; the beams' weights then find room on their arcs around them all.
   std::vector<ScreenBox> taken;
-  draw_head_label(dl, scene, proj, fonts, opt.banner && opt.top <= 0, taken);
-  draw_beam_labels(dl, scene, proj, fonts, side, taken);
+  draw_head_label(dl, scene, proj, fonts, opt.banner && opt.top <= 0, camera.pitch > 1.0f, taken);
   std::vector<ScreenBox> keep_off = taken, labels;
   keep_off.insert(keep_off.end(), side.begin(), side.end());
   if (opt.labels) draw_token_labels(dl, scene, proj, fonts, opt, keep_off, &labels);
   keep_off.insert(keep_off.end(), labels.begin(), labels.end());
+  const size_t head_tags = taken.size();
+  draw_beam_labels(dl, scene, proj, camera, fonts, keep_off, taken);
+  keep_off.insert(keep_off.end(), taken.begin() + static_cast<long>(head_tags), taken.end());
   const std::vector<ScreenBox> captions = draw_cache_mark_labels(dl, scene, proj, fonts, keep_off);
-  draw_ticks(dl, scene, proj, fonts, captions);
+  std::vector<ScreenBox> tick_keep_off = captions;  // the ticks say least: they give way to captions and tags
+  tick_keep_off.insert(tick_keep_off.end(), taken.begin(), taken.end());
+  draw_ticks(dl, scene, proj, fonts, tick_keep_off);
   if (layout) {
     layout->labels = labels;
     layout->tags = taken;
@@ -480,7 +543,7 @@ void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVe
   ImVec4 legend(0, 0, 0, 0);
   if (opt.legend)
     legend = draw_legend(dl, scene, origin, all, fonts, opt.band > 0, opt.legend_scale,
-                         legend_rows_width(fonts, opt, all.x));
+                         legend_rows_width(fonts, opt, all.x), opt.legend_terse);
   ImVec4 hud(0, 0, 0, 0);
   if (opt.hud) hud = draw_hud(dl, origin, all, fonts, opt, legend);
   dl->PopClipRect();

@@ -45,6 +45,7 @@ struct OverlayOptions {
   // The legend's text size in its band, relative to the small font: a band
   // at a large text scale shrinks it so the scene keeps most of the height.
   float legend_scale = 1.0f;
+  bool legend_terse = false;  // its entries without their parenthesised notes (shorter rows)
   // Pixels above the 3D view's rectangle kept for the banner (0: it is
   // drawn over the top of the view), and its text size relative to the
   // fonts'; banner_band() says how tall.

@@ -68,6 +68,15 @@ void label_strongest_beams(Scene& s, int n) {
 
 }  // namespace
 
+glm::vec3 beam_arc_point(const BeamInstance& b, float t, float arc, float stretch_y) {
+  const glm::vec3 mid = 0.5f * (b.from + b.to);
+  const float len = glm::length(b.to - b.from);
+  const glm::vec3 ctrl =
+      mid + glm::vec3(0.0f, (arc * len * 0.5f + 0.2f) / std::max(stretch_y, 1e-3f), std::min(arc * len * 0.6f, 3.0f));
+  const float s = 1.0f - t;
+  return s * s * b.from + 2.0f * s * t * ctrl + t * t * b.to;
+}
+
 glm::vec3 Layout::beam_target(int pos, int layer, int n_layer) const {
   const int l = layer >= 0 ? layer : n_layer / 2;
   return {x(pos), kv_bottom(l) + kv_h * 0.5f, block_w * 0.5f};

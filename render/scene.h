@@ -170,6 +170,14 @@ struct BeamInstance {
   int span = 1;            // keys [key, key + span): weight is their summed attention
 };
 
+// How high a beam's arc bows per unit of its length (the renderer's default).
+constexpr float kBeamArc = 0.16f;
+// The point at `t` along a beam's arc (0: the write head, 1: the key's
+// block): the quadratic curve the beams' vertex shader draws (bowed up and
+// towards the viewer's side of the row, `arc` per unit of length; up divided
+// by the camera's vertical `stretch_y`), so tags can sit on their beam.
+glm::vec3 beam_arc_point(const BeamInstance& b, float t, float arc = kBeamArc, float stretch_y = 1.0f);
+
 enum class LabelKind { kToken, kLayer, kCaption, kHead, kBeam, kCacheMark };
 
 struct Label {

@@ -474,6 +474,52 @@ TEST_F(TeachPixels, LabelsNeverOverlapAtProjectorTextScales) {
   reload_fonts(1.0f);
 }
 
+TEST_F(TeachPixels, BeamWeightsStayOffTheStacksAndTokens) {
+  // The real fonts at text scale 1 and 2.5, every camera preset, a 1280x720
+  // window's view with its sidebars (about 820 x 300) and a wide one: every
+  // tag drawn (the head's and the beams' weights) keeps off every K/V block
+  // and token on screen, and the default view shows some weight.
+  const auto h = make_history(12, std::vector<CacheMode>(22, CacheMode::kKV));
+  const Scene s = build_scene(h, h.size(), ViewOptions{}, 1.0f);
+  for (float scale : {1.0f, 2.5f}) {
+    reload_fonts(scale);
+    for (CameraPreset p : {CameraPreset::kFront, CameraPreset::kTop, CameraPreset::kSide, CameraPreset::kFollow}) {
+      for (ImVec2 view : {ImVec2(820, 300), ImVec2(static_cast<float>(kW), static_cast<float>(kH))}) {
+        OverlayOptions opt;
+        opt.legend = opt.hud = opt.banner = false;
+        opt.text_scale = scale;
+        OverlayLayout lay;
+        const Camera cam = preset_camera(p, s, view.x / view.y);
+        draw2d([&](ImDrawList* dl) { draw_overlay(dl, s, cam, ImVec2(0, 0), view, fonts_, opt, &lay); });
+        const std::string where = std::string(to_string(p)) + " scale " + std::to_string(scale) + " view " +
+                                  std::to_string(static_cast<int>(view.x));
+        const glm::mat4 vp = cam.proj(view.x / view.y) * cam.view();
+        size_t blocks = 0;
+        for (const auto* list : {&s.kv, &s.tokens})
+          for (const BlockInstance& b : *list) {
+            glm::vec2 lo(1e9f), hi(-1e9f), at;
+            for (int c = 0; c < 8; ++c) {
+              const glm::vec3 corner =
+                  b.center + 0.5f * b.size * glm::vec3(c & 1 ? 1 : -1, c & 2 ? 1 : -1, c & 4 ? 1 : -1);
+              if (!project(vp, corner, view.x, view.y, at)) continue;
+              lo = glm::min(lo, at);
+              hi = glm::max(hi, at);
+            }
+            if (lo.x >= hi.x) continue;
+            ++blocks;
+            for (const ScreenBox& t : lay.tags)
+              EXPECT_FALSE(boxes_overlap(t, flat_box(lo, hi - lo), -2.0f)) << where << ": a tag covers a block";
+          }
+        EXPECT_GT(blocks, 0u) << where;
+        if (p == CameraPreset::kFront) {
+          EXPECT_GE(lay.tags.size(), 2u) << where << ": the head's tag and a weight";
+        }
+      }
+    }
+  }
+  reload_fonts(1.0f);
+}
+
 TEST_F(TeachPixels, LegendTakesABandUnderAShortViewInsteadOfCoveringIt) {
   auto h = make_history(6, {CacheMode::kKV, CacheMode::kKV});
   const Scene s = build_scene(h, h.size(), ViewOptions{}, 1.0f);

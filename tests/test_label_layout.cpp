@@ -247,83 +247,93 @@ TEST(LabelLayout, RealScenesAtProjectorScalesStayReadable) {
   }
 }
 
-TEST(LabelLayout, TagsMoveOffSideLabelsToTheNearestFreeSpot) {
+TEST(LabelLayout, TagTakesTheFirstFreeSpot) {
   const glm::vec4 clip(0, 0, 1280, 720);
   const glm::vec2 size(60, 20);
+  const std::vector<glm::vec2> spots = {{400, 300}, {500, 250}, {600, 200}};
   ScreenBox b;
-  // Free: centred on its anchor.
-  ASSERT_TRUE(place_tag({400, 300}, size, {}, {}, clip, 1.0f, &b));
+  // Free: centred on the first spot.
+  ASSERT_EQ(place_at_spots(spots, size, {}, clip, 3.0f, &b), 0);
   EXPECT_EQ(b.c[0], glm::vec2(370, 290));
-  // A layer number right-aligned just left of the anchor: moved right, clear of it, still near.
-  const ScreenBox layer = side_label_box({395, 300}, {40, 18});
-  ASSERT_TRUE(place_tag({400, 300}, size, {}, {layer}, clip, 1.0f, &b));
-  EXPECT_FALSE(boxes_overlap(b, layer, 1.0f));
-  EXPECT_GT(b.c[0].x, 370.0f);
-  EXPECT_LE(glm::length((b.c[0] + b.c[2]) * 0.5f - glm::vec2(400, 300)), 1.5f * size.x + 1.0f);
-  // Nowhere free near it: left out.
-  EXPECT_FALSE(place_tag({400, 300}, size, {}, {flat_box({250, 230}, {300, 140})}, clip, 1.0f, &b));
-  // Its own spot under a stronger beam's weight: left out, not moved.
-  const ScreenBox weight = flat_box({380, 295}, size);
-  EXPECT_FALSE(place_tag({400, 300}, size, {weight}, {}, clip, 1.0f, &b));
-  // A weight beside the spot a side label pushes it to: moved further.
-  ASSERT_TRUE(place_tag({400, 300}, size, {flat_box({432, 280}, size)}, {layer}, clip, 1.0f, &b));
-  EXPECT_FALSE(boxes_overlap(b, layer, 1.0f));
-  EXPECT_FALSE(boxes_overlap(b, flat_box({432, 280}, size), 1.0f));
-  // Never outside the view.
-  ASSERT_TRUE(place_tag({10, 300}, size, {}, {}, clip, 1.0f, &b));
-  EXPECT_TRUE(box_inside(b, clip));
+  // The first spot on the stacks: the next one, clear of them by the gap.
+  const ScreenBox stacks = flat_box({300, 230}, {200, 150});
+  ASSERT_EQ(place_at_spots(spots, size, {stacks}, clip, 3.0f, &b), 2);
+  EXPECT_EQ(b.c[0], glm::vec2(570, 190));
+  EXPECT_FALSE(boxes_overlap(b, stacks, 3.0f));
+  // A spot whose plate would leave the view is skipped; none free: left out.
+  EXPECT_EQ(place_at_spots({{10, 300}}, size, {}, clip, 3.0f, &b), -1);
+  EXPECT_EQ(place_at_spots(spots, size, {flat_box({0, 0}, {1280, 720})}, clip, 3.0f, &b), -1);
+}
+
+// The extent of `blocks` on a `view`-sized screen (one box).
+ScreenBox projected_extent(const std::vector<BlockInstance>& blocks, const glm::mat4& vp, glm::vec2 view) {
+  glm::vec2 lo(1e9f), hi(-1e9f);
+  for (const BlockInstance& b : blocks)
+    for (int c = 0; c < 8; ++c) {
+      glm::vec2 at;
+      const glm::vec3 corner = b.center + 0.5f * b.size * glm::vec3(c & 1 ? 1 : -1, c & 2 ? 1 : -1, c & 4 ? 1 : -1);
+      if (!project(vp, corner, view.x, view.y, at)) continue;
+      lo = glm::min(lo, glm::clamp(at, glm::vec2(0.0f), view));
+      hi = glm::max(hi, glm::clamp(at, glm::vec2(0.0f), view));
+    }
+  return flat_box(lo, hi - lo);
 }
 
 // A long sequence's scene (binned columns, whose beams are labelled with
 // their summed weight) through the camera presets at projector scales: the
-// strongest beams' weights and the layer numbers are laid out as the overlay
-// lays them out (DejaVu Sans 15 px x scale, about 0.6 em per character) and
-// never overlap.
-TEST(LabelLayout, SummedBeamWeightsKeepClearOfLayerNumbers) {
+// strongest beams' weights are laid out on their arcs (else under the
+// stacks) as the overlay lays them out (DejaVu Sans 15 px x scale x 0.85, about 0.6 em per character)
+// and never cover the K/V stacks, the tokens or the layer numbers; in the
+// default view every scale shows some.
+TEST(LabelLayout, BeamWeightsSitOnTheirArcsOffTheStacksAndTokens) {
   const auto hist = make_history(400, std::vector<CacheMode>(4, CacheMode::kKV));
   const Scene s = build_scene(hist, hist.size(), ViewOptions{}, 1.0f);
   ASSERT_LT(s.columns.n_binned, s.slot) << "the scene is binned";
-  int sums = 0, moved = 0;
-  for (CameraPreset p : {CameraPreset::kFront, CameraPreset::kTop, CameraPreset::kFollow}) {
-    for (const glm::vec2 view : {glm::vec2(700, 470), glm::vec2(1280, 720)}) {
-      for (float scale : {1.0f, 1.5f, 2.5f}) {
+  for (CameraPreset p : {CameraPreset::kFront, CameraPreset::kTop, CameraPreset::kSide, CameraPreset::kFollow}) {
+    for (const glm::vec2 view : {glm::vec2(820, 300), glm::vec2(1280, 720)}) {
+      for (float scale : {1.0f, 2.5f}) {
         const Camera cam = preset_camera(p, s, view.x / view.y);
         const glm::mat4 vp = cam.proj(view.x / view.y) * cam.view();
         const float fs = 15.0f * scale;
-        const glm::vec4 clip(0, 0, view.x, view.y);
-        auto text_size = [&](const Label& l, float f) {
-          return glm::vec2(static_cast<float>(l.text.size()) * f * 0.6f, f * 1.2f);
-        };
-        std::vector<ScreenBox> side, tags;
+        std::vector<ScreenBox> keep_off = {projected_extent(s.kv, vp, view), projected_extent(s.tokens, vp, view)};
+        const size_t fixed = keep_off.size();
         for (const Label& l : s.labels) {
           glm::vec2 at;
-          if ((l.kind != LabelKind::kLayer && l.kind != LabelKind::kCaption) ||
-              !project(vp, l.anchor, view.x, view.y, at))
-            continue;
-          const ScreenBox b = side_label_box(at, text_size(l, l.kind == LabelKind::kCaption ? fs * 1.1f : fs));
-          bool covered = false;
-          for (const ScreenBox& o : side) covered |= boxes_overlap(b, o);
-          if (!covered) side.push_back(b);
+          if (l.kind == LabelKind::kLayer && project(vp, l.anchor, view.x, view.y, at))
+            keep_off.push_back(side_label_box(at, glm::vec2(2 * fs * 0.6f, fs * 1.2f)));
         }
+        int shown = 0;
         for (const Label& l : s.labels) {
-          glm::vec2 at;
-          if (l.kind != LabelKind::kBeam || !project(vp, l.anchor, view.x, view.y, at)) continue;
-          const bool sum = l.text.rfind("\xCE\xA3", 0) == 0;
-          sums += sum;
-          const glm::vec2 size = text_size(l, fs) + glm::vec2(6, 2);
-          ScreenBox b;
-          if (!place_tag(at, size, tags, side, clip, 1.0f, &b)) continue;
-          for (const ScreenBox& o : side) {
-            EXPECT_FALSE(boxes_overlap(b, o, 1.0f)) << to_string(p) << " scale " << scale << ": " << l.text;
-            moved += sum && boxes_overlap(flat_box(at - size * 0.5f, size), o, 1.0f);
+          if (l.kind != LabelKind::kBeam) continue;
+          const BeamInstance* beam = nullptr;
+          for (const BeamInstance& b : s.beams)
+            if (b.key == l.pos) beam = &b;
+          ASSERT_NE(beam, nullptr) << l.text;
+          std::vector<glm::vec2> spots;
+          for (float t : {0.55f, 0.45f, 0.65f, 0.35f, 0.75f, 0.25f, 0.85f, 0.15f}) {
+            glm::vec2 at;
+            if (project(vp, beam_arc_point(*beam, t, kBeamArc, cam.stretch_y), view.x, view.y, at)) spots.push_back(at);
           }
-          tags.push_back(b);
+          const glm::vec2 size(static_cast<float>(l.text.size()) * fs * 0.85f * 0.6f + 8, fs * 0.85f * 1.2f + 2);
+          // Then under the stacks, below the position numbers or in their row.
+          glm::vec2 end;
+          if (project(vp, beam->to, view.x, view.y, end))
+            for (float below : {fs * 1.2f + 5.0f, 5.0f})
+              spots.emplace_back(end.x, keep_off[0].c[2].y + below + size.y * 0.5f);
+          ScreenBox b;
+          if (place_at_spots(spots, size, keep_off, glm::vec4(0, 0, view.x, view.y), 3.0f, &b) < 0) continue;
+          for (size_t i = 0; i < keep_off.size(); ++i)
+            EXPECT_FALSE(boxes_overlap(b, keep_off[i]))
+                << to_string(p) << " scale " << scale << ": " << l.text << (i < fixed ? " on the blocks" : "");
+          keep_off.push_back(b);
+          ++shown;
+        }
+        if (p == CameraPreset::kFront) {
+          EXPECT_GT(shown, 0) << "FRONT " << view.x << " scale " << scale;
         }
       }
     }
   }
-  EXPECT_GT(sums, 0) << "the scene labels summed weights";
-  EXPECT_GT(moved, 0) << "some summed weight would have covered a layer number where its beam lands";
 }
 
 }  // namespace
