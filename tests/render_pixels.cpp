@@ -328,6 +328,30 @@ class TeachPixels : public RenderPixels {
       }
     });
   }
+  // Draws the view overlay of `s` (labels and tags only) at each scale, every
+  // camera preset and each view size: `check(preset, view, camera, layout,
+  // where)`, `where` naming the case for failure messages.
+  template <class F>
+  void for_each_overlay(const Scene& s, std::initializer_list<float> scales, std::initializer_list<ImVec2> views,
+                        F check) {
+    for (float scale : scales) {
+      reload_fonts(scale);
+      for (CameraPreset p : {CameraPreset::kFront, CameraPreset::kTop, CameraPreset::kSide, CameraPreset::kFollow}) {
+        for (ImVec2 view : views) {
+          OverlayOptions opt;
+          opt.legend = opt.hud = opt.banner = false;
+          opt.text_scale = scale;
+          OverlayLayout lay;
+          const Camera cam = preset_camera(p, s, view.x / view.y);
+          draw2d([&](ImDrawList* dl) { draw_overlay(dl, s, cam, ImVec2(0, 0), view, fonts_, opt, &lay); });
+          const std::string where = std::string(to_string(p)) + " scale " + std::to_string(scale) + " view " +
+                                    std::to_string(static_cast<int>(view.x));
+          check(p, scale, view, cam, lay, where);
+        }
+      }
+    }
+    reload_fonts(1.0f);
+  }
   void reload_fonts(float scale) {
     ImGui_ImplOpenGL3_DestroyFontsTexture();
     fonts_ = load_fonts(scale);
@@ -440,38 +464,24 @@ TEST_F(TeachPixels, LabelsNeverOverlapAtProjectorTextScales) {
   // camera preset.
   const auto h = make_history(12, std::vector<CacheMode>(40, CacheMode::kKV));
   const Scene s = build_scene(h, h.size(), ViewOptions{}, 1.0f);
-  for (float scale : {1.5f, 2.5f}) {
-    reload_fonts(scale);
-    for (CameraPreset p : {CameraPreset::kFront, CameraPreset::kTop, CameraPreset::kSide, CameraPreset::kFollow}) {
-      for (ImVec2 view : {ImVec2(580, 400), ImVec2(static_cast<float>(kW), static_cast<float>(kH))}) {
-        OverlayOptions opt;
-        opt.legend = opt.hud = opt.banner = false;
-        opt.text_scale = scale;
-        OverlayLayout lay;
-        draw2d([&](ImDrawList* dl) {
-          draw_overlay(dl, s, preset_camera(p, s, view.x / view.y), ImVec2(0, 0), view, fonts_, opt, &lay);
-        });
-        const std::string where = std::string(to_string(p)) + " scale " + std::to_string(scale) + " view " +
-                                  std::to_string(static_cast<int>(view.x));
-        // Side: edge-on, crowded; top at 2.5 in the small view: the layer number keeps the first token's spot.
+  const ImVec2 full(static_cast<float>(kW), static_cast<float>(kH));
+  for_each_overlay(
+      s, {1.5f, 2.5f}, {ImVec2(580, 400), full},
+      [&](CameraPreset p, float scale, ImVec2 view, const Camera&, const OverlayLayout& lay, const std::string& where) {
+        // Side: edge-on, crowded; top at 2.5 in the small view: the layer number keeps the first
+        // token's spot.
         const bool crowded = p == CameraPreset::kSide || (p == CameraPreset::kTop && scale > 2 && view.x < 600);
         EXPECT_GE(lay.labels.size(), crowded ? 2u : 3u) << where;
         std::vector<ScreenBox> all = lay.labels;
         all.insert(all.end(), lay.tags.begin(), lay.tags.end());
         all.insert(all.end(), lay.side.begin(), lay.side.end());
-        for (size_t i = 0; i < all.size(); ++i) {
-          if (i < lay.labels.size()) {
-            EXPECT_TRUE(box_inside(all[i], glm::vec4(0, 0, view.x, view.y))) << where << ": label " << i;
-          }
-          for (size_t j = i + 1; j < all.size(); ++j) {
-            if (i >= lay.labels.size()) continue;  // tags and layer numbers among themselves: checked elsewhere
+        for (size_t i = 0; i < lay.labels.size(); ++i) {  // tags and layer numbers among themselves:
+                                                          // checked elsewhere
+          EXPECT_TRUE(box_inside(all[i], glm::vec4(0, 0, view.x, view.y))) << where << ": label " << i;
+          for (size_t j = i + 1; j < all.size(); ++j)
             EXPECT_FALSE(boxes_overlap(all[i], all[j])) << where << ": boxes " << i << " and " << j;
-          }
         }
-      }
-    }
-  }
-  reload_fonts(1.0f);
+      });
 }
 
 TEST_F(TeachPixels, BeamWeightsStayOffTheStacksAndTokens) {
@@ -481,18 +491,10 @@ TEST_F(TeachPixels, BeamWeightsStayOffTheStacksAndTokens) {
   // and token on screen, and the default view shows some weight.
   const auto h = make_history(12, std::vector<CacheMode>(22, CacheMode::kKV));
   const Scene s = build_scene(h, h.size(), ViewOptions{}, 1.0f);
-  for (float scale : {1.0f, 2.5f}) {
-    reload_fonts(scale);
-    for (CameraPreset p : {CameraPreset::kFront, CameraPreset::kTop, CameraPreset::kSide, CameraPreset::kFollow}) {
-      for (ImVec2 view : {ImVec2(820, 300), ImVec2(static_cast<float>(kW), static_cast<float>(kH))}) {
-        OverlayOptions opt;
-        opt.legend = opt.hud = opt.banner = false;
-        opt.text_scale = scale;
-        OverlayLayout lay;
-        const Camera cam = preset_camera(p, s, view.x / view.y);
-        draw2d([&](ImDrawList* dl) { draw_overlay(dl, s, cam, ImVec2(0, 0), view, fonts_, opt, &lay); });
-        const std::string where = std::string(to_string(p)) + " scale " + std::to_string(scale) + " view " +
-                                  std::to_string(static_cast<int>(view.x));
+  const ImVec2 full(static_cast<float>(kW), static_cast<float>(kH));
+  for_each_overlay(
+      s, {1.0f, 2.5f}, {ImVec2(820, 300), full},
+      [&](CameraPreset p, float, ImVec2 view, const Camera& cam, const OverlayLayout& lay, const std::string& where) {
         const glm::mat4 vp = cam.proj(view.x / view.y) * cam.view();
         size_t blocks = 0;
         for (const auto* list : {&s.kv, &s.tokens})
@@ -514,10 +516,7 @@ TEST_F(TeachPixels, BeamWeightsStayOffTheStacksAndTokens) {
         if (p == CameraPreset::kFront) {
           EXPECT_GE(lay.tags.size(), 2u) << where << ": the head's tag and a weight";
         }
-      }
-    }
-  }
-  reload_fonts(1.0f);
+      });
 }
 
 TEST_F(TeachPixels, LegendTakesABandUnderAShortViewInsteadOfCoveringIt) {
@@ -812,21 +811,29 @@ TEST_F(RenderPixels, BeamTreeLanesAreDrawn) {
   }
 }
 
-// A speculative iteration drawn by the real renderer in its three stages:
-// the drafted ghosts show the draft colour where the scene puts them.
-TEST_F(RenderPixels, SpeculativeGhostsAreDrawn) {
+// Every iteration of a sampled K = 4 speculative run of the shipped pair
+// ($MODEL and the draft beside it) on "Once upon a time"; empty without them.
+std::vector<SpecIterationPtr> shipped_pair_iterations(int max_new, uint64_t seed) {
   const char* dir = std::getenv("MODEL");
   const std::string draft_dir = std::string(dir ? dir : "") + "/../kvscope-draft";
-  if (!dir || !std::filesystem::exists(draft_dir + "/config.json")) GTEST_SKIP() << "needs the shipped pair";
+  std::vector<SpecIterationPtr> its;
+  if (!dir || !std::filesystem::exists(draft_dir + "/config.json")) return its;
   SpeculativeDecoder d(load_model(dir), load_model(draft_dir));
   SpecOptions opt;
   opt.k = 4;
-  opt.max_new = 24;
+  opt.max_new = max_new;
   opt.sampler.greedy = false;
-  opt.sampler.seed = 11;
+  opt.sampler.seed = seed;
   d.start("Once upon a time", opt);
-  std::vector<SpecIterationPtr> its;
   while (SpecIterationPtr it = d.step()) its.push_back(it);
+  return its;
+}
+
+// A speculative iteration drawn by the real renderer in its three stages:
+// the drafted ghosts show the draft colour where the scene puts them.
+TEST_F(RenderPixels, SpeculativeGhostsAreDrawn) {
+  const std::vector<SpecIterationPtr> its = shipped_pair_iterations(24, 11);
+  if (its.empty()) GTEST_SKIP() << "needs the shipped pair";
   ASSERT_GE(its.size(), 2u);
   for (float anim : {0.3f, 0.5f, 1.0f}) {
     const Scene s = build_spec_scene(its, 2, anim);
@@ -855,19 +862,8 @@ TEST_F(RenderPixels, SpeculativeGhostsAreDrawn) {
 // to 2.5: every drafted token is named by its tag (the token over its p and
 // q), and the tags stay off each other and off every token block.
 TEST_F(TeachPixels, DraftTagsNameTheirTokensAndStayOffTheBlocks) {
-  const char* dir = std::getenv("MODEL");
-  const std::string draft_dir = std::string(dir ? dir : "") + "/../kvscope-draft";
-  if (!dir || !std::filesystem::exists(draft_dir + "/config.json")) GTEST_SKIP() << "needs the shipped pair";
-  SpeculativeDecoder d(load_model(dir), load_model(draft_dir));
-  SpecOptions opt;
-  opt.k = 4;
-  opt.max_new = 8;
-  opt.sampler.greedy = false;
-  opt.sampler.seed = 5;
-  d.start("Once upon a time", opt);
-  std::vector<SpecIterationPtr> its;
-  while (SpecIterationPtr it = d.step()) its.push_back(it);
-  ASSERT_GE(its.size(), 1u);
+  const std::vector<SpecIterationPtr> its = shipped_pair_iterations(8, 5);
+  if (its.empty()) GTEST_SKIP() << "needs the shipped pair";
   const SequenceState seq;  // the window's plain sequence: none shown
   FrameSpec spec;
   spec.seq = &seq;
