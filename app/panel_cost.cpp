@@ -5,6 +5,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <string>
 
 #include "engine.h"
 #include "teach_phases.h"
@@ -43,8 +44,9 @@ Commands panel_phases(const Snapshot& snap, UiState& ui) {
   if (rep.has_prefill) {
     ImGui::TextColored(v4(palette::kPrefill), "time to first token: %.2f ms", rep.ttft_ms);
     hover_help("The prefill forward over the whole prompt plus choosing the first token.");
-    ImGui::SameLine();
-    ImGui::TextDisabled("(prompt: %d tokens)", rep.prompt_tokens);
+    const std::string prompt = "(prompt: " + std::to_string(rep.prompt_tokens) + " tokens)";
+    same_line_if_fits(ImGui::CalcTextSize(prompt.c_str()).x);
+    ImGui::TextDisabled("%s", prompt.c_str());
   }
   struct Row {
     const char* name;
@@ -58,7 +60,14 @@ Commands panel_phases(const Snapshot& snap, UiState& ui) {
       {"refill", &rep.refill, kRefillExplain, palette::kRefill},
       {"no cache", &rep.no_cache, kNoCacheExplain, palette::kRecomputed},
   };
-  if (ImGui::BeginTable("phases", 8, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
+  // Columns keep their headers' width and the table scrolls sideways when the
+  // strip is narrower (text scale 2.5), rather than cutting every header.
+  int shown_rows = 1;
+  for (const Row& r : rows) shown_rows += !(r.st->records == 0 && r.st != &rep.decode);
+  const ImGuiStyle& st = ImGui::GetStyle();
+  const ImVec2 outer(0, shown_rows * (ImGui::GetTextLineHeight() + 2 * st.CellPadding.y) + st.ScrollbarSize + 4);
+  if (ImGui::BeginTable("phases", 8, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_ScrollX,
+                        outer)) {
     for (const char* h : kPhaseHeads) ImGui::TableSetupColumn(h);
     ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
     for (int i = 0; i < 8; ++i) {
@@ -126,10 +135,10 @@ void kv_calc_controls(const KvConfigs& cfg, const std::vector<KvDtype>& dtypes, 
   ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.3f);
   ImGui::SliderInt("tokens", &ui.kv_context, 1, 1 << 20, "%d", ImGuiSliderFlags_Logarithmic);
   for (size_t i = 0; i < dtypes.size(); ++i) {
-    ImGui::SameLine();
+    same_line_if_fits(checkbox_width(to_string(dtypes[i])));  // a radio button is a checkbox's width
     ImGui::RadioButton(to_string(dtypes[i]), &ui.kv_dtype, static_cast<int>(i));
   }
-  ImGui::SameLine();
+  same_line_if_fits(ImGui::CalcTextSize("article example").x + 2 * ImGui::GetStyle().FramePadding.x);
   int article = -1;
   for (size_t i = 0; i < cfg.specs.size(); ++i)
     if (cfg.specs[i].layers == 32 && cfg.specs[i].kv_heads * cfg.specs[i].head_dim == 4096 && !cfg.specs[i].gqa())
@@ -223,8 +232,9 @@ Commands panel_kv_calculator(const Snapshot& snap, UiState& ui) {
   // The loaded model first (its real f32 cache), then the published configs.
   if (snap.model) {
     const Config& c = snap.model->config;
-    ImGui::Text("%s: %s/token = 2 (K, V) x %d layers x %d heads x %d dims x 4 B (fp32)", snap.model->name.c_str(),
-                format_bytes(static_cast<double>(kv_bytes_per_position(c))).c_str(), c.n_layer, c.n_head, c.head_dim());
+    ImGui::TextWrapped("%s: %s/token = 2 (K, V) x %d layers x %d heads x %d dims x 4 B (fp32)",
+                       snap.model->name.c_str(), format_bytes(static_cast<double>(kv_bytes_per_position(c))).c_str(),
+                       c.n_layer, c.n_head, c.head_dim());
   }
   kv_calc_controls(cfg, dtypes, ui);
   if (!cfg.error.empty()) {

@@ -51,15 +51,17 @@ std::string first_values(const float* x, int n, int shown = 6) {
 void score_table(const Snapshot& snap, const QkvInspection& in) {
   const float rows = std::min(10.0f, static_cast<float>(in.n()) + 1.5f);
   if (!ImGui::BeginTable("qkv", 4,
-                         ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
-                             ImGuiTableFlags_SizingStretchProp,
+                         ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX | ImGuiTableFlags_RowBg |
+                             ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit,
                          ImVec2(0, ImGui::GetTextLineHeightWithSpacing() * rows)))
     return;
-  ImGui::TableSetupScrollFreeze(0, 1);
+  // Fixed columns sized to their numbers; a narrow sidebar (text scale 2.5)
+  // scrolls them sideways with the key column frozen, rather than cutting them.
+  ImGui::TableSetupScrollFreeze(1, 1);
   ImGui::TableSetupColumn("key");
   ImGui::TableSetupColumn("score");
   ImGui::TableSetupColumn("weight");
-  ImGui::TableSetupColumn("");
+  ImGui::TableSetupColumn("", ImGuiTableColumnFlags_WidthFixed, ImGui::CalcTextSize("0.0000").x);
   ImGui::TableHeadersRow();
   float wmax = 1e-9f;
   for (float w : in.weights) wmax = std::max(wmax, w);
@@ -107,16 +109,19 @@ Commands panel_qkv(const Snapshot& snap, UiState& ui) {
   }
   ImGui::TextWrapped("layer %d, head %d: the query of position %d against %d cached keys (d = %d)", in.layer, in.head,
                      in.query_pos, in.n(), in.head_dim);
-  ImGui::TextDisabled("q (the new token's query)");
+  const ImVec4 dim = ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled);
+  text_wrapped_coloured(dim, "q (the new token's query)");
   vector_strip("##q", in.q);
   ImGui::TextWrapped("scores = q\xC2\xB7K^T / \xE2\x88\x9A%d, weights = softmax(scores) (the beams); strongest first:",
                      in.head_dim);
   score_table(snap, in);
-  ImGui::TextDisabled("output = \xCE\xA3 weight \xC3\x97 v (this head's share, before the projection)");
+  text_wrapped_coloured(dim, "output = \xCE\xA3 weight \xC3\x97 v (this head's share, before the projection)");
   vector_strip("##out", in.output);
-  ImGui::TextDisabled("%s", first_values(in.output.data(), in.head_dim).c_str());
-  ImGui::TextDisabled("softmax(scores) vs the engine's weights: max difference %.1e",
-                      static_cast<double>(in.max_weight_diff));
+  text_wrapped_coloured(dim, first_values(in.output.data(), in.head_dim));
+  char diff[96];
+  std::snprintf(diff, sizeof(diff), "softmax(scores) vs the engine's weights: max difference %.1e",
+                static_cast<double>(in.max_weight_diff));
+  text_wrapped_coloured(dim, diff);
   return cmds;
 }
 
