@@ -15,6 +15,9 @@ namespace kvscope {
 
 namespace {
 
+// The smallest a row caption or layer number is drawn at (pixels).
+constexpr float kSideLabelMinPx = 11.0f;
+
 // Keeps at most `max_cp` code points of UTF-8 text, adding an ellipsis.
 std::string truncate_utf8(const std::string& s, int max_cp) {
   int cp = 0;
@@ -170,24 +173,30 @@ void draw_side_labels(ImDrawList* dl, const Scene& scene, const Projector& proj,
                       std::vector<ScreenBox>& drawn) {
   ImFont* font = fonts.small;
   const size_t first = drawn.size();
+  const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
   for (const Label& l : scene.labels) {
     if (l.kind != LabelKind::kLayer && l.kind != LabelKind::kCaption) continue;
     ImVec2 p;
     if (!proj(l.anchor, p)) continue;
+    // A row that starts off screen (a camera that follows the newest
+    // position) gets no caption: one pushed in from the edge would sit on
+    // the row's blocks, far from where the row starts.
+    if (p.x < cmin.x || p.x > cmax.x || p.y < cmin.y || p.y > cmax.y) continue;
     float fs = l.kind == LabelKind::kCaption ? font->FontSize * 1.1f : font->FontSize;
     ImVec2 ts = font->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
     // Right-aligned to the anchor; where the view's left edge would cut it
-    // (a large text scale in a narrow view, a camera whose rows start off
-    // screen), a little smaller (to 85 %: still read from the back row), then
-    // moved in whole with a margin.
+    // (a large text scale in a narrow view), a little smaller, down to a size
+    // still read from the back row; where even that does not fit, left out
+    // (never cut by the edge, never a caption too small to read).
     const float margin = 2.0f;
-    const float room = p.x - dl->GetClipRectMin().x - margin;
+    const float room = p.x - cmin.x - margin;
     if (ts.x > room) {
-      fs *= std::clamp(room / ts.x, 0.6f, 1.0f);
+      const float smallest = std::min(fs, std::max(kSideLabelMinPx, fs * 0.7f));
+      fs = std::max(smallest, fs * room / ts.x);
       ts = font->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
+      if (ts.x > room + 0.5f) continue;
     }
-    const float right = std::max(p.x, dl->GetClipRectMin().x + margin + ts.x);
-    const ScreenBox r = side_label_box(glm::vec2(right, p.y), glm::vec2(ts.x, ts.y));
+    const ScreenBox r = side_label_box(glm::vec2(p.x, p.y), glm::vec2(ts.x, ts.y));
     // From the top, layers coincide; two labels also keep a gap of half a
     // letter, so they never read as one word ("tokensL0").
     bool overlaps = false;

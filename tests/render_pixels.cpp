@@ -484,6 +484,24 @@ TEST_F(TeachPixels, LabelsNeverOverlapAtProjectorTextScales) {
       });
 }
 
+TEST_F(TeachPixels, RowCaptionsAreWholeInsideTheViewAndReadableOrLeftOut) {
+  // Text scale 1 and 2.5, every camera preset, a narrow view and a wide one:
+  // a row caption or layer number is drawn whole inside the view and at
+  // least 11 pixels tall, never cut by the edge or shrunk below that (where
+  // its row starts off screen, as with the following camera, it is left out).
+  const auto h = make_history(12, std::vector<CacheMode>(40, CacheMode::kKV));
+  const Scene s = build_scene(h, h.size(), ViewOptions{}, 1.0f);
+  const ImVec2 full(static_cast<float>(kW), static_cast<float>(kH));
+  for_each_overlay(
+      s, {1.0f, 2.5f}, {ImVec2(580, 400), full},
+      [&](CameraPreset, float, ImVec2 view, const Camera&, const OverlayLayout& lay, const std::string& where) {
+        for (const ScreenBox& b : lay.side) {
+          EXPECT_TRUE(box_inside(b, glm::vec4(0, 0, view.x, view.y))) << where;
+          EXPECT_GE(b.c[2].y - b.c[0].y, 11.0f) << where;
+        }
+      });
+}
+
 TEST_F(TeachPixels, BeamWeightsStayOffTheStacksAndTokens) {
   // The real fonts at text scale 1 and 2.5, every camera preset, a 1280x720
   // window's view with its sidebars (about 820 x 300) and a wide one: every
