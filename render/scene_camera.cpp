@@ -4,6 +4,7 @@
 #include <cmath>
 #include <glm/gtc/matrix_transform.hpp>
 #include <glm/gtc/type_ptr.hpp>
+#include <vector>
 
 namespace kvscope {
 
@@ -101,22 +102,23 @@ void screen_ray(const Camera& cam, float aspect, float px, float py, float vw, f
 
 namespace {
 
-// The distance at which every corner of [lo, hi] fits inside `margin` of the
+std::vector<glm::vec3> box_corners(const glm::vec3& lo, const glm::vec3& hi) {
+  std::vector<glm::vec3> pts;
+  for (int i = 0; i < 8; ++i) pts.push_back({(i & 1) ? hi.x : lo.x, (i & 2) ? hi.y : lo.y, (i & 4) ? hi.z : lo.z});
+  return pts;
+}
+
+// The distance at which every point of `pts` fits inside `margin` of the
 // viewport (`margin_y` vertically; NDC), for the camera's orientation and target.
-float fit_distance(Camera cam, const glm::vec3& lo, const glm::vec3& hi, float aspect, float margin, float margin_y) {
+float fit_distance(Camera cam, const std::vector<glm::vec3>& pts, float aspect, float margin, float margin_y) {
   float a = 0.5f, b = 20000.0f;
   for (int it = 0; it < 40; ++it) {
     cam.distance = 0.5f * (a + b);
     const glm::mat4 vp = cam.proj(aspect) * cam.view();
     bool fits = true;
-    for (int i = 0; i < 8 && fits; ++i) {
-      const glm::vec3 p{(i & 1) ? hi.x : lo.x, (i & 2) ? hi.y : lo.y, (i & 4) ? hi.z : lo.z};
-      const glm::vec4 c = vp * glm::vec4(p, 1.0f);
-      if (c.w <= 1e-4f) {
-        fits = false;
-        break;
-      }
-      fits = std::abs(c.x / c.w) <= margin && std::abs(c.y / c.w) <= margin_y;
+    for (size_t i = 0; i < pts.size() && fits; ++i) {
+      const glm::vec4 c = vp * glm::vec4(pts[i], 1.0f);
+      fits = c.w > 1e-4f && std::abs(c.x / c.w) <= margin && std::abs(c.y / c.w) <= margin_y;
     }
     if (fits)
       b = cam.distance;
@@ -124,6 +126,39 @@ float fit_distance(Camera cam, const glm::vec3& lo, const glm::vec3& hi, float a
       a = cam.distance;
   }
   return b;
+}
+
+// Moves the target until `pts` sit centred on the view, fitting the distance
+// again each time: the side view sees the scene from a corner, in
+// perspective, and a fit about the box's middle leaves part of the view empty.
+void centre_and_fit(Camera& cam, const std::vector<glm::vec3>& pts, float aspect, float margin, float margin_y) {
+  for (int it = 0; it < 6; ++it) {
+    const glm::mat4 vp = cam.proj(aspect) * cam.view();
+    glm::vec2 a(1e9f), b(-1e9f);
+    for (const glm::vec3& p : pts) {
+      const glm::vec4 c = vp * glm::vec4(p, 1.0f);
+      if (c.w <= 1e-4f) return;
+      a = glm::min(a, glm::vec2(c) / c.w);
+      b = glm::max(b, glm::vec2(c) / c.w);
+    }
+    const glm::vec2 mid = 0.5f * (a + b);
+    const float half_h = cam.distance * std::tan(cam.fov_y * 0.5f);
+    cam.target += cam.right() * (mid.x * half_h * aspect) + cam.up() * (mid.y * half_h);
+    cam.distance = fit_distance(cam, pts, aspect, margin, margin_y);
+  }
+}
+
+// The side view's outline of the scene: its box, but at the oldest end no
+// higher than the token row (only the newest end holds the write head and
+// its tag above it).
+std::vector<glm::vec3> side_outline(const Scene& scene, const glm::vec3& lo, const glm::vec3& hi) {
+  std::vector<glm::vec3> pts = box_corners(lo, hi);
+  float row_top = lo.y;
+  for (const BlockInstance& b : scene.tokens) row_top = std::max(row_top, b.center.y + 0.5f * b.size.y);
+  for (const BlockInstance& b : scene.kv) row_top = std::max(row_top, b.center.y + 0.5f * b.size.y);
+  for (glm::vec3& p : pts)
+    if (p.x == lo.x && p.y == hi.y) p.y = std::min(hi.y, row_top + 0.6f);
+  return pts;
 }
 
 }  // namespace
@@ -155,6 +190,8 @@ Camera preset_camera(CameraPreset p, const Scene& scene, float aspect) {
     case CameraPreset::kSide:
       cam.yaw = 0.85f;
       cam.pitch = 0.32f;
+      // Framed close (below): a little more margin for the labels on top.
+      margin = 0.84f;
       break;
     case CameraPreset::kFollow: {
       // The last ~14 positions and the write head, seen from the front-right.
@@ -177,7 +214,10 @@ Camera preset_camera(CameraPreset p, const Scene& scene, float aspect) {
   // fit_distance projects world points: hand it the world box.
   lo.y /= cam.stretch_y;
   hi.y /= cam.stretch_y;
-  cam.distance = fit_distance(cam, lo, hi, aspect, margin, margin - 0.5f * top_band);
+  const bool side = p == CameraPreset::kSide && scene.slot >= 0;
+  const std::vector<glm::vec3> pts = side ? side_outline(scene, lo, hi) : box_corners(lo, hi);
+  cam.distance = fit_distance(cam, pts, aspect, margin, margin - 0.5f * top_band);
+  if (side) centre_and_fit(cam, pts, aspect, margin, margin - 0.5f * top_band);
   // Then lower the picture by half the band: it spans [-margin, margin - band].
   cam.target += cam.up() * (0.5f * top_band * cam.distance * std::tan(cam.fov_y * 0.5f));
   return cam;
