@@ -18,6 +18,8 @@ Parts, each written as documents separated by the literal "<|endoftext|>":
             vocabulary), so a body's names must be copied from the signature (training only).
   recall  : stories (gen_stories.recall_story) whose hero's name, spelled or syllable-made, comes back in
             the next sentence and often after; never one of the held-out prompts' names (training only).
+  heroes  : recall stories opened in many more ways (gen_heroes.py: the name first, with a title, as a pet,
+            in apposition), with spelled, syllable and longer story-book names (training only).
 
 Outputs:
   work/data/<part>.train.txt        (git-ignored, large)
@@ -33,6 +35,7 @@ import subprocess
 import tarfile
 
 import gen_code
+import gen_heroes
 import gen_stories
 
 EOT = "<|endoftext|>"
@@ -265,6 +268,14 @@ def write_recall(a, rng, gen):
     print(f"recall: train {len(docs)} docs {sum(map(len, docs))/1e6:.2f} MB")
 
 
+def write_heroes(a, rng, gen):
+    with open(os.path.join(HERE, "heldout", "prompts.json"), encoding="utf-8") as f:
+        exclude = {p["name"] for p in json.load(f)["names"]}
+    docs = gen(rng, lambda r: gen_heroes.hero_story(r, exclude), a.heroes_mb * 1e6)
+    write_docs(os.path.join(a.out, "heroes.train.txt"), docs)
+    print(f"heroes: train {len(docs)} docs {sum(map(len, docs))/1e6:.2f} MB")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seed", type=int, default=1234)
@@ -277,6 +288,8 @@ def main():
     ap.add_argument("--coderecall-mb", type=float, default=6.0)
     ap.add_argument("--only-recall", action="store_true", help="write only the recall part (the others exist)")
     ap.add_argument("--only-coderecall", action="store_true", help="write only the coderecall part")
+    ap.add_argument("--heroes-mb", type=float, default=6.0)
+    ap.add_argument("--only-heroes", action="store_true", help="write only the heroes part")
     ap.add_argument("--val-kb", type=float, default=40.0)
     ap.add_argument("--out", default=os.path.join(WORK, "data"))
     ap.add_argument("--val-out", default=os.path.join(HERE, "val"))
@@ -288,7 +301,7 @@ def main():
     rc, rcv = random.Random(a.seed * 10 + 5), random.Random(a.seed * 10 + 6)
     re_, rev = random.Random(a.seed * 10 + 7), random.Random(a.seed * 10 + 8)
     rn, rr = random.Random(a.seed * 10 + 9), random.Random(a.seed * 10 + 10)
-    rcr = random.Random(a.seed * 10 + 11)
+    rcr, rh = random.Random(a.seed * 10 + 11), random.Random(a.seed * 10 + 12)
 
     def gen(rng, fn, nbytes):
         docs, n = [], 0
@@ -304,6 +317,8 @@ def main():
         return write_recall(a, rr, gen)
     if a.only_coderecall:
         return write_coderecall(a, rcr, gen)
+    if a.only_heroes:
+        return write_heroes(a, rh, gen)
     countries = load_countries()
     ff = lambda r: facts_doc(r, countries)
     std_train, std_val = code_docs()
@@ -321,6 +336,7 @@ def main():
     write_names(a, rn, gen)
     write_recall(a, rr, gen)
     write_coderecall(a, rcr, gen)
+    write_heroes(a, rh, gen)
     with open(os.path.join(a.out, "countries.json"), "w") as f:
         json.dump(countries, f, indent=0)
 

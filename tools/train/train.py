@@ -38,7 +38,7 @@ from model import GPT2, make_config  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = os.path.join(HERE, "work")
 PARTS = ["stories", "facts", "code", "stdlib", "english"]  # sampled, and each has a validation slice
-EXTRA_PARTS = ["names", "recall", "coderecall"]  # sampled only once a --mix gives them weight (weights 6-8); no validation slice
+EXTRA_PARTS = ["names", "recall", "coderecall", "heroes"]  # sampled only once a --mix gives them weight (weights 6-9); no validation slice
 TRAIN_PARTS = PARTS + EXTRA_PARTS
 # arguments that define the run: a resumed invocation must use the same values
 SCHEDULE_ARGS = ["seed", "n_layer", "n_head", "n_embd", "n_positions", "batch", "steps", "lr", "min_lr_frac",

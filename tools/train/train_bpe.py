@@ -17,7 +17,7 @@ import bpe
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = os.path.join(HERE, "work")
 PARTS = ["stories", "facts", "code", "stdlib", "english"]  # the merges are learned from these
-EXTRA_PARTS = ["names", "recall", "coderecall"]  # tokenized with those merges, not counted for them
+EXTRA_PARTS = ["names", "recall", "coderecall", "heroes"]  # tokenized with those merges, not counted for them
 # bytes of each part sampled for the merge statistics (roughly the training mix)
 SAMPLE_MB = {"stories": 4.0, "facts": 1.5, "code": 2.0, "stdlib": 1.0, "english": 3.0}
 
