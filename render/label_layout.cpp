@@ -1,7 +1,9 @@
 #include "label_layout.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <string>
 
 namespace kvscope {
 
@@ -172,13 +174,31 @@ bool try_slanted(const LabelRequest& r, const LabelLayoutOptions& opt, const std
 
 }  // namespace
 
+bool is_minor_text(const std::string& text) {
+  const auto byte = [&](size_t i) { return i < text.size() ? static_cast<unsigned char>(text[i]) : 0u; };
+  for (size_t i = 0; i < text.size();) {
+    const unsigned c = byte(i);
+    if (c < 0x80) {
+      if (std::isalnum(static_cast<int>(c))) return false;
+      ++i;
+    } else if (c == 0xC2 && byte(i + 1) >= 0xA0) {
+      i += 2;  // Latin-1 punctuation and signs (U+00A0..U+00BF), the space marker U+00B7 among them
+    } else if (c == 0xE2 && (byte(i + 1) == 0x80 || byte(i + 1) == 0x81 || byte(i + 1) == 0x86)) {
+      i += 3;  // general punctuation (dashes, quotes, U+2026) and arrows (the line-break and tab markers)
+    } else {
+      return false;  // a letter of another script
+    }
+  }
+  return true;
+}
+
 std::vector<LabelPlacement> layout_labels(const std::vector<LabelRequest>& req, const LabelLayoutOptions& opt) {
   std::vector<LabelPlacement> out(req.size());
   std::vector<size_t> order;
-  for (int pass = 0; pass < 3; ++pass) {
+  for (int pass = 0; pass < 4; ++pass) {
     for (size_t i = req.size(); i-- > 0;) {
       const LabelRequest& r = req[i];
-      const int rank = r.priority ? 0 : (r.faint ? 2 : 1);
+      const int rank = r.priority ? 0 : (r.faint ? 3 : (r.minor ? 2 : 1));
       if (r.visible && rank == pass) order.push_back(i);
     }
   }

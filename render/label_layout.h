@@ -6,13 +6,16 @@
 // (horizontal, centred or slid a quarter of its width aside, on a plate)
 // when its neighbours leave room, else
 // slanted (rotated about the anchor, rising to the right). Labels are placed
-// one by one, the newest and the hovered first, then from the newest
-// backwards; a label whose box would touch one already placed falls back from
-// flat to slanted, and from slanted to hidden. So at a large text scale the
-// labels thin out instead of piling up.
+// one by one, the newest and the hovered first, then the words from the
+// newest backwards, then the punctuation (a ",", a line break: little to
+// read, so it gives way to a word); a label whose box would touch one
+// already placed falls back from flat to slanted, and from slanted to hidden.
+// So at a large text scale the labels thin out instead of piling up, and
+// what stays is words a student can read.
 #pragma once
 
 #include <array>
+#include <string>
 #include <vector>
 
 #include <glm/glm.hpp>
@@ -88,7 +91,15 @@ struct LabelRequest {
   bool priority = false;        // the newest or the hovered token: placed first, flat
   bool flat_preferred = false;  // its neighbours leave room for flat text
   bool faint = false;           // fading out (a pruned branch): placed after all the others
+  bool minor = false;           // no letter or digit (is_minor_text): placed after the words
 };
+
+// Whether a token's visible text (visible_piece: a leading space as
+// U+00B7, a line break as U+21B5, a tab as U+2192) holds no letter or digit:
+// ASCII punctuation, Latin-1 signs (U+00A0..U+00BF), general punctuation
+// (U+2000..U+206F: dashes, quotes, the ellipsis) and arrows. Any other
+// non-ASCII character counts as a letter (a word in another script).
+bool is_minor_text(const std::string& text);
 
 enum class LabelMode { kHidden, kFlat, kSlanted };
 
@@ -111,7 +122,7 @@ struct LabelLayoutOptions {
 // One placement per request, in the same order; no two non-hidden boxes
 // overlap (with opt.gap) and each lies inside opt.clip. Requests are taken in
 // reverse order (the newest last in the list first): the priority ones, then
-// the others, then the faint ones.
+// the words, then the minor ones, then the faint ones.
 std::vector<LabelPlacement> layout_labels(const std::vector<LabelRequest>& req, const LabelLayoutOptions& opt);
 
 }  // namespace kvscope

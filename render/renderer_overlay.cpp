@@ -112,6 +112,7 @@ std::vector<LabelRequest> label_requests(const std::vector<const Label*>& labels
     const bool newest = l.pos == scene.slot;
     r.priority = newest || l.pos == opt.hover_pos;
     r.faint = l.colour.a < 0.6f;
+    r.minor = is_minor_text(l.text);
     ImFont* f = newest ? fonts.banner : fonts.label;
     const float size = newest ? fs * 1.25f : fs;
     r.flat = gv(f->CalcTextSizeA(size, 1e9f, 0.0f, l.text.c_str())) + glm::vec2(8.0f, 2.0f);  // with the plate
@@ -146,24 +147,29 @@ void draw_token_labels(ImDrawList* dl, const Scene& scene, const Projector& proj
     if (placed) placed->push_back(p.box);
     const Label& l = *labels[i];
     const ImU32 col = col4(l.colour);
+    // The plate fades with its text (a pruned branch's label).
+    const ImU32 plate = IM_COL32(4, 6, 12, static_cast<int>(190 * std::clamp(l.colour.a, 0.0f, 1.0f)));
     if (p.mode == LabelMode::kFlat) {
       const bool newest = l.pos == scene.slot;
       ImFont* f = newest ? fonts.banner : font;
       const float size = newest ? fs * 1.25f : fs;
       const ImVec2 a(p.pos.x, p.pos.y), b(p.pos.x + req[i].flat.x, p.pos.y + req[i].flat.y);
-      // The plate fades with its text (a pruned branch's label).
-      dl->AddRectFilled(a, b, IM_COL32(4, 6, 12, static_cast<int>(190 * std::clamp(l.colour.a, 0.0f, 1.0f))), 4.0f);
+      dl->AddRectFilled(a, b, plate, 4.0f);
       if (req[i].priority) dl->AddRect(a, b, col, 4.0f, 0, 1.5f);
       dl->AddText(f, size, ImVec2(a.x + 4, a.y + 1), col, l.text.c_str());
       continue;
     }
-    // Slanted: the text shortened to the length that fits.
+    // Slanted: the text shortened to the length that fits, on a plate like
+    // the flat ones (it may cross the beams and the grid).
     std::string text = slanted_text[i];
     if (p.length < req[i].slanted.x) text = fit_utf8(font, fs, text, p.length - 3.5f);
-    const float angle = lo.angle;
+    const ImVec2 c[4] = {ImVec2(p.box.c[0].x, p.box.c[0].y), ImVec2(p.box.c[1].x, p.box.c[1].y),
+                         ImVec2(p.box.c[2].x, p.box.c[2].y), ImVec2(p.box.c[3].x, p.box.c[3].y)};
+    dl->AddQuadFilled(c[0], c[1], c[2], c[3], plate);
+    const float text_h = req[i].slanted.y - 1.5f;
     const int start = dl->VtxBuffer.Size;
-    text_with_shadow(dl, font, fs, ImVec2(p.pos.x + 2.0f, p.pos.y - fs * 0.5f), col, text.c_str());
-    rotate_since(dl, start, ImVec2(p.pos.x, p.pos.y), angle);
+    text_with_shadow(dl, font, fs, ImVec2(p.pos.x + 2.0f, p.pos.y - text_h * 0.5f), col, text.c_str());
+    rotate_since(dl, start, ImVec2(p.pos.x, p.pos.y), lo.angle);
   }
 }
 

@@ -129,6 +129,54 @@ TEST(LabelLayout, FaintLabelsGiveWayToTheOthers) {
   expect_tidy(at, opt, "faint");
 }
 
+TEST(LabelLayout, PunctuationIsMinorWordsInAnyScriptAreNot) {
+  for (const char* t : {".", ",", "\xC2\xB7", "\xE2\x86\xB5", "\xE2\x86\xB5\xE2\x86\xB5", ".\xE2\x86\xB5", "\xC2\xB7(",
+                        "\xC2\xB7\xE2\x80\x94", "\xE2\x80\xA6", "\xC2\xBB", "\xE2\x86\x92", ""})
+    EXPECT_TRUE(is_minor_text(t)) << t;
+  for (const char* t : {"j",
+                        "\xC2\xB7"
+                        "a",
+                        "\xC2\xB7there", "7",
+                        "\xC2\xB7"
+                        "2024",
+                        "x,", "\xC3\xA9", "\xD0\xB4\xD0\xB0", "\xC2\xB7\xE4\xB8\xAD", "\\x0b"})
+    EXPECT_FALSE(is_minor_text(t)) << t;
+}
+
+TEST(LabelLayout, WordsKeepTheirLabelsWherePunctuationGivesWay) {
+  // 40 tokens 14 px apart, every other one a "." (narrow: it would fit flat),
+  // slanted text 30 px high: only about every third label fits. Every word
+  // label placed comes before any punctuation, so the thinned row shows
+  // words, and a punctuation label only takes a spot no word could have.
+  std::vector<LabelRequest> req(40);
+  for (size_t i = 0; i < req.size(); ++i) {
+    LabelRequest& r = req[i];
+    r.anchor = {40.0f + 14.0f * static_cast<float>(i), 600.0f};
+    r.visible = true;
+    r.minor = i % 2 == 1;
+    r.flat_preferred = r.minor;
+    r.flat = r.minor ? glm::vec2(16, 32) : glm::vec2(90, 32);
+    r.slanted = r.minor ? glm::vec2(12, 30) : glm::vec2(90, 30);
+  }
+  LabelLayoutOptions opt;
+  opt.clip = {0, 0, 800, 720};
+  const std::vector<LabelPlacement> at = layout_labels(req, opt);
+  expect_tidy(at, opt, "words first");
+  int words = 0, minor = 0;
+  for (size_t i = 0; i < at.size(); ++i)
+    if (at[i].mode != LabelMode::kHidden) (req[i].minor ? minor : words)++;
+  EXPECT_GE(words, 10) << "every other word (35 px across the slanted text, words 28 px apart)";
+  // The same row with the punctuation taken first (as the words' neighbours
+  // in order): fewer words would show.
+  std::vector<LabelRequest> flat_rank = req;
+  for (LabelRequest& r : flat_rank) r.minor = false;
+  int words_unranked = 0;
+  const std::vector<LabelPlacement> un = layout_labels(flat_rank, opt);
+  for (size_t i = 0; i < un.size(); ++i) words_unranked += un[i].mode != LabelMode::kHidden && !req[i].minor;
+  EXPECT_GT(words, words_unranked);
+  (void)minor;
+}
+
 TEST(LabelLayout, CaptionsStayWholeInsideTheViewAndClearOrAreLeftOut) {
   const glm::vec4 clip(0, 0, 800, 400);
   const glm::vec2 size(180, 34);
