@@ -351,6 +351,19 @@ std::vector<Tag> place_tags(const Scene& scene, const Projector& proj, ImFont* f
   return tags;
 }
 
+// Where the newest token's label goes flat above its block (as
+// label_requests measures it), for the head's tag to keep clear of: seen from
+// above, the head sits at the row's end and its tag would take that spot.
+ImVec4 newest_label_room(const Scene& scene, const Projector& proj, const OverlayFonts& fonts) {
+  for (const Label& l : scene.labels) {
+    ImVec2 a;
+    if (l.kind != LabelKind::kToken || l.pos != scene.slot || !proj(l.anchor, a)) continue;
+    const ImVec2 ts = fonts.banner->CalcTextSizeA(fonts.label->FontSize * 1.25f, 1e9f, 0.0f, l.text.c_str());
+    return ImVec4(a.x - ts.x * 0.5f - 4.0f, a.y - ts.y - 6.0f, a.x + ts.x * 0.5f + 4.0f, a.y);
+  }
+  return ImVec4(0, 0, 0, 0);
+}
+
 // `from_above`: the camera looks down on the row, where the head projects
 // onto the tokens (its tag then keeps off them, place_tags).
 void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts,
@@ -372,6 +385,7 @@ void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, 
     tokens.push_back(flat_box(lo, hi - lo));
     if (from_above) token_rects.emplace_back(lo.x, lo.y, hi.x, hi.y);
   }
+  if (from_above) token_rects.push_back(newest_label_room(scene, proj, fonts));
   std::vector<Tag> tags = place_tags(scene, proj, f, fs, cmin, cmax, token_rects);
   auto beside_ok = [&](const Tag& t) {
     if (!t.label->beside) return true;

@@ -161,6 +161,23 @@ std::vector<glm::vec3> side_outline(const Scene& scene, const glm::vec3& lo, con
   return pts;
 }
 
+// The top view's outline of the scene: its box, but only as high as the
+// blocks stand (seen from above, the box's higher corners would frame it
+// wider than the row) and with two positions' room on the left of the row
+// for the layer number; the right end keeps the box's room (the head, the
+// beam candidates' tags).
+std::vector<glm::vec3> top_outline(const Scene& scene, const glm::vec3& lo, const glm::vec3& hi) {
+  float x0 = hi.x, top = lo.y;
+  for (const auto* list : {&scene.tokens, &scene.kv, &scene.markers})
+    for (const BlockInstance& b : *list) {
+      x0 = std::min(x0, b.center.x - 0.5f * b.size.x);
+      top = std::max(top, b.center.y + 0.5f * b.size.y);
+    }
+  const float pitch = scene.tokens.size() > 1 ? std::fabs(scene.tokens[1].center.x - scene.tokens[0].center.x) : 1.0f;
+  return box_corners(glm::vec3(std::max(lo.x, x0 - 2.0f * pitch), lo.y, lo.z),
+                     glm::vec3(hi.x, std::min(hi.y, top), hi.z));
+}
+
 }  // namespace
 
 Camera preset_camera(CameraPreset p, const Scene& scene, float aspect) {
@@ -186,6 +203,11 @@ Camera preset_camera(CameraPreset p, const Scene& scene, float aspect) {
     case CameraPreset::kTop:
       cam.yaw = 0.0f;
       cam.pitch = kMaxPitch;
+      // A long, thin row: framed on its own outline (below), across nearly
+      // the whole width; the labels above it and the beams' arcs in front
+      // have the height to spare.
+      margin = 0.94f;
+      cam.fov_y = 0.45f;  // from further away: the row's near and far ends alike in size
       break;
     case CameraPreset::kSide:
       cam.yaw = 0.85f;
@@ -215,9 +237,11 @@ Camera preset_camera(CameraPreset p, const Scene& scene, float aspect) {
   lo.y /= cam.stretch_y;
   hi.y /= cam.stretch_y;
   const bool side = p == CameraPreset::kSide && scene.slot >= 0;
-  const std::vector<glm::vec3> pts = side ? side_outline(scene, lo, hi) : box_corners(lo, hi);
+  const bool top = p == CameraPreset::kTop && !scene.tokens.empty();
+  const std::vector<glm::vec3> pts =
+      side ? side_outline(scene, lo, hi) : (top ? top_outline(scene, lo, hi) : box_corners(lo, hi));
   cam.distance = fit_distance(cam, pts, aspect, margin, margin - 0.5f * top_band);
-  if (side) centre_and_fit(cam, pts, aspect, margin, margin - 0.5f * top_band);
+  if (side || top) centre_and_fit(cam, pts, aspect, margin, margin - 0.5f * top_band);
   // Then lower the picture by half the band: it spans [-margin, margin - band].
   cam.target += cam.up() * (0.5f * top_band * cam.distance * std::tan(cam.fov_y * 0.5f));
   return cam;

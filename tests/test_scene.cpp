@@ -394,9 +394,20 @@ TEST(Camera, PresetsFitTheWholeSequence) {
   for (CameraPreset p : {CameraPreset::kFront, CameraPreset::kTop, CameraPreset::kSide}) {
     Camera c = preset_camera(p, s, aspect);
     const glm::mat4 vp = c.proj(aspect) * c.view();
-    for (int i = 0; i < 8; ++i) {
-      const glm::vec3 q{(i & 1) ? s.bounds_max.x : s.bounds_min.x, (i & 2) ? s.bounds_max.y : s.bounds_min.y,
-                        (i & 4) ? s.bounds_max.z : s.bounds_min.z};
+    // The scene's box (TOP frames what stands in it: every block's corners,
+    // not the box's empty top corners, which from above frame it wider).
+    std::vector<glm::vec3> pts;
+    for (int i = 0; i < 8; ++i)
+      pts.push_back({(i & 1) ? s.bounds_max.x : s.bounds_min.x, (i & 2) ? s.bounds_max.y : s.bounds_min.y,
+                     (i & 4) ? s.bounds_max.z : s.bounds_min.z});
+    if (p == CameraPreset::kTop) {
+      pts.clear();
+      for (const auto* list : {&s.tokens, &s.kv, &s.markers})
+        for (const BlockInstance& b : *list)
+          for (int i = 0; i < 8; ++i)
+            pts.push_back(b.center + 0.5f * b.size * glm::vec3((i & 1) ? 1 : -1, (i & 2) ? 1 : -1, (i & 4) ? 1 : -1));
+    }
+    for (const glm::vec3& q : pts) {
       glm::vec2 px;
       ASSERT_TRUE(project(vp, q, 1280, 720, px)) << to_string(p);
       EXPECT_GE(px.x, 0.0f) << to_string(p);
