@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "panel_teach.h"
 #include "panels.h"
 #include "teach_sampling.h"
+#include "ui_fit.h"
 
 namespace kvscope {
 
@@ -68,59 +70,94 @@ void bar_tooltip(const Snapshot& snap, const TokenBar& b, const SamplingExplain&
   ImGui::EndTooltip();
 }
 
-// The top candidates as bars (before temperature: outline, after: fill, grey
-// when cut); clicking one that was not chosen forks the generation there.
+// A candidate's percentage after temperature, with what touched or cut it.
+std::string bar_tag(const TokenBar& b) {
+  char tag[48];
+  std::snprintf(tag, sizeof(tag), "%.1f%%%s%s%s", 100.0 * b.p_temp, b.penalized ? " pen" : "",
+                b.cut_by_top_k ? " k" : "", b.cut_by_top_p ? " p" : "");
+  return tag;
+}
+
+// Where the candidates' parts go (fit_candidate_rows) and how tall a row is.
+struct CandidateLayout {
+  CandidateRows fit;
+  float row_h = 0, text_h = 0, bar_h = 0;
+  float scale = 1;  // bar length per probability: the longest bar fills `fit.bar_w`
+};
+
+CandidateLayout candidate_layout(const Snapshot& snap, const SamplingExplain& e, float w) {
+  float name_w = 0, tag_w = 0, pmax = 0;
+  for (const TokenBar& b : e.bars) {
+    name_w = std::max(name_w, ImGui::CalcTextSize(piece_of(snap, b.token).c_str()).x);
+    tag_w = std::max(tag_w, ImGui::CalcTextSize(bar_tag(b).c_str()).x);
+    pmax = std::max({pmax, b.p_temp, b.p_base});
+  }
+  CandidateLayout l;
+  const float gap = ImGui::GetStyle().ItemSpacing.x;
+  l.fit = fit_candidate_rows(name_w, tag_w, gap, w, 0.4f * w);
+  l.text_h = ImGui::GetTextLineHeight();
+  // Stacked: the name's line, then a bar half as tall; else one line with the bar inside it.
+  l.bar_h = l.fit.stacked ? std::max(6.0f, 0.5f * l.text_h) : l.text_h - 4;
+  l.row_h =
+      l.fit.stacked ? l.text_h + l.bar_h + ImGui::GetStyle().ItemSpacing.y + 2 : ImGui::GetTextLineHeightWithSpacing();
+  l.scale = pmax > 0 ? l.fit.bar_w / pmax : 0.0f;
+  return l;
+}
+
+// One candidate's name, bar (before temperature: an outline; after: filled,
+// grey when cut) and percentage, from the row's top left `p`, `w` wide.
+void draw_candidate(const Snapshot& snap, const CandidateLayout& l, ImVec2 p, float w, const TokenBar& b,
+                    ImU32 text_col, ImU32 fill, bool would) {
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const std::string name = fit_text(piece_of(snap, b.token), l.fit.name_w);
+  const std::string tag = bar_tag(b);
+  dl->AddText(p, text_col, name.c_str());
+  const float xb = p.x + l.fit.bar_x, yb = l.fit.stacked ? p.y + l.text_h + 1 : p.y + 2;
+  const float w_base = l.scale * b.p_base, w_temp = l.scale * b.p_temp;
+  dl->AddRectFilled(ImVec2(xb, yb + 1), ImVec2(xb + std::max(1.0f, w_temp), yb + l.bar_h - 1), fill, 2.0f);
+  dl->AddRect(ImVec2(xb, yb - 1), ImVec2(xb + std::max(1.0f, w_base), yb + l.bar_h + 1), IM_COL32(230, 230, 240, 150),
+              2.0f);
+  if (would)
+    dl->AddRect(ImVec2(xb - 2, yb - 2), ImVec2(xb + std::max(4.0f, w_temp) + 2, yb + l.bar_h + 2),
+                IM_COL32(255, 200, 80, 255), 2.0f, 0, 2.0f);
+  // Stacked: the tag ends the name's line; else it follows the longer bar.
+  const float tag_x = l.fit.stacked ? p.x + w - ImGui::CalcTextSize(tag.c_str()).x
+                                    : xb + std::max(w_temp, w_base) + ImGui::GetStyle().ItemSpacing.x;
+  dl->AddText(ImVec2(tag_x, p.y), text_col, tag.c_str());
+}
+
+// The top candidates as bars, each readable whole at any sidebar width
+// (their names above their bars where one row would cut them); clicking
+// one that was not chosen forks the generation there.
 void candidate_bars(const Snapshot& snap, const ExplainCache& ex, const StepRecord& r, Commands& cmds) {
   const SamplingExplain& e = ex.e;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float w = ImGui::GetContentRegionAvail().x;
-  const float label_w = std::min(w * 0.34f, ImGui::CalcTextSize("MMMMMMMMMM").x);
-  const float pct_w = ImGui::CalcTextSize("100.0% ").x;
-  const float row = ImGui::GetTextLineHeightWithSpacing();
-  const float bar_x0 = label_w, bar_w = std::max(10.0f, w - label_w - pct_w - 18);
+  const CandidateLayout l = candidate_layout(snap, e, w);
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
-  float pmax = 0;
-  for (const TokenBar& b : e.bars) pmax = std::max({pmax, b.p_temp, b.p_base});
-  const float scale = pmax > 0 ? 1.0f / pmax : 1.0f;  // the longest bar fills the width
-  const ImU32 grey = IM_COL32(95, 100, 115, 255);
   for (size_t i = 0; i < e.bars.size(); ++i) {
     const TokenBar& b = e.bars[i];
-    const float y = p0.y + row * static_cast<float>(i);
+    const float y = p0.y + l.row_h * static_cast<float>(i);
     const bool cut = !b.kept();
     const bool chosen = b.token == r.token;               // what the step really chose
     const bool would = ex.what_if && b.token == e.token;  // what these settings would choose
     ImGui::SetCursorScreenPos(ImVec2(p0.x, y));
     ImGui::PushID(static_cast<int>(i));
-    const bool clicked = ImGui::InvisibleButton("##cand", ImVec2(w, row));
+    const bool clicked = ImGui::InvisibleButton("##cand", ImVec2(w, l.row_h));
     const bool hovered = ImGui::IsItemHovered();
     ImGui::PopID();
-    if (hovered) dl->AddRectFilled(ImVec2(p0.x, y), ImVec2(p0.x + w, y + row), IM_COL32(40, 48, 70, 255), 3.0f);
-    const ImU32 text_col = chosen ? to_imcolor(palette::kNewToken) : cut ? grey : IM_COL32(210, 215, 230, 255);
-    dl->PushClipRect(ImVec2(p0.x, y), ImVec2(p0.x + label_w - 4, y + row), true);
-    dl->AddText(ImVec2(p0.x, y), text_col, piece_of(snap, b.token).c_str());
-    dl->PopClipRect();
-    // Before temperature: an outline; after: filled (grey when cut).
-    const float xb = p0.x + bar_x0;
-    const float w_base = bar_w * b.p_base * scale, w_temp = bar_w * b.p_temp * scale;
+    if (hovered) dl->AddRectFilled(ImVec2(p0.x, y), ImVec2(p0.x + w, y + l.row_h), IM_COL32(40, 48, 70, 255), 3.0f);
+    const ImU32 text_col = chosen ? to_imcolor(palette::kNewToken)
+                           : cut  ? IM_COL32(95, 100, 115, 255)
+                                  : IM_COL32(210, 215, 230, 255);
     const ImU32 fill = cut      ? IM_COL32(70, 74, 86, 255)
                        : chosen ? to_imcolor(palette::kNewToken)
                                 : to_imcolor(palette::kCacheHigh, 0.8f);
-    dl->AddRectFilled(ImVec2(xb, y + 3), ImVec2(xb + std::max(1.0f, w_temp), y + row - 3), fill, 2.0f);
-    dl->AddRect(ImVec2(xb, y + 1), ImVec2(xb + std::max(1.0f, w_base), y + row - 1), IM_COL32(230, 230, 240, 150),
-                2.0f);
-    if (would)
-      dl->AddRect(ImVec2(xb - 2, y), ImVec2(xb + std::max(4.0f, w_temp) + 2, y + row), IM_COL32(255, 200, 80, 255),
-                  2.0f, 0, 2.0f);
-    char tag[48];
-    std::snprintf(tag, sizeof(tag), "%.1f%%%s%s%s", 100.0 * b.p_temp, b.penalized ? " pen" : "",
-                  b.cut_by_top_k ? " k" : "", b.cut_by_top_p ? " p" : "");
-    dl->AddText(ImVec2(xb + std::max(w_temp, w_base) + 4, y), text_col, tag);
+    draw_candidate(snap, l, ImVec2(p0.x, y), w, b, text_col, fill, would);
     if (hovered) bar_tooltip(snap, b, e, chosen);
-    if (clicked && !chosen) {
-      cmds.push_back(cmd::Fork{b.token});
-    }
+    if (clicked && !chosen) cmds.push_back(cmd::Fork{b.token});
   }
-  ImGui::SetCursorScreenPos(ImVec2(p0.x, p0.y + row * static_cast<float>(e.bars.size())));
+  ImGui::SetCursorScreenPos(ImVec2(p0.x, p0.y + l.row_h * static_cast<float>(e.bars.size())));
 }
 
 // The cumulative bar of what was kept, with the draw that picked the token.
@@ -159,15 +196,16 @@ void kept_mass_bar(const Snapshot& snap, const SamplingExplain& e) {
     std::snprintf(note, sizeof(note), "greedy: the top token, no random draw");
   }
   // Wrapped, not drawn at a fixed spot: a narrow sidebar or a large text scale would cut it.
-  ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(190 / 255.0f, 195 / 255.0f, 210 / 255.0f, 1.0f));
-  ImGui::TextWrapped("%s", note);
-  ImGui::PopStyleColor();
+  text_wrapped_coloured(ImVec4(190 / 255.0f, 195 / 255.0f, 210 / 255.0f, 1.0f), note);
 }
 
 // The shown step's choice, explained by the sampler's trace under the panel's settings.
 void explained_step(const Snapshot& snap, const UiState& ui, int step, const StepRecord& r, Commands& cmds) {
   const ExplainCache& ex = explain_for(snap, step, ui.sampler);
-  ImGui::TextWrapped("step %d chose: %s  (%.1f%%)", step, visible_piece(r.piece).c_str(), 100.0 * r.prob);
+  char chose[160];
+  std::snprintf(chose, sizeof(chose), "step %d chose: %s (%.1f%%)", step, visible_piece(r.piece).c_str(),
+                100.0 * r.prob);
+  text_wrapped_words(chose);
   if (!ex.ok) {
     ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.4f, 1), "(%s)", ex.error.c_str());
     return;
@@ -179,8 +217,8 @@ void explained_step(const Snapshot& snap, const UiState& ui, int step, const Ste
     ImGui::PopStyleColor();
   }
   if (ex.what_if) {
-    ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.4f, 1), "what if: these settings would pick %s (from the stored logits)",
-                       piece_of(snap, e.token).c_str());
+    text_wrapped_coloured(ImVec4(1.0f, 0.8f, 0.4f, 1), "what if: these settings would pick " + piece_of(snap, e.token) +
+                                                           " (from the stored logits)");
   }
   candidate_bars(snap, ex, r, cmds);
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));

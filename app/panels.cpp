@@ -136,9 +136,32 @@ std::string fit_text(const std::string& text, float width) {
   return ellipsis;
 }
 
+void text_wrapped_words(const std::string& text) {
+  std::vector<std::string> words;
+  std::vector<float> widths;
+  for (size_t i = 0; i <= text.size();) {
+    const size_t end = std::min(text.find(' ', i), text.size());
+    if (end > i) {
+      words.push_back(text.substr(i, end - i));
+      widths.push_back(ImGui::CalcTextSize(words.back().c_str()).x);
+    }
+    i = end + 1;
+  }
+  // A pixel spare: the line's width summed by word may round above the whole line's.
+  const std::vector<size_t> starts =
+      wrap_words(widths, ImGui::CalcTextSize(" ").x, ImGui::GetContentRegionAvail().x - 1.0f);
+  std::string lines;
+  for (size_t l = 0; l < starts.size(); ++l) {
+    if (l > 0) lines += '\n';
+    for (size_t i = starts[l]; i < (l + 1 < starts.size() ? starts[l + 1] : words.size()); ++i)
+      lines += (i > starts[l] ? " " : "") + words[i];
+  }
+  ImGui::TextWrapped("%s", lines.c_str());  // (a word wider than the line still wraps inside)
+}
+
 void text_wrapped_coloured(const ImVec4& colour, const std::string& text) {
   ImGui::PushStyleColor(ImGuiCol_Text, colour);
-  ImGui::TextWrapped("%s", text.c_str());
+  text_wrapped_words(text);
   ImGui::PopStyleColor();
 }
 

@@ -55,7 +55,10 @@ std::string fit_text(const std::string& text, float width);
 // A collapsing header's label: `full` where it fits the width, else
 // `brief`; the header's id stays `full`'s either way.
 std::string header_label(const char* full, const char* brief);
-// Wrapped text in a colour.
+// Text wrapped at its spaces only (ImGui's own wrapping breaks after a full
+// stop, splitting "39.4%" across two lines).
+void text_wrapped_words(const std::string& text);
+// The same in a colour.
 void text_wrapped_coloured(const ImVec4& colour, const std::string& text);
 // A checkbox's width with its label; the next item on this line when it
 // fits there, else on the next one.

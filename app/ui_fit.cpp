@@ -277,4 +277,31 @@ HudCardFit fit_hud_card(const HudCardSize& full, float W, float max_h) {
   return f;
 }
 
+CandidateRows fit_candidate_rows(float widest_name, float widest_tag, float gap, float avail, float min_bar) {
+  CandidateRows r;
+  r.name_w = widest_name;
+  r.bar_x = widest_name + gap;
+  r.bar_w = avail - r.bar_x - gap - widest_tag;
+  if (r.bar_w >= min_bar) return r;
+  r.stacked = true;
+  r.name_w = std::max(0.0f, avail - gap - widest_tag);
+  r.bar_x = 0;
+  r.bar_w = std::max(0.0f, avail);
+  return r;
+}
+
+std::vector<size_t> wrap_words(const std::vector<float>& widths, float space, float avail) {
+  std::vector<size_t> starts;
+  float line = 0;
+  for (size_t i = 0; i < widths.size(); ++i) {
+    if (starts.empty() || line + space + widths[i] > avail) {
+      starts.push_back(i);
+      line = widths[i];
+    } else {
+      line += space + widths[i];
+    }
+  }
+  return starts;
+}
+
 }  // namespace kvscope

@@ -122,6 +122,27 @@ bool buttons_fit_side_by_side(const std::vector<float>& widths, float spacing, f
 enum class TabLabels { kFull, kBrief, kMenu };
 TabLabels fit_tabs(const std::vector<float>& full, const std::vector<float>& brief, float spacing, float avail);
 
+// The Next-token panel's candidates, each a token's name, its bar and its
+// percentage tag (`widest_name`, `widest_tag`: the widest of each, window
+// units), in `avail` with `gap` between the parts. On one row where the
+// names' column, a bar of at least `min_bar` and the tags fit; else stacked:
+// the name and its tag share a line above a bar of the full width, and a
+// name is cut (with an ellipsis, the whole token in its tooltip) only where
+// it is wider than that line leaves it.
+struct CandidateRows {
+  bool stacked = false;
+  float name_w = 0;  // one row: the names' column; stacked: the most a name may take
+  float bar_x = 0;   // where the bars start, from the row's left
+  float bar_w = 0;   // the longest bar's length
+};
+CandidateRows fit_candidate_rows(float widest_name, float widest_tag, float gap, float avail, float min_bar);
+
+// Words of `widths` (window units) wrapped at the spaces between them
+// (`space` wide) into lines of at most `avail`: the index of each line's
+// first word. A word wider than a line has a line of its own. Unlike
+// ImGui's wrapping it never breaks after a full stop, so "39.4%" stays whole.
+std::vector<size_t> wrap_words(const std::vector<float>& widths, float space, float avail);
+
 // The presentation HUD's card (the next token and its candidates) in a
 // column of at most kHudCardShare of a W-wide view and `max_h` tall. `full`
 // is what its text takes at full size (window units): the headline, in the

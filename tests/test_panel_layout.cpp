@@ -1,8 +1,9 @@
 // The panels' layout rules that need no window: which panels fold at a
 // window size and text scale (fit_panels), how a row of texts shortens to
 // fit (fit_row), when a pair of buttons stacks, when tabs take brief names
-// or a menu (fit_tabs) and how the presentation
-// HUD's card fits its column (fit_hud_card).
+// or a menu (fit_tabs), how the presentation HUD's card fits its column
+// (fit_hud_card), how the Next-token panel lays out its candidates
+// (fit_candidate_rows) and where wrapped text breaks (wrap_words).
 #include <gtest/gtest.h>
 
 #include "ui_fit.h"
@@ -130,6 +131,47 @@ TEST(FitHudCard, AShortColumnShrinksHeadlineAndRowsAlike) {
   EXPECT_NEAR(f.rows_k / f.title_k, wide.rows_k / wide.title_k, 1e-4f);
   EXPECT_LE(f.w, wide.w);
   EXPECT_GE(f.w, 530 * f.rows_k - 1e-3f);
+}
+
+// The right sidebar's content at text scale 1.0 (about 320 wide, names up to
+// 60, tags like "100.0% pen k p" 95) and at 2.5 (about 330 wide, names up to
+// 150, tags 120): a bar needs at least 40 % of the width.
+TEST(FitCandidateRows, NameBarAndTagShareARowWhereTheBarKeepsItsRoom) {
+  const CandidateRows r = fit_candidate_rows(60, 95, 8, 320, 0.4f * 320);
+  EXPECT_FALSE(r.stacked);
+  EXPECT_FLOAT_EQ(r.name_w, 60);  // the widest name whole
+  EXPECT_FLOAT_EQ(r.bar_x, 68);
+  EXPECT_FLOAT_EQ(r.bar_w, 320 - 68 - 8 - 95);    // the widest tag ends at the row's end
+  EXPECT_LE(r.bar_x + r.bar_w + 8 + 95, 320.0f);  // nothing past the sidebar's edge
+}
+
+TEST(FitCandidateRows, ANarrowSidebarPutsEachNameAboveItsBar) {
+  const CandidateRows r = fit_candidate_rows(150, 120, 8, 330, 0.4f * 330);
+  EXPECT_TRUE(r.stacked);
+  EXPECT_FLOAT_EQ(r.bar_x, 0);
+  EXPECT_FLOAT_EQ(r.bar_w, 330);             // the bar takes the whole width
+  EXPECT_FLOAT_EQ(r.name_w, 330 - 8 - 120);  // the name and its tag share the line above
+  EXPECT_GE(r.name_w, 150.0f);               // so the widest name is whole
+}
+
+TEST(FitCandidateRows, ANameWiderThanItsLineIsTheOnlyOneCut) {
+  const CandidateRows r = fit_candidate_rows(400, 120, 8, 330, 0.4f * 330);
+  EXPECT_TRUE(r.stacked);
+  EXPECT_LT(r.name_w, 400.0f);
+  EXPECT_FLOAT_EQ(r.name_w + 8 + 120, 330);
+}
+
+TEST(WrapWords, LinesBreakOnlyBetweenWords) {
+  // "draw 0.257 lands on ·D (11 kept, 39.4% of the mass)": the number stays whole.
+  const std::vector<float> w = {40, 50, 50, 20, 30, 30, 40, 50, 20, 30, 50};
+  const std::vector<size_t> starts = wrap_words(w, 10, 200);
+  ASSERT_EQ(starts, (std::vector<size_t>{0, 4, 8}));  // 40+50+50+20 and 3 spaces = 190; then 180
+}
+
+TEST(WrapWords, AWordWiderThanALineHasALineOfItsOwn) {
+  EXPECT_EQ(wrap_words({30, 500, 30}, 10, 200), (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(wrap_words({30, 40}, 10, 200), (std::vector<size_t>{0}));
+  EXPECT_TRUE(wrap_words({}, 10, 200).empty());
 }
 
 }  // namespace
