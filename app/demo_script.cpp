@@ -168,6 +168,35 @@ std::string apply_demo_camera(const char* name, std::optional<CameraPreset>& cam
   return "";
 }
 
+std::string apply_demo_open(const char* list, std::vector<std::string>& panels) {
+  if (!list) return "";
+  const std::string s = list;
+  std::vector<std::string> names;
+  for (size_t i = 0; i <= s.size();) {
+    const size_t end = std::min(s.find(',', i), s.size());
+    const std::string name = s.substr(i, end - i);
+    if (name != "left" && name != "right" && name != "lessons" && name != "qkv" && name != "next" && name != "model")
+      return "KVSCOPE_DEMO_OPEN: expected panels from left, right, lessons, qkv, next and model, separated by commas, "
+             "got \"" +
+             s + "\"";
+    names.push_back(name);
+    i = end + 1;
+  }
+  panels = names;
+  return "";
+}
+
+void open_demo_panels(const std::vector<std::string>& panels, UiState& ui) {
+  for (const std::string& p : panels) {
+    ui.left_open |= p == "left";
+    ui.right_open |= p == "right";
+    ui.teach_open |= p == "lessons";
+    ui.qkv_open |= p == "qkv";
+    ui.next_token_open |= p == "next";
+    ui.model_open |= p == "model";
+  }
+}
+
 std::string apply_demo_window(const char* text_scale, const char* size, UiState& ui, int& width, int& height) {
   std::string err;
   if (text_scale) {

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "commands.h"
 #include "gui_state.h"
@@ -37,5 +38,11 @@ std::string apply_demo_window(const char* text_scale, const char* size, UiState&
 // $KVSCOPE_DEMO_CAMERA (front, top, side or follow; null = unset) into
 // `camera`. Returns "" or a message naming the variable and what it expects.
 std::string apply_demo_camera(const char* name, std::optional<CameraPreset>& camera);
+// $KVSCOPE_DEMO_OPEN: the panels a scripted screenshot opens, comma-separated
+// from left, right, lessons, qkv, next and model (null = none), into
+// `panels`. Returns "" or a message naming the variable and what it expects.
+std::string apply_demo_open(const char* list, std::vector<std::string>& panels);
+// Opens them, as clicks would (with open_demo_sections: the layout's folding keeps them).
+void open_demo_panels(const std::vector<std::string>& panels, UiState& ui);
 
 }  // namespace kvscope

@@ -55,6 +55,7 @@ struct RunSetup {
   std::string settings_path, ini_path;
   std::string demo_view;                    // $KVSCOPE_DEMO_VIEW: one teaching feature set up for a screenshot
   std::optional<CameraPreset> demo_camera;  // $KVSCOPE_DEMO_CAMERA: the preset the run ends on
+  std::vector<std::string> demo_open;       // $KVSCOPE_DEMO_OPEN: panels opened as by clicks
   WindowSettings window;
 };
 
@@ -87,6 +88,8 @@ RunSetup prepare(const GuiOptions& opt, UiState& ui) {
     if (!err.empty()) ui.errors.push_back(err);
     const std::string cam_err = apply_demo_camera(std::getenv("KVSCOPE_DEMO_CAMERA"), r.demo_camera);
     if (!cam_err.empty()) ui.errors.push_back(cam_err);
+    const std::string open_err = apply_demo_open(std::getenv("KVSCOPE_DEMO_OPEN"), r.demo_open);
+    if (!open_err.empty()) ui.errors.push_back(open_err);
   }
   setup_demo_view(r.demo_view, ui);
   if (opt.soak_rounds > 0) {  // every round runs into the context limit
@@ -128,7 +131,10 @@ void scripted_commands(const GuiOptions& opt, const RunSetup& setup, int frame, 
     cmds.insert(cmds.end(), more.begin(), more.end());
   }
   if (opt.demo_frames <= 0) return;
-  if (frame == opt.demo_frames / 4) open_demo_sections(setup.demo_view, s.ui);
+  if (frame == opt.demo_frames / 4) {
+    open_demo_sections(setup.demo_view, s.ui);
+    open_demo_panels(setup.demo_open, s.ui);
+  }
   Commands more = demo_script(frame, opt.demo_frames, s.snap, setup.demo_view, setup.demo_camera);
   cmds.insert(cmds.end(), more.begin(), more.end());
   // Keep generating for the whole run: start again when a generation ends

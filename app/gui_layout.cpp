@@ -114,7 +114,7 @@ float right_sidebar(const Snapshot& snap, UiState& ui, float W, float H, Command
     if (section("Next token", ui.next_token_open, ImGuiTreeNodeFlags_DefaultOpen))
       append(cmds, panel_next_token(snap, ui));
     if (ImGui::CollapsingHeader("View", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_view(snap, ui));
-    if (!no_model && ImGui::CollapsingHeader("Model")) append(cmds, panel_model(snap, ui));
+    if (!no_model && section("Model", ui.model_open)) append(cmds, panel_model(snap, ui));
   }
   w = ImGui::GetWindowWidth();
   ImGui::End();

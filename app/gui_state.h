@@ -133,6 +133,7 @@ struct UiState {
   float view_text_h = 0;
   bool qkv_open = false;         // the Q·K·V inspector's section (opened by a demo view)
   bool next_token_open = false;  // the Next-token section (the sampling explainer), likewise
+  bool model_open = false;       // the Model section, likewise
   bool ignore_eos = false;       // --soak-rounds: generate past end-of-text, up to the context limit
   // Timeline: the shown step (record index); -1 = follow the newest.
   int view_step = -1;

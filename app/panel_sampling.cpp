@@ -109,8 +109,11 @@ CandidateLayout candidate_layout(const Snapshot& snap, const SamplingExplain& e,
 void draw_candidate(const Snapshot& snap, const CandidateLayout& l, ImVec2 p, float w, const TokenBar& b,
                     ImU32 text_col, ImU32 fill, bool would) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  const std::string name = fit_text(piece_of(snap, b.token), l.fit.name_w);
   const std::string tag = bar_tag(b);
+  const float tag_w = ImGui::CalcTextSize(tag.c_str()).x, gap = ImGui::GetStyle().ItemSpacing.x;
+  // Stacked, a name may also take what a tag narrower than the widest leaves.
+  const std::string name =
+      fit_text(piece_of(snap, b.token), l.fit.stacked ? std::max(l.fit.name_w, w - gap - tag_w) : l.fit.name_w);
   dl->AddText(p, text_col, name.c_str());
   const float xb = p.x + l.fit.bar_x, yb = l.fit.stacked ? p.y + l.text_h + 1 : p.y + 2;
   const float w_base = l.scale * b.p_base, w_temp = l.scale * b.p_temp;
@@ -121,8 +124,7 @@ void draw_candidate(const Snapshot& snap, const CandidateLayout& l, ImVec2 p, fl
     dl->AddRect(ImVec2(xb - 2, yb - 2), ImVec2(xb + std::max(4.0f, w_temp) + 2, yb + l.bar_h + 2),
                 IM_COL32(255, 200, 80, 255), 2.0f, 0, 2.0f);
   // Stacked: the tag ends the name's line; else it follows the longer bar.
-  const float tag_x = l.fit.stacked ? p.x + w - ImGui::CalcTextSize(tag.c_str()).x
-                                    : xb + std::max(w_temp, w_base) + ImGui::GetStyle().ItemSpacing.x;
+  const float tag_x = l.fit.stacked ? p.x + w - tag_w : xb + std::max(w_temp, w_base) + gap;
   dl->AddText(ImVec2(tag_x, p.y), text_col, tag.c_str());
 }
 
@@ -241,7 +243,8 @@ void sampler_controls(UiState& ui, Commands& cmds) {
   ImGui::BeginDisabled(ui.sampler.greedy);
   // Labels inside the sliders: a narrow sidebar (or text scale 2.5) never clips them.
   ImGui::PushItemWidth(-1);
-  changed |= ImGui::SliderFloat("##temperature", &ui.sampler.temperature, 0.05f, 2.0f, "temperature %.2f");
+  changed |= ImGui::SliderFloat("##temperature", &ui.sampler.temperature, 0.05f, 2.0f,
+                                fitting_label({"temperature %.2f", "temp. %.2f"}));
   changed |= ImGui::SliderInt("##topk", &ui.sampler.top_k, 0, 100, ui.sampler.top_k == 0 ? "top-k off" : "top-k %d");
   changed |= ImGui::SliderFloat("##topp", &ui.sampler.top_p, 0.05f, 1.0f, "top-p %.2f");
   ImGui::EndDisabled();
@@ -249,8 +252,14 @@ void sampler_controls(UiState& ui, Commands& cmds) {
                                 fitting_label({"repetition penalty %.2f", "penalty %.2f"}));
   ImGui::PopItemWidth();
   int seed = static_cast<int>(ui.sampler.seed);
-  ImGui::SetNextItemWidth(-ImGui::CalcTextSize("seed ").x);
-  if (ImGui::InputInt("seed", &seed)) {
+  // The field keeps room for 8 digits and its - + buttons: else its label goes on the line above.
+  const float field = ImGui::CalcTextSize("00000000").x + 2 * ImGui::GetFrameHeight() +
+                      2 * ImGui::GetStyle().ItemInnerSpacing.x + 2 * ImGui::GetStyle().FramePadding.x;
+  const float label = ImGui::CalcTextSize("seed").x + ImGui::GetStyle().ItemInnerSpacing.x;
+  const bool above = ImGui::GetContentRegionAvail().x - label < field;
+  if (above) ImGui::TextUnformatted("seed");
+  ImGui::SetNextItemWidth(above ? -1 : -label);
+  if (ImGui::InputInt(above ? "##seed" : "seed", &seed)) {
     ui.sampler.seed = static_cast<uint64_t>(std::max(0, seed));
     changed = true;
   }

@@ -76,15 +76,25 @@ void counter_row(const char* name, const std::string& value, const ImVec4* colou
   ImGui::TableSetColumnIndex(0);
   ImGui::TextWrapped("%s", name);
   const bool stacked = ImGui::TableGetColumnCount() == 1;
-  if (stacked)
-    ImGui::Indent();
-  else
+  // Stacked: the value indented under its name, less where its longest word would not fit.
+  float indent = 0;
+  if (stacked) {
+    float widest = 0;
+    for (size_t i = 0; i < value.size();) {
+      const size_t end = std::min(value.find(' ', i), value.size());
+      widest = std::max(widest, ImGui::CalcTextSize(value.c_str() + i, value.c_str() + end).x);
+      i = end + 1;
+    }
+    indent = std::clamp(ImGui::GetContentRegionAvail().x - widest - 1, 0.0f, ImGui::GetStyle().IndentSpacing);
+    if (indent > 0) ImGui::Indent(indent);
+  } else {
     ImGui::TableSetColumnIndex(1);
+  }
   if (colour)
     text_wrapped_coloured(*colour, value);
   else
-    ImGui::TextWrapped("%s", value.c_str());
-  if (stacked) ImGui::Unindent();
+    text_wrapped_words(value);
+  if (indent > 0) ImGui::Unindent(indent);
 }
 
 std::string header_label(const char* full, const char* brief) {
@@ -136,7 +146,10 @@ std::string fit_text(const std::string& text, float width) {
   return ellipsis;
 }
 
-void text_wrapped_words(const std::string& text) {
+namespace {
+
+// One paragraph (no line break) wrapped at its spaces, its lines joined by line breaks.
+std::string wrap_paragraph(const std::string& text, float avail) {
   std::vector<std::string> words;
   std::vector<float> widths;
   for (size_t i = 0; i <= text.size();) {
@@ -147,14 +160,26 @@ void text_wrapped_words(const std::string& text) {
     }
     i = end + 1;
   }
-  // A pixel spare: the line's width summed by word may round above the whole line's.
-  const std::vector<size_t> starts =
-      wrap_words(widths, ImGui::CalcTextSize(" ").x, ImGui::GetContentRegionAvail().x - 1.0f);
+  const std::vector<size_t> starts = wrap_words(widths, ImGui::CalcTextSize(" ").x, avail);
   std::string lines;
   for (size_t l = 0; l < starts.size(); ++l) {
     if (l > 0) lines += '\n';
     for (size_t i = starts[l]; i < (l + 1 < starts.size() ? starts[l + 1] : words.size()); ++i)
       lines += (i > starts[l] ? " " : "") + words[i];
+  }
+  return lines;
+}
+
+}  // namespace
+
+void text_wrapped_words(const std::string& text) {
+  // A pixel spare: the line's width summed by word may round above the whole line's.
+  const float avail = ImGui::GetContentRegionAvail().x - 1.0f;
+  std::string lines;
+  for (size_t i = 0; i <= text.size();) {
+    const size_t end = std::min(text.find('\n', i), text.size());
+    lines += (i > 0 ? "\n" : "") + wrap_paragraph(text.substr(i, end - i), avail);
+    i = end + 1;
   }
   ImGui::TextWrapped("%s", lines.c_str());  // (a word wider than the line still wraps inside)
 }
@@ -325,8 +350,10 @@ Commands panel_model(const Snapshot& snap, UiState& ui) {
   } else {
     ImGui::TextColored(v4(palette::kRecomputed), "no model loaded");
   }
-  ImGui::TextUnformatted("Load a model folder (GPT-2, Llama, Mistral, Qwen2):");
-  ImGui::SetNextItemWidth(-60);
+  ImGui::TextWrapped("Load a model folder (GPT-2, Llama, Mistral, Qwen2):");
+  // The buttons beside the field and the bar as wide as their labels at any text scale.
+  const float spacing = ImGui::GetStyle().ItemSpacing.x;
+  ImGui::SetNextItemWidth(-(button_width("Load") + spacing));
   const bool enter =
       ImGui::InputTextWithHint("##dir", "/path/to/model", &ui.model_dir_input, ImGuiInputTextFlags_EnterReturnsTrue);
   ImGui::SameLine();
@@ -338,16 +365,18 @@ Commands panel_model(const Snapshot& snap, UiState& ui) {
     // The load runs on its own thread; the current model keeps generating.
     char pct[32];
     std::snprintf(pct, sizeof(pct), "loading %.0f%%", 100.0 * snap.load_progress);
-    ImGui::ProgressBar(snap.load_progress, ImVec2(ImGui::GetContentRegionAvail().x - 70, 0), pct);
+    ImGui::ProgressBar(snap.load_progress, ImVec2(-(button_width("Cancel") + spacing), 0), pct);
     ImGui::SameLine();
     if (ImGui::Button("Cancel", ImVec2(-1, 0))) cmds.push_back(cmd::CancelLoad{});
-    ImGui::TextDisabled("(the current model keeps working until the new one is ready)");
+    text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled),
+                          "(the current model keeps working until the new one is ready)");
   }
   if (!snap.model_error.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, v4(palette::kRecomputed));
     ImGui::TextWrapped("Could not load: %s", snap.model_error.c_str());
     ImGui::PopStyleColor();
-    if (snap.model) ImGui::TextDisabled("(still using %s)", snap.model->name.c_str());
+    if (snap.model)
+      text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled), "(still using " + snap.model->name + ")");
   }
   return cmds;
 }
@@ -380,31 +409,46 @@ Commands panel_view(const Snapshot& snap, UiState& ui) {
   same_line_if_fits(checkbox_width("grid"));
   ImGui::Checkbox("grid", &ui.grid);
   float scale = ui.text_scale;
-  ImGui::SetNextItemWidth(-ImGui::CalcTextSize("text scale ").x);
-  ImGui::SliderFloat("text scale", &scale, 0.75f, 2.5f, "%.2f");
+  ImGui::SetNextItemWidth(-1);  // (the label inside: a narrow sidebar keeps the slider wide)
+  ImGui::SliderFloat("##textscale", &scale, 0.75f, 2.5f, fitting_label({"text scale %.2f", "text \xC3\x97%.2f"}));
   if (ImGui::IsItemDeactivatedAfterEdit()) {
     cmds.push_back(cmd::TextScale{scale});
   } else if (ImGui::IsItemActive()) {
     ImGui::SetTooltip("applies on release");
   }
   const ButtonRow pair = button_row({"Fullscreen (F11)", "Presentation (F5)"});
-  if (ImGui::Button(ui.fullscreen ? "Window (F11)" : "Fullscreen (F11)", pair.size)) cmds.push_back(cmd::Fullscreen{});
+  // Each with its key while it fits, else without (the key in the tooltip).
+  auto keyed_button = [&](const char* full, const char* brief, const char* tip) {
+    const char* label = fitting_label({full, brief});
+    const bool clicked = ImGui::Button(label, pair.size);
+    if (label != full && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tip);
+    return clicked;
+  };
+  if (keyed_button(ui.fullscreen ? "Window (F11)" : "Fullscreen (F11)", ui.fullscreen ? "Window" : "Fullscreen",
+                   "key F11"))
+    cmds.push_back(cmd::Fullscreen{});
   pair.next();
-  if (ImGui::Button("Screenshot (F12)", pair.size)) cmds.push_back(cmd::Screenshot{});
+  if (keyed_button("Screenshot (F12)", "Screenshot", "key F12")) cmds.push_back(cmd::Screenshot{});
   // Presentation: F5, predict, palette, saved views.
-  if (ImGui::Button("Presentation (F5)", pair.size)) cmds.push_back(cmd::Presentation{});
+  if (keyed_button("Presentation (F5)", "Presentation", "presentation mode, key F5"))
+    cmds.push_back(cmd::Presentation{});
   pair.next();
   if (ImGui::Button(ui.predict ? "Predict: on (P)" : "Predict: off (P)", pair.size)) cmds.push_back(cmd::Predict{});
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("Hides each new token and its bars until Enter, so the class can guess first.");
   bool cb = ui.colour_blind;
-  if (checkbox_wrapped("colour-blind-safe, projector palette", &cb)) cmds.push_back(cmd::Palette{});
+  // (no word longer than "blindness)": a narrow sidebar wraps it between words)
+  if (checkbox_wrapped("projector palette (safe for colour blindness)", &cb)) cmds.push_back(cmd::Palette{});
   if (ui.view_path.empty()) {
     const std::string dir = std::getenv("HOME") ? std::string(std::getenv("HOME")) : std::string(".");
     ui.view_path = dir + "/kvscope-view.json";
   }
   ImGui::SetNextItemWidth(-1);
   ImGui::InputText("##viewpath", &ui.view_path);
+  // A path longer than the field (a narrow sidebar): the whole of it on hover.
+  if (ImGui::IsItemHovered() && !ImGui::IsItemActive() &&
+      ImGui::CalcTextSize(ui.view_path.c_str()).x + 2 * ImGui::GetStyle().FramePadding.x > ImGui::GetItemRectSize().x)
+    ImGui::SetTooltip("%s", ui.view_path.c_str());
   if (ImGui::Button("Save view", pair.size)) cmds.push_back(cmd::SaveView{ui.view_path});
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("camera + step + settings, to prepare a lesson");
   pair.next();

@@ -131,7 +131,7 @@ TabLabels fit_tabs(const std::vector<float>& full, const std::vector<float>& bri
 // it is wider than that line leaves it.
 struct CandidateRows {
   bool stacked = false;
-  float name_w = 0;  // one row: the names' column; stacked: the most a name may take
+  float name_w = 0;  // one row: the names' column; stacked: the most a name may take beside the widest tag
   float bar_x = 0;   // where the bars start, from the row's left
   float bar_w = 0;   // the longest bar's length
 };

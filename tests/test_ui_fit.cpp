@@ -408,6 +408,29 @@ TEST(DemoWindow, EndsOnTheCameraPresetOrNamesTheVariable) {
   }
 }
 
+// $KVSCOPE_DEMO_OPEN: the panels a scripted screenshot opens, each named; a
+// bad list is named and opens nothing.
+TEST(DemoWindow, OpensTheNamedPanelsOrNamesTheVariable) {
+  std::vector<std::string> panels;
+  EXPECT_EQ(apply_demo_open(nullptr, panels), "");
+  EXPECT_TRUE(panels.empty());
+  for (const char* bad : {"", "right,", "Right", "left,sidebar", "model qkv"}) {
+    const std::string err = apply_demo_open(bad, panels);
+    EXPECT_NE(err.find("KVSCOPE_DEMO_OPEN"), std::string::npos) << bad;
+    EXPECT_NE(err.find("left, right, lessons, qkv, next and model"), std::string::npos) << bad;
+    EXPECT_TRUE(panels.empty()) << bad;
+  }
+  EXPECT_EQ(apply_demo_open("right,model,qkv", panels), "");
+  UiState ui;
+  ui.right_open = false;
+  open_demo_panels(panels, ui);
+  EXPECT_TRUE(ui.right_open);
+  EXPECT_TRUE(ui.model_open);
+  EXPECT_TRUE(ui.qkv_open);
+  EXPECT_FALSE(ui.next_token_open);
+  EXPECT_FALSE(ui.teach_open);
+}
+
 }  // namespace
 }  // namespace kvscope
 
