@@ -55,7 +55,7 @@ kvscope_target(kvscope)
 # window's display-free logic (worker thread, settings): their own gtest
 # binary because they need the GL/GUI libraries; tests/gui_render_pixels.sh runs it.
 find_package(GTest REQUIRED)
-add_executable(kvscope_render_tests tests/render_pixels.cpp tests/gui_units.cpp)
+add_executable(kvscope_render_tests tests/render_pixels.cpp tests/render_pixels_labels.cpp tests/gui_units.cpp)
 target_include_directories(kvscope_render_tests PRIVATE ${CMAKE_SOURCE_DIR}/tests)
 target_link_libraries(kvscope_render_tests PRIVATE kvscope_gui GTest::gtest GTest::gtest_main)
 kvscope_target(kvscope_render_tests)

@@ -124,6 +124,16 @@ int place_at_spots(const std::vector<glm::vec2>& spots, glm::vec2 size, const st
   return -1;
 }
 
+size_t tail_that_fits(const std::vector<float>& widths, float room, float lead) {
+  float total = 0;
+  for (float w : widths) total += w;
+  if (total <= room) return 0;
+  float w = lead;
+  size_t i = widths.size();
+  while (i > 0 && w + widths[i - 1] <= room) w += widths[--i];
+  return i;
+}
+
 namespace {
 
 bool free_at(const ScreenBox& b, const std::vector<LabelPlacement>& out, const LabelLayoutOptions& opt) {

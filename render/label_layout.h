@@ -83,6 +83,12 @@ CaptionPlacement place_captions(const std::vector<CaptionRequest>& req, const st
 int place_at_spots(const std::vector<glm::vec2>& spots, glm::vec2 size, const std::vector<ScreenBox>& keep_off,
                    const glm::vec4& clip, float gap, ScreenBox* out);
 
+// Where a line of pieces (their widths in pixels, oldest first) starts so
+// that its newest ones fit in `room` pixels: the first index whose pieces to
+// the end, after `lead` pixels (an ellipsis for the ones left out), fit;
+// 0 when all fit without it; widths.size() when not even the last one fits.
+size_t tail_that_fits(const std::vector<float>& widths, float room, float lead);
+
 struct LabelRequest {
   glm::vec2 anchor{0.0f};       // projected point above the token's block
   bool visible = false;         // the anchor projects in front of the camera

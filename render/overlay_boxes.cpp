@@ -11,6 +11,28 @@
 
 namespace kvscope {
 
+// Keeps at most `max_cp` code points of UTF-8 text, adding an ellipsis.
+std::string truncate_utf8(const std::string& s, int max_cp) {
+  int cp = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) {
+      if (cp == max_cp) return s.substr(0, i) + "\xE2\x80\xA6";
+      ++cp;
+    }
+  }
+  return s;
+}
+
+// The longest prefix of `s` (whole code points, then "\u2026") at most `max_w` pixels wide.
+std::string fit_utf8(ImFont* font, float size, const std::string& s, float max_w) {
+  if (font->CalcTextSizeA(size, 1e9f, 0.0f, s.c_str()).x <= max_w) return s;
+  for (int cp = 13; cp > 0; --cp) {
+    const std::string t = truncate_utf8(s, cp);
+    if (font->CalcTextSizeA(size, 1e9f, 0.0f, t.c_str()).x <= max_w) return t;
+  }
+  return "";
+}
+
 namespace {
 
 glm::vec3 phase_colour(Phase p) {
@@ -389,6 +411,90 @@ float legend_band(const Scene& scene, const OverlayFonts& fonts, const OverlayOp
           .box.y;
   const ImVec2 hud = hud_room(fonts, opt);
   return std::max(rows + 2 * pad, hud.x > 0 && width - hud.x >= width * 0.5f ? hud.y : 0.0f);
+}
+
+namespace {
+
+struct LinePiece {
+  std::string text;
+  ImU32 colour;
+  bool newest;
+};
+
+// The token labels' texts in order as running text (visible_piece's leading
+// U+00B7 back to spaces); empty for a scene that is not one sequence.
+std::vector<LinePiece> line_pieces(const Scene& scene) {
+  std::vector<LinePiece> out;
+  if (scene.drafts) return out;
+  int last = -1;
+  for (const Label& l : scene.labels) {
+    if (l.kind != LabelKind::kToken) continue;
+    if (l.pos <= last) return {};  // beam lanes repeat positions
+    std::string t;
+    size_t i = 0;
+    for (; l.text.compare(i, 2, "\xC2\xB7") == 0; i += 2) t += ' ';
+    t += l.text.substr(i);
+    if (last >= 0 && l.pos > last + 1) t = " \xE2\x80\xA6" + t;  // columns without labels between
+    out.push_back({t, to_imcolor(glm::vec3(l.colour), std::clamp(l.colour.a, 0.0f, 1.0f)), l.pos == scene.slot});
+    last = l.pos;
+  }
+  return out;
+}
+
+// Where the line goes: its first piece shown and its plate. Along the top
+// edge first, narrower before giving up on it (the bottom edge is where the
+// beams' weights go), then along the bottom edge where `bottom_ok`.
+bool line_spot(const std::vector<float>& widths, float lead, float h, float pad, const glm::vec4& clip, bool bottom_ok,
+               const std::vector<ScreenBox>& keep_off, size_t* first, ScreenBox* out) {
+  for (int edge = 0; edge < (bottom_ok ? 2 : 1); ++edge) {
+    for (float part : {0.96f, 0.7f, 0.5f}) {
+      *first = tail_that_fits(widths, (clip.z - clip.x) * part - 2.0f * pad, lead);
+      if (*first >= widths.size()) break;
+      float w = *first > 0 ? lead : 0.0f;
+      for (size_t i = *first; i < widths.size(); ++i) w += widths[i];
+      const glm::vec2 size(w + 2.0f * pad, h);
+      const float y = edge == 0 ? clip.y + 2.0f + h * 0.5f : clip.w - 2.0f - h * 0.5f;
+      const std::vector<glm::vec2> spots = {
+          {0.5f * (clip.x + clip.z), y}, {clip.x + 3.0f + size.x * 0.5f, y}, {clip.z - 3.0f - size.x * 0.5f, y}};
+      if (place_at_spots(spots, size, keep_off, clip, 3.0f, out) >= 0) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool draw_text_line(ImDrawList* dl, const Scene& scene, const OverlayFonts& fonts, const glm::vec4& clip,
+                    bool bottom_ok, const std::vector<ScreenBox>& keep_off, ScreenBox* out) {
+  const std::vector<LinePiece> pieces = line_pieces(scene);
+  if (pieces.size() < 2) return false;
+  ImFont* f = fonts.small;
+  const float fs = f->FontSize * 0.85f, pad = 6.0f * fonts.scale;
+  auto width = [&](const std::string& t) { return f->CalcTextSizeA(fs, 1e9f, 0.0f, t.c_str()).x; };
+  std::vector<float> widths;
+  for (const LinePiece& p : pieces) widths.push_back(width(p.text));
+  const char* ellipsis = "\xE2\x80\xA6";
+  const float lead = width(ellipsis), h = f->CalcTextSizeA(fs, 1e9f, 0.0f, "Ag").y + 2.0f;
+  size_t first = 0;
+  if (!line_spot(widths, lead, h, pad, clip, bottom_ok, keep_off, &first, out)) return false;
+  const ImVec2 a(out->c[0].x, out->c[0].y), b(out->c[2].x, out->c[2].y);
+  dl->AddRectFilled(a, b, IM_COL32(4, 6, 12, 200), 5.0f);
+  dl->AddRect(a, b, IM_COL32(90, 100, 130, 160), 5.0f, 0, 1.0f);
+  float x = a.x + pad;
+  if (first > 0) {
+    dl->AddText(f, fs, ImVec2(x, a.y + 1.0f), IM_COL32(150, 160, 185, 255), ellipsis);
+    x += lead;
+  }
+  for (size_t i = first; i < pieces.size(); ++i) {
+    const std::string& t = pieces[i].text;
+    dl->AddText(f, fs, ImVec2(x, a.y + 1.0f), pieces[i].colour, t.c_str());
+    if (pieces[i].newest) {  // underlined from its first letter (after a leading space)
+      const float x0 = x + width(t.substr(0, std::min(t.find_first_not_of(' '), t.size())));
+      dl->AddLine(ImVec2(x0, b.y - 3.0f), ImVec2(x + widths[i], b.y - 3.0f), pieces[i].colour, 2.0f);
+    }
+    x += widths[i];
+  }
+  return true;
 }
 
 }  // namespace kvscope

@@ -5,10 +5,19 @@
 
 #include <imgui.h>
 
+#include <string>
+#include <vector>
+
+#include "label_layout.h"
 #include "renderer_overlay.h"
 #include "scene.h"
 
 namespace kvscope {
+
+// Keeps at most `max_cp` code points of UTF-8 text, adding an ellipsis.
+std::string truncate_utf8(const std::string& s, int max_cp);
+// The longest prefix of `s` (whole code points, then "\u2026") at most `max_w` pixels wide.
+std::string fit_utf8(ImFont* font, float size, const std::string& s, float max_w);
 
 // Top centre of [origin, origin + size): the phase and what it computes, at
 // `k` times the fonts' sizes, its second line wrapped to the width (at
@@ -30,5 +39,18 @@ float legend_rows_width(const OverlayFonts& fonts, const OverlayOptions& opt, fl
 // Bottom right of [origin, origin + size), beside (or above) the legend's rectangle `avoid`.
 ImVec4 draw_hud(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts, const OverlayOptions& opt,
                 const ImVec4& avoid);
+
+// The text so far on one line inside the view `clip` (x0, y0, x1, y1): the
+// newest tokens' text as it reads (a leading space as a space), each in its
+// label's colour, the newest underlined, the older ones left out behind an
+// ellipsis where the line would not fit. The token labels over the blocks
+// thin out at a large text scale; this line still reads whole. Placed on a
+// plate at the view's top edge (or its bottom edge where `bottom_ok`),
+// centred, else at a corner, at most the width, then 70 % or 50 % of it,
+// clear of `keep_off` (the blocks, the tags drawn); left out where no spot
+// is free, and for scenes that are not one sequence (beam lanes, drafts).
+// Returns whether it was drawn, its plate in `*out`.
+bool draw_text_line(ImDrawList* dl, const Scene& scene, const OverlayFonts& fonts, const glm::vec4& clip,
+                    bool bottom_ok, const std::vector<ScreenBox>& keep_off, ScreenBox* out);
 
 }  // namespace kvscope

@@ -18,28 +18,6 @@ namespace {
 // The smallest a row caption or layer number is drawn at (pixels).
 constexpr float kSideLabelMinPx = 11.0f;
 
-// Keeps at most `max_cp` code points of UTF-8 text, adding an ellipsis.
-std::string truncate_utf8(const std::string& s, int max_cp) {
-  int cp = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) {
-      if (cp == max_cp) return s.substr(0, i) + "\xE2\x80\xA6";
-      ++cp;
-    }
-  }
-  return s;
-}
-
-// The longest prefix of `s` (whole code points, then "\u2026") at most `max_w` pixels wide.
-std::string fit_utf8(ImFont* font, float size, const std::string& s, float max_w) {
-  if (font->CalcTextSizeA(size, 1e9f, 0.0f, s.c_str()).x <= max_w) return s;
-  for (int cp = 13; cp > 0; --cp) {
-    const std::string t = truncate_utf8(s, cp);
-    if (font->CalcTextSizeA(size, 1e9f, 0.0f, t.c_str()).x <= max_w) return t;
-  }
-  return "";
-}
-
 // Rotates the vertices added since `vtx_start` around `pivot` by `angle`
 // (radians, screen space with y down: negative = counter-clockwise).
 void rotate_since(ImDrawList* dl, int vtx_start, ImVec2 pivot, float angle) {
@@ -126,7 +104,8 @@ std::vector<LabelRequest> label_requests(const std::vector<const Label*>& labels
 // Token labels where layout_labels puts them: flat on a plate, or slanted
 // and shortened, or left out where they would overlap.
 void draw_token_labels(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts,
-                       const OverlayOptions& opt, const std::vector<ScreenBox>& taken, std::vector<ScreenBox>* placed) {
+                       const OverlayOptions& opt, const std::vector<ScreenBox>& taken, float top,
+                       std::vector<ScreenBox>* placed) {
   ImFont* font = fonts.label;
   const float fs = font->FontSize;
   std::vector<const Label*> labels;
@@ -137,7 +116,7 @@ void draw_token_labels(ImDrawList* dl, const Scene& scene, const Projector& proj
   const std::vector<LabelRequest> req = label_requests(labels, scene, proj, fonts, opt, slanted_text);
   const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
   LabelLayoutOptions lo;
-  lo.clip = glm::vec4(cmin.x, cmin.y, cmax.x, cmax.y);
+  lo.clip = glm::vec4(cmin.x, std::max(cmin.y, top), cmax.x, cmax.y);
   lo.min_slanted = fs * 2.5f;
   lo.obstacles = taken;
   const std::vector<LabelPlacement> at = layout_labels(req, lo);
@@ -281,6 +260,21 @@ ScreenBox blocks_box(const std::vector<BlockInstance>& blocks, const Projector& 
 // The KV blocks' extent on screen (one box).
 ScreenBox stacks_box(const Scene& scene, const Projector& proj, ImVec2 cmin, ImVec2 cmax) {
   return blocks_box(scene.kv, proj, cmin, cmax);
+}
+
+// The text line (draw_text_line) clear of the blocks and of `keep_off`,
+// under a banner drawn over the view and off the bottom edge where the
+// legend or the HUD is drawn over it.
+bool place_text_line(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts,
+                     const OverlayOptions& opt, const std::vector<ScreenBox>& keep_off, ScreenBox* line) {
+  const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
+  std::vector<ScreenBox> off = keep_off;
+  off.push_back(stacks_box(scene, proj, cmin, cmax));
+  off.push_back(blocks_box(scene.tokens, proj, cmin, cmax));
+  off.push_back(blocks_box(scene.markers, proj, cmin, cmax));
+  const float top = cmin.y + (opt.banner && opt.top <= 0 ? banner_band(scene, fonts, cmax.x - cmin.x) : 0.0f);
+  const bool bottom_ok = opt.band > 0 || (!opt.legend && !opt.hud);
+  return draw_text_line(dl, scene, fonts, glm::vec4(cmin.x, top, cmax.x, cmax.y), bottom_ok, off, line);
 }
 
 // Tags on plates: the write head's "next:", beam scores, drafted tokens' p
@@ -541,7 +535,15 @@ void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVe
   draw_head_label(dl, scene, proj, fonts, opt.banner && opt.top <= 0, camera.pitch > 1.0f, taken);
   std::vector<ScreenBox> keep_off = taken, labels;
   keep_off.insert(keep_off.end(), side.begin(), side.end());
-  if (opt.labels) draw_token_labels(dl, scene, proj, fonts, opt, keep_off, &labels);
+  ScreenBox line{};
+  const bool has_line = opt.text_line && place_text_line(dl, scene, proj, fonts, opt, keep_off, &line);
+  if (has_line) keep_off.push_back(line);
+  // The labels rise no higher than a line along the view's top.
+  const float labels_top =
+      has_line && line.c[0].y < dl->GetClipRectMin().y + 0.5f * (dl->GetClipRectMax().y - dl->GetClipRectMin().y)
+          ? line.c[2].y + 2.0f
+          : -1e9f;
+  if (opt.labels) draw_token_labels(dl, scene, proj, fonts, opt, keep_off, labels_top, &labels);
   keep_off.insert(keep_off.end(), labels.begin(), labels.end());
   const size_t head_tags = taken.size();
   draw_beam_labels(dl, scene, proj, camera, fonts, keep_off, taken);
@@ -549,12 +551,15 @@ void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVe
   const std::vector<ScreenBox> captions = draw_cache_mark_labels(dl, scene, proj, fonts, keep_off);
   std::vector<ScreenBox> tick_keep_off = captions;  // the ticks say least: they give way to captions and tags
   tick_keep_off.insert(tick_keep_off.end(), taken.begin(), taken.end());
+  if (has_line) tick_keep_off.push_back(line);
   draw_ticks(dl, scene, proj, fonts, tick_keep_off);
   if (layout) {
     layout->labels = labels;
     layout->tags = taken;
     layout->side = side;
     layout->captions = captions;
+    layout->text_line = has_line ? line : ScreenBox{};
+    layout->has_text_line = has_line;
   }
   ImVec4 banner(0, 0, 0, 0);
   float banner_px = 0;

@@ -30,6 +30,7 @@ OverlayFonts load_fonts(float text_scale);
 
 struct OverlayOptions {
   bool labels = true;
+  bool text_line = true;  // the text so far on one line at the view's edge (draw_text_line)
   bool legend = true;
   bool banner = true;
   bool hud = true;
@@ -69,7 +70,9 @@ struct OverlayLayout {
   std::vector<ScreenBox> tags;      // the write head's tag and the beams' weights drawn
   std::vector<ScreenBox> side;      // the layer numbers and row captions drawn
   std::vector<ScreenBox> captions;  // the pages' and the window bar's captions on the ground drawn
-  glm::vec4 legend{0.0f};           // (x0, y0, x1, y1); all 0 when not drawn
+  ScreenBox text_line{};            // the text so far, where has_text_line
+  bool has_text_line = false;
+  glm::vec4 legend{0.0f};  // (x0, y0, x1, y1); all 0 when not drawn
   glm::vec4 hud{0.0f};
   glm::vec4 banner{0.0f};
   float banner_line_px = 0;  // the font size of the banner's second line

@@ -23,6 +23,7 @@
 #include "model.h"
 #include "panel_teach.h"
 #include "panels.h"
+#include "render_pixels_fixture.h"
 #include "renderer.h"
 #include "scene.h"
 #include "scene_beams.h"
@@ -34,75 +35,7 @@
 namespace kvscope {
 namespace {
 
-using namespace scene_fixtures;
-
-constexpr int kW = 960, kH = 540;
-
-struct Rgb {
-  float r, g, b;  // 0..1
-};
-
-class RenderPixels : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    ctx_ = std::make_unique<gl::HeadlessContext>();
-    messages_ = std::make_unique<std::vector<std::string>>();
-    debug_ = gl::enable_debug_output(messages_.get());
-    renderer_ = std::make_unique<Renderer>();
-    target_ = std::make_unique<gl::OffscreenTarget>();
-    target_->resize(kW, kH, 0);  // no MSAA: a pixel is exactly one fragment
-    std::printf("renderer: %s (KHR_debug %s)\n", ctx_->description().c_str(), debug_ ? "on" : "unavailable");
-  }
-  static void TearDownTestSuite() {
-    target_.reset();
-    renderer_.reset();
-    ctx_.reset();
-  }
-  void TearDown() override {
-    EXPECT_NO_THROW(gl::check_errors("after test"));
-    for (const auto& m : *messages_) ADD_FAILURE() << "GL debug output: " << m;
-    messages_->clear();
-  }
-
-  // Draws and reads back; also returns the camera used.
-  std::vector<uint8_t> render(const Scene& s, const Camera& cam, bool grid = false) {
-    RenderStyle style;
-    style.fog = false;  // exact colours
-    style.grid = grid;
-    target_->bind();
-    renderer_->draw(s, cam, kW, kH, style);
-    return target_->read_rgba();
-  }
-  static Rgb at(const std::vector<uint8_t>& img, int x, int y) {
-    const size_t i = (static_cast<size_t>(y) * kW + x) * 4;
-    return {img[i] / 255.0f, img[i + 1] / 255.0f, img[i + 2] / 255.0f};
-  }
-  static bool screen(const Camera& cam, const glm::vec3& p, int& x, int& y) {
-    glm::vec2 px;
-    if (!project(cam.proj(static_cast<float>(kW) / kH) * cam.view(), p, kW, kH, px)) return false;
-    x = static_cast<int>(std::floor(px.x));
-    y = static_cast<int>(std::floor(px.y));
-    return x >= 0 && x < kW && y >= 0 && y < kH;
-  }
-  // The pixel is `base` under some uniform shading factor k (lambert):
-  // returns the largest channel error of the best fit, and k.
-  static float shade_error(const Rgb& px, const glm::vec3& base, float& k) {
-    const float dot = px.r * base.r + px.g * base.g + px.b * base.b;
-    k = dot / glm::dot(base, base);
-    return std::max({std::abs(px.r - k * base.r), std::abs(px.g - k * base.g), std::abs(px.b - k * base.b)});
-  }
-
-  static std::unique_ptr<gl::HeadlessContext> ctx_;
-  static std::unique_ptr<std::vector<std::string>> messages_;
-  static bool debug_;
-  static std::unique_ptr<Renderer> renderer_;
-  static std::unique_ptr<gl::OffscreenTarget> target_;
-};
-std::unique_ptr<gl::HeadlessContext> RenderPixels::ctx_;
-std::unique_ptr<std::vector<std::string>> RenderPixels::messages_;
-bool RenderPixels::debug_ = false;
-std::unique_ptr<Renderer> RenderPixels::renderer_;
-std::unique_ptr<gl::OffscreenTarget> RenderPixels::target_;
+using namespace pixel_tests;
 
 TEST_F(RenderPixels, BackgroundAndBlockColoursWhereTheSceneSays) {
   auto h = make_history(6, {CacheMode::kKV, CacheMode::kKV, CacheMode::kKV});
@@ -282,93 +215,6 @@ TEST_F(RenderPixels, GridAndManyBlocksDrawWithoutErrors) {
 // --- the attention heatmap grid and the presentation HUD (ImGui draw
 // lists through the real OpenGL 3 backend, as the window and `kvscope render`
 // draw them).
-class TeachPixels : public RenderPixels {
- protected:
-  void SetUp() override {
-    ctx_imgui_ = ImGui::CreateContext();
-    ImGuiIO& io = ImGui::GetIO();
-    io.IniFilename = nullptr;
-    io.DisplaySize = ImVec2(static_cast<float>(kW), static_cast<float>(kH));
-    io.DeltaTime = 1.0f / 60.0f;
-    fonts_ = load_fonts(1.0f);
-    ASSERT_TRUE(ImGui_ImplOpenGL3_Init("#version 330 core"));
-  }
-  void TearDown() override {
-    ImGui_ImplOpenGL3_Shutdown();
-    ImGui::DestroyContext(ctx_imgui_);
-    RenderPixels::TearDown();
-  }
-  // Clears to black, runs `draw` on the background draw list, reads back.
-  template <class F>
-  std::vector<uint8_t> draw2d(F draw) {
-    target_->bind();
-    glViewport(0, 0, kW, kH);
-    glClearColor(0, 0, 0, 1);
-    glClear(GL_COLOR_BUFFER_BIT);
-    ImGui_ImplOpenGL3_NewFrame();
-    ImGui::NewFrame();
-    draw(ImGui::GetBackgroundDrawList());
-    ImGui::Render();
-    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-    return target_->read_rgba();
-  }
-  // Runs `f(scale)` at text scale 1.0, 1.5 and 2.5 with fonts_ loaded at
-  // that scale; fonts_ are back at scale 1 afterwards.
-  template <class F>
-  void for_each_scale(F f) {
-    for (float scale : {1.0f, 1.5f, 2.5f}) {
-      reload_fonts(scale);
-      f(scale);
-    }
-    reload_fonts(1.0f);
-  }
-  // The same for a KV CACHE and a NO CACHE sequence (12 prompt positions,
-  // 30 steps): `check(spec, scale)` with the frame spec of the last step.
-  template <class F>
-  void for_each_scale_and_mode(F check) {
-    const auto kv = make_history(12, std::vector<CacheMode>(30, CacheMode::kKV));
-    const auto no_cache = make_history(12, std::vector<CacheMode>(30, CacheMode::kNoCache));
-    for_each_scale([&](float scale) {
-      for (const auto* h : {&kv, &no_cache}) {
-        const SequenceState seq = build_sequence(*h, h->size());
-        FrameSpec spec;
-        spec.seq = &seq;
-        check(spec, scale);
-      }
-    });
-  }
-  // Draws the view overlay of `s` (labels and tags only) at each scale, every
-  // camera preset and each view size: `check(preset, view, camera, layout,
-  // where)`, `where` naming the case for failure messages.
-  template <class F>
-  void for_each_overlay(const Scene& s, std::initializer_list<float> scales, std::initializer_list<ImVec2> views,
-                        F check) {
-    for (float scale : scales) {
-      reload_fonts(scale);
-      for (CameraPreset p : {CameraPreset::kFront, CameraPreset::kTop, CameraPreset::kSide, CameraPreset::kFollow}) {
-        for (ImVec2 view : views) {
-          OverlayOptions opt;
-          opt.legend = opt.hud = opt.banner = false;
-          opt.text_scale = scale;
-          OverlayLayout lay;
-          const Camera cam = preset_camera(p, s, view.x / view.y);
-          draw2d([&](ImDrawList* dl) { draw_overlay(dl, s, cam, ImVec2(0, 0), view, fonts_, opt, &lay); });
-          const std::string where = std::string(to_string(p)) + " scale " + std::to_string(scale) + " view " +
-                                    std::to_string(static_cast<int>(view.x));
-          check(p, scale, view, cam, lay, where);
-        }
-      }
-    }
-    reload_fonts(1.0f);
-  }
-  void reload_fonts(float scale) {
-    ImGui_ImplOpenGL3_DestroyFontsTexture();
-    fonts_ = load_fonts(scale);
-    ImGui_ImplOpenGL3_CreateFontsTexture();
-  }
-  ImGuiContext* ctx_imgui_ = nullptr;
-  OverlayFonts fonts_;
-};
 
 TEST_F(TeachPixels, HeatmapCellsShowEveryRowsRealAttentionWeight) {
   // Prompt of 5 then two KV steps: rows 0-4 come from the prefill, row 5 from
@@ -465,92 +311,12 @@ TEST_F(TeachPixels, PresentationHudShowsCandidatesUnlessPredicting) {
   EXPECT_NEAR(strip.r, 8.0f / 255.0f * 200.0f / 255.0f, 2.0f / 255.0f);
 }
 
-TEST_F(TeachPixels, LabelsNeverOverlapAtProjectorTextScales) {
-  // The real fonts at text scale 1.5 and 2.5 on the view a 1280x720 window
-  // leaves with its sidebars open (about 580 x 400) and without them: token
-  // labels never overlap each other, the write head's tag, the beam weights
-  // or the layer numbers, and they stay inside the view, through every
-  // camera preset.
-  const auto h = make_history(12, std::vector<CacheMode>(40, CacheMode::kKV));
-  const Scene s = build_scene(h, h.size(), ViewOptions{}, 1.0f);
-  const ImVec2 full(static_cast<float>(kW), static_cast<float>(kH));
-  for_each_overlay(
-      s, {1.5f, 2.5f}, {ImVec2(580, 400), full},
-      [&](CameraPreset p, float scale, ImVec2 view, const Camera&, const OverlayLayout& lay, const std::string& where) {
-        // Side: edge-on, crowded; top at 2.5 in the small view: the layer number keeps the first
-        // token's spot.
-        const bool crowded = p == CameraPreset::kSide || (p == CameraPreset::kTop && scale > 2 && view.x < 600);
-        EXPECT_GE(lay.labels.size(), crowded ? 2u : 3u) << where;
-        std::vector<ScreenBox> all = lay.labels;
-        all.insert(all.end(), lay.tags.begin(), lay.tags.end());
-        all.insert(all.end(), lay.side.begin(), lay.side.end());
-        for (size_t i = 0; i < lay.labels.size(); ++i) {  // tags and layer numbers among themselves:
-                                                          // checked elsewhere
-          EXPECT_TRUE(box_inside(all[i], glm::vec4(0, 0, view.x, view.y))) << where << ": label " << i;
-          for (size_t j = i + 1; j < all.size(); ++j)
-            EXPECT_FALSE(boxes_overlap(all[i], all[j])) << where << ": boxes " << i << " and " << j;
-        }
-      });
-}
-
-TEST_F(TeachPixels, RowCaptionsAreWholeInsideTheViewAndReadableOrLeftOut) {
-  // Text scale 1 and 2.5, every camera preset, a narrow view and a wide one:
-  // a row caption or layer number is drawn whole inside the view and at
-  // least 11 pixels tall, never cut by the edge or shrunk below that (where
-  // its row starts off screen, as with the following camera, it is left out).
-  const auto h = make_history(12, std::vector<CacheMode>(40, CacheMode::kKV));
-  const Scene s = build_scene(h, h.size(), ViewOptions{}, 1.0f);
-  const ImVec2 full(static_cast<float>(kW), static_cast<float>(kH));
-  for_each_overlay(
-      s, {1.0f, 2.5f}, {ImVec2(580, 400), full},
-      [&](CameraPreset, float, ImVec2 view, const Camera&, const OverlayLayout& lay, const std::string& where) {
-        for (const ScreenBox& b : lay.side) {
-          EXPECT_TRUE(box_inside(b, glm::vec4(0, 0, view.x, view.y))) << where;
-          EXPECT_GE(b.c[2].y - b.c[0].y, 11.0f) << where;
-        }
-      });
-}
-
-TEST_F(TeachPixels, BeamWeightsStayOffTheStacksAndTokens) {
-  // The real fonts at text scale 1 and 2.5, every camera preset, a 1280x720
-  // window's view with its sidebars (about 820 x 300) and a wide one: every
-  // tag drawn (the head's and the beams' weights) keeps off every K/V block
-  // and token on screen, and the default view shows some weight.
-  const auto h = make_history(12, std::vector<CacheMode>(22, CacheMode::kKV));
-  const Scene s = build_scene(h, h.size(), ViewOptions{}, 1.0f);
-  const ImVec2 full(static_cast<float>(kW), static_cast<float>(kH));
-  for_each_overlay(
-      s, {1.0f, 2.5f}, {ImVec2(820, 300), full},
-      [&](CameraPreset p, float, ImVec2 view, const Camera& cam, const OverlayLayout& lay, const std::string& where) {
-        const glm::mat4 vp = cam.proj(view.x / view.y) * cam.view();
-        size_t blocks = 0;
-        for (const auto* list : {&s.kv, &s.tokens})
-          for (const BlockInstance& b : *list) {
-            glm::vec2 lo(1e9f), hi(-1e9f), at;
-            for (int c = 0; c < 8; ++c) {
-              const glm::vec3 corner =
-                  b.center + 0.5f * b.size * glm::vec3(c & 1 ? 1 : -1, c & 2 ? 1 : -1, c & 4 ? 1 : -1);
-              if (!project(vp, corner, view.x, view.y, at)) continue;
-              lo = glm::min(lo, at);
-              hi = glm::max(hi, at);
-            }
-            if (lo.x >= hi.x) continue;
-            ++blocks;
-            for (const ScreenBox& t : lay.tags)
-              EXPECT_FALSE(boxes_overlap(t, flat_box(lo, hi - lo), -2.0f)) << where << ": a tag covers a block";
-          }
-        EXPECT_GT(blocks, 0u) << where;
-        if (p == CameraPreset::kFront) {
-          EXPECT_GE(lay.tags.size(), 2u) << where << ": the head's tag and a weight";
-        }
-      });
-}
-
 TEST_F(TeachPixels, LegendTakesABandUnderAShortViewInsteadOfCoveringIt) {
   auto h = make_history(6, {CacheMode::kKV, CacheMode::kKV});
   const Scene s = build_scene(h, h.size(), ViewOptions{}, 1.0f);
   OverlayOptions opt;
   opt.labels = false;
+  opt.text_line = false;
   opt.banner = false;
   opt.hud = false;
   // The legend box's translucent fill (8, 10, 18, alpha 200) over the cleared black.
@@ -590,29 +356,6 @@ TEST_F(TeachPixels, LegendTakesABandUnderAShortViewInsteadOfCoveringIt) {
   EXPECT_LE(static_cast<float>(band_rows), band);
   opt.legend = false;
   EXPECT_EQ(legend_band(s, fonts_, opt, W), 0.0f);
-}
-
-// The 3D view the window leaves on common screens (sidebars open, or folded
-// to their strips; lessons closed) at a text scale, as compose_frame splits
-// it: the banner's band above, the legend's under. Calls `check` with the
-// composed frame, the view's width and the height left for the 3D view.
-template <typename F>
-void for_each_window_view(const FrameSpec& spec, const OverlayFonts& fonts, float scale,
-                          const std::vector<ImVec2>& screens, F check) {
-  for (ImVec2 screen : screens) {
-    // gui_layout's sidebars and the closed bottom strip (two framed rows).
-    const float sidebar = std::clamp(290.0f * scale, std::min(240.0f, screen.x * 0.3f), screen.x * 0.27f);
-    const float strip = 68.0f * scale, folded = 38.0f * scale;
-    for (float side : {sidebar, folded}) {
-      const float w = screen.x - 2 * side, avail_h = screen.y - strip;
-      const ComposedFrame fr = compose_frame(spec, fonts, w, avail_h);
-      const float view_h = avail_h - fr.overlay.top - fr.overlay.band;
-      const std::string where = "scale " + std::to_string(scale) + " screen " +
-                                std::to_string(static_cast<int>(screen.x)) + " view " +
-                                std::to_string(static_cast<int>(w)) + "x" + std::to_string(static_cast<int>(view_h));
-      check(fr, w, avail_h, view_h, where);
-    }
-  }
 }
 
 // The window's 3D view at text scale 1.0 to 2.5: the legend, placed by the
@@ -710,55 +453,6 @@ TEST_F(TeachPixels, BannerKeepsABandOfItsOwnAboveTheView) {
 // drawn whole inside the view (so never under the legend's or the banner's
 // band) and clear of the token labels, tags and layer numbers; where there
 // is no room they are left out, the shared pages' last.
-TEST_F(TeachPixels, PageCaptionsStayWholeInsideTheViewAndClearOfOtherText) {
-  auto h = make_history(12, std::vector<CacheMode>(30, CacheMode::kKV));
-  for (RecordPtr& r : h) {  // pages of 4 positions, every other one shared by two sequences
-    auto paged = std::make_shared<StepRecord>(*r);
-    paged->kv_layout.block = 4;
-    paged->kv_held.clear();
-    paged->kv_held_block.clear();
-    paged->kv_held_refs.clear();
-    for (int p = 0; p < paged->seq_len; ++p) {
-      paged->kv_held.push_back(p);
-      paged->kv_held_block.push_back(p / 4);
-      paged->kv_held_refs.push_back(p / 4 % 2 == 0 ? 2 : 1);
-    }
-    r = paged;
-  }
-  const SequenceState seq = build_sequence(h, h.size());
-  FrameSpec spec;
-  spec.seq = &seq;
-  int drawn = 0, views = 0;
-  for_each_scale([&](float scale) {
-    for_each_window_view(spec, fonts_, scale, {ImVec2(1280, 720), ImVec2(1366, 768)},
-                         [&](const ComposedFrame& fr, float w, float, float view_h, const std::string& at) {
-                           for (CameraPreset p : {CameraPreset::kFront, CameraPreset::kTop, CameraPreset::kSide,
-                                                  CameraPreset::kFollow}) {
-                             const std::string where = std::string(to_string(p)) + " " + at;
-                             const float top = fr.overlay.top;
-                             OverlayLayout lay;
-                             draw2d([&](ImDrawList* dl) {
-                               draw_overlay(dl, fr.scene, preset_camera(p, fr.scene, w / view_h), ImVec2(0, top),
-                                            ImVec2(w, view_h), fonts_, fr.overlay, &lay);
-                             });
-                             std::vector<ScreenBox> others = lay.labels;
-                             others.insert(others.end(), lay.tags.begin(), lay.tags.end());
-                             others.insert(others.end(), lay.side.begin(), lay.side.end());
-                             for (size_t i = 0; i < lay.captions.size(); ++i) {
-                               const ScreenBox& c = lay.captions[i];
-                               EXPECT_TRUE(box_inside(c, glm::vec4(0, top, w, top + view_h))) << where;
-                               for (const ScreenBox& o : others) EXPECT_FALSE(boxes_overlap(c, o)) << where;
-                               for (size_t j = 0; j < i; ++j) EXPECT_FALSE(boxes_overlap(c, lay.captions[j])) << where;
-                             }
-                             drawn += static_cast<int>(lay.captions.size());
-                             ++views;
-                           }
-                         });
-  });
-  EXPECT_EQ(views, 3 * 2 * 2 * 4);
-  EXPECT_GT(drawn, views) << "most views keep some captions";
-}
-
 // The 3D view's hover tooltips at text scale 2.5 in a 1280x720 window, with
 // the mouse at the right edge: ImGui keeps the whole tooltip inside the
 // window (its lines wrap at half the window's width).

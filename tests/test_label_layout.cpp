@@ -177,6 +177,17 @@ TEST(LabelLayout, WordsKeepTheirLabelsWherePunctuationGivesWay) {
   (void)minor;
 }
 
+TEST(LabelLayout, ALineKeepsItsNewestPiecesThatFit) {
+  const std::vector<float> w = {40, 10, 30, 20, 25};  // 125 in all
+  EXPECT_EQ(tail_that_fits(w, 125, 8), 0u) << "all fit: no ellipsis";
+  EXPECT_EQ(tail_that_fits(w, 124, 8), 1u) << "8 + 10 + 30 + 20 + 25 = 93 fits, the 40 more does not";
+  EXPECT_EQ(tail_that_fits(w, 92, 8), 2u);
+  EXPECT_EQ(tail_that_fits(w, 93, 8), 1u);
+  EXPECT_EQ(tail_that_fits(w, 33, 8), 4u) << "only the newest";
+  EXPECT_EQ(tail_that_fits(w, 32, 8), 5u) << "not even the newest";
+  EXPECT_EQ(tail_that_fits({}, 10, 8), 0u);
+}
+
 TEST(LabelLayout, CaptionsStayWholeInsideTheViewAndClearOrAreLeftOut) {
   const glm::vec4 clip(0, 0, 800, 400);
   const glm::vec2 size(180, 34);

@@ -1,0 +1,207 @@
+// Headless render tests of the text over the scene (the real fonts at
+// projector text scales, every camera preset): token labels, row captions,
+// beam weights, page captions and the text line keep inside the view and
+// off each other and the blocks. Built into kvscope_render_tests.
+#include <string>
+#include <vector>
+
+#include "label_layout.h"
+#include "render_pixels_fixture.h"
+
+namespace kvscope {
+namespace {
+
+using namespace pixel_tests;
+
+TEST_F(TeachPixels, LabelsNeverOverlapAtProjectorTextScales) {
+  // The real fonts at text scale 1.5 and 2.5 on the view a 1280x720 window
+  // leaves with its sidebars open (about 580 x 400) and without them: token
+  // labels never overlap each other, the write head's tag, the beam weights
+  // or the layer numbers, and they stay inside the view, through every
+  // camera preset.
+  const auto h = make_history(12, std::vector<CacheMode>(40, CacheMode::kKV));
+  const Scene s = build_scene(h, h.size(), ViewOptions{}, 1.0f);
+  const ImVec2 full(static_cast<float>(kW), static_cast<float>(kH));
+  for_each_overlay(
+      s, {1.5f, 2.5f}, {ImVec2(580, 400), full},
+      [&](CameraPreset p, float scale, ImVec2 view, const Camera&, const OverlayLayout& lay, const std::string& where) {
+        // Side: edge-on, crowded; top at 2.5 in the small view: the layer number keeps the first
+        // token's spot.
+        const bool crowded = p == CameraPreset::kSide || (p == CameraPreset::kTop && scale > 2 && view.x < 600);
+        EXPECT_GE(lay.labels.size(), crowded ? 2u : 3u) << where;
+        std::vector<ScreenBox> all = lay.labels;
+        all.insert(all.end(), lay.tags.begin(), lay.tags.end());
+        all.insert(all.end(), lay.side.begin(), lay.side.end());
+        for (size_t i = 0; i < lay.labels.size(); ++i) {  // tags and layer numbers among themselves:
+                                                          // checked elsewhere
+          EXPECT_TRUE(box_inside(all[i], glm::vec4(0, 0, view.x, view.y))) << where << ": label " << i;
+          for (size_t j = i + 1; j < all.size(); ++j)
+            EXPECT_FALSE(boxes_overlap(all[i], all[j])) << where << ": boxes " << i << " and " << j;
+        }
+      });
+}
+
+TEST_F(TeachPixels, RowCaptionsAreWholeInsideTheViewAndReadableOrLeftOut) {
+  // Text scale 1 and 2.5, every camera preset, a narrow view and a wide one:
+  // a row caption or layer number is drawn whole inside the view and at
+  // least 11 pixels tall, never cut by the edge or shrunk below that (where
+  // its row starts off screen, as with the following camera, it is left out).
+  const auto h = make_history(12, std::vector<CacheMode>(40, CacheMode::kKV));
+  const Scene s = build_scene(h, h.size(), ViewOptions{}, 1.0f);
+  const ImVec2 full(static_cast<float>(kW), static_cast<float>(kH));
+  for_each_overlay(
+      s, {1.0f, 2.5f}, {ImVec2(580, 400), full},
+      [&](CameraPreset, float, ImVec2 view, const Camera&, const OverlayLayout& lay, const std::string& where) {
+        for (const ScreenBox& b : lay.side) {
+          EXPECT_TRUE(box_inside(b, glm::vec4(0, 0, view.x, view.y))) << where;
+          EXPECT_GE(b.c[2].y - b.c[0].y, 11.0f) << where;
+        }
+      });
+}
+
+TEST_F(TeachPixels, BeamWeightsStayOffTheStacksAndTokens) {
+  // The real fonts at text scale 1 and 2.5, every camera preset, a 1280x720
+  // window's view with its sidebars (about 820 x 300) and a wide one: every
+  // tag drawn (the head's and the beams' weights) keeps off every K/V block
+  // and token on screen, and the default view shows some weight.
+  const auto h = make_history(12, std::vector<CacheMode>(22, CacheMode::kKV));
+  const Scene s = build_scene(h, h.size(), ViewOptions{}, 1.0f);
+  const ImVec2 full(static_cast<float>(kW), static_cast<float>(kH));
+  for_each_overlay(
+      s, {1.0f, 2.5f}, {ImVec2(820, 300), full},
+      [&](CameraPreset p, float, ImVec2 view, const Camera& cam, const OverlayLayout& lay, const std::string& where) {
+        const glm::mat4 vp = cam.proj(view.x / view.y) * cam.view();
+        size_t blocks = 0;
+        for (const auto* list : {&s.kv, &s.tokens})
+          for (const BlockInstance& b : *list) {
+            glm::vec2 lo(1e9f), hi(-1e9f), at;
+            for (int c = 0; c < 8; ++c) {
+              const glm::vec3 corner =
+                  b.center + 0.5f * b.size * glm::vec3(c & 1 ? 1 : -1, c & 2 ? 1 : -1, c & 4 ? 1 : -1);
+              if (!project(vp, corner, view.x, view.y, at)) continue;
+              lo = glm::min(lo, at);
+              hi = glm::max(hi, at);
+            }
+            if (lo.x >= hi.x) continue;
+            ++blocks;
+            for (const ScreenBox& t : lay.tags)
+              EXPECT_FALSE(boxes_overlap(t, flat_box(lo, hi - lo), -2.0f)) << where << ": a tag covers a block";
+          }
+        EXPECT_GT(blocks, 0u) << where;
+        if (p == CameraPreset::kFront) {
+          EXPECT_GE(lay.tags.size(), 2u) << where << ": the head's tag and a weight";
+        }
+      });
+}
+
+TEST_F(TeachPixels, PageCaptionsStayWholeInsideTheViewAndClearOfOtherText) {
+  auto h = make_history(12, std::vector<CacheMode>(30, CacheMode::kKV));
+  for (RecordPtr& r : h) {  // pages of 4 positions, every other one shared by two sequences
+    auto paged = std::make_shared<StepRecord>(*r);
+    paged->kv_layout.block = 4;
+    paged->kv_held.clear();
+    paged->kv_held_block.clear();
+    paged->kv_held_refs.clear();
+    for (int p = 0; p < paged->seq_len; ++p) {
+      paged->kv_held.push_back(p);
+      paged->kv_held_block.push_back(p / 4);
+      paged->kv_held_refs.push_back(p / 4 % 2 == 0 ? 2 : 1);
+    }
+    r = paged;
+  }
+  const SequenceState seq = build_sequence(h, h.size());
+  FrameSpec spec;
+  spec.seq = &seq;
+  int drawn = 0, views = 0;
+  for_each_scale([&](float scale) {
+    for_each_window_view(spec, fonts_, scale, {ImVec2(1280, 720), ImVec2(1366, 768)},
+                         [&](const ComposedFrame& fr, float w, float, float view_h, const std::string& at) {
+                           for (CameraPreset p : {CameraPreset::kFront, CameraPreset::kTop, CameraPreset::kSide,
+                                                  CameraPreset::kFollow}) {
+                             const std::string where = std::string(to_string(p)) + " " + at;
+                             const float top = fr.overlay.top;
+                             OverlayLayout lay;
+                             draw2d([&](ImDrawList* dl) {
+                               draw_overlay(dl, fr.scene, preset_camera(p, fr.scene, w / view_h), ImVec2(0, top),
+                                            ImVec2(w, view_h), fonts_, fr.overlay, &lay);
+                             });
+                             std::vector<ScreenBox> others = lay.labels;
+                             others.insert(others.end(), lay.tags.begin(), lay.tags.end());
+                             others.insert(others.end(), lay.side.begin(), lay.side.end());
+                             for (size_t i = 0; i < lay.captions.size(); ++i) {
+                               const ScreenBox& c = lay.captions[i];
+                               EXPECT_TRUE(box_inside(c, glm::vec4(0, top, w, top + view_h))) << where;
+                               for (const ScreenBox& o : others) EXPECT_FALSE(boxes_overlap(c, o)) << where;
+                               for (size_t j = 0; j < i; ++j) EXPECT_FALSE(boxes_overlap(c, lay.captions[j])) << where;
+                             }
+                             drawn += static_cast<int>(lay.captions.size());
+                             ++views;
+                           }
+                         });
+  });
+  EXPECT_EQ(views, 3 * 2 * 2 * 4);
+  EXPECT_GT(drawn, views) << "most views keep some captions";
+}
+
+// The text so far, on its line at the view's edge, in the window's 3D view
+// (composed as the window does: the banner's band above, the legend's
+// under) at text scale 1 and 2.5 on 1280x720 and 1366x768, each camera
+// preset: inside the view, clear of every label, tag, caption and block;
+// drawn by the front and top cameras, whose row leaves the top edge free.
+TEST_F(TeachPixels, TextLineStaysInsideTheViewOffTheLabelsAndBlocks) {
+  const auto h = make_history(12, std::vector<CacheMode>(30, CacheMode::kKV));
+  const SequenceState seq = build_sequence(h, h.size());
+  FrameSpec spec;
+  spec.seq = &seq;
+  int views = 0, lines = 0;
+  for (float scale : {1.0f, 2.5f}) {
+    reload_fonts(scale);
+    for_each_window_view(
+        spec, fonts_, scale, {ImVec2(1280, 720), ImVec2(1366, 768)},
+        [&](const ComposedFrame& fr, float w, float, float view_h, const std::string& at) {
+          for (CameraPreset p :
+               {CameraPreset::kFront, CameraPreset::kTop, CameraPreset::kSide, CameraPreset::kFollow}) {
+            const std::string where = std::string(to_string(p)) + " " + at;
+            const float top = fr.overlay.top;
+            const Camera cam = preset_camera(p, fr.scene, w / view_h);
+            OverlayLayout lay;
+            draw2d([&](ImDrawList* dl) {
+              draw_overlay(dl, fr.scene, cam, ImVec2(0, top), ImVec2(w, view_h), fonts_, fr.overlay, &lay);
+            });
+            ++views;
+            if (p == CameraPreset::kFront || p == CameraPreset::kTop) {
+              EXPECT_TRUE(lay.has_text_line) << where;
+            }
+            if (!lay.has_text_line) continue;
+            ++lines;
+            const ScreenBox& line = lay.text_line;
+            EXPECT_TRUE(box_inside(line, glm::vec4(0, top, w, top + view_h))) << where;
+            std::vector<ScreenBox> others = lay.labels;
+            for (const auto* v : {&lay.tags, &lay.side, &lay.captions})
+              others.insert(others.end(), v->begin(), v->end());
+            for (const ScreenBox& o : others) EXPECT_FALSE(boxes_overlap(line, o)) << where;
+            const glm::mat4 vp = cam.proj(w / view_h) * cam.view();
+            for (const auto* list : {&fr.scene.kv, &fr.scene.tokens})
+              for (const BlockInstance& b : *list) {
+                glm::vec2 lo(1e9f), hi(-1e9f), q;
+                for (int c = 0; c < 8; ++c) {
+                  const glm::vec3 corner =
+                      b.center + 0.5f * b.size * glm::vec3(c & 1 ? 1 : -1, c & 2 ? 1 : -1, c & 4 ? 1 : -1);
+                  if (!project(vp, corner, w, view_h, q)) continue;
+                  lo = glm::min(lo, q + glm::vec2(0, top));
+                  hi = glm::max(hi, q + glm::vec2(0, top));
+                }
+                if (lo.x < hi.x) {
+                  EXPECT_FALSE(boxes_overlap(line, flat_box(lo, hi - lo))) << where << ": over a block";
+                }
+              }
+          }
+        });
+  }
+  reload_fonts(1.0f);
+  EXPECT_EQ(views, 2 * 2 * 2 * 4);
+  EXPECT_GT(lines, views / 2);
+}
+
+}  // namespace
+}  // namespace kvscope
