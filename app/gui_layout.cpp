@@ -161,20 +161,28 @@ void lesson_body(const Snapshot& snap, UiState& ui, int tab, Commands& cmds) {
   ImGui::EndChild();
 }
 
+// The button that hides the lessons: an arrow towards where they go.
+const char* hide_arrow(const UiState& ui) {
+  return ui.panel_fit.lessons_side ? "\xE2\x96\xB6" : "\xE2\x96\xBC";
+}
+
 void lessons_menu(const Snapshot& snap, UiState& ui, const std::vector<Lesson>& lessons, float hide_w, Commands& cmds) {
   const auto current = std::find_if(lessons.begin(), lessons.end(), [&](const Lesson& l) {
     return l.tab == ui.bottom_tab || (l.tab < 0 && ui.bottom_tab != 2 && ui.bottom_tab != 4);
   });
   const Lesson shown = current != lessons.end() ? *current : lessons.front();
-  ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x - hide_w - ImGui::GetStyle().ItemSpacing.x);
-  if (ImGui::BeginCombo("##lesson_menu", shown.name)) {
+  const float menu_w = ImGui::GetContentRegionAvail().x - hide_w - ImGui::GetStyle().ItemSpacing.x;
+  ImGui::SetNextItemWidth(menu_w);
+  // The menu's own text: the lesson's full name where it fits beside the arrow, else its brief one.
+  const float text_w = menu_w - ImGui::GetFrameHeight() - 2 * ImGui::GetStyle().FramePadding.x;
+  if (ImGui::BeginCombo("##lesson_menu", ImGui::CalcTextSize(shown.name).x <= text_w ? shown.name : shown.brief)) {
     for (const Lesson& l : lessons)
       if (ImGui::Selectable(l.name, l.tab == shown.tab)) ui.bottom_tab = std::max(0, l.tab);
     ImGui::EndCombo();
   }
   ui.select_tab = false;
   ImGui::SameLine();
-  if (ImGui::Button("\xE2\x96\xBC##hide_lessons", ImVec2(hide_w, 0))) ui.teach_open = false;
+  if (ImGui::Button((std::string(hide_arrow(ui)) + "##hide_lessons").c_str(), ImVec2(hide_w, 0))) ui.teach_open = false;
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("hide the lessons");
   lesson_body(snap, ui, shown.tab, cmds);
 }
@@ -183,7 +191,7 @@ void teach_tabs(const Snapshot& snap, UiState& ui, Commands& cmds) {
   const std::vector<Lesson> lessons = lessons_shown(snap);
   const ImGuiStyle& st = ImGui::GetStyle();
   auto tab_w = [&](const char* t) { return ImGui::CalcTextSize(t).x + 2 * st.FramePadding.x; };
-  const float hide_w = tab_w("\xE2\x96\xBC");
+  const float hide_w = tab_w(hide_arrow(ui));
   std::vector<float> full, brief;
   for (const Lesson& l : lessons) full.push_back(tab_w(l.name)), brief.push_back(tab_w(l.brief));
   const TabLabels labels =
@@ -203,7 +211,7 @@ void teach_tabs(const Snapshot& snap, UiState& ui, Commands& cmds) {
     lesson_body(snap, ui, l.tab, cmds);
     ImGui::EndTabItem();
   }
-  if (ImGui::TabItemButton("\xE2\x96\xBC", ImGuiTabItemFlags_Trailing)) ui.teach_open = false;
+  if (ImGui::TabItemButton(hide_arrow(ui), ImGuiTabItemFlags_Trailing)) ui.teach_open = false;
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("%s",
                       ("hide the lessons" + (ui.panel_fit.note.empty() ? "" : "\n\n" + ui.panel_fit.note)).c_str());
@@ -265,7 +273,8 @@ void strip_second_row(const Snapshot& snap, UiState& ui) {
 // alone, with the lessons button at its end. Returns its height.
 float bottom_strip(const Snapshot& snap, UiState& ui, float x, float w, float H, Commands& cmds) {
   const bool full = !ui.teach_open && ui.panel_fit.full_strip;
-  const float h = bottom_height(ui.teach_open, full, H);
+  const bool lessons_here = ui.teach_open && !ui.panel_fit.lessons_side;
+  const float h = bottom_height(lessons_here, full, H);
   ImGui::SetNextWindowPos(ImVec2(x, H - h), ImGuiCond_Always);
   ImGui::SetNextWindowSize(ImVec2(std::max(100.0f, w), h), ImGuiCond_Always);
   if (ImGui::Begin("Teach", nullptr, kDocked | ImGuiWindowFlags_NoResize)) {
@@ -281,21 +290,40 @@ float bottom_strip(const Snapshot& snap, UiState& ui, float x, float w, float H,
       ImGui::SameLine();
       lessons_button(snap, ui, up);
     }
-    if (ui.teach_open) teach_tabs(snap, ui, cmds);
+    if (lessons_here) teach_tabs(snap, ui, cmds);
   }
   ImGui::End();
   return h;
 }
 
+// The lessons in a column left of the right sidebar (open or folded) from
+// the window's top to its bottom, where fit_panels put them beside the view.
+// Returns its width (0 = the lessons are not there).
+float lessons_column(const Snapshot& snap, UiState& ui, float W, float right_x, float H, Commands& cmds) {
+  if (!ui.teach_open || !ui.panel_fit.lessons_side) return 0;
+  const float w = sidebar_width(ui, W, true);
+  ImGui::SetNextWindowPos(ImVec2(right_x, 0), ImGuiCond_Always, ImVec2(1, 0));
+  ImGui::SetNextWindowSize(ImVec2(w, H), ImGuiCond_Always);
+  if (ImGui::Begin("Lessons", nullptr, kDocked | ImGuiWindowFlags_NoResize)) teach_tabs(snap, ui, cmds);
+  ImGui::End();
+  return w;
+}
+
 // The one place panels fold by themselves: when the window's size or text
 // scale changes, the view's banner and legend grow (a model loads, a layout
 // adds entries) or the lessons open, fit_panels folds what would crowd the
-// 3D view. The user's clicks after that stand until the next change.
+// 3D view (and may put the lessons beside it). When the lessons close, the
+// sidebars folded by fitting open again and fit_panels folds what this size
+// still needs. The user's clicks after that stand until the next change.
 void fold_to_fit(UiState& ui, float W, float H) {
   UiState::PanelFit& f = ui.panel_fit;
   const bool resized = f.w != W || f.h != H || f.text_scale != ui.text_scale || ui.view_text_h > 1.25f * f.view_text;
-  const bool lessons_opened = ui.teach_open && !f.lessons;
-  if ((resized && ui.view_text_h > 0) || lessons_opened) {
+  const bool lessons_opened = ui.teach_open && !f.lessons, lessons_closed = !ui.teach_open && f.lessons;
+  if (lessons_closed) ui.left_open |= f.left, ui.right_open |= f.right;
+  const PanelsOpen before{ui.left_open, ui.right_open, ui.teach_open, f.full_strip, ui.teach_open && f.lessons_side};
+  PanelsOpen open = before;
+  if ((resized && ui.view_text_h > 0) || lessons_opened || lessons_closed) {
+    open.full_strip = resized || f.full_strip;  // the strip's second row is the layout's own: a new size shows it first
     const PanelRoom room{W,
                          H,
                          sidebar_width(ui, W, false),
@@ -304,18 +332,21 @@ void fold_to_fit(UiState& ui, float W, float H) {
                          bottom_height(true, true, H),
                          ui.view_text_h,
                          sidebar_width(ui, W, true),
-                         bottom_height(false, false, H)};
-    // (the strip's second row is the layout's own choice: a new size starts from it shown)
-    PanelsOpen open{ui.left_open, ui.right_open, ui.teach_open, resized || f.full_strip};
+                         bottom_height(false, false, H),
+                         sidebar_width(ui, W, true)};
     const std::string note = fit_panels(room, open, lessons_opened);
-    f.note = note;
-    if (!note.empty()) ui.status = note;
+    if (!note.empty() && !lessons_closed) ui.status = note;
     ui.left_open = open.left;
     ui.right_open = open.right;
     ui.teach_open = open.lessons;
     f.full_strip = open.full_strip;
+    f.lessons_side = open.lessons_side;
     if (ui.view_text_h > 0) f.w = W, f.h = H, f.text_scale = ui.text_scale, f.view_text = ui.view_text_h;
   }
+  const FitFolded was{f.left, f.right, f.lessons_folded, f.history};
+  const FitFolded now = track_fit_folded(was, before, open);
+  f.left = now.left, f.right = now.right, f.lessons_folded = now.lessons, f.history = now.history;
+  f.note = fit_folded_note(now);
   f.lessons = ui.teach_open;
 }
 
@@ -327,9 +358,10 @@ ViewRect layout_panels(const Snapshot& snap, UiState& ui, float W, float H, Comm
   fold_to_fit(ui, W, H);
   const float left = left_sidebar(snap, ui, W, H, cmds);
   const float right = right_sidebar(snap, ui, W, H, cmds);
-  const float bottom = bottom_strip(snap, ui, left, W - left - right, H, cmds);
+  const float column = lessons_column(snap, ui, W, W - right, H, cmds);
+  const float bottom = bottom_strip(snap, ui, left, W - left - right - column, H, cmds);
   r.x = left;
-  r.w = std::max(1.0f, W - left - right);
+  r.w = std::max(1.0f, W - left - right - column);
   r.h = std::max(1.0f, H - bottom);
   return r;
 }

@@ -127,8 +127,10 @@ struct UiState {
   struct PanelFit {
     float w = 0, h = 0, text_scale = 0, view_text = 0;
     bool lessons = false;
-    bool full_strip = true;  // the bottom strip's second row (lessons button, history line)
-    std::string note;        // what folded by itself, "" = nothing
+    bool full_strip = true;     // the bottom strip's second row (lessons button, history line)
+    bool lessons_side = false;  // the open lessons in a column beside the view (a short window)
+    bool left = false, right = false, lessons_folded = false, history = false;  // folded by fitting, still folded
+    std::string note;  // what fitting folded and is still folded, "" = nothing
   } panel_fit;
   float view_text_h = 0;
   bool qkv_open = false;         // the Q·K·V inspector's section (opened by a demo view)

@@ -5,6 +5,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "engine.h"
@@ -42,7 +43,9 @@ Commands panel_phases(const Snapshot& snap, UiState& ui) {
   if (s < 0) return cmds;
   const PhaseReport rep = measure_phases(snap.records, static_cast<size_t>(s) + 1);
   if (rep.has_prefill) {
-    ImGui::TextColored(v4(palette::kPrefill), "time to first token: %.2f ms", rep.ttft_ms);
+    char ttft[64];
+    std::snprintf(ttft, sizeof ttft, "time to first token: %.2f ms", rep.ttft_ms);
+    text_wrapped_coloured(v4(palette::kPrefill), ttft);  // a narrow column (text scale 2.5) wraps it
     hover_help("The prefill forward over the whole prompt plus choosing the first token.");
     const std::string prompt = "(prompt: " + std::to_string(rep.prompt_tokens) + " tokens)";
     same_line_if_fits(ImGui::CalcTextSize(prompt.c_str()).x);
@@ -258,14 +261,21 @@ Commands panel_kv_calculator(const Snapshot& snap, UiState& ui) {
                            "assets/kv_configs.json (hover a row).";
   const float note_h = ImGui::CalcTextSize(note.c_str(), nullptr, false, ImGui::GetContentRegionAvail().x).y +
                        ImGui::GetStyle().ItemSpacing.y;
+  // Where the eight columns cannot all be read side by side (a narrow column
+  // at a large text scale), they keep their width and scroll sideways, the
+  // model's name frozen at the left.
+  const bool narrow = ImGui::GetContentRegionAvail().x < 36 * ImGui::GetFontSize();
+  const ImGuiTableFlags sizing =
+      narrow ? ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_ScrollX : ImGuiTableFlags_SizingStretchProp;
   if (ImGui::BeginTable("kv", 8,
-                        ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_ScrollY |
-                            ImGuiTableFlags_BordersInnerV,
+                        ImGuiTableFlags_RowBg | sizing | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV,
                         ImVec2(0, std::max(line * 4, ImGui::GetContentRegionAvail().y - note_h)))) {
-    ImGui::TableSetupScrollFreeze(0, 1);
+    ImGui::TableSetupScrollFreeze(narrow ? 1 : 0, 1);
     const char* heads[] = {"model", "L", "KV heads", "/token", "cache", "weights", "24 GB", "80 GB"};
     const float wt[] = {4.0f, 0.6f, 1.9f, 1.3f, 1.3f, 1.3f, 1.2f, 1.2f};
-    for (int i = 0; i < 8; ++i) ImGui::TableSetupColumn(heads[i], ImGuiTableColumnFlags_WidthStretch, wt[i]);
+    for (int i = 0; i < 8; ++i)
+      ImGui::TableSetupColumn(heads[i], narrow ? ImGuiTableColumnFlags_None : ImGuiTableColumnFlags_WidthStretch,
+                              narrow ? 0.0f : wt[i]);
     ImGui::TableHeadersRow();
     for (size_t i = 0; i < specs.size(); ++i) kv_calc_row(specs[i], static_cast<int>(i) - offset, i, tokens, dt, ui);
     ImGui::EndTable();

@@ -199,35 +199,81 @@ std::vector<std::string> fit_choices(UiState& ui, const FitContext& ctx, int* pe
   return f.take();
 }
 
+namespace {
+
+// Open lessons that leave the picture under the view short: beside the view
+// where it keeps half the width beside two folded sidebars, else folded (or
+// the right sidebar, for lessons just opened).
+void fit_lessons(const PanelRoom& r, PanelsOpen& open, bool lessons_kept, float picture_under,
+                 std::vector<std::string>& folded) {
+  open.lessons_side = false;
+  if (!open.lessons || picture_under >= kMinPictureShare * r.H) return;
+  const float compact = r.compact > 0 ? r.compact : r.strip;
+  if (r.column > 0 && compact < r.lessons && r.W - r.column - 2 * r.folded >= kMinViewWidthShare * r.W) {
+    open.lessons_side = true;
+  } else if (!lessons_kept && r.strip < r.lessons) {
+    open.lessons = false;
+    folded.push_back("the lessons");
+  } else if (lessons_kept && open.right && r.view_text > 0) {
+    open.right = false;
+    folded.push_back("the right sidebar");
+  }
+}
+
+std::string folded_note(const std::vector<std::string>& folded) {
+  if (folded.empty()) return "";
+  std::string note = "folded ";
+  for (size_t i = 0; i < folded.size(); ++i) note += (i ? " and " : "") + folded[i];
+  return note + " so the 3D view keeps its room at this window size and text scale (their buttons reopen them)";
+}
+
+constexpr const char* kHistoryFolded = "the history line (the step counter's tooltip shows it)";
+
+}  // namespace
+
 std::string fit_panels(const PanelRoom& r, PanelsOpen& open, bool lessons_kept) {
-  auto strip = [&] { return open.lessons ? r.lessons : open.full_strip ? r.strip : r.compact; };
+  auto strip = [&] {
+    if (open.lessons) return open.lessons_side ? (r.compact > 0 ? r.compact : r.strip) : r.lessons;
+    return open.full_strip ? r.strip : r.compact;
+  };
   auto picture = [&] { return r.H - strip() - r.view_text; };
   auto side = [&](bool me, bool other) { return !me ? r.folded : other || r.alone <= 0 ? r.sidebar : r.alone; };
-  auto width = [&] { return r.W - side(open.left, open.right) - side(open.right, open.left); };
+  auto width = [&] {
+    return r.W - side(open.left, open.right) - side(open.right, open.left) - (open.lessons_side ? r.column : 0.0f);
+  };
   std::vector<std::string> folded;
-  if (picture() < kMinPictureShare * r.H && open.lessons) {
-    if (!lessons_kept && r.strip < r.lessons) {
-      open.lessons = false;
-      folded.push_back("the lessons");
-    } else if (lessons_kept && open.right && r.view_text > 0) {
-      open.right = false;
-      folded.push_back("the right sidebar");
-    }
-  }
+  fit_lessons(r, open, lessons_kept, picture(), folded);
   if (!open.lessons && open.full_strip && r.compact > 0 && r.compact < r.strip &&
       picture() < kRoomyPictureShare * r.H) {
     open.full_strip = false;
-    folded.push_back("the history line (the step counter's tooltip shows it)");
+    folded.push_back(kHistoryFolded);
   }
   while (width() < kMinViewWidthShare * r.W && (open.left || open.right) && r.folded < r.sidebar) {
     bool& s = open.right ? open.right : open.left;
     folded.push_back(&s == &open.right ? "the right sidebar" : "the left sidebar");
     s = false;
   }
-  if (folded.empty()) return "";
-  std::string note = "folded ";
-  for (size_t i = 0; i < folded.size(); ++i) note += (i ? " and " : "") + folded[i];
-  return note + " so the 3D view keeps its room at this window size and text scale (their buttons reopen them)";
+  return folded_note(folded);
+}
+
+FitFolded track_fit_folded(FitFolded was, const PanelsOpen& before, const PanelsOpen& after) {
+  auto track = [](bool was_folded, bool open_before, bool open_after) {
+    return !open_after && (was_folded || open_before);
+  };
+  was.left = track(was.left, before.left, after.left);
+  was.right = track(was.right, before.right, after.right);
+  was.lessons = track(was.lessons, before.lessons, after.lessons);
+  was.history = track(was.history, before.full_strip, after.full_strip);
+  return was;
+}
+
+std::string fit_folded_note(const FitFolded& f) {
+  std::vector<std::string> folded;
+  if (f.lessons) folded.push_back("the lessons");
+  if (f.history) folded.push_back(kHistoryFolded);
+  if (f.right) folded.push_back("the right sidebar");
+  if (f.left) folded.push_back("the left sidebar");
+  return folded_note(folded);
 }
 
 std::vector<int> fit_row(const std::vector<std::vector<float>>& widths, float spacing, float avail,

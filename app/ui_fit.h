@@ -83,10 +83,12 @@ struct PanelRoom {
   float view_text = 0;            // the view's banner and legend bands (height)
   float alone = 0;                // an open sidebar's width beside a folded one (0 = `sidebar`)
   float compact = 0;              // the strip's height as the timeline row alone (0 = no such strip)
+  float column = 0;               // the lessons' width in a column beside the view (0 = never there)
 };
 struct PanelsOpen {
   bool left = true, right = true, lessons = false;
-  bool full_strip = true;  // the strip's second row: the lessons button and the history line
+  bool full_strip = true;     // the strip's second row: the lessons button and the history line
+  bool lessons_side = false;  // the open lessons in a column beside the view, not under it
 };
 // The 3D view keeps half the window's width, and its picture (the view less
 // its banner and legend) this share of the height, where folding helps.
@@ -95,12 +97,27 @@ inline constexpr float kMinViewWidthShare = 0.5f, kMinPictureShare = 0.35f;
 // second row: the strip keeps the timeline row, with the lessons button at
 // its end and the history line in a tooltip.
 inline constexpr float kRoomyPictureShare = 0.5f;
-// Folds what crowds the 3D view: for height the lessons (or, when the user
-// just opened them, `lessons_kept`, the right sidebar: a wider view wraps its
-// text into fewer rows), then the strip's second row; for width the right
-// sidebar, then the left (a sidebar left alone takes `alone`). Returns a note
-// naming what folded ("" = nothing).
+// Folds what crowds the 3D view. For height: open lessons that would leave
+// the picture short under the view move to a column beside it (`column`, where
+// the view keeps its half of the width beside two folded sidebars), else they
+// fold (or, when the user just opened them, `lessons_kept`, the right sidebar
+// folds: a wider view wraps its text into fewer rows); then the strip's
+// second row. For width the right sidebar, then the left (a sidebar left
+// alone takes `alone`). Returns a note naming what folded now ("" = nothing).
 std::string fit_panels(const PanelRoom& r, PanelsOpen& open, bool lessons_kept);
+
+// What fitting folded and is still folded: the "(folded to fit)" mark and
+// its note stand while any of these stays folded, whenever it was folded.
+struct FitFolded {
+  bool left = false, right = false, lessons = false, history = false;
+};
+// `was` updated for a frame whose panels went from `before` (as the user
+// left them) to `after` (as fit_panels left them; = before where no fitting
+// ran): what fitting folded joins, what is open again (a click, a new fit)
+// leaves.
+FitFolded track_fit_folded(FitFolded was, const PanelsOpen& before, const PanelsOpen& after);
+// The note for what `f` names ("" = nothing folded by fitting).
+std::string fit_folded_note(const FitFolded& f);
 
 // A row of texts, each offered in variants from the fullest to the shortest
 // (`widths[i][v]`, window units), laid out with `spacing` between them in

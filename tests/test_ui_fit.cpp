@@ -487,5 +487,90 @@ TEST(FitPanels, FoldingThatCannotHelpFoldsNothing) {
   EXPECT_TRUE(open.lessons);
 }
 
+// The same window where the lessons may take a column beside the view: a
+// sidebar left alone and the column are 422 wide, the timeline row alone 90.
+PanelRoom room_720p_at_2_5_with_column() {
+  PanelRoom r = room_720p_at_2_5();
+  r.alone = 422;
+  r.compact = 90;
+  r.column = 422;
+  return r;
+}
+
+TEST(FitPanels, LessonsGoBesideTheViewInAShortWindow) {
+  for (const bool kept : {true, false}) {
+    PanelsOpen open{true, true, true};
+    const std::string note = fit_panels(room_720p_at_2_5_with_column(), open, kept);
+    EXPECT_TRUE(open.lessons);
+    EXPECT_TRUE(open.lessons_side);  // under the view the picture gets 720 - 288 - 280 = 152
+    // Beside them the view keeps half the width only with both sidebars folded:
+    // 1280 - 422 - 60 - 422 = 376 < 640, 1280 - 422 - 2 x 60 = 738.
+    EXPECT_FALSE(open.right);
+    EXPECT_FALSE(open.left);
+    EXPECT_NE(note.find("the right sidebar and the left sidebar"), std::string::npos) << note;
+    // The picture: 720 - 90 - 280 = 350, over twice what the lessons left under it.
+  }
+}
+
+TEST(FitPanels, LessonsStayUnderTheViewWhereThePictureHasRoom) {
+  // 1366 x 768 at text scale 1: 768 - 307 - 150 = 311 >= 35 % of 768.
+  PanelsOpen open{true, true, true};
+  EXPECT_EQ(fit_panels(PanelRoom{1366, 768, 290, 30, 70, 307, 150, 0, 45, 290}, open, true), "");
+  EXPECT_TRUE(open.lessons && open.left && open.right);
+  EXPECT_FALSE(open.lessons_side);
+}
+
+TEST(FitPanels, LessonsFoldWhereNoColumnLeavesTheViewHalfTheWidth) {
+  PanelRoom r = room_720p_at_2_5_with_column();
+  r.W = 900;  // 900 - 422 - 2 x 60 = 358 < 450
+  PanelsOpen open{true, true, true};
+  fit_panels(r, open, /*lessons_kept=*/false);
+  EXPECT_FALSE(open.lessons);
+  EXPECT_FALSE(open.lessons_side);
+}
+
+TEST(FitPanels, LessonsClosedLeaveTheColumn) {
+  PanelsOpen open{false, false, false};
+  open.lessons_side = true;
+  fit_panels(room_720p_at_2_5_with_column(), open, false);
+  EXPECT_FALSE(open.lessons_side);
+}
+
+TEST(FitFolded, TheNoteStandsWhileWhatFittingFoldedStaysFolded) {
+  // Text scale 2.5, a roomy strip: the right sidebar folds for width, the lessons fit under the view.
+  const PanelRoom room{1280, 720, 345, 60, 70, 250, 100};
+  FitFolded folded;
+  PanelsOpen before{true, true, false};
+  PanelsOpen after = before;
+  EXPECT_NE(fit_panels(room, after, false), "");
+  folded = track_fit_folded(folded, before, after);
+  EXPECT_NE(fit_folded_note(folded).find("the right sidebar"), std::string::npos);
+
+  // The lessons open and nothing new folds: the right sidebar is still folded, and the note says so.
+  before = after;
+  before.lessons = true;
+  after = before;
+  EXPECT_EQ(fit_panels(room, after, true), "");
+  EXPECT_FALSE(after.right);
+  folded = track_fit_folded(folded, before, after);
+  EXPECT_NE(fit_folded_note(folded).find("the right sidebar"), std::string::npos) << fit_folded_note(folded);
+  // A frame without fitting keeps it too.
+  folded = track_fit_folded(folded, after, after);
+  EXPECT_NE(fit_folded_note(folded), "");
+
+  // The user opens the sidebar again: nothing is folded by fitting any more.
+  after.right = true;
+  folded = track_fit_folded(folded, after, after);
+  EXPECT_EQ(fit_folded_note(folded), "");
+}
+
+TEST(FitFolded, WhatTheUserFoldedIsNotCalledFolded) {
+  PanelsOpen open{false, false, false};  // folded by clicks, no fitting this frame
+  EXPECT_EQ(fit_folded_note(track_fit_folded(FitFolded{}, open, open)), "");
+  FitFolded f;
+  f.lessons = f.history = f.left = true;
+  EXPECT_EQ(fit_folded_note(f).find("folded the lessons and the history line"), 0u) << fit_folded_note(f);
+}
+
 }  // namespace
 }  // namespace kvscope
