@@ -154,13 +154,21 @@ void draw_token_labels(ImDrawList* dl, const Scene& scene, const Projector& proj
 
 // Layer numbers and row captions; their boxes go into `drawn` (the beam
 // weights keep clear of them).
+// Seen from above (`from_above`) the stacks hide under the tokens: the
+// tokens' caption goes first and the stacks' captions are left out.
 void draw_side_labels(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts,
-                      std::vector<ScreenBox>& drawn) {
+                      bool from_above, std::vector<ScreenBox>& drawn) {
   ImFont* font = fonts.small;
   const size_t first = drawn.size();
   const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
+  std::vector<const Label*> order;
   for (const Label& l : scene.labels) {
-    if (l.kind != LabelKind::kLayer && l.kind != LabelKind::kCaption) continue;
+    if (l.kind == LabelKind::kCaption && from_above && l.pos != -1) continue;  // "KV cache", the K/V heads
+    if (l.kind == LabelKind::kCaption && from_above) order.insert(order.begin(), &l);
+    if (l.kind == LabelKind::kLayer || (l.kind == LabelKind::kCaption && !from_above)) order.push_back(&l);
+  }
+  for (const Label* lp : order) {
+    const Label& l = *lp;
     ImVec2 p;
     if (!proj(l.anchor, p)) continue;
     // A row that starts off screen (a camera that follows the newest
@@ -528,7 +536,7 @@ void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVe
   dl->PushClipRect(origin, ImVec2(origin.x + size.x, origin.y + size.y), true);
   Projector proj{camera.proj(size.x / std::max(1.0f, size.y)) * camera.view(), origin, size};
   std::vector<ScreenBox> side;
-  draw_side_labels(dl, scene, proj, fonts, side);
+  draw_side_labels(dl, scene, proj, fonts, camera.pitch > 1.0f, side);
   // The head's tag first: the token labels keep clear of it and of the side
   // labels; the beams' weights then find room on their arcs around them all.
   std::vector<ScreenBox> taken;
