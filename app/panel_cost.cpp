@@ -104,7 +104,7 @@ Commands panel_phases(const Snapshot& snap, UiState& ui) {
   // The contrast in words, from the numbers above.
   const std::string summary = phases_summary(rep);
   if (!summary.empty()) {
-    ImGui::TextWrapped("%s", summary.c_str());
+    text_wrapped_wordsf("%s", summary.c_str());
   } else {
     ImGui::TextDisabled("Decode numbers appear after the first KV CACHE step.");
   }
@@ -160,13 +160,13 @@ void kv_calc_controls(const KvConfigs& cfg, const std::vector<KvDtype>& dtypes, 
 void kv_calc_summary(const KvModelSpec& m, uint64_t tokens, KvDtype dt) {
   const FitCheck f = check_fit(m, tokens, dt, dt);
   ImGui::PushStyleColor(ImGuiCol_Text, v4(palette::kCacheHigh));
-  ImGui::TextWrapped("%s, %s: 2 x %d x %d x %d x %g B = %s/token; x %llu tokens = %s (%s); with weights: %s",
-                     m.name.c_str(), to_string(dt), m.layers, m.kv_heads, m.head_dim, dtype_bytes(dt),
-                     format_bytes(static_cast<double>(f.bytes_per_token)).c_str(),
-                     static_cast<unsigned long long>(f.cached_positions),
-                     format_bytes(static_cast<double>(f.cache_bytes)).c_str(),
-                     format_bytes_decimal(static_cast<double>(f.cache_bytes)).c_str(),
-                     format_bytes(static_cast<double>(f.total_bytes)).c_str());
+  text_wrapped_wordsf("%s, %s: 2 x %d x %d x %d x %g B = %s/token; x %llu tokens = %s (%s); with weights: %s",
+                      m.name.c_str(), to_string(dt), m.layers, m.kv_heads, m.head_dim, dtype_bytes(dt),
+                      format_bytes(static_cast<double>(f.bytes_per_token)).c_str(),
+                      static_cast<unsigned long long>(f.cached_positions),
+                      format_bytes(static_cast<double>(f.cache_bytes)).c_str(),
+                      format_bytes_decimal(static_cast<double>(f.cache_bytes)).c_str(),
+                      format_bytes(static_cast<double>(f.total_bytes)).c_str());
   ImGui::PopStyleColor();
 }
 
@@ -235,9 +235,9 @@ Commands panel_kv_calculator(const Snapshot& snap, UiState& ui) {
   // The loaded model first (its real f32 cache), then the published configs.
   if (snap.model) {
     const Config& c = snap.model->config;
-    ImGui::TextWrapped("%s: %s/token = 2 (K, V) x %d layers x %d heads x %d dims x 4 B (fp32)",
-                       snap.model->name.c_str(), format_bytes(static_cast<double>(kv_bytes_per_position(c))).c_str(),
-                       c.n_layer, c.n_head, c.head_dim());
+    text_wrapped_wordsf("%s: %s/token = 2 (K, V) x %d layers x %d heads x %d dims x 4 B (fp32)",
+                        snap.model->name.c_str(), format_bytes(static_cast<double>(kv_bytes_per_position(c))).c_str(),
+                        c.n_layer, c.n_head, c.head_dim());
   }
   kv_calc_controls(cfg, dtypes, ui);
   if (!cfg.error.empty()) {

@@ -140,9 +140,9 @@ Commands panel_decoding(const Snapshot& snap, UiState& ui) {
 // Beam search: the shown step's 2N candidates, best first, and what became of each.
 void panel_beam_candidates(const Snapshot& snap, int step) {
   const BeamStepRecord& r = *snap.beam_records[static_cast<size_t>(step)];
-  ImGui::TextWrapped("step %d: %d beam%s expanded, the %d best (beam, token) kept:", step,
-                     static_cast<int>(r.expanded.size()), r.expanded.size() == 1 ? "" : "s",
-                     static_cast<int>(r.candidates.size()));
+  text_wrapped_wordsf("step %d: %d beam%s expanded, the %d best (beam, token) kept:", step,
+                      static_cast<int>(r.expanded.size()), r.expanded.size() == 1 ? "" : "s",
+                      static_cast<int>(r.candidates.size()));
   if (begin_headed_table("beam_cands", {"beam + token", "log p", "\xCE\xA3 log p", "kept as"})) {
     for (size_t i = 0; i < r.candidates.size(); ++i) {
       const BeamCandidate& c = r.candidates[i];
@@ -188,9 +188,9 @@ void panel_beam_state(const Snapshot& snap, int step) {
   const double saved = r.kv_bytes_independent > 0
                            ? 100.0 * (1.0 - static_cast<double>(r.kv_bytes_shared) / r.kv_bytes_independent)
                            : 0.0;
-  ImGui::TextWrapped("K/V held %s, one cache per beam would hold %s: %.0f%% saved by sharing; %llu block%s copied",
-                     format_bytes(r.kv_bytes_shared).c_str(), format_bytes(r.kv_bytes_independent).c_str(), saved,
-                     static_cast<unsigned long long>(r.cow_copies), r.cow_copies == 1 ? "" : "s");
+  text_wrapped_wordsf("K/V held %s, one cache per beam would hold %s: %.0f%% saved by sharing; %llu block%s copied",
+                      format_bytes(r.kv_bytes_shared).c_str(), format_bytes(r.kv_bytes_independent).c_str(), saved,
+                      static_cast<unsigned long long>(r.cow_copies), r.cow_copies == 1 ? "" : "s");
   hover_help(
       "Bytes the paged cache holds for the expanded beams (shared prompt and prefixes once) vs one cache per "
       "beam in the same layout. A shared block is copied only when a beam first writes into it.");
@@ -231,8 +231,8 @@ void panel_spec_iteration(const Snapshot& snap, UiState& ui, int step) {
     }
     ImGui::EndTable();
   }
-  ImGui::TextWrapped("%s %s (p = %.3f)", it.bonus ? "bonus token from p:" : "replacement from norm(max(0, p - q)):",
-                     visible_piece(it.next_piece).c_str(), it.next_prob);
+  text_wrapped_wordsf("%s %s (p = %.3f)", it.bonus ? "bonus token from p:" : "replacement from norm(max(0, p - q)):",
+                      visible_piece(it.next_piece).c_str(), it.next_prob);
 }
 
 void panel_spec_counters(const Snapshot& snap, int step) {
@@ -311,12 +311,12 @@ void spec_counters(const Snapshot& snap, int step) {
 Commands panel_decode_cache(const Snapshot& snap, UiState& ui) {
   const bool beam = snap.decoding.mode == DecodeMode::kBeam;
   text_wrapped_coloured(v4(palette::kCacheHigh), beam ? "KV CACHE, one for all beams" : "KV CACHE in both models");
-  ImGui::TextWrapped("%s", beam ? "The beams share the prompt's K/V and every common prefix (paged: a shared block "
-                                  "is copied on its first write). Each step is ONE forward over every beam's new "
-                                  "position."
-                                : "Each iteration the draft runs K small forwards on its cache, the model ONE "
-                                  "forward over the K drafted positions (+1) on its own; rejected positions are "
-                                  "rolled back in both caches. Plain decoding: one model forward per token.");
+  text_wrapped_wordsf("%s", beam ? "The beams share the prompt's K/V and every common prefix (paged: a shared block "
+                                   "is copied on its first write). Each step is ONE forward over every beam's new "
+                                   "position."
+                                 : "Each iteration the draft runs K small forwards on its cache, the model ONE "
+                                   "forward over the K drafted positions (+1) on its own; rejected positions are "
+                                   "rolled back in both caches. Plain decoding: one model forward per token.");
   const int step = shown_step_or_note(snap, ui);
   if (step >= 0 && begin_counters("decode_counters")) {
     if (beam)
@@ -346,12 +346,12 @@ void lesson_row(bool shown) {
 
 void beam_lesson(const Snapshot& snap, int step) {
   const BeamTotals t = beam_totals(snap.beam_records, step);
-  ImGui::TextWrapped(
+  text_wrapped_wordsf(
       "Beam search keeps the N most probable sequences. Each step runs ONE forward over the new position of every "
       "running beam (a batch), ranks all (beam, token) continuations by \xCE\xA3 log p, keeps the 2N best and "
       "continues the N best that did not end. The beams live in one paged KV cache: the prompt's K/V are computed "
       "once and every common prefix is held once.");
-  ImGui::TextWrapped(
+  text_wrapped_wordsf(
       "Up to step %d: %d forwards computed %lld positions (the %d-token prompt once); the cache "
       "holds %s where one cache per beam would hold %s: %.0f %% saved, %llu blocks copied on write.",
       t.step, t.forwards, static_cast<long long>(t.positions), t.prompt_tokens, format_bytes(t.kv_shared).c_str(),
@@ -383,20 +383,20 @@ void beam_lesson(const Snapshot& snap, int step) {
 
 void spec_lesson(const Snapshot& snap, int step) {
   const SpecTotals t = spec_totals(snap.spec_iterations, step);
-  ImGui::TextWrapped(
+  text_wrapped_wordsf(
       "Speculative decoding: a small draft model proposes K tokens, one cheap forward each; the model scores all "
       "of them in ONE forward; token i is kept when a uniform draw r < p/q, the first rejected one is replaced "
       "by a draw from norm(max(0, p - q)), and a bonus token comes from p when all K pass. The text follows the "
       "model's own distribution exactly; only the number of model forwards changes.");
   const double a = t.alpha_tested();
-  ImGui::TextWrapped(
+  text_wrapped_wordsf(
       "Up to iteration %d: %d tokens in %d model forwards (%.2f per forward; plain decoding: 1). "
       "%d of %d tested drafts accepted: \xCE\xB1 = %.2f. With K = %d, Leviathan et al. expect "
       "(1 - \xCE\xB1^(K+1)) / (1 - \xCE\xB1) = %.2f tokens per model forward.",
       t.iteration, t.generated, t.target_forwards, t.tokens_per_target_forward(), t.accepted, t.tested, a, t.k,
       expected_tokens_per_iteration(a, t.k));
   if (t.draft_timed > 0 && t.target_timed > 0)
-    ImGui::TextWrapped(
+    text_wrapped_wordsf(
         "Measured here: a draft forward %.2f ms, a model verify forward %.2f ms (c = %.2f); their "
         "formula predicts %.2fx the speed of plain decoding (c measured on the verify forward, "
         "which computes K + 1 positions).",

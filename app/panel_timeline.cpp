@@ -103,7 +103,7 @@ Commands panel_branches(const Snapshot& snap, UiState& ui) {
     ImGui::TextDisabled("(no generation yet)");
     return cmds;
   }
-  ImGui::TextWrapped(
+  text_wrapped_wordsf(
       "Click a candidate in the Next-token panel to force it at the shown step: generation forks there. "
       "Click a branch to return to it.");
   const uint64_t saved = snap.tree.flops_saved_total();
@@ -113,12 +113,12 @@ Commands panel_branches(const Snapshot& snap, UiState& ui) {
   if (cur.parent >= 0) {
     const ForkCost& f = cur.fork;
     if (f.cache_reused)
-      ImGui::TextWrapped("this branch: cache cut back to %d positions and kept; its first step cost %s instead of %s",
-                         f.reused_positions, format_flops(f.flops_reuse).c_str(),
-                         format_flops(f.flops_recompute).c_str());
+      text_wrapped_wordsf("this branch: cache cut back to %d positions and kept; its first step cost %s instead of %s",
+                          f.reused_positions, format_flops(f.flops_reuse).c_str(),
+                          format_flops(f.flops_recompute).c_str());
     else
-      ImGui::TextWrapped("this branch: every position recomputed (%s): %s", f.fork_pos > 0 ? "no reusable cache" : "",
-                         format_flops(f.flops_recompute).c_str());
+      text_wrapped_wordsf("this branch: every position recomputed (%s): %s", f.fork_pos > 0 ? "no reusable cache" : "",
+                          format_flops(f.flops_recompute).c_str());
     ImGui::Text("shares %d positions with its parent", snap.tree.shared_positions(cur.id, cur.parent));
   }
   ImGui::Separator();

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "panels.h"
-#include "units.h"
 #include "teach_training.h"
+#include "units.h"
 
 namespace kvscope {
 
@@ -104,8 +104,8 @@ void spread_line(const Snapshot& snap, const UiState& ui) {
   const int s = shown_step(snap, ui);
   if (s < 0) return;
   const AttentionSpread a = attention_spread(*snap.records[static_cast<size_t>(s)]);
-  ImGui::TextWrapped("Step %d attention: %.1f bits/head (even spread: %.1f), top beam %.0f%%", s, a.mean_bits,
-                     a.uniform_bits, 100.0 * a.mean_top);
+  text_wrapped_wordsf("Step %d attention: %.1f bits/head (even spread: %.1f), top beam %.0f%%", s, a.mean_bits,
+                      a.uniform_bits, 100.0 * a.mean_top);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip(
         "How spread out the newest token's attention is, mean over layers and heads:\n"
@@ -149,12 +149,12 @@ void checkpoint_list(const TrainingRecord& r, const Snapshot& snap, int slice, U
 Commands panel_training(const Snapshot& snap, UiState& ui) {
   Commands cmds;
   ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 240, 120, 255));
-  ImGui::TextWrapped("During inference the weights are frozen; training is what changed them.");
+  text_wrapped_wordsf("During inference the weights are frozen; training is what changed them.");
   ImGui::PopStyleColor();
   if (!snap.training) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-    ImGui::TextWrapped("%s has no training checkpoints (a model exported with its run has a training.json beside it).",
-                       snap.model ? snap.model->name.c_str() : "No model");
+    text_wrapped_wordsf("%s has no training checkpoints (a model exported with its run has a training.json beside it).",
+                        snap.model ? snap.model->name.c_str() : "No model");
     ImGui::PopStyleColor();
     return cmds;
   }
@@ -176,12 +176,12 @@ Commands panel_training(const Snapshot& snap, UiState& ui) {
   spread_line(snap, ui);
   ImGui::TableSetColumnIndex(1);
   ImGui::BeginChild("##checkpoints", ImVec2(0, plot_h + line));
-  ImGui::TextWrapped("Same prompt, same seed, weights from:");
+  text_wrapped_wordsf("Same prompt, same seed, weights from:");
   checkpoint_list(r, snap, slice, ui, cmds);
   if (snap.loading_model) ImGui::TextDisabled("loading the weights\xE2\x80\xA6");
   if (!snap.model_error.empty()) {  // a checkpoint folder that did not load (the Model panel has it too)
     ImGui::PushStyleColor(ImGuiCol_Text, v4(palette::kRecomputed));
-    ImGui::TextWrapped("Could not load: %s", snap.model_error.c_str());
+    text_wrapped_wordsf("Could not load: %s", snap.model_error.c_str());
     ImGui::PopStyleColor();
   }
   ImGui::EndChild();

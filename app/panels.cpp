@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 
@@ -182,6 +183,18 @@ void text_wrapped_words(const std::string& text) {
     i = end + 1;
   }
   ImGui::TextWrapped("%s", lines.c_str());  // (a word wider than the line still wraps inside)
+}
+
+void text_wrapped_wordsf(const char* fmt, ...) {
+  va_list args, again;
+  va_start(args, fmt);
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, fmt, args);
+  va_end(args);
+  std::string text(static_cast<size_t>(std::max(0, n)), '\0');
+  if (n > 0) std::vsnprintf(text.data(), text.size() + 1, fmt, again);
+  va_end(again);
+  text_wrapped_words(text);
 }
 
 void text_wrapped_coloured(const ImVec4& colour, const std::string& text) {

@@ -4,6 +4,8 @@
 // are purely presentational (sliders, text buffers).
 #pragma once
 
+#include <imgui.h>
+
 #include <string>
 #include <vector>
 
@@ -60,6 +62,10 @@ std::string header_label(const char* full, const char* brief);
 void text_wrapped_words(const std::string& text);
 // The same in a colour.
 void text_wrapped_coloured(const ImVec4& colour, const std::string& text);
+// The same for printf-style text (ImGui::TextWrapped's arguments): the
+// lessons' sentences full of numbers ("8.54 GFLOP/s") wrap between words,
+// never after a number's full stop.
+void text_wrapped_wordsf(const char* fmt, ...) IM_FMTARGS(1);
 // A checkbox's width with its label; the next item on this line when it
 // fits there, else on the next one.
 float checkbox_width(const char* label);
