@@ -469,7 +469,9 @@ bool draw_text_line(ImDrawList* dl, const Scene& scene, const OverlayFonts& font
   const std::vector<LinePiece> pieces = line_pieces(scene);
   if (pieces.size() < 2) return false;
   ImFont* f = fonts.small;
-  const float fs = f->FontSize * 0.85f, pad = 6.0f * fonts.scale;
+  // The small font's size at text scale 1, a little under it at a projector's
+  // 2.5 (still larger than the labels' at 1.5), where the view is short.
+  const float fs = f->FontSize * std::clamp(1.1f - 0.1f * fonts.scale, 0.85f, 1.0f), pad = 6.0f * fonts.scale;
   auto width = [&](const std::string& t) { return f->CalcTextSizeA(fs, 1e9f, 0.0f, t.c_str()).x; };
   std::vector<float> widths;
   for (const LinePiece& p : pieces) widths.push_back(width(p.text));
