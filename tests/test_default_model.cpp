@@ -202,6 +202,26 @@ TEST(DefaultModel, StoryPresetReusesNamesAndACopyHeadPointsBack) {
   EXPECT_GT(best, 0.5f) << "no head attends back to an earlier token of \"" << name << "\": " << text;
 }
 
+// Hand-written prompts introduce names that never occur in the training data
+// (tools/train/evaluate.py --check-unseen); at least 80 % of the greedy
+// continuations must use the name again, which only copying can do.
+TEST(DefaultModel, ReusesNamesItNeverSawInTraining) {
+  const auto prompts =
+      nlohmann::json::parse(slurp(std::string(KVSCOPE_SOURCE_DIR) + "/tools/train/heldout/prompts.json"));
+  int hits = 0, total = 0;
+  std::string misses;
+  for (const auto& p : prompts.at("names")) {
+    const std::string out = tiny()->tokenizer.decode(greedy(p.at("prompt").get<std::string>(), 60));
+    const std::string name = p.at("name");
+    const bool hit = std::regex_search(out, std::regex("\\b" + name + "\\b"));
+    hits += hit ? 1 : 0;
+    if (!hit) misses += "\n  " + name + ": " + out;
+    ++total;
+  }
+  ASSERT_EQ(total, 25);
+  EXPECT_GE(hits * 10, total * 8) << hits << " of " << total << " unseen names reused; misses:" << misses;
+}
+
 TEST(DefaultModel, CodePresetLooksLikePython) {
   const std::string text = "def " + tiny()->tokenizer.decode(greedy("def ", 40));
   EXPECT_TRUE(std::regex_search(text, std::regex("^def [A-Za-z_][A-Za-z_0-9]*\\("))) << text;

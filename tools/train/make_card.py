@@ -16,6 +16,7 @@ import bpe  # noqa: E402
 import evaluate  # noqa: E402
 import export  # noqa: E402
 import make_data  # noqa: E402
+import train  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = os.path.join(HERE, "work")
@@ -71,8 +72,8 @@ def loss_plot(run, path, title, snapshot_steps):
 
 
 def mix_parts(mix):
-    """The parts a --mix string weighs: the names part only where a sixth weight is given."""
-    return PARTS + ["names"] if len(mix.split(",")) > len(PARTS) else PARTS
+    """The parts a --mix string weighs, in train.py's order (the training-only parts only where weights are given)."""
+    return train.TRAIN_PARTS[:len(mix.split(","))]
 
 
 def training_lines(run, args, draft):
