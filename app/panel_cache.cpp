@@ -240,13 +240,15 @@ Commands panel_cache(const Snapshot& snap, UiState& ui) {
   flop_plot("##per", "FLOPs per step", per, modes, other, other_mode, h, marker);
   flop_plot("##cum", "FLOPs so far", cum, modes, other_cum, other_mode, h, marker);
   // Legend of the plots.
+  // (each entry on the next line where the sidebar has no room left for it)
   ImGui::TextColored(v4(palette::kCacheHigh), "\xE2\x94\x81 KV CACHE");
-  ImGui::SameLine();
+  same_line_if_fits(ImGui::CalcTextSize("\xE2\x94\x81 NO CACHE").x);
   ImGui::TextColored(v4(palette::kRecomputed), "\xE2\x94\x81 NO CACHE");
-  ImGui::SameLine();
+  same_line_if_fits(ImGui::CalcTextSize("(solid: ran)").x);
   ImGui::TextDisabled("(solid: ran)");
-  ImGui::TextColored(v4(other_mode == CacheMode::kKV ? palette::kCacheHigh : palette::kRecomputed),
-                     "- - %s, computed from the formula", other_mode == CacheMode::kKV ? "KV CACHE" : "NO CACHE");
+  text_wrapped_coloured(
+      v4(other_mode == CacheMode::kKV ? palette::kCacheHigh : palette::kRecomputed),
+      std::string("- - ") + (other_mode == CacheMode::kKV ? "KV CACHE" : "NO CACHE") + ", computed from the formula");
   return cmds;
 }
 

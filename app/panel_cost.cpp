@@ -171,7 +171,7 @@ void kv_calc_summary(const KvModelSpec& m, uint64_t tokens, KvDtype dt) {
 }
 
 void kv_calc_row_tooltip(const KvModelSpec& m, const FitCheck& f, KvDtype dt) {
-  ImGui::BeginTooltip();
+  begin_wrapped_tooltip();
   ImGui::Text("%s: %d layers, %d query heads, %d KV heads (%s), head size %d, width %d, context %d", m.name.c_str(),
               m.layers, m.query_heads, m.kv_heads, m.attention_kind(), m.head_dim, m.hidden, m.context);
   if (m.sliding_window > 0) ImGui::Text("sliding window: the cache holds at most %d positions", m.sliding_window);
@@ -182,7 +182,7 @@ void kv_calc_row_tooltip(const KvModelSpec& m, const FitCheck& f, KvDtype dt) {
               format_bytes_decimal(static_cast<double>(f.cache_bytes)).c_str());
   if (!m.note.empty()) ImGui::TextUnformatted(m.note.c_str());
   if (!m.source.empty()) ImGui::TextDisabled("source: %s", m.source.c_str());
-  ImGui::EndTooltip();
+  end_wrapped_tooltip();
 }
 
 void fit_cell(bool total, bool cache_only) {

@@ -166,7 +166,7 @@ Commands panel_heatmaps(const Snapshot& snap, UiState& ui) {
   const HeatmapHit hit = draw_heatmap_grid(ImGui::GetWindowDrawList(), p0, size, snap.records, s, ui.layer, ui.head,
                                            mouse, ImGui::GetFont(), ImGui::GetFontSize());
   if (hit.layer >= 0) {
-    ImGui::BeginTooltip();
+    begin_wrapped_tooltip();
     ImGui::Text("layer %d, head %d (click: show its beams)", hit.layer, hit.head);
     if (hit.query >= 0 && hit.known) {
       auto piece = [&](int p) {
@@ -178,7 +178,7 @@ Commands panel_heatmaps(const Snapshot& snap, UiState& ui) {
     } else if (hit.query >= 0) {
       ImGui::TextUnformatted("(this row's attention was dropped by the history's memory budget)");
     }
-    ImGui::EndTooltip();
+    end_wrapped_tooltip();
     if (ImGui::IsItemClicked()) {
       cmds.push_back(cmd::SelectHead{hit.layer, hit.head});
     }

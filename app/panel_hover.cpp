@@ -13,21 +13,10 @@
 namespace kvscope {
 namespace {
 
-// A hover tooltip at most half the window wide (longer lines wrap), so
-// ImGui can keep all of it inside the window at any text scale.
-void begin_hover_tooltip() {
-  ImGui::BeginTooltip();
-  ImGui::PushTextWrapPos(std::min(ImGui::GetFontSize() * 30.0f, ImGui::GetIO().DisplaySize.x * 0.5f));
-}
-void end_hover_tooltip() {
-  ImGui::PopTextWrapPos();
-  ImGui::EndTooltip();
-}
-
 // An aggregated column of a long sequence (scene_lod.h): what it sums up.
 void aggregated_tooltip(const SequenceState& seq, const Pick& pick, int layer, int head) {
   const int p0 = pick.pos, p1 = std::min(pick.pos + pick.span, static_cast<int>(seq.tokens.size()));
-  begin_hover_tooltip();
+  begin_wrapped_tooltip();
   ImGui::Text("positions %d\xE2\x80\x93%d: %d positions drawn as one column", p0, p1 - 1, p1 - p0);
   ImGui::TextDisabled("(a long sequence: older positions are binned, the newest have a column each)");
   const StepRecord* r = seq.current.get();
@@ -46,7 +35,7 @@ void aggregated_tooltip(const SequenceState& seq, const Pick& pick, int layer, i
                 layer < 0 ? "mean of layers" : ("layer " + std::to_string(layer)).c_str(),
                 head < 0 ? "mean of heads" : ("head " + std::to_string(head)).c_str());
   }
-  end_hover_tooltip();
+  end_wrapped_tooltip();
 }
 
 // What happened to a KV block's rows this step, by its state.
@@ -88,7 +77,7 @@ void hover_tooltip(const Snapshot& snap, const Pick& pick, int layer, int head) 
   if (pick.pos < 0 || pick.pos >= static_cast<int>(seq.tokens.size())) return;
   if (pick.span > 1) return aggregated_tooltip(seq, pick, layer, head);
   const TokenInfo& t = seq.tokens[pick.pos];
-  begin_hover_tooltip();
+  begin_wrapped_tooltip();
   if (pick.kind == Pick::kToken) {
     ImGui::Text("token %d at position %d", t.id, pick.pos);
     ImGui::Text("text:  %s", visible_piece(t.piece).c_str());
@@ -134,7 +123,7 @@ void hover_tooltip(const Snapshot& snap, const Pick& pick, int layer, int head) 
                           to_string(dt));
     }
   }
-  end_hover_tooltip();
+  end_wrapped_tooltip();
 }
 
 }  // namespace kvscope

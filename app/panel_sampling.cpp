@@ -57,7 +57,7 @@ std::string piece_of(const Snapshot& snap, int id) {
 
 // A candidate's tooltip: its logit through the penalty, temperature and cuts.
 void bar_tooltip(const Snapshot& snap, const TokenBar& b, const SamplingExplain& e, bool chosen) {
-  ImGui::BeginTooltip();
+  begin_wrapped_tooltip();
   ImGui::Text("%s (token %d), rank %d", piece_of(snap, b.token).c_str(), b.token, b.rank + 1);
   ImGui::Text("logit %.3f%s", b.logit_raw, b.penalized ? "" : " (not touched by the penalty)");
   if (b.penalized) ImGui::Text("repetition penalty: logit %.3f -> %.3f", b.logit_raw, b.logit);
@@ -67,7 +67,7 @@ void bar_tooltip(const Snapshot& snap, const TokenBar& b, const SamplingExplain&
   if (b.cut_by_top_p) ImGui::TextUnformatted("cut by top-p");
   if (b.kept()) ImGui::Text("kept: %.2f%% after renormalising", 100.0 * b.p_kept);
   ImGui::TextDisabled(chosen ? "the token this step chose" : "click: force it here (generation forks)");
-  ImGui::EndTooltip();
+  end_wrapped_tooltip();
 }
 
 // A candidate's percentage after temperature, with what touched or cut it.

@@ -5,7 +5,10 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
+#include "ui_fit.h"
 #include "units.h"
 
 namespace kvscope {
@@ -60,12 +63,17 @@ Commands panel_timeline(const Snapshot& snap, UiState& ui, float reserve) {
   ImGui::SameLine();
   // Room for the step counter as wide as it gets in this generation ("0000 / 0000 PAST" at most).
   const std::string widest = std::string(std::to_string(std::max(n - 1, 0)).size(), '0');
-  const float info_w = std::max(ImGui::CalcTextSize((widest + " / " + widest + " LIVE").c_str()).x,
-                                ImGui::CalcTextSize((widest + " / " + widest + " PAST").c_str()).x);
-  const float spacing = ImGui::GetStyle().ItemSpacing.x;
+  const float spacing = ImGui::GetStyle().ItemSpacing.x, min_slider = ImGui::GetFrameHeight() * 2;
+  // The counter with its word while the row has room, else the numbers alone (the colour and the tooltip
+  // still tell LIVE from PAST): a narrow strip at a large text scale pushed the lessons button off its end.
+  const std::vector<float> counter = {std::max(ImGui::CalcTextSize((widest + " / " + widest + " LIVE").c_str()).x,
+                                               ImGui::CalcTextSize((widest + " / " + widest + " PAST").c_str()).x),
+                                      ImGui::CalcTextSize((widest + "/" + widest).c_str()).x};
   // (the back button is already on the row: the slider, the forward button and the counter share the rest)
-  ImGui::SetNextItemWidth(
-      std::max(ImGui::GetFrameHeight() * 2, ImGui::GetContentRegionAvail().x - bw - info_w - 2 * spacing - reserve));
+  const float rest = ImGui::GetContentRegionAvail().x - bw - 2 * spacing - reserve;
+  const bool brief = fit_row({{min_slider}, counter}, spacing, rest, {1})[1] == 1;
+  const float info_w = counter[brief ? 1 : 0];
+  ImGui::SetNextItemWidth(std::max(min_slider, rest - info_w - spacing));
   int step = std::max(0, s);
   ImGui::BeginDisabled(n <= 1);
   // The number alone: "step %d" in a slider narrowed by a large text scale was cut to "step 2" at step 23.
@@ -87,9 +95,14 @@ Commands panel_timeline(const Snapshot& snap, UiState& ui, float reserve) {
   ImGui::SameLine();
   const bool live = ui.view_step < 0 || s == n - 1;
   if (n > 0) {
-    ImGui::TextColored(live ? ImVec4(0.45f, 1.0f, 0.55f, 1) : ImVec4(1.0f, 0.8f, 0.4f, 1), "%d / %d %s", s, n - 1,
-                       live ? "LIVE" : "PAST");
-    hover_help(history_text(snap).full.c_str());
+    const ImVec4 colour = live ? ImVec4(0.45f, 1.0f, 0.55f, 1) : ImVec4(1.0f, 0.8f, 0.4f, 1);
+    if (brief)
+      ImGui::TextColored(colour, "%d/%d", s, n - 1);
+    else
+      ImGui::TextColored(colour, "%d / %d %s", s, n - 1, live ? "LIVE" : "PAST");
+    hover_help(((brief ? (live ? "LIVE: the newest step\n" : "PAST: an earlier step\n") : std::string()) +
+                history_text(snap).full)
+                   .c_str());
   }
   return cmds;
 }
@@ -107,8 +120,8 @@ Commands panel_branches(const Snapshot& snap, UiState& ui) {
       "Click a candidate in the Next-token panel to force it at the shown step: generation forks there. "
       "Click a branch to return to it.");
   const uint64_t saved = snap.tree.flops_saved_total();
-  ImGui::TextColored(v4(palette::kCacheHigh), "FLOPs saved by reusing the KV cache at forks: %s",
-                     format_flops(saved).c_str());
+  text_wrapped_coloured(v4(palette::kCacheHigh),
+                        "FLOPs saved by reusing the KV cache at forks: " + format_flops(saved));
   const Branch& cur = snap.tree.current_branch();
   if (cur.parent >= 0) {
     const ForkCost& f = cur.fork;

@@ -52,13 +52,21 @@ int shown_step_or_note(const Snapshot& snap, const UiState& ui) {
   return step;
 }
 
-void hover_help(const char* text) {
-  if (!ImGui::IsItemHovered()) return;
+void begin_wrapped_tooltip() {
   ImGui::BeginTooltip();
-  ImGui::PushTextWrapPos(ImGui::GetFontSize() * 30.0f);
-  ImGui::TextUnformatted(text);
+  ImGui::PushTextWrapPos(std::min(ImGui::GetFontSize() * 30.0f, ImGui::GetIO().DisplaySize.x * 0.5f));
+}
+
+void end_wrapped_tooltip() {
   ImGui::PopTextWrapPos();
   ImGui::EndTooltip();
+}
+
+void hover_help(const char* text) {
+  if (!ImGui::IsItemHovered()) return;
+  begin_wrapped_tooltip();
+  ImGui::TextUnformatted(text);
+  end_wrapped_tooltip();
 }
 
 bool begin_counters(const char* id) {

@@ -75,6 +75,10 @@ void same_line_if_fits(float width);
 bool checkbox_wrapped(const char* label, bool* v);
 // The shown step, or -1 after saying "(no step yet)" where the panel's content would go.
 int shown_step_or_note(const Snapshot& snap, const UiState& ui);
+// A tooltip at most half the window wide (longer lines wrap, ImGui::Text's
+// too), so ImGui can keep all of it inside the window at any text scale.
+void begin_wrapped_tooltip();
+void end_wrapped_tooltip();
 // `text` wrapped in a tooltip while the last item is hovered.
 void hover_help(const char* text);
 // Q·Kᵀ/√d → softmax → ·V for the shown step and the selected layer and head (panel_qkv.cpp).

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 
 #include "ui_fit.h"
 #include "units.h"
@@ -30,6 +31,21 @@ std::string hud_line(const HudInfo& hud) {
 const char* const kHudKeys =
     "PgDn / \xE2\x86\x92 next   PgUp / \xE2\x86\x90 back   Space play   C cache   P predict   Enter reveal   "
     "F5 panels";
+
+// `text` in font `f` at `size` cut to `width` with an ellipsis where it is
+// wider (on a UTF-8 boundary): a long piece reads "·underst…", not a cut glyph.
+std::string fit_piece(const ImFont* f, float size, const std::string& text, float width) {
+  auto w = [&](const std::string& s) { return f->CalcTextSizeA(size, 1e9f, 0.0f, s.c_str()).x; };
+  if (w(text) <= width) return text;
+  size_t cut = text.size();
+  while (cut > 0) {
+    --cut;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    const std::string s = text.substr(0, cut) + "\xE2\x80\xA6";
+    if (w(s) <= width) return s;
+  }
+  return "\xE2\x80\xA6";
+}
 
 std::string card_title(const StepRecord& r) {
   char title[160];
@@ -64,9 +80,8 @@ void draw_card(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& f
     const float y = a.y + pad + bs * 1.3f + ss * 1.25f * static_cast<float>(i);
     const bool chosen = r->top[i].token == r->token;
     const ImU32 col = chosen ? to_imcolor(palette::kNewToken) : IM_COL32(205, 210, 225, 255);
-    dl->PushClipRect(ImVec2(a.x + pad, y), ImVec2(bar_x - ss * 0.2f, y + ss * 1.2f), true);
-    dl->AddText(small, ss, ImVec2(a.x + pad, y), col, hud.top_pieces[i].c_str());
-    dl->PopClipRect();
+    dl->AddText(small, ss, ImVec2(a.x + pad, y), col,
+                fit_piece(small, ss, hud.top_pieces[i], bar_x - ss * 0.2f - (a.x + pad)).c_str());
     dl->AddRectFilled(ImVec2(bar_x, y + ss * 0.1f),
                       ImVec2(bar_x + std::max(2.0f, bar_w * r->top[i].prob), y + ss * 0.95f),
                       chosen ? to_imcolor(palette::kNewToken) : to_imcolor(palette::kPromptToken), 2.0f);
