@@ -154,8 +154,9 @@ void draw_token_labels(ImDrawList* dl, const Scene& scene, const Projector& proj
 
 // Layer numbers and row captions; their boxes go into `drawn` (the beam
 // weights keep clear of them).
-// Seen from above (`from_above`) the stacks hide under the tokens: the
-// tokens' caption goes first and the stacks' captions are left out.
+// Seen from above (`from_above`) the stacks hide under the tokens: only the
+// tokens' caption is drawn (the stacks' captions and the layer numbers, their
+// rows one under the other, would sit on the first tokens).
 void draw_side_labels(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts,
                       bool from_above, std::vector<ScreenBox>& drawn) {
   ImFont* font = fonts.small;
@@ -163,9 +164,8 @@ void draw_side_labels(ImDrawList* dl, const Scene& scene, const Projector& proj,
   const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
   std::vector<const Label*> order;
   for (const Label& l : scene.labels) {
-    if (l.kind == LabelKind::kCaption && from_above && l.pos != -1) continue;  // "KV cache", the K/V heads
-    if (l.kind == LabelKind::kCaption && from_above) order.insert(order.begin(), &l);
-    if (l.kind == LabelKind::kLayer || (l.kind == LabelKind::kCaption && !from_above)) order.push_back(&l);
+    const bool caption = l.kind == LabelKind::kCaption, layer = l.kind == LabelKind::kLayer;
+    if ((caption || layer) && (!from_above || (caption && l.pos == -1))) order.push_back(&l);  // -1: "tokens"
   }
   for (const Label* lp : order) {
     const Label& l = *lp;
