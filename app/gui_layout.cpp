@@ -319,8 +319,8 @@ void fold_to_fit(UiState& ui, float W, float H) {
   UiState::PanelFit& f = ui.panel_fit;
   const bool resized = f.w != W || f.h != H || f.text_scale != ui.text_scale || ui.view_text_h > 1.25f * f.view_text;
   const bool lessons_opened = ui.teach_open && !f.lessons, lessons_closed = !ui.teach_open && f.lessons;
-  if (lessons_closed) ui.left_open |= f.left, ui.right_open |= f.right;
   const PanelsOpen before{ui.left_open, ui.right_open, ui.teach_open, f.full_strip, ui.teach_open && f.lessons_side};
+  const FitFolded was{f.left, f.right, f.lessons_folded, f.history};
   PanelsOpen open = before;
   if ((resized && ui.view_text_h > 0) || lessons_opened || lessons_closed) {
     open.full_strip = resized || f.full_strip;  // the strip's second row is the layout's own: a new size shows it first
@@ -334,7 +334,8 @@ void fold_to_fit(UiState& ui, float W, float H) {
                          sidebar_width(ui, W, true),
                          bottom_height(false, false, H),
                          sidebar_width(ui, W, true)};
-    const std::string note = fit_panels(room, open, lessons_opened);
+    const std::string note =
+        lessons_closed ? fit_lessons_closed(room, open, was) : fit_panels(room, open, lessons_opened);
     if (!note.empty() && !lessons_closed) ui.status = note;
     ui.left_open = open.left;
     ui.right_open = open.right;
@@ -343,7 +344,6 @@ void fold_to_fit(UiState& ui, float W, float H) {
     f.lessons_side = open.lessons_side;
     if (ui.view_text_h > 0) f.w = W, f.h = H, f.text_scale = ui.text_scale, f.view_text = ui.view_text_h;
   }
-  const FitFolded was{f.left, f.right, f.lessons_folded, f.history};
   const FitFolded now = track_fit_folded(was, before, open);
   f.left = now.left, f.right = now.right, f.lessons_folded = now.lessons, f.history = now.history;
   f.note = fit_folded_note(now);

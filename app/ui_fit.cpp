@@ -267,6 +267,12 @@ FitFolded track_fit_folded(FitFolded was, const PanelsOpen& before, const Panels
   return was;
 }
 
+std::string fit_lessons_closed(const PanelRoom& r, PanelsOpen& open, const FitFolded& folded) {
+  open.left = open.left || folded.left;
+  open.right = open.right || folded.right;
+  return fit_panels(r, open, false);
+}
+
 std::string fit_folded_note(const FitFolded& f) {
   std::vector<std::string> folded;
   if (f.lessons) folded.push_back("the lessons");

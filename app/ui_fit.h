@@ -116,6 +116,9 @@ struct FitFolded {
 // ran): what fitting folded joins, what is open again (a click, a new fit)
 // leaves.
 FitFolded track_fit_folded(FitFolded was, const PanelsOpen& before, const PanelsOpen& after);
+// When the lessons close: the sidebars that `folded` names open again, then
+// fit_panels folds what the window still needs. Returns its note.
+std::string fit_lessons_closed(const PanelRoom& r, PanelsOpen& open, const FitFolded& folded);
 // The note for what `f` names ("" = nothing folded by fitting).
 std::string fit_folded_note(const FitFolded& f);
 

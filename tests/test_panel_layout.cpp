@@ -1,5 +1,6 @@
 // The panels' layout rules that need no window: which panels fold at a
-// window size and text scale (fit_panels), how a row of texts shortens to
+// window size and text scale and where the lessons go (fit_panels), what the
+// "(folded to fit)" note names (track_fit_folded), how a row of texts shortens to
 // fit (fit_row), when a pair of buttons stacks, when tabs take brief names
 // or a menu (fit_tabs), how the presentation HUD's card fits its column
 // (fit_hud_card), how the Next-token panel lays out its candidates
@@ -172,6 +173,109 @@ TEST(WrapWords, AWordWiderThanALineHasALineOfItsOwn) {
   EXPECT_EQ(wrap_words({30, 500, 30}, 10, 200), (std::vector<size_t>{0, 1, 2}));
   EXPECT_EQ(wrap_words({30, 40}, 10, 200), (std::vector<size_t>{0}));
   EXPECT_TRUE(wrap_words({}, 10, 200).empty());
+}
+
+// The same window where the lessons may take a column beside the view: a
+// sidebar left alone and the column are 422 wide, the timeline row alone 90.
+PanelRoom room_720p_at_2_5_with_column() {
+  return PanelRoom{1280, 720, 345, 60, 176, 288, 280, 422, 90, 422};
+}
+
+TEST(FitPanels, LessonsGoBesideTheViewInAShortWindow) {
+  for (const bool kept : {true, false}) {
+    PanelsOpen open{true, true, true};
+    const std::string note = fit_panels(room_720p_at_2_5_with_column(), open, kept);
+    EXPECT_TRUE(open.lessons);
+    EXPECT_TRUE(open.lessons_side);  // under the view the picture gets 720 - 288 - 280 = 152
+    // Beside them the view keeps half the width only with both sidebars folded:
+    // 1280 - 422 - 60 - 422 = 376 < 640, 1280 - 422 - 2 x 60 = 738.
+    EXPECT_FALSE(open.right);
+    EXPECT_FALSE(open.left);
+    EXPECT_NE(note.find("the right sidebar and the left sidebar"), std::string::npos) << note;
+    // The picture: 720 - 90 - 280 = 350, over twice what the lessons left under it.
+  }
+}
+
+TEST(FitPanels, LessonsStayUnderTheViewWhereThePictureHasRoom) {
+  // 1366 x 768 at text scale 1: 768 - 307 - 150 = 311 >= 35 % of 768.
+  PanelsOpen open{true, true, true};
+  EXPECT_EQ(fit_panels(PanelRoom{1366, 768, 290, 30, 70, 307, 150, 0, 45, 290}, open, true), "");
+  EXPECT_TRUE(open.lessons && open.left && open.right);
+  EXPECT_FALSE(open.lessons_side);
+}
+
+TEST(FitPanels, LessonsFoldWhereNoColumnLeavesTheViewHalfTheWidth) {
+  PanelRoom r = room_720p_at_2_5_with_column();
+  r.W = 900;  // 900 - 422 - 2 x 60 = 358 < 450
+  PanelsOpen open{true, true, true};
+  fit_panels(r, open, /*lessons_kept=*/false);
+  EXPECT_FALSE(open.lessons);
+  EXPECT_FALSE(open.lessons_side);
+}
+
+TEST(FitPanels, LessonsClosedLeaveTheColumn) {
+  PanelsOpen open{false, false, false};
+  open.lessons_side = true;
+  fit_panels(room_720p_at_2_5_with_column(), open, false);
+  EXPECT_FALSE(open.lessons_side);
+}
+
+TEST(FitPanels, ClosedLessonsGiveBackTheSidebarsFoldedForThem) {
+  // The lessons open beside the view, both sidebars fold for them.
+  PanelsOpen before{true, false, true};  // the right one folded to fit at this size already
+  FitFolded folded;
+  folded.right = true;
+  PanelsOpen open = before;
+  fit_panels(room_720p_at_2_5_with_column(), open, true);
+  folded = track_fit_folded(folded, before, open);
+  EXPECT_TRUE(folded.left && folded.right);
+  // Closed, the left sidebar comes back; the right one folds again for width
+  // (1280 - 2 x 345 < 640) and the note still names it.
+  open.lessons = false;
+  before = open;
+  fit_lessons_closed(room_720p_at_2_5_with_column(), open, folded);
+  folded = track_fit_folded(folded, before, open);
+  EXPECT_TRUE(open.left);
+  EXPECT_FALSE(open.right);
+  EXPECT_FALSE(open.lessons_side);
+  EXPECT_FALSE(folded.left);
+  EXPECT_NE(fit_folded_note(folded).find("the right sidebar"), std::string::npos) << fit_folded_note(folded);
+}
+
+TEST(FitFolded, TheNoteStandsWhileWhatFittingFoldedStaysFolded) {
+  // Text scale 2.5, a roomy strip: the right sidebar folds for width, the lessons fit under the view.
+  const PanelRoom room{1280, 720, 345, 60, 70, 250, 100};
+  FitFolded folded;
+  PanelsOpen before{true, true, false};
+  PanelsOpen after = before;
+  EXPECT_NE(fit_panels(room, after, false), "");
+  folded = track_fit_folded(folded, before, after);
+  EXPECT_NE(fit_folded_note(folded).find("the right sidebar"), std::string::npos);
+
+  // The lessons open and nothing new folds: the right sidebar is still folded, and the note says so.
+  before = after;
+  before.lessons = true;
+  after = before;
+  EXPECT_EQ(fit_panels(room, after, true), "");
+  EXPECT_FALSE(after.right);
+  folded = track_fit_folded(folded, before, after);
+  EXPECT_NE(fit_folded_note(folded).find("the right sidebar"), std::string::npos) << fit_folded_note(folded);
+  // A frame without fitting keeps it too.
+  folded = track_fit_folded(folded, after, after);
+  EXPECT_NE(fit_folded_note(folded), "");
+
+  // The user opens the sidebar again: nothing is folded by fitting any more.
+  after.right = true;
+  folded = track_fit_folded(folded, after, after);
+  EXPECT_EQ(fit_folded_note(folded), "");
+}
+
+TEST(FitFolded, WhatTheUserFoldedIsNotCalledFolded) {
+  PanelsOpen open{false, false, false};  // folded by clicks, no fitting this frame
+  EXPECT_EQ(fit_folded_note(track_fit_folded(FitFolded{}, open, open)), "");
+  FitFolded f;
+  f.lessons = f.history = f.left = true;
+  EXPECT_EQ(fit_folded_note(f).find("folded the lessons and the history line"), 0u) << fit_folded_note(f);
 }
 
 }  // namespace
