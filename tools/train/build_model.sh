@@ -91,6 +91,11 @@ train_phases kvscope-tiny 10 7200 -- --steps 7200 --allow-schedule-change \
     --copy-frac 0 --copy-random 0.5 --snapshot-steps 6300,6600,6900,7200 ${TRAIN_ARGS:-}
 train_phases kvscope-draft 15 "$DRAFT_STEPS" -- --steps "$DRAFT_STEPS" --n-layer 2 --n-head 4 --n-embd 64 \
     --warmup 50 --lr 3e-3 --threads 1 --snapshot-steps "" ${TRAIN_ARGS:-}
+# The draft's second phase trains it on the main model's last mix, so it has seen the same data (the training-only
+# parts included) when it guesses for the final model.
+train_phases kvscope-draft 15 900 -- --steps 900 --allow-schedule-change --n-layer 2 --n-head 4 --n-embd 64 \
+    --warmup 50 --lr 3e-3 --mix 0.2,0.07,0.08,0.03,0.12,0.05,0.15,0.1,0.2 \
+    --final-mix 0.25,0.25,0.08,0.03,0.09,0.03,0.07,0.1,0.1 --threads 1 --snapshot-steps "" ${TRAIN_ARGS:-}
 test -f work/runs/kvscope-tiny/done.json && test -f work/runs/kvscope-draft/done.json
 
 $PY export.py --run kvscope-tiny
