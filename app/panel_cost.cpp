@@ -135,7 +135,10 @@ const KvConfigs& kv_configs() {
 // The context slider, the dtype and the article's example (32 layers x
 // 4096 wide, fp16, 100K tokens: 512 KiB per token, ~50 GB).
 void kv_calc_controls(const KvConfigs& cfg, const std::vector<KvDtype>& dtypes, UiState& ui) {
-  ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.3f);
+  // Wide enough that the grab leaves the number's digits clear (a narrow column at text scale 2.5).
+  const float avail = ImGui::GetContentRegionAvail().x;
+  const float label_w = ImGui::CalcTextSize("tokens").x + ImGui::GetStyle().ItemInnerSpacing.x;
+  ImGui::SetNextItemWidth(std::min(avail - label_w, std::max(avail * 0.3f, 2 * ImGui::CalcTextSize("0000000").x)));
   ImGui::SliderInt("tokens", &ui.kv_context, 1, 1 << 20, "%d", ImGuiSliderFlags_Logarithmic);
   for (size_t i = 0; i < dtypes.size(); ++i) {
     same_line_if_fits(checkbox_width(to_string(dtypes[i])));  // a radio button is a checkbox's width
