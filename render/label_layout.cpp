@@ -134,6 +134,30 @@ size_t tail_that_fits(const std::vector<float>& widths, float room, float lead) 
   return i;
 }
 
+glm::vec2 widest_free_span(const std::vector<ScreenBox>& keep_off, glm::vec2 x_range, glm::vec2 y_range, float gap) {
+  // The covered intervals in the band, sorted; the widest gap between them.
+  std::vector<glm::vec2> covered;
+  for (const ScreenBox& b : keep_off) {
+    glm::vec2 lo(1e30f), hi(-1e30f);
+    for (const glm::vec2& p : b.c) {
+      lo = glm::min(lo, p);
+      hi = glm::max(hi, p);
+    }
+    if (hi.y + gap <= y_range.x || lo.y - gap >= y_range.y) continue;
+    covered.emplace_back(lo.x - gap, hi.x + gap);
+  }
+  std::sort(covered.begin(), covered.end(), [](glm::vec2 a, glm::vec2 b) { return a.x < b.x; });
+  glm::vec2 best(x_range.x, x_range.x);
+  float from = x_range.x;
+  for (const glm::vec2& c : covered) {
+    const float to = std::min(c.x, x_range.y);
+    if (to - from > best.y - best.x) best = glm::vec2(from, to);
+    from = std::max(from, c.y);
+  }
+  if (x_range.y - from > best.y - best.x) best = glm::vec2(from, x_range.y);
+  return best;
+}
+
 namespace {
 
 bool free_at(const ScreenBox& b, const std::vector<LabelPlacement>& out, const LabelLayoutOptions& opt) {

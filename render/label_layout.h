@@ -89,6 +89,11 @@ int place_at_spots(const std::vector<glm::vec2>& spots, glm::vec2 size, const st
 // 0 when all fit without it; widths.size() when not even the last one fits.
 size_t tail_that_fits(const std::vector<float>& widths, float room, float lead);
 
+// The widest stretch of x in `x_range` (x0, x1) that no box of `keep_off`
+// covers (each widened by `gap`) between heights y_range (y0, y1): where a
+// line of text can run along the view's edge. (x0, x0) when none is free.
+glm::vec2 widest_free_span(const std::vector<ScreenBox>& keep_off, glm::vec2 x_range, glm::vec2 y_range, float gap);
+
 struct LabelRequest {
   glm::vec2 anchor{0.0f};       // projected point above the token's block
   bool visible = false;         // the anchor projects in front of the camera

@@ -442,22 +442,28 @@ std::vector<LinePiece> line_pieces(const Scene& scene) {
 }
 
 // Where the line goes: its first piece shown and its plate. Along the top
-// edge first, narrower before giving up on it (the bottom edge is where the
-// beams' weights go), then along the bottom edge where `bottom_ok`.
+// edge in its widest free stretch, else along the bottom edge where
+// `bottom_ok` (where the beams' weights go); only in a stretch of at least
+// 40 % of the width, or that holds the whole line.
 bool line_spot(const std::vector<float>& widths, float lead, float h, float pad, const glm::vec4& clip, bool bottom_ok,
                const std::vector<ScreenBox>& keep_off, size_t* first, ScreenBox* out) {
+  float total = 2.0f * pad;
+  for (float w : widths) total += w;
   for (int edge = 0; edge < (bottom_ok ? 2 : 1); ++edge) {
-    for (float part : {0.96f, 0.7f, 0.5f}) {
-      *first = tail_that_fits(widths, (clip.z - clip.x) * part - 2.0f * pad, lead);
-      if (*first >= widths.size()) break;
-      float w = *first > 0 ? lead : 0.0f;
-      for (size_t i = *first; i < widths.size(); ++i) w += widths[i];
-      const glm::vec2 size(w + 2.0f * pad, h);
-      const float y = edge == 0 ? clip.y + 2.0f + h * 0.5f : clip.w - 2.0f - h * 0.5f;
-      const std::vector<glm::vec2> spots = {
-          {0.5f * (clip.x + clip.z), y}, {clip.x + 3.0f + size.x * 0.5f, y}, {clip.z - 3.0f - size.x * 0.5f, y}};
-      if (place_at_spots(spots, size, keep_off, clip, 3.0f, out) >= 0) return true;
-    }
+    const float y0 = edge == 0 ? clip.y + 2.0f : clip.w - 2.0f - h;
+    const glm::vec2 span =
+        widest_free_span(keep_off, glm::vec2(clip.x + 3.0f, clip.z - 3.0f), glm::vec2(y0, y0 + h), 3.0f);
+    const float room = span.y - span.x;
+    if (room < std::min(total, 0.4f * (clip.z - clip.x))) continue;
+    *first = tail_that_fits(widths, room - 2.0f * pad, lead);
+    if (*first >= widths.size()) continue;
+    float w = 2.0f * pad + (*first > 0 ? lead : 0.0f);
+    for (size_t i = *first; i < widths.size(); ++i) w += widths[i];
+    // Centred on the view where the stretch allows, else at its nearer end.
+    const float mid = 0.5f * (clip.x + clip.z);
+    const float x = std::clamp(mid - 0.5f * w, span.x, span.y - w);
+    *out = flat_box(glm::vec2(x, y0), glm::vec2(w, h));
+    return true;
   }
   return false;
 }

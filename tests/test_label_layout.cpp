@@ -188,6 +188,19 @@ TEST(LabelLayout, ALineKeepsItsNewestPiecesThatFit) {
   EXPECT_EQ(tail_that_fits({}, 10, 8), 0u);
 }
 
+TEST(LabelLayout, TheWidestFreeStretchAlongAnEdge) {
+  const glm::vec2 x(0, 1000), band(0, 30);
+  EXPECT_EQ(widest_free_span({}, x, band, 3), glm::vec2(0, 1000));
+  // A tag at the right, a box below the band (ignored), one at the left.
+  const std::vector<ScreenBox> boxes = {flat_box({700, 20}, {250, 40}), flat_box({0, 40}, {1000, 100}),
+                                        flat_box({0, 0}, {100, 25})};
+  EXPECT_EQ(widest_free_span(boxes, x, band, 3), glm::vec2(103, 697));
+  // Rotated boxes count by their bounds; a box covering the band leaves nothing.
+  EXPECT_EQ(widest_free_span({slanted_box({500, 60}, {100, 20}, -1.2f)}, x, band, 0).x, 0.0f);
+  const glm::vec2 none = widest_free_span({flat_box({-10, -10}, {1020, 60})}, x, band, 3);
+  EXPECT_LE(none.y - none.x, 0.0f);
+}
+
 TEST(LabelLayout, CaptionsStayWholeInsideTheViewAndClearOrAreLeftOut) {
   const glm::vec4 clip(0, 0, 800, 400);
   const glm::vec2 size(180, 34);
