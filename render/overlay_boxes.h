@@ -45,11 +45,11 @@ ImVec4 draw_hud(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& 
 // label's colour, the newest underlined, the older ones left out behind an
 // ellipsis where the line would not fit. The token labels over the blocks
 // thin out at a large text scale; this line still reads whole. Placed on a
-// plate at the view's top edge (or its bottom edge where `bottom_ok`),
-// centred, else at a corner, at most the width, then 70 % or 50 % of it,
-// clear of `keep_off` (the blocks, the tags drawn); left out where no spot
-// is free, and for scenes that are not one sequence (beam lanes, drafts).
-// Returns whether it was drawn, its plate in `*out`.
+// plate along the view's top edge (or its bottom edge where `bottom_ok`) in
+// the widest stretch clear of `keep_off` (the blocks, the tags drawn),
+// centred where it allows; left out where no stretch holds 40 % of the
+// width (or the whole line), and for scenes that are not one sequence
+// (beam lanes, drafts). Returns whether it was drawn, its plate in `*out`.
 bool draw_text_line(ImDrawList* dl, const Scene& scene, const OverlayFonts& fonts, const glm::vec4& clip,
                     bool bottom_ok, const std::vector<ScreenBox>& keep_off, ScreenBox* out);
 
