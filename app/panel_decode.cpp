@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "assets.h"
 #include "panels.h"
@@ -18,6 +19,7 @@
 #include "scene_spec.h"
 #include "speculative.h"
 #include "teach_decode.h"
+#include "ui_fit.h"
 #include "units.h"
 
 namespace kvscope {
@@ -40,7 +42,71 @@ bool begin_headed_table(const char* id, std::initializer_list<const char*> heade
 
 void section(const char* title) {
   ImGui::Separator();
-  ImGui::TextDisabled("%s", title);
+  text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled), title);
+}
+
+// A candidate of the shown step: its cells' texts, the first what it is (a
+// token), the last what became of it, each in its colour.
+struct CandidateRow {
+  std::vector<std::string> cells;
+  ImVec4 first, last;
+};
+
+// The candidates as a table where its columns fit the sidebar (columns_fit),
+// else each as lines: what it is, an arrow to its fate, then its numbers
+// named by their headers, so a narrow sidebar at a large text scale cuts none.
+void rows_or_lines(const char* id, const std::vector<const char*>& headers, const std::vector<CandidateRow>& rows) {
+  const float pad = 2 * ImGui::GetStyle().CellPadding.x + 2;
+  std::vector<std::vector<float>> widths(1);
+  for (const char* h : headers) widths[0].push_back(ImGui::CalcTextSize(h).x);
+  for (const CandidateRow& r : rows) {
+    widths.emplace_back();
+    for (const std::string& c : r.cells) widths.back().push_back(ImGui::CalcTextSize(c.c_str()).x);
+  }
+  if (columns_fit(widths, pad, ImGui::GetContentRegionAvail().x)) {
+    if (!ImGui::BeginTable(id, static_cast<int>(headers.size()),
+                           ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_RowBg))
+      return;
+    for (const char* h : headers) ImGui::TableSetupColumn(h);
+    ImGui::TableHeadersRow();
+    for (const CandidateRow& r : rows) {
+      ImGui::TableNextRow();
+      for (size_t c = 0; c < r.cells.size(); ++c) {
+        ImGui::TableNextColumn();
+        const bool coloured = c == 0 || c + 1 == r.cells.size();
+        ImGui::TextColored(coloured ? (c == 0 ? r.first : r.last) : ImGui::GetStyleColorVec4(ImGuiCol_Text), "%s",
+                           r.cells[c].c_str());
+      }
+    }
+    ImGui::EndTable();
+    return;
+  }
+  for (const CandidateRow& r : rows) {
+    if (r.cells.empty()) continue;
+    ImGui::TextColored(r.first, "%s", r.cells.front().c_str());
+    same_line_if_fits(ImGui::CalcTextSize(("\xE2\x86\x92 " + r.cells.back()).c_str()).x);
+    ImGui::TextColored(r.last, "\xE2\x86\x92 %s", r.cells.back().c_str());
+    // One a line, held whole by no-break spaces where it fits ("Σ log p -1.24"), else
+    // broken between its words, never inside the number.
+    const float indent = ImGui::GetFontSize() * 0.6f;
+    std::string numbers;
+    for (size_t c = 1; c + 1 < r.cells.size() && c < headers.size(); ++c) {
+      std::string line = std::string(headers[c]) + " " + r.cells[c];
+      if (ImGui::CalcTextSize(line.c_str()).x < ImGui::GetContentRegionAvail().x - indent - 1)
+        for (size_t at = line.find(' '); at != std::string::npos; at = line.find(' ', at))
+          line.replace(at, 1, "\xC2\xA0");
+      numbers += (numbers.empty() ? "" : "\n") + line;
+    }
+    ImGui::Indent(indent);
+    text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled), numbers);
+    ImGui::Unindent(indent);
+  }
+}
+
+std::string fixed(const char* f, double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
 }
 
 // A shipped model by name, or a path; "" when none is set.
@@ -143,31 +209,23 @@ void panel_beam_candidates(const Snapshot& snap, int step) {
   text_wrapped_wordsf("step %d: %d beam%s expanded, the %d best (beam, token) kept:", step,
                       static_cast<int>(r.expanded.size()), r.expanded.size() == 1 ? "" : "s",
                       static_cast<int>(r.candidates.size()));
-  if (begin_headed_table("beam_cands", {"beam + token", "log p", "\xCE\xA3 log p", "kept as"})) {
-    for (size_t i = 0; i < r.candidates.size(); ++i) {
-      const BeamCandidate& c = r.candidates[i];
-      const int parent_id = c.parent < static_cast<int>(r.expanded.size()) ? r.expanded[c.parent].id : -1;
-      const std::string piece = i < r.candidate_pieces.size() ? visible_piece(r.candidate_pieces[i]) : "?";
-      ImGui::TableNextRow();
-      ImGui::TableNextColumn();
-      if (parent_id > 0)
-        ImGui::Text("b%d + %s", parent_id, piece.c_str());
-      else
-        ImGui::Text("prompt + %s", piece.c_str());
-      ImGui::TableNextColumn();
-      ImGui::Text("%.2f", c.token_logprob);
-      ImGui::TableNextColumn();
-      ImGui::Text("%.2f", c.logprob);
-      ImGui::TableNextColumn();
-      if (c.running)
-        ImGui::TextColored(kGood, "b%d", c.beam_id);
-      else if (c.finished)
-        ImGui::TextColored(kGold, "finished");
-      else
-        ImGui::TextDisabled(c.stops ? "ends, not top N" : "dropped");
-    }
-    ImGui::EndTable();
+  std::vector<CandidateRow> rows;
+  for (size_t i = 0; i < r.candidates.size(); ++i) {
+    const BeamCandidate& c = r.candidates[i];
+    const int parent_id = c.parent < static_cast<int>(r.expanded.size()) ? r.expanded[c.parent].id : -1;
+    const std::string piece = i < r.candidate_pieces.size() ? visible_piece(r.candidate_pieces[i]) : "?";
+    CandidateRow row;
+    row.cells = {(parent_id > 0 ? "b" + std::to_string(parent_id) : std::string("prompt")) + " + " + piece,
+                 fixed("%.2f", c.token_logprob), fixed("%.2f", c.logprob),
+                 c.running    ? "b" + std::to_string(c.beam_id)
+                 : c.finished ? std::string("finished")
+                 : c.stops    ? std::string("ends, not top N")
+                              : std::string("dropped")};
+    row.first = ImGui::GetStyleColorVec4(ImGuiCol_Text);
+    row.last = c.running ? kGood : c.finished ? kGold : ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled);
+    rows.push_back(row);
   }
+  rows_or_lines("beam_cands", {"beam + token", "log p", "\xCE\xA3 log p", "kept as"}, rows);
 }
 
 void panel_beam_state(const Snapshot& snap, int step) {
@@ -182,8 +240,8 @@ void panel_beam_state(const Snapshot& snap, int step) {
   if (!r.finished.empty()) {
     section("finished (score = \xCE\xA3 log p / length^L)");
     for (const Hypothesis& h : r.finished)
-      ImGui::TextColored(kGold, "%.3f  %s", h.score,
-                         tail_text(snap, beam_tokens(snap.beam_records, step, h.beam_id), n_prompt).c_str());
+      text_wrapped_coloured(
+          kGold, fixed("%.3f  ", h.score) + tail_text(snap, beam_tokens(snap.beam_records, step, h.beam_id), n_prompt));
   }
   const double saved = r.kv_bytes_independent > 0
                            ? 100.0 * (1.0 - static_cast<double>(r.kv_bytes_shared) / r.kv_bytes_independent)
@@ -200,37 +258,31 @@ void panel_beam_state(const Snapshot& snap, int step) {
 void panel_spec_iteration(const Snapshot& snap, UiState& ui, int step) {
   const SpecIteration& it = *snap.spec_iterations[static_cast<size_t>(step)];
   int stage = static_cast<int>(ui.spec_stage);
+  // (each on the next line where the sidebar has no room left for it)
   ImGui::RadioButton("play", &stage, -1);
-  ImGui::SameLine();
+  same_line_if_fits(checkbox_width("draft"));
   ImGui::RadioButton("draft", &stage, 0);
-  ImGui::SameLine();
+  same_line_if_fits(checkbox_width("verify"));
   ImGui::RadioButton("verify", &stage, 1);
-  ImGui::SameLine();
+  same_line_if_fits(checkbox_width("resolve"));
   ImGui::RadioButton("resolve", &stage, 2);
   ui.spec_stage = static_cast<SpecStage>(stage);
   hover_help(
       "Hold the shown iteration at one stage: the draft's ghost tokens, the target's one verify forward "
       "lighting all their K/V columns, or the verdict (accepted solidify, rejected fall, their K/V rolls back).");
-  ImGui::Text("iteration %d: drafted %d, accepted %d", it.index, it.k, it.n_accepted);
-  if (begin_headed_table("spec_drafts", {"drafted", "q draft", "p model", "r < p/q ?"})) {
-    for (size_t i = 0; i < it.drafted.size(); ++i) {
-      const DraftVerdict& v = it.drafted[i];
-      ImGui::TableNextRow();
-      ImGui::TableNextColumn();
-      ImGui::TextColored(v4(kDraftColour), "%s",
-                         i < it.drafted_pieces.size() ? visible_piece(it.drafted_pieces[i]).c_str() : "?");
-      ImGui::TableNextColumn();
-      ImGui::Text("%.3f", v.q);
-      ImGui::TableNextColumn();
-      ImGui::Text("%.3f", v.p);
-      ImGui::TableNextColumn();
-      if (v.r < 0)
-        ImGui::TextDisabled("not tested");
-      else
-        ImGui::TextColored(v.accepted ? kGood : kBad, "%.2f %s", v.r, v.accepted ? "accept" : "reject");
-    }
-    ImGui::EndTable();
+  text_wrapped_wordsf("iteration %d: drafted %d, accepted %d", it.index, it.k, it.n_accepted);
+  std::vector<CandidateRow> rows;
+  for (size_t i = 0; i < it.drafted.size(); ++i) {
+    const DraftVerdict& v = it.drafted[i];
+    CandidateRow row;
+    row.cells = {i < it.drafted_pieces.size() ? visible_piece(it.drafted_pieces[i]) : "?", fixed("%.3f", v.q),
+                 fixed("%.3f", v.p),
+                 v.r < 0 ? std::string("not tested") : fixed("%.2f ", v.r) + (v.accepted ? "accept" : "reject")};
+    row.first = v4(kDraftColour);
+    row.last = v.r < 0 ? ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled) : v.accepted ? kGood : kBad;
+    rows.push_back(row);
   }
+  rows_or_lines("spec_drafts", {"drafted", "q draft", "p model", "r < p/q ?"}, rows);
   text_wrapped_wordsf("%s %s (p = %.3f)", it.bonus ? "bonus token from p:" : "replacement from norm(max(0, p - q)):",
                       visible_piece(it.next_piece).c_str(), it.next_prob);
 }
@@ -239,13 +291,13 @@ void panel_spec_counters(const Snapshot& snap, int step) {
   const SpecIteration& it = *snap.spec_iterations[static_cast<size_t>(step)];
   const double alpha = it.drafted_total > 0 ? static_cast<double>(it.accepted_total) / it.drafted_total : 0.0;
   section("so far");
-  ImGui::Text("acceptance \xCE\xB1 = %d / %d = %.2f", it.accepted_total, it.drafted_total, alpha);
-  ImGui::Text("%d tokens in %d model forwards", it.generated, it.target_forwards);
+  text_wrapped_wordsf("acceptance \xCE\xB1 = %d / %d = %.2f", it.accepted_total, it.drafted_total, alpha);
+  text_wrapped_wordsf("%d tokens in %d model forwards", it.generated, it.target_forwards);
   text_wrapped_coloured(kGood, "model forwards saved: " + std::to_string(it.generated - it.target_forwards));
   hover_help(
       "Plain decoding runs the model once per generated token; each speculative iteration runs it once "
       "(verifying every drafted token together) and the draft K times.");
-  ImGui::Text("draft forwards: %d", it.draft_forwards);
+  text_wrapped_wordsf("draft forwards: %d", it.draft_forwards);
   text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled),
                         "rolled back: " + std::to_string(it.target_rolled_back) + " model, " +
                             std::to_string(it.draft_rolled_back) + " draft positions");

@@ -356,4 +356,15 @@ std::vector<size_t> wrap_words(const std::vector<float>& widths, float space, fl
   return starts;
 }
 
+bool columns_fit(const std::vector<std::vector<float>>& cells, float pad, float avail) {
+  std::vector<float> col;
+  for (const std::vector<float>& row : cells) {
+    if (row.size() > col.size()) col.resize(row.size(), 0.0f);
+    for (size_t c = 0; c < row.size(); ++c) col[c] = std::max(col[c], row[c]);
+  }
+  float total = 0;
+  for (float w : col) total += w + pad;
+  return total <= avail;
+}
+
 }  // namespace kvscope

@@ -157,6 +157,12 @@ struct CandidateRows {
 };
 CandidateRows fit_candidate_rows(float widest_name, float widest_tag, float gap, float avail, float min_bar);
 
+// Whether a table fits `avail`: `cells[row][column]` are its texts' widths
+// (window units, the header row too), each column as wide as its widest
+// cell plus `pad` (both sides' padding). Where not, a panel lists each row
+// as lines instead of cutting every column.
+bool columns_fit(const std::vector<std::vector<float>>& cells, float pad, float avail);
+
 // Words of `widths` (window units) wrapped at the spaces between them
 // (`space` wide) into lines of at most `avail`: the index of each line's
 // first word. A word wider than a line has a line of its own. Unlike

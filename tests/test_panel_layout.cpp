@@ -162,6 +162,14 @@ TEST(FitCandidateRows, ANameWiderThanItsLineIsTheOnlyOneCut) {
   EXPECT_FLOAT_EQ(r.name_w + 8 + 120, 330);
 }
 
+TEST(ColumnsFit, EachColumnIsAsWideAsItsWidestCell) {
+  // "beam + token | log p | Σ log p | kept as" over two rows, 10 of padding per column.
+  const std::vector<std::vector<float>> cells = {{120, 50, 70, 70}, {100, 60, 60, 150}, {130, 40, 60, 50}};
+  EXPECT_TRUE(columns_fit(cells, 10, 130 + 60 + 70 + 150 + 40));
+  EXPECT_FALSE(columns_fit(cells, 10, 130 + 60 + 70 + 150 + 39));
+  EXPECT_TRUE(columns_fit({}, 10, 0));
+}
+
 TEST(WrapWords, LinesBreakOnlyBetweenWords) {
   // "draw 0.257 lands on ·D (11 kept, 39.4% of the mass)": the number stays whole.
   const std::vector<float> w = {40, 50, 50, 20, 30, 30, 40, 50, 20, 30, 50};
