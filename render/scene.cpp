@@ -153,7 +153,9 @@ void set_banner(Scene& s, const StepRecord& r) {
       break;
     case Phase::kDecodeKV:
       s.banner = "DECODE \xC2\xB7 KV CACHE";
-      s.banner_sub = "1 new position computed \xC2\xB7 reads " + std::to_string(T - 1) + " cached K/V rows per layer";
+      // A sliding window's query reads only the rows it can see, not every position so far.
+      s.banner_sub = "1 new position computed \xC2\xB7 reads " + std::to_string(r.kv_layout.visible_count(T - 1) - 1) +
+                     " cached K/V rows per layer";
       break;
     case Phase::kDecodeNoCache:
       s.banner = "DECODE \xC2\xB7 NO CACHE \xE2\x80\x94 recomputing " + std::to_string(r.recomputed) + " positions";

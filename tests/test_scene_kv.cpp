@@ -98,6 +98,12 @@ TEST(SceneKv, WindowEvictsWhatNoQueryCanSee) {
       }
     }
     held_before = held;
+    // A decode step's banner counts the cached rows its query reads: what the
+    // window holds, less the position it just wrote.
+    if (kv_mode && !r.prefill && !r.refill) {
+      const std::string want = "reads " + std::to_string(held.size() - 1) + " cached K/V rows";
+      EXPECT_NE(settled.banner_sub.find(want), std::string::npos) << "step " << i << ": " << settled.banner_sub;
+    }
     // The sink and window bars span exactly their positions (KV CACHE only).
     const BlockInstance* sink = find_mark(settled, CacheMark::kSinks);
     const BlockInstance* win = find_mark(settled, CacheMark::kWindow);
