@@ -234,8 +234,8 @@ void panel_beam_state(const Snapshot& snap, int step) {
   section("running beams (\xCE\xA3 log p)");
   // (an old step's sequences may have been dropped by the history's budget: rebuilt from the steps)
   for (const Beam& b : r.running)
-    ImGui::TextWrapped("b%d  %.3f  %s", b.id, b.logprob,
-                       tail_text(snap, beam_tokens(snap.beam_records, step, b.id), n_prompt).c_str());
+    text_wrapped_wordsf("b%d  %.3f  %s", b.id, b.logprob,
+                        tail_text(snap, beam_tokens(snap.beam_records, step, b.id), n_prompt).c_str());
   if (r.running.empty()) ImGui::TextDisabled("(none: the search has ended)");
   if (!r.finished.empty()) {
     section("finished (score = \xCE\xA3 log p / length^L)");

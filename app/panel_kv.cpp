@@ -25,8 +25,8 @@ void kv_layout_tooltip(const SequenceState& seq, int pos, int layer, KvState sta
     const int at = static_cast<size_t>(pos) < seq.evicted_at.size() ? seq.evicted_at[static_cast<size_t>(pos)] : -1;
     ImGui::TextColored(ImVec4(1.0f, 0.55f, 0.5f, 1.0f), "evicted by the sliding window");
     if (at >= 0) ImGui::Text("at step %d: its bytes were freed", at);
-    ImGui::TextWrapped("No later query can see it: a query at i reads [i-%d, i] plus the first %d position%s.",
-                       lay.window - 1, lay.sinks, lay.sinks == 1 ? "" : "s");
+    text_wrapped_wordsf("No later query can see it: a query at i reads [i-%d, i] plus the first %d position%s.",
+                        lay.window - 1, lay.sinks, lay.sinks == 1 ? "" : "s");
     return;
   }
   if (r->mode != CacheMode::kKV || state == KvState::kEmpty) return;
@@ -162,7 +162,7 @@ void kv_loss_plot(const Snapshot& snap) {
   if (!fresh) ImGui::TextDisabled("(for an earlier text or layout: score again)");
   if (res->scores.empty() || res->scores[0].nll.size() < 2) return;
   if (snap.seq.n_prompt + 1 < static_cast<int>(res->request.tokens.size()) && r->kv_layout != res->request.layouts[0])
-    ImGui::TextWrapped(
+    text_wrapped_wordsf(
         "The generated part of this text was chosen under %s, so it favours that layout; a long prompt "
         "of your own (Custom) compares the layouts on text none of them chose.",
         layout_name(r->kv_layout).c_str());

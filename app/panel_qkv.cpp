@@ -104,16 +104,16 @@ Commands panel_qkv(const Snapshot& snap, UiState& ui) {
   }
   const QkvInspection in = inspect_qkv(snap.records, shown_step(snap, ui), ui.layer, ui.head);
   if (!in.ok) {
-    ImGui::TextWrapped("%s", in.missing.c_str());
+    text_wrapped_words(in.missing);
     return cmds;
   }
-  ImGui::TextWrapped("layer %d, head %d: the query of position %d against %d cached keys (d = %d)", in.layer, in.head,
-                     in.query_pos, in.n(), in.head_dim);
+  text_wrapped_wordsf("layer %d, head %d: the query of position %d against %d cached keys (d = %d)", in.layer, in.head,
+                      in.query_pos, in.n(), in.head_dim);
   const ImVec4 dim = ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled);
   text_wrapped_coloured(dim, "q (the new token's query)");
   vector_strip("##q", in.q);
-  ImGui::TextWrapped("scores = q\xC2\xB7K^T / \xE2\x88\x9A%d, weights = softmax(scores) (the beams); strongest first:",
-                     in.head_dim);
+  text_wrapped_wordsf("scores = q\xC2\xB7K^T / \xE2\x88\x9A%d, weights = softmax(scores) (the beams); strongest first:",
+                      in.head_dim);
   score_table(snap, in);
   text_wrapped_coloured(dim, "output = \xCE\xA3 weight \xC3\x97 v (this head's share, before the projection)");
   vector_strip("##out", in.output);

@@ -215,7 +215,7 @@ void explained_step(const Snapshot& snap, const UiState& ui, int step, const Ste
   const SamplingExplain& e = ex.e;
   if (!ex.what_if && e.token != r.token) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.8f, 0.4f, 1));
-    ImGui::TextWrapped("forced here (a branch): the sampler's draw picked %s", piece_of(snap, e.token).c_str());
+    text_wrapped_wordsf("forced here (a branch): the sampler's draw picked %s", piece_of(snap, e.token).c_str());
     ImGui::PopStyleColor();
   }
   if (ex.what_if) {
@@ -231,7 +231,7 @@ void explained_step(const Snapshot& snap, const UiState& ui, int step, const Ste
   kept_mass_bar(snap, e);
   if (!e.penalized.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-    ImGui::TextWrapped("repetition penalty touched %zu tokens of the history", e.penalized.size());
+    text_wrapped_wordsf("repetition penalty touched %zu tokens of the history", e.penalized.size());
     ImGui::PopStyleColor();
   }
 }

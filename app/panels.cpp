@@ -285,9 +285,9 @@ Commands panel_playback(const Snapshot& snap, UiState& ui) {
     text_wrapped_coloured(ImVec4(1, 0.8f, 0.4f, 1),
                           std::string(stop_text(snap.stop)) + " (" + std::to_string(n_new) + " new)");
   } else if (snap.started) {
-    ImGui::TextWrapped("%s \xC2\xB7 %d new token%s",
-                       snap.step_in_flight ? "computing\xE2\x80\xA6" : (ui.playing ? "playing" : "paused"), n_new,
-                       n_new == 1 ? "" : "s");
+    text_wrapped_wordsf("%s \xC2\xB7 %d new token%s",
+                        snap.step_in_flight ? "computing\xE2\x80\xA6" : (ui.playing ? "playing" : "paused"), n_new,
+                        n_new == 1 ? "" : "s");
   } else if (snap.loading_model) {
     ImGui::TextUnformatted("loading the model\xE2\x80\xA6");
   }
@@ -394,7 +394,7 @@ Commands panel_model(const Snapshot& snap, UiState& ui) {
   }
   if (!snap.model_error.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, v4(palette::kRecomputed));
-    ImGui::TextWrapped("Could not load: %s", snap.model_error.c_str());
+    text_wrapped_wordsf("Could not load: %s", snap.model_error.c_str());
     ImGui::PopStyleColor();
     if (snap.model)
       text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled), "(still using " + snap.model->name + ")");
@@ -474,7 +474,7 @@ Commands panel_view(const Snapshot& snap, UiState& ui) {
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("camera + step + settings, to prepare a lesson");
   pair.next();
   if (ImGui::Button("Load view", pair.size)) cmds.push_back(cmd::LoadView{ui.view_path});
-  if (!ui.status.empty()) ImGui::TextWrapped("%s", ui.status.c_str());
+  if (!ui.status.empty()) text_wrapped_words(ui.status);
   return cmds;
 }
 
