@@ -59,11 +59,16 @@ int loss_plot(const TrainingRecord& r, const Snapshot& snap, int slice, ImVec2 s
     dl->AddText(ImVec2(p0.x + 4, y_at(v) - fh * 0.5f), kAxisText, buf);
     dl->AddLine(ImVec2(rect.x, y_at(v)), ImVec2(rect.x + rect.w, y_at(v)), IM_COL32(40, 46, 62, 255));
   }
-  dl->AddText(ImVec2(rect.x, rect.y + rect.h + 2), kAxisText, "step 0");
   if (r.total_steps > p.step_hi)  // a run exported before it finished
     std::snprintf(buf, sizeof buf, "step %d (of %d planned)", p.step_hi, r.total_steps);
   else
     std::snprintf(buf, sizeof buf, "step %d", p.step_hi);
+  // The first step's tick as "step 0", or "0", where it keeps clear of the last one's.
+  const float room = rect.w - ImGui::CalcTextSize(buf).x - fh;
+  const char* first = ImGui::CalcTextSize("step 0").x <= room ? "step 0"
+                      : ImGui::CalcTextSize("0").x <= room    ? "0"
+                                                              : "";
+  dl->AddText(ImVec2(rect.x, rect.y + rect.h + 2), kAxisText, first);
   dl->AddText(ImVec2(rect.x + rect.w - ImGui::CalcTextSize(buf).x, rect.y + rect.h + 2), kAxisText, buf);
   if (std::isfinite(guess)) {
     dashed_hline(dl, rect.x, rect.x + rect.w, y_at(guess), kGuessColour);
@@ -71,7 +76,8 @@ int loss_plot(const TrainingRecord& r, const Snapshot& snap, int slice, ImVec2 s
     const ImVec2 ts = ImGui::CalcTextSize(buf);
     dl->AddText(ImVec2(rect.x + rect.w - ts.x, y_at(guess) + 2), kGuessColour, buf);
   }
-  dl->AddText(ImVec2(rect.x + 6, rect.y + rect.h - fh * 1.1f), kAxisText, "loss (nats/token)");
+  const char* title = ImGui::CalcTextSize("loss (nats/token)").x <= rect.w - 12 ? "loss (nats/token)" : "loss";
+  dl->AddText(ImVec2(rect.x + 6, rect.y + rect.h - fh * 1.1f), kAxisText, title);
   auto line = [&](const std::vector<PlotPoint>& pts, ImU32 col) {
     for (size_t i = 1; i < pts.size(); ++i)
       dl->AddLine(ImVec2(pts[i - 1].x, pts[i - 1].y), ImVec2(pts[i].x, pts[i].y), col, 2.5f);
@@ -96,7 +102,7 @@ void legend_entry(ImU32 col, const char* text) {
   ImGui::GetWindowDrawList()->AddLine(ImVec2(p.x, p.y + h * 0.55f), ImVec2(p.x + w, p.y + h * 0.55f), col, 3.0f);
   ImGui::Dummy(ImVec2(w, h));
   ImGui::SameLine();
-  ImGui::TextUnformatted(text);
+  text_wrapped_words(text);  // (a narrow lessons column at a large text scale)
 }
 
 // Diffuse or structured: the shown step's attention, in one line.
@@ -146,6 +152,34 @@ void checkpoint_list(const TrainingRecord& r, const Snapshot& snap, int slice, U
 
 }  // namespace
 
+namespace {
+
+// The loss curve (`plot_h` tall, clicking a checkpoint loads it), its legend and the attention line.
+void loss_column(const TrainingRecord& r, const Snapshot& snap, const UiState& ui, int slice, float plot_h,
+                 Commands& cmds) {
+  const int clicked = loss_plot(r, snap, slice, ImVec2(ImGui::GetContentRegionAvail().x, plot_h));
+  if (clicked >= 0 && clicked != snap.checkpoint && !snap.loading_model) cmds.push_back(cmd::LoadCheckpoint{clicked});
+  legend_entry(kTrainColour, "training");
+  const char* val = "validation (held-out text)";
+  same_line_if_fits(ImGui::GetFontSize() * 1.6f + ImGui::GetStyle().ItemSpacing.x + ImGui::CalcTextSize(val).x);
+  legend_entry(kValColour, val);
+  spread_line(snap, ui);
+}
+
+// The checkpoints to load, and what loading one did.
+void checkpoint_column(const TrainingRecord& r, const Snapshot& snap, UiState& ui, int slice, Commands& cmds) {
+  text_wrapped_wordsf("Same prompt, same seed, weights from:");
+  checkpoint_list(r, snap, slice, ui, cmds);
+  if (snap.loading_model) ImGui::TextDisabled("loading the weights\xE2\x80\xA6");
+  if (!snap.model_error.empty()) {  // a checkpoint folder that did not load (the Model panel has it too)
+    ImGui::PushStyleColor(ImGuiCol_Text, v4(palette::kRecomputed));
+    text_wrapped_wordsf("Could not load: %s", snap.model_error.c_str());
+    ImGui::PopStyleColor();
+  }
+}
+
+}  // namespace
+
 Commands panel_training(const Snapshot& snap, UiState& ui) {
   Commands cmds;
   ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 240, 120, 255));
@@ -160,30 +194,26 @@ Commands panel_training(const Snapshot& snap, UiState& ui) {
   }
   const TrainingRecord& r = *snap.training;
   const int slice = ui.training_slice < static_cast<int>(r.slices.size()) ? ui.training_slice : -1;
-  const float list_w = std::min(ImGui::GetContentRegionAvail().x * 0.36f, ImGui::GetFontSize() * 11.0f);
   const float line = ImGui::GetTextLineHeightWithSpacing();
+  // The checkpoints beside the curve where both keep their room (about 30 characters), else
+  // under it: a narrow lessons column at a large text scale squeezed the curve's labels into
+  // each other and broke the list's words letter by letter.
+  if (ImGui::GetContentRegionAvail().x < ImGui::GetFontSize() * 30.0f) {
+    loss_column(r, snap, ui, slice, ImGui::GetFontSize() * 6.0f, cmds);
+    checkpoint_column(r, snap, ui, slice, cmds);
+    return cmds;
+  }
+  const float list_w = std::min(ImGui::GetContentRegionAvail().x * 0.36f, ImGui::GetFontSize() * 11.0f);
   const float plot_h = std::max(ImGui::GetFontSize() * 6.0f, ImGui::GetContentRegionAvail().y - line * 2.3f);
   if (!ImGui::BeginTable("##training", 2, ImGuiTableFlags_SizingStretchProp)) return cmds;
   ImGui::TableSetupColumn("curve", ImGuiTableColumnFlags_WidthStretch);
   ImGui::TableSetupColumn("checkpoints", ImGuiTableColumnFlags_WidthFixed, list_w);
   ImGui::TableNextRow();
   ImGui::TableSetColumnIndex(0);
-  const int clicked = loss_plot(r, snap, slice, ImVec2(ImGui::GetContentRegionAvail().x, plot_h));
-  if (clicked >= 0 && clicked != snap.checkpoint && !snap.loading_model) cmds.push_back(cmd::LoadCheckpoint{clicked});
-  legend_entry(kTrainColour, "training");
-  ImGui::SameLine();
-  legend_entry(kValColour, "validation (held-out text)");
-  spread_line(snap, ui);
+  loss_column(r, snap, ui, slice, plot_h, cmds);
   ImGui::TableSetColumnIndex(1);
   ImGui::BeginChild("##checkpoints", ImVec2(0, plot_h + line));
-  text_wrapped_wordsf("Same prompt, same seed, weights from:");
-  checkpoint_list(r, snap, slice, ui, cmds);
-  if (snap.loading_model) ImGui::TextDisabled("loading the weights\xE2\x80\xA6");
-  if (!snap.model_error.empty()) {  // a checkpoint folder that did not load (the Model panel has it too)
-    ImGui::PushStyleColor(ImGuiCol_Text, v4(palette::kRecomputed));
-    text_wrapped_wordsf("Could not load: %s", snap.model_error.c_str());
-    ImGui::PopStyleColor();
-  }
+  checkpoint_column(r, snap, ui, slice, cmds);
   ImGui::EndChild();
   ImGui::EndTable();
   return cmds;
