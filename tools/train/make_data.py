@@ -260,20 +260,21 @@ def write_coderecall(a, rng, gen):
     print(f"coderecall: train {len(docs)} docs {sum(map(len, docs))/1e6:.2f} MB ({len(words)} words)")
 
 
-def write_recall(a, rng, gen):
+def write_named_stories(a, rng, gen, part, story, mb):
+    """A training-only story part that never invents one of the held-out prompts' names."""
     with open(os.path.join(HERE, "heldout", "prompts.json"), encoding="utf-8") as f:
         exclude = {p["name"] for p in json.load(f)["names"]}
-    docs = gen(rng, lambda r: gen_stories.recall_story(r, exclude), a.recall_mb * 1e6)
-    write_docs(os.path.join(a.out, "recall.train.txt"), docs)
-    print(f"recall: train {len(docs)} docs {sum(map(len, docs))/1e6:.2f} MB")
+    docs = gen(rng, lambda r: story(r, exclude), mb * 1e6)
+    write_docs(os.path.join(a.out, f"{part}.train.txt"), docs)
+    print(f"{part}: train {len(docs)} docs {sum(map(len, docs))/1e6:.2f} MB")
+
+
+def write_recall(a, rng, gen):
+    write_named_stories(a, rng, gen, "recall", gen_stories.recall_story, a.recall_mb)
 
 
 def write_heroes(a, rng, gen):
-    with open(os.path.join(HERE, "heldout", "prompts.json"), encoding="utf-8") as f:
-        exclude = {p["name"] for p in json.load(f)["names"]}
-    docs = gen(rng, lambda r: gen_heroes.hero_story(r, exclude), a.heroes_mb * 1e6)
-    write_docs(os.path.join(a.out, "heroes.train.txt"), docs)
-    print(f"heroes: train {len(docs)} docs {sum(map(len, docs))/1e6:.2f} MB")
+    write_named_stories(a, rng, gen, "heroes", gen_heroes.hero_story, a.heroes_mb)
 
 
 def main():
