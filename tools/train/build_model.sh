@@ -4,7 +4,8 @@
 #
 # Resumes by itself: a phase interrupted (Ctrl-C, SIGTERM, a session ending) left work/runs/<name>/state.pt,
 # and the next call continues from it; on a fresh clone the committed checkpoint in tools/train/resume/
-# (saved there by save_resume.sh) is the starting point. FRESH=1 ignores both and starts from step 0.
+# (saved there by save_resume.sh) is the starting point. FRESH=1 ignores both and starts from step 0 (an
+# interrupted FRESH=1 run resumes when called again without FRESH).
 # Deterministic from SEED (thread-level float nondeterminism aside). About 2 hours on 2 idle CPU cores.
 # Needs Debian's /usr/bin/python3 with python3-torch, numpy, regex, matplotlib; npm (for countries-list);
 # wordnet-base (scripts/install-deps.sh with KVSCOPE_TRAINING=1 installs them).
@@ -24,7 +25,12 @@ if [ "${SKIP_DATA:-0}" != 1 ]; then
     $PY train_bpe.py --seed "$SEED" --merges 4000
 fi
 
-# a run continues from work/runs/<name>/state.pt, or else from the committed copy in resume/<name>/
+# FRESH=1 starts both runs from step 0, once, before the first phase (each later phase resumes the one before it)
+if [ "${FRESH:-0}" = 1 ]; then
+    rm -rf work/runs/kvscope-tiny work/runs/kvscope-tiny.log work/runs/kvscope-draft work/runs/kvscope-draft.log
+fi
+
+# a run continues from work/runs/<name>/state.pt, or else from the committed copy in resume/<name>/ (not with FRESH=1)
 train_phases() { # name nice phases... -- train.py args
     name=$1 nice=$2
     shift 2
@@ -32,7 +38,6 @@ train_phases() { # name nice phases... -- train.py args
     while [ "$1" != "--" ]; do stops="$stops $1"; shift; done
     shift
     run=work/runs/$name
-    if [ "${FRESH:-0}" = 1 ]; then rm -rf "$run" "work/runs/$name.log"; fi
     if [ "${FRESH:-0}" != 1 ] && [ ! -f "$run/state.pt" ] && [ -f "resume/$name/state.pt" ]; then
         mkdir -p "$run"
         cp -r "resume/$name/." "$run/"
