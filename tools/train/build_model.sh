@@ -6,7 +6,7 @@
 # and the next call continues from it; on a fresh clone the committed checkpoint in tools/train/resume/
 # (saved there by save_resume.sh) is the starting point. FRESH=1 ignores both and starts from step 0 (an
 # interrupted FRESH=1 run resumes when called again without FRESH).
-# Deterministic from SEED (thread-level float nondeterminism aside). About 2 hours on 2 idle CPU cores.
+# Deterministic from SEED (thread-level float nondeterminism aside). About 4.5 hours of one core (training 4.3 h).
 # Needs Debian's /usr/bin/python3 with python3-torch, numpy, regex, matplotlib; npm (for countries-list);
 # wordnet-base (scripts/install-deps.sh with KVSCOPE_TRAINING=1 installs them).
 set -eu
