@@ -13,6 +13,7 @@
 #include "error.h"
 #include "model.h"
 #include "model_context.h"
+#include "text_scale.h"
 
 namespace kvscope {
 namespace {
@@ -115,6 +116,11 @@ void add_render_command(CLI::App& app, RenderCommand& c) {
       ->check(int_in(64, 8192));
   render->add_option("--height", ro.height, "Image height (also at most what the OpenGL driver allows)")
       ->check(int_in(64, 8192));
+  render
+      ->add_option("--text-scale", ro.text_scale,
+                   "Text size as the window's text scale sets it (0.75-2.5; a projector: 2.5), times height/720 "
+                   "above 720")
+      ->check(real_in(kMinTextScale, kMaxTextScale));
   add_render_view_flags(render, c);
 }
 

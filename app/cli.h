@@ -33,6 +33,7 @@ struct RenderOptions {
   std::string out;         // PNG of the last step
   std::string frames_dir;  // one PNG per step when set
   int width = 1280, height = 720;
+  float text_scale = 1.0f;       // --text-scale: as the window's View panel sets it; grows with height above 720
   std::string camera = "front";  // front|top|side|follow
   bool no_cache = false;
   int layer = -1;             // -1 = mean over layers

@@ -36,6 +36,12 @@ namespace kvscope {
 
 namespace {
 
+// The fonts' scale: the text scale asked for, and above 720 rows the text
+// grows with the image, so a larger render shows the same picture sharper.
+float render_text_scale(const RenderOptions& o) {
+  return o.text_scale * std::max(1.0f, static_cast<float>(o.height) / 720.0f);
+}
+
 using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) {
@@ -359,7 +365,7 @@ constexpr int kVideoFramesPerStep = 12;  // the step's animation (flash, beams, 
 // iterations (each in its draft, verify and resolve stages), same renderer
 // and text layer, one PNG per step (or per stage) into --frames, the last to --out.
 int run_render_decode(const RenderOptions& o, std::shared_ptr<const Model> model, CameraPreset preset) {
-  OffscreenGl offscreen(o.width, o.height, std::max(1.0f, static_cast<float>(o.height) / 720.0f),
+  OffscreenGl offscreen(o.width, o.height, render_text_scale(o),
                         /*window_samples=*/false);
   auto draw = [&](const Scene& scene) {
     const float W = static_cast<float>(o.width), H = static_cast<float>(o.height);
@@ -536,7 +542,7 @@ int render_generation(const RenderOptions& o, std::shared_ptr<const Model> model
   go.keep_history = o.heatmaps;
   gen.start(o.prompt, go);
 
-  OffscreenGl offscreen(o.width, o.height, std::max(1.0f, static_cast<float>(o.height) / 720.0f),
+  OffscreenGl offscreen(o.width, o.height, render_text_scale(o),
                         /*window_samples=*/false);
   SequenceState seq;
   const GenerationFrames frames{o, preset, *model, gen, seq, offscreen};

@@ -11,11 +11,9 @@
 #include <vector>
 
 #include "gui_state.h"
+#include "text_scale.h"
 
 namespace kvscope {
-
-// Text scales the app accepts (View panel, saved views, settings).
-inline constexpr float kMinTextScale = 0.75f, kMaxTextScale = 2.5f;
 
 // Ranges of the restored choices (the panels' controls stay inside them).
 namespace ui_range {

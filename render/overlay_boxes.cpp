@@ -384,8 +384,11 @@ ImVec4 draw_hud(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& 
   const float pad = 8.0f * fonts.scale;
   float w = 0;
   for (const std::string* s : {&l1, &l2, &l3}) w = std::max(w, f->CalcTextSizeA(fs, 1e9f, 0.0f, s->c_str()).x);
-  // Shrunk to fit beside the legend (or the width) instead of running off the edge.
+  // Shrunk to fit beside the legend (or the width) instead of running off the
+  // edge, but left out where that would take it under 70 % of its size: a
+  // smear no one can read (the panels and --json carry the same numbers).
   const float room = std::max(40.0f, size.x - (avoid.z > avoid.x ? avoid.z - origin.x : 0.0f) - pad * 4);
+  if (room < w * 0.7f) return ImVec4(0, 0, 0, 0);
   if (w > room) {
     fs *= room / w;
     w = room;

@@ -52,6 +52,15 @@ set +e
 "$kvscope" render --model "$tmp/no-such-model" --prompt "x" --out "$tmp/x.png" 2> "$tmp/err"; rc=$?
 set -e
 [[ $rc -eq 1 ]] || fail "missing model: exit $rc, expected 1"
+set +e
+"$kvscope" render --model "$MODEL" --prompt "x" --steps 2 --text-scale 3 --out "$tmp/x.png" 2> "$tmp/err"; rc=$?
+set -e
+[[ $rc -eq 2 ]] || fail "--text-scale 3: exit $rc, expected 2"
+grep -q -- "--text-scale" "$tmp/err" || fail "--text-scale 3: $(cat "$tmp/err")"
+# A projector's text scale renders headless.
+"$kvscope" render --model "$MODEL" --prompt "Once upon a time" --steps 4 --text-scale 2.5 --out "$tmp/big.png" \
+  2> "$tmp/log" || { cat "$tmp/log"; fail "--text-scale 2.5"; }
+[[ "$(png_size "$tmp/big.png")" == "1280 720" ]] || fail "big.png is $(png_size "$tmp/big.png"), expected 1280 720"
 # Presentation mode and the attention heatmap grid render headless.
 "$kvscope" render --model "$MODEL" --prompt "Once upon a time" --steps 8 --presentation --heatmaps \
   --width 800 --height 450 --out "$tmp/teach.png" 2> "$tmp/log" || { cat "$tmp/log"; fail "--presentation --heatmaps"; }
