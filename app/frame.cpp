@@ -73,18 +73,26 @@ void place_banner(const Scene& scene, const OverlayFonts& fonts, float view_w, f
 // The legend gets a band of its own under the view, so it never covers the
 // stacks whatever the camera frames (the follow camera fills the view with
 // the newest tokens): its entries in rows, its text as large as keeps the
-// band within 30 % of the height. Full entries while they need shrinking to
+// band within 30 % of the height and its widest entry within the view's
+// width (a tall, narrow view). Full entries while they need shrinking to
 // no less than 80 %, else the terse ones (without their notes) down to 45 %:
 // at a large text scale a shorter legend reads better than a smaller one.
-// Sets ov.band, ov.legend_scale and ov.legend_terse.
+// Where even those run past the view's edge, no legend. Sets ov.band,
+// ov.legend_scale, ov.legend_terse and (off) ov.legend.
 void place_legend(const Scene& scene, const OverlayFonts& fonts, float view_w, float avail_h, OverlayOptions& ov) {
+  bool fits_width = false;
   for (const bool terse : {false, true}) {
     ov.legend_terse = terse;
     for (int pct = 100; pct >= (terse ? 45 : 80); pct -= 5) {
       ov.legend_scale = static_cast<float>(pct) / 100.0f;
       ov.band = legend_band(scene, fonts, ov, view_w);
-      if (ov.band <= 0.3f * avail_h) return;
+      fits_width = legend_fits_width(scene, fonts, ov, view_w);
+      if (ov.band <= 0.3f * avail_h && fits_width) return;
     }
+  }
+  if (!fits_width) {
+    ov.legend = false;
+    ov.band = legend_band(scene, fonts, ov, view_w);  // 0
   }
 }
 

@@ -54,8 +54,38 @@ bool box_inside(const ScreenBox& a, const glm::vec4& clip) {
   return true;
 }
 
+bool crowds_in_line(const ScreenBox& a, const ScreenBox& b, float gap) {
+  if (boxes_overlap(a, b)) return true;
+  glm::vec2 alo(1e9f), ahi(-1e9f), blo(1e9f), bhi(-1e9f);
+  for (int i = 0; i < 4; ++i) {
+    alo = glm::min(alo, a.c[i]);
+    ahi = glm::max(ahi, a.c[i]);
+    blo = glm::min(blo, b.c[i]);
+    bhi = glm::max(bhi, b.c[i]);
+  }
+  for (int axis = 0; axis < 2; ++axis) {  // 0: side by side, 1: one above the other
+    const int across = 1 - axis;
+    const float shared = std::min(ahi[across], bhi[across]) - std::max(alo[across], blo[across]);
+    const float smaller = std::min(ahi[across] - alo[across], bhi[across] - blo[across]);
+    const float apart = std::max(alo[axis] - bhi[axis], blo[axis] - ahi[axis]);
+    if (shared >= 0.5f * smaller && apart < gap) return true;
+  }
+  return false;
+}
+
 ScreenBox side_label_box(glm::vec2 anchor, glm::vec2 size) {
   return flat_box(glm::vec2(anchor.x - size.x, anchor.y - size.y * 0.5f), size);
+}
+
+int nice_step(float x) {
+  int base = 1;
+  while (true) {
+    for (int m : {1, 2, 5}) {
+      if (static_cast<float>(base * m) >= x) return base * m;
+    }
+    base *= 10;
+    if (base > 1000000) return base;
+  }
 }
 
 bool place_caption(glm::vec2 anchor, glm::vec2 size, const std::vector<ScreenBox>& keep_off, const glm::vec4& clip,

@@ -38,9 +38,20 @@ bool boxes_overlap(const ScreenBox& a, const ScreenBox& b, float gap = 0.0f);
 // Whether every corner lies in clip (x0, y0, x1, y1).
 bool box_inside(const ScreenBox& a, const glm::vec4& clip);
 
+// Whether box `a` overlaps box `b` or comes within `gap` of it beside it
+// (sharing at least half the lower one's height: they would read as one
+// word, "L0" and "0" as "L00") or above or under it (sharing half the
+// narrower one's width: one column); offset corner to corner they read
+// apart and may come closer. Measured on their axis-aligned bounds.
+bool crowds_in_line(const ScreenBox& a, const ScreenBox& b, float gap);
+
 // A side label (a layer number, a row caption): its right end at the
 // anchor, vertically centred on it.
 ScreenBox side_label_box(glm::vec2 anchor, glm::vec2 size);
+
+// The smallest "nice" step (1, 2, 5, 10, 20, 50, ...) >= x: how many
+// positions apart the position numbers on the ground are.
+int nice_step(float x);
 
 // A caption on the ground (a page's or a window bar's name): its plate of
 // `size` centred under `anchor`, lifted just inside the view where the

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "scene_format.h"
 #include "scene_spec.h"
 #include "units.h"
 
@@ -195,47 +196,18 @@ struct BannerLayout {
 
 constexpr float kBannerMargin = 10.0f;  // above the box (and 0.6 of it below), at text scale 1
 
-// Splits `s` at `sep`, which stays at the end of each part but the last.
-std::vector<std::string> split_after(const std::string& s, const std::string& sep) {
-  std::vector<std::string> parts;
-  size_t at = 0;
-  for (size_t i = s.find(sep); i != std::string::npos; i = s.find(sep, at)) {
-    parts.push_back(s.substr(at, i + sep.size() - at));
-    at = i + sep.size();
-  }
-  parts.push_back(s.substr(at));
-  return parts;
-}
-
-// Greedy lines of at most `room` pixels from `parts` (each ending in its separator).
-std::vector<std::string> pack_lines(const std::vector<std::string>& parts, ImFont* f, float fs, float room) {
-  std::vector<std::string> lines;
-  std::string line;
-  auto width = [&](const std::string& t) { return f->CalcTextSizeA(fs, 1e9f, 0.0f, t.c_str()).x; };
-  for (const std::string& part : parts) {
-    if (!line.empty() && width(line + part) > room) {
-      lines.push_back(line);
-      line.clear();
-    }
-    line += part;
-  }
-  if (!line.empty()) lines.push_back(line);
-  return lines;
-}
-
-std::string trim(const std::string& s) {
-  const size_t a = s.find_first_not_of(' '), b = s.find_last_not_of(' ');
-  return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
-}
-
+// The line under the title in lines of at most `room` pixels: between its
+// " \u00b7 " parts first, then between words where one part is too wide;
+// balanced, so no word is left alone on a last line (balanced_lines).
 std::vector<std::string> wrap_banner_line(const std::string& text, ImFont* f, float fs, float room) {
+  const auto width = [&](const std::string& t) { return f->CalcTextSizeA(fs, 1e9f, 0.0f, t.c_str()).x; };
   std::vector<std::string> lines;
-  for (const std::string& part : pack_lines(split_after(text, " \xC2\xB7 "), f, fs, room)) {
-    if (f->CalcTextSizeA(fs, 1e9f, 0.0f, part.c_str()).x <= room) {
-      lines.push_back(trim(part));
+  for (const std::string& part : balanced_lines(split_after(text, " \xC2\xB7 "), width, room)) {
+    if (width(part) <= room) {
+      lines.push_back(part);
       continue;
     }
-    for (const std::string& l : pack_lines(split_after(part, " "), f, fs, room)) lines.push_back(trim(l));
+    for (const std::string& l : balanced_lines(split_after(part, " "), width, room)) lines.push_back(l);
   }
   return lines;
 }
@@ -414,6 +386,14 @@ float legend_band(const Scene& scene, const OverlayFonts& fonts, const OverlayOp
           .box.y;
   const ImVec2 hud = hud_room(fonts, opt);
   return std::max(rows + 2 * pad, hud.x > 0 && width - hud.x >= width * 0.5f ? hud.y : 0.0f);
+}
+
+bool legend_fits_width(const Scene& scene, const OverlayFonts& fonts, const OverlayOptions& opt, float width) {
+  if (!opt.legend) return true;
+  const float k = opt.legend_scale;
+  const float rows_w = legend_rows_width(fonts, opt, width) - 2 * 8.0f * fonts.scale * k;
+  // layout_legend gives an entry wider than the rows a row of its own, as wide as it is.
+  return layout_legend(legend_entries(scene, opt.legend_terse), fonts, rows_w, k).box.x <= rows_w;
 }
 
 namespace {

@@ -38,18 +38,6 @@ ImU32 col4(const glm::vec4& c) {
   return ImGui::ColorConvertFloat4ToU32(ImVec4(c.r, c.g, c.b, c.a));
 }
 
-// The smallest "nice" step (1, 2, 5, 10, 20, 50, ...) >= x.
-int nice_step(float x) {
-  int base = 1;
-  while (true) {
-    for (int m : {1, 2, 5}) {
-      if (static_cast<float>(base * m) >= x) return base * m;
-    }
-    base *= 10;
-    if (base > 1000000) return base;
-  }
-}
-
 struct Projector {
   glm::mat4 vp;
   ImVec2 origin, size;
@@ -200,10 +188,14 @@ void draw_side_labels(ImDrawList* dl, const Scene& scene, const Projector& proj,
   }
 }
 
-// Position numbers on the ground; one that would touch a caption in
-// `captions` is left out (the caption says more).
+// Position numbers on the ground; one that would touch a caption or tag in
+// `captions`, or come within half a letter of a layer number or row caption
+// in `side` beside, above or under it (crowds_in_line: "L0" and the tick "0"
+// never read as "L00" or stack in one column), is left out: the others say
+// more. The ticks drawn go into `drawn`.
 void draw_ticks(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts,
-                const std::vector<ScreenBox>& captions) {
+                const std::vector<ScreenBox>& captions, const std::vector<ScreenBox>& side,
+                std::vector<ScreenBox>& drawn) {
   if (scene.slot < 0) return;
   // An aggregated column is ticked with its first position (scenes without
   // columns, beam and speculative ones, have one per position).
@@ -229,8 +221,11 @@ void draw_ticks(ImDrawList* dl, const Scene& scene, const Projector& proj, const
     // Kept above the view's bottom edge (a short view at a large text scale).
     const float y = std::min(s.y, dl->GetClipRectMax().y - ts.y);
     const ScreenBox box = flat_box(glm::vec2(s.x - ts.x * 0.5f, y), glm::vec2(ts.x, ts.y));
-    if (std::any_of(captions.begin(), captions.end(), [&](const ScreenBox& c) { return boxes_overlap(box, c, 2.0f); }))
+    const auto touches = [&](const ScreenBox& c) { return boxes_overlap(box, c, 2.0f); };
+    const auto crowds = [&](const ScreenBox& c) { return crowds_in_line(box, c, 0.5f * font->FontSize); };
+    if (std::any_of(captions.begin(), captions.end(), touches) || std::any_of(side.begin(), side.end(), crowds))
       continue;
+    drawn.push_back(box);
     dl->AddText(font, font->FontSize, ImVec2(s.x - ts.x * 0.5f, y), IM_COL32(140, 150, 175, 220), t.c_str());
   }
 }
@@ -560,12 +555,14 @@ void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVe
   std::vector<ScreenBox> tick_keep_off = captions;  // the ticks say least: they give way to captions and tags
   tick_keep_off.insert(tick_keep_off.end(), taken.begin(), taken.end());
   if (has_line) tick_keep_off.push_back(line);
-  draw_ticks(dl, scene, proj, fonts, tick_keep_off);
+  std::vector<ScreenBox> ticks;
+  draw_ticks(dl, scene, proj, fonts, tick_keep_off, side, ticks);
   if (layout) {
     layout->labels = labels;
     layout->tags = taken;
     layout->side = side;
     layout->captions = captions;
+    layout->ticks = ticks;
     layout->text_line = has_line ? line : ScreenBox{};
     layout->has_text_line = has_line;
   }

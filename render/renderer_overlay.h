@@ -59,6 +59,12 @@ struct OverlayOptions {
 // scene; 0 when opt.legend is off.
 float legend_band(const Scene& scene, const OverlayFonts& fonts, const OverlayOptions& opt, float width);
 
+// Whether every entry of the legend (at opt.legend_scale, terse where
+// opt.legend_terse) fits in its rows below a view `width` pixels wide, so
+// none runs past the view's right edge (or into the HUD's room); true when
+// opt.legend is off.
+bool legend_fits_width(const Scene& scene, const OverlayFonts& fonts, const OverlayOptions& opt, float width);
+
 // Height the banner needs above a 3D view `width` pixels wide (its second
 // line wrapped to the width, with margins) at `k` times the fonts' sizes;
 // 0 when the scene has no banner.
@@ -70,6 +76,7 @@ struct OverlayLayout {
   std::vector<ScreenBox> tags;      // the write head's tag and the beams' weights drawn
   std::vector<ScreenBox> side;      // the layer numbers and row captions drawn
   std::vector<ScreenBox> captions;  // the pages' and the window bar's captions on the ground drawn
+  std::vector<ScreenBox> ticks;     // the position numbers on the ground drawn
   ScreenBox text_line{};            // the text so far, where has_text_line
   bool has_text_line = false;
   glm::vec4 legend{0.0f};  // (x0, y0, x1, y1); all 0 when not drawn

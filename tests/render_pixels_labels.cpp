@@ -203,5 +203,64 @@ TEST_F(TeachPixels, TextLineStaysInsideTheViewOffTheLabelsAndBlocks) {
   EXPECT_GT(lines, views / 2);
 }
 
+TEST_F(TeachPixels, PositionTicksKeepClearOfTheRowCaptions) {
+  // Small pictures (a 1280x720 window with the lessons open) to a wide one,
+  // text scale 1 and 2.5, every camera: a position number on the ground
+  // keeps half a letter from every layer number and row caption beside,
+  // above or under it, so "L0" and the tick "0" never run together ("L00")
+  // or stack on each other; the ticks still number the axis.
+  const auto h = make_history(12, std::vector<CacheMode>(40, CacheMode::kKV));
+  const Scene s = build_scene(h, h.size(), ViewOptions{}, 1.0f);
+  size_t ticks = 0;
+  for_each_overlay(s, {1.0f, 2.5f},
+                   {ImVec2(420, 200), ImVec2(580, 400), ImVec2(static_cast<float>(kW), static_cast<float>(kH))},
+                   [&](CameraPreset, float, ImVec2, const Camera&, const OverlayLayout& lay, const std::string& where) {
+                     ticks += lay.ticks.size();
+                     const float gap = 0.5f * fonts_.small->FontSize - 0.5f;
+                     for (const ScreenBox& t : lay.ticks)
+                       for (const ScreenBox& c : lay.side)
+                         EXPECT_FALSE(crowds_in_line(t, c, gap))
+                             << where << ": tick at x " << t.c[0].x << " crowds a caption at x " << c.c[0].x;
+                   });
+  EXPECT_GT(ticks, 2u * 4u * 3u);
+}
+
+TEST_F(TeachPixels, LegendStaysInsideATallNarrowView) {
+  // The window's 3D view in tall, narrow windows (a portrait screen, the
+  // sidebars open) at text scale 1.0 to 2.5, composed by compose_frame: the
+  // legend keeps inside the view's width (smaller, or terse, or left out
+  // where not even that fits), not only within its share of the height.
+  int drawn = 0, cases = 0;
+  for_each_scale_and_mode([&](const FrameSpec& spec, float scale) {
+    for (float w : {180.0f, 260.0f, 340.0f, 460.0f, 590.0f, 765.0f}) {
+      for (float avail_h : {700.0f, 2300.0f}) {
+        const ComposedFrame fr = compose_frame(spec, fonts_, w, avail_h);
+        const float view_h = avail_h - fr.overlay.top - fr.overlay.band;
+        OverlayLayout lay;
+        draw2d([&](ImDrawList* dl) {
+          draw_overlay(dl, fr.scene, preset_camera(CameraPreset::kFront, fr.scene, w / view_h),
+                       ImVec2(0, fr.overlay.top), ImVec2(w, view_h), fonts_, fr.overlay, &lay);
+        });
+        const std::string where = "scale " + std::to_string(scale) + " view " + std::to_string(static_cast<int>(w)) +
+                                  "x" + std::to_string(static_cast<int>(avail_h));
+        ++cases;
+        if (w >= 460.0f) {
+          EXPECT_TRUE(fr.overlay.legend) << where << ": a legend fits here, terse or smaller";
+        }
+        if (!fr.overlay.legend) {
+          EXPECT_EQ(lay.legend.z, 0.0f) << where;
+          continue;
+        }
+        ++drawn;
+        EXPECT_GE(lay.legend.x, 0.0f) << where;
+        EXPECT_LE(lay.legend.z, w) << where << ": the legend runs past the view's right edge";
+        EXPECT_LE(lay.legend.w, avail_h) << where;
+      }
+    }
+  });
+  EXPECT_EQ(cases, 3 * 2 * 6 * 2);
+  EXPECT_GT(drawn, cases * 2 / 3);
+}
+
 }  // namespace
 }  // namespace kvscope

@@ -319,6 +319,28 @@ TEST(LabelLayout, RealScenesAtProjectorScalesStayReadable) {
   }
 }
 
+TEST(LabelLayout, CrowdingInLineIsBesideOrAboveNotCornerToCorner) {
+  const ScreenBox caption = flat_box({100, 100}, {40, 30});  // "L0"
+  EXPECT_TRUE(crowds_in_line(flat_box({145, 105}, {20, 30}), caption, 10.0f)) << "beside: L00";
+  EXPECT_FALSE(crowds_in_line(flat_box({151, 105}, {20, 30}), caption, 10.0f)) << "beside, past the gap";
+  EXPECT_TRUE(crowds_in_line(flat_box({120, 135}, {20, 30}), caption, 10.0f)) << "under it";
+  EXPECT_TRUE(crowds_in_line(flat_box({90, 60}, {20, 30}), caption, 20.0f)) << "above it";
+  EXPECT_FALSE(crowds_in_line(flat_box({145, 135}, {20, 30}), caption, 10.0f)) << "corner to corner";
+  EXPECT_FALSE(crowds_in_line(flat_box({142, 127}, {20, 30}), caption, 10.0f)) << "below and right, barely level";
+  EXPECT_TRUE(crowds_in_line(flat_box({142, 112}, {20, 30}), caption, 10.0f)) << "level enough to read as one";
+  EXPECT_TRUE(crowds_in_line(flat_box({130, 120}, {20, 30}), caption, 0.0f)) << "overlapping";
+}
+
+TEST(LabelLayout, TicksStepByNiceNumbers) {
+  EXPECT_EQ(nice_step(0.3f), 1);
+  EXPECT_EQ(nice_step(1.0f), 1);
+  EXPECT_EQ(nice_step(1.5f), 2);
+  EXPECT_EQ(nice_step(3.0f), 5);
+  EXPECT_EQ(nice_step(7.0f), 10);
+  EXPECT_EQ(nice_step(11.0f), 20);
+  EXPECT_EQ(nice_step(48.0f), 50);
+}
+
 TEST(LabelLayout, TagTakesTheFirstFreeSpot) {
   const glm::vec4 clip(0, 0, 1280, 720);
   const glm::vec2 size(60, 20);

@@ -478,6 +478,50 @@ TEST(Format, HexBytes) {
   EXPECT_EQ(format_hex_bytes(std::string("\xe2\x80\x99", 3)), "e2 80 99");
 }
 
+// A monospaced measure: 10 pixels a byte.
+float mono_width(const std::string& s) {
+  return 10.0f * static_cast<float>(s.size());
+}
+
+TEST(Format, SplitAfterKeepsTheSeparatorWithThePartBeforeIt) {
+  EXPECT_EQ(split_after("a \xC2\xB7 b \xC2\xB7 c", " \xC2\xB7 "),
+            (std::vector<std::string>{"a \xC2\xB7 ", "b \xC2\xB7 ", "c"}));
+  EXPECT_EQ(split_after("one", " "), (std::vector<std::string>{"one"}));
+}
+
+TEST(Format, BalancedLinesLeaveNoWordAloneOnTheLastLine) {
+  const std::string text = "nothing is kept: all 27 positions are computed again, then thrown away";  // 71 bytes
+  const std::vector<std::string> words = split_after(text, " ");
+  // Filled greedily 680 pixels wide it would end in a line "away"; balanced,
+  // the same two lines break where the wider one is narrowest (33 and 36
+  // bytes; one word later would make the first 37).
+  EXPECT_EQ(balanced_lines(words, mono_width, 680.0f),
+            (std::vector<std::string>{"nothing is kept: all 27 positions", "are computed again, then thrown away"}));
+  // Three lines 300 pixels wide (greedily 23, 29 and 16 bytes): as many, none wider than 250 pixels.
+  const std::vector<std::string> three = balanced_lines(words, mono_width, 300.0f);
+  ASSERT_EQ(three.size(), 3u);
+  std::string joined;
+  for (const std::string& l : three) {
+    EXPECT_LE(mono_width(l), 250.0f) << l;
+    EXPECT_NE(l.find(' '), std::string::npos) << "a lone word: " << l;
+    joined += (joined.empty() ? "" : " ") + l;
+  }
+  EXPECT_EQ(joined, text);
+  // What fits stays on one line; a word wider than the room gets a line of its own.
+  EXPECT_EQ(balanced_lines(words, mono_width, 720.0f), (std::vector<std::string>{text}));
+  EXPECT_EQ(balanced_lines(split_after("a verylongword b", " "), mono_width, 60.0f),
+            (std::vector<std::string>{"a", "verylongword", "b"}));
+}
+
+TEST(Format, BalancedLinesKeepTheBannersSeparatorsAtLineEnds) {
+  const std::string dot = " \xC2\xB7 ";  // 4 bytes
+  const std::vector<std::string> parts = split_after("one two" + dot + "three four" + dot + "five six seven", dot);
+  // Greedily 200 pixels wide: "one two · three four ·" (24 bytes, too wide), so
+  // "one two ·" / "three four ·" / "five six seven"; balanced keeps three lines.
+  EXPECT_EQ(balanced_lines(parts, mono_width, 200.0f),
+            (std::vector<std::string>{"one two \xC2\xB7", "three four \xC2\xB7", "five six seven"}));
+}
+
 }  // namespace
 }  // namespace kvscope
 
