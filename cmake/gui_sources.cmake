@@ -7,6 +7,7 @@ set(KVSCOPE_GL_SRC
   render/renderer.cpp
   render/overlay_boxes.cpp
   render/overlay_fonts.cpp
+  render/overlay_tags.cpp
   render/renderer_overlay.cpp)
 # The window (app/): frame loop, panels, the headless `kvscope render`.
 set(KVSCOPE_GUI_SRC

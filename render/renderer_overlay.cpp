@@ -9,6 +9,7 @@
 
 #include "label_layout.h"
 #include "overlay_boxes.h"
+#include "overlay_tags.h"
 #include "scene_format.h"
 
 namespace kvscope {
@@ -280,74 +281,6 @@ bool place_text_line(ImDrawList* dl, const Scene& scene, const Projector& proj, 
   return draw_text_line(dl, scene, fonts, glm::vec4(cmin.x, top, cmax.x, cmax.y), bottom_ok, off, line);
 }
 
-// Tags on plates: the write head's "next:", beam scores, drafted tokens' p
-// and q. A tag that would cover an earlier one is lifted above it (or, at
-// the top of the view, put beside it), with a thin line to its anchor, so
-// every tag stays readable; when that would push one under the banner or
-// out of the view (large text, close tokens), all tags shrink instead.
-// Their boxes go into `taken`.
-struct Tag {
-  const Label* label;
-  ImVec2 anchor, at, size;  // projected anchor, text's top-left, text size
-  bool aside = false;       // pushed beside an earlier tag (no room above it)
-};
-
-// A row of tags pushed aside one after another (no room to lift them: the
-// drafted tokens' at a large text scale) is centred over its anchors, so it
-// spreads both ways instead of drifting off to the right; each keeps a line
-// to its token.
-void centre_aside_runs(std::vector<Tag>& tags, ImVec2 cmin, ImVec2 cmax) {
-  for (size_t i = 0; i < tags.size();) {
-    size_t j = i + 1;
-    while (j < tags.size() && tags[j].aside && !tags[j].label->beside) ++j;
-    if (j - i > 1 && !tags[i].label->beside) {
-      const float lo = tags[i].at.x - 5, hi = tags[j - 1].at.x + tags[j - 1].size.x + 5;
-      float mean = 0;
-      for (size_t k = i; k < j; ++k) mean += tags[k].anchor.x / static_cast<float>(j - i);
-      const float dx = std::clamp(mean - (lo + hi) * 0.5f, cmin.x + 1 - lo, std::max(cmin.x + 1 - lo, cmax.x - 1 - hi));
-      for (size_t k = i; k < j; ++k) tags[k].at.x += dx;
-    }
-    i = j;
-  }
-}
-
-// A tag above its anchor also keeps off the tokens (`tokens`, their boxes:
-// from the top camera the head projects onto the row): lifted above them.
-std::vector<Tag> place_tags(const Scene& scene, const Projector& proj, ImFont* f, float fs, ImVec2 cmin, ImVec2 cmax,
-                            const std::vector<ImVec4>& tokens) {
-  std::vector<Tag> tags;
-  std::vector<ImVec4> drawn;
-  for (const Label& l : scene.labels) {
-    if (l.kind != LabelKind::kHead) continue;
-    ImVec2 p;
-    if (!proj(l.anchor, p)) continue;
-    const ImVec2 ts = f->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
-    // Kept inside the view: the head writes the last slot, at the right edge.
-    const ImVec2 want = l.beside ? ImVec2(p.x + 6.0f, p.y - ts.y * 0.5f) : ImVec2(p.x - ts.x * 0.5f, p.y - ts.y - 4.0f);
-    ImVec2 q(std::clamp(want.x, cmin.x + 6, std::max(cmin.x + 6, cmax.x - ts.x - 6)), std::max(cmin.y + 4, want.y));
-    bool aside = false;
-    auto covers = [&](const ImVec4& o) {
-      return q.x - 6 < o.z && o.x < q.x + ts.x + 6 && q.y - 4 < o.w && o.y < q.y + ts.y + 4;
-    };
-    for (int tries = 0; tries < 16; ++tries) {
-      const ImVec4* hit = nullptr;
-      for (const ImVec4& o : drawn) hit = hit ? hit : (covers(o) ? &o : nullptr);
-      for (const ImVec4& o : tokens) hit = hit || l.beside ? hit : (covers(o) ? &o : nullptr);
-      if (!hit) break;
-      const float lifted = hit->y - ts.y - 6.0f;
-      if (lifted >= cmin.y + 4)
-        q.y = lifted;
-      else
-        q.x = hit->z + 6.0f;  // no room above it: beside it
-      aside |= lifted < cmin.y + 4;
-    }
-    drawn.push_back(ImVec4(q.x - 5, q.y - 2, q.x + ts.x + 5, q.y + ts.y + 2));
-    tags.push_back({&l, p, q, ts, aside});
-  }
-  centre_aside_runs(tags, cmin, cmax);
-  return tags;
-}
-
 // Where the newest token's label goes flat above its block (as
 // label_requests measures it), for the head's tag to keep clear of: seen from
 // above, the head sits at the row's end and its tag would take that spot.
@@ -361,17 +294,24 @@ ImVec4 newest_label_room(const Scene& scene, const Projector& proj, const Overla
   return ImVec4(0, 0, 0, 0);
 }
 
-// `from_above`: the camera looks down on the row, where the head projects
-// onto the tokens (its tag then keeps off them, place_tags).
-void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts,
-                     bool banner_over_view, bool from_above, std::vector<ScreenBox>& taken) {
+// The write head's tag and the drafted tokens' tags (place_tags). A tag that
+// would be pushed under the banner, out of the view or onto the tokens makes
+// them all smaller, from 1.1 times the small font down to half of it (never
+// under 11 pixels): at a projector's text scale they stay as large as the
+// room above the row allows, in proportion to the other labels. At each
+// size, a tag with a wide form (short_text: fewer, longer lines) tries it
+// where its tall form does not fit. `from_above`: the camera looks down on
+// the row, where the head projects onto the tokens (its tag then keeps off
+// them). Each tag's box goes into `taken`; `zone` receives, for the beams'
+// weights to keep well clear of, each tag with a margin and the line from it
+// down to its anchor. Returns the font size drawn.
+float draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts,
+                      bool banner_over_view, bool from_above, std::vector<ScreenBox>& taken,
+                      std::vector<ScreenBox>& zone) {
   ImFont* f = fonts.small;
   const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
   // Under a banner over the view nothing can be read.
   const float top = cmin.y + 4.0f + (banner_over_view ? banner_band(scene, fonts, cmax.x - cmin.x) : 0.0f);
-  // Full size, then by 3/4 while the text stays at least 11 pixels high:
-  // smaller would not be read from the back row.
-  float fs = f->FontSize * 1.1f;
   // A score beside its beam's tip reads as that beam's while it stays on
   // the tip's row and off every token (close lanes at a large text scale).
   std::vector<ScreenBox> tokens;
@@ -383,40 +323,58 @@ void draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, 
     if (from_above) token_rects.emplace_back(lo.x, lo.y, hi.x, hi.y);
   }
   if (from_above) token_rects.push_back(newest_label_room(scene, proj, fonts));
-  std::vector<Tag> tags = place_tags(scene, proj, f, fs, cmin, cmax, token_rects);
-  auto beside_ok = [&](const Tag& t) {
-    if (!t.label->beside) return true;
+  std::vector<TagAnchor> anchors;
+  bool wide = false;
+  for (const Label& l : scene.labels) {
+    ImVec2 p;
+    if (l.kind != LabelKind::kHead || !proj(l.anchor, p)) continue;
+    anchors.push_back({&l, p});
+    wide |= !l.short_text.empty();
+  }
+  auto off_tokens = [&](const Tag& t) {
     const ScreenBox box = flat_box(glm::vec2(t.at.x - 5, t.at.y - 2), glm::vec2(t.size.x + 10, t.size.y + 4));
-    return std::fabs(t.at.y + t.size.y * 0.5f - t.anchor.y) <= t.size.y * 0.5f + 2.0f &&
-           std::none_of(tokens.begin(), tokens.end(), [&](const ScreenBox& o) { return boxes_overlap(box, o); });
+    return std::none_of(tokens.begin(), tokens.end(), [&](const ScreenBox& o) { return boxes_overlap(box, o); });
   };
-  // A tag above its anchor reads as its token's while it stays above it
-  // (not pushed down over it by the view's top) and off every token.
-  auto above_ok = [&](const Tag& t) {
-    if (t.label->beside) return true;
-    const ScreenBox box = flat_box(glm::vec2(t.at.x - 5, t.at.y - 2), glm::vec2(t.size.x + 10, t.size.y + 4));
-    return t.at.y + t.size.y <= t.anchor.y &&
-           std::none_of(tokens.begin(), tokens.end(), [&](const ScreenBox& o) { return boxes_overlap(box, o); });
-  };
+  // Beside its anchor: on the tip's row. Above it: not pushed down over it
+  // by the view's top. Either way off every token.
   auto readable = [&](const Tag& t) {
-    return (t.at.y >= top || t.at.y >= t.anchor.y - t.size.y - 5.0f) && t.at.x + t.size.x <= cmax.x - 1.0f &&
-           beside_ok(t) && above_ok(t);
+    const bool placed = t.label->beside ? std::fabs(t.at.y + t.size.y * 0.5f - t.anchor.y) <= t.size.y * 0.5f + 2.0f
+                                        : t.at.y + t.size.y <= t.anchor.y;
+    return (t.at.y >= top || t.at.y >= t.anchor.y - t.size.y - 5.0f) && t.at.x + t.size.x <= cmax.x - 1.0f && placed &&
+           off_tokens(t);
   };
-  while (fs * 0.75f >= 11.0f && !std::all_of(tags.begin(), tags.end(), readable)) {
-    fs *= 0.75f;
-    tags = place_tags(scene, proj, f, fs, cmin, cmax, token_rects);
+  const float smallest = std::max(11.0f, f->FontSize * 0.5f);
+  // Drafted tokens' tags are their tokens' labels: the largest size that
+  // fits, in steps of 10 %. The head's tag shares the row's top with the
+  // token labels: steps of a quarter (a larger tag would cost labels).
+  const float step = wide ? 0.9f : 0.75f;
+  float fs = f->FontSize * 1.1f;
+  std::vector<Tag> tags;
+  bool ok = false;
+  for (;; fs *= step) {
+    for (int form = 0; form < (wide ? 2 : 1) && !ok; ++form) {
+      tags = place_tags(anchors, f, fs, form, cmin, cmax, token_rects);
+      ok = std::all_of(tags.begin(), tags.end(), readable);
+    }
+    if (ok || fs * step < smallest) break;
   }
   for (const Tag& t : tags) {
     const ImVec2 q = t.at, ts = t.size, p = t.anchor;
     const ImU32 col = col4(t.label->colour);
-    if (!t.label->beside && (q.y + ts.y + 2 < p.y - 6.0f || p.x < q.x - 5 || p.x > q.x + ts.x + 5))
-      dl->AddLine(ImVec2(std::clamp(p.x, q.x, q.x + ts.x), q.y + ts.y + 2), ImVec2(p.x, p.y),
-                  col4(t.label->colour * glm::vec4(1, 1, 1, 0.6f)), 1.0f);
+    const float m = fs * 0.4f;
+    zone.push_back(flat_box(glm::vec2(q.x - 5 - m, q.y - 2 - m), glm::vec2(ts.x + 10 + 2 * m, ts.y + 4 + 2 * m)));
+    if (!t.label->beside && (q.y + ts.y + 2 < p.y - 6.0f || p.x < q.x - 5 || p.x > q.x + ts.x + 5)) {
+      const ImVec2 foot(std::clamp(p.x, q.x, q.x + ts.x), q.y + ts.y + 2);
+      dl->AddLine(foot, p, col4(t.label->colour * glm::vec4(1, 1, 1, 0.6f)), 1.0f);
+      zone.push_back(flat_box(glm::vec2(std::min(foot.x, p.x) - 3, foot.y),
+                              glm::vec2(std::fabs(p.x - foot.x) + 6, std::max(0.0f, p.y - foot.y))));
+    }
     taken.push_back(flat_box(glm::vec2(q.x - 5, q.y - 2), glm::vec2(ts.x + 10, ts.y + 4)));
     dl->AddRectFilled(ImVec2(q.x - 5, q.y - 2), ImVec2(q.x + ts.x + 5, q.y + ts.y + 2), IM_COL32(30, 6, 28, 210), 5.0f);
     dl->AddRect(ImVec2(q.x - 5, q.y - 2), ImVec2(q.x + ts.x + 5, q.y + ts.y + 2), col, 5.0f, 0, 1.5f);
-    dl->AddText(f, fs, q, col, t.label->text.c_str());
+    dl->AddText(f, fs, q, col, t.text->c_str());
   }
+  return tags.empty() ? 0.0f : fs;
 }
 
 // Sink / window bars' and pages' captions, on the ground in front of them,
@@ -534,8 +492,9 @@ void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVe
   draw_side_labels(dl, scene, proj, fonts, camera.pitch > 1.0f, side);
   // The head's tag first: the token labels keep clear of it and of the side
   // labels; the beams' weights then find room on their arcs around them all.
-  std::vector<ScreenBox> taken;
-  draw_head_label(dl, scene, proj, fonts, opt.banner && opt.top <= 0, camera.pitch > 1.0f, taken);
+  std::vector<ScreenBox> taken, head_zone;
+  const float tag_px =
+      draw_head_label(dl, scene, proj, fonts, opt.banner && opt.top <= 0, camera.pitch > 1.0f, taken, head_zone);
   std::vector<ScreenBox> keep_off = taken, labels;
   keep_off.insert(keep_off.end(), side.begin(), side.end());
   ScreenBox line{};
@@ -549,7 +508,13 @@ void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVe
   if (opt.labels) draw_token_labels(dl, scene, proj, fonts, opt, keep_off, labels_top, &labels);
   keep_off.insert(keep_off.end(), labels.begin(), labels.end());
   const size_t head_tags = taken.size();
-  draw_beam_labels(dl, scene, proj, camera, fonts, keep_off, taken);
+  // The weights also keep well clear of the head's tag and the glowing head
+  // itself, where every beam starts: a number there reads as the tag's.
+  std::vector<ScreenBox> beam_keep_off = keep_off;
+  beam_keep_off.insert(beam_keep_off.end(), head_zone.begin(), head_zone.end());
+  for (const BlockInstance& m : scene.markers)  // the head (not the flat plate on the ground under its slot)
+    if (m.size.y > 0.1f) beam_keep_off.push_back(blocks_box({m}, proj, dl->GetClipRectMin(), dl->GetClipRectMax()));
+  draw_beam_labels(dl, scene, proj, camera, fonts, beam_keep_off, taken);
   keep_off.insert(keep_off.end(), taken.begin() + static_cast<long>(head_tags), taken.end());
   const std::vector<ScreenBox> captions = draw_cache_mark_labels(dl, scene, proj, fonts, keep_off);
   std::vector<ScreenBox> tick_keep_off = captions;  // the ticks say least: they give way to captions and tags
@@ -560,6 +525,8 @@ void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVe
   if (layout) {
     layout->labels = labels;
     layout->tags = taken;
+    layout->head_tags = head_tags;
+    layout->tag_px = tag_px;
     layout->side = side;
     layout->captions = captions;
     layout->ticks = ticks;

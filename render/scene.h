@@ -191,7 +191,8 @@ struct Label {
   bool beside = false;
   // Captions (kCacheMark): the same facts in fewer characters ("p3 \u00d72"
   // for "page 3 \u00b7 shared \u00d72"), for a row with no room for the full
-  // text; "" when the text has no shorter form.
+  // text; "" when the text has no shorter form. Drafted tokens' tags
+  // (kHead): a wider, lower form of the text (fewer lines).
   std::string short_text;
 };
 

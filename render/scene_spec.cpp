@@ -122,7 +122,8 @@ void add_committed_tokens(Scene& s, const std::vector<SpecIterationPtr>& its, si
 // Drafted token i's tag, which is also its label: the token, then q while
 // drafting, p and q once verified, then the verdict. Short lines (the token
 // over p over q over the verdict): narrow enough to sit over their own
-// token; the overlay lifts one that would still cover a neighbour's. One
+// token; the overlay lifts one that would still cover a neighbour's, or
+// takes the wide form (short_text). One
 // box for the token and its numbers, so a large text scale cannot hide the
 // token under its own numbers. `a`: the token's opacity as it falls away.
 Label draft_tag(const SpecIteration& it, int i, const SpecStages& st, bool accepted, bool rejected, float a,
@@ -133,8 +134,13 @@ Label draft_tag(const SpecIteration& it, int i, const SpecStages& st, bool accep
   pq.kind = LabelKind::kHead;
   pq.pos = it.first + i;
   const char* verdict = !st.resolved ? "" : (d.r < 0 ? "\nuntested" : (d.accepted ? "\nok" : "\nno"));
-  pq.text = visible_piece(it.drafted_pieces[static_cast<size_t>(i)]) + "\n" +
-            (st.verifying ? fmt2("p %.2f\nq %.2f", d.p, d.q) : fmt2("q %.2f", d.q, 0.0)) + verdict;
+  const std::string piece = visible_piece(it.drafted_pieces[static_cast<size_t>(i)]);
+  pq.text = piece + "\n" + (st.verifying ? fmt2("p %.2f\nq %.2f", d.p, d.q) : fmt2("q %.2f", d.q, 0.0)) + verdict;
+  // Its wide form, two lines (the token and its verdict over p and q), for
+  // the overlay where the tall one would have to shrink (little room above
+  // the row at a large text scale).
+  pq.short_text = piece + (verdict[0] ? std::string("  ") + (verdict + 1) : std::string()) + "\n" +
+                  (st.verifying ? fmt2("p %.2f  q %.2f", d.p, d.q) : fmt2("q %.2f", d.q, 0.0));
   pq.anchor = L.token_center(pq.pos, it.n_target_layers) + glm::vec3(0.0f, L.token_h * 0.5f + 0.12f, 0.0f);
   // The verdict of the tested, rejected token stays readable after it fell.
   pq.colour = glm::vec4(accepted ? palette::kNewKV : (rejected ? palette::kRecomputed : kDraftColour),

@@ -581,7 +581,10 @@ TEST_F(RenderPixels, SpeculativeGhostsAreDrawn) {
 
 // Speculative decoding's verify pass in the window's view, text scale 1.0
 // to 2.5: every drafted token is named by its tag (the token over its p and
-// q), and the tags stay off each other and off every token block.
+// q), the tags stay off each other and off every token block, and their
+// text keeps at least 55 % of the small font's size (the scene's other
+// text grows with the text scale; at 2.5 they were once 17 px beside 45 px
+// token labels).
 TEST_F(TeachPixels, DraftTagsNameTheirTokensAndStayOffTheBlocks) {
   const std::vector<SpecIterationPtr> its = shipped_pair_iterations(8, 5);
   if (its.empty()) GTEST_SKIP() << "needs the shipped pair";
@@ -602,6 +605,8 @@ TEST_F(TeachPixels, DraftTagsNameTheirTokensAndStayOffTheBlocks) {
                              draw_overlay(dl, fr.scene, cam, ImVec2(0, 0), ImVec2(w, view_h), fonts_, fr.overlay, &lay);
                            });
                            ASSERT_EQ(lay.tags.size(), static_cast<size_t>(its[0]->k)) << where;
+                           EXPECT_EQ(lay.head_tags, lay.tags.size()) << where;
+                           EXPECT_GE(lay.tag_px, 0.55f * fonts_.small->FontSize) << where;
                            const glm::mat4 vp = cam.proj(w / view_h) * cam.view();
                            for (size_t i = 0; i < lay.tags.size(); ++i) {
                              for (size_t j = i + 1; j < lay.tags.size(); ++j)

@@ -61,33 +61,52 @@ TEST_F(TeachPixels, RowCaptionsAreWholeInsideTheViewAndReadableOrLeftOut) {
 
 TEST_F(TeachPixels, BeamWeightsStayOffTheStacksAndTokens) {
   // The real fonts at text scale 1 and 2.5, every camera preset, a 1280x720
-  // window's view with its sidebars (about 820 x 300) and a wide one: every
-  // tag drawn (the head's and the beams' weights) keeps off every K/V block
-  // and token on screen, and the default view shows some weight.
+  // window's view with its sidebars (about 820 x 300), one beside the
+  // lessons column (about 640 x 250) and a wide one: every tag drawn (the
+  // head's and the beams' weights) keeps off every K/V block and token on
+  // screen, every weight keeps off the glowing head (where the beams start)
+  // and a third of a line clear of the head's tag (so it does not read as
+  // the tag's), and the default view shows some weight.
   const auto h = make_history(12, std::vector<CacheMode>(22, CacheMode::kKV));
   const Scene s = build_scene(h, h.size(), ViewOptions{}, 1.0f);
   const ImVec2 full(static_cast<float>(kW), static_cast<float>(kH));
   for_each_overlay(
-      s, {1.0f, 2.5f}, {ImVec2(820, 300), full},
+      s, {1.0f, 2.5f}, {ImVec2(820, 300), ImVec2(640, 250), full},
       [&](CameraPreset p, float, ImVec2 view, const Camera& cam, const OverlayLayout& lay, const std::string& where) {
         const glm::mat4 vp = cam.proj(view.x / view.y) * cam.view();
+        auto extent = [&](const BlockInstance& b, glm::vec2& lo, glm::vec2& hi) {
+          glm::vec2 at;
+          lo = glm::vec2(1e9f);
+          hi = glm::vec2(-1e9f);
+          for (int c = 0; c < 8; ++c) {
+            const glm::vec3 corner =
+                b.center + 0.5f * b.size * glm::vec3(c & 1 ? 1 : -1, c & 2 ? 1 : -1, c & 4 ? 1 : -1);
+            if (!project(vp, corner, view.x, view.y, at)) continue;
+            lo = glm::min(lo, at);
+            hi = glm::max(hi, at);
+          }
+          return lo.x < hi.x;
+        };
         size_t blocks = 0;
+        glm::vec2 lo, hi;
         for (const auto* list : {&s.kv, &s.tokens})
           for (const BlockInstance& b : *list) {
-            glm::vec2 lo(1e9f), hi(-1e9f), at;
-            for (int c = 0; c < 8; ++c) {
-              const glm::vec3 corner =
-                  b.center + 0.5f * b.size * glm::vec3(c & 1 ? 1 : -1, c & 2 ? 1 : -1, c & 4 ? 1 : -1);
-              if (!project(vp, corner, view.x, view.y, at)) continue;
-              lo = glm::min(lo, at);
-              hi = glm::max(hi, at);
-            }
-            if (lo.x >= hi.x) continue;
+            if (!extent(b, lo, hi)) continue;
             ++blocks;
             for (const ScreenBox& t : lay.tags)
               EXPECT_FALSE(boxes_overlap(t, flat_box(lo, hi - lo), -2.0f)) << where << ": a tag covers a block";
           }
         EXPECT_GT(blocks, 0u) << where;
+        ASSERT_EQ(lay.head_tags, 1u) << where;
+        ASSERT_FALSE(s.markers.empty());
+        const bool head_seen = extent(s.markers[0], lo, hi);  // the glowing head
+        for (size_t i = lay.head_tags; i < lay.tags.size(); ++i) {
+          EXPECT_FALSE(boxes_overlap(lay.tags[i], lay.tags[0], lay.tag_px / 3))
+              << where << ": a weight on the head's tag";
+          if (head_seen) {
+            EXPECT_FALSE(boxes_overlap(lay.tags[i], flat_box(lo, hi - lo))) << where << ": a weight on the head";
+          }
+        }
         if (p == CameraPreset::kFront) {
           EXPECT_GE(lay.tags.size(), 2u) << where << ": the head's tag and a weight";
         }
