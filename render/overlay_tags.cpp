@@ -53,7 +53,7 @@ std::vector<Tag> place_tags(const std::vector<TagAnchor>& anchors, ImFont* f, fl
       if (lifted >= cmin.y + 4)
         q.y = lifted;
       else
-        q.x = hit->z + 6.0f;  // no room above it: beside it
+        q.x = hit->z + 10.0f;  // no room above it: beside it, the plates 5 px apart
       aside |= lifted < cmin.y + 4;
     }
     drawn.push_back(ImVec4(q.x - 5, q.y - 2, q.x + ts.x + 5, q.y + ts.y + 2));

@@ -140,7 +140,7 @@ Label draft_tag(const SpecIteration& it, int i, const SpecStages& st, bool accep
   // the overlay where the tall one would have to shrink (little room above
   // the row at a large text scale).
   pq.short_text = piece + (verdict[0] ? std::string("  ") + (verdict + 1) : std::string()) + "\n" +
-                  (st.verifying ? fmt2("p %.2f  q %.2f", d.p, d.q) : fmt2("q %.2f", d.q, 0.0));
+                  (st.verifying ? fmt2("p %.2f q %.2f", d.p, d.q) : fmt2("q %.2f", d.q, 0.0));
   pq.anchor = L.token_center(pq.pos, it.n_target_layers) + glm::vec3(0.0f, L.token_h * 0.5f + 0.12f, 0.0f);
   // The verdict of the tested, rejected token stays readable after it fell.
   pq.colour = glm::vec4(accepted ? palette::kNewKV : (rejected ? palette::kRecomputed : kDraftColour),
