@@ -55,7 +55,6 @@ bool box_inside(const ScreenBox& a, const glm::vec4& clip) {
 }
 
 bool crowds_in_line(const ScreenBox& a, const ScreenBox& b, float gap) {
-  if (boxes_overlap(a, b)) return true;
   glm::vec2 alo(1e9f), ahi(-1e9f), blo(1e9f), bhi(-1e9f);
   for (int i = 0; i < 4; ++i) {
     alo = glm::min(alo, a.c[i]);

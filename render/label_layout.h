@@ -38,11 +38,13 @@ bool boxes_overlap(const ScreenBox& a, const ScreenBox& b, float gap = 0.0f);
 // Whether every corner lies in clip (x0, y0, x1, y1).
 bool box_inside(const ScreenBox& a, const glm::vec4& clip);
 
-// Whether box `a` overlaps box `b` or comes within `gap` of it beside it
+// Whether box `a` comes within `gap` of box `b` (or overlaps it) beside it
 // (sharing at least half the lower one's height: they would read as one
 // word, "L0" and "0" as "L00") or above or under it (sharing half the
-// narrower one's width: one column); offset corner to corner they read
-// apart and may come closer. Measured on their axis-aligned bounds.
+// narrower one's width: one column). Offset corner to corner they read
+// apart: their corners may come closer, even overlap a little (a line of
+// text's box has room above and below its glyphs). Measured on their
+// axis-aligned bounds.
 bool crowds_in_line(const ScreenBox& a, const ScreenBox& b, float gap);
 
 // A side label (a layer number, a row caption): its right end at the

@@ -329,6 +329,7 @@ TEST(LabelLayout, CrowdingInLineIsBesideOrAboveNotCornerToCorner) {
   EXPECT_FALSE(crowds_in_line(flat_box({142, 127}, {20, 30}), caption, 10.0f)) << "below and right, barely level";
   EXPECT_TRUE(crowds_in_line(flat_box({142, 112}, {20, 30}), caption, 10.0f)) << "level enough to read as one";
   EXPECT_TRUE(crowds_in_line(flat_box({130, 120}, {20, 30}), caption, 0.0f)) << "overlapping";
+  EXPECT_FALSE(crowds_in_line(flat_box({138, 124}, {20, 30}), caption, 10.0f)) << "corners overlapping a little";
 }
 
 TEST(LabelLayout, TicksStepByNiceNumbers) {
