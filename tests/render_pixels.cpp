@@ -579,9 +579,9 @@ TEST_F(RenderPixels, SpeculativeGhostsAreDrawn) {
   }
 }
 
-// Speculative decoding's verify pass in the window's view, text scale 1.0
-// to 2.5: every drafted token is named by its tag (the token over its p and
-// q), the tags stay off each other and off every token block, and their
+// Speculative decoding's verify pass and its verdicts in the window's view,
+// text scale 1.0 to 2.5: every drafted token is named by its tag (the token
+// over its p and q), the tags stay off each other and off every token block, and their
 // text keeps at least 55 % of the small font's size (the scene's other
 // text grows with the text scale; at 2.5 they were once 17 px beside 45 px
 // token labels).
@@ -594,41 +594,50 @@ TEST_F(TeachPixels, DraftTagsNameTheirTokensAndStayOffTheBlocks) {
   spec.decode = DecodeMode::kSpeculative;
   spec.spec_iterations = &its;
   spec.decode_count = 1;
-  spec.anim = 0.5f;  // verifying: p and q
   int views = 0;
   for_each_scale([&](float scale) {
-    for_each_window_view(spec, fonts_, scale, {ImVec2(1280, 720), ImVec2(1366, 768)},
-                         [&](const ComposedFrame& fr, float w, float, float view_h, const std::string& where) {
-                           const Camera cam = preset_camera(CameraPreset::kFront, fr.scene, w / view_h);
-                           OverlayLayout lay;
-                           draw2d([&](ImDrawList* dl) {
-                             draw_overlay(dl, fr.scene, cam, ImVec2(0, 0), ImVec2(w, view_h), fonts_, fr.overlay, &lay);
-                           });
-                           ASSERT_EQ(lay.tags.size(), static_cast<size_t>(its[0]->k)) << where;
-                           EXPECT_EQ(lay.head_tags, lay.tags.size()) << where;
-                           EXPECT_GE(lay.tag_px, 0.55f * fonts_.small->FontSize) << where;
-                           const glm::mat4 vp = cam.proj(w / view_h) * cam.view();
-                           for (size_t i = 0; i < lay.tags.size(); ++i) {
-                             for (size_t j = i + 1; j < lay.tags.size(); ++j)
-                               EXPECT_FALSE(boxes_overlap(lay.tags[i], lay.tags[j])) << where << ": tags " << i;
-                             for (const BlockInstance& b : fr.scene.tokens) {
-                               glm::vec2 lo(1e9f), hi(-1e9f), px;
-                               for (int c = 0; c < 8; ++c) {
-                                 const glm::vec3 corner =
-                                     b.center +
-                                     0.5f * b.size * glm::vec3(c & 1 ? 1 : -1, c & 2 ? 1 : -1, c & 4 ? 1 : -1);
-                                 if (!project(vp, corner, w, view_h, px)) continue;
-                                 lo = glm::min(lo, px);
-                                 hi = glm::max(hi, px);
-                               }
-                               EXPECT_FALSE(boxes_overlap(lay.tags[i], flat_box(lo, hi - lo)))
-                                   << where << ": tag " << i << " covers the token at " << b.pos;
-                             }
-                           }
-                           ++views;
-                         });
+    for (float anim : {0.5f, 1.0f}) {  // verifying (p and q), then resolved (and the verdicts)
+      spec.anim = anim;
+      for_each_window_view(
+          spec, fonts_, scale, {ImVec2(1280, 720), ImVec2(1366, 768)},
+          [&](const ComposedFrame& fr, float w, float, float view_h, const std::string& where) {
+            const Camera cam = preset_camera(CameraPreset::kFront, fr.scene, w / view_h);
+            OverlayLayout lay;
+            draw2d([&](ImDrawList* dl) {
+              draw_overlay(dl, fr.scene, cam, ImVec2(0, 0), ImVec2(w, view_h), fonts_, fr.overlay, &lay);
+            });
+            const size_t drafted =
+                static_cast<size_t>(std::count_if(fr.scene.labels.begin(), fr.scene.labels.end(),
+                                                  [](const Label& l) { return l.kind == LabelKind::kHead; }));
+            if (anim < 1) {
+              ASSERT_EQ(drafted, static_cast<size_t>(its[0]->k)) << where;
+            }
+            ASSERT_GE(drafted, 1u) << where;
+            ASSERT_EQ(lay.tags.size(), drafted) << where;
+            EXPECT_EQ(lay.head_tags, lay.tags.size()) << where;
+            EXPECT_GE(lay.tag_px, 0.55f * fonts_.small->FontSize) << where;
+            const glm::mat4 vp = cam.proj(w / view_h) * cam.view();
+            for (size_t i = 0; i < lay.tags.size(); ++i) {
+              for (size_t j = i + 1; j < lay.tags.size(); ++j)
+                EXPECT_FALSE(boxes_overlap(lay.tags[i], lay.tags[j])) << where << ": tags " << i;
+              for (const BlockInstance& b : fr.scene.tokens) {
+                glm::vec2 lo(1e9f), hi(-1e9f), px;
+                for (int c = 0; c < 8; ++c) {
+                  const glm::vec3 corner =
+                      b.center + 0.5f * b.size * glm::vec3(c & 1 ? 1 : -1, c & 2 ? 1 : -1, c & 4 ? 1 : -1);
+                  if (!project(vp, corner, w, view_h, px)) continue;
+                  lo = glm::min(lo, px);
+                  hi = glm::max(hi, px);
+                }
+                EXPECT_FALSE(boxes_overlap(lay.tags[i], flat_box(lo, hi - lo)))
+                    << where << ": tag " << i << " covers the token at " << b.pos;
+              }
+            }
+            ++views;
+          });
+    }
   });
-  EXPECT_EQ(views, 3 * 2 * 2);
+  EXPECT_EQ(views, 3 * 2 * 2 * 2);
 }
 
 }  // namespace
