@@ -135,12 +135,18 @@ Commands panel_branches(const Snapshot& snap, UiState& ui) {
     ImGui::Text("shares %d positions with its parent", snap.tree.shared_positions(cur.id, cur.parent));
   }
   ImGui::Separator();
+  // In a narrow column (text scale 2.5) each branch's numbers go on a line
+  // under its text instead of squeezing either into a cut column.
+  const bool narrow = ImGui::GetContentRegionAvail().x < 24 * ImGui::GetFontSize();
   if (ImGui::BeginTable(
-          "branches", 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_ScrollY,
+          "branches", narrow ? 1 : 3,
+          ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_ScrollY,
           ImVec2(0, std::max(ImGui::GetTextLineHeightWithSpacing() * 3, ImGui::GetContentRegionAvail().y)))) {
-    ImGui::TableSetupColumn("branch (generated text)", ImGuiTableColumnFlags_WidthStretch, 5.0f);
-    ImGui::TableSetupColumn("probability", ImGuiTableColumnFlags_WidthStretch, 1.2f);
-    ImGui::TableSetupColumn("tokens", ImGuiTableColumnFlags_WidthStretch, 0.8f);
+    ImGui::TableSetupColumn(narrow ? "branch" : "branch (generated text)", ImGuiTableColumnFlags_WidthStretch, 5.0f);
+    if (!narrow) {
+      ImGui::TableSetupColumn("probability", ImGuiTableColumnFlags_WidthStretch, 1.2f);
+      ImGui::TableSetupColumn("tokens", ImGuiTableColumnFlags_WidthStretch, 0.8f);
+    }
     ImGui::TableHeadersRow();
     for (const TreeRow& row : snap.tree.rows()) {
       const Branch& b = snap.tree.branch(row.id);
@@ -163,6 +169,10 @@ Commands panel_branches(const Snapshot& snap, UiState& ui) {
         if (b.parent >= 0)
           ImGui::Text("forked at step %d; fork saved %s", b.fork_step, format_flops(b.fork.flops_saved).c_str());
         ImGui::EndTooltip();
+      }
+      if (narrow) {
+        ImGui::TextDisabled("p %.3g \xC2\xB7 %d tokens", b.prob(), b.n_generated());
+        continue;
       }
       ImGui::TableSetColumnIndex(1);
       ImGui::Text("%.3g", b.prob());
