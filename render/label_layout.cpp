@@ -208,7 +208,7 @@ bool try_flat(const LabelRequest& r, const LabelLayoutOptions& opt, const std::v
   for (float dx : {0.0f, -0.25f, 0.25f}) {
     const glm::vec2 at(std::clamp(r.anchor.x - r.flat.x * (0.5f - dx), x0, x1), r.anchor.y - r.flat.y - 2.0f);
     const ScreenBox b = flat_box(at, r.flat);
-    if (!free_at(b, out, opt)) continue;
+    if (at.y < r.ceiling || !free_at(b, out, opt)) continue;
     p.mode = LabelMode::kFlat;
     p.pos = at;
     p.box = b;
@@ -223,7 +223,8 @@ bool try_slanted(const LabelRequest& r, const LabelLayoutOptions& opt, const std
                  LabelPlacement& p) {
   const float c = std::cos(opt.angle), s = std::sin(opt.angle), h = r.slanted.y;
   float len = r.slanted.x;
-  if (s < 0) len = std::min(len, (r.anchor.y - opt.clip.y - h * c * 0.5f - 1.0f) / -s);
+  const float top = std::max(opt.clip.y, r.ceiling);
+  if (s < 0) len = std::min(len, (r.anchor.y - top - h * c * 0.5f - 1.0f) / -s);
   if (c > 0) len = std::min(len, (opt.clip.z - r.anchor.x - h * std::fabs(s) * 0.5f - 1.0f) / c);
   if (len <= 0 || len < std::min(opt.min_slanted, r.slanted.x)) return false;
   const ScreenBox b = slanted_box(r.anchor, glm::vec2(len, h), opt.angle);
@@ -273,6 +274,8 @@ std::vector<LabelPlacement> layout_labels(const std::vector<LabelRequest>& req, 
       out[i] = p;
     } else if (try_slanted(r, opt, out, p)) {
       out[i] = p;
+    } else if (r.ceiling > opt.clip.y && !r.priority && !r.flat_preferred && try_flat(r, opt, out, p)) {
+      out[i] = p;  // too little room under the ceiling to slant: flat, where it clears its neighbours
     }
   }
   return out;

@@ -116,6 +116,10 @@ struct LabelRequest {
   bool flat_preferred = false;  // its neighbours leave room for flat text
   bool faint = false;           // fading out (a pruned branch): placed after all the others
   bool minor = false;           // no letter or digit (is_minor_text): placed after the words
+  // The screen y no part of the label may rise above (another lane's blocks
+  // there); where slanted text would be cut below opt.min_slanted by it, the
+  // label is tried flat.
+  float ceiling = -1e9f;
 };
 
 // Whether a token's visible text (visible_piece: a leading space as

@@ -76,6 +76,9 @@ std::vector<LabelRequest> label_requests(const std::vector<const Label*>& labels
     const Label& l = *labels[i];
     LabelRequest& r = req[i];
     r.anchor = gv(at[i]);
+    ImVec2 edge;
+    if (l.band > 0 && req[i].visible && proj(l.anchor - glm::vec3(0.0f, 0.0f, l.band), edge))
+      r.ceiling = std::min(edge.y, r.anchor.y);
     const bool newest = l.pos == scene.slot;
     r.priority = newest || l.pos == opt.hover_pos;
     r.faint = l.colour.a < 0.6f;

@@ -189,6 +189,10 @@ struct Label {
   // Tags (kHead): drawn right of the anchor, centred on it vertically, rather
   // than above it (a beam's score beside its tip, clear of the tip's label).
   bool beside = false;
+  // Tokens in a scene of several lanes (the beam tree): how far (world units
+  // toward -z, the next lane) the label may reach before it would cover
+  // another lane's blocks; 0 where nothing lies that way.
+  float band = 0;
   // Captions (kCacheMark): the same facts in fewer characters ("p3 \u00d72"
   // for "page 3 \u00b7 shared \u00d72"), for a row with no room for the full
   // text; "" when the text has no shorter form. Drafted tokens' tags

@@ -238,6 +238,15 @@ Scene build_beam_scene(const std::vector<BeamRecordPtr>& records, size_t count, 
     add_node_kv(s, d, n, vis);
     add_branch(s, d, n, t, vis);
   }
+  // Each token label keeps to its lane: up to the near edge of the next
+  // lane's blocks toward -z (a finished hypothesis sits half a lane over).
+  for (Label& l : s.labels) {
+    if (l.kind != LabelKind::kToken) continue;
+    float next = 1e9f;
+    for (const BlockInstance& b : s.tokens)
+      if (b.center.z < l.anchor.z - 0.01f) next = std::min(next, l.anchor.z - b.center.z);
+    if (next < 1e8f) l.band = std::max(0.01f, next - L.block_w * 0.5f);
+  }
   set_beam_banner(s, r);
   s.seq_len = max_pos;
   s.slot = max_pos;

@@ -2,11 +2,16 @@
 // projector text scales, every camera preset): token labels, row captions,
 // beam weights, page captions and the text line keep inside the view and
 // off each other and the blocks. Built into kvscope_render_tests.
+#include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "beam_generator.h"
 #include "label_layout.h"
+#include "model.h"
 #include "render_pixels_fixture.h"
+#include "scene_beams.h"
 
 namespace kvscope {
 namespace {
@@ -111,6 +116,75 @@ TEST_F(TeachPixels, BeamWeightsStayOffTheStacksAndTokens) {
           EXPECT_GE(lay.tags.size(), 2u) << where << ": the head's tag and a weight";
         }
       });
+}
+
+TEST_F(TeachPixels, BeamTokenLabelsKeepToTheirLane) {
+  // The beam tree of "Once upon a time" (4 beams, step 8) seen from above at
+  // text scale 1 and 2.5, in the view a 1280x720 window leaves beside its
+  // sidebars and a wide one: no token label covers a block (token or K/V) of
+  // another lane, and the lane at the bottom still shows some of its words.
+  const char* dir = std::getenv("MODEL");
+  if (!dir) GTEST_SKIP() << "MODEL not set (tests/gui_render_pixels.sh sets it)";
+  auto m = load_model(dir);
+  BeamGenerator gen(m);
+  BeamOptions bo;
+  bo.n_beams = 4;
+  bo.max_new = 12;
+  gen.start("Once upon a time", bo);
+  std::vector<BeamRecordPtr> recs;
+  while (BeamRecordPtr r = gen.step()) recs.push_back(r);
+  ASSERT_GE(recs.size(), 9u);
+  const Scene s = build_beam_scene(recs, 9, m->config.n_layer);
+  const ImVec2 full(static_cast<float>(kW), static_cast<float>(kH));
+  int checked = 0;
+  for_each_overlay(
+      s, {1.0f, 2.5f}, {ImVec2(800, 330), full},
+      [&](CameraPreset p, float, ImVec2 view, const Camera& cam, const OverlayLayout& lay, const std::string& where) {
+        if (p != CameraPreset::kTop) return;
+        ++checked;
+        const glm::mat4 vp = cam.proj(view.x / view.y) * cam.view();
+        // Each label's lane: that of the token whose anchor is nearest where the label starts.
+        std::vector<std::pair<glm::vec2, float>> anchors;
+        for (const Label& l : s.labels) {
+          glm::vec2 at;
+          if (l.kind == LabelKind::kToken && project(vp, l.anchor, view.x, view.y, at))
+            anchors.emplace_back(at, l.anchor.z);
+        }
+        float bottom_z = -1e9f;
+        for (const BlockInstance& b : s.tokens) bottom_z = std::max(bottom_z, b.center.z);
+        int bottom_labels = 0;
+        for (const ScreenBox& box : lay.labels) {
+          const bool flat = std::fabs(box.c[0].y - box.c[1].y) < 0.5f;
+          const glm::vec2 start =
+              flat ? 0.5f * (box.c[2] + box.c[3]) + glm::vec2(0.0f, 2.0f) : 0.5f * (box.c[0] + box.c[3]);
+          float best = 1e9f, lane_z = 0;
+          for (const auto& [at, z] : anchors) {
+            const float d = glm::length(at - start);
+            if (d < best) {
+              best = d;
+              lane_z = z;
+            }
+          }
+          if (std::fabs(lane_z - bottom_z) < 0.01f) ++bottom_labels;
+          for (const auto* list : {&s.kv, &s.tokens})
+            for (const BlockInstance& b : *list) {
+              if (std::fabs(b.center.z - lane_z) < 0.01f) continue;
+              glm::vec2 lo(1e9f), hi(-1e9f), at;
+              for (int c = 0; c < 8; ++c) {
+                const glm::vec3 corner =
+                    b.center + 0.5f * b.size * glm::vec3(c & 1 ? 1 : -1, c & 2 ? 1 : -1, c & 4 ? 1 : -1);
+                if (!project(vp, corner, view.x, view.y, at)) continue;
+                lo = glm::min(lo, at);
+                hi = glm::max(hi, at);
+              }
+              if (lo.x >= hi.x) continue;
+              EXPECT_FALSE(boxes_overlap(box, flat_box(lo, hi - lo), -2.0f))
+                  << where << ": a label covers another lane's block at position " << b.pos;
+            }
+        }
+        EXPECT_GE(bottom_labels, 2) << where << ": the bottom lane's words";
+      });
+  EXPECT_EQ(checked, 4);
 }
 
 TEST_F(TeachPixels, PageCaptionsStayWholeInsideTheViewAndClearOfOtherText) {
