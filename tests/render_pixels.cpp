@@ -498,19 +498,12 @@ TEST_F(TeachPixels, HoverTooltipsStayInsideTheWindow) {
 // running beam's newest token shows its colour where the scene puts it, one
 // lane per beam. With KVSCOPE_SHOT_DIR set the frames are saved as PNG.
 TEST_F(RenderPixels, BeamTreeLanesAreDrawn) {
-  const char* dir = std::getenv("MODEL");
-  if (!dir) GTEST_SKIP() << "MODEL not set (tests/gui_render_pixels.sh sets it)";
-  auto m = load_model(dir);
-  BeamGenerator gen(m);
-  BeamOptions opt;
-  opt.n_beams = 4;
-  opt.max_new = 8;
-  gen.start("Once upon a time", opt);
-  std::vector<BeamRecordPtr> recs;
-  while (BeamRecordPtr r = gen.step()) recs.push_back(r);
+  const BeamRun run = beam_run(8);
+  if (!run.model) GTEST_SKIP() << "MODEL not set (tests/gui_render_pixels.sh sets it)";
+  const std::vector<BeamRecordPtr>& recs = run.recs;
   ASSERT_GE(recs.size(), 3u);
   const size_t shown = recs.size() - 1;  // beams still running
-  const Scene s = build_beam_scene(recs, shown, m->config.n_layer);
+  const Scene s = build_beam_scene(recs, shown, run.model->config.n_layer);
   for (CameraPreset preset : {CameraPreset::kTop, CameraPreset::kFront}) {
     const Camera cam = preset_camera(preset, s, static_cast<float>(kW) / kH);
     const auto img = render(s, cam);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,9 +17,11 @@
 #include <imgui.h>
 #include <imgui_impl_opengl3.h>
 
+#include "beam_generator.h"
 #include "frame.h"
 #include "gl_context.h"
 #include "gl_objects.h"
+#include "model.h"
 #include "renderer.h"
 #include "renderer_overlay.h"
 #include "scene.h"
@@ -201,6 +204,26 @@ void for_each_window_view(const FrameSpec& spec, const OverlayFonts& fonts, floa
       check(fr, w, avail_h, view_h, where);
     }
   }
+}
+
+// Every step of beam search with 4 beams on "Once upon a time" by the model
+// in $MODEL (tests/gui_render_pixels.sh sets it); no model without it.
+struct BeamRun {
+  std::shared_ptr<const Model> model;
+  std::vector<BeamRecordPtr> recs;
+};
+inline BeamRun beam_run(int max_new) {
+  BeamRun run;
+  const char* dir = std::getenv("MODEL");
+  if (!dir) return run;
+  run.model = load_model(dir);
+  BeamGenerator gen(run.model);
+  BeamOptions opt;
+  opt.n_beams = 4;
+  opt.max_new = max_new;
+  gen.start("Once upon a time", opt);
+  while (BeamRecordPtr r = gen.step()) run.recs.push_back(r);
+  return run;
 }
 
 }  // namespace kvscope::pixel_tests

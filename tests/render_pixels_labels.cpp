@@ -123,18 +123,10 @@ TEST_F(TeachPixels, BeamTokenLabelsKeepToTheirLane) {
   // text scale 1 and 2.5, in the view a 1280x720 window leaves beside its
   // sidebars and a wide one: no token label covers a block (token or K/V) of
   // another lane, and the lane at the bottom still shows some of its words.
-  const char* dir = std::getenv("MODEL");
-  if (!dir) GTEST_SKIP() << "MODEL not set (tests/gui_render_pixels.sh sets it)";
-  auto m = load_model(dir);
-  BeamGenerator gen(m);
-  BeamOptions bo;
-  bo.n_beams = 4;
-  bo.max_new = 12;
-  gen.start("Once upon a time", bo);
-  std::vector<BeamRecordPtr> recs;
-  while (BeamRecordPtr r = gen.step()) recs.push_back(r);
-  ASSERT_GE(recs.size(), 9u);
-  const Scene s = build_beam_scene(recs, 9, m->config.n_layer);
+  const BeamRun run = beam_run(12);
+  if (!run.model) GTEST_SKIP() << "MODEL not set (tests/gui_render_pixels.sh sets it)";
+  ASSERT_GE(run.recs.size(), 9u);
+  const Scene s = build_beam_scene(run.recs, 9, run.model->config.n_layer);
   const ImVec2 full(static_cast<float>(kW), static_cast<float>(kH));
   int checked = 0;
   for_each_overlay(
