@@ -99,6 +99,6 @@ def hero_story(rng, exclude=()):
     """A recall story (gen_stories.recall_story) opened by `intro`. `exclude`: names never to invent."""
     gs._name_source[0] = any_name
     try:
-        return gs._story(rng, set(exclude), recall=True, opening=intro)
+        return gs._story(rng, set(exclude), recall=True, first_line=intro)
     finally:
         gs._name_source[0] = gs.new_name

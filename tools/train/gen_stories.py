@@ -405,12 +405,12 @@ def name_pronouns(rng, h, f, sentences):
     return [pat.sub(lambda m: m.group(1) + (h.name if rng.random() < 0.5 else h.He), x) for x in sentences]
 
 
-def _story(rng, used=None, recall=False, opening=None):
+def _story(rng, used=None, recall=False, first_line=None):
     used = set() if used is None else used
     h, f = Char(rng, used), Char(rng, used)
     c = dict(place=rng.choice(PLACES), obj=rng.choice(ADJS) + " " + rng.choice(OBJECTS), food=rng.choice(FOODS),
              act=rng.choice(ACTS))
-    s = [opening(rng, h, c["place"], c) if opening else globals()["opening"](rng, h, c["place"])]
+    s = [first_line(rng, h, c["place"], c) if first_line else opening(rng, h, c["place"])]
     if recall and rng.random() < 0.85:
         s.append(recall_sentence(rng, h, c))
     for _ in range(rng.choice([0, 1, 1, 2])):
