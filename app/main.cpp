@@ -1,7 +1,7 @@
 // kvscope: the command line, and (with no subcommand) the window.
-#include "cli.h"
+#include "app/cli/cli.h"
 #ifdef KVSCOPE_GUI
-#include "gui.h"
+#include "app/gui/gui.h"
 #endif
 
 int main(int argc, char** argv) {

@@ -36,9 +36,8 @@ pkg_check_modules(STB REQUIRED stb)
 
 include(${CMAKE_SOURCE_DIR}/cmake/gui_sources.cmake)
 add_library(kvscope_gui STATIC ${KVSCOPE_GL_SRC} ${KVSCOPE_GUI_SRC} ${KVSCOPE_SHADER_HEADER})
-target_include_directories(kvscope_gui PUBLIC ${CMAKE_SOURCE_DIR}/app ${CMAKE_SOURCE_DIR}/render
-                           PRIVATE ${CMAKE_BINARY_DIR}/generated ${STB_INCLUDE_DIRS})
-target_link_libraries(kvscope_gui PUBLIC kvscope_scene kvscope_teach kvscope_cli kvscope_session kvscope_glad kvscope_imgui
+target_include_directories(kvscope_gui PRIVATE ${CMAKE_BINARY_DIR}/generated ${STB_INCLUDE_DIRS})
+target_link_libraries(kvscope_gui PUBLIC kvscope_scene kvscope_lessons kvscope_cli kvscope_session kvscope_glad kvscope_imgui
                       glfw OpenGL::GL OpenGL::EGL Threads::Threads ${CMAKE_DL_LIBS}
                       PRIVATE nlohmann_json::nlohmann_json ${STB_LINK_LIBRARIES})
 # The label font (Debian's fonts-dejavu-core); the app falls back to ImGui's

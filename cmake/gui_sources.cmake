@@ -1,34 +1,35 @@
 # The window's source lists, read by cmake/gui.cmake and, in builds without the
 # window, by the check that every source belongs to a list.
-# The GL renderer (render/: one file issues the draw calls).
+# render/gl/ (one file issues the draw calls) and render/overlay/ (text over the view).
 set(KVSCOPE_GL_SRC
-  render/gl_context.cpp
-  render/gl_objects.cpp
-  render/renderer.cpp
-  render/overlay_boxes.cpp
-  render/overlay_fonts.cpp
-  render/overlay_tags.cpp
-  render/renderer_overlay.cpp)
-# The window (app/): frame loop, panels, the headless `kvscope render`.
+  render/gl/gl_context.cpp
+  render/gl/gl_objects.cpp
+  render/gl/renderer.cpp
+  render/overlay/overlay.cpp
+  render/overlay/overlay_boxes.cpp
+  render/overlay/overlay_fonts.cpp
+  render/overlay/overlay_tags.cpp)
+# app/gui/ (frame loop, input, layout, the headless `kvscope render`),
+# app/gui/panels/ (one file per panel) and the desktop's app/platform/.
 set(KVSCOPE_GUI_SRC
-  app/frame.cpp
-  app/gui.cpp
-  app/gui_input.cpp
-  app/gui_layout.cpp
-  app/gui_render.cpp
-  app/gui_soak.cpp
-  app/gui_window.cpp
-  app/panel_cache.cpp
-  app/panel_cost.cpp
-  app/panel_decode.cpp
-  app/panel_heatmaps.cpp
-  app/panel_hover.cpp
-  app/panel_kv.cpp
-  app/panel_qkv.cpp
-  app/panel_sampling.cpp
-  app/panel_timeline.cpp
-  app/panel_training.cpp
-  app/panels.cpp
-  app/png_file.cpp
-  app/presentation_hud.cpp
-  app/video_pipe.cpp)
+  app/gui/frame.cpp
+  app/gui/gui.cpp
+  app/gui/input.cpp
+  app/gui/layout.cpp
+  app/gui/render_subcommand.cpp
+  app/gui/soak.cpp
+  app/gui/panels/cache.cpp
+  app/gui/panels/cost.cpp
+  app/gui/panels/decode.cpp
+  app/gui/panels/heatmaps.cpp
+  app/gui/panels/hover.cpp
+  app/gui/panels/kv.cpp
+  app/gui/panels/panels.cpp
+  app/gui/panels/presentation_hud.cpp
+  app/gui/panels/qkv.cpp
+  app/gui/panels/sampling.cpp
+  app/gui/panels/timeline.cpp
+  app/gui/panels/training.cpp
+  app/platform/png_file.cpp
+  app/platform/video_pipe.cpp
+  app/platform/window.cpp)

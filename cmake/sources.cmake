@@ -1,78 +1,82 @@
-# The headless libraries' source lists, relative to the source root. Read by
-# CMakeLists.txt (the libraries) and tests/fuzz/CMakeLists.txt (the same code
-# built with libFuzzer), so a new file is added once and both builds get it.
+# The headless libraries' source lists, relative to the source root, one list
+# per library and folder (docs/architecture.md). Read by CMakeLists.txt (the
+# libraries) and tests/fuzz/CMakeLists.txt (the same code built with
+# libFuzzer), so a new file is added once and both builds get it.
 
-# model/: the engine (Eigen + std + JSON + utf8proc).
+# model/: the engine (Eigen + std + JSON + utf8proc + PCRE2), by concern.
 set(KVSCOPE_MODEL_SRC
-  model/beam_generator.cpp
-  model/beam_search.cpp
-  model/config.cpp
-  model/engine.cpp
-  model/engine_llama.cpp
-  model/file_io.cpp
-  model/generator.cpp
-  model/kernels.cpp
-  model/kernels_attend.cpp
-  model/kv_cache.cpp
-  model/kv_eval.cpp
-  model/kv_quant.cpp
-  model/llama_ops.cpp
-  model/llama_loader.cpp
-  model/model.cpp
-  model/safetensors.cpp
-  model/sampler.cpp
-  model/spec_decoder.cpp
-  model/speculative.cpp
-  model/thread_pool.cpp
-  model/tokenizer.cpp
-  model/tokenizer_json.cpp
-  model/tokenizer_rules.cpp
-  model/units.cpp)
+  model/core/file_io.cpp
+  model/core/thread_pool.cpp
+  model/core/units.cpp
+  model/tokenizer/tokenizer.cpp
+  model/tokenizer/tokenizer_json.cpp
+  model/tokenizer/tokenizer_rules.cpp
+  model/arch/config.cpp
+  model/arch/llama_loader.cpp
+  model/arch/model.cpp
+  model/arch/safetensors.cpp
+  model/engine/engine.cpp
+  model/engine/kernels.cpp
+  model/engine/kernels_attend.cpp
+  model/engine/llama_layers.cpp
+  model/engine/llama_ops.cpp
+  model/kv/kv_cache.cpp
+  model/kv/kv_eval.cpp
+  model/kv/kv_quant.cpp
+  model/decoding/beam_generator.cpp
+  model/decoding/beam_search.cpp
+  model/decoding/generator.cpp
+  model/decoding/sampler.cpp
+  model/decoding/speculative_accept.cpp
+  model/decoding/speculative_generator.cpp)
 
-# render/ scene builder: pure, no GL.
+# render/scene/: the scene builder, pure, no GL.
 set(KVSCOPE_SCENE_SRC
-  render/label_layout.cpp
-  render/scene.cpp
-  render/scene_beams.cpp
-  render/scene_camera.cpp
-  render/scene_format.cpp
-  render/scene_kv.cpp
-  render/scene_lod.cpp
-  render/scene_palette.cpp
-  render/scene_sequence.cpp
-  render/scene_spec.cpp)
+  render/scene/label_layout.cpp
+  render/scene/scene.cpp
+  render/scene/scene_beams.cpp
+  render/scene/scene_camera.cpp
+  render/scene/scene_format.cpp
+  render/scene/scene_kv.cpp
+  render/scene/scene_lod.cpp
+  render/scene/scene_palette.cpp
+  render/scene/scene_sequence.cpp
+  render/scene/scene_spec.cpp)
 
-# Data files found relative to the executable.
-set(KVSCOPE_ASSETS_SRC app/assets.cpp)
+# app/platform/assets: data files found relative to the executable.
+set(KVSCOPE_ASSETS_SRC app/platform/assets.cpp)
 
-# The teaching logic: headless (no GL, no ImGui).
-set(KVSCOPE_TEACH_SRC
-  app/teach/teach_branch.cpp
-  app/teach/teach_decode.cpp
-  app/teach/teach_history.cpp
-  app/teach/teach_kv.cpp
-  app/teach/teach_phases.cpp
-  app/teach/teach_qkv.cpp
-  app/teach/teach_sampling.cpp
-  app/teach/teach_training.cpp
-  app/teach/teach_view.cpp)
+# app/lessons/: the teaching logic, headless (no GL, no ImGui).
+set(KVSCOPE_LESSONS_SRC
+  app/lessons/decode.cpp
+  app/lessons/kv_memory.cpp
+  app/lessons/phases.cpp
+  app/lessons/qkv.cpp
+  app/lessons/sampling.cpp
+  app/lessons/training.cpp)
 
-# The command line.
+# app/cli/: the command line.
 set(KVSCOPE_CLI_SRC
-  app/cli.cpp
-  app/cli_bench.cpp
-  app/cli_decode.cpp
-  app/cli_eval.cpp
-  app/cli_flags.cpp
-  app/cli_generate.cpp
-  app/cli_inspect.cpp)
+  app/cli/cli.cpp
+  app/cli/cli_bench.cpp
+  app/cli/cli_decode.cpp
+  app/cli/cli_eval.cpp
+  app/cli/cli_flags.cpp
+  app/cli/cli_generate.cpp
+  app/cli/cli_inspect.cpp)
 
-# The window's engine threads (no GL).
-set(KVSCOPE_WORKER_SRC app/gui_worker.cpp app/kv_scoring.cpp)
+# app/worker/: the window's engine threads (no GL).
+set(KVSCOPE_WORKER_SRC app/worker/worker.cpp app/worker/kv_scoring.cpp)
 
-# The readers of the files the window saves (settings) and the check of every
-# restored value: GL-free, part of the session library and fuzzed.
-set(KVSCOPE_SETTINGS_SRC app/gui_settings.cpp app/ui_fit.cpp)
+# app/session/'s data: the settings file, the fitting of restored values, the
+# timeline, the branches and saved views. GL-free and thread-free: part of the
+# session library, and fuzzed as the readers of the files the window saves.
+set(KVSCOPE_SESSION_DATA_SRC
+  app/session/branches.cpp
+  app/session/fitting.cpp
+  app/session/history.cpp
+  app/session/saved_view.cpp
+  app/session/settings.cpp)
 
-# The window's controller: snapshot, worker, event intake, typed commands, demo.
-set(KVSCOPE_SESSION_SRC app/session.cpp app/demo_script.cpp ${KVSCOPE_SETTINGS_SRC})
+# app/session/: the window's controller (state, worker, event intake, typed commands, demo).
+set(KVSCOPE_SESSION_SRC app/session/session.cpp app/session/demo_script.cpp ${KVSCOPE_SESSION_DATA_SRC})

@@ -23,7 +23,7 @@ vec3 arc(float t) {
   float len = length(i_to - i_from);
   // Bowed up and towards the viewer's side of the row, so beams reach the
   // blocks' front faces instead of cutting through the stacks (the same
-  // curve as beam_arc_point in render/scene.cpp, where tags sit on it).
+  // curve as beam_arc_point in render/scene/scene.cpp, where tags sit on it).
   vec3 ctrl = mid + vec3(0.0, (u_arc * len * 0.5 + 0.2) / u_stretch_y, min(u_arc * len * 0.6, 3.0));
   float s = 1.0 - t;
   return s * s * i_from + 2.0 * s * t * ctrl + t * t * i_to;

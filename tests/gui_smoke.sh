@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GUI smoke test: the real window under Xvfb for a few hundred frames while
 # generating, switching the cache off and on and walking through the
-# cameras (the --demo-frames script in app/gui.cpp), then a clean exit with
+# cameras (the --demo-frames script in app/gui/gui.cpp), then a clean exit with
 # no GL errors and a screenshot. Args: KVSCOPE SOURCE_DIR BUILD_DIR.
 set -euo pipefail
 kvscope="$1" src="$2" build="$3"

@@ -14,12 +14,12 @@
 #include <thread>
 #include <utility>
 
-#include "generator.h"
-#include "gui_settings.h"
-#include "gui_state.h"
-#include "gui_worker.h"
-#include "model.h"
-#include "panels.h"
+#include "app/gui/panels/panels.h"
+#include "app/session/settings.h"
+#include "app/session/state.h"
+#include "app/worker/worker.h"
+#include "model/arch/model.h"
+#include "model/decoding/generator.h"
 
 namespace kvscope {
 namespace {

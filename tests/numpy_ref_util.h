@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
+#include "model/arch/config.h"
 
 namespace kvscope::testutil {
 

@@ -16,21 +16,21 @@
 #include <imgui_internal.h>
 
 #include <stb_image_write.h>
-#include "beam_generator.h"
-#include "frame.h"
-#include "gl_context.h"
-#include "gl_objects.h"
-#include "model.h"
-#include "panel_teach.h"
-#include "panels.h"
+#include "app/gui/frame.h"
+#include "app/gui/panels/lesson_panels.h"
+#include "app/gui/panels/panels.h"
+#include "model/arch/model.h"
+#include "model/decoding/beam_generator.h"
+#include "model/decoding/speculative_generator.h"
+#include "render/gl/gl_context.h"
+#include "render/gl/gl_objects.h"
+#include "render/gl/renderer.h"
+#include "render/scene/scene.h"
+#include "render/scene/scene_beams.h"
+#include "render/scene/scene_camera.h"
+#include "render/scene/scene_spec.h"
 #include "render_pixels_fixture.h"
-#include "renderer.h"
-#include "scene.h"
-#include "scene_beams.h"
-#include "scene_camera.h"
 #include "scene_fixtures.h"
-#include "scene_spec.h"
-#include "spec_decoder.h"
 
 namespace kvscope {
 namespace {

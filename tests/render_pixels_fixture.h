@@ -17,15 +17,15 @@
 #include <imgui.h>
 #include <imgui_impl_opengl3.h>
 
-#include "beam_generator.h"
-#include "frame.h"
-#include "gl_context.h"
-#include "gl_objects.h"
-#include "model.h"
-#include "renderer.h"
-#include "renderer_overlay.h"
-#include "scene.h"
-#include "scene_camera.h"
+#include "app/gui/frame.h"
+#include "model/arch/model.h"
+#include "model/decoding/beam_generator.h"
+#include "render/gl/gl_context.h"
+#include "render/gl/gl_objects.h"
+#include "render/gl/renderer.h"
+#include "render/overlay/overlay.h"
+#include "render/scene/scene.h"
+#include "render/scene/scene_camera.h"
 #include "scene_fixtures.h"
 
 namespace kvscope::pixel_tests {

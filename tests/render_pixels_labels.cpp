@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "beam_generator.h"
-#include "label_layout.h"
-#include "model.h"
+#include "model/arch/model.h"
+#include "model/decoding/beam_generator.h"
+#include "render/scene/label_layout.h"
+#include "render/scene/scene_beams.h"
 #include "render_pixels_fixture.h"
-#include "scene_beams.h"
 
 namespace kvscope {
 namespace {

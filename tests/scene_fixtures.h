@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "generator.h"
+#include "model/decoding/generator.h"
 
 namespace kvscope::scene_fixtures {
 

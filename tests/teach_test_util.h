@@ -17,18 +17,18 @@
 #include <utility>
 #include <vector>
 
-#include "engine.h"
-#include "error.h"
-#include "generator.h"
-#include "model.h"
+#include "app/lessons/kv_memory.h"
+#include "app/lessons/phases.h"
+#include "app/lessons/sampling.h"
+#include "app/session/branches.h"
+#include "app/session/history.h"
+#include "app/session/saved_view.h"
+#include "model/arch/model.h"
+#include "model/core/error.h"
+#include "model/decoding/generator.h"
+#include "model/decoding/sampler.h"
+#include "model/engine/engine.h"
 #include "numpy_ref_util.h"
-#include "sampler.h"
-#include "teach_branch.h"
-#include "teach_history.h"
-#include "teach_kv.h"
-#include "teach_phases.h"
-#include "teach_sampling.h"
-#include "teach_view.h"
 
 #include <unistd.h>
 

@@ -22,15 +22,15 @@
 #include <thread>
 #include <vector>
 
-#include "config.h"
-#include "error.h"
-#include "file_io.h"
-#include "generator.h"
-#include "model.h"
+#include "model/arch/config.h"
+#include "model/arch/model.h"
+#include "model/arch/safetensors.h"
+#include "model/core/error.h"
+#include "model/core/file_io.h"
+#include "model/decoding/generator.h"
+#include "model/decoding/sampler.h"
+#include "model/tokenizer/tokenizer.h"
 #include "numpy_ref_util.h"
-#include "safetensors.h"
-#include "sampler.h"
-#include "tokenizer.h"
 
 namespace kvscope {
 namespace {

@@ -13,13 +13,13 @@
 #include <set>
 #include <vector>
 
-#include "beam_generator.h"
-#include "beam_search.h"
 #include "decode_ref_util.h"
-#include "error.h"
-#include "generator.h"
-#include "kv_cache.h"
-#include "model.h"
+#include "model/arch/model.h"
+#include "model/core/error.h"
+#include "model/decoding/beam_generator.h"
+#include "model/decoding/beam_search.h"
+#include "model/decoding/generator.h"
+#include "model/kv/kv_cache.h"
 
 namespace kvscope {
 namespace {

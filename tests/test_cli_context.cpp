@@ -12,11 +12,11 @@
 #include <string>
 #include <thread>
 
-#include "config.h"
-#include "kv_cache.h"
-#include "model.h"
+#include "app/session/session.h"
+#include "model/arch/config.h"
+#include "model/arch/model.h"
+#include "model/kv/kv_cache.h"
 #include "numpy_ref_util.h"
-#include "session.h"
 
 namespace kvscope {
 namespace {

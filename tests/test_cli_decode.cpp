@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "model/decoding/speculative_accept.h"
 #include "numpy_ref_util.h"
-#include "speculative.h"
 
 namespace kvscope {
 namespace {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "kv_cache.h"
-#include "model.h"
+#include "model/arch/model.h"
+#include "model/kv/kv_cache.h"
 #include "numpy_ref_util.h"
 
 namespace kvscope {

@@ -13,10 +13,10 @@
 #include <regex>
 #include <sstream>
 
-#include "engine.h"
-#include "generator.h"
-#include "model.h"
-#include "teach_training.h"
+#include "app/lessons/training.h"
+#include "model/arch/model.h"
+#include "model/decoding/generator.h"
+#include "model/engine/engine.h"
 
 namespace kvscope {
 namespace {

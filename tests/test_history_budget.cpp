@@ -13,16 +13,16 @@
 #include <filesystem>
 #include <string>
 
-#include "beam_generator.h"
-#include "generator.h"
-#include "model.h"
+#include "app/lessons/decode.h"
+#include "app/session/branches.h"
+#include "app/session/history.h"
+#include "model/arch/model.h"
+#include "model/decoding/beam_generator.h"
+#include "model/decoding/generator.h"
+#include "model/decoding/speculative_generator.h"
 #include "numpy_ref_util.h"
-#include "scene.h"
-#include "scene_kv.h"
-#include "spec_decoder.h"
-#include "teach_branch.h"
-#include "teach_decode.h"
-#include "teach_history.h"
+#include "render/scene/scene.h"
+#include "render/scene/scene_kv.h"
 
 namespace kvscope {
 namespace {

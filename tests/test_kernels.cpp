@@ -1,4 +1,4 @@
-// The decode kernels (model/kernels.h) against plain double-precision loops,
+// The decode kernels (model/engine/kernels.h) against plain double-precision loops,
 // on shapes that hit every path: row counts that are not multiples of the
 // four-row pass, short rows and long (streamed) ones, widths with and without
 // a partial 16-float tail or a partial 64-float block, head widths
@@ -12,9 +12,9 @@
 #include <random>
 #include <vector>
 
-#include "kernels.h"
-#include "kv_quant.h"
-#include "safetensors.h"
+#include "model/arch/safetensors.h"
+#include "model/engine/kernels.h"
+#include "model/kv/kv_quant.h"
 
 namespace kvscope {
 namespace {

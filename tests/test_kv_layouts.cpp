@@ -12,14 +12,14 @@
 #include <string>
 #include <vector>
 
-#include "engine.h"
-#include "generator.h"
-#include "kernels.h"
-#include "kv_cache.h"
-#include "kv_quant.h"
-#include "model.h"
+#include "model/arch/model.h"
+#include "model/arch/safetensors.h"
+#include "model/decoding/generator.h"
+#include "model/engine/engine.h"
+#include "model/engine/kernels.h"
+#include "model/kv/kv_cache.h"
+#include "model/kv/kv_quant.h"
 #include "numpy_ref_util.h"
-#include "safetensors.h"
 
 namespace kvscope {
 namespace {

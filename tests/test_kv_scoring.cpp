@@ -11,10 +11,10 @@
 #include <cmath>
 #include <thread>
 
-#include "generator.h"
-#include "kv_eval.h"
-#include "kv_scoring.h"
-#include "model.h"
+#include "app/worker/kv_scoring.h"
+#include "model/arch/model.h"
+#include "model/decoding/generator.h"
+#include "model/kv/kv_eval.h"
 #include "numpy_ref_util.h"
 
 namespace kvscope {

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "label_layout.h"
-#include "scene.h"
-#include "scene_camera.h"
+#include "render/scene/label_layout.h"
+#include "render/scene/scene.h"
+#include "render/scene/scene_camera.h"
 #include "scene_fixtures.h"
 
 namespace kvscope {

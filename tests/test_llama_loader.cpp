@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
-#include "error.h"
-#include "llama_loader.h"
+#include "model/arch/config.h"
+#include "model/arch/llama_loader.h"
+#include "model/arch/safetensors.h"
+#include "model/core/error.h"
 #include "numpy_ref_util.h"
-#include "safetensors.h"
 
 namespace kvscope {
 namespace {

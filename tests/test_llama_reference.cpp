@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "engine.h"
-#include "error.h"
-#include "generator.h"
-#include "kv_cache.h"
-#include "model.h"
+#include "model/arch/model.h"
+#include "model/core/error.h"
+#include "model/decoding/generator.h"
+#include "model/engine/engine.h"
+#include "model/kv/kv_cache.h"
 #include "numpy_ref_util.h"
 
 namespace kvscope {

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <filesystem>
 
-#include "error.h"
-#include "model.h"
+#include "model/arch/model.h"
+#include "model/arch/safetensors.h"
+#include "model/core/error.h"
 #include "numpy_ref_util.h"
-#include "safetensors.h"
 
 namespace kvscope {
 namespace {

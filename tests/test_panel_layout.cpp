@@ -7,7 +7,7 @@
 // (fit_candidate_rows) and where wrapped text breaks (wrap_words).
 #include <gtest/gtest.h>
 
-#include "ui_fit.h"
+#include "app/session/fitting.h"
 
 namespace kvscope {
 namespace {

@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "engine.h"
-#include "error.h"
-#include "generator.h"
-#include "model.h"
+#include "model/arch/model.h"
+#include "model/arch/safetensors.h"
+#include "model/core/error.h"
+#include "model/decoding/generator.h"
+#include "model/engine/engine.h"
 #include "numpy_ref_util.h"
-#include "safetensors.h"
 
 namespace kvscope {
 namespace {

@@ -12,7 +12,7 @@
 #include <set>
 #include <vector>
 
-#include "sampler.h"
+#include "model/decoding/sampler.h"
 
 namespace kvscope {
 namespace {

@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <random>
 
-#include "generator.h"
-#include "scene.h"
-#include "scene_camera.h"
+#include "model/decoding/generator.h"
+#include "render/scene/scene.h"
+#include "render/scene/scene_camera.h"
+#include "render/scene/scene_format.h"
 #include "scene_fixtures.h"
-#include "scene_format.h"
 
 namespace kvscope {
 namespace {

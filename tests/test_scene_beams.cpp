@@ -11,9 +11,9 @@
 #include <cstdio>
 #include <set>
 
-#include "beam_generator.h"
-#include "model.h"
-#include "scene_beams.h"
+#include "model/arch/model.h"
+#include "model/decoding/beam_generator.h"
+#include "render/scene/scene_beams.h"
 
 namespace kvscope {
 namespace {

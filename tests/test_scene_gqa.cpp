@@ -5,10 +5,10 @@
 // keep one block per layer.
 #include <gtest/gtest.h>
 
-#include "generator.h"
-#include "model.h"
+#include "model/arch/model.h"
+#include "model/decoding/generator.h"
 #include "numpy_ref_util.h"
-#include "scene.h"
+#include "render/scene/scene.h"
 #include "scene_fixtures.h"
 
 namespace kvscope {

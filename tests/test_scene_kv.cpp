@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "generator.h"
-#include "model.h"
+#include "model/arch/model.h"
+#include "model/decoding/generator.h"
 #include "numpy_ref_util.h"
-#include "scene.h"
-#include "scene_kv.h"
+#include "render/scene/scene.h"
+#include "render/scene/scene_kv.h"
 
 namespace kvscope {
 namespace {

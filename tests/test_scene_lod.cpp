@@ -9,8 +9,8 @@
 #include <cmath>
 #include <random>
 
-#include "generator.h"
-#include "scene.h"
+#include "model/decoding/generator.h"
+#include "render/scene/scene.h"
 
 namespace kvscope {
 namespace {

@@ -9,9 +9,9 @@
 #include <cstdio>
 #include <string>
 
-#include "model.h"
-#include "scene_spec.h"
-#include "spec_decoder.h"
+#include "model/arch/model.h"
+#include "model/decoding/speculative_generator.h"
+#include "render/scene/scene_spec.h"
 
 namespace kvscope {
 namespace {

@@ -1,4 +1,4 @@
-// The window's controller (app/session.*, the real one, headless) running
+// The window's controller (app/session/session.*, the real one, headless) running
 // beam search and speculative decoding: the strategy chosen by a typed
 // command, every step arriving as an immutable record through the engine
 // thread, the timeline scrubbing them as for one sequence. What the session
@@ -12,10 +12,10 @@
 #include <memory>
 #include <thread>
 
-#include "beam_generator.h"
+#include "app/session/session.h"
+#include "model/decoding/beam_generator.h"
 #include "numpy_ref_util.h"
-#include "scene.h"
-#include "session.h"
+#include "render/scene/scene.h"
 
 namespace kvscope {
 namespace {

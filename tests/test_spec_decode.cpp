@@ -1,4 +1,4 @@
-// Speculative decoding on real models (model/spec_decoder.*): with greedy
+// Speculative decoding on real models (model/decoding/speculative_generator.*): with greedy
 // settings it writes exactly plain greedy's tokens for K = 1..8, on random
 // checkpoint pairs (the target's tokens also equal the float64 NumPy greedy
 // reference) and on the shipped pair; after every rollback both caches
@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "decode_ref_util.h"
-#include "engine.h"
-#include "error.h"
-#include "generator.h"
-#include "kv_cache.h"
-#include "model.h"
-#include "spec_decoder.h"
+#include "model/arch/model.h"
+#include "model/core/error.h"
+#include "model/decoding/generator.h"
+#include "model/decoding/speculative_generator.h"
+#include "model/engine/engine.h"
+#include "model/kv/kv_cache.h"
 
 namespace kvscope {
 namespace {

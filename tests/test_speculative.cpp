@@ -1,4 +1,4 @@
-// Speculative sampling's acceptance test (model/speculative.*) against the
+// Speculative sampling's acceptance test (model/decoding/speculative_accept.*) against the
 // math, with distributions from the independent float64 reference
 // (tools/decode_ref.py dist): the standardized distributions match; over
 // tens of thousands of fixed seeds the first emitted token is distributed as
@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "decode_ref_util.h"
-#include "error.h"
-#include "sampler.h"
-#include "speculative.h"
+#include "model/core/error.h"
+#include "model/decoding/sampler.h"
+#include "model/decoding/speculative_accept.h"
 
 namespace kvscope {
 namespace {

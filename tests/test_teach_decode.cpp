@@ -1,5 +1,5 @@
 // The counters and lessons of beam search and speculative decoding
-// (app/teach/teach_decode.*), on runs of the shipped models, against what
+// (app/lessons/decode.*), on runs of the shipped models, against what
 // they must be by construction: one batched forward per beam-search step,
 // the cache's bytes from the published formula (2 x layers x width x 4 bytes
 // per position) and the distinct prefixes of the beams, one target forward
@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "assets.h"
-#include "beam_generator.h"
-#include "spec_decoder.h"
-#include "teach_decode.h"
+#include "app/lessons/decode.h"
+#include "app/platform/assets.h"
+#include "model/decoding/beam_generator.h"
+#include "model/decoding/speculative_generator.h"
 
 namespace kvscope {
 namespace {

@@ -2,8 +2,8 @@
 // published configurations.
 #include <gtest/gtest.h>
 
+#include "model/core/units.h"
 #include "teach_test_util.h"
-#include "units.h"
 
 namespace kvscope {
 namespace {

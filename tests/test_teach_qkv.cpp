@@ -6,9 +6,9 @@
 
 #include <cmath>
 
+#include "app/lessons/qkv.h"
+#include "app/session/history.h"
 #include "numpy_ref_util.h"
-#include "teach_history.h"
-#include "teach_qkv.h"
 #include "teach_test_util.h"
 
 namespace kvscope {

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "thread_pool.h"
+#include "model/core/thread_pool.h"
 
 namespace kvscope {
 namespace {

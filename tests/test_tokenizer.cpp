@@ -42,8 +42,8 @@
 #include <thread>
 #include <vector>
 
-#include "error.h"
-#include "tokenizer.h"
+#include "model/core/error.h"
+#include "model/tokenizer/tokenizer.h"
 
 namespace kvscope {
 namespace {
@@ -687,7 +687,7 @@ TEST(TokenizerGpt2, EncodeIsThreadSafe) {
 
 // ---- synthetic vocabularies: merge semantics and load errors ---------------------------
 
-// GPT-2's bytes_to_unicode(), written out independently of model/tokenizer.cpp.
+// GPT-2's bytes_to_unicode(), written out independently of model/tokenizer/tokenizer.cpp.
 std::string byte_entry(int b) {
   static std::vector<std::string> table = [] {
     std::vector<int> cps(256, -1);

@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "error.h"
-#include "tokenizer.h"
+#include "model/core/error.h"
+#include "model/tokenizer/tokenizer.h"
 
 namespace kvscope {
 namespace {

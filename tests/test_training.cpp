@@ -1,4 +1,4 @@
-// The training record (app/teach/teach_training.*): the training.json that
+// The training record (app/lessons/training.*): the training.json that
 // tools/train/export_snapshots.py writes, read and checked (a bad file names
 // the file and the field), found next to the run's final model and next to
 // each checkpoint folder, and laid out as the Training tab's plot. Expected
@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "error.h"
+#include "app/lessons/training.h"
+#include "model/core/error.h"
 #include "numpy_ref_util.h"
-#include "teach_training.h"
 
 namespace kvscope {
 namespace {

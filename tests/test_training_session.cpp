@@ -1,5 +1,5 @@
 // The Training tab's one action, through the window's real controller
-// (app/session.*, no GL): picking a checkpoint of the loaded model's training
+// (app/session/session.*, no GL): picking a checkpoint of the loaded model's training
 // run loads that folder and regenerates the same prompt with the same sampler
 // (seed included), and what the timeline then shows was computed with the
 // checkpoint's weights: its prefill logits and attention match the
@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "app/session/session.h"
 #include "numpy_ref_util.h"
-#include "session.h"
 
 namespace kvscope {
 namespace {

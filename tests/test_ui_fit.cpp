@@ -9,12 +9,12 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "demo_script.h"
-#include "gui_settings.h"
+#include "app/session/demo_script.h"
+#include "app/session/fitting.h"
+#include "app/session/saved_view.h"
+#include "app/session/session.h"
+#include "app/session/settings.h"
 #include "numpy_ref_util.h"
-#include "session.h"
-#include "teach_view.h"
-#include "ui_fit.h"
 
 namespace kvscope {
 namespace {

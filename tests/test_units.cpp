@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "units.h"
+#include "model/core/units.h"
 
 namespace kvscope {
 namespace {

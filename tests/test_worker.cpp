@@ -1,5 +1,5 @@
-// The window's engine thread (app/gui_worker.*) and the window's controller
-// (app/session.*, the real one, with no GL): generate, toggle the cache mode,
+// The window's engine thread (app/worker/worker.*) and the window's controller
+// (app/session/session.*, the real one, with no GL): generate, toggle the cache mode,
 // change the sampler, scrub (read every byte of older records), fork, reset,
 // load other models and cancel loads, all while steps are computing. Every
 // record the session shows must be complete and self-consistent (sizes from
@@ -22,11 +22,11 @@
 #include <random>
 #include <thread>
 
-#include "gui_settings.h"
-#include "gui_worker.h"
+#include "app/session/saved_view.h"
+#include "app/session/session.h"
+#include "app/session/settings.h"
+#include "app/worker/worker.h"
 #include "numpy_ref_util.h"
-#include "session.h"
-#include "teach_view.h"
 
 namespace kvscope {
 namespace {
@@ -132,7 +132,7 @@ double scrub(const StepRecord& r) {
   return s + r.prob + static_cast<double>(r.piece.size());
 }
 
-// The window's controller (app/session.*) exactly as the window drives it,
+// The window's controller (app/session/session.*) exactly as the window drives it,
 // without the window: random commands while steps compute. Everything the
 // session shows must stay complete and consistent.
 void check_shown(const Session& s) {

@@ -387,7 +387,7 @@ def softmax(x, axis=-1):
 # KV cache semantics, independently of the engine: which keys a query sees
 # (sliding window + sinks) and what a stored row reads back as (f16, q8_0,
 # q4_0 following llama.cpp's block formats, with the rules written out in
-# model/kv_quant.h). All in float64; quantize -> dequantize per row of
+# model/kv/kv_quant.h). All in float64; quantize -> dequantize per row of
 # n_embd values (all heads of one position), blocks of 32.
 # ----------------------------------------------------------------------------
 

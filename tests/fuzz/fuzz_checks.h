@@ -36,11 +36,11 @@
 #include <utility>
 #include <vector>
 
-#include "cli.h"
-#include "config.h"
-#include "error.h"
-#include "safetensors.h"
-#include "tokenizer.h"
+#include "app/cli/cli.h"
+#include "model/arch/config.h"
+#include "model/arch/safetensors.h"
+#include "model/core/error.h"
+#include "model/tokenizer/tokenizer.h"
 
 #ifndef KVSCOPE_SOURCE_DIR
 #error "KVSCOPE_SOURCE_DIR (the repository root) must be defined"

@@ -8,12 +8,12 @@
 #include <cmath>
 #include <string>
 
-#include "error.h"
-#include "gui_settings.h"
-#include "sampler.h"
-#include "teach_training.h"
-#include "teach_view.h"
-#include "ui_fit.h"
+#include "app/lessons/training.h"
+#include "app/session/fitting.h"
+#include "app/session/saved_view.h"
+#include "app/session/settings.h"
+#include "model/core/error.h"
+#include "model/decoding/sampler.h"
 
 namespace kvscope::fuzz {
 

@@ -1,0 +1,261 @@
+#include "app/cli/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "app/cli/cli_commands.h"
+#include "app/cli/cli_flags.h"
+#include "app/platform/assets.h"
+#include "app/session/text_scale.h"
+#include "model/arch/model.h"
+#include "model/arch/model_context.h"
+#include "model/core/error.h"
+
+namespace kvscope {
+namespace {
+
+// Bare `kvscope`: the window's flags on the app itself.
+void add_window_flags(CLI::App& app, GuiOptions& gui) {
+  app.add_option("--model", gui.model_dir,
+                 "Model folder: GPT-2 (config.json, model.safetensors, vocab.json, merges.txt) or Llama/Mistral/Qwen2 "
+                 "(config.json, model.safetensors or shards, tokenizer.json)")
+      ->check(non_empty("a model folder"));
+  app.add_option("--prompt", gui.prompt, "Prompt to start with (default: the first preset)")
+      ->check(non_empty("some text to continue"));
+  app.add_flag("--no-cache", gui.no_cache, "Start in NO CACHE mode");
+  app.add_option("--max-new", gui.max_new, "New tokens per generation")->check(int_in(1, 1 << 20));
+  app.add_option("--ctx", gui.ctx, kCtxHelp)->check(int_in(2, 1 << 24));
+  app.add_option("--demo-frames", gui.demo_frames, "Run a scripted demo for N frames, then exit (smoke tests)")
+      ->check(int_in(0, 1 << 24));
+  app.add_option("--screenshot", gui.screenshot, "With --demo-frames: save the last frame to this PNG")
+      ->check(non_empty("a PNG file name"));
+  app.add_option("--soak-rounds", gui.soak_rounds,
+                 "Generate to the full context, switch the cache mode and reset, N times; report resident memory "
+                 "and GL objects, exit 1 on growth (scripts/soak.sh)")
+      ->check(int_in(0, 1 << 20));
+}
+
+int run_window(const GuiOptions& gui, const AppHooks& hooks) {
+  if (gui.ctx > 0) check_window_context(gui.model_dir, gui.ctx);
+  if (!hooks.gui) throw Error("this kvscope was built without the GUI (KVSCOPE_GUI=OFF); use a subcommand, see --help");
+  return hooks.gui(gui);
+}
+
+// `eval`: a text's loss under a cache layout (scored in cli_eval.cpp).
+struct EvalCommand {
+  CLI::App* cmd = nullptr;
+  EvalArgs args;
+  KVFlags kv;
+};
+
+void add_eval_command(CLI::App& app, EvalCommand& c) {
+  c.cmd = app.add_subcommand(
+      "eval", "Score a UTF-8 text: NLL/token, perplexity, bits/byte (vs dense f32 for other KV layouts)");
+  c.cmd->add_option("--file", c.args.file, "UTF-8 text to score (documents separated by <|endoftext|>)")
+      ->required()
+      ->check(non_empty("a text file"));
+  c.cmd->add_option("--model", c.args.model, "GPT-2 folder (default: the embedded model)")
+      ->check(non_empty("a model folder"));
+  c.cmd->add_flag("--json", c.args.json, "Print JSON");
+  add_kv_flags(c.cmd, c.kv);
+}
+
+// `render`: the window's scene drawn offscreen (by the hook, which has GL).
+struct RenderCommand {
+  CLI::App* cmd = nullptr;
+  RenderOptions opts;
+  std::string layer = "mean", head = "mean";
+  KVFlags kv;
+  float temperature = 0;
+  CLI::Option* temperature_opt = nullptr;
+};
+
+// The render flags that pick what is drawn: the beams' layer and head, the
+// presentation HUD, the heatmaps, beam search or speculative decoding.
+void add_render_view_flags(CLI::App* render, RenderCommand& c) {
+  RenderOptions& ro = c.opts;
+  render->add_option("--camera", ro.camera, "front|top|side|follow")
+      ->check(CLI::IsMember({"front", "top", "side", "follow"}));
+  render->add_flag("--no-cache", ro.no_cache, "NO CACHE mode");
+  render->add_option("--layer", c.layer, "Layer whose attention the beams show (0..layers-1), or mean");
+  render->add_option("--head", c.head, "Head whose attention the beams show (0..heads-1), or mean");
+  render->add_flag("--bench", ro.bench, "Report frame times at full context with every beam (no PNG)");
+  render->add_option("--video", ro.video, "Write an MP4 of the generation (pipes frames to ffmpeg)")
+      ->check(non_empty("an MP4 file name"))
+      ->check(not_an_option());
+  render->add_flag("--presentation", ro.presentation, "Presentation mode: compact HUD");
+  render->add_flag("--heatmaps", ro.heatmaps, "Draw the attention heatmap grid (one per layer and head)");
+  add_kv_flags(render, c.kv);
+  auto* beams = render->add_option("--beams", ro.beams, "Draw beam search with N beams as a tree (--steps = max new)")
+                    ->check(int_in(1, 8));
+  auto* draft = render->add_option("--draft", ro.draft, "Draw speculative decoding with this draft model folder")
+                    ->check(non_empty("a draft model folder"));
+  render->add_option("--speculate", ro.speculate, "Tokens drafted per iteration with --draft (1-16)")
+      ->check(int_in(1, 16));
+  c.temperature_opt = render->add_option("--temperature", c.temperature, "With --draft: sample at this temperature")
+                          ->check(real_in(0, 100, true));
+  beams->excludes(draft);
+}
+
+void add_render_command(CLI::App& app, RenderCommand& c) {
+  RenderOptions& ro = c.opts;
+  auto* render = c.cmd = app.add_subcommand("render", "Render the 3D view to PNG without a window");
+  render->add_option("--model", ro.model_dir, "Model folder (GPT-2, Llama, Mistral, Qwen2)")
+      ->check(non_empty("a model folder"));
+  render->add_option("--prompt", ro.prompt, "Prompt")->required()->check(non_empty("some text to continue"));
+  render->add_option("--steps", ro.steps, "Forwards to run (the prefill is the first)")->check(int_in(1, 1 << 20));
+  render->add_option("--ctx", ro.ctx, kCtxHelp)->check(int_in(2, 1 << 24));
+  render->add_option("--out", ro.out, "PNG of the last step")->check(non_empty("a PNG file name"));
+  render->add_option("--frames", ro.frames_dir, "Write one PNG per step into this folder")
+      ->check(non_empty("a folder"));
+  render->add_option("--width", ro.width, "Image width (also at most what the OpenGL driver allows)")
+      ->check(int_in(64, 8192));
+  render->add_option("--height", ro.height, "Image height (also at most what the OpenGL driver allows)")
+      ->check(int_in(64, 8192));
+  render
+      ->add_option("--text-scale", ro.text_scale,
+                   "Text size as the window's text scale sets it (0.75-2.5; a projector: 2.5), times height/720 "
+                   "above 720")
+      ->check(real_in(kMinTextScale, kMaxTextScale));
+  add_render_view_flags(render, c);
+}
+
+// --layer / --head: an index, or "mean" (-1).
+int parse_index(const std::string& flag, const std::string& v) {
+  if (v == "mean") return -1;
+  try {
+    size_t used = 0;
+    const int x = std::stoi(v, &used);
+    if (used == v.size() && x >= 0) return x;
+  } catch (const std::exception&) {
+  }
+  throw UsageError(flag + ": \"" + v + "\" is not a layer/head index or \"mean\"");
+}
+
+int run_render_command(RenderCommand& c, const AppHooks& hooks) {
+  RenderOptions& ro = c.opts;
+  if (!ro.bench && ro.out.empty() && ro.frames_dir.empty() && ro.video.empty()) {
+    throw UsageError("render: give --out FILE.png, --frames DIR and/or --video FILE.mp4 (or --bench)");
+  }
+  if (ro.prompt.empty()) throw UsageError("--prompt is empty (expected some text to continue)");
+  if (c.temperature_opt->count()) {
+    ro.sampler.greedy = false;
+    ro.sampler.temperature = c.temperature;
+  }
+  ro.layer = parse_index("--layer", c.layer);
+  ro.head = parse_index("--head", c.head);
+  ro.kv = kv_settings_or_throw(c.kv);
+  if (ro.beams > 0 || !ro.draft.empty()) refuse_window(ro.kv, ro.beams > 0 ? "--beams" : "--draft");
+  if (!hooks.render) throw Error("this kvscope was built without the renderer (KVSCOPE_GUI=OFF)");
+  return hooks.render(ro);
+}
+
+// Every subcommand's flags, bound in one place that outlives the parse.
+struct Commands {
+  GuiOptions gui;
+  GenerateCommand generate;
+  TokenizeCommand tokenize;
+  InspectCommand inspect;
+  BenchCommand bench;
+  EvalCommand eval;
+  RenderCommand render;
+};
+
+int run_parsed(Commands& c, const AppHooks& hooks) {
+  if (*c.eval.cmd) {
+    c.eval.args.kv = kv_settings_or_throw(c.eval.kv);
+    return cmd_eval(c.eval.args, default_model_dir());
+  }
+  if (*c.generate.cmd) return run_generate_command(c.generate);
+  if (*c.tokenize.cmd) return run_tokenize_command(c.tokenize);
+  if (*c.inspect.cmd) return run_inspect_command(c.inspect);
+  if (*c.bench.cmd) return run_bench_command(c.bench, hooks.read_bandwidth);
+  if (*c.render.cmd) return run_render_command(c.render, hooks);
+  return run_window(c.gui, hooks);
+}
+
+// Runs and maps the errors to exit codes: 2 for usage, 1 for runtime.
+int run_reporting_errors(Commands& c, const AppHooks& hooks) {
+  try {
+    return run_parsed(c, hooks);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "kvscope: error: %s\n", e.what());
+    return 2;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "kvscope: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "kvscope: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvscope: error: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
+std::string default_model_dir() {
+  if (const char* env = std::getenv("KVSCOPE_MODEL"); env && *env) return env;
+  return asset_path("models/kvscope-tiny");
+}
+
+std::shared_ptr<const Model> load_cli_model(const std::string& dir, int ctx) {
+  LoadControl control;
+  control.context = ctx;
+  return load_model(dir.empty() ? default_model_dir() : dir, control);
+}
+
+void check_window_context(const std::string& dir, int ctx) {
+  const std::string d = dir.empty() ? default_model_dir() : dir;
+  Config c = load_config((std::filesystem::path(d) / "config.json").string());
+  apply_context(c, ctx, d);
+}
+
+void check_context_fits(const Model& m, const std::string& prompt, int max_new, const char* flag) {
+  const Config& c = m.config;
+  const long long need = static_cast<long long>(m.tokenizer.encode_prompt(prompt).size()) + max_new - 1;
+  if (need <= c.n_positions || c.n_positions >= c.max_position_embeddings) return;
+  const long long fit = std::min<long long>(need, c.max_position_embeddings);
+  const double mib = static_cast<double>(kv_bytes_per_position(c)) * static_cast<double>(fit) / (1 << 20);
+  char kv[64];
+  std::snprintf(kv, sizeof kv, "%.0f MiB", mib);
+  throw UsageError("the prompt (" + std::to_string(need - max_new + 1) + " tokens) plus " + flag + " " +
+                   std::to_string(max_new) + " needs " + std::to_string(need) + " positions, more than the " +
+                   std::to_string(c.n_positions) + " kvscope reserves the KV cache for (" + m.name + " allows " +
+                   std::to_string(c.max_position_embeddings) + "): pass --ctx " + std::to_string(fit) +
+                   " (its f32 KV cache takes " + kv + ") or a smaller " + flag);
+}
+
+int run_cli(int argc, char** argv, const AppHooks& hooks) {
+  CLI::App app{"kvscope: watch a real GPT-2 write text, token by token, with its KV cache"};
+  app.set_version_flag("--version", "kvscope 0.1");
+  app.require_subcommand(0, 1);
+  Commands c;
+  add_window_flags(app, c.gui);
+  add_generate_command(app, c.generate);
+  add_tokenize_command(app, c.tokenize);
+  add_inspect_command(app, c.inspect);
+  add_bench_command(app, c.bench);
+  add_eval_command(app, c.eval);
+  add_render_command(app, c.render);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "kvscope: error: %s (run kvscope --help)\n", e.what());
+    return 2;
+  }
+  return run_reporting_errors(c, hooks);
+}
+
+}  // namespace kvscope

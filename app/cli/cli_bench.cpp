@@ -1,0 +1,203 @@
+// `kvscope bench`: prefill, KV-cache decode and NO CACHE speed at several
+// sequence lengths on random tokens, with the memory read bandwidth that
+// bounds a decode step.
+#include <Eigen/Core>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "app/cli/cli.h"
+#include "app/cli/cli_commands.h"
+#include "app/cli/cli_flags.h"
+#include "model/arch/model.h"
+#include "model/core/error.h"
+#include "model/engine/engine.h"
+
+namespace kvscope {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// What this machine's memory can feed `threads` readers: the ceiling for a
+// decode step, which reads every weight once. Best of 5 passes over 256 MiB
+// (far past any cache), summed with Eigen's vectorised reduction.
+double read_bandwidth_gb_per_s(int threads) {
+  const size_t n = (size_t{256} << 20) / sizeof(float);
+  std::vector<float> a(n, 1.0f);
+  std::vector<float> sums(static_cast<size_t>(threads));
+  double best_s = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = Clock::now();
+    std::vector<std::thread> readers;
+    for (int t = 0; t < threads; ++t) {
+      readers.emplace_back([&, t] {
+        const size_t b = n * static_cast<size_t>(t) / threads, e = n * static_cast<size_t>(t + 1) / threads;
+        sums[static_cast<size_t>(t)] =
+            Eigen::Map<const Eigen::ArrayXf>(a.data() + b, static_cast<Eigen::Index>(e - b)).sum();
+      });
+    }
+    for (auto& r : readers) r.join();
+    best_s = std::min(best_s, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  // The sums feed the result (by a zero-weight term) so the reads cannot be optimised away.
+  float total = 0;
+  for (float v : sums) total += v;
+  return static_cast<double>(n * sizeof(float)) / best_s / 1e9 + 0.0 * total;
+}
+
+// --lengths as given (each within 2..context), or the defaults that fit.
+std::vector<int> bench_lengths(const Model& m, std::vector<int> lengths) {
+  const Config& c = m.config;
+  if (lengths.empty()) {
+    for (int T : {16, 64, 128, 256, 512, 1024}) {
+      if (T <= c.n_positions) lengths.push_back(T);
+    }
+    // A context shorter than every default: bench the whole context.
+    if (lengths.empty() && c.n_positions >= 2) lengths.push_back(c.n_positions);
+    if (lengths.empty()) {
+      throw Error(m.name + ": the context is " + std::to_string(c.n_positions) +
+                  " position, too short to bench (a decode step needs at least 2)");
+    }
+  }
+  for (int T : lengths) {
+    if (T < 2 || T > c.n_positions) {
+      throw UsageError("--lengths: " + std::to_string(T) + " is outside 2.." + std::to_string(c.n_positions));
+    }
+  }
+  return lengths;
+}
+
+// Median milliseconds of one length's prefill, KV-cache decode step (the last
+// position, on a cache holding the others) and NO CACHE step.
+struct LengthTimes {
+  double prefill_ms = 0, kv_ms = 0, no_cache_ms = 0;
+};
+
+LengthTimes time_length(Engine& engine, KVCache& cache, const KVLayout& layout, const std::vector<int>& seq, int reps) {
+  const int T = static_cast<int>(seq.size());
+  std::vector<double> pre, kv, nc;
+  for (int r = 0; r < reps; ++r) {
+    cache.clear();
+    auto t0 = Clock::now();
+    engine.forward(seq, 0, &cache, false);
+    pre.push_back(ms_since(t0));
+  }
+  std::vector<int> prefix(seq.begin(), seq.end() - 1);
+  cache.clear();
+  engine.forward(prefix, 0, &cache, false);
+  for (int r = 0; r < std::max(reps * 4, 16); ++r) {
+    cache.truncate(0, T - 1);
+    auto t0 = Clock::now();
+    engine.forward(seq, T - 1, &cache, false);
+    kv.push_back(ms_since(t0));
+  }
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = Clock::now();
+    engine.forward(seq, 0, nullptr, false, false, &layout);
+    nc.push_back(ms_since(t0));
+  }
+  return {median(pre), median(kv), median(nc)};
+}
+
+// One row of the table (JSON), printed too unless `as_json`.
+json bench_row(const Model& m, const KVLayout& layout, int T, const LengthTimes& t, bool as_json) {
+  const Config& c = m.config;
+  const double flop_ratio = static_cast<double>(forward_flops(c, T, T)) / static_cast<double>(forward_flops(c, 1, T));
+  // The cache's bytes a decode step at length T reads (its layout's rows of every visible position).
+  const uint64_t decode_bytes =
+      forward_read_bytes(m, layout.bytes_per_position() * static_cast<uint64_t>(layout.visible_count(T - 1)));
+  const double decode_gbps = static_cast<double>(decode_bytes) / (t.kv_ms / 1000) / 1e9;
+  if (!as_json) {
+    std::printf("%6d %14.0f %16.1f %14.1f %16.1f %12.1f %12.1f\n", T, T / (t.prefill_ms / 1000), 1000 / t.kv_ms,
+                decode_gbps, 1000 / t.no_cache_ms, t.no_cache_ms / t.kv_ms, flop_ratio);
+    std::fflush(stdout);
+  }
+  return {{"T", T},
+          {"prefill_tokens_per_s", T / (t.prefill_ms / 1000)},
+          {"kv_decode_tokens_per_s", 1000 / t.kv_ms},
+          {"no_cache_tokens_per_s", 1000 / t.no_cache_ms},
+          {"kv_decode_ms", t.kv_ms},
+          {"no_cache_ms", t.no_cache_ms},
+          {"time_ratio", t.no_cache_ms / t.kv_ms},
+          {"decode_read_bytes", decode_bytes},
+          {"decode_gb_per_s", decode_gbps},
+          {"kv_flops", forward_flops(c, 1, T)},
+          {"no_cache_flops", forward_flops(c, T, T)},
+          {"flop_ratio", flop_ratio}};
+}
+
+int cmd_bench(const BenchCommand& b, const KVSettings& kv_settings, const std::function<double(int)>& read_bandwidth) {
+  auto m = load_cli_model(b.model, b.ctx);
+  const Config& c = m->config;
+  const std::vector<int> lengths = bench_lengths(*m, b.lengths);
+  Engine engine(*m);
+  const KVLayout layout = kv_settings.layout_for(c);
+  KVCache cache(layout);
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int> pick(0, c.vocab_size - 1);
+  std::vector<int> all(static_cast<size_t>(c.n_positions));
+  for (int& t : all) t = pick(rng);
+
+  if (!b.json) {
+    std::printf("%s: %d layers, width %d, %d threads, KV cache %s\n", m->name.c_str(), c.n_layer, c.n_embd,
+                engine_threads(), layout.describe().c_str());
+    std::printf("%6s %14s %16s %14s %16s %12s %12s\n", "T", "prefill tok/s", "KV decode tok/s", "decode GB/s",
+                "NO CACHE tok/s", "time ratio", "FLOP ratio");
+  }
+  json rows = json::array();
+  for (int T : lengths) {
+    const std::vector<int> seq(all.begin(), all.begin() + T);
+    rows.push_back(bench_row(*m, layout, T, time_length(engine, cache, layout, seq, b.reps), b.json));
+  }
+  if (!b.json) {
+    std::printf(
+        "memory read bandwidth with %d threads: %.1f GB/s (the ceiling for decode GB/s when the weights do "
+        "not fit in the CPU caches)\n",
+        engine_threads(), read_bandwidth(engine_threads()));
+  } else {
+    std::cout << json{{"model", m->name},
+                      {"threads", engine_threads()},
+                      {"kv_layout", layout.describe()},
+                      {"read_bandwidth_gb_per_s", read_bandwidth(engine_threads())},
+                      {"rows", rows}}
+                     .dump(2)
+              << '\n';
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, BenchCommand& c) {
+  c.cmd = app.add_subcommand("bench", "Prefill and decode speed in both modes at several lengths");
+  c.cmd->add_option("--model", c.model, "Model folder (GPT-2, Llama, Mistral, Qwen2)")
+      ->check(non_empty("a model folder"));
+  c.cmd
+      ->add_option("--lengths", c.lengths,
+                   "Sequence lengths, each 2..the model's context (default 16 64 128 256 512 1024, those that fit)")
+      ->check(int_in(2, 1 << 20));
+  c.cmd->add_option("--reps", c.reps, "Repetitions (median)")->check(int_in(1, 1000));
+  c.cmd->add_flag("--json", c.json, "Print JSON");
+  c.cmd->add_option("--ctx", c.ctx, kCtxHelp)->check(int_in(2, 1 << 24));
+  add_kv_flags(c.cmd, c.kv);
+}
+
+int run_bench_command(const BenchCommand& c, const std::function<double(int)>& read_bandwidth) {
+  return cmd_bench(c, kv_settings_or_throw(c.kv), read_bandwidth ? read_bandwidth : read_bandwidth_gb_per_s);
+}
+
+}  // namespace kvscope

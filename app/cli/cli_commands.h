@@ -1,0 +1,86 @@
+// The subcommands run_cli parses: each family adds its flags to the app
+// (bound to a struct that outlives the parse) and runs when it was given.
+// Errors are thrown (UsageError: exit 2, Error: exit 1); run_cli maps them.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "app/cli/cli_decode.h"
+#include "app/cli/cli_kv.h"
+
+namespace kvscope {
+
+// --ctx's help, the same for every subcommand that loads a model.
+inline constexpr const char* kCtxHelp =
+    "Llama family: positions to reserve the KV cache for (default: max_position_embeddings, at most 8192)";
+
+// A sliding window cannot serve beam search or speculative decoding (forks and
+// rollbacks need positions it evicts): UsageError naming the window flag.
+void refuse_window(const KVSettings& kv, const char* strategy);
+
+// `generate`: one token at a time, or beam search (--beams) or speculative
+// decoding (--draft).
+struct GenerateArgs {
+  std::string model;
+  std::string prompt;
+  int max_new = 64;
+  int ctx = 0;  // --ctx (0 = the default context)
+  bool greedy = false;
+  float temperature = 1.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  float repetition_penalty = 1.0f;
+  uint64_t seed = 0;
+  std::vector<std::string> stop;
+  bool no_cache = false;
+  bool json = false;
+  KVSettings kv;
+};
+
+struct GenerateCommand {
+  CLI::App* cmd = nullptr;
+  GenerateArgs args;
+  KVFlags kv;
+  DecodeArgs decode;  // --beams, --length-penalty, --draft, --speculate
+  CLI::Option *temperature = nullptr, *top_k = nullptr, *top_p = nullptr;
+  CLI::Option *beams = nullptr, *length_penalty = nullptr, *draft = nullptr, *speculate = nullptr;
+};
+void add_generate_command(CLI::App& app, GenerateCommand& c);
+int run_generate_command(GenerateCommand& c);
+
+// `tokenize` and `inspect`: what a model folder holds.
+struct TokenizeCommand {
+  CLI::App* cmd = nullptr;
+  std::string model, text;
+  bool json = false;
+};
+void add_tokenize_command(CLI::App& app, TokenizeCommand& c);
+int run_tokenize_command(const TokenizeCommand& c);
+
+struct InspectCommand {
+  CLI::App* cmd = nullptr;
+  std::string model;
+  bool json = false;
+  int ctx = 0;
+};
+void add_inspect_command(CLI::App& app, InspectCommand& c);
+int run_inspect_command(const InspectCommand& c);
+
+// `bench`: prefill and decode speed in both modes at several lengths.
+struct BenchCommand {
+  CLI::App* cmd = nullptr;
+  std::string model;
+  std::vector<int> lengths;
+  int reps = 3;
+  bool json = false;
+  int ctx = 0;
+  KVFlags kv;
+};
+void add_bench_command(CLI::App& app, BenchCommand& c);
+// `read_bandwidth`: GB/s with n threads; null = the real probe.
+int run_bench_command(const BenchCommand& c, const std::function<double(int)>& read_bandwidth);
+
+}  // namespace kvscope

@@ -1,0 +1,318 @@
+#include "app/cli/cli_decode.h"
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "app/cli/cli.h"
+#include "app/cli/cli_json.h"
+#include "model/arch/model.h"
+#include "model/core/error.h"
+#include "model/decoding/beam_generator.h"
+#include "model/decoding/generator.h"
+#include "model/decoding/speculative_generator.h"
+#include "model/tokenizer/tokenizer.h"
+
+namespace kvscope {
+namespace {
+
+using nlohmann::json;
+
+std::vector<int> generated(const std::vector<int>& tokens, int n_prompt) {
+  return std::vector<int>(tokens.begin() + n_prompt, tokens.end());
+}
+
+json beam_json(const Beam& b, const BeamGenerator& gen) {
+  return {{"id", b.id},
+          {"parent", b.parent},
+          {"parent_id", b.parent_id},
+          {"tokens", generated(b.tokens, gen.n_prompt())},
+          {"text", escape_invalid_utf8(gen.text(b.tokens))},
+          {"text_bytes", bytes_json(gen.text(b.tokens))},
+          {"logprob", b.logprob}};
+}
+
+json hypothesis_json(const Hypothesis& h, const BeamGenerator& gen) {
+  return {{"tokens", generated(h.tokens, gen.n_prompt())},
+          {"text", escape_invalid_utf8(gen.text(h))},
+          {"text_bytes", bytes_json(gen.text(h))},
+          {"score", h.score},
+          {"sum_logprob", h.sum_logprob},
+          {"generated_length", h.gen_len},
+          {"eos", h.eos}};
+}
+
+json beam_step_json(const BeamStepRecord& r, const BeamGenerator& gen) {
+  const Tokenizer& tok = gen.model().tokenizer;
+  json cands = json::array();
+  for (const BeamCandidate& c : r.candidates) {
+    cands.push_back({{"parent", c.parent},
+                     {"token", c.token},
+                     {"piece", tok.display_piece(c.token)},
+                     {"bytes", bytes_json(tok.token_bytes(c.token))},
+                     {"logprob", c.logprob},
+                     {"token_logprob", c.token_logprob},
+                     {"running", c.running},
+                     {"finished", c.finished}});
+  }
+  json beams = json::array();
+  for (const Beam& b : r.running) beams.push_back(beam_json(b, gen));
+  json fin = json::array();
+  for (const Hypothesis& h : r.finished) fin.push_back(hypothesis_json(h, gen));
+  return {{"event", r.index == 0 ? "prefill" : "step"},
+          {"index", r.index},
+          {"beams", beams},
+          {"candidates", cands},
+          {"finished", fin},
+          {"positions", r.positions},
+          {"forwards", r.forwards},
+          {"kv_bytes_shared", r.kv_bytes_shared},
+          {"kv_bytes_independent", r.kv_bytes_independent},
+          {"cow_copies", r.cow_copies},
+          {"block", r.block},
+          {"flops", r.flops},
+          {"ms", r.ms}};
+}
+
+}  // namespace
+
+int cmd_generate_beams(const DecodeArgs& a) {
+  auto model = load_cli_model(a.model, a.ctx);
+  check_context_fits(*model, a.prompt, a.max_new);
+  BeamOptions opt;
+  opt.n_beams = a.beams;
+  opt.length_penalty = a.length_penalty;
+  opt.max_new = a.max_new;
+  opt.dtype = a.kv.dtype;
+  if (a.kv.block > 0) opt.block = a.kv.block;
+  BeamGenerator gen(model);
+  gen.start(a.prompt, opt);
+  while (BeamRecordPtr r = gen.step()) {
+    if (a.json) std::cout << beam_step_json(*r, gen).dump() << '\n' << std::flush;
+  }
+  const std::vector<Hypothesis>& fin = gen.search().finished();
+  if (fin.empty()) throw Error("beam search ended without a finished hypothesis");
+  const Hypothesis& best = fin.front();
+  if (a.json) {
+    json hyps = json::array();
+    for (const Hypothesis& h : fin) hyps.push_back(hypothesis_json(h, gen));
+    std::cout << json{{"event", "done"},
+                      {"reason", to_string(gen.reason())},
+                      {"text", escape_invalid_utf8(gen.text(best))},
+                      {"text_bytes", bytes_json(gen.text(best))},
+                      {"tokens", generated(best.tokens, gen.n_prompt())},
+                      {"score", best.score},
+                      {"sum_logprob", best.sum_logprob},
+                      {"new_tokens", static_cast<int>(best.tokens.size()) - gen.n_prompt()},
+                      {"beams", a.beams},
+                      {"length_penalty", a.length_penalty},
+                      {"hypotheses", hyps},
+                      {"steps", gen.search().steps()},
+                      {"flops_total", gen.flops_total()},
+                      {"ms_total", gen.ms_total()}}
+                     .dump()
+              << '\n';
+  } else {
+    std::cout << gen.text(best) << '\n';
+    std::fprintf(stderr, "[%s] beam search, %d beams: best score %.4f (sum log p %.4f over %d tokens), stop: %s\n",
+                 model->name.c_str(), a.beams, best.score, best.sum_logprob, best.gen_len, to_string(gen.reason()));
+  }
+  return 0;
+}
+
+namespace {
+
+json iteration_json(const SpecIteration& it, const Tokenizer& tok) {
+  json drafted = json::array();
+  for (const DraftVerdict& d : it.drafted) {
+    json j = {{"token", d.token},
+              {"piece", tok.display_piece(d.token)},
+              {"bytes", bytes_json(tok.token_bytes(d.token))},
+              {"p", d.p},
+              {"q", d.q}};
+    if (d.r >= 0) {
+      j["r"] = d.r;
+      j["accepted"] = d.accepted;
+    } else {
+      j["accepted"] = false;
+      j["tested"] = false;
+    }
+    drafted.push_back(j);
+  }
+  return {{"event", "iteration"},
+          {"index", it.index},
+          {"first", it.first},
+          {"k", it.k},
+          {"drafted", drafted},
+          {"accepted", it.n_accepted},
+          {it.bonus ? "bonus" : "replacement",
+           {{"token", it.next_token},
+            {"piece", tok.display_piece(it.next_token)},
+            {"bytes", bytes_json(tok.token_bytes(it.next_token))},
+            {"prob", it.next_prob}}},
+          {"emitted", it.emitted},
+          {"emitted_pieces", it.emitted_pieces},
+          {"target_forwards", it.target_forwards},
+          {"draft_forwards", it.draft_forwards},
+          {"target_positions", it.target_positions},
+          {"target_rolled_back", it.target_rolled_back},
+          {"draft_rolled_back", it.draft_rolled_back},
+          {"target_kv_bytes", it.target_kv_bytes},
+          {"draft_kv_bytes", it.draft_kv_bytes},
+          {"draft_ms", it.draft_ms},
+          {"target_ms", it.target_ms}};
+}
+
+// What the speculative run's iterations add up to beyond the decoder's own
+// totals: the drafts the target tested, and the draft's and the target's
+// forwards after the prefill (the steady-state costs).
+struct SpecTally {
+  int tested = 0;
+  double draft_ms_after_first = 0;
+  int draft_forwards_after_first = 0;
+  double verify_ms = 0;  // target forwards after the prefill
+  int verify_forwards = 0;
+};
+
+// Runs the speculative decoder to the end, streaming text or JSON Lines.
+SpecTally stream_speculative(SpeculativeDecoder& spec, const Tokenizer& tok, bool as_json) {
+  SpecTally t;
+  while (SpecIterationPtr it = spec.step()) {
+    for (const DraftVerdict& d : it->drafted) t.tested += d.r >= 0 ? 1 : 0;
+    if (it->index > 0) {
+      t.draft_ms_after_first += it->draft_ms;
+      t.draft_forwards_after_first += it->k;
+      t.verify_ms += it->target_ms;
+      ++t.verify_forwards;
+    }
+    if (as_json) {
+      std::cout << iteration_json(*it, tok).dump() << '\n' << std::flush;
+    } else {
+      std::cout << tok.decode(it->emitted) << std::flush;
+    }
+  }
+  return t;
+}
+
+// Plain decoding of the same prompt with the same settings, in the same run,
+// for the measured speed-up and the draft/target cost ratio.
+struct PlainRun {
+  int n_generated = 0;
+  double ms_total = 0;
+  double tokens_per_s = 0;
+  double decode_step_ms = 0;  // mean decode step (the prefill alone if there was none)
+  std::vector<int> tokens;
+};
+
+PlainRun run_plain(const std::shared_ptr<const Model>& target, const DecodeArgs& a) {
+  GenerateOptions g;
+  g.max_new = a.max_new;
+  g.sampler = a.sampler;
+  g.keep_history = false;
+  g.max_prefill_attn_bytes = 0;
+  g.kv = a.kv;  // the same cache layout as the speculative run
+  Generator plain(target);
+  plain.start(a.prompt, g);
+  double decode_ms = 0;
+  int decode_steps = 0;
+  while (RecordPtr r = plain.step()) {
+    if (!r->prefill) {
+      decode_ms += r->ms;
+      ++decode_steps;
+    }
+  }
+  PlainRun p;
+  p.n_generated = plain.n_generated();
+  p.ms_total = plain.ms_total();
+  p.tokens_per_s = plain.ms_total() > 0 ? plain.n_generated() / (plain.ms_total() / 1000.0) : 0.0;
+  p.decode_step_ms = decode_steps ? decode_ms / decode_steps : plain.ms_total();
+  p.tokens = plain.tokens();
+  return p;
+}
+
+// The measured rates and Leviathan et al.'s predicted speed-up from them.
+struct SpecSummary {
+  double tokens_per_s, alpha, alpha_tested, draft_step_ms, cost_ratio, predicted, speedup, per_forward;
+};
+
+SpecSummary summarize(const SpeculativeDecoder& spec, const SpecTally& t, const PlainRun& plain, int k) {
+  SpecSummary s;
+  s.tokens_per_s = spec.ms_total() > 0 ? spec.n_generated() / (spec.ms_total() / 1000.0) : 0.0;
+  s.alpha = spec.drafted_total() ? static_cast<double>(spec.accepted_total()) / spec.drafted_total() : 0.0;
+  s.alpha_tested = t.tested ? static_cast<double>(spec.accepted_total()) / t.tested : 0.0;
+  s.draft_step_ms = t.draft_forwards_after_first ? t.draft_ms_after_first / t.draft_forwards_after_first
+                    : spec.draft_forwards()      ? spec.draft_ms_total() / spec.draft_forwards()
+                                                 : 0.0;
+  s.cost_ratio = plain.decode_step_ms > 0 ? s.draft_step_ms / plain.decode_step_ms : 0.0;
+  s.predicted = predicted_speedup(s.alpha_tested, k, s.cost_ratio);
+  s.speedup = plain.tokens_per_s > 0 ? s.tokens_per_s / plain.tokens_per_s : 0.0;
+  s.per_forward = spec.target_forwards() ? static_cast<double>(spec.n_generated()) / spec.target_forwards() : 0.0;
+  return s;
+}
+
+json spec_done_json(const SpeculativeDecoder& spec, const SpecTally& t, const PlainRun& plain, const SpecSummary& s,
+                    const DecodeArgs& a, const Model& draft) {
+  return {{"event", "done"},
+          {"reason", to_string(spec.reason())},
+          {"text", escape_invalid_utf8(spec.text())},
+          {"text_bytes", bytes_json(spec.text())},
+          {"new_tokens", spec.n_generated()},
+          {"k", a.speculate},
+          {"draft", draft.dir},
+          {"drafted", spec.drafted_total()},
+          {"tested", t.tested},
+          {"accepted", spec.accepted_total()},
+          {"alpha", s.alpha},
+          {"alpha_tested", s.alpha_tested},
+          {"target_forwards", spec.target_forwards()},
+          {"draft_forwards", spec.draft_forwards()},
+          {"tokens_per_target_forward", s.per_forward},
+          {"ms_total", spec.ms_total()},
+          {"tokens_per_s", s.tokens_per_s},
+          {"plain",
+           {{"new_tokens", plain.n_generated},
+            {"ms_total", plain.ms_total},
+            {"tokens_per_s", plain.tokens_per_s},
+            {"same_tokens", plain.tokens == spec.tokens()}}},
+          {"speedup", s.speedup},
+          {"draft_forward_ms", s.draft_step_ms},
+          {"target_forward_ms", plain.decode_step_ms},
+          {"cost_ratio", s.cost_ratio},
+          {"target_verify_ms", t.verify_forwards ? t.verify_ms / t.verify_forwards : 0.0},
+          {"predicted_speedup", s.predicted}};
+}
+
+}  // namespace
+
+int cmd_generate_speculative(const DecodeArgs& a) {
+  auto target = load_cli_model(a.model, a.ctx);
+  check_context_fits(*target, a.prompt, a.max_new);
+  auto draft = load_cli_model(a.draft, a.ctx);
+  SpecOptions opt;
+  opt.k = a.speculate;
+  opt.max_new = a.max_new;
+  opt.sampler = a.sampler;
+  opt.kv = a.kv;
+  SpeculativeDecoder spec(target, draft);
+  spec.start(a.prompt, opt);
+  const SpecTally tally = stream_speculative(spec, target->tokenizer, a.json);
+  const PlainRun plain = run_plain(target, a);
+  const SpecSummary s = summarize(spec, tally, plain, a.speculate);
+  if (a.json) {
+    std::cout << spec_done_json(spec, tally, plain, s, a, *draft).dump() << '\n';
+  } else {
+    std::cout << '\n';
+    std::fprintf(stderr,
+                 "[%s drafted by %s] K=%d: %d new tokens, stop: %s; alpha %.3f (accepted %d of %d drafted), %.2f "
+                 "tokens per target forward; %.1f tokens/s vs %.1f plain: speed-up %.2fx (Leviathan et al. predict "
+                 "%.2fx from alpha %.3f per test and cost ratio %.3f)\n",
+                 target->name.c_str(), draft->name.c_str(), a.speculate, spec.n_generated(), to_string(spec.reason()),
+                 s.alpha, spec.accepted_total(), spec.drafted_total(), s.per_forward, s.tokens_per_s,
+                 plain.tokens_per_s, s.speedup, s.predicted, s.alpha_tested, s.cost_ratio);
+  }
+  return 0;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,171 @@
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "app/cli/cli_flags.h"
+#include "app/cli/cli_kv.h"
+#include "model/arch/model.h"
+#include "model/core/error.h"
+#include "model/core/file_io.h"
+#include "model/engine/engine.h"
+#include "model/kv/kv_eval.h"
+
+namespace kvscope {
+
+void add_kv_flags(CLI::App* cmd, KVFlags& f) {
+  f.window_opt =
+      cmd->add_option("--kv-window", f.window, "Sliding window: each query sees its last W positions (W >= 1)")
+          ->check(int_in(1, 1 << 20));
+  f.sinks_opt = cmd->add_option("--kv-sinks", f.sinks, "With --kv-window: keep the first S positions too (0 <= S < W)")
+                    ->check(int_in(0, 1 << 20));
+  cmd->add_option("--kv-dtype", f.dtype, "K/V row format: f32|f16|q8_0|q4_0 (default f32)")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
+  f.block_opt = cmd->add_option("--kv-block", f.block, "Paged cache with B positions per block (B >= 1)")
+                    ->check(int_in(1, 1 << 20));
+}
+
+bool kv_settings_from_flags(const KVFlags& f, KVSettings* out, std::string* problem) {
+  KVSettings s;
+  if (!parse_kv_dtype(f.dtype, &s.dtype)) {
+    *problem = "--kv-dtype: \"" + f.dtype + "\" is not one of f32, f16, q8_0, q4_0";
+    return false;
+  }
+  s.window = f.window;
+  s.sinks = f.sinks;
+  s.block = f.block;
+  if (f.sinks > 0 && f.window == 0) {
+    *problem = "--kv-sinks: needs --kv-window W (sinks are kept besides a window; expected 0 <= S < W)";
+    return false;
+  }
+  if (f.window > 0 && f.sinks >= f.window) {
+    *problem = "--kv-sinks: " + std::to_string(f.sinks) + " is outside 0.." + std::to_string(f.window - 1) +
+               " (expected 0 <= S < W = " + std::to_string(f.window) + ")";
+    return false;
+  }
+  *out = s;
+  return true;
+}
+
+KVSettings kv_settings_or_throw(const KVFlags& f) {
+  KVSettings k;
+  std::string problem;
+  if (!kv_settings_from_flags(f, &k, &problem)) throw UsageError(problem);
+  return k;
+}
+
+namespace {
+
+bool valid_utf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    int n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : -1;
+    if (n < 0 || (n == 1 && c < 0xC2) || (n == 3 && c > 0xF4) || i + n >= s.size() + (n == 0 ? 1 : 0)) return false;
+    uint32_t cp = n == 0 ? c : c & (0x3F >> n);
+    for (int k = 1; k <= n; ++k) {
+      const unsigned char d = static_cast<unsigned char>(s[i + k]);
+      if ((d >> 6) != 2) return false;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+      return false;
+    i += static_cast<size_t>(n) + 1;
+  }
+  return true;
+}
+
+// The model card's stream: [eos] d1 [eos] d2 ... dN [eos].
+std::vector<int> eval_stream(const Model& m, const std::string& text) {
+  const int eos = m.config.eos_token_id;
+  std::vector<int> stream;
+  if (eos >= 0) stream.push_back(eos);
+  const std::string sep = "<|endoftext|>";
+  size_t at = 0;
+  for (;;) {
+    const size_t next = text.find(sep, at);
+    const std::vector<int> ids = m.tokenizer.encode(text.substr(at, next == std::string::npos ? next : next - at));
+    stream.insert(stream.end(), ids.begin(), ids.end());
+    if (eos >= 0) stream.push_back(eos);
+    if (next == std::string::npos) break;
+    at = next + sep.size();
+  }
+  return stream;
+}
+
+}  // namespace
+
+int cmd_eval(const EvalArgs& a, const std::string& default_model) {
+  const std::string text = read_regular_file(a.file, "a UTF-8 text file to score");
+  if (text.empty()) throw Error(a.file + ": the file is empty (expected UTF-8 text to score)");
+  if (!valid_utf8(text)) throw Error(a.file + ": not valid UTF-8 (expected UTF-8 text to score)");
+  auto m = load_model(a.model.empty() ? default_model : a.model);
+  const Config& c = m->config;
+  const KVLayout variant = a.kv.layout_for(c);
+  const bool compare = !a.kv.is_default();
+  const std::vector<int> stream = eval_stream(*m, text);
+  if (stream.size() < 2) throw Error(a.file + ": no token to predict (the text encodes to fewer than 2 tokens)");
+
+  Engine engine(*m);
+  KVCache vcache(variant), dcache(KVLayout::for_model(c));
+  const size_t W = static_cast<size_t>(c.n_positions);
+  double nats = 0, kl = 0, max_dlogit = 0;
+  uint64_t predicted = 0, agree = 0, bytes = 0, kv_bytes_max = 0;
+  for (size_t w0 = 0; w0 + 2 <= stream.size(); w0 += W) {
+    const std::vector<int> window(stream.begin() + static_cast<std::ptrdiff_t>(w0),
+                                  stream.begin() + static_cast<std::ptrdiff_t>(std::min(stream.size(), w0 + W)));
+    const LayoutScores sc = score_layout(engine, vcache, compare ? &dcache : nullptr, window);
+    kv_bytes_max = std::max(kv_bytes_max, sc.kv_bytes);
+    for (size_t i = 0; i < sc.nll.size(); ++i) {
+      const int next = window[i + 1];
+      nats += sc.nll[i];
+      bytes += next == c.eos_token_id ? 0 : m->tokenizer.token_bytes(next).size();
+      ++predicted;
+      if (compare) {
+        kl += sc.kl[i];
+        max_dlogit = std::max(max_dlogit, sc.max_dlogit[i]);
+        agree += sc.top1_agree[i];
+      }
+    }
+  }
+  const double nll = nats / static_cast<double>(predicted);
+  // No text bytes (the file is only end-of-text markers): bits per byte is undefined, not 0.
+  const double bpb = bytes ? nats / std::log(2.0) / static_cast<double>(bytes) : NAN;
+  nlohmann::json j = {{"file", a.file},
+                      {"model", m->name},
+                      {"layout", variant.describe()},
+                      {"predicted_tokens", predicted},
+                      {"nll_per_token", nll},
+                      {"perplexity", std::exp(nll)},
+                      {"bits_per_byte", bytes ? nlohmann::json(bpb) : nlohmann::json()},
+                      {"kv_bytes_per_position", variant.bytes_per_position()},
+                      {"kv_bytes_full_window", kv_bytes_max}};
+  if (compare) {
+    j["kl_dense_variant"] = kl / static_cast<double>(predicted);
+    j["top1_agreement"] = 100.0 * static_cast<double>(agree) / static_cast<double>(predicted);
+    j["max_abs_dlogit"] = max_dlogit;
+  }
+  if (a.json) {
+    std::cout << j.dump() << '\n';
+    return 0;
+  }
+  std::printf("%s on %s, KV cache %s\n", m->name.c_str(), a.file.c_str(), variant.describe().c_str());
+  std::printf("  predicted tokens   %llu\n", static_cast<unsigned long long>(predicted));
+  std::printf("  NLL / token        %.4f nats\n", nll);
+  std::printf("  perplexity         %.3f\n", std::exp(nll));
+  if (bytes)
+    std::printf("  bits / byte        %.4f\n", bpb);
+  else
+    std::printf("  bits / byte        - (no text bytes, only end-of-text markers)\n");
+  std::printf("  KV bytes / position %llu; held after a %zu-token window: %llu\n",
+              static_cast<unsigned long long>(variant.bytes_per_position()), W,
+              static_cast<unsigned long long>(kv_bytes_max));
+  if (compare) {
+    std::printf("  vs dense f32: mean KL(dense || this) %.6f nats, top-1 agreement %.2f %%, max |dlogit| %.4f\n",
+                j["kl_dense_variant"].get<double>(), j["top1_agreement"].get<double>(), max_dlogit);
+  }
+  return 0;
+}
+
+}  // namespace kvscope

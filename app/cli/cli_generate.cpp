@@ -1,0 +1,243 @@
+// `kvscope generate`: its flags, the checks of their combinations, and plain
+// decoding (one token a step) streamed as text or JSON Lines. Beam search and
+// speculative decoding run in cli_decode.cpp.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "app/cli/cli.h"
+#include "app/cli/cli_commands.h"
+#include "app/cli/cli_flags.h"
+#include "app/cli/cli_json.h"
+#include "model/arch/model.h"
+#include "model/core/error.h"
+#include "model/core/units.h"
+#include "model/decoding/generator.h"
+#include "model/tokenizer/tokenizer.h"
+
+namespace kvscope {
+namespace {
+
+using nlohmann::json;
+
+json top_json(const StepRecord& r, const Tokenizer& tok) {
+  json top = json::array();
+  for (const Candidate& c : r.top) {
+    top.push_back({{"token", c.token},
+                   {"piece", tok.display_piece(c.token)},
+                   {"bytes", bytes_json(tok.token_bytes(c.token))},
+                   {"prob", c.prob}});
+  }
+  return top;
+}
+
+// One JSON Lines event: the prefill (with the prompt's tokens) or a decode step.
+json step_json(const StepRecord& r, const Tokenizer& tok) {
+  json j;
+  if (r.prefill) {
+    j["event"] = "prefill";
+    j["tokens"] = r.prompt_tokens;
+    j["pieces"] = r.prompt_pieces;
+    json pb = json::array();
+    for (int t : r.prompt_tokens) pb.push_back(bytes_json(tok.token_bytes(t)));
+    j["pieces_bytes"] = pb;
+  } else {
+    j["event"] = "step";
+    j["index"] = r.index;
+  }
+  j["mode"] = to_string(r.mode);
+  j["token"] = r.token;
+  j["piece"] = r.piece;
+  j["bytes"] = bytes_json(r.raw_piece);
+  j["prob"] = r.prob;
+  j["top"] = top_json(r, tok);
+  j["flops"] = r.flops;
+  j["flops_total"] = r.flops_total;
+  j["kv_bytes"] = r.kv_bytes;
+  j["kv_positions"] = r.kv_positions;
+  j["evicted"] = r.evicted;
+  if (r.kv_layout.paged()) {
+    j["kv_blocks"] = r.kv_blocks;
+    j["kv_slots_wasted"] = r.kv_slots_wasted;
+  }
+  j["recomputed"] = r.recomputed;
+  j["ms"] = r.ms;
+  return j;
+}
+
+// Greedy unless --temperature, --top-k or --top-p asked for sampling.
+SamplerSettings sampler_settings(const GenerateArgs& a, bool sampling_requested) {
+  SamplerSettings s;
+  s.greedy = !sampling_requested;
+  s.temperature = a.temperature;
+  s.top_k = a.top_k;
+  s.top_p = a.top_p;
+  s.repetition_penalty = a.repetition_penalty;
+  s.seed = a.seed;
+  return s;
+}
+
+GenerateOptions generate_options(const GenerateArgs& a, bool sampling_requested) {
+  GenerateOptions opt;
+  opt.max_new = a.max_new;
+  opt.stop = a.stop;
+  opt.mode = a.no_cache ? CacheMode::kNoCache : CacheMode::kKV;
+  opt.kv = a.kv;
+  opt.keep_history = false;
+  opt.sampler = sampler_settings(a, sampling_requested);
+  // The attention rows of a long prompt are not printed by the CLI.
+  opt.max_prefill_attn_bytes = 0;
+  return opt;
+}
+
+// The last line: JSON's "done" event, or the text's newline and a summary on stderr.
+void print_generate_summary(const Generator& gen, const Model& model, bool as_json) {
+  const double tps = gen.ms_total() > 0 ? gen.n_generated() / (gen.ms_total() / 1000.0) : 0.0;
+  if (as_json) {
+    json j = {{"event", "done"},
+              {"reason", to_string(gen.reason())},
+              {"text", escape_invalid_utf8(gen.text())},
+              {"text_bytes", bytes_json(gen.text())},
+              {"new_tokens", gen.n_generated()},
+              {"flops_total", gen.flops_total()},
+              {"ms_total", gen.ms_total()},
+              {"tokens_per_s", tps}};
+    std::cout << j.dump() << '\n';
+  } else {
+    std::cout << '\n';
+    std::fprintf(stderr, "[%s] %d new tokens, stop: %s, %.1f tokens/s, %s total, mode %s\n", model.name.c_str(),
+                 gen.n_generated(), to_string(gen.reason()), tps,
+                 format_flops(static_cast<double>(gen.flops_total())).c_str(),
+                 gen.mode() == CacheMode::kKV ? "KV CACHE" : "NO CACHE");
+  }
+}
+
+int cmd_generate(const GenerateArgs& a, bool sampling_requested) {
+  if (a.prompt.empty()) throw UsageError("--prompt is empty (expected some text to continue)");
+  auto model = load_cli_model(a.model, a.ctx);
+  check_context_fits(*model, a.prompt, a.max_new);
+  Generator gen(model);
+  gen.start(a.prompt, generate_options(a, sampling_requested));
+  const Tokenizer& tok = model->tokenizer;
+  size_t hold = 0;
+  for (const auto& s : a.stop) hold = std::max(hold, s.size());
+  size_t printed = 0;
+  while (RecordPtr r = gen.step()) {
+    if (a.json) {
+      std::cout << step_json(*r, tok).dump() << '\n' << std::flush;
+    } else {
+      // Stream the text, holding back what a stop string could still cut.
+      const std::string t = gen.text();
+      const size_t end = gen.done() ? t.size() : (t.size() > hold ? t.size() - hold : 0);
+      if (end > printed) {
+        std::cout << t.substr(printed, end - printed) << std::flush;
+        printed = end;
+      }
+    }
+  }
+  print_generate_summary(gen, *model, a.json);
+  return 0;
+}
+
+// Beam search is deterministic and runs on the cache; speculative decoding
+// needs a draft. Combinations without a defined meaning are usage errors.
+void check_decode_flags(const CLI::App& gen, bool beams, bool draft, bool lpen, bool spec) {
+  auto given = [&](const char* flag) { return gen.get_option(flag)->count() > 0; };
+  if (beams) {
+    if (draft || spec) throw UsageError("--beams cannot be combined with --draft/--speculate (choose one strategy)");
+    for (const char* f : {"--temperature", "--top-k", "--top-p", "--seed", "--repetition-penalty", "--no-cache",
+                          "--stop", "--greedy"}) {
+      if (given(f)) {
+        throw UsageError(std::string("--beams cannot be combined with ") + f +
+                         " (beam search ranks beams by log-probability of the raw logits on the KV cache; "
+                         "it does not sample)");
+      }
+    }
+    return;
+  }
+  if (lpen) throw UsageError("--length-penalty needs --beams N");
+  if (spec && !draft) throw UsageError("--speculate needs --draft DIR (the draft model folder)");
+  for (const char* f : {"--no-cache", "--stop"}) {
+    if (given(f)) throw UsageError(std::string("--draft cannot be combined with ") + f);
+  }
+}
+
+// --greedy or the sampling flags (which exclude it), the repetition penalty and the seed.
+void add_sampling_flags(CLI::App* gen, GenerateCommand& c) {
+  GenerateArgs& g = c.args;
+  auto* greedy = gen->add_flag("--greedy", g.greedy, "Pick the most likely token (default)");
+  c.temperature =
+      gen->add_option("--temperature", g.temperature, "Sample with this temperature")->check(real_in(0.001, 1000));
+  c.top_k = gen->add_option("--top-k", g.top_k, "Keep the k most likely tokens (0 = off)")->check(int_in(0, 1 << 24));
+  c.top_p =
+      gen->add_option("--top-p", g.top_p, "Keep the smallest set reaching probability p")->check(real_in(0, 1, true));
+  greedy->excludes(c.temperature)->excludes(c.top_k)->excludes(c.top_p);
+  gen->add_option("--repetition-penalty", g.repetition_penalty,
+                  "Divide (multiply) positive (negative) logits of seen tokens (1 = off)")
+      ->check(real_in(0.01, 100));
+  gen->add_option("--seed", g.seed, "Sampling seed")->check(any_u64());
+}
+
+// Beam search (--beams, --length-penalty) and speculative decoding (--draft, --speculate).
+void add_strategy_flags(CLI::App* gen, GenerateCommand& c) {
+  DecodeArgs& dec = c.decode;
+  c.beams = gen->add_option("--beams", dec.beams, "Beam search with N beams (1-8; Hugging Face conventions)")
+                ->check(int_in(1, 8));
+  c.length_penalty = gen->add_option("--length-penalty", dec.length_penalty,
+                                     "Beam score = sum log p / (generated length)^L (default 1.0)")
+                         ->check(real_in(-100, 100));
+  c.draft = gen->add_option("--draft", dec.draft, "Speculative decoding with this draft model folder")
+                ->check(non_empty("a draft model folder"));
+  c.speculate =
+      gen->add_option("--speculate", dec.speculate, "Tokens the draft proposes per iteration (1-16, default 4)")
+          ->check(int_in(1, 16));
+}
+
+}  // namespace
+
+void refuse_window(const KVSettings& kv, const char* strategy) {
+  if (kv.window > 0 || kv.sinks > 0)
+    throw UsageError(std::string(kv.window > 0 ? "--kv-window" : "--kv-sinks") + ": not available with " + strategy +
+                     " (forks and rollbacks need positions a sliding window evicts; --kv-dtype and --kv-block "
+                     "combine)");
+}
+
+void add_generate_command(CLI::App& app, GenerateCommand& c) {
+  GenerateArgs& g = c.args;
+  auto* gen = c.cmd = app.add_subcommand("generate", "Generate text (no display needed)");
+  gen->add_option("--model", g.model, "Model folder, GPT-2 or Llama/Mistral/Qwen2 (default: the embedded model)")
+      ->check(non_empty("a model folder"));
+  gen->add_option("--prompt", g.prompt, "Text to continue")->required()->check(non_empty("some text to continue"));
+  gen->add_option("--max-new", g.max_new, "Maximum new tokens")->check(int_in(1, 1 << 20));
+  gen->add_option("--ctx", g.ctx, kCtxHelp)->check(int_in(2, 1 << 24));
+  add_sampling_flags(gen, c);
+  gen->add_option("--stop", g.stop, "Stop when this string is generated (repeatable)")
+      ->check(non_empty("the text to stop at"));
+  gen->add_flag("--no-cache", g.no_cache, "Recompute the whole sequence every step");
+  gen->add_flag("--json", g.json, "JSON Lines: prefill, steps, done");
+  add_kv_flags(gen, c.kv);
+  add_strategy_flags(gen, c);
+}
+
+int run_generate_command(GenerateCommand& c) {
+  GenerateArgs& g = c.args;
+  g.kv = kv_settings_or_throw(c.kv);
+  const bool sampling = c.temperature->count() > 0 || c.top_k->count() > 0 || c.top_p->count() > 0;
+  const bool beams = c.beams->count() > 0, draft = c.draft->count() > 0;
+  if (!beams && !draft && !c.length_penalty->count() && !c.speculate->count()) return cmd_generate(g, sampling);
+  check_decode_flags(*c.cmd, beams, draft, c.length_penalty->count() > 0, c.speculate->count() > 0);
+  refuse_window(g.kv, beams ? "--beams" : "--draft");
+  if (g.prompt.empty()) throw UsageError("--prompt is empty (expected some text to continue)");
+  DecodeArgs& dec = c.decode;
+  dec.kv = g.kv;
+  dec.model = g.model;
+  dec.prompt = g.prompt;
+  dec.max_new = g.max_new;
+  dec.ctx = g.ctx;
+  dec.json = g.json;
+  dec.sampler = sampler_settings(g, sampling);
+  return beams ? cmd_generate_beams(dec) : cmd_generate_speculative(dec);
+}
+
+}  // namespace kvscope

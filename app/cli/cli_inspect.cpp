@@ -1,0 +1,125 @@
+// `kvscope tokenize` and `kvscope inspect`: what a model folder holds, its
+// tokenizer's ids for a text and its architecture, sizes and FLOPs per step.
+#include <cinttypes>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "app/cli/cli.h"
+#include "app/cli/cli_commands.h"
+#include "app/cli/cli_flags.h"
+#include "app/cli/cli_json.h"
+#include "model/arch/model.h"
+#include "model/core/units.h"
+#include "model/engine/engine.h"
+#include "model/tokenizer/tokenizer.h"
+
+namespace kvscope {
+namespace {
+
+using nlohmann::json;
+
+json inspect_json(const Model& m) {
+  const Config& c = m.config;
+  const int T = c.n_positions;
+  const uint64_t kv1 = forward_flops(c, 1, 1), kvT = forward_flops(c, 1, T);
+  const uint64_t nc1 = forward_flops(c, 1, 1), ncT = forward_flops(c, T, T);
+  return {{"name", m.name},
+          {"dir", m.dir},
+          {"n_layer", c.n_layer},
+          {"model_type", c.model_type},
+          {"n_head", c.n_head},
+          {"n_kv_head", c.kv_heads()},
+          {"n_embd", c.n_embd},
+          {"head_dim", c.head_dim()},
+          {"n_positions", c.n_positions},
+          {"max_position_embeddings", c.max_position_embeddings},
+          {"vocab_size", c.vocab_size},
+          {"n_params", m.n_params},
+          {"dtype", m.stored_dtype},
+          {"kv_bytes_per_token", kv_bytes_per_position(c)},
+          {"kv_bytes_full_context", kv_bytes_per_position(c) * static_cast<uint64_t>(T)},
+          {"decode_flops", {{"kv_cache", {{"T1", kv1}, {"Tmax", kvT}}}, {"no_cache", {{"T1", nc1}, {"Tmax", ncT}}}}},
+          {"load_seconds", m.load_seconds}};
+}
+
+void print_inspect(const Model& m) {
+  const Config& c = m.config;
+  const int T = c.n_positions;
+  const uint64_t kv1 = forward_flops(c, 1, 1), kvT = forward_flops(c, 1, T);
+  const uint64_t nc1 = forward_flops(c, 1, 1), ncT = forward_flops(c, T, T);
+  std::printf("model          %s (%s)\n", m.name.c_str(), m.dir.c_str());
+  std::printf("architecture   %s: %d layers, %d heads x %d (%d K/V heads), width %d, vocab %d\n",
+              c.is_llama() ? c.model_type.c_str() : "GPT-2", c.n_layer, c.n_head, c.head_dim(), c.kv_heads(), c.n_embd,
+              c.vocab_size);
+  std::printf(
+      "parameters     %" PRIu64 " (%s, stored %s)\n", m.n_params,
+      format_bytes(c.is_llama() ? static_cast<double>(m.llama.bytes()) : static_cast<double>(m.n_params) * 4).c_str(),
+      m.stored_dtype.c_str());
+  if (c.n_positions < c.max_position_embeddings) {
+    std::printf("context        %d positions (the model allows %d; --ctx N reserves for N)\n", c.n_positions,
+                c.max_position_embeddings);
+  } else {
+    std::printf("context        %d positions\n", c.n_positions);
+  }
+  std::printf("KV cache       %s per token (2 x %d layers x %d x 4 B), %s at full context\n",
+              format_bytes(static_cast<double>(kv_bytes_per_position(c))).c_str(), c.n_layer,
+              c.kv_heads() * c.head_dim(), format_bytes(static_cast<double>(kv_bytes_per_position(c)) * T).c_str());
+  std::printf("decode FLOPs   %-10s %18s %18s\n", "", "T = 1", ("T = " + std::to_string(T)).c_str());
+  std::printf("               %-10s %18s %18s\n", "KV CACHE", format_flops(static_cast<double>(kv1)).c_str(),
+              format_flops(static_cast<double>(kvT)).c_str());
+  std::printf("               %-10s %18s %18s\n", "NO CACHE", format_flops(static_cast<double>(nc1)).c_str(),
+              format_flops(static_cast<double>(ncT)).c_str());
+  std::printf("load time      %.3f s\n", m.load_seconds);
+}
+
+}  // namespace
+
+void add_tokenize_command(CLI::App& app, TokenizeCommand& c) {
+  c.cmd = app.add_subcommand("tokenize", "Show the token ids and pieces of a text");
+  c.cmd->add_option("--model", c.model, "Folder with tokenizer.json, or vocab.json and merges.txt")
+      ->check(non_empty("a model folder"));
+  c.cmd->add_option("--text", c.text, "Text to tokenize")->required();
+  c.cmd->add_flag("--json", c.json, "Print {\"ids\":[...],\"pieces\":[...]}");
+}
+
+int run_tokenize_command(const TokenizeCommand& c) {
+  const Tokenizer tok = Tokenizer::load(c.model.empty() ? default_model_dir() : c.model);
+  const std::vector<int> ids = tok.encode(c.text);
+  std::vector<std::string> pieces;
+  json bytes = json::array();
+  for (int id : ids) {
+    pieces.push_back(tok.display_piece(id));
+    bytes.push_back(bytes_json(tok.token_bytes(id)));
+  }
+  // The ids read back as a whole text, as the tokenizer's decoder does (a
+  // SentencePiece-style file strips the space its normalizer put in front).
+  const std::string decoded = escape_invalid_utf8(tok.decode_text(ids));
+  if (c.json) {
+    std::cout << json{{"ids", ids}, {"pieces", pieces}, {"bytes", bytes}, {"decoded", decoded}}.dump() << '\n';
+  } else {
+    for (size_t i = 0; i < ids.size(); ++i) std::printf("%6d  %s\n", ids[i], json(pieces[i]).dump().c_str());
+    std::printf("%zu tokens, decoded: %s\n", ids.size(), json(decoded).dump().c_str());
+  }
+  return 0;
+}
+
+void add_inspect_command(CLI::App& app, InspectCommand& c) {
+  c.cmd = app.add_subcommand("inspect", "Architecture, parameters, KV bytes per token, FLOPs per step");
+  c.cmd->add_option("--model", c.model, "Model folder (GPT-2, Llama, Mistral, Qwen2)")
+      ->check(non_empty("a model folder"));
+  c.cmd->add_flag("--json", c.json, "Print JSON");
+  c.cmd->add_option("--ctx", c.ctx, kCtxHelp)->check(int_in(2, 1 << 24));
+}
+
+int run_inspect_command(const InspectCommand& c) {
+  auto m = load_cli_model(c.model, c.ctx);
+  if (c.json) {
+    std::cout << inspect_json(*m).dump(2) << '\n';
+  } else {
+    print_inspect(*m);
+  }
+  return 0;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,148 @@
+#include "app/gui/frame.h"
+
+#include <algorithm>
+
+#include "app/gui/panels/lesson_panels.h"
+#include "render/scene/scene_beams.h"
+#include "render/scene/scene_spec.h"
+
+namespace kvscope {
+
+FrameSpec frame_spec(const Session& s, float anim, int hover_pos) {
+  const Snapshot& snap = s.snap;
+  const UiState& ui = s.ui;
+  FrameSpec f;
+  f.seq = &snap.seq;
+  f.model = snap.model.get();
+  f.view.layer = ui.layer;
+  f.view.head = ui.head;
+  f.view.min_weight = ui.min_weight;
+  f.view.beams = ui.beams;
+  f.view.hide_newest = prediction_hidden(snap, ui);
+  f.anim = anim;
+  f.labels = ui.labels;
+  f.legend = ui.legend;
+  f.hud = ui.hud;
+  f.presentation = ui.presentation;
+  f.step = shown_step(snap, ui);
+  f.n_steps = snap.timeline_size();
+  f.live = ui.view_step < 0;
+  f.hover_pos = hover_pos;
+  f.decode = snap.decoding.mode;
+  f.beam_records = &snap.beam_records;
+  f.spec_iterations = &snap.spec_iterations;
+  f.decode_count = static_cast<size_t>(std::max(0, f.step + 1));
+  // A speculative iteration held at one stage (Decoding panel).
+  if (f.decode == DecodeMode::kSpeculative && ui.spec_stage != SpecStage::kAnimate)
+    f.anim = spec_stage_anim(static_cast<int>(ui.spec_stage));
+  if (snap.timeline_size() == 0)
+    f.message = snap.loading_model ? "loading the model\xE2\x80\xA6"
+                : !snap.model      ? "no model: open a model folder (GPT-2, Llama, Mistral, Qwen2) in the Model panel"
+                                   : "paused before the first step: \xE2\x86\x92 or Space runs the prefill";
+  return f;
+}
+
+namespace {
+
+HudInfo hud_info(const FrameSpec& f) {
+  HudInfo hud;
+  hud.model_name = f.model ? f.model->name : "";
+  hud.step = f.step;
+  hud.n_steps = f.n_steps;
+  hud.record = f.seq->current.get();
+  hud.hidden = f.view.hide_newest;
+  hud.live = f.live;
+  if (hud.record && f.model)
+    for (const Candidate& c : hud.record->top)
+      hud.top_pieces.push_back(visible_piece(f.model->tokenizer.display_piece(c.token)));
+  return hud;
+}
+
+// The banner gets a band of its own above the view, so the camera frames the
+// scene below it and no tag or label sits under it: its text as large as
+// keeps the band within 30 % of the height (and not under half size). Sets
+// ov.top and ov.banner_scale.
+void place_banner(const Scene& scene, const OverlayFonts& fonts, float view_w, float avail_h, OverlayOptions& ov) {
+  for (int pct = 100; pct >= 50; pct -= 5) {
+    ov.banner_scale = static_cast<float>(pct) / 100.0f;
+    ov.top = banner_band(scene, fonts, view_w, ov.banner_scale);
+    if (ov.top <= 0.3f * avail_h) return;
+  }
+}
+
+// The legend gets a band of its own under the view, so it never covers the
+// stacks whatever the camera frames (the follow camera fills the view with
+// the newest tokens): its entries in rows, its text as large as keeps the
+// band within 30 % of the height and its widest entry within the view's
+// width (a tall, narrow view). Full entries while they need shrinking to
+// no less than 80 %, else the terse ones (without their notes) down to 45 %:
+// at a large text scale a shorter legend reads better than a smaller one.
+// Where even those run past the view's edge, no legend. Sets ov.band,
+// ov.legend_scale, ov.legend_terse and (off) ov.legend.
+void place_legend(const Scene& scene, const OverlayFonts& fonts, float view_w, float avail_h, OverlayOptions& ov) {
+  bool fits_width = false;
+  for (const bool terse : {false, true}) {
+    ov.legend_terse = terse;
+    for (int pct = 100; pct >= (terse ? 45 : 80); pct -= 5) {
+      ov.legend_scale = static_cast<float>(pct) / 100.0f;
+      ov.band = legend_band(scene, fonts, ov, view_w);
+      fits_width = legend_fits_width(scene, fonts, ov, view_w);
+      if (ov.band <= 0.3f * avail_h && fits_width) return;
+    }
+  }
+  if (!fits_width) {
+    ov.legend = false;
+    ov.band = legend_band(scene, fonts, ov, view_w);  // 0
+  }
+}
+
+}  // namespace
+
+// The scene of the shown step, from the same pure builders `kvscope render` uses.
+Scene frame_scene(const FrameSpec& f) {
+  if (f.decode == DecodeMode::kBeam && f.beam_records && f.model)
+    return build_beam_scene(*f.beam_records, f.decode_count, f.model->config.n_layer, f.anim);
+  if (f.decode == DecodeMode::kSpeculative && f.spec_iterations)
+    return build_spec_scene(*f.spec_iterations, f.decode_count, f.anim);
+  return build_scene(*f.seq, f.view, f.anim);
+}
+
+ComposedFrame compose_frame(const FrameSpec& f, const OverlayFonts& fonts, float view_w, float avail_h) {
+  ComposedFrame fr;
+  fr.scene = frame_scene(f);
+  OverlayOptions& ov = fr.overlay;
+  ov.labels = f.labels;
+  ov.legend = f.legend && !f.presentation;
+  ov.hud = f.hud && !f.presentation;
+  ov.hover_pos = f.hover_pos;
+  ov.model_name = f.model ? f.model->name : "";
+  ov.record = f.seq->current.get();
+  ov.text_scale = fonts.scale;
+  if (f.presentation) {  // the HUD's card and strip beside and under the scene, never over it
+    const HudGeometry g = presentation_hud_geometry(ImVec2(view_w, avail_h), fonts, hud_info(f));
+    fr.right = std::min(g.card_w, view_w * 0.35f);
+    ov.band = g.strip_h;
+  } else if (ov.legend) {
+    place_legend(fr.scene, fonts, view_w, avail_h, ov);
+  }
+  if (ov.banner) place_banner(fr.scene, fonts, view_w - fr.right, avail_h, ov);
+  return fr;
+}
+
+void draw_frame_text(ImDrawList* dl, const ComposedFrame& fr, const FrameSpec& f, const Camera& camera, ImVec2 origin,
+                     ImVec2 size, const OverlayFonts& fonts) {
+  draw_overlay(dl, fr.scene, camera, origin, size, fonts, fr.overlay);
+  if (f.presentation)  // its card in the right column from the top of the banner's band
+    draw_presentation_hud(dl, ImVec2(origin.x, origin.y - fr.overlay.top),
+                          ImVec2(size.x + fr.right, fr.overlay.top + size.y + fr.overlay.band), fonts, hud_info(f));
+  if (!f.message.empty()) {
+    const ImVec2 ts =
+        fonts.banner->CalcTextSizeA(fonts.banner->FontSize, size.x * 0.9f, size.x * 0.9f, f.message.c_str());
+    // Below the middle: the error panel (panel_errors) sits above it.
+    dl->AddText(fonts.banner, fonts.banner->FontSize,
+                ImVec2(origin.x + std::max(0.0f, (size.x - ts.x) * 0.5f), origin.y + size.y * 0.62f),
+                IM_COL32(200, 210, 230, 255), f.message.c_str(), nullptr, size.x * 0.9f);
+  }
+}
+
+}  // namespace kvscope

@@ -1,0 +1,255 @@
+// The Cache & compute panel: the KV CACHE / NO CACHE switch, the counters of
+// what the engine ran, the cache's memory layout and the FLOP plots against
+// the other mode's cost from the formula.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "app/gui/panels/panels.h"
+#include "app/session/fitting.h"
+#include "model/core/units.h"
+#include "model/engine/engine.h"
+#include "render/scene/scene_format.h"
+
+namespace kvscope {
+namespace {
+
+// A polyline in the plot, solid or dashed (on/off in pixels).
+void polyline(ImDrawList* dl, const std::vector<ImVec2>& pts, ImU32 col, float thickness, bool dashed) {
+  if (pts.size() < 2) return;
+  if (!dashed) {
+    dl->AddPolyline(pts.data(), static_cast<int>(pts.size()), col, 0, thickness);
+    return;
+  }
+  const float on = 7.0f, off = 5.0f;
+  float phase = 0.0f;  // distance into the current on+off period
+  for (size_t i = 1; i < pts.size(); ++i) {
+    ImVec2 a = pts[i - 1];
+    const ImVec2 b = pts[i];
+    float len = std::hypot(b.x - a.x, b.y - a.y);
+    const ImVec2 dir = len > 0 ? ImVec2((b.x - a.x) / len, (b.y - a.y) / len) : ImVec2(0, 0);
+    while (len > 0) {
+      const bool drawing = phase < on;
+      const float left = drawing ? on - phase : on + off - phase;
+      const float step = std::min(left, len);
+      const ImVec2 c(a.x + dir.x * step, a.y + dir.y * step);
+      if (drawing) dl->AddLine(a, c, col, thickness);
+      a = c;
+      len -= step;
+      phase += step;
+      if (phase >= on + off) phase = 0;
+    }
+  }
+}
+
+// FLOPs over the steps: the real counters (solid, coloured by the mode each
+// step ran in) and the other mode's cost from the formula (dashed).
+void flop_plot(const char* id, const char* title, const std::vector<double>& actual,
+               const std::vector<CacheMode>& modes, const std::vector<double>& other, CacheMode other_mode,
+               float height, int marker) {
+  ImGui::TextUnformatted(title);
+  const float w = ImGui::GetContentRegionAvail().x;
+  const ImVec2 p0 = ImGui::GetCursorScreenPos();
+  ImGui::InvisibleButton(id, ImVec2(w, height));
+  const bool hovered = ImGui::IsItemHovered();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 p1(p0.x + w, p0.y + height);
+  dl->AddRectFilled(p0, p1, IM_COL32(10, 12, 20, 255), 3.0f);
+  dl->AddRect(p0, p1, IM_COL32(60, 68, 90, 255), 3.0f);
+  const size_t n = actual.size();
+  if (n == 0) return;
+  double ymax = 1;
+  for (double v : actual) ymax = std::max(ymax, v);
+  for (double v : other) ymax = std::max(ymax, v);
+  const float pad = 4.0f;
+  auto pt = [&](size_t i, double v) {
+    const float x = p0.x + pad + (n > 1 ? (w - 2 * pad) * static_cast<float>(i) / static_cast<float>(n - 1) : 0.0f);
+    const float y = p1.y - pad - (height - 2 * pad) * static_cast<float>(v / ymax);
+    return ImVec2(x, y);
+  };
+  // Dashed: the other mode, computed.
+  std::vector<ImVec2> pts;
+  for (size_t i = 0; i < other.size(); ++i) pts.push_back(pt(i, other[i]));
+  const glm::vec3 oc = other_mode == CacheMode::kKV ? palette::kCacheHigh : palette::kRecomputed;
+  polyline(dl, pts, to_imcolor(oc, 0.9f), 2.0f, true);
+  // Solid: what ran, one segment per step in that step's colour.
+  for (size_t i = 1; i < n; ++i) {
+    const glm::vec3 c = modes[i] == CacheMode::kKV ? palette::kCacheHigh : palette::kRecomputed;
+    dl->AddLine(pt(i - 1, actual[i - 1]), pt(i, actual[i]), to_imcolor(c), 2.5f);
+  }
+  if (n == 1) dl->AddCircleFilled(pt(0, actual[0]), 3.0f, to_imcolor(palette::kCacheHigh));
+  // The timeline's step.
+  if (marker >= 0 && static_cast<size_t>(marker) < n) {
+    const ImVec2 m = pt(static_cast<size_t>(marker), actual[static_cast<size_t>(marker)]);
+    dl->AddLine(ImVec2(m.x, p0.y + 2), ImVec2(m.x, p1.y - 2), IM_COL32(255, 240, 120, 150), 1.0f);
+    dl->AddCircleFilled(m, 4.0f, IM_COL32(255, 240, 120, 255));
+  }
+  const std::string top = format_flops(static_cast<uint64_t>(ymax));
+  dl->AddText(ImVec2(p0.x + 6, p0.y + 3), IM_COL32(150, 160, 185, 255), top.c_str());
+  if (hovered) {
+    const float fx = (ImGui::GetIO().MousePos.x - p0.x - pad) / std::max(1.0f, w - 2 * pad);
+    const size_t i = std::min(n - 1, static_cast<size_t>(std::max(0.0f, std::round(fx * static_cast<float>(n - 1)))));
+    ImGui::BeginTooltip();
+    ImGui::Text("step %zu (%s)", i, modes[i] == CacheMode::kKV ? "KV CACHE" : "NO CACHE");
+    ImGui::Text("ran:      %s", format_flops(static_cast<uint64_t>(actual[i])).c_str());
+    if (i < other.size())
+      ImGui::Text("%s (computed): %s", other_mode == CacheMode::kKV ? "KV CACHE" : "NO CACHE",
+                  format_flops(static_cast<uint64_t>(other[i])).c_str());
+    ImGui::EndTooltip();
+  }
+}
+
+// The cache's layout (dtype, window + sinks, pages) for the next generation,
+// and what the current one holds, against a dense f32 cache of the same positions.
+void kv_layout_section(const Snapshot& snap, UiState& ui) {
+  // Open from the start when the settings chose a layout other than dense f32.
+  KVSettings& k = ui.kv_layout;
+  if (!ImGui::CollapsingHeader(header_label("KV memory layout", "KV layout").c_str(),
+                               k.is_default() ? 0 : ImGuiTreeNodeFlags_DefaultOpen))
+    return;
+  static const char* const kDtypes[] = {"f32", "f16", "q8_0", "q4_0"};
+  int dt = static_cast<int>(k.dtype);
+  // Labels before or inside the controls, so a narrow sidebar or a large text scale never clips them.
+  ImGui::AlignTextToFramePadding();
+  ImGui::TextUnformatted("row format");
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(-1);
+  if (ImGui::Combo("##row_format", &dt, kDtypes, 4)) k.dtype = static_cast<KVDtype>(dt);
+  // The controls reach only what the loaded model's context (--ctx) holds;
+  // without a model, sizes a classroom model has.
+  const Config* c = snap.model ? &snap.model->config : nullptr;
+  const KvLayoutLimits lim = kv_layout_limits(k, c);
+  const int window_hi = c ? lim.window_max : 1024, block_hi = std::min(lim.block_max, 256);
+  const ImGuiSliderFlags clamp = ImGuiSliderFlags_AlwaysClamp;  // typed values (Ctrl+click) too
+  bool win = k.window > 0;
+  if (ImGui::Checkbox("sliding window", &win)) k.window = win ? std::min(64, window_hi) : 0;
+  ImGui::PushItemWidth(-1);
+  if (win) {
+    ImGui::SliderInt("##window", &k.window, 1, window_hi, "window W %d", clamp);
+    const int sinks_hi = kv_layout_limits(k, c).sinks_max;  // for the window just chosen
+    ImGui::SliderInt("##sinks", &k.sinks, 0, sinks_hi, "sinks S %d", clamp);
+    k.sinks = std::min(k.sinks, sinks_hi);
+  } else {
+    k.sinks = 0;
+  }
+  bool paged = k.block > 0;
+  if (ImGui::Checkbox("paged", &paged)) k.block = paged ? std::min(16, block_hi) : 0;
+  if (paged) ImGui::SliderInt("##block", &k.block, 1, block_hi, "block B %d", clamp);
+  ImGui::PopItemWidth();
+  text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled), "applies from the next generation (Restart)");
+  const StepRecord* r = snap.seq.current.get();
+  if (!r || !begin_counters("kvlayout")) return;
+  const KVLayout& lay = r->kv_layout;
+  counter_row("running", lay.describe());
+  counter_row("positions held", std::to_string(r->kv_positions) + " of " + std::to_string(r->seq_len));
+  // Every distinct row of every branch the cache holds, shared ones once.
+  const uint64_t dense = static_cast<uint64_t>(r->kv_rows) * 2 * static_cast<uint64_t>(lay.n_layer) *
+                         kv_row_bytes(KVDtype::kF32, lay.kv_dim());
+  if (r->kv_sequences > 1) {
+    counter_row("branches in the cache", std::to_string(r->kv_sequences));
+    counter_row("as separate caches", format_bytes(r->kv_bytes_separate));
+  }
+  counter_row(r->kv_sequences > 1 ? "bytes held (shared once)" : "bytes held", format_bytes(r->kv_bytes));
+  counter_row("dense f32, same rows", format_bytes(dense));
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.2fx", dense ? static_cast<double>(r->kv_bytes) / static_cast<double>(dense) : 0.0);
+  counter_row("ratio", dense ? buf : "-");
+  if (r->evicted) counter_row("evicted this step", std::to_string(r->evicted) + " positions");
+  if (lay.paged()) {
+    counter_row("pages", std::to_string(r->kv_blocks) + " \xC3\x97 " + std::to_string(lay.block) + " positions");
+    counter_row("wasted slots", std::to_string(r->kv_slots_wasted));
+  }
+  ImGui::EndTable();
+}
+
+}  // namespace
+
+std::vector<double> computed_flops(const Snapshot& snap, CacheMode mode) {
+  std::vector<double> out;
+  if (!snap.model) return out;
+  const Config& c = snap.model->config;
+  for (const RecordPtr& r : snap.records) {
+    const int T = r->seq_len;
+    uint64_t f = 0;
+    if (r->prefill || mode == CacheMode::kNoCache)
+      f = forward_flops(c, T, T);
+    else
+      f = forward_flops(c, 1, T);
+    out.push_back(static_cast<double>(f));
+  }
+  return out;
+}
+
+Commands panel_cache(const Snapshot& snap, UiState& ui) {
+  if (snap.decoding.mode != DecodeMode::kSample) {
+    // The strategies' own counters; the layout (row format, pages) applies to them too.
+    Commands cmds = panel_decode_cache(snap, ui);
+    kv_layout_section(snap, ui);
+    return cmds;
+  }
+  Commands cmds;
+  const bool kv = snap.mode == CacheMode::kKV;
+  const char* label = kv ? fitting_label({"KV CACHE  (C to switch)", "KV CACHE  (C)", "KV CACHE"})
+                         : fitting_label({"NO CACHE  (C to switch)", "NO CACHE  (C)", "NO CACHE"});
+  if (big_button(label, kv ? palette::kCacheHigh : palette::kRecomputed, ImVec2(-1, ImGui::GetFrameHeight() * 1.5f)))
+    cmds.push_back(cmd::ToggleCache{});
+  hover_help("Switch between the KV cache and recomputing every position (C).");
+  ImGui::TextWrapped("%s", kv ? "Each step computes only the new position and reads the cached K/V of all earlier ones."
+                              : "Each step recomputes K/V for every position, then throws them away.");
+  const StepRecord* r = snap.seq.current.get();
+  if (begin_counters("counters")) {
+    const ImVec4 cyan = v4(palette::kCacheHigh), red = v4(palette::kRecomputed);
+    counter_row("sequence length", r ? std::to_string(r->seq_len) + " positions" : "-");
+    counter_row("FLOPs this step", r ? format_flops(r->flops) : "-");
+    counter_row("FLOPs so far", r ? format_flops(r->flops_total) : "-");
+    counter_row("KV-cache memory", r ? format_bytes(r->kv_bytes) : "-", r && r->kv_bytes ? &cyan : &red);
+    counter_row("recomputed", r ? std::to_string(r->recomputed) + " positions" : "-");
+    char buf[64];
+    if (r) std::snprintf(buf, sizeof(buf), "%.2f ms", r->ms);
+    counter_row("step time", r ? buf : "-");
+    // Tokens per second over the decode steps so far (engine time only).
+    double ms = 0;
+    int n = 0;
+    for (const RecordPtr& rec : snap.records)
+      if (!rec->prefill) {
+        ms += rec->ms;
+        ++n;
+      }
+    if (n > 0) std::snprintf(buf, sizeof(buf), "%.1f tokens/s", 1000.0 * n / std::max(ms, 1e-6));
+    counter_row("engine speed", n > 0 ? buf : "-");
+    ImGui::EndTable();
+  }
+  kv_layout_section(snap, ui);
+  kv_loss_plot(snap);
+  std::vector<double> per, cum;
+  std::vector<CacheMode> modes;
+  for (const RecordPtr& rec : snap.records) {
+    per.push_back(static_cast<double>(rec->flops));
+    cum.push_back(static_cast<double>(rec->flops_total));
+    modes.push_back(rec->mode);
+  }
+  const CacheMode other_mode = kv ? CacheMode::kNoCache : CacheMode::kKV;
+  std::vector<double> other = computed_flops(snap, other_mode);
+  std::vector<double> other_cum(other.size());
+  double acc = 0;
+  for (size_t i = 0; i < other.size(); ++i) other_cum[i] = acc += other[i];
+  const float h = ImGui::GetTextLineHeight() * 5.5f;
+  const int marker = snap.seq.current ? snap.seq.current->index : -1;
+  flop_plot("##per", "FLOPs per step", per, modes, other, other_mode, h, marker);
+  flop_plot("##cum", "FLOPs so far", cum, modes, other_cum, other_mode, h, marker);
+  // Legend of the plots.
+  // (each entry on the next line where the sidebar has no room left for it)
+  ImGui::TextColored(v4(palette::kCacheHigh), "\xE2\x94\x81 KV CACHE");
+  same_line_if_fits(ImGui::CalcTextSize("\xE2\x94\x81 NO CACHE").x);
+  ImGui::TextColored(v4(palette::kRecomputed), "\xE2\x94\x81 NO CACHE");
+  same_line_if_fits(ImGui::CalcTextSize("(solid: ran)").x);
+  ImGui::TextDisabled("(solid: ran)");
+  text_wrapped_coloured(
+      v4(other_mode == CacheMode::kKV ? palette::kCacheHigh : palette::kRecomputed),
+      std::string("- - ") + (other_mode == CacheMode::kKV ? "KV CACHE" : "NO CACHE") + ", computed from the formula");
+  return cmds;
+}
+
+}  // namespace kvscope

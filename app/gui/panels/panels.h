@@ -1,0 +1,107 @@
+// The ImGui panels. Each is a function of (engine snapshot, UI state) that
+// draws its widgets and returns what the user asked for; the frame loop
+// (gui.cpp) carries the commands out. Widgets may edit UiState fields that
+// are purely presentational (sliders, text buffers).
+#pragma once
+
+#include <imgui.h>
+
+#include <string>
+#include <vector>
+
+#include "app/session/state.h"
+#include "render/overlay/overlay.h"
+#include "render/scene/scene.h"
+
+namespace kvscope {
+
+Commands panel_prompt(const Snapshot& snap, UiState& ui);
+Commands panel_playback(const Snapshot& snap, UiState& ui);
+Commands panel_cache(const Snapshot& snap, UiState& ui);  // toggle, counters, FLOP plots
+Commands panel_attention(const Snapshot& snap, UiState& ui);
+Commands panel_next_token(const Snapshot& snap, UiState& ui);  // top-10 bars + sampling
+Commands panel_model(const Snapshot& snap, UiState& ui);
+// Sampling, beam search or speculative decoding (app/gui/panels/decode.cpp).
+Commands panel_decoding(const Snapshot& snap, UiState& ui);
+// The Next-token panel under beam search (2N candidates, beams, hypotheses)
+// or speculative decoding (drafted tokens, p, q, verdicts, α).
+Commands panel_decode_step(const Snapshot& snap, UiState& ui);
+// The Cache & compute panel under beam search or speculative decoding: the
+// counters of what ran (forwards, K/V shared vs per beam, draft vs target).
+Commands panel_decode_cache(const Snapshot& snap, UiState& ui);
+// The lesson on the running strategy (a tab under the timeline).
+Commands panel_decode_lesson(const Snapshot& snap, UiState& ui);
+// A button in `colour` that reads as a toggle (the big Generate, Play and KV CACHE buttons).
+bool big_button(const char* label, const glm::vec3& colour, ImVec2 size);
+// A counters table: names and values in two columns, or in a narrow
+// sidebar each value indented under its name. EndTable closes it, as for
+// ImGui::BeginTable.
+bool begin_counters(const char* id);
+// A name / value row of a counters table (each cell wraps rather than clip
+// in a narrow sidebar or at a large text scale).
+void counter_row(const char* name, const std::string& value, const ImVec4* colour = nullptr);
+// Buttons that share a row while their labels fit (app/session/fitting.h's
+// buttons_fit_side_by_side), else one per row at full width: give each
+// button `size`, and call next() between them.
+struct ButtonRow {
+  bool one_row = true;
+  ImVec2 size;
+  void next() const;
+};
+ButtonRow button_row(const std::vector<const char*>& labels);
+// The first of `labels` (fullest first) whose button fits the width left on
+// the line; the last one when none does.
+const char* fitting_label(const std::vector<const char*>& labels);
+// `text` cut to `width` with an ellipsis where it is wider (on a UTF-8 boundary).
+std::string fit_text(const std::string& text, float width);
+// A collapsing header's label: `full` where it fits the width, else
+// `brief`; the header's id stays `full`'s either way.
+std::string header_label(const char* full, const char* brief);
+// Text wrapped at its spaces only (ImGui's own wrapping breaks after a full
+// stop, splitting "39.4%" across two lines).
+void text_wrapped_words(const std::string& text);
+// The same in a colour.
+void text_wrapped_coloured(const ImVec4& colour, const std::string& text);
+// The same for printf-style text (ImGui::TextWrapped's arguments): the
+// lessons' sentences full of numbers ("8.54 GFLOP/s") wrap between words,
+// never after a number's full stop.
+void text_wrapped_wordsf(const char* fmt, ...) IM_FMTARGS(1);
+// A checkbox's width with its label; the next item on this line when it
+// fits there, else on the next one.
+float checkbox_width(const char* label);
+void same_line_if_fits(float width);
+// A checkbox whose label wraps onto more lines rather than clip; the label
+// toggles it too.
+bool checkbox_wrapped(const char* label, bool* v);
+// The shown step, or -1 after saying "(no step yet)" where the panel's content would go.
+int shown_step_or_note(const Snapshot& snap, const UiState& ui);
+// A tooltip at most half the window wide (longer lines wrap, ImGui::Text's
+// too), so ImGui can keep all of it inside the window at any text scale.
+void begin_wrapped_tooltip();
+void end_wrapped_tooltip();
+// `text` wrapped in a tooltip while the last item is hovered.
+void hover_help(const char* text);
+// Q·Kᵀ/√d → softmax → ·V for the shown step and the selected layer and head (app/gui/panels/qkv.cpp).
+Commands panel_qkv(const Snapshot& snap, UiState& ui);
+// The k and v rows (one head's slice) of a KV block, for its tooltip.
+void kv_rows_tooltip(const Snapshot& snap, int layer, int head, int pos, int step);
+Commands panel_view(const Snapshot& snap, UiState& ui);
+// The loaded model's training run: loss curve, checkpoints to load (app/gui/panels/training.cpp).
+Commands panel_training(const Snapshot& snap, UiState& ui);
+// A floating window listing errors until dismissed (nothing when none).
+Commands panel_errors(const UiState& ui);
+// The cache layout's part of a KV block's tooltip: evicted, sink, page,
+// row format and quantization error (app/gui/panels/kv.cpp).
+void kv_layout_tooltip(const SequenceState& seq, int pos, int layer, KvState state);
+// The text on screen scored per position under the running layout, dense f32
+// and the same window with / without sinks, on a background thread (app/gui/panels/kv.cpp).
+void kv_loss_plot(const Snapshot& snap);
+// Tooltip for what the mouse is over in the 3D view.
+// `layer` / `head` (-1 = mean): the beam whose weight a KV block's tooltip shows.
+void hover_tooltip(const Snapshot& snap, const Pick& pick, int layer = -1, int head = -1);
+
+// The counters' "other mode" curve: FLOPs each step would have cost in
+// `mode`, from the formula (kvscope::forward_flops), for the same sequence.
+std::vector<double> computed_flops(const Snapshot& snap, CacheMode mode);
+
+}  // namespace kvscope

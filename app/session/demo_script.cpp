@@ -1,0 +1,224 @@
+#include "app/session/demo_script.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+
+#include "app/session/fitting.h"
+
+namespace kvscope {
+
+namespace {
+
+std::string demo_view_path() {
+  return (std::filesystem::temp_directory_path() / ("kvscope-demo-view-" + std::to_string(getpid()) + ".json"))
+      .string();
+}
+
+// Fork at the shown step with its second-best candidate.
+void fork_second(const Snapshot& snap, Commands& cmds) {
+  if (snap.seq.current && snap.seq.current->top.size() > 1) cmds.push_back(cmd::Fork{snap.seq.current->top[1].token});
+}
+
+Commands feature_script(int frame, int total, const Snapshot& snap, const std::string& demo_view) {
+  Commands cmds;
+  auto at = [&](double f) { return frame == static_cast<int>(f * total); };
+  const int n = static_cast<int>(snap.records.size());
+  const int n_steps = snap.timeline_size();
+  if (demo_view == "timeline" || demo_view == "sampling") {
+    if (at(0.45)) cmds.push_back(cmd::ScrubTo{std::max(1, n / 3)});
+    if (at(0.5)) fork_second(snap, cmds);
+    if (at(0.75)) cmds.push_back(cmd::ScrubTo{std::max(1, n / 2)});
+    if (at(0.8)) fork_second(snap, cmds);
+    if (demo_view == "timeline" && at(0.95)) cmds.push_back(cmd::ScrubTo{n * 2 / 3});
+    if (demo_view == "sampling" && at(0.95)) {
+      // The most uncertain step of this branch: the widest distribution to look at.
+      int flattest = 0;
+      for (int i = 1; i < n; ++i)
+        if (snap.records[i]->top[0].prob < snap.records[flattest]->top[0].prob) flattest = i;
+      cmds.push_back(cmd::ScrubTo{flattest});
+    }
+  }
+  // Paged K/V: fork early, then let the new branch grow beside the one it left (shared pages lit).
+  if (demo_view == "pages") {
+    if (at(0.45)) cmds.push_back(cmd::ScrubTo{std::max(1, n / 3)});
+    if (at(0.5)) fork_second(snap, cmds);
+    if (at(0.6) || at(0.65) || at(0.7)) cmds.push_back(cmd::Scrub{1});  // the new branch's first steps
+  }
+  if (demo_view == "beams" && at(0.95)) cmds.push_back(cmd::ScrubTo{n_steps * 2 / 3});
+  if (demo_view == "speculative" && at(0.95)) {
+    // An iteration where the draft was partly right: accepted and rejected tokens side by side.
+    int best = n_steps - 1;
+    for (int i = n_steps - 1; i >= 0; --i) {
+      const SpecIteration& it = *snap.spec_iterations[static_cast<size_t>(i)];
+      if (it.n_accepted > 0 && it.n_accepted < it.k) best = i;
+    }
+    if (best >= 0) cmds.push_back(cmd::ScrubTo{best});
+  }
+  if (demo_view == "presentation" && at(0.5)) cmds.push_back(cmd::Presentation{});
+  if ((demo_view == "heatmaps" || demo_view == "qkv") && at(0.9)) cmds.push_back(cmd::SelectHead{1, 2});
+  // The middle checkpoint of the model's training run: the same prompt, earlier weights.
+  if (demo_view == "training" && at(0.3) && snap.training)
+    cmds.push_back(cmd::LoadCheckpoint{(static_cast<int>(snap.training->checkpoints.size()) - 1) / 2});
+  return cmds;
+}
+
+// The default run: the cache toggled, every camera preset, the teaching features.
+Commands tour_script(int frame, int total, const Snapshot& snap) {
+  Commands cmds;
+  auto at = [&](double f) { return frame == static_cast<int>(f * total); };
+  // The teaching features, late in the run: scrub back, fork, return, present, predict.
+  if (at(0.86)) cmds.push_back(cmd::Scrub{-3});
+  if (at(0.87)) fork_second(snap, cmds);
+  if (at(0.89)) cmds.push_back(cmd::SelectBranch{0});
+  if (at(0.90)) cmds.push_back(cmd::Presentation{});
+  if (at(0.91)) cmds.push_back(cmd::Predict{});
+  if (at(0.92)) cmds.push_back(cmd::Scrub{1});
+  if (at(0.93)) cmds.push_back(cmd::Reveal{});
+  if (at(0.94)) cmds.push_back(cmd::Predict{});
+  if (at(0.95)) cmds.push_back(cmd::Presentation{});
+  if (at(0.96)) cmds.push_back(cmd::SaveView{demo_view_path()});  // a saved view, written and read back
+  if (at(0.97)) cmds.push_back(cmd::LoadView{demo_view_path()});
+  if (at(0.98)) {
+    std::error_code ec;
+    std::filesystem::remove(demo_view_path(), ec);
+  }
+  if (at(0.25)) cmds.push_back(cmd::ToggleCache{});  // NO CACHE
+  if (at(0.35)) cmds.push_back(cmd::SetCamera{CameraPreset::kTop});
+  if (at(0.45)) cmds.push_back(cmd::ToggleCache{});  // KV CACHE: refill
+  if (at(0.55)) cmds.push_back(cmd::SetCamera{CameraPreset::kSide});
+  if (at(0.65)) cmds.push_back(cmd::ToggleCache{});
+  if (at(0.70)) cmds.push_back(cmd::SetCamera{CameraPreset::kFollow});
+  if (at(0.80)) cmds.push_back(cmd::ToggleCache{});
+  if (at(0.85)) cmds.push_back(cmd::SetCamera{CameraPreset::kFront});
+  return cmds;
+}
+
+}  // namespace
+
+Commands demo_script(int frame, int total, const Snapshot& snap, const std::string& demo_view,
+                     std::optional<CameraPreset> camera) {
+  Commands cmds = demo_view.empty() ? tour_script(frame, total, snap) : feature_script(frame, total, snap, demo_view);
+  // After the tour's last preset (85 %) and before its saved view is written (96 %) and read back.
+  if (camera && frame == static_cast<int>(0.88 * total)) cmds.push_back(cmd::SetCamera{*camera});
+  return cmds;
+}
+
+void setup_demo_view(const std::string& demo_view, UiState& ui) {
+  if (demo_view.empty()) return;
+  ui.bottom_tab = demo_view == "phases"     ? 1
+                  : demo_view == "kv"       ? 2
+                  : demo_view == "heatmaps" ? 3
+                  : demo_view == "training" ? 4
+                                            : 0;
+  ui.select_tab = true;
+  // Their sections are in the right sidebar: a teacher folds the left one (text scale 2.5 has room for one).
+  if (demo_view == "sampling" || demo_view == "qkv") ui.left_open = false;
+  if (demo_view == "sampling" || demo_view == "timeline") {
+    ui.sampler.greedy = false;
+    ui.sampler.temperature = 0.9f;
+    ui.sampler.top_k = 12;
+    ui.sampler.top_p = 0.9f;
+    ui.sampler.repetition_penalty = 1.3f;
+    ui.sampler.seed = 7;
+  }
+  if (demo_view == "beams") {
+    ui.decoding.mode = DecodeMode::kBeam;
+    ui.decoding.beams = 4;
+    ui.camera = CameraPreset::kTop;
+    // Pages of 4 positions: beams that part inside a page copy only that
+    // page, so the sharing shows (with 16, a short prompt's one page is
+    // copied by every beam and nothing stays shared).
+    ui.kv_layout.block = 4;
+  }
+  if (demo_view == "speculative") {  // the shipped draft (the window fills in its folder), held at the verify pass
+    ui.decoding.mode = DecodeMode::kSpeculative;
+    ui.decoding.k = 4;
+    ui.spec_stage = SpecStage::kVerify;
+    ui.sampler.greedy = false;  // sampled: p and q are distributions, not one-hot
+    ui.sampler.temperature = 0.8f;
+    ui.sampler.seed = 5;
+  }
+  if (demo_view == "pages") ui.kv_layout.block = 4;
+  if (demo_view == "kv") {
+    ui.kv_selected = 3;  // assets/kv_configs.json: the 32-layer 4096-wide MHA model
+    ui.kv_context = 100000;
+    ui.kv_dtype = 1;  // fp16
+  }
+}
+
+void open_demo_sections(const std::string& demo_view, UiState& ui) {
+  if (demo_view.empty()) return;
+  ui.teach_open = demo_view != "presentation" && demo_view != "sampling" && demo_view != "qkv" &&
+                  demo_view != "beams" && demo_view != "speculative";
+  ui.qkv_open = demo_view == "qkv";
+  ui.next_token_open = demo_view == "sampling";
+}
+
+std::string apply_demo_camera(const char* name, std::optional<CameraPreset>& camera) {
+  CameraPreset p = CameraPreset::kFront;
+  if (!name) return "";
+  if (!parse_camera(name, p))
+    return "KVSCOPE_DEMO_CAMERA: expected front, top, side or follow, got \"" + std::string(name) + "\"";
+  camera = p;
+  return "";
+}
+
+std::string apply_demo_open(const char* list, std::vector<std::string>& panels) {
+  if (!list) return "";
+  const std::string s = list;
+  std::vector<std::string> names;
+  for (size_t i = 0; i <= s.size();) {
+    const size_t end = std::min(s.find(',', i), s.size());
+    const std::string name = s.substr(i, end - i);
+    if (name != "left" && name != "right" && name != "lessons" && name != "qkv" && name != "next" && name != "model")
+      return "KVSCOPE_DEMO_OPEN: expected panels from left, right, lessons, qkv, next and model, separated by commas, "
+             "got \"" +
+             s + "\"";
+    names.push_back(name);
+    i = end + 1;
+  }
+  panels = names;
+  return "";
+}
+
+void open_demo_panels(const std::vector<std::string>& panels, UiState& ui) {
+  for (const std::string& p : panels) {
+    ui.left_open |= p == "left";
+    ui.right_open |= p == "right";
+    ui.teach_open |= p == "lessons";
+    ui.qkv_open |= p == "qkv";
+    ui.next_token_open |= p == "next";
+    ui.model_open |= p == "model";
+  }
+}
+
+std::string apply_demo_window(const char* text_scale, const char* size, UiState& ui, int& width, int& height) {
+  std::string err;
+  if (text_scale) {
+    char* end = nullptr;
+    const float k = std::strtof(text_scale, &end);
+    if (end != text_scale && *end == '\0' && k >= kMinTextScale && k <= kMaxTextScale)
+      ui.text_scale = k;
+    else
+      err = "KVSCOPE_DEMO_TEXT_SCALE: expected a number from 0.75 to 2.5, got \"" + std::string(text_scale) + "\"";
+  }
+  if (size) {
+    int w = 0, h = 0, used = 0;
+    if (std::sscanf(size, "%dx%d%n", &w, &h, &used) == 2 && size[used] == '\0' && w >= 320 && h >= 240 && w <= 7680 &&
+        h <= 4320) {
+      width = w;
+      height = h;
+    } else {
+      if (!err.empty()) err += "; ";
+      err += "KVSCOPE_DEMO_SIZE: expected WIDTHxHEIGHT from 320x240 to 7680x4320, got \"" + std::string(size) + "\"";
+    }
+  }
+  return err;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,548 @@
+#include "app/session/session.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "app/session/saved_view.h"
+#include "model/core/overloaded.h"
+#include "render/scene/scene.h"
+
+namespace kvscope {
+
+namespace {
+
+SavedCamera to_saved(const Camera& c, const UiState& ui) {
+  SavedCamera s;
+  s.target[0] = c.target.x;
+  s.target[1] = c.target.y;
+  s.target[2] = c.target.z;
+  s.distance = c.distance;
+  s.yaw = c.yaw;
+  s.pitch = c.pitch;
+  s.fov_y = c.fov_y;
+  s.preset = ui.auto_camera ? to_string(ui.camera) : "";
+  return s;
+}
+
+}  // namespace
+
+Session::Session(std::function<void()> wake) : worker_(std::move(wake)) {}
+
+void Session::load_model(const std::string& dir, int ctx) {
+  worker_.cancel_steps();
+  worker_.send(wcmd::LoadModel{dir, ctx});
+  snap.loading_model = true;
+  snap.model_error.clear();
+}
+
+int Session::effective_max_new() const {
+  const int ctx = snap.model ? snap.model->config.n_positions : kDefaultMaxNew;
+  return ui.max_new > 0 ? ui.max_new : std::min(kDefaultMaxNew, ctx);
+}
+
+std::string Session::selected_prompt() const {
+  return ui.preset < kNumPresets ? kPromptPresets[ui.preset].text : ui.custom_prompt;
+}
+
+double Session::next_step_due() const {
+  const double periods = snap.decoding.mode == DecodeMode::kSpeculative ? 3.0 : 1.0;
+  return view.last_step_request + (ui.fastest ? 0.0 : periods / ui.speed);
+}
+
+WindowRequests Session::take_window_requests() {
+  WindowRequests r = requests_;
+  requests_ = WindowRequests();
+  return r;
+}
+
+void Session::start_generation(const std::string& prompt) {
+  worker_.cancel_steps();
+  wcmd::Start c;
+  c.prompt = prompt;
+  c.options.max_new = effective_max_new();
+  c.options.mode = snap.mode;
+  c.options.sampler = ui.sampler;
+  c.options.kv = ui.kv_layout;
+  c.options.ignore_eos = ui.ignore_eos;
+  c.options.keep_history = false;                      // the BranchTree owns the records (and their memory budget)
+  c.options.branch_cache_budget = snap.tree.budget();  // branches keep their K/V under the same budget
+  c.decoding = snap.decoding;
+  c.request = ++snap.start_request;
+  worker_.send(std::move(c));
+  snap.tree.clear();
+  snap.tree.start();
+  snap.tree_version++;
+  snap.records.clear();
+  snap.beam_records.clear();
+  snap.spec_iterations.clear();
+  snap.seq = SequenceState();
+  snap.seq_count = 0;
+  snap.pending_forks = 0;
+  snap.pending_select = -1;
+  snap.pending_view_step = -1;  // a restored step belongs to the generation it was restored with
+  snap.stop = StopReason::kNone;
+  snap.started = false;
+  snap.step_after_start = false;
+  ui.active_prompt = prompt;
+  ui.view_step = -1;
+  ui.revealed_step = -1;
+}
+
+// Appended incrementally while following the newest record, rebuilt when
+// scrubbing or after a fork.
+void Session::sync_shown() {
+  const size_t n = snap.records.size();
+  const size_t want = ui.view_step < 0 ? n : std::min(n, static_cast<size_t>(ui.view_step) + 1);
+  if (snap.seq_version == snap.tree_version && want == snap.seq_count) return;
+  if (snap.seq_version == snap.tree_version && want == snap.seq_count + 1)
+    append_record(snap.seq, snap.records[want - 1]);
+  else
+    snap.seq = build_sequence(snap.records, want);
+  snap.seq_count = want;
+  snap.seq_version = snap.tree_version;
+}
+
+void Session::update(double now) {
+  for (WorkerEvent& ev : worker_.poll()) take_event(ev, now);
+  snap.step_in_flight = worker_.pending() > 0;
+  snap.load_progress = worker_.load_progress();
+  // A restored view's step, once generated (or the last one, when the
+  // generation stopped before reaching it).
+  if (snap.pending_view_step >= 0 && snap.stop != StopReason::kNone && !snap.records.empty() &&
+      static_cast<int>(snap.records.size()) <= snap.pending_view_step)
+    snap.pending_view_step = static_cast<int>(snap.records.size()) - 1;
+  if (snap.pending_view_step >= 0 && static_cast<int>(snap.records.size()) > snap.pending_view_step) {
+    ui.view_step = snap.pending_view_step;
+    ui.playing = false;
+    snap.pending_view_step = -1;
+  }
+  sync_shown();
+  // Playback (predict mode waits until the class has seen the newest token).
+  const bool want_step = ui.playing && snap.started && snap.stop == StopReason::kNone && worker_.pending() == 0 &&
+                         snap.pending_forks == 0 && !prediction_hidden(snap, ui) && now >= next_step_due();
+  if (want_step) {
+    worker_.send(wcmd::Step{});
+    view.last_step_request = now;
+    snap.step_in_flight = true;
+  }
+}
+
+void Session::take_event(WorkerEvent& ev, double now) {
+  switch (ev.kind) {
+    case WorkerEvent::Kind::kModelLoaded:
+      snap.model = ev.model;
+      snap.loading_model = false;
+      snap.model_error.clear();
+      fit_to_model(std::exchange(unfitted_origin_, std::string()));
+      read_training_record();
+      start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt);
+      break;
+    case WorkerEvent::Kind::kStarted:
+      // A start superseded before its kStarted arrived: its records must not
+      // land in the timeline cleared for the newer one.
+      if (ev.request != snap.start_request) break;
+      snap.generation = ev.generation;
+      snap.started = true;
+      snap.gen_start_time = now;
+      if (snap.step_after_start) {
+        snap.step_after_start = false;
+        step(now);
+      }
+      break;
+    case WorkerEvent::Kind::kRecord:
+      if (ev.generation != snap.generation || !snap.started) break;  // from a generation since replaced
+      if (ev.beam || ev.spec) {  // beam search / speculative decoding: their own timeline
+        try {
+          if (ev.beam) snap.tree.push_beam(ev.beam);
+          if (ev.spec) snap.tree.push_spec(ev.spec);
+        } catch (const std::exception& e) {
+          ui.errors.push_back(std::string("timeline: ") + e.what());
+          break;
+        }
+        // (the tree's copies: the budget may have replaced older ones with lighter ones)
+        snap.beam_records = snap.tree.beam_records();
+        snap.spec_iterations = snap.tree.spec_iterations();
+        snap.total_records++;
+        if (ui.view_step < 0) snap.last_record_time = now;
+        break;
+      }
+      try {
+        snap.tree.push(ev.record);
+      } catch (const std::exception& e) {  // a record that does not follow the current branch
+        ui.errors.push_back(std::string("timeline: ") + e.what());
+        break;
+      }
+      snap.records = snap.tree.current_history().records();
+      snap.total_records++;
+      if (ui.view_step < 0) snap.last_record_time = now;  // animate only what is on screen
+      break;
+    case WorkerEvent::Kind::kForked:
+      on_forked(ev, now);
+      break;
+    case WorkerEvent::Kind::kDone:
+      // (not a generation that ended just as the UI restarted: it would stop the new one)
+      if (ev.generation == snap.generation && snap.started) snap.stop = ev.reason;
+      break;
+    case WorkerEvent::Kind::kError:
+      on_error(ev);
+      break;
+  }
+}
+
+void Session::on_forked(const WorkerEvent& ev, double now) {
+  // (a fork of a generation since restarted: the timeline was cleared for the new start)
+  if (ev.generation != snap.generation || !snap.started) return;
+  snap.pending_forks = std::max(0, snap.pending_forks - 1);
+  try {
+    if (snap.pending_select >= 0) {
+      snap.tree.select(snap.pending_select);  // back to an explored branch: the worker resumed it
+    } else if (snap.model) {
+      snap.tree.fork(ev.record, fork_cost(snap.model->config, ev.record->seq_len, ev.cache_reused));
+    }
+  } catch (const std::exception& e) {
+    ui.errors.push_back(std::string("branching: ") + e.what());
+  }
+  snap.pending_select = -1;
+  snap.records = snap.tree.current_history().records();
+  snap.tree_version++;
+  snap.stop = snap.records.empty() ? StopReason::kNone : snap.records.back()->stop;
+  ui.view_step = -1;
+  ui.revealed_step = static_cast<int>(snap.records.size()) - 1;  // the user chose this token
+  snap.last_record_time = now;
+}
+
+void Session::on_error(const WorkerEvent& ev) {
+  switch (ev.failed) {
+    case WorkerOp::kLoadModel:
+      snap.loading_model = false;
+      snap.model_error = ev.message;
+      if (!snap.model) ui.errors.push_back("Could not load the model: " + ev.message);
+      break;
+    case WorkerOp::kFork:
+      snap.pending_forks = std::max(0, snap.pending_forks - 1);
+      snap.pending_select = -1;
+      // (a fork of a generation a new model or start replaced meanwhile is moot)
+      if (ev.generation == snap.generation && snap.started) ui.errors.push_back("Could not fork here: " + ev.message);
+      break;
+    case WorkerOp::kStart:
+      ui.errors.push_back((snap.decoding.mode == DecodeMode::kSample
+                               ? std::string("Could not start with this prompt: ")
+                               : std::string("Could not start ") + to_string(snap.decoding.mode) + ": ") +
+                          ev.message);
+      break;
+    default:
+      ui.errors.push_back(ev.message);
+      ui.playing = false;
+      break;
+  }
+}
+
+void Session::execute(const Commands& cs, double now) {
+  for (const UiCommand& c : cs) execute(c, now);
+  sync_shown();
+}
+
+void Session::execute(const UiCommand& c, double now) {
+  std::visit(overloaded{
+                 [&](const cmd::Start& s) {
+                   if (!snap.model) {
+                     ui.errors.push_back("No model is loaded yet.");
+                     return;
+                   }
+                   start_generation(s.prompt);
+                   ui.playing = true;
+                 },
+                 [&](const cmd::Reset&) {
+                   if (snap.model) start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt);
+                 },
+                 [&](const cmd::PlayPause&) {
+                   ui.playing = !ui.playing;
+                   if (ui.playing && snap.stop != StopReason::kNone && snap.model)
+                     start_generation(ui.active_prompt);  // play after the end = again
+                 },
+                 [&](const cmd::Step&) { step(now); },
+                 [&](const cmd::ToggleCache&) { toggle_cache(); },
+                 [&](const cmd::SetSampler&) { worker_.send(wcmd::SetSampler{ui.sampler}); },
+                 [&](const cmd::SetMaxNew& m) { worker_.send(wcmd::SetMaxNew{m.max_new}); },
+                 [&](const cmd::LoadModel& m) { load_model(m.dir); },
+                 [&](const cmd::CancelLoad&) { worker_.cancel_load(); },
+                 [&](const cmd::LoadCheckpoint& c) { load_checkpoint(c.index); },
+                 [&](const cmd::Scrub& s) { scrub(s.steps, now); },
+                 [&](const cmd::ScrubTo& s) { scrub_to(s.step); },
+                 [&](const cmd::Fork& f) { fork(f.token); },
+                 [&](const cmd::SelectBranch& b) { select_branch(b.id); },
+                 [&](const cmd::SelectHead& h) {
+                   ui.layer = h.layer;
+                   ui.head = h.head;
+                   ui.beams = true;
+                 },
+                 [&](const cmd::Presentation&) { toggle_presentation(); },
+                 [&](const cmd::Predict&) {
+                   ui.predict = !ui.predict;
+                   ui.revealed_step = static_cast<int>(snap.records.size()) - 1;  // what is on screen stays visible
+                 },
+                 [&](const cmd::Reveal&) { ui.revealed_step = snap.timeline_size() - 1; },
+                 [&](const cmd::Palette&) {
+                   ui.colour_blind = !ui.colour_blind;
+                   palette::set_palette(ui.colour_blind);
+                 },
+                 [&](const cmd::SaveView& v) { save_view_to(v.path); },
+                 [&](const cmd::LoadView& v) { load_view_from(v.path, now); },
+                 [&](const cmd::DismissErrors&) { ui.errors.clear(); },
+                 [&](const cmd::TogglePanels&) { ui.show_panels = !ui.show_panels; },
+                 [&](const cmd::SetCamera& cam) {
+                   ui.camera = cam.preset;
+                   ui.auto_camera = true;
+                 },
+                 [&](const cmd::Fit&) { ui.auto_camera = true; },
+                 [&](const cmd::Screenshot&) { requests_.screenshot = true; },
+                 [&](const cmd::Fullscreen&) { requests_.toggle_fullscreen = true; },
+                 [&](const cmd::TextScale& t) { set_text_scale(t.scale); },
+                 [&](const cmd::SetDecoding& d) { set_decoding(d.decoding); },
+             },
+             c);
+}
+
+// One forward, shown as it arrives. Before the start was accepted (a Reset
+// a moment ago), the step is sent once it is: a presenter's clicker starts
+// a generation.
+void Session::step(double now) {
+  ui.playing = false;
+  ui.view_step = -1;  // stepping shows the newest step
+  if (!snap.started) {
+    if (snap.model) snap.step_after_start = true;
+    return;
+  }
+  if (snap.stop == StopReason::kNone && worker_.pending() == 0 && snap.pending_forks == 0) {
+    worker_.send(wcmd::Step{});
+    view.last_step_request = now;
+    snap.step_in_flight = true;
+  }
+}
+
+void Session::scrub(int steps, double now) {
+  const int n = snap.timeline_size();
+  const int cur = shown_step(snap, ui);
+  if (steps > 0 && cur == n - 1) {
+    // At the newest step (or before the first), forward = reveal (predict mode), else compute the next step.
+    if (prediction_hidden(snap, ui))
+      ui.revealed_step = n - 1;
+    else
+      step(now);
+    return;
+  }
+  if (n == 0) return;
+  scrub_to(cur + steps);
+}
+
+void Session::scrub_to(int step) {
+  const int n = snap.timeline_size();
+  if (n == 0) return;
+  const int target = std::clamp(step, 0, n - 1);
+  ui.view_step = target >= n - 1 ? -1 : target;
+  if (ui.view_step >= 0) ui.playing = false;  // looking at the past: hold the present
+  snap.last_record_time = -1e9;               // no drop animation while scrubbing
+}
+
+void Session::fork(int token) {
+  if (snap.decoding.mode != DecodeMode::kSample) return;  // the strategies choose their own tokens
+  const int s = shown_step(snap, ui);
+  if (s < 0 || snap.pending_forks > 0 || !snap.started) return;
+  const RecordPtr at = snap.records[static_cast<size_t>(s)];
+  if (token == at->token) return;
+  const int existing = snap.tree.find_fork(snap.tree.current(), s, token);
+  if (existing >= 0) {
+    select_branch(existing);
+    return;
+  }
+  send_fork(snap.tree.current_history(), at, token);
+  snap.pending_select = -1;
+}
+
+void Session::select_branch(int id) {
+  if (snap.decoding.mode != DecodeMode::kSample) return;
+  if (snap.pending_forks > 0 || id < 0 || id >= static_cast<int>(snap.tree.size()) || !snap.started) return;
+  const Branch& b = snap.tree.branch(id);
+  if (b.history.empty()) return;
+  // The worker resumes the branch: its last record, forced to its own token.
+  const RecordPtr last = b.history.back();
+  send_fork(b.history, last, last->token);
+  snap.pending_select = id;
+}
+
+void Session::send_fork(const History& h, const RecordPtr& at, int token) {
+  wcmd::Fork w;
+  w.tokens = h.tokens_before(static_cast<size_t>(at->index));
+  w.record = at;
+  w.token = token;
+  worker_.cancel_steps();
+  worker_.send(std::move(w));
+  snap.pending_forks++;
+}
+
+// The training record beside the model just loaded (an error panel line when
+// there is one but it is unusable; the Training tab then explains its absence).
+void Session::read_training_record() {
+  snap.training.reset();
+  snap.checkpoint = -1;
+  if (!snap.model) return;
+  try {
+    TrainingRecord r;
+    if (!find_training_record(snap.model->dir, r)) return;
+    snap.checkpoint = checkpoint_index(r, snap.model->dir);
+    snap.training = std::make_shared<const TrainingRecord>(std::move(r));
+  } catch (const std::exception& e) {
+    ui.errors.push_back(std::string("Training record: ") + e.what());
+  }
+}
+
+// The same prompt, sampler (seed included) and limits, with the weights the
+// run had at that checkpoint: the load restarts the active prompt and plays.
+void Session::load_checkpoint(int index) {
+  if (!snap.training || index < 0 || index >= static_cast<int>(snap.training->checkpoints.size())) return;
+  if (snap.loading_model || index == snap.checkpoint) return;
+  load_model(snap.training->checkpoints[static_cast<size_t>(index)].path);
+  ui.playing = true;
+}
+
+void Session::toggle_cache() {
+  if (snap.decoding.mode != DecodeMode::kSample) {
+    ui.status = std::string(to_string(snap.decoding.mode)) + " always runs on the KV cache";
+    return;
+  }
+  snap.mode = snap.mode == CacheMode::kKV ? CacheMode::kNoCache : CacheMode::kKV;
+  worker_.send(wcmd::SetMode{snap.mode});
+}
+
+// Ranges as the CLI's --beams, --length-penalty and --speculate; the new
+// strategy starts over from the active prompt.
+void Session::set_decoding(const DecodeSettings& d) {
+  snap.decoding = d;
+  snap.decoding.beams = std::clamp(d.beams, 1, 8);
+  snap.decoding.k = std::clamp(d.k, 1, 16);
+  if (!std::isfinite(d.length_penalty)) snap.decoding.length_penalty = 1.0f;
+  snap.decoding.length_penalty = std::clamp(snap.decoding.length_penalty, -100.0f, 100.0f);
+  ui.decoding = snap.decoding;
+  // The beams' lanes lie side by side in depth: seen from above.
+  if (d.mode == DecodeMode::kBeam && ui.auto_camera && ui.camera == CameraPreset::kFront)
+    ui.camera = CameraPreset::kTop;
+  if (snap.model) start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt);
+}
+
+void Session::toggle_presentation() {
+  ui.presentation = !ui.presentation;
+  ui.show_panels = !ui.presentation;
+}
+
+void Session::set_text_scale(float scale) {
+  requests_.text_scale = std::clamp(scale, kMinTextScale, kMaxTextScale);
+}
+
+void Session::fit_to_model(const std::string& origin) {
+  // Without a model only the ranges are checked; the model's limits when it
+  // has loaded, still naming the file the values came from.
+  if (!snap.model && !origin.empty()) unfitted_origin_ = origin;
+  FitContext ctx;
+  ctx.model = snap.model.get();
+  ctx.origin = origin;
+  const std::vector<std::string> notes = fit_choices(ui, ctx, &snap.pending_view_step);
+  if (origin.empty()) {
+    // Kept across a model switch: the user sees what changed, not an error.
+    if (!notes.empty()) ui.status.clear();
+    for (const std::string& n : notes) ui.status += (ui.status.empty() ? "" : "; ") + n;
+  } else {
+    ui.errors.insert(ui.errors.end(), notes.begin(), notes.end());
+  }
+}
+
+void Session::save_view_to(const std::string& path) {
+  SavedView v;
+  v.camera = to_saved(view.camera, ui);
+  v.step = std::max(0, shown_step(snap, ui));
+  v.prompt = ui.active_prompt;
+  v.model = snap.model ? snap.model->dir : "";
+  v.max_new = effective_max_new();
+  v.cache = snap.mode;
+  v.sampler = ui.sampler;
+  v.layer = ui.layer;
+  v.head = ui.head;
+  v.min_weight = ui.min_weight;
+  v.text_scale = ui.text_scale;
+  v.presentation = ui.presentation;
+  v.predict = ui.predict;
+  try {
+    save_view(v, path);
+    ui.status = "view saved to " + path;
+  } catch (const std::exception& e) {
+    ui.errors.push_back(e.what());
+  }
+}
+
+void Session::load_view_from(const std::string& path, double now) {
+  SavedView v;
+  try {
+    v = load_view(path);
+  } catch (const std::exception& e) {
+    ui.errors.push_back(e.what());
+    return;
+  }
+  // The view's choices, fitted to their ranges and the model before any is used.
+  UiState fitted = ui;
+  fitted.sampler = v.sampler;
+  fitted.layer = v.layer;
+  fitted.head = v.head;
+  fitted.min_weight = v.min_weight;
+  fitted.text_scale = v.text_scale;
+  fitted.max_new = v.max_new;
+  int step = v.step;
+  FitContext ctx;
+  ctx.model = snap.model.get();
+  ctx.origin = path;
+  const std::vector<std::string> notes = fit_choices(fitted, ctx, &step);
+  ui.errors.insert(ui.errors.end(), notes.begin(), notes.end());
+  if (!snap.model) unfitted_origin_ = path;  // the model's limits once it has loaded
+  v.step = step;
+  v.max_new = fitted.max_new;
+  ui.sampler = fitted.sampler;
+  ui.layer = fitted.layer;
+  ui.head = fitted.head;
+  ui.min_weight = fitted.min_weight;
+  ui.predict = v.predict;
+  if (v.presentation != ui.presentation) toggle_presentation();
+  if (fitted.text_scale != ui.text_scale) set_text_scale(fitted.text_scale);
+  CameraPreset preset;
+  if (!v.camera.preset.empty() && parse_camera(v.camera.preset, preset)) {
+    ui.camera = preset;
+    ui.auto_camera = true;
+  } else {
+    for (const std::string& n : fit_camera(v.camera, ctx)) ui.errors.push_back(n);
+    view.camera.target = {v.camera.target[0], v.camera.target[1], v.camera.target[2]};
+    view.camera.distance = v.camera.distance;
+    view.camera.yaw = v.camera.yaw;
+    view.camera.pitch = v.camera.pitch;
+    view.camera.fov_y = v.camera.fov_y;
+    view.goal = view.camera;
+    view.camera_init = true;
+    ui.auto_camera = false;
+  }
+  if (v.cache != snap.mode) toggle_cache();
+  execute(cmd::SetSampler{}, now);
+  // The step: this generation when it is the same prompt, else generate it again.
+  if (v.prompt != ui.active_prompt || static_cast<int>(snap.records.size()) <= v.step) {
+    if (v.prompt != ui.active_prompt && snap.model) {
+      ui.preset = kNumPresets;
+      ui.custom_prompt = v.prompt;
+      ui.max_new = v.max_new;
+      start_generation(v.prompt);
+    }
+    snap.pending_view_step = v.step;
+    ui.playing = true;
+  } else {
+    ui.view_step = v.step >= static_cast<int>(snap.records.size()) - 1 ? -1 : v.step;
+    ui.playing = false;
+  }
+  ui.status = "view loaded from " + path;
+}
+
+}  // namespace kvscope

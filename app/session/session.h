@@ -1,0 +1,105 @@
+// The window's controller, GL-free: it owns the engine worker, the snapshot
+// built from the worker's events and the user's choices, and carries out
+// every command (commands.h). The window (gui.cpp) only draws what it holds
+// and forwards what the user asked for; tests/test_session.cpp drives the
+// same object headless against the real worker and engine.
+//
+// Time is passed in (seconds on any monotonic clock), so the session never
+// asks GLFW for it.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "app/session/commands.h"
+#include "app/session/fitting.h"
+#include "app/session/state.h"
+#include "app/worker/worker.h"
+#include "render/scene/scene_camera.h"
+
+namespace kvscope {
+
+// The camera the session keeps: restored views and "fit" change it; the
+// window moves it with the mouse and eases it towards `goal`.
+struct SessionView {
+  Camera camera, goal;
+  bool camera_init = false;
+  double last_step_request = -1e9;  // when playback last asked for a step
+};
+
+// What only the window can do, asked for by a command; the window takes
+// (and clears) them once per frame.
+struct WindowRequests {
+  bool screenshot = false;
+  bool toggle_fullscreen = false;
+  float text_scale = 0;  // > 0: rebuild the fonts at this scale
+};
+
+class Session {
+ public:
+  // `wake` is called from worker threads after each event (thread-safe,
+  // e.g. glfwPostEmptyEvent).
+  explicit Session(std::function<void()> wake = {});
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Loads a model folder in the background (the current one keeps running);
+  // `ctx` > 0: a Llama-family model's context (the --ctx flag).
+  void load_model(const std::string& dir, int ctx = 0);
+
+  // Once per frame: the worker's events into the snapshot, the shown step
+  // synced, and (while playing) the next step requested when it is due.
+  void update(double now);
+  void execute(const UiCommand& c, double now);
+  void execute(const Commands& cs, double now);
+  // Makes snap.seq the state at the timeline's step.
+  void sync_shown();
+
+  WindowRequests take_window_requests();
+  int engine_pending() const { return worker_.pending(); }
+  bool engine_idle() const { return worker_.pending() == 0; }
+  float load_progress() const { return worker_.load_progress(); }
+  // New tokens a generation may make: the user's choice, else the default capped by the context.
+  int effective_max_new() const;
+  // The prompt the Prompt panel has selected.
+  std::string selected_prompt() const;
+  // Whether playback would ask for a step at `now` (used to sleep until then).
+  // A speculative iteration (several tokens, three stages) gets three token periods.
+  double next_step_due() const;
+  // Every restored or kept choice (app/session/fitting.h) fitted to its range and the
+  // model now loaded: runs on every model load or switch, and wherever a
+  // file was restored (`origin` names it: what changed goes to the error
+  // panel; without one, to the status line). Without a model only the
+  // ranges are checked, and `origin` is remembered for the next load.
+  void fit_to_model(const std::string& origin = "");
+
+  Snapshot snap;
+  UiState ui;
+  SessionView view;
+
+ private:
+  void start_generation(const std::string& prompt);
+  void take_event(WorkerEvent& ev, double now);
+  void on_forked(const WorkerEvent& ev, double now);
+  void on_error(const WorkerEvent& ev);
+  void read_training_record();
+  void load_checkpoint(int index);
+  void step(double now);
+  void scrub(int steps, double now);
+  void scrub_to(int step);
+  void fork(int token);
+  void select_branch(int id);
+  void send_fork(const History& h, const RecordPtr& at, int token);
+  void toggle_cache();
+  void set_decoding(const DecodeSettings& d);
+  void toggle_presentation();
+  void set_text_scale(float scale);
+  void save_view_to(const std::string& path);
+  void load_view_from(const std::string& path, double now);
+
+  EngineWorker worker_;
+  WindowRequests requests_;
+  std::string unfitted_origin_;  // a file restored before any model loaded: fitted to the model when one has
+};
+
+}  // namespace kvscope

@@ -1,0 +1,269 @@
+#include "app/session/settings.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <type_traits>
+
+#include "app/session/fitting.h"
+#include "model/core/error.h"
+#include "model/core/file_io.h"
+
+namespace kvscope {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string config_dir() {
+  fs::path dir;
+  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x)
+    dir = fs::path(x) / "kvscope";
+  else if (const char* h = std::getenv("HOME"); h && *h)
+    dir = fs::path(h) / ".config" / "kvscope";
+  else
+    return {};
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  return ec ? std::string() : dir.string();
+}
+
+namespace {
+// A JSON number as T only when T holds it: json's own get<int>() casts a
+// double such as 1e12 unchecked (undefined behaviour), and an integer past
+// T's range wraps. Integral T takes integers and whole-valued doubles in
+// range; floating T takes finite values in range.
+template <class T>
+bool number_as(const json& v, T& out) {
+  if constexpr (std::is_same_v<T, bool> || !std::is_arithmetic_v<T>) {
+    return false;
+  } else if constexpr (std::is_integral_v<T>) {
+    if (v.is_number_unsigned()) {
+      const uint64_t x = v.get<uint64_t>();
+      if (x > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
+      out = static_cast<T>(x);
+      return true;
+    }
+    if (v.is_number_integer()) {
+      const int64_t x = v.get<int64_t>();
+      if constexpr (std::is_unsigned_v<T>) {
+        if (x < 0 || static_cast<uint64_t>(x) > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
+      } else if constexpr (sizeof(T) < sizeof(int64_t)) {
+        if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max()) return false;
+      }
+      out = static_cast<T>(x);
+      return true;
+    }
+    if (!v.is_number_float()) return false;
+    const double x = v.get<double>();
+    // 2^63 bounds every integral T's range check without overflowing it.
+    if (!std::isfinite(x) || x != std::floor(x) || std::fabs(x) >= 9.2e18) return false;
+    if (x < static_cast<double>(std::numeric_limits<T>::min()) ||
+        x > static_cast<double>(std::numeric_limits<T>::max()))
+      return false;
+    out = static_cast<T>(x);
+    return true;
+  } else {
+    if (!v.is_number()) return false;
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || std::fabs(x) > static_cast<double>(std::numeric_limits<T>::max())) return false;
+    out = static_cast<T>(x);
+    return true;
+  }
+}
+
+template <class T>
+void get(const json& j, const char* key, T& out) {
+  auto it = j.find(key);
+  if (it == j.end()) return;
+  if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+    number_as(*it, out);  // a number T cannot hold keeps the default, like a wrong type
+  } else {
+    try {
+      out = it->get<T>();
+    } catch (const json::exception&) {
+      // A wrong type keeps the default for that one field.
+    }
+  }
+}
+
+// An optional integer field of the saved KV layout; throws when it is there
+// but is not an int.
+int layout_int(const json& layout, const char* key) {
+  int x = 0;
+  const auto it = layout.find(key);
+  if (it != layout.end() && !number_as(*it, x)) throw std::invalid_argument(key);
+  return x;
+}
+
+// The KV cache layout, {"dtype", "window", "sinks", "block"} as in the Cache
+// panel, read as saved: only what cannot be read (not an object, a field of
+// the wrong type, a row format kvscope does not know) is named here and
+// leaves dense f32. Ranges and the model's limits are fit_choices' (ui_fit).
+bool kv_layout_from_json(const json& j, KVSettings& out, std::string& problem) {
+  const auto it = j.find("kv_layout");
+  if (it == j.end()) return true;
+  out = KVSettings();
+  KVSettings k;
+  std::string dtype = "f32";
+  const std::string fallback = "; using a dense f32 cache";
+  try {
+    if (!it->is_object()) throw std::invalid_argument("not an object");
+    dtype = it->value("dtype", dtype);
+    k.window = layout_int(*it, "window");
+    k.sinks = layout_int(*it, "sinks");
+    k.block = layout_int(*it, "block");
+  } catch (const std::exception&) {
+    problem = "kv_layout: expected {\"dtype\": string, \"window\", \"sinks\", \"block\": integers}" + fallback;
+    return false;
+  }
+  if (!parse_kv_dtype(dtype, &k.dtype)) {
+    problem = "kv_layout.dtype: expected f32, f16, q8_0 or q4_0, got \"" + dtype + "\"" + fallback;
+    return false;
+  }
+  out = k;
+  return true;
+}
+
+}  // namespace
+
+bool load_settings(const std::string& path, UiState& ui, WindowSettings& win, std::string& error) {
+  std::string text;
+  try {
+    if (!read_regular_file_if_exists(path, "the kvscope settings file (JSON)", text)) return true;
+  } catch (const Error& e) {
+    error = std::string(e.what()) + "; using defaults";
+    return false;
+  }
+  return settings_from_json(text, path, ui, win, error);
+}
+
+bool settings_from_json(const std::string& text, const std::string& path, UiState& ui, WindowSettings& win,
+                        std::string& error) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    error = "settings file " + path + " is not valid JSON (" + e.what() + "); using defaults";
+    return false;
+  }
+  if (!j.is_object()) {
+    error = "settings file " + path + " is not a JSON object; using defaults";
+    return false;
+  }
+  get(j, "window_width", win.width);
+  get(j, "window_height", win.height);
+  get(j, "window_maximized", win.maximized);
+  get(j, "window_x", win.x);
+  get(j, "window_y", win.y);
+  get(j, "preset", ui.preset);
+  get(j, "custom_prompt", ui.custom_prompt);
+  get(j, "speed", ui.speed);
+  get(j, "fastest", ui.fastest);
+  get(j, "max_new", ui.max_new);
+  get(j, "layer", ui.layer);
+  get(j, "head", ui.head);
+  get(j, "min_weight", ui.min_weight);
+  get(j, "beams", ui.beams);
+  get(j, "greedy", ui.sampler.greedy);
+  get(j, "temperature", ui.sampler.temperature);
+  get(j, "top_k", ui.sampler.top_k);
+  get(j, "top_p", ui.sampler.top_p);
+  get(j, "repetition_penalty", ui.sampler.repetition_penalty);
+  get(j, "seed", ui.sampler.seed);
+  get(j, "model_dir_input", ui.model_dir_input);
+  std::string cam;
+  get(j, "camera", cam);
+  parse_camera(cam, ui.camera);
+  get(j, "labels", ui.labels);
+  get(j, "legend", ui.legend);
+  get(j, "hud", ui.hud);
+  get(j, "grid", ui.grid);
+  get(j, "text_scale", ui.text_scale);
+  get(j, "colour_blind", ui.colour_blind);
+  get(j, "kv_context", ui.kv_context);
+  get(j, "kv_dtype", ui.kv_dtype);
+  get(j, "bottom_tab", ui.bottom_tab);
+  ui.select_tab = true;
+  get(j, "view_path", ui.view_path);
+  // The KV layout as saved, then every choice's ranges now (the KV layout's
+  // included) and the model's limits once one has loaded (Session::fit_to_model).
+  std::string kv_problem;
+  const bool kv_ok = kv_layout_from_json(j, ui.kv_layout, kv_problem);
+  if (!kv_ok) error = "settings file " + path + ": " + kv_problem;
+  FitContext ctx;
+  ctx.origin = path;
+  std::vector<std::string> notes = fit_window_settings(win, ctx);  // fit_window then fits it to the monitor
+  for (std::string& n : fit_choices(ui, ctx)) notes.push_back(std::move(n));
+  for (const std::string& n : notes) error += (error.empty() ? "" : "\n") + n;
+  return kv_ok && notes.empty();
+}
+
+bool save_settings(const std::string& path, const UiState& ui, const WindowSettings& win, std::string& error) {
+  json j = {
+      {"window_width", win.width},
+      {"window_height", win.height},
+      {"window_maximized", win.maximized},
+      {"window_x", win.x},
+      {"window_y", win.y},
+      {"preset", ui.preset},
+      {"custom_prompt", ui.custom_prompt},
+      {"speed", ui.speed},
+      {"fastest", ui.fastest},
+      {"max_new", ui.max_new},
+      {"layer", ui.layer},
+      {"head", ui.head},
+      {"min_weight", ui.min_weight},
+      {"beams", ui.beams},
+      {"greedy", ui.sampler.greedy},
+      {"temperature", ui.sampler.temperature},
+      {"top_k", ui.sampler.top_k},
+      {"top_p", ui.sampler.top_p},
+      {"repetition_penalty", ui.sampler.repetition_penalty},
+      {"seed", ui.sampler.seed},
+      {"model_dir_input", ui.model_dir_input},
+      {"camera", to_string(ui.camera)},
+      {"labels", ui.labels},
+      {"legend", ui.legend},
+      {"hud", ui.hud},
+      {"grid", ui.grid},
+      {"text_scale", ui.text_scale},
+      {"colour_blind", ui.colour_blind},
+      {"kv_context", ui.kv_context},
+      {"kv_dtype", ui.kv_dtype},
+      {"bottom_tab", ui.bottom_tab},
+      {"view_path", ui.view_path},
+      {"kv_layout",
+       {{"dtype", to_string(ui.kv_layout.dtype)},
+        {"window", ui.kv_layout.window},
+        {"sinks", ui.kv_layout.sinks},
+        {"block", ui.kv_layout.block}}},
+  };
+  try {
+    // Invalid UTF-8 in a prompt becomes U+FFFD rather than failing the save.
+    write_file_atomic(path, j.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+  } catch (const Error& e) {
+    error = std::string("settings not saved: ") + e.what();
+    return false;
+  }
+  return true;
+}
+
+ScreenRect fit_window(const WindowSettings& s, const ScreenRect& work) {
+  ScreenRect r;
+  r.w = std::clamp(s.width, 1, std::max(1, work.w));
+  r.h = std::clamp(s.height, 1, std::max(1, work.h));
+  if (s.x < 0 || s.y < 0) {
+    r.x = work.x + (work.w - r.w) / 2;
+    r.y = work.y + (work.h - r.h) / 2;
+  } else {
+    r.x = std::clamp(s.x, work.x, work.x + work.w - r.w);
+    r.y = std::clamp(s.y, work.y, work.y + work.h - r.h);
+  }
+  return r;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,186 @@
+// The window's state, split by owner: Snapshot is what the UI thread knows
+// about the engine (built only from worker events), UiState is what the user
+// chose. Panels read both and return commands (commands.h) that the Session
+// (session.h) carries out; nothing else mutates them behind its back.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "app/lessons/kv_memory.h"
+#include "app/lessons/training.h"
+#include "app/session/branches.h"
+#include "app/session/commands.h"
+#include "app/worker/decoding.h"
+#include "model/arch/model.h"
+#include "model/decoding/beam_generator.h"
+#include "model/decoding/generator.h"
+#include "model/decoding/sampler.h"
+#include "model/decoding/speculative_generator.h"
+#include "render/scene/scene.h"
+#include "render/scene/scene_camera.h"
+
+namespace kvscope {
+
+struct PromptPreset {
+  const char* name;
+  const char* text;
+};
+// Story opening, a line of code, a fact.
+inline constexpr PromptPreset kPromptPresets[] = {
+    {"Story", "Once upon a time"},
+    {"Code", "def "},
+    {"Fact", "The capital of France is"},
+};
+inline constexpr int kNumPresets = 3;  // index kNumPresets = the custom prompt
+
+struct Snapshot {
+  std::shared_ptr<const Model> model;
+  bool loading_model = false;
+  std::string model_error;     // last failed load, shown in the Model panel
+  float load_progress = 0;     // 0..1 while loading_model (EngineWorker::load_progress)
+  uint64_t generation = 0;     // id of the generation the records belong to
+  bool started = false;        // the worker accepted the prompt
+  uint64_t start_request = 0;  // id of the newest kStart sent; older starts' kStarted are ignored
+  // Every explored branch of this generation (the timeline's memory budget
+  // lives there); `records` is the current branch's history (same pointers).
+  BranchTree tree;
+  std::vector<RecordPtr> records;
+  int total_records = 0;  // over every generation of this run
+  SequenceState seq;      // state at the shown step (the timeline), records [0, seq_count)
+  size_t seq_count = 0;
+  uint64_t tree_version = 0;      // bumped when the current branch changes (fork, return, restart)
+  uint64_t seq_version = 0;       // the tree_version `seq` was built from
+  int pending_forks = 0;          // kFork commands sent, kForked not yet back
+  int pending_select = -1;        // branch to return to when its kForked arrives (-1: a new fork)
+  int pending_view_step = -1;     // a restored view's step, shown once generated
+  bool step_after_start = false;  // a Step asked for before the start was accepted: sent with kStarted
+  StopReason stop = StopReason::kNone;
+  bool step_in_flight = false;
+  double last_record_time = 0;  // the Session's clock when the newest record arrived
+  double gen_start_time = 0;
+  CacheMode mode = CacheMode::kKV;  // requested: applies from the next step
+  // The loaded model's training run (app/lessons/training.h), read when a model
+  // loads: null for a model without one; `checkpoint`: the one loaded (-1: none).
+  std::shared_ptr<const TrainingRecord> training;
+  int checkpoint = -1;
+  // The strategy the current generation runs (cmd::SetDecoding). Beam search
+  // and speculative decoding keep their own records, one per step or
+  // iteration, in the tree beside its (then empty) branches, under the same
+  // budget; these are the tree's, as `records` is the current branch's.
+  DecodeSettings decoding;
+  std::vector<BeamRecordPtr> beam_records;
+  std::vector<SpecIterationPtr> spec_iterations;
+
+  // Steps on the timeline, whatever the strategy.
+  int timeline_size() const {
+    switch (decoding.mode) {
+      case DecodeMode::kBeam:
+        return static_cast<int>(beam_records.size());
+      case DecodeMode::kSpeculative:
+        return static_cast<int>(spec_iterations.size());
+      default:
+        return static_cast<int>(records.size());
+    }
+  }
+};
+
+struct UiState {
+  // Prompt
+  int preset = 0;  // kNumPresets = custom
+  std::string custom_prompt = "In a distant galaxy";
+  std::string active_prompt;  // what the current generation started from
+  // Playback
+  bool playing = true;
+  float speed = 2.0f;  // tokens per second
+  bool fastest = false;
+  int max_new = 0;  // 0 = fill the context (capped by kDefaultMaxNew)
+  // Attention
+  int layer = -1, head = -1;
+  float min_weight = 0.005f;
+  bool beams = true;
+  // Sampling (applies from the next step)
+  SamplerSettings sampler;
+  // Decoding strategy being edited in the Decoding panel (sent with cmd::SetDecoding).
+  DecodeSettings decoding;
+  SpecStage spec_stage = SpecStage::kAnimate;  // speculative: hold the shown iteration at a stage
+  // KV cache layout (applies from the next generation)
+  KVSettings kv_layout;
+  // Model
+  std::string model_dir_input;
+  // View
+  CameraPreset camera = CameraPreset::kFront;
+  bool auto_camera = true;  // false once the user orbits/pans/zooms
+  bool labels = true, legend = true, grid = true;
+  bool hud = false;  // the overlay's counters (the Cache panel shows them already)
+  float text_scale = 1.0f;
+  bool fullscreen = false;
+  bool show_panels = true;
+  bool left_open = true, right_open = true;  // sidebars (folded: a narrow strip)
+  bool teach_open = false;                   // the teaching tabs under the timeline
+  // What the layout last fitted the panels to (app/gui/layout.cpp), and the 3D
+  // view's banner and legend bands of the last frame (gui.cpp).
+  struct PanelFit {
+    float w = 0, h = 0, text_scale = 0, view_text = 0;
+    bool lessons = false;
+    bool full_strip = true;     // the bottom strip's second row (lessons button, history line)
+    bool lessons_side = false;  // the open lessons in a column beside the view (a short window)
+    bool left = false, right = false, lessons_folded = false, history = false;  // folded by fitting, still folded
+    std::string note;  // what fitting folded and is still folded, "" = nothing
+  } panel_fit;
+  float view_text_h = 0;
+  bool qkv_open = false;         // the Q·K·V inspector's section (opened by a demo view)
+  bool next_token_open = false;  // the Next-token section (the sampling explainer), likewise
+  bool model_open = false;       // the Model section, likewise
+  bool ignore_eos = false;       // --soak-rounds: generate past end-of-text, up to the context limit
+  // Timeline: the shown step (record index); -1 = follow the newest.
+  int view_step = -1;
+  // Presentation mode (F5): panels hidden behind a compact HUD.
+  bool presentation = false;
+  bool colour_blind = false;  // projector-safe, colour-blind-safe palette
+  // Predict: the newest token and its bars stay hidden until revealed (Enter).
+  bool predict = false;
+  int revealed_step = -1;  // newest record index the class has seen
+  // KV memory calculator.
+  int kv_context = 100000;  // tokens
+  int kv_dtype = 1;         // index into all_kv_dtypes(): fp16
+  int kv_selected = -1;     // highlighted row of the table (-1: the loaded model)
+  int bottom_tab = 0;       // 0 branches, 1 phases, 2 KV memory, 3 attention heads, 4 training
+  bool select_tab = false;  // make bottom_tab the open tab next frame
+  std::string view_path;    // saved view file
+  int training_slice = -1;  // Training tab: validation slice shown (-1: their mean)
+  // Errors shown in the error panel until dismissed.
+  std::vector<std::string> errors;
+  std::string status;  // one line, e.g. "saved kvscope-....png"
+};
+
+inline constexpr int kDefaultMaxNew = 200;
+
+// New tokens so far: of the shown step (sampling), of every running beam
+// (beam search) or of the newest iteration (speculative decoding).
+inline int new_tokens(const Snapshot& snap) {
+  if (snap.decoding.mode == DecodeMode::kBeam)
+    return snap.beam_records.empty() ? 0 : snap.beam_records.back()->index + 1;
+  if (snap.decoding.mode == DecodeMode::kSpeculative)
+    return snap.spec_iterations.empty() ? 0 : snap.spec_iterations.back()->generated;
+  return snap.seq.current ? static_cast<int>(snap.seq.tokens.size()) - snap.seq.n_prompt : 0;
+}
+
+// The record index the timeline shows (-1 before the prefill).
+inline int shown_step(const Snapshot& snap, const UiState& ui) {
+  const int n = snap.timeline_size();
+  if (n == 0) return -1;
+  return ui.view_step < 0 ? n - 1 : std::min(ui.view_step, n - 1);
+}
+// True while predict mode hides the shown (newest) token and its bars.
+inline bool prediction_hidden(const Snapshot& snap, const UiState& ui) {
+  if (snap.decoding.mode != DecodeMode::kSample) return false;  // the strategies' scenes hide nothing
+  const int s = shown_step(snap, ui);
+  return ui.predict && s >= 0 && s == static_cast<int>(snap.records.size()) - 1 && ui.revealed_step < s;
+}
+
+}  // namespace kvscope

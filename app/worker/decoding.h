@@ -1,0 +1,44 @@
+// The window's decoding strategy: one token at a time with the sampler, beam
+// search (model/decoding/beam_generator.h) or speculative decoding with a draft model
+// (model/decoding/speculative_generator.h). Chosen in the Decoding panel, carried by
+// cmd::SetDecoding, applied from the next start.
+#pragma once
+
+#include <string>
+
+namespace kvscope {
+
+enum class DecodeMode { kSample, kBeam, kSpeculative };
+
+inline const char* to_string(DecodeMode m) {
+  switch (m) {
+    case DecodeMode::kBeam:
+      return "beam search";
+    case DecodeMode::kSpeculative:
+      return "speculative";
+    default:
+      return "sampling";
+  }
+}
+
+struct DecodeSettings {
+  DecodeMode mode = DecodeMode::kSample;
+  int beams = 4;                // N, 1..8
+  float length_penalty = 1.0f;  // exponent of the generated length in a hypothesis' score
+  std::string draft_dir;        // speculative: the draft model folder (same tokenizer as the target)
+  int k = 4;                    // speculative: tokens drafted per iteration, 1..16
+};
+
+inline bool operator==(const DecodeSettings& a, const DecodeSettings& b) {
+  return a.mode == b.mode && a.beams == b.beams && a.length_penalty == b.length_penalty && a.draft_dir == b.draft_dir &&
+         a.k == b.k;
+}
+inline bool operator!=(const DecodeSettings& a, const DecodeSettings& b) {
+  return !(a == b);
+}
+
+// The speculative stage the window holds an iteration at (SpecTiming in
+// render/scene/scene_spec.h): -1 plays the stages as an animation.
+enum class SpecStage { kAnimate = -1, kDraft = 0, kVerify = 1, kResolve = 2 };
+
+}  // namespace kvscope

@@ -1,0 +1,26 @@
+// Loading a Llama-architecture folder's weights (see llama_loader.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/arch/config.h"
+#include "model/arch/llama_weights.h"
+#include "model/arch/model.h"
+
+namespace kvscope {
+
+struct LlamaLoadResult {
+  LlamaWeights weights;
+  uint64_t n_params = 0;     // a tied head counted once
+  std::string stored_dtype;  // "F32", "F16", "BF16" or "mixed"
+  uint64_t need_bytes = 0;   // what the memory check counted: weights as kept + f32 KV cache at full context
+};
+
+// Reads `dir`/model.safetensors or the shards of `dir`/model.safetensors.index.json
+// for config `c`. Throws kvscope::Error naming the file, tensor, expected and
+// actual on a missing, misshapen or wrongly typed tensor, a missing shard or
+// index, or when the weights as kept plus the KV cache exceed the memory available.
+LlamaLoadResult load_llama_weights(const std::string& dir, const Config& c, const LoadControl& control);
+
+}  // namespace kvscope

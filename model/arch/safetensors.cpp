@@ -1,0 +1,285 @@
+#include "model/arch/safetensors.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/core/error.h"
+#include "model/core/file_io.h"
+
+namespace kvscope {
+namespace {
+
+// Bytes per element; 0 for a dtype we do not know.
+size_t dtype_size(const std::string& d) {
+  if (d == "F64" || d == "I64" || d == "U64") return 8;
+  if (d == "F32" || d == "I32" || d == "U32") return 4;
+  if (d == "F16" || d == "BF16" || d == "I16" || d == "U16") return 2;
+  if (d == "I8" || d == "U8" || d == "BOOL" || d == "F8_E4M3" || d == "F8_E5M2") return 1;
+  return 0;
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+uint64_t read_u64_le(const std::string& b) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[static_cast<size_t>(i)]);
+  return v;
+}
+
+}  // namespace
+
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      exp = 127 - 15 + 1;
+      while ((mant & 0x400u) == 0) {
+        mant <<= 1;
+        --exp;
+      }
+      mant &= 0x3ffu;
+      bits = sign | (exp << 23) | (mant << 13);
+    }
+  } else if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t f32_to_f16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u) return sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u);  // inf / nan
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;                                      // overflows to inf
+  if (abs < 0x38800000u) {                                                            // subnormal half (or zero)
+    const uint32_t shift = 126 - (abs >> 23);
+    if (shift > 24) return sign;
+    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
+    uint32_t h = mant >> (shift);
+    const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1u))) ++h;
+    return sign | static_cast<uint16_t>(h);
+  }
+  uint32_t h = ((abs >> 23) - 112) << 10 | ((abs >> 13) & 0x3ffu);
+  const uint32_t rem = abs & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
+  return sign | static_cast<uint16_t>(h);
+}
+
+float bf16_to_f32(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+SafeTensors SafeTensors::open(const std::string& path, const std::atomic<bool>* cancel) {
+  // Straight into one buffer of the file's size (a stringstream would hold
+  // a second copy of a possibly multi-GB file).
+  return from_bytes(read_regular_file(path, "a model.safetensors file", cancel), path);
+}
+
+namespace {
+
+uint64_t check_header_length(const std::string& first8, uint64_t size, const std::string& origin) {
+  if (size < 8) {
+    throw Error(origin + ": truncated safetensors file: " + std::to_string(size) +
+                " bytes, expected at least 8 (the header length)");
+  }
+  const uint64_t header_len = read_u64_le(first8);
+  if (header_len > size - 8) {
+    throw Error(origin + ": safetensors header length " + std::to_string(header_len) + " runs past the end of the " +
+                std::to_string(size) + "-byte file (expected at most " + std::to_string(size - 8) + ")");
+  }
+  return header_len;
+}
+
+}  // namespace
+
+SafeTensors SafeTensors::from_bytes(std::string bytes, const std::string& origin) {
+  SafeTensors st;
+  st.origin_ = origin;
+  const uint64_t header_len = check_header_length(bytes, bytes.size(), origin);
+  st.tensors_ = parse_safetensors_header(bytes.data() + 8, header_len, bytes.size(), origin);
+  st.data_offset_ = 8 + header_len;
+  st.bytes_ = std::move(bytes);
+  return st;
+}
+
+SafeTensors SafeTensors::open_header(const std::string& path, const std::atomic<bool>* cancel) {
+  require_regular_file(path, "a .safetensors file");
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) throw Error(path + ": cannot open (expected a .safetensors file)");
+  const std::streamoff size = f.tellg();
+  if (size < 0) throw Error(path + ": cannot determine the file size");
+  std::string first8(8, '\0');
+  f.seekg(0);
+  f.read(first8.data(), std::min<std::streamoff>(8, size));
+  const uint64_t header_len = check_header_length(first8, static_cast<uint64_t>(size), path);
+  std::string header(header_len, '\0');
+  if (!f.read(header.data(), static_cast<std::streamsize>(header_len))) {
+    throw Error(path + ": read error in the safetensors header");
+  }
+  SafeTensors st;
+  st.origin_ = path;
+  st.path_ = path;
+  st.cancel_ = cancel;
+  st.tensors_ = parse_safetensors_header(header.data(), header_len, static_cast<uint64_t>(size), path);
+  st.data_offset_ = 8 + header_len;
+  return st;
+}
+
+std::map<std::string, TensorInfo> parse_safetensors_header(const char* text, uint64_t header_len, uint64_t size,
+                                                           const std::string& origin) {
+  std::map<std::string, TensorInfo> tensors;
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text, text + header_len);
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
+    throw Error(origin + ": safetensors header is not valid JSON (" + e.what() + ")");
+  }
+  if (!header.is_object()) throw Error(origin + ": safetensors header must be a JSON object");
+  const uint64_t data_size = size - 8 - header_len;
+
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& name = it.key();
+    if (name == "__metadata__") continue;
+    const auto& e = it.value();
+    const std::string where = origin + ": tensor \"" + name + "\"";
+    if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets") ||
+        !e["dtype"].is_string() || !e["shape"].is_array() || !e["data_offsets"].is_array() ||
+        e["data_offsets"].size() != 2) {
+      throw Error(where + ": expected {\"dtype\": str, \"shape\": [..], \"data_offsets\": [begin, end]}");
+    }
+    TensorInfo info;
+    info.dtype = e["dtype"].get<std::string>();
+    const size_t esize = dtype_size(info.dtype);
+    if (esize == 0) throw Error(where + ": unknown dtype \"" + info.dtype + "\"");
+    uint64_t numel = 1;
+    for (const auto& d : e["shape"]) {
+      if (!d.is_number_unsigned()) throw Error(where + ": shape must hold non-negative integers, got " + d.dump());
+      const uint64_t dim = d.get<uint64_t>();
+      if (dim > (1ull << 40) || (dim && numel > (1ull << 40) / dim)) throw Error(where + ": shape is too large");
+      info.shape.push_back(static_cast<int64_t>(dim));
+      numel *= dim;
+    }
+    for (const auto& o : e["data_offsets"]) {
+      if (!o.is_number_unsigned()) throw Error(where + ": data_offsets must be non-negative integers");
+    }
+    info.begin = e["data_offsets"][0].get<uint64_t>();
+    info.end = e["data_offsets"][1].get<uint64_t>();
+    if (info.begin > info.end || info.end > data_size) {
+      throw Error(where + ": byte range [" + std::to_string(info.begin) + ", " + std::to_string(info.end) +
+                  ") is outside the data section of " + std::to_string(data_size) + " bytes");
+    }
+    if (info.end - info.begin != numel * esize) {
+      throw Error(where + ": byte range [" + std::to_string(info.begin) + ", " + std::to_string(info.end) + ") holds " +
+                  std::to_string(info.end - info.begin) + " bytes, expected " + std::to_string(numel * esize) +
+                  " for " + info.dtype + " " + shape_str(info.shape));
+    }
+    tensors[name] = info;
+  }
+
+  // Tensors must not share bytes.
+  std::vector<std::pair<const std::string*, const TensorInfo*>> by_begin;
+  for (const auto& kv : tensors) by_begin.emplace_back(&kv.first, &kv.second);
+  std::sort(by_begin.begin(), by_begin.end(),
+            [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
+  // Sorted by begin, a non-empty range overlaps an earlier one iff it starts
+  // before the furthest end seen so far (empty ranges hold no bytes).
+  const std::pair<const std::string*, const TensorInfo*>* furthest = nullptr;
+  for (const auto& cur_entry : by_begin) {
+    const TensorInfo* cur = cur_entry.second;
+    if (cur->end == cur->begin) continue;
+    if (furthest && cur->begin < furthest->second->end) {
+      const TensorInfo* prev = furthest->second;
+      throw Error(origin + ": tensors \"" + *furthest->first + "\" [" + std::to_string(prev->begin) + ", " +
+                  std::to_string(prev->end) + ") and \"" + *cur_entry.first + "\" [" + std::to_string(cur->begin) +
+                  ", " + std::to_string(cur->end) + ") overlap (expected disjoint byte ranges)");
+    }
+    if (!furthest || cur->end > furthest->second->end) furthest = &cur_entry;
+  }
+  return tensors;
+}
+
+void SafeTensors::read_raw(const std::string& name, void* dst, const std::function<void(uint64_t)>& on_chunk) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) throw Error(origin_ + ": missing tensor \"" + name + "\"");
+  const TensorInfo& t = it->second;
+  const uint64_t nbytes = t.end - t.begin;
+  if (nbytes == 0) return;
+  if (path_.empty()) {
+    std::memcpy(dst, bytes_.data() + data_offset_ + t.begin, nbytes);
+    return;
+  }
+  std::ifstream f(path_, std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(data_offset_ + t.begin));
+  // In chunks, so a cancelled load stops within one chunk of a multi-GB tensor.
+  constexpr uint64_t kChunk = uint64_t{16} << 20;
+  char* out = static_cast<char*>(dst);
+  for (uint64_t done = 0; done < nbytes;) {
+    if (cancel_ && cancel_->load()) throw Error(origin_ + ": loading cancelled");
+    const uint64_t n = std::min(kChunk, nbytes - done);
+    if (!f || !f.read(out + done, static_cast<std::streamsize>(n))) {
+      throw Error(origin_ + ": tensor \"" + name + "\": read error (" + std::to_string(nbytes) + " bytes at offset " +
+                  std::to_string(data_offset_ + t.begin) + ")");
+    }
+    done += n;
+    if (on_chunk) on_chunk(n);
+  }
+}
+
+std::vector<float> SafeTensors::to_f32(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) throw Error(origin_ + ": missing tensor \"" + name + "\"");
+  const TensorInfo& t = it->second;
+  const uint64_t nbytes = t.end - t.begin;
+  std::string lazy;
+  if (!path_.empty()) {
+    lazy.resize(nbytes);
+    read_raw(name, lazy.data());
+  }
+  const char* p = path_.empty() ? bytes_.data() + data_offset_ + t.begin : lazy.data();
+  std::vector<float> out;
+  if (t.dtype == "F32") {
+    out.resize(nbytes / 4);
+    if (nbytes) std::memcpy(out.data(), p, nbytes);  // an empty vector's data() may be null
+  } else if (t.dtype == "F16" || t.dtype == "BF16") {
+    out.resize(nbytes / 2);
+    const bool half = t.dtype == "F16";
+    for (size_t i = 0; i < out.size(); ++i) {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      out[i] = half ? f16_to_f32(h) : bf16_to_f32(h);
+    }
+  } else if (t.dtype == "F64") {
+    out.resize(nbytes / 8);
+    for (size_t i = 0; i < out.size(); ++i) {
+      double d;
+      std::memcpy(&d, p + 8 * i, 8);
+      out[i] = static_cast<float>(d);
+    }
+  } else {
+    throw Error(origin_ + ": tensor \"" + name + "\" has dtype " + t.dtype + ", expected F32, F16 or BF16");
+  }
+  return out;
+}
+
+}  // namespace kvscope

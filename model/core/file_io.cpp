@@ -1,0 +1,160 @@
+#include "model/core/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "model/core/error.h"
+
+namespace kvscope {
+namespace {
+
+std::string errno_text(int e) {
+  return std::strerror(e);
+}
+
+// "" for a regular file, else what it is instead.
+std::string not_regular(mode_t mode) {
+  if (S_ISREG(mode)) return "";
+  if (S_ISDIR(mode)) return "is a directory";
+  if (S_ISFIFO(mode)) return "is a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "is a character device";
+  if (S_ISBLK(mode)) return "is a block device";
+  if (S_ISSOCK(mode)) return "is a socket";
+  return "is not a regular file";
+}
+
+[[noreturn]] void fail(const std::string& path, const std::string& why, const std::string& expected) {
+  throw Error(path + ": " + why + (expected.empty() ? "" : " (expected " + expected + ")"));
+}
+
+// Closes on scope exit; close errors on a read-only descriptor carry no data loss.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Returns false when the file does not exist (errno ENOENT) and `missing_ok`.
+bool read_impl(const std::string& path, const std::string& expected, bool missing_ok, std::string& out,
+               const std::atomic<bool>* cancel) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int e = errno;
+    if (e == ENOENT && missing_ok) return false;
+    fail(path, "cannot open: " + errno_text(e), expected);
+  }
+  if (std::string why = not_regular(st.st_mode); !why.empty()) fail(path, why + ", not a regular file", expected);
+  // O_NONBLOCK: should the path have become a FIFO since the stat, open does not wait for a writer.
+  Fd f;
+  f.fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (f.fd < 0) fail(path, "cannot open: " + errno_text(errno), expected);
+  if (::fstat(f.fd, &st) != 0) fail(path, "cannot stat: " + errno_text(errno), expected);
+  if (std::string why = not_regular(st.st_mode); !why.empty()) fail(path, why + ", not a regular file", expected);
+  const size_t size = static_cast<size_t>(st.st_size);
+  std::string bytes(size, '\0');
+  size_t done = 0;
+  constexpr size_t kChunk = size_t{16} << 20;
+  while (done < size) {
+    if (cancel && cancel->load()) throw Error(path + ": loading cancelled");
+    const ssize_t n = ::read(f.fd, bytes.data() + done, std::min(kChunk, size - done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(path, "read error after " + std::to_string(done) + " bytes: " + errno_text(errno), expected);
+    if (n == 0) {
+      fail(path, "read " + std::to_string(done) + " of " + std::to_string(size) + " bytes (the file shrank)", expected);
+    }
+    done += static_cast<size_t>(n);
+  }
+  out = std::move(bytes);
+  return true;
+}
+
+// A name no other writer in this or another process uses at the same time.
+std::string temp_name(const std::string& path) {
+  static std::atomic<unsigned> counter{0};
+  const std::filesystem::path p(path);
+  const std::string base =
+      "." + p.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1));
+  return p.has_parent_path() ? (p.parent_path() / base).string() : base;
+}
+
+void write_all(int fd, std::string_view bytes, const std::string& path, const std::string& tmp) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = n < 0 ? errno : EIO;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw Error(path + ": write failed after " + std::to_string(done) + " of " + std::to_string(bytes.size()) +
+                  " bytes: " + errno_text(e) + " (the previous file, if any, is unchanged)");
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+void require_regular_file(const std::string& path, const std::string& expected) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) fail(path, "cannot open: " + errno_text(errno), expected);
+  if (std::string why = not_regular(st.st_mode); !why.empty()) fail(path, why + ", not a regular file", expected);
+}
+
+std::string read_regular_file(const std::string& path, const std::string& expected, const std::atomic<bool>* cancel) {
+  std::string out;
+  read_impl(path, expected, false, out, cancel);
+  return out;
+}
+
+bool read_regular_file_if_exists(const std::string& path, const std::string& expected, std::string& out) {
+  return read_impl(path, expected, true, out, nullptr);
+}
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  if (path.empty()) throw Error("cannot write a file with an empty name");
+  const std::filesystem::path p(path);
+  if (p.has_parent_path()) {
+    struct stat st {};
+    const std::string dir = p.parent_path().string();
+    if (::stat(dir.c_str(), &st) != 0)
+      throw Error(path + ": cannot write: the folder " + dir + " does not exist (" + errno_text(errno) + ")");
+    if (!S_ISDIR(st.st_mode)) throw Error(path + ": cannot write: " + dir + " is not a folder");
+  }
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    tmp = temp_name(path);
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) throw Error(path + ": cannot write: " + errno_text(errno) + " (creating a temporary file next to it)");
+  write_all(fd, bytes, path, tmp);
+  if (::fsync(fd) != 0) {
+    const int e = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw Error(path + ": cannot write: " + errno_text(e) + " (the previous file, if any, is unchanged)");
+  }
+  if (::close(fd) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    throw Error(path + ": cannot write: " + errno_text(e) + " (the previous file, if any, is unchanged)");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    throw Error(path + ": cannot replace it: " + errno_text(e) + " (the previous file, if any, is unchanged)");
+  }
+}
+
+}  // namespace kvscope

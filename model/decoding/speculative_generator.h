@@ -1,0 +1,115 @@
+// Speculative decoding on two real models: the draft proposes K tokens one
+// forward at a time over its own cache; the target scores all K drafted
+// positions plus the one after them in ONE forward over its cache; the
+// acceptance test (model/decoding/speculative_accept.h) keeps a prefix, draws a replacement or a
+// bonus token, and both caches are cut back to what was accepted.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/arch/model.h"
+#include "model/decoding/generator.h"
+#include "model/decoding/speculative_accept.h"
+#include "model/engine/engine.h"
+#include "model/kv/kv_cache.h"
+
+namespace kvscope {
+
+struct SpecOptions {
+  int k = 4;         // tokens drafted per iteration, 1..16
+  int max_new = 64;  // new tokens in all
+  SamplerSettings sampler;
+  bool ignore_eos = false;
+  // Layout of both caches (row format, pages). No sliding window: a
+  // rollback needs the positions the window would already have evicted.
+  KVSettings kv;
+};
+
+// One draft-then-verify iteration, immutable once returned.
+struct SpecIteration {
+  int index = 0;
+  int first = 0;  // position of the first drafted token (= tokens before the iteration)
+  int k = 0;      // tokens drafted (K, fewer near max_new or the context end)
+  std::vector<DraftVerdict> drafted;
+  int n_accepted = 0;
+  int next_token = 0;  // replacement (rejection) or bonus (all accepted)
+  bool bonus = false;
+  double next_prob = 0;
+  std::vector<int> emitted;  // accepted drafts + next token, cut at a stop
+  std::vector<std::string> emitted_pieces;
+  std::vector<std::string> drafted_pieces;  // display-safe, one per drafted token
+  std::string next_piece;
+  std::vector<int> prompt;                 // iteration 0 only
+  std::vector<std::string> prompt_pieces;  // iteration 0 only
+  int n_target_layers = 0, n_draft_layers = 0;
+
+  // Counters, from what ran.
+  int target_forwards = 0;  // so far in this generation
+  int draft_forwards = 0;
+  int drafted_total = 0, accepted_total = 0, generated = 0;  // so far, this iteration included
+  int target_positions = 0;                                  // positions the target's verify forward computed
+  int target_rolled_back = 0, draft_rolled_back = 0;         // cached positions discarded
+  uint64_t target_kv_bytes = 0, draft_kv_bytes = 0;          // resident after the rollback
+  double draft_ms = 0, target_ms = 0;                        // this iteration
+  StopReason stop = StopReason::kNone;
+};
+
+using SpecIterationPtr = std::shared_ptr<const SpecIteration>;
+
+// Throws kvscope::Error naming both folders when the two models do not share
+// a tokenizer (vocab.json and merges.txt byte for byte).
+void check_same_tokenizer(const Model& target, const Model& draft);
+
+class SpeculativeDecoder {
+ public:
+  SpeculativeDecoder(std::shared_ptr<const Model> target, std::shared_ptr<const Model> draft);
+
+  void start_tokens(const std::vector<int>& prompt, const SpecOptions& opt);
+  void start(const std::string& prompt, const SpecOptions& opt);
+  SpecIterationPtr step();  // nullptr once done
+
+  bool done() const { return reason_ != StopReason::kNone; }
+  StopReason reason() const { return reason_; }
+  const std::vector<int>& tokens() const { return tokens_; }
+  int n_prompt() const { return n_prompt_; }
+  int n_generated() const { return static_cast<int>(tokens_.size()) - n_prompt_; }
+  std::string text() const;  // generated text, EOS removed
+  int drafted_total() const { return drafted_total_; }
+  int accepted_total() const { return accepted_total_; }
+  int target_forwards() const { return target_forwards_; }
+  int draft_forwards() const { return draft_forwards_; }
+  double draft_ms_total() const { return draft_ms_; }
+  double target_ms_total() const { return target_ms_; }
+  double ms_total() const { return ms_total_; }
+  const KVCache& target_cache() const { return target_cache_; }
+  const KVCache& draft_cache() const { return draft_cache_; }
+  const Model& target() const { return *target_; }
+  const Model& draft() const { return *draft_; }
+
+ private:
+  int drafts_this_iteration() const;
+  // The stages of step(), in order.
+  std::vector<int> draft_tokens(SpecIteration& it, std::vector<int>& seq, std::vector<TokenDist>& q);
+  std::vector<TokenDist> verify_forward(SpecIteration& it, const std::vector<int>& seq);
+  void emit_tokens(SpecIteration& it, const std::vector<int>& drafted, const Verification& v);
+  void roll_back(SpecIteration& it);
+  void finish_record(SpecIteration& it, const std::vector<int>& drafted) const;
+
+  std::shared_ptr<const Model> target_, draft_;
+  Engine target_engine_, draft_engine_;
+  KVCache target_cache_, draft_cache_;
+  SpecOptions opt_;
+  UniformSource uniform_;
+  std::vector<int> tokens_;
+  int n_prompt_ = 0;
+  StopReason reason_ = StopReason::kNone;
+  bool started_ = false;
+  int iterations_ = 0, target_forwards_ = 0, draft_forwards_ = 0;
+  int drafted_total_ = 0, accepted_total_ = 0;
+  double draft_ms_ = 0, target_ms_ = 0, ms_total_ = 0;
+};
+
+}  // namespace kvscope

@@ -1,0 +1,448 @@
+#include "model/engine/engine.h"
+
+#include "model/engine/engine_detail.h"
+#include "model/engine/llama_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "model/core/error.h"
+#include "model/core/thread_pool.h"
+#include "model/engine/kernels.h"
+
+namespace kvscope {
+
+uint64_t forward_flops(const Config& c, int n_new, int seq_len) {
+  const uint64_t d = static_cast<uint64_t>(c.n_embd);
+  const uint64_t n = static_cast<uint64_t>(n_new);
+  // New position i (0-based among the new ones) sits at seq_len - n + i and
+  // attends to itself and everything before: L_i = seq_len - n + i + 1, or
+  // at most W positions under the model's sliding window.
+  const uint64_t first = static_cast<uint64_t>(seq_len) - n;
+  uint64_t sum_l = n * first + n * (n + 1) / 2;
+  if (c.sliding_window > 0) {
+    sum_l = 0;
+    for (uint64_t i = 0; i < n; ++i)
+      sum_l += std::min<uint64_t>(first + i + 1, static_cast<uint64_t>(c.sliding_window));
+  }
+  uint64_t per_layer;
+  if (c.is_llama()) {
+    // Q and O are (H hd) x d, K and V (Hkv hd) x d; gate, up, down are ff x d each.
+    const uint64_t hd = static_cast<uint64_t>(c.head_dim()), q = static_cast<uint64_t>(c.n_head) * hd;
+    const uint64_t kv = static_cast<uint64_t>(c.kv_heads()) * hd, ff = static_cast<uint64_t>(c.n_inner);
+    per_layer = 2 * n * d * (2 * q + 2 * kv) + 6 * n * d * ff + 4 * q * sum_l;
+  } else {
+    per_layer = 24 * n * d * d + 4 * d * sum_l;
+  }
+  return static_cast<uint64_t>(c.n_layer) * per_layer + 2 * d * static_cast<uint64_t>(c.vocab_size);
+}
+
+uint64_t forward_read_bytes(const Model& m, uint64_t cache_read_bytes) {
+  const Config& c = m.config;
+  if (c.is_llama()) {
+    // Every matrix as stored (a tied head is the embedding, read once), the vectors, one embedding row.
+    const LlamaWeights& lw = m.llama;
+    uint64_t bytes = lw.bytes() - lw.embed.bytes() - lw.lm_head.bytes() + lw.head().bytes();
+    bytes += lw.embed.bytes() / static_cast<uint64_t>(std::max<int64_t>(1, lw.embed.rows));
+    return bytes + cache_read_bytes;
+  }
+  const Weights& w = m.weights;
+  auto mat = [](const MatrixRM& f, const HalfMatrix& h) {
+    return h.empty() ? static_cast<uint64_t>(f.size()) * 4 : static_cast<uint64_t>(h.data.size()) * 2;
+  };
+  auto vec = [](const Vector& v) { return static_cast<uint64_t>(v.size()) * 4; };
+  uint64_t bytes = 0;
+  for (const LayerWeights& L : w.layers) {
+    bytes += mat(L.attn_w_t, L.attn_w_h) + mat(L.attn_proj_w_t, L.attn_proj_w_h) + mat(L.fc_w_t, L.fc_w_h) +
+             mat(L.mlp_proj_w_t, L.mlp_proj_w_h);
+    bytes += vec(L.ln_1_g) + vec(L.ln_1_b) + vec(L.attn_b) + vec(L.attn_proj_b) + vec(L.ln_2_g) + vec(L.ln_2_b) +
+             vec(L.fc_b) + vec(L.mlp_proj_b);
+  }
+  bytes += mat(w.head(), w.head_h) + vec(w.ln_f_g) + vec(w.ln_f_b);
+  bytes += 2ull * static_cast<uint64_t>(c.n_embd) * 4;  // wte and wpe rows
+  return bytes + cache_read_bytes;
+}
+
+int engine_threads() {
+  return ThreadPool::default_threads();
+}
+
+namespace {
+
+// Y (n, out) = X (n, in) * Wt^T + b, Wt stored (out, in). The output
+// features are split across threads: decode (n = 1) is then a set of
+// contiguous dot products (from the half-precision copy when the checkpoint
+// stored F16: the same values, half the bytes), prefill a GEMM per share.
+void linear(ThreadPool& pool, const MatrixRM& X, const MatrixRM& Wt, const Vector& b, MatrixRM& Y, uint64_t& flops,
+            const HalfMatrix* half = nullptr) {
+  const Eigen::Index n = X.rows(), out = Wt.rows(), in = Wt.cols();
+  Y.resize(n, out);
+  if (n == 1) {
+    const float* bias = b.size() ? b.data() : nullptr;
+    if (half && !half->empty()) {
+      pool.parallel_for(
+          out, [&](int64_t r0, int64_t r1) { matvec_f16(half->data.data(), in, X.data(), bias, Y.data(), r0, r1); },
+          out * in);
+    } else {
+      pool.parallel_for(
+          out, [&](int64_t r0, int64_t r1) { matvec_f32(Wt.data(), in, X.data(), bias, Y.data(), r0, r1); }, out * in);
+    }
+  } else {
+    // Shares of whole 16-column blocks keep the GEMM kernels on aligned panels.
+    const int64_t blocks = (out + 15) / 16;
+    pool.parallel_for(
+        blocks,
+        [&](int64_t b0, int64_t b1) {
+          const Eigen::Index c0 = b0 * 16, c1 = std::min<Eigen::Index>(b1 * 16, out);
+          if (c1 <= c0) return;
+          Y.middleCols(c0, c1 - c0).noalias() = X * Wt.middleRows(c0, c1 - c0).transpose();
+          if (b.size()) Y.middleCols(c0, c1 - c0).rowwise() += b.segment(c0, c1 - c0).transpose();
+        },
+        n * out * in);
+  }
+  flops += 2ull * static_cast<uint64_t>(n) * static_cast<uint64_t>(in) * static_cast<uint64_t>(out);
+}
+
+void layer_norm(const MatrixRM& X, const Vector& g, const Vector& b, float eps, MatrixRM& Y) {
+  Y.resize(X.rows(), X.cols());
+  const float inv_d = 1.0f / static_cast<float>(X.cols());
+  for (Eigen::Index i = 0; i < X.rows(); ++i) {
+    const auto row = X.row(i);
+    const float mean = row.sum() * inv_d;
+    const float var = (row.array() - mean).square().sum() * inv_d;
+    const float rstd = 1.0f / std::sqrt(var + eps);
+    Y.row(i) = ((row.array() - mean) * rstd * g.transpose().array() + b.transpose().array()).matrix();
+  }
+}
+
+// gelu_new: the tanh approximation GPT-2 was trained with. Eigen's packet
+// tanh (a rational approximation, float precision), not libm's scalar
+// tanhf: that one cost half of a small model's decode step.
+void gelu_new(ThreadPool& pool, MatrixRM& X) {
+  const float c = std::sqrt(2.0f / static_cast<float>(M_PI));
+  float* p = X.data();
+  auto run = [&](int64_t i0, int64_t i1) {
+    Eigen::Map<Eigen::ArrayXf> a(p + i0, i1 - i0);
+    a = 0.5f * a * (1.0f + (c * (a + 0.044715f * a.cube())).tanh());
+  };
+  if (X.size() > 65536) {
+    pool.parallel_for(X.size(), run);
+  } else {
+    run(0, X.size());
+  }
+}
+
+}  // namespace
+
+Engine::Engine(const Model& model) : model_(model), ws_(new Workspace) {
+  if (model.config.is_llama()) ws_->inv_freq = rope_inv_freq(model.config);
+}
+Engine::~Engine() {
+  delete ws_;
+}
+
+namespace {
+
+// Checks a batch against the model and the cache before anything is written.
+void check_batch(const Config& c, const std::vector<BatchEntry>& batch, const KVCache& cache) {
+  const KVLayout& lay = cache.layout();
+  if (!cache.ready()) throw Error("forward: the KV cache has no layout");
+  if (lay.n_layer != c.n_layer || lay.n_kv_head != c.kv_heads() || lay.head_dim != c.head_dim() ||
+      lay.n_ctx != c.n_positions) {
+    throw Error("forward: the KV cache's layout (" + std::to_string(lay.n_layer) + " layers, " +
+                std::to_string(lay.n_kv_head) + " x " + std::to_string(lay.head_dim) + " K/V, context " +
+                std::to_string(lay.n_ctx) + ") does not fit the model (" + std::to_string(c.n_layer) + " layers, " +
+                std::to_string(c.kv_heads()) + " x " + std::to_string(c.head_dim()) + " K/V, context " +
+                std::to_string(c.n_positions) + ")");
+  }
+  if (c.sliding_window > 0 && (lay.window == 0 || lay.window > c.sliding_window)) {
+    throw Error("forward: " + c.model_type + " attends to at most " + std::to_string(c.sliding_window) +
+                " positions (sliding_window); the cache's window must be at most that, got " +
+                (lay.window ? std::to_string(lay.window) : std::string("none")));
+  }
+  if (batch.empty()) throw Error("forward: empty batch (expected at least one new position)");
+  std::map<SeqId, int> next;
+  for (const BatchEntry& e : batch) {
+    if (e.token < 0 || e.token >= c.vocab_size) {
+      throw Error("forward: token id " + std::to_string(e.token) + " at position " + std::to_string(e.pos) +
+                  " is outside the vocabulary (0.." + std::to_string(c.vocab_size - 1) + ")");
+    }
+    if (e.pos < 0 || e.pos >= c.n_positions) {
+      throw Error("forward: position " + std::to_string(e.pos) + " exceeds the context of " +
+                  std::to_string(c.n_positions));
+    }
+    auto it = next.find(e.seq);
+    if (it == next.end()) it = next.emplace(e.seq, cache.length(e.seq)).first;
+    if (e.pos != it->second) {
+      throw Error("forward: sequence " + std::to_string(e.seq) + " continues at position " +
+                  std::to_string(it->second) + ", got an entry at " + std::to_string(e.pos));
+    }
+    ++it->second;
+  }
+}
+
+}  // namespace
+
+namespace detail {
+
+BatchPlan plan_batch(const Config& c, const std::vector<BatchEntry>& batch, KVCache& cache, const ForwardTaps& taps,
+                     ForwardOutput& out) {
+  const KVLayout& lay = cache.layout();
+  const int n = static_cast<int>(batch.size());
+  const int qd = c.n_head * c.head_dim(), kvd = lay.kv_dim();
+  BatchPlan plan;
+  plan.tap_row.assign(static_cast<size_t>(n), -1);
+  for (int i = 0; i < n; ++i) {
+    const BatchEntry& e = batch[static_cast<size_t>(i)];
+    out.width = std::max(out.width, e.pos + 1);
+    if (e.tap) {
+      plan.tap_row[static_cast<size_t>(i)] = static_cast<int>(out.tap_entries.size());
+      out.tap_entries.push_back(i);
+    }
+    if (e.logits) out.logit_entries.push_back(i);
+  }
+  out.n_rows = static_cast<int>(out.tap_entries.size());
+  if (taps.attention) out.attn.assign(static_cast<size_t>(c.n_layer) * c.n_head * out.n_rows * out.width, 0.0f);
+  if (taps.query) out.q.resize(static_cast<size_t>(c.n_layer) * out.n_rows * qd);
+  if (taps.kv) {
+    out.k.resize(static_cast<size_t>(c.n_layer) * n * kvd);
+    out.v.resize(out.k.size());
+  }
+  // Room for every new row (blocks allocated, shared ones copied), then what
+  // each query reads: runs of the cache, the same for every layer.
+  plan.slots.resize(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i)
+    plan.slots[static_cast<size_t>(i)] =
+        cache.append(batch[static_cast<size_t>(i)].seq, batch[static_cast<size_t>(i)].pos);
+  plan.runs.resize(static_cast<size_t>(n));
+  plan.n_keys.assign(static_cast<size_t>(n), 0);
+  plan.run_off.assign(static_cast<size_t>(n) + 1, 0);
+  for (int i = 0; i < n; ++i) {
+    std::vector<KVRun>& runs = plan.runs[static_cast<size_t>(i)];
+    cache.visible(batch[static_cast<size_t>(i)].seq, batch[static_cast<size_t>(i)].pos, runs);
+    for (const KVRun& r : runs) plan.n_keys[static_cast<size_t>(i)] += r.n;
+    plan.run_off[static_cast<size_t>(i) + 1] = plan.run_off[static_cast<size_t>(i)] + runs.size();
+  }
+  plan.rows.resize(plan.run_off.back());
+  return plan;
+}
+
+namespace {
+
+// Stores layer l's new K/V rows (quantized once, here) and taps them and the
+// tapped entries' queries as computed.
+void store_rows(const Config& c, KVCache& cache, const BatchPlan& plan, int l, const RowsQKV& rows,
+                const ForwardTaps& taps, ForwardOutput& out) {
+  const int n = static_cast<int>(plan.slots.size());
+  const int kvd = cache.layout().kv_dim(), qd = c.n_head * c.head_dim();
+  for (int i = 0; i < n; ++i) {
+    const float* k = rows.k + static_cast<size_t>(i) * rows.kv_stride;
+    const float* v = rows.v + static_cast<size_t>(i) * rows.kv_stride;
+    cache.write(l, plan.slots[static_cast<size_t>(i)], k, v);
+    if (taps.kv) {
+      const size_t o = (static_cast<size_t>(l) * n + i) * kvd;
+      std::copy(k, k + kvd, out.k.begin() + static_cast<std::ptrdiff_t>(o));
+      std::copy(v, v + kvd, out.v.begin() + static_cast<std::ptrdiff_t>(o));
+    }
+    if (taps.query && plan.tap_row[static_cast<size_t>(i)] >= 0) {
+      const float* q = rows.q + static_cast<size_t>(i) * rows.q_stride;
+      const size_t o = (static_cast<size_t>(l) * out.n_rows + plan.tap_row[static_cast<size_t>(i)]) * qd;
+      std::copy(q, q + qd, out.q.begin() + static_cast<std::ptrdiff_t>(o));
+    }
+  }
+}
+
+// Layer l's K/V rows of every entry's runs: one pointer per run, not per key.
+void layer_rows(const KVCache& cache, BatchPlan& plan, int l) {
+  const size_t rb = cache.layout().row_bytes();
+  KVRowRun* dst = plan.rows.data();
+  for (const std::vector<KVRun>& runs : plan.runs) {
+    for (const KVRun& r : runs) {
+      const size_t at = static_cast<size_t>(r.slot) * rb;
+      *dst++ = KVRowRun{cache.k_rows(r.block, l) + at, cache.v_rows(r.block, l) + at, r.n};
+    }
+  }
+}
+
+// Copies entry i's weights p (in key order) to their positions in the
+// attention tap of layer l, head h.
+void tap_weights(const BatchPlan& plan, int l, int H, int h, int i, const float* p, ForwardOutput& out) {
+  const int row = plan.tap_row[static_cast<size_t>(i)];
+  float* dst = &out.attn[((static_cast<size_t>(l) * H + h) * out.n_rows + row) * out.width];
+  for (const KVRun& r : plan.runs[static_cast<size_t>(i)])
+    for (int j = 0; j < r.n; ++j) dst[r.first_pos + j] = *p++;
+}
+
+}  // namespace
+
+void store_and_attend(const Config& c, Workspace& ws, KVCache& cache, BatchPlan& plan, int l, const RowsQKV& rows,
+                      const ForwardTaps& taps, ForwardOutput& out, uint64_t& flops) {
+  const KVLayout& lay = cache.layout();
+  const int n = static_cast<int>(plan.slots.size());
+  const int H = c.n_head, hd = c.head_dim(), qd = H * hd;
+  const int group = H / lay.n_kv_head;  // query heads per K/V head
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  store_rows(c, cache, plan, l, rows, taps, out);
+  layer_rows(cache, plan, l);
+  int64_t keys = 0;
+  for (int len : plan.n_keys) keys += len;
+  ws.att.resize(n, qd);
+  // Heads are independent and equally costly: one share of heads per thread.
+  ws.pool.parallel_for(
+      H,
+      [&](int64_t h0, int64_t h1) {
+        std::vector<float> scratch;
+        for (int64_t h = h0; h < h1; ++h) {
+          const int kvh = static_cast<int>(h) / group;
+          for (int i = 0; i < n; ++i) {
+            const int len = plan.n_keys[static_cast<size_t>(i)];
+            // Weights go to a 64-byte aligned buffer in every layout: the
+            // softmax's vector reductions then add in the same order for all.
+            scratch.resize(static_cast<size_t>(len) + 16);
+            float* p = scratch.data();
+            p += (16 - (reinterpret_cast<uintptr_t>(p) / sizeof(float)) % 16) % 16;
+            const size_t r0 = plan.run_off[static_cast<size_t>(i)], r1 = plan.run_off[static_cast<size_t>(i) + 1];
+            const KVRunsView view{lay.dtype, plan.rows.data() + r0, static_cast<int>(r1 - r0), lay.row_bytes(),
+                                  kvh * hd};
+            attend_runs(rows.q + static_cast<size_t>(i) * rows.q_stride + h * hd, view, hd, len, scale, p,
+                        ws.att.data() + static_cast<size_t>(i) * qd + h * hd);
+            if (taps.attention && plan.tap_row[static_cast<size_t>(i)] >= 0)
+              tap_weights(plan, l, H, static_cast<int>(h), i, p, out);
+          }
+        }
+      },
+      2 * std::max<int64_t>(keys, n) * qd);
+  flops += 4ull * static_cast<uint64_t>(hd) * static_cast<uint64_t>(keys) * static_cast<uint64_t>(H);
+}
+
+}  // namespace detail
+
+namespace {
+
+// GPT-2's layer l: LayerNorm, fused QKV, attention, projection, GELU MLP.
+void gpt2_layer(const Config& c, const LayerWeights& L, Workspace& ws, KVCache& cache, detail::BatchPlan& plan, int l,
+                const ForwardTaps& taps, ForwardOutput& out, uint64_t& flops) {
+  const int d = c.n_embd;
+  layer_norm(ws.x, L.ln_1_g, L.ln_1_b, c.layer_norm_epsilon, ws.h);
+  linear(ws.pool, ws.h, L.attn_w_t, L.attn_b, ws.qkv, flops, &L.attn_w_h);
+  const float* qkv = ws.qkv.data();
+  detail::store_and_attend(c, ws, cache, plan, l,
+                           {qkv, static_cast<size_t>(3 * d), qkv + d, qkv + 2 * d, static_cast<size_t>(3 * d)}, taps,
+                           out, flops);
+  linear(ws.pool, ws.att, L.attn_proj_w_t, L.attn_proj_b, ws.tmp, flops, &L.attn_proj_w_h);
+  ws.x += ws.tmp;
+  layer_norm(ws.x, L.ln_2_g, L.ln_2_b, c.layer_norm_epsilon, ws.h);
+  linear(ws.pool, ws.h, L.fc_w_t, L.fc_b, ws.fc, flops, &L.fc_w_h);
+  gelu_new(ws.pool, ws.fc);
+  linear(ws.pool, ws.fc, L.mlp_proj_w_t, L.mlp_proj_b, ws.tmp, flops, &L.mlp_proj_w_h);
+  ws.x += ws.tmp;
+}
+
+}  // namespace
+
+ForwardOutput Engine::forward(const std::vector<BatchEntry>& batch, KVCache& cache, const ForwardTaps& taps) {
+  const Config& c = model_.config;
+  check_batch(c, batch, cache);
+  const int n = static_cast<int>(batch.size());
+  const int d = c.n_embd;
+  ForwardOutput out;
+  detail::BatchPlan plan = detail::plan_batch(c, batch, cache, taps, out);
+  Workspace& ws = *ws_;
+  uint64_t flops = 0;
+  if (c.is_llama()) {
+    detail::llama_embed(model_.llama, batch, ws.x);
+    for (int l = 0; l < c.n_layer; ++l) detail::llama_layer(model_, ws, cache, plan, batch, l, taps, out, flops);
+  } else {
+    const Weights& w = model_.weights;
+    ws.x.resize(n, d);
+    for (int i = 0; i < n; ++i) {
+      const BatchEntry& e = batch[static_cast<size_t>(i)];
+      ws.x.row(i) = w.wte.row(e.token) + w.wpe.row(e.pos);
+    }
+    for (int l = 0; l < c.n_layer; ++l)
+      gpt2_layer(c, w.layers[static_cast<size_t>(l)], ws, cache, plan, l, taps, out, flops);
+  }
+  // Each sequence's forward is over: evict what its later queries cannot see.
+  std::vector<SeqId> done;
+  for (const BatchEntry& e : batch) {
+    if (std::find(done.begin(), done.end(), e.seq) != done.end()) continue;
+    done.push_back(e.seq);
+    out.evicted += cache.commit(e.seq);
+  }
+
+  // The LM head only where asked (generation needs the last position).
+  if (!out.logit_entries.empty()) {
+    MatrixRM sel(static_cast<Eigen::Index>(out.logit_entries.size()), d);
+    for (size_t r = 0; r < out.logit_entries.size(); ++r)
+      sel.row(static_cast<Eigen::Index>(r)) = ws.x.row(out.logit_entries[r]);
+    MatrixRM logits_rows;
+    if (c.is_llama()) {
+      detail::llama_logits(model_, ws, sel, logits_rows, flops);
+    } else {
+      const Weights& w = model_.weights;
+      layer_norm(sel, w.ln_f_g, w.ln_f_b, c.layer_norm_epsilon, ws.h);
+      linear(ws.pool, ws.h, w.head(), Vector(), logits_rows, flops, &w.head_h);
+    }
+    out.logits.assign(logits_rows.data(), logits_rows.data() + logits_rows.size());
+  }
+  out.flops = flops;
+  return out;
+}
+
+ForwardOutput Engine::forward(const std::vector<int>& tokens, int first, KVCache* cache, bool keep_all_rows,
+                              bool all_logits, const KVLayout* layout) {
+  const Config& c = model_.config;
+  const int seq_len = static_cast<int>(tokens.size());
+  const int n = seq_len - first;
+  if (n <= 0)
+    throw Error("forward: no new positions (first = " + std::to_string(first) + ", sequence of " +
+                std::to_string(seq_len) + ")");
+  if (seq_len > c.n_positions) {
+    throw Error("forward: sequence of " + std::to_string(seq_len) + " tokens exceeds the context of " +
+                std::to_string(c.n_positions));
+  }
+  KVCache* kc = cache;
+  SeqId s = 0;
+  if (!cache) {
+    if (first != 0) throw Error("forward: without a cache the whole sequence must be computed (first must be 0)");
+    const KVLayout lay = layout ? *layout : KVLayout::for_model(c);
+    kc = &ws_->scratch;
+    if (!kc->ready() || kc->layout() != lay) kc->reset(lay);
+    kc->clear();
+    s = kc->add_sequence();
+  } else {
+    if (!cache->ready()) cache->reset(KVLayout::for_model(c));
+    if (!cache->has_sequence(0)) {
+      if (!cache->sequences().empty()) throw Error("forward: the cache has no sequence 0");
+      cache->add_sequence();
+    }
+    if (cache->length(0) != first) {
+      throw Error("forward: the cache holds " + std::to_string(cache->length(0)) + " positions, expected " +
+                  std::to_string(first));
+    }
+  }
+  std::vector<BatchEntry> batch(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const bool last = first + i == seq_len - 1;
+    batch[static_cast<size_t>(i)] =
+        BatchEntry{s, first + i, tokens[static_cast<size_t>(first + i)], all_logits || last, keep_all_rows || last};
+  }
+  ForwardOutput out;
+  try {
+    ForwardTaps taps;
+    taps.query = true;  // the Q.K.V inspector reads the query rows of the tapped positions
+    out = forward(batch, *kc, taps);
+  } catch (...) {
+    if (!cache) kc->clear();
+    throw;
+  }
+  if (!cache) kc->clear();  // NO CACHE keeps nothing between forwards
+  out.first = first;
+  out.n_new = n;
+  out.seq_len = seq_len;
+  return out;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,68 @@
+// The engine's private pieces, shared by engine.cpp (the batch plan, K/V
+// storage and attention over the cache, GPT-2's layers) and model/engine/llama_layers.cpp
+// (Llama-architecture layers). Not part of the library's interface.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/core/thread_pool.h"
+#include "model/engine/engine.h"
+#include "model/engine/kernels.h"
+
+namespace kvscope {
+
+struct Workspace {
+  MatrixRM x;        // (n, d) residual stream
+  MatrixRM h;        // (n, d) normed input
+  MatrixRM qkv;      // GPT-2: (n, 3d)
+  MatrixRM q, k, v;  // Llama: (n, H hd), (n, Hkv hd), (n, Hkv hd)
+  MatrixRM att;      // (n, H hd) attention output before the output projection
+  MatrixRM tmp;      // (n, d) projection output
+  MatrixRM fc;       // (n, ff) MLP hidden (Llama: the gate)
+  MatrixRM up;       // Llama: (n, ff)
+  ThreadPool pool;
+  KVCache scratch;               // NO CACHE: written by one forward, emptied after it
+  std::vector<double> inv_freq;  // Llama: RoPE frequencies (rope_inv_freq)
+};
+
+namespace detail {
+
+// What each entry of a batch writes and reads in the cache (the same for every layer).
+struct BatchPlan {
+  std::vector<KVSlot> slots;             // (n) where entry i's K/V row goes
+  std::vector<std::vector<KVRun>> runs;  // (n) the cache runs entry i attends to
+  std::vector<int> n_keys;               // (n) keys entry i attends to
+  std::vector<size_t> run_off;           // (n + 1) entry i's runs in rows
+  std::vector<int> tap_row;              // (n) entry i's row in out.attn, -1 if untapped
+  std::vector<KVRowRun> rows;            // every entry's runs as K/V row pointers, refilled per layer
+};
+
+// One layer's rows: query row i at q + i q_stride (H heads of hd), K/V rows at k, v + i kv_stride.
+struct RowsQKV {
+  const float* q;
+  size_t q_stride;
+  const float* k;
+  const float* v;
+  size_t kv_stride;
+};
+
+// Sizes out's taps, appends every entry's row to the cache, finds what each reads.
+BatchPlan plan_batch(const Config& c, const std::vector<BatchEntry>& batch, KVCache& cache, const ForwardTaps& taps,
+                     ForwardOutput& out);
+
+// Layer l: stores the K/V rows (and taps them), then every query head of
+// every entry attends over its visible keys (query head h reads K/V head
+// h / (n_head / n_kv_head)); the result is ws.att (n, H hd). flops += 4 hd
+// per key per head.
+void store_and_attend(const Config& c, Workspace& ws, KVCache& cache, BatchPlan& plan, int l, const RowsQKV& rows,
+                      const ForwardTaps& taps, ForwardOutput& out, uint64_t& flops);
+
+// Llama-architecture pieces (model/engine/llama_layers.cpp).
+void llama_embed(const LlamaWeights& w, const std::vector<BatchEntry>& batch, MatrixRM& x);
+void llama_layer(const Model& m, Workspace& ws, KVCache& cache, BatchPlan& plan, const std::vector<BatchEntry>& batch,
+                 int l, const ForwardTaps& taps, ForwardOutput& out, uint64_t& flops);
+void llama_logits(const Model& m, Workspace& ws, const MatrixRM& sel, MatrixRM& logits, uint64_t& flops);
+
+}  // namespace detail
+}  // namespace kvscope

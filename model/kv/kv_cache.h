@@ -1,0 +1,241 @@
+// The KV cache: the K and V rows of past positions, for one or more
+// sequences, in one of several layouts. The forward pass (engine.h) writes
+// and reads it only through this interface, and bytes() is the one place
+// the memory it holds is counted.
+//
+// How to use it
+// - Layout (fixed at reset): the model's shape (layers, K/V heads, head
+//   width, context), the row dtype (f32, f16, q8_0, q4_0), an optional
+//   sliding window W with S sink positions, and an optional page size B.
+//   KVLayout::for_model(config) is today's dense f32 cache.
+// - Sequences: add_sequence() gives a SeqId holding no positions. A forward
+//   appends positions length(seq), length(seq)+1, ... to it. fork(seq, n)
+//   makes a new sequence sharing positions [0, n) of `seq` (by reference:
+//   blocks are copied only when either side first writes into a shared one).
+//   truncate(seq, n) rolls back to positions [0, n) (speculative decoding,
+//   branching); release(seq) frees what only it referenced.
+// - Batch: Engine::forward takes (seq, pos, token) entries from any number
+//   of sequences; each sequence's entries must continue it in order
+//   (pos = length, length+1, ...). Entry i attends to its own sequence's
+//   positions <= pos as stored, its own new row included.
+// - Window W, sinks S: a query at i sees [max(0, i-W+1), i] and
+//   [0, min(S, i+1)). After each forward, what no later query of that
+//   sequence can see is evicted (a paged cache returns emptied blocks).
+//   Evicted positions are gone: truncate/fork need the positions the next
+//   query would see (can_truncate says whether they are still held).
+// - Quantized rows (q8_0, q4_0: llama.cpp's blocks of 32 values with an
+//   fp16 scale) are quantized once when written and dequantized inside the
+//   attention kernel; f16 rows are IEEE half.
+// - Paged: each sequence has a block table into a shared pool of blocks of
+//   B positions with reference counts and a free list; copy-on-write on the
+//   first write into a shared block.
+// Shapes: a row is n_kv_head * head_dim values (all heads of one position);
+// query head h reads K/V head h / (n_head / n_kv_head).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/arch/config.h"
+
+namespace kvscope {
+
+enum class KVDtype { kF32, kF16, kQ8_0, kQ4_0 };
+
+const char* to_string(KVDtype d);  // "f32" / "f16" / "q8_0" / "q4_0"
+// Parses one of the names above; false when unknown.
+bool parse_kv_dtype(const std::string& name, KVDtype* out);
+// Bytes of one stored row of n values: f32 4n, f16 2n, q8_0 34 per 32
+// values (32 int8 + fp16 scale), q4_0 18 per 32 (16 bytes of nibbles + fp16
+// scale). The block formats need n to be a multiple of 32.
+uint64_t kv_row_bytes(KVDtype d, int n);
+
+struct KVLayout {
+  int n_layer = 0, n_kv_head = 0, head_dim = 0;
+  int n_ctx = 0;  // the last position a sequence may reach is n_ctx - 1
+  KVDtype dtype = KVDtype::kF32;
+  int window = 0;  // 0 = keep every position, else W >= 1
+  int sinks = 0;   // with a window: positions [0, S) are always kept, 0 <= S < W
+  int block = 0;   // 0 = one contiguous reservation per sequence, else paged with B positions per block
+
+  // The model's dense f32 cache (GPT-2: as many K/V heads as query heads).
+  static KVLayout for_model(const Config& c);
+
+  int kv_dim() const { return n_kv_head * head_dim; }  // values per K (or V) row
+  bool paged() const { return block > 0; }
+  bool windowed() const { return window > 0; }
+  bool is_default() const { return dtype == KVDtype::kF32 && window == 0 && sinks == 0 && block == 0; }
+  uint64_t row_bytes() const { return kv_row_bytes(dtype, kv_dim()); }
+  // K and V of one position across every layer.
+  uint64_t bytes_per_position() const { return 2ull * static_cast<uint64_t>(n_layer) * row_bytes(); }
+  // Positions a query at `pos` attends to.
+  int visible_count(int pos) const;
+  // Throws kvscope::Error naming the setting and the accepted range.
+  void validate() const;
+  std::string describe() const;  // e.g. "q8_0, window 64 + 4 sinks, paged B=16"
+  bool operator==(const KVLayout& o) const;
+  bool operator!=(const KVLayout& o) const { return !(*this == o); }
+};
+
+// What a user chooses (CLI flags, the Cache panel); the model gives the shape.
+struct KVSettings {
+  KVDtype dtype = KVDtype::kF32;
+  int window = 0, sinks = 0, block = 0;  // as in KVLayout
+  // The model's layout with these settings (validated: throws kvscope::Error).
+  KVLayout layout_for(const Config& c) const;
+  bool is_default() const { return dtype == KVDtype::kF32 && window == 0 && sinks == 0 && block == 0; }
+  bool operator==(const KVSettings& o) const {
+    return dtype == o.dtype && window == o.window && sinks == o.sinks && block == o.block;
+  }
+  bool operator!=(const KVSettings& o) const { return !(*this == o); }
+};
+
+// K/V bytes of one position across all layers for a model, in f32 unless
+// another dtype is given (the model card's and the panels' per-token cost).
+uint64_t kv_bytes_per_position(const Config& c, KVDtype d = KVDtype::kF32);
+
+using SeqId = int;
+
+// Where one position's row lives: a block of the pool and a slot in it.
+struct KVSlot {
+  int block = -1, slot = -1;
+};
+
+// A run of consecutive positions [first_pos, first_pos + n) stored in
+// consecutive slots [slot, slot + n) of one block: attention reads it in place.
+struct KVRun {
+  int block = 0, slot = 0, first_pos = 0, n = 0;
+};
+
+// One held row, for the visualiser: its position and the sequences that see it.
+struct KVCell {
+  int pos = 0, block = 0, slot = 0;
+  std::vector<SeqId> seqs;  // more than one where a fork shares it
+};
+
+class KVCache {
+ public:
+  KVCache() = default;
+  explicit KVCache(const KVLayout& layout) { reset(layout); }
+
+  // Drops every sequence and adopts `layout` (validated). Pool memory is
+  // kept when the layout's block geometry is unchanged.
+  void reset(const KVLayout& layout);
+  const KVLayout& layout() const { return layout_; }
+  bool ready() const { return layout_.n_layer > 0; }
+
+  // --- sequences ---
+  SeqId add_sequence();
+  // A new sequence holding positions [0, n) of `from`, shared by reference.
+  // Throws when `from` no longer holds what a query at n would see.
+  SeqId fork(SeqId from, int n);
+  bool can_truncate(SeqId seq, int n) const;
+  void truncate(SeqId seq, int n);  // keeps [0, n); throws when !can_truncate
+  void release(SeqId seq);
+  void clear();  // releases every sequence
+  bool has_sequence(SeqId seq) const;
+  std::vector<SeqId> sequences() const;
+  int length(SeqId seq) const;  // the next position to write
+  int n_held(SeqId seq) const;  // positions held (after eviction)
+  bool holds(SeqId seq, int pos) const;
+  std::vector<int> positions(SeqId seq) const;  // held, ascending
+
+  // --- counters: exact, from what is allocated ---
+  // K/V payload and scales held: contiguous layouts count the rows holding
+  // a live position (a row shared by forks once); paged layouts count every
+  // slot of every allocated block, wasted ones included.
+  uint64_t bytes() const;
+  // What `seq` would hold in a cache of its own, in this layout: its
+  // blocks (paged) or its held rows (contiguous). Summed over sequences, the
+  // bytes that sharing saves against one cache per sequence.
+  uint64_t bytes_alone(SeqId seq) const;
+  int blocks_held() const;   // blocks referenced by some sequence
+  int slots_used() const;    // distinct rows holding a live position
+  int slots_wasted() const;  // paged: allocated slots holding nothing live
+  // What one contiguous reservation of the full context per sequence would
+  // hold in this dtype (the paged layout's comparison).
+  uint64_t contiguous_reservation_bytes() const;
+  uint64_t blocks_copied() const { return copies_; }  // copy-on-write copies so far
+  uint64_t evicted_total() const { return evicted_total_; }
+  std::vector<KVCell> cells() const;              // every held row, by block then slot
+  std::vector<int> block_table(SeqId seq) const;  // paged: block per B positions, -1 = freed
+  int block_refs(int block) const;                // sequences referencing a block of the pool
+
+  // For tests of the paged pool: grows the free list to at least n blocks and
+  // shuffles it (rows of one sequence then land in scattered blocks).
+  void preallocate_shuffled(int n_blocks, uint32_t seed);
+
+  // --- the forward pass's side (Engine::forward) ---
+  // Makes room for `pos` (= length(seq)) and extends the sequence to it:
+  // allocates a block or copies a shared one on its first write.
+  KVSlot append(SeqId seq, int pos);
+  // Stores (quantizes) the K and V rows (kv_dim floats each) of `layer`.
+  void write(int layer, KVSlot at, const float* k, const float* v);
+  // The runs a query of `seq` at `pos` reads, in position order.
+  void visible(SeqId seq, int pos, std::vector<KVRun>& out) const;
+  // Ends a forward for `seq`: evicts what no later query can see. Returns
+  // the number of positions evicted.
+  int commit(SeqId seq);
+  const uint8_t* k_rows(int block, int layer) const { return rows(block, layer, 0); }
+  const uint8_t* v_rows(int block, int layer) const { return rows(block, layer, 1); }
+  // One stored row dequantized to f32 (for tests and the error-on-hover view).
+  void read_row(int layer, KVSlot at, bool v, float* out) const;
+  KVSlot slot_of(SeqId seq, int pos) const;  // {-1, -1} when not held
+
+ private:
+  // The pool's memory: slabs of blocks_per_slab() blocks each, laid out
+  // (K|V, layer, block, slot, row_bytes), so that one layer's K (or V) rows
+  // of consecutive blocks are consecutive in memory: a sequence whose blocks
+  // were taken in order reads as one dense array, and blocks never sit a
+  // whole block's bytes apart (which would map each page of one layer onto
+  // the same cache sets). Zero-filled, allocated lazily by the system.
+  struct FreeBytes {
+    void operator()(uint8_t* p) const;
+  };
+  struct Slab {
+    std::unique_ptr<uint8_t, FreeBytes> data;
+    size_t bytes = 0;
+    Slab() = default;
+    explicit Slab(size_t n);
+    Slab(const Slab& o);
+    Slab(Slab&&) = default;
+    Slab& operator=(const Slab& o);
+    Slab& operator=(Slab&&) = default;
+  };
+  struct Sequence {
+    bool live = false;
+    int length = 0;
+    int lo = 0;              // non-sink positions below lo are evicted
+    std::vector<int> table;  // block per `slots_per_block()` positions, -1 = none
+  };
+  int slots_per_block() const { return layout_.paged() ? layout_.block : layout_.n_ctx; }
+  // Paged: a full context's blocks per slab; contiguous: one reservation.
+  int blocks_per_slab() const { return (layout_.n_ctx + slots_per_block() - 1) / slots_per_block(); }
+  void add_slab();
+  const uint8_t* rows(int block, int layer, int kv) const;
+  uint8_t* rows(int block, int layer, int kv);
+  const Sequence& seq(SeqId s) const;
+  Sequence& seq(SeqId s);
+  int new_block();
+  void unref(int block);
+  bool held(const Sequence& s, int pos) const;
+  void free_evicted_blocks(Sequence& s);
+
+  KVLayout layout_;
+  std::vector<Slab> slabs_;
+  std::vector<int> refs_;  // (block) sequences referencing each block of the pool
+  std::vector<int> free_;  // pool indices, taken from the back
+  std::vector<Sequence> seqs_;
+  uint64_t copies_ = 0, evicted_total_ = 0;
+};
+
+// Positions written to sequence 0 (the one-sequence convenience of
+// Engine::forward), 0 before its first forward.
+inline int cached_length(const KVCache& c) {
+  return c.has_sequence(0) ? c.length(0) : 0;
+}
+
+}  // namespace kvscope

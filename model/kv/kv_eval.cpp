@@ -1,0 +1,72 @@
+#include "model/kv/kv_eval.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kvscope {
+
+namespace {
+
+// Logits of every position of `tokens`, (n, vocab), and the cache's bytes after.
+std::vector<float> all_logits(Engine& engine, KVCache& cache, const std::vector<int>& tokens, uint64_t* bytes) {
+  cache.clear();
+  const SeqId s = cache.add_sequence();
+  std::vector<BatchEntry> batch;
+  batch.reserve(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i)
+    batch.push_back(BatchEntry{s, static_cast<int>(i), tokens[i], true, false});
+  ForwardTaps taps;
+  taps.attention = false;
+  taps.kv = false;
+  std::vector<float> logits = engine.forward(batch, cache, taps).logits;
+  if (bytes) *bytes = cache.bytes();
+  cache.clear();
+  return logits;
+}
+
+// log softmax of one row, in double.
+void log_softmax(const float* row, size_t V, std::vector<double>& out) {
+  double mx = row[0];
+  for (size_t v = 1; v < V; ++v) mx = std::max<double>(mx, row[v]);
+  double z = 0;
+  for (size_t v = 0; v < V; ++v) z += std::exp(row[v] - mx);
+  const double lz = mx + std::log(z);
+  out.resize(V);
+  for (size_t v = 0; v < V; ++v) out[v] = row[v] - lz;
+}
+
+}  // namespace
+
+LayoutScores score_layout(Engine& engine, KVCache& cache, KVCache* dense, const std::vector<int>& tokens) {
+  LayoutScores s;
+  if (tokens.size() < 2) return s;
+  const std::vector<float> lv_all = all_logits(engine, cache, tokens, &s.kv_bytes);
+  const size_t n = tokens.size() - 1, V = lv_all.size() / tokens.size();
+  std::vector<float> ld_all;
+  if (dense) ld_all = all_logits(engine, *dense, tokens, nullptr);
+  std::vector<double> lv, ld;
+  for (size_t i = 0; i < n; ++i) {
+    const float* row = &lv_all[i * V];
+    log_softmax(row, V, lv);
+    const size_t next = static_cast<size_t>(tokens[i + 1]);
+    s.nll.push_back(-lv[next]);
+    if (!dense) continue;
+    const float* drow = &ld_all[i * V];
+    log_softmax(drow, V, ld);
+    double kl = 0, dl = 0;
+    size_t top_v = 0, top_d = 0;
+    for (size_t v = 0; v < V; ++v) {
+      kl += std::exp(ld[v]) * (ld[v] - lv[v]);
+      dl = std::max(dl, static_cast<double>(std::fabs(row[v] - drow[v])));
+      if (row[v] > row[top_v]) top_v = v;
+      if (drow[v] > drow[top_d]) top_d = v;
+    }
+    s.nll_dense.push_back(-ld[next]);
+    s.kl.push_back(kl);
+    s.max_dlogit.push_back(dl);
+    s.top1_agree.push_back(top_v == top_d ? 1 : 0);
+  }
+  return s;
+}
+
+}  // namespace kvscope
