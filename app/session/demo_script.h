@@ -1,5 +1,5 @@
 // The scripted runs of the window, GL-free: --demo-frames N (the smoke test
-// and the README screenshots) returns the commands a user would have given
+// and the screenshots in docs/) returns the commands a user would have given
 // at each frame.
 #pragma once
 
