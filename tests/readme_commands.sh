@@ -7,7 +7,8 @@
 #    it must exit 0, every file it names with --out / --screenshot must be a
 #    PNG, and with --json every stdout line must be a JSON object. A window
 #    command that would stay open (no --demo-frames) runs headless under
-#    xvfb-run for 2 scripted frames instead.
+#    xvfb-run for the scripted tour of 240 frames instead
+#    (shorter tours end before their saved view is read back).
 #  - ```text blocks: each synopsis line `kvscope [SUBCOMMAND] ...` names a
 #    subcommand that exists, and every --flag it lists appears in that
 #    subcommand's --help.
@@ -48,9 +49,9 @@ for page in pages:
             # A synopsis entry: a line starting `kvscope`, with its indented continuation lines.
             entries = []
             for line in body.split('\n'):
-                if line.split()[:1] == ['kvscope']:
+                if line == 'kvscope' or line.startswith('kvscope '):
                     entries.append(line.strip())
-                elif entries and line[:1] == ' ' and line.strip():
+                elif entries and entries[-1] and line[:1] == ' ' and line.strip():
                     entries[-1] += ' ' + line.strip()
                 else:
                     entries.append(None)
@@ -64,7 +65,7 @@ mkdir -p "$tmp/run/build" "$tmp/bin" "$tmp/home"
 ln -s "$src/assets" "$tmp/run/assets"
 ln -s "$kvscope" "$tmp/bin/kvscope"
 ln -s "$kvscope" "$tmp/run/build/kvscope"
-export PATH="$tmp/bin:$PATH" HOME="$tmp/home"  # the window reads and writes settings under $HOME
+export PATH="$tmp/bin:$PATH" HOME="$tmp/home" XDG_CONFIG_HOME="$tmp/home/.config"  # never the user's settings
 unset DISPLAY WAYLAND_DISPLAY
 
 is_pending() {
@@ -85,7 +86,7 @@ run_sh() {  # PAGE COMMAND
     return
   fi
   # The window: a command with no subcommand. Without --demo-frames it would
-  # stay open; run it for 2 scripted frames instead.
+  # stay open; run the scripted tour of 240 frames instead.
   local words
   read -r -a words <<< "$(sed -E 's/^([A-Z_]+=[^ ]+ )*//; s/^xvfb-run( +(-a|-s +"[^"]*"))* +//' <<< "$cmd")"
   local sub="${words[1]:-}"
@@ -95,7 +96,7 @@ run_sh() {  # PAGE COMMAND
       return
     fi
     if [[ "$cmd" != *--demo-frames* ]]; then
-      run="xvfb-run -a -s '-screen 0 1280x720x24' $cmd --demo-frames 2 --screenshot window-check.png"
+      run="xvfb-run -a -s '-screen 0 1280x720x24' $cmd --demo-frames 240 --screenshot window-check.png"
     fi
   fi
   rm -rf "$tmp/run/out" && mkdir -p "$tmp/run/out"
@@ -128,14 +129,16 @@ check_synopsis() {  # PAGE LINE
   read -r -a words <<< "$line"
   sub="${words[1]:-}"
   [[ "$sub" == -* || "$sub" == "["* || "$sub" == "#"* ]] && sub=""
-  if [[ -n "$sub" ]] && ! "$kvscope" "$sub" --help > "$tmp/help" 2>&1; then
+  # A subcommand exists when the top-level --help lists it (CLI11 answers
+  # `kvscope nosuch --help` with the top-level help, exit 0).
+  if [[ -n "$sub" ]] && ! "$kvscope" --help | sed -n '/^Subcommands:/,$p' | grep -qE "^  $sub( |\$)"; then
     if is_pending "$sub"; then
       echo "PENDING (added by the merge of its branch): $page: kvscope $sub"
       return
     fi
     fail "$page: synopsis names 'kvscope $sub', which is no subcommand (--help fails)"
   fi
-  [[ -z "$sub" ]] && "$kvscope" --help > "$tmp/help" 2>&1
+  "$kvscope" ${sub:+"$sub"} --help > "$tmp/help" 2>&1 || fail "$page: kvscope ${sub:-} --help exits non-zero"
   help="$(cat "$tmp/help")"
   for flag in $(sed 's/#.*//' <<< "$line" | grep -oE -- '--[a-z0-9-]+' | sort -u); do
     if ! grep -qE -- "(^|[^a-z0-9-])$flag([^a-z0-9-]|\$)" <<< "$help"; then
@@ -149,6 +152,7 @@ check_synopsis() {  # PAGE LINE
   echo "SYNOPSIS OK: $page: kvscope ${sub:-(window)}"
 }
 
+extract > "$tmp/commands" || fail "could not read the commands out of ${pages[*]}"
 n_run=0
 n_syn=0
 while IFS=$'\t' read -r kind page cmd; do
@@ -156,7 +160,7 @@ while IFS=$'\t' read -r kind page cmd; do
     sh) run_sh "$page" "$cmd"; n_run=$((n_run + 1)) ;;
     text) check_synopsis "$page" "$cmd"; n_syn=$((n_syn + 1)) ;;
   esac
-done < <(extract)
+done < "$tmp/commands"
 # A page that lost its examples (or an extraction that broke) must not pass quietly.
 [[ $n_run -ge 10 ]] || fail "only $n_run commands found in ${pages[*]}: did the extraction break?"
 [[ $n_syn -ge 8 ]] || fail "only $n_syn synopsis lines found: did the extraction break?"
