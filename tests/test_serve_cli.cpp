@@ -16,16 +16,8 @@ namespace {
 
 using testutil::json;
 
-std::string exe() {
-  return std::string(KVSCOPE_BUILD_DIR) + "/kvscope";
-}
-
 int run(const std::string& args, std::string& out, const testutil::TempDir& tmp) {
-  const std::string f = tmp / "out.txt";
-  const int rc =
-      std::system((testutil::shell_quote(exe()) + " " + args + " > " + testutil::shell_quote(f) + " 2>&1").c_str());
-  out = testutil::read_file(f);
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  return testutil::run_kvscope(args, out, tmp / "out.txt");
 }
 
 std::vector<json> lines_of(const std::string& out) {

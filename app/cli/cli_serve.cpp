@@ -49,7 +49,7 @@ json step_json(const Server& s, const ServeStep& r) {
           {"blocks_free", r.blocks_free},
           {"blocks_cached", r.blocks_cached},
           {"prefix_hit_blocks", r.prefix_hit_blocks},
-          {"positions", r.positions},
+          {"positions_computed", r.positions},
           {"slots_live", r.slots.live},
           {"flops", r.flops},
           {"ms", r.ms}};
@@ -100,7 +100,7 @@ json summary_json(const Server& s, const ServeTotals& t) {
           {"block", c.block},
           {"steps", t.steps},
           {"generated", t.generated},
-          {"positions", t.positions},
+          {"positions_computed", t.positions},
           {"prefill_positions", t.prefill_positions},
           {"decode_positions", t.decode_positions},
           {"ms_total", t.last_end_ms},
