@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,13 @@ Totals serve_all(Server& s) {
     const BlockPool& pool = s.scheduler().pool();
     EXPECT_EQ(s.cache().blocks_held(), pool.used_count() + pool.cached_free_count()) << "step " << r->step;
     EXPECT_LE(r->blocks_used, pool.n_blocks());
+    // The record's pool snapshot: the running requests' tables cover exactly the used blocks.
+    std::set<int> held;
+    for (const std::vector<int>& t : r->tables) held.insert(t.begin(), t.end());
+    EXPECT_EQ(static_cast<int>(held.size()), r->blocks_used) << "step " << r->step;
+    int cached = 0;
+    for (uint8_t c : r->block_cached) cached += c;
+    EXPECT_EQ(cached, r->blocks_cached) << "step " << r->step;
     if (t.steps > 10000) {
       ADD_FAILURE() << "serving did not end";
       break;

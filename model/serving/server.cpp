@@ -233,6 +233,9 @@ std::shared_ptr<const ServeStep> Server::step() {
   rec->blocks_used = pool.used_count();
   rec->blocks_free = pool.free_count();
   rec->blocks_cached = pool.cached_free_count();
+  rec->running_after = sched_.running();
+  for (int r : rec->running_after) rec->tables.push_back(sched_.blocks(r));
+  for (int b = 0; b < pool.n_blocks(); ++b) rec->block_cached.push_back(pool.cached(b) && pool.refs(b) == 0 ? 1 : 0);
   rec->slots = slot_counts();
   rec->flops = out.flops;
   rec->ms = t_end - t_start;

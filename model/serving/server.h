@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,7 +58,13 @@ struct ServeStep {
   std::vector<int> admitted, preempted, finished;
   int blocks_used = 0, blocks_free = 0, blocks_cached = 0;  // after the step; cached = free but keyed
   int prefix_hit_blocks = 0;
-  int positions = 0;  // positions this forward computed
+  // The pool after the step, for a view to draw: each running request's pool
+  // blocks (aligned with `running_after`), and whether each pool block is
+  // free but still cached (a block no running request holds and not cached is free).
+  std::vector<int> running_after;
+  std::vector<std::vector<int>> tables;  // (running_after, blocks)
+  std::vector<uint8_t> block_cached;     // (pool block)
+  int positions = 0;                     // positions this forward computed
   SlotCounts slots;
   uint64_t flops = 0;
   double ms = 0;      // forward + sampling
