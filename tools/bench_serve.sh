@@ -29,6 +29,8 @@ with open(path, "w") as f:
         r = {"id": "r%d" % i, "prompt": q, "max_new": max_new}
         if kind == "mixed":
             r["max_new"] = max_new * 4 if i % 4 == 0 else max_new // 2
+        if kind == "staircase":  # request i stops after 4 (i + 1) tokens: the batch shrinks by one every 4 steps
+            r["max_new"] = 4 * (i + 1)
         if kind == "shared":
             r["prompt"] = system + " Question %d: %s" % (i, q)
             r["arrive"] = i * 4
@@ -54,6 +56,9 @@ done
 reqs "$W/mixed.jsonl" 16 "$MAX_NEW" mixed
 serve "continuous" "$W/mixed.jsonl" --max-running 8 --policy continuous >> "$J"
 serve "static" "$W/mixed.jsonl" --max-running 8 --policy static >> "$J"
+reqs "$W/staircase.jsonl" 16 0 staircase
+echo "== staircase" >&2
+"$KV" serve --model "$M" --requests "$W/staircase.jsonl" --kv-dtype f16 --json > "$W/staircase_steps.jsonl"
 reqs "$W/shared.jsonl" 8 16 shared
 serve "no prefix caching" "$W/shared.jsonl" >> "$J"
 serve "prefix caching" "$W/shared.jsonl" --prefix-caching >> "$J"
@@ -86,6 +91,21 @@ for label in ("no prefix caching", "prefix caching"):
     d = rows[label]
     print("| %s | %d | %d | %.0f | %.1f |" % (label, d["prefill_positions"], d["prefix_hit_positions"],
           d["ttft_ms_mean"], d["tokens_per_s"]))
+print()
+# One run whose batch shrinks from 16 decoding requests to 1: the median step time at each batch size, in decode
+# steps of one request (the same process, interleaved in time, so machine load drifts alike for all sizes).
+import statistics
+by_n = {}
+for line in open(sys.argv[1].replace("serve.jsonl", "staircase_steps.jsonl")):
+    d = json.loads(line)
+    if d["event"] == "step" and all(e["kind"] == "decode" for e in d["batch"]):
+        by_n.setdefault(len(d["batch"]), []).append(d["ms"])
+one = statistics.median(by_n[1])
+print("| decoding requests in the step | median step ms | in single-request decode steps | tokens per single-step time |")
+print("|---|---|---|---|")
+for n in sorted(by_n):
+    m = statistics.median(by_n[n])
+    print("| %d | %.1f | %.2f | %.2f |" % (n, m, m / one, n * one / m))
 print()
 d = rows.get("batch 16") or list(rows.values())[0]
 print("KV slots holding tokens (batch run): %.0f%% of the paged pool's allocated slots, %.1f%% of one contiguous "
