@@ -44,7 +44,7 @@ std::vector<int> expected(const RefCase& rc, int start, int max_new, const Confi
   return out;
 }
 
-struct Run {
+struct ServeRun {
   int pool_blocks, max_batch_tokens, max_running;
   bool caching;
 };
@@ -79,7 +79,7 @@ Totals serve_all(Server& s) {
   return t;
 }
 
-ServeOptions options(const Run& r, int block, KVDtype dtype = KVDtype::kF32) {
+ServeOptions options(const ServeRun& r, int block, KVDtype dtype = KVDtype::kF32) {
   ServeOptions o;
   o.kv_dtype = dtype;
   o.sched.block = block;
@@ -113,9 +113,9 @@ void check_against_reference(const RefCase& rc) {
   int need = 0;
   for (const ServeRequest& q : reqs)
     need = std::max(need, blocks_needed(static_cast<int>(q.prompt.size()), q.max_new, m->config.n_positions, block));
-  const Run runs[] = {{64, 256, 16, false}, {64, 256, 16, true},     {need, 7, 16, false},
-                      {need, 7, 16, true},  {need + 2, 64, 3, true}, {64, 256, 1, false}};
-  for (const Run& run : runs) {
+  const ServeRun runs[] = {{64, 256, 16, false}, {64, 256, 16, true},     {need, 7, 16, false},
+                           {need, 7, 16, true},  {need + 2, 64, 3, true}, {64, 256, 1, false}};
+  for (const ServeRun& run : runs) {
     SCOPED_TRACE("pool " + std::to_string(run.pool_blocks) + " T " + std::to_string(run.max_batch_tokens) + " R " +
                  std::to_string(run.max_running) + (run.caching ? " prefix caching" : ""));
     Server s(m, reqs, options(run, block));
@@ -177,7 +177,7 @@ void check_against_generate(const std::string& dir, KVDtype dtype) {
     reqs.push_back(q);
   }
   const int block = 4;
-  for (const Run& run : {Run{64, 256, 16, true}, Run{10, 5, 16, true}, Run{10, 64, 16, false}}) {
+  for (const ServeRun& run : {ServeRun{64, 256, 16, true}, ServeRun{10, 5, 16, true}, ServeRun{10, 64, 16, false}}) {
     SCOPED_TRACE("pool " + std::to_string(run.pool_blocks) + (run.caching ? " prefix caching" : ""));
     Server s(m, reqs, options(run, block, dtype));
     const Totals t = serve_all(s);
@@ -200,6 +200,28 @@ void check_against_generate(const std::string& dir, KVDtype dtype) {
       EXPECT_EQ(s.result(static_cast<int>(i)).reason, g.reason()) << "request " << i;
     }
   }
+}
+
+// A request arriving after the others are done starts at its own step (idle
+// steps are skipped, not run) and is served alone at once: TTFT one step.
+TEST(Serve, ALateArrivalStartsAtItsStep) {
+  const RefCase rc = load_ref(testutil::suite_checkpoint("l2h2d32_f32_prefix_buffers"));
+  std::shared_ptr<const Model> m = load_model(rc.dir);
+  std::vector<ServeRequest> reqs(2);
+  for (int i = 0; i < 2; ++i) {
+    reqs[static_cast<size_t>(i)].id = std::to_string(i);
+    reqs[static_cast<size_t>(i)].prompt.assign(rc.tokens.begin(), rc.tokens.begin() + rc.n_prompt);
+    reqs[static_cast<size_t>(i)].max_new = 4;
+  }
+  reqs[1].arrive = 40;
+  Server s(m, reqs, options(ServeRun{16, 64, 4, true}, 4));
+  std::vector<int> steps;
+  while (auto r = s.step()) steps.push_back(r->step);
+  EXPECT_EQ(steps, (std::vector<int>{0, 1, 2, 3, 40, 41, 42, 43}));
+  EXPECT_EQ(s.result(1).first_token_step, 40);
+  EXPECT_EQ(s.result(1).finish_step, 43);
+  EXPECT_EQ(s.result(1).tokens, s.result(0).tokens);
+  EXPECT_EQ(s.result(0).tokens, expected(rc, rc.n_prompt, 4, m->config));
 }
 
 TEST(Serve, SampledRequestsMatchGenerateAloneGpt2) {

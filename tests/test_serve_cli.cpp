@@ -82,6 +82,23 @@ TEST(ServeCli, EveryRequestWritesWhatGenerateWritesAlone) {
   }
 }
 
+// Without --json: a line per step, a line per finished request with its text, a summary.
+TEST(ServeCli, TextFormShowsStepsRequestsAndSummary) {
+  testutil::TempDir tmp("serve-cli-text");
+  const std::string dir = testutil::suite_checkpoint("l2h2d32_f32_prefix_buffers");
+  const std::string file = tmp / "reqs.jsonl";
+  testutil::write_file(file, "{\"id\": \"a\", \"prompt\": \"def forward(tokens):\", \"max_new\": 3}\n");
+  std::string out, alone;
+  ASSERT_EQ(run("serve --model " + dir + " --requests " + file, out, tmp), 0) << out;
+  ASSERT_EQ(run("generate --model " + dir + " --json --max-new 3 --prompt 'def forward(tokens):'", alone, tmp), 0);
+  const std::string text = lines_of(alone).back().at("text");
+  EXPECT_NE(out.find("step 0 | a:prefill[0,"), std::string::npos) << out;
+  EXPECT_NE(out.find("step 2 | a:decode@"), std::string::npos) << out;
+  EXPECT_NE(out.find("done a (max_new, 3 tokens"), std::string::npos) << out;
+  EXPECT_NE(out.find("): " + text + "\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("summary: 1 requests, 3 steps, 3 tokens"), std::string::npos) << out;
+}
+
 // Each malformed file: exit 2, the message names FILE:LINE and what was expected.
 TEST(ServeCli, MalformedRequestsFileNamesTheLine) {
   testutil::TempDir tmp("serve-cli-bad");
