@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -86,6 +87,20 @@ inline void run_numpy_ref(const std::string& args, const std::string& log_path,
     }
     throw std::runtime_error(script + " failed (exit " + std::to_string(rc) + "): " + cmd + "\n" + log);
   }
+}
+
+// The kvscope binary of this build.
+inline std::string kvscope_exe() {
+  return std::string(KVSCOPE_BUILD_DIR) + "/kvscope";
+}
+
+// Runs `kvscope <args>` (a shell command line); returns its exit code and its
+// stdout + stderr in `out` (through the file `out_path`).
+inline int run_kvscope(const std::string& args, std::string& out, const std::string& out_path) {
+  const int rc =
+      std::system((shell_quote(kvscope_exe()) + " " + args + " > " + shell_quote(out_path) + " 2>&1").c_str());
+  out = read_file(out_path);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
 // A fresh directory under the build tree, removed on destruction (unless

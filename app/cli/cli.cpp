@@ -163,6 +163,7 @@ struct Commands {
   BenchCommand bench;
   EvalCommand eval;
   RenderCommand render;
+  ServeCommand serve;
 };
 
 int run_parsed(Commands& c, const AppHooks& hooks) {
@@ -175,6 +176,7 @@ int run_parsed(Commands& c, const AppHooks& hooks) {
   if (*c.inspect.cmd) return run_inspect_command(c.inspect);
   if (*c.bench.cmd) return run_bench_command(c.bench, hooks.read_bandwidth);
   if (*c.render.cmd) return run_render_command(c.render, hooks);
+  if (*c.serve.cmd) return run_serve_command(c.serve);
   return run_window(c.gui, hooks);
 }
 
@@ -243,6 +245,7 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   add_bench_command(app, c.bench);
   add_eval_command(app, c.eval);
   add_render_command(app, c.render);
+  add_serve_command(app, c.serve);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -288,6 +288,33 @@ SeqId KVCache::fork(SeqId from, int n) {
   return id;
 }
 
+void KVCache::retain_block(int b) {
+  KVSCOPE_CHECK_INDEX("KV cache block", b, refs_.size());
+  if (refs_[static_cast<size_t>(b)] <= 0) throw Error("KV cache: retain of free block " + std::to_string(b));
+  ++refs_[static_cast<size_t>(b)];
+}
+
+void KVCache::release_block(int b) {
+  KVSCOPE_CHECK_INDEX("KV cache block", b, refs_.size());
+  if (refs_[static_cast<size_t>(b)] <= 0) throw Error("KV cache: release of free block " + std::to_string(b));
+  unref(b);
+}
+
+SeqId KVCache::add_sequence_on(const std::vector<int>& blocks) {
+  if (!layout_.paged() || layout_.windowed())
+    throw Error("KV cache: a sequence on given blocks needs a paged layout without a window");
+  for (int b : blocks) {
+    KVSCOPE_CHECK_INDEX("KV cache block", b, refs_.size());
+    if (refs_[static_cast<size_t>(b)] <= 0) throw Error("KV cache: sequence on free block " + std::to_string(b));
+  }
+  const SeqId id = add_sequence();
+  Sequence& q = seq(id);
+  q.table = blocks;
+  q.length = static_cast<int>(blocks.size()) * layout_.block;
+  for (int b : blocks) ++refs_[static_cast<size_t>(b)];
+  return id;
+}
+
 void KVCache::release(SeqId s) {
   Sequence& q = seq(s);
   for (int b : q.table) unref(b);

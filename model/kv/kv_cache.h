@@ -164,6 +164,15 @@ class KVCache {
   std::vector<int> block_table(SeqId seq) const;  // paged: block per B positions, -1 = freed
   int block_refs(int block) const;                // sequences referencing a block of the pool
 
+  // --- blocks held outside any sequence (a serving scheduler's prefix cache) ---
+  // A paged pool block stays allocated while retained, whatever sequences
+  // reference it; release_block drops one retain (freeing it at no refs).
+  void retain_block(int block);
+  void release_block(int block);
+  // A new sequence whose positions [0, blocks.size() * B) are the rows of
+  // these full pool blocks, by reference (paged, no window; throws otherwise).
+  SeqId add_sequence_on(const std::vector<int>& blocks);
+
   // For tests of the paged pool: grows the free list to at least n blocks and
   // shuffles it (rows of one sequence then land in scattered blocks).
   void preallocate_shuffled(int n_blocks, uint32_t seed);
