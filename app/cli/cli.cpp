@@ -14,6 +14,7 @@
 #include "model/arch/model.h"
 #include "model/arch/model_context.h"
 #include "model/core/error.h"
+#include "model/core/units.h"
 
 namespace kvscope {
 namespace {
@@ -58,7 +59,7 @@ void add_eval_command(CLI::App& app, EvalCommand& c) {
   c.cmd->add_option("--file", c.args.file, "UTF-8 text to score (documents separated by <|endoftext|>)")
       ->required()
       ->check(non_empty("a text file"));
-  c.cmd->add_option("--model", c.args.model, "GPT-2 folder (default: the embedded model)")
+  c.cmd->add_option("--model", c.args.model, "Model folder, GPT-2 or Llama/Mistral/Qwen2 (default: the embedded model)")
       ->check(non_empty("a model folder"));
   c.cmd->add_flag("--json", c.args.json, "Print JSON");
   add_kv_flags(c.cmd, c.kv);
@@ -91,13 +92,13 @@ void add_render_view_flags(CLI::App* render, RenderCommand& c) {
   render->add_flag("--heatmaps", ro.heatmaps, "Draw the attention heatmap grid (one per layer and head)");
   add_kv_flags(render, c.kv);
   auto* beams = render->add_option("--beams", ro.beams, "Draw beam search with N beams as a tree (--steps = max new)")
-                    ->check(int_in(1, 8));
+                    ->check(in_range(setting::kBeams));
   auto* draft = render->add_option("--draft", ro.draft, "Draw speculative decoding with this draft model folder")
                     ->check(non_empty("a draft model folder"));
   render->add_option("--speculate", ro.speculate, "Tokens drafted per iteration with --draft (1-16)")
-      ->check(int_in(1, 16));
+      ->check(in_range(setting::kSpeculate));
   c.temperature_opt = render->add_option("--temperature", c.temperature, "With --draft: sample at this temperature")
-                          ->check(real_in(0, 100, true));
+                          ->check(in_range(setting::kTemperature));
   beams->excludes(draft);
 }
 
@@ -221,9 +222,7 @@ void check_context_fits(const Model& m, const std::string& prompt, int max_new, 
   const long long need = static_cast<long long>(m.tokenizer.encode_prompt(prompt).size()) + max_new - 1;
   if (need <= c.n_positions || c.n_positions >= c.max_position_embeddings) return;
   const long long fit = std::min<long long>(need, c.max_position_embeddings);
-  const double mib = static_cast<double>(kv_bytes_per_position(c)) * static_cast<double>(fit) / (1 << 20);
-  char kv[64];
-  std::snprintf(kv, sizeof kv, "%.0f MiB", mib);
+  const std::string kv = format_bytes(static_cast<double>(kv_bytes_per_position(c)) * static_cast<double>(fit));
   throw UsageError("the prompt (" + std::to_string(need - max_new + 1) + " tokens) plus " + flag + " " +
                    std::to_string(max_new) + " needs " + std::to_string(need) + " positions, more than the " +
                    std::to_string(c.n_positions) + " kvscope reserves the KV cache for (" + m.name + " allows " +
