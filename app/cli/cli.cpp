@@ -73,13 +73,14 @@ struct RenderCommand {
   KVFlags kv;
   float temperature = 0;
   CLI::Option* temperature_opt = nullptr;
+  CLI::Option* camera_opt = nullptr;
 };
 
 // The render flags that pick what is drawn: the beams' layer and head, the
 // presentation HUD, the heatmaps, beam search or speculative decoding.
 void add_render_view_flags(CLI::App* render, RenderCommand& c) {
   RenderOptions& ro = c.opts;
-  render->add_option("--camera", ro.camera, "front|top|side|follow")
+  c.camera_opt = render->add_option("--camera", ro.camera, "front|top|side|follow (default front; top with --beams)")
       ->check(CLI::IsMember({"front", "top", "side", "follow"}));
   render->add_flag("--no-cache", ro.no_cache, "NO CACHE mode");
   render->add_option("--layer", c.layer, "Layer whose attention the beams show (0..layers-1), or mean");
@@ -150,6 +151,8 @@ int run_render_command(RenderCommand& c, const AppHooks& hooks) {
   ro.layer = parse_index("--layer", c.layer);
   ro.head = parse_index("--head", c.head);
   ro.kv = kv_settings_or_throw(c.kv);
+  // As the window: the beams' lanes lie side by side in depth, seen from above.
+  if (ro.beams > 0 && c.camera_opt->count() == 0) ro.camera = "top";
   if (ro.beams > 0 || !ro.draft.empty()) refuse_window(ro.kv, ro.beams > 0 ? "--beams" : "--draft");
   if (!hooks.render) throw Error("this kvscope was built without the renderer (KVSCOPE_GUI=OFF)");
   return hooks.render(ro);
