@@ -57,8 +57,8 @@ TEST(CliMessages, CtxHintSizesTheKvCacheReadably) {
   ASSERT_NE(at, std::string::npos) << out;
   const int fit = std::stoi(out.substr(at + 11));
   const int head_dim = c.at("hidden_size").get<int>() / c.at("num_attention_heads").get<int>();
-  const double bytes = 2.0 * c.at("num_hidden_layers").get<int>() * c.at("num_key_value_heads").get<int>() *
-                       head_dim * 4 * fit;
+  const double bytes =
+      2.0 * c.at("num_hidden_layers").get<int>() * c.at("num_key_value_heads").get<int>() * head_dim * 4 * fit;
   EXPECT_NE(out.find("(its f32 KV cache takes " + format_bytes(bytes) + ")"), std::string::npos) << out;
   EXPECT_EQ(out.find(" 0 MiB"), std::string::npos) << out;
 }
@@ -94,7 +94,8 @@ TEST(CliMessages, InvalidUtf8InAPromptFollowsOneRule) {
   const json prefill = json::parse(out.substr(0, out.find('\n')));
   EXPECT_EQ(prefill.dump().find("\\ufffd"), std::string::npos) << out;
   for (const std::string& extra : {std::string(""), std::string(" --beams 2"), " --draft " + llama}) {
-    EXPECT_EQ(run("generate --max-new 1 --prompt \"$(printf 'ab\\377')\" --model " + llama + extra, out, tmp), 2) << extra << out;
+    EXPECT_EQ(run("generate --max-new 1 --prompt \"$(printf 'ab\\377')\" --model " + llama + extra, out, tmp), 2)
+        << extra << out;
     EXPECT_NE(out.find("--prompt: byte 2 (0xFF) is not valid UTF-8"), std::string::npos) << extra << out;
   }
   ASSERT_EQ(run("generate --max-new 1 --prompt 'ab' --model " + llama, out, tmp), 0) << out;

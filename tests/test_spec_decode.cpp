@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "decode_ref_util.h"

@@ -81,7 +81,7 @@ struct RenderCommand {
 void add_render_view_flags(CLI::App* render, RenderCommand& c) {
   RenderOptions& ro = c.opts;
   c.camera_opt = render->add_option("--camera", ro.camera, "front|top|side|follow (default front; top with --beams)")
-      ->check(CLI::IsMember({"front", "top", "side", "follow"}));
+                     ->check(CLI::IsMember({"front", "top", "side", "follow"}));
   render->add_flag("--no-cache", ro.no_cache, "NO CACHE mode");
   render->add_option("--layer", c.layer, "Layer whose attention the beams show (0..layers-1), or mean");
   render->add_option("--head", c.head, "Head whose attention the beams show (0..heads-1), or mean");

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <string>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "app/cli/cli.h"
@@ -275,8 +275,8 @@ SpecSummary summarize(const SpeculativeDecoder& spec, const SpecTally& t, const 
                     : spec.draft_forwards()      ? spec.draft_ms_total() / spec.draft_forwards()
                                                  : NAN;
   s.cost_ratio = plain.decode_step_ms > 0 ? s.draft_step_ms / plain.decode_step_ms : NAN;
-  s.predicted = std::isnan(s.alpha_tested) || std::isnan(s.cost_ratio) ? NAN
-                                                                        : predicted_speedup(s.alpha_tested, k, s.cost_ratio);
+  s.predicted =
+      std::isnan(s.alpha_tested) || std::isnan(s.cost_ratio) ? NAN : predicted_speedup(s.alpha_tested, k, s.cost_ratio);
   s.speedup = plain.tokens_per_s > 0 ? s.tokens_per_s / plain.tokens_per_s : 0.0;
   s.per_forward = spec.target_forwards() ? static_cast<double>(spec.n_generated()) / spec.target_forwards() : 0.0;
   return s;

@@ -22,8 +22,9 @@ void add_kv_flags(CLI::App* cmd, KVFlags& f) {
                     ->check(int_in(0, 1 << 20));
   cmd->add_option("--kv-dtype", f.dtype, "K/V row format: f32|f16|q8_0|q4_0 (default f32)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
-  f.block_opt = cmd->add_option("--kv-block", f.block, "Paged cache with B positions per block (1..the model's context)")
-                    ->check(int_in(1, 1 << 20));
+  f.block_opt =
+      cmd->add_option("--kv-block", f.block, "Paged cache with B positions per block (1..the model's context)")
+          ->check(int_in(1, 1 << 20));
 }
 
 bool kv_settings_from_flags(const KVFlags& f, KVSettings* out, std::string* problem) {

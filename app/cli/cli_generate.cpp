@@ -167,12 +167,12 @@ void check_decode_flags(const CLI::App& gen, bool beams, bool draft, bool lpen, 
 void add_sampling_flags(CLI::App* gen, GenerateCommand& c) {
   GenerateArgs& g = c.args;
   auto* greedy = gen->add_flag("--greedy", g.greedy, "Pick the most likely token (default)");
-  c.temperature =
-      gen->add_option("--temperature", g.temperature, "Sample with this temperature")->check(in_range(setting::kTemperature));
-  c.top_k = gen->add_option("--top-k", g.top_k, "Keep the k most likely tokens (0 = off)")->check(in_range(setting::kTopK));
-  c.top_p =
-      gen->add_option("--top-p", g.top_p, "Keep the smallest set reaching probability p")
-          ->check(in_range(setting::kTopP));
+  c.temperature = gen->add_option("--temperature", g.temperature, "Sample with this temperature")
+                      ->check(in_range(setting::kTemperature));
+  c.top_k =
+      gen->add_option("--top-k", g.top_k, "Keep the k most likely tokens (0 = off)")->check(in_range(setting::kTopK));
+  c.top_p = gen->add_option("--top-p", g.top_p, "Keep the smallest set reaching probability p")
+                ->check(in_range(setting::kTopP));
   greedy->excludes(c.temperature)->excludes(c.top_k)->excludes(c.top_p);
   gen->add_option("--repetition-penalty", g.repetition_penalty,
                   "Divide (multiply) positive (negative) logits of seen tokens (1 = off)")

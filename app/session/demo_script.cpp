@@ -160,8 +160,8 @@ void open_demo_sections(const std::string& demo_view, UiState& ui) {
 }
 
 std::string apply_demo_view(const char* name, std::string& view) {
-  static const char* const kViews[] = {"timeline", "pages",    "sampling", "phases", "kv",         "heatmaps",
-                                       "training", "presentation", "qkv",  "beams",  "speculative"};
+  static const char* const kViews[] = {"timeline", "pages",        "sampling", "phases", "kv",         "heatmaps",
+                                       "training", "presentation", "qkv",      "beams",  "speculative"};
   view.clear();
   if (!name || !*name) return "";  // unset or empty: the default run (scripts/screenshots.sh sets it empty)
   for (const char* v : kViews)

@@ -116,8 +116,7 @@ void fit_decoding(DecodeSettings& d, Fitter& f) {
   f.range(d.beams, static_cast<int>(setting::kBeams.lo), static_cast<int>(setting::kBeams.hi), "beams");
   f.range(d.length_penalty, static_cast<float>(setting::kLengthPenalty.lo),
           static_cast<float>(setting::kLengthPenalty.hi), "length penalty", 1.0f);
-  f.range(d.k, static_cast<int>(setting::kSpeculate.lo), static_cast<int>(setting::kSpeculate.hi),
-          "drafted tokens K");
+  f.range(d.k, static_cast<int>(setting::kSpeculate.lo), static_cast<int>(setting::kSpeculate.hi), "drafted tokens K");
   f.text(d.draft_dir, "the draft model folder");
 }
 

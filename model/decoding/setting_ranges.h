@@ -19,7 +19,7 @@ struct RealSetting {
   const char* flag;
   double lo, hi;  // [lo, hi], or (lo, hi] when lo_open
   bool lo_open;
-  bool contains(double x) const { return (lo_open ? x > lo : x >= lo) && x <= hi; }
+  constexpr bool contains(double x) const { return (lo_open ? x > lo : x >= lo) && x <= hi; }
 };
 
 namespace setting {

@@ -391,7 +391,7 @@ std::vector<std::string> pretokenize(const std::string& text) {
 
 std::vector<int> Tokenizer::encode_prompt(const std::string& text) const {
   if (pipeline_) {
-    if (const std::size_t at = first_invalid_utf8(text); at != std::string::npos) {
+    if (const std::size_t at = detail::first_invalid_utf8(text); at != std::string::npos) {
       char byte[8];
       std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned>(static_cast<unsigned char>(text[at])));
       throw UsageError("--prompt: byte " + std::to_string(at) + " (" + byte +
