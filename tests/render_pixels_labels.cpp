@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <imgui_internal.h>
+
 #include "app/gui/panels/panels.h"
 #include "app/session/state.h"
 #include "model/arch/model.h"

@@ -272,7 +272,9 @@ TEST(SpeculativeDecoding, ModelsWithTheirOwnSlidingWindowRollBack) {
       } catch (const Error& e) {
         ADD_FAILURE() << name << " K=" << k << ": " << e.what();
       }
-      if (k > 1) EXPECT_LT(accepted, drafted) << name << " K=" << k << ": no draft was rejected";
+      if (k > 1) {
+        EXPECT_LT(accepted, drafted) << name << " K=" << k << ": no draft was rejected";
+      }
     }
   }
 }
