@@ -4,7 +4,6 @@
 // help and ranges shared with `render` and the window.
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <filesystem>
 #include <string>
@@ -19,14 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 using testutil::json;
 
-int run(const std::string& args, std::string& out, const testutil::TempDir& tmp) {
-  const std::string f = tmp / "out.txt";
-  const std::string exe = std::string(KVSCOPE_BUILD_DIR) + "/kvscope";
-  const int rc =
-      std::system((testutil::shell_quote(exe) + " " + args + " > " + testutil::shell_quote(f) + " 2>&1").c_str());
-  out = testutil::read_file(f);
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
+const auto run = testutil::run_kvscope;
 
 // An F16 GPT-2 file stores 2 bytes a parameter: inspect prints that size.
 TEST(CliMessages, InspectPrintsTheStoredSizeOfF16Weights) {
