@@ -17,12 +17,6 @@ struct SamplerSettings {
   uint64_t seed = 0;
 };
 
-// The accepted ranges of the settings above: `generate`'s flags and a
-// serving requests file check these. top_p is in (0, 1]; a seed is any u64.
-inline constexpr double kTemperatureMin = 0.001, kTemperatureMax = 1000;
-inline constexpr int kTopKMax = 1 << 24;  // top_k in [0, kTopKMax]
-inline constexpr double kRepetitionPenaltyMin = 0.01, kRepetitionPenaltyMax = 100;
-
 struct Candidate {
   int token = 0;
   float prob = 0;  // in the distribution the token was drawn from (before cuts)

@@ -8,6 +8,7 @@
 
 #include "model/core/error.h"
 #include "model/decoding/generator.h"
+#include "model/decoding/setting_ranges.h"
 
 namespace kvscope {
 namespace {
@@ -53,13 +54,17 @@ SamplerSettings sampler_of(const json& j, const LineError& fail) {
   }
   s.greedy = !sampling;
   if (j.contains("temperature"))
-    s.temperature =
-        static_cast<float>(real(j["temperature"], "temperature", kTemperatureMin, kTemperatureMax, false, fail));
-  if (j.contains("top_k")) s.top_k = static_cast<int>(whole(j["top_k"], "top_k", 0, kTopKMax, fail));
-  if (j.contains("top_p")) s.top_p = static_cast<float>(real(j["top_p"], "top_p", 0, 1, true, fail));
+    s.temperature = static_cast<float>(real(j["temperature"], "temperature", setting::kTemperature.lo,
+                                            setting::kTemperature.hi, setting::kTemperature.lo_open, fail));
+  if (j.contains("top_k"))
+    s.top_k = static_cast<int>(whole(j["top_k"], "top_k", setting::kTopK.lo, setting::kTopK.hi, fail));
+  if (j.contains("top_p"))
+    s.top_p = static_cast<float>(
+        real(j["top_p"], "top_p", setting::kTopP.lo, setting::kTopP.hi, setting::kTopP.lo_open, fail));
   if (j.contains("repetition_penalty"))
-    s.repetition_penalty = static_cast<float>(
-        real(j["repetition_penalty"], "repetition_penalty", kRepetitionPenaltyMin, kRepetitionPenaltyMax, false, fail));
+    s.repetition_penalty =
+        static_cast<float>(real(j["repetition_penalty"], "repetition_penalty", setting::kRepetitionPenalty.lo,
+                                setting::kRepetitionPenalty.hi, setting::kRepetitionPenalty.lo_open, fail));
   if (j.contains("seed")) {
     if (!j["seed"].is_number_unsigned() && !(j["seed"].is_number_integer() && j["seed"].get<int64_t>() >= 0))
       fail("field \"seed\": expected a whole number in 0..18446744073709551615, got " + j["seed"].dump());
