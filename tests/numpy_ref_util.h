@@ -131,14 +131,9 @@ class TempDir {
   std::string path_;
 };
 
-// Runs the built kvscope with `args` (shell words); its stdout and stderr
-// together into `out`. Returns the exit status (-1 when it did not exit).
+// The same, through the file out.txt of `tmp`.
 inline int run_kvscope(const std::string& args, std::string& out, const TempDir& tmp) {
-  const std::string f = tmp / "out.txt";
-  const std::string exe = std::string(KVSCOPE_BUILD_DIR) + "/kvscope";
-  const int rc = std::system((shell_quote(exe) + " " + args + " > " + shell_quote(f) + " 2>&1").c_str());
-  out = read_file(f);
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  return run_kvscope(args, out, tmp / "out.txt");
 }
 
 // The checkpoints + float64 references of `numpy_ref.py suite`, built at test

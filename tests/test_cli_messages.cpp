@@ -18,7 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 using testutil::json;
 
-const auto run = testutil::run_kvscope;
+int (*const run)(const std::string&, std::string&, const testutil::TempDir&) = testutil::run_kvscope;
 
 // An F16 GPT-2 file stores 2 bytes a parameter: inspect prints that size.
 TEST(CliMessages, InspectPrintsTheStoredSizeOfF16Weights) {
