@@ -26,6 +26,28 @@ for i, row in enumerate(g[0]["positions"]):
 print(f"\n(medians over {len(g)} rounds, range in brackets; {g[0]['threads']} threads; "
       "each forward after a cached prefix of 64 tokens, all n logits computed)\n")
 
+# The physics: bytes a step reads, FLOPs per position, and where the extra
+# positions' multiply-adds start to cost as much as the reads.
+print("| model | weights read per step | FLOPs per position | decode step | decode GB/s | "
+      "extra ms per extra position (n = 1 -> 16) | n where compute = reads |")
+print("|---|---|---|---|---|---|---|")
+for name, label, pos in (("gpt2", "GPT-2-124M F16", g), ("smol", "SmolLM2-135M BF16", s)):
+    pre = load(f"pre.{name}.after")
+    if not pre:
+        continue
+    row = pre[0]["rows"][0]
+    step = med(x["positions"][0]["forward_ms"] / x["positions"][0]["decode_steps"] for x in pos)
+    ms16 = med(x["positions"][-1]["forward_ms"] for x in pos)
+    n16 = pos[0]["positions"][-1]["n"]
+    extra = (ms16 - step) / (n16 - 1)
+    gbps = med(x["rows"][0]["decode_gb_per_s"] for x in pre)
+    print(f"| {label} | {row['decode_read_bytes'] / 1e6:.0f} MB | {row['kv_flops'] / 1e6:.0f} MFLOP | "
+          f"{step:.1f} ms | {gbps:.1f} | {extra:.2f} ms ({row['kv_flops'] / extra / 1e6:.0f} GFLOP/s) | "
+          f"{step / extra:.1f} |")
+bw = [x["read_bandwidth_gb_per_s"] for x in load("pre.gpt2.after")]
+if bw:
+    print(f"\n(memory read bandwidth measured by kvscope bench: median {med(bw):.1f} GB/s)\n")
+
 print("| model | T | prefill tok/s now | before | now / before |")
 print("|---|---|---|---|---|")
 for name, label in (("gpt2", "GPT-2-124M F16"), ("smol", "SmolLM2-135M BF16")):
