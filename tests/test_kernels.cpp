@@ -310,7 +310,6 @@ TEST(Kernels, LinearEveryPathMatchesDoubleReference) {
     const char* name;
     LinearPath fn;
   } paths[] = {{"linear_rows", linear_rows},
-               {"stream", linear_detail::rows_stream},
                {"rowstream", linear_detail::rows_rowstream},
                {"direct", linear_detail::rows_direct},
                {"packed", linear_detail::rows_packed},

@@ -156,33 +156,6 @@ inline __m512 hsum16x16(const __m512* v) {
                        _mm512_shuffle_f32x4(w0, w1, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-// n = 1 (decode): one row at a time, four accumulators over k, so the matrix
-// is one sequential stream. For n > 1 the row (in L1) is reused per position.
-template <typename T>
-void stream_rows(const T* W, int64_t ldw, int64_t cols, const float* X, int64_t n, int64_t ldx, const float* b,
-                 float* Y, int64_t ldy, int64_t r0, int64_t r1) {
-  const int64_t full = cols & ~int64_t{15};
-  const int64_t full4 = cols & ~int64_t{63};
-  const __mmask16 tail = static_cast<__mmask16>((1u << (cols - full)) - 1u);
-  for (int64_t r = r0; r < r1; ++r) {
-    const T* w = W + r * ldw;
-    for (int64_t p = 0; p < n; ++p) {
-      const float* x = X + p * ldx;
-      __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-      int64_t k = 0;
-      for (; k < full4; k += 64) {
-        a0 = _mm512_fmadd_ps(load16(w + k), _mm512_loadu_ps(x + k), a0);
-        a1 = _mm512_fmadd_ps(load16(w + k + 16), _mm512_loadu_ps(x + k + 16), a1);
-        a2 = _mm512_fmadd_ps(load16(w + k + 32), _mm512_loadu_ps(x + k + 32), a2);
-        a3 = _mm512_fmadd_ps(load16(w + k + 48), _mm512_loadu_ps(x + k + 48), a3);
-      }
-      for (; k < full; k += 16) a0 = _mm512_fmadd_ps(load16(w + k), _mm512_loadu_ps(x + k), a0);
-      if (tail) a1 = _mm512_fmadd_ps(load16(w + full, tail), _mm512_maskz_loadu_ps(tail, x + full), a1);
-      Y[p * ldy + r] = hsum(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3))) + (b ? b[r] : 0.0f);
-    }
-  }
-}
-
 // One weight row at a time (one sequential stream, which the prefetcher
 // follows best) x NB positions, U chunks of 16 columns per step: each chunk
 // is loaded and converted once and FMA'd into NB accumulators.
@@ -437,10 +410,6 @@ void rows_generic(const WeightView& W, const float* X, int64_t n, int64_t ldx, c
 }
 
 #ifdef KVSCOPE_LINEAR_AVX512
-void rows_stream(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
-                 int64_t r0, int64_t r1) {
-  with_type(W, [&](auto* w) { stream_rows(w, W.stride(), W.cols, X, n, ldx, b, Y, ldy, r0, r1); });
-}
 void rows_direct(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
                  int64_t r0, int64_t r1) {
   with_type(W, [&](auto* w) { direct_rows(w, W.stride(), W.cols, X, n, ldx, b, Y, ldy, r0, r1); });
@@ -456,10 +425,6 @@ void rows_packed(const WeightView& W, const float* X, int64_t n, int64_t ldx, co
 #else
 void rows_rowstream(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
                     int64_t r0, int64_t r1) {
-  rows_generic(W, X, n, ldx, b, Y, ldy, r0, r1);
-}
-void rows_stream(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
-                 int64_t r0, int64_t r1) {
   rows_generic(W, X, n, ldx, b, Y, ldy, r0, r1);
 }
 void rows_direct(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
@@ -478,7 +443,6 @@ void linear_rows(const WeightView& W, const float* X, int64_t n, int64_t ldx, co
                  int64_t r0, int64_t r1) {
   if (n <= 0 || r1 <= r0) return;
 #ifdef KVSCOPE_LINEAR_AVX512
-  if (n == 1) return linear_detail::rows_stream(W, X, n, ldx, b, Y, ldy, r0, r1);
   if (n <= kRowStreamMaxN) return linear_detail::rows_rowstream(W, X, n, ldx, b, Y, ldy, r0, r1);
   if (n <= kDirectMaxN) return linear_detail::rows_direct(W, X, n, ldx, b, Y, ldy, r0, r1);
   return linear_detail::rows_packed(W, X, n, ldx, b, Y, ldy, r0, r1);

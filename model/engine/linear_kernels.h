@@ -2,10 +2,9 @@
 // in its stored dtype (F32, F16 = IEEE binary16, BF16 = upper half of an f32).
 //
 // Every weight is read from memory once per call, whatever n is:
-//  - n == 1: one row at a time, four k-accumulators (the decode matvec);
-//  - 2 <= n <= kRowStreamMaxN: one W row at a time (a single sequential
-//    stream, like decode), each 16-column chunk converted once and FMA'd
-//    into n accumulators;
+//  - n <= kRowStreamMaxN: one W row at a time (a single sequential stream,
+//    like decode's matvec in kernels.h, which the engine uses for n == 1),
+//    each 16-column chunk converted once and FMA'd into n accumulators;
 //  - kRowStreamMaxN < n <= kDirectMaxN: blocks of 4 W rows are converted to f32 in
 //    registers, 16 columns at a time, and each converted chunk is FMA'd
 //    into 4 rows x up to 4 positions of accumulators (positions tiled by 4,
@@ -52,8 +51,6 @@ constexpr int64_t kDirectMaxN = 16;
 
 namespace linear_detail {
 // The individual paths, for benchmarks and tests (any n >= 1).
-void rows_stream(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
-                 int64_t r0, int64_t r1);  // n independent matvecs
 void rows_direct(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
                  int64_t r0, int64_t r1);
 void rows_rowstream(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
