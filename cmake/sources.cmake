@@ -6,6 +6,7 @@
 # model/: the engine (Eigen + std + JSON + utf8proc + PCRE2), by concern.
 set(KVSCOPE_MODEL_SRC
   model/core/file_io.cpp
+  model/core/numeric.cpp
   model/core/thread_pool.cpp
   model/core/units.cpp
   model/tokenizer/tokenizer.cpp
@@ -14,10 +15,13 @@ set(KVSCOPE_MODEL_SRC
   model/arch/config.cpp
   model/arch/llama_loader.cpp
   model/arch/model.cpp
+  model/arch/weight_matrix.cpp
   model/arch/safetensors.cpp
   model/engine/engine.cpp
   model/engine/kernels.cpp
   model/engine/kernels_attend.cpp
+  model/engine/linear.cpp
+  model/engine/linear_kernels.cpp
   model/engine/llama_layers.cpp
   model/engine/llama_ops.cpp
   model/kv/kv_cache.cpp

@@ -1,4 +1,5 @@
-// The decode kernels (model/engine/kernels.h) against plain double-precision loops,
+// The decode kernels (model/engine/kernels.h) and the batched products
+// (model/engine/linear_kernels.h, linear.h) against plain double-precision loops,
 // on shapes that hit every path: row counts that are not multiples of the
 // four-row pass, short rows and long (streamed) ones, widths with and without
 // a partial 16-float tail or a partial 64-float block, head widths
@@ -6,14 +7,18 @@
 
 #include <gtest/gtest.h>
 
-#include <cstring>
-
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
-#include "model/arch/safetensors.h"
+#include "model/arch/weight_matrix.h"
+#include "model/core/numeric.h"
+#include "model/core/thread_pool.h"
 #include "model/engine/kernels.h"
+#include "model/engine/linear.h"
+#include "model/engine/linear_kernels.h"
 #include "model/kv/kv_quant.h"
 
 namespace kvscope {
@@ -242,6 +247,149 @@ TEST(Kernels, AttendRunsDequantizesEveryDtypeAsTheScalarPath) {
           }
         }
       }
+    }
+  }
+}
+
+// The batched products Y = X W^T + b (linear_kernels.h): every path, every
+// stored dtype, against a double-precision loop over the weights as stored.
+using LinearPath = void (*)(const WeightView&, const float*, int64_t, int64_t, const float*, float*, int64_t, int64_t,
+                            int64_t);
+
+struct StoredCopy {
+  std::vector<float> f32;      // the f32 weights, or the 16-bit ones' exact values
+  std::vector<uint16_t> bits;  // F16 / BF16 bits
+  WeightView view;
+};
+
+StoredCopy store(const std::vector<float>& w, StoredType t, int64_t rows, int64_t cols, int64_t ld) {
+  StoredCopy c;
+  c.f32 = w;
+  if (t != StoredType::kF32) {
+    c.bits.resize(w.size());
+    for (size_t i = 0; i < w.size(); ++i) {
+      c.bits[i] = t == StoredType::kF16 ? f32_to_f16(w[i]) : f32_to_bf16(w[i]);
+      c.f32[i] = t == StoredType::kF16 ? f16_to_f32(c.bits[i]) : bf16_to_f32(c.bits[i]);
+    }
+  }
+  c.view = {t, t == StoredType::kF32 ? static_cast<const void*>(c.f32.data()) : c.bits.data(), rows, cols, ld};
+  return c;
+}
+
+// Runs `fn` on rows [r0, r1) and checks them against the double reference
+// (relative to sum |w x|); the rows outside and the padding stay untouched.
+void check_linear(LinearPath fn, const char* name, const StoredCopy& W, int64_t n, bool bias, std::mt19937& rng) {
+  const int64_t rows = W.view.rows, cols = W.view.cols, ldw = W.view.stride(), ldx = cols + 1, ldy = rows + 3;
+  const auto X = randn(static_cast<size_t>(n * ldx), rng), b = randn(static_cast<size_t>(rows), rng);
+  const int64_t r0 = rows > 8 ? 3 : 0, r1 = rows > 8 ? rows - 2 : rows;
+  std::vector<float> Y(static_cast<size_t>(n * ldy), 12345.0f);
+  fn(W.view, X.data(), n, ldx, bias ? b.data() : nullptr, Y.data(), ldy, r0, r1);
+  double worst = 0;
+  for (int64_t p = 0; p < n; ++p) {
+    for (int64_t r = 0; r < ldy; ++r) {
+      const float y = Y[static_cast<size_t>(p * ldy + r)];
+      if (r < r0 || r >= r1) {
+        ASSERT_EQ(y, 12345.0f) << name << " wrote row " << r;
+        continue;
+      }
+      double acc = bias ? b[static_cast<size_t>(r)] : 0.0, mag = std::fabs(acc);
+      for (int64_t k = 0; k < cols; ++k) {
+        const double t =
+            static_cast<double>(W.f32[static_cast<size_t>(r * ldw + k)]) * X[static_cast<size_t>(p * ldx + k)];
+        acc += t;
+        mag += std::fabs(t);
+      }
+      worst = std::max(worst, std::fabs(y - acc) / (mag + 1e-30));
+    }
+  }
+  EXPECT_LT(worst, 2e-6) << name << " " << to_string(W.view.dtype) << " " << rows << "x" << cols << " n " << n;
+}
+
+TEST(Kernels, LinearEveryPathMatchesDoubleReference) {
+  const struct {
+    const char* name;
+    LinearPath fn;
+  } paths[] = {{"linear_rows", linear_rows},
+               {"rowstream", linear_detail::rows_rowstream},
+               {"direct", linear_detail::rows_direct},
+               {"packed", linear_detail::rows_packed},
+               {"generic", linear_detail::rows_generic}};
+  std::vector<int64_t> ns;
+  for (int64_t n = 1; n <= 17; ++n) ns.push_back(n);
+  ns.push_back(33);
+  ns.push_back(130);
+  std::mt19937 rng(3);
+  // Odd rows (not a multiple of 4 or 32) and columns (16-float tails, > one 512-column panel), padded rows (ld).
+  const int64_t shapes[][2] = {{1, 1}, {3, 5}, {37, 17}, {33, 100}, {70, 768}, {45, 1037}};
+  for (const auto& s : shapes) {
+    const int64_t rows = s[0], cols = s[1];
+    const auto w = randn(static_cast<size_t>(rows * (cols + 3)), rng);
+    for (StoredType t : {StoredType::kF32, StoredType::kF16, StoredType::kBF16}) {
+      const StoredCopy W = store(w, t, rows, cols, cols + 3);
+      for (int64_t n : ns) {
+        if (n == 130 && rows * cols > 40000) continue;  // keeps the double loops short
+        for (const auto& p : paths) check_linear(p.fn, p.name, W, n, n % 2 == 1, rng);
+      }
+    }
+  }
+}
+
+// Every finite F16 and BF16 pattern goes through each path's conversion
+// exactly: X = the identity picks each weight out unchanged.
+TEST(Kernels, LinearConvertsEveryHalfPatternExactly) {
+  constexpr int64_t kCols = 16, kRows = 65536 / kCols;
+  std::vector<float> X(kCols * kCols, 0.0f);
+  for (int64_t i = 0; i < kCols; ++i) X[static_cast<size_t>(i * kCols + i)] = 1.0f;
+  for (StoredType t : {StoredType::kF16, StoredType::kBF16}) {
+    std::vector<uint16_t> bits(65536);
+    for (uint32_t h = 0; h < 65536; ++h) {
+      const float v =
+          t == StoredType::kF16 ? f16_to_f32(static_cast<uint16_t>(h)) : bf16_to_f32(static_cast<uint16_t>(h));
+      bits[h] = std::isfinite(v) ? static_cast<uint16_t>(h) : 0;
+    }
+    const WeightView W{t, bits.data(), kRows, kCols};
+    for (LinearPath fn : {linear_rows, linear_detail::rows_rowstream, linear_detail::rows_direct,
+                          linear_detail::rows_packed, linear_detail::rows_generic}) {
+      std::vector<float> Y(static_cast<size_t>(kCols * kRows));
+      fn(W, X.data(), kCols, kCols, nullptr, Y.data(), kRows, 0, kRows);
+      for (int64_t r = 0; r < kRows; ++r)
+        for (int64_t p = 0; p < kCols; ++p) {
+          const uint16_t h = bits[static_cast<size_t>(r * kCols + p)];
+          const float want = t == StoredType::kF16 ? f16_to_f32(h) : bf16_to_f32(h);
+          ASSERT_EQ(Y[static_cast<size_t>(p * kRows + r)], want) << to_string(t) << " pattern 0x" << std::hex << h;
+        }
+    }
+  }
+}
+
+// The engine's linear() over a thread pool: the same values however the rows
+// are shared, for decode (n = 1) and batches, on WeightMatrix as loaded.
+TEST(Kernels, LinearOverThePoolMatchesDoubleReference) {
+  std::mt19937 rng(5);
+  ThreadPool pool(2);
+  const int64_t rows = 300, cols = 200;
+  const auto w = randn(static_cast<size_t>(rows * cols), rng), b = randn(static_cast<size_t>(rows), rng);
+  for (StoredType t : {StoredType::kF32, StoredType::kF16, StoredType::kBF16}) {
+    const WeightMatrix W = WeightMatrix::from_f32(store(w, t, rows, cols, cols).f32.data(), rows, cols, t);
+    ASSERT_EQ(W.bytes(), static_cast<uint64_t>(rows * cols * stored_bytes(t)));
+    for (int64_t n : {1, 3, 8, 40}) {
+      MatrixRM X(n, cols), Y;
+      for (int64_t i = 0; i < X.size(); ++i) X.data()[i] = randn(1, rng)[0];
+      uint64_t flops = 0;
+      linear(pool, X, W, b.data(), Y, flops);
+      EXPECT_EQ(flops, static_cast<uint64_t>(2 * n * rows * cols));
+      ASSERT_EQ(Y.rows(), n);
+      ASSERT_EQ(Y.cols(), rows);
+      for (int64_t p = 0; p < n; ++p)
+        for (int64_t r = 0; r < rows; ++r) {
+          double acc = b[static_cast<size_t>(r)], mag = std::fabs(acc);
+          for (int64_t k = 0; k < cols; ++k) {
+            const double v = static_cast<double>(W.at(r, k)) * X(p, k);
+            acc += v;
+            mag += std::fabs(v);
+          }
+          ASSERT_NEAR(Y(p, r), acc, 2e-6 * mag) << to_string(t) << " n " << n << " row " << r;
+        }
     }
   }
 }

@@ -14,6 +14,7 @@
 
 #include "model/arch/model.h"
 #include "model/arch/safetensors.h"
+#include "model/core/numeric.h"
 #include "model/decoding/generator.h"
 #include "model/engine/engine.h"
 #include "model/engine/kernels.h"

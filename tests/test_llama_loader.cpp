@@ -223,7 +223,7 @@ TEST_P(LlamaSuite, LoadsEveryTensorAsStored) {
                           : entry["dtype"] == "F16" ? StoredType::kF16
                                                     : StoredType::kBF16;
   // Half-precision checkpoints are kept as stored: no f32 copy at all.
-  for (const StoredMatrix* m : {&w.embed, &w.layers[0].wq, &w.layers[0].wk, &w.layers[0].w_down}) {
+  for (const WeightMatrix* m : {&w.embed, &w.layers[0].wq, &w.layers[0].wk, &w.layers[0].w_down}) {
     EXPECT_EQ(m->type, want);
     EXPECT_EQ(want == StoredType::kF32 ? m->f32.size() : m->half.size(), static_cast<size_t>(m->rows * m->cols));
     EXPECT_TRUE(want == StoredType::kF32 ? m->half.empty() : m->f32.empty());

@@ -8,6 +8,7 @@
 #include "model/arch/model.h"
 #include "model/arch/safetensors.h"
 #include "model/core/error.h"
+#include "model/core/numeric.h"
 #include "numpy_ref_util.h"
 
 namespace kvscope {
@@ -120,6 +121,34 @@ namespace kvscope {
 namespace {
 
 // The half-precision copies kept for decode must hold exactly the stored values.
+// A GPT-2 F16 checkpoint is kept at half precision and nothing else: every
+// matrix holds the file's 16-bit values (checked against the file's own
+// bytes), none has an f32 copy, and the resident size counted by hand from
+// the shapes is what the model reports (and `inspect` prints).
+TEST(Loader, Gpt2F16KeepsOnlyTheStoredHalves) {
+  const std::string dir = suite_checkpoint("l3h4d48_f16_noprefix");
+  auto m = load_model(dir);
+  const Config& c = m->config;
+  const Weights& w = m->weights;
+  const SafeTensors st = SafeTensors::open(dir + "/model.safetensors");
+  for (const LayerWeights& L : w.layers) {
+    for (const WeightMatrix* x : {&L.attn_w_t, &L.attn_proj_w_t, &L.fc_w_t, &L.mlp_proj_w_t, &w.wte}) {
+      EXPECT_EQ(x->type, StoredType::kF16);
+      EXPECT_TRUE(x->f32.empty());
+      EXPECT_EQ(x->half.size(), static_cast<size_t>(x->rows * x->cols));
+    }
+  }
+  // The embedding's bits are the file's bits (the file stores wte (vocab, d) as is).
+  std::vector<uint16_t> raw(static_cast<size_t>(w.wte.rows * w.wte.cols));
+  st.read_raw("wte.weight", raw.data());
+  EXPECT_EQ(w.wte.half, raw);
+  const uint64_t d = static_cast<uint64_t>(c.n_embd), L = static_cast<uint64_t>(c.n_layer);
+  const uint64_t head = w.lm_head.empty() ? 0 : static_cast<uint64_t>(c.vocab_size) * d * 2;
+  const uint64_t want = L * (12 * d * d * 2 + 13 * d * 4) + static_cast<uint64_t>(c.vocab_size) * d * 2 + head +
+                        static_cast<uint64_t>(c.n_positions) * d * 4 + 2 * d * 4;
+  EXPECT_EQ(m->weight_bytes(), want);
+}
+
 TEST(Loader, HalfRoundTripIsExactForEveryF16Value) {
   for (uint32_t h = 0; h < 0x10000u; ++h) {
     const float f = f16_to_f32(static_cast<uint16_t>(h));

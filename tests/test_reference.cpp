@@ -16,6 +16,7 @@
 #include "model/arch/model.h"
 #include "model/arch/safetensors.h"
 #include "model/core/error.h"
+#include "model/core/numeric.h"
 #include "model/decoding/generator.h"
 #include "model/engine/engine.h"
 #include "numpy_ref_util.h"
@@ -272,21 +273,21 @@ TEST_P(ReferenceP, LoadsConfigAndWeights) {
   EXPECT_EQ(m->tokenizer.token_id("<|endoftext|>"), c.eos_token_id);
   const Weights& w = m->weights;
   const int d = c.n_embd;
-  EXPECT_EQ(w.wte.rows(), c.vocab_size);
-  EXPECT_EQ(w.wte.cols(), d);
+  EXPECT_EQ(w.wte.rows, c.vocab_size);
+  EXPECT_EQ(w.wte.cols, d);
   EXPECT_EQ(w.wpe.rows(), c.n_positions);
   ASSERT_EQ(static_cast<int>(w.layers.size()), c.n_layer);
   for (const LayerWeights& l : w.layers) {
-    EXPECT_EQ(l.attn_w_t.rows(), 3 * d);
-    EXPECT_EQ(l.attn_w_t.cols(), d);
-    EXPECT_EQ(l.fc_w_t.rows(), 4 * d);
-    EXPECT_EQ(l.mlp_proj_w_t.cols(), 4 * d);
+    EXPECT_EQ(l.attn_w_t.rows, 3 * d);
+    EXPECT_EQ(l.attn_w_t.cols, d);
+    EXPECT_EQ(l.fc_w_t.rows, 4 * d);
+    EXPECT_EQ(l.mlp_proj_w_t.cols, 4 * d);
   }
   if (rc.untied) {
-    EXPECT_EQ(w.lm_head.rows(), c.vocab_size);
+    EXPECT_EQ(w.lm_head.rows, c.vocab_size);
     EXPECT_NE(&w.head(), &w.wte);
   } else {
-    EXPECT_EQ(w.lm_head.size(), 0);
+    EXPECT_TRUE(w.lm_head.empty());
     EXPECT_EQ(&w.head(), &w.wte);
   }
   EXPECT_EQ(m->dir, rc.dir);
@@ -504,14 +505,14 @@ TEST(Reference, WeightsTransposedFromConv1D) {
   ASSERT_EQ(c_attn.size(), static_cast<size_t>(d) * 3 * d);
   for (int i = 0; i < d; ++i)
     for (int o = 0; o < 3 * d; ++o)
-      ASSERT_EQ(m->weights.layers[1].attn_w_t(o, i), c_attn[static_cast<size_t>(i) * 3 * d + o]);
+      ASSERT_EQ(m->weights.layers[1].attn_w_t.at(o, i), c_attn[static_cast<size_t>(i) * 3 * d + o]);
   const std::vector<float> fc = st.to_f32("transformer.h.0.mlp.c_fc.weight");  // (d, 4d)
   for (int i = 0; i < d; ++i)
     for (int o = 0; o < 4 * d; ++o)
-      ASSERT_EQ(m->weights.layers[0].fc_w_t(o, i), fc[static_cast<size_t>(i) * 4 * d + o]);
+      ASSERT_EQ(m->weights.layers[0].fc_w_t.at(o, i), fc[static_cast<size_t>(i) * 4 * d + o]);
   const std::vector<float> wte = st.to_f32("transformer.wte.weight");
   for (int r = 0; r < m->config.vocab_size; ++r)
-    for (int j = 0; j < d; ++j) ASSERT_EQ(m->weights.wte(r, j), wte[static_cast<size_t>(r) * d + j]);
+    for (int j = 0; j < d; ++j) ASSERT_EQ(m->weights.wte.at(r, j), wte[static_cast<size_t>(r) * d + j]);
   // The buffers are listed but not used.
   EXPECT_TRUE(st.has("transformer.h.0.attn.bias"));
   EXPECT_TRUE(st.has("transformer.h.0.attn.masked_bias"));

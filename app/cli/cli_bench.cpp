@@ -140,6 +140,46 @@ json bench_row(const Model& m, const KVLayout& layout, int T, const LengthTimes&
           {"flop_ratio", flop_ratio}};
 }
 
+// A forward of n new positions (all their logits, as a speculative verify
+// or a batch of decoding requests needs) after a cached prefix of
+// kPositionsPrefix tokens; its median time over that of n = 1. Each weight
+// is read once per forward, so while the machine is memory-bound the ratio
+// stays near 1; it grows once the multiply-adds take longer than the reads.
+constexpr int kPositionsPrefix = 64;
+
+json bench_positions(const Model& m, Engine& engine, KVCache& cache, const std::vector<int>& all,
+                     const std::vector<int>& positions, int reps, bool as_json) {
+  const int ctx = m.config.n_positions;
+  std::vector<double> ms;
+  std::vector<int> ns{1};
+  ns.insert(ns.end(), positions.begin(), positions.end());
+  for (int n : ns) {
+    if (n < 1 || kPositionsPrefix + n > ctx) {
+      throw UsageError("--positions: " + std::to_string(n) + " is outside 1.." +
+                       std::to_string(ctx - kPositionsPrefix) + " (the context less a prefix of " +
+                       std::to_string(kPositionsPrefix) + ")");
+    }
+    const std::vector<int> seq(all.begin(), all.begin() + kPositionsPrefix + n);
+    cache.clear();
+    engine.forward(seq, 0, &cache, false);
+    std::vector<double> t;
+    for (int r = 0; r < std::max(reps * 4, 16); ++r) {
+      cache.truncate(0, kPositionsPrefix);
+      const auto t0 = Clock::now();
+      engine.forward(seq, kPositionsPrefix, &cache, false, true);
+      t.push_back(ms_since(t0));
+    }
+    ms.push_back(median(t));
+  }
+  if (!as_json) std::printf("%10s %12s %14s\n", "positions", "forward ms", "decode steps");
+  json rows = json::array();
+  for (size_t i = 1; i < ns.size(); ++i) {
+    if (!as_json) std::printf("%10d %12.2f %14.2f\n", ns[i], ms[i], ms[i] / ms[0]);
+    rows.push_back({{"n", ns[i]}, {"forward_ms", ms[i]}, {"decode_steps", ms[i] / ms[0]}});
+  }
+  return rows;
+}
+
 int cmd_bench(const BenchCommand& b, const KVSettings& kv_settings, const std::function<double(int)>& read_bandwidth) {
   auto m = load_cli_model(b.model, b.ctx);
   const Config& c = m->config;
@@ -155,8 +195,15 @@ int cmd_bench(const BenchCommand& b, const KVSettings& kv_settings, const std::f
   if (!b.json) {
     std::printf("%s: %d layers, width %d, %d threads, KV cache %s\n", m->name.c_str(), c.n_layer, c.n_embd,
                 engine_threads(), layout.describe().c_str());
-    std::printf("%6s %14s %16s %14s %16s %12s %12s\n", "T", "prefill tok/s", "KV decode tok/s", "decode GB/s",
-                "NO CACHE tok/s", "time ratio", "FLOP ratio");
+    if (b.positions.empty())
+      std::printf("%6s %14s %16s %14s %16s %12s %12s\n", "T", "prefill tok/s", "KV decode tok/s", "decode GB/s",
+                  "NO CACHE tok/s", "time ratio", "FLOP ratio");
+  }
+  if (!b.positions.empty()) {
+    const json rows = bench_positions(*m, engine, cache, all, b.positions, b.reps, b.json);
+    if (b.json)
+      std::cout << json{{"model", m->name}, {"threads", engine_threads()}, {"positions", rows}}.dump(2) << '\n';
+    return 0;
   }
   json rows = json::array();
   for (int T : lengths) {
@@ -190,6 +237,11 @@ void add_bench_command(CLI::App& app, BenchCommand& c) {
       ->add_option("--lengths", c.lengths,
                    "Sequence lengths, each 2..the model's context (default 16 64 128 256 512 1024, those that fit)")
       ->check(int_in(2, 1 << 20));
+  c.cmd
+      ->add_option("--positions", c.positions,
+                   "Instead of the lengths table: the time of a forward over each number of new positions, in "
+                   "decode steps (after a cached prefix of 64 tokens)")
+      ->check(int_in(1, 1 << 20));
   c.cmd->add_option("--reps", c.reps, "Repetitions (median)")->check(int_in(1, 1000));
   c.cmd->add_flag("--json", c.json, "Print JSON");
   c.cmd->add_option("--ctx", c.ctx, kCtxHelp)->check(int_in(2, 1 << 24));

@@ -74,6 +74,7 @@ struct BenchCommand {
   CLI::App* cmd = nullptr;
   std::string model;
   std::vector<int> lengths;
+  std::vector<int> positions;  // --positions: forward cost of n new positions, in decode steps
   int reps = 3;
   bool json = false;
   int ctx = 0;

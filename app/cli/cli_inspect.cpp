@@ -37,6 +37,7 @@ json inspect_json(const Model& m) {
           {"vocab_size", c.vocab_size},
           {"n_params", m.n_params},
           {"dtype", m.stored_dtype},
+          {"weight_bytes", m.weight_bytes()},
           {"kv_bytes_per_token", kv_bytes_per_position(c)},
           {"kv_bytes_full_context", kv_bytes_per_position(c) * static_cast<uint64_t>(T)},
           {"decode_flops", {{"kv_cache", {{"T1", kv1}, {"Tmax", kvT}}}, {"no_cache", {{"T1", nc1}, {"Tmax", ncT}}}}},
@@ -46,14 +47,6 @@ json inspect_json(const Model& m) {
 // The parameters' size as stored: n_params x the stored width (2 bytes for
 // F16/BF16, 4 for F32). Llama-family weights stay as stored in memory; GPT-2
 // runs on f32 copies, which a mixed-dtype file is only described by.
-std::string parameter_size(const Model& m) {
-  const std::string& d = m.stored_dtype;
-  if (m.config.is_llama()) return format_bytes(static_cast<double>(m.llama.bytes())) + ", stored " + d;
-  const int width = d == "F32" ? 4 : d == "F16" || d == "BF16" ? 2 : 0;
-  if (width) return format_bytes(static_cast<double>(m.n_params) * width) + ", stored " + d;
-  return "stored " + d + ", " + format_bytes(static_cast<double>(m.n_params) * 4) + " as f32 in memory";
-}
-
 void print_inspect(const Model& m) {
   const Config& c = m.config;
   const int T = c.n_positions;
@@ -63,7 +56,8 @@ void print_inspect(const Model& m) {
   std::printf("architecture   %s: %d layers, %d heads x %d (%d K/V heads), width %d, vocab %d\n",
               c.is_llama() ? c.model_type.c_str() : "GPT-2", c.n_layer, c.n_head, c.head_dim(), c.kv_heads(), c.n_embd,
               c.vocab_size);
-  std::printf("parameters     %" PRIu64 " (%s)\n", m.n_params, parameter_size(m).c_str());
+  std::printf("parameters     %" PRIu64 " (%s resident, stored %s)\n", m.n_params,
+              format_bytes(static_cast<double>(m.weight_bytes())).c_str(), m.stored_dtype.c_str());
   if (c.n_positions < c.max_position_embeddings) {
     std::printf("context        %d positions (the model allows %d; --ctx N reserves for N)\n", c.n_positions,
                 c.max_position_embeddings);

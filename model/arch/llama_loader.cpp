@@ -20,38 +20,12 @@
 
 namespace kvscope {
 
-const char* to_string(StoredType t) {
-  switch (t) {
-    case StoredType::kF16:
-      return "F16";
-    case StoredType::kBF16:
-      return "BF16";
-    default:
-      return "F32";
-  }
-}
-
-void StoredMatrix::rows_to_f32(int64_t r0, int64_t r1, float* out) const {
-  const size_t begin = static_cast<size_t>(r0 * cols), end = static_cast<size_t>(r1 * cols);
-  if (type == StoredType::kF32) {
-    std::copy(f32.begin() + static_cast<std::ptrdiff_t>(begin), f32.begin() + static_cast<std::ptrdiff_t>(end), out);
-  } else if (type == StoredType::kF16) {
-    for (size_t i = begin; i < end; ++i) out[i - begin] = f16_to_f32(half[i]);
-  } else {
-    for (size_t i = begin; i < end; ++i) out[i - begin] = bf16_to_f32(half[i]);
-  }
-}
-
-void StoredMatrix::row_to_f32(int64_t r, float* out) const {
-  rows_to_f32(r, r + 1, out);
-}
-
 uint64_t LlamaWeights::bytes() const {
   auto vec = [](const std::vector<float>& v) { return v.size() * 4ull; };
   uint64_t b = embed.bytes() + lm_head.bytes() + vec(norm);
   for (const LlamaLayer& L : layers) {
     b += vec(L.attn_norm) + vec(L.mlp_norm) + vec(L.bq) + vec(L.bk) + vec(L.bv);
-    for (const StoredMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) b += m->bytes();
+    for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) b += m->bytes();
   }
   return b;
 }
@@ -71,7 +45,7 @@ std::string shape_str(const std::vector<int64_t>& s) {
 struct Wanted {
   std::string name;
   std::vector<int64_t> shape;
-  StoredMatrix* matrix = nullptr;     // a matrix kept as stored
+  WeightMatrix* matrix = nullptr;     // a matrix kept as stored
   std::vector<float>* vec = nullptr;  // or a vector kept in f32
 };
 
@@ -167,7 +141,7 @@ StoredType stored_type(const std::string& dtype) {
   return dtype == "F16" ? StoredType::kF16 : dtype == "BF16" ? StoredType::kBF16 : StoredType::kF32;
 }
 
-void read_matrix(const SafeTensors& st, const std::string& name, const TensorInfo& info, StoredMatrix& m,
+void read_matrix(const SafeTensors& st, const std::string& name, const TensorInfo& info, WeightMatrix& m,
                  const std::function<void(uint64_t)>& on_chunk) {
   m.type = stored_type(info.dtype);
   m.rows = info.shape[0];

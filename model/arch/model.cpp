@@ -70,6 +70,7 @@ class TensorReader {
     }
     if (control_ && control_->cancel && control_->cancel->load()) throw Error(st_.origin() + ": loading cancelled");
     dtypes.insert(d);
+    last_type_ = d == "F16" ? StoredType::kF16 : d == "BF16" ? StoredType::kBF16 : StoredType::kF32;
     std::vector<float> v = st_.to_f32(full);
     check_finite(v, full, it->second.shape);
     n_params += v.size();
@@ -84,13 +85,17 @@ class TensorReader {
     std::vector<float> v = get(name, {n});
     return Eigen::Map<Vector>(v.data(), n);
   }
-  // Conv1D weight stored (in, out); returned transposed as (out, in).
-  MatrixRM conv1d_t(const std::string& name, int64_t in, int64_t out) {
+  // Conv1D weight stored (in, out); kept transposed as (out, in), in its stored dtype.
+  WeightMatrix conv1d_t(const std::string& name, int64_t in, int64_t out) {
     std::vector<float> v = get(name, {in, out});
-    return Eigen::Map<MatrixRM>(v.data(), in, out).transpose();
+    return WeightMatrix::from_f32(v.data(), in, out, last_type_, true);
   }
-  MatrixRM mat(const std::string& name, int64_t rows, int64_t cols, bool use_prefix = true) {
+  WeightMatrix mat(const std::string& name, int64_t rows, int64_t cols, bool use_prefix = true) {
     std::vector<float> v = get(name, {rows, cols}, use_prefix);
+    return WeightMatrix::from_f32(v.data(), rows, cols, last_type_);
+  }
+  MatrixRM mat_f32(const std::string& name, int64_t rows, int64_t cols) {
+    std::vector<float> v = get(name, {rows, cols});
     return Eigen::Map<MatrixRM>(v.data(), rows, cols);
   }
 
@@ -121,6 +126,7 @@ class TensorReader {
   const SafeTensors& st_;
   std::string prefix_;
   const LoadControl* control_;
+  StoredType last_type_ = StoredType::kF32;  // the dtype of the tensor get() read last
   uint64_t total_bytes_ = 0, done_bytes_ = 0;
 };
 
@@ -131,7 +137,7 @@ Weights read_weights(const SafeTensors& st, const Config& c, std::set<std::strin
   const int64_t d = c.n_embd, V = c.vocab_size;
   Weights w;
   w.wte = r.mat("wte.weight", V, d);
-  w.wpe = r.mat("wpe.weight", c.n_positions, d);
+  w.wpe = r.mat_f32("wpe.weight", c.n_positions, d);
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (int i = 0; i < c.n_layer; ++i) {
     const std::string p = "h." + std::to_string(i) + ".";
@@ -158,26 +164,6 @@ Weights read_weights(const SafeTensors& st, const Config& c, std::set<std::strin
   return w;
 }
 
-HalfMatrix to_half(const MatrixRM& m) {
-  HalfMatrix h;
-  h.rows = m.rows();
-  h.cols = m.cols();
-  h.data.resize(static_cast<size_t>(m.size()));
-  for (Eigen::Index i = 0; i < m.size(); ++i) h.data[static_cast<size_t>(i)] = f32_to_f16(m.data()[i]);
-  return h;
-}
-
-// The f32 matrices came from F16, so converting back is exact.
-void keep_half_copies(Weights& w) {
-  for (LayerWeights& L : w.layers) {
-    L.attn_w_h = to_half(L.attn_w_t);
-    L.attn_proj_w_h = to_half(L.attn_proj_w_t);
-    L.fc_w_h = to_half(L.fc_w_t);
-    L.mlp_proj_w_h = to_half(L.mlp_proj_w_t);
-  }
-  w.head_h = to_half(w.head());
-}
-
 // Llama, Mistral, Qwen2: weights as stored (llama_loader.cpp), tokenizer.json.
 void load_llama(const std::string& dir, Model& m, const LoadControl& control) {
   namespace fs = std::filesystem;
@@ -201,6 +187,17 @@ void load_llama(const std::string& dir, Model& m, const LoadControl& control) {
 }
 
 }  // namespace
+
+uint64_t Weights::bytes() const {
+  auto vec = [](const Vector& v) { return static_cast<uint64_t>(v.size()) * 4; };
+  uint64_t b = wte.bytes() + lm_head.bytes() + static_cast<uint64_t>(wpe.size()) * 4 + vec(ln_f_g) + vec(ln_f_b);
+  for (const LayerWeights& L : layers) {
+    b += L.attn_w_t.bytes() + L.attn_proj_w_t.bytes() + L.fc_w_t.bytes() + L.mlp_proj_w_t.bytes();
+    b += vec(L.ln_1_g) + vec(L.ln_1_b) + vec(L.attn_b) + vec(L.attn_proj_b) + vec(L.ln_2_g) + vec(L.ln_2_b) +
+         vec(L.fc_b) + vec(L.mlp_proj_b);
+  }
+  return b;
+}
 
 Weights load_weights(const std::string& safetensors_path, const Config& config) {
   const SafeTensors st = SafeTensors::open(safetensors_path);
@@ -278,19 +275,21 @@ std::shared_ptr<const Model> load_model(const std::string& dir, const LoadContro
   }
   require_regular_file(st_path, "the weights as a model.safetensors file");
   {
-    // The file is read whole, then converted to f32: both live at once.
-    // (F16 weights double in size; a KV cache at full context comes on top;
-    // F16's half-precision copies are made after the file is freed.)
+    // The file is read whole and the weights kept at its precision, both at
+    // once, with one tensor's f32 conversion (at most the embedding) and a KV
+    // cache at full context. The config gives the weights' count; a file
+    // well under 4 bytes a weight keeps them at 2.
     const uint64_t file_bytes = fs::file_size(st_path, ec);
     const Config& c = m->config;
-    const uint64_t d = static_cast<uint64_t>(c.n_embd);
-    const uint64_t f32_bytes = 4 * (static_cast<uint64_t>(c.vocab_size) * d + static_cast<uint64_t>(c.n_positions) * d +
-                                    static_cast<uint64_t>(c.n_layer) * (12 * d * d + 13 * d));
-    const uint64_t need = file_bytes + f32_bytes + kv_bytes_per_position(c) * static_cast<uint64_t>(c.n_positions);
+    const uint64_t d = static_cast<uint64_t>(c.n_embd), vd = static_cast<uint64_t>(c.vocab_size) * d;
+    const uint64_t f32_bytes =
+        4 * (vd + static_cast<uint64_t>(c.n_positions) * d + static_cast<uint64_t>(c.n_layer) * (12 * d * d + 13 * d));
+    const uint64_t kept = file_bytes >= f32_bytes / 4 * 3 ? f32_bytes : f32_bytes / 2;
+    const uint64_t need = file_bytes + kept + 4 * vd + kv_bytes_per_position(c) * static_cast<uint64_t>(c.n_positions);
     const uint64_t avail = available_memory_bytes();
     if (avail && need > avail) {
       throw Error(st_path + ": loading needs about " + format_bytes(static_cast<double>(need)) +
-                  " (file + f32 weights + KV cache), but only " + format_bytes(static_cast<double>(avail)) +
+                  " (file + weights + KV cache), but only " + format_bytes(static_cast<double>(avail)) +
                   " of memory is available");
     }
     const SafeTensors st = SafeTensors::open(st_path, control.cancel);
@@ -299,9 +298,6 @@ std::shared_ptr<const Model> load_model(const std::string& dir, const LoadContro
     m->weights = read_weights(st, m->config, &dtypes, &m->n_params, &control);
     m->stored_dtype = dtypes.size() == 1 ? *dtypes.begin() : "mixed";
   }
-  // With the file's bytes freed: the half-precision copies are no bigger
-  // than the F16 file was, so the peak stays within the estimate above.
-  if (m->stored_dtype == "F16") keep_half_copies(m->weights);
   m->tokenizer = Tokenizer::load(dir);
   if (m->tokenizer.vocab_size() > m->config.vocab_size) {
     throw Error(dir + "/vocab.json: " + std::to_string(m->tokenizer.vocab_size()) +

@@ -1,5 +1,5 @@
-// A loaded checkpoint: config, weights, tokenizer. GPT-2 weights are f32 in
-// memory (plus half copies for F16); Llama-family weights stay as stored.
+// A loaded checkpoint: config, weights, tokenizer. The weight matrices of
+// both families stay at their stored precision (WeightMatrix).
 #pragma once
 
 #include <Eigen/Core>
@@ -12,6 +12,7 @@
 
 #include "model/arch/config.h"
 #include "model/arch/llama_weights.h"
+#include "model/arch/weight_matrix.h"
 #include "model/tokenizer/tokenizer.h"
 
 namespace kvscope {
@@ -21,38 +22,27 @@ namespace kvscope {
 using MatrixRM = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using Vector = Eigen::VectorXf;
 
-// A weight matrix kept at half precision, (rows, cols) row-major like its f32
-// twin. Filled only when the checkpoint stores F16, so the values are the
-// same; decode then streams half the bytes per token (it is memory-bound).
-struct HalfMatrix {
-  std::vector<uint16_t> data;  // (rows, cols) IEEE binary16
-  int64_t rows = 0, cols = 0;
-  bool empty() const { return data.empty(); }
-};
-
 struct LayerWeights {
-  Vector ln_1_g, ln_1_b;   // (d)
-  MatrixRM attn_w_t;       // (3d, d)  c_attn.weight transposed from Conv1D (d, 3d)
-  Vector attn_b;           // (3d)
-  MatrixRM attn_proj_w_t;  // (d, d)   c_proj.weight transposed
-  Vector attn_proj_b;      // (d)
-  Vector ln_2_g, ln_2_b;   // (d)
-  MatrixRM fc_w_t;         // (4d, d)  mlp.c_fc.weight transposed from (d, 4d)
-  Vector fc_b;             // (4d)
-  MatrixRM mlp_proj_w_t;   // (d, 4d)  mlp.c_proj.weight transposed from (4d, d)
-  Vector mlp_proj_b;       // (d)
-  // F16 checkpoints only: the four matrices above as stored (see HalfMatrix).
-  HalfMatrix attn_w_h, attn_proj_w_h, fc_w_h, mlp_proj_w_h;
+  Vector ln_1_g, ln_1_b;       // (d)
+  WeightMatrix attn_w_t;       // (3d, d)  c_attn.weight transposed from Conv1D (d, 3d)
+  Vector attn_b;               // (3d)
+  WeightMatrix attn_proj_w_t;  // (d, d)   c_proj.weight transposed
+  Vector attn_proj_b;          // (d)
+  Vector ln_2_g, ln_2_b;       // (d)
+  WeightMatrix fc_w_t;         // (4d, d)  mlp.c_fc.weight transposed from (d, 4d)
+  Vector fc_b;                 // (4d)
+  WeightMatrix mlp_proj_w_t;   // (d, 4d)  mlp.c_proj.weight transposed from (4d, d)
+  Vector mlp_proj_b;           // (d)
 };
 
 struct Weights {
-  MatrixRM wte;  // (vocab, d) token embeddings, also the tied LM head
-  MatrixRM wpe;  // (n_positions, d)
+  WeightMatrix wte;  // (vocab, d) token embeddings, also the tied LM head
+  MatrixRM wpe;      // (n_positions, d) f32 (small: read one row per position)
   std::vector<LayerWeights> layers;
   Vector ln_f_g, ln_f_b;  // (d)
-  MatrixRM lm_head;       // (vocab, d); empty when tied to wte
-  const MatrixRM& head() const { return lm_head.size() ? lm_head : wte; }
-  HalfMatrix head_h;  // F16 checkpoints only: head() at half precision
+  WeightMatrix lm_head;   // (vocab, d); empty when tied to wte
+  const WeightMatrix& head() const { return lm_head.empty() ? wte : lm_head; }
+  uint64_t bytes() const;  // resident bytes of everything above
 };
 
 struct Model {
@@ -63,7 +53,9 @@ struct Model {
   LlamaWeights llama;  // Llama, Mistral, Qwen2 (config.arch == Arch::kLlama)
   Tokenizer tokenizer;
   uint64_t n_params = 0;     // as stored (a tied head counted once)
-  std::string stored_dtype;  // "F32", "F16", "BF16" or "mixed"
+  std::string stored_dtype;  // "F32", "F16", "BF16" or "mixed" (for display)
+  // Resident bytes of the weights (matrices as stored, vectors in f32).
+  uint64_t weight_bytes() const { return config.is_llama() ? llama.bytes() : weights.bytes(); }
   double load_seconds = 0;
 };
 
@@ -81,8 +73,8 @@ struct LoadControl {
 // `dir` (GPT-2), or config.json, model.safetensors or its shards with
 // model.safetensors.index.json, and tokenizer.json (Llama, Mistral, Qwen2). Checks every tensor's name, dtype, shape
 // and byte range; throws kvscope::Error with the file, tensor, expected and actual on mismatch. Before reading the
-// weights it checks that the file plus its f32 copy fit in the memory available, and refuses with a clear message
-// otherwise.
+// weights it checks that the file plus the weights kept fit in the memory available, and refuses with a clear
+// message otherwise.
 std::shared_ptr<const Model> load_model(const std::string& dir, const LoadControl& control = {});
 
 // Bytes of memory available to a new allocation (Linux MemAvailable), 0 if unknown.

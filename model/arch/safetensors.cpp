@@ -1,5 +1,7 @@
 #include "model/arch/safetensors.h"
 
+#include "model/core/numeric.h"
+
 #include <algorithm>
 #include <cstring>
 #include <fstream>
@@ -33,62 +35,6 @@ uint64_t read_u64_le(const std::string& b) {
 }
 
 }  // namespace
-
-float f16_to_f32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: normalise
-      exp = 127 - 15 + 1;
-      while ((mant & 0x400u) == 0) {
-        mant <<= 1;
-        --exp;
-      }
-      mant &= 0x3ffu;
-      bits = sign | (exp << 23) | (mant << 13);
-    }
-  } else if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-uint16_t f32_to_f16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  const uint32_t abs = x & 0x7fffffffu;
-  if (abs >= 0x7f800000u) return sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u);  // inf / nan
-  if (abs >= 0x477ff000u) return sign | 0x7c00u;                                      // overflows to inf
-  if (abs < 0x38800000u) {                                                            // subnormal half (or zero)
-    const uint32_t shift = 126 - (abs >> 23);
-    if (shift > 24) return sign;
-    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    uint32_t h = mant >> (shift);
-    const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1u))) ++h;
-    return sign | static_cast<uint16_t>(h);
-  }
-  uint32_t h = ((abs >> 23) - 112) << 10 | ((abs >> 13) & 0x3ffu);
-  const uint32_t rem = abs & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
-  return sign | static_cast<uint16_t>(h);
-}
-
-float bf16_to_f32(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 
 SafeTensors SafeTensors::open(const std::string& path, const std::atomic<bool>* cancel) {
   // Straight into one buffer of the file's size (a stringstream would hold

@@ -52,9 +52,4 @@ class SafeTensors {
 std::map<std::string, TensorInfo> parse_safetensors_header(const char* header, uint64_t header_len, uint64_t file_size,
                                                            const std::string& origin);
 
-float f16_to_f32(uint16_t h);
-float bf16_to_f32(uint16_t h);
-// Round to nearest even; exact for every value an F16 tensor can hold.
-uint16_t f32_to_f16(float f);
-
 }  // namespace kvscope

@@ -11,6 +11,7 @@
 #include "model/core/error.h"
 #include "model/core/thread_pool.h"
 #include "model/engine/kernels.h"
+#include "model/engine/linear.h"
 
 namespace kvscope {
 
@@ -48,20 +49,12 @@ uint64_t forward_read_bytes(const Model& m, uint64_t cache_read_bytes) {
     bytes += lw.embed.bytes() / static_cast<uint64_t>(std::max<int64_t>(1, lw.embed.rows));
     return bytes + cache_read_bytes;
   }
+  // Every matrix as stored (a tied head is the embedding, read once), the vectors, one wte and one wpe row.
   const Weights& w = m.weights;
-  auto mat = [](const MatrixRM& f, const HalfMatrix& h) {
-    return h.empty() ? static_cast<uint64_t>(f.size()) * 4 : static_cast<uint64_t>(h.data.size()) * 2;
-  };
-  auto vec = [](const Vector& v) { return static_cast<uint64_t>(v.size()) * 4; };
-  uint64_t bytes = 0;
-  for (const LayerWeights& L : w.layers) {
-    bytes += mat(L.attn_w_t, L.attn_w_h) + mat(L.attn_proj_w_t, L.attn_proj_w_h) + mat(L.fc_w_t, L.fc_w_h) +
-             mat(L.mlp_proj_w_t, L.mlp_proj_w_h);
-    bytes += vec(L.ln_1_g) + vec(L.ln_1_b) + vec(L.attn_b) + vec(L.attn_proj_b) + vec(L.ln_2_g) + vec(L.ln_2_b) +
-             vec(L.fc_b) + vec(L.mlp_proj_b);
-  }
-  bytes += mat(w.head(), w.head_h) + vec(w.ln_f_g) + vec(w.ln_f_b);
-  bytes += 2ull * static_cast<uint64_t>(c.n_embd) * 4;  // wte and wpe rows
+  uint64_t bytes = w.bytes() - w.wte.bytes() - w.lm_head.bytes() + w.head().bytes();
+  bytes -= static_cast<uint64_t>(w.wpe.size()) * 4;
+  bytes += w.wte.bytes() / static_cast<uint64_t>(std::max<int64_t>(1, w.wte.rows));
+  bytes += static_cast<uint64_t>(c.n_embd) * 4;
   return bytes + cache_read_bytes;
 }
 
@@ -71,38 +64,8 @@ int engine_threads() {
 
 namespace {
 
-// Y (n, out) = X (n, in) * Wt^T + b, Wt stored (out, in). The output
-// features are split across threads: decode (n = 1) is then a set of
-// contiguous dot products (from the half-precision copy when the checkpoint
-// stored F16: the same values, half the bytes), prefill a GEMM per share.
-void linear(ThreadPool& pool, const MatrixRM& X, const MatrixRM& Wt, const Vector& b, MatrixRM& Y, uint64_t& flops,
-            const HalfMatrix* half = nullptr) {
-  const Eigen::Index n = X.rows(), out = Wt.rows(), in = Wt.cols();
-  Y.resize(n, out);
-  if (n == 1) {
-    const float* bias = b.size() ? b.data() : nullptr;
-    if (half && !half->empty()) {
-      pool.parallel_for(
-          out, [&](int64_t r0, int64_t r1) { matvec_f16(half->data.data(), in, X.data(), bias, Y.data(), r0, r1); },
-          out * in);
-    } else {
-      pool.parallel_for(
-          out, [&](int64_t r0, int64_t r1) { matvec_f32(Wt.data(), in, X.data(), bias, Y.data(), r0, r1); }, out * in);
-    }
-  } else {
-    // Shares of whole 16-column blocks keep the GEMM kernels on aligned panels.
-    const int64_t blocks = (out + 15) / 16;
-    pool.parallel_for(
-        blocks,
-        [&](int64_t b0, int64_t b1) {
-          const Eigen::Index c0 = b0 * 16, c1 = std::min<Eigen::Index>(b1 * 16, out);
-          if (c1 <= c0) return;
-          Y.middleCols(c0, c1 - c0).noalias() = X * Wt.middleRows(c0, c1 - c0).transpose();
-          if (b.size()) Y.middleCols(c0, c1 - c0).rowwise() += b.segment(c0, c1 - c0).transpose();
-        },
-        n * out * in);
-  }
-  flops += 2ull * static_cast<uint64_t>(n) * static_cast<uint64_t>(in) * static_cast<uint64_t>(out);
+const float* bias(const Vector& b) {
+  return b.size() ? b.data() : nullptr;
 }
 
 void layer_norm(const MatrixRM& X, const Vector& g, const Vector& b, float eps, MatrixRM& Y) {
@@ -326,17 +289,17 @@ void gpt2_layer(const Config& c, const LayerWeights& L, Workspace& ws, KVCache& 
                 const ForwardTaps& taps, ForwardOutput& out, uint64_t& flops) {
   const int d = c.n_embd;
   layer_norm(ws.x, L.ln_1_g, L.ln_1_b, c.layer_norm_epsilon, ws.h);
-  linear(ws.pool, ws.h, L.attn_w_t, L.attn_b, ws.qkv, flops, &L.attn_w_h);
+  linear(ws.pool, ws.h, L.attn_w_t, bias(L.attn_b), ws.qkv, flops);
   const float* qkv = ws.qkv.data();
   detail::store_and_attend(c, ws, cache, plan, l,
                            {qkv, static_cast<size_t>(3 * d), qkv + d, qkv + 2 * d, static_cast<size_t>(3 * d)}, taps,
                            out, flops);
-  linear(ws.pool, ws.att, L.attn_proj_w_t, L.attn_proj_b, ws.tmp, flops, &L.attn_proj_w_h);
+  linear(ws.pool, ws.att, L.attn_proj_w_t, bias(L.attn_proj_b), ws.tmp, flops);
   ws.x += ws.tmp;
   layer_norm(ws.x, L.ln_2_g, L.ln_2_b, c.layer_norm_epsilon, ws.h);
-  linear(ws.pool, ws.h, L.fc_w_t, L.fc_b, ws.fc, flops, &L.fc_w_h);
+  linear(ws.pool, ws.h, L.fc_w_t, bias(L.fc_b), ws.fc, flops);
   gelu_new(ws.pool, ws.fc);
-  linear(ws.pool, ws.fc, L.mlp_proj_w_t, L.mlp_proj_b, ws.tmp, flops, &L.mlp_proj_w_h);
+  linear(ws.pool, ws.fc, L.mlp_proj_w_t, bias(L.mlp_proj_b), ws.tmp, flops);
   ws.x += ws.tmp;
 }
 
@@ -359,7 +322,8 @@ ForwardOutput Engine::forward(const std::vector<BatchEntry>& batch, KVCache& cac
     ws.x.resize(n, d);
     for (int i = 0; i < n; ++i) {
       const BatchEntry& e = batch[static_cast<size_t>(i)];
-      ws.x.row(i) = w.wte.row(e.token) + w.wpe.row(e.pos);
+      w.wte.row_to_f32(e.token, ws.x.row(i).data());
+      ws.x.row(i) += w.wpe.row(e.pos);
     }
     for (int l = 0; l < c.n_layer; ++l)
       gpt2_layer(c, w.layers[static_cast<size_t>(l)], ws, cache, plan, l, taps, out, flops);
@@ -383,7 +347,7 @@ ForwardOutput Engine::forward(const std::vector<BatchEntry>& batch, KVCache& cac
     } else {
       const Weights& w = model_.weights;
       layer_norm(sel, w.ln_f_g, w.ln_f_b, c.layer_norm_epsilon, ws.h);
-      linear(ws.pool, ws.h, w.head(), Vector(), logits_rows, flops, &w.head_h);
+      linear(ws.pool, ws.h, w.head(), nullptr, logits_rows, flops);
     }
     out.logits.assign(logits_rows.data(), logits_rows.data() + logits_rows.size());
   }

@@ -4,7 +4,7 @@
 
 #include <immintrin.h>
 
-#include "model/arch/safetensors.h"  // f16_to_f32, bf16_to_f32
+#include "model/core/numeric.h"
 #include "model/engine/kernels_simd.h"
 
 namespace kvscope {

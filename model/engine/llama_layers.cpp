@@ -4,9 +4,18 @@
 #include <cmath>
 
 #include "model/engine/engine_detail.h"
+#include "model/engine/linear.h"
 #include "model/engine/llama_ops.h"
 
 namespace kvscope::detail {
+namespace {
+
+// Qwen2's biases; empty (none) elsewhere.
+const float* bias(const std::vector<float>& b) {
+  return b.empty() ? nullptr : b.data();
+}
+
+}  // namespace
 
 void llama_embed(const LlamaWeights& w, const std::vector<BatchEntry>& batch, MatrixRM& x) {
   x.resize(static_cast<Eigen::Index>(batch.size()), w.embed.cols);
@@ -20,9 +29,9 @@ void llama_layer(const Model& m, Workspace& ws, KVCache& cache, BatchPlan& plan,
   const LlamaLayer& L = m.llama.layers[static_cast<size_t>(l)];
   const int hd = c.head_dim(), H = c.n_head, Hkv = c.kv_heads();
   rms_norm(ws.x, L.attn_norm, c.layer_norm_epsilon, ws.h);
-  stored_linear(ws.pool, ws.h, L.wq, L.bq, ws.q, flops);
-  stored_linear(ws.pool, ws.h, L.wk, L.bk, ws.k, flops);
-  stored_linear(ws.pool, ws.h, L.wv, L.bv, ws.v, flops);
+  linear(ws.pool, ws.h, L.wq, bias(L.bq), ws.q, flops);
+  linear(ws.pool, ws.h, L.wk, bias(L.bk), ws.k, flops);
+  linear(ws.pool, ws.h, L.wv, bias(L.bv), ws.v, flops);
   // Rotary embeddings: Q and K rows rotated by their own position (the cache keeps K rotated).
   for (size_t i = 0; i < batch.size(); ++i) {
     const Eigen::Index r = static_cast<Eigen::Index>(i);
@@ -32,19 +41,19 @@ void llama_layer(const Model& m, Workspace& ws, KVCache& cache, BatchPlan& plan,
   store_and_attend(c, ws, cache, plan, l,
                    {ws.q.data(), static_cast<size_t>(H * hd), ws.k.data(), ws.v.data(), static_cast<size_t>(Hkv * hd)},
                    taps, out, flops);
-  stored_linear(ws.pool, ws.att, L.wo, {}, ws.tmp, flops);
+  linear(ws.pool, ws.att, L.wo, nullptr, ws.tmp, flops);
   ws.x += ws.tmp;
   rms_norm(ws.x, L.mlp_norm, c.layer_norm_epsilon, ws.h);
-  stored_linear(ws.pool, ws.h, L.w_gate, {}, ws.fc, flops);
-  stored_linear(ws.pool, ws.h, L.w_up, {}, ws.up, flops);
+  linear(ws.pool, ws.h, L.w_gate, nullptr, ws.fc, flops);
+  linear(ws.pool, ws.h, L.w_up, nullptr, ws.up, flops);
   swiglu(ws.pool, ws.fc, ws.up);
-  stored_linear(ws.pool, ws.fc, L.w_down, {}, ws.tmp, flops);
+  linear(ws.pool, ws.fc, L.w_down, nullptr, ws.tmp, flops);
   ws.x += ws.tmp;
 }
 
 void llama_logits(const Model& m, Workspace& ws, const MatrixRM& sel, MatrixRM& logits, uint64_t& flops) {
   rms_norm(sel, m.llama.norm, m.config.layer_norm_epsilon, ws.h);
-  stored_linear(ws.pool, ws.h, m.llama.head(), {}, logits, flops);
+  linear(ws.pool, ws.h, m.llama.head(), nullptr, logits, flops);
 }
 
 }  // namespace kvscope::detail

@@ -2,53 +2,7 @@
 
 #include <cmath>
 
-#include "model/engine/kernels.h"
-
 namespace kvscope {
-
-void stored_linear(ThreadPool& pool, const MatrixRM& X, const StoredMatrix& W, const std::vector<float>& b, MatrixRM& Y,
-                   uint64_t& flops) {
-  const Eigen::Index n = X.rows(), out = W.rows, in = W.cols;
-  Y.resize(n, out);
-  const float* bias = b.empty() ? nullptr : b.data();
-  if (n == 1) {
-    pool.parallel_for(
-        out,
-        [&](int64_t r0, int64_t r1) {
-          switch (W.type) {
-            case StoredType::kF32:
-              return matvec_f32(W.f32.data(), in, X.data(), bias, Y.data(), r0, r1);
-            case StoredType::kF16:
-              return matvec_f16(W.half.data(), in, X.data(), bias, Y.data(), r0, r1);
-            case StoredType::kBF16:
-              return matvec_bf16(W.half.data(), in, X.data(), bias, Y.data(), r0, r1);
-          }
-        },
-        out * in);
-  } else {
-    // Shares of whole 16-row blocks of W; half weights become an f32 tile per share.
-    const int64_t blocks = (out + 15) / 16;
-    pool.parallel_for(
-        blocks,
-        [&](int64_t b0, int64_t b1) {
-          const Eigen::Index c0 = b0 * 16, c1 = std::min<Eigen::Index>(b1 * 16, out);
-          if (c1 <= c0) return;
-          if (W.type == StoredType::kF32) {
-            const Eigen::Map<const MatrixRM> Wm(W.f32.data() + c0 * in, c1 - c0, in);
-            Y.middleCols(c0, c1 - c0).noalias() = X * Wm.transpose();
-          } else {
-            MatrixRM tile(c1 - c0, in);
-            W.rows_to_f32(c0, c1, tile.data());
-            Y.middleCols(c0, c1 - c0).noalias() = X * tile.transpose();
-          }
-          if (bias) {
-            Y.middleCols(c0, c1 - c0).rowwise() += Eigen::Map<const Eigen::RowVectorXf>(bias + c0, c1 - c0);
-          }
-        },
-        n * out * in);
-  }
-  flops += 2ull * static_cast<uint64_t>(n) * static_cast<uint64_t>(in) * static_cast<uint64_t>(out);
-}
 
 void rms_norm(const MatrixRM& X, const std::vector<float>& g, float eps, MatrixRM& Y) {
   Y.resize(X.rows(), X.cols());

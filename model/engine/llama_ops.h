@@ -1,6 +1,6 @@
 // The Llama-architecture pieces of the forward pass (engine.cpp runs them):
 // RMSNorm, rotary position embeddings (rotate-half, with rope_scaling),
-// SwiGLU, and matrix products on weights kept as stored (F32, F16, BF16).
+// SwiGLU. The matrix products are linear() (model/engine/linear.h).
 #pragma once
 
 #include <cstdint>
@@ -12,12 +12,6 @@
 #include "model/core/thread_pool.h"
 
 namespace kvscope {
-
-// Y (n, rows) = X (n, cols) W^T (+ b). Decode (n = 1) streams W as stored;
-// prefill converts shares of W's rows to f32 tiles for Eigen's GEMM.
-// flops += 2 n rows cols.
-void stored_linear(ThreadPool& pool, const MatrixRM& X, const StoredMatrix& W, const std::vector<float>& b, MatrixRM& Y,
-                   uint64_t& flops);
 
 // Y = X / sqrt(mean(X^2) + eps) * g, row by row.
 void rms_norm(const MatrixRM& X, const std::vector<float>& g, float eps, MatrixRM& Y);

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "model/arch/safetensors.h"  // f16_to_f32, f32_to_f16
+#include "model/core/numeric.h"
 
 namespace kvscope {
 

@@ -40,6 +40,7 @@
 #include "model/arch/config.h"
 #include "model/arch/safetensors.h"
 #include "model/core/error.h"
+#include "model/core/numeric.h"
 #include "model/tokenizer/tokenizer.h"
 
 #ifndef KVSCOPE_SOURCE_DIR

@@ -1,0 +1,52 @@
+#include "model/arch/weight_matrix.h"
+
+#include <algorithm>
+
+namespace kvscope {
+
+float WeightMatrix::at(int64_t r, int64_t c) const {
+  const size_t i = static_cast<size_t>(r * cols + c);
+  if (type == StoredType::kF32) return f32[i];
+  return type == StoredType::kF16 ? f16_to_f32(half[i]) : bf16_to_f32(half[i]);
+}
+
+void WeightMatrix::rows_to_f32(int64_t r0, int64_t r1, float* out) const {
+  const size_t begin = static_cast<size_t>(r0 * cols), end = static_cast<size_t>(r1 * cols);
+  if (type == StoredType::kF32) {
+    std::copy(f32.begin() + static_cast<std::ptrdiff_t>(begin), f32.begin() + static_cast<std::ptrdiff_t>(end), out);
+  } else if (type == StoredType::kF16) {
+    for (size_t i = begin; i < end; ++i) out[i - begin] = f16_to_f32(half[i]);
+  } else {
+    for (size_t i = begin; i < end; ++i) out[i - begin] = bf16_to_f32(half[i]);
+  }
+}
+
+void WeightMatrix::row_to_f32(int64_t r, float* out) const {
+  rows_to_f32(r, r + 1, out);
+}
+
+WeightMatrix WeightMatrix::from_f32(const float* v, int64_t rows, int64_t cols, StoredType type, bool transpose) {
+  WeightMatrix m;
+  m.type = type;
+  m.rows = transpose ? cols : rows;
+  m.cols = transpose ? rows : cols;
+  const size_t n = static_cast<size_t>(rows * cols);
+  // Element (r, c) of the result comes from v[src(r, c)].
+  auto src = [&](int64_t r, int64_t c) { return static_cast<size_t>(transpose ? c * cols + r : r * cols + c); };
+  if (type == StoredType::kF32) {
+    m.f32.resize(n);
+    for (int64_t r = 0; r < m.rows; ++r)
+      for (int64_t c = 0; c < m.cols; ++c) m.f32[static_cast<size_t>(r * m.cols + c)] = v[src(r, c)];
+  } else {
+    m.half.resize(n);
+    const bool f16 = type == StoredType::kF16;
+    for (int64_t r = 0; r < m.rows; ++r)
+      for (int64_t c = 0; c < m.cols; ++c) {
+        const float x = v[src(r, c)];
+        m.half[static_cast<size_t>(r * m.cols + c)] = f16 ? f32_to_f16(x) : f32_to_bf16(x);
+      }
+  }
+  return m;
+}
+
+}  // namespace kvscope

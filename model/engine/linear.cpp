@@ -1,0 +1,43 @@
+#include "model/engine/linear.h"
+
+#include <algorithm>
+
+#include "model/engine/kernels.h"
+#include "model/engine/linear_kernels.h"
+
+namespace kvscope {
+
+void linear(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const float* b, MatrixRM& Y, uint64_t& flops) {
+  const int64_t n = X.rows(), out = W.rows, in = W.cols;
+  Y.resize(n, out);
+  if (n == 1) {
+    // Decode: the matrix-vector kernels (kernels.h), split on rows.
+    pool.parallel_for(
+        out,
+        [&](int64_t r0, int64_t r1) {
+          switch (W.type) {
+            case StoredType::kF32:
+              return matvec_f32(W.f32.data(), in, X.data(), b, Y.data(), r0, r1);
+            case StoredType::kF16:
+              return matvec_f16(W.half.data(), in, X.data(), b, Y.data(), r0, r1);
+            case StoredType::kBF16:
+              return matvec_bf16(W.half.data(), in, X.data(), b, Y.data(), r0, r1);
+          }
+        },
+        out * in);
+  } else if (n > 0) {
+    // Several positions: shares of whole row blocks, each row read once for all n.
+    const WeightView view{W.type, W.data(), W.rows, W.cols};
+    const int64_t blocks = (out + kLinearRowBlock - 1) / kLinearRowBlock;
+    pool.parallel_for(
+        blocks,
+        [&](int64_t b0, int64_t b1) {
+          linear_rows(view, X.data(), n, in, b, Y.data(), out, b0 * kLinearRowBlock,
+                      std::min(out, b1 * kLinearRowBlock));
+        },
+        n * out * in);
+  }
+  flops += 2ull * static_cast<uint64_t>(n) * static_cast<uint64_t>(in) * static_cast<uint64_t>(out);
+}
+
+}  // namespace kvscope

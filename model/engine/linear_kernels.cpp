@@ -1,0 +1,454 @@
+// linear_rows (linear_kernels.h): AVX-512 paths and a portable one.
+#include "model/engine/linear_kernels.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__F16C__)
+#include <immintrin.h>
+#define KVSCOPE_LINEAR_AVX512 1
+// GCC 12 reports its own _mm512_undefined_ps() inside inlined AVX-512
+// intrinsics as uninitialized (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#endif
+
+namespace kvscope {
+namespace linear_detail {
+
+namespace {
+
+inline float bits_to_f32(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint32_t f32_to_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// Element types: the conversion each dtype needs.
+struct F16 {
+  uint16_t bits;
+};
+struct Bf16 {
+  uint16_t bits;
+};
+
+// Branch-free (vectorisable) conversions, exact for every value.
+inline float to_f32(float v) {
+  return v;
+}
+inline float to_f32(F16 v) {
+  const uint32_t sign = static_cast<uint32_t>(v.bits & 0x8000u) << 16;
+  const uint32_t em = v.bits & 0x7fffu;
+  // Exponent and mantissa shifted into an f32 and scaled by 2^(127 - 15):
+  // exact for normals and subnormals alike.
+  uint32_t bits = f32_to_bits(bits_to_f32(em << 13) * 0x1p112f);
+  if (em >= 0x7c00u) bits = 0x7f800000u | (em << 13);  // inf, nan
+  return bits_to_f32(bits | sign);
+}
+inline float to_f32(Bf16 v) {
+  return bits_to_f32(static_cast<uint32_t>(v.bits) << 16);
+}
+
+// ---------------------------------------------------------------------------
+// Portable path: blocks of R weight rows x NB positions, accumulators as
+// arrays of kLanes floats that the compiler keeps in vector registers of any
+// width (4 lanes on simd128/SSE, 8 on AVX2).
+constexpr int kLanes = 16;
+
+template <typename T, int R, int NB>
+void generic_block(const T* w, int64_t ldw, int64_t cols, const float* X, int64_t ldx, const float* b, float* Y,
+                   int64_t ldy, int64_t r) {
+  float acc[R][NB][kLanes] = {};
+  float wv[R][kLanes];
+  const int64_t full = cols - cols % kLanes;
+  for (int64_t k = 0; k < full; k += kLanes) {
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < kLanes; ++j) wv[i][j] = to_f32(w[i * ldw + k + j]);
+    for (int p = 0; p < NB; ++p) {
+      const float* x = X + p * ldx + k;
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < kLanes; ++j) acc[i][p][j] += wv[i][j] * x[j];
+    }
+  }
+  for (int i = 0; i < R; ++i) {
+    for (int p = 0; p < NB; ++p) {
+      float s = 0;
+      for (int j = 0; j < kLanes; ++j) s += acc[i][p][j];
+      const float* x = X + p * ldx;
+      for (int64_t k = full; k < cols; ++k) s += to_f32(w[i * ldw + k]) * x[k];
+      Y[p * ldy + r + i] = s + (b ? b[r + i] : 0.0f);
+    }
+  }
+}
+
+template <typename T>
+void generic_rows(const T* W, int64_t ldw, int64_t cols, const float* X, int64_t n, int64_t ldx, const float* b,
+                  float* Y, int64_t ldy, int64_t r0, int64_t r1) {
+  int64_t r = r0;
+  for (; r + 4 <= r1; r += 4) {
+    int64_t p = 0;
+    for (; p + 4 <= n; p += 4) generic_block<T, 4, 4>(W + r * ldw, ldw, cols, X + p * ldx, ldx, b, Y + p * ldy, ldy, r);
+    for (; p < n; ++p) generic_block<T, 4, 1>(W + r * ldw, ldw, cols, X + p * ldx, ldx, b, Y + p * ldy, ldy, r);
+  }
+  for (; r < r1; ++r) {
+    int64_t p = 0;
+    for (; p + 4 <= n; p += 4) generic_block<T, 1, 4>(W + r * ldw, ldw, cols, X + p * ldx, ldx, b, Y + p * ldy, ldy, r);
+    for (; p < n; ++p) generic_block<T, 1, 1>(W + r * ldw, ldw, cols, X + p * ldx, ldx, b, Y + p * ldy, ldy, r);
+  }
+}
+
+#ifdef KVSCOPE_LINEAR_AVX512
+// ---------------------------------------------------------------------------
+// AVX-512: 16 weights per load, converted in registers.
+inline __m512 load16(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+inline __m512 load16(const F16* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline __m512 load16(const Bf16* p) {
+  const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+inline __m512 load16(const float* p, __mmask16 m) {
+  return _mm512_maskz_loadu_ps(m, p);
+}
+inline __m512 load16(const F16* p, __mmask16 m) {
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+inline __m512 load16(const Bf16* p, __mmask16 m) {
+  const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+
+// The sum of a register's 16 floats (shuffles only: GCC 12's
+// _mm512_reduce_add_ps trips -Wuninitialized, GCC bug 105593).
+inline float hsum(__m512 v) {
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+  v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
+  v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm512_cvtss_f32(v);
+}
+
+// Lane j of the result = the sum of v[j]'s 16 lanes.
+inline __m512 hsum16x16(const __m512* v) {
+  __m512 t[8], u[4];
+  for (int i = 0; i < 8; ++i)
+    t[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[2 * i]), c = _mm512_castps_pd(t[2 * i + 1]);
+    u[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, c)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, c)));
+  }
+  const __m512 w0 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 w1 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(w0, w1, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// One weight row at a time (one sequential stream, which the prefetcher
+// follows best) x NB positions, U chunks of 16 columns per step: each chunk
+// is loaded and converted once and FMA'd into NB accumulators.
+template <typename T, int NB, int U>
+inline void rowstream_block(const T* W, int64_t ldw, int64_t cols, const float* X, int64_t ldx, const float* b,
+                            float* Y, int64_t ldy, int64_t r0, int64_t r1) {
+  const int64_t fullU = cols - cols % (16 * U), full = cols & ~int64_t{15};
+  const __mmask16 tail = static_cast<__mmask16>((1u << (cols - full)) - 1u);
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* w = W + r * ldw;
+    __m512 acc[U][NB];
+    for (int u = 0; u < U; ++u)
+      for (int p = 0; p < NB; ++p) acc[u][p] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k < fullU; k += 16 * U) {
+      for (int u = 0; u < U; ++u) {
+        const __m512 wv = load16(w + k + 16 * u);
+        for (int p = 0; p < NB; ++p)
+          acc[u][p] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(X + p * ldx + k + 16 * u), acc[u][p]);
+      }
+    }
+    for (; k < full; k += 16) {
+      const __m512 wv = load16(w + k);
+      for (int p = 0; p < NB; ++p) acc[0][p] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(X + p * ldx + k), acc[0][p]);
+    }
+    if (tail) {
+      const __m512 wv = load16(w + full, tail);
+      for (int p = 0; p < NB; ++p)
+        acc[U - 1][p] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(tail, X + p * ldx + full), acc[U - 1][p]);
+    }
+    for (int u = 1; u < U; ++u)
+      for (int p = 0; p < NB; ++p) acc[0][p] = _mm512_add_ps(acc[0][p], acc[u][p]);
+    const float bias = b ? b[r] : 0.0f;
+    if constexpr (NB == 16) {
+      alignas(64) float s[16];
+      _mm512_store_ps(s, hsum16x16(acc[0]));
+      for (int p = 0; p < NB; ++p) Y[p * ldy + r] = s[p] + bias;
+    } else {
+      for (int p = 0; p < NB; ++p) Y[p * ldy + r] = hsum(acc[0][p]) + bias;
+    }
+  }
+}
+
+template <typename T>
+void rowstream_rows(const T* W, int64_t ldw, int64_t cols, const float* X, int64_t n, int64_t ldx, const float* b,
+                    float* Y, int64_t ldy, int64_t r0, int64_t r1) {
+  for (int64_t p = 0; p < n;) {
+    const int64_t left = n - p;
+    const float* x = X + p * ldx;
+    float* y = Y + p * ldy;
+    if (left >= 16) {
+      rowstream_block<T, 16, 1>(W, ldw, cols, x, ldx, b, y, ldy, r0, r1), p += 16;
+    } else if (left >= 8) {
+      rowstream_block<T, 8, 2>(W, ldw, cols, x, ldx, b, y, ldy, r0, r1), p += 8;
+    } else if (left >= 4) {
+      rowstream_block<T, 4, 4>(W, ldw, cols, x, ldx, b, y, ldy, r0, r1), p += 4;
+    } else if (left == 3) {
+      rowstream_block<T, 3, 4>(W, ldw, cols, x, ldx, b, y, ldy, r0, r1), p += 3;
+    } else if (left == 2) {
+      rowstream_block<T, 2, 4>(W, ldw, cols, x, ldx, b, y, ldy, r0, r1), p += 2;
+    } else {
+      rowstream_block<T, 1, 4>(W, ldw, cols, x, ldx, b, y, ldy, r0, r1), p += 1;
+    }
+  }
+}
+
+// R weight rows x NB positions: each 16-column chunk of a row is loaded and
+// converted once and FMA'd into NB accumulators.
+template <typename T, int R, int NB>
+inline void direct_block(const T* w, int64_t ldw, int64_t cols, const float* X, int64_t ldx, const float* b, float* Y,
+                         int64_t ldy, int64_t r) {
+  __m512 acc[R * NB];
+  for (int i = 0; i < R * NB; ++i) acc[i] = _mm512_setzero_ps();
+  const int64_t full = cols & ~int64_t{15};
+  for (int64_t k = 0; k < full; k += 16) {
+    __m512 wv[R];
+    for (int i = 0; i < R; ++i) wv[i] = load16(w + i * ldw + k);
+    for (int p = 0; p < NB; ++p) {
+      const __m512 xv = _mm512_loadu_ps(X + p * ldx + k);
+      for (int i = 0; i < R; ++i) acc[p * R + i] = _mm512_fmadd_ps(wv[i], xv, acc[p * R + i]);
+    }
+  }
+  if (full < cols) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (cols - full)) - 1u);
+    __m512 wv[R];
+    for (int i = 0; i < R; ++i) wv[i] = load16(w + i * ldw + full, m);
+    for (int p = 0; p < NB; ++p) {
+      const __m512 xv = _mm512_maskz_loadu_ps(m, X + p * ldx + full);
+      for (int i = 0; i < R; ++i) acc[p * R + i] = _mm512_fmadd_ps(wv[i], xv, acc[p * R + i]);
+    }
+  }
+  if constexpr (R * NB == 16) {
+    alignas(64) float s[16];
+    _mm512_store_ps(s, hsum16x16(acc));
+    for (int p = 0; p < NB; ++p)
+      for (int i = 0; i < R; ++i) Y[p * ldy + r + i] = s[p * R + i] + (b ? b[r + i] : 0.0f);
+  } else {
+    for (int p = 0; p < NB; ++p)
+      for (int i = 0; i < R; ++i) Y[p * ldy + r + i] = hsum(acc[p * R + i]) + (b ? b[r + i] : 0.0f);
+  }
+}
+
+template <typename T, int R>
+inline void direct_rowblock(const T* w, int64_t ldw, int64_t cols, const float* X, int64_t n, int64_t ldx,
+                            const float* b, float* Y, int64_t ldy, int64_t r) {
+  constexpr int NB = 16 / R;
+  int64_t p = 0;
+  for (; p + NB <= n; p += NB) direct_block<T, R, NB>(w, ldw, cols, X + p * ldx, ldx, b, Y + p * ldy, ldy, r);
+  const int64_t left = n - p;
+  X += p * ldx;
+  Y += p * ldy;
+  // The remaining positions (fewer than NB) in one block.
+  if constexpr (NB > 1) {
+    if (left >= NB / 2) {
+      direct_block<T, R, NB / 2>(w, ldw, cols, X, ldx, b, Y, ldy, r);
+      X += NB / 2 * ldx;
+      Y += NB / 2 * ldy;
+      if (left > NB / 2) direct_rowblock<T, R>(w, ldw, cols, X, left - NB / 2, ldx, b, Y, ldy, r);
+    } else if (left > 0) {
+      if constexpr (NB >= 4) {
+        if (left >= NB / 4) {
+          direct_block<T, R, NB / 4>(w, ldw, cols, X, ldx, b, Y, ldy, r);
+          if (left > NB / 4)
+            direct_rowblock<T, R>(w, ldw, cols, X + NB / 4 * ldx, left - NB / 4, ldx, b, Y + NB / 4 * ldy, ldy, r);
+          return;
+        }
+      }
+      for (int64_t q = 0; q < left; ++q) direct_block<T, R, 1>(w, ldw, cols, X + q * ldx, ldx, b, Y + q * ldy, ldy, r);
+    }
+  }
+}
+
+template <typename T>
+void direct_rows(const T* W, int64_t ldw, int64_t cols, const float* X, int64_t n, int64_t ldx, const float* b,
+                 float* Y, int64_t ldy, int64_t r0, int64_t r1) {
+  int64_t r = r0;
+  for (; r + 4 <= r1; r += 4) direct_rowblock<T, 4>(W + r * ldw, ldw, cols, X, n, ldx, b, Y, ldy, r);
+  for (; r < r1; ++r) direct_rowblock<T, 1>(W + r * ldw, ldw, cols, X, n, ldx, b, Y, ldy, r);
+}
+
+// Packed path: panels of kNr = 32 weight rows x kKc columns converted to f32
+// and transposed (Wp[k][j] = W[row j][k]), then MR x 32 tiles of Y from MR
+// broadcast X values and two loads of Wp per k.
+constexpr int kNr = 32;
+constexpr int kMr = 12;
+constexpr int64_t kKc = 512;  // 32 x 512 x 4 = 64 KiB of panel
+
+template <int MR>
+inline void micro_kernel(const float* Wp, int64_t kc, const float* X, int64_t ldx, float* Y, int64_t ldy,
+                         const float* b, __mmask16 m0, __mmask16 m1, bool first) {
+  __m512 c0[MR], c1[MR];
+  for (int i = 0; i < MR; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 w0 = _mm512_load_ps(Wp + k * kNr), w1 = _mm512_load_ps(Wp + k * kNr + 16);
+    for (int i = 0; i < MR; ++i) {
+      const __m512 x = _mm512_set1_ps(X[i * ldx + k]);
+      c0[i] = _mm512_fmadd_ps(w0, x, c0[i]);
+      c1[i] = _mm512_fmadd_ps(w1, x, c1[i]);
+    }
+  }
+  __m512 b0 = _mm512_setzero_ps(), b1 = b0;
+  if (first && b) {
+    b0 = _mm512_maskz_loadu_ps(m0, b);
+    b1 = _mm512_maskz_loadu_ps(m1, b + 16);
+  }
+  for (int i = 0; i < MR; ++i) {
+    float* y = Y + i * ldy;
+    if (first) {
+      _mm512_mask_storeu_ps(y, m0, _mm512_add_ps(c0[i], b0));
+      _mm512_mask_storeu_ps(y + 16, m1, _mm512_add_ps(c1[i], b1));
+    } else {
+      _mm512_mask_storeu_ps(y, m0, _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(m0, y)));
+      _mm512_mask_storeu_ps(y + 16, m1, _mm512_add_ps(c1[i], _mm512_maskz_loadu_ps(m1, y + 16)));
+    }
+  }
+}
+
+using MicroFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, const float*, __mmask16,
+                         __mmask16, bool);
+constexpr MicroFn kMicro[kMr + 1] = {nullptr,         micro_kernel<1>, micro_kernel<2>,  micro_kernel<3>,
+                                     micro_kernel<4>, micro_kernel<5>, micro_kernel<6>,  micro_kernel<7>,
+                                     micro_kernel<8>, micro_kernel<9>, micro_kernel<10>, micro_kernel<11>,
+                                     micro_kernel<12>};
+
+// Rows [r, r + m) (m <= 32), columns [k0, k0 + kc) of W as f32, transposed
+// into Wp (kc x 32; rows past m are zero).
+template <typename T>
+void pack_panel(const T* W, int64_t ldw, int64_t r, int m, int64_t k0, int64_t kc, float* Wp) {
+  alignas(64) float blk[16][16];
+  for (int64_t kb = 0; kb < kc; kb += 16) {
+    const int kw = static_cast<int>(std::min<int64_t>(16, kc - kb));
+    const __mmask16 km = static_cast<__mmask16>((1u << kw) - 1u);
+    for (int half = 0; half < 2; ++half) {
+      for (int j = 0; j < 16; ++j) {
+        const int row = half * 16 + j;
+        _mm512_store_ps(blk[j], row < m ? load16(W + (r + row) * ldw + k0 + kb, km) : _mm512_setzero_ps());
+      }
+      // Column kk of the 16 x 16 block: one gather from L1.
+      const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                             _mm512_set1_epi32(16));
+      for (int kk = 0; kk < kw; ++kk)
+        _mm512_store_ps(Wp + (kb + kk) * kNr + half * 16, _mm512_i32gather_ps(idx, &blk[0][kk], 4));
+    }
+  }
+}
+
+float* panel_buffer() {
+  thread_local std::vector<float> buf;
+  if (buf.size() < static_cast<size_t>(kNr * kKc + 16)) buf.resize(kNr * kKc + 16);
+  float* p = buf.data();
+  return p + (16 - (reinterpret_cast<uintptr_t>(p) / sizeof(float)) % 16) % 16;
+}
+
+template <typename T>
+void packed_rows(const T* W, int64_t ldw, int64_t cols, const float* X, int64_t n, int64_t ldx, const float* b,
+                 float* Y, int64_t ldy, int64_t r0, int64_t r1) {
+  float* Wp = panel_buffer();
+  for (int64_t r = r0; r < r1; r += kNr) {
+    const int m = static_cast<int>(std::min<int64_t>(kNr, r1 - r));
+    const __mmask16 m0 = static_cast<__mmask16>(m >= 16 ? 0xffffu : (1u << m) - 1u);
+    const __mmask16 m1 = static_cast<__mmask16>(m >= 32 ? 0xffffu : m > 16 ? (1u << (m - 16)) - 1u : 0u);
+    for (int64_t k0 = 0; k0 < cols; k0 += kKc) {
+      const int64_t kc = std::min(kKc, cols - k0);
+      pack_panel(W, ldw, r, m, k0, kc, Wp);
+      for (int64_t p = 0; p < n; p += kMr) {
+        const int mr = static_cast<int>(std::min<int64_t>(kMr, n - p));
+        kMicro[mr](Wp, kc, X + p * ldx + k0, ldx, Y + p * ldy + r, ldy, b ? b + r : nullptr, m0, m1, k0 == 0);
+      }
+    }
+  }
+}
+#endif  // KVSCOPE_LINEAR_AVX512
+
+// Calls f with W's data as its element type.
+template <typename F>
+void with_type(const WeightView& W, F&& f) {
+  switch (W.dtype) {
+    case StoredType::kF32:
+      return f(static_cast<const float*>(W.data));
+    case StoredType::kF16:
+      return f(static_cast<const F16*>(W.data));
+    case StoredType::kBF16:
+      return f(static_cast<const Bf16*>(W.data));
+  }
+}
+
+}  // namespace
+
+void rows_generic(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
+                  int64_t r0, int64_t r1) {
+  with_type(W, [&](auto* w) { generic_rows(w, W.stride(), W.cols, X, n, ldx, b, Y, ldy, r0, r1); });
+}
+
+#ifdef KVSCOPE_LINEAR_AVX512
+void rows_direct(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
+                 int64_t r0, int64_t r1) {
+  with_type(W, [&](auto* w) { direct_rows(w, W.stride(), W.cols, X, n, ldx, b, Y, ldy, r0, r1); });
+}
+void rows_rowstream(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
+                    int64_t r0, int64_t r1) {
+  with_type(W, [&](auto* w) { rowstream_rows(w, W.stride(), W.cols, X, n, ldx, b, Y, ldy, r0, r1); });
+}
+void rows_packed(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
+                 int64_t r0, int64_t r1) {
+  with_type(W, [&](auto* w) { packed_rows(w, W.stride(), W.cols, X, n, ldx, b, Y, ldy, r0, r1); });
+}
+#else
+void rows_rowstream(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
+                    int64_t r0, int64_t r1) {
+  rows_generic(W, X, n, ldx, b, Y, ldy, r0, r1);
+}
+void rows_direct(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
+                 int64_t r0, int64_t r1) {
+  rows_generic(W, X, n, ldx, b, Y, ldy, r0, r1);
+}
+void rows_packed(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
+                 int64_t r0, int64_t r1) {
+  rows_generic(W, X, n, ldx, b, Y, ldy, r0, r1);
+}
+#endif
+
+}  // namespace linear_detail
+
+void linear_rows(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
+                 int64_t r0, int64_t r1) {
+  if (n <= 0 || r1 <= r0) return;
+#ifdef KVSCOPE_LINEAR_AVX512
+  if (n <= kRowStreamMaxN) return linear_detail::rows_rowstream(W, X, n, ldx, b, Y, ldy, r0, r1);
+  if (n <= kDirectMaxN) return linear_detail::rows_direct(W, X, n, ldx, b, Y, ldy, r0, r1);
+  return linear_detail::rows_packed(W, X, n, ldx, b, Y, ldy, r0, r1);
+#else
+  linear_detail::rows_generic(W, X, n, ldx, b, Y, ldy, r0, r1);
+#endif
+}
+
+}  // namespace kvscope

@@ -1,0 +1,84 @@
+"""Tables of tools/bench_batching.sh from its JSON files: medians over rounds."""
+import json
+import os
+import statistics
+import sys
+
+out, rounds = sys.argv[1], int(sys.argv[2])
+med = statistics.median
+
+
+def load(name):
+    rs = [f"{out}/{name}.{r}.json" for r in range(1, rounds + 1)]
+    return [json.load(open(p)) for p in rs if os.path.exists(p)]
+
+
+print("| positions n | GPT-2-124M F16: forward / decode step | SmolLM2-135M BF16: forward / decode step |")
+print("|---|---|---|")
+g, s = load("pos.gpt2"), load("pos.smol")
+step_g = [x["positions"][0]["forward_ms"] / x["positions"][0]["decode_steps"] for x in g]
+step_s = [x["positions"][0]["forward_ms"] / x["positions"][0]["decode_steps"] for x in s]
+print(f"| 1 | 1.00 ({med(step_g):.1f} ms) | 1.00 ({med(step_s):.1f} ms) |")
+for i, row in enumerate(g[0]["positions"]):
+    rg = [x["positions"][i]["decode_steps"] for x in g]
+    rs = [x["positions"][i]["decode_steps"] for x in s]
+    print(f"| {row['n']} | {med(rg):.2f} ({min(rg):.2f}–{max(rg):.2f}) | {med(rs):.2f} ({min(rs):.2f}–{max(rs):.2f}) |")
+print(f"\n(medians over {len(g)} rounds, range in brackets; {g[0]['threads']} threads; "
+      "each forward after a cached prefix of 64 tokens, all n logits computed)\n")
+
+# The physics: bytes a step reads, FLOPs per position, and where the extra
+# positions' multiply-adds start to cost as much as the reads.
+print("| model | weights read per step | FLOPs per position | decode step | decode GB/s | "
+      "extra ms per extra position (n = 1 -> 16) | n where compute = reads |")
+print("|---|---|---|---|---|---|---|")
+for name, label, pos in (("gpt2", "GPT-2-124M F16", g), ("smol", "SmolLM2-135M BF16", s)):
+    pre = load(f"pre.{name}.after")
+    if not pre:
+        continue
+    row = pre[0]["rows"][0]
+    step = med(x["positions"][0]["forward_ms"] / x["positions"][0]["decode_steps"] for x in pos)
+    ms16 = med(x["positions"][-1]["forward_ms"] for x in pos)
+    n16 = pos[0]["positions"][-1]["n"]
+    extra = (ms16 - step) / (n16 - 1)
+    gbps = med(x["rows"][0]["decode_gb_per_s"] for x in pre)
+    print(f"| {label} | {row['decode_read_bytes'] / 1e6:.0f} MB | {row['kv_flops'] / 1e6:.0f} MFLOP | "
+          f"{step:.1f} ms | {gbps:.1f} | {extra:.2f} ms ({row['kv_flops'] / extra / 1e6:.0f} GFLOP/s) | "
+          f"{step / extra:.1f} |")
+bw = [x["read_bandwidth_gb_per_s"] for x in load("pre.gpt2.after")]
+if bw:
+    print(f"\n(memory read bandwidth measured by kvscope bench: median {med(bw):.1f} GB/s)\n")
+
+print("| model | T | prefill tok/s now | before | now / before |")
+print("|---|---|---|---|---|")
+for name, label in (("gpt2", "GPT-2-124M F16"), ("smol", "SmolLM2-135M BF16")):
+    after, before = load(f"pre.{name}.after"), load(f"pre.{name}.before")
+    for i, row in enumerate(after[0]["rows"]):
+        a = [x["rows"][i]["prefill_tokens_per_s"] for x in after]
+        if before:
+            b = [x["rows"][i]["prefill_tokens_per_s"] for x in before]
+            ratios = [x / y for x, y in zip(a, b)]
+            print(f"| {label} | {row['T']} | {med(a):.0f} | {med(b):.0f} | {med(ratios):.2f}x "
+                  f"({min(ratios):.2f}–{max(ratios):.2f}) |")
+        else:
+            print(f"| {label} | {row['T']} | {med(a):.0f} | – | – |")
+
+print("\n| speculative K=4, 124M F16 target / 2-layer draft | α | cost ratio c | verify / decode step v | "
+      "plain tok/s | speculative tok/s | measured speed-up | Leviathan (1-α^5)/((1-α)(4c+1)) | "
+      "with the verify's cost (1-α^5)/((1-α)(4c+v)) |")
+print("|---|---|---|---|---|---|---|---|---|")
+for tag in ("before", "after"):
+    rs = load(f"spec.{tag}")
+    if not rs:
+        continue
+
+    def pred(r, verify):
+        a, c, k = r["alpha_tested"], r["cost_ratio"], r["k"]
+        gain = k + 1 if a >= 1 else (1 - a ** (k + 1)) / (1 - a)
+        return gain / (k * c + verify)
+
+    v = [r["target_verify_ms"] / r["target_forward_ms"] for r in rs]
+    m = lambda key: med(r[key] for r in rs)  # noqa: E731
+    print(f"| {'now' if tag == 'after' else 'before'} | {m('alpha_tested'):.2f} | {m('cost_ratio'):.3f} | "
+          f"{med(v):.2f} | {med(r['plain']['tokens_per_s'] for r in rs):.1f} | {m('tokens_per_s'):.1f} | "
+          f"{m('speedup'):.2f}x | {med(pred(r, 1.0) for r in rs):.2f}x | "
+          f"{med(pred(r, x) for r, x in zip(rs, v)):.2f}x |")
