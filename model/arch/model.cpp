@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "model/arch/hf_cache.h"
 #include "model/arch/llama_loader.h"
 #include "model/arch/model_context.h"
 #include "model/arch/safetensors.h"
@@ -230,8 +231,9 @@ void apply_context(Config& c, int context, const std::string& dir) {
   c.n_positions = context;
 }
 
-std::shared_ptr<const Model> load_model(const std::string& dir, const LoadControl& control) {
+std::shared_ptr<const Model> load_model(const std::string& dir_or_id, const LoadControl& control) {
   namespace fs = std::filesystem;
+  const std::string dir = resolve_model_dir(dir_or_id);
   const auto t0 = std::chrono::steady_clock::now();
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
