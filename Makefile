@@ -68,6 +68,7 @@ bench: build
 	tools/bench_llama.sh $(BUILD)/kvscope
 	tools/bench_decode.sh $(BUILD)/kvscope
 	tools/bench_kv.sh $(BUILD)/kvscope
+	tools/bench_serve.sh $(BUILD)/kvscope
 
 # Rebuild the embedded models from scratch, or resume an interrupted run (about 2.5 hours of 2 cores).
 model:

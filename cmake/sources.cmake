@@ -29,7 +29,11 @@ set(KVSCOPE_MODEL_SRC
   model/decoding/generator.cpp
   model/decoding/sampler.cpp
   model/decoding/speculative_accept.cpp
-  model/decoding/speculative_generator.cpp)
+  model/decoding/speculative_generator.cpp
+  model/serving/block_pool.cpp
+  model/serving/requests.cpp
+  model/serving/scheduler.cpp
+  model/serving/server.cpp)
 
 # render/scene/: the scene builder, pure, no GL.
 set(KVSCOPE_SCENE_SRC
@@ -64,7 +68,8 @@ set(KVSCOPE_CLI_SRC
   app/cli/cli_eval.cpp
   app/cli/cli_flags.cpp
   app/cli/cli_generate.cpp
-  app/cli/cli_inspect.cpp)
+  app/cli/cli_inspect.cpp
+  app/cli/cli_serve.cpp)
 
 # app/worker/: the window's engine threads (no GL).
 set(KVSCOPE_WORKER_SRC app/worker/worker.cpp app/worker/kv_scoring.cpp)

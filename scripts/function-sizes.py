@@ -1,102 +1,60 @@
 #!/usr/bin/python3
-"""Lists the functions and files of app/, render/ and model/ over the size rules.
+"""Lists the functions and files of app/, render/ and model/ over the size limits.
 
-The brief's rules: functions under ~80 lines, files under ~600 (data tables
-aside). A brace counter is enough for this code base's style (clang-format,
-no macros that open braces): comments, string and character literals are
-blanked, namespace bodies are entered, and every other top-level `{` that
-follows a `)` (a parameter list, possibly with const / noexcept / an
-initializer list in between) starts a function whose length is counted to
-its matching `}`. Member functions defined inside a class body are counted
-too. Usage: scripts/function-sizes.py [--max-lines 80] [--max-file 600] [DIR...]
-Exit status 0 always: it reports, the reader judges what is a real seam.
+The limits this code base keeps: a function at most ~80 lines, a file at most
+~600 (data tables aside), so that each reads on a screen or two and splits
+along a real seam rather than wherever it happened to grow. Function extents
+come from Universal Ctags (Debian's universal-ctags: --fields=+ne gives each
+definition's first and last line), which parses C++ itself: function-try-blocks
+(`) try {`), constructors with initializer lists and member functions defined
+in a class body are all counted. Lambdas are counted as part of the function
+that holds them, not on their own.
+Usage: scripts/function-sizes.py [--max-lines 80] [--max-file 600] [DIR...]
+Exit status 0 when it could read every file (it reports; the reader judges
+what is a real seam), 1 when ctags is missing or fails.
 """
 import argparse
+import json
 import os
 import re
+import shutil
+import subprocess
 import sys
 
-
-def blank_comments_and_literals(src):
-    """Replaces comments and string/char literals with spaces (newlines kept)."""
-    out = []
-    i, n = 0, len(src)
-    while i < n:
-        c = src[i]
-        if src.startswith("//", i):
-            j = src.find("\n", i)
-            j = n if j < 0 else j
-            out.append(" " * (j - i))
-            i = j
-        elif src.startswith("/*", i):
-            j = src.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append(re.sub(r"[^\n]", " ", src[i:j]))
-            i = j
-        elif src.startswith('R"', i):
-            m = re.match(r'R"([^(\s]*)\(', src[i:])
-            if not m:
-                out.append(c)
-                i += 1
-                continue
-            end = ")" + m.group(1) + '"'
-            j = src.find(end, i + m.end())
-            j = n if j < 0 else j + len(end)
-            out.append(re.sub(r"[^\n]", " ", src[i:j]))
-            i = j
-        elif c in "\"'":
-            j = i + 1
-            while j < n and src[j] != c and src[j] != "\n":
-                j += 2 if src[j] == "\\" else 1
-            j = min(j + 1, n)
-            out.append(" " * (j - i))
-            i = j
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+# Debian installs Universal Ctags as ctags-universal (ctags is an alternative
+# that may point at Exuberant Ctags, which gives no end lines).
+CTAGS_NAMES = ("ctags-universal", "universal-ctags", "ctags")
 
 
-def functions(path):
-    """Yields (name, first_line, n_lines) for every function body in the file."""
-    src = blank_comments_and_literals(open(path, encoding="utf-8").read())
-    line_of = [0] * (len(src) + 1)
-    line = 1
-    for k, ch in enumerate(src):
-        line_of[k] = line
-        if ch == "\n":
-            line += 1
-    stack = []  # one entry per open brace: "ns", "class", "fn" or "block"
-    fn_start = None
-    i = 0
-    while i < len(src):
-        ch = src[i]
-        if ch == "{":
-            head = src[max(0, i - 400) : i]
-            head = head[max(head.rfind(";"), head.rfind("}"), head.rfind("{")) + 1 :]
-            in_fn = "fn" in stack
-            if in_fn:
-                stack.append("block")
-            elif re.search(r"\bnamespace\b[^()]*$", head) or re.search(r'extern\s*$', head):
-                stack.append("ns")
-            elif re.search(r"\b(class|struct|union|enum)\b[^()]*$", head):
-                stack.append("class")
-            elif re.search(r"\)\s*(const\s*)?(noexcept\s*)?(override\s*)?(final\s*)?(->[^{]*)?$", head) or re.search(
-                r"\)\s*:\s*[\w:]+[({]", head
-            ):
-                stack.append("fn")
-                m = re.search(r"([~\w:]+(?:operator\s*\S+)?)\s*\([^()]*(\([^()]*\)[^()]*)*\)[^()]*$", head, re.S)
-                fn_start = (m.group(1) if m else "?", line_of[i])
-            else:
-                stack.append("block")
-        elif ch == "}":
-            if stack:
-                kind = stack.pop()
-                if kind == "fn" and fn_start:
-                    name, first = fn_start
-                    yield name, first, line_of[i] - first + 1
-                    fn_start = None
-        i += 1
+def find_ctags():
+    for name in CTAGS_NAMES:
+        path = shutil.which(name)
+        if not path:
+            continue
+        out = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
+        if "Universal Ctags" in out:
+            return path
+    return None
+
+
+def functions(ctags, paths):
+    """Yields (path, name, first_line, n_lines) for every function definition."""
+    cmd = [ctags, "--langmap=C++:+.h", "--languages=C++", "--kinds-C++=f", "--fields=+ne",
+           "--output-format=json", "-o", "-"] + paths
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:3])} ... exited {res.returncode}: {res.stderr.strip()}")
+    for row in res.stdout.splitlines():
+        tag = json.loads(row)
+        if tag.get("_type") != "tag" or "end" not in tag:
+            continue
+        name = tag["name"]
+        if name.startswith("__anon"):  # a lambda: part of its enclosing function
+            continue
+        scope = tag.get("scope", "")
+        scope = re.sub(r"(^|::)(kvscope|__anon\w+)(?=::|$)", "", scope).strip(":")
+        qualified = f"{scope}::{name}" if scope else name
+        yield tag["path"], qualified, tag["line"], tag["end"] - tag["line"] + 1
 
 
 def main():
@@ -105,19 +63,29 @@ def main():
     ap.add_argument("--max-file", type=int, default=600)
     ap.add_argument("dirs", nargs="*", default=["app", "render", "model"])
     a = ap.parse_args()
-    long_fns, long_files = [], []
+    ctags = find_ctags()
+    if not ctags:
+        print("function-sizes.py: needs Universal Ctags (apt-get install universal-ctags); "
+              "found none of " + ", ".join(CTAGS_NAMES), file=sys.stderr)
+        return 1
+    paths, long_files = [], []
     for d in a.dirs:
         for root, _, files in os.walk(d):
             for f in sorted(files):
-                if not f.endswith((".cpp", ".h")):
-                    continue
-                p = os.path.join(root, f)
-                n_lines = sum(1 for _ in open(p, encoding="utf-8"))
-                if n_lines > a.max_file:
-                    long_files.append((n_lines, p))
-                for name, first, n in functions(p):
-                    if n > a.max_lines:
-                        long_fns.append((n, f"{p}:{first}", name))
+                if f.endswith((".cpp", ".h")):
+                    p = os.path.join(root, f)
+                    paths.append(p)
+                    n_lines = sum(1 for _ in open(p, encoding="utf-8"))
+                    if n_lines > a.max_file:
+                        long_files.append((n_lines, p))
+    long_fns = []
+    try:
+        for path, name, first, n in functions(ctags, sorted(paths)):
+            if n > a.max_lines:
+                long_fns.append((n, f"{path}:{first}", name))
+    except RuntimeError as e:
+        print(f"function-sizes.py: {e}", file=sys.stderr)
+        return 1
     print(f"functions over {a.max_lines} lines: {len(long_fns)}")
     for n, where, name in sorted(long_fns, reverse=True):
         print(f"  {n:4d}  {where}  {name}")

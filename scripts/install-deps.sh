@@ -13,6 +13,8 @@ PKGS=(build-essential cmake pkg-config git
       xvfb xauth
       # references for tests, training and benchmarks (/usr/bin/python3)
       python3-numpy python3-regex
+      # function extents for scripts/function-sizes.py
+      universal-ctags
       # sanitizer/fuzzer runtimes for clang
       clang libclang-rt-14-dev)
 # Optional extras for `make model` / `make bench` (torch needs OpenBLAS first,

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Retakes README's window screenshots: the scripted window run (--demo-frames)
-# with each KVSCOPE_DEMO_VIEW under Xvfb, by default at 1366x768 and text
-# scale 1.0 (KVSCOPE_DEMO_SIZE / KVSCOPE_DEMO_TEXT_SCALE; 1280x720 and 2.5 show
-# what a projector shows). Open every PNG and look before committing.
+# Retakes the window screenshots of README and docs/: the scripted window run
+# (--demo-frames) with each KVSCOPE_DEMO_VIEW under Xvfb, by default at
+# 1366x768 and text scale 1.0 (KVSCOPE_DEMO_SIZE / KVSCOPE_DEMO_TEXT_SCALE;
+# 1280x720 and 2.5 show what a projector shows). Open every PNG and look
+# before committing.
 #   usage: scripts/screenshots.sh KVSCOPE [OUT=docs] [SIZE=1366x768] [SCALE=1.0] [VIEW...]
 # KVSCOPE_DEMO_CAMERA=front|top|side|follow in the environment ends every
 # shot on that camera preset (one run per preset shows them all), e.g.

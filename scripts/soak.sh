@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Long-run check of the window (issue 6): the real GUI under Xvfb generates
-# to the full context, switches KV CACHE <-> NO CACHE, resets, and repeats
-# (kvscope --soak-rounds). Fails when a round does not stop at the context
-# limit, resident memory after the last round is more than 5 % above the
-# first, live GL objects grow, or any is left once the renderer is gone.
+# Long-run check of the window for leaks (memory or GL objects that grow a
+# little with every generation, which no short test would see): the real GUI
+# under Xvfb generates to the full context, switches KV CACHE <-> NO CACHE,
+# resets, and repeats (kvscope --soak-rounds). Fails when a round does not
+# stop at the context limit, resident memory after the last round is more than
+# 5 % above the first, live GL objects grow, or any is left once the renderer
+# is gone.
 #
 # Usage: scripts/soak.sh [KVSCOPE_BINARY] [ROUNDS] [MODEL_DIR]
 #   defaults: build/kvscope, 20 rounds, the embedded model (256 positions).

@@ -18,6 +18,12 @@ n=$(ls "$tmp/beams" | grep -c '^beam_[0-9]\{4\}\.png$' || true)
 [[ "$n" -ge 1 && "$n" -le 5 ]] || fail "expected 1..5 beam frames, got $n"
 [[ $(stat -c %s "$tmp/beams.png") -gt 5000 ]] || fail "beams.png looks blank"
 
+# Without --camera, --beams opens on the top view as the window does (the
+# front view hides the lanes' labels and the text line): the same picture.
+"$kvscope" render --model "$MODEL" --prompt "Once upon a time" --beams 3 --steps 5 \
+  --out "$tmp/beams_default.png" --width 640 --height 360 2> "$tmp/log" || { cat "$tmp/log"; fail "beams, default camera"; }
+cmp -s "$tmp/beams.png" "$tmp/beams_default.png" || fail "render --beams without --camera differs from --camera top"
+
 draft="$src/assets/models/kvscope-draft"
 if [[ "$MODEL" == "$src/assets/models/kvscope-tiny" && -f "$draft/model.safetensors" ]]; then
   "$kvscope" render --model "$MODEL" --prompt "Once upon a time" --draft "$draft" --speculate 3 --steps 6 \

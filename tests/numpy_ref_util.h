@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -88,6 +89,20 @@ inline void run_numpy_ref(const std::string& args, const std::string& log_path,
   }
 }
 
+// The kvscope binary of this build.
+inline std::string kvscope_exe() {
+  return std::string(KVSCOPE_BUILD_DIR) + "/kvscope";
+}
+
+// Runs `kvscope <args>` (a shell command line); returns its exit code and its
+// stdout + stderr in `out` (through the file `out_path`).
+inline int run_kvscope(const std::string& args, std::string& out, const std::string& out_path) {
+  const int rc =
+      std::system((shell_quote(kvscope_exe()) + " " + args + " > " + shell_quote(out_path) + " 2>&1").c_str());
+  out = read_file(out_path);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
 // A fresh directory under the build tree, removed on destruction (unless
 // KVSCOPE_KEEP_TEST_TMP is set, for debugging).
 class TempDir {
@@ -115,6 +130,11 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// The same, through the file out.txt of `tmp`.
+inline int run_kvscope(const std::string& args, std::string& out, const TempDir& tmp) {
+  return run_kvscope(args, out, tmp / "out.txt");
+}
 
 // The checkpoints + float64 references of `numpy_ref.py suite`, built at test
 // time into the build tree. Every gtest runs in its own process under ctest,

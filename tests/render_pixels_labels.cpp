@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+#include <imgui_internal.h>
+
+#include "app/gui/panels/panels.h"
+#include "app/session/state.h"
 #include "model/arch/model.h"
 #include "model/decoding/beam_generator.h"
 #include "render/scene/label_layout.h"
@@ -345,6 +349,37 @@ TEST_F(TeachPixels, LegendStaysInsideATallNarrowView) {
   });
   EXPECT_EQ(cases, 3 * 2 * 6 * 2);
   EXPECT_GT(drawn, cases * 2 / 3);
+}
+
+// The error panel at text scale 2.5 in short and narrow windows: the panel
+// stays inside the window and its text wraps inside the panel (its content
+// is no wider than the panel less its padding), however long the message.
+TEST_F(TeachPixels, ErrorPanelTextWrapsInsideThePanelAtProjectorScale) {
+  reload_fonts(2.5f);
+  ImGuiIO& io = ImGui::GetIO();
+  UiState ui;
+  ui.errors.push_back(
+      "KV cache: cannot roll sequence 0 back to 15 positions (it holds 19; a window may have evicted what the next "
+      "query would need) /a/rather/long/folder/name/that/does/not/break/kvscope-draft-model");
+  ui.errors.push_back("beam search: the sliding window of the KV memory layout is not available with beams");
+  int checked = 0;
+  for (const ImVec2 display : {ImVec2(1280, 400), ImVec2(800, 480), ImVec2(640, 400)}) {
+    io.DisplaySize = display;
+    ImGuiWindow* panel = nullptr;
+    for (int frame = 0; frame < 3; ++frame)  // an auto-resizing window takes its size over the first frames
+      draw2d([&](ImDrawList*) { (void)panel_errors(ui); });
+    for (ImGuiWindow* w : ImGui::GetCurrentContext()->Windows)
+      if (w->Active && std::string(w->Name) == "Something went wrong") panel = w;
+    ASSERT_NE(panel, nullptr);
+    const float pad = ImGui::GetStyle().WindowPadding.x;
+    EXPECT_GE(panel->Pos.x, 0.0f) << display.x << "x" << display.y;
+    EXPECT_LE(panel->Pos.x + panel->Size.x, display.x) << display.x << "x" << display.y;
+    EXPECT_LE(panel->ContentSize.x, panel->Size.x - 2 * pad + 1.0f) << display.x << "x" << display.y;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3);
+  io.DisplaySize = ImVec2(static_cast<float>(kW), static_cast<float>(kH));
+  reload_fonts(1.0f);
 }
 
 }  // namespace

@@ -25,12 +25,7 @@ namespace fs = std::filesystem;
 using testutil::json;
 
 int run(const std::string& args, std::string& out, const testutil::TempDir& tmp) {
-  const std::string f = tmp / "out.txt";
-  const std::string exe = std::string(KVSCOPE_BUILD_DIR) + "/kvscope";
-  const int rc =
-      std::system((testutil::shell_quote(exe) + " " + args + " > " + testutil::shell_quote(f) + " 2>&1").c_str());
-  out = testutil::read_file(f);
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  return testutil::run_kvscope(args, out, tmp);
 }
 
 // A copy of a small suite checkpoint whose config.json allows `max_pos` positions

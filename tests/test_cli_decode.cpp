@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/decoding/speculative_accept.h"
+#include "model/tokenizer/tokenizer.h"
 #include "numpy_ref_util.h"
 
 namespace kvscope {
@@ -182,6 +183,111 @@ TEST(CliDecode, DraftWithAnotherTokenizerIsRefused) {
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.err.find(other), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("kvscope-tiny"), std::string::npos) << r.err;
+}
+
+// The stop-token rule (a token of eos_token_id ends the text and is not part
+// of it) for every strategy and output form. A copy of the shipped model
+// whose eos_token_id lists "." too stops at the first "." the greedy run
+// writes: plain, beam and speculative decoding, streamed text and the JSON
+// "text", all equal the tokenizer's decoding of the greedy tokens before the
+// stop token (the greedy token ids from --greedy --json).
+TEST(CliDecode, AStopTokenEndsTheTextForEveryStrategyAndOutput) {
+  testutil::TempDir tmp("cli-stop");
+  const std::string dir = tmp / "tiny-dot";
+  testutil::fs::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors", "vocab.json", "merges.txt"})
+    testutil::fs::copy_file(asset("kvscope-tiny") + "/" + f, dir + "/" + f);
+  const Tokenizer tok = Tokenizer::load(dir);
+  const std::vector<int> dot = tok.encode(".");
+  ASSERT_EQ(dot.size(), 1u);
+  json cfg = testutil::read_json(dir + "/config.json");
+  const int eot = cfg.at("eos_token_id").get<int>();
+  cfg["eos_token_id"] = {eot, dot[0]};
+  testutil::write_file(dir + "/config.json", cfg.dump());
+  const std::string m = " --model " + testutil::shell_quote(dir) + " --prompt 'Once upon a time' --max-new 300";
+  const CliRun greedy = run(m + " --greedy --json");
+  ASSERT_EQ(greedy.rc, 0) << greedy.err;
+  std::vector<int> toks;
+  for (const json& e : greedy.events)
+    if (e.at("event") != "done") toks.push_back(e.at("token").get<int>());
+  ASSERT_EQ(greedy.events.back().at("reason"), "eos");
+  ASSERT_EQ(toks.back(), dot[0]);
+  toks.pop_back();  // the stop token is not text
+  const std::string want = tok.decode(toks);
+  const std::string draft = " --draft " + testutil::shell_quote(asset("kvscope-draft")) + " --speculate 4";
+  for (const std::string& strategy : {std::string(" --greedy"), draft}) {
+    const CliRun text = run(m + strategy);
+    ASSERT_EQ(text.rc, 0) << strategy << text.err;
+    EXPECT_EQ(text.out, want + "\n") << strategy;
+    const CliRun js = run(m + strategy + " --json");
+    ASSERT_EQ(js.rc, 0) << strategy << js.err;
+    EXPECT_EQ(js.events.back().at("text").get<std::string>(), want) << strategy;
+    EXPECT_EQ(js.events.back().at("reason"), "eos") << strategy;
+  }
+  // The shipped model's own <|endoftext|> is never printed by speculation either.
+  const CliRun spec = run("--prompt 'Once upon a time' --max-new 300" + draft);
+  ASSERT_EQ(spec.rc, 0) << spec.err;
+  EXPECT_EQ(spec.out.find("<|endoftext|>"), std::string::npos) << spec.out;
+}
+
+// A speculative run that drafts nothing (--max-new 1: the one new token is
+// the target's) has no acceptance rate, cost ratio or prediction: "n/a" in
+// the summary and null in the JSON, never 0.
+TEST(CliDecode, NothingDraftedIsNotAlphaZero) {
+  const std::string draft = " --draft " + testutil::shell_quote(asset("kvscope-draft"));
+  const CliRun r = run("--prompt 'Once upon a time' --max-new 1" + draft);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("alpha n/a (accepted 0 of 0 drafted)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("predict n/a from alpha n/a"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("0.000"), std::string::npos) << r.err;
+  const CliRun j = run("--prompt 'Once upon a time' --max-new 1 --json" + draft);
+  ASSERT_EQ(j.rc, 0) << j.err;
+  const json& done = j.events.back();
+  EXPECT_EQ(done.at("drafted").get<int>(), 0);
+  for (const char* k : {"alpha", "alpha_tested", "predicted_speedup"}) EXPECT_TRUE(done.at(k).is_null()) << k;
+}
+
+// A random draft sharing the suite target's tokenizer and vocabulary.
+std::string suite_draft(const testutil::TempDir& tmp, const std::string& target, const std::string& shape) {
+  const json cfg = testutil::read_json(target + "/config.json");
+  const std::string dir = tmp / "draft";
+  testutil::run_numpy_ref("make --out " + testutil::shell_quote(dir) + " " + shape + " --vocab " +
+                              std::to_string(cfg.at("vocab_size").get<int>()) + " --tokenizer-dir " +
+                              testutil::shell_quote(target),
+                          tmp / "draft.log");
+  return dir;
+}
+
+// A draft whose context (8 positions) is shorter than the prompt drafts
+// nothing: the run says so once on stderr, and in the JSON records.
+TEST(CliDecode, ADraftOutOfContextIsNamed) {
+  testutil::TempDir tmp("cli-short-draft");
+  const std::string target = testutil::suite_checkpoint("l2h2d32_f32_prefix_buffers");
+  const std::string draft = suite_draft(tmp, target, "--layers 1 --heads 2 --embd 32 --ctx 8");
+  const std::string args = "--model " + testutil::shell_quote(target) + " --draft " + testutil::shell_quote(draft) +
+                           " --prompt 'one two three four five six seven eight nine ten' --max-new 4";
+  const CliRun r = run(args);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("note: the draft " + draft + " holds 8 positions"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the target decodes alone"), std::string::npos) << r.err;
+  const CliRun j = run(args + " --json");
+  ASSERT_EQ(j.rc, 0) << j.err;
+  ASSERT_GE(j.events.size(), 2u);
+  EXPECT_TRUE(j.events.front().at("draft_context_full").get<bool>());
+  EXPECT_EQ(j.events.front().at("k").get<int>(), 0);
+}
+
+// --kv-dtype q8_0 where the draft's K/V rows (not the target's) are no
+// multiple of 32: the message says it is the draft's, naming its folder.
+TEST(CliDecode, ALayoutTheDraftCannotHoldNamesTheDraft) {
+  testutil::TempDir tmp("cli-draft-q8");
+  const std::string target = testutil::suite_checkpoint("l2h2d32_f32_prefix_buffers");
+  const std::string draft = suite_draft(tmp, target, "--layers 1 --heads 1 --embd 16 --ctx 64");
+  const CliRun r = run("--model " + testutil::shell_quote(target) + " --prompt hi --kv-dtype q8_0 --draft " +
+                       testutil::shell_quote(draft));
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find("the draft " + draft + ": --kv-dtype q8_0: the K/V row has 16 values"), std::string::npos)
+      << r.err;
 }
 
 }  // namespace

@@ -164,5 +164,59 @@ TEST(CliKV, EvalScoresATextAndComparesWithDense) {
   EXPECT_NE(out.find("bits / byte        - (no text bytes"), std::string::npos) << out;
 }
 
+// --kv-block has one range, 1..the model's context (n_positions from its
+// config.json), for every command and strategy: beyond it, a usage error
+// (exit 2) naming the flag and that range, before anything runs.
+TEST(CliKV, KvBlockBeyondTheContextIsAUsageErrorEverywhere) {
+  testutil::TempDir tmp("cli-kv-block");
+  const std::string dir = testutil::suite_checkpoint("l2h2d32_f32_prefix_buffers");
+  const int ctx = testutil::read_json(dir + "/config.json").at("n_positions").get<int>();
+  const std::string range = "1.." + std::to_string(ctx);
+  testutil::write_file(tmp / "t.txt", "The quick brown fox.");
+  const std::string m = " --model " + dir;
+  const std::string cmds[] = {
+      "generate --prompt hi" + m,
+      "generate --prompt hi --beams 2" + m,
+      "generate --prompt hi --draft " + dir + m,
+      "eval --file " + (tmp / "t.txt") + m,
+      "bench --reps 1 --lengths 8" + m,
+  };
+  for (const std::string& cmd : cmds) {
+    for (const int block : {ctx + 1, 1000000}) {
+      std::string out;
+      EXPECT_EQ(run(cmd + " --kv-block " + std::to_string(block), out, tmp), 2) << cmd << ": " << out;
+      EXPECT_NE(out.find("--kv-block: " + std::to_string(block) + " is outside " + range), std::string::npos)
+          << cmd << ": " << out;
+    }
+    std::string out;
+    EXPECT_EQ(run(cmd + " --kv-block " + std::to_string(ctx), out, tmp), 0) << cmd << ": " << out;
+  }
+}
+
+// eval on a file shorter than the context: the bytes held are those after
+// the longest window scored, and it says how long that was (not the context).
+TEST(CliKV, EvalNamesTheWindowItsKvBytesWereHeldAfter) {
+  testutil::TempDir tmp("cli-eval-window");
+  const std::string dir = testutil::suite_checkpoint("l2h2d32_f32_prefix_buffers");
+  const json cfg = testutil::read_json(dir + "/config.json");
+  const int ctx = cfg.at("n_positions").get<int>();
+  testutil::write_file(tmp / "t.txt", "Short.");
+  std::string out;
+  ASSERT_EQ(run("eval --json --model " + dir + " --file " + (tmp / "t.txt"), out, tmp), 0) << out;
+  const json j = json::parse(out);
+  // The stream: <eos> the text's tokens <eos>, every token after the first predicted.
+  const int positions = j.at("predicted_tokens").get<int>() + 1;
+  ASSERT_LT(positions, ctx);
+  EXPECT_EQ(j.at("kv_window_positions").get<int>(), positions);
+  // Dense f32: 2 (K, V) x layers x n_embd x 4 bytes per position held.
+  const uint64_t per = 2ull * cfg.at("n_layer").get<int>() * cfg.at("n_embd").get<int>() * 4;
+  EXPECT_EQ(j.at("kv_bytes_full_window").get<uint64_t>(), per * static_cast<uint64_t>(positions));
+  ASSERT_EQ(run("eval --model " + dir + " --file " + (tmp / "t.txt"), out, tmp), 0) << out;
+  EXPECT_NE(out.find("held after the longest window scored (" + std::to_string(positions) + " of " +
+                     std::to_string(ctx) + " positions)"),
+            std::string::npos)
+      << out;
+}
+
 }  // namespace
 }  // namespace kvscope

@@ -1,4 +1,4 @@
-// Step counters against the fixed FLOP convention (README), KV bytes
+// Step counters against the fixed FLOP convention (docs/counting.md), KV bytes
 // against what the cache holds, both cache modes giving identical tokens
 // (greedy, seeded sampling, switching mid-way), and the stop conditions.
 

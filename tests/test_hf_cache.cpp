@@ -93,6 +93,7 @@ TEST(HubCache, LoadsByIdThroughRefsMain) {
   auto by_dir = load_model(src);
   EXPECT_EQ(by_id->config.n_layer, by_dir->config.n_layer);
   EXPECT_EQ(by_id->n_params, by_dir->n_params);
+  EXPECT_EQ(by_id->name, "tiny");
   EXPECT_EQ(by_id->tokenizer.encode("hello world"), by_dir->tokenizer.encode("hello world"));
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <random>
 
@@ -365,6 +366,34 @@ TEST(Scene, PredictModeHidesOnlyTheNewestToken) {
   // The KV cache and the beams still show what ran.
   EXPECT_EQ(hidden.kv.size(), shown.kv.size());
   EXPECT_EQ(hidden.beams.size(), shown.beams.size());
+}
+
+// Predict mode: the write head's tag (drawn by the overlay in normal and
+// presentation mode) names neither the newest token nor its probability
+// until it is revealed.
+TEST(Scene, PredictModeHidesTheNextTokenInTheWriteHeadsTag) {
+  const auto h = make_history(5, {CacheMode::kKV, CacheMode::kKV});
+  const StepRecord& r = *h.back();
+  char prob[32];
+  std::snprintf(prob, sizeof(prob), "%.0f%%", static_cast<double>(r.prob) * 100.0);
+  for (bool hide : {false, true}) {
+    ViewOptions v;
+    v.hide_newest = hide;
+    const Scene s = build_scene(h, h.size(), v);
+    int heads = 0;
+    for (const Label& l : s.labels) {
+      if (l.kind != LabelKind::kHead) continue;
+      ++heads;
+      if (hide) {
+        EXPECT_EQ(l.text, "next: ?");
+        EXPECT_EQ(l.short_text.find(visible_piece(r.piece)), std::string::npos) << l.short_text;
+      } else {
+        EXPECT_NE(l.text.find(visible_piece(r.piece)), std::string::npos) << l.text;
+        EXPECT_NE(l.text.find(prob), std::string::npos) << l.text;
+      }
+    }
+    EXPECT_EQ(heads, 1);
+  }
 }
 
 TEST(Scene, ColourBlindPaletteChangesColoursAndSwitchesBack) {

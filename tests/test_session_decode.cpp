@@ -236,6 +236,43 @@ TEST(SessionDecoding, ASlidingWindowWithBeamsIsRefusedInTheErrorPanel) {
   EXPECT_TRUE(s.snap.beam_records.empty());
 }
 
+// A strategy change the worker refuses (beams under a sliding window) changes
+// nothing: the generation on screen, its strategy (in the snapshot and the
+// Decoding panel) and its timeline stay, and stepping goes on from it.
+TEST(SessionDecoding, ARefusedStrategyChangeLeavesTheRunningGenerationAsItWas) {
+  Session s;
+  s.ui.kv_layout.window = 8;
+  start(s, DecodeSettings(), "abc", 6);
+  ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
+  for (int i = 0; i < 2; ++i) {
+    s.execute(cmd::Scrub{1}, 0);
+    settle(s);
+  }
+  const std::vector<RecordPtr> before = s.snap.records;
+  ASSERT_GE(before.size(), 2u);
+  const uint64_t generation = s.snap.generation;
+  DecodeSettings beams;
+  beams.mode = DecodeMode::kBeam;
+  beams.beams = 4;
+  s.execute(cmd::SetDecoding{beams}, 0);
+  update_until(s, [&] { return !s.ui.errors.empty(); });
+  settle(s);
+  EXPECT_NE(s.ui.errors.front().find("sliding window"), std::string::npos) << s.ui.errors.front();
+  EXPECT_EQ(s.snap.decoding.mode, DecodeMode::kSample);
+  EXPECT_EQ(s.ui.decoding.mode, DecodeMode::kSample);
+  EXPECT_TRUE(s.snap.started);
+  EXPECT_EQ(s.snap.generation, generation);
+  EXPECT_EQ(s.snap.records, before);
+  EXPECT_EQ(s.snap.seq_count, before.size());
+  s.ui.errors.clear();
+  s.execute(cmd::Scrub{1}, 0);  // the next step of the same generation
+  settle(s);
+  ASSERT_EQ(s.snap.records.size(), before.size() + 1);
+  EXPECT_EQ(s.snap.records[before.size() - 1], before.back());
+  EXPECT_EQ(s.snap.records.back()->index, before.back()->index + 1);
+  EXPECT_TRUE(s.ui.errors.empty());
+}
+
 }  // namespace
 }  // namespace kvscope
 

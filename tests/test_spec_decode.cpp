@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "decode_ref_util.h"
@@ -242,6 +243,39 @@ TEST(SpeculativeDecoding, LlamaFamilyPairsShareATokenizerJson) {
     const std::string w = e.what();
     EXPECT_NE(w.find("must share a tokenizer"), std::string::npos) << w;
     EXPECT_NE(w.find("tokens"), std::string::npos) << w;
+  }
+}
+
+// A model with its own sliding window (Mistral's sliding_window = 8), as the
+// target or as the draft: every rejected draft rolls a cache back past what
+// the window alone would keep. Greedy speculation still writes the float64
+// NumPy greedy reference's tokens (Leviathan et al.: greedy speculative
+// output equals the target's greedy output), for K = 1..8.
+TEST(SpeculativeDecoding, ModelsWithTheirOwnSlidingWindowRollBack) {
+  const std::string suite = testutil::llama_suite_dir();
+  auto windowed = load_model(suite + "/mistral_gqa4_bf16_untied_window");
+  auto plain = load_model(suite + "/llama_gqa1_f32_tied_single");
+  ASSERT_EQ(windowed->config.sliding_window, 8);
+  for (const auto& [target, draft, name] :
+       {std::make_tuple(windowed, plain, std::string("mistral_gqa4_bf16_untied_window")),
+        std::make_tuple(plain, windowed, std::string("llama_gqa1_f32_tied_single"))}) {
+    const json ref = testutil::read_json(suite + "/" + name + "/ref.json");
+    const std::vector<int> prompt = ref.at("prompt").get<std::vector<int>>();
+    const std::vector<int> ref_tokens = ref.at("tokens").get<std::vector<int>>();
+    const int max_new = static_cast<int>(ref_tokens.size() - prompt.size());
+    ASSERT_GT(static_cast<int>(ref_tokens.size()), 8 + 4) << "the run must outgrow the window";
+    for (int k = 1; k <= 8; ++k) {
+      int accepted = 0, drafted = 0;
+      try {
+        EXPECT_EQ(spec_greedy(target, draft, prompt, max_new, k, &accepted, &drafted), ref_tokens)
+            << name << " K=" << k;
+      } catch (const Error& e) {
+        ADD_FAILURE() << name << " K=" << k << ": " << e.what();
+      }
+      if (k > 1) {
+        EXPECT_LT(accepted, drafted) << name << " K=" << k << ": no draft was rejected";
+      }
+    }
   }
 }
 

@@ -408,6 +408,27 @@ TEST(DemoWindow, EndsOnTheCameraPresetOrNamesTheVariable) {
   }
 }
 
+// $KVSCOPE_DEMO_VIEW: every view README lists is taken; anything else is
+// named (the scripted run then shows it in the error panel and exits 1).
+TEST(DemoWindow, TakesAKnownViewOrNamesTheVariable) {
+  std::string view = "stale";
+  EXPECT_EQ(apply_demo_view(nullptr, view), "");
+  EXPECT_EQ(view, "");
+  EXPECT_EQ(apply_demo_view("", view), "");
+  EXPECT_EQ(view, "");
+  for (const char* good : {"timeline", "sampling", "phases", "kv", "pages", "heatmaps", "training", "presentation",
+                           "qkv", "beams", "speculative"}) {
+    EXPECT_EQ(apply_demo_view(good, view), "") << good;
+    EXPECT_EQ(view, good);
+  }
+  for (const char* bad : {"Beams", "beam", "kv ", "speculative,qkv"}) {
+    const std::string err = apply_demo_view(bad, view);
+    EXPECT_NE(err.find("KVSCOPE_DEMO_VIEW"), std::string::npos) << bad;
+    EXPECT_NE(err.find(std::string("\"") + bad + "\""), std::string::npos) << err;
+    EXPECT_EQ(view, "") << bad;
+  }
+}
+
 // $KVSCOPE_DEMO_OPEN: the panels a scripted screenshot opens, each named; a
 // bad list is named and opens nothing.
 TEST(DemoWindow, OpensTheNamedPanelsOrNamesTheVariable) {

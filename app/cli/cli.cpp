@@ -15,6 +15,7 @@
 #include "model/arch/model.h"
 #include "model/arch/model_context.h"
 #include "model/core/error.h"
+#include "model/core/units.h"
 
 namespace kvscope {
 namespace {
@@ -59,7 +60,7 @@ void add_eval_command(CLI::App& app, EvalCommand& c) {
   c.cmd->add_option("--file", c.args.file, "UTF-8 text to score (documents separated by <|endoftext|>)")
       ->required()
       ->check(non_empty("a text file"));
-  c.cmd->add_option("--model", c.args.model, "GPT-2 folder (default: the embedded model)")
+  c.cmd->add_option("--model", c.args.model, "Model folder, GPT-2 or Llama/Mistral/Qwen2 (default: the embedded model)")
       ->check(non_empty("a model folder"));
   c.cmd->add_flag("--json", c.args.json, "Print JSON");
   add_kv_flags(c.cmd, c.kv);
@@ -73,14 +74,15 @@ struct RenderCommand {
   KVFlags kv;
   float temperature = 0;
   CLI::Option* temperature_opt = nullptr;
+  CLI::Option* camera_opt = nullptr;
 };
 
 // The render flags that pick what is drawn: the beams' layer and head, the
 // presentation HUD, the heatmaps, beam search or speculative decoding.
 void add_render_view_flags(CLI::App* render, RenderCommand& c) {
   RenderOptions& ro = c.opts;
-  render->add_option("--camera", ro.camera, "front|top|side|follow")
-      ->check(CLI::IsMember({"front", "top", "side", "follow"}));
+  c.camera_opt = render->add_option("--camera", ro.camera, "front|top|side|follow (default front; top with --beams)")
+                     ->check(CLI::IsMember({"front", "top", "side", "follow"}));
   render->add_flag("--no-cache", ro.no_cache, "NO CACHE mode");
   render->add_option("--layer", c.layer, "Layer whose attention the beams show (0..layers-1), or mean");
   render->add_option("--head", c.head, "Head whose attention the beams show (0..heads-1), or mean");
@@ -92,13 +94,13 @@ void add_render_view_flags(CLI::App* render, RenderCommand& c) {
   render->add_flag("--heatmaps", ro.heatmaps, "Draw the attention heatmap grid (one per layer and head)");
   add_kv_flags(render, c.kv);
   auto* beams = render->add_option("--beams", ro.beams, "Draw beam search with N beams as a tree (--steps = max new)")
-                    ->check(int_in(1, 8));
+                    ->check(in_range(setting::kBeams));
   auto* draft = render->add_option("--draft", ro.draft, "Draw speculative decoding with this draft model folder")
                     ->check(non_empty("a draft model folder"));
   render->add_option("--speculate", ro.speculate, "Tokens drafted per iteration with --draft (1-16)")
-      ->check(int_in(1, 16));
+      ->check(in_range(setting::kSpeculate));
   c.temperature_opt = render->add_option("--temperature", c.temperature, "With --draft: sample at this temperature")
-                          ->check(real_in(0, 100, true));
+                          ->check(in_range(setting::kTemperature));
   beams->excludes(draft);
 }
 
@@ -150,6 +152,8 @@ int run_render_command(RenderCommand& c, const AppHooks& hooks) {
   ro.layer = parse_index("--layer", c.layer);
   ro.head = parse_index("--head", c.head);
   ro.kv = kv_settings_or_throw(c.kv);
+  // As the window: the beams' lanes lie side by side in depth, seen from above.
+  if (ro.beams > 0 && c.camera_opt->count() == 0) ro.camera = "top";
   if (ro.beams > 0 || !ro.draft.empty()) refuse_window(ro.kv, ro.beams > 0 ? "--beams" : "--draft");
   if (!hooks.render) throw Error("this kvscope was built without the renderer (KVSCOPE_GUI=OFF)");
   return hooks.render(ro);
@@ -164,6 +168,7 @@ struct Commands {
   BenchCommand bench;
   EvalCommand eval;
   RenderCommand render;
+  ServeCommand serve;
 };
 
 int run_parsed(Commands& c, const AppHooks& hooks) {
@@ -176,6 +181,7 @@ int run_parsed(Commands& c, const AppHooks& hooks) {
   if (*c.inspect.cmd) return run_inspect_command(c.inspect);
   if (*c.bench.cmd) return run_bench_command(c.bench, hooks.read_bandwidth);
   if (*c.render.cmd) return run_render_command(c.render, hooks);
+  if (*c.serve.cmd) return run_serve_command(c.serve);
   return run_window(c.gui, hooks);
 }
 
@@ -222,9 +228,7 @@ void check_context_fits(const Model& m, const std::string& prompt, int max_new, 
   const long long need = static_cast<long long>(m.tokenizer.encode_prompt(prompt).size()) + max_new - 1;
   if (need <= c.n_positions || c.n_positions >= c.max_position_embeddings) return;
   const long long fit = std::min<long long>(need, c.max_position_embeddings);
-  const double mib = static_cast<double>(kv_bytes_per_position(c)) * static_cast<double>(fit) / (1 << 20);
-  char kv[64];
-  std::snprintf(kv, sizeof kv, "%.0f MiB", mib);
+  const std::string kv = format_bytes(static_cast<double>(kv_bytes_per_position(c)) * static_cast<double>(fit));
   throw UsageError("the prompt (" + std::to_string(need - max_new + 1) + " tokens) plus " + flag + " " +
                    std::to_string(max_new) + " needs " + std::to_string(need) + " positions, more than the " +
                    std::to_string(c.n_positions) + " kvscope reserves the KV cache for (" + m.name + " allows " +
@@ -244,6 +248,7 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   add_bench_command(app, c.bench);
   add_eval_command(app, c.eval);
   add_render_command(app, c.render);
+  add_serve_command(app, c.serve);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -83,4 +83,16 @@ void add_bench_command(CLI::App& app, BenchCommand& c);
 // `read_bandwidth`: GB/s with n threads; null = the real probe.
 int run_bench_command(const BenchCommand& c, const std::function<double(int)>& read_bandwidth);
 
+// `serve`: many requests from one paged KV pool (model/serving/).
+struct ServeCommand {
+  CLI::App* cmd = nullptr;
+  std::string requests, model, policy = "continuous";
+  int ctx = 0;
+  int pool_blocks = 256, max_batch_tokens = 512, max_running = 16;
+  bool prefix_caching = false, json = false;
+  KVFlags kv;
+};
+void add_serve_command(CLI::App& app, ServeCommand& c);
+int run_serve_command(const ServeCommand& c);
+
 }  // namespace kvscope

@@ -1,9 +1,12 @@
 #include "app/cli/cli_decode.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "app/cli/cli.h"
@@ -153,6 +156,7 @@ json iteration_json(const SpecIteration& it, const Tokenizer& tok) {
             {"bytes", bytes_json(tok.token_bytes(it.next_token))},
             {"prob", it.next_prob}}},
           {"emitted", it.emitted},
+          {"draft_context_full", it.draft_context_full},
           {"emitted_pieces", it.emitted_pieces},
           {"target_forwards", it.target_forwards},
           {"draft_forwards", it.draft_forwards},
@@ -179,7 +183,16 @@ struct SpecTally {
 // Runs the speculative decoder to the end, streaming text or JSON Lines.
 SpecTally stream_speculative(SpeculativeDecoder& spec, const Tokenizer& tok, bool as_json) {
   SpecTally t;
+  size_t printed = 0;  // bytes of spec.text() written: the text rule (a stop token is not text) is text()'s
+  bool told = false;
   while (SpecIterationPtr it = spec.step()) {
+    if (it->draft_context_full && !told) {
+      std::fprintf(stderr,
+                   "kvscope: note: the draft %s holds %d positions, fewer than the %d tokens so far: the target "
+                   "decodes alone from here (no drafts)\n",
+                   spec.draft().dir.c_str(), spec.draft().config.n_positions, it->first);
+      told = true;
+    }
     for (const DraftVerdict& d : it->drafted) t.tested += d.r >= 0 ? 1 : 0;
     if (it->index > 0) {
       t.draft_ms_after_first += it->draft_ms;
@@ -190,7 +203,9 @@ SpecTally stream_speculative(SpeculativeDecoder& spec, const Tokenizer& tok, boo
     if (as_json) {
       std::cout << iteration_json(*it, tok).dump() << '\n' << std::flush;
     } else {
-      std::cout << tok.decode(it->emitted) << std::flush;
+      const std::string text = spec.text();
+      if (text.size() > printed) std::cout << text.substr(printed) << std::flush;
+      printed = std::max(printed, text.size());
     }
   }
   return t;
@@ -233,20 +248,35 @@ PlainRun run_plain(const std::shared_ptr<const Model>& target, const DecodeArgs&
 }
 
 // The measured rates and Leviathan et al.'s predicted speed-up from them.
+// alpha, the cost ratio and the prediction are undefined (NaN: "n/a", JSON
+// null) when nothing was drafted, tested or timed.
 struct SpecSummary {
   double tokens_per_s, alpha, alpha_tested, draft_step_ms, cost_ratio, predicted, speedup, per_forward;
 };
 
+// A measured ratio, or "n/a" where it is undefined.
+std::string ratio_text(double x) {
+  if (std::isnan(x)) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", x);
+  return buf;
+}
+
+json maybe_number(double x) {
+  return std::isnan(x) ? json() : json(x);
+}
+
 SpecSummary summarize(const SpeculativeDecoder& spec, const SpecTally& t, const PlainRun& plain, int k) {
   SpecSummary s;
   s.tokens_per_s = spec.ms_total() > 0 ? spec.n_generated() / (spec.ms_total() / 1000.0) : 0.0;
-  s.alpha = spec.drafted_total() ? static_cast<double>(spec.accepted_total()) / spec.drafted_total() : 0.0;
-  s.alpha_tested = t.tested ? static_cast<double>(spec.accepted_total()) / t.tested : 0.0;
+  s.alpha = spec.drafted_total() ? static_cast<double>(spec.accepted_total()) / spec.drafted_total() : NAN;
+  s.alpha_tested = t.tested ? static_cast<double>(spec.accepted_total()) / t.tested : NAN;
   s.draft_step_ms = t.draft_forwards_after_first ? t.draft_ms_after_first / t.draft_forwards_after_first
                     : spec.draft_forwards()      ? spec.draft_ms_total() / spec.draft_forwards()
-                                                 : 0.0;
-  s.cost_ratio = plain.decode_step_ms > 0 ? s.draft_step_ms / plain.decode_step_ms : 0.0;
-  s.predicted = predicted_speedup(s.alpha_tested, k, s.cost_ratio);
+                                                 : NAN;
+  s.cost_ratio = plain.decode_step_ms > 0 ? s.draft_step_ms / plain.decode_step_ms : NAN;
+  s.predicted =
+      std::isnan(s.alpha_tested) || std::isnan(s.cost_ratio) ? NAN : predicted_speedup(s.alpha_tested, k, s.cost_ratio);
   s.speedup = plain.tokens_per_s > 0 ? s.tokens_per_s / plain.tokens_per_s : 0.0;
   s.per_forward = spec.target_forwards() ? static_cast<double>(spec.n_generated()) / spec.target_forwards() : 0.0;
   return s;
@@ -264,8 +294,8 @@ json spec_done_json(const SpeculativeDecoder& spec, const SpecTally& t, const Pl
           {"drafted", spec.drafted_total()},
           {"tested", t.tested},
           {"accepted", spec.accepted_total()},
-          {"alpha", s.alpha},
-          {"alpha_tested", s.alpha_tested},
+          {"alpha", maybe_number(s.alpha)},
+          {"alpha_tested", maybe_number(s.alpha_tested)},
           {"target_forwards", spec.target_forwards()},
           {"draft_forwards", spec.draft_forwards()},
           {"tokens_per_target_forward", s.per_forward},
@@ -277,11 +307,11 @@ json spec_done_json(const SpeculativeDecoder& spec, const SpecTally& t, const Pl
             {"tokens_per_s", plain.tokens_per_s},
             {"same_tokens", plain.tokens == spec.tokens()}}},
           {"speedup", s.speedup},
-          {"draft_forward_ms", s.draft_step_ms},
+          {"draft_forward_ms", maybe_number(s.draft_step_ms)},
           {"target_forward_ms", plain.decode_step_ms},
-          {"cost_ratio", s.cost_ratio},
+          {"cost_ratio", maybe_number(s.cost_ratio)},
           {"target_verify_ms", t.verify_forwards ? t.verify_ms / t.verify_forwards : 0.0},
-          {"predicted_speedup", s.predicted}};
+          {"predicted_speedup", maybe_number(s.predicted)}};
 }
 
 }  // namespace
@@ -304,13 +334,15 @@ int cmd_generate_speculative(const DecodeArgs& a) {
     std::cout << spec_done_json(spec, tally, plain, s, a, *draft).dump() << '\n';
   } else {
     std::cout << '\n';
+    const std::string predicted = std::isnan(s.predicted) ? "n/a" : ratio_text(s.predicted) + "x";
     std::fprintf(stderr,
-                 "[%s drafted by %s] K=%d: %d new tokens, stop: %s; alpha %.3f (accepted %d of %d drafted), %.2f "
+                 "[%s drafted by %s] K=%d: %d new tokens, stop: %s; alpha %s (accepted %d of %d drafted), %.2f "
                  "tokens per target forward; %.1f tokens/s vs %.1f plain: speed-up %.2fx (Leviathan et al. predict "
-                 "%.2fx from alpha %.3f per test and cost ratio %.3f)\n",
+                 "%s from alpha %s per test and cost ratio %s)\n",
                  target->name.c_str(), draft->name.c_str(), a.speculate, spec.n_generated(), to_string(spec.reason()),
-                 s.alpha, spec.accepted_total(), spec.drafted_total(), s.per_forward, s.tokens_per_s,
-                 plain.tokens_per_s, s.speedup, s.predicted, s.alpha_tested, s.cost_ratio);
+                 ratio_text(s.alpha).c_str(), spec.accepted_total(), spec.drafted_total(), s.per_forward,
+                 s.tokens_per_s, plain.tokens_per_s, s.speedup, predicted.c_str(), ratio_text(s.alpha_tested).c_str(),
+                 ratio_text(s.cost_ratio).c_str());
   }
   return 0;
 }

@@ -22,8 +22,9 @@ void add_kv_flags(CLI::App* cmd, KVFlags& f) {
                     ->check(int_in(0, 1 << 20));
   cmd->add_option("--kv-dtype", f.dtype, "K/V row format: f32|f16|q8_0|q4_0 (default f32)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
-  f.block_opt = cmd->add_option("--kv-block", f.block, "Paged cache with B positions per block (B >= 1)")
-                    ->check(int_in(1, 1 << 20));
+  f.block_opt =
+      cmd->add_option("--kv-block", f.block, "Paged cache with B positions per block (1..the model's context)")
+          ->check(int_in(1, 1 << 20));
 }
 
 bool kv_settings_from_flags(const KVFlags& f, KVSettings* out, std::string* problem) {
@@ -112,11 +113,13 @@ int cmd_eval(const EvalArgs& a, const std::string& default_model) {
   const size_t W = static_cast<size_t>(c.n_positions);
   double nats = 0, kl = 0, max_dlogit = 0;
   uint64_t predicted = 0, agree = 0, bytes = 0, kv_bytes_max = 0;
+  size_t longest = 0;  // positions of the longest window scored (the file may be shorter than the context)
   for (size_t w0 = 0; w0 + 2 <= stream.size(); w0 += W) {
     const std::vector<int> window(stream.begin() + static_cast<std::ptrdiff_t>(w0),
                                   stream.begin() + static_cast<std::ptrdiff_t>(std::min(stream.size(), w0 + W)));
     const LayoutScores sc = score_layout(engine, vcache, compare ? &dcache : nullptr, window);
     kv_bytes_max = std::max(kv_bytes_max, sc.kv_bytes);
+    longest = std::max(longest, window.size());
     for (size_t i = 0; i < sc.nll.size(); ++i) {
       const int next = window[i + 1];
       nats += sc.nll[i];
@@ -140,7 +143,8 @@ int cmd_eval(const EvalArgs& a, const std::string& default_model) {
                       {"perplexity", std::exp(nll)},
                       {"bits_per_byte", bytes ? nlohmann::json(bpb) : nlohmann::json()},
                       {"kv_bytes_per_position", variant.bytes_per_position()},
-                      {"kv_bytes_full_window", kv_bytes_max}};
+                      {"kv_bytes_full_window", kv_bytes_max},  // after the longest window scored
+                      {"kv_window_positions", longest}};
   if (compare) {
     j["kl_dense_variant"] = kl / static_cast<double>(predicted);
     j["top1_agreement"] = 100.0 * static_cast<double>(agree) / static_cast<double>(predicted);
@@ -158,8 +162,8 @@ int cmd_eval(const EvalArgs& a, const std::string& default_model) {
     std::printf("  bits / byte        %.4f\n", bpb);
   else
     std::printf("  bits / byte        - (no text bytes, only end-of-text markers)\n");
-  std::printf("  KV bytes / position %llu; held after a %zu-token window: %llu\n",
-              static_cast<unsigned long long>(variant.bytes_per_position()), W,
+  std::printf("  KV bytes / position %llu; held after the longest window scored (%zu of %zu positions): %llu\n",
+              static_cast<unsigned long long>(variant.bytes_per_position()), longest, W,
               static_cast<unsigned long long>(kv_bytes_max));
   if (compare) {
     std::printf("  vs dense f32: mean KL(dense || this) %.6f nats, top-1 agreement %.2f %%, max |dlogit| %.4f\n",

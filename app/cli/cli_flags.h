@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "model/decoding/setting_ranges.h"
+
 namespace kvscope {
 
 // A whole number in [lo, hi] (no fraction, no exponent).
@@ -16,6 +18,13 @@ CLI::Validator int_in(int64_t lo, int64_t hi);
 CLI::Validator any_u64();
 // A finite decimal number in [lo, hi], or (lo, hi] when `lo_open`.
 CLI::Validator real_in(double lo, double hi, bool lo_open = false);
+// The range of a setting shared with the window (model/decoding/setting_ranges.h).
+inline CLI::Validator in_range(const IntSetting& s) {
+  return int_in(s.lo, s.hi);
+}
+inline CLI::Validator in_range(const RealSetting& s) {
+  return real_in(s.lo, s.hi, s.lo_open);
+}
 // A non-empty string (a stop string, a prompt).
 CLI::Validator non_empty(const std::string& what);
 // A file name another program receives as an argument: must not start with '-'.

@@ -167,15 +167,16 @@ void check_decode_flags(const CLI::App& gen, bool beams, bool draft, bool lpen, 
 void add_sampling_flags(CLI::App* gen, GenerateCommand& c) {
   GenerateArgs& g = c.args;
   auto* greedy = gen->add_flag("--greedy", g.greedy, "Pick the most likely token (default)");
-  c.temperature =
-      gen->add_option("--temperature", g.temperature, "Sample with this temperature")->check(real_in(0.001, 1000));
-  c.top_k = gen->add_option("--top-k", g.top_k, "Keep the k most likely tokens (0 = off)")->check(int_in(0, 1 << 24));
-  c.top_p =
-      gen->add_option("--top-p", g.top_p, "Keep the smallest set reaching probability p")->check(real_in(0, 1, true));
+  c.temperature = gen->add_option("--temperature", g.temperature, "Sample with this temperature")
+                      ->check(in_range(setting::kTemperature));
+  c.top_k =
+      gen->add_option("--top-k", g.top_k, "Keep the k most likely tokens (0 = off)")->check(in_range(setting::kTopK));
+  c.top_p = gen->add_option("--top-p", g.top_p, "Keep the smallest set reaching probability p")
+                ->check(in_range(setting::kTopP));
   greedy->excludes(c.temperature)->excludes(c.top_k)->excludes(c.top_p);
   gen->add_option("--repetition-penalty", g.repetition_penalty,
                   "Divide (multiply) positive (negative) logits of seen tokens (1 = off)")
-      ->check(real_in(0.01, 100));
+      ->check(in_range(setting::kRepetitionPenalty));
   gen->add_option("--seed", g.seed, "Sampling seed")->check(any_u64());
 }
 
@@ -183,15 +184,15 @@ void add_sampling_flags(CLI::App* gen, GenerateCommand& c) {
 void add_strategy_flags(CLI::App* gen, GenerateCommand& c) {
   DecodeArgs& dec = c.decode;
   c.beams = gen->add_option("--beams", dec.beams, "Beam search with N beams (1-8; Hugging Face conventions)")
-                ->check(int_in(1, 8));
+                ->check(in_range(setting::kBeams));
   c.length_penalty = gen->add_option("--length-penalty", dec.length_penalty,
                                      "Beam score = sum log p / (generated length)^L (default 1.0)")
-                         ->check(real_in(-100, 100));
+                         ->check(in_range(setting::kLengthPenalty));
   c.draft = gen->add_option("--draft", dec.draft, "Speculative decoding with this draft model folder")
                 ->check(non_empty("a draft model folder"));
   c.speculate =
       gen->add_option("--speculate", dec.speculate, "Tokens the draft proposes per iteration (1-16, default 4)")
-          ->check(int_in(1, 16));
+          ->check(in_range(setting::kSpeculate));
 }
 
 }  // namespace

@@ -43,6 +43,17 @@ json inspect_json(const Model& m) {
           {"load_seconds", m.load_seconds}};
 }
 
+// The parameters' size as stored: n_params x the stored width (2 bytes for
+// F16/BF16, 4 for F32). Llama-family weights stay as stored in memory; GPT-2
+// runs on f32 copies, which a mixed-dtype file is only described by.
+std::string parameter_size(const Model& m) {
+  const std::string& d = m.stored_dtype;
+  if (m.config.is_llama()) return format_bytes(static_cast<double>(m.llama.bytes())) + ", stored " + d;
+  const int width = d == "F32" ? 4 : d == "F16" || d == "BF16" ? 2 : 0;
+  if (width) return format_bytes(static_cast<double>(m.n_params) * width) + ", stored " + d;
+  return "stored " + d + ", " + format_bytes(static_cast<double>(m.n_params) * 4) + " as f32 in memory";
+}
+
 void print_inspect(const Model& m) {
   const Config& c = m.config;
   const int T = c.n_positions;
@@ -52,10 +63,7 @@ void print_inspect(const Model& m) {
   std::printf("architecture   %s: %d layers, %d heads x %d (%d K/V heads), width %d, vocab %d\n",
               c.is_llama() ? c.model_type.c_str() : "GPT-2", c.n_layer, c.n_head, c.head_dim(), c.kv_heads(), c.n_embd,
               c.vocab_size);
-  std::printf(
-      "parameters     %" PRIu64 " (%s, stored %s)\n", m.n_params,
-      format_bytes(c.is_llama() ? static_cast<double>(m.llama.bytes()) : static_cast<double>(m.n_params) * 4).c_str(),
-      m.stored_dtype.c_str());
+  std::printf("parameters     %" PRIu64 " (%s)\n", m.n_params, parameter_size(m).c_str());
   if (c.n_positions < c.max_position_embeddings) {
     std::printf("context        %d positions (the model allows %d; --ctx N reserves for N)\n", c.n_positions,
                 c.max_position_embeddings);

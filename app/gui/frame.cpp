@@ -58,18 +58,6 @@ HudInfo hud_info(const FrameSpec& f) {
   return hud;
 }
 
-// The banner gets a band of its own above the view, so the camera frames the
-// scene below it and no tag or label sits under it: its text as large as
-// keeps the band within 30 % of the height (and not under half size). Sets
-// ov.top and ov.banner_scale.
-void place_banner(const Scene& scene, const OverlayFonts& fonts, float view_w, float avail_h, OverlayOptions& ov) {
-  for (int pct = 100; pct >= 50; pct -= 5) {
-    ov.banner_scale = static_cast<float>(pct) / 100.0f;
-    ov.top = banner_band(scene, fonts, view_w, ov.banner_scale);
-    if (ov.top <= 0.3f * avail_h) return;
-  }
-}
-
 // The legend gets a band of its own under the view, so it never covers the
 // stacks whatever the camera frames (the follow camera fills the view with
 // the newest tokens): its entries in rows, its text as large as keeps the
@@ -97,6 +85,18 @@ void place_legend(const Scene& scene, const OverlayFonts& fonts, float view_w, f
 }
 
 }  // namespace
+
+// The banner gets a band of its own above the view, so the camera frames the
+// scene below it and no tag or label sits under it: its text as large as
+// keeps the band within 30 % of the height (and not under half size). Sets
+// ov.top and ov.banner_scale.
+void place_banner(const Scene& scene, const OverlayFonts& fonts, float view_w, float avail_h, OverlayOptions& ov) {
+  for (int pct = 100; pct >= 50; pct -= 5) {
+    ov.banner_scale = static_cast<float>(pct) / 100.0f;
+    ov.top = banner_band(scene, fonts, view_w, ov.banner_scale);
+    if (ov.top <= 0.3f * avail_h) return;
+  }
+}
 
 // The scene of the shown step, from the same pure builders `kvscope render` uses.
 Scene frame_scene(const FrameSpec& f) {

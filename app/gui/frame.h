@@ -56,6 +56,12 @@ struct ComposedFrame {
 // text (to a half and 45 % at most) allows, so neither covers the scene.
 ComposedFrame compose_frame(const FrameSpec& f, const OverlayFonts& fonts, float view_w, float avail_h);
 
+// The banner's band above a view `view_w` wide (ov.top) and its text's
+// scale (ov.banner_scale): as large as keeps the band within 30 % of
+// `avail_h` (and not under half size), so the camera frames the scene below
+// it and no tag or label sits under it.
+void place_banner(const Scene& scene, const OverlayFonts& fonts, float view_w, float avail_h, OverlayOptions& ov);
+
 // The text layer onto `dl`; [origin, origin + size) is the 3D view (the
 // banner's band precedes it, the legend's band and the right column follow it).
 void draw_frame_text(ImDrawList* dl, const ComposedFrame& fr, const FrameSpec& f, const Camera& camera, ImVec2 origin,

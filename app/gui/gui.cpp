@@ -82,7 +82,8 @@ RunSetup prepare(const GuiOptions& opt, UiState& ui) {
   }
   if (opt.max_new > 0) ui.max_new = opt.max_new;
   if (opt.demo_frames > 0) {
-    if (const char* e = std::getenv("KVSCOPE_DEMO_VIEW")) r.demo_view = e;
+    const std::string view_err = apply_demo_view(std::getenv("KVSCOPE_DEMO_VIEW"), r.demo_view);
+    if (!view_err.empty()) ui.errors.push_back(view_err);
     const std::string err = apply_demo_window(std::getenv("KVSCOPE_DEMO_TEXT_SCALE"), std::getenv("KVSCOPE_DEMO_SIZE"),
                                               ui, r.window.width, r.window.height);
     if (!err.empty()) ui.errors.push_back(err);

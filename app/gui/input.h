@@ -8,8 +8,8 @@
 
 namespace kvscope {
 
-// Shortcuts pressed this frame (text fields keep their keys). README's
-// shortcut table lists the same keys.
+// Shortcuts pressed this frame (text fields keep their keys). docs/window.md's
+// key table lists the same keys.
 Commands shortcuts();
 
 // Mouse over the 3D view: drag orbits, right/middle/Shift-drag pans, the

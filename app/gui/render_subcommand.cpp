@@ -369,17 +369,21 @@ int run_render_decode(const RenderOptions& o, std::shared_ptr<const Model> model
                         /*window_samples=*/false);
   auto draw = [&](const Scene& scene) {
     const float W = static_cast<float>(o.width), H = static_cast<float>(o.height);
-    const Camera cam = preset_camera(preset, scene, W / H);
-    offscreen.target.bind();
-    glClearColor(palette::kBackground.r, palette::kBackground.g, palette::kBackground.b, 1.0f);
-    glClear(GL_COLOR_BUFFER_BIT | GL_DEPTH_BUFFER_BIT);
-    offscreen.renderer->draw(scene, cam, o.width, o.height);
     OverlayOptions ov;
     ov.legend = false;
     ov.hud = false;
     ov.model_name = model->name;
+    // As the window: the banner in a band of its own, the camera framing the
+    // view under it, so no drafted token's tag or verdict sits under it.
+    place_banner(scene, offscreen.imgui->fonts(), W, H, ov);
+    const float vh = std::max(1.0f, H - ov.top);
+    const Camera cam = preset_camera(preset, scene, W / vh);
+    offscreen.target.bind();
+    glClearColor(palette::kBackground.r, palette::kBackground.g, palette::kBackground.b, 1.0f);
+    glClear(GL_COLOR_BUFFER_BIT | GL_DEPTH_BUFFER_BIT);
+    offscreen.renderer->draw(scene, cam, 0, 0, o.width, static_cast<int>(vh));
     offscreen.imgui->draw([&](ImDrawList* dl, const OverlayFonts& fonts) {
-      draw_overlay(dl, scene, cam, ImVec2(0, 0), ImVec2(W, H), fonts, ov);
+      draw_overlay(dl, scene, cam, ImVec2(0, ov.top), ImVec2(W, vh), fonts, ov);
     });
     gl::check_errors("render");
     return offscreen.target.read_rgba();

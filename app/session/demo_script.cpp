@@ -159,6 +159,21 @@ void open_demo_sections(const std::string& demo_view, UiState& ui) {
   ui.next_token_open = demo_view == "sampling";
 }
 
+std::string apply_demo_view(const char* name, std::string& view) {
+  static const char* const kViews[] = {"timeline", "pages",        "sampling", "phases", "kv",         "heatmaps",
+                                       "training", "presentation", "qkv",      "beams",  "speculative"};
+  view.clear();
+  if (!name || !*name) return "";  // unset or empty: the default run (scripts/screenshots.sh sets it empty)
+  for (const char* v : kViews)
+    if (name == std::string(v)) {
+      view = v;
+      return "";
+    }
+  return "KVSCOPE_DEMO_VIEW: expected timeline, sampling, phases, kv, pages, heatmaps, training, presentation, qkv, "
+         "beams or speculative, got \"" +
+         std::string(name) + "\"";
+}
+
 std::string apply_demo_camera(const char* name, std::optional<CameraPreset>& camera) {
   CameraPreset p = CameraPreset::kFront;
   if (!name) return "";

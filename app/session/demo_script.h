@@ -1,5 +1,5 @@
 // The scripted runs of the window, GL-free: --demo-frames N (the smoke test
-// and the README screenshots) returns the commands a user would have given
+// and the screenshots in docs/) returns the commands a user would have given
 // at each frame.
 #pragma once
 
@@ -35,6 +35,11 @@ void open_demo_sections(const std::string& demo_view, UiState& ui);
 // Null = unset. Returns "" or a message naming the variable and what it
 // expects; a bad value leaves its setting as it was.
 std::string apply_demo_window(const char* text_scale, const char* size, UiState& ui, int& width, int& height);
+// $KVSCOPE_DEMO_VIEW (timeline, sampling, phases, kv, pages, heatmaps,
+// training, presentation, qkv, beams or speculative; null or empty = unset) into
+// `view`. Returns "" or a message naming the variable and what it expects;
+// a bad value leaves `view` empty (the default run).
+std::string apply_demo_view(const char* name, std::string& view);
 // $KVSCOPE_DEMO_CAMERA (front, top, side or follow; null = unset) into
 // `camera`. Returns "" or a message naming the variable and what it expects.
 std::string apply_demo_camera(const char* name, std::optional<CameraPreset>& camera);

@@ -113,9 +113,10 @@ void fit_decoding(DecodeSettings& d, Fitter& f) {
   int mode = static_cast<int>(d.mode);
   f.range(mode, 0, static_cast<int>(DecodeMode::kSpeculative), "decoding strategy");
   d.mode = static_cast<DecodeMode>(mode);
-  f.range(d.beams, 1, 8, "beams");
-  f.range(d.length_penalty, -100.0f, 100.0f, "length penalty", 1.0f);
-  f.range(d.k, 1, 16, "drafted tokens K");
+  f.range(d.beams, static_cast<int>(setting::kBeams.lo), static_cast<int>(setting::kBeams.hi), "beams");
+  f.range(d.length_penalty, static_cast<float>(setting::kLengthPenalty.lo),
+          static_cast<float>(setting::kLengthPenalty.hi), "length penalty", 1.0f);
+  f.range(d.k, static_cast<int>(setting::kSpeculate.lo), static_cast<int>(setting::kSpeculate.hi), "drafted tokens K");
   f.text(d.draft_dir, "the draft model folder");
 }
 

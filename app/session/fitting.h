@@ -12,15 +12,21 @@
 
 #include "app/session/state.h"
 #include "app/session/text_scale.h"
+#include "model/decoding/setting_ranges.h"
 
 namespace kvscope {
 
 // Ranges of the restored choices (the panels' controls stay inside them).
 namespace ui_range {
 inline constexpr float kSpeedMin = 0.25f, kSpeedMax = 8.0f;  // tokens per second
+// The sampling sliders' extents: a teaching part of each setting's one range
+// (model/decoding/setting_ranges.h), which the CLI accepts in full.
 inline constexpr float kTemperatureMin = 0.05f, kTemperatureMax = 2.0f;
 inline constexpr float kTopPMin = 0.05f, kTopPMax = 1.0f;
 inline constexpr float kPenaltyMin = 1.0f, kPenaltyMax = 2.0f;
+static_assert(setting::kTemperature.contains(kTemperatureMin) && setting::kTemperature.contains(kTemperatureMax));
+static_assert(setting::kTopP.contains(kTopPMin) && setting::kTopP.contains(kTopPMax));
+static_assert(setting::kRepetitionPenalty.contains(kPenaltyMin) && setting::kRepetitionPenalty.contains(kPenaltyMax));
 inline constexpr int kTopKMax = 100000;  // without a model; with one, its vocabulary
 inline constexpr float kMinWeightMax = 1.0f;
 inline constexpr int kMaxNewMax = 1 << 20;  // without a model; with one, its context

@@ -56,7 +56,20 @@ WindowRequests Session::take_window_requests() {
   return r;
 }
 
-void Session::start_generation(const std::string& prompt) {
+void Session::start_generation(const std::string& prompt, const DecodeSettings* running) {
+  if (snap.started && !replaced_) {  // (a start over a pending one keeps what the first replaced)
+    replaced_ = ReplacedGeneration{0,
+                                   snap.tree,
+                                   snap.records,
+                                   snap.beam_records,
+                                   snap.spec_iterations,
+                                   running ? *running : snap.decoding,
+                                   snap.stop,
+                                   ui.active_prompt,
+                                   ui.view_step,
+                                   ui.revealed_step,
+                                   ui.playing};
+  }
   worker_.cancel_steps();
   wcmd::Start c;
   c.prompt = prompt;
@@ -69,6 +82,7 @@ void Session::start_generation(const std::string& prompt) {
   c.options.branch_cache_budget = snap.tree.budget();  // branches keep their K/V under the same budget
   c.decoding = snap.decoding;
   c.request = ++snap.start_request;
+  if (replaced_) replaced_->request = c.request;
   worker_.send(std::move(c));
   snap.tree.clear();
   snap.tree.start();
@@ -131,6 +145,7 @@ void Session::update(double now) {
 void Session::take_event(WorkerEvent& ev, double now) {
   switch (ev.kind) {
     case WorkerEvent::Kind::kModelLoaded:
+      replaced_.reset();  // the worker dropped the old model's generation
       snap.model = ev.model;
       snap.loading_model = false;
       snap.model_error.clear();
@@ -142,6 +157,7 @@ void Session::take_event(WorkerEvent& ev, double now) {
       // A start superseded before its kStarted arrived: its records must not
       // land in the timeline cleared for the newer one.
       if (ev.request != snap.start_request) break;
+      replaced_.reset();
       snap.generation = ev.generation;
       snap.started = true;
       snap.gen_start_time = now;
@@ -226,6 +242,7 @@ void Session::on_error(const WorkerEvent& ev) {
       if (ev.generation == snap.generation && snap.started) ui.errors.push_back("Could not fork here: " + ev.message);
       break;
     case WorkerOp::kStart:
+      restore_replaced(ev);
       ui.errors.push_back((snap.decoding.mode == DecodeMode::kSample
                                ? std::string("Could not start with this prompt: ")
                                : std::string("Could not start ") + to_string(snap.decoding.mode) + ": ") +
@@ -236,6 +253,26 @@ void Session::on_error(const WorkerEvent& ev) {
       ui.playing = false;
       break;
   }
+}
+
+// The worker refused the newest start and kept its generation running: the
+// screen shows that generation again, with the strategy it runs.
+void Session::restore_replaced(const WorkerEvent& ev) {
+  if (!replaced_ || ev.request != replaced_->request || ev.request != snap.start_request) return;
+  ReplacedGeneration r = std::move(*replaced_);
+  replaced_.reset();
+  snap.tree = std::move(r.tree);
+  snap.tree_version++;
+  snap.records = std::move(r.records);
+  snap.beam_records = std::move(r.beam_records);
+  snap.spec_iterations = std::move(r.spec_iterations);
+  snap.decoding = ui.decoding = r.decoding;
+  snap.stop = r.stop;
+  snap.started = true;
+  ui.active_prompt = r.active_prompt;
+  ui.view_step = r.view_step;
+  ui.revealed_step = r.revealed_step;
+  ui.playing = r.playing;
 }
 
 void Session::execute(const Commands& cs, double now) {
@@ -418,6 +455,7 @@ void Session::toggle_cache() {
 // Ranges as the CLI's --beams, --length-penalty and --speculate; the new
 // strategy starts over from the active prompt.
 void Session::set_decoding(const DecodeSettings& d) {
+  const DecodeSettings running = snap.decoding;
   snap.decoding = d;
   snap.decoding.beams = std::clamp(d.beams, 1, 8);
   snap.decoding.k = std::clamp(d.k, 1, 16);
@@ -427,7 +465,7 @@ void Session::set_decoding(const DecodeSettings& d) {
   // The beams' lanes lie side by side in depth: seen from above.
   if (d.mode == DecodeMode::kBeam && ui.auto_camera && ui.camera == CameraPreset::kFront)
     ui.camera = CameraPreset::kTop;
-  if (snap.model) start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt);
+  if (snap.model) start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt, &running);
 }
 
 void Session::toggle_presentation() {

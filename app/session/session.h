@@ -9,7 +9,9 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "app/session/commands.h"
 #include "app/session/fitting.h"
@@ -33,6 +35,22 @@ struct WindowRequests {
   bool screenshot = false;
   bool toggle_fullscreen = false;
   float text_scale = 0;  // > 0: rebuild the fonts at this scale
+};
+
+// What a start replaces on screen, kept until the worker accepts it: a start
+// the worker refuses (a strategy the KV layout rules out, a draft with another
+// tokenizer) puts it back, so a refused command changes nothing.
+struct ReplacedGeneration {
+  uint64_t request = 0;  // the start that replaced it
+  BranchTree tree;
+  std::vector<RecordPtr> records;
+  std::vector<BeamRecordPtr> beam_records;
+  std::vector<SpecIterationPtr> spec_iterations;
+  DecodeSettings decoding;
+  StopReason stop = StopReason::kNone;
+  std::string active_prompt;
+  int view_step = -1, revealed_step = -1;
+  bool playing = false;
 };
 
 class Session {
@@ -78,7 +96,10 @@ class Session {
   SessionView view;
 
  private:
-  void start_generation(const std::string& prompt);
+  // `running` is the strategy of the generation on screen when the caller
+  // has already changed snap.decoding (set_decoding).
+  void start_generation(const std::string& prompt, const DecodeSettings* running = nullptr);
+  void restore_replaced(const WorkerEvent& ev);
   void take_event(WorkerEvent& ev, double now);
   void on_forked(const WorkerEvent& ev, double now);
   void on_error(const WorkerEvent& ev);
@@ -99,6 +120,7 @@ class Session {
 
   EngineWorker worker_;
   WindowRequests requests_;
+  std::optional<ReplacedGeneration> replaced_;  // while a start is pending over a running generation
   std::string unfitted_origin_;  // a file restored before any model loaded: fitted to the model when one has
 };
 

@@ -186,6 +186,7 @@ void EngineWorker::run() {
       ev.message = e.what();
       ev.failed = op_of(cmd);
       ev.generation = generation_;
+      if (const auto* start = std::get_if<wcmd::Start>(&cmd)) ev.request = start->request;
       publish(std::move(ev));
     }
     {

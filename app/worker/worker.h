@@ -87,7 +87,7 @@ struct WorkerEvent {
   SpecIterationPtr spec;
   StopReason reason = StopReason::kNone;
   uint64_t generation = 0;  // which kStart the event belongs to
-  uint64_t request = 0;     // kStarted: the WorkerCommand::request it answers
+  uint64_t request = 0;     // kStarted, or kError of a Start: the WorkerCommand::request it answers
   std::string message;
   WorkerOp failed = WorkerOp::kStep;
   bool cache_reused = false;  // kForked: the KV cache was cut back to the fork point and kept

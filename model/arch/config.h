@@ -48,6 +48,13 @@ struct Config {
   int head_dim() const { return head_size > 0 ? head_size : n_embd / n_head; }
   int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   bool is_llama() const { return arch == Arch::kLlama; }
+  // The one stop-token rule, for every decoding strategy and output form:
+  // any id of eos_token_ids ends a generation, and is not part of its text.
+  bool is_eos(int token) const {
+    for (int e : eos_token_ids)
+      if (e == token) return true;
+    return eos_token_id >= 0 && token == eos_token_id;
+  }
   // K/V bytes per position: kv_bytes_per_position() in kv_cache.h.
 };
 

@@ -231,20 +231,43 @@ void apply_context(Config& c, int context, const std::string& dir) {
   c.n_positions = context;
 }
 
+namespace {
+
+// Why `dir` is no model folder: missing, a dangling or looping symbolic
+// link, or something other than a directory.
+std::string why_not_a_folder(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec, lec;
+  const fs::file_status st = fs::status(dir, ec);
+  const bool link = fs::is_symlink(fs::symlink_status(dir, lec));
+  if (link && ec) {
+    std::error_code rec;
+    const fs::path target = fs::read_symlink(dir, rec);
+    const std::string to = rec ? "" : " to " + target.string();
+    if (ec == std::errc::too_many_symbolic_link_levels) return "a symbolic link" + to + " that loops";
+    return "a symbolic link" + to + ", which does not exist (a dangling link)";
+  }
+  if (ec || st.type() == fs::file_type::not_found) return "does not exist";
+  return "not a directory";
+}
+
+}  // namespace
+
 std::shared_ptr<const Model> load_model(const std::string& dir_or_id, const LoadControl& control) {
   namespace fs = std::filesystem;
   const std::string dir = resolve_model_dir(dir_or_id);
   const auto t0 = std::chrono::steady_clock::now();
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
-    throw Error(dir +
-                ": not a directory (expected a model folder: config.json, model.safetensors and vocab.json + "
+    throw Error(dir + ": " + why_not_a_folder(dir) +
+                " (expected a model folder: config.json, model.safetensors and vocab.json + "
                 "merges.txt or tokenizer.json)");
   }
   auto m = std::make_shared<Model>();
   m->dir = dir;
   m->name = fs::path(dir).lexically_normal().filename().string();
   if (m->name.empty()) m->name = fs::path(dir).lexically_normal().parent_path().filename().string();
+  if (dir != dir_or_id) m->name = dir_or_id.substr(dir_or_id.find('/') + 1);  // a hub id: NAME, not the commit
   m->config = load_config((fs::path(dir) / "config.json").string());
   if (control.context > 0) apply_context(m->config, control.context, dir);
   if (m->config.is_llama()) {

@@ -37,9 +37,7 @@ void BeamGenerator::start_tokens(const std::vector<int>& prompt, const BeamOptio
   s.max_length = std::min(static_cast<int>(prompt.size()) + opt.max_new, c.n_positions + 1);
   search_ = std::make_unique<BeamSearch>(s, prompt);
   max_new_ = opt.max_new;
-  if (opt.block < 0 || opt.block > c.n_positions)
-    throw Error("beam search: block size " + std::to_string(opt.block) + " is outside 0.." +
-                std::to_string(c.n_positions));
+  check_kv_block(opt.block, c);
   KVLayout layout = KVLayout::for_model(c);
   layout.block = opt.block;
   layout.dtype = opt.dtype;

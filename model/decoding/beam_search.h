@@ -4,7 +4,7 @@
 // beams) and hands over each beam's log-softmax row.
 //
 // Conventions: Hugging Face transformers' `_beam_search` with
-// early_stopping=False (README, "Beam search"):
+// early_stopping=False (docs/decoding.md, "Beam search"):
 //  - running beams are ranked by cumulative log-probability;
 //  - each step expands every running beam over the vocabulary and keeps the
 //    best 2N candidates (ties: lower beam index, then lower token id);

@@ -252,9 +252,7 @@ RecordPtr Generator::step() {
 void Generator::update_stop(int token, int seq_len) {
   const Config& c = model_->config;
   // Stop conditions, in order of precedence.
-  const bool eos = std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), token) != c.eos_token_ids.end() ||
-                   (c.eos_token_id >= 0 && token == c.eos_token_id);
-  if (eos && !opt_.ignore_eos) {
+  if (c.is_eos(token) && !opt_.ignore_eos) {
     reason_ = StopReason::kEos;
   } else {
     if (!opt_.stop.empty()) {

@@ -141,6 +141,9 @@ struct StepRecord {
 
 using RecordPtr = std::shared_ptr<const StepRecord>;
 
+// The most new tokens one generation (or one served request) may ask for.
+inline constexpr int kMaxNewLimit = 1 << 20;
+
 struct GenerateOptions {
   int max_new = 64;               // new tokens, including the prefill's
   std::vector<std::string> stop;  // stop strings

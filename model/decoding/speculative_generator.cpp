@@ -13,6 +13,23 @@ int held(const KVCache& c) {
   return c.ready() && c.has_sequence(0) ? c.length(0) : 0;
 }
 
+// A model's own sliding window (Mistral's sliding_window) evicts as it goes;
+// an iteration rolls a cache back by at most k positions (the target's
+// verify forward runs k past the accepted prefix, the draft k - 1), so each
+// cache keeps k positions beyond the window.
+KVLayout rollback_layout(const KVSettings& kv, const Model& m, const char* role, int k) {
+  KVLayout l;
+  try {
+    l = kv.layout_for(m.config);
+  } catch (const UsageError& e) {  // two models: say whose layout it is
+    throw UsageError(std::string(role) + " " + m.dir + ": " + e.what());
+  } catch (const Error& e) {
+    throw Error(std::string(role) + " " + m.dir + ": " + e.what());
+  }
+  if (l.windowed()) l.rollback = k;
+  return l;
+}
+
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -52,7 +69,7 @@ SpeculativeDecoder::SpeculativeDecoder(std::shared_ptr<const Model> target, std:
 
 void SpeculativeDecoder::start(const std::string& prompt, const SpecOptions& opt) {
   if (prompt.empty()) throw Error("prompt is empty (expected at least one character of text)");
-  start_tokens(target_->tokenizer.encode(prompt), opt);
+  start_tokens(target_->tokenizer.encode_prompt(prompt), opt);
 }
 
 void SpeculativeDecoder::start_tokens(const std::vector<int>& prompt, const SpecOptions& opt) {
@@ -75,6 +92,9 @@ void SpeculativeDecoder::start_tokens(const std::vector<int>& prompt, const Spec
     throw Error(
         "speculative decoding: a sliding-window cache cannot be rolled back to the accepted prefix (the "
         "window evicts positions a rollback needs); use the full cache");
+  // Both layouts before anything changes: a refused start leaves the decoder as it was.
+  const KVLayout target_layout = rollback_layout(opt.kv, *target_, "the target", opt.k);
+  const KVLayout draft_layout = rollback_layout(opt.kv, *draft_, "the draft", opt.k);
   opt_ = opt;
   uniform_ = UniformSource(opt.sampler.seed);
   tokens_ = prompt;
@@ -83,8 +103,8 @@ void SpeculativeDecoder::start_tokens(const std::vector<int>& prompt, const Spec
   started_ = true;
   iterations_ = target_forwards_ = draft_forwards_ = drafted_total_ = accepted_total_ = 0;
   draft_ms_ = target_ms_ = ms_total_ = 0;
-  target_cache_.reset(opt.kv.layout_for(c));
-  draft_cache_.reset(opt.kv.layout_for(draft_->config));
+  target_cache_.reset(target_layout);
+  draft_cache_.reset(draft_layout);
 }
 
 // K, or fewer so that the iteration emits at most the remaining new tokens
@@ -145,7 +165,7 @@ void SpeculativeDecoder::emit_tokens(SpecIteration& it, const std::vector<int>& 
     tokens_.push_back(t);
     it.emitted.push_back(t);
     it.emitted_pieces.push_back(target_->tokenizer.display_piece(t));
-    if (!opt_.ignore_eos && std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), t) != c.eos_token_ids.end()) {
+    if (!opt_.ignore_eos && c.is_eos(t)) {
       reason_ = StopReason::kEos;
     } else if (n_generated() >= opt_.max_new) {
       reason_ = StopReason::kMaxNew;
@@ -198,6 +218,7 @@ SpecIterationPtr SpeculativeDecoder::step() {
   it->index = iterations_++;
   it->first = static_cast<int>(tokens_.size());
   it->k = drafts_this_iteration();
+  it->draft_context_full = it->k == 0 && draft_->config.n_positions < it->first && opt_.max_new - n_generated() > 1;
 
   std::vector<int> seq = tokens_;
   std::vector<TokenDist> q;

@@ -23,8 +23,9 @@ struct SpecOptions {
   int max_new = 64;  // new tokens in all
   SamplerSettings sampler;
   bool ignore_eos = false;
-  // Layout of both caches (row format, pages). No sliding window: a
-  // rollback needs the positions the window would already have evicted.
+  // Layout of both caches (row format, pages). No user window: a rollback
+  // needs the positions the window would already have evicted. A model's
+  // own sliding_window is kept, with K positions beyond it held for rollback.
   KVSettings kv;
 };
 
@@ -33,6 +34,9 @@ struct SpecIteration {
   int index = 0;
   int first = 0;  // position of the first drafted token (= tokens before the iteration)
   int k = 0;      // tokens drafted (K, fewer near max_new or the context end)
+  // The draft's context is too short for the sequence so far, so this
+  // iteration drafted nothing: a plain target step (front ends say so).
+  bool draft_context_full = false;
   std::vector<DraftVerdict> drafted;
   int n_accepted = 0;
   int next_token = 0;  // replacement (rejection) or bonus (all accepted)

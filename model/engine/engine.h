@@ -74,7 +74,7 @@ class Engine {
   Workspace* ws_;
 };
 
-// The fixed FLOP convention (README): per layer 24*n*d^2 + 4*d*sum(L_i),
+// The fixed FLOP convention (docs/counting.md): per layer 24*n*d^2 + 4*d*sum(L_i),
 // plus the LM head 2*d*V for the last position.
 uint64_t forward_flops(const Config& c, int n_new, int seq_len);
 

@@ -67,7 +67,14 @@ KVLayout KVLayout::for_model(const Config& c) {
   return l;
 }
 
+void check_kv_block(int block, const Config& c) {
+  if (block == 0 || (block >= 1 && block <= c.n_positions)) return;
+  throw UsageError("--kv-block: " + std::to_string(block) + " is outside 1.." + std::to_string(c.n_positions) +
+                   " (a block holds 1 up to the model's context of " + std::to_string(c.n_positions) + " positions)");
+}
+
 KVLayout KVSettings::layout_for(const Config& c) const {
+  check_kv_block(block, c);
   KVLayout l = KVLayout::for_model(c);
   l.dtype = dtype;
   // A model's own window bounds the user's (a query never sees more than W positions).
@@ -101,6 +108,7 @@ void KVLayout::validate() const {
     throw Error("--kv-sinks: expected 0 <= S < W = " + std::to_string(window) + ", got " + std::to_string(sinks));
   }
   if (block < 0) throw Error("--kv-block: expected a block size of at least 1, got " + std::to_string(block));
+  if (rollback < 0) throw Error("KV cache layout: rollback must be 0 or more, got " + std::to_string(rollback));
 }
 
 std::string KVLayout::describe() const {
@@ -115,7 +123,7 @@ std::string KVLayout::describe() const {
 
 bool KVLayout::operator==(const KVLayout& o) const {
   return n_layer == o.n_layer && n_kv_head == o.n_kv_head && head_dim == o.head_dim && n_ctx == o.n_ctx &&
-         dtype == o.dtype && window == o.window && sinks == o.sinks && block == o.block;
+         dtype == o.dtype && window == o.window && sinks == o.sinks && block == o.block && rollback == o.rollback;
 }
 
 // --- pool and sequences -------------------------------------------------------
@@ -288,6 +296,33 @@ SeqId KVCache::fork(SeqId from, int n) {
   return id;
 }
 
+void KVCache::retain_block(int b) {
+  KVSCOPE_CHECK_INDEX("KV cache block", b, refs_.size());
+  if (refs_[static_cast<size_t>(b)] <= 0) throw Error("KV cache: retain of free block " + std::to_string(b));
+  ++refs_[static_cast<size_t>(b)];
+}
+
+void KVCache::release_block(int b) {
+  KVSCOPE_CHECK_INDEX("KV cache block", b, refs_.size());
+  if (refs_[static_cast<size_t>(b)] <= 0) throw Error("KV cache: release of free block " + std::to_string(b));
+  unref(b);
+}
+
+SeqId KVCache::add_sequence_on(const std::vector<int>& blocks) {
+  if (!layout_.paged() || layout_.windowed())
+    throw Error("KV cache: a sequence on given blocks needs a paged layout without a window");
+  for (int b : blocks) {
+    KVSCOPE_CHECK_INDEX("KV cache block", b, refs_.size());
+    if (refs_[static_cast<size_t>(b)] <= 0) throw Error("KV cache: sequence on free block " + std::to_string(b));
+  }
+  const SeqId id = add_sequence();
+  Sequence& q = seq(id);
+  q.table = blocks;
+  q.length = static_cast<int>(blocks.size()) * layout_.block;
+  for (int b : blocks) ++refs_[static_cast<size_t>(b)];
+  return id;
+}
+
 void KVCache::release(SeqId s) {
   Sequence& q = seq(s);
   for (int b : q.table) unref(b);
@@ -432,7 +467,7 @@ void KVCache::free_evicted_blocks(Sequence& q) {
 int KVCache::commit(SeqId s) {
   Sequence& q = seq(s);
   if (!layout_.windowed()) return 0;
-  const int new_lo = std::max(q.lo, q.length - layout_.window);
+  const int new_lo = std::max(q.lo, q.length - layout_.window - layout_.rollback);
   int evicted = 0;
   for (int p = q.lo; p < new_lo; ++p)
     if (p >= layout_.sinks) ++evicted;

@@ -22,7 +22,9 @@
 //   [0, min(S, i+1)). After each forward, what no later query of that
 //   sequence can see is evicted (a paged cache returns emptied blocks).
 //   Evicted positions are gone: truncate/fork need the positions the next
-//   query would see (can_truncate says whether they are still held).
+//   query would see (can_truncate says whether they are still held); a
+//   layout's `rollback` R keeps the last W + R positions so that a rollback
+//   of up to R positions always can.
 // - Quantized rows (q8_0, q4_0: llama.cpp's blocks of 32 values with an
 //   fp16 scale) are quantized once when written and dequantized inside the
 //   attention kernel; f16 rows are IEEE half.
@@ -60,6 +62,10 @@ struct KVLayout {
   int window = 0;  // 0 = keep every position, else W >= 1
   int sinks = 0;   // with a window: positions [0, S) are always kept, 0 <= S < W
   int block = 0;   // 0 = one contiguous reservation per sequence, else paged with B positions per block
+  // With a window: positions held beyond it so that truncate() can roll back
+  // up to this many (speculative decoding's rejected drafts). Queries still
+  // see only the window; the extra rows are real memory, counted by bytes().
+  int rollback = 0;
 
   // The model's dense f32 cache (GPT-2: as many K/V heads as query heads).
   static KVLayout for_model(const Config& c);
@@ -92,6 +98,11 @@ struct KVSettings {
   }
   bool operator!=(const KVSettings& o) const { return !(*this == o); }
 };
+
+// The one range of a page size (--kv-block, the Cache panel, beam search):
+// 0 (not paged) or 1..the model's context as loaded. Throws UsageError
+// naming --kv-block and the range: a setting, not a runtime fault.
+void check_kv_block(int block, const Config& c);
 
 // K/V bytes of one position across all layers for a model, in f32 unless
 // another dtype is given (the model card's and the panels' per-token cost).
@@ -163,6 +174,15 @@ class KVCache {
   std::vector<KVCell> cells() const;              // every held row, by block then slot
   std::vector<int> block_table(SeqId seq) const;  // paged: block per B positions, -1 = freed
   int block_refs(int block) const;                // sequences referencing a block of the pool
+
+  // --- blocks held outside any sequence (a serving scheduler's prefix cache) ---
+  // A paged pool block stays allocated while retained, whatever sequences
+  // reference it; release_block drops one retain (freeing it at no refs).
+  void retain_block(int block);
+  void release_block(int block);
+  // A new sequence whose positions [0, blocks.size() * B) are the rows of
+  // these full pool blocks, by reference (paged, no window; throws otherwise).
+  SeqId add_sequence_on(const std::vector<int>& blocks);
 
   // For tests of the paged pool: grows the free list to at least n blocks and
   // shuffles it (rows of one sequence then land in scattered blocks).

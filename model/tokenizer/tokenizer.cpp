@@ -6,6 +6,7 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <queue>
@@ -389,6 +390,15 @@ std::vector<std::string> pretokenize(const std::string& text) {
 }
 
 std::vector<int> Tokenizer::encode_prompt(const std::string& text) const {
+  if (pipeline_) {
+    if (const std::size_t at = detail::first_invalid_utf8(text); at != std::string::npos) {
+      char byte[8];
+      std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned>(static_cast<unsigned char>(text[at])));
+      throw UsageError("--prompt: byte " + std::to_string(at) + " (" + byte +
+                       ") is not valid UTF-8; this model's tokenizer.json takes Unicode text (a GPT-2 vocab.json "
+                       "tokenizer takes any bytes)");
+    }
+  }
   std::vector<int> ids = encode(text);
   if (bos_prefix_id_ >= 0) ids.insert(ids.begin(), bos_prefix_id_);
   return ids;

@@ -31,6 +31,10 @@ class Tokenizer {
   std::vector<int> encode(const std::string& text) const;
   // A prompt as the model was trained to see a text: encode() with the
   // post-processor's leading token (bos_prefix_id()) in front, if any.
+  // The prompt rule: nothing is changed silently. A byte-level vocab.json +
+  // merges.txt tokenizer (GPT-2) keeps every byte, valid UTF-8 or not; a
+  // tokenizer.json takes Unicode text, so invalid UTF-8 throws UsageError
+  // naming --prompt and the byte (rather than becoming U+FFFD).
   std::vector<int> encode_prompt(const std::string& text) const;
   // ids -> raw bytes (may be incomplete UTF-8 at token boundaries): the
   // tokens' bytes concatenated, as a continuation of earlier text reads them.

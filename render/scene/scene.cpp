@@ -349,7 +349,8 @@ void add_tokens(Scene& s, const SequenceState& seq, const ViewOptions& view, con
   s.labels.push_back(std::move(lab));
 }
 
-void add_write_head(Scene& s, const StepRecord& r, const Layout& L, float flash) {
+// `hidden` (predict mode): the tag names neither the token nor its probability.
+void add_write_head(Scene& s, const StepRecord& r, const Layout& L, float flash, bool hidden) {
   BlockInstance head;
   head.center = s.head_pos;
   head.size = glm::vec3(0.62f);
@@ -367,7 +368,7 @@ void add_write_head(Scene& s, const StepRecord& r, const Layout& L, float flash)
   lab.pos = s.slot;
   char prob[32];
   std::snprintf(prob, sizeof(prob), "  %.0f%%", static_cast<double>(r.prob) * 100.0);
-  lab.text = "next: " + visible_piece(r.piece) + prob;
+  lab.text = hidden ? std::string("next: ?") : "next: " + visible_piece(r.piece) + prob;
   lab.anchor = s.head_pos + glm::vec3(0.0f, 0.45f, 0.0f);
   lab.colour = glm::vec4(palette::kHead, 1.0f);
   s.labels.push_back(std::move(lab));
@@ -479,7 +480,7 @@ Scene build_scene(const SequenceState& seq, const ViewOptions& view_in, float an
 
   s.head_pos = L.write_head(slot, NL);
   add_tokens(s, seq, view, L, drop);
-  add_write_head(s, r, L, flash);
+  add_write_head(s, r, L, flash, view.hide_newest);
   if (view.beams && r.n_rows > 0)
     add_beams(s, r, view, L, NL, read_head >= 0 ? L.kv_head_dx(read_head, G) : 0.0f, beam_fade);
   add_side_labels(s, seq, view, L, read_head);

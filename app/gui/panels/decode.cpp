@@ -283,15 +283,20 @@ void panel_spec_iteration(const Snapshot& snap, UiState& ui, int step) {
     rows.push_back(row);
   }
   rows_or_lines("spec_drafts", {"drafted", "q draft", "p model", "r < p/q ?"}, rows);
+  if (it.draft_context_full)
+    text_wrapped_words("the draft's context is shorter than the text: nothing drafted, the model decodes alone");
   text_wrapped_wordsf("%s %s (p = %.3f)", it.bonus ? "bonus token from p:" : "replacement from norm(max(0, p - q)):",
                       visible_piece(it.next_piece).c_str(), it.next_prob);
 }
 
 void panel_spec_counters(const Snapshot& snap, int step) {
   const SpecIteration& it = *snap.spec_iterations[static_cast<size_t>(step)];
-  const double alpha = it.drafted_total > 0 ? static_cast<double>(it.accepted_total) / it.drafted_total : 0.0;
   section("so far");
-  text_wrapped_wordsf("acceptance \xCE\xB1 = %d / %d = %.2f", it.accepted_total, it.drafted_total, alpha);
+  if (it.drafted_total > 0)
+    text_wrapped_wordsf("acceptance \xCE\xB1 = %d / %d = %.2f", it.accepted_total, it.drafted_total,
+                        static_cast<double>(it.accepted_total) / it.drafted_total);
+  else
+    text_wrapped_words("acceptance \xCE\xB1 = n/a (nothing drafted yet)");
   text_wrapped_wordsf("%d tokens in %d model forwards", it.generated, it.target_forwards);
   text_wrapped_coloured(kGood, "model forwards saved: " + std::to_string(it.generated - it.target_forwards));
   hover_help(

@@ -484,15 +484,21 @@ Commands panel_errors(const UiState& ui) {
   const ImGuiViewport* vp = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + vp->WorkSize.x * 0.5f, vp->WorkPos.y + vp->WorkSize.y * 0.35f),
                           ImGuiCond_Always, ImVec2(0.5f, 0.5f));
-  ImGui::SetNextWindowSizeConstraints(ImVec2(360, 0), ImVec2(vp->WorkSize.x * 0.6f, vp->WorkSize.y * 0.6f));
+  const float max_w = std::max(360.0f, vp->WorkSize.x * 0.6f);
+  ImGui::SetNextWindowSizeConstraints(ImVec2(360, 0), ImVec2(max_w, vp->WorkSize.y * 0.6f));
   ImGui::PushStyleColor(ImGuiCol_WindowBg, ImVec4(0.25f, 0.04f, 0.05f, 0.96f));
   ImGui::PushStyleColor(ImGuiCol_TitleBgActive, ImVec4(0.6f, 0.08f, 0.08f, 1));
   ImGui::PushStyleColor(ImGuiCol_TitleBg, ImVec4(0.5f, 0.06f, 0.06f, 1));
   if (ImGui::Begin(
           "Something went wrong", nullptr,
           ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoSavedSettings)) {
+    // About 34 characters a line, but never past the panel's widest (its
+    // right padding and a scrollbar's room kept): large text in a small
+    // window wraps instead of running off the edge.
+    const ImGuiStyle& st = ImGui::GetStyle();
+    const float wrap = std::min(ImGui::GetFontSize() * 34.0f, max_w - st.WindowPadding.x - st.ScrollbarSize);
     for (const std::string& e : ui.errors) {
-      ImGui::PushTextWrapPos(ImGui::GetFontSize() * 34.0f);
+      ImGui::PushTextWrapPos(wrap);
       ImGui::Bullet();
       ImGui::TextUnformatted(e.c_str());
       ImGui::PopTextWrapPos();

@@ -1,0 +1,229 @@
+// `kvscope serve`: many requests from one paged KV pool, continuous (or
+// static) batching, prefix caching, preemption by recompute; one batched
+// forward per engine step, streamed as text or JSON Lines (step, done, summary).
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "app/cli/cli.h"
+#include "app/cli/cli_commands.h"
+#include "app/cli/cli_flags.h"
+#include "app/cli/cli_json.h"
+#include "model/arch/model.h"
+#include "model/core/error.h"
+#include "model/serving/requests.h"
+#include "model/serving/server.h"
+#include "model/tokenizer/tokenizer.h"
+
+namespace kvscope {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kDefaultBlock = 16;
+
+json ids_json(const Server& s, const std::vector<int>& reqs) {
+  json a = json::array();
+  for (int r : reqs) a.push_back(s.requests()[static_cast<size_t>(r)].id);
+  return a;
+}
+
+json step_json(const Server& s, const ServeStep& r) {
+  json batch = json::array();
+  for (const ServeEntry& e : r.entries) {
+    json j = {{"id", s.requests()[static_cast<size_t>(e.req)].id},
+              {"kind", e.prefill ? "prefill" : "decode"},
+              {"positions", {e.first, e.first + e.n}}};
+    if (e.token >= 0) j["token"] = e.token;
+    batch.push_back(j);
+  }
+  return {{"event", "step"},
+          {"step", r.step},
+          {"running", ids_json(s, r.running)},
+          {"waiting", ids_json(s, r.waiting)},
+          {"batch", batch},
+          {"admitted", ids_json(s, r.admitted)},
+          {"preempted", ids_json(s, r.preempted)},
+          {"finished", ids_json(s, r.finished)},
+          {"blocks_used", r.blocks_used},
+          {"blocks_free", r.blocks_free},
+          {"blocks_cached", r.blocks_cached},
+          {"prefix_hit_blocks", r.prefix_hit_blocks},
+          {"positions_computed", r.positions},
+          {"slots_live", r.slots.live},
+          {"flops", r.flops},
+          {"ms", r.ms}};
+}
+
+double ratio(double a, double b) {
+  return b > 0 ? a / b : 0.0;
+}
+
+json done_json(const Server& s, int req) {
+  const ServeRequest& q = s.requests()[static_cast<size_t>(req)];
+  const ServeResult& r = s.result(req);
+  const std::string text = s.text(req);
+  return {{"event", "done"},
+          {"id", q.id},
+          {"text", escape_invalid_utf8(text)},
+          {"text_bytes", bytes_json(text)},
+          {"tokens", r.tokens},
+          {"reason", to_string(r.reason)},
+          {"prompt_tokens", q.prompt.size()},
+          {"arrive", q.arrive},
+          {"first_token_step", r.first_token_step},
+          {"finish_step", r.finish_step},
+          {"ttft_steps", r.first_token_step - q.arrive + 1},
+          {"latency_steps", r.finish_step - q.arrive + 1},
+          {"ttft_ms", r.first_token_ms - r.arrive_ms},
+          {"latency_ms", r.finish_ms - r.arrive_ms},
+          {"preemptions", r.preemptions}};
+}
+
+json summary_json(const Server& s, const ServeTotals& t) {
+  const SchedulerConfig& c = s.scheduler().config();
+  double ttft = 0, latency = 0;
+  const size_t n = s.requests().size();
+  for (size_t i = 0; i < n; ++i) {
+    const ServeResult& r = s.result(static_cast<int>(i));
+    ttft += (r.first_token_ms - r.arrive_ms) / static_cast<double>(n);
+    latency += (r.finish_ms - r.arrive_ms) / static_cast<double>(n);
+  }
+  const double live = static_cast<double>(t.slots_sum.live);
+  return {{"event", "summary"},
+          {"requests", n},
+          {"policy", to_string(c.policy)},
+          {"max_running", c.max_running},
+          {"max_batch_tokens", c.max_batch_tokens},
+          {"prefix_caching", c.prefix_caching},
+          {"pool_blocks", c.pool_blocks},
+          {"block", c.block},
+          {"steps", t.steps},
+          {"generated", t.generated},
+          {"positions_computed", t.positions},
+          {"prefill_positions", t.prefill_positions},
+          {"decode_positions", t.decode_positions},
+          {"ms_total", t.last_end_ms},
+          {"tokens_per_s", ratio(static_cast<double>(t.generated), t.last_end_ms / 1000.0)},
+          {"ttft_ms_mean", ttft},
+          {"latency_ms_mean", latency},
+          {"preemptions", t.preemptions},
+          {"prefix_hit_blocks", t.prefix_hit_blocks},
+          {"prefix_hit_positions", static_cast<int64_t>(t.prefix_hit_blocks) * c.block},
+          {"pool_occupancy_mean",
+           ratio(static_cast<double>(t.blocks_used_sum), static_cast<double>(t.steps) * c.pool_blocks)},
+          {"pool_occupancy_peak", ratio(t.blocks_used_peak, c.pool_blocks)},
+          {"slots_live_mean", ratio(live, t.steps)},
+          {"slots_paged_mean", ratio(static_cast<double>(t.slots_sum.paged), t.steps)},
+          {"slots_contiguous_mean", ratio(static_cast<double>(t.slots_sum.contiguous), t.steps)},
+          {"paged_wasted_frac", 1.0 - ratio(live, static_cast<double>(t.slots_sum.paged))},
+          {"contiguous_wasted_frac", 1.0 - ratio(live, static_cast<double>(t.slots_sum.contiguous))},
+          {"flops_total", t.flops}};
+}
+
+std::string ids_text(const Server& s, const std::vector<int>& reqs) {
+  std::string out;
+  for (int r : reqs) out += (out.empty() ? "" : ",") + s.requests()[static_cast<size_t>(r)].id;
+  return out.empty() ? "-" : out;
+}
+
+void print_step_text(const Server& s, const ServeStep& r) {
+  std::string batch;
+  for (const ServeEntry& e : r.entries) {
+    batch += " " + s.requests()[static_cast<size_t>(e.req)].id +
+             (e.prefill ? ":prefill[" + std::to_string(e.first) + "," + std::to_string(e.first + e.n) + ")"
+                        : ":decode@" + std::to_string(e.first));
+  }
+  std::printf("step %d |%s | run %zu wait %zu | blocks %d used %d cached %d free | hits %d | preempted %s | %.2f ms\n",
+              r.step, batch.c_str(), r.running.size(), r.waiting.size(), r.blocks_used, r.blocks_cached,
+              r.blocks_free - r.blocks_cached, r.prefix_hit_blocks, ids_text(s, r.preempted).c_str(), r.ms);
+}
+
+void print_done_text(const Server& s, int req) {
+  const json d = done_json(s, req);
+  std::printf("done %s (%s, %zu tokens, TTFT %d steps / %.1f ms, latency %d steps / %.1f ms, %d preemptions): %s\n",
+              s.requests()[static_cast<size_t>(req)].id.c_str(), d["reason"].get<std::string>().c_str(),
+              s.result(req).tokens.size(), d["ttft_steps"].get<int>(), d["ttft_ms"].get<double>(),
+              d["latency_steps"].get<int>(), d["latency_ms"].get<double>(), s.result(req).preemptions,
+              escape_invalid_utf8(s.text(req)).c_str());
+}
+
+void print_summary_text(const json& j) {
+  std::printf(
+      "summary: %d requests, %d steps, %lld tokens in %.1f ms = %.1f tokens/s; mean TTFT %.1f ms, latency %.1f ms; "
+      "%d preemptions, %d prefix-hit blocks; pool %.0f%% used on average (peak %.0f%%); slots holding tokens: "
+      "%.0f%% of the paged pool's, %.0f%% of one contiguous context per request\n",
+      j["requests"].get<int>(), j["steps"].get<int>(), static_cast<long long>(j["generated"].get<int64_t>()),
+      j["ms_total"].get<double>(), j["tokens_per_s"].get<double>(), j["ttft_ms_mean"].get<double>(),
+      j["latency_ms_mean"].get<double>(), j["preemptions"].get<int>(), j["prefix_hit_blocks"].get<int>(),
+      100 * j["pool_occupancy_mean"].get<double>(), 100 * j["pool_occupancy_peak"].get<double>(),
+      100 * (1 - j["paged_wasted_frac"].get<double>()), 100 * (1 - j["contiguous_wasted_frac"].get<double>()));
+}
+
+ServeOptions serve_options(const ServeCommand& c) {
+  const KVSettings kv = kv_settings_or_throw(c.kv);
+  refuse_window(kv, "serve");
+  ServeOptions o;
+  o.kv_dtype = kv.dtype;
+  o.sched.block = kv.block > 0 ? kv.block : kDefaultBlock;
+  o.sched.pool_blocks = c.pool_blocks;
+  o.sched.max_batch_tokens = c.max_batch_tokens;
+  o.sched.max_running = c.max_running;
+  o.sched.policy = c.policy == "static" ? ServePolicy::kStatic : ServePolicy::kContinuous;
+  o.sched.prefix_caching = c.prefix_caching;
+  return o;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, ServeCommand& c) {
+  auto* s = c.cmd = app.add_subcommand("serve", "Serve many requests from one paged KV pool (continuous batching)");
+  s->add_option("--requests", c.requests, "JSON Lines: {\"id\", \"prompt\", \"max_new\", \"arrive\", sampling...}")
+      ->required()
+      ->check(non_empty("a requests file"));
+  s->add_option("--model", c.model, "Model folder (default: the embedded model)")->check(non_empty("a model folder"));
+  s->add_option("--ctx", c.ctx, kCtxHelp)->check(int_in(2, 1 << 24));
+  s->add_option("--pool-blocks", c.pool_blocks, "KV pool size in blocks (default 256)")->check(int_in(1, 1 << 20));
+  s->add_option("--max-batch-tokens", c.max_batch_tokens, "Token budget T of one engine step (default 512)")
+      ->check(int_in(1, 1 << 20));
+  s->add_option("--max-running", c.max_running, "Requests running at once, R (default 16; 1 = one at a time)")
+      ->check(int_in(1, 4096));
+  s->add_option("--policy", c.policy, "continuous (default) or static batching")
+      ->check(CLI::IsMember({"continuous", "static"}));
+  s->add_flag("--prefix-caching", c.prefix_caching, "Share cached full blocks of common prompt prefixes");
+  s->add_flag("--json", c.json, "JSON Lines: step, done, summary");
+  add_kv_flags(s, c.kv);
+}
+
+int run_serve_command(const ServeCommand& c) {
+  const ServeOptions opt = serve_options(c);
+  auto model = load_cli_model(c.model, c.ctx);
+  std::vector<ServeRequest> reqs;
+  try {
+    reqs = read_requests(c.requests, *model, opt.sched.pool_blocks, opt.sched.block);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  Server server(model, std::move(reqs), opt);
+  ServeTotals totals;
+  while (auto r = server.step()) {
+    totals.add(*r);
+    if (c.json) {
+      std::cout << step_json(server, *r).dump() << '\n';
+      for (int f : r->finished) std::cout << done_json(server, f).dump() << '\n';
+      std::cout << std::flush;
+    } else {
+      print_step_text(server, *r);
+      for (int f : r->finished) print_done_text(server, f);
+    }
+  }
+  const json sum = summary_json(server, totals);
+  if (c.json) {
+    std::cout << sum.dump() << '\n';
+  } else {
+    print_summary_text(sum);
+  }
+  return 0;
+}
+
+}  // namespace kvscope

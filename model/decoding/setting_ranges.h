@@ -1,0 +1,35 @@
+// One definition per user setting that more than one front end takes: the
+// flag that names it and the values it accepts. The CLI's flags (their
+// --help and usage errors), `render`, and the window (restored settings,
+// the worker's checks) all read this table, so a range cannot differ
+// between them. Page size (--kv-block) depends on the model: check_kv_block
+// in model/kv/kv_cache.h.
+#pragma once
+
+#include <cstdint>
+
+namespace kvscope {
+
+struct IntSetting {
+  const char* flag;
+  int64_t lo, hi;  // [lo, hi]
+};
+
+struct RealSetting {
+  const char* flag;
+  double lo, hi;  // [lo, hi], or (lo, hi] when lo_open
+  bool lo_open;
+  constexpr bool contains(double x) const { return (lo_open ? x > lo : x >= lo) && x <= hi; }
+};
+
+namespace setting {
+inline constexpr RealSetting kTemperature{"--temperature", 0.001, 1000, false};
+inline constexpr RealSetting kTopP{"--top-p", 0, 1, true};
+inline constexpr IntSetting kTopK{"--top-k", 0, 1 << 24};  // 0 = off
+inline constexpr RealSetting kRepetitionPenalty{"--repetition-penalty", 0.01, 100, false};
+inline constexpr IntSetting kBeams{"--beams", 1, 8};
+inline constexpr RealSetting kLengthPenalty{"--length-penalty", -100, 100, false};
+inline constexpr IntSetting kSpeculate{"--speculate", 1, 16};
+}  // namespace setting
+
+}  // namespace kvscope

@@ -1,0 +1,147 @@
+#include "model/serving/requests.h"
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "model/core/error.h"
+#include "model/decoding/generator.h"
+#include "model/decoding/setting_ranges.h"
+
+namespace kvscope {
+namespace {
+
+using nlohmann::json;
+
+const std::set<std::string> kFields = {
+    "id", "prompt", "max_new", "arrive", "temperature", "top_k", "top_p", "seed", "repetition_penalty", "greedy"};
+
+struct LineError {
+  std::string where;
+  [[noreturn]] void operator()(const std::string& what) const { throw Error(where + ": " + what); }
+};
+
+int64_t whole(const json& j, const char* name, int64_t lo, int64_t hi, const LineError& fail) {
+  if (!j.is_number_integer())
+    fail(std::string("field \"") + name + "\": expected a whole number in " + std::to_string(lo) + ".." +
+         std::to_string(hi) + ", got " + j.dump());
+  const int64_t x =
+      j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : j.get<int64_t>();
+  if (x < lo || x > hi)
+    fail(std::string("field \"") + name + "\": " + j.dump() + " is outside " + std::to_string(lo) + ".." +
+         std::to_string(hi));
+  return x;
+}
+
+double real(const json& j, const char* name, double lo, double hi, bool lo_open, const LineError& fail) {
+  const std::string range = (lo_open ? "(" : "[") + json(lo).dump() + ", " + json(hi).dump() + "]";
+  if (!j.is_number()) fail(std::string("field \"") + name + "\": expected a number in " + range + ", got " + j.dump());
+  const double x = j.get<double>();
+  if (!std::isfinite(x) || x < lo || (lo_open && x == lo) || x > hi)
+    fail(std::string("field \"") + name + "\": " + j.dump() + " is outside " + range);
+  return x;
+}
+
+SamplerSettings sampler_of(const json& j, const LineError& fail) {
+  SamplerSettings s;
+  const bool sampling = j.contains("temperature") || j.contains("top_k") || j.contains("top_p");
+  if (j.contains("greedy")) {
+    if (!j["greedy"].is_boolean()) fail("field \"greedy\": expected true or false, got " + j["greedy"].dump());
+    if (j["greedy"].get<bool>() && sampling)
+      fail("field \"greedy\": true cannot be combined with temperature, top_k or top_p");
+  }
+  s.greedy = !sampling;
+  if (j.contains("temperature"))
+    s.temperature = static_cast<float>(real(j["temperature"], "temperature", setting::kTemperature.lo,
+                                            setting::kTemperature.hi, setting::kTemperature.lo_open, fail));
+  if (j.contains("top_k"))
+    s.top_k = static_cast<int>(whole(j["top_k"], "top_k", setting::kTopK.lo, setting::kTopK.hi, fail));
+  if (j.contains("top_p"))
+    s.top_p = static_cast<float>(
+        real(j["top_p"], "top_p", setting::kTopP.lo, setting::kTopP.hi, setting::kTopP.lo_open, fail));
+  if (j.contains("repetition_penalty"))
+    s.repetition_penalty =
+        static_cast<float>(real(j["repetition_penalty"], "repetition_penalty", setting::kRepetitionPenalty.lo,
+                                setting::kRepetitionPenalty.hi, setting::kRepetitionPenalty.lo_open, fail));
+  if (j.contains("seed")) {
+    if (!j["seed"].is_number_unsigned() && !(j["seed"].is_number_integer() && j["seed"].get<int64_t>() >= 0))
+      fail("field \"seed\": expected a whole number in 0..18446744073709551615, got " + j["seed"].dump());
+    s.seed = j["seed"].get<uint64_t>();
+  }
+  return s;
+}
+
+std::string id_of(const json& j, const LineError& fail) {
+  if (!j.contains("id")) fail("missing field \"id\" (expected a string or a whole number)");
+  const json& id = j["id"];
+  if (id.is_string() && !id.get<std::string>().empty()) return id.get<std::string>();
+  if (id.is_number_integer()) return id.dump();
+  fail("field \"id\": expected a non-empty string or a whole number, got " + id.dump());
+}
+
+ServeRequest request_of(const json& j, const Model& model, int pool_blocks, int block, const LineError& fail) {
+  if (!j.is_object()) fail("expected a JSON object {\"id\", \"prompt\", \"max_new\", ...}, got " + j.dump());
+  for (const auto& kv : j.items())
+    if (!kFields.count(kv.key()))
+      fail("unknown field \"" + kv.key() +
+           "\" (expected id, prompt, max_new, arrive, temperature, top_k, top_p, repetition_penalty, seed, greedy)");
+  ServeRequest r;
+  r.id = id_of(j, fail);
+  if (!j.contains("prompt") || !j["prompt"].is_string() || j["prompt"].get<std::string>().empty())
+    fail("field \"prompt\": expected a non-empty string" + (j.contains("prompt") ? ", got " + j["prompt"].dump() : ""));
+  if (!j.contains("max_new"))
+    fail("missing field \"max_new\" (expected a whole number in 1.." + std::to_string(kMaxNewLimit) + ")");
+  r.max_new = static_cast<int>(whole(j["max_new"], "max_new", 1, kMaxNewLimit, fail));
+  if (j.contains("arrive")) r.arrive = static_cast<int>(whole(j["arrive"], "arrive", 0, 1 << 30, fail));
+  r.sampler = sampler_of(j, fail);
+  r.prompt = model.tokenizer.encode_prompt(j["prompt"].get<std::string>());
+  const Config& c = model.config;
+  const int n = static_cast<int>(r.prompt.size());
+  if (n < 1) fail("field \"prompt\": encodes to no tokens");
+  if (n > c.n_positions)
+    fail("field \"prompt\": " + std::to_string(n) + " tokens, longer than the context (expected at most " +
+         std::to_string(c.n_positions) + ", the model's n_positions)");
+  const int need = blocks_needed(n, r.max_new, c.n_positions, block);
+  if (need > pool_blocks)
+    fail("request \"" + r.id + "\" could never fit the pool: its prompt (" + std::to_string(n) +
+         " tokens) and max_new " + std::to_string(r.max_new) + " need " + std::to_string(need) + " blocks of " +
+         std::to_string(block) + " positions, the pool has " + std::to_string(pool_blocks) + " (--pool-blocks)");
+  return r;
+}
+
+}  // namespace
+
+std::vector<ServeRequest> parse_requests(const std::string& text, const std::string& file, const Model& model,
+                                         int pool_blocks, int block) {
+  std::vector<ServeRequest> out;
+  std::set<std::string> ids;
+  std::istringstream in(text);
+  std::string line;
+  for (int no = 1; std::getline(in, line); ++no) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const LineError fail{file + ":" + std::to_string(no)};
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const json::parse_error& e) {
+      fail(std::string("not valid JSON (") + e.what() + ")");
+    }
+    ServeRequest r = request_of(j, model, pool_blocks, block, fail);
+    if (!ids.insert(r.id).second) fail("duplicate id \"" + r.id + "\"");
+    out.push_back(std::move(r));
+  }
+  if (out.empty()) throw Error(file + ": no requests (expected one JSON object a line)");
+  return out;
+}
+
+std::vector<ServeRequest> read_requests(const std::string& path, const Model& model, int pool_blocks, int block) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(path + ": cannot read the requests file");
+  std::ostringstream s;
+  s << f.rdbuf();
+  return parse_requests(s.str(), path, model, pool_blocks, block);
+}
+
+}  // namespace kvscope

@@ -1,0 +1,28 @@
+// A serving requests file: JSON Lines, one request a line:
+//   {"id": "a", "prompt": "text", "max_new": 16, "arrive": 0,
+//    "temperature": 0.8, "top_k": 40, "top_p": 0.95, "repetition_penalty": 1.1, "seed": 7, "greedy": true}
+// id (a string, or an integer read as its decimal string), prompt and max_new
+// are required; arrive defaults to 0; the sampling fields have `generate`'s
+// names, ranges and meaning (greedy unless temperature, top_k or top_p is
+// given). Blank lines are skipped.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/arch/model.h"
+#include "model/serving/server.h"
+
+namespace kvscope {
+
+// Throws kvscope::Error "FILE:LINE: ..." naming the field and what was
+// expected: bad JSON, a missing or ill-typed field, an unknown field, a value
+// outside its range, a duplicate id, an empty prompt, a prompt longer than the
+// model's context, a request that could never fit `pool_blocks` blocks of
+// `block` positions, or no request at all.
+std::vector<ServeRequest> parse_requests(const std::string& text, const std::string& file, const Model& model,
+                                         int pool_blocks, int block);
+// The same, from a file (throws naming the file when it cannot be read).
+std::vector<ServeRequest> read_requests(const std::string& path, const Model& model, int pool_blocks, int block);
+
+}  // namespace kvscope

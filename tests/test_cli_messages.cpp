@@ -1,0 +1,119 @@
+// Numbers and words the CLI prints that a user reads literally: sizes in the
+// one unit formatter, the stored size of F16 weights, a --model that is a
+// dangling or looping symbolic link, the prompt's UTF-8 rule, and the flags'
+// help and ranges shared with `render` and the window.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "model/core/units.h"
+#include "model/decoding/setting_ranges.h"
+#include "numpy_ref_util.h"
+
+namespace kvscope {
+namespace {
+
+namespace fs = std::filesystem;
+using testutil::json;
+
+int (*const run)(const std::string&, std::string&, const testutil::TempDir&) = testutil::run_kvscope;
+
+// An F16 GPT-2 file stores 2 bytes a parameter: inspect prints that size.
+TEST(CliMessages, InspectPrintsTheStoredSizeOfF16Weights) {
+  testutil::TempDir tmp("cli-inspect-f16");
+  const std::string dir = testutil::suite_checkpoint("l3h4d48_f16_noprefix");
+  std::string out;
+  ASSERT_EQ(run("inspect --json --model " + dir, out, tmp), 0) << out;
+  const json j = json::parse(out);
+  ASSERT_EQ(j.at("dtype"), "F16");
+  const double n = j.at("n_params").get<double>();
+  ASSERT_EQ(run("inspect --model " + dir, out, tmp), 0) << out;
+  EXPECT_NE(out.find("(" + format_bytes(2 * n) + ", stored F16)"), std::string::npos) << out;
+  EXPECT_EQ(out.find(format_bytes(4 * n)), std::string::npos) << out;
+}
+
+// --ctx's hint sizes the KV cache it would reserve with the unit formatter:
+// 2 (K, V) x layers x K/V width x 4 bytes x positions, never "0 MiB".
+TEST(CliMessages, CtxHintSizesTheKvCacheReadably) {
+  testutil::TempDir tmp("cli-ctx-hint");
+  const std::string dir = tmp / "llama";
+  fs::copy(testutil::llama_suite_dir() + "/llama_gqa1_f32_tied_single", dir, fs::copy_options::recursive);
+  json c = testutil::read_json(dir + "/config.json");
+  c["max_position_embeddings"] = 64;
+  testutil::write_file(dir + "/config.json", c.dump(1));
+  std::string out;
+  ASSERT_EQ(run("generate --prompt 'hello there' --max-new 40 --ctx 16 --model " + dir, out, tmp), 2) << out;
+  const size_t at = out.find("pass --ctx ");
+  ASSERT_NE(at, std::string::npos) << out;
+  const int fit = std::stoi(out.substr(at + 11));
+  const int head_dim = c.at("hidden_size").get<int>() / c.at("num_attention_heads").get<int>();
+  const double bytes =
+      2.0 * c.at("num_hidden_layers").get<int>() * c.at("num_key_value_heads").get<int>() * head_dim * 4 * fit;
+  EXPECT_NE(out.find("(its f32 KV cache takes " + format_bytes(bytes) + ")"), std::string::npos) << out;
+  EXPECT_EQ(out.find(" 0 MiB"), std::string::npos) << out;
+}
+
+// A --model that is a dangling or a looping symbolic link says so (exit 1).
+TEST(CliMessages, ASymlinkModelFolderThatLeadsNowhereIsNamed) {
+  testutil::TempDir tmp("cli-symlink");
+  const std::string dangling = tmp / "dangling", loop = tmp / "loop", missing = tmp / "missing";
+  fs::create_symlink(tmp / "nowhere", dangling);
+  fs::create_symlink(loop, loop);
+  std::string out;
+  EXPECT_EQ(run("generate --prompt hi --model " + dangling, out, tmp), 1) << out;
+  EXPECT_NE(out.find(dangling + ": a symbolic link to " + (tmp / "nowhere") + ", which does not exist"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(run("inspect --model " + loop, out, tmp), 1) << out;
+  EXPECT_NE(out.find(loop + ": a symbolic link to " + loop + " that loops"), std::string::npos) << out;
+  EXPECT_EQ(run("inspect --model " + missing, out, tmp), 1) << out;
+  EXPECT_NE(out.find(missing + ": does not exist"), std::string::npos) << out;
+  EXPECT_EQ(out.find("not a directory"), std::string::npos) << out;
+}
+
+// The prompt rule: nothing is changed silently. GPT-2's byte-level
+// vocab.json keeps an invalid byte (its token is the byte); a tokenizer.json
+// model takes Unicode text, so the prompt is refused naming --prompt and the
+// byte, for every strategy (it never becomes U+FFFD).
+TEST(CliMessages, InvalidUtf8InAPromptFollowsOneRule) {
+  testutil::TempDir tmp("cli-utf8");
+  const std::string gpt2 = testutil::suite_checkpoint("l2h2d32_f32_prefix_buffers");
+  const std::string llama = testutil::llama_suite_dir() + "/llama_gqa1_f32_tied_single";
+  std::string out;
+  ASSERT_EQ(run("generate --json --max-new 1 --prompt \"$(printf 'ab\\377')\" --model " + gpt2, out, tmp), 0) << out;
+  const json prefill = json::parse(out.substr(0, out.find('\n')));
+  EXPECT_EQ(prefill.dump().find("\\ufffd"), std::string::npos) << out;
+  for (const std::string& extra : {std::string(""), std::string(" --beams 2"), " --draft " + llama}) {
+    EXPECT_EQ(run("generate --max-new 1 --prompt \"$(printf 'ab\\377')\" --model " + llama + extra, out, tmp), 2)
+        << extra << out;
+    EXPECT_NE(out.find("--prompt: byte 2 (0xFF) is not valid UTF-8"), std::string::npos) << extra << out;
+  }
+  ASSERT_EQ(run("generate --max-new 1 --prompt 'ab' --model " + llama, out, tmp), 0) << out;
+}
+
+// One definition per setting: `render` and `generate` state and enforce the
+// same --temperature range (model/decoding/setting_ranges.h); eval's --model
+// takes any supported folder.
+TEST(CliMessages, HelpAndRangesAgreeAcrossCommands) {
+  testutil::TempDir tmp("cli-help");
+  std::string out;
+  ASSERT_EQ(run("eval --help", out, tmp), 0) << out;
+  EXPECT_EQ(out.find("GPT-2 folder"), std::string::npos) << out;
+  EXPECT_NE(out.find("Llama/Mistral/Qwen2"), std::string::npos) << out;
+  const RealSetting t = setting::kTemperature;
+  EXPECT_EQ(t.lo, 0.001);
+  EXPECT_EQ(t.hi, 1000.0);
+  for (const char* cmd : {"generate --prompt hi", "render --prompt hi --draft x --out x.png"}) {
+    for (const char* bad : {"0", "0.0005", "1001", "nan"}) {
+      EXPECT_EQ(run(std::string(cmd) + " --temperature " + bad, out, tmp), 2) << cmd << " " << bad << out;
+      EXPECT_NE(out.find("[0.001, 1000]"), std::string::npos) << cmd << " " << bad << out;
+    }
+  }
+  ASSERT_EQ(run("render --help", out, tmp), 0) << out;
+  EXPECT_NE(out.find("[0.001, 1000]"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace kvscope
