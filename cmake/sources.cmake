@@ -13,6 +13,7 @@ set(KVSCOPE_MODEL_SRC
   model/tokenizer/tokenizer_json.cpp
   model/tokenizer/tokenizer_rules.cpp
   model/arch/config.cpp
+  model/arch/hf_cache.cpp
   model/arch/llama_loader.cpp
   model/arch/model.cpp
   model/arch/weight_matrix.cpp

@@ -11,6 +11,7 @@
 #include "app/cli/cli_flags.h"
 #include "app/platform/assets.h"
 #include "app/session/text_scale.h"
+#include "model/arch/hf_cache.h"
 #include "model/arch/model.h"
 #include "model/arch/model_context.h"
 #include "model/core/error.h"
@@ -217,7 +218,7 @@ std::shared_ptr<const Model> load_cli_model(const std::string& dir, int ctx) {
 }
 
 void check_window_context(const std::string& dir, int ctx) {
-  const std::string d = dir.empty() ? default_model_dir() : dir;
+  const std::string d = resolve_model_dir(dir.empty() ? default_model_dir() : dir);
   Config c = load_config((std::filesystem::path(d) / "config.json").string());
   apply_context(c, ctx, d);
 }

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "model/arch/hf_cache.h"
 #include "model/arch/llama_loader.h"
 #include "model/arch/model_context.h"
 #include "model/arch/safetensors.h"
@@ -249,8 +250,9 @@ std::string why_not_a_folder(const std::string& dir) {
 
 }  // namespace
 
-std::shared_ptr<const Model> load_model(const std::string& dir, const LoadControl& control) {
+std::shared_ptr<const Model> load_model(const std::string& dir_or_id, const LoadControl& control) {
   namespace fs = std::filesystem;
+  const std::string dir = resolve_model_dir(dir_or_id);
   const auto t0 = std::chrono::steady_clock::now();
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
@@ -262,6 +264,7 @@ std::shared_ptr<const Model> load_model(const std::string& dir, const LoadContro
   m->dir = dir;
   m->name = fs::path(dir).lexically_normal().filename().string();
   if (m->name.empty()) m->name = fs::path(dir).lexically_normal().parent_path().filename().string();
+  if (dir != dir_or_id) m->name = dir_or_id.substr(dir_or_id.find('/') + 1);  // a hub id: NAME, not the commit
   m->config = load_config((fs::path(dir) / "config.json").string());
   if (control.context > 0) apply_context(m->config, control.context, dir);
   if (m->config.is_llama()) {

@@ -74,8 +74,9 @@ struct LoadControl {
 // model.safetensors.index.json, and tokenizer.json (Llama, Mistral, Qwen2). Checks every tensor's name, dtype, shape
 // and byte range; throws kvscope::Error with the file, tensor, expected and actual on mismatch. Before reading the
 // weights it checks that the file plus the weights kept fit in the memory available, and refuses with a clear
-// message otherwise.
-std::shared_ptr<const Model> load_model(const std::string& dir, const LoadControl& control = {});
+// message otherwise. A Hugging Face id ("ORG/NAME") that is not a folder here is looked up in the local Hugging
+// Face cache (model/arch/hf_cache.h).
+std::shared_ptr<const Model> load_model(const std::string& dir_or_id, const LoadControl& control = {});
 
 // Bytes of memory available to a new allocation (Linux MemAvailable), 0 if unknown.
 uint64_t available_memory_bytes();
