@@ -408,6 +408,28 @@ TEST(DemoWindow, EndsOnTheCameraPresetOrNamesTheVariable) {
   }
 }
 
+// The tour's saved view is written, read back and removed on three distinct
+// frames, whatever the run's length (a short run used to remove the file
+// before the frame's read ran), or not at all when the run is too short.
+TEST(DemoWindow, SavedViewIsReadBackBeforeItIsRemovedInRunsOfAnyLength) {
+  const Snapshot snap;
+  for (int total = 1; total <= 300; ++total) {
+    int save = -1, load = -1;
+    for (int frame = 0; frame < total; ++frame) {
+      for (const UiCommand& c : demo_script(frame, total, snap, "", std::nullopt)) {
+        if (std::holds_alternative<cmd::SaveView>(c)) save = frame;
+        if (std::holds_alternative<cmd::LoadView>(c)) load = frame;
+      }
+    }
+    EXPECT_EQ(save < 0, load < 0) << total;
+    if (total >= 60) EXPECT_GE(save, 0) << total;  // runs of a few seconds keep the step
+    if (save >= 0) {
+      EXPECT_LT(save, load) << total;
+      EXPECT_LT(load + 1, total) << total;  // the frame that removes the file comes after the read
+    }
+  }
+}
+
 // $KVSCOPE_DEMO_VIEW: every view README lists is taken; anything else is
 // named (the scripted run then shows it in the error panel and exits 1).
 TEST(DemoWindow, TakesAKnownViewOrNamesTheVariable) {

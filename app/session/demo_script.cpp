@@ -81,11 +81,17 @@ Commands tour_script(int frame, int total, const Snapshot& snap) {
   if (at(0.93)) cmds.push_back(cmd::Reveal{});
   if (at(0.94)) cmds.push_back(cmd::Predict{});
   if (at(0.95)) cmds.push_back(cmd::Presentation{});
-  if (at(0.96)) cmds.push_back(cmd::SaveView{demo_view_path()});  // a saved view, written and read back
-  if (at(0.97)) cmds.push_back(cmd::LoadView{demo_view_path()});
-  if (at(0.98)) {
-    std::error_code ec;
-    std::filesystem::remove(demo_view_path(), ec);
+  // A saved view, written and read back, then removed: three distinct frames
+  // (the file is removed while the script runs, before that frame's commands),
+  // left out of runs too short to hold them.
+  const int save = static_cast<int>(0.96 * total), load = std::max(static_cast<int>(0.97 * total), save + 1);
+  if (load + 1 < total) {
+    if (frame == save) cmds.push_back(cmd::SaveView{demo_view_path()});
+    if (frame == load) cmds.push_back(cmd::LoadView{demo_view_path()});
+    if (frame == load + 1) {
+      std::error_code ec;
+      std::filesystem::remove(demo_view_path(), ec);
+    }
   }
   if (at(0.25)) cmds.push_back(cmd::ToggleCache{});  // NO CACHE
   if (at(0.35)) cmds.push_back(cmd::SetCamera{CameraPreset::kTop});

@@ -89,6 +89,11 @@ class Tokenizer {
   // Records merge `a b` (vocab entries) at `rank`. Returns -1, or which entry
   // is not in the vocab: 0 (a), 1 (b), 2 (the merged ab).
   int add_merge(const std::string& a, const std::string& b, int rank);
+  // tokenizer.json only: the id tables from (entry, id) of the vocab and the
+  // added tokens; throws naming `origin` (the file) or `mwhere` (its model section).
+  void fill_ids(const std::vector<std::pair<std::string, int>>& entries,
+                const std::vector<std::pair<std::string, int>>& added, Pipeline& pipe, const std::string& origin,
+                const std::string& mwhere);
   std::vector<int> encode_pipeline(const std::string& text) const;
   void encode_piece(const std::string& piece, std::vector<int>& out) const;
 };

@@ -202,7 +202,98 @@ void parse_decoder(const json& d, const std::string& where, Tokenizer::Pipeline&
   }
 }
 
+// tokenizer.json's "added_tokens": each one's (content, id) as written; the
+// pipeline gets them split by whether the normalizer runs over them first,
+// longest first (the order Hugging Face's AddedVocabulary matches them in).
+std::vector<std::pair<std::string, int>> read_added_tokens(const json& j, const std::string& origin,
+                                                           Tokenizer::Pipeline& pipe) {
+  const json& added = j.value("added_tokens", json::array());
+  if (!added.is_array()) throw Error(origin + ": \"added_tokens\" must be a list");
+  std::vector<std::pair<std::string, int>> added_content;  // (content, id) as written
+  for (std::size_t i = 0; i < added.size(); ++i) {
+    const json& a = added[i];
+    const std::string where = origin + ": added_tokens[" + std::to_string(i) + "]";
+    if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || a["id"].get<long long>() < 0 ||
+        a["id"].get<long long>() >= (1 << 24)) {
+      throw Error(where + ": expected {\"id\": 0.., \"content\": \"...\"}");
+    }
+    const std::string content = json_str(a, "content", where);
+    if (content.empty()) throw Error(where + ": empty \"content\"");
+    Tokenizer::Pipeline::Added t{content, a["id"].get<int>(), json_bool(a, "lstrip", where, false),
+                                 json_bool(a, "rstrip", where, false), json_bool(a, "single_word", where, false)};
+    added_content.emplace_back(content, t.id);
+    // As the library defaults it: special tokens are not normalized, others are.
+    if (!json_bool(a, "normalized", where, !json_bool(a, "special", where, false))) {
+      pipe.added.push_back(std::move(t));
+      continue;
+    }
+    if (pipe.normalizer) t.content = pipe.normalizer(t.content);
+    if (!t.content.empty()) pipe.normalized.push_back(std::move(t));
+  }
+  for (auto* set : {&pipe.added, &pipe.normalized}) {
+    std::stable_sort(set->begin(), set->end(),
+                     [](const Tokenizer::Pipeline::Added& x, const Tokenizer::Pipeline::Added& y) {
+                       return x.content.size() > y.content.size();
+                     });
+  }
+  return added_content;
+}
+
 }  // namespace
+
+// The id tables from the vocab's entries and the added tokens: bytes per id,
+// id per vocab entry and per byte string, the byte-fallback and byte-level
+// single-byte ids. (vocab) entries must have unique ids numbered from 0.
+void Tokenizer::fill_ids(const std::vector<std::pair<std::string, int>>& entries,
+                         const std::vector<std::pair<std::string, int>>& added_content, Pipeline& pipe,
+                         const std::string& origin, const std::string& mwhere) {
+  long long max_id = -1;
+  for (const auto& e : entries) max_id = std::max<long long>(max_id, e.second);
+  for (const auto& a : added_content) max_id = std::max<long long>(max_id, a.second);
+  const long long allowed = static_cast<long long>(entries.size() + added_content.size()) + 1024;
+  if (max_id > allowed) {
+    throw Error(origin + ": largest id is " + std::to_string(max_id) + " for " +
+                std::to_string(entries.size() + added_content.size()) +
+                " entries; expected ids numbered from 0 without large gaps");
+  }
+  id_to_bytes_.assign(static_cast<std::size_t>(max_id + 1), std::string());
+  std::vector<bool> used(static_cast<std::size_t>(max_id + 1), false);
+  pipe.fallback_id.fill(-1);
+  for (const auto& [entry, id] : entries) {
+    if (used[static_cast<std::size_t>(id)]) {
+      throw Error(mwhere + ".vocab: id " + std::to_string(id) + " is used by two entries (one is \"" +
+                  escape_invalid_utf8(entry) + "\"); expected unique ids");
+    }
+    used[static_cast<std::size_t>(id)] = true;
+    std::string bytes;
+    const int b = pipe.byte_level ? -1 : byte_token_value(entry);
+    if (pipe.byte_level) {
+      bytes = detail::byte_level_entry_to_bytes(entry);
+    } else if (b >= 0 && pipe.byte_fallback) {
+      bytes = std::string(1, static_cast<char>(b));
+      pipe.fallback_id[static_cast<std::size_t>(b)] = id;
+    } else {
+      bytes = replace_all(entry, "\xE2\x96\x81", " ");
+    }
+    vocab_entry_to_id_.emplace(entry, id);
+    bytes_to_id_.emplace(bytes, id);
+    id_to_bytes_[static_cast<std::size_t>(id)] = std::move(bytes);
+  }
+  for (const auto& [content, id] : added_content) {
+    vocab_entry_to_id_[content] = id;
+    id_to_bytes_[static_cast<std::size_t>(id)] = content;
+  }
+  if (pipe.byte_level) {
+    for (int b = 0; b < 256; ++b) {
+      auto it = vocab_entry_to_id_.find(detail::byte_level_entry(static_cast<unsigned char>(b)));
+      if (it == vocab_entry_to_id_.end()) {
+        throw Error(mwhere + ".vocab: no token for byte " + std::to_string(b) +
+                    "; a byte-level BPE vocab needs all 256 single-byte tokens");
+      }
+      byte_id_[static_cast<std::size_t>(b)] = it->second;
+    }
+  }
+}
 
 // (A field of an unexpected JSON type anywhere below is reported naming the
 // file, like every other error, not as a JSON library message.)
@@ -241,81 +332,8 @@ Tokenizer Tokenizer::from_tokenizer_json(const std::string& json_text, const std
                                      (pipe->byte_fallback ? " with byte fallback" : "");
   std::vector<std::pair<std::string, int>> entries = read_vocab(model, mwhere);
   // Added tokens share the id space (and may repeat vocab entries).
-  const json& added = j.value("added_tokens", json::array());
-  if (!added.is_array()) throw Error(origin + ": \"added_tokens\" must be a list");
-  std::vector<std::pair<std::string, int>> added_content;  // (content, id) as written
-  for (std::size_t i = 0; i < added.size(); ++i) {
-    const json& a = added[i];
-    const std::string where = origin + ": added_tokens[" + std::to_string(i) + "]";
-    if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || a["id"].get<long long>() < 0 ||
-        a["id"].get<long long>() >= (1 << 24)) {
-      throw Error(where + ": expected {\"id\": 0.., \"content\": \"...\"}");
-    }
-    const std::string content = json_str(a, "content", where);
-    if (content.empty()) throw Error(where + ": empty \"content\"");
-    Pipeline::Added t{content, a["id"].get<int>(), json_bool(a, "lstrip", where, false),
-                      json_bool(a, "rstrip", where, false), json_bool(a, "single_word", where, false)};
-    added_content.emplace_back(content, t.id);
-    // As the library defaults it: special tokens are not normalized, others are.
-    if (!json_bool(a, "normalized", where, !json_bool(a, "special", where, false))) {
-      pipe->added.push_back(std::move(t));
-      continue;
-    }
-    if (pipe->normalizer) t.content = pipe->normalizer(t.content);
-    if (!t.content.empty()) pipe->normalized.push_back(std::move(t));
-  }
-  for (auto* set : {&pipe->added, &pipe->normalized}) {
-    std::stable_sort(set->begin(), set->end(), [](const Pipeline::Added& x, const Pipeline::Added& y) {
-      return x.content.size() > y.content.size();
-    });
-  }
-
-  long long max_id = -1;
-  for (const auto& e : entries) max_id = std::max<long long>(max_id, e.second);
-  for (const auto& a : added_content) max_id = std::max<long long>(max_id, a.second);
-  const long long allowed = static_cast<long long>(entries.size() + added_content.size()) + 1024;
-  if (max_id > allowed) {
-    throw Error(origin + ": largest id is " + std::to_string(max_id) + " for " +
-                std::to_string(entries.size() + added_content.size()) +
-                " entries; expected ids numbered from 0 without large gaps");
-  }
-  tok.id_to_bytes_.assign(static_cast<std::size_t>(max_id + 1), std::string());
-  std::vector<bool> used(static_cast<std::size_t>(max_id + 1), false);
-  pipe->fallback_id.fill(-1);
-  for (const auto& [entry, id] : entries) {
-    if (used[static_cast<std::size_t>(id)]) {
-      throw Error(mwhere + ".vocab: id " + std::to_string(id) + " is used by two entries (one is \"" +
-                  escape_invalid_utf8(entry) + "\"); expected unique ids");
-    }
-    used[static_cast<std::size_t>(id)] = true;
-    std::string bytes;
-    const int b = pipe->byte_level ? -1 : byte_token_value(entry);
-    if (pipe->byte_level) {
-      bytes = detail::byte_level_entry_to_bytes(entry);
-    } else if (b >= 0 && pipe->byte_fallback) {
-      bytes = std::string(1, static_cast<char>(b));
-      pipe->fallback_id[static_cast<std::size_t>(b)] = id;
-    } else {
-      bytes = replace_all(entry, "\xE2\x96\x81", " ");
-    }
-    tok.vocab_entry_to_id_.emplace(entry, id);
-    tok.bytes_to_id_.emplace(bytes, id);
-    tok.id_to_bytes_[static_cast<std::size_t>(id)] = std::move(bytes);
-  }
-  for (const auto& [content, id] : added_content) {
-    tok.vocab_entry_to_id_[content] = id;
-    tok.id_to_bytes_[static_cast<std::size_t>(id)] = content;
-  }
-  if (pipe->byte_level) {
-    for (int b = 0; b < 256; ++b) {
-      auto it = tok.vocab_entry_to_id_.find(detail::byte_level_entry(static_cast<unsigned char>(b)));
-      if (it == tok.vocab_entry_to_id_.end()) {
-        throw Error(mwhere + ".vocab: no token for byte " + std::to_string(b) +
-                    "; a byte-level BPE vocab needs all 256 single-byte tokens");
-      }
-      tok.byte_id_[static_cast<std::size_t>(b)] = it->second;
-    }
-  }
+  const std::vector<std::pair<std::string, int>> added_content = read_added_tokens(j, origin, *pipe);
+  tok.fill_ids(entries, added_content, *pipe, origin, mwhere);
   const std::string unk = json_str(model, "unk_token", mwhere);
   if (!unk.empty()) {
     auto it = tok.vocab_entry_to_id_.find(unk);
