@@ -149,6 +149,7 @@ int run_render_command(RenderCommand& c, const AppHooks& hooks) {
   ro.layer = parse_index("--layer", c.layer);
   ro.head = parse_index("--head", c.head);
   ro.kv = kv_settings_or_throw(c.kv);
+  refuse_no_cache_evict(ro.no_cache, ro.kv);
   if (ro.beams > 0 || !ro.draft.empty()) refuse_window(ro.kv, ro.beams > 0 ? "--beams" : "--draft");
   if (!hooks.render) throw Error("this kvscope was built without the renderer (KVSCOPE_GUI=OFF)");
   return hooks.render(ro);
