@@ -736,7 +736,10 @@ def evict_greedy(arch, prompt, n_steps, dtype, rule, budget, n_top=5):
         tokens.append(tok)
     return {"prompt": list(prompt), "n_steps": n_steps, "tokens": tokens, "steps": steps,
             "kv": {"dtype": dtype, "evict": rule, "budget": budget},
-            "min_margin": min(st["margin"] for st in steps), "min_qmargin": qmin, "min_evict_margin": emin}
+            "min_margin": min(st["margin"] for st in steps),
+            # JSON has no infinity: 1 stands for "no decision near a boundary" (as kvref writes it).
+            "min_qmargin": qmin if math.isfinite(qmin) else 1.0,
+            "min_evict_margin": emin if math.isfinite(emin) else 1.0}
 
 
 def evict_reference(arch, vocab_size, dtype, rule, budget, n_prompt, n_steps, seed, attempts=120, prompt=None):
