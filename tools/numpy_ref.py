@@ -13,6 +13,10 @@ Modes
   kvref  --model DIR --kv-dtype D --kv-window W --kv-sinks S --out FILE
          as ref, under a KV cache layout (what the cache stores, which keys
          a query sees), on a random prompt clear of greedy and rounding ties.
+  evref  --model DIR --kv-dtype D --kv-evict tova|h2o --kv-budget N --out FILE
+         prefill + greedy steps under eviction by attention score, each
+         layer's held positions after every forward ("held"), on a random
+         prompt clear of greedy, rounding and eviction ties.
   quant  --dtype q8_0|q4_0 --n N --rows FILE --out FILE
          llama.cpp blocks of raw float32 rows (the byte-exact quantizer test).
   qerr   --dtype f16|q8_0|q4_0 --n N --rows FILE --out FILE
@@ -649,6 +653,152 @@ def kv_reference(cfg, w, kv, n_prompt, n_steps, seed, attempts=120):
                        (n_prompt, MIN_MARGIN, QMARGIN, kv, attempts))
 
 
+# ----------------------------------------------------------------------------
+# Eviction by attention score (TOVA, H2O), per layer, written from the rules
+# (docs/eviction.md) and not from the engine: an incremental float64 forward
+# that keeps, for each layer, the rows it holds as the cache stores them.
+# ----------------------------------------------------------------------------
+
+EVICT_MARGIN = 2e-5  # score gaps between a kept and a dropped position that f32 rounding could flip
+
+
+def evict_keep(rule, budget, held, score):
+    """The positions a layer keeps of `held` (ascending), scores in the dict
+    `score`: TOVA the `budget` best; H2O the floor(budget/2) most recent and
+    the best of the others. Best = higher score, then newer (ties drop the
+    older). Also the gap between the worst kept and best dropped score."""
+    if len(held) <= budget:
+        return list(held), math.inf
+    n_recent = budget // 2 if rule == "h2o" else 0
+    recent = held[len(held) - n_recent:] if n_recent else []
+    older = held[:len(held) - n_recent]
+    ranked = sorted(older, key=lambda p: (-score[p], -p))
+    kept, dropped = ranked[:budget - n_recent], ranked[budget - n_recent:]
+    return sorted(kept + recent), score[kept[-1]] - score[dropped[0]]
+
+
+def evict_attend(q, keys, K, V, score, rule):
+    """One query (H, hd) over the stored rows K[j], V[j] (Hkv, hd) of `keys`;
+    updates `score` with the weights averaged over the query heads. Returns (H * hd)."""
+    H, hd = q.shape
+    Ks, Vs = np.array([K[j] for j in keys]), np.array([V[j] for j in keys])
+    group = H // Ks.shape[1]
+    out, avg = np.zeros(H * hd), np.zeros(len(keys))
+    for h in range(H):
+        a = softmax(Ks[:, h // group, :] @ q[h] / math.sqrt(hd))
+        avg += a / H
+        out[h * hd:(h + 1) * hd] = a @ Vs[:, h // group, :]
+    for j, key in enumerate(keys):
+        score[key] = avg[j] if rule == "tova" else score[key] + avg[j]
+    return out
+
+
+def evict_greedy(arch, prompt, n_steps, dtype, rule, budget, n_top=5):
+    """Prefill + n_steps greedy decode steps under eviction. `arch`: n_layer,
+    embed(ids, pos) -> x, qkv(l, x, pos) -> q (n, H, hd), k, v (n, Hkv, hd),
+    post(l, x, o) -> x, logits(x_row) -> (V)."""
+    L = arch["n_layer"]
+    held = [[] for _ in range(L)]
+    K, V, score = [{} for _ in range(L)], [{} for _ in range(L)], [{} for _ in range(L)]
+    tokens, steps, first = list(prompt), [], 0
+    qmin, emin = math.inf, math.inf
+    for s in range(n_steps + 1):
+        new = list(range(first, len(tokens)))
+        pos = np.array(new)
+        x = arch["embed"]([tokens[p] for p in new], pos)
+        for l in range(L):
+            q, k, v = arch["qkv"](l, x, pos)
+            shape = k.shape[1:]
+            for i, p in enumerate(new):
+                kr, mk = stored_row(k[i].reshape(-1), dtype)
+                vr, mv = stored_row(v[i].reshape(-1), dtype)
+                qmin = min(qmin, mk, mv)
+                K[l][p], V[l][p], score[l][p] = kr.reshape(shape), vr.reshape(shape), 0.0
+                held[l].append(p)
+            o = np.array([evict_attend(q[i], [j for j in held[l] if j <= p], K[l], V[l], score[l], rule)
+                          for i, p in enumerate(new)])
+            x = arch["post"](l, x, o)
+        last = arch["logits"](x[-1])
+        for l in range(L):
+            kept, m = evict_keep(rule, budget, held[l], score[l])
+            emin = min(emin, m)
+            for p in set(held[l]) - set(kept):
+                del K[l][p], V[l][p], score[l][p]
+            held[l] = kept
+        probs = softmax(last)
+        order = np.argsort(-last, kind="stable")
+        tok = int(order[0])
+        steps.append({"index": s, "seq_len": len(tokens), "token": tok, "prob": float(probs[tok]),
+                      "margin": float(last[order[0]] - last[order[1]]),
+                      "top": [[int(t), float(probs[t])] for t in order[:n_top]],
+                      "held": [list(h) for h in held]})
+        first = len(tokens)
+        tokens.append(tok)
+    return {"prompt": list(prompt), "n_steps": n_steps, "tokens": tokens, "steps": steps,
+            "kv": {"dtype": dtype, "evict": rule, "budget": budget},
+            "min_margin": min(st["margin"] for st in steps),
+            # JSON has no infinity: 1 stands for "no decision near a boundary" (as kvref writes it).
+            "min_qmargin": qmin if math.isfinite(qmin) else 1.0,
+            "min_evict_margin": emin if math.isfinite(emin) else 1.0}
+
+
+def evict_reference(arch, vocab_size, dtype, rule, budget, n_prompt, n_steps, seed, attempts=120, prompt=None):
+    """evict_greedy on a random prompt whose greedy choices, quantization
+    decisions and eviction choices are all clear of ties (or on `prompt`,
+    whatever its margins: they are in the result)."""
+    if prompt:
+        return evict_greedy(arch, prompt, n_steps, dtype, rule, budget)
+    rng = np.random.default_rng(seed)
+    for _ in range(attempts):
+        prompt = [int(t) for t in rng.integers(0, vocab_size - 1, size=n_prompt)]
+        ref = evict_greedy(arch, prompt, n_steps, dtype, rule, budget)
+        if (ref["min_margin"] >= MIN_MARGIN and ref["min_qmargin"] >= QMARGIN and
+                ref["min_evict_margin"] >= EVICT_MARGIN):
+            return ref
+    raise RuntimeError("no prompt of %d tokens clear of ties under %s %s budget %d in %d attempts" %
+                       (n_prompt, dtype, rule, budget, attempts))
+
+
+def gpt2_arch(cfg, w):
+    """GPT-2's pieces for evict_greedy."""
+    d, H = cfg["n_embd"], cfg["n_head"]
+    hd, eps = d // H, cfg.get("layer_norm_epsilon", 1e-5)
+
+    def qkv(l, x, pos):
+        p = "h.%d." % l
+        t = layer_norm(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps) @ w[p + "attn.c_attn.weight"]
+        t = t + w[p + "attn.c_attn.bias"]
+        n = x.shape[0]
+        return t[:, :d].reshape(n, H, hd), t[:, d:2 * d].reshape(n, H, hd), t[:, 2 * d:].reshape(n, H, hd)
+
+    def post(l, x, o):
+        p = "h.%d." % l
+        x = x + o @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
+        h2 = layer_norm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
+        return x + gelu_new(h2 @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"]) @ w[p + "mlp.c_proj.weight"] + \
+            w[p + "mlp.c_proj.bias"]
+
+    return {"n_layer": cfg["n_layer"], "qkv": qkv, "post": post,
+            "embed": lambda ids, pos: w["wte.weight"][ids] + w["wpe.weight"][pos],
+            "logits": lambda xr: layer_norm(xr, w["ln_f.weight"], w["ln_f.bias"], eps) @ w["lm_head.weight"].T}
+
+
+def evict_args(p):
+    p.add_argument("--model", required=True)
+    p.add_argument("--kv-dtype", choices=["f32", "f16", "q8_0", "q4_0"], default="f32")
+    p.add_argument("--kv-evict", choices=["tova", "h2o"], required=True)
+    p.add_argument("--kv-budget", type=int, required=True)
+    p.add_argument("--n-prompt", type=int, default=8)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--prompt", help="comma-separated token ids (else a random prompt clear of ties)")
+    p.add_argument("--out", required=True)
+
+
+def evict_prompt(a):
+    return [int(t) for t in a.prompt.split(",") if t.strip()] if a.prompt else None
+
+
 def quantize_file(dtype, n, src, dst):
     """Rows of n float32 values (raw little-endian) -> their blocks, concatenated."""
     rows = np.fromfile(src, dtype="<f4").reshape(-1, n)
@@ -727,6 +877,9 @@ def main(argv):
     qe.add_argument("--rows", required=True, help="raw little-endian float32 rows")
     qe.add_argument("--out", required=True)
 
+    ev = sub.add_parser("evref", help="greedy reference under eviction by score (TOVA / H2O), per layer")
+    evict_args(ev)
+
     s = sub.add_parser("suite", help="the checkpoints + references the C++ tests use")
     s.add_argument("--out", required=True)
     s.add_argument("--only", action="append", help="build only this checkpoint (repeatable)")
@@ -754,6 +907,12 @@ def main(argv):
     elif a.mode == "kvref":
         cfg, w = load_model(a.model)
         ref = kv_reference(cfg, w, kv_of(a), a.n_prompt, a.steps, a.seed)
+        with open(a.out, "w") as f:
+            json.dump(ref, f)
+    elif a.mode == "evref":
+        cfg, w = load_model(a.model)
+        ref = evict_reference(gpt2_arch(cfg, w), cfg["vocab_size"], a.kv_dtype, a.kv_evict, a.kv_budget,
+                              a.n_prompt, a.steps, a.seed, prompt=evict_prompt(a))
         with open(a.out, "w") as f:
             json.dump(ref, f)
     elif a.mode == "quant":

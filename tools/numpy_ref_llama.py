@@ -15,6 +15,8 @@ Modes
          prefill + N greedy steps of the float64 forward, JSON as numpy_ref.py
          writes it, with k and v of shape (layer, R, n_kv_head * head_dim)
          (K after RoPE, as a cache holds it).
+  evref  --model DIR --kv-evict tova|h2o --kv-budget N [--kv-dtype D] --out FILE
+         numpy_ref.py's eviction-by-score reference with this forward.
   suite  --out DIR   the checkpoints the C++ tests use (GQA ratios 1, 2, 3, 4;
          tied and untied; rope_scaling llama3 and linear; Qwen2 biases; a
          Mistral sliding window; explicit head_dim; sharded and single-file;
@@ -280,6 +282,36 @@ def greedy_reference(cfg, w, prompt, n_steps, n_top=20):
             "min_margin": min(st["margin"] for st in steps), "tokens": tokens, "steps": steps}
 
 
+def llama_arch(cfg, w):
+    """The Llama-family pieces for numpy_ref.evict_greedy (eviction by score)."""
+    H, Hkv = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // H
+    eps, inv = cfg.get("rms_norm_eps", 1e-6), inv_freq(cfg)
+
+    def qkv(layer, x, pos):
+        p, n = "model.layers.%d." % layer, x.shape[0]
+        h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
+        proj = {}
+        for name in ("q", "k", "v"):
+            proj[name] = h @ w[p + "self_attn.%s_proj.weight" % name].T
+            if p + "self_attn.%s_proj.bias" % name in w:
+                proj[name] = proj[name] + w[p + "self_attn.%s_proj.bias" % name]
+        posf = pos.astype(np.float64)
+        return (rope(proj["q"].reshape(n, H, hd), posf, inv), rope(proj["k"].reshape(n, Hkv, hd), posf, inv),
+                proj["v"].reshape(n, Hkv, hd))
+
+    def post(layer, x, o):
+        p = "model.layers.%d." % layer
+        x = x + o @ w[p + "self_attn.o_proj.weight"].T
+        h2 = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
+        m = silu(h2 @ w[p + "mlp.gate_proj.weight"].T) * (h2 @ w[p + "mlp.up_proj.weight"].T)
+        return x + m @ w[p + "mlp.down_proj.weight"].T
+
+    return {"n_layer": cfg["num_hidden_layers"], "qkv": qkv, "post": post,
+            "embed": lambda ids, pos: w["model.embed_tokens.weight"][ids],
+            "logits": lambda xr: rms_norm(xr, w["model.norm.weight"], eps) @ w["lm_head.weight"].T}
+
+
 # ----------------------------------------------------------------------------
 # The test suite
 # ----------------------------------------------------------------------------
@@ -364,6 +396,8 @@ def main(argv):
     r.add_argument("--prompt", required=True, help="comma-separated token ids")
     r.add_argument("--steps", type=int, default=20)
     r.add_argument("--out", required=True, help="JSON file ('-' = stdout)")
+    ev = sub.add_parser("evref", help="greedy reference under eviction by score (TOVA / H2O), per layer")
+    base.evict_args(ev)
     s = sub.add_parser("suite", help="the checkpoints + references the C++ tests use")
     s.add_argument("--out", required=True)
     s.add_argument("--only", action="append")
@@ -385,6 +419,12 @@ def main(argv):
         else:
             with open(a.out, "w") as f:
                 json.dump(ref, f)
+    elif a.mode == "evref":
+        cfg, w = load_model(a.model)
+        ref = base.evict_reference(llama_arch(cfg, w), cfg["vocab_size"], a.kv_dtype, a.kv_evict, a.kv_budget,
+                                   a.n_prompt, a.steps, a.seed, prompt=base.evict_prompt(a))
+        with open(a.out, "w") as f:
+            json.dump(ref, f)
     else:
         idx = build_suite(a.out, a.only)
         print(json.dumps({"dir": a.out, "checkpoints": [c["name"] for c in idx]}))

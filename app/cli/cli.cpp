@@ -154,6 +154,7 @@ int run_render_command(RenderCommand& c, const AppHooks& hooks) {
   ro.kv = kv_settings_or_throw(c.kv);
   // As the window: the beams' lanes lie side by side in depth, seen from above.
   if (ro.beams > 0 && c.camera_opt->count() == 0) ro.camera = "top";
+  refuse_no_cache_evict(ro.no_cache, ro.kv);
   if (ro.beams > 0 || !ro.draft.empty()) refuse_window(ro.kv, ro.beams > 0 ? "--beams" : "--draft");
   if (!hooks.render) throw Error("this kvscope was built without the renderer (KVSCOPE_GUI=OFF)");
   return hooks.render(ro);

@@ -249,7 +249,10 @@ void add_bench_command(CLI::App& app, BenchCommand& c) {
 }
 
 int run_bench_command(const BenchCommand& c, const std::function<double(int)>& read_bandwidth) {
-  return cmd_bench(c, kv_settings_or_throw(c.kv), read_bandwidth ? read_bandwidth : read_bandwidth_gb_per_s);
+  const KVSettings kv = kv_settings_or_throw(c.kv);
+  if (kv.evict != KVEvict::kNone)
+    throw UsageError("--kv-evict: not available with bench (it times NO CACHE too, which eviction by score refuses)");
+  return cmd_bench(c, kv, read_bandwidth ? read_bandwidth : read_bandwidth_gb_per_s);
 }
 
 }  // namespace kvscope

@@ -20,6 +20,8 @@ inline constexpr const char* kCtxHelp =
 // A sliding window cannot serve beam search or speculative decoding (forks and
 // rollbacks need positions it evicts): UsageError naming the window flag.
 void refuse_window(const KVSettings& kv, const char* strategy);
+// NO CACHE with eviction by score: a usage error naming both flags.
+void refuse_no_cache_evict(bool no_cache, const KVSettings& kv);
 
 // `generate`: one token at a time, or beam search (--beams) or speculative
 // decoding (--draft).

@@ -14,6 +14,42 @@
 
 namespace kvscope {
 
+namespace {
+
+void add_kv_evict_flags(CLI::App* cmd, KVFlags& f) {
+  f.evict_opt = cmd->add_option("--kv-evict", f.evict,
+                                "Evict by attention score, each layer down to --kv-budget after every forward: "
+                                "tova|h2o (default none)")
+                    ->check(CLI::IsMember({"none", "tova", "h2o"}));
+  f.budget_opt = cmd->add_option("--kv-budget", f.budget, "With --kv-evict: positions each layer keeps (N >= 1)")
+                     ->check(int_in(1, 1 << 20));
+}
+
+// --kv-evict and --kv-budget come together, and not with a window (one eviction rule at a time).
+bool kv_evict_from_flags(const KVFlags& f, KVSettings* s, std::string* problem) {
+  if (!parse_kv_evict(f.evict, &s->evict)) {
+    *problem = "--kv-evict: \"" + f.evict + "\" is not one of none, tova, h2o";
+    return false;
+  }
+  s->budget = s->evict == KVEvict::kNone ? 0 : f.budget;
+  if (s->evict != KVEvict::kNone && f.budget < 1) {
+    *problem = "--kv-evict " + f.evict + ": needs --kv-budget N (positions each layer keeps, N >= 1)";
+    return false;
+  }
+  if (s->evict == KVEvict::kNone && f.budget > 0) {
+    *problem = "--kv-budget: needs --kv-evict tova|h2o (the rule that decides which positions each layer keeps)";
+    return false;
+  }
+  if (s->evict != KVEvict::kNone && (f.window > 0 || f.sinks > 0)) {
+    *problem = std::string("--kv-evict and ") + (f.window > 0 ? "--kv-window" : "--kv-sinks") +
+               ": one eviction rule at a time (drop the window, or the eviction by score)";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void add_kv_flags(CLI::App* cmd, KVFlags& f) {
   f.window_opt =
       cmd->add_option("--kv-window", f.window, "Sliding window: each query sees its last W positions (W >= 1)")
@@ -25,6 +61,7 @@ void add_kv_flags(CLI::App* cmd, KVFlags& f) {
   f.block_opt =
       cmd->add_option("--kv-block", f.block, "Paged cache with B positions per block (1..the model's context)")
           ->check(int_in(1, 1 << 20));
+  add_kv_evict_flags(cmd, f);
 }
 
 bool kv_settings_from_flags(const KVFlags& f, KVSettings* out, std::string* problem) {
@@ -36,6 +73,7 @@ bool kv_settings_from_flags(const KVFlags& f, KVSettings* out, std::string* prob
   s.window = f.window;
   s.sinks = f.sinks;
   s.block = f.block;
+  if (!kv_evict_from_flags(f, &s, problem)) return false;
   if (f.sinks > 0 && f.window == 0) {
     *problem = "--kv-sinks: needs --kv-window W (sinks are kept besides a window; expected 0 <= S < W)";
     return false;

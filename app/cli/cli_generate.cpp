@@ -57,6 +57,7 @@ json step_json(const StepRecord& r, const Tokenizer& tok) {
   j["kv_bytes"] = r.kv_bytes;
   j["kv_positions"] = r.kv_positions;
   j["evicted"] = r.evicted;
+  if (r.kv_layout.evicting()) j["held_by_layer"] = r.kv_held_by_layer;
   if (r.kv_layout.paged()) {
     j["kv_blocks"] = r.kv_blocks;
     j["kv_slots_wasted"] = r.kv_slots_wasted;
@@ -197,7 +198,19 @@ void add_strategy_flags(CLI::App* gen, GenerateCommand& c) {
 
 }  // namespace
 
+void refuse_no_cache_evict(bool no_cache, const KVSettings& kv) {
+  if (no_cache && kv.evict != KVEvict::kNone) {
+    throw UsageError(std::string("--no-cache and --kv-evict ") + to_string(kv.evict) +
+                     ": not supported together (eviction decides each layer's held positions forward by forward, "
+                     "on the cache; see docs/eviction.md)");
+  }
+}
+
 void refuse_window(const KVSettings& kv, const char* strategy) {
+  if (kv.evict != KVEvict::kNone)
+    throw UsageError(std::string("--kv-evict: not available with ") + strategy +
+                     " (forks and rollbacks need positions that eviction by score drops; --kv-dtype and --kv-block "
+                     "combine)");
   if (kv.window > 0 || kv.sinks > 0)
     throw UsageError(std::string(kv.window > 0 ? "--kv-window" : "--kv-sinks") + ": not available with " + strategy +
                      " (forks and rollbacks need positions a sliding window evicts; --kv-dtype and --kv-block "
@@ -224,6 +237,7 @@ void add_generate_command(CLI::App& app, GenerateCommand& c) {
 int run_generate_command(GenerateCommand& c) {
   GenerateArgs& g = c.args;
   g.kv = kv_settings_or_throw(c.kv);
+  refuse_no_cache_evict(g.no_cache, g.kv);
   const bool sampling = c.temperature->count() > 0 || c.top_k->count() > 0 || c.top_p->count() > 0;
   const bool beams = c.beams->count() > 0, draft = c.draft->count() > 0;
   if (!beams && !draft && !c.length_penalty->count() && !c.speculate->count()) return cmd_generate(g, sampling);

@@ -1,5 +1,5 @@
-// The KV cache flags of `generate`, `eval` and `bench` (--kv-window,
-// --kv-sinks, --kv-dtype, --kv-block) and `kvscope eval`: a text's loss
+// The KV cache flags of `generate`, `eval`, `render` and `bench` (--kv-window,
+// --kv-sinks, --kv-dtype, --kv-block, --kv-evict, --kv-budget) and `kvscope eval`: a text's loss
 // under a cache layout, compared with the dense f32 cache.
 #pragma once
 
@@ -14,12 +14,16 @@ struct KVFlags {
   int window = 0, sinks = 0, block = 0;
   std::string dtype = "f32";
   CLI::Option *window_opt = nullptr, *sinks_opt = nullptr, *block_opt = nullptr;
+  std::string evict = "none";  // none|tova|h2o
+  int budget = 0;
+  CLI::Option *evict_opt = nullptr, *budget_opt = nullptr;
 };
 
-// Adds the four flags to `cmd` (each with its range in --help).
+// Adds the flags to `cmd` (each with its range in --help).
 void add_kv_flags(CLI::App* cmd, KVFlags& f);
 // The settings, or a one-line message naming the flag and its accepted
-// range (S >= W, sinks without a window): the caller's usage error.
+// range (S >= W, sinks without a window, an eviction rule without a budget
+// or beside a window): the caller's usage error.
 bool kv_settings_from_flags(const KVFlags& f, KVSettings* out, std::string* problem);
 // The same, throwing that message as a UsageError.
 KVSettings kv_settings_or_throw(const KVFlags& f);

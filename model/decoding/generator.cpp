@@ -41,7 +41,7 @@ std::vector<float> quant_errors(const KVCache& cache, SeqId seq, const ForwardOu
   std::vector<float> err(static_cast<size_t>(lay.n_layer) * n * 4, -1.0f), row(static_cast<size_t>(d));
   for (int l = 0; l < lay.n_layer; ++l) {
     for (int i = 0; i < n; ++i) {
-      const KVSlot at = cache.slot_of(seq, from + i);
+      const KVSlot at = cache.slot_of(seq, l, from + i);
       if (at.block < 0) continue;
       const size_t src = (static_cast<size_t>(l) * out.n_new + (from + i - out.first)) * d;
       float* e = &err[(static_cast<size_t>(l) * n + i) * 4];
@@ -60,6 +60,15 @@ std::vector<float> quant_errors(const KVCache& cache, SeqId seq, const ForwardOu
     }
   }
   return err;
+}
+
+// NO CACHE would recompute every position in one forward, where every query
+// sees every earlier position: under eviction by score the tokens would
+// differ from the cached run's, so the combination is refused.
+void refuse_no_cache(const KVLayout& lay) {
+  if (!lay.evicting()) return;
+  throw Error(std::string("NO CACHE (--no-cache) with --kv-evict ") + to_string(lay.evict) +
+              ": not supported; eviction decides each layer's held positions forward by forward, on the cache");
 }
 
 }  // namespace
@@ -86,6 +95,7 @@ void Generator::start_tokens(const std::vector<int>& prompt, const GenerateOptio
   }
   if (opt.max_new < 1) throw Error("max_new must be at least 1, got " + std::to_string(opt.max_new));
   const KVLayout layout = opt.kv.layout_for(c);  // throws on a bad layout before anything changes
+  if (opt.mode == CacheMode::kNoCache) refuse_no_cache(layout);
   sampler_.set_settings(opt.sampler);
   opt_ = opt;
   tokens_ = prompt;
@@ -180,6 +190,7 @@ ForwardOutput Generator::forward_step(StepRecord& rec) {
     rec.kv_qerr = quant_errors(cache_, seq_, out, std::max(out.first, std::min(computed_upto_, out.seq_len)));
   } else {
     // NO CACHE keeps nothing between steps: the same layout, filled and emptied by this forward.
+    refuse_no_cache(cache_.layout());
     if (seq_ >= 0) cache_.release(seq_);
     seq_ = -1;
     release_kept();
@@ -408,6 +419,9 @@ void Generator::fill_cache_fields(StepRecord& rec) const {
   rec.kv_bytes = cache_.bytes();
   rec.kv_positions = cache_.n_held(seq_);
   rec.kv_held = cache_.positions(seq_);
+  rec.kv_held_by_layer.clear();
+  if (cache_.layout().evicting())
+    for (int l = 0; l < cache_.layout().n_layer; ++l) rec.kv_held_by_layer.push_back(cache_.positions(seq_, l));
   rec.kv_rows = cache_.slots_used();
   const std::vector<SeqId> seqs = cache_.sequences();
   rec.kv_sequences = static_cast<int>(seqs.size());

@@ -77,8 +77,11 @@ struct StepRecord {
   int kv_positions = 0;            // positions held
   int evicted = 0;                 // positions this forward's window evicted
   std::vector<int> kv_held;        // the positions held, ascending
-  int kv_blocks = 0;               // paged: blocks held
-  int kv_slots_wasted = 0;         // paged: allocated slots holding nothing
+  // Eviction by score: (layer) the positions each layer holds, ascending
+  // (kv_held is their union). Empty for other layouts.
+  std::vector<std::vector<int>> kv_held_by_layer;
+  int kv_blocks = 0;        // paged: blocks held
+  int kv_slots_wasted = 0;  // paged: allocated slots holding nothing
   // Paged: for each kv_held position, its block (page id) and how many
   // sequences reference that block (> 1: shared with a fork, copied on first write).
   std::vector<int> kv_held_block, kv_held_refs;

@@ -176,20 +176,30 @@ BatchPlan plan_batch(const Config& c, const std::vector<BatchEntry>& batch, KVCa
   // Room for every new row (blocks allocated, shared ones copied), then what
   // each query reads: runs of the cache, the same for every layer.
   plan.slots.resize(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i)
-    plan.slots[static_cast<size_t>(i)] =
-        cache.append(batch[static_cast<size_t>(i)].seq, batch[static_cast<size_t>(i)].pos);
-  plan.runs.resize(static_cast<size_t>(n));
-  plan.n_keys.assign(static_cast<size_t>(n), 0);
-  plan.run_off.assign(static_cast<size_t>(n) + 1, 0);
   for (int i = 0; i < n; ++i) {
-    std::vector<KVRun>& runs = plan.runs[static_cast<size_t>(i)];
-    cache.visible(batch[static_cast<size_t>(i)].seq, batch[static_cast<size_t>(i)].pos, runs);
-    for (const KVRun& r : runs) plan.n_keys[static_cast<size_t>(i)] += r.n;
-    plan.run_off[static_cast<size_t>(i) + 1] = plan.run_off[static_cast<size_t>(i)] + runs.size();
+    const BatchEntry& e = batch[static_cast<size_t>(i)];
+    plan.seq.push_back(e.seq);
+    plan.pos.push_back(e.pos);
+    plan.slots[static_cast<size_t>(i)] = cache.append(e.seq, e.pos);
+  }
+  plan_runs(cache, plan, 0);
+  return plan;
+}
+
+void plan_runs(const KVCache& cache, BatchPlan& plan, int l) {
+  const size_t n = plan.seq.size();
+  plan.runs.resize(n);
+  plan.n_keys.assign(n, 0);
+  plan.run_off.assign(n + 1, 0);
+  plan.key_off.assign(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<KVRun>& runs = plan.runs[i];
+    cache.visible(plan.seq[i], l, plan.pos[i], runs);
+    for (const KVRun& r : runs) plan.n_keys[i] += r.n;
+    plan.run_off[i + 1] = plan.run_off[i] + runs.size();
+    plan.key_off[i + 1] = plan.key_off[i] + static_cast<size_t>(plan.n_keys[i]);
   }
   plan.rows.resize(plan.run_off.back());
-  return plan;
 }
 
 namespace {
@@ -203,7 +213,11 @@ void store_rows(const Config& c, KVCache& cache, const BatchPlan& plan, int l, c
   for (int i = 0; i < n; ++i) {
     const float* k = rows.k + static_cast<size_t>(i) * rows.kv_stride;
     const float* v = rows.v + static_cast<size_t>(i) * rows.kv_stride;
-    cache.write(l, plan.slots[static_cast<size_t>(i)], k, v);
+    // Evicting by score, each layer keeps its own rows in its own slots.
+    const KVSlot at = cache.layout().evicting()
+                          ? cache.slot_of(plan.seq[static_cast<size_t>(i)], l, plan.pos[static_cast<size_t>(i)])
+                          : plan.slots[static_cast<size_t>(i)];
+    cache.write(l, at, k, v);
     if (taps.kv) {
       const size_t o = (static_cast<size_t>(l) * n + i) * kvd;
       std::copy(k, k + kvd, out.k.begin() + static_cast<std::ptrdiff_t>(o));
@@ -238,6 +252,23 @@ void tap_weights(const BatchPlan& plan, int l, int H, int h, int i, const float*
     for (int j = 0; j < r.n; ++j) dst[r.first_pos + j] = *p++;
 }
 
+// Eviction by score: each entry's weights averaged over the H query heads,
+// handed to the cache in entry order (TOVA keeps its sequence's last query's).
+void observe_weights(KVCache& cache, const BatchPlan& plan, int l, int H) {
+  const size_t total = plan.key_off.back();
+  std::vector<double> avg;
+  for (size_t i = 0; i + 1 < plan.key_off.size(); ++i) {
+    const size_t k0 = plan.key_off[i], nk = plan.key_off[i + 1] - k0;
+    avg.assign(nk, 0.0);
+    for (int h = 0; h < H; ++h) {
+      const float* w = plan.weights.data() + static_cast<size_t>(h) * total + k0;
+      for (size_t k = 0; k < nk; ++k) avg[k] += w[k];
+    }
+    for (double& a : avg) a /= H;
+    cache.observe(plan.seq[i], l, static_cast<int>(nk), avg.data());
+  }
+}
+
 }  // namespace
 
 void store_and_attend(const Config& c, Workspace& ws, KVCache& cache, BatchPlan& plan, int l, const RowsQKV& rows,
@@ -248,9 +279,12 @@ void store_and_attend(const Config& c, Workspace& ws, KVCache& cache, BatchPlan&
   const int group = H / lay.n_kv_head;  // query heads per K/V head
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   store_rows(c, cache, plan, l, rows, taps, out);
+  const bool scored = lay.evicting();
+  if (scored && l > 0) plan_runs(cache, plan, l);
   layer_rows(cache, plan, l);
   int64_t keys = 0;
   for (int len : plan.n_keys) keys += len;
+  if (scored) plan.weights.resize(static_cast<size_t>(H) * plan.key_off.back());
   ws.att.resize(n, qd);
   // Heads are independent and equally costly: one share of heads per thread.
   ws.pool.parallel_for(
@@ -273,10 +307,16 @@ void store_and_attend(const Config& c, Workspace& ws, KVCache& cache, BatchPlan&
                         ws.att.data() + static_cast<size_t>(i) * qd + h * hd);
             if (taps.attention && plan.tap_row[static_cast<size_t>(i)] >= 0)
               tap_weights(plan, l, H, static_cast<int>(h), i, p, out);
+            if (scored)
+              std::copy(
+                  p, p + len,
+                  plan.weights.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(h) * plan.key_off.back() +
+                                                                     plan.key_off[static_cast<size_t>(i)]));
           }
         }
       },
       2 * std::max<int64_t>(keys, n) * qd);
+  if (scored) observe_weights(cache, plan, l, H);
   flops += 4ull * static_cast<uint64_t>(hd) * static_cast<uint64_t>(keys) * static_cast<uint64_t>(H);
 }
 
@@ -372,6 +412,10 @@ ForwardOutput Engine::forward(const std::vector<int>& tokens, int first, KVCache
   if (!cache) {
     if (first != 0) throw Error("forward: without a cache the whole sequence must be computed (first must be 0)");
     const KVLayout lay = layout ? *layout : KVLayout::for_model(c);
+    if (lay.evicting()) {
+      throw Error(std::string("NO CACHE with --kv-evict ") + to_string(lay.evict) +
+                  ": not supported (each layer's held positions are decided forward by forward; run on the cache)");
+    }
     kc = &ws_->scratch;
     if (!kc->ready() || kc->layout() != lay) kc->reset(lay);
     kc->clear();

@@ -28,11 +28,16 @@ struct Workspace {
 
 namespace detail {
 
-// What each entry of a batch writes and reads in the cache (the same for every layer).
+// What each entry of a batch writes and reads in the cache (the same for
+// every layer, except under eviction by score: then refilled per layer).
 struct BatchPlan {
+  std::vector<SeqId> seq;                // (n) entry i's sequence
+  std::vector<int> pos;                  // (n) entry i's position
   std::vector<KVSlot> slots;             // (n) where entry i's K/V row goes
   std::vector<std::vector<KVRun>> runs;  // (n) the cache runs entry i attends to
   std::vector<int> n_keys;               // (n) keys entry i attends to
+  std::vector<size_t> key_off;           // (n + 1) entry i's keys among all entries' keys
+  std::vector<float> weights;            // eviction by score: (head, all keys) this layer's attention weights
   std::vector<size_t> run_off;           // (n + 1) entry i's runs in rows
   std::vector<int> tap_row;              // (n) entry i's row in out.attn, -1 if untapped
   std::vector<KVRowRun> rows;            // every entry's runs as K/V row pointers, refilled per layer
@@ -50,6 +55,9 @@ struct RowsQKV {
 // Sizes out's taps, appends every entry's row to the cache, finds what each reads.
 BatchPlan plan_batch(const Config& c, const std::vector<BatchEntry>& batch, KVCache& cache, const ForwardTaps& taps,
                      ForwardOutput& out);
+
+// Fills plan's runs, key counts and offsets with what each entry reads at layer l.
+void plan_runs(const KVCache& cache, BatchPlan& plan, int l);
 
 // Layer l: stores the K/V rows (and taps them), then every query head of
 // every entry attends over its visible keys (query head h reads K/V head

@@ -81,11 +81,14 @@ KVLayout KVSettings::layout_for(const Config& c) const {
   l.window = window == 0 ? l.window : l.window == 0 ? window : std::min(window, l.window);
   l.sinks = sinks;
   l.block = block;
+  l.evict = evict;
+  l.budget = budget;
   l.validate();
   return l;
 }
 
 int KVLayout::visible_count(int pos) const {
+  if (evicting()) return std::min(pos + 1, budget + 1);
   if (!windowed()) return pos + 1;
   const int lo = std::max(0, pos - window + 1);
   return (pos - lo + 1) + std::min(sinks, lo);
@@ -109,6 +112,14 @@ void KVLayout::validate() const {
   }
   if (block < 0) throw Error("--kv-block: expected a block size of at least 1, got " + std::to_string(block));
   if (rollback < 0) throw Error("KV cache layout: rollback must be 0 or more, got " + std::to_string(rollback));
+  if (evicting() && budget < 1)
+    throw Error("--kv-budget: expected at least 1 position per layer with --kv-evict, got " + std::to_string(budget));
+  if (!evicting() && budget != 0) throw Error("--kv-budget: needs --kv-evict tova|h2o");
+  if (evicting() && windowed()) {
+    throw Error(std::string("--kv-evict ") + to_string(evict) +
+                " and --kv-window: one eviction rule at a time (a window of " + std::to_string(window) +
+                " is set, by the flag or the model's sliding_window: drop one of them)");
+  }
 }
 
 std::string KVLayout::describe() const {
@@ -117,13 +128,15 @@ std::string KVLayout::describe() const {
     s += ", window " + std::to_string(window);
     if (sinks) s += " + " + std::to_string(sinks) + " sinks";
   }
+  if (evicting()) s += std::string(evict == KVEvict::kTova ? ", TOVA" : ", H2O") + " budget " + std::to_string(budget);
   s += paged() ? ", paged B=" + std::to_string(block) : ", contiguous";
   return s;
 }
 
 bool KVLayout::operator==(const KVLayout& o) const {
   return n_layer == o.n_layer && n_kv_head == o.n_kv_head && head_dim == o.head_dim && n_ctx == o.n_ctx &&
-         dtype == o.dtype && window == o.window && sinks == o.sinks && block == o.block && rollback == o.rollback;
+         dtype == o.dtype && window == o.window && sinks == o.sinks && block == o.block && rollback == o.rollback &&
+         evict == o.evict && budget == o.budget;
 }
 
 // --- pool and sequences -------------------------------------------------------
@@ -190,6 +203,11 @@ int KVCache::length(SeqId s) const {
 
 bool KVCache::held(const Sequence& s, int pos) const {
   if (pos < 0 || pos >= s.length) return false;
+  if (layout_.evicting()) {
+    for (const LayerHeld& h : s.layers)
+      if (std::binary_search(h.pos.begin(), h.pos.end(), pos)) return true;
+    return false;
+  }
   return pos >= s.lo || (layout_.windowed() && pos < layout_.sinks);
 }
 
@@ -199,6 +217,7 @@ bool KVCache::holds(SeqId s, int pos) const {
 
 int KVCache::n_held(SeqId s) const {
   const Sequence& q = seq(s);
+  if (layout_.evicting()) return static_cast<int>(positions(s).size());
   const int sink = layout_.windowed() ? std::min(layout_.sinks, std::min(q.lo, q.length)) : 0;
   return sink + std::max(0, q.length - q.lo);
 }
@@ -256,6 +275,7 @@ void KVCache::preallocate_shuffled(int n_blocks, uint32_t seed) {
 bool KVCache::can_truncate(SeqId s, int n) const {
   const Sequence& q = seq(s);
   if (n < 0 || n > q.length) return false;
+  if (layout_.evicting()) return n == q.length;  // what a rollback needs may be evicted
   if (!layout_.windowed()) return true;
   // A query at n sees [n - W + 1, n - 1] (and sinks): those must still be held.
   const int need_lo = std::max(0, n - layout_.window + 1);
@@ -279,6 +299,11 @@ void KVCache::truncate(SeqId s, int n) {
 }
 
 SeqId KVCache::fork(SeqId from, int n) {
+  if (layout_.evicting()) {
+    throw Error(
+        "KV cache: cannot fork a sequence under --kv-evict (each layer has dropped positions a branch "
+        "would need)");
+  }
   if (!can_truncate(from, n)) {
     throw Error("KV cache: cannot fork sequence " + std::to_string(from) + " at " + std::to_string(n) +
                 " (outside its positions, or evicted by the window)");
@@ -359,6 +384,7 @@ KVSlot KVCache::append(SeqId s, int pos) {
     throw Error("KV cache: position " + std::to_string(pos) + " is past the context of " +
                 std::to_string(layout_.n_ctx));
   }
+  if (layout_.evicting()) return append_evicting(q, pos);
   const int B = slots_per_block();
   const size_t bi = static_cast<size_t>(pos / B);
   if (q.table.size() <= bi) q.table.resize(bi + 1, -1);
@@ -426,11 +452,18 @@ void KVCache::read_row(int layer, KVSlot at, bool v, float* out) const {
 KVSlot KVCache::slot_of(SeqId s, int pos) const {
   const Sequence& q = seq(s);
   if (!held(q, pos)) return KVSlot{};
+  if (layout_.evicting()) {
+    for (int l = 0; l < layout_.n_layer; ++l) {
+      const KVSlot at = slot_of(s, l, pos);
+      if (at.block >= 0) return at;
+    }
+  }
   const int B = slots_per_block();
   return KVSlot{q.table[static_cast<size_t>(pos / B)], pos % B};
 }
 
 void KVCache::visible(SeqId s, int pos, std::vector<KVRun>& out) const {
+  if (layout_.evicting()) return visible(s, 0, pos, out);
   out.clear();
   const Sequence& q = seq(s);
   const int B = slots_per_block();
@@ -466,6 +499,11 @@ void KVCache::free_evicted_blocks(Sequence& q) {
 
 int KVCache::commit(SeqId s) {
   Sequence& q = seq(s);
+  if (layout_.evicting()) {
+    const int dropped = drop_to_budget(q);
+    evicted_total_ += static_cast<uint64_t>(dropped);
+    return dropped;
+  }
   if (!layout_.windowed()) return 0;
   const int new_lo = std::max(q.lo, q.length - layout_.window - layout_.rollback);
   int evicted = 0;
@@ -488,12 +526,13 @@ std::vector<KVCell> KVCache::cells() const {
     if (!q.live) continue;
     for (int p = 0; p < q.length; ++p) {
       if (!held(q, p)) continue;
-      const int b = q.table[static_cast<size_t>(p / B)];
-      const size_t key = static_cast<size_t>(b) * B + p % B;
+      const KVSlot at = slot_of(static_cast<SeqId>(si), p);
+      const int b = at.block;
+      const size_t key = static_cast<size_t>(b) * B + static_cast<size_t>(at.slot);
       if (owner.size() <= key) owner.resize(key + 1);
       if (owner[key].empty()) {
         owner[key].push_back(static_cast<int>(out.size()));
-        out.push_back(KVCell{p, b, p % B, {}});
+        out.push_back(KVCell{p, b, at.slot, {}});
       }
       out[static_cast<size_t>(owner[key][0])].seqs.push_back(static_cast<SeqId>(si));
     }
@@ -522,11 +561,22 @@ int KVCache::slots_wasted() const {
 uint64_t KVCache::bytes() const {
   const uint64_t per = layout_.bytes_per_position();
   if (layout_.paged()) return static_cast<uint64_t>(blocks_held()) * static_cast<uint64_t>(layout_.block) * per;
+  if (layout_.evicting()) {
+    uint64_t b = 0;
+    for (SeqId s : sequences()) b += bytes_alone(s);
+    return b;
+  }
   return static_cast<uint64_t>(slots_used()) * per;
 }
 
 uint64_t KVCache::bytes_alone(SeqId s) const {
   const uint64_t per = layout_.bytes_per_position();
+  if (!layout_.paged() && layout_.evicting()) {
+    // Each layer's K and V rows of the positions it holds.
+    uint64_t rows = 0;
+    for (const LayerHeld& h : seq(s).layers) rows += h.pos.size();
+    return rows * 2 * layout_.row_bytes();
+  }
   if (!layout_.paged()) return static_cast<uint64_t>(n_held(s)) * per;
   const std::vector<int>& table = seq(s).table;
   const auto blocks = std::count_if(table.begin(), table.end(), [](int b) { return b >= 0; });

@@ -31,6 +31,18 @@
 // - Paged: each sequence has a block table into a shared pool of blocks of
 //   B positions with reference counts and a free list; copy-on-write on the
 //   first write into a shared block.
+// - Eviction by attention score (evict = TOVA or H2O, budget N): each layer
+//   keeps its own set of at most N positions (bookkeeping the cache owns:
+//   positions(seq, layer), slot_of(seq, layer, pos), visible(seq, layer, ...)).
+//   A forward appends its new rows to every layer, its queries attend over
+//   the layer's held positions <= pos, the engine reports each query's
+//   attention weights averaged over the query heads (observe), and commit()
+//   drops every layer down to N: TOVA keeps the N positions the last query
+//   weighted most; H2O keeps the floor(N/2) most recent held positions and
+//   the rest by weight accumulated over every query so far. Ties drop the
+//   older position. A dropped row's slot is reused by a later position of
+//   that layer; a page no layer uses any more goes back to the pool. Forks
+//   and rollbacks are refused (what a branch would need may be gone).
 // Shapes: a row is n_kv_head * head_dim values (all heads of one position);
 // query head h reads K/V head h / (n_head / n_kv_head).
 #pragma once
@@ -46,6 +58,12 @@
 namespace kvscope {
 
 enum class KVDtype { kF32, kF16, kQ8_0, kQ4_0 };
+// Eviction by attention score: none, TOVA (Oren et al. 2024), H2O (Zhang et al. 2023).
+enum class KVEvict { kNone, kTova, kH2O };
+
+const char* to_string(KVEvict e);  // "none" / "tova" / "h2o"
+// Parses one of the names above; false when unknown.
+bool parse_kv_evict(const std::string& name, KVEvict* out);
 
 const char* to_string(KVDtype d);  // "f32" / "f16" / "q8_0" / "q4_0"
 // Parses one of the names above; false when unknown.
@@ -66,6 +84,8 @@ struct KVLayout {
   // up to this many (speculative decoding's rejected drafts). Queries still
   // see only the window; the extra rows are real memory, counted by bytes().
   int rollback = 0;
+  KVEvict evict = KVEvict::kNone;  // eviction by attention score (not with a window)
+  int budget = 0;                  // with evict: positions each layer keeps after a forward, N >= 1
 
   // The model's dense f32 cache (GPT-2: as many K/V heads as query heads).
   static KVLayout for_model(const Config& c);
@@ -73,7 +93,8 @@ struct KVLayout {
   int kv_dim() const { return n_kv_head * head_dim; }  // values per K (or V) row
   bool paged() const { return block > 0; }
   bool windowed() const { return window > 0; }
-  bool is_default() const { return dtype == KVDtype::kF32 && window == 0 && sinks == 0 && block == 0; }
+  bool evicting() const { return evict != KVEvict::kNone; }
+  bool is_default() const { return dtype == KVDtype::kF32 && window == 0 && sinks == 0 && block == 0 && !evicting(); }
   uint64_t row_bytes() const { return kv_row_bytes(dtype, kv_dim()); }
   // K and V of one position across every layer.
   uint64_t bytes_per_position() const { return 2ull * static_cast<uint64_t>(n_layer) * row_bytes(); }
@@ -90,11 +111,16 @@ struct KVLayout {
 struct KVSettings {
   KVDtype dtype = KVDtype::kF32;
   int window = 0, sinks = 0, block = 0;  // as in KVLayout
+  KVEvict evict = KVEvict::kNone;        // as in KVLayout
+  int budget = 0;
   // The model's layout with these settings (validated: throws kvscope::Error).
   KVLayout layout_for(const Config& c) const;
-  bool is_default() const { return dtype == KVDtype::kF32 && window == 0 && sinks == 0 && block == 0; }
+  bool is_default() const {
+    return dtype == KVDtype::kF32 && window == 0 && sinks == 0 && block == 0 && evict == KVEvict::kNone;
+  }
   bool operator==(const KVSettings& o) const {
-    return dtype == o.dtype && window == o.window && sinks == o.sinks && block == o.block;
+    return dtype == o.dtype && window == o.window && sinks == o.sinks && block == o.block && evict == o.evict &&
+           budget == o.budget;
   }
   bool operator!=(const KVSettings& o) const { return !(*this == o); }
 };
@@ -150,9 +176,15 @@ class KVCache {
   bool has_sequence(SeqId seq) const;
   std::vector<SeqId> sequences() const;
   int length(SeqId seq) const;  // the next position to write
-  int n_held(SeqId seq) const;  // positions held (after eviction)
+  int n_held(SeqId seq) const;  // positions held (after eviction; evicting: by any layer)
   bool holds(SeqId seq, int pos) const;
-  std::vector<int> positions(SeqId seq) const;  // held, ascending
+  std::vector<int> positions(SeqId seq) const;  // held, ascending (evicting: by any layer)
+  // The positions `layer` holds, ascending (every layer holds the same
+  // unless the layout evicts by score).
+  std::vector<int> positions(SeqId seq, int layer) const;
+  // Evicting: the score each of positions(seq, layer) was last ranked by or
+  // will be (TOVA: the last query's weight; H2O: accumulated). Else empty.
+  std::vector<double> scores(SeqId seq, int layer) const;
 
   // --- counters: exact, from what is allocated ---
   // K/V payload and scales held: contiguous layouts count the rows holding
@@ -196,14 +228,22 @@ class KVCache {
   void write(int layer, KVSlot at, const float* k, const float* v);
   // The runs a query of `seq` at `pos` reads, in position order.
   void visible(SeqId seq, int pos, std::vector<KVRun>& out) const;
-  // Ends a forward for `seq`: evicts what no later query can see. Returns
-  // the number of positions evicted.
+  // The same for one layer (evicting layouts: that layer's held positions <= pos).
+  void visible(SeqId seq, int layer, int pos, std::vector<KVRun>& out) const;
+  // Evicting: a query of `seq` attended to the first n_keys of the layer's
+  // held positions (its visible runs) with weights w, averaged over the
+  // query heads. TOVA keeps the weights of the latest query, H2O adds them.
+  void observe(SeqId seq, int layer, int n_keys, const double* w);
+  // Ends a forward for `seq`: evicts what no later query can see (window),
+  // or drops every layer down to the budget (score). Returns the number of
+  // positions evicted (evicting by score: rows dropped, summed over layers).
   int commit(SeqId seq);
   const uint8_t* k_rows(int block, int layer) const { return rows(block, layer, 0); }
   const uint8_t* v_rows(int block, int layer) const { return rows(block, layer, 1); }
   // One stored row dequantized to f32 (for tests and the error-on-hover view).
   void read_row(int layer, KVSlot at, bool v, float* out) const;
-  KVSlot slot_of(SeqId seq, int pos) const;  // {-1, -1} when not held
+  KVSlot slot_of(SeqId seq, int pos) const;             // {-1, -1} when not held (evicting: layer 0's slot)
+  KVSlot slot_of(SeqId seq, int layer, int pos) const;  // where `layer` holds pos; {-1, -1} when not held
 
  private:
   // The pool's memory: slabs of blocks_per_slab() blocks each, laid out
@@ -225,11 +265,20 @@ class KVCache {
     Slab& operator=(const Slab& o);
     Slab& operator=(Slab&&) = default;
   };
+  // Evicting layouts: what one layer of a sequence holds. Slot g of the
+  // sequence is slot g % B of block table[g / B].
+  struct LayerHeld {
+    std::vector<int> pos;       // ascending
+    std::vector<int> slot;      // (pos) where each row lives
+    std::vector<double> score;  // (pos) TOVA: the last query's weight; H2O: accumulated weight
+    std::vector<uint8_t> used;  // (table.size() * B) 1 where a row of this layer lives
+  };
   struct Sequence {
     bool live = false;
     int length = 0;
-    int lo = 0;              // non-sink positions below lo are evicted
-    std::vector<int> table;  // block per `slots_per_block()` positions, -1 = none
+    int lo = 0;                     // non-sink positions below lo are evicted
+    std::vector<int> table;         // block per `slots_per_block()` positions, -1 = none
+    std::vector<LayerHeld> layers;  // (n_layer) evicting layouts only
   };
   int slots_per_block() const { return layout_.paged() ? layout_.block : layout_.n_ctx; }
   // Paged: a full context's blocks per slab; contiguous: one reservation.
@@ -243,6 +292,10 @@ class KVCache {
   void unref(int block);
   bool held(const Sequence& s, int pos) const;
   void free_evicted_blocks(Sequence& s);
+  // Evicting layouts (kv_evict.cpp).
+  KVSlot append_evicting(Sequence& s, int pos);
+  int drop_to_budget(Sequence& s);
+  const LayerHeld& layer_held(const Sequence& s, int layer) const;
 
   KVLayout layout_;
   std::vector<Slab> slabs_;

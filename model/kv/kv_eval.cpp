@@ -18,7 +18,17 @@ std::vector<float> all_logits(Engine& engine, KVCache& cache, const std::vector<
   ForwardTaps taps;
   taps.attention = false;
   taps.kv = false;
-  std::vector<float> logits = engine.forward(batch, cache, taps).logits;
+  std::vector<float> logits;
+  if (cache.layout().evicting()) {
+    // Eviction by score acts after each forward: one position per forward,
+    // as generation runs, so every prediction is made from what survived.
+    for (const BatchEntry& e : batch) {
+      const std::vector<float> row = engine.forward({e}, cache, taps).logits;
+      logits.insert(logits.end(), row.begin(), row.end());
+    }
+  } else {
+    logits = engine.forward(batch, cache, taps).logits;
+  }
   if (bytes) *bytes = cache.bytes();
   cache.clear();
   return logits;

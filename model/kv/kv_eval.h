@@ -22,7 +22,8 @@ struct LayoutScores {
 };
 
 // One forward of `tokens` (2 .. n_ctx of them, ids in the vocabulary) in
-// `cache` (emptied before and after) and, when `dense` is given, another in
+// `cache` (emptied before and after; a layout evicting by score runs one
+// forward per position instead, as generation does) and, when `dense` is given, another in
 // it for the comparisons.
 LayoutScores score_layout(Engine& engine, KVCache& cache, KVCache* dense, const std::vector<int>& tokens);
 
