@@ -38,6 +38,7 @@ namespace {
 using namespace pixel_tests;
 
 TEST_F(RenderPixels, BackgroundAndBlockColoursWhereTheSceneSays) {
+  const Palette& pal = palette_for(false);
   auto h = make_history(6, {CacheMode::kKV, CacheMode::kKV, CacheMode::kKV});
   ViewOptions v;
   v.beams = false;
@@ -48,9 +49,9 @@ TEST_F(RenderPixels, BackgroundAndBlockColoursWhereTheSceneSays) {
   // Above everything: the background colour.
   for (const auto& [x, y] : {std::pair{4, 4}, std::pair{kW - 5, 4}, std::pair{kW / 2, 3}}) {
     const Rgb px = at(img, x, y);
-    EXPECT_NEAR(px.r, palette::kBackground.r, 2.5 / 255) << x << "," << y;
-    EXPECT_NEAR(px.g, palette::kBackground.g, 2.5 / 255) << x << "," << y;
-    EXPECT_NEAR(px.b, palette::kBackground.b, 2.5 / 255) << x << "," << y;
+    EXPECT_NEAR(px.r, pal.background.r, 2.5 / 255) << x << "," << y;
+    EXPECT_NEAR(px.g, pal.background.g, 2.5 / 255) << x << "," << y;
+    EXPECT_NEAR(px.b, pal.background.b, 2.5 / 255) << x << "," << y;
   }
   // Each settled token block's front face shows its colour: prompt tokens
   // dim blue-grey, generated ones amber.
@@ -217,6 +218,7 @@ TEST_F(RenderPixels, GridAndManyBlocksDrawWithoutErrors) {
 // draw them).
 
 TEST_F(TeachPixels, HeatmapCellsShowEveryRowsRealAttentionWeight) {
+  const Palette& pal = palette_for(false);
   // Prompt of 5 then two KV steps: rows 0-4 come from the prefill, row 5 from
   // record 1, row 6 from record 2; 7 positions = 7 bins (one per position).
   const auto h = make_history(5, {CacheMode::kKV, CacheMode::kKV});
@@ -226,7 +228,7 @@ TEST_F(TeachPixels, HeatmapCellsShowEveryRowsRealAttentionWeight) {
   ASSERT_EQ(S, 7);
   HeatmapHit none;
   const auto img = draw2d([&](ImDrawList* dl) {
-    none = draw_heatmap_grid(dl, p0, size, h, 2, -1, -1, ImVec2(-1e9f, -1e9f), ImGui::GetFont(), fs);
+    none = draw_heatmap_grid(dl, p0, size, h, 2, -1, -1, ImVec2(-1e9f, -1e9f), ImGui::GetFont(), fs, palette_for(false));
   });
   EXPECT_EQ(none.layer, -1);
   // The layout draw_heatmap_grid documents: labels, then square cells.
@@ -249,7 +251,7 @@ TEST_F(TeachPixels, HeatmapCellsShowEveryRowsRealAttentionWeight) {
             want = glm::vec3(14, 16, 26) / 255.0f;  // the causal mask: no weight above the diagonal
           } else {
             const float w = r.attention(l, hd, row, k);
-            want = glm::mix(palette::kBackground, palette::kBeam, std::sqrt(w));
+            want = glm::mix(pal.background, pal.beam, std::sqrt(w));
           }
           const float err = std::max({std::abs(got.r - want.r), std::abs(got.g - want.g), std::abs(got.b - want.b)});
           EXPECT_LT(err, 2.5f / 255.0f) << "layer " << l << " head " << hd << " query " << q << " key " << k;
@@ -262,7 +264,7 @@ TEST_F(TeachPixels, HeatmapCellsShowEveryRowsRealAttentionWeight) {
   const ImVec2 m(p0.x + label_w + hd * (cell + gap) + (k + 0.5f) * bs,
                  p0.y + label_h + l * (cell + gap) + (q + 0.5f) * bs);
   HeatmapHit hit;
-  draw2d([&](ImDrawList* dl) { hit = draw_heatmap_grid(dl, p0, size, h, 2, l, hd, m, ImGui::GetFont(), fs); });
+  draw2d([&](ImDrawList* dl) { hit = draw_heatmap_grid(dl, p0, size, h, 2, l, hd, m, ImGui::GetFont(), fs, palette_for(false)); });
   EXPECT_EQ(hit.layer, l);
   EXPECT_EQ(hit.head, hd);
   EXPECT_EQ(hit.query, q);
@@ -271,12 +273,13 @@ TEST_F(TeachPixels, HeatmapCellsShowEveryRowsRealAttentionWeight) {
   EXPECT_FLOAT_EQ(hit.weight, h[2]->attention(l, hd, 0, k));
   // At an earlier step the newer rows are not there yet (an empty, dark cell background).
   const auto early = draw2d([&](ImDrawList* dl) {
-    draw_heatmap_grid(dl, p0, size, h, 0, -1, -1, ImVec2(-1e9f, -1e9f), ImGui::GetFont(), fs);
+    draw_heatmap_grid(dl, p0, size, h, 0, -1, -1, ImVec2(-1e9f, -1e9f), ImGui::GetFont(), fs, palette_for(false));
   });
   (void)early;
 }
 
 TEST_F(TeachPixels, PresentationHudShowsCandidatesUnlessPredicting) {
+  const Palette& pal = palette_for(false);
   auto rec = make_record(3, false, CacheMode::kKV, 7, 1, 8, 0, 5, 42);
   rec->top = {{42, 0.6f}, {7, 0.25f}, {9, 0.1f}, {11, 0.04f}, {13, 0.01f}};
   rec->prob = 0.6f;
@@ -302,9 +305,9 @@ TEST_F(TeachPixels, PresentationHudShowsCandidatesUnlessPredicting) {
   });
   // The other candidates' bars (prompt-token colour) appear only when revealed;
   // the chosen one's bar (new-token colour) too.
-  EXPECT_GT(count(shown, palette::kPromptToken), 100);
-  EXPECT_EQ(count(hidden, palette::kPromptToken), 0);
-  EXPECT_GT(count(shown, palette::kNewToken), count(hidden, palette::kNewToken) + 100);
+  EXPECT_GT(count(shown, pal.prompt_token), 100);
+  EXPECT_EQ(count(hidden, pal.prompt_token), 0);
+  EXPECT_GT(count(shown, pal.new_token), count(hidden, pal.new_token) + 100);
   // The HUD strip along the bottom: its translucent dark fill over the cleared black.
   const Rgb strip = at(shown, kW - 3, kH - 3);
   EXPECT_NEAR(strip.b, 18.0f / 255.0f * 200.0f / 255.0f, 2.0f / 255.0f);

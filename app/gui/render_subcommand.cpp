@@ -172,7 +172,7 @@ void draw_heatmap_panel(ImDrawList* dl, const OverlayFonts& fonts, const std::ve
               "row = query position, column = key, brightness = sqrt(weight); outlined: newest query");
   const float top = pad + fs * 3.0f;
   draw_heatmap_grid(dl, ImVec2(x0 + pad, top), ImVec2(W - x0 - 2 * pad, H - top - pad), records,
-                    static_cast<int>(records.size()) - 1, layer, head, ImVec2(-1e9f, -1e9f), font, fs);
+                    static_cast<int>(records.size()) - 1, layer, head, ImVec2(-1e9f, -1e9f), font, fs, palette_for(false));
 }
 
 void check_view(const Model& model, int layer, int head) {
@@ -371,7 +371,7 @@ int run_render_decode(const RenderOptions& o, std::shared_ptr<const Model> model
     const float W = static_cast<float>(o.width), H = static_cast<float>(o.height);
     const Camera cam = preset_camera(preset, scene, W / H);
     offscreen.target.bind();
-    glClearColor(palette::kBackground.r, palette::kBackground.g, palette::kBackground.b, 1.0f);
+    glClearColor(scene.palette.background.r, scene.palette.background.g, scene.palette.background.b, 1.0f);
     glClear(GL_COLOR_BUFFER_BIT | GL_DEPTH_BUFFER_BIT);
     offscreen.renderer->draw(scene, cam, o.width, o.height);
     OverlayOptions ov;
@@ -484,7 +484,7 @@ struct GenerationFrames {
     const int vw = std::max(1, view_w - static_cast<int>(fr.right));
     const Camera cam = preset_camera(preset, fr.scene, static_cast<float>(vw) / vh);
     offscreen.target.bind();
-    glClearColor(palette::kBackground.r, palette::kBackground.g, palette::kBackground.b, 1.0f);
+    glClearColor(fr.scene.palette.background.r, fr.scene.palette.background.g, fr.scene.palette.background.b, 1.0f);
     glClear(GL_COLOR_BUFFER_BIT | GL_DEPTH_BUFFER_BIT);
     offscreen.renderer->draw(fr.scene, cam, 0, static_cast<int>(fr.overlay.band), vw, static_cast<int>(vh));
     offscreen.imgui->draw([&](ImDrawList* dl, const OverlayFonts& fonts) {

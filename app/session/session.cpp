@@ -283,10 +283,7 @@ void Session::execute(const UiCommand& c, double now) {
                    ui.revealed_step = static_cast<int>(snap.records.size()) - 1;  // what is on screen stays visible
                  },
                  [&](const cmd::Reveal&) { ui.revealed_step = snap.timeline_size() - 1; },
-                 [&](const cmd::Palette&) {
-                   ui.colour_blind = !ui.colour_blind;
-                   palette::set_palette(ui.colour_blind);
-                 },
+                 [&](const cmd::Palette&) { ui.colour_blind = !ui.colour_blind; },
                  [&](const cmd::SaveView& v) { save_view_to(v.path); },
                  [&](const cmd::LoadView& v) { load_view_from(v.path, now); },
                  [&](const cmd::DismissErrors&) { ui.errors.clear(); },

@@ -38,6 +38,7 @@ const char* const kPhaseHeadHelp[] = {
 // --- prefill vs decode ----------------------------------------------------------
 
 Commands panel_phases(const Snapshot& snap, UiState& ui) {
+  const Palette& pal = palette_for(ui.colour_blind);
   Commands cmds;
   const int s = shown_step_or_note(snap, ui);
   if (s < 0) return cmds;
@@ -45,7 +46,7 @@ Commands panel_phases(const Snapshot& snap, UiState& ui) {
   if (rep.has_prefill) {
     char ttft[64];
     std::snprintf(ttft, sizeof ttft, "time to first token: %.2f ms", rep.ttft_ms);
-    text_wrapped_coloured(v4(palette::kPrefill), ttft);  // a narrow column (text scale 2.5) wraps it
+    text_wrapped_coloured(v4(pal.prefill), ttft);  // a narrow column (text scale 2.5) wraps it
     hover_help("The prefill forward over the whole prompt plus choosing the first token.");
     const std::string prompt = "(prompt: " + std::to_string(rep.prompt_tokens) + " tokens)";
     same_line_if_fits(ImGui::CalcTextSize(prompt.c_str()).x);
@@ -58,10 +59,10 @@ Commands panel_phases(const Snapshot& snap, UiState& ui) {
     glm::vec3 colour;
   };
   const Row rows[] = {
-      {"prefill", &rep.prefill, kPrefillExplain, palette::kPrefill},
-      {"decode (KV cache)", &rep.decode, kDecodeExplain, palette::kCacheHigh},
-      {"refill", &rep.refill, kRefillExplain, palette::kRefill},
-      {"no cache", &rep.no_cache, kNoCacheExplain, palette::kRecomputed},
+      {"prefill", &rep.prefill, kPrefillExplain, pal.prefill},
+      {"decode (KV cache)", &rep.decode, kDecodeExplain, pal.cache_high},
+      {"refill", &rep.refill, kRefillExplain, pal.refill},
+      {"no cache", &rep.no_cache, kNoCacheExplain, pal.recomputed},
   };
   // Columns keep their headers' width and the table scrolls sideways when the
   // strip is narrower (text scale 2.5), rather than cutting every header.
@@ -160,9 +161,9 @@ void kv_calc_controls(const KvConfigs& cfg, const std::vector<KvDtype>& dtypes, 
 }
 
 // The selected configuration in words.
-void kv_calc_summary(const KvModelSpec& m, uint64_t tokens, KvDtype dt) {
+void kv_calc_summary(const KvModelSpec& m, uint64_t tokens, KvDtype dt, const Palette& pal) {
   const FitCheck f = check_fit(m, tokens, dt, dt);
-  ImGui::PushStyleColor(ImGuiCol_Text, v4(palette::kCacheHigh));
+  ImGui::PushStyleColor(ImGuiCol_Text, v4(pal.cache_high));
   text_wrapped_wordsf("%s, %s: 2 x %d x %d x %d x %g B = %s/token; x %llu tokens = %s (%s); with weights: %s",
                       m.name.c_str(), to_string(dt), m.layers, m.kv_heads, m.head_dim, dtype_bytes(dt),
                       format_bytes(static_cast<double>(f.bytes_per_token)).c_str(),
@@ -230,6 +231,7 @@ void kv_calc_row(const KvModelSpec& m, int row_id, size_t i, uint64_t tokens, Kv
 }  // namespace
 
 Commands panel_kv_calculator(const Snapshot& snap, UiState& ui) {
+  const Palette& pal = palette_for(ui.colour_blind);
   Commands cmds;
   const KvConfigs& cfg = kv_configs();
   const std::vector<KvDtype>& dtypes = all_kv_dtypes();
@@ -244,7 +246,7 @@ Commands panel_kv_calculator(const Snapshot& snap, UiState& ui) {
   }
   kv_calc_controls(cfg, dtypes, ui);
   if (!cfg.error.empty()) {
-    ImGui::TextColored(v4(palette::kRecomputed), "%s", cfg.error.c_str());
+    ImGui::TextColored(v4(pal.recomputed), "%s", cfg.error.c_str());
     return cmds;
   }
   std::vector<KvModelSpec> specs;
@@ -256,7 +258,7 @@ Commands panel_kv_calculator(const Snapshot& snap, UiState& ui) {
   const uint64_t tokens = static_cast<uint64_t>(std::max(1, ui.kv_context));
   const bool picked = ui.kv_selected >= 0 && ui.kv_selected < static_cast<int>(cfg.specs.size());
   const int sel = picked ? ui.kv_selected + offset : offset > 0 ? 0 : -1;
-  if (sel >= 0) kv_calc_summary(specs[static_cast<size_t>(sel)], tokens, dt);
+  if (sel >= 0) kv_calc_summary(specs[static_cast<size_t>(sel)], tokens, dt, pal);
   const float line = ImGui::GetTextLineHeightWithSpacing();
   // The footnote wraps under the table, which leaves it the rows it needs.
   const std::string note = std::string("weights and cache in ") + to_string(dt) +

@@ -317,9 +317,9 @@ std::string of(int i, int n) {
 
 // Beam search's counters: what the shown step's records say ran. Short
 // names and values: the sidebar is narrow.
-void beam_counters(const Snapshot& snap, int step) {
+void beam_counters(const Snapshot& snap, int step, const Palette& pal) {
   const BeamTotals t = beam_totals(snap.beam_records, step);
-  const ImVec4 cyan = v4(palette::kCacheHigh), green = kGood;
+  const ImVec4 cyan = v4(pal.cache_high), green = kGood;
   counter_row("step", of(t.step, snap.timeline_size() - 1));
   counter_row("running beams", std::to_string(t.running));
   counter_row("finished", std::to_string(t.finished));
@@ -338,9 +338,9 @@ void beam_counters(const Snapshot& snap, int step) {
 }
 
 // Speculative decoding's counters: the model's and the draft's forwards, caches and times.
-void spec_counters(const Snapshot& snap, int step) {
+void spec_counters(const Snapshot& snap, int step, const Palette& pal) {
   const SpecTotals t = spec_totals(snap.spec_iterations, step);
-  const ImVec4 cyan = v4(palette::kCacheHigh), green = kGood, draft = v4(kDraftColour);
+  const ImVec4 cyan = v4(pal.cache_high), green = kGood, draft = v4(kDraftColour);
   counter_row("iteration", of(t.iteration, snap.timeline_size() - 1));
   counter_row("tokens", std::to_string(t.generated));
   counter_row("model forwards", std::to_string(t.target_forwards));
@@ -361,8 +361,9 @@ void spec_counters(const Snapshot& snap, int step) {
 }  // namespace
 
 Commands panel_decode_cache(const Snapshot& snap, UiState& ui) {
+  const Palette& pal = palette_for(ui.colour_blind);
   const bool beam = snap.decoding.mode == DecodeMode::kBeam;
-  text_wrapped_coloured(v4(palette::kCacheHigh), beam ? "KV CACHE, one for all beams" : "KV CACHE in both models");
+  text_wrapped_coloured(v4(pal.cache_high), beam ? "KV CACHE, one for all beams" : "KV CACHE in both models");
   text_wrapped_wordsf("%s", beam ? "The beams share the prompt's K/V and every common prefix (paged: a shared block "
                                    "is copied on its first write). Each step is ONE forward over every beam's new "
                                    "position."
@@ -372,9 +373,9 @@ Commands panel_decode_cache(const Snapshot& snap, UiState& ui) {
   const int step = shown_step_or_note(snap, ui);
   if (step >= 0 && begin_counters("decode_counters")) {
     if (beam)
-      beam_counters(snap, step);
+      beam_counters(snap, step, pal);
     else
-      spec_counters(snap, step);
+      spec_counters(snap, step, pal);
     ImGui::EndTable();
   }
   return {};

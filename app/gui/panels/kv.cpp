@@ -61,10 +61,10 @@ std::string layout_name(const KVLayout& l) {
   return s;
 }
 
-glm::vec3 curve_colour(size_t i, const KVLayout& l) {
+glm::vec3 curve_colour(size_t i, const KVLayout& l, const Palette& pal) {
   if (i == 0) return glm::vec3(0.72f, 0.74f, 0.80f);  // dense f32
-  if (l.windowed()) return l.sinks > 0 ? palette::kSink : palette::kEvicted;
-  return palette::kCacheHigh;
+  if (l.windowed()) return l.sinks > 0 ? pal.sink : pal.evicted;
+  return pal.cache_high;
 }
 
 // Running mean of `v` over `k` positions ending at each one (per-token loss is noisy).
@@ -86,7 +86,7 @@ double mean_from(const std::vector<double>& v, size_t from) {
   return v.size() > from ? s / static_cast<double>(v.size() - from) : 0.0;
 }
 
-void draw_loss_curves(const LayoutScoreResult& res, float height) {
+void draw_loss_curves(const LayoutScoreResult& res, float height, const Palette& pal) {
   constexpr size_t kSmooth = 8;
   const float w = ImGui::GetContentRegionAvail().x;
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
@@ -117,7 +117,7 @@ void draw_loss_curves(const LayoutScoreResult& res, float height) {
     std::vector<ImVec2> pts;
     for (size_t i = 0; i < n; ++i) pts.push_back(pt(i, curves[c][i]));
     dl->AddPolyline(pts.data(), static_cast<int>(pts.size()),
-                    to_imcolor(curve_colour(c, res.request.layouts[c]), 0.95f), 0, c == 0 ? 2.5f : 1.8f);
+                    to_imcolor(curve_colour(c, res.request.layouts[c], pal), 0.95f), 0, c == 0 ? 2.5f : 1.8f);
   }
   char top[32];
   std::snprintf(top, sizeof(top), "%.1f nats", ymax);
@@ -126,7 +126,7 @@ void draw_loss_curves(const LayoutScoreResult& res, float height) {
 
 }  // namespace
 
-void kv_loss_plot(const Snapshot& snap) {
+void kv_loss_plot(const Snapshot& snap, const Palette& pal) {
   static LayoutScorer scorer;  // one background scoring thread for the window
   const StepRecord* r = snap.seq.current.get();
   if (!snap.model || !r) return;
@@ -166,12 +166,12 @@ void kv_loss_plot(const Snapshot& snap) {
         "The generated part of this text was chosen under %s, so it favours that layout; a long prompt "
         "of your own (Custom) compares the layouts on text none of them chose.",
         layout_name(r->kv_layout).c_str());
-  draw_loss_curves(*res, ImGui::GetTextLineHeight() * 6.0f);
+  draw_loss_curves(*res, ImGui::GetTextLineHeight() * 6.0f, pal);
   const KVLayout& run = res->request.layouts.back();
   const size_t from = run.windowed() ? static_cast<size_t>(std::max(0, run.window)) : 0;
   for (size_t i = 0; i < res->scores.size(); ++i) {
     const LayoutScores& sc = res->scores[i];
-    ImGui::TextColored(v4(curve_colour(i, res->request.layouts[i])), "\xE2\x94\x81 %s",
+    ImGui::TextColored(v4(curve_colour(i, res->request.layouts[i], pal)), "\xE2\x94\x81 %s",
                        layout_name(res->request.layouts[i]).c_str());
     ImGui::SameLine();
     if (sc.nll.size() <= from) {

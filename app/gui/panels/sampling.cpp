@@ -131,7 +131,8 @@ void draw_candidate(const Snapshot& snap, const CandidateLayout& l, ImVec2 p, fl
 // The top candidates as bars, each readable whole at any sidebar width
 // (their names above their bars where one row would cut them); clicking
 // one that was not chosen forks the generation there.
-void candidate_bars(const Snapshot& snap, const ExplainCache& ex, const StepRecord& r, Commands& cmds) {
+void candidate_bars(const Snapshot& snap, const ExplainCache& ex, const StepRecord& r, Commands& cmds,
+                    const Palette& pal) {
   const SamplingExplain& e = ex.e;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float w = ImGui::GetContentRegionAvail().x;
@@ -149,12 +150,12 @@ void candidate_bars(const Snapshot& snap, const ExplainCache& ex, const StepReco
     const bool hovered = ImGui::IsItemHovered();
     ImGui::PopID();
     if (hovered) dl->AddRectFilled(ImVec2(p0.x, y), ImVec2(p0.x + w, y + l.row_h), IM_COL32(40, 48, 70, 255), 3.0f);
-    const ImU32 text_col = chosen ? to_imcolor(palette::kNewToken)
+    const ImU32 text_col = chosen ? to_imcolor(pal.new_token)
                            : cut  ? IM_COL32(95, 100, 115, 255)
                                   : IM_COL32(210, 215, 230, 255);
     const ImU32 fill = cut      ? IM_COL32(70, 74, 86, 255)
-                       : chosen ? to_imcolor(palette::kNewToken)
-                                : to_imcolor(palette::kCacheHigh, 0.8f);
+                       : chosen ? to_imcolor(pal.new_token)
+                                : to_imcolor(pal.cache_high, 0.8f);
     draw_candidate(snap, l, ImVec2(p0.x, y), w, b, text_col, fill, would);
     if (hovered) bar_tooltip(snap, b, e, chosen);
     if (clicked && !chosen) cmds.push_back(cmd::Fork{b.token});
@@ -163,7 +164,7 @@ void candidate_bars(const Snapshot& snap, const ExplainCache& ex, const StepReco
 }
 
 // The cumulative bar of what was kept, with the draw that picked the token.
-void kept_mass_bar(const Snapshot& snap, const SamplingExplain& e) {
+void kept_mass_bar(const Snapshot& snap, const SamplingExplain& e, const Palette& pal) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float w = ImGui::GetContentRegionAvail().x;
   const float ch = ImGui::GetTextLineHeight() * 1.3f;
@@ -174,9 +175,9 @@ void kept_mass_bar(const Snapshot& snap, const SamplingExplain& e) {
     const double hi = e.cum_hi[i];
     const float x0 = c0.x + static_cast<float>(lo) * w, x1 = c0.x + static_cast<float>(hi) * w;
     const bool is_pick = e.kept[i] == e.token;
-    const glm::vec3 base = i % 2 ? palette::kCacheLow : palette::kCacheHigh * 0.7f;
+    const glm::vec3 base = i % 2 ? pal.cache_low : pal.cache_high * 0.7f;
     dl->AddRectFilled(ImVec2(x0, c0.y), ImVec2(std::max(x0 + 1, x1), c0.y + ch),
-                      is_pick ? to_imcolor(palette::kNewToken) : to_imcolor(base));
+                      is_pick ? to_imcolor(pal.new_token) : to_imcolor(base));
     if (x1 - x0 > ImGui::CalcTextSize("MMM").x) {
       dl->PushClipRect(ImVec2(x0, c0.y), ImVec2(x1, c0.y + ch), true);
       dl->AddText(ImVec2(x0 + 2, c0.y + ch * 0.1f), is_pick ? IM_COL32(20, 20, 20, 255) : IM_COL32(230, 235, 245, 255),
@@ -222,13 +223,13 @@ void explained_step(const Snapshot& snap, const UiState& ui, int step, const Ste
     text_wrapped_coloured(ImVec4(1.0f, 0.8f, 0.4f, 1), "what if: these settings would pick " + piece_of(snap, e.token) +
                                                            " (from the stored logits)");
   }
-  candidate_bars(snap, ex, r, cmds);
+  candidate_bars(snap, ex, r, cmds, palette_for(ui.colour_blind));
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   ImGui::TextWrapped(
       "outline: before temperature, fill: after; grey: cut (k = top-k, p = top-p); "
       "pen = repetition penalty. Click a token to force it (fork).");
   ImGui::PopStyleColor();
-  kept_mass_bar(snap, e);
+  kept_mass_bar(snap, e, palette_for(ui.colour_blind));
   if (!e.penalized.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     text_wrapped_wordsf("repetition penalty touched %zu tokens of the history", e.penalized.size());
@@ -269,11 +270,12 @@ void sampler_controls(UiState& ui, Commands& cmds) {
 }  // namespace
 
 Commands panel_next_token(const Snapshot& snap, UiState& ui) {
+  const Palette& pal = palette_for(ui.colour_blind);
   if (snap.decoding.mode != DecodeMode::kSample) return panel_decode_step(snap, ui);
   Commands cmds;
   const int step = shown_step_or_note(snap, ui);
   if (step >= 0 && prediction_hidden(snap, ui)) {
-    ImGui::TextColored(v4(palette::kNewToken), "next token: ?");
+    ImGui::TextColored(v4(pal.new_token), "next token: ?");
     ImGui::TextWrapped(
         "Predict mode: guess the next token, then press Enter (or the button) to reveal it and its bars.");
     if (ImGui::Button("Reveal (Enter)", ImVec2(-1, 0))) cmds.push_back(cmd::Reveal{});
