@@ -219,6 +219,7 @@ TEST_F(RenderPixels, GridAndManyBlocksDrawWithoutErrors) {
 
 TEST_F(TeachPixels, HeatmapCellsShowEveryRowsRealAttentionWeight) {
   const Palette& pal = palette_for(false);
+  PanelMemo::Heat memo;  // the binned matrix, kept while the step drawn stays the same
   // Prompt of 5 then two KV steps: rows 0-4 come from the prefill, row 5 from
   // record 1, row 6 from record 2; 7 positions = 7 bins (one per position).
   const auto h = make_history(5, {CacheMode::kKV, CacheMode::kKV});
@@ -228,7 +229,7 @@ TEST_F(TeachPixels, HeatmapCellsShowEveryRowsRealAttentionWeight) {
   ASSERT_EQ(S, 7);
   HeatmapHit none;
   const auto img = draw2d([&](ImDrawList* dl) {
-    none = draw_heatmap_grid(dl, p0, size, h, 2, -1, -1, ImVec2(-1e9f, -1e9f), ImGui::GetFont(), fs, palette_for(false));
+    none = draw_heatmap_grid(dl, p0, size, h, 2, -1, -1, ImVec2(-1e9f, -1e9f), ImGui::GetFont(), fs, pal, memo);
   });
   EXPECT_EQ(none.layer, -1);
   // The layout draw_heatmap_grid documents: labels, then square cells.
@@ -264,7 +265,7 @@ TEST_F(TeachPixels, HeatmapCellsShowEveryRowsRealAttentionWeight) {
   const ImVec2 m(p0.x + label_w + hd * (cell + gap) + (k + 0.5f) * bs,
                  p0.y + label_h + l * (cell + gap) + (q + 0.5f) * bs);
   HeatmapHit hit;
-  draw2d([&](ImDrawList* dl) { hit = draw_heatmap_grid(dl, p0, size, h, 2, l, hd, m, ImGui::GetFont(), fs, palette_for(false)); });
+  draw2d([&](ImDrawList* dl) { hit = draw_heatmap_grid(dl, p0, size, h, 2, l, hd, m, ImGui::GetFont(), fs, pal, memo); });
   EXPECT_EQ(hit.layer, l);
   EXPECT_EQ(hit.head, hd);
   EXPECT_EQ(hit.query, q);
@@ -273,7 +274,7 @@ TEST_F(TeachPixels, HeatmapCellsShowEveryRowsRealAttentionWeight) {
   EXPECT_FLOAT_EQ(hit.weight, h[2]->attention(l, hd, 0, k));
   // At an earlier step the newer rows are not there yet (an empty, dark cell background).
   const auto early = draw2d([&](ImDrawList* dl) {
-    draw_heatmap_grid(dl, p0, size, h, 0, -1, -1, ImVec2(-1e9f, -1e9f), ImGui::GetFont(), fs, palette_for(false));
+    draw_heatmap_grid(dl, p0, size, h, 0, -1, -1, ImVec2(-1e9f, -1e9f), ImGui::GetFont(), fs, pal, memo);
   });
   (void)early;
 }

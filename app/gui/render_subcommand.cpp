@@ -162,6 +162,7 @@ struct OffscreenGl {
 // The heatmap grid right of a `x0`-wide 3D view (`kvscope render --heatmaps`).
 void draw_heatmap_panel(ImDrawList* dl, const OverlayFonts& fonts, const std::vector<RecordPtr>& records, int layer,
                         int head, float x0, float W, float H) {
+  PanelMemo::Heat memo;
   const float pad = 12.0f * std::max(1.0f, H / 720.0f);
   const ImFont* font = fonts.small ? fonts.small : ImGui::GetFont();
   const float fs = font->FontSize;
@@ -172,7 +173,7 @@ void draw_heatmap_panel(ImDrawList* dl, const OverlayFonts& fonts, const std::ve
               "row = query position, column = key, brightness = sqrt(weight); outlined: newest query");
   const float top = pad + fs * 3.0f;
   draw_heatmap_grid(dl, ImVec2(x0 + pad, top), ImVec2(W - x0 - 2 * pad, H - top - pad), records,
-                    static_cast<int>(records.size()) - 1, layer, head, ImVec2(-1e9f, -1e9f), font, fs, palette_for(false));
+                    static_cast<int>(records.size()) - 1, layer, head, ImVec2(-1e9f, -1e9f), font, fs, palette_for(false), memo);
 }
 
 void check_view(const Model& model, int layer, int head) {

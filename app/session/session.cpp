@@ -103,10 +103,28 @@ void Session::sync_shown() {
   snap.seq_version = snap.tree_version;
 }
 
+// The text of the shown step (at most the model's context), under dense
+// f32 and the layouts the Cache panel compares with it.
+void Session::score_kv_layouts() {
+  if (!snap.model || !snap.seq.current) return;
+  const Config& c = snap.model->config;
+  LayoutScoreRequest req;
+  req.model = snap.model;
+  for (const TokenInfo& t : snap.seq.tokens)
+    if (static_cast<int>(req.tokens.size()) < c.n_positions) req.tokens.push_back(t.id);
+  if (req.tokens.size() < 2) return;
+  req.layouts = layouts_to_compare(snap.seq.current->kv_layout, KVLayout::for_model(c));
+  req.at = snap.seq.current;
+  scorer_.request(std::move(req));
+  snap.kv_scoring = true;
+}
+
 void Session::update(double now) {
   for (WorkerEvent& ev : worker_.poll()) take_event(ev, now);
   snap.step_in_flight = worker_.pending() > 0;
   snap.load_progress = worker_.load_progress();
+  snap.kv_scores = scorer_.result();
+  snap.kv_scoring = scorer_.busy();
   // A restored view's step, once generated (or the last one, when the
   // generation stopped before reaching it).
   if (snap.pending_view_step >= 0 && snap.stop != StopReason::kNone && !snap.records.empty() &&
@@ -268,6 +286,7 @@ void Session::execute(const UiCommand& c, double now) {
                  [&](const cmd::LoadModel& m) { load_model(m.dir); },
                  [&](const cmd::CancelLoad&) { worker_.cancel_load(); },
                  [&](const cmd::LoadCheckpoint& c) { load_checkpoint(c.index); },
+                 [&](const cmd::ScoreKvLayouts&) { score_kv_layouts(); },
                  [&](const cmd::Scrub& s) { scrub(s.steps, now); },
                  [&](const cmd::ScrubTo& s) { scrub_to(s.step); },
                  [&](const cmd::Fork& f) { fork(f.token); },

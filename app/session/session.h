@@ -14,6 +14,7 @@
 #include "app/session/commands.h"
 #include "app/session/fitting.h"
 #include "app/session/state.h"
+#include "app/worker/kv_scoring.h"
 #include "app/worker/worker.h"
 #include "render/scene/scene_camera.h"
 
@@ -96,8 +97,10 @@ class Session {
   void set_text_scale(float scale);
   void save_view_to(const std::string& path);
   void load_view_from(const std::string& path, double now);
+  void score_kv_layouts();
 
   EngineWorker worker_;
+  LayoutScorer scorer_;  // the Cache panel's loss plot, started only by cmd::ScoreKvLayouts
   WindowRequests requests_;
   std::string unfitted_origin_;  // a file restored before any model loaded: fitted to the model when one has
 };

@@ -223,7 +223,7 @@ Commands panel_cache(const Snapshot& snap, UiState& ui) {
     ImGui::EndTable();
   }
   kv_layout_section(snap, ui);
-  kv_loss_plot(snap, pal);
+  kv_loss_plot(snap, pal, cmds);
   std::vector<double> per, cum;
   std::vector<CacheMode> modes;
   for (const RecordPtr& rec : snap.records) {

@@ -115,13 +115,9 @@ Commands panel_phases(const Snapshot& snap, UiState& ui) {
 // --- KV memory at real scale ----------------------------------------------------
 
 namespace {
-struct KvConfigs {
-  bool loaded = false;
-  std::vector<KvModelSpec> specs;
-  std::string error;
-};
-const KvConfigs& kv_configs() {
-  static KvConfigs c;
+using KvConfigs = PanelMemo::KvConfigs;
+// The published configurations, read into `c` the first time the calculator is drawn.
+const KvConfigs& kv_configs(KvConfigs& c) {
   if (!c.loaded) {
     c.loaded = true;
     try {
@@ -233,7 +229,7 @@ void kv_calc_row(const KvModelSpec& m, int row_id, size_t i, uint64_t tokens, Kv
 Commands panel_kv_calculator(const Snapshot& snap, UiState& ui) {
   const Palette& pal = palette_for(ui.colour_blind);
   Commands cmds;
-  const KvConfigs& cfg = kv_configs();
+  const KvConfigs& cfg = kv_configs(ui.memo.kv_configs);
   const std::vector<KvDtype>& dtypes = all_kv_dtypes();
   ui.kv_dtype = std::clamp(ui.kv_dtype, 0, static_cast<int>(dtypes.size()) - 1);
   const KvDtype dt = dtypes[static_cast<size_t>(ui.kv_dtype)];

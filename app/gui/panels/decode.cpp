@@ -109,16 +109,11 @@ std::string fixed(const char* f, double v) {
   return buf;
 }
 
-// A shipped model by name, or a path; "" when none is set.
+// A shipped model by name, or a path; "" when none is set. (A few stat calls:
+// the name is read from the file system, through links and relative paths.)
 std::string model_label(const std::string& dir) {
-  // Cached: the name is read from the file system (links, relative paths).
-  static std::string last_dir, last_label;
-  if (dir != last_dir) {
-    const std::string name = shipped_model_name(dir);
-    last_dir = dir;
-    last_label = name.empty() ? dir : name;
-  }
-  return last_label;
+  const std::string name = shipped_model_name(dir);
+  return name.empty() ? dir : name;
 }
 
 // "running: beam search, N = 4, L = 1.00" for the settings a generation runs.
@@ -140,8 +135,8 @@ std::string tail_text(const Snapshot& snap, const std::vector<int>& tokens, int 
 }
 
 // The draft model: one of the shipped models by its name, or another folder.
-void draft_picker(DecodeSettings& d) {
-  static bool other = false;
+// `other`: the folder field is shown rather than the shipped models (UiState::draft_other_folder).
+void draft_picker(DecodeSettings& d, bool& other) {
   const std::string shown = model_label(d.draft_dir);
   const bool shipped = !d.draft_dir.empty() && shown != d.draft_dir;
   ImGui::SetNextItemWidth(-1);
@@ -191,7 +186,7 @@ Commands panel_decoding(const Snapshot& snap, UiState& ui) {
     hover_help("A finished hypothesis scores sum log p / (generated length)^L: L > 0 favours longer ones.");
   } else if (d.mode == DecodeMode::kSpeculative) {
     ImGui::SliderInt("##drafted", &d.k, 1, 16, "drafted K %d");
-    draft_picker(d);
+    draft_picker(d, ui.draft_other_folder);
   }
   ImGui::PopItemWidth();
   const bool changed = d != snap.decoding;

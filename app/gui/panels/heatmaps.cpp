@@ -17,22 +17,11 @@ namespace kvscope {
 
 namespace {
 
-// The binned causal attention matrix of every (layer, head), cached per shown step.
-// Keyed by the record itself (held, so a new record can never reuse its address).
-struct HeatCache {
-  RecordPtr rec;
-  size_t count = 0;
-  int bins = 0, S = 0, L = 0, H = 0;
-  std::vector<float> cell;     // (layer, head, bin_q, bin_k): the largest weight in the bin
-  std::vector<uint8_t> known;  // (bin_q): some row of the bin is held
-  std::vector<int> bin_start;  // (bins + 1): first position of each bin
-};
-
-const HeatCache& heat_matrix(const std::vector<RecordPtr>& records, int step, int max_bins) {
-  static HeatCache c;
+// The binned causal attention matrix of every (layer, head) up to `step`, kept in `c` per shown step.
+const PanelMemo::Heat& heat_matrix(PanelMemo::Heat& c, const std::vector<RecordPtr>& records, int step, int max_bins) {
   const RecordPtr rec = step >= 0 && step < static_cast<int>(records.size()) ? records[step] : nullptr;
   if (c.rec == rec && c.count == records.size() && c.bins == std::min(max_bins, rec ? rec->seq_len : 0)) return c;
-  c = HeatCache();
+  c = PanelMemo::Heat();
   c.rec = rec;
   c.count = records.size();
   if (!rec) return c;
@@ -76,7 +65,7 @@ const HeatCache& heat_matrix(const std::vector<RecordPtr>& records, int step, in
 
 HeatmapHit draw_heatmap_grid(ImDrawList* dl, ImVec2 p0, ImVec2 size, const std::vector<RecordPtr>& records, int step,
                              int sel_layer, int sel_head, ImVec2 mouse, const ImFont* font, float font_size,
-                             const Palette& pal) {
+                             const Palette& pal, PanelMemo::Heat& memo) {
   HeatmapHit hit;
   if (step < 0 || step >= static_cast<int>(records.size())) return hit;
   const StepRecord& rec = *records[step];
@@ -90,7 +79,7 @@ HeatmapHit draw_heatmap_grid(ImDrawList* dl, ImVec2 p0, ImVec2 size, const std::
   // Bins: about one per 3 pixels, and at most ~60k rectangles for the whole grid.
   int max_bins = std::max(2, static_cast<int>(cell / 3.0f));
   max_bins = std::min(max_bins, std::max(4, static_cast<int>(std::sqrt(60000.0 / (L * H)))));
-  const HeatCache& hm = heat_matrix(records, step, max_bins);
+  const PanelMemo::Heat& hm = heat_matrix(memo, records, step, max_bins);
   if (hm.bins == 0) return hit;
   const int B = hm.bins;
   const float bs = cell / static_cast<float>(B);
@@ -165,7 +154,7 @@ Commands panel_heatmaps(const Snapshot& snap, UiState& ui) {
   const bool hovered = ImGui::IsItemHovered();
   const ImVec2 mouse = hovered ? ImGui::GetIO().MousePos : ImVec2(-1e9f, -1e9f);
   const HeatmapHit hit = draw_heatmap_grid(ImGui::GetWindowDrawList(), p0, size, snap.records, s, ui.layer, ui.head,
-                                           mouse, ImGui::GetFont(), ImGui::GetFontSize(), palette_for(ui.colour_blind));
+                                           mouse, ImGui::GetFont(), ImGui::GetFontSize(), palette_for(ui.colour_blind), ui.memo.heat);
   if (hit.layer >= 0) {
     begin_wrapped_tooltip();
     ImGui::Text("layer %d, head %d (click: show its beams)", hit.layer, hit.head);

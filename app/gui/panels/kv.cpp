@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <functional>
 #include <string>
 
 #include "app/gui/panels/panels.h"
@@ -126,33 +125,20 @@ void draw_loss_curves(const LayoutScoreResult& res, float height, const Palette&
 
 }  // namespace
 
-void kv_loss_plot(const Snapshot& snap, const Palette& pal) {
-  static LayoutScorer scorer;  // one background scoring thread for the window
+void kv_loss_plot(const Snapshot& snap, const Palette& pal, Commands& cmds) {
   const StepRecord* r = snap.seq.current.get();
   if (!snap.model || !r) return;
   const ImGuiTreeNodeFlags open = r->kv_layout.windowed() ? ImGuiTreeNodeFlags_DefaultOpen : 0;
   if (!ImGui::CollapsingHeader(header_label("Loss per position vs dense f32", "Loss vs f32").c_str(), open)) return;
-  const Config& c = snap.model->config;
-  LayoutScoreRequest req;
-  req.model = snap.model;
-  for (const TokenInfo& t : snap.seq.tokens)
-    if (static_cast<int>(req.tokens.size()) < c.n_positions) req.tokens.push_back(t.id);
-  req.layouts = layouts_to_compare(r->kv_layout, KVLayout::for_model(c));
-  std::string what;
-  for (int t : req.tokens) what += std::to_string(t) + ",";
-  for (const KVLayout& l : req.layouts) what += l.describe() + ";";
-  req.key = std::hash<std::string>()(what);
-  const auto res = scorer.result();
-  const bool fresh = res && res->request.key == req.key && res->request.model == snap.model;
-  const bool busy = scorer.busy();
+  const LayoutScoreResult* res = snap.kv_scores.get();
+  const bool fresh = res && res->request.at == snap.seq.current && res->request.model == snap.model;
+  const bool busy = snap.kv_scoring;
   ImGui::TextWrapped(
       "Every position of the text on screen scored by the real model under each layout "
       "(-log p of the next token, running mean over 8).");
-  ImGui::BeginDisabled(busy || fresh || req.tokens.size() < 2);
-  if (ImGui::Button(busy ? "scoring on a background thread\xE2\x80\xA6" : "Score this text") ||
-      (!busy && !fresh && snap.stop != StopReason::kNone && req.tokens.size() >= 2 &&
-       (!res || res->request.key != req.key)))
-    scorer.request(req);
+  ImGui::BeginDisabled(busy || fresh || snap.seq.tokens.size() < 2);
+  if (ImGui::Button(busy ? "scoring on a background thread\xE2\x80\xA6" : "Score this text"))
+    cmds.push_back(cmd::ScoreKvLayouts{});
   ImGui::EndDisabled();
   if (!res) return;
   if (!res->error.empty()) {

@@ -21,22 +21,12 @@ bool same_settings(const SamplerSettings& a, const SamplerSettings& b) {
          a.repetition_penalty == b.repetition_penalty;
 }
 
-// The explanation of the shown step, kept while neither the step nor the settings change.
-// Keyed by the record itself (held, so a new record can never reuse its address).
-struct ExplainCache {
-  RecordPtr rec;
-  SamplerSettings settings;
-  bool what_if = false;
-  bool ok = false;
-  std::string error;
-  SamplingExplain e;
-};
-
-const ExplainCache& explain_for(const Snapshot& snap, int step, const SamplerSettings& settings) {
-  static ExplainCache c;
+// The explanation of the shown step, kept in `c` while neither the step nor the settings change.
+const PanelMemo::Explain& explain_for(PanelMemo::Explain& c, const Snapshot& snap, int step,
+                                      const SamplerSettings& settings) {
   const RecordPtr& rec = snap.records[static_cast<size_t>(step)];
   if (c.rec == rec && same_settings(c.settings, settings) && c.settings.seed == settings.seed) return c;
-  c = ExplainCache();
+  c = PanelMemo::Explain();
   c.rec = rec;
   c.settings = settings;
   c.what_if = !same_settings(rec->sampler, settings);
@@ -131,7 +121,7 @@ void draw_candidate(const Snapshot& snap, const CandidateLayout& l, ImVec2 p, fl
 // The top candidates as bars, each readable whole at any sidebar width
 // (their names above their bars where one row would cut them); clicking
 // one that was not chosen forks the generation there.
-void candidate_bars(const Snapshot& snap, const ExplainCache& ex, const StepRecord& r, Commands& cmds,
+void candidate_bars(const Snapshot& snap, const PanelMemo::Explain& ex, const StepRecord& r, Commands& cmds,
                     const Palette& pal) {
   const SamplingExplain& e = ex.e;
   ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -203,8 +193,8 @@ void kept_mass_bar(const Snapshot& snap, const SamplingExplain& e, const Palette
 }
 
 // The shown step's choice, explained by the sampler's trace under the panel's settings.
-void explained_step(const Snapshot& snap, const UiState& ui, int step, const StepRecord& r, Commands& cmds) {
-  const ExplainCache& ex = explain_for(snap, step, ui.sampler);
+void explained_step(const Snapshot& snap, UiState& ui, int step, const StepRecord& r, Commands& cmds) {
+  const PanelMemo::Explain& ex = explain_for(ui.memo.explain, snap, step, ui.sampler);
   char chose[160];
   std::snprintf(chose, sizeof(chose), "step %d chose: %s (%.1f%%)", step, visible_piece(r.piece).c_str(),
                 100.0 * r.prob);
