@@ -184,7 +184,7 @@ struct UiState {
   int revealed_step = -1;  // newest record index the class has seen
   // KV memory calculator.
   int kv_context = 100000;  // tokens
-  int kv_dtype = 1;         // index into all_kv_dtypes(): fp16
+  int kv_dtype = 1;         // index into all_kv_dtypes() (model/kv/kv_cache.h): f16
   int kv_selected = -1;     // highlighted row of the table (-1: the loaded model)
   int bottom_tab = 0;       // 0 branches, 1 phases, 2 KV memory, 3 attention heads, 4 training
   bool select_tab = false;  // make bottom_tab the open tab next frame

@@ -48,10 +48,13 @@ enum class KVDtype { kF32, kF16, kQ8_0, kQ4_0 };
 const char* to_string(KVDtype d);  // "f32" / "f16" / "q8_0" / "q4_0"
 // Parses one of the names above; false when unknown.
 bool parse_kv_dtype(const std::string& name, KVDtype* out);
-// Bytes of one stored row of n values: f32 4n, f16 2n, q8_0 34 per 32
+// Every dtype, in the order above.
+const std::vector<KVDtype>& all_kv_dtypes();
+// Bytes of n values stored as d: f32 4n, f16 2n, q8_0 34 per block of 32
 // values (32 int8 + fp16 scale), q4_0 18 per 32 (16 bytes of nibbles + fp16
-// scale). The block formats need n to be a multiple of 32.
-uint64_t kv_row_bytes(KVDtype d, int n);
+// scale), a last partial block counted whole. A cache row's n is a multiple
+// of 32 for the block formats.
+uint64_t kv_row_bytes(KVDtype d, uint64_t n);
 
 struct KVLayout {
   int n_layer = 0, n_kv_head = 0, head_dim = 0;

@@ -131,7 +131,7 @@ const KvConfigs& kv_configs(KvConfigs& c) {
 
 // The context slider, the dtype and the article's example (32 layers x
 // 4096 wide, fp16, 100K tokens: 512 KiB per token, ~50 GB).
-void kv_calc_controls(const KvConfigs& cfg, const std::vector<KvDtype>& dtypes, UiState& ui) {
+void kv_calc_controls(const KvConfigs& cfg, const std::vector<KVDtype>& dtypes, UiState& ui) {
   // Wide enough that the grab leaves the number's digits clear (a narrow column at text scale 2.5).
   const float avail = ImGui::GetContentRegionAvail().x;
   const float label_w = ImGui::CalcTextSize("tokens").x + ImGui::GetStyle().ItemInnerSpacing.x;
@@ -157,11 +157,11 @@ void kv_calc_controls(const KvConfigs& cfg, const std::vector<KvDtype>& dtypes, 
 }
 
 // The selected configuration in words.
-void kv_calc_summary(const KvModelSpec& m, uint64_t tokens, KvDtype dt, const Palette& pal) {
+void kv_calc_summary(const KvModelSpec& m, uint64_t tokens, KVDtype dt, const Palette& pal) {
   const FitCheck f = check_fit(m, tokens, dt, dt);
   ImGui::PushStyleColor(ImGuiCol_Text, v4(pal.cache_high));
   text_wrapped_wordsf("%s, %s: 2 x %d x %d x %d x %g B = %s/token; x %llu tokens = %s (%s); with weights: %s",
-                      m.name.c_str(), to_string(dt), m.layers, m.kv_heads, m.head_dim, dtype_bytes(dt),
+                      m.name.c_str(), to_string(dt), m.layers, m.kv_heads, m.head_dim, bytes_per_value(dt),
                       format_bytes(static_cast<double>(f.bytes_per_token)).c_str(),
                       static_cast<unsigned long long>(f.cached_positions),
                       format_bytes(static_cast<double>(f.cache_bytes)).c_str(),
@@ -170,12 +170,12 @@ void kv_calc_summary(const KvModelSpec& m, uint64_t tokens, KvDtype dt, const Pa
   ImGui::PopStyleColor();
 }
 
-void kv_calc_row_tooltip(const KvModelSpec& m, const FitCheck& f, KvDtype dt) {
+void kv_calc_row_tooltip(const KvModelSpec& m, const FitCheck& f, KVDtype dt) {
   begin_wrapped_tooltip();
   ImGui::Text("%s: %d layers, %d query heads, %d KV heads (%s), head size %d, width %d, context %d", m.name.c_str(),
               m.layers, m.query_heads, m.kv_heads, m.attention_kind(), m.head_dim, m.hidden, m.context);
   if (m.sliding_window > 0) ImGui::Text("sliding window: the cache holds at most %d positions", m.sliding_window);
-  ImGui::Text("2 x %d x %d x %d x %g B = %s per token", m.layers, m.kv_heads, m.head_dim, dtype_bytes(dt),
+  ImGui::Text("2 x %d x %d x %d x %g B = %s per token", m.layers, m.kv_heads, m.head_dim, bytes_per_value(dt),
               format_bytes(static_cast<double>(f.bytes_per_token)).c_str());
   ImGui::Text("%llu positions cached -> %s (%s)", static_cast<unsigned long long>(f.cached_positions),
               format_bytes(static_cast<double>(f.cache_bytes)).c_str(),
@@ -195,7 +195,7 @@ void fit_cell(bool total, bool cache_only) {
 }
 
 // One table row; `row_id` is the row's index in the published configs (< 0: the loaded model).
-void kv_calc_row(const KvModelSpec& m, int row_id, size_t i, uint64_t tokens, KvDtype dt, UiState& ui) {
+void kv_calc_row(const KvModelSpec& m, int row_id, size_t i, uint64_t tokens, KVDtype dt, UiState& ui) {
   const FitCheck f = check_fit(m, tokens, dt, dt);
   ImGui::TableNextRow();
   const bool sel = row_id == ui.kv_selected && row_id >= 0;
@@ -230,15 +230,15 @@ Commands panel_kv_calculator(const Snapshot& snap, UiState& ui) {
   const Palette& pal = palette_for(ui.colour_blind);
   Commands cmds;
   const KvConfigs& cfg = kv_configs(ui.memo.kv_configs);
-  const std::vector<KvDtype>& dtypes = all_kv_dtypes();
+  const std::vector<KVDtype>& dtypes = all_kv_dtypes();
   ui.kv_dtype = std::clamp(ui.kv_dtype, 0, static_cast<int>(dtypes.size()) - 1);
-  const KvDtype dt = dtypes[static_cast<size_t>(ui.kv_dtype)];
+  const KVDtype dt = dtypes[static_cast<size_t>(ui.kv_dtype)];
   // The loaded model first (its real f32 cache), then the published configs.
   if (snap.model) {
     const Config& c = snap.model->config;
-    text_wrapped_wordsf("%s: %s/token = 2 (K, V) x %d layers x %d heads x %d dims x 4 B (fp32)",
+    text_wrapped_wordsf("%s: %s/token = 2 (K, V) x %d layers x %d KV heads x %d dims x 4 B (f32)",
                         snap.model->name.c_str(), format_bytes(static_cast<double>(kv_bytes_per_position(c))).c_str(),
-                        c.n_layer, c.n_head, c.head_dim());
+                        c.n_layer, c.kv_heads(), c.head_dim());
   }
   kv_calc_controls(cfg, dtypes, ui);
   if (!cfg.error.empty()) {
