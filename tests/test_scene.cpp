@@ -1,7 +1,6 @@
 // The scene builder is a pure function of step records: these tests build
 // records by hand (so every expected number is known independently of the
 // engine) and check what the renderer would be asked to draw.
-#ifdef KVSCOPE_HAVE_SCENE
 
 #include <gtest/gtest.h>
 
@@ -535,4 +534,3 @@ TEST(Format, BalancedLinesKeepTheBannersSeparatorsAtLineEnds) {
 }  // namespace
 }  // namespace kvscope
 
-#endif  // KVSCOPE_HAVE_SCENE

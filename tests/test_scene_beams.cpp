@@ -2,7 +2,6 @@
 // every distinct prefix is drawn once (shared K/V once), each running beam's
 // tip sits on the lane of its rank with its cumulative log-prob as label,
 // pruned branches fade, and the K/V blocks are exactly the rows computed.
-#ifdef KVSCOPE_HAVE_SCENE
 
 #include <gtest/gtest.h>
 
@@ -136,4 +135,3 @@ TEST(SceneBeams, PrunedInTheShownStepFadesWithTheAnimation) {
 }  // namespace
 }  // namespace kvscope
 
-#endif  // KVSCOPE_HAVE_SCENE

@@ -1,8 +1,9 @@
 // The window's controller, GL-free: it owns the engine worker, the snapshot
 // built from the worker's events and the user's choices, and carries out
 // every command (commands.h). The window (gui.cpp) only draws what it holds
-// and forwards what the user asked for; tests/test_session.cpp drives the
-// same object headless against the real worker and engine.
+// and forwards what the user asked for; tests/test_session_decode.cpp,
+// test_session_scoring.cpp, test_training_session.cpp and test_ui_fit.cpp
+// drive the same object headless against the real worker and engine.
 //
 // Time is passed in (seconds on any monotonic clock), so the session never
 // asks GLFW for it.
@@ -57,7 +58,6 @@ class Session {
   void sync_shown();
 
   WindowRequests take_window_requests();
-  int engine_pending() const { return worker_.pending(); }
   bool engine_idle() const { return worker_.pending() == 0; }
   float load_progress() const { return worker_.load_progress(); }
   // New tokens a generation may make: the user's choice, else the default capped by the context.

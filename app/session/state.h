@@ -137,7 +137,7 @@ struct UiState {
   int max_new = 0;  // 0 = fill the context (capped by kDefaultMaxNew)
   // Attention
   int layer = -1, head = -1;
-  float min_weight = 0.005f;
+  float min_weight = kDefaultMinWeight;
   bool beams = true;
   // Sampling (applies from the next step)
   SamplerSettings sampler;

@@ -133,7 +133,6 @@ void KVCache::reset(const KVLayout& layout) {
   layout_ = layout;
   seqs_.clear();
   copies_ = 0;
-  evicted_total_ = 0;
   if (!same_geometry) {
     slabs_.clear();
     refs_.clear();
@@ -443,7 +442,6 @@ int KVCache::commit(SeqId s) {
     if (p >= layout_.sinks) ++evicted;
   q.lo = new_lo;
   free_evicted_blocks(q);
-  evicted_total_ += static_cast<uint64_t>(evicted);
   return evicted;
 }
 

@@ -162,7 +162,6 @@ class KVCache {
   // hold in this dtype (the paged layout's comparison).
   uint64_t contiguous_reservation_bytes() const;
   uint64_t blocks_copied() const { return copies_; }  // copy-on-write copies so far
-  uint64_t evicted_total() const { return evicted_total_; }
   std::vector<KVCell> cells() const;              // every held row, by block then slot
   std::vector<int> block_table(SeqId seq) const;  // paged: block per B positions, -1 = freed
   int block_refs(int block) const;                // sequences referencing a block of the pool
@@ -232,13 +231,7 @@ class KVCache {
   std::vector<int> refs_;  // (block) sequences referencing each block of the pool
   std::vector<int> free_;  // pool indices, taken from the back
   std::vector<Sequence> seqs_;
-  uint64_t copies_ = 0, evicted_total_ = 0;
+  uint64_t copies_ = 0;
 };
-
-// Positions written to sequence 0 (the one-sequence convenience of
-// Engine::forward), 0 before its first forward.
-inline int cached_length(const KVCache& c) {
-  return c.has_sequence(0) ? c.length(0) : 0;
-}
 
 }  // namespace kvscope

@@ -119,6 +119,10 @@ struct Palette {
 // The default colours, or (true) a colour-blind-safe, projector-safe set.
 const Palette& palette_for(bool colour_blind);
 
+// Attention beams below this weight are hidden unless the user asks for them
+// (the window's default and `kvscope render`'s).
+inline constexpr float kDefaultMinWeight = 0.005f;
+
 struct ViewOptions {
   int layer = -1;           // -1 = mean over layers
   int head = -1;            // -1 = mean over heads
