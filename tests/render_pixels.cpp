@@ -265,7 +265,8 @@ TEST_F(TeachPixels, HeatmapCellsShowEveryRowsRealAttentionWeight) {
   const ImVec2 m(p0.x + label_w + hd * (cell + gap) + (k + 0.5f) * bs,
                  p0.y + label_h + l * (cell + gap) + (q + 0.5f) * bs);
   HeatmapHit hit;
-  draw2d([&](ImDrawList* dl) { hit = draw_heatmap_grid(dl, p0, size, h, 2, l, hd, m, ImGui::GetFont(), fs, pal, memo); });
+  draw2d(
+      [&](ImDrawList* dl) { hit = draw_heatmap_grid(dl, p0, size, h, 2, l, hd, m, ImGui::GetFont(), fs, pal, memo); });
   EXPECT_EQ(hit.layer, l);
   EXPECT_EQ(hit.head, hd);
   EXPECT_EQ(hit.query, q);

@@ -533,4 +533,3 @@ TEST(Format, BalancedLinesKeepTheBannersSeparatorsAtLineEnds) {
 
 }  // namespace
 }  // namespace kvscope
-

@@ -134,4 +134,3 @@ TEST(SceneBeams, PrunedInTheShownStepFadesWithTheAnimation) {
 
 }  // namespace
 }  // namespace kvscope
-

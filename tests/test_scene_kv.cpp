@@ -234,4 +234,3 @@ TEST(SceneKv, PagesFrameTheirPositions) {
 
 }  // namespace
 }  // namespace kvscope
-

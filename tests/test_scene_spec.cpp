@@ -82,4 +82,3 @@ TEST(SceneSpec, StagesFollowTheIteration) {
 
 }  // namespace
 }  // namespace kvscope
-

@@ -24,8 +24,9 @@ const std::string& model_dir() {
   static testutil::TempDir dir("session_scoring");
   static const std::string path = [] {
     const std::string p = dir / "model";
-    testutil::run_numpy_ref("make --out " + testutil::shell_quote(p) + " --layers 2 --heads 2 --embd 32 --ctx 48 --seed 31",
-                            dir / "make.log");
+    testutil::run_numpy_ref(
+        "make --out " + testutil::shell_quote(p) + " --layers 2 --heads 2 --embd 32 --ctx 48 --seed 31",
+        dir / "make.log");
     return p;
   }();
   return path;

@@ -143,7 +143,7 @@ TEST(KvCalc, FitChecks) {
   EXPECT_EQ(f.weights_bytes, 141107412992ull);
   EXPECT_FALSE(f.total_fits_80);
   f = check_fit(l70, 8192, KVDtype::kQ4_0, KVDtype::kQ4_0);
-  EXPECT_EQ(f.weights_bytes, 70553706496ull / 32 * 18);          // 141107412992 / 2 params
+  EXPECT_EQ(f.weights_bytes, 70553706496ull / 32 * 18);              // 141107412992 / 2 params
   EXPECT_EQ(f.cache_bytes, 8192ull * 2 * 80 * (8 * 128 / 32 * 18));  // 80 layers, 8 KV heads of 128
   EXPECT_FALSE(f.total_fits_24);
   EXPECT_TRUE(f.total_fits_80);
@@ -193,8 +193,7 @@ TEST(KvCalc, QuantizedCachesCountTheBytesTheCacheStores) {
     opt.max_new = 4;
     opt.kv.dtype = d;
     const auto recs = run(gen, test_prompt(), opt);
-    EXPECT_EQ(recs.back()->kv_bytes, kv_cache_bytes(s, static_cast<uint64_t>(recs.back()->seq_len), d))
-        << to_string(d);
+    EXPECT_EQ(recs.back()->kv_bytes, kv_cache_bytes(s, static_cast<uint64_t>(recs.back()->seq_len), d)) << to_string(d);
   }
 }
 

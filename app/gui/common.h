@@ -24,6 +24,6 @@ inline void leave_a_core_for_rendering() {
   if (cores > 1 && !(chosen && *chosen)) ThreadPool::set_default_threads(static_cast<int>(cores) - 1);
 }
 
-inline constexpr int kRenderSamples = 4;            // MSAA of offscreen renders
+inline constexpr int kRenderSamples = 4;  // MSAA of offscreen renders
 
 }  // namespace kvscope

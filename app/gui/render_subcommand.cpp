@@ -173,7 +173,8 @@ void draw_heatmap_panel(ImDrawList* dl, const OverlayFonts& fonts, const std::ve
               "row = query position, column = key, brightness = sqrt(weight); outlined: newest query");
   const float top = pad + fs * 3.0f;
   draw_heatmap_grid(dl, ImVec2(x0 + pad, top), ImVec2(W - x0 - 2 * pad, H - top - pad), records,
-                    static_cast<int>(records.size()) - 1, layer, head, ImVec2(-1e9f, -1e9f), font, fs, palette_for(false), memo);
+                    static_cast<int>(records.size()) - 1, layer, head, ImVec2(-1e9f, -1e9f), font, fs,
+                    palette_for(false), memo);
 }
 
 void check_view(const Model& model, int layer, int head) {

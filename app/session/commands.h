@@ -85,8 +85,7 @@ using UiCommand =
                  cmd::LoadModel, cmd::CancelLoad, cmd::Scrub, cmd::ScrubTo, cmd::Fork, cmd::SelectBranch,
                  cmd::SelectHead, cmd::Presentation, cmd::Predict, cmd::Reveal, cmd::Palette, cmd::SaveView,
                  cmd::LoadView, cmd::DismissErrors, cmd::TogglePanels, cmd::SetCamera, cmd::Fit, cmd::Screenshot,
-                 cmd::Fullscreen, cmd::TextScale, cmd::LoadCheckpoint, cmd::SetDecoding,
-                 cmd::ScoreKvLayouts>;
+                 cmd::Fullscreen, cmd::TextScale, cmd::LoadCheckpoint, cmd::SetDecoding, cmd::ScoreKvLayouts>;
 using Commands = std::vector<UiCommand>;
 
 }  // namespace kvscope

@@ -162,9 +162,9 @@ class KVCache {
   // hold in this dtype (the paged layout's comparison).
   uint64_t contiguous_reservation_bytes() const;
   uint64_t blocks_copied() const { return copies_; }  // copy-on-write copies so far
-  std::vector<KVCell> cells() const;              // every held row, by block then slot
-  std::vector<int> block_table(SeqId seq) const;  // paged: block per B positions, -1 = freed
-  int block_refs(int block) const;                // sequences referencing a block of the pool
+  std::vector<KVCell> cells() const;                  // every held row, by block then slot
+  std::vector<int> block_table(SeqId seq) const;      // paged: block per B positions, -1 = freed
+  int block_refs(int block) const;                    // sequences referencing a block of the pool
 
   // For tests of the paged pool: grows the free list to at least n blocks and
   // shuffles it (rows of one sequence then land in scattered blocks).

@@ -109,8 +109,7 @@ std::vector<LegendEntry> legend_entries(const Scene& scene, bool terse) {
     entries.push_back({1, pal.cache_high, "K/V held in the cache (height, colour = |K|)"});
   if (prefill) entries.push_back({0, pal.prefill, "prefill: all prompt K/V in one pass"});
   if (refill) entries.push_back({0, pal.refill, "refill: cache rebuilt in one pass"});
-  if (fresh || (dropped && !scene.rolled_back))
-    entries.push_back({0, pal.new_kv, "K/V computed for the first time"});
+  if (fresh || (dropped && !scene.rolled_back)) entries.push_back({0, pal.new_kv, "K/V computed for the first time"});
   if (scene.drafts) entries.push_back({0, kDraftColour, "drafted by the draft model, not yet verified"});
   if (scene.rolled_back) entries.push_back({4, pal.recomputed, "rejected draft: its K/V rolled back"});
   if (recomputed) entries.push_back({4, pal.recomputed, "recomputed, then thrown away (NO CACHE)"});

@@ -255,7 +255,6 @@ struct Scene {
   Palette palette = palette_for(false);  // the colours it was built with (the legend and background use them)
 };
 
-
 // The attention weight of the newest query row for key `key`, for a layer /
 // head or the mean (-1) over them.
 float attention_weight(const StepRecord& rec, int layer, int head, int key);

@@ -177,8 +177,7 @@ void add_node_kv(Scene& s, const BeamDraw& d, const BeamNode& n, float vis) {
     const float h = L.kv_h * 0.8f;
     b.center = L.kv_center(n.pos, l, h) + glm::vec3(0.0f, 0.0f, d.z_of(n));
     b.size = {L.block_w, h, L.block_w};
-    b.colour = with_alpha(newest ? pal.new_kv : glm::mix(pal.cache_low, pal.cache_high, 0.6f),
-                          n.alive ? 1.0f : vis);
+    b.colour = with_alpha(newest ? pal.new_kv : glm::mix(pal.cache_low, pal.cache_high, 0.6f), n.alive ? 1.0f : vis);
     b.state = newest ? KvState::kNew : KvState::kResident;
     s.kv.push_back(b);
   }

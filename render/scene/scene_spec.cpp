@@ -113,8 +113,7 @@ void add_committed_tokens(Scene& s, const std::vector<SpecIterationPtr>& its, si
   for (size_t i = 0; i + 1 < count; ++i)
     for (const std::string& p : its[i]->emitted_pieces) pieces.push_back(p);
   for (int p = 0; p < it.first; ++p) {
-    const BlockInstance b =
-        token_block(L, p, it.n_target_layers, p < P ? pal.prompt_token : pal.generated_token, 1.0f);
+    const BlockInstance b = token_block(L, p, it.n_target_layers, p < P ? pal.prompt_token : pal.generated_token, 1.0f);
     s.tokens.push_back(b);
     s.labels.push_back(piece_label(b, pieces[static_cast<size_t>(p)],
                                    p < P ? glm::vec3(0.70f, 0.76f, 0.88f) : glm::vec3(1.0f, 0.80f, 0.45f), 1.0f));
@@ -145,8 +144,8 @@ Label draft_tag(const SpecIteration& it, int i, const SpecStages& st, bool accep
                   (st.verifying ? fmt2("p %.2f q %.2f", d.p, d.q) : fmt2("q %.2f", d.q, 0.0));
   pq.anchor = L.token_center(pq.pos, it.n_target_layers) + glm::vec3(0.0f, L.token_h * 0.5f + 0.12f, 0.0f);
   // The verdict of the tested, rejected token stays readable after it fell.
-  pq.colour = glm::vec4(accepted ? pal.new_kv : (rejected ? pal.recomputed : kDraftColour),
-                        rejected && tested ? 1.0f : a);
+  pq.colour =
+      glm::vec4(accepted ? pal.new_kv : (rejected ? pal.recomputed : kDraftColour), rejected && tested ? 1.0f : a);
   return pq;
 }
 

@@ -121,8 +121,7 @@ Commands panel_branches(const Snapshot& snap, UiState& ui) {
       "Click a candidate in the Next-token panel to force it at the shown step: generation forks there. "
       "Click a branch to return to it.");
   const uint64_t saved = snap.tree.flops_saved_total();
-  text_wrapped_coloured(v4(pal.cache_high),
-                        "FLOPs saved by reusing the KV cache at forks: " + format_flops(saved));
+  text_wrapped_coloured(v4(pal.cache_high), "FLOPs saved by reusing the KV cache at forks: " + format_flops(saved));
   const Branch& cur = snap.tree.current_branch();
   if (cur.parent >= 0) {
     const ForkCost& f = cur.fork;
