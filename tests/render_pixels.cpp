@@ -504,7 +504,6 @@ TEST_F(TeachPixels, HoverTooltipsStayInsideTheWindow) {
 // lane per beam. With KVSCOPE_SHOT_DIR set the frames are saved as PNG.
 TEST_F(RenderPixels, BeamTreeLanesAreDrawn) {
   const BeamRun run = beam_run(8);
-  if (!run.model) GTEST_SKIP() << "MODEL not set (tests/gui_render_pixels.sh sets it)";
   const std::vector<BeamRecordPtr>& recs = run.recs;
   ASSERT_GE(recs.size(), 3u);
   const size_t shown = recs.size() - 1;  // beams still running
@@ -530,14 +529,11 @@ TEST_F(RenderPixels, BeamTreeLanesAreDrawn) {
   }
 }
 
-// Every iteration of a sampled K = 4 speculative run of the shipped pair
-// ($MODEL and the draft beside it) on "Once upon a time"; empty without them.
-std::vector<SpecIterationPtr> shipped_pair_iterations(int max_new, uint64_t seed) {
-  const char* dir = std::getenv("MODEL");
-  const std::string draft_dir = std::string(dir ? dir : "") + "/../kvscope-draft";
+// Every iteration of a sampled K = 4 speculative run of test_model_dir()
+// drafted by test_draft_dir() on "Once upon a time".
+std::vector<SpecIterationPtr> pair_iterations(int max_new, uint64_t seed) {
   std::vector<SpecIterationPtr> its;
-  if (!dir || !std::filesystem::exists(draft_dir + "/config.json")) return its;
-  SpeculativeDecoder d(load_model(dir), load_model(draft_dir));
+  SpeculativeDecoder d(load_model(test_model_dir()), load_model(test_draft_dir()));
   SpecOptions opt;
   opt.k = 4;
   opt.max_new = max_new;
@@ -551,8 +547,7 @@ std::vector<SpecIterationPtr> shipped_pair_iterations(int max_new, uint64_t seed
 // A speculative iteration drawn by the real renderer in its three stages:
 // the drafted ghosts show the draft colour where the scene puts them.
 TEST_F(RenderPixels, SpeculativeGhostsAreDrawn) {
-  const std::vector<SpecIterationPtr> its = shipped_pair_iterations(24, 11);
-  if (its.empty()) GTEST_SKIP() << "needs the shipped pair";
+  const std::vector<SpecIterationPtr> its = pair_iterations(24, 11);
   ASSERT_GE(its.size(), 2u);
   for (float anim : {0.3f, 0.5f, 1.0f}) {
     const Scene s = build_spec_scene(its, 2, anim);
@@ -584,8 +579,8 @@ TEST_F(RenderPixels, SpeculativeGhostsAreDrawn) {
 // text grows with the text scale; at 2.5 they were once 17 px beside 45 px
 // token labels).
 TEST_F(TeachPixels, DraftTagsNameTheirTokensAndStayOffTheBlocks) {
-  const std::vector<SpecIterationPtr> its = shipped_pair_iterations(8, 5);
-  if (its.empty()) GTEST_SKIP() << "needs the shipped pair";
+  const std::vector<SpecIterationPtr> its = pair_iterations(8, 5);
+  ASSERT_FALSE(its.empty());
   const SequenceState seq;  // the window's plain sequence: none shown
   FrameSpec spec;
   spec.seq = &seq;

@@ -129,7 +129,10 @@ TEST(SceneBeams, PrunedInTheShownStepFadesWithTheAnimation) {
     }
     return;
   }
-  GTEST_SKIP() << "no beam was pruned in this run";
+  // Greedy beam search is deterministic: 3 beams over 10 steps on the
+  // shipped model keep 3 of 6 candidates a step, and some step keeps none
+  // of a beam's children (beam_tree marks it pruned_now).
+  FAIL() << "no step of the deterministic 3-beam run pruned a beam";
 }
 
 }  // namespace
