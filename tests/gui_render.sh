@@ -29,7 +29,9 @@ n=$(ls "$tmp/frames" | grep -c '^step_[0-9]\{4\}\.png$' || true)
 [[ -f "$tmp/frames/step_0000.png" ]] || fail "no frame for the prefill (step_0000.png)"
 # A real picture, not a blank frame: PNG of a uniform image compresses to almost nothing.
 [[ $(stat -c %s "$tmp/last.png") -gt 20000 ]] || fail "last.png is suspiciously small"
-grep -q "llvmpipe\|EGL" "$tmp/log" || true
+# It says what it drew with: the steps, and the offscreen GL context it made (platform · renderer · version).
+grep -q "^kvscope: rendered [0-9]* steps\? ([0-9]* positions) with [^ ].* · .* · " "$tmp/log" ||
+  fail "no 'rendered N steps (P positions) with <GL context>' line: $(cat "$tmp/log")"
 
 for cam in front top side follow; do
   "$kvscope" render --model "$MODEL" --prompt "def " --steps 4 --camera "$cam" --no-cache --layer 1 --head 0 \

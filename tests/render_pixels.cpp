@@ -38,6 +38,7 @@ namespace {
 using namespace pixel_tests;
 
 TEST_F(RenderPixels, BackgroundAndBlockColoursWhereTheSceneSays) {
+  const Palette& pal = palette_for(false);
   auto h = make_history(6, {CacheMode::kKV, CacheMode::kKV, CacheMode::kKV});
   ViewOptions v;
   v.beams = false;
@@ -48,9 +49,9 @@ TEST_F(RenderPixels, BackgroundAndBlockColoursWhereTheSceneSays) {
   // Above everything: the background colour.
   for (const auto& [x, y] : {std::pair{4, 4}, std::pair{kW - 5, 4}, std::pair{kW / 2, 3}}) {
     const Rgb px = at(img, x, y);
-    EXPECT_NEAR(px.r, palette::kBackground.r, 2.5 / 255) << x << "," << y;
-    EXPECT_NEAR(px.g, palette::kBackground.g, 2.5 / 255) << x << "," << y;
-    EXPECT_NEAR(px.b, palette::kBackground.b, 2.5 / 255) << x << "," << y;
+    EXPECT_NEAR(px.r, pal.background.r, 2.5 / 255) << x << "," << y;
+    EXPECT_NEAR(px.g, pal.background.g, 2.5 / 255) << x << "," << y;
+    EXPECT_NEAR(px.b, pal.background.b, 2.5 / 255) << x << "," << y;
   }
   // Each settled token block's front face shows its colour: prompt tokens
   // dim blue-grey, generated ones amber.
@@ -217,6 +218,8 @@ TEST_F(RenderPixels, GridAndManyBlocksDrawWithoutErrors) {
 // draw them).
 
 TEST_F(TeachPixels, HeatmapCellsShowEveryRowsRealAttentionWeight) {
+  const Palette& pal = palette_for(false);
+  PanelMemo::Heat memo;  // the binned matrix, kept while the step drawn stays the same
   // Prompt of 5 then two KV steps: rows 0-4 come from the prefill, row 5 from
   // record 1, row 6 from record 2; 7 positions = 7 bins (one per position).
   const auto h = make_history(5, {CacheMode::kKV, CacheMode::kKV});
@@ -226,7 +229,7 @@ TEST_F(TeachPixels, HeatmapCellsShowEveryRowsRealAttentionWeight) {
   ASSERT_EQ(S, 7);
   HeatmapHit none;
   const auto img = draw2d([&](ImDrawList* dl) {
-    none = draw_heatmap_grid(dl, p0, size, h, 2, -1, -1, ImVec2(-1e9f, -1e9f), ImGui::GetFont(), fs);
+    none = draw_heatmap_grid(dl, p0, size, h, 2, -1, -1, ImVec2(-1e9f, -1e9f), ImGui::GetFont(), fs, pal, memo);
   });
   EXPECT_EQ(none.layer, -1);
   // The layout draw_heatmap_grid documents: labels, then square cells.
@@ -249,7 +252,7 @@ TEST_F(TeachPixels, HeatmapCellsShowEveryRowsRealAttentionWeight) {
             want = glm::vec3(14, 16, 26) / 255.0f;  // the causal mask: no weight above the diagonal
           } else {
             const float w = r.attention(l, hd, row, k);
-            want = glm::mix(palette::kBackground, palette::kBeam, std::sqrt(w));
+            want = glm::mix(pal.background, pal.beam, std::sqrt(w));
           }
           const float err = std::max({std::abs(got.r - want.r), std::abs(got.g - want.g), std::abs(got.b - want.b)});
           EXPECT_LT(err, 2.5f / 255.0f) << "layer " << l << " head " << hd << " query " << q << " key " << k;
@@ -262,7 +265,8 @@ TEST_F(TeachPixels, HeatmapCellsShowEveryRowsRealAttentionWeight) {
   const ImVec2 m(p0.x + label_w + hd * (cell + gap) + (k + 0.5f) * bs,
                  p0.y + label_h + l * (cell + gap) + (q + 0.5f) * bs);
   HeatmapHit hit;
-  draw2d([&](ImDrawList* dl) { hit = draw_heatmap_grid(dl, p0, size, h, 2, l, hd, m, ImGui::GetFont(), fs); });
+  draw2d(
+      [&](ImDrawList* dl) { hit = draw_heatmap_grid(dl, p0, size, h, 2, l, hd, m, ImGui::GetFont(), fs, pal, memo); });
   EXPECT_EQ(hit.layer, l);
   EXPECT_EQ(hit.head, hd);
   EXPECT_EQ(hit.query, q);
@@ -271,12 +275,13 @@ TEST_F(TeachPixels, HeatmapCellsShowEveryRowsRealAttentionWeight) {
   EXPECT_FLOAT_EQ(hit.weight, h[2]->attention(l, hd, 0, k));
   // At an earlier step the newer rows are not there yet (an empty, dark cell background).
   const auto early = draw2d([&](ImDrawList* dl) {
-    draw_heatmap_grid(dl, p0, size, h, 0, -1, -1, ImVec2(-1e9f, -1e9f), ImGui::GetFont(), fs);
+    draw_heatmap_grid(dl, p0, size, h, 0, -1, -1, ImVec2(-1e9f, -1e9f), ImGui::GetFont(), fs, pal, memo);
   });
   (void)early;
 }
 
 TEST_F(TeachPixels, PresentationHudShowsCandidatesUnlessPredicting) {
+  const Palette& pal = palette_for(false);
   auto rec = make_record(3, false, CacheMode::kKV, 7, 1, 8, 0, 5, 42);
   rec->top = {{42, 0.6f}, {7, 0.25f}, {9, 0.1f}, {11, 0.04f}, {13, 0.01f}};
   rec->prob = 0.6f;
@@ -302,9 +307,9 @@ TEST_F(TeachPixels, PresentationHudShowsCandidatesUnlessPredicting) {
   });
   // The other candidates' bars (prompt-token colour) appear only when revealed;
   // the chosen one's bar (new-token colour) too.
-  EXPECT_GT(count(shown, palette::kPromptToken), 100);
-  EXPECT_EQ(count(hidden, palette::kPromptToken), 0);
-  EXPECT_GT(count(shown, palette::kNewToken), count(hidden, palette::kNewToken) + 100);
+  EXPECT_GT(count(shown, pal.prompt_token), 100);
+  EXPECT_EQ(count(hidden, pal.prompt_token), 0);
+  EXPECT_GT(count(shown, pal.new_token), count(hidden, pal.new_token) + 100);
   // The HUD strip along the bottom: its translucent dark fill over the cleared black.
   const Rgb strip = at(shown, kW - 3, kH - 3);
   EXPECT_NEAR(strip.b, 18.0f / 255.0f * 200.0f / 255.0f, 2.0f / 255.0f);
@@ -499,7 +504,6 @@ TEST_F(TeachPixels, HoverTooltipsStayInsideTheWindow) {
 // lane per beam. With KVSCOPE_SHOT_DIR set the frames are saved as PNG.
 TEST_F(RenderPixels, BeamTreeLanesAreDrawn) {
   const BeamRun run = beam_run(8);
-  if (!run.model) GTEST_SKIP() << "MODEL not set (tests/gui_render_pixels.sh sets it)";
   const std::vector<BeamRecordPtr>& recs = run.recs;
   ASSERT_GE(recs.size(), 3u);
   const size_t shown = recs.size() - 1;  // beams still running
@@ -525,14 +529,11 @@ TEST_F(RenderPixels, BeamTreeLanesAreDrawn) {
   }
 }
 
-// Every iteration of a sampled K = 4 speculative run of the shipped pair
-// ($MODEL and the draft beside it) on "Once upon a time"; empty without them.
-std::vector<SpecIterationPtr> shipped_pair_iterations(int max_new, uint64_t seed) {
-  const char* dir = std::getenv("MODEL");
-  const std::string draft_dir = std::string(dir ? dir : "") + "/../kvscope-draft";
+// Every iteration of a sampled K = 4 speculative run of test_model_dir()
+// drafted by test_draft_dir() on "Once upon a time".
+std::vector<SpecIterationPtr> pair_iterations(int max_new, uint64_t seed) {
   std::vector<SpecIterationPtr> its;
-  if (!dir || !std::filesystem::exists(draft_dir + "/config.json")) return its;
-  SpeculativeDecoder d(load_model(dir), load_model(draft_dir));
+  SpeculativeDecoder d(load_model(test_model_dir()), load_model(test_draft_dir()));
   SpecOptions opt;
   opt.k = 4;
   opt.max_new = max_new;
@@ -546,8 +547,7 @@ std::vector<SpecIterationPtr> shipped_pair_iterations(int max_new, uint64_t seed
 // A speculative iteration drawn by the real renderer in its three stages:
 // the drafted ghosts show the draft colour where the scene puts them.
 TEST_F(RenderPixels, SpeculativeGhostsAreDrawn) {
-  const std::vector<SpecIterationPtr> its = shipped_pair_iterations(24, 11);
-  if (its.empty()) GTEST_SKIP() << "needs the shipped pair";
+  const std::vector<SpecIterationPtr> its = pair_iterations(24, 11);
   ASSERT_GE(its.size(), 2u);
   for (float anim : {0.3f, 0.5f, 1.0f}) {
     const Scene s = build_spec_scene(its, 2, anim);
@@ -579,8 +579,8 @@ TEST_F(RenderPixels, SpeculativeGhostsAreDrawn) {
 // text grows with the text scale; at 2.5 they were once 17 px beside 45 px
 // token labels).
 TEST_F(TeachPixels, DraftTagsNameTheirTokensAndStayOffTheBlocks) {
-  const std::vector<SpecIterationPtr> its = shipped_pair_iterations(8, 5);
-  if (its.empty()) GTEST_SKIP() << "needs the shipped pair";
+  const std::vector<SpecIterationPtr> its = pair_iterations(8, 5);
+  ASSERT_FALSE(its.empty());
   const SequenceState seq;  // the window's plain sequence: none shown
   FrameSpec spec;
   spec.seq = &seq;

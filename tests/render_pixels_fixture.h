@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -206,17 +207,30 @@ void for_each_window_view(const FrameSpec& spec, const OverlayFonts& fonts, floa
   }
 }
 
-// Every step of beam search with 4 beams on "Once upon a time" by the model
-// in $MODEL (tests/gui_render_pixels.sh sets it); no model without it.
+// The model the model-driven pixel tests run: $MODEL (tests/gui_render_pixels.sh
+// sets it, tests/testlib_model.sh), else the shipped kvscope-tiny.
+inline std::string test_model_dir() {
+  const char* dir = std::getenv("MODEL");
+  return dir && *dir ? dir : std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/kvscope-tiny";
+}
+
+// Its draft for speculative decoding (same tokenizer): $DRAFT, else the
+// kvscope-draft beside the model, else the model itself (a draft that is
+// the target: every token accepted, the ghosts still drawn).
+inline std::string test_draft_dir() {
+  if (const char* d = std::getenv("DRAFT"); d && *d) return d;
+  const std::string beside = test_model_dir() + "/../kvscope-draft";
+  return std::filesystem::exists(beside + "/config.json") ? beside : test_model_dir();
+}
+
+// Every step of beam search with 4 beams on "Once upon a time" by test_model_dir().
 struct BeamRun {
   std::shared_ptr<const Model> model;
   std::vector<BeamRecordPtr> recs;
 };
 inline BeamRun beam_run(int max_new) {
   BeamRun run;
-  const char* dir = std::getenv("MODEL");
-  if (!dir) return run;
-  run.model = load_model(dir);
+  run.model = load_model(test_model_dir());
   BeamGenerator gen(run.model);
   BeamOptions opt;
   opt.n_beams = 4;

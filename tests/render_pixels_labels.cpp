@@ -128,7 +128,6 @@ TEST_F(TeachPixels, BeamTokenLabelsKeepToTheirLane) {
   // sidebars and a wide one: no token label covers a block (token or K/V) of
   // another lane, and the lane at the bottom still shows some of its words.
   const BeamRun run = beam_run(12);
-  if (!run.model) GTEST_SKIP() << "MODEL not set (tests/gui_render_pixels.sh sets it)";
   ASSERT_GE(run.recs.size(), 9u);
   const Scene s = build_beam_scene(run.recs, 9, run.model->config.n_layer);
   const ImVec2 full(static_cast<float>(kW), static_cast<float>(kH));

@@ -146,7 +146,13 @@ TEST(CliKV, EvalScoresATextAndComparesWithDense) {
   const json q = json::parse(out);
   EXPECT_GT(q.at("kl_dense_variant").get<double>(), 0.0);
   EXPECT_GT(q.at("max_abs_dlogit").get<double>(), 0.0);
-  EXPECT_LE(q.at("top1_agreement").get<double>(), 100.0);
+  // A percentage of the predicted positions: 100 * agreeing / predicted, so
+  // predicted * top1 / 100 is a whole count between 0 and predicted.
+  const double predicted = q.at("predicted_tokens").get<double>();
+  const double agreeing = predicted * q.at("top1_agreement").get<double>() / 100.0;
+  EXPECT_NEAR(agreeing, std::round(agreeing), 1e-6);
+  EXPECT_GE(agreeing, 0.0);
+  EXPECT_LE(agreeing, predicted);
   EXPECT_EQ(q.at("kv_bytes_per_position").get<uint64_t>(), 2u * 2 * 18);
 
   testutil::write_file(tmp / "empty.txt", "");

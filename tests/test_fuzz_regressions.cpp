@@ -6,7 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -42,17 +41,15 @@ void replay(const std::string& target, const std::function<std::string(const std
   ASSERT_FALSE(files.empty()) << "no inputs for " << target;
   for (const fs::path& f : files) {
     const std::string bytes = fuzz::read_whole_file(f.string());
-    const auto t0 = std::chrono::steady_clock::now();
     std::string err;
     try {
       err = check(bytes);
     } catch (const std::exception& e) {
       err = std::string("escaped exception: ") + e.what();
     }
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // (No wall-clock limit: under a sanitizer or on a busy machine time says
+    // nothing. The work is bounded by the input, and a hang hits ctest's timeout.)
     EXPECT_EQ(err, "") << f.string();
-    // libFuzzer's -timeout is 10 s per input; a replay (possibly under ASan) must stay well inside it.
-    EXPECT_LT(s, 10.0) << f.string() << " took " << s << " s";
   }
 }
 

@@ -73,13 +73,13 @@ TEST(KvScoring, BackgroundScorerReturnsTheScores) {
   req.model = m;
   req.tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
   req.layouts = layouts;
-  req.key = 7;
+  req.at = std::make_shared<StepRecord>();
   LayoutScorer scorer;
   scorer.request(req);
   std::shared_ptr<const LayoutScoreResult> res;
   for (int i = 0; i < 6000 && !(res = scorer.result()); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   ASSERT_TRUE(res);
-  EXPECT_EQ(res->request.key, 7u);
+  EXPECT_EQ(res->request.at, req.at);
   ASSERT_TRUE(res->error.empty()) << res->error;
   ASSERT_EQ(res->scores.size(), 3u);
   Engine engine(*m);

@@ -1,7 +1,6 @@
 // The scene builder is a pure function of step records: these tests build
 // records by hand (so every expected number is known independently of the
 // engine) and check what the renderer would be asked to draw.
-#ifdef KVSCOPE_HAVE_SCENE
 
 #include <gtest/gtest.h>
 
@@ -66,6 +65,7 @@ TEST(Scene, PrefillBurstLightsEveryPromptPositionAtOnce) {
 }
 
 TEST(Scene, BlockPositionsFollowTheLayout) {
+  const Palette& pal = palette_for(false);
   const int P = 4;
   auto h = make_history(P, {CacheMode::kKV, CacheMode::kKV});
   Layout L;
@@ -80,9 +80,9 @@ TEST(Scene, BlockPositionsFollowTheLayout) {
     EXPECT_FLOAT_EQ(b.center.z, 0.0f);
   }
   // Prompt tokens dim, generated bright, newest brightest.
-  EXPECT_EQ(glm::vec3(s.tokens[0].colour), palette::kPromptToken);
-  EXPECT_EQ(glm::vec3(s.tokens[P].colour), palette::kGeneratedToken);
-  EXPECT_EQ(glm::vec3(s.tokens[T].colour), palette::kNewToken);
+  EXPECT_EQ(glm::vec3(s.tokens[0].colour), pal.prompt_token);
+  EXPECT_EQ(glm::vec3(s.tokens[P].colour), pal.generated_token);
+  EXPECT_EQ(glm::vec3(s.tokens[T].colour), pal.new_token);
   for (int p = 0; p < T; ++p)
     for (int l = 0; l < kLayers; ++l) {
       const BlockInstance* b = kv_block(s, p, l);
@@ -98,7 +98,7 @@ TEST(Scene, BlockPositionsFollowTheLayout) {
       // newest position is tinted as new instead).
       if (p < T - 1) {
         EXPECT_EQ(b->state, KvState::kResident);
-        EXPECT_NEAR(b->colour.g, glm::mix(palette::kCacheLow, palette::kCacheHigh, frac).g, 1e-5);
+        EXPECT_NEAR(b->colour.g, glm::mix(pal.cache_low, pal.cache_high, frac).g, 1e-5);
       }
     }
 }
@@ -123,6 +123,7 @@ TEST(Scene, KvDecodeLightsOnlyTheNewPosition) {
 }
 
 TEST(Scene, NoCacheFlashesEveryEarlierPositionAndHoldsNothing) {
+  const Palette& pal = palette_for(false);
   const int P = 5;
   auto h = make_history(P, {CacheMode::kKV, CacheMode::kNoCache, CacheMode::kNoCache});
   Scene s = build_scene(h, h.size(), ViewOptions(), 0.0f);
@@ -135,7 +136,7 @@ TEST(Scene, NoCacheFlashesEveryEarlierPositionAndHoldsNothing) {
     EXPECT_FALSE(is_held(b.state)) << "NO CACHE keeps nothing: " << b.pos << "," << b.layer;
     if (b.pos < T - 1) {
       EXPECT_EQ(b.state, KvState::kRecomputed);
-      EXPECT_EQ(glm::vec3(b.colour), palette::kRecomputed);  // red
+      EXPECT_EQ(glm::vec3(b.colour), pal.recomputed);  // red
       EXPECT_GT(b.glow, 0.9f);
       ++recomputed;
     } else if (b.pos == T - 1) {
@@ -342,6 +343,7 @@ TEST(Scene, PickFindsTheBlockUnderTheRay) {
 }
 
 TEST(Scene, PredictModeHidesOnlyTheNewestToken) {
+  const Palette& pal = palette_for(false);
   const auto h = make_history(5, {CacheMode::kKV, CacheMode::kKV});
   ViewOptions v;
   const Scene shown = build_scene(h, h.size(), v);
@@ -351,7 +353,7 @@ TEST(Scene, PredictModeHidesOnlyTheNewestToken) {
   const int slot = hidden.slot;
   for (size_t i = 0; i < hidden.tokens.size(); ++i) {
     if (hidden.tokens[i].pos == slot) {
-      EXPECT_EQ(glm::vec3(hidden.tokens[i].colour), palette::kEmpty);  // a grey block, no token colour
+      EXPECT_EQ(glm::vec3(hidden.tokens[i].colour), pal.empty);  // a grey block, no token colour
     } else {
       EXPECT_EQ(hidden.tokens[i].colour, shown.tokens[i].colour);
     }
@@ -396,24 +398,31 @@ TEST(Scene, PredictModeHidesTheNextTokenInTheWriteHeadsTag) {
   }
 }
 
-TEST(Scene, ColourBlindPaletteChangesColoursAndSwitchesBack) {
-  const glm::vec3 nc = palette::kNewKV, rc = palette::kRecomputed, bg = palette::kBackground;
-  palette::set_palette(true);
-  EXPECT_NE(palette::kNewKV, nc);
-  EXPECT_NE(palette::kRecomputed, rc);
+TEST(Scene, ColourBlindPaletteIsAValueInTheViewOptions) {
+  const Palette& standard = palette_for(false);
+  const Palette& safe = palette_for(true);
+  EXPECT_NE(safe.new_kv, standard.new_kv);
+  EXPECT_NE(safe.recomputed, standard.recomputed);
   // Okabe-Ito: the "new" green and the "recomputed" vermillion differ in lightness, not only in hue.
   auto luma = [](const glm::vec3& c) { return 0.2126f * c.r + 0.7152f * c.g + 0.0722f * c.b; };
-  EXPECT_GT(std::abs(luma(palette::kNewKV) - luma(palette::kRecomputed)), 0.05f);
+  EXPECT_GT(std::abs(luma(safe.new_kv) - luma(safe.recomputed)), 0.05f);
   const auto h = make_history(5, {CacheMode::kNoCache});
-  const Scene s = build_scene(h, h.size(), ViewOptions(), 0.0f);
-  bool any = false;
-  for (const BlockInstance& b : s.kv)
-    if (b.state == KvState::kRecomputed) any |= glm::vec3(b.colour) == palette::kRecomputed;
-  EXPECT_TRUE(any) << "the scene uses the active palette";
-  palette::set_palette(false);
-  EXPECT_EQ(palette::kNewKV, nc);
-  EXPECT_EQ(palette::kRecomputed, rc);
-  EXPECT_EQ(palette::kBackground, bg);
+  ViewOptions v;
+  v.palette = safe;
+  const Scene cb = build_scene(h, h.size(), v, 0.0f);
+  const Scene plain = build_scene(h, h.size(), ViewOptions(), 0.0f);  // built after: nothing global was switched
+  int cb_red = 0, plain_red = 0, n = 0;
+  for (size_t i = 0; i < cb.kv.size(); ++i) {
+    if (cb.kv[i].state != KvState::kRecomputed) continue;
+    ++n;
+    cb_red += glm::vec3(cb.kv[i].colour) == safe.recomputed;
+    plain_red += glm::vec3(plain.kv[i].colour) == standard.recomputed;
+  }
+  EXPECT_GT(n, 0);
+  EXPECT_EQ(cb_red, n) << "the scene uses the palette of its view options";
+  EXPECT_EQ(plain_red, n);
+  EXPECT_EQ(cb.palette.background, safe.background);  // the renderer's clear colour and the legend follow the scene
+  EXPECT_EQ(plain.palette.background, standard.background);
 }
 
 TEST(Camera, PresetsFitTheWholeSequence) {
@@ -553,5 +562,3 @@ TEST(Format, BalancedLinesKeepTheBannersSeparatorsAtLineEnds) {
 
 }  // namespace
 }  // namespace kvscope
-
-#endif  // KVSCOPE_HAVE_SCENE

@@ -2,7 +2,6 @@
 // every distinct prefix is drawn once (shared K/V once), each running beam's
 // tip sits on the lane of its rank with its cumulative log-prob as label,
 // pruned branches fade, and the K/V blocks are exactly the rows computed.
-#ifdef KVSCOPE_HAVE_SCENE
 
 #include <gtest/gtest.h>
 
@@ -130,10 +129,11 @@ TEST(SceneBeams, PrunedInTheShownStepFadesWithTheAnimation) {
     }
     return;
   }
-  GTEST_SKIP() << "no beam was pruned in this run";
+  // Greedy beam search is deterministic: 3 beams over 10 steps on the
+  // shipped model keep 3 of 6 candidates a step, and some step keeps none
+  // of a beam's children (beam_tree marks it pruned_now).
+  FAIL() << "no step of the deterministic 3-beam run pruned a beam";
 }
 
 }  // namespace
 }  // namespace kvscope
-
-#endif  // KVSCOPE_HAVE_SCENE

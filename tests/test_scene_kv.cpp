@@ -3,7 +3,6 @@
 // not the cache's own list), the sink and window bars, the stripes of a
 // quantized row format, the quantization error each row carries (checked
 // against the float64 reference quantizer) and the page frames of a paged cache.
-#ifdef KVSCOPE_HAVE_SCENE
 
 #include <gtest/gtest.h>
 
@@ -235,5 +234,3 @@ TEST(SceneKv, PagesFrameTheirPositions) {
 
 }  // namespace
 }  // namespace kvscope
-
-#endif  // KVSCOPE_HAVE_SCENE

@@ -2,7 +2,6 @@
 // ghosts in the draft colour appear one by one, the verify pass lights the
 // K/V of every verified position at once, then accepted ghosts solidify and
 // the K/V of rejected positions roll back, as the iteration's counters say.
-#ifdef KVSCOPE_HAVE_SCENE
 
 #include <gtest/gtest.h>
 
@@ -83,5 +82,3 @@ TEST(SceneSpec, StagesFollowTheIteration) {
 
 }  // namespace
 }  // namespace kvscope
-
-#endif  // KVSCOPE_HAVE_SCENE

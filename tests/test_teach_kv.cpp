@@ -28,10 +28,10 @@ TEST(KvCalc, ArticleExample) {
   m.layers = 32;
   m.query_heads = m.kv_heads = 32;
   m.head_dim = 128;  // 32 heads x 128 = 4096 wide
-  EXPECT_EQ(kv_bytes_per_token(m, KvDtype::kF16), 32ull * 4096 * 2 * 2);
-  EXPECT_EQ(kv_bytes_per_token(m, KvDtype::kF16), 524288u);
+  EXPECT_EQ(kv_bytes_per_token(m, KVDtype::kF16), 32ull * 4096 * 2 * 2);
+  EXPECT_EQ(kv_bytes_per_token(m, KVDtype::kF16), 524288u);
   EXPECT_EQ(format_bytes(524288), "512 KiB");
-  const uint64_t at_100k = kv_cache_bytes(m, 100000, KvDtype::kF16);
+  const uint64_t at_100k = kv_cache_bytes(m, 100000, KVDtype::kF16);
   EXPECT_EQ(at_100k, 100000ull * 524288);
   EXPECT_EQ(at_100k, 52428800000ull);
   EXPECT_EQ(format_bytes_decimal(static_cast<double>(at_100k)), "52.4 GB");
@@ -41,8 +41,8 @@ TEST(KvCalc, ArticleExample) {
   const std::vector<KvModelSpec> shipped = shipped_configs();  // find_spec returns a reference into it
   const KvModelSpec& mha = find_spec(shipped, "32-layer 4096-wide MHA (Llama-2-7B)");
   EXPECT_EQ(mha.hidden, 4096);
-  EXPECT_EQ(kv_bytes_per_token(mha, KvDtype::kF16), 524288u);
-  EXPECT_EQ(kv_cache_bytes(mha, 100000, KvDtype::kF16), 52428800000ull);
+  EXPECT_EQ(kv_bytes_per_token(mha, KVDtype::kF16), 524288u);
+  EXPECT_EQ(kv_cache_bytes(mha, 100000, KVDtype::kF16), 52428800000ull);
 }
 
 TEST(KvCalc, PublishedConfigsByHand) {
@@ -73,25 +73,27 @@ TEST(KvCalc, PublishedConfigsByHand) {
     EXPECT_EQ(m.sliding_window, h.window) << h.name;
     EXPECT_EQ(m.gqa(), h.kv < h.q) << h.name;
     EXPECT_EQ(m.source.rfind("https://", 0), 0u) << h.name;
-    EXPECT_EQ(kv_bytes_per_token(m, KvDtype::kF16), h.fp16_per_token) << h.name;
-    EXPECT_EQ(kv_bytes_per_token(m, KvDtype::kF32), 2 * h.fp16_per_token) << h.name;
-    EXPECT_EQ(kv_bytes_per_token(m, KvDtype::kInt8), h.fp16_per_token / 2) << h.name;
-    EXPECT_EQ(kv_bytes_per_token(m, KvDtype::kInt4), h.fp16_per_token / 4) << h.name;
+    EXPECT_EQ(kv_bytes_per_token(m, KVDtype::kF16), h.fp16_per_token) << h.name;
+    EXPECT_EQ(kv_bytes_per_token(m, KVDtype::kF32), 2 * h.fp16_per_token) << h.name;
+    // ggml's block formats, scales counted: q8_0 34 bytes and q4_0 18 bytes per 32 values.
+    const uint64_t values = 2ull * h.layers * h.kv * h.hd;
+    EXPECT_EQ(kv_bytes_per_token(m, KVDtype::kQ8_0), values / 32 * 34) << h.name;
+    EXPECT_EQ(kv_bytes_per_token(m, KVDtype::kQ4_0), values / 32 * 18) << h.name;
   }
   // A few cache sizes multiplied out by hand.
-  EXPECT_EQ(kv_cache_bytes(find_spec(all, "GPT-2 small"), 1024, KvDtype::kF32), 75497472u);   // 73728 * 1024
-  EXPECT_EQ(kv_cache_bytes(find_spec(all, "Llama-3-8B"), 8192, KvDtype::kF16), 1073741824u);  // 1 GiB
-  EXPECT_EQ(kv_cache_bytes(find_spec(all, "Llama-3-70B"), 1000000, KvDtype::kF16), 327680000000ull);
+  EXPECT_EQ(kv_cache_bytes(find_spec(all, "GPT-2 small"), 1024, KVDtype::kF32), 75497472u);   // 73728 * 1024
+  EXPECT_EQ(kv_cache_bytes(find_spec(all, "Llama-3-8B"), 8192, KVDtype::kF16), 1073741824u);  // 1 GiB
+  EXPECT_EQ(kv_cache_bytes(find_spec(all, "Llama-3-70B"), 1000000, KVDtype::kF16), 327680000000ull);
   // Mistral's window: at 100K tokens the cache holds 4096 positions, 512 MiB.
   const KvModelSpec& mistral = find_spec(all, "Mistral-7B v0.1");
   EXPECT_EQ(cached_positions(mistral, 100000), 4096u);
   EXPECT_EQ(cached_positions(mistral, 4000), 4000u);
-  EXPECT_EQ(kv_cache_bytes(mistral, 100000, KvDtype::kF16), 536870912u);
-  EXPECT_EQ(kv_cache_bytes(mistral, 1000000, KvDtype::kF16), 536870912u);
-  EXPECT_EQ(kv_cache_bytes(mistral, 4000, KvDtype::kF16), 4000ull * 131072);
+  EXPECT_EQ(kv_cache_bytes(mistral, 100000, KVDtype::kF16), 536870912u);
+  EXPECT_EQ(kv_cache_bytes(mistral, 1000000, KVDtype::kF16), 536870912u);
+  EXPECT_EQ(kv_cache_bytes(mistral, 4000, KVDtype::kF16), 4000ull * 131072);
   // GQA's saving, visible: Llama-3-8B holds a quarter of the same-width MHA model's cache.
-  EXPECT_EQ(kv_bytes_per_token(find_spec(all, "32-layer 4096-wide MHA (Llama-2-7B)"), KvDtype::kF16),
-            4 * kv_bytes_per_token(find_spec(all, "Llama-3-8B"), KvDtype::kF16));
+  EXPECT_EQ(kv_bytes_per_token(find_spec(all, "32-layer 4096-wide MHA (Llama-2-7B)"), KVDtype::kF16),
+            4 * kv_bytes_per_token(find_spec(all, "Llama-3-8B"), KVDtype::kF16));
 }
 
 // Parameter counts recomputed from the published shapes (independent of the file).
@@ -122,65 +124,77 @@ TEST(KvCalc, FitChecks) {
   const std::vector<KvModelSpec> all = shipped_configs();
   const KvModelSpec& l8 = find_spec(all, "Llama-3-8B");
   // fp16 weights 2 * 8,030,261,248 = 16.06e9 B; cache at 8192 = 1 GiB: fits a 24 GiB card.
-  FitCheck f = check_fit(l8, 8192, KvDtype::kF16, KvDtype::kF16);
+  FitCheck f = check_fit(l8, 8192, KVDtype::kF16, KVDtype::kF16);
   EXPECT_EQ(f.weights_bytes, 16060522496ull);
   EXPECT_EQ(f.cache_bytes, 1073741824ull);
   EXPECT_EQ(f.total_bytes, 16060522496ull + 1073741824ull);
   EXPECT_TRUE(f.total_fits_24);
   EXPECT_FALSE(f.beyond_context);
   // At 128K (past its 8K context): 16 GiB of cache, 33.2e9 in all: only the 80 GB card.
-  f = check_fit(l8, 131072, KvDtype::kF16, KvDtype::kF16);
+  f = check_fit(l8, 131072, KVDtype::kF16, KVDtype::kF16);
   EXPECT_EQ(f.cache_bytes, 131072ull * 131072);
   EXPECT_TRUE(f.beyond_context);
   EXPECT_TRUE(f.cache_fits_24);
   EXPECT_FALSE(f.total_fits_24);
   EXPECT_TRUE(f.total_fits_80);
-  // Llama-3-70B: fp16 weights (141e9 B) fit neither; int4 weights (35.3e9) fit 80 only.
+  // Llama-3-70B: fp16 weights (141e9 B) fit neither; q4_0 weights (39.7e9: 18 bytes per 32) fit 80 only.
   const KvModelSpec& l70 = find_spec(all, "Llama-3-70B");
-  f = check_fit(l70, 8192, KvDtype::kF16, KvDtype::kF16);
+  f = check_fit(l70, 8192, KVDtype::kF16, KVDtype::kF16);
   EXPECT_EQ(f.weights_bytes, 141107412992ull);
   EXPECT_FALSE(f.total_fits_80);
-  f = check_fit(l70, 8192, KvDtype::kInt4, KvDtype::kInt4);
-  EXPECT_EQ(f.weights_bytes, 35276853248ull);
-  EXPECT_EQ(f.cache_bytes, 8192ull * 81920);
+  f = check_fit(l70, 8192, KVDtype::kQ4_0, KVDtype::kQ4_0);
+  EXPECT_EQ(f.weights_bytes, 70553706496ull / 32 * 18);              // 141107412992 / 2 params
+  EXPECT_EQ(f.cache_bytes, 8192ull * 2 * 80 * (8 * 128 / 32 * 18));  // 80 layers, 8 KV heads of 128
   EXPECT_FALSE(f.total_fits_24);
   EXPECT_TRUE(f.total_fits_80);
   // The article's model at 100K fp16: 13.5e9 weights + 52.4e9 cache = 65.9e9 <= 80 GiB.
-  f = check_fit(find_spec(all, "32-layer 4096-wide MHA (Llama-2-7B)"), 100000, KvDtype::kF16, KvDtype::kF16);
+  f = check_fit(find_spec(all, "32-layer 4096-wide MHA (Llama-2-7B)"), 100000, KVDtype::kF16, KVDtype::kF16);
   EXPECT_EQ(f.total_bytes, 2 * 6738415616ull + 52428800000ull);
   EXPECT_FALSE(f.cache_fits_24);
   EXPECT_TRUE(f.total_fits_80);
   // Card sizes are binary.
   EXPECT_EQ(kGpu24GB, 25769803776ull);
   EXPECT_EQ(kGpu80GB, 85899345920ull);
-  // int4 weights of an odd count round up.
+  // A last partial block of weights is stored whole.
   KvModelSpec odd;
-  odd.params = 3;
-  EXPECT_EQ(weights_bytes(odd, KvDtype::kInt4), 2u);
+  odd.params = 33;
+  EXPECT_EQ(weights_bytes(odd, KVDtype::kQ4_0), 2u * 18);
+  EXPECT_EQ(weights_bytes(odd, KVDtype::kQ8_0), 2u * 34);
+  EXPECT_EQ(weights_bytes(odd, KVDtype::kF16), 66u);
 }
 
 TEST(KvCalc, CurrentModelMatchesEngine) {
   const std::shared_ptr<const Model> m = teach_model();
   const KvModelSpec s = spec_from_config(m->config, m->name, m->n_params);
-  EXPECT_EQ(kv_bytes_per_token(s, KvDtype::kF32), kv_bytes_per_position(m->config));
-  EXPECT_EQ(kv_bytes_per_token(s, KvDtype::kF32), 2ull * 4 * 160 * 4);
+  EXPECT_EQ(kv_bytes_per_token(s, KVDtype::kF32), kv_bytes_per_position(m->config));
+  EXPECT_EQ(kv_bytes_per_token(s, KVDtype::kF32), 2ull * 4 * 160 * 4);
   // And what the engine really holds after a generation.
   Generator gen(m);
   GenerateOptions opt;
   opt.max_new = 5;
   const auto recs = run(gen, test_prompt(), opt);
-  EXPECT_EQ(recs.back()->kv_bytes, kv_cache_bytes(s, static_cast<uint64_t>(recs.back()->seq_len), KvDtype::kF32));
+  EXPECT_EQ(recs.back()->kv_bytes, kv_cache_bytes(s, static_cast<uint64_t>(recs.back()->seq_len), KVDtype::kF32));
 }
 
-TEST(KvCalc, DtypeNames) {
-  for (KvDtype d : all_kv_dtypes()) {
-    KvDtype back = KvDtype::kF32;
-    EXPECT_TRUE(parse_kv_dtype(to_string(d), back));
-    EXPECT_EQ(back, d);
+TEST(KvCalc, QuantizedCachesCountTheBytesTheCacheStores) {
+  EXPECT_EQ(bytes_per_value(KVDtype::kF32), 4.0);
+  EXPECT_EQ(bytes_per_value(KVDtype::kF16), 2.0);
+  EXPECT_EQ(bytes_per_value(KVDtype::kQ8_0), 34.0 / 32);  // 32 int8 + an fp16 scale
+  EXPECT_EQ(bytes_per_value(KVDtype::kQ4_0), 18.0 / 32);  // 32 nibbles + an fp16 scale
+  // The loaded model (4 layers, K/V rows of 160 values) with a quantized
+  // cache: the calculator says what the engine's cache really held.
+  const std::shared_ptr<const Model> m = teach_model();
+  const KvModelSpec s = spec_from_config(m->config, m->name, m->n_params);
+  for (KVDtype d : {KVDtype::kQ8_0, KVDtype::kQ4_0}) {
+    const uint64_t block = d == KVDtype::kQ8_0 ? 34 : 18;
+    EXPECT_EQ(kv_bytes_per_token(s, d), 2ull * 4 * (160 / 32) * block) << to_string(d);
+    Generator gen(m);
+    GenerateOptions opt;
+    opt.max_new = 4;
+    opt.kv.dtype = d;
+    const auto recs = run(gen, test_prompt(), opt);
+    EXPECT_EQ(recs.back()->kv_bytes, kv_cache_bytes(s, static_cast<uint64_t>(recs.back()->seq_len), d)) << to_string(d);
   }
-  KvDtype x;
-  EXPECT_FALSE(parse_kv_dtype("fp8", x));
-  EXPECT_EQ(dtype_bytes(KvDtype::kInt4), 0.5);
 }
 
 TEST(KvCalc, LoaderErrorsNameFileAndField) {

@@ -20,6 +20,18 @@ kvscope_test_model() {
       mv -T "$tmp/m" "$MODEL" 2>/dev/null || true  # another test may have won the race
       rm -rf "$tmp"
     fi
+    # Its draft for speculative decoding: smaller, same vocabulary (numpy_ref.py
+    # writes one tokenizer for every shape).
+    DRAFT="$build/testdata/gui-random-draft-l1h2d32"
+    if [[ ! -f "$DRAFT/config.json" ]]; then
+      local tmp
+      tmp="$(mktemp -d "$build/testdata/gui-draft.XXXXXX")"
+      /usr/bin/python3 "$src/tools/numpy_ref.py" make --out "$tmp/m" --layers 1 --heads 2 --embd 32 --ctx 128 \
+        --seed 8 >/dev/null
+      mv -T "$tmp/m" "$DRAFT" 2>/dev/null || true
+      rm -rf "$tmp"
+    fi
+    export DRAFT
   fi
   export MODEL
 }

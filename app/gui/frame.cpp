@@ -18,6 +18,7 @@ FrameSpec frame_spec(const Session& s, float anim, int hover_pos) {
   f.view.head = ui.head;
   f.view.min_weight = ui.min_weight;
   f.view.beams = ui.beams;
+  f.view.palette = palette_for(ui.colour_blind);
   f.view.hide_newest = prediction_hidden(snap, ui);
   f.anim = anim;
   f.labels = ui.labels;
@@ -52,6 +53,7 @@ HudInfo hud_info(const FrameSpec& f) {
   hud.record = f.seq->current.get();
   hud.hidden = f.view.hide_newest;
   hud.live = f.live;
+  hud.palette = f.view.palette;
   if (hud.record && f.model)
     for (const Candidate& c : hud.record->top)
       hud.top_pieces.push_back(visible_piece(f.model->tokenizer.display_piece(c.token)));
@@ -101,9 +103,9 @@ void place_banner(const Scene& scene, const OverlayFonts& fonts, float view_w, f
 // The scene of the shown step, from the same pure builders `kvscope render` uses.
 Scene frame_scene(const FrameSpec& f) {
   if (f.decode == DecodeMode::kBeam && f.beam_records && f.model)
-    return build_beam_scene(*f.beam_records, f.decode_count, f.model->config.n_layer, f.anim);
+    return build_beam_scene(*f.beam_records, f.decode_count, f.model->config.n_layer, f.anim, f.view.palette);
   if (f.decode == DecodeMode::kSpeculative && f.spec_iterations)
-    return build_spec_scene(*f.spec_iterations, f.decode_count, f.anim);
+    return build_spec_scene(*f.spec_iterations, f.decode_count, f.anim, f.view.palette);
   return build_scene(*f.seq, f.view, f.anim);
 }
 

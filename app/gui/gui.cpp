@@ -69,7 +69,6 @@ RunSetup prepare(const GuiOptions& opt, UiState& ui) {
       r.ini_path = dir + "/imgui.ini";
       std::string err;
       if (!load_settings(r.settings_path, ui, r.window, err)) ui.errors.push_back(err);
-      palette::set_palette(ui.colour_blind);
     }
   } else {
     r.window.width = 1280;
@@ -189,7 +188,7 @@ void draw_3d(Renderer& renderer, const ComposedFrame& fr, const Camera& cam, con
              bool grid) {
   glBindFramebuffer(GL_FRAMEBUFFER, 0);
   glViewport(0, 0, ws.fb_w, ws.fb_h);
-  const glm::vec3 bgc = palette::kBackground;
+  const glm::vec3 bgc = fr.scene.palette.background;
   glClearColor(bgc.r, bgc.g, bgc.b, 1.0f);
   glClear(GL_COLOR_BUFFER_BIT | GL_DEPTH_BUFFER_BIT);
   RenderStyle style;

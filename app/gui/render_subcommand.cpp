@@ -162,6 +162,7 @@ struct OffscreenGl {
 // The heatmap grid right of a `x0`-wide 3D view (`kvscope render --heatmaps`).
 void draw_heatmap_panel(ImDrawList* dl, const OverlayFonts& fonts, const std::vector<RecordPtr>& records, int layer,
                         int head, float x0, float W, float H) {
+  PanelMemo::Heat memo;
   const float pad = 12.0f * std::max(1.0f, H / 720.0f);
   const ImFont* font = fonts.small ? fonts.small : ImGui::GetFont();
   const float fs = font->FontSize;
@@ -172,7 +173,8 @@ void draw_heatmap_panel(ImDrawList* dl, const OverlayFonts& fonts, const std::ve
               "row = query position, column = key, brightness = sqrt(weight); outlined: newest query");
   const float top = pad + fs * 3.0f;
   draw_heatmap_grid(dl, ImVec2(x0 + pad, top), ImVec2(W - x0 - 2 * pad, H - top - pad), records,
-                    static_cast<int>(records.size()) - 1, layer, head, ImVec2(-1e9f, -1e9f), font, fs);
+                    static_cast<int>(records.size()) - 1, layer, head, ImVec2(-1e9f, -1e9f), font, fs,
+                    palette_for(false), memo);
 }
 
 void check_view(const Model& model, int layer, int head) {
@@ -379,7 +381,7 @@ int run_render_decode(const RenderOptions& o, std::shared_ptr<const Model> model
     const float vh = std::max(1.0f, H - ov.top);
     const Camera cam = preset_camera(preset, scene, W / vh);
     offscreen.target.bind();
-    glClearColor(palette::kBackground.r, palette::kBackground.g, palette::kBackground.b, 1.0f);
+    glClearColor(scene.palette.background.r, scene.palette.background.g, scene.palette.background.b, 1.0f);
     glClear(GL_COLOR_BUFFER_BIT | GL_DEPTH_BUFFER_BIT);
     offscreen.renderer->draw(scene, cam, 0, 0, o.width, static_cast<int>(vh));
     offscreen.imgui->draw([&](ImDrawList* dl, const OverlayFonts& fonts) {
@@ -488,7 +490,7 @@ struct GenerationFrames {
     const int vw = std::max(1, view_w - static_cast<int>(fr.right));
     const Camera cam = preset_camera(preset, fr.scene, static_cast<float>(vw) / vh);
     offscreen.target.bind();
-    glClearColor(palette::kBackground.r, palette::kBackground.g, palette::kBackground.b, 1.0f);
+    glClearColor(fr.scene.palette.background.r, fr.scene.palette.background.g, fr.scene.palette.background.b, 1.0f);
     glClear(GL_COLOR_BUFFER_BIT | GL_DEPTH_BUFFER_BIT);
     offscreen.renderer->draw(fr.scene, cam, 0, static_cast<int>(fr.overlay.band), vw, static_cast<int>(vh));
     offscreen.imgui->draw([&](ImDrawList* dl, const OverlayFonts& fonts) {

@@ -16,21 +16,6 @@ namespace {
 
 using nlohmann::json;
 
-// Half-bytes per element, so int4 stays in integer arithmetic.
-uint64_t dtype_nibbles(KvDtype d) {
-  switch (d) {
-    case KvDtype::kF32:
-      return 8;
-    case KvDtype::kF16:
-      return 4;
-    case KvDtype::kInt8:
-      return 2;
-    case KvDtype::kInt4:
-      return 1;
-  }
-  return 8;
-}
-
 int get_int_field(const json& e, const std::string& where, const char* key, int lo, int hi, bool required) {
   if (!e.contains(key) || e[key].is_null()) {
     if (required) throw Error(where + ": missing field \"" + key + "\" (expected an integer)");
@@ -57,37 +42,8 @@ std::string get_string_field(const json& e, const std::string& where, const char
 
 }  // namespace
 
-const char* to_string(KvDtype d) {
-  switch (d) {
-    case KvDtype::kF32:
-      return "fp32";
-    case KvDtype::kF16:
-      return "fp16";
-    case KvDtype::kInt8:
-      return "int8";
-    case KvDtype::kInt4:
-      return "int4";
-  }
-  return "fp32";
-}
-
-bool parse_kv_dtype(const std::string& s, KvDtype& out) {
-  for (KvDtype d : all_kv_dtypes()) {
-    if (s == to_string(d)) {
-      out = d;
-      return true;
-    }
-  }
-  return false;
-}
-
-double dtype_bytes(KvDtype d) {
-  return static_cast<double>(dtype_nibbles(d)) / 2.0;
-}
-
-const std::vector<KvDtype>& all_kv_dtypes() {
-  static const std::vector<KvDtype> all = {KvDtype::kF32, KvDtype::kF16, KvDtype::kInt8, KvDtype::kInt4};
-  return all;
+double bytes_per_value(KVDtype d) {
+  return static_cast<double>(kv_row_bytes(d, 32)) / 32.0;
 }
 
 KvModelSpec spec_from_config(const Config& c, const std::string& name, uint64_t params) {
@@ -111,22 +67,21 @@ uint64_t cached_positions(const KvModelSpec& m, uint64_t tokens) {
   return tokens;
 }
 
-uint64_t kv_bytes_per_token(const KvModelSpec& m, KvDtype d) {
-  // 2 (K and V) * layers * kv_heads * head_dim elements; nibbles / 2 = bytes.
-  const uint64_t elems =
-      2ull * static_cast<uint64_t>(m.layers) * static_cast<uint64_t>(m.kv_heads) * static_cast<uint64_t>(m.head_dim);
-  return elems * dtype_nibbles(d) / 2;
+uint64_t kv_bytes_per_token(const KvModelSpec& m, KVDtype d) {
+  // K and V rows of every layer, each kv_heads * head_dim values as the cache stores them.
+  const uint64_t row = static_cast<uint64_t>(m.kv_heads) * static_cast<uint64_t>(m.head_dim);
+  return 2ull * static_cast<uint64_t>(m.layers) * kv_row_bytes(d, row);
 }
 
-uint64_t kv_cache_bytes(const KvModelSpec& m, uint64_t tokens, KvDtype d) {
+uint64_t kv_cache_bytes(const KvModelSpec& m, uint64_t tokens, KVDtype d) {
   return kv_bytes_per_token(m, d) * cached_positions(m, tokens);
 }
 
-uint64_t weights_bytes(const KvModelSpec& m, KvDtype d) {
-  return (m.params * dtype_nibbles(d) + 1) / 2;
+uint64_t weights_bytes(const KvModelSpec& m, KVDtype d) {
+  return kv_row_bytes(d, m.params);
 }
 
-FitCheck check_fit(const KvModelSpec& m, uint64_t tokens, KvDtype cache_dtype, KvDtype weights_dtype) {
+FitCheck check_fit(const KvModelSpec& m, uint64_t tokens, KVDtype cache_dtype, KVDtype weights_dtype) {
   FitCheck f;
   f.cached_positions = cached_positions(m, tokens);
   f.bytes_per_token = kv_bytes_per_token(m, cache_dtype);

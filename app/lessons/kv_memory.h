@@ -3,8 +3,11 @@
 // weights, against 24 / 80 GB cards. Pure arithmetic plus a JSON loader for
 // assets/kv_configs.json; no GL, no ImGui.
 //
-// The formula (per token, every layer holds one K and one V row per KV head):
-//   bytes/token = 2 * layers * kv_heads * head_dim * dtype_bytes
+// The formula (per token, every layer holds one K and one V row of
+// kv_heads * head_dim values, stored as the cache stores them, model/kv/kv_cache.h):
+//   bytes/token = 2 * layers * kv_row_bytes(dtype, kv_heads * head_dim)
+// i.e. 4 B per value in f32, 2 in f16, 34 per 32 values in q8_0 and 18 per
+// 32 in q4_0 (each block of 32 carries its fp16 scale).
 // With grouped-query attention (Llama-3, Mistral) kv_heads < query heads, so
 // the cache is smaller than the hidden width suggests. A sliding window
 // (Mistral-7B v0.1: 4096) caps how many positions are ever held.
@@ -15,14 +18,12 @@
 #include <vector>
 
 #include "model/arch/config.h"
+#include "model/kv/kv_cache.h"
 
 namespace kvscope {
 
-enum class KvDtype { kF32, kF16, kInt8, kInt4 };
-const char* to_string(KvDtype d);                         // "fp32" / "fp16" / "int8" / "int4"
-bool parse_kv_dtype(const std::string& s, KvDtype& out);  // accepts the names above
-double dtype_bytes(KvDtype d);                            // 4, 2, 1, 0.5
-const std::vector<KvDtype>& all_kv_dtypes();              // fp32, fp16, int8, int4
+// Bytes per value as stored, for the formula's display: 4, 2, 34/32, 18/32.
+double bytes_per_value(KVDtype d);
 
 // One model's attention geometry, as published.
 struct KvModelSpec {
@@ -42,17 +43,18 @@ struct KvModelSpec {
   const char* attention_kind() const { return gqa() ? "GQA" : "MHA"; }
 };
 
-// The model loaded in the app (GPT-2 layout, f32 cache: n_head KV heads).
+// The model loaded in the app: its K/V heads (GPT-2: one per query head;
+// Llama-family: grouped-query, fewer), head size and window.
 KvModelSpec spec_from_config(const Config& c, const std::string& name, uint64_t params);
 
 // Positions held in the cache at context length `tokens` (the window caps it).
 uint64_t cached_positions(const KvModelSpec& m, uint64_t tokens);
-// 2 * layers * kv_heads * head_dim * dtype_bytes (exact: int4 halves an even number).
-uint64_t kv_bytes_per_token(const KvModelSpec& m, KvDtype d);
+// 2 * layers * kv_row_bytes(d, kv_heads * head_dim).
+uint64_t kv_bytes_per_token(const KvModelSpec& m, KVDtype d);
 // Cache bytes at context length `tokens`.
-uint64_t kv_cache_bytes(const KvModelSpec& m, uint64_t tokens, KvDtype d);
-// Weights: params * dtype_bytes (int4 rounds up to whole bytes).
-uint64_t weights_bytes(const KvModelSpec& m, KvDtype d);
+uint64_t kv_cache_bytes(const KvModelSpec& m, uint64_t tokens, KVDtype d);
+// Weights stored in the same format: kv_row_bytes(d, params).
+uint64_t weights_bytes(const KvModelSpec& m, KVDtype d);
 
 // Card sizes the panel checks against. GPU memory is binary: a "24 GB" card
 // holds 24 GiB, an "80 GB" one 80 GiB.
@@ -71,7 +73,7 @@ struct FitCheck {
 };
 // One row of the calculator table: cache and weights both in `dtype`
 // (a separate weights dtype can be given).
-FitCheck check_fit(const KvModelSpec& m, uint64_t tokens, KvDtype cache_dtype, KvDtype weights_dtype);
+FitCheck check_fit(const KvModelSpec& m, uint64_t tokens, KVDtype cache_dtype, KVDtype weights_dtype);
 
 // The data file: {"configs": [ {...}, ... ]} (see assets/kv_configs.json).
 // Throws kvscope::Error naming the file, the entry and the field.

@@ -74,6 +74,9 @@ struct TextScale {
 struct LoadCheckpoint {
   int index = 0;
 };
+// Score the shown text under each cache layout the Cache panel compares
+// (app/worker/kv_scoring.h), on the session's scoring thread.
+struct ScoreKvLayouts {};
 
 }  // namespace cmd
 
@@ -82,7 +85,7 @@ using UiCommand =
                  cmd::LoadModel, cmd::CancelLoad, cmd::Scrub, cmd::ScrubTo, cmd::Fork, cmd::SelectBranch,
                  cmd::SelectHead, cmd::Presentation, cmd::Predict, cmd::Reveal, cmd::Palette, cmd::SaveView,
                  cmd::LoadView, cmd::DismissErrors, cmd::TogglePanels, cmd::SetCamera, cmd::Fit, cmd::Screenshot,
-                 cmd::Fullscreen, cmd::TextScale, cmd::LoadCheckpoint, cmd::SetDecoding>;
+                 cmd::Fullscreen, cmd::TextScale, cmd::LoadCheckpoint, cmd::SetDecoding, cmd::ScoreKvLayouts>;
 using Commands = std::vector<UiCommand>;
 
 }  // namespace kvscope

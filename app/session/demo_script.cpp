@@ -60,6 +60,9 @@ Commands feature_script(int frame, int total, const Snapshot& snap, const std::s
     if (best >= 0) cmds.push_back(cmd::ScrubTo{best});
   }
   if (demo_view == "presentation" && at(0.5)) cmds.push_back(cmd::Presentation{});
+  // A sliding window opens the Cache panel's loss plot: score the text for the picture
+  // (the panel's button; nothing is scored unasked).
+  if (at(0.9) && snap.seq.current && snap.seq.current->kv_layout.windowed()) cmds.push_back(cmd::ScoreKvLayouts{});
   if ((demo_view == "heatmaps" || demo_view == "qkv") && at(0.9)) cmds.push_back(cmd::SelectHead{1, 2});
   // The middle checkpoint of the model's training run: the same prompt, earlier weights.
   if (demo_view == "training" && at(0.3) && snap.training)

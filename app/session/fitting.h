@@ -31,7 +31,7 @@ inline constexpr int kTopKMax = 100000;  // without a model; with one, its vocab
 inline constexpr float kMinWeightMax = 1.0f;
 inline constexpr int kMaxNewMax = 1 << 20;  // without a model; with one, its context
 inline constexpr int kKvContextMax = 1 << 20;
-inline constexpr int kKvDtypes = 4;     // the KV calculator's fp32, fp16, int8, int4
+inline constexpr int kKvDtypes = 4;     // the KV calculator's formats: all_kv_dtypes(), f32 f16 q8_0 q4_0
 inline constexpr int kBottomTabs = 5;   // branches, phases, KV memory, attention heads, training
 inline constexpr int kHeadsMax = 4096;  // layers and heads without a model
 inline constexpr int kKvWindowMax = 1 << 20, kKvBlockMax = 4096;

@@ -117,10 +117,28 @@ void Session::sync_shown() {
   snap.seq_version = snap.tree_version;
 }
 
+// The text of the shown step (at most the model's context), under dense
+// f32 and the layouts the Cache panel compares with it.
+void Session::score_kv_layouts() {
+  if (!snap.model || !snap.seq.current) return;
+  const Config& c = snap.model->config;
+  LayoutScoreRequest req;
+  req.model = snap.model;
+  for (const TokenInfo& t : snap.seq.tokens)
+    if (static_cast<int>(req.tokens.size()) < c.n_positions) req.tokens.push_back(t.id);
+  if (req.tokens.size() < 2) return;
+  req.layouts = layouts_to_compare(snap.seq.current->kv_layout, KVLayout::for_model(c));
+  req.at = snap.seq.current;
+  scorer_.request(std::move(req));
+  snap.kv_scoring = true;
+}
+
 void Session::update(double now) {
   for (WorkerEvent& ev : worker_.poll()) take_event(ev, now);
   snap.step_in_flight = worker_.pending() > 0;
   snap.load_progress = worker_.load_progress();
+  snap.kv_scores = scorer_.result();
+  snap.kv_scoring = scorer_.busy();
   // A restored view's step, once generated (or the last one, when the
   // generation stopped before reaching it).
   if (snap.pending_view_step >= 0 && snap.stop != StopReason::kNone && !snap.records.empty() &&
@@ -305,6 +323,7 @@ void Session::execute(const UiCommand& c, double now) {
                  [&](const cmd::LoadModel& m) { load_model(m.dir); },
                  [&](const cmd::CancelLoad&) { worker_.cancel_load(); },
                  [&](const cmd::LoadCheckpoint& c) { load_checkpoint(c.index); },
+                 [&](const cmd::ScoreKvLayouts&) { score_kv_layouts(); },
                  [&](const cmd::Scrub& s) { scrub(s.steps, now); },
                  [&](const cmd::ScrubTo& s) { scrub_to(s.step); },
                  [&](const cmd::Fork& f) { fork(f.token); },
@@ -320,10 +339,7 @@ void Session::execute(const UiCommand& c, double now) {
                    ui.revealed_step = static_cast<int>(snap.records.size()) - 1;  // what is on screen stays visible
                  },
                  [&](const cmd::Reveal&) { ui.revealed_step = snap.timeline_size() - 1; },
-                 [&](const cmd::Palette&) {
-                   ui.colour_blind = !ui.colour_blind;
-                   palette::set_palette(ui.colour_blind);
-                 },
+                 [&](const cmd::Palette&) { ui.colour_blind = !ui.colour_blind; },
                  [&](const cmd::SaveView& v) { save_view_to(v.path); },
                  [&](const cmd::LoadView& v) { load_view_from(v.path, now); },
                  [&](const cmd::DismissErrors&) { ui.errors.clear(); },

@@ -1,8 +1,9 @@
 // The window's controller, GL-free: it owns the engine worker, the snapshot
 // built from the worker's events and the user's choices, and carries out
 // every command (commands.h). The window (gui.cpp) only draws what it holds
-// and forwards what the user asked for; tests/test_session.cpp drives the
-// same object headless against the real worker and engine.
+// and forwards what the user asked for; tests/test_session_decode.cpp,
+// test_session_scoring.cpp, test_training_session.cpp and test_ui_fit.cpp
+// drive the same object headless against the real worker and engine.
 //
 // Time is passed in (seconds on any monotonic clock), so the session never
 // asks GLFW for it.
@@ -16,6 +17,7 @@
 #include "app/session/commands.h"
 #include "app/session/fitting.h"
 #include "app/session/state.h"
+#include "app/worker/kv_scoring.h"
 #include "app/worker/worker.h"
 #include "render/scene/scene_camera.h"
 
@@ -74,7 +76,6 @@ class Session {
   void sync_shown();
 
   WindowRequests take_window_requests();
-  int engine_pending() const { return worker_.pending(); }
   bool engine_idle() const { return worker_.pending() == 0; }
   float load_progress() const { return worker_.load_progress(); }
   // New tokens a generation may make: the user's choice, else the default capped by the context.
@@ -117,8 +118,10 @@ class Session {
   void set_text_scale(float scale);
   void save_view_to(const std::string& path);
   void load_view_from(const std::string& path, double now);
+  void score_kv_layouts();
 
   EngineWorker worker_;
+  LayoutScorer scorer_;  // the Cache panel's loss plot, started only by cmd::ScoreKvLayouts
   WindowRequests requests_;
   std::optional<ReplacedGeneration> replaced_;  // while a start is pending over a running generation
   std::string unfitted_origin_;  // a file restored before any model loaded: fitted to the model when one has

@@ -12,10 +12,12 @@
 #include <vector>
 
 #include "app/lessons/kv_memory.h"
+#include "app/lessons/sampling.h"
 #include "app/lessons/training.h"
 #include "app/session/branches.h"
 #include "app/session/commands.h"
 #include "app/worker/decoding.h"
+#include "app/worker/kv_scoring.h"
 #include "model/arch/model.h"
 #include "model/decoding/beam_generator.h"
 #include "model/decoding/generator.h"
@@ -75,6 +77,10 @@ struct Snapshot {
   DecodeSettings decoding;
   std::vector<BeamRecordPtr> beam_records;
   std::vector<SpecIterationPtr> spec_iterations;
+  // The Cache panel's loss-per-position plot (cmd::ScoreKvLayouts): the
+  // newest finished scoring (null before the first) and whether one runs.
+  std::shared_ptr<const LayoutScoreResult> kv_scores;
+  bool kv_scoring = false;
 
   // Steps on the timeline, whatever the strategy.
   int timeline_size() const {
@@ -89,6 +95,36 @@ struct Snapshot {
   }
 };
 
+// What panels derive from the snapshot and keep between frames rather than
+// recompute each frame, each keyed by what it was derived from (a record is
+// held, so a later one never reuses its address). Never saved.
+struct PanelMemo {
+  // The Next-token panel's explanation of the shown step under the panel's sampler settings.
+  struct Explain {
+    RecordPtr rec;
+    SamplerSettings settings;
+    bool what_if = false;  // settings other than the ones the step ran
+    bool ok = false;
+    std::string error;
+    SamplingExplain e;
+  } explain;
+  // The attention overview: the binned causal attention matrix of every (layer, head) up to the shown step.
+  struct Heat {
+    RecordPtr rec;
+    size_t count = 0;
+    int bins = 0, S = 0, L = 0, H = 0;
+    std::vector<float> cell;     // (layer, head, bin_q, bin_k): the largest weight in the bin
+    std::vector<uint8_t> known;  // (bin_q): some row of the bin is held
+    std::vector<int> bin_start;  // (bins + 1): first position of each bin
+  } heat;
+  // The KV calculator's published configurations (assets/kv_configs.json), read once.
+  struct KvConfigs {
+    bool loaded = false;
+    std::vector<KvModelSpec> specs;
+    std::string error;
+  } kv_configs;
+};
+
 struct UiState {
   // Prompt
   int preset = 0;  // kNumPresets = custom
@@ -101,13 +137,14 @@ struct UiState {
   int max_new = 0;  // 0 = fill the context (capped by kDefaultMaxNew)
   // Attention
   int layer = -1, head = -1;
-  float min_weight = 0.005f;
+  float min_weight = kDefaultMinWeight;
   bool beams = true;
   // Sampling (applies from the next step)
   SamplerSettings sampler;
   // Decoding strategy being edited in the Decoding panel (sent with cmd::SetDecoding).
   DecodeSettings decoding;
   SpecStage spec_stage = SpecStage::kAnimate;  // speculative: hold the shown iteration at a stage
+  bool draft_other_folder = false;             // the draft picker shows a folder field, not the shipped models
   // KV cache layout (applies from the next generation)
   KVSettings kv_layout;
   // Model
@@ -147,7 +184,7 @@ struct UiState {
   int revealed_step = -1;  // newest record index the class has seen
   // KV memory calculator.
   int kv_context = 100000;  // tokens
-  int kv_dtype = 1;         // index into all_kv_dtypes(): fp16
+  int kv_dtype = 1;         // index into all_kv_dtypes() (model/kv/kv_cache.h): f16
   int kv_selected = -1;     // highlighted row of the table (-1: the loaded model)
   int bottom_tab = 0;       // 0 branches, 1 phases, 2 KV memory, 3 attention heads, 4 training
   bool select_tab = false;  // make bottom_tab the open tab next frame
@@ -156,6 +193,7 @@ struct UiState {
   // Errors shown in the error panel until dismissed.
   std::vector<std::string> errors;
   std::string status;  // one line, e.g. "saved kvscope-....png"
+  PanelMemo memo;
 };
 
 inline constexpr int kDefaultMaxNew = 200;

@@ -2,6 +2,7 @@
 // several cache layouts (dense f32, the running one, the same window with
 // and without sinks) by the real engine, on a thread of its own: one forward
 // over up to the whole context per layout can take seconds on a large model.
+// The Session owns the scorer and starts it only on cmd::ScoreKvLayouts.
 #pragma once
 
 #include <condition_variable>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "model/arch/model.h"
+#include "model/decoding/generator.h"
 #include "model/kv/kv_eval.h"
 
 namespace kvscope {
@@ -20,7 +22,9 @@ struct LayoutScoreRequest {
   std::shared_ptr<const Model> model;
   std::vector<int> tokens;        // the text: prompt + generated, at most n_positions
   std::vector<KVLayout> layouts;  // scored in this order; the first is the reference (dense f32)
-  uint64_t key = 0;               // the caller's id of what was asked (text and layouts)
+  // The step whose text this is (held, so no later record reuses its
+  // address): the result is current while that step is shown.
+  RecordPtr at;
 };
 
 struct LayoutScoreResult {

@@ -12,9 +12,16 @@ namespace {
 // issues its parallel products back to back, microseconds apart.
 constexpr auto kSpin = std::chrono::microseconds(50);
 
+std::atomic<int> g_default_threads{0};  // set_default_threads' n; 0: not set
+
 }  // namespace
 
+void ThreadPool::set_default_threads(int n) {
+  g_default_threads = std::clamp(n, 1, 256);
+}
+
 int ThreadPool::default_threads() {
+  if (const int n = g_default_threads.load(); n > 0) return n;
   if (const char* env = std::getenv("KVSCOPE_THREADS"); env && *env) {
     const int n = std::atoi(env);
     if (n >= 1 && n <= 256) return n;

@@ -15,8 +15,7 @@ namespace kvscope {
 
 class ThreadPool {
  public:
-  // n_threads counts the caller, which always takes a share; 0 = default
-  // ($KVSCOPE_THREADS, else the number of cores).
+  // n_threads counts the caller, which always takes a share; 0 = default_threads().
   explicit ThreadPool(int n_threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -33,7 +32,11 @@ class ThreadPool {
   static constexpr int64_t kMinShareCost = 1 << 15;
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
+  // The size of a pool built with 0: set_default_threads' n when set, else
+  // $KVSCOPE_THREADS, else the number of cores.
   static int default_threads();
+  // For pools built from now on (the window leaves a core to its renderer). n in [1, 256].
+  static void set_default_threads(int n);
 
  private:
   void worker_loop(int index);

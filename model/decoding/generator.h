@@ -265,6 +265,10 @@ class Generator {
   bool fork_reused_cache_ = false;
 };
 
+// A paged record's pages as runs: from kv_held, kv_held_block and kv_held_refs
+// where it holds them, else its kv_page_runs. Empty when not paged.
+std::vector<PageRun> page_runs(const StepRecord& r);
+
 // The record of a forced choice (what Generator::fork returns): a copy of
 // record `at` (its forward, logits, attention and counters are what ran) with
 // `token` as its choice and no stop. prob = the token's probability in the
@@ -272,10 +276,6 @@ class Generator {
 // before `at`), then temperature, over the stored logits; from at.top when the
 // logits were dropped; 0 when neither has it. Throws kvscope::Error for a
 // token outside the vocabulary.
-// A paged record's pages as runs: from kv_held, kv_held_block and kv_held_refs
-// where it holds them, else its kv_page_runs. Empty when not paged.
-std::vector<PageRun> page_runs(const StepRecord& r);
-
 RecordPtr make_forced_record(const StepRecord& at, int token, const std::vector<int>& prefix, const Tokenizer& tok);
 
 }  // namespace kvscope

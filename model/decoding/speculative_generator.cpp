@@ -102,7 +102,7 @@ void SpeculativeDecoder::start_tokens(const std::vector<int>& prompt, const Spec
   reason_ = StopReason::kNone;
   started_ = true;
   iterations_ = target_forwards_ = draft_forwards_ = drafted_total_ = accepted_total_ = 0;
-  draft_ms_ = target_ms_ = ms_total_ = 0;
+  draft_ms_ = ms_total_ = 0;
   target_cache_.reset(target_layout);
   draft_cache_.reset(draft_layout);
 }
@@ -239,7 +239,6 @@ SpecIterationPtr SpeculativeDecoder::step() {
   roll_back(*it);
   finish_record(*it, drafted);
   draft_ms_ += it->draft_ms;
-  target_ms_ += it->target_ms;
   ms_total_ += ms_since(t_iter);
   return it;
 }

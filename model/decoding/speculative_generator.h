@@ -86,7 +86,6 @@ class SpeculativeDecoder {
   int target_forwards() const { return target_forwards_; }
   int draft_forwards() const { return draft_forwards_; }
   double draft_ms_total() const { return draft_ms_; }
-  double target_ms_total() const { return target_ms_; }
   double ms_total() const { return ms_total_; }
   const KVCache& target_cache() const { return target_cache_; }
   const KVCache& draft_cache() const { return draft_cache_; }
@@ -113,7 +112,7 @@ class SpeculativeDecoder {
   bool started_ = false;
   int iterations_ = 0, target_forwards_ = 0, draft_forwards_ = 0;
   int drafted_total_ = 0, accepted_total_ = 0;
-  double draft_ms_ = 0, target_ms_ = 0, ms_total_ = 0;
+  double draft_ms_ = 0, ms_total_ = 0;
 };
 
 }  // namespace kvscope

@@ -87,7 +87,7 @@ uint64_t forward_flops(const Config& c, int n_new, int seq_len);
 // time is the memory traffic it sustained.
 uint64_t forward_read_bytes(const Model& m, uint64_t cache_read_bytes);
 
-// Threads the engine's matrix products use ($KVSCOPE_THREADS, else the cores).
+// Threads the engine's matrix products use (ThreadPool::default_threads).
 int engine_threads();
 
 }  // namespace kvscope

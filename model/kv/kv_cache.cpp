@@ -26,8 +26,13 @@ const char* to_string(KVDtype d) {
   return "?";
 }
 
+const std::vector<KVDtype>& all_kv_dtypes() {
+  static const std::vector<KVDtype> all = {KVDtype::kF32, KVDtype::kF16, KVDtype::kQ8_0, KVDtype::kQ4_0};
+  return all;
+}
+
 bool parse_kv_dtype(const std::string& name, KVDtype* out) {
-  for (KVDtype d : {KVDtype::kF32, KVDtype::kF16, KVDtype::kQ8_0, KVDtype::kQ4_0}) {
+  for (KVDtype d : all_kv_dtypes()) {
     if (name == to_string(d)) {
       *out = d;
       return true;
@@ -36,17 +41,17 @@ bool parse_kv_dtype(const std::string& name, KVDtype* out) {
   return false;
 }
 
-uint64_t kv_row_bytes(KVDtype d, int n) {
-  const uint64_t v = static_cast<uint64_t>(n);
+uint64_t kv_row_bytes(KVDtype d, uint64_t v) {
+  const uint64_t blocks = (v + kQuantBlock - 1) / kQuantBlock;
   switch (d) {
     case KVDtype::kF32:
       return 4 * v;
     case KVDtype::kF16:
       return 2 * v;
     case KVDtype::kQ8_0:
-      return v / kQuantBlock * kQ8_0BlockBytes;
+      return blocks * kQ8_0BlockBytes;
     case KVDtype::kQ4_0:
-      return v / kQuantBlock * kQ4_0BlockBytes;
+      return blocks * kQ4_0BlockBytes;
   }
   return 0;
 }
@@ -149,7 +154,6 @@ void KVCache::reset(const KVLayout& layout) {
   layout_ = layout;
   seqs_.clear();
   copies_ = 0;
-  evicted_total_ = 0;
   if (!same_geometry) {
     slabs_.clear();
     refs_.clear();
@@ -511,7 +515,6 @@ int KVCache::commit(SeqId s) {
     if (p >= layout_.sinks) ++evicted;
   q.lo = new_lo;
   free_evicted_blocks(q);
-  evicted_total_ += static_cast<uint64_t>(evicted);
   return evicted;
 }
 

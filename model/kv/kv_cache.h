@@ -68,10 +68,13 @@ bool parse_kv_evict(const std::string& name, KVEvict* out);
 const char* to_string(KVDtype d);  // "f32" / "f16" / "q8_0" / "q4_0"
 // Parses one of the names above; false when unknown.
 bool parse_kv_dtype(const std::string& name, KVDtype* out);
-// Bytes of one stored row of n values: f32 4n, f16 2n, q8_0 34 per 32
+// Every dtype, in the order above.
+const std::vector<KVDtype>& all_kv_dtypes();
+// Bytes of n values stored as d: f32 4n, f16 2n, q8_0 34 per block of 32
 // values (32 int8 + fp16 scale), q4_0 18 per 32 (16 bytes of nibbles + fp16
-// scale). The block formats need n to be a multiple of 32.
-uint64_t kv_row_bytes(KVDtype d, int n);
+// scale), a last partial block counted whole. A cache row's n is a multiple
+// of 32 for the block formats.
+uint64_t kv_row_bytes(KVDtype d, uint64_t n);
 
 struct KVLayout {
   int n_layer = 0, n_kv_head = 0, head_dim = 0;
@@ -202,10 +205,9 @@ class KVCache {
   // hold in this dtype (the paged layout's comparison).
   uint64_t contiguous_reservation_bytes() const;
   uint64_t blocks_copied() const { return copies_; }  // copy-on-write copies so far
-  uint64_t evicted_total() const { return evicted_total_; }
-  std::vector<KVCell> cells() const;              // every held row, by block then slot
-  std::vector<int> block_table(SeqId seq) const;  // paged: block per B positions, -1 = freed
-  int block_refs(int block) const;                // sequences referencing a block of the pool
+  std::vector<KVCell> cells() const;                  // every held row, by block then slot
+  std::vector<int> block_table(SeqId seq) const;      // paged: block per B positions, -1 = freed
+  int block_refs(int block) const;                    // sequences referencing a block of the pool
 
   // --- blocks held outside any sequence (a serving scheduler's prefix cache) ---
   // A paged pool block stays allocated while retained, whatever sequences
@@ -302,13 +304,7 @@ class KVCache {
   std::vector<int> refs_;  // (block) sequences referencing each block of the pool
   std::vector<int> free_;  // pool indices, taken from the back
   std::vector<Sequence> seqs_;
-  uint64_t copies_ = 0, evicted_total_ = 0;
+  uint64_t copies_ = 0;
 };
-
-// Positions written to sequence 0 (the one-sequence convenience of
-// Engine::forward), 0 before its first forward.
-inline int cached_length(const KVCache& c) {
-  return c.has_sequence(0) ? c.length(0) : 0;
-}
 
 }  // namespace kvscope

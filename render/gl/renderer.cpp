@@ -229,7 +229,7 @@ void Renderer::draw(const Scene& scene, const Camera& camera, int x, int y, int 
   stats_ = DrawStats();
   const float aspect = static_cast<float>(width) / static_cast<float>(std::max(1, height));
   const glm::mat4 vp = camera.proj(aspect) * camera.view();
-  const glm::vec3 bg = palette::kBackground;
+  const glm::vec3 bg = scene.palette.background;
 
   glViewport(x, y, width, height);
   glEnable(GL_SCISSOR_TEST);
@@ -255,7 +255,7 @@ void Renderer::draw(const Scene& scene, const Camera& camera, int x, int y, int 
 
 // Ground grid under the sequence.
 void Renderer::draw_ground(const Scene& scene, const glm::mat4& vp) {
-  const glm::vec3 bg = palette::kBackground;
+  const glm::vec3 bg = scene.palette.background;
   glUseProgram(grid_prog_.id());
   const float x0 = scene.bounds_min.x - 4.0f, x1 = std::max(scene.bounds_max.x, 8.0f) + 6.0f;
   const float z0 = -6.0f, z1 = 6.0f;
@@ -273,7 +273,7 @@ void Renderer::draw_ground(const Scene& scene, const glm::mat4& vp) {
 // Blocks: tokens, KV stacks, markers. Back faces are culled (closed boxes).
 void Renderer::draw_all_blocks(const Scene& scene, const Camera& camera, const glm::mat4& vp,
                                const RenderStyle& style) {
-  const glm::vec3 bg = palette::kBackground;
+  const glm::vec3 bg = scene.palette.background;
   const glm::vec3 light = glm::normalize(glm::vec3(0.35f, 0.8f, 0.5f));
   const glm::vec3 eye = camera.world_eye();
   for (const gl::Program* p : {&outline_prog_, &blocks_prog_}) {

@@ -554,7 +554,7 @@ void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVe
     legend = draw_legend(dl, scene, origin, all, fonts, opt.band > 0, opt.legend_scale,
                          legend_rows_width(fonts, opt, all.x), opt.legend_terse);
   ImVec4 hud(0, 0, 0, 0);
-  if (opt.hud) hud = draw_hud(dl, origin, all, fonts, opt, legend);
+  if (opt.hud) hud = draw_hud(dl, origin, all, fonts, opt, scene.palette, legend);
   dl->PopClipRect();
   if (layout) {
     layout->legend = glm::vec4(legend.x, legend.y, legend.z, legend.w);

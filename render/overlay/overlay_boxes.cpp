@@ -36,16 +36,16 @@ std::string fit_utf8(ImFont* font, float size, const std::string& s, float max_w
 
 namespace {
 
-glm::vec3 phase_colour(Phase p) {
+glm::vec3 phase_colour(Phase p, const Palette& pal) {
   switch (p) {
     case Phase::kPrefill:
       return {0.95f, 0.85f, 0.45f};
     case Phase::kDecodeKV:
-      return palette::kCacheHigh;
+      return pal.cache_high;
     case Phase::kDecodeNoCache:
-      return palette::kRecomputed;
+      return pal.recomputed;
     case Phase::kRefill:
-      return palette::kRefill;
+      return pal.refill;
     case Phase::kNone:
       break;
   }
@@ -61,6 +61,7 @@ struct LegendEntry {
 
 // The cache layout's entries: row format, eviction, sinks, pages.
 void cache_legend_entries(const Scene& scene, std::vector<LegendEntry>& entries) {
+  const Palette& pal = scene.palette;
   float bands = 0;
   bool evicting = false, evicted = false;
   for (const BlockInstance& b : scene.kv) {
@@ -68,31 +69,32 @@ void cache_legend_entries(const Scene& scene, std::vector<LegendEntry>& entries)
     evicting |= b.state == KvState::kEvicting;
     evicted |= b.state == KvState::kEvicted;
   }
-  if (bands == 16) entries.push_back({5, palette::kCacheHigh, "f16 rows: 16 stripes = 16 bits per value", 16});
-  if (bands == 8) entries.push_back({5, palette::kCacheHigh, "q8_0 rows: 8 stripes = 8 bits per value (+ scale)", 8});
-  if (bands == 4) entries.push_back({5, palette::kCacheHigh, "q4_0 rows: 4 stripes = 4 bits per value (+ scale)", 4});
-  if (evicting) entries.push_back({4, palette::kEvicted, "evicted by the window this step (bytes freed)"});
-  if (evicted) entries.push_back({2, palette::kEvicted, "evicted earlier: gone from the cache"});
+  if (bands == 16) entries.push_back({5, pal.cache_high, "f16 rows: 16 stripes = 16 bits per value", 16});
+  if (bands == 8) entries.push_back({5, pal.cache_high, "q8_0 rows: 8 stripes = 8 bits per value (+ scale)", 8});
+  if (bands == 4) entries.push_back({5, pal.cache_high, "q4_0 rows: 4 stripes = 4 bits per value (+ scale)", 4});
+  if (evicting) entries.push_back({4, pal.evicted, "evicted by the window this step (bytes freed)"});
+  if (evicted) entries.push_back({2, pal.evicted, "evicted earlier: gone from the cache"});
   bool sinks = false, page = false, shared = false;
   for (const BlockInstance& b : scene.cache_marks) {
     sinks |= b.mark == CacheMark::kSinks;
     page |= b.mark == CacheMark::kPage;
     shared |= b.mark == CacheMark::kSharedPage;
   }
-  if (sinks) entries.push_back({2, palette::kSink, "sink positions: always kept"});
-  if (page) entries.push_back({2, palette::kPage, "page: a block of B positions (id = pool block)"});
-  if (shared) entries.push_back({2, palette::kShared, "page shared by branches (copied on first write)"});
+  if (sinks) entries.push_back({2, pal.sink, "sink positions: always kept"});
+  if (page) entries.push_back({2, pal.page, "page: a block of B positions (id = pool block)"});
+  if (shared) entries.push_back({2, pal.shared, "page shared by branches (copied on first write)"});
 }
 
 // What is on screen in this phase, nothing more; `terse`: each entry without
 // its parenthesised note ("newest token", not "newest token (just chosen)"),
 // which keeps a legend at a large text scale short instead of small.
 std::vector<LegendEntry> legend_entries(const Scene& scene, bool terse) {
+  const Palette& pal = scene.palette;
   using Entry = LegendEntry;
   std::vector<Entry> entries = {
-      {0, palette::kPromptToken, "prompt token"},
-      {0, palette::kGeneratedToken, "generated token"},
-      {0, palette::kNewToken, "newest token (just chosen)"},
+      {0, pal.prompt_token, "prompt token"},
+      {0, pal.generated_token, "generated token"},
+      {0, pal.new_token, "newest token (just chosen)"},
   };
   bool held = false, fresh = false, prefill = false, refill = false, recomputed = false, dropped = false;
   for (const BlockInstance& b : scene.kv) {
@@ -104,17 +106,16 @@ std::vector<LegendEntry> legend_entries(const Scene& scene, bool terse) {
     dropped |= b.state == KvState::kNewDropped;
   }
   if (held || prefill || refill || fresh)
-    entries.push_back({1, palette::kCacheHigh, "K/V held in the cache (height, colour = |K|)"});
-  if (prefill) entries.push_back({0, palette::kPrefill, "prefill: all prompt K/V in one pass"});
-  if (refill) entries.push_back({0, palette::kRefill, "refill: cache rebuilt in one pass"});
-  if (fresh || (dropped && !scene.rolled_back))
-    entries.push_back({0, palette::kNewKV, "K/V computed for the first time"});
+    entries.push_back({1, pal.cache_high, "K/V held in the cache (height, colour = |K|)"});
+  if (prefill) entries.push_back({0, pal.prefill, "prefill: all prompt K/V in one pass"});
+  if (refill) entries.push_back({0, pal.refill, "refill: cache rebuilt in one pass"});
+  if (fresh || (dropped && !scene.rolled_back)) entries.push_back({0, pal.new_kv, "K/V computed for the first time"});
   if (scene.drafts) entries.push_back({0, kDraftColour, "drafted by the draft model, not yet verified"});
-  if (scene.rolled_back) entries.push_back({4, palette::kRecomputed, "rejected draft: its K/V rolled back"});
-  if (recomputed) entries.push_back({4, palette::kRecomputed, "recomputed, then thrown away (NO CACHE)"});
+  if (scene.rolled_back) entries.push_back({4, pal.recomputed, "rejected draft: its K/V rolled back"});
+  if (recomputed) entries.push_back({4, pal.recomputed, "recomputed, then thrown away (NO CACHE)"});
   cache_legend_entries(scene, entries);
-  entries.push_back({2, palette::kEmpty, "empty cache slot"});
-  if (!scene.beams.empty()) entries.push_back({3, palette::kBeam, "attention of the newest token (width = weight)"});
+  entries.push_back({2, pal.empty, "empty cache slot"});
+  if (!scene.beams.empty()) entries.push_back({3, pal.beam, "attention of the newest token (width = weight)"});
   if (terse)
     for (LegendEntry& e : entries) e.text = e.text.substr(0, e.text.find(" ("));
   return entries;
@@ -265,7 +266,7 @@ ImVec4 draw_banner(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 siz
                    float* line_px) {
   if (scene.banner.empty()) return ImVec4(0, 0, 0, 0);
   const BannerLayout b = layout_banner(scene, fonts, size.x, k);
-  const glm::vec3 c = phase_colour(scene.phase);
+  const glm::vec3 c = phase_colour(scene.phase, scene.palette);
   const float sk = fonts.scale * k;
   const ImVec2 p0(origin.x + (size.x - b.box.x) * 0.5f, origin.y + kBannerMargin * sk);
   const ImVec2 p1(p0.x + b.box.x, p0.y + b.box.y);
@@ -295,6 +296,7 @@ float banner_band(const Scene& scene, const OverlayFonts& fonts, float width, fl
 
 ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts, bool flow,
                    float band_k, float rows_w, bool terse) {
+  const Palette& pal = scene.palette;
   ImFont* f = fonts.small;
   const std::vector<LegendEntry> entries = legend_entries(scene, terse);
   const int n = static_cast<int>(entries.size());
@@ -318,8 +320,8 @@ ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 siz
         dl->AddRectFilled(a, b, to_imcolor(e.c), 2.0f);
         break;
       case 1:
-        dl->AddRectFilledMultiColor(a, b, to_imcolor(palette::kCacheHigh), to_imcolor(palette::kCacheHigh),
-                                    to_imcolor(palette::kCacheLow), to_imcolor(palette::kCacheLow));
+        dl->AddRectFilledMultiColor(a, b, to_imcolor(pal.cache_high), to_imcolor(pal.cache_high),
+                                    to_imcolor(pal.cache_low), to_imcolor(pal.cache_low));
         break;
       case 2:
         dl->AddRect(a, b, to_imcolor(e.c), 0.0f, 0, 1.5f);
@@ -346,7 +348,7 @@ ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 siz
 }
 
 ImVec4 draw_hud(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts, const OverlayOptions& opt,
-                const ImVec4& avoid) {
+                const Palette& pal, const ImVec4& avoid) {
   if (!opt.record) return ImVec4(0, 0, 0, 0);
   const StepRecord& r = *opt.record;
   ImFont* f = fonts.small;
@@ -373,7 +375,7 @@ ImVec4 draw_hud(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& 
   dl->AddText(f, fs, ImVec2(p0.x + pad, p0.y + pad), IM_COL32(235, 238, 245, 255), l1.c_str());
   dl->AddText(f, fs, ImVec2(p0.x + pad, p0.y + pad + fs * 1.2f), IM_COL32(200, 210, 225, 255), l2.c_str());
   dl->AddText(f, fs, ImVec2(p0.x + pad, p0.y + pad + fs * 2.4f),
-              r.kv_bytes ? to_imcolor(palette::kCacheHigh) : to_imcolor(palette::kRecomputed), l3.c_str());
+              r.kv_bytes ? to_imcolor(pal.cache_high) : to_imcolor(pal.recomputed), l3.c_str());
   return ImVec4(p0.x, p0.y, p0.x + w + pad * 2, p0.y + box_h);
 }
 

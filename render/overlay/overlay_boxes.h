@@ -38,7 +38,7 @@ float legend_rows_width(const OverlayFonts& fonts, const OverlayOptions& opt, fl
 
 // Bottom right of [origin, origin + size), beside (or above) the legend's rectangle `avoid`.
 ImVec4 draw_hud(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts, const OverlayOptions& opt,
-                const ImVec4& avoid);
+                const Palette& pal, const ImVec4& avoid);
 
 // The text so far on one line inside the view `clip` (x0, y0, x1, y1): the
 // newest tokens' text as it reads (a leading space as a space), each in its

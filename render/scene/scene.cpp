@@ -46,6 +46,7 @@ namespace {
 
 // The weight of the `n` strongest beams, written where they land.
 void label_strongest_beams(Scene& s, int n) {
+  const Palette& pal = s.palette;
   std::vector<const BeamInstance*> order;
   for (const BeamInstance& b : s.beams) order.push_back(&b);
   const size_t k = std::min(order.size(), static_cast<size_t>(std::max(0, n)));
@@ -61,7 +62,7 @@ void label_strongest_beams(Scene& s, int n) {
                   static_cast<double>(order[i]->weight));
     lab.text = text;
     lab.anchor = order[i]->to + glm::vec3(0.0f, 0.0f, 0.45f);
-    lab.colour = glm::vec4(palette::kBeam, 1.0f);
+    lab.colour = glm::vec4(pal.beam, 1.0f);
     s.labels.push_back(std::move(lab));
   }
 }
@@ -193,9 +194,9 @@ float column_knorm(const SequenceState& seq, int p0, int p1, int layer) {
 
 // Colour, glow and size of a KV block in state `st`; `frac` is its K norm
 // relative to the layer's largest (-1: unknown), `flash` the compute flash.
-void style_kv_block(BlockInstance& b, const Layout& L, KvState st, float frac, float flash) {
+void style_kv_block(BlockInstance& b, const Palette& pal, const Layout& L, KvState st, float frac, float flash) {
   const float h = frac >= 0 ? L.kv_h * (L.kv_min_frac + (1.0f - L.kv_min_frac) * frac) : L.kv_h * 0.5f;
-  const glm::vec3 held = glm::mix(palette::kCacheLow, palette::kCacheHigh, std::max(frac, 0.0f));
+  const glm::vec3 held = glm::mix(pal.cache_low, pal.cache_high, std::max(frac, 0.0f));
   const glm::vec3 centre = b.center;  // x and z of the column
   float y_shift = 0;
   b.size.y = h;
@@ -204,41 +205,41 @@ void style_kv_block(BlockInstance& b, const Layout& L, KvState st, float frac, f
       b.colour = with_fill(held, 1.0f);
       break;
     case KvState::kPrefill:
-      b.colour = with_fill(glm::mix(held, palette::kPrefill, std::min(1.0f, 0.85f + flash)), 1.0f);
+      b.colour = with_fill(glm::mix(held, pal.prefill, std::min(1.0f, 0.85f + flash)), 1.0f);
       b.glow = flash;
       break;
     case KvState::kRefill:
-      b.colour = with_fill(glm::mix(held, palette::kRefill, std::min(1.0f, 0.45f + flash)), 1.0f);
+      b.colour = with_fill(glm::mix(held, pal.refill, std::min(1.0f, 0.45f + flash)), 1.0f);
       b.glow = flash;
       break;
     case KvState::kNew:
-      b.colour = with_fill(glm::mix(held, palette::kNewKV, std::min(1.0f, 0.7f + flash)), 1.0f);
+      b.colour = with_fill(glm::mix(held, pal.new_kv, std::min(1.0f, 0.7f + flash)), 1.0f);
       b.glow = 0.25f + 0.75f * flash;
       break;
     case KvState::kRecomputed:
       // Flashes solid, then fades to an outline: computed, then thrown away.
-      b.colour = with_fill(palette::kRecomputed, 0.3f + 0.7f * flash);
+      b.colour = with_fill(pal.recomputed, 0.3f + 0.7f * flash);
       b.glow = 0.15f + 0.85f * flash;
       break;
     case KvState::kNewDropped:
-      b.colour = with_fill(palette::kNewKV, 0.3f + 0.7f * flash);
+      b.colour = with_fill(pal.new_kv, 0.3f + 0.7f * flash);
       b.glow = 0.15f + 0.85f * flash;
       break;
     case KvState::kEmpty:
-      b.colour = with_fill(palette::kEmpty, 0.0f);
+      b.colour = with_fill(pal.empty, 0.0f);
       b.size.y = L.kv_h * 0.5f;
       b.bands = 0;
       break;
     case KvState::kEvicting:
       // Leaves the cache: turns red, sinks and shrinks to the evicted outline.
       // (it stays dimly filled for this step: evicted now, not earlier)
-      b.colour = with_fill(glm::mix(palette::kEvicted, held, flash * 0.5f), 0.25f + 0.75f * flash);
+      b.colour = with_fill(glm::mix(pal.evicted, held, flash * 0.5f), 0.25f + 0.75f * flash);
       b.glow = 0.6f * flash;
       b.size.y = h * (0.5f + 0.5f * flash);
       y_shift = -0.15f * (1.0f - flash);
       break;
     case KvState::kEvicted:
-      b.colour = with_fill(palette::kEvicted, 0.0f);
+      b.colour = with_fill(pal.evicted, 0.0f);
       b.size.y = h * 0.5f;
       y_shift = -0.15f;
       b.bands = 0;
@@ -270,7 +271,7 @@ void add_kv_column(Scene& s, const SequenceState& seq, const StepRecord& r, cons
     b.center = {L.x(p0), 0.0f, 0.0f};
     b.size = {L.block_w, 0.0f, L.block_w};
     b.bands = kv_bands(r.kv_layout.dtype);
-    style_kv_block(b, L, st, (norm >= 0 && mx > 0) ? norm / mx : -1.0f, flash);
+    style_kv_block(b, s.palette, L, st, (norm >= 0 && mx > 0) ? norm / mx : -1.0f, flash);
     if (!gqa) {
       s.kv.push_back(b);
       continue;
@@ -293,6 +294,7 @@ void add_kv_column(Scene& s, const SequenceState& seq, const StepRecord& r, cons
 // its slot. An aggregated column's block is lower and unlabelled, coloured by
 // its share of prompt tokens.
 void add_tokens(Scene& s, const SequenceState& seq, const ViewOptions& view, const Layout& L, float drop) {
+  const Palette& pal = s.palette;
   const Columns& cols = L.columns;
   const int NL = seq.n_layer;
   for (int col = 0; col < cols.count(); ++col) {
@@ -308,22 +310,22 @@ void add_tokens(Scene& s, const SequenceState& seq, const ViewOptions& view, con
       const float f = static_cast<float>(n_prompt) / static_cast<float>(b.span);
       b.size.y = L.token_h * 0.45f;
       b.center.y = L.token_bottom(NL) + b.size.y * 0.5f;
-      b.colour = with_fill(glm::mix(palette::kGeneratedToken, palette::kPromptToken, f) * 0.8f, 1.0f);
+      b.colour = with_fill(glm::mix(pal.generated_token, pal.prompt_token, f) * 0.8f, 1.0f);
       s.tokens.push_back(b);
       continue;
     }
     const int p = p0;
     const TokenInfo& t = seq.tokens[static_cast<size_t>(p)];
-    glm::vec3 c = t.prompt ? palette::kPromptToken : palette::kGeneratedToken;
+    glm::vec3 c = t.prompt ? pal.prompt_token : pal.generated_token;
     if (p == s.slot) {
       b.center = glm::mix(s.head_pos, b.center, drop);
       b.center.y += std::sin(drop * 3.14159265f) * 0.8f;
       b.size *= 0.35f + 0.65f * drop;
-      c = palette::kNewToken;
+      c = pal.new_token;
       b.glow = 0.6f * (1.0f - drop) + 0.3f;
     }
     const bool hidden = p == s.slot && view.hide_newest;  // predict mode: the class guesses first
-    if (hidden) c = palette::kEmpty;
+    if (hidden) c = pal.empty;
     b.colour = with_fill(c, 1.0f);
     s.tokens.push_back(b);
 
@@ -333,7 +335,7 @@ void add_tokens(Scene& s, const SequenceState& seq, const ViewOptions& view, con
     lab.text = hidden ? std::string("?") : visible_piece(t.piece);
     lab.anchor = {b.center.x, b.center.y + b.size.y * 0.5f + 0.12f, b.center.z};
     lab.colour = glm::vec4(
-        p == s.slot ? palette::kNewToken : (t.prompt ? glm::vec3(0.70f, 0.76f, 0.88f) : glm::vec3(1.0f, 0.80f, 0.45f)),
+        p == s.slot ? pal.new_token : (t.prompt ? glm::vec3(0.70f, 0.76f, 0.88f) : glm::vec3(1.0f, 0.80f, 0.45f)),
         1.0f);
     s.labels.push_back(std::move(lab));
   }
@@ -351,16 +353,17 @@ void add_tokens(Scene& s, const SequenceState& seq, const ViewOptions& view, con
 
 // `hidden` (predict mode): the tag names neither the token nor its probability.
 void add_write_head(Scene& s, const StepRecord& r, const Layout& L, float flash, bool hidden) {
+  const Palette& pal = s.palette;
   BlockInstance head;
   head.center = s.head_pos;
   head.size = glm::vec3(0.62f);
-  head.colour = with_fill(palette::kHead, 1.0f);
+  head.colour = with_fill(pal.head, 1.0f);
   head.glow = 0.6f + 0.4f * flash;
   s.markers.push_back(head);
   BlockInstance plate;  // a flat marker on the ground under the slot
   plate.center = {L.x(s.slot), -0.04f, 0.0f};
   plate.size = {L.block_w * 1.15f, 0.05f, L.block_w * 1.15f};
-  plate.colour = with_fill(palette::kHead, 1.0f);
+  plate.colour = with_fill(pal.head, 1.0f);
   plate.glow = 0.4f;
   s.markers.push_back(plate);
   Label lab;
@@ -370,7 +373,7 @@ void add_write_head(Scene& s, const StepRecord& r, const Layout& L, float flash,
   std::snprintf(prob, sizeof(prob), "  %.0f%%", static_cast<double>(r.prob) * 100.0);
   lab.text = hidden ? std::string("next: ?") : "next: " + visible_piece(r.piece) + prob;
   lab.anchor = s.head_pos + glm::vec3(0.0f, 0.45f, 0.0f);
-  lab.colour = glm::vec4(palette::kHead, 1.0f);
+  lab.colour = glm::vec4(pal.head, 1.0f);
   s.labels.push_back(std::move(lab));
 }
 
@@ -379,6 +382,7 @@ void add_write_head(Scene& s, const StepRecord& r, const Layout& L, float flash,
 // carries the sum over its keys).
 void add_beams(Scene& s, const StepRecord& r, const ViewOptions& view, const Layout& L, int n_layer, float read_dx,
                float fade) {
+  const Palette& pal = s.palette;
   const Columns& cols = L.columns;
   const int T = r.seq_len;
   s.beams.reserve(static_cast<size_t>(std::min(T, cols.count())));
@@ -393,7 +397,7 @@ void add_beams(Scene& s, const StepRecord& r, const ViewOptions& view, const Lay
     b.to = L.beam_target(k0, view.layer, n_layer);
     b.to.x += read_dx;  // grouped-query: lands on the K/V head it reads
     b.weight = static_cast<float>(w);
-    b.colour = glm::vec4(palette::kBeam, fade);
+    b.colour = glm::vec4(pal.beam, fade);
     b.key = k0;
     b.span = k1 - k0;
     s.beams.push_back(b);
@@ -433,6 +437,7 @@ void add_side_labels(Scene& s, const SequenceState& seq, const ViewOptions& view
 }  // namespace
 
 void add_layer_labels(Scene& s, const Layout& L, int n_layer, int highlighted) {
+  const Palette& pal = s.palette;
   const float left = L.x(0) - L.pitch * 0.9f;
   for (int l = 0; l < n_layer; ++l) {
     Label lab;
@@ -440,7 +445,7 @@ void add_layer_labels(Scene& s, const Layout& L, int n_layer, int highlighted) {
     lab.pos = l;
     lab.text = "L" + std::to_string(l);
     lab.anchor = {left, L.kv_bottom(l) + L.kv_h * 0.5f, 0.0f};
-    lab.colour = glm::vec4(highlighted == l ? palette::kBeam : glm::vec3(0.6f, 0.65f, 0.75f), 1.0f);
+    lab.colour = glm::vec4(highlighted == l ? pal.beam : glm::vec3(0.6f, 0.65f, 0.75f), 1.0f);
     s.labels.push_back(std::move(lab));
   }
 }
@@ -452,6 +457,7 @@ Scene build_scene(const SequenceState& seq, const ViewOptions& view_in, float an
   if (view.layer >= seq.n_layer) view.layer = -1;
   if (view.head >= seq.n_head) view.head = -1;
   Scene s;
+  s.palette = view.palette;
   s.n_layer = seq.n_layer;
   if (!seq.current) return s;
   const StepRecord& r = *seq.current;

@@ -94,6 +94,35 @@ SequenceState build_sequence(const std::vector<RecordPtr>& records, size_t count
 // through (display_piece has already escaped invalid UTF-8 as \xNN).
 std::string visible_piece(const std::string& piece);
 
+// The scene's colours, a value: the builders take it in their options and
+// copy it into Scene::palette, so the overlay's legend, the renderer's
+// background and the blocks all come from the one palette a scene was built
+// with (no global to switch and restore).
+struct Palette {
+  glm::vec3 background;
+  glm::vec3 prompt_token;
+  glm::vec3 generated_token;
+  glm::vec3 new_token;
+  glm::vec3 cache_low, cache_high;  // K-norm gradient of held blocks
+  glm::vec3 new_kv;
+  glm::vec3 prefill;
+  glm::vec3 refill;
+  glm::vec3 recomputed;
+  glm::vec3 empty;
+  glm::vec3 beam;
+  glm::vec3 head;
+  glm::vec3 evicted;  // K/V evicted by the sliding window
+  glm::vec3 sink;     // sink positions, kept forever
+  glm::vec3 page;     // page frames
+  glm::vec3 shared;   // pages shared by more than one sequence
+};
+// The default colours, or (true) a colour-blind-safe, projector-safe set.
+const Palette& palette_for(bool colour_blind);
+
+// Attention beams below this weight are hidden unless the user asks for them
+// (the window's default and `kvscope render`'s).
+inline constexpr float kDefaultMinWeight = 0.005f;
+
 struct ViewOptions {
   int layer = -1;           // -1 = mean over layers
   int head = -1;            // -1 = mean over heads
@@ -105,6 +134,7 @@ struct ViewOptions {
   // one per position, however many), the newest `detail` positions one each.
   int max_columns = 160;
   int detail = 64;
+  Palette palette = palette_for(false);
 };
 
 // World-space geometry, shared by the builder, the camera and the tests.
@@ -222,29 +252,8 @@ struct Scene {
   // in the draft's colour; rejected drafts and the K/V rolled back for them.
   bool drafts = false;
   bool rolled_back = false;
+  Palette palette = palette_for(false);  // the colours it was built with (the legend and background use them)
 };
-
-// Colours of the legend (shared with the overlay so the legend matches).
-namespace palette {
-extern glm::vec3 kBackground;
-extern glm::vec3 kPromptToken;
-extern glm::vec3 kGeneratedToken;
-extern glm::vec3 kNewToken;
-extern glm::vec3 kCacheLow, kCacheHigh;  // K-norm gradient of held blocks
-extern glm::vec3 kNewKV;
-extern glm::vec3 kPrefill;
-extern glm::vec3 kRefill;
-extern glm::vec3 kRecomputed;
-extern glm::vec3 kEmpty;
-extern glm::vec3 kBeam;
-extern glm::vec3 kHead;
-extern glm::vec3 kEvicted;  // K/V evicted by the sliding window
-extern glm::vec3 kSink;     // sink positions, kept forever
-extern glm::vec3 kPage;     // page frames
-extern glm::vec3 kShared;   // pages shared by more than one sequence
-// The default colours, or (true) a colour-blind-safe, projector-safe set.
-void set_palette(bool colour_blind);
-}  // namespace palette
 
 // The attention weight of the newest query row for key `key`, for a layer /
 // head or the mean (-1) over them.

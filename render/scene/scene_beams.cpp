@@ -128,14 +128,15 @@ struct BeamDraw {
 // label and a tag of its own would crowd each other at a large text scale).
 // Returns the block.
 BlockInstance add_node_token(Scene& s, const BeamDraw& d, const BeamNode& n, float vis) {
+  const Palette& pal = s.palette;
   const Layout& L = d.L;
   BlockInstance t;
   t.pos = n.pos;
   t.center = L.token_center(n.pos, d.n_layer) + glm::vec3(0.0f, 0.0f, d.z_of(n));
   t.size = {L.block_w, L.token_h, L.block_w};
-  glm::vec3 c = n.prompt ? palette::kPromptToken : palette::kGeneratedToken;
-  if (n.finished) c = palette::kNewKV;
-  if (n.running_tip) c = palette::kNewToken;
+  glm::vec3 c = n.prompt ? pal.prompt_token : pal.generated_token;
+  if (n.finished) c = pal.new_kv;
+  if (n.running_tip) c = pal.new_token;
   t.colour = with_alpha(c, vis);
   t.glow = n.running_tip ? 0.35f : 0.0f;
   s.tokens.push_back(t);
@@ -153,7 +154,7 @@ BlockInstance add_node_token(Scene& s, const BeamDraw& d, const BeamNode& n, flo
     sc.text = lab.text + "  " + (n.finished ? fmt("done %.3f", n.score) : fmt("%.3f", n.logprob));
     sc.anchor = t.center + glm::vec3(L.block_w * 0.5f + 0.4f, 0.0f, 0.0f);  // right of the tip: nothing drawn there
     sc.beside = true;
-    sc.colour = glm::vec4(n.finished ? palette::kNewKV : palette::kNewToken, 1.0f);
+    sc.colour = glm::vec4(n.finished ? pal.new_kv : pal.new_token, 1.0f);
     s.labels.push_back(sc);
   } else if (vis >= 0.5f) {
     // A pruned branch's text goes before its blocks have faded: a faint
@@ -165,6 +166,7 @@ BlockInstance add_node_token(Scene& s, const BeamDraw& d, const BeamNode& n, flo
 
 // The K/V rows computed for this node, once, under it.
 void add_node_kv(Scene& s, const BeamDraw& d, const BeamNode& n, float vis) {
+  const Palette& pal = s.palette;
   if (!n.fed || n.finished) return;
   const Layout& L = d.L;
   const bool newest = n.pos == d.newest_pos && !n.prompt;
@@ -175,8 +177,7 @@ void add_node_kv(Scene& s, const BeamDraw& d, const BeamNode& n, float vis) {
     const float h = L.kv_h * 0.8f;
     b.center = L.kv_center(n.pos, l, h) + glm::vec3(0.0f, 0.0f, d.z_of(n));
     b.size = {L.block_w, h, L.block_w};
-    b.colour = with_alpha(newest ? palette::kNewKV : glm::mix(palette::kCacheLow, palette::kCacheHigh, 0.6f),
-                          n.alive ? 1.0f : vis);
+    b.colour = with_alpha(newest ? pal.new_kv : glm::mix(pal.cache_low, pal.cache_high, 0.6f), n.alive ? 1.0f : vis);
     b.state = newest ? KvState::kNew : KvState::kResident;
     s.kv.push_back(b);
   }
@@ -184,6 +185,7 @@ void add_node_kv(Scene& s, const BeamDraw& d, const BeamNode& n, float vis) {
 
 // A branch: a line from the parent when the child leaves its lane.
 void add_branch(Scene& s, const BeamDraw& d, const BeamNode& n, const BlockInstance& t, float vis) {
+  const Palette& pal = s.palette;
   auto pit = d.by_id.find(n.parent_id);
   if (n.prompt || pit == d.by_id.end()) return;
   const BeamNode& p = *pit->second;
@@ -191,7 +193,7 @@ void add_branch(Scene& s, const BeamDraw& d, const BeamNode& n, const BlockInsta
   e.from = d.L.token_center(p.pos, d.n_layer) + glm::vec3(d.L.block_w * 0.5f, 0.0f, d.z_of(p));
   e.to = t.center - glm::vec3(d.L.block_w * 0.5f, 0.0f, 0.0f);
   e.weight = n.alive ? 1.0f : 0.3f;
-  e.colour = glm::vec4(palette::kBeam, 0.85f * vis);
+  e.colour = glm::vec4(pal.beam, 0.85f * vis);
   e.key = n.pos;
   s.beams.push_back(e);
 }
@@ -214,8 +216,9 @@ void set_beam_banner(Scene& s, const BeamStepRecord& r) {
 }  // namespace
 
 Scene build_beam_scene(const std::vector<BeamRecordPtr>& records, size_t count, int n_layer, float anim,
-                       const Layout& L, const BeamLayout& BL) {
+                       const Palette& palette, const Layout& L, const BeamLayout& BL) {
   Scene s;
+  s.palette = palette;
   s.n_layer = n_layer;
   count = std::min(count, records.size());
   if (count == 0) return s;

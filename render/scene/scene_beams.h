@@ -45,6 +45,7 @@ std::vector<BeamNode> beam_tree(const std::vector<BeamRecordPtr>& records, size_
 
 // The scene; `anim` in [0, 1] fades out what was pruned in the shown record.
 Scene build_beam_scene(const std::vector<BeamRecordPtr>& records, size_t count, int n_layer, float anim = 1.0f,
-                       const Layout& layout = Layout(), const BeamLayout& beam_layout = BeamLayout());
+                       const Palette& palette = palette_for(false), const Layout& layout = Layout(),
+                       const BeamLayout& beam_layout = BeamLayout());
 
 }  // namespace kvscope

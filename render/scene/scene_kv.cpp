@@ -82,7 +82,8 @@ void add_label(Scene& s, const glm::vec3& at, std::string text, const glm::vec3&
 
 // A bar on the ground under positions [p0, p1), labelled in its middle (unless `text` is empty).
 void add_bar(Scene& s, const Layout& L, int p0, int p1, CacheMark mark, std::string text, std::string short_text) {
-  const glm::vec3 c = mark == CacheMark::kSinks ? palette::kSink : palette::kCacheHigh;
+  const Palette& pal = s.palette;
+  const glm::vec3 c = mark == CacheMark::kSinks ? pal.sink : pal.cache_high;
   if (p1 <= p0) return;
   BlockInstance b;
   const float x0 = L.x(p0) - L.block_w * 0.5f, x1 = L.x(p1 - 1) + L.block_w * 0.5f;
@@ -102,19 +103,20 @@ void add_bar(Scene& s, const Layout& L, int p0, int p1, CacheMark mark, std::str
 // a caption above them (the ground in front of the first positions is where
 // the legend sits).
 void add_sinks(Scene& s, const Layout& L, int n_sink, int n_layer, float flash) {
+  const Palette& pal = s.palette;
   add_bar(s, L, 0, n_sink, CacheMark::kSinks, "", "");
   const float top = L.kv_bottom(n_layer - 1) + L.kv_h + 0.1f, bottom = kFrameBottom;
   const float x0 = L.x(0) - L.block_w * 0.5f - 0.1f, x1 = L.x(n_sink - 1) + L.block_w * 0.5f + 0.1f;
   BlockInstance f;
   f.center = {(x0 + x1) * 0.5f, (top + bottom) * 0.5f, 0.0f};
   f.size = {x1 - x0, top - bottom, L.block_w + 0.2f};
-  f.colour = glm::vec4(palette::kSink, 0.0f);  // outline only
+  f.colour = glm::vec4(pal.sink, 0.0f);  // outline only
   f.glow = 0.5f + 0.5f * flash;
   f.pos = 0;
   f.mark = CacheMark::kSinks;
   s.cache_marks.push_back(f);
   add_label(s, {(x0 + x1) * 0.5f, top + 0.08f, L.block_w * 0.5f},
-            n_sink == 1 ? "sink" : std::to_string(n_sink) + " sinks", palette::kSink, 0);
+            n_sink == 1 ? "sink" : std::to_string(n_sink) + " sinks", pal.sink, 0);
 }
 
 // One outline frame per run of held positions in the same page, and its
@@ -122,6 +124,7 @@ void add_sinks(Scene& s, const Layout& L, int n_sink, int n_layer, float flash) 
 // room for every caption it keeps the earlier ones, and sharing is what the
 // pages teach.
 void add_page_frames(Scene& s, const std::vector<PageRun>& runs, const Layout& L, int n_layer, float flash) {
+  const Palette& pal = s.palette;
   Scene plain;  // the unshared pages' captions, added after the shared ones'
   const float top = L.kv_bottom(n_layer - 1) + L.kv_h + 0.08f, bottom = kFrameBottom;
   for (const PageRun& run : runs) {
@@ -129,7 +132,7 @@ void add_page_frames(Scene& s, const std::vector<PageRun>& runs, const Layout& L
     const int p0 = std::max(run.pos, L.columns.n_binned), p1 = run.pos + run.n - 1;
     if (p0 > p1) continue;
     const bool shared = run.refs > 1;
-    const glm::vec3 c = shared ? palette::kShared : palette::kPage;
+    const glm::vec3 c = shared ? pal.shared : pal.page;
     BlockInstance f;
     const float x0 = L.x(p0) - L.block_w * 0.5f - 0.06f, x1 = L.x(p1) + L.block_w * 0.5f + 0.06f;
     f.center = {(x0 + x1) * 0.5f, (top + bottom) * 0.5f, 0.0f};

@@ -73,6 +73,7 @@ SpecStages spec_stages(float anim) {
 // K/V stacks: cached before the iteration [0, first - 1); the verify
 // forward computes [first - 1, first + k); rejected positions roll back.
 void add_spec_kv(Scene& s, const SpecIteration& it, const SpecStages& st, const Layout& L) {
+  const Palette& pal = s.palette;
   const int first = it.first, NL = it.n_target_layers;
   const int kept = first + it.n_accepted;  // cached positions after the rollback: [0, kept)
   const int computed_end = st.verifying ? first + it.k : first - 1;
@@ -88,15 +89,15 @@ void add_spec_kv(Scene& s, const SpecIteration& it, const SpecStages& st, const 
       b.size = {L.block_w, h, L.block_w};
       if (rolled) {
         b.state = KvState::kNewDropped;
-        b.colour = glm::vec4(palette::kRecomputed, 0.9f * (1.0f - st.resolve_t));
+        b.colour = glm::vec4(pal.recomputed, 0.9f * (1.0f - st.resolve_t));
         b.glow = 0.5f * (1.0f - st.resolve_t);
       } else if (fresh) {
         b.state = KvState::kNew;
-        b.colour = glm::vec4(palette::kNewKV, 1.0f);
+        b.colour = glm::vec4(pal.new_kv, 1.0f);
         b.glow = st.resolved ? 0.2f : 0.3f + 0.7f * (1.0f - st.verify_t);
       } else {
         b.state = KvState::kResident;
-        b.colour = glm::vec4(glm::mix(palette::kCacheLow, palette::kCacheHigh, 0.6f), 1.0f);
+        b.colour = glm::vec4(glm::mix(pal.cache_low, pal.cache_high, 0.6f), 1.0f);
       }
       s.kv.push_back(b);
     }
@@ -105,14 +106,14 @@ void add_spec_kv(Scene& s, const SpecIteration& it, const SpecStages& st, const 
 
 // The committed tokens [0, it.first): the prompt, then what earlier iterations emitted.
 void add_committed_tokens(Scene& s, const std::vector<SpecIterationPtr>& its, size_t count, const Layout& L) {
+  const Palette& pal = s.palette;
   const SpecIteration& it = *its[count - 1];
   std::vector<std::string> pieces = its[0]->prompt_pieces;
   const int P = static_cast<int>(pieces.size());
   for (size_t i = 0; i + 1 < count; ++i)
     for (const std::string& p : its[i]->emitted_pieces) pieces.push_back(p);
   for (int p = 0; p < it.first; ++p) {
-    const BlockInstance b =
-        token_block(L, p, it.n_target_layers, p < P ? palette::kPromptToken : palette::kGeneratedToken, 1.0f);
+    const BlockInstance b = token_block(L, p, it.n_target_layers, p < P ? pal.prompt_token : pal.generated_token, 1.0f);
     s.tokens.push_back(b);
     s.labels.push_back(piece_label(b, pieces[static_cast<size_t>(p)],
                                    p < P ? glm::vec3(0.70f, 0.76f, 0.88f) : glm::vec3(1.0f, 0.80f, 0.45f), 1.0f));
@@ -127,7 +128,7 @@ void add_committed_tokens(Scene& s, const std::vector<SpecIterationPtr>& its, si
 // box for the token and its numbers, so a large text scale cannot hide the
 // token under its own numbers. `a`: the token's opacity as it falls away.
 Label draft_tag(const SpecIteration& it, int i, const SpecStages& st, bool accepted, bool rejected, float a,
-                const Layout& L) {
+                const Layout& L, const Palette& pal) {
   const DraftVerdict& d = it.drafted[static_cast<size_t>(i)];
   const bool tested = d.r >= 0;
   Label pq;
@@ -143,13 +144,14 @@ Label draft_tag(const SpecIteration& it, int i, const SpecStages& st, bool accep
                   (st.verifying ? fmt2("p %.2f q %.2f", d.p, d.q) : fmt2("q %.2f", d.q, 0.0));
   pq.anchor = L.token_center(pq.pos, it.n_target_layers) + glm::vec3(0.0f, L.token_h * 0.5f + 0.12f, 0.0f);
   // The verdict of the tested, rejected token stays readable after it fell.
-  pq.colour = glm::vec4(accepted ? palette::kNewKV : (rejected ? palette::kRecomputed : kDraftColour),
-                        rejected && tested ? 1.0f : a);
+  pq.colour =
+      glm::vec4(accepted ? pal.new_kv : (rejected ? pal.recomputed : kDraftColour), rejected && tested ? 1.0f : a);
   return pq;
 }
 
 // Drafted tokens: ghosts, then solid (accepted) or falling (rejected).
 void add_drafted_tokens(Scene& s, const SpecIteration& it, const SpecStages& st, const Layout& L) {
+  const Palette& pal = s.palette;
   const int k = it.k;
   for (int i = 0; i < k; ++i) {
     const float appear = clamp01(st.draft_t * static_cast<float>(k) - static_cast<float>(i));
@@ -161,31 +163,32 @@ void add_drafted_tokens(Scene& s, const SpecIteration& it, const SpecStages& st,
     const bool accepted = st.resolved && d.accepted && i < it.n_accepted;
     const bool rejected = st.resolved && !accepted;
     if (accepted) {
-      b.colour = glm::vec4(glm::mix(kDraftColour, palette::kGeneratedToken, st.resolve_t), 1.0f);
+      b.colour = glm::vec4(glm::mix(kDraftColour, pal.generated_token, st.resolve_t), 1.0f);
       b.glow = 0.3f * (1.0f - st.resolve_t);
     } else if (rejected) {
       b.center.y -= 2.5f * st.resolve_t * st.resolve_t;
-      b.colour = glm::vec4(palette::kRecomputed, 0.45f * (1.0f - st.resolve_t));
+      b.colour = glm::vec4(pal.recomputed, 0.45f * (1.0f - st.resolve_t));
     }
     s.tokens.push_back(b);
     s.drafts = true;
     s.rolled_back |= rejected;
     const float a = rejected ? 1.0f - st.resolve_t : 1.0f;
     if (rejected && d.r < 0 && a <= 0.05f) continue;  // gone, and never tested: nothing to say
-    s.labels.push_back(draft_tag(it, i, st, accepted, rejected, a, L));
+    s.labels.push_back(draft_tag(it, i, st, accepted, rejected, a, L, s.palette));
   }
 }
 
 // The replacement or bonus token drops in.
 void add_next_token(Scene& s, const SpecIteration& it, const SpecStages& st, const Layout& L) {
+  const Palette& pal = s.palette;
   if (!st.resolved) return;
-  BlockInstance b = token_block(L, it.first + it.n_accepted, it.n_target_layers, palette::kNewToken, 1.0f);
+  BlockInstance b = token_block(L, it.first + it.n_accepted, it.n_target_layers, pal.new_token, 1.0f);
   const glm::vec3 to = b.center;
   b.center = glm::mix(to + glm::vec3(0.0f, L.drop_height, L.head_z), to, st.resolve_t);
   b.glow = 0.5f;
   if (!it.bonus) b.center.z += 0.001f;  // drawn over the falling rejected ghost
   s.tokens.push_back(b);
-  s.labels.push_back(piece_label(b, it.next_piece, palette::kNewToken, 1.0f));
+  s.labels.push_back(piece_label(b, it.next_piece, pal.new_token, 1.0f));
 }
 
 // The banner: which stage, and what it costs or gained.
@@ -212,8 +215,10 @@ void set_spec_banner(Scene& s, const SpecIteration& it, const SpecStages& st) {
 
 }  // namespace
 
-Scene build_spec_scene(const std::vector<SpecIterationPtr>& its, size_t count, float anim, const Layout& L) {
+Scene build_spec_scene(const std::vector<SpecIterationPtr>& its, size_t count, float anim, const Palette& palette,
+                       const Layout& L) {
   Scene s;
+  s.palette = palette;
   count = std::min(count, its.size());
   if (count == 0) return s;
   const SpecIteration& it = *its[count - 1];

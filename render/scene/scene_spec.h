@@ -30,6 +30,6 @@ float spec_stage_anim(int stage);
 extern const glm::vec3 kDraftColour;
 
 Scene build_spec_scene(const std::vector<SpecIterationPtr>& iterations, size_t count, float anim = 1.0f,
-                       const Layout& layout = Layout());
+                       const Palette& palette = palette_for(false), const Layout& layout = Layout());
 
 }  // namespace kvscope

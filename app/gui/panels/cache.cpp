@@ -48,7 +48,7 @@ void polyline(ImDrawList* dl, const std::vector<ImVec2>& pts, ImU32 col, float t
 // step ran in) and the other mode's cost from the formula (dashed).
 void flop_plot(const char* id, const char* title, const std::vector<double>& actual,
                const std::vector<CacheMode>& modes, const std::vector<double>& other, CacheMode other_mode,
-               float height, int marker) {
+               float height, int marker, const Palette& pal) {
   ImGui::TextUnformatted(title);
   const float w = ImGui::GetContentRegionAvail().x;
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
@@ -72,14 +72,14 @@ void flop_plot(const char* id, const char* title, const std::vector<double>& act
   // Dashed: the other mode, computed.
   std::vector<ImVec2> pts;
   for (size_t i = 0; i < other.size(); ++i) pts.push_back(pt(i, other[i]));
-  const glm::vec3 oc = other_mode == CacheMode::kKV ? palette::kCacheHigh : palette::kRecomputed;
+  const glm::vec3 oc = other_mode == CacheMode::kKV ? pal.cache_high : pal.recomputed;
   polyline(dl, pts, to_imcolor(oc, 0.9f), 2.0f, true);
   // Solid: what ran, one segment per step in that step's colour.
   for (size_t i = 1; i < n; ++i) {
-    const glm::vec3 c = modes[i] == CacheMode::kKV ? palette::kCacheHigh : palette::kRecomputed;
+    const glm::vec3 c = modes[i] == CacheMode::kKV ? pal.cache_high : pal.recomputed;
     dl->AddLine(pt(i - 1, actual[i - 1]), pt(i, actual[i]), to_imcolor(c), 2.5f);
   }
-  if (n == 1) dl->AddCircleFilled(pt(0, actual[0]), 3.0f, to_imcolor(palette::kCacheHigh));
+  if (n == 1) dl->AddCircleFilled(pt(0, actual[0]), 3.0f, to_imcolor(pal.cache_high));
   // The timeline's step.
   if (marker >= 0 && static_cast<size_t>(marker) < n) {
     const ImVec2 m = pt(static_cast<size_t>(marker), actual[static_cast<size_t>(marker)]);
@@ -183,6 +183,7 @@ std::vector<double> computed_flops(const Snapshot& snap, CacheMode mode) {
 }
 
 Commands panel_cache(const Snapshot& snap, UiState& ui) {
+  const Palette& pal = palette_for(ui.colour_blind);
   if (snap.decoding.mode != DecodeMode::kSample) {
     // The strategies' own counters; the layout (row format, pages) applies to them too.
     Commands cmds = panel_decode_cache(snap, ui);
@@ -193,14 +194,14 @@ Commands panel_cache(const Snapshot& snap, UiState& ui) {
   const bool kv = snap.mode == CacheMode::kKV;
   const char* label = kv ? fitting_label({"KV CACHE  (C to switch)", "KV CACHE  (C)", "KV CACHE"})
                          : fitting_label({"NO CACHE  (C to switch)", "NO CACHE  (C)", "NO CACHE"});
-  if (big_button(label, kv ? palette::kCacheHigh : palette::kRecomputed, ImVec2(-1, ImGui::GetFrameHeight() * 1.5f)))
+  if (big_button(label, kv ? pal.cache_high : pal.recomputed, ImVec2(-1, ImGui::GetFrameHeight() * 1.5f)))
     cmds.push_back(cmd::ToggleCache{});
   hover_help("Switch between the KV cache and recomputing every position (C).");
   ImGui::TextWrapped("%s", kv ? "Each step computes only the new position and reads the cached K/V of all earlier ones."
                               : "Each step recomputes K/V for every position, then throws them away.");
   const StepRecord* r = snap.seq.current.get();
   if (begin_counters("counters")) {
-    const ImVec4 cyan = v4(palette::kCacheHigh), red = v4(palette::kRecomputed);
+    const ImVec4 cyan = v4(pal.cache_high), red = v4(pal.recomputed);
     counter_row("sequence length", r ? std::to_string(r->seq_len) + " positions" : "-");
     counter_row("FLOPs this step", r ? format_flops(r->flops) : "-");
     counter_row("FLOPs so far", r ? format_flops(r->flops_total) : "-");
@@ -222,7 +223,7 @@ Commands panel_cache(const Snapshot& snap, UiState& ui) {
     ImGui::EndTable();
   }
   kv_layout_section(snap, ui);
-  kv_loss_plot(snap);
+  kv_loss_plot(snap, pal, cmds);
   std::vector<double> per, cum;
   std::vector<CacheMode> modes;
   for (const RecordPtr& rec : snap.records) {
@@ -237,17 +238,17 @@ Commands panel_cache(const Snapshot& snap, UiState& ui) {
   for (size_t i = 0; i < other.size(); ++i) other_cum[i] = acc += other[i];
   const float h = ImGui::GetTextLineHeight() * 5.5f;
   const int marker = snap.seq.current ? snap.seq.current->index : -1;
-  flop_plot("##per", "FLOPs per step", per, modes, other, other_mode, h, marker);
-  flop_plot("##cum", "FLOPs so far", cum, modes, other_cum, other_mode, h, marker);
+  flop_plot("##per", "FLOPs per step", per, modes, other, other_mode, h, marker, pal);
+  flop_plot("##cum", "FLOPs so far", cum, modes, other_cum, other_mode, h, marker, pal);
   // Legend of the plots.
   // (each entry on the next line where the sidebar has no room left for it)
-  ImGui::TextColored(v4(palette::kCacheHigh), "\xE2\x94\x81 KV CACHE");
+  ImGui::TextColored(v4(pal.cache_high), "\xE2\x94\x81 KV CACHE");
   same_line_if_fits(ImGui::CalcTextSize("\xE2\x94\x81 NO CACHE").x);
-  ImGui::TextColored(v4(palette::kRecomputed), "\xE2\x94\x81 NO CACHE");
+  ImGui::TextColored(v4(pal.recomputed), "\xE2\x94\x81 NO CACHE");
   same_line_if_fits(ImGui::CalcTextSize("(solid: ran)").x);
   ImGui::TextDisabled("(solid: ran)");
   text_wrapped_coloured(
-      v4(other_mode == CacheMode::kKV ? palette::kCacheHigh : palette::kRecomputed),
+      v4(other_mode == CacheMode::kKV ? pal.cache_high : pal.recomputed),
       std::string("- - ") + (other_mode == CacheMode::kKV ? "KV CACHE" : "NO CACHE") + ", computed from the formula");
   return cmds;
 }

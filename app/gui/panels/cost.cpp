@@ -38,6 +38,7 @@ const char* const kPhaseHeadHelp[] = {
 // --- prefill vs decode ----------------------------------------------------------
 
 Commands panel_phases(const Snapshot& snap, UiState& ui) {
+  const Palette& pal = palette_for(ui.colour_blind);
   Commands cmds;
   const int s = shown_step_or_note(snap, ui);
   if (s < 0) return cmds;
@@ -45,7 +46,7 @@ Commands panel_phases(const Snapshot& snap, UiState& ui) {
   if (rep.has_prefill) {
     char ttft[64];
     std::snprintf(ttft, sizeof ttft, "time to first token: %.2f ms", rep.ttft_ms);
-    text_wrapped_coloured(v4(palette::kPrefill), ttft);  // a narrow column (text scale 2.5) wraps it
+    text_wrapped_coloured(v4(pal.prefill), ttft);  // a narrow column (text scale 2.5) wraps it
     hover_help("The prefill forward over the whole prompt plus choosing the first token.");
     const std::string prompt = "(prompt: " + std::to_string(rep.prompt_tokens) + " tokens)";
     same_line_if_fits(ImGui::CalcTextSize(prompt.c_str()).x);
@@ -58,10 +59,10 @@ Commands panel_phases(const Snapshot& snap, UiState& ui) {
     glm::vec3 colour;
   };
   const Row rows[] = {
-      {"prefill", &rep.prefill, kPrefillExplain, palette::kPrefill},
-      {"decode (KV cache)", &rep.decode, kDecodeExplain, palette::kCacheHigh},
-      {"refill", &rep.refill, kRefillExplain, palette::kRefill},
-      {"no cache", &rep.no_cache, kNoCacheExplain, palette::kRecomputed},
+      {"prefill", &rep.prefill, kPrefillExplain, pal.prefill},
+      {"decode (KV cache)", &rep.decode, kDecodeExplain, pal.cache_high},
+      {"refill", &rep.refill, kRefillExplain, pal.refill},
+      {"no cache", &rep.no_cache, kNoCacheExplain, pal.recomputed},
   };
   // Columns keep their headers' width and the table scrolls sideways when the
   // strip is narrower (text scale 2.5), rather than cutting every header.
@@ -114,13 +115,9 @@ Commands panel_phases(const Snapshot& snap, UiState& ui) {
 // --- KV memory at real scale ----------------------------------------------------
 
 namespace {
-struct KvConfigs {
-  bool loaded = false;
-  std::vector<KvModelSpec> specs;
-  std::string error;
-};
-const KvConfigs& kv_configs() {
-  static KvConfigs c;
+using KvConfigs = PanelMemo::KvConfigs;
+// The published configurations, read into `c` the first time the calculator is drawn.
+const KvConfigs& kv_configs(KvConfigs& c) {
   if (!c.loaded) {
     c.loaded = true;
     try {
@@ -134,7 +131,7 @@ const KvConfigs& kv_configs() {
 
 // The context slider, the dtype and the article's example (32 layers x
 // 4096 wide, fp16, 100K tokens: 512 KiB per token, ~50 GB).
-void kv_calc_controls(const KvConfigs& cfg, const std::vector<KvDtype>& dtypes, UiState& ui) {
+void kv_calc_controls(const KvConfigs& cfg, const std::vector<KVDtype>& dtypes, UiState& ui) {
   // Wide enough that the grab leaves the number's digits clear (a narrow column at text scale 2.5).
   const float avail = ImGui::GetContentRegionAvail().x;
   const float label_w = ImGui::CalcTextSize("tokens").x + ImGui::GetStyle().ItemInnerSpacing.x;
@@ -160,11 +157,11 @@ void kv_calc_controls(const KvConfigs& cfg, const std::vector<KvDtype>& dtypes, 
 }
 
 // The selected configuration in words.
-void kv_calc_summary(const KvModelSpec& m, uint64_t tokens, KvDtype dt) {
+void kv_calc_summary(const KvModelSpec& m, uint64_t tokens, KVDtype dt, const Palette& pal) {
   const FitCheck f = check_fit(m, tokens, dt, dt);
-  ImGui::PushStyleColor(ImGuiCol_Text, v4(palette::kCacheHigh));
+  ImGui::PushStyleColor(ImGuiCol_Text, v4(pal.cache_high));
   text_wrapped_wordsf("%s, %s: 2 x %d x %d x %d x %g B = %s/token; x %llu tokens = %s (%s); with weights: %s",
-                      m.name.c_str(), to_string(dt), m.layers, m.kv_heads, m.head_dim, dtype_bytes(dt),
+                      m.name.c_str(), to_string(dt), m.layers, m.kv_heads, m.head_dim, bytes_per_value(dt),
                       format_bytes(static_cast<double>(f.bytes_per_token)).c_str(),
                       static_cast<unsigned long long>(f.cached_positions),
                       format_bytes(static_cast<double>(f.cache_bytes)).c_str(),
@@ -173,12 +170,12 @@ void kv_calc_summary(const KvModelSpec& m, uint64_t tokens, KvDtype dt) {
   ImGui::PopStyleColor();
 }
 
-void kv_calc_row_tooltip(const KvModelSpec& m, const FitCheck& f, KvDtype dt) {
+void kv_calc_row_tooltip(const KvModelSpec& m, const FitCheck& f, KVDtype dt) {
   begin_wrapped_tooltip();
   ImGui::Text("%s: %d layers, %d query heads, %d KV heads (%s), head size %d, width %d, context %d", m.name.c_str(),
               m.layers, m.query_heads, m.kv_heads, m.attention_kind(), m.head_dim, m.hidden, m.context);
   if (m.sliding_window > 0) ImGui::Text("sliding window: the cache holds at most %d positions", m.sliding_window);
-  ImGui::Text("2 x %d x %d x %d x %g B = %s per token", m.layers, m.kv_heads, m.head_dim, dtype_bytes(dt),
+  ImGui::Text("2 x %d x %d x %d x %g B = %s per token", m.layers, m.kv_heads, m.head_dim, bytes_per_value(dt),
               format_bytes(static_cast<double>(f.bytes_per_token)).c_str());
   ImGui::Text("%llu positions cached -> %s (%s)", static_cast<unsigned long long>(f.cached_positions),
               format_bytes(static_cast<double>(f.cache_bytes)).c_str(),
@@ -198,7 +195,7 @@ void fit_cell(bool total, bool cache_only) {
 }
 
 // One table row; `row_id` is the row's index in the published configs (< 0: the loaded model).
-void kv_calc_row(const KvModelSpec& m, int row_id, size_t i, uint64_t tokens, KvDtype dt, UiState& ui) {
+void kv_calc_row(const KvModelSpec& m, int row_id, size_t i, uint64_t tokens, KVDtype dt, UiState& ui) {
   const FitCheck f = check_fit(m, tokens, dt, dt);
   ImGui::TableNextRow();
   const bool sel = row_id == ui.kv_selected && row_id >= 0;
@@ -230,21 +227,22 @@ void kv_calc_row(const KvModelSpec& m, int row_id, size_t i, uint64_t tokens, Kv
 }  // namespace
 
 Commands panel_kv_calculator(const Snapshot& snap, UiState& ui) {
+  const Palette& pal = palette_for(ui.colour_blind);
   Commands cmds;
-  const KvConfigs& cfg = kv_configs();
-  const std::vector<KvDtype>& dtypes = all_kv_dtypes();
+  const KvConfigs& cfg = kv_configs(ui.memo.kv_configs);
+  const std::vector<KVDtype>& dtypes = all_kv_dtypes();
   ui.kv_dtype = std::clamp(ui.kv_dtype, 0, static_cast<int>(dtypes.size()) - 1);
-  const KvDtype dt = dtypes[static_cast<size_t>(ui.kv_dtype)];
+  const KVDtype dt = dtypes[static_cast<size_t>(ui.kv_dtype)];
   // The loaded model first (its real f32 cache), then the published configs.
   if (snap.model) {
     const Config& c = snap.model->config;
-    text_wrapped_wordsf("%s: %s/token = 2 (K, V) x %d layers x %d heads x %d dims x 4 B (fp32)",
+    text_wrapped_wordsf("%s: %s/token = 2 (K, V) x %d layers x %d KV heads x %d dims x 4 B (f32)",
                         snap.model->name.c_str(), format_bytes(static_cast<double>(kv_bytes_per_position(c))).c_str(),
-                        c.n_layer, c.n_head, c.head_dim());
+                        c.n_layer, c.kv_heads(), c.head_dim());
   }
   kv_calc_controls(cfg, dtypes, ui);
   if (!cfg.error.empty()) {
-    ImGui::TextColored(v4(palette::kRecomputed), "%s", cfg.error.c_str());
+    ImGui::TextColored(v4(pal.recomputed), "%s", cfg.error.c_str());
     return cmds;
   }
   std::vector<KvModelSpec> specs;
@@ -256,7 +254,7 @@ Commands panel_kv_calculator(const Snapshot& snap, UiState& ui) {
   const uint64_t tokens = static_cast<uint64_t>(std::max(1, ui.kv_context));
   const bool picked = ui.kv_selected >= 0 && ui.kv_selected < static_cast<int>(cfg.specs.size());
   const int sel = picked ? ui.kv_selected + offset : offset > 0 ? 0 : -1;
-  if (sel >= 0) kv_calc_summary(specs[static_cast<size_t>(sel)], tokens, dt);
+  if (sel >= 0) kv_calc_summary(specs[static_cast<size_t>(sel)], tokens, dt, pal);
   const float line = ImGui::GetTextLineHeightWithSpacing();
   // The footnote wraps under the table, which leaves it the rows it needs.
   const std::string note = std::string("weights and cache in ") + to_string(dt) +

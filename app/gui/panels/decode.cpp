@@ -109,16 +109,11 @@ std::string fixed(const char* f, double v) {
   return buf;
 }
 
-// A shipped model by name, or a path; "" when none is set.
+// A shipped model by name, or a path; "" when none is set. (A few stat calls:
+// the name is read from the file system, through links and relative paths.)
 std::string model_label(const std::string& dir) {
-  // Cached: the name is read from the file system (links, relative paths).
-  static std::string last_dir, last_label;
-  if (dir != last_dir) {
-    const std::string name = shipped_model_name(dir);
-    last_dir = dir;
-    last_label = name.empty() ? dir : name;
-  }
-  return last_label;
+  const std::string name = shipped_model_name(dir);
+  return name.empty() ? dir : name;
 }
 
 // "running: beam search, N = 4, L = 1.00" for the settings a generation runs.
@@ -140,8 +135,8 @@ std::string tail_text(const Snapshot& snap, const std::vector<int>& tokens, int 
 }
 
 // The draft model: one of the shipped models by its name, or another folder.
-void draft_picker(DecodeSettings& d) {
-  static bool other = false;
+// `other`: the folder field is shown rather than the shipped models (UiState::draft_other_folder).
+void draft_picker(DecodeSettings& d, bool& other) {
   const std::string shown = model_label(d.draft_dir);
   const bool shipped = !d.draft_dir.empty() && shown != d.draft_dir;
   ImGui::SetNextItemWidth(-1);
@@ -191,7 +186,7 @@ Commands panel_decoding(const Snapshot& snap, UiState& ui) {
     hover_help("A finished hypothesis scores sum log p / (generated length)^L: L > 0 favours longer ones.");
   } else if (d.mode == DecodeMode::kSpeculative) {
     ImGui::SliderInt("##drafted", &d.k, 1, 16, "drafted K %d");
-    draft_picker(d);
+    draft_picker(d, ui.draft_other_folder);
   }
   ImGui::PopItemWidth();
   const bool changed = d != snap.decoding;
@@ -322,9 +317,9 @@ std::string of(int i, int n) {
 
 // Beam search's counters: what the shown step's records say ran. Short
 // names and values: the sidebar is narrow.
-void beam_counters(const Snapshot& snap, int step) {
+void beam_counters(const Snapshot& snap, int step, const Palette& pal) {
   const BeamTotals t = beam_totals(snap.beam_records, step);
-  const ImVec4 cyan = v4(palette::kCacheHigh), green = kGood;
+  const ImVec4 cyan = v4(pal.cache_high), green = kGood;
   counter_row("step", of(t.step, snap.timeline_size() - 1));
   counter_row("running beams", std::to_string(t.running));
   counter_row("finished", std::to_string(t.finished));
@@ -343,9 +338,9 @@ void beam_counters(const Snapshot& snap, int step) {
 }
 
 // Speculative decoding's counters: the model's and the draft's forwards, caches and times.
-void spec_counters(const Snapshot& snap, int step) {
+void spec_counters(const Snapshot& snap, int step, const Palette& pal) {
   const SpecTotals t = spec_totals(snap.spec_iterations, step);
-  const ImVec4 cyan = v4(palette::kCacheHigh), green = kGood, draft = v4(kDraftColour);
+  const ImVec4 cyan = v4(pal.cache_high), green = kGood, draft = v4(kDraftColour);
   counter_row("iteration", of(t.iteration, snap.timeline_size() - 1));
   counter_row("tokens", std::to_string(t.generated));
   counter_row("model forwards", std::to_string(t.target_forwards));
@@ -366,8 +361,9 @@ void spec_counters(const Snapshot& snap, int step) {
 }  // namespace
 
 Commands panel_decode_cache(const Snapshot& snap, UiState& ui) {
+  const Palette& pal = palette_for(ui.colour_blind);
   const bool beam = snap.decoding.mode == DecodeMode::kBeam;
-  text_wrapped_coloured(v4(palette::kCacheHigh), beam ? "KV CACHE, one for all beams" : "KV CACHE in both models");
+  text_wrapped_coloured(v4(pal.cache_high), beam ? "KV CACHE, one for all beams" : "KV CACHE in both models");
   text_wrapped_wordsf("%s", beam ? "The beams share the prompt's K/V and every common prefix (paged: a shared block "
                                    "is copied on its first write). Each step is ONE forward over every beam's new "
                                    "position."
@@ -377,9 +373,9 @@ Commands panel_decode_cache(const Snapshot& snap, UiState& ui) {
   const int step = shown_step_or_note(snap, ui);
   if (step >= 0 && begin_counters("decode_counters")) {
     if (beam)
-      beam_counters(snap, step);
+      beam_counters(snap, step, pal);
     else
-      spec_counters(snap, step);
+      spec_counters(snap, step, pal);
     ImGui::EndTable();
   }
   return {};

@@ -17,22 +17,11 @@ namespace kvscope {
 
 namespace {
 
-// The binned causal attention matrix of every (layer, head), cached per shown step.
-// Keyed by the record itself (held, so a new record can never reuse its address).
-struct HeatCache {
-  RecordPtr rec;
-  size_t count = 0;
-  int bins = 0, S = 0, L = 0, H = 0;
-  std::vector<float> cell;     // (layer, head, bin_q, bin_k): the largest weight in the bin
-  std::vector<uint8_t> known;  // (bin_q): some row of the bin is held
-  std::vector<int> bin_start;  // (bins + 1): first position of each bin
-};
-
-const HeatCache& heat_matrix(const std::vector<RecordPtr>& records, int step, int max_bins) {
-  static HeatCache c;
+// The binned causal attention matrix of every (layer, head) up to `step`, kept in `c` per shown step.
+const PanelMemo::Heat& heat_matrix(PanelMemo::Heat& c, const std::vector<RecordPtr>& records, int step, int max_bins) {
   const RecordPtr rec = step >= 0 && step < static_cast<int>(records.size()) ? records[step] : nullptr;
   if (c.rec == rec && c.count == records.size() && c.bins == std::min(max_bins, rec ? rec->seq_len : 0)) return c;
-  c = HeatCache();
+  c = PanelMemo::Heat();
   c.rec = rec;
   c.count = records.size();
   if (!rec) return c;
@@ -75,7 +64,8 @@ const HeatCache& heat_matrix(const std::vector<RecordPtr>& records, int step, in
 }  // namespace
 
 HeatmapHit draw_heatmap_grid(ImDrawList* dl, ImVec2 p0, ImVec2 size, const std::vector<RecordPtr>& records, int step,
-                             int sel_layer, int sel_head, ImVec2 mouse, const ImFont* font, float font_size) {
+                             int sel_layer, int sel_head, ImVec2 mouse, const ImFont* font, float font_size,
+                             const Palette& pal, PanelMemo::Heat& memo) {
   HeatmapHit hit;
   if (step < 0 || step >= static_cast<int>(records.size())) return hit;
   const StepRecord& rec = *records[step];
@@ -89,7 +79,7 @@ HeatmapHit draw_heatmap_grid(ImDrawList* dl, ImVec2 p0, ImVec2 size, const std::
   // Bins: about one per 3 pixels, and at most ~60k rectangles for the whole grid.
   int max_bins = std::max(2, static_cast<int>(cell / 3.0f));
   max_bins = std::min(max_bins, std::max(4, static_cast<int>(std::sqrt(60000.0 / (L * H)))));
-  const HeatCache& hm = heat_matrix(records, step, max_bins);
+  const PanelMemo::Heat& hm = heat_matrix(memo, records, step, max_bins);
   if (hm.bins == 0) return hit;
   const int B = hm.bins;
   const float bs = cell / static_cast<float>(B);
@@ -98,14 +88,14 @@ HeatmapHit draw_heatmap_grid(ImDrawList* dl, ImVec2 p0, ImVec2 size, const std::
   for (int h = 0; h < H; ++h) {
     std::snprintf(buf, sizeof(buf), "H%d", h);
     dl->AddText(font, font_size, ImVec2(p0.x + label_w + h * (cell + gap) + cell * 0.5f - font_size * 0.6f, p0.y),
-                h == sel_head ? to_imcolor(palette::kBeam) : text, buf);
+                h == sel_head ? to_imcolor(pal.beam) : text, buf);
   }
-  const glm::vec3 lo = palette::kBackground, hi = palette::kBeam;
+  const glm::vec3 lo = pal.background, hi = pal.beam;
   for (int l = 0; l < L; ++l) {
     const float y0 = p0.y + label_h + l * (cell + gap);
     std::snprintf(buf, sizeof(buf), "L%d", l);
     dl->AddText(font, font_size, ImVec2(p0.x, y0 + cell * 0.5f - font_size * 0.5f),
-                l == sel_layer ? to_imcolor(palette::kBeam) : text, buf);
+                l == sel_layer ? to_imcolor(pal.beam) : text, buf);
     for (int h = 0; h < H; ++h) {
       const float x0 = p0.x + label_w + h * (cell + gap);
       dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x0 + cell, y0 + cell), IM_COL32(14, 16, 26, 255));
@@ -126,8 +116,7 @@ HeatmapHit draw_heatmap_grid(ImDrawList* dl, ImVec2 p0, ImVec2 size, const std::
       const bool sel =
           (sel_layer < 0 || sel_layer == l) && (sel_head < 0 || sel_head == h) && !(sel_layer < 0 && sel_head < 0);
       if (sel)
-        dl->AddRect(ImVec2(x0 - 2, y0 - 2), ImVec2(x0 + cell + 2, y0 + cell + 2), to_imcolor(palette::kBeam), 0, 0,
-                    2.0f);
+        dl->AddRect(ImVec2(x0 - 2, y0 - 2), ImVec2(x0 + cell + 2, y0 + cell + 2), to_imcolor(pal.beam), 0, 0, 2.0f);
       if (mouse.x >= x0 && mouse.x < x0 + cell && mouse.y >= y0 && mouse.y < y0 + cell) {
         hit.layer = l;
         hit.head = h;
@@ -163,8 +152,9 @@ Commands panel_heatmaps(const Snapshot& snap, UiState& ui) {
   ImGui::InvisibleButton("##heat", size);
   const bool hovered = ImGui::IsItemHovered();
   const ImVec2 mouse = hovered ? ImGui::GetIO().MousePos : ImVec2(-1e9f, -1e9f);
-  const HeatmapHit hit = draw_heatmap_grid(ImGui::GetWindowDrawList(), p0, size, snap.records, s, ui.layer, ui.head,
-                                           mouse, ImGui::GetFont(), ImGui::GetFontSize());
+  const HeatmapHit hit =
+      draw_heatmap_grid(ImGui::GetWindowDrawList(), p0, size, snap.records, s, ui.layer, ui.head, mouse,
+                        ImGui::GetFont(), ImGui::GetFontSize(), palette_for(ui.colour_blind), ui.memo.heat);
   if (hit.layer >= 0) {
     begin_wrapped_tooltip();
     ImGui::Text("layer %d, head %d (click: show its beams)", hit.layer, hit.head);

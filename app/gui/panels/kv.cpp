@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <functional>
 #include <string>
 
 #include "app/gui/panels/panels.h"
@@ -61,10 +60,10 @@ std::string layout_name(const KVLayout& l) {
   return s;
 }
 
-glm::vec3 curve_colour(size_t i, const KVLayout& l) {
+glm::vec3 curve_colour(size_t i, const KVLayout& l, const Palette& pal) {
   if (i == 0) return glm::vec3(0.72f, 0.74f, 0.80f);  // dense f32
-  if (l.windowed()) return l.sinks > 0 ? palette::kSink : palette::kEvicted;
-  return palette::kCacheHigh;
+  if (l.windowed()) return l.sinks > 0 ? pal.sink : pal.evicted;
+  return pal.cache_high;
 }
 
 // Running mean of `v` over `k` positions ending at each one (per-token loss is noisy).
@@ -86,7 +85,7 @@ double mean_from(const std::vector<double>& v, size_t from) {
   return v.size() > from ? s / static_cast<double>(v.size() - from) : 0.0;
 }
 
-void draw_loss_curves(const LayoutScoreResult& res, float height) {
+void draw_loss_curves(const LayoutScoreResult& res, float height, const Palette& pal) {
   constexpr size_t kSmooth = 8;
   const float w = ImGui::GetContentRegionAvail().x;
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
@@ -117,7 +116,7 @@ void draw_loss_curves(const LayoutScoreResult& res, float height) {
     std::vector<ImVec2> pts;
     for (size_t i = 0; i < n; ++i) pts.push_back(pt(i, curves[c][i]));
     dl->AddPolyline(pts.data(), static_cast<int>(pts.size()),
-                    to_imcolor(curve_colour(c, res.request.layouts[c]), 0.95f), 0, c == 0 ? 2.5f : 1.8f);
+                    to_imcolor(curve_colour(c, res.request.layouts[c], pal), 0.95f), 0, c == 0 ? 2.5f : 1.8f);
   }
   char top[32];
   std::snprintf(top, sizeof(top), "%.1f nats", ymax);
@@ -126,33 +125,20 @@ void draw_loss_curves(const LayoutScoreResult& res, float height) {
 
 }  // namespace
 
-void kv_loss_plot(const Snapshot& snap) {
-  static LayoutScorer scorer;  // one background scoring thread for the window
+void kv_loss_plot(const Snapshot& snap, const Palette& pal, Commands& cmds) {
   const StepRecord* r = snap.seq.current.get();
   if (!snap.model || !r) return;
   const ImGuiTreeNodeFlags open = r->kv_layout.windowed() ? ImGuiTreeNodeFlags_DefaultOpen : 0;
   if (!ImGui::CollapsingHeader(header_label("Loss per position vs dense f32", "Loss vs f32").c_str(), open)) return;
-  const Config& c = snap.model->config;
-  LayoutScoreRequest req;
-  req.model = snap.model;
-  for (const TokenInfo& t : snap.seq.tokens)
-    if (static_cast<int>(req.tokens.size()) < c.n_positions) req.tokens.push_back(t.id);
-  req.layouts = layouts_to_compare(r->kv_layout, KVLayout::for_model(c));
-  std::string what;
-  for (int t : req.tokens) what += std::to_string(t) + ",";
-  for (const KVLayout& l : req.layouts) what += l.describe() + ";";
-  req.key = std::hash<std::string>()(what);
-  const auto res = scorer.result();
-  const bool fresh = res && res->request.key == req.key && res->request.model == snap.model;
-  const bool busy = scorer.busy();
+  const LayoutScoreResult* res = snap.kv_scores.get();
+  const bool fresh = res && res->request.at == snap.seq.current && res->request.model == snap.model;
+  const bool busy = snap.kv_scoring;
   ImGui::TextWrapped(
       "Every position of the text on screen scored by the real model under each layout "
       "(-log p of the next token, running mean over 8).");
-  ImGui::BeginDisabled(busy || fresh || req.tokens.size() < 2);
-  if (ImGui::Button(busy ? "scoring on a background thread\xE2\x80\xA6" : "Score this text") ||
-      (!busy && !fresh && snap.stop != StopReason::kNone && req.tokens.size() >= 2 &&
-       (!res || res->request.key != req.key)))
-    scorer.request(req);
+  ImGui::BeginDisabled(busy || fresh || snap.seq.tokens.size() < 2);
+  if (ImGui::Button(busy ? "scoring on a background thread\xE2\x80\xA6" : "Score this text"))
+    cmds.push_back(cmd::ScoreKvLayouts{});
   ImGui::EndDisabled();
   if (!res) return;
   if (!res->error.empty()) {
@@ -166,12 +152,12 @@ void kv_loss_plot(const Snapshot& snap) {
         "The generated part of this text was chosen under %s, so it favours that layout; a long prompt "
         "of your own (Custom) compares the layouts on text none of them chose.",
         layout_name(r->kv_layout).c_str());
-  draw_loss_curves(*res, ImGui::GetTextLineHeight() * 6.0f);
+  draw_loss_curves(*res, ImGui::GetTextLineHeight() * 6.0f, pal);
   const KVLayout& run = res->request.layouts.back();
   const size_t from = run.windowed() ? static_cast<size_t>(std::max(0, run.window)) : 0;
   for (size_t i = 0; i < res->scores.size(); ++i) {
     const LayoutScores& sc = res->scores[i];
-    ImGui::TextColored(v4(curve_colour(i, res->request.layouts[i])), "\xE2\x94\x81 %s",
+    ImGui::TextColored(v4(curve_colour(i, res->request.layouts[i], pal)), "\xE2\x94\x81 %s",
                        layout_name(res->request.layouts[i]).c_str());
     ImGui::SameLine();
     if (sc.nll.size() <= from) {

@@ -50,9 +50,11 @@ struct HeatmapHit {
 // query (prefill rows from the prefill), binned to at most `max_bins` per
 // side (a bin shows its largest weight; brightness = sqrt(weight)). The
 // shown step's query row is outlined; the selected layer/head is framed.
-// `mouse` outside the rectangle = no hover. Returns the hovered cell.
+// `mouse` outside the rectangle = no hover. Returns the hovered cell. `memo`
+// keeps the binned matrix while the step shown stays the same.
 HeatmapHit draw_heatmap_grid(ImDrawList* dl, ImVec2 p0, ImVec2 size, const std::vector<RecordPtr>& records, int step,
-                             int sel_layer, int sel_head, ImVec2 mouse, const ImFont* font, float font_size);
+                             int sel_layer, int sel_head, ImVec2 mouse, const ImFont* font, float font_size,
+                             const Palette& pal, PanelMemo::Heat& memo);
 
 // The presentation-mode HUD: model, step, mode, counters, the top candidates
 // (hidden when predicting), and the keys.
@@ -63,6 +65,7 @@ struct HudInfo {
   std::vector<std::string> top_pieces;  // visible pieces of record->top (same order)
   bool hidden = false;                  // predict mode: token and bars hidden until Enter
   bool live = true;                     // the shown step is the newest
+  Palette palette = palette_for(false);
 };
 // Draws in [origin, origin + size): the card in a right column `card_w`
 // wide, the strip in the bottom `strip_h` pixels; the 3D view goes in the rest.

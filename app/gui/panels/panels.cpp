@@ -234,6 +234,7 @@ bool checkbox_wrapped(const char* label, bool* v) {
 }
 
 Commands panel_prompt(const Snapshot& snap, UiState& ui) {
+  const Palette& pal = palette_for(ui.colour_blind);
   Commands cmds;
   (void)snap;
   // Presets on one row while they fit, wrapping at a narrow width or a large text scale.
@@ -253,7 +254,7 @@ Commands panel_prompt(const Snapshot& snap, UiState& ui) {
   }
   const std::string prompt = ui.preset < kNumPresets ? kPromptPresets[ui.preset].text : ui.custom_prompt;
   const ButtonRow row = button_row({"Generate", "Reset (R)"});
-  if (big_button("Generate", palette::kGeneratedToken, row.size)) cmds.push_back(cmd::Start{prompt});
+  if (big_button("Generate", pal.generated_token, row.size)) cmds.push_back(cmd::Start{prompt});
   row.next();
   if (ImGui::Button("Reset (R)", ImVec2(-1, 0))) cmds.push_back(cmd::Reset{});
   return cmds;
@@ -341,6 +342,7 @@ Commands panel_attention(const Snapshot& snap, UiState& ui) {
 // panel_next_token: app/gui/panels/sampling.cpp
 
 Commands panel_model(const Snapshot& snap, UiState& ui) {
+  const Palette& pal = palette_for(ui.colour_blind);
   Commands cmds;
   if (snap.model) {
     const Config& c = snap.model->config;
@@ -369,7 +371,7 @@ Commands panel_model(const Snapshot& snap, UiState& ui) {
   } else if (snap.loading_model) {
     ImGui::TextUnformatted("loading\xE2\x80\xA6");
   } else {
-    ImGui::TextColored(v4(palette::kRecomputed), "no model loaded");
+    ImGui::TextColored(v4(pal.recomputed), "no model loaded");
   }
   ImGui::TextWrapped("Load a model folder (GPT-2, Llama, Mistral, Qwen2):");
   // The buttons beside the field and the bar as wide as their labels at any text scale.
@@ -393,7 +395,7 @@ Commands panel_model(const Snapshot& snap, UiState& ui) {
                           "(the current model keeps working until the new one is ready)");
   }
   if (!snap.model_error.empty()) {
-    ImGui::PushStyleColor(ImGuiCol_Text, v4(palette::kRecomputed));
+    ImGui::PushStyleColor(ImGuiCol_Text, v4(pal.recomputed));
     text_wrapped_wordsf("Could not load: %s", snap.model_error.c_str());
     ImGui::PopStyleColor();
     if (snap.model)

@@ -94,8 +94,9 @@ Commands panel_errors(const UiState& ui);
 // row format and quantization error (app/gui/panels/kv.cpp).
 void kv_layout_tooltip(const SequenceState& seq, int pos, int layer, KvState state);
 // The text on screen scored per position under the running layout, dense f32
-// and the same window with / without sinks, on a background thread (app/gui/panels/kv.cpp).
-void kv_loss_plot(const Snapshot& snap);
+// and the same window with / without sinks: the session scores it on
+// cmd::ScoreKvLayouts (the panel's button); the plot shows Snapshot::kv_scores.
+void kv_loss_plot(const Snapshot& snap, const Palette& pal, Commands& cmds);
 // Tooltip for what the mouse is over in the 3D view.
 // `layer` / `head` (-1 = mean): the beam whose weight a KV block's tooltip shows.
 void hover_tooltip(const Snapshot& snap, const Pick& pick, int layer = -1, int head = -1);

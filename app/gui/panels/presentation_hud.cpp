@@ -57,6 +57,7 @@ std::string card_title(const StepRecord& r) {
 // token and its candidates, each a row of piece, bar and percentage.
 void draw_card(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts, const HudInfo& hud,
                const HudGeometry& g) {
+  const Palette& pal = hud.palette;
   const ImFont* big = fonts.banner ? fonts.banner : ImGui::GetFont();
   const ImFont* small = fonts.small ? fonts.small : ImGui::GetFont();
   const StepRecord* r = hud.record;
@@ -67,24 +68,24 @@ void draw_card(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& f
   const ImVec2 a(origin.x + size.x - w - pad, origin.y + pad), b(a.x + w, a.y + h);
   dl->AddRectFilled(a, b, IM_COL32(8, 10, 18, 215), 8.0f);
   if (hud.hidden) {
-    dl->AddText(big, bs, ImVec2(a.x + pad, a.y + pad), to_imcolor(palette::kNewToken), "next token: ?");
+    dl->AddText(big, bs, ImVec2(a.x + pad, a.y + pad), to_imcolor(pal.new_token), "next token: ?");
     dl->AddText(small, ss, ImVec2(a.x + pad, a.y + pad + bs * 1.4f), IM_COL32(200, 205, 220, 255),
                 "guess first - Enter reveals");
     return;
   }
-  dl->AddText(big, bs, ImVec2(a.x + pad, a.y + pad), to_imcolor(palette::kNewToken), card_title(*r).c_str());
+  dl->AddText(big, bs, ImVec2(a.x + pad, a.y + pad), to_imcolor(pal.new_token), card_title(*r).c_str());
   const float piece_w = g.piece_w * g.rows_k, percent_w = g.percent_w * g.rows_k;
   const float bar_x = a.x + pad + piece_w, bar_w = std::max(ss, w - pad * 2 - piece_w - percent_w);
   char buf[32];
   for (size_t i = 0; i < n; ++i) {
     const float y = a.y + pad + bs * 1.3f + ss * 1.25f * static_cast<float>(i);
     const bool chosen = r->top[i].token == r->token;
-    const ImU32 col = chosen ? to_imcolor(palette::kNewToken) : IM_COL32(205, 210, 225, 255);
+    const ImU32 col = chosen ? to_imcolor(pal.new_token) : IM_COL32(205, 210, 225, 255);
     dl->AddText(small, ss, ImVec2(a.x + pad, y), col,
                 fit_piece(small, ss, hud.top_pieces[i], bar_x - ss * 0.2f - (a.x + pad)).c_str());
     dl->AddRectFilled(ImVec2(bar_x, y + ss * 0.1f),
                       ImVec2(bar_x + std::max(2.0f, bar_w * r->top[i].prob), y + ss * 0.95f),
-                      chosen ? to_imcolor(palette::kNewToken) : to_imcolor(palette::kPromptToken), 2.0f);
+                      chosen ? to_imcolor(pal.new_token) : to_imcolor(pal.prompt_token), 2.0f);
     std::snprintf(buf, sizeof(buf), "%.1f%%", 100.0 * r->top[i].prob);
     dl->AddText(small, ss, ImVec2(bar_x + bar_w + ss * 0.4f, y), col, buf);
   }

@@ -48,7 +48,7 @@ std::string first_values(const float* x, int n, int shown = 6) {
   return s + (n > shown ? ", \xE2\x80\xA6]" : "]");
 }
 
-void score_table(const Snapshot& snap, const QkvInspection& in) {
+void score_table(const Snapshot& snap, const QkvInspection& in, const Palette& pal) {
   const float rows = std::min(10.0f, static_cast<float>(in.n()) + 1.5f);
   if (!ImGui::BeginTable("qkv", 4,
                          ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX | ImGuiTableFlags_RowBg |
@@ -86,7 +86,7 @@ void score_table(const Snapshot& snap, const QkvInspection& in) {
     const ImVec2 p = ImGui::GetCursorScreenPos();
     const float w = ImGui::GetContentRegionAvail().x * in.weights[static_cast<size_t>(j)] / wmax;
     ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + std::max(1.0f, w), p.y + ImGui::GetTextLineHeight()),
-                                              to_imcolor(palette::kBeam));
+                                              to_imcolor(pal.beam));
     ImGui::Dummy(ImVec2(1, ImGui::GetTextLineHeight()));
   }
   ImGui::EndTable();
@@ -114,7 +114,7 @@ Commands panel_qkv(const Snapshot& snap, UiState& ui) {
   vector_strip("##q", in.q);
   text_wrapped_wordsf("scores = q\xC2\xB7K^T / \xE2\x88\x9A%d, weights = softmax(scores) (the beams); strongest first:",
                       in.head_dim);
-  score_table(snap, in);
+  score_table(snap, in, palette_for(ui.colour_blind));
   text_wrapped_coloured(dim, "output = \xCE\xA3 weight \xC3\x97 v (this head's share, before the projection)");
   vector_strip("##out", in.output);
   text_wrapped_coloured(dim, first_values(in.output.data(), in.head_dim));

@@ -21,22 +21,12 @@ bool same_settings(const SamplerSettings& a, const SamplerSettings& b) {
          a.repetition_penalty == b.repetition_penalty;
 }
 
-// The explanation of the shown step, kept while neither the step nor the settings change.
-// Keyed by the record itself (held, so a new record can never reuse its address).
-struct ExplainCache {
-  RecordPtr rec;
-  SamplerSettings settings;
-  bool what_if = false;
-  bool ok = false;
-  std::string error;
-  SamplingExplain e;
-};
-
-const ExplainCache& explain_for(const Snapshot& snap, int step, const SamplerSettings& settings) {
-  static ExplainCache c;
+// The explanation of the shown step, kept in `c` while neither the step nor the settings change.
+const PanelMemo::Explain& explain_for(PanelMemo::Explain& c, const Snapshot& snap, int step,
+                                      const SamplerSettings& settings) {
   const RecordPtr& rec = snap.records[static_cast<size_t>(step)];
   if (c.rec == rec && same_settings(c.settings, settings) && c.settings.seed == settings.seed) return c;
-  c = ExplainCache();
+  c = PanelMemo::Explain();
   c.rec = rec;
   c.settings = settings;
   c.what_if = !same_settings(rec->sampler, settings);
@@ -131,7 +121,8 @@ void draw_candidate(const Snapshot& snap, const CandidateLayout& l, ImVec2 p, fl
 // The top candidates as bars, each readable whole at any sidebar width
 // (their names above their bars where one row would cut them); clicking
 // one that was not chosen forks the generation there.
-void candidate_bars(const Snapshot& snap, const ExplainCache& ex, const StepRecord& r, Commands& cmds) {
+void candidate_bars(const Snapshot& snap, const PanelMemo::Explain& ex, const StepRecord& r, Commands& cmds,
+                    const Palette& pal) {
   const SamplingExplain& e = ex.e;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float w = ImGui::GetContentRegionAvail().x;
@@ -149,12 +140,12 @@ void candidate_bars(const Snapshot& snap, const ExplainCache& ex, const StepReco
     const bool hovered = ImGui::IsItemHovered();
     ImGui::PopID();
     if (hovered) dl->AddRectFilled(ImVec2(p0.x, y), ImVec2(p0.x + w, y + l.row_h), IM_COL32(40, 48, 70, 255), 3.0f);
-    const ImU32 text_col = chosen ? to_imcolor(palette::kNewToken)
+    const ImU32 text_col = chosen ? to_imcolor(pal.new_token)
                            : cut  ? IM_COL32(95, 100, 115, 255)
                                   : IM_COL32(210, 215, 230, 255);
     const ImU32 fill = cut      ? IM_COL32(70, 74, 86, 255)
-                       : chosen ? to_imcolor(palette::kNewToken)
-                                : to_imcolor(palette::kCacheHigh, 0.8f);
+                       : chosen ? to_imcolor(pal.new_token)
+                                : to_imcolor(pal.cache_high, 0.8f);
     draw_candidate(snap, l, ImVec2(p0.x, y), w, b, text_col, fill, would);
     if (hovered) bar_tooltip(snap, b, e, chosen);
     if (clicked && !chosen) cmds.push_back(cmd::Fork{b.token});
@@ -163,7 +154,7 @@ void candidate_bars(const Snapshot& snap, const ExplainCache& ex, const StepReco
 }
 
 // The cumulative bar of what was kept, with the draw that picked the token.
-void kept_mass_bar(const Snapshot& snap, const SamplingExplain& e) {
+void kept_mass_bar(const Snapshot& snap, const SamplingExplain& e, const Palette& pal) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float w = ImGui::GetContentRegionAvail().x;
   const float ch = ImGui::GetTextLineHeight() * 1.3f;
@@ -174,9 +165,9 @@ void kept_mass_bar(const Snapshot& snap, const SamplingExplain& e) {
     const double hi = e.cum_hi[i];
     const float x0 = c0.x + static_cast<float>(lo) * w, x1 = c0.x + static_cast<float>(hi) * w;
     const bool is_pick = e.kept[i] == e.token;
-    const glm::vec3 base = i % 2 ? palette::kCacheLow : palette::kCacheHigh * 0.7f;
+    const glm::vec3 base = i % 2 ? pal.cache_low : pal.cache_high * 0.7f;
     dl->AddRectFilled(ImVec2(x0, c0.y), ImVec2(std::max(x0 + 1, x1), c0.y + ch),
-                      is_pick ? to_imcolor(palette::kNewToken) : to_imcolor(base));
+                      is_pick ? to_imcolor(pal.new_token) : to_imcolor(base));
     if (x1 - x0 > ImGui::CalcTextSize("MMM").x) {
       dl->PushClipRect(ImVec2(x0, c0.y), ImVec2(x1, c0.y + ch), true);
       dl->AddText(ImVec2(x0 + 2, c0.y + ch * 0.1f), is_pick ? IM_COL32(20, 20, 20, 255) : IM_COL32(230, 235, 245, 255),
@@ -202,8 +193,8 @@ void kept_mass_bar(const Snapshot& snap, const SamplingExplain& e) {
 }
 
 // The shown step's choice, explained by the sampler's trace under the panel's settings.
-void explained_step(const Snapshot& snap, const UiState& ui, int step, const StepRecord& r, Commands& cmds) {
-  const ExplainCache& ex = explain_for(snap, step, ui.sampler);
+void explained_step(const Snapshot& snap, UiState& ui, int step, const StepRecord& r, Commands& cmds) {
+  const PanelMemo::Explain& ex = explain_for(ui.memo.explain, snap, step, ui.sampler);
   char chose[160];
   std::snprintf(chose, sizeof(chose), "step %d chose: %s (%.1f%%)", step, visible_piece(r.piece).c_str(),
                 100.0 * r.prob);
@@ -222,13 +213,13 @@ void explained_step(const Snapshot& snap, const UiState& ui, int step, const Ste
     text_wrapped_coloured(ImVec4(1.0f, 0.8f, 0.4f, 1), "what if: these settings would pick " + piece_of(snap, e.token) +
                                                            " (from the stored logits)");
   }
-  candidate_bars(snap, ex, r, cmds);
+  candidate_bars(snap, ex, r, cmds, palette_for(ui.colour_blind));
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   ImGui::TextWrapped(
       "outline: before temperature, fill: after; grey: cut (k = top-k, p = top-p); "
       "pen = repetition penalty. Click a token to force it (fork).");
   ImGui::PopStyleColor();
-  kept_mass_bar(snap, e);
+  kept_mass_bar(snap, e, palette_for(ui.colour_blind));
   if (!e.penalized.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     text_wrapped_wordsf("repetition penalty touched %zu tokens of the history", e.penalized.size());
@@ -269,11 +260,12 @@ void sampler_controls(UiState& ui, Commands& cmds) {
 }  // namespace
 
 Commands panel_next_token(const Snapshot& snap, UiState& ui) {
+  const Palette& pal = palette_for(ui.colour_blind);
   if (snap.decoding.mode != DecodeMode::kSample) return panel_decode_step(snap, ui);
   Commands cmds;
   const int step = shown_step_or_note(snap, ui);
   if (step >= 0 && prediction_hidden(snap, ui)) {
-    ImGui::TextColored(v4(palette::kNewToken), "next token: ?");
+    ImGui::TextColored(v4(pal.new_token), "next token: ?");
     ImGui::TextWrapped(
         "Predict mode: guess the next token, then press Enter (or the button) to reveal it and its bars.");
     if (ImGui::Button("Reveal (Enter)", ImVec2(-1, 0))) cmds.push_back(cmd::Reveal{});

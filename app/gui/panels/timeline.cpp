@@ -110,6 +110,7 @@ Commands panel_timeline(const Snapshot& snap, UiState& ui, float reserve) {
 // --- branches -------------------------------------------------------------------
 
 Commands panel_branches(const Snapshot& snap, UiState& ui) {
+  const Palette& pal = palette_for(ui.colour_blind);
   Commands cmds;
   (void)ui;
   if (snap.tree.size() == 0) {
@@ -120,8 +121,7 @@ Commands panel_branches(const Snapshot& snap, UiState& ui) {
       "Click a candidate in the Next-token panel to force it at the shown step: generation forks there. "
       "Click a branch to return to it.");
   const uint64_t saved = snap.tree.flops_saved_total();
-  text_wrapped_coloured(v4(palette::kCacheHigh),
-                        "FLOPs saved by reusing the KV cache at forks: " + format_flops(saved));
+  text_wrapped_coloured(v4(pal.cache_high), "FLOPs saved by reusing the KV cache at forks: " + format_flops(saved));
   const Branch& cur = snap.tree.current_branch();
   if (cur.parent >= 0) {
     const ForkCost& f = cur.fork;

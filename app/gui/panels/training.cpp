@@ -168,11 +168,12 @@ void loss_column(const TrainingRecord& r, const Snapshot& snap, const UiState& u
 
 // The checkpoints to load, and what loading one did.
 void checkpoint_column(const TrainingRecord& r, const Snapshot& snap, UiState& ui, int slice, Commands& cmds) {
+  const Palette& pal = palette_for(ui.colour_blind);
   text_wrapped_wordsf("Same prompt, same seed, weights from:");
   checkpoint_list(r, snap, slice, ui, cmds);
   if (snap.loading_model) ImGui::TextDisabled("loading the weights\xE2\x80\xA6");
   if (!snap.model_error.empty()) {  // a checkpoint folder that did not load (the Model panel has it too)
-    ImGui::PushStyleColor(ImGuiCol_Text, v4(palette::kRecomputed));
+    ImGui::PushStyleColor(ImGuiCol_Text, v4(pal.recomputed));
     text_wrapped_wordsf("Could not load: %s", snap.model_error.c_str());
     ImGui::PopStyleColor();
   }
