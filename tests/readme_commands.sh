@@ -23,10 +23,10 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # The pages whose commands are checked (pages written alongside join here).
 pages=(README.md docs/window.md docs/cli.md docs/kv-layouts.md docs/decoding.md docs/counting.md docs/models.md
-       docs/performance.md docs/testing.md docs/architecture.md)
+       docs/performance.md docs/testing.md docs/architecture.md docs/serving.md docs/eviction.md docs/batching.md)
 # Synopsis entries of features that land from branches being merged: reported
 # as PENDING while this binary lacks them. Empty this list once they are in.
-pending=(serve --kv-evict --kv-budget)
+pending=()
 
 # One record per command: "sh<TAB>page<TAB>command" or "text<TAB>page<TAB>line".
 extract() {
@@ -63,6 +63,7 @@ EOF
 
 mkdir -p "$tmp/run/build" "$tmp/bin" "$tmp/home"
 ln -s "$src/assets" "$tmp/run/assets"
+ln -s "$src/docs" "$tmp/run/docs"  # the example files the pages use (docs/examples)
 ln -s "$kvscope" "$tmp/bin/kvscope"
 ln -s "$kvscope" "$tmp/run/build/kvscope"
 export PATH="$tmp/bin:$PATH" HOME="$tmp/home" XDG_CONFIG_HOME="$tmp/home/.config"  # never the user's settings
