@@ -504,9 +504,7 @@ void KVCache::free_evicted_blocks(Sequence& q) {
 int KVCache::commit(SeqId s) {
   Sequence& q = seq(s);
   if (layout_.evicting()) {
-    const int dropped = drop_to_budget(q);
-    evicted_total_ += static_cast<uint64_t>(dropped);
-    return dropped;
+    return drop_to_budget(q);
   }
   if (!layout_.windowed()) return 0;
   const int new_lo = std::max(q.lo, q.length - layout_.window - layout_.rollback);
