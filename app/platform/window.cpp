@@ -81,6 +81,18 @@ Window::~Window() {
   glfwTerminate();
 }
 
+WindowSize Window::size() const {
+  int w = 0, h = 0;
+  WindowSize ws;
+  glfwGetWindowSize(win_, &w, &h);
+  glfwGetFramebufferSize(win_, &ws.fb_w, &ws.fb_h);
+  ws.w = static_cast<float>(w);
+  ws.h = static_cast<float>(h);
+  return ws;
+}
+
+void Window::new_frame() {}
+
 void Window::toggle_fullscreen() {
   if (glfwGetWindowMonitor(win_)) {
     glfwSetWindowMonitor(win_, nullptr, saved_x_, saved_y_, saved_w_, saved_h_, 0);
