@@ -54,7 +54,7 @@ test-tsan:
 # $(WEB_BUILD)/site/, a folder any static host can serve.
 web:
 	@scripts/install-web-deps.sh $(CURDIR)/$(WEB_BUILD)/src
-	@[ -f $(WEB_BUILD)/CMakeCache.txt ] || NODE_PATH=/usr/share/nodejs emcmake cmake -S . -B $(WEB_BUILD) -DCMAKE_BUILD_TYPE=Release
+	@[ -f $(WEB_BUILD)/CMakeCache.txt ] || NODE_PATH=/usr/share/nodejs emcmake cmake -S . -B $(WEB_BUILD) -DCMAKE_BUILD_TYPE=Release -DKVSCOPE_WEB_SRC=$(CURDIR)/$(WEB_BUILD)/src
 	NODE_PATH=/usr/share/nodejs cmake --build $(WEB_BUILD) -j $(JOBS)
 	@echo "web: the site is in $(WEB_BUILD)/site/ (make serve shows it)"
 

@@ -37,5 +37,6 @@ set(KVSCOPE_GUI_SRC
 # desktop's window.cpp, video_pipe.cpp, the EGL context and `kvscope render`).
 set(KVSCOPE_WEB_PLATFORM_SRC
   app/platform/web/main_web.cpp
+  app/platform/web/stb_image_write.cpp
   app/platform/web/web_api.cpp
   app/platform/web/window_web.cpp)

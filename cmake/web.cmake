@@ -8,10 +8,17 @@
 #   (scripts/install-web-deps.sh unpacks them into KVSCOPE_WEB_SRC); Eigen,
 #   GLM, nlohmann_json, CLI11 and stb are Debian's headers.
 set(KVSCOPE_WEB_SRC ${CMAKE_SOURCE_DIR}/build-web/src CACHE PATH "apt-get source folder")
-set(KVSCOPE_WEB_POOL 12 CACHE STRING "Web Workers started before main (engine + worker + scorer threads)")
+# Web Workers started before main: the engine worker, the engine pool (at most
+# 6 threads in the page, main_web.cpp) and the layout scorer.
+set(KVSCOPE_WEB_POOL 8)
 set(IMGUI_SRC ${KVSCOPE_WEB_SRC}/imgui-1.86+ds)
 set(UTF8PROC_SRC ${KVSCOPE_WEB_SRC}/utf8proc-2.8.0)
 set(PCRE2_SRC ${KVSCOPE_WEB_SRC}/pcre2-10.42)
+foreach(d ${IMGUI_SRC} ${UTF8PROC_SRC} ${PCRE2_SRC})
+  if(NOT IS_DIRECTORY ${d})
+    message(FATAL_ERROR "${d} is missing: run scripts/install-web-deps.sh ${KVSCOPE_WEB_SRC} (or make web)")
+  endif()
+endforeach()
 set(ENV{NODE_PATH} /usr/share/nodejs)
 
 # Threads as on the desktop: every object compiled with -pthread (wasm-ld
@@ -22,7 +29,7 @@ add_link_options(-pthread)
 # --- third party (static, from source) ---------------------------------------
 add_library(web_imgui STATIC ${IMGUI_SRC}/imgui.cpp ${IMGUI_SRC}/imgui_draw.cpp ${IMGUI_SRC}/imgui_tables.cpp
             ${IMGUI_SRC}/imgui_widgets.cpp ${IMGUI_SRC}/backends/imgui_impl_glfw.cpp
-            ${IMGUI_SRC}/backends/imgui_impl_opengl3.cpp)
+            ${IMGUI_SRC}/backends/imgui_impl_opengl3.cpp ${IMGUI_SRC}/misc/cpp/imgui_stdlib.cpp)
 target_include_directories(web_imgui SYSTEM PUBLIC ${IMGUI_SRC} ${IMGUI_SRC}/backends)
 target_compile_definitions(web_imgui PUBLIC IMGUI_IMPL_OPENGL_ES3)
 target_link_options(web_imgui INTERFACE -sUSE_GLFW=3 -sMIN_WEBGL_VERSION=2 -sMAX_WEBGL_VERSION=2)
@@ -53,6 +60,9 @@ foreach(d eigen3/Eigen eigen3/unsupported glm nlohmann CLI stb)
   get_filename_component(n ${d} NAME)
   file(CREATE_LINK /usr/include/${d} ${WEB_HDR}/${n} SYMBOLIC)
 endforeach()
+# The two headers the desktop finds through pkg-config's include folders.
+file(CREATE_LINK /usr/include/stb/stb_image_write.h ${WEB_HDR}/stb_image_write.h SYMBOLIC)
+file(CREATE_LINK ${IMGUI_SRC}/misc/cpp/imgui_stdlib.h ${WEB_HDR}/imgui_stdlib.h SYMBOLIC)
 
 # --- kvscope: the same source lists as the desktop ------------------------------
 include(cmake/sources.cmake)
@@ -85,6 +95,9 @@ set_target_properties(kvscope PROPERTIES SUFFIX ".js")
 # within measurement, docs/web.md).
 set_source_files_properties(${KVSCOPE_SCENE_SRC} ${KVSCOPE_LESSONS_SRC} ${KVSCOPE_SESSION_SRC} ${KVSCOPE_CLI_SRC}
                             ${WEB_APP_SRC} ${KVSCOPE_WEB_PLATFORM_SRC} PROPERTIES COMPILE_OPTIONS -O1)
+# The page keeps no window placement (the desktop's fields in window.h).
+set_property(SOURCE app/platform/web/window_web.cpp APPEND PROPERTY COMPILE_OPTIONS -Wno-unused-private-field)
+set_property(SOURCE app/platform/web/stb_image_write.cpp APPEND PROPERTY COMPILE_OPTIONS -w)
 target_include_directories(kvscope PRIVATE ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/app/platform/web/include
                            ${CMAKE_BINARY_DIR}/generated ${WEB_HDR})
 target_compile_definitions(kvscope PRIVATE EIGEN_NO_DEBUG KVSCOPE_GUI=1 KVSCOPE_FONT_DIR="/fonts")
@@ -93,7 +106,7 @@ target_compile_options(kvscope PRIVATE -fexceptions -Wall -Wextra -Werror -Wno-p
 target_link_libraries(kvscope PRIVATE web_imgui web_utf8proc web_pcre2)
 set(WEB_ASSETS ${CMAKE_SOURCE_DIR}/assets)
 target_link_options(kvscope PRIVATE -fexceptions -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB
-  -sINITIAL_MEMORY=128MB -sSTACK_SIZE=5MB -sDEFAULT_PTHREAD_STACK_SIZE=4MB
+  -sINITIAL_MEMORY=128MB -sDEFAULT_PTHREAD_STACK_SIZE=4MB
   -sPTHREAD_POOL_SIZE=${KVSCOPE_WEB_POOL} -sFORCE_FILESYSTEM=1 -lidbfs.js
   -sEXPORTED_RUNTIME_METHODS=FS,ccall,cwrap,UTF8ToString
   "-sEXPORTED_FUNCTIONS=_main,_kvscope_state_json,_kvscope_command_json,_kvscope_load_folder,_kvscope_save_settings,_malloc,_free"

@@ -330,9 +330,13 @@ struct GuiRun {
   std::unique_ptr<Session> session;
 };
 
-std::unique_ptr<GuiRun> open_gui(const GuiOptions& opt) {
+void GuiRunDelete::operator()(GuiRun* run) const {
+  delete run;
+}
+
+GuiRunPtr open_gui(const GuiOptions& opt) {
   leave_a_core_for_rendering();
-  auto run = std::make_unique<GuiRun>();
+  GuiRunPtr run(new GuiRun());
   run->opt = opt;
   UiState initial;
   run->setup = prepare(opt, initial);
@@ -387,7 +391,7 @@ bool gui_frame(GuiRun& run) {
   return !last;
 }
 
-int close_gui(std::unique_ptr<GuiRun> run) {
+int close_gui(GuiRunPtr run) {
   int exit_code = finish_run(*run->session, run->setup, *run->window, run->st);
   run->session.reset();  // the worker joins and GL objects go before the context
   run->renderer.reset();
@@ -397,7 +401,7 @@ int close_gui(std::unique_ptr<GuiRun> run) {
 }
 
 int run_gui(const GuiOptions& opt) {
-  std::unique_ptr<GuiRun> run = open_gui(opt);
+  GuiRunPtr run = open_gui(opt);
   while (gui_frame(*run)) {
   }
   return close_gui(std::move(run));

@@ -13,10 +13,14 @@ int run_gui(const GuiOptions& opt);
 // The same run one frame at a time, for a host that owns the loop (the
 // browser's requestAnimationFrame, app/platform/web/main_web.cpp).
 struct GuiRun;
-std::unique_ptr<GuiRun> open_gui(const GuiOptions& opt);  // throws kvscope::Error without a window
-bool gui_frame(GuiRun& run);                              // false once the run is over
-int close_gui(std::unique_ptr<GuiRun> run);               // the exit code
-void gui_save_settings(const GuiRun& run);                // the settings file now (the page saves on leaving)
+struct GuiRunDelete {  // defined where GuiRun is complete (gui.cpp)
+  void operator()(GuiRun* run) const;
+};
+using GuiRunPtr = std::unique_ptr<GuiRun, GuiRunDelete>;
+GuiRunPtr open_gui(const GuiOptions& opt);  // throws kvscope::Error without a window
+bool gui_frame(GuiRun& run);                // false once the run is over
+int close_gui(GuiRunPtr run);               // the exit code
+void gui_save_settings(const GuiRun& run);  // the settings file now (the page saves on leaving)
 class Session;
 Session& gui_session(GuiRun& run);  // the controller: state and commands (window.kvscope in the page)
 

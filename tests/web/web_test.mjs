@@ -223,6 +223,12 @@ async function main() {
     check('coi: the page generates on its own', first === true);
     const recs = await pageRecords(page);
     compareRecords('coi', recs, cliKv);
+    // Decode speed: the records' own forward times (ms), page vs native single thread.
+    const med = (a) => { const t = [...a].sort((x, y) => x - y); return t[Math.floor(t.length / 2)]; };
+    const msPage = med(recs.slice(1).map((r) => r.ms)), msCli = med(cliKv.slice(1).map((r) => r.ms));
+    console.log(`     decode: page ${(1000 / msPage).toFixed(0)} tokens/s (${msPage.toFixed(3)} ms/step, ` +
+      `${await page.evaluate(() => navigator.hardwareConcurrency)} cores seen), native KVSCOPE_THREADS=1 ` +
+      `${(1000 / msCli).toFixed(0)} tokens/s (${msCli.toFixed(3)} ms/step): ${(100 * msCli / msPage).toFixed(0)} %`);
     // NO CACHE from a mid-sequence step: the next step recomputes every position.
     const k = 4;
     await command(page, { cmd: 'pause' });

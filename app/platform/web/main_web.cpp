@@ -18,7 +18,8 @@
 namespace kvscope {
 namespace {
 
-std::unique_ptr<GuiRun> g_run;
+// Never closed: the page ends with the tab.
+GuiRun* g_run = nullptr;
 
 void frame() {
   if (!g_run) return;
@@ -45,7 +46,7 @@ void choose_threads() {
 }  // namespace
 
 GuiRun* web_run() {
-  return g_run.get();
+  return g_run;
 }
 
 }  // namespace kvscope
@@ -57,7 +58,7 @@ int main() {
   choose_threads();
   GuiOptions opt;
   try {
-    g_run = open_gui(opt);
+    g_run = open_gui(opt).release();
   } catch (const std::exception& e) {
     web_report_fatal(e.what());
     return 1;

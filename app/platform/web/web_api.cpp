@@ -69,7 +69,7 @@ json state_of(const Session& s) {
 }
 
 // One JSON command -> the window's commands; throws std::runtime_error on bad input.
-Commands commands_of(const json& c, const Session& s) {
+Commands commands_of(const json& c, Session& s) {
   const std::string name = c.at("cmd").get<std::string>();
   if (name == "prompt") return {cmd::Start{c.at("text").get<std::string>()}};
   if (name == "reset") return {cmd::Reset{}};
@@ -83,7 +83,10 @@ Commands commands_of(const json& c, const Session& s) {
     if (m != "kv_cache" && m != "no_cache") throw std::runtime_error("cache: mode must be kv_cache or no_cache");
     return m == to_string(s.snap.mode) ? Commands{} : Commands{cmd::ToggleCache{}};
   }
-  if (name == "max_new") return {cmd::SetMaxNew{c.at("n").get<int>()}};
+  if (name == "max_new") {  // as the Generate panel's field: the UI's value, then the command
+    s.ui.max_new = c.at("n").get<int>();
+    return {cmd::SetMaxNew{s.ui.max_new}};
+  }
   if (name == "scrub") return {cmd::Scrub{c.at("steps").get<int>()}};
   if (name == "scrub_to") return {cmd::ScrubTo{c.at("step").get<int>()}};
   if (name == "load_model") return {cmd::LoadModel{c.at("dir").get<std::string>()}};

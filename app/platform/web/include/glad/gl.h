@@ -6,11 +6,16 @@
 
 #include <GLES3/gl3.h>
 
+// As glad does: GLFW must not bring in the desktop GL header after this one.
+#define GLFW_INCLUDE_NONE
+
 // Functions come from the browser, not a loader.
 #define GLAD_API_PTR
 inline int gladLoadGL(void*) {
   return 1;
 }
+// glad's pointer to a function, tested to see whether a context is current.
+inline void (*const glad_glGetIntegerv)(GLenum, GLint*) = glGetIntegerv;
 
 // GL_KHR_debug: WebGL reports errors through the console instead.
 #define GLAD_GL_KHR_debug 0
@@ -25,7 +30,5 @@ typedef void(GLAD_API_PTR* GLDEBUGPROC)(GLenum source, GLenum type, GLuint id, G
                                         const GLchar* message, const void* user);
 inline void (*const glDebugMessageCallback)(GLDEBUGPROC, const void*) = nullptr;
 
-// GL 3.3's double-precision clear depth is ES's float one.
-inline void glClearDepth(double d) {
-  glClearDepthf(static_cast<GLfloat>(d));
-}
+// GL 3.3's double-precision clear depth: Emscripten provides it over WebGL's.
+extern "C" void glClearDepth(double depth);
