@@ -96,7 +96,11 @@ async function openPage(browser, url, viewport, logs) {
     globalThis.kvscopePage.fatalError)) ? true : false, null, 120000, 'the app to start');
   const fatal = await fatalOf(page);
   if (fatal) throw new Error('page: ' + fatal);
-  return { page, t0 };
+  // The embedded model is loaded (and plays its first prompt) before the test's commands.
+  await waitFor(page, () => { const s = globalThis.kvscope.state(); return s && !s.loading && s.generated.length > 0; },
+    null, 60000, 'the first token');
+  const firstTokenS = (Date.now() - t0) / 1000;
+  return { page, t0, firstTokenS };
 }
 
 const state = (page) => page.evaluate(() => globalThis.kvscope.state());
@@ -215,18 +219,16 @@ async function main() {
   const logs = [];
   try {
     // 1. served with COOP/COEP
-    const { page, t0 } = await openPage(browser, coi.url, { width: 1280, height: 720, deviceScaleFactor: 1 }, logs);
+    const { page, firstTokenS } = await openPage(browser, coi.url, { width: 1280, height: 720, deviceScaleFactor: 1 },
+      logs);
     check('coi: page is cross-origin isolated', await page.evaluate(() => self.crossOriginIsolated === true));
-    const first = await waitFor(page, () => { const s = globalThis.kvscope.state(); return s && s.generated.length > 0; },
-      null, 60000, 'the first token');
-    console.log(`     time from page open to the first generated token: ${((Date.now() - t0) / 1000).toFixed(2)} s`);
-    check('coi: the page generates on its own', first === true);
+    console.log(`info time from page open to the first generated token: ${firstTokenS.toFixed(2)} s`);
     const recs = await pageRecords(page);
     compareRecords('coi', recs, cliKv);
     // Decode speed: the records' own forward times (ms), page vs native single thread.
     const med = (a) => { const t = [...a].sort((x, y) => x - y); return t[Math.floor(t.length / 2)]; };
     const msPage = med(recs.slice(1).map((r) => r.ms)), msCli = med(cliKv.slice(1).map((r) => r.ms));
-    console.log(`     decode: page ${(1000 / msPage).toFixed(0)} tokens/s (${msPage.toFixed(3)} ms/step, ` +
+    console.log(`info decode: page ${(1000 / msPage).toFixed(0)} tokens/s (${msPage.toFixed(3)} ms/step, ` +
       `${await page.evaluate(() => navigator.hardwareConcurrency)} cores seen), native KVSCOPE_THREADS=1 ` +
       `${(1000 / msCli).toFixed(0)} tokens/s (${msCli.toFixed(3)} ms/step): ${(100 * msCli / msPage).toFixed(0)} %`);
     // NO CACHE from a mid-sequence step: the next step recomputes every position.
@@ -260,7 +262,7 @@ async function main() {
     // Frame time while generating.
     const ft = await page.evaluate(() => { const t = [...globalThis.kvscopePage.frameTimes].slice(-120).sort((a, b) => a - b);
       return t.length ? t[Math.floor(t.length / 2)] : 0; });
-    console.log(`     median frame time (last 120 frames): ${ft.toFixed(1)} ms`);
+    console.log(`info median frame time (last 120 frames): ${ft.toFixed(1)} ms`);
     await page.close();
 
     if (args.shots) await viewportShots(browser, coi.url, logs);
