@@ -115,8 +115,7 @@ target_link_options(kvscope PRIVATE -fexceptions -sALLOW_MEMORY_GROWTH=1 -sMAXIM
   "--preload-file=${WEB_ASSETS}/models/kvscope-tiny@/assets/models/kvscope-tiny"
   "--preload-file=${WEB_ASSETS}/models/kvscope-draft@/assets/models/kvscope-draft"
   "--preload-file=/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf@/fonts/DejaVuSans.ttf"
-  "--preload-file=/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf@/fonts/DejaVuSans-Bold.ttf"
-  "--preload-file=/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf@/fonts/DejaVuSansMono.ttf")
+  "--preload-file=/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf@/fonts/DejaVuSans-Bold.ttf")
 file(GLOB_RECURSE WEB_ASSET_FILES ${WEB_ASSETS}/models/kvscope-tiny/* ${WEB_ASSETS}/models/kvscope-draft/*)
 set_property(TARGET kvscope APPEND PROPERTY LINK_DEPENDS ${WEB_ASSET_FILES})
 
