@@ -132,14 +132,7 @@ std::string timestamped_png() {
 
 bool save_screenshot(const std::string& path, int w, int h, std::string& error) {
   const std::vector<uint8_t> px = gl::read_back_buffer(w, h);
-  const size_t row = static_cast<size_t>(w) * 4;
-  try {
-    write_png_file(path, w, h, px.data(), static_cast<int>(row));
-  } catch (const Error& e) {
-    error = std::string("screenshot not saved: ") + e.what();
-    return false;
-  }
-  return true;
+  return write_screenshot_png(path, w, h, px.data(), error);
 }
 
 }  // namespace kvscope

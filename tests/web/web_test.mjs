@@ -257,6 +257,18 @@ async function main() {
     const png = await page.screenshot({ path: path.join(OUT, 'page-1280x720.png') });
     const n = await colours(page, png);
     check('screenshot is a real scene (many colours)', n > 500, `${n} colours`);
+    // The window's screenshot (F12) arrives as a PNG download.
+    const dl = fs.mkdtempSync(path.join(OUT, 'download-'));
+    const cdp = await page.createCDPSession();
+    await cdp.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: dl });
+    await command(page, { cmd: 'screenshot' });
+    let pngs = [];
+    for (let i = 0; i < 100 && pngs.length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      pngs = fs.readdirSync(dl).filter((f) => /^kvscope-.*\.png$/.test(f));
+    }
+    const head = pngs.length ? fs.readFileSync(path.join(dl, pngs[0])).subarray(0, 8).toString('hex') : '';
+    check('screenshot command downloads a PNG', head === '89504e470d0a1a0a', pngs.join(', ') || 'no download');
     const bad = await command(page, { cmd: 'no_such_command' });
     check('an unknown command is refused with a message', /unknown cmd/.test(bad), bad);
     // Frame time while generating.

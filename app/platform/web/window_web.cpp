@@ -113,13 +113,7 @@ std::string timestamped_png() {
 // The PNG goes to the in-memory file system, then to the user as a download.
 bool save_screenshot(const std::string& path, int w, int h, std::string& error) {
   const std::vector<uint8_t> px = gl::read_back_buffer(w, h);
-  const size_t row = static_cast<size_t>(w) * 4;
-  try {
-    write_png_file(path, w, h, px.data(), static_cast<int>(row));
-  } catch (const Error& e) {
-    error = std::string("screenshot not saved: ") + e.what();
-    return false;
-  }
+  if (!write_screenshot_png(path, w, h, px.data(), error)) return false;
   EM_ASM(
       {
         if (globalThis.kvscopePage) globalThis.kvscopePage.download(UTF8ToString($0), 'image/png');
