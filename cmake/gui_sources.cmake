@@ -33,3 +33,10 @@ set(KVSCOPE_GUI_SRC
   app/platform/png_file.cpp
   app/platform/video_pipe.cpp
   app/platform/window.cpp)
+# The browser's app/platform/web/ (cmake/web.cmake builds them in place of the
+# desktop's window.cpp, video_pipe.cpp, the EGL context and `kvscope render`).
+set(KVSCOPE_WEB_PLATFORM_SRC
+  app/platform/web/main_web.cpp
+  app/platform/web/stb_image_write.cpp
+  app/platform/web/web_api.cpp
+  app/platform/web/window_web.cpp)

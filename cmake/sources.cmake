@@ -74,7 +74,8 @@ set(KVSCOPE_CLI_SRC
   app/cli/cli_flags.cpp
   app/cli/cli_generate.cpp
   app/cli/cli_inspect.cpp
-  app/cli/cli_serve.cpp)
+  app/cli/cli_serve.cpp
+  app/cli/record_json.cpp)
 
 # app/worker/: the window's engine threads (no GL).
 set(KVSCOPE_WORKER_SRC app/worker/worker.cpp app/worker/kv_scoring.cpp)

@@ -1,4 +1,3 @@
-#version 330 core
 // Additive blending: overlapping beams add up, like light.
 in vec4 v_colour;
 in float v_side;

@@ -1,4 +1,3 @@
-#version 330 core
 // Attention beams: one instanced triangle strip per beam, bent into a
 // quadratic arc from the write head to a key's KV block. Width and brightness
 // grow with the beam's real attention weight.

@@ -1,4 +1,3 @@
-#version 330 core
 // Flat-lit blocks with a crisp outline so neighbours stay distinct at any
 // zoom. fill < 1 dims the faces (a block thrown away); fill == 0 keeps only
 // the edges (an empty cache slot).

@@ -1,4 +1,3 @@
-#version 330 core
 // One instanced draw per kind of block (tokens, KV blocks, markers): a unit
 // cube scaled and moved per instance.
 layout(location = 0) in vec3 a_pos;     // cube corner, in [-0.5, 0.5]^3

@@ -1,4 +1,3 @@
-#version 330 core
 // Cell lines between positions (x = p + 0.5), brighter every 10 positions,
 // anti-aliased with screen-space derivatives and faded towards the edges.
 in vec3 v_world;

@@ -1,4 +1,3 @@
-#version 330 core
 // The ground: one quad; the grid lines are drawn per pixel in grid.frag.
 layout(location = 0) in vec2 a_xz;  // in [0, 1]^2
 uniform mat4 u_view_proj;

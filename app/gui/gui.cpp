@@ -28,6 +28,7 @@
 #include "app/session/demo_script.h"
 #include "app/session/session.h"
 #include "app/session/settings.h"
+#include "kvscope_shaders.h"
 #include "render/gl/gl_objects.h"
 #include "render/gl/renderer.h"
 
@@ -166,24 +167,6 @@ struct WindowSide {
   }
 };
 
-// The window's size and its framebuffer's (they differ on high-DPI screens).
-struct WindowSize {
-  float w = 0, h = 0;  // screen coordinates: ImGui's and the layout's
-  int fb_w = 0, fb_h = 0;
-  float sx() const { return w > 0 ? static_cast<float>(fb_w) / w : 1.0f; }
-  float sy() const { return h > 0 ? static_cast<float>(fb_h) / h : 1.0f; }
-};
-
-WindowSize window_size(GLFWwindow* win) {
-  int w = 0, h = 0;
-  WindowSize ws;
-  glfwGetWindowSize(win, &w, &h);
-  glfwGetFramebufferSize(win, &ws.fb_w, &ws.fb_h);
-  ws.w = static_cast<float>(w);
-  ws.h = static_cast<float>(h);
-  return ws;
-}
-
 void draw_3d(Renderer& renderer, const ComposedFrame& fr, const Camera& cam, const ViewRect& v, const WindowSize& ws,
              bool grid) {
   glBindFramebuffer(GL_FRAMEBUFFER, 0);
@@ -298,7 +281,7 @@ OverlayFonts init_imgui(GLFWwindow* win, const RunSetup& setup, float text_scale
   OverlayFonts fonts = load_fonts(text_scale);
   apply_style(text_scale);
   ImGui_ImplGlfw_InitForOpenGL(win, true);
-  ImGui_ImplOpenGL3_Init("#version 330 core");
+  ImGui_ImplOpenGL3_Init(shaders::kGlslVersion);
   return fonts;
 }
 
@@ -309,14 +292,17 @@ void shutdown_imgui() {
 }
 
 // A scripted run's verdict; an interactive one saves where the window was.
+void save_run_settings(const Session& s, const RunSetup& setup, const Window& window) {
+  if (setup.scripted || setup.settings_path.empty()) return;
+  WindowSettings placement = setup.window;
+  window.store_placement(placement);
+  std::string err;
+  if (!save_settings(setup.settings_path, s.ui, placement, err)) std::fprintf(stderr, "kvscope: %s\n", err.c_str());
+}
+
 int finish_run(const Session& s, const RunSetup& setup, Window& window, const LoopState& st) {
   if (setup.scripted) return report_scripted(s, st.frame, st.stats, st.gl_messages);
-  if (!setup.settings_path.empty()) {
-    WindowSettings placement = setup.window;
-    window.store_placement(placement);
-    std::string err;
-    if (!save_settings(setup.settings_path, s.ui, placement, err)) std::fprintf(stderr, "kvscope: %s\n", err.c_str());
-  }
+  save_run_settings(s, setup, window);
   return 0;
 }
 
@@ -330,52 +316,95 @@ int soak_verdict(const LoopState& st) {
 
 }  // namespace
 
-int run_gui(const GuiOptions& opt) {
-  leave_a_core_for_rendering();
-  UiState initial;
-  const RunSetup setup = prepare(opt, initial);
-  Window window(setup.window, setup.scripted);
-  GLFWwindow* win = window.get();
+// One interactive or scripted run of the window, carried from frame to frame
+// (the desktop loops over gui_frame; the browser calls it once per
+// requestAnimationFrame). Members go in reverse: session and renderer before
+// ImGui and the window.
+struct GuiRun {
+  GuiOptions opt;
+  RunSetup setup;
+  std::unique_ptr<Window> window;
   LoopState st;
-  gl::enable_debug_output(&st.gl_messages);
-  WindowSide side{window, init_imgui(win, setup, initial.text_scale), {}};
-  if (opt.soak_rounds > 0) st.soak = std::make_unique<SoakRun>(opt.soak_rounds);
-  int exit_code = 0;
-  {
-    Renderer renderer;
-    Session s([] { glfwPostEmptyEvent(); });  // the engine thread wakes the sleeping loop
-    s.ui = initial;
-    if (!setup.settings_path.empty()) s.fit_to_model(setup.settings_path);  // the model's limits, once loaded
-    s.snap.mode = opt.no_cache ? CacheMode::kNoCache : CacheMode::kKV;
-    if (s.ui.decoding.draft_dir.empty()) s.ui.decoding.draft_dir = asset_path("models/kvscope-draft");
-    s.snap.decoding = s.ui.decoding;  // the first generation's strategy (a demo view may choose one)
-    s.ui.active_prompt = s.selected_prompt();
-    s.load_model(opt.model_dir.empty() ? default_model_dir() : opt.model_dir, opt.ctx);
-    st.prev_time = glfwGetTime();
+  std::unique_ptr<WindowSide> side;
+  std::unique_ptr<Renderer> renderer;
+  std::unique_ptr<Session> session;
+};
 
-    while (!glfwWindowShouldClose(win)) {
-      poll_events(s, setup.scripted, side, st);  // 1. poll; the engine's results in
-      ImGui_ImplOpenGL3_NewFrame();              // 2. new frame, the UI's commands
-      ImGui_ImplGlfw_NewFrame();
-      ImGui::NewFrame();
-      const WindowSize ws = window_size(win);
-      ViewRect v = run_ui(s, opt, setup, ws, st);
-      const ComposedFrame fr = compose_picture(s, side, setup.scripted, v, st);  // 3. the picture
-      ImGui::Render();
-      draw_3d(renderer, fr, s.view.camera, v, ws, s.ui.grid);  // 4. render: the 3D view, the panels over it
-      ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-      const bool last = last_frame(opt, st);
-      save_shown_frame(s, side, last ? opt.screenshot : std::string(), ws);  // 5. screenshot, swap
-      if (setup.scripted) note_gl_error(st.gl_messages, st.frame);
-      glfwSwapBuffers(win);
-      ++st.frame;
-      if (last) break;
-    }
-    exit_code = finish_run(s, setup, window, st);
-  }  // the worker joins and GL objects go before the context
-  if (soak_verdict(st) != 0) exit_code = 1;
+void GuiRunDelete::operator()(GuiRun* run) const {
+  delete run;
+}
+
+GuiRunPtr open_gui(const GuiOptions& opt) {
+  leave_a_core_for_rendering();
+  GuiRunPtr run(new GuiRun());
+  run->opt = opt;
+  UiState initial;
+  run->setup = prepare(opt, initial);
+  run->window = std::make_unique<Window>(run->setup.window, run->setup.scripted);
+  gl::enable_debug_output(&run->st.gl_messages);
+  run->side = std::make_unique<WindowSide>(
+      WindowSide{*run->window, init_imgui(run->window->get(), run->setup, initial.text_scale), {}});
+  if (opt.soak_rounds > 0) run->st.soak = std::make_unique<SoakRun>(opt.soak_rounds);
+  run->renderer = std::make_unique<Renderer>();
+  run->session = std::make_unique<Session>([] { glfwPostEmptyEvent(); });  // the engine thread wakes the loop
+  Session& s = *run->session;
+  s.ui = initial;
+  if (!run->setup.settings_path.empty()) s.fit_to_model(run->setup.settings_path);  // the model's limits, once loaded
+  s.snap.mode = opt.no_cache ? CacheMode::kNoCache : CacheMode::kKV;
+  if (s.ui.decoding.draft_dir.empty()) s.ui.decoding.draft_dir = asset_path("models/kvscope-draft");
+  s.snap.decoding = s.ui.decoding;  // the first generation's strategy (a demo view may choose one)
+  s.ui.active_prompt = s.selected_prompt();
+  s.load_model(opt.model_dir.empty() ? default_model_dir() : opt.model_dir, opt.ctx);
+  run->st.prev_time = glfwGetTime();
+  return run;
+}
+
+void gui_save_settings(const GuiRun& run) {
+  save_run_settings(*run.session, run.setup, *run.window);
+}
+
+Session& gui_session(GuiRun& run) {
+  return *run.session;
+}
+
+bool gui_frame(GuiRun& run) {
+  if (glfwWindowShouldClose(run.window->get())) return false;
+  Session& s = *run.session;
+  LoopState& st = run.st;
+  WindowSide& side = *run.side;
+  poll_events(s, run.setup.scripted, side, st);  // 1. poll; the engine's results in
+  ImGui_ImplOpenGL3_NewFrame();                  // 2. new frame, the UI's commands
+  ImGui_ImplGlfw_NewFrame();
+  run.window->new_frame();
+  ImGui::NewFrame();
+  const WindowSize ws = run.window->size();
+  ViewRect v = run_ui(s, run.opt, run.setup, ws, st);
+  const ComposedFrame fr = compose_picture(s, side, run.setup.scripted, v, st);  // 3. the picture
+  ImGui::Render();
+  draw_3d(*run.renderer, fr, s.view.camera, v, ws, s.ui.grid);  // 4. render: the 3D view, the panels over it
+  ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+  const bool last = last_frame(run.opt, st);
+  save_shown_frame(s, side, last ? run.opt.screenshot : std::string(), ws);  // 5. screenshot, swap
+  if (run.setup.scripted) note_gl_error(st.gl_messages, st.frame);
+  glfwSwapBuffers(run.window->get());
+  ++st.frame;
+  return !last;
+}
+
+int close_gui(GuiRunPtr run) {
+  int exit_code = finish_run(*run->session, run->setup, *run->window, run->st);
+  run->session.reset();  // the worker joins and GL objects go before the context
+  run->renderer.reset();
+  if (soak_verdict(run->st) != 0) exit_code = 1;
   shutdown_imgui();
   return exit_code;
+}
+
+int run_gui(const GuiOptions& opt) {
+  GuiRunPtr run = open_gui(opt);
+  while (gui_frame(*run)) {
+  }
+  return close_gui(std::move(run));
 }
 
 }  // namespace kvscope

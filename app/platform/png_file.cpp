@@ -21,4 +21,14 @@ void write_png_file(const std::string& path, int w, int h, const uint8_t* rgba, 
   }
 }
 
+bool write_screenshot_png(const std::string& path, int w, int h, const uint8_t* rgba, std::string& error) {
+  try {
+    write_png_file(path, w, h, rgba, w * 4);
+  } catch (const Error& e) {
+    error = std::string("screenshot not saved: ") + e.what();
+    return false;
+  }
+  return true;
+}
+
 }  // namespace kvscope

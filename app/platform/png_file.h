@@ -12,4 +12,8 @@ namespace kvscope {
 // Throws kvscope::Error naming `path`.
 void write_png_file(const std::string& path, int w, int h, const uint8_t* rgba, int stride);
 
+// A screenshot of w x h tightly packed RGBA8 pixels: false with
+// "screenshot not saved: <why>" in `error` instead of throwing.
+bool write_screenshot_png(const std::string& path, int w, int h, const uint8_t* rgba, std::string& error);
+
 }  // namespace kvscope

@@ -13,6 +13,7 @@
 #include "app/gui/common.h"
 #include "app/platform/png_file.h"
 #include "model/core/error.h"
+#include "render/gl/gl_objects.h"
 
 namespace kvscope {
 
@@ -81,6 +82,18 @@ Window::~Window() {
   glfwTerminate();
 }
 
+WindowSize Window::size() const {
+  int w = 0, h = 0;
+  WindowSize ws;
+  glfwGetWindowSize(win_, &w, &h);
+  glfwGetFramebufferSize(win_, &ws.fb_w, &ws.fb_h);
+  ws.w = static_cast<float>(w);
+  ws.h = static_cast<float>(h);
+  return ws;
+}
+
+void Window::new_frame() {}
+
 void Window::toggle_fullscreen() {
   if (glfwGetWindowMonitor(win_)) {
     glfwSetWindowMonitor(win_, nullptr, saved_x_, saved_y_, saved_w_, saved_h_, 0);
@@ -118,23 +131,8 @@ std::string timestamped_png() {
 }
 
 bool save_screenshot(const std::string& path, int w, int h, std::string& error) {
-  std::vector<uint8_t> px(static_cast<size_t>(w) * h * 4);
-  glBindFramebuffer(GL_READ_FRAMEBUFFER, 0);
-  glReadBuffer(GL_BACK);
-  glPixelStorei(GL_PACK_ALIGNMENT, 1);
-  glReadPixels(0, 0, w, h, GL_RGBA, GL_UNSIGNED_BYTE, px.data());
-  const size_t row = static_cast<size_t>(w) * 4;
-  for (int y = 0; y < h / 2; ++y)
-    std::swap_ranges(px.begin() + static_cast<long>(y * row), px.begin() + static_cast<long>((y + 1) * row),
-                     px.begin() + static_cast<long>((h - 1 - y) * row));
-  for (size_t i = 3; i < px.size(); i += 4) px[i] = 255;
-  try {
-    write_png_file(path, w, h, px.data(), static_cast<int>(row));
-  } catch (const Error& e) {
-    error = std::string("screenshot not saved: ") + e.what();
-    return false;
-  }
-  return true;
+  const std::vector<uint8_t> px = gl::read_back_buffer(w, h);
+  return write_screenshot_png(path, w, h, px.data(), error);
 }
 
 }  // namespace kvscope

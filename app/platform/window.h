@@ -11,7 +11,17 @@ struct GLFWwindow;
 
 namespace kvscope {
 
-// Owns GLFW and the window; terminates GLFW last.
+// The window's size and its framebuffer's (they differ on high-DPI screens
+// and in the browser, where w, h are CSS pixels and fb_w, fb_h device pixels).
+struct WindowSize {
+  float w = 0, h = 0;  // screen coordinates: ImGui's and the layout's
+  int fb_w = 0, fb_h = 0;
+  float sx() const { return w > 0 ? static_cast<float>(fb_w) / w : 1.0f; }
+  float sy() const { return h > 0 ? static_cast<float>(fb_h) / h : 1.0f; }
+};
+
+// Owns GLFW and the window; terminates GLFW last. The desktop's is in
+// window.cpp, the browser's (a canvas that follows the page) in web/window_web.cpp.
 class Window {
  public:
   // Throws kvscope::Error when there is no display or no GL 3.3.
@@ -20,6 +30,12 @@ class Window {
   Window(const Window&) = delete;
   Window& operator=(const Window&) = delete;
   GLFWwindow* get() const { return win_; }
+
+  WindowSize size() const;
+  // Between ImGui's platform new-frame and ImGui::NewFrame: the browser's
+  // canvas follows the page's size and pixel ratio and ImGui gets CSS pixels
+  // (GLFW there knows only backbuffer pixels); nothing on the desktop.
+  void new_frame();
 
   void toggle_fullscreen();
   bool fullscreen() const;

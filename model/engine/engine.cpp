@@ -301,8 +301,8 @@ void store_and_attend(const Config& c, Workspace& ws, KVCache& cache, BatchPlan&
             float* p = scratch.data();
             p += (16 - (reinterpret_cast<uintptr_t>(p) / sizeof(float)) % 16) % 16;
             const size_t r0 = plan.run_off[static_cast<size_t>(i)], r1 = plan.run_off[static_cast<size_t>(i) + 1];
-            const KVRunsView view{lay.dtype, plan.rows.data() + r0, static_cast<int>(r1 - r0), lay.row_bytes(),
-                                  kvh * hd};
+            const KVRunsView view{lay.dtype, plan.rows.data() + r0, static_cast<int>(r1 - r0),
+                                  static_cast<size_t>(lay.row_bytes()), kvh * hd};
             attend_runs(rows.q + static_cast<size_t>(i) * rows.q_stride + h * hd, view, hd, len, scale, p,
                         ws.att.data() + static_cast<size_t>(i) * qd + h * hd);
             if (taps.attention && plan.tap_row[static_cast<size_t>(i)] >= 0)

@@ -145,6 +145,20 @@ bool enable_debug_output(std::vector<std::string>* sink) {
   return true;
 }
 
+std::vector<uint8_t> read_back_buffer(int w, int h) {
+  std::vector<uint8_t> px(static_cast<size_t>(w) * h * 4);
+  glBindFramebuffer(GL_READ_FRAMEBUFFER, 0);
+  glReadBuffer(GL_BACK);
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadPixels(0, 0, w, h, GL_RGBA, GL_UNSIGNED_BYTE, px.data());
+  const size_t row = static_cast<size_t>(w) * 4;
+  for (int y = 0; y < h / 2; ++y)
+    std::swap_ranges(px.begin() + static_cast<long>(y * row), px.begin() + static_cast<long>((y + 1) * row),
+                     px.begin() + static_cast<long>((h - 1 - y) * row));
+  for (size_t i = 3; i < px.size(); i += 4) px[i] = 255;
+  return px;
+}
+
 int max_image_side() {
   GLint rb = 0, vp[2] = {0, 0};
   glGetIntegerv(GL_MAX_RENDERBUFFER_SIZE, &rb);

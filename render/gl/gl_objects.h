@@ -129,6 +129,10 @@ bool enable_debug_output(std::vector<std::string>* sink);
 // must be current).
 int max_image_side();
 
+// The window's back buffer (what is about to be shown), w x h, as RGBA rows
+// top to bottom with alpha 255: a screenshot's pixels on the desktop and in the page.
+std::vector<uint8_t> read_back_buffer(int w, int h);
+
 class OffscreenTarget {
  public:
   // Throws GlError naming the limit when width or height exceeds max_image_side().

@@ -1,0 +1,162 @@
+// window.kvscope in the page: the shown step as a `kvscope generate --json`
+// record (the CLI's writer, app/cli/record_json.h) plus the prompt, the ids
+// generated so far and their text; commands as JSON objects mapped onto the
+// window's typed commands (app/session/commands.h).
+#include "app/platform/web/web_api.h"
+
+#include <GLFW/glfw3.h>
+#include <emscripten/emscripten.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "app/cli/record_json.h"
+#include "app/gui/gui.h"
+#include "app/session/session.h"
+
+namespace kvscope {
+
+using nlohmann::json;
+
+void web_report_fatal(const char* message) {
+  EM_ASM(
+      {
+        if (globalThis.kvscopePage) globalThis.kvscopePage.fatal(UTF8ToString($0));
+      },
+      message);
+}
+
+void web_ready() {
+  EM_ASM({
+    if (globalThis.kvscopePage) globalThis.kvscopePage.started();
+  });
+}
+
+void web_frame_done() {
+  EM_ASM({
+    if (globalThis.kvscopePage) globalThis.kvscopePage.frame();
+  });
+}
+
+namespace {
+
+json state_of(const Session& s) {
+  json j = json::object();
+  const int step = shown_step(s.snap, s.ui);
+  std::vector<int> generated;
+  if (s.snap.model && step >= 0 && step < static_cast<int>(s.snap.records.size())) {
+    const Tokenizer& tok = s.snap.model->tokenizer;
+    j = step_json(*s.snap.records[static_cast<size_t>(step)], tok);
+    for (int i = 0; i <= step; ++i) generated.push_back(s.snap.records[static_cast<size_t>(i)]->token);
+    j["text"] = tok.decode_text(generated);
+  } else {
+    j["event"] = nullptr;
+    j["text"] = "";
+  }
+  j["prompt"] = s.ui.active_prompt;
+  j["generated"] = generated;
+  j["shown_step"] = step;
+  j["steps"] = s.snap.timeline_size();
+  j["requested_mode"] = to_string(s.snap.mode);
+  j["playing"] = s.ui.playing;
+  j["loading"] = s.snap.loading_model;
+  j["model_dir"] = s.snap.model ? s.snap.model->dir : std::string();
+  j["model_error"] = s.snap.model_error;
+  j["errors"] = s.ui.errors;
+  j["done"] = s.snap.stop != StopReason::kNone;
+  j["engine_idle"] = s.engine_idle();
+  return j;
+}
+
+// One JSON command -> the window's commands; throws std::runtime_error on bad input.
+Commands commands_of(const json& c, Session& s) {
+  const std::string name = c.at("cmd").get<std::string>();
+  if (name == "prompt") return {cmd::Start{c.at("text").get<std::string>()}};
+  if (name == "reset") return {cmd::Reset{}};
+  if (name == "play") return s.ui.playing ? Commands{} : Commands{cmd::PlayPause{}};
+  if (name == "pause") return s.ui.playing ? Commands{cmd::PlayPause{}} : Commands{};
+  if (name == "play_pause") return {cmd::PlayPause{}};
+  if (name == "step") return {cmd::Step{}};
+  if (name == "cache") {  // {"mode": "kv_cache" | "no_cache"}, or toggle without one
+    if (!c.contains("mode")) return {cmd::ToggleCache{}};
+    const std::string m = c.at("mode").get<std::string>();
+    if (m != "kv_cache" && m != "no_cache") throw std::runtime_error("cache: mode must be kv_cache or no_cache");
+    return m == to_string(s.snap.mode) ? Commands{} : Commands{cmd::ToggleCache{}};
+  }
+  if (name == "max_new") {  // as the Generate panel's field: the UI's value, then the command
+    s.ui.max_new = c.at("n").get<int>();
+    return {cmd::SetMaxNew{s.ui.max_new}};
+  }
+  if (name == "scrub") return {cmd::Scrub{c.at("steps").get<int>()}};
+  if (name == "scrub_to") return {cmd::ScrubTo{c.at("step").get<int>()}};
+  if (name == "load_model") return {cmd::LoadModel{c.at("dir").get<std::string>()}};
+  if (name == "head") return {cmd::SelectHead{c.value("layer", -1), c.value("head", -1)}};
+  if (name == "camera") {
+    CameraPreset p;
+    if (!parse_camera(c.at("preset").get<std::string>(), p))
+      throw std::runtime_error("camera: preset must be front, top, side or follow");
+    return {cmd::SetCamera{p}};
+  }
+  if (name == "text_scale") return {cmd::TextScale{c.at("scale").get<float>()}};
+  if (name == "decoding") {  // {"mode": "sample"|"beam"|"speculative", "beams", "k"}
+    DecodeSettings d = s.ui.decoding;
+    const std::string m = c.at("mode").get<std::string>();
+    if (m == "sample")
+      d.mode = DecodeMode::kSample;
+    else if (m == "beam")
+      d.mode = DecodeMode::kBeam;
+    else if (m == "speculative")
+      d.mode = DecodeMode::kSpeculative;
+    else
+      throw std::runtime_error("decoding: mode must be sample, beam or speculative");
+    d.beams = c.value("beams", d.beams);
+    d.k = c.value("k", d.k);
+    return {cmd::SetDecoding{d}};
+  }
+  if (name == "screenshot") return {cmd::Screenshot{}};
+  if (name == "presentation") return {cmd::Presentation{}};
+  if (name == "palette") return {cmd::Palette{}};
+  if (name == "fit") return {cmd::Fit{}};
+  if (name == "dismiss_errors") return {cmd::DismissErrors{}};
+  if (name == "toggle_panels") return {cmd::TogglePanels{}};
+  throw std::runtime_error("unknown cmd \"" + name + "\"");
+}
+
+std::string g_out;
+
+}  // namespace
+
+}  // namespace kvscope
+
+using namespace kvscope;
+
+extern "C" {
+
+EMSCRIPTEN_KEEPALIVE const char* kvscope_state_json() {
+  GuiRun* run = web_run();
+  g_out = run ? state_of(gui_session(*run)).dump(-1, ' ', false, json::error_handler_t::replace) : "{}";
+  return g_out.c_str();
+}
+
+EMSCRIPTEN_KEEPALIVE const char* kvscope_command_json(const char* text) {
+  GuiRun* run = web_run();
+  if (!run) return "the window is not open";
+  Session& s = gui_session(*run);
+  try {
+    const Commands cmds = commands_of(json::parse(text), s);
+    s.execute(cmds, glfwGetTime());
+    g_out.clear();
+  } catch (const std::exception& e) {
+    g_out = std::string("command: ") + e.what();
+  }
+  return g_out.c_str();
+}
+
+EMSCRIPTEN_KEEPALIVE void kvscope_save_settings() {
+  if (GuiRun* run = web_run()) gui_save_settings(*run);
+}
+
+EMSCRIPTEN_KEEPALIVE void kvscope_load_folder(const char* dir) {
+  if (GuiRun* run = web_run()) gui_session(*run).execute(cmd::LoadModel{dir}, glfwGetTime());
+}
+}

@@ -1,0 +1,28 @@
+// The page's JavaScript side (app/platform/web/kvscope-page.js) and the
+// functions it calls: window.kvscope.state() / command(obj), folder loading.
+#pragma once
+
+#include <string>
+
+namespace kvscope {
+
+struct GuiRun;
+GuiRun* web_run();  // null before the window opens (main_web.cpp)
+
+void web_report_fatal(const char* message);  // nothing can run: the page shows it
+void web_ready();                            // the window is open
+void web_frame_done();                       // once per frame (frame-time statistics)
+
+}  // namespace kvscope
+
+// Called from JavaScript (exported in cmake/web.cmake). Strings returned are
+// valid until the next call.
+extern "C" {
+const char* kvscope_state_json();
+// {"cmd": "prompt", "text": ...} etc. (docs/web.md); "" when accepted, else the error.
+const char* kvscope_command_json(const char* json);
+// The settings file into the browser's storage (IndexedDB, mounted by the page).
+void kvscope_save_settings();
+// A model folder the page wrote into the in-memory file system.
+void kvscope_load_folder(const char* dir);
+}
