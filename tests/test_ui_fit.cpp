@@ -422,7 +422,9 @@ TEST(DemoWindow, SavedViewIsReadBackBeforeItIsRemovedInRunsOfAnyLength) {
       }
     }
     EXPECT_EQ(save < 0, load < 0) << total;
-    if (total >= 60) EXPECT_GE(save, 0) << total;  // runs of a few seconds keep the step
+    if (total >= 60) {
+      EXPECT_GE(save, 0) << total;  // runs of a few seconds keep the step
+    }
     if (save >= 0) {
       EXPECT_LT(save, load) << total;
       EXPECT_LT(load + 1, total) << total;  // the frame that removes the file comes after the read
