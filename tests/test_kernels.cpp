@@ -11,9 +11,11 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "model/arch/weight_matrix.h"
+#include "model/core/error.h"
 #include "model/core/numeric.h"
 #include "model/core/thread_pool.h"
 #include "model/engine/kernels.h"
@@ -334,19 +336,45 @@ TEST(Kernels, LinearEveryPathMatchesDoubleReference) {
   }
 }
 
+// IEEE binary16, decoded from its fields alone: (-1)^s * m * 2^(e - 25) with
+// the implicit bit (e > 0), m * 2^-24 when subnormal (e = 0); e = 31 is Inf/NaN.
+bool f16_reference(uint16_t h, float* out) {
+  const int sign = h >> 15, e = (h >> 10) & 0x1F, m = h & 0x3FF;
+  if (e == 0x1F) return false;
+  const double mag =
+      e == 0 ? std::ldexp(static_cast<double>(m), -24) : std::ldexp(static_cast<double>(m | 0x400), e - 25);
+  *out = static_cast<float>(sign ? -mag : mag);  // exact: every binary16 value is a float
+  return true;
+}
+
+// bfloat16: the top half of an IEEE binary32; exponent 0xFF is Inf/NaN.
+bool bf16_reference(uint16_t h, float* out) {
+  if (((h >> 7) & 0xFF) == 0xFF) return false;
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  std::memcpy(out, &bits, sizeof bits);
+  return true;
+}
+
 // Every finite F16 and BF16 pattern goes through each path's conversion
-// exactly: X = the identity picks each weight out unchanged.
+// exactly: X = the identity picks each weight out unchanged. The expected
+// values are decoded from the bit fields above, not by the code under test;
+// non-finite patterns are stored as zero (Inf * 0 would be NaN).
 TEST(Kernels, LinearConvertsEveryHalfPatternExactly) {
   constexpr int64_t kCols = 16, kRows = 65536 / kCols;
   std::vector<float> X(kCols * kCols, 0.0f);
   for (int64_t i = 0; i < kCols; ++i) X[static_cast<size_t>(i * kCols + i)] = 1.0f;
   for (StoredType t : {StoredType::kF16, StoredType::kBF16}) {
+    const auto reference = t == StoredType::kF16 ? f16_reference : bf16_reference;
     std::vector<uint16_t> bits(65536);
+    std::vector<float> want(65536, 0.0f);
+    int finite = 0;
     for (uint32_t h = 0; h < 65536; ++h) {
-      const float v =
-          t == StoredType::kF16 ? f16_to_f32(static_cast<uint16_t>(h)) : bf16_to_f32(static_cast<uint16_t>(h));
-      bits[h] = std::isfinite(v) ? static_cast<uint16_t>(h) : 0;
+      const bool ok = reference(static_cast<uint16_t>(h), &want[h]);
+      bits[h] = ok ? static_cast<uint16_t>(h) : 0;
+      finite += ok;
     }
+    // 2 * 31 * 1024 finite binary16 patterns, 2 * 255 * 128 finite bfloat16 ones.
+    ASSERT_EQ(finite, t == StoredType::kF16 ? 63488 : 65280);
     const WeightView W{t, bits.data(), kRows, kCols};
     for (LinearPath fn : {linear_rows, linear_detail::rows_rowstream, linear_detail::rows_direct,
                           linear_detail::rows_packed, linear_detail::rows_generic}) {
@@ -354,10 +382,29 @@ TEST(Kernels, LinearConvertsEveryHalfPatternExactly) {
       fn(W, X.data(), kCols, kCols, nullptr, Y.data(), kRows, 0, kRows);
       for (int64_t r = 0; r < kRows; ++r)
         for (int64_t p = 0; p < kCols; ++p) {
-          const uint16_t h = bits[static_cast<size_t>(r * kCols + p)];
-          const float want = t == StoredType::kF16 ? f16_to_f32(h) : bf16_to_f32(h);
-          ASSERT_EQ(Y[static_cast<size_t>(p * kRows + r)], want) << to_string(t) << " pattern 0x" << std::hex << h;
+          const size_t i = static_cast<size_t>(r * kCols + p);
+          ASSERT_EQ(Y[static_cast<size_t>(p * kRows + r)], want[i]) << to_string(t) << " pattern 0x" << std::hex << i;
         }
+    }
+  }
+}
+
+// linear() refuses an input whose width is not the weight's, naming both shapes
+// (the kernels would read each input row past its end).
+TEST(Kernels, LinearRefusesAnInputOfTheWrongWidth) {
+  ThreadPool pool(2);
+  const std::vector<float> w(static_cast<size_t>(6 * 4), 0.5f);
+  const WeightMatrix W = WeightMatrix::from_f32(w.data(), 6, 4, StoredType::kF32);
+  for (int64_t n : {1, 3}) {
+    MatrixRM X = MatrixRM::Zero(n, 5), Y;
+    uint64_t flops = 0;
+    try {
+      linear(pool, X, W, nullptr, Y, flops);
+      ADD_FAILURE() << "expected an error for n " << n;
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("(" + std::to_string(n) + ", 5)"), std::string::npos) << what;
+      EXPECT_NE(what.find("(6, 4)"), std::string::npos) << what;
     }
   }
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/arch/model.h"
+#include "model/core/error.h"
 #include "model/decoding/generator.h"
 #include "model/serving/server.h"
 #include "numpy_ref_util.h"
@@ -222,6 +223,38 @@ TEST(Serve, ALateArrivalStartsAtItsStep) {
   EXPECT_EQ(s.result(1).finish_step, 43);
   EXPECT_EQ(s.result(1).tokens, s.result(0).tokens);
   EXPECT_EQ(s.result(0).tokens, expected(rc, rc.n_prompt, 4, m->config));
+}
+
+// A model with its own sliding window (Mistral's sliding_window = 8): a prefix
+// hit would share blocks the window evicts and a preempted request recomputes
+// from position 0, so serving refuses it up front as a usage error naming the
+// folder and the field, before any step runs.
+TEST(Serve, RefusesAModelWithItsOwnSlidingWindow) {
+  const std::string dir = testutil::llama_suite_dir() + "/mistral_gqa4_bf16_untied_window";
+  const RefCase rc = load_ref(dir);
+  std::shared_ptr<const Model> m = load_model(dir);
+  ASSERT_EQ(m->config.sliding_window, 8);
+  std::vector<ServeRequest> reqs(2);
+  for (int i = 0; i < 2; ++i) {
+    reqs[static_cast<size_t>(i)].id = std::to_string(i);
+    reqs[static_cast<size_t>(i)].prompt.assign(rc.tokens.begin(), rc.tokens.begin() + rc.n_prompt);
+    reqs[static_cast<size_t>(i)].max_new = 12;
+    reqs[static_cast<size_t>(i)].arrive = 3 * i;
+  }
+  for (bool caching : {true, false}) {
+    try {
+      Server s(m, reqs, options(ServeRun{64, 256, 4, caching}, 4));
+      while (s.step()) {
+      }
+      ADD_FAILURE() << "expected a usage error (prefix caching " << caching << ")";
+    } catch (const UsageError& e) {
+      const std::string w = e.what();
+      EXPECT_NE(w.find(dir), std::string::npos) << w;
+      EXPECT_NE(w.find("sliding_window = 8"), std::string::npos) << w;
+    } catch (const Error& e) {
+      ADD_FAILURE() << "not a usage error: " << e.what();
+    }
+  }
 }
 
 TEST(Serve, SampledRequestsMatchGenerateAloneGpt2) {

@@ -136,11 +136,30 @@ TEST(ServeCli, MalformedRequestsFileNamesTheLine) {
     EXPECT_NE(out.find(file + c.expect), std::string::npos) << "expected \"" << c.expect << "\" in: " << out;
   }
   std::string out;
-  EXPECT_EQ(run("serve --model " + dir + " --requests " + (tmp / "missing.jsonl"), out, tmp), 2) << out;
+  // A file that cannot be read is a runtime error (exit 1), as for every other file.
+  EXPECT_EQ(run("serve --model " + dir + " --requests " + (tmp / "missing.jsonl"), out, tmp), 1) << out;
   EXPECT_NE(out.find("missing.jsonl: cannot read"), std::string::npos) << out;
   testutil::write_file(file, ok);
-  EXPECT_EQ(run("serve --model " + dir + " --requests " + file + " --kv-window 4", out, tmp), 2) << out;
-  EXPECT_NE(out.find("--kv-window"), std::string::npos) << out;
+  // The window flags are refused for serving's own reason, not beam search's forks.
+  const struct {
+    const char *flags, *named;
+  } window_cases[] = {{"--kv-window 4", "--kv-window: "}, {"--kv-evict tova --kv-budget 8", "--kv-evict: "}};
+  for (const auto& w : window_cases) {
+    EXPECT_EQ(run("serve --model " + dir + " --requests " + file + " " + w.flags, out, tmp), 2) << out;
+    EXPECT_NE(out.find(w.named), std::string::npos) << out;
+    EXPECT_NE(out.find("not available with serve (serving recomputes"), std::string::npos) << out;
+    EXPECT_EQ(out.find("forks and rollbacks"), std::string::npos) << out;
+  }
+  // A model with its own sliding window is refused up front, naming the folder and the field.
+  const std::string windowed = testutil::llama_suite_dir() + "/mistral_gqa4_bf16_untied_window";
+  testutil::write_file(file,
+                       "{\"id\": \"a\", \"prompt\": \"hi\", \"max_new\": 12}\n"
+                       "{\"id\": \"b\", \"prompt\": \"hi\", \"max_new\": 12, \"arrive\": 2}\n");
+  EXPECT_EQ(run("serve --model " + windowed + " --requests " + file + " --prefix-caching --kv-block 4", out, tmp), 2)
+      << out;
+  EXPECT_NE(out.find(windowed), std::string::npos) << out;
+  EXPECT_NE(out.find("sliding_window = 8"), std::string::npos) << out;
+  testutil::write_file(file, ok);
   EXPECT_EQ(run("serve --model " + dir + " --requests " + file + " --policy fifo", out, tmp), 2) << out;
   EXPECT_NE(out.find("--policy"), std::string::npos) << out;
 }

@@ -263,12 +263,12 @@ TEST(FitChoices, ASavedViewsCameraIsFittedAndNamedWhenRestored) {
 TEST(FitChoices, TheSavedKvLayoutIsFittedToItsRangesAndTheModel) {
   testutil::TempDir tmp("fit-kv");
   const std::string path = tmp / "settings.json";
-  testutil::write_file(path, R"({"kv_layout": {"dtype": "q4_0", "window": 300, "sinks": 299, "block": 9000}})");
+  testutil::write_file(path, R"({"kv_layout": {"dtype": "q4_0", "window": 300, "sinks": 299, "block": 2000000}})");
   UiState ui;
   WindowSettings win;
   std::string err;
   EXPECT_FALSE(load_settings(path, ui, win, err));
-  EXPECT_EQ(err, path + ": kv_layout.block 9000 is outside 0..4096; using 4096");
+  EXPECT_EQ(err, path + ": kv_layout.block 2000000 is outside 0..1048576; using 1048576");
   EXPECT_EQ(ui.kv_layout.window, 300);  // a window this long may fit: the model decides
   Session s;
   s.ui = ui;
@@ -281,7 +281,7 @@ TEST(FitChoices, TheSavedKvLayoutIsFittedToItsRangesAndTheModel) {
   for (const std::string& needle :
        {path + ": kv_layout.window 300 is outside 0..128 (tiny's context is 128 positions); using 128",
         path + ": kv_layout.sinks 299 is outside 0..127 (sinks < the window of 128); using 127",
-        path + ": kv_layout.block 4096 is outside 0..128 (tiny's context is 128 positions); using 128",
+        path + ": kv_layout.block 1048576 is outside 0..128 (tiny's context is 128 positions); using 128",
         path + ": kv_layout.dtype q4_0 does not fit tiny (its K/V rows have 48 values, not a multiple of the "
                "32-value block); using f16"}) {
     bool found = false;
@@ -422,7 +422,9 @@ TEST(DemoWindow, SavedViewIsReadBackBeforeItIsRemovedInRunsOfAnyLength) {
       }
     }
     EXPECT_EQ(save < 0, load < 0) << total;
-    if (total >= 60) EXPECT_GE(save, 0) << total;  // runs of a few seconds keep the step
+    if (total >= 60) {
+      EXPECT_GE(save, 0) << total;  // runs of a few seconds keep the step
+    }
     if (save >= 0) {
       EXPECT_LT(save, load) << total;
       EXPECT_LT(load + 1, total) << total;  // the frame that removes the file comes after the read

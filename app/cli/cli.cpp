@@ -155,7 +155,7 @@ int run_render_command(RenderCommand& c, const AppHooks& hooks) {
   // As the window: the beams' lanes lie side by side in depth, seen from above.
   if (ro.beams > 0 && c.camera_opt->count() == 0) ro.camera = "top";
   refuse_no_cache_evict(ro.no_cache, ro.kv);
-  if (ro.beams > 0 || !ro.draft.empty()) refuse_window(ro.kv, ro.beams > 0 ? "--beams" : "--draft");
+  if (ro.beams > 0 || !ro.draft.empty()) refuse_window(ro.kv, ro.beams > 0 ? "--beams" : "--draft", kForkNeeds);
   if (!hooks.render) throw Error("this kvscope was built without the renderer (KVSCOPE_GUI=OFF)");
   return hooks.render(ro);
 }

@@ -10,6 +10,7 @@
 
 #include "app/cli/cli_decode.h"
 #include "app/cli/cli_kv.h"
+#include "model/serving/scheduler.h"
 
 namespace kvscope {
 
@@ -19,7 +20,10 @@ inline constexpr const char* kCtxHelp =
 
 // A sliding window cannot serve beam search or speculative decoding (forks and
 // rollbacks need positions it evicts): UsageError naming the window flag.
-void refuse_window(const KVSettings& kv, const char* strategy);
+// Refuses --kv-window/--kv-sinks/--kv-evict for `strategy`, giving why:
+// `needs` completes "... needs/need <these> positions a window evicts".
+void refuse_window(const KVSettings& kv, const char* strategy, const char* needs);
+constexpr const char* kForkNeeds = "forks and rollbacks need";
 // NO CACHE with eviction by score: a usage error naming both flags.
 void refuse_no_cache_evict(bool no_cache, const KVSettings& kv);
 
@@ -91,7 +95,8 @@ struct ServeCommand {
   CLI::App* cmd = nullptr;
   std::string requests, model, policy = "continuous";
   int ctx = 0;
-  int pool_blocks = 256, max_batch_tokens = 512, max_running = 16;
+  int pool_blocks = SchedulerConfig{}.pool_blocks, max_batch_tokens = SchedulerConfig{}.max_batch_tokens,
+      max_running = SchedulerConfig{}.max_running;
   bool prefix_caching = false, json = false;
   KVFlags kv;
 };

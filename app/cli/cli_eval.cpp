@@ -60,7 +60,7 @@ void add_kv_flags(CLI::App* cmd, KVFlags& f) {
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
   f.block_opt =
       cmd->add_option("--kv-block", f.block, "Paged cache with B positions per block (1..the model's context)")
-          ->check(int_in(1, 1 << 20));
+          ->check(int_in(1, kv_block_max(nullptr)));
   add_kv_evict_flags(cmd, f);
 }
 

@@ -161,15 +161,13 @@ void refuse_no_cache_evict(bool no_cache, const KVSettings& kv) {
   }
 }
 
-void refuse_window(const KVSettings& kv, const char* strategy) {
+void refuse_window(const KVSettings& kv, const char* strategy, const char* needs) {
   if (kv.evict != KVEvict::kNone)
-    throw UsageError(std::string("--kv-evict: not available with ") + strategy +
-                     " (forks and rollbacks need positions that eviction by score drops; --kv-dtype and --kv-block "
-                     "combine)");
+    throw UsageError(std::string("--kv-evict: not available with ") + strategy + " (" + needs +
+                     " positions that eviction by score drops; --kv-dtype and --kv-block combine)");
   if (kv.window > 0 || kv.sinks > 0)
     throw UsageError(std::string(kv.window > 0 ? "--kv-window" : "--kv-sinks") + ": not available with " + strategy +
-                     " (forks and rollbacks need positions a sliding window evicts; --kv-dtype and --kv-block "
-                     "combine)");
+                     " (" + needs + " positions a sliding window evicts; --kv-dtype and --kv-block combine)");
 }
 
 void add_generate_command(CLI::App& app, GenerateCommand& c) {
@@ -197,7 +195,7 @@ int run_generate_command(GenerateCommand& c) {
   const bool beams = c.beams->count() > 0, draft = c.draft->count() > 0;
   if (!beams && !draft && !c.length_penalty->count() && !c.speculate->count()) return cmd_generate(g, sampling);
   check_decode_flags(*c.cmd, beams, draft, c.length_penalty->count() > 0, c.speculate->count() > 0);
-  refuse_window(g.kv, beams ? "--beams" : "--draft");
+  refuse_window(g.kv, beams ? "--beams" : "--draft", kForkNeeds);
   if (g.prompt.empty()) throw UsageError("--prompt is empty (expected some text to continue)");
   DecodeArgs& dec = c.decode;
   dec.kv = g.kv;

@@ -44,9 +44,9 @@ json inspect_json(const Model& m) {
           {"load_seconds", m.load_seconds}};
 }
 
-// The parameters' size as stored: n_params x the stored width (2 bytes for
-// F16/BF16, 4 for F32). Llama-family weights stay as stored in memory; GPT-2
-// runs on f32 copies, which a mixed-dtype file is only described by.
+// The model card. "resident" is Model::weight_bytes(): the weights as the
+// engine holds them, every architecture's matrices in their stored dtype
+// (F32, F16 or BF16) and the vectors in f32, so it is what loading costs.
 void print_inspect(const Model& m) {
   const Config& c = m.config;
   const int T = c.n_positions;

@@ -20,8 +20,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kDefaultBlock = 16;
-
 json ids_json(const Server& s, const std::vector<int>& reqs) {
   json a = json::array();
   for (int r : reqs) a.push_back(s.requests()[static_cast<size_t>(r)].id);
@@ -162,10 +160,12 @@ void print_summary_text(const json& j) {
 
 ServeOptions serve_options(const ServeCommand& c) {
   const KVSettings kv = kv_settings_or_throw(c.kv);
-  refuse_window(kv, "serve");
+  refuse_window(kv, "serve",
+                "serving recomputes preempted requests from position 0 and shares prefix blocks across requests, "
+                "which need all");
   ServeOptions o;
   o.kv_dtype = kv.dtype;
-  o.sched.block = kv.block > 0 ? kv.block : kDefaultBlock;
+  o.sched.block = kv.block > 0 ? kv.block : kDefaultKvBlock;
   o.sched.pool_blocks = c.pool_blocks;
   o.sched.max_batch_tokens = c.max_batch_tokens;
   o.sched.max_running = c.max_running;
@@ -183,12 +183,17 @@ void add_serve_command(CLI::App& app, ServeCommand& c) {
       ->check(non_empty("a requests file"));
   s->add_option("--model", c.model, "Model folder (default: the embedded model)")->check(non_empty("a model folder"));
   s->add_option("--ctx", c.ctx, kCtxHelp)->check(int_in(2, 1 << 24));
-  s->add_option("--pool-blocks", c.pool_blocks, "KV pool size in blocks (default 256)")->check(int_in(1, 1 << 20));
-  s->add_option("--max-batch-tokens", c.max_batch_tokens, "Token budget T of one engine step (default 512)")
+  s->add_option("--pool-blocks", c.pool_blocks, "KV pool size in blocks")
+      ->capture_default_str()
       ->check(int_in(1, 1 << 20));
-  s->add_option("--max-running", c.max_running, "Requests running at once, R (default 16; 1 = one at a time)")
+  s->add_option("--max-batch-tokens", c.max_batch_tokens, "Token budget T of one engine step")
+      ->capture_default_str()
+      ->check(int_in(1, 1 << 20));
+  s->add_option("--max-running", c.max_running, "Requests running at once, R (1 = one at a time)")
+      ->capture_default_str()
       ->check(int_in(1, 4096));
-  s->add_option("--policy", c.policy, "continuous (default) or static batching")
+  s->add_option("--policy", c.policy, "continuous or static batching")
+      ->capture_default_str()
       ->check(CLI::IsMember({"continuous", "static"}));
   s->add_flag("--prefix-caching", c.prefix_caching, "Share cached full blocks of common prompt prefixes");
   s->add_flag("--json", c.json, "JSON Lines: step, done, summary");
@@ -198,13 +203,8 @@ void add_serve_command(CLI::App& app, ServeCommand& c) {
 int run_serve_command(const ServeCommand& c) {
   const ServeOptions opt = serve_options(c);
   auto model = load_cli_model(c.model, c.ctx);
-  std::vector<ServeRequest> reqs;
-  try {
-    reqs = read_requests(c.requests, *model, opt.sched.pool_blocks, opt.sched.block);
-  } catch (const Error& e) {
-    throw UsageError(e.what());
-  }
-  Server server(model, std::move(reqs), opt);
+  // A malformed line is a usage error (exit 2), a file that cannot be read a runtime one (exit 1).
+  Server server(model, read_requests(c.requests, *model, opt.sched.pool_blocks, opt.sched.block), opt);
   ServeTotals totals;
   while (auto r = server.step()) {
     totals.add(*r);

@@ -129,7 +129,7 @@ KvLayoutLimits kv_layout_limits(const KVSettings& k, const Config* c) {
   const int window = std::clamp(k.window, 0, lim.window_max);
   const int kept = c && c->sliding_window > 0 && window > 0 ? std::min(window, c->sliding_window) : window;
   lim.sinks_max = std::max(0, kept - 1);
-  lim.block_max = c ? c->n_positions : ui_range::kKvBlockMax;
+  lim.block_max = kv_block_max(c);
   return lim;
 }
 

@@ -12,7 +12,9 @@
 
 #include "app/session/state.h"
 #include "app/session/text_scale.h"
+#include "model/decoding/generator.h"
 #include "model/decoding/setting_ranges.h"
+#include "model/kv/kv_cache.h"
 
 namespace kvscope {
 
@@ -29,12 +31,12 @@ static_assert(setting::kTopP.contains(kTopPMin) && setting::kTopP.contains(kTopP
 static_assert(setting::kRepetitionPenalty.contains(kPenaltyMin) && setting::kRepetitionPenalty.contains(kPenaltyMax));
 inline constexpr int kTopKMax = 100000;  // without a model; with one, its vocabulary
 inline constexpr float kMinWeightMax = 1.0f;
-inline constexpr int kMaxNewMax = 1 << 20;  // without a model; with one, its context
+inline constexpr int kMaxNewMax = kMaxNewLimit;  // without a model; with one, its context
 inline constexpr int kKvContextMax = 1 << 20;
 inline constexpr int kKvDtypes = 4;     // the KV calculator's formats: all_kv_dtypes(), f32 f16 q8_0 q4_0
 inline constexpr int kBottomTabs = 5;   // branches, phases, KV memory, attention heads, training
 inline constexpr int kHeadsMax = 4096;  // layers and heads without a model
-inline constexpr int kKvWindowMax = 1 << 20, kKvBlockMax = 4096;
+inline constexpr int kKvWindowMax = 1 << 20, kKvBlockMax = kv_block_max(nullptr);
 inline constexpr size_t kTextMax = 1 << 16;  // bytes of a restored prompt or path
 // The window (settings.json): its size, and a position on some monitor (-1 = centred).
 inline constexpr int kWindowWMin = 640, kWindowHMin = 400, kWindowSideMax = 16384;

@@ -6,6 +6,7 @@
 
 #include "app/session/saved_view.h"
 #include "model/core/overloaded.h"
+#include "model/decoding/setting_ranges.h"
 #include "render/scene/scene.h"
 
 namespace kvscope {
@@ -473,10 +474,11 @@ void Session::toggle_cache() {
 void Session::set_decoding(const DecodeSettings& d) {
   const DecodeSettings running = snap.decoding;
   snap.decoding = d;
-  snap.decoding.beams = std::clamp(d.beams, 1, 8);
-  snap.decoding.k = std::clamp(d.k, 1, 16);
+  snap.decoding.beams = static_cast<int>(std::clamp<int64_t>(d.beams, setting::kBeams.lo, setting::kBeams.hi));
+  snap.decoding.k = static_cast<int>(std::clamp<int64_t>(d.k, setting::kSpeculate.lo, setting::kSpeculate.hi));
   if (!std::isfinite(d.length_penalty)) snap.decoding.length_penalty = 1.0f;
-  snap.decoding.length_penalty = std::clamp(snap.decoding.length_penalty, -100.0f, 100.0f);
+  snap.decoding.length_penalty = static_cast<float>(
+      std::clamp<double>(snap.decoding.length_penalty, setting::kLengthPenalty.lo, setting::kLengthPenalty.hi));
   ui.decoding = snap.decoding;
   // The beams' lanes lie side by side in depth: seen from above.
   if (d.mode == DecodeMode::kBeam && ui.auto_camera && ui.camera == CameraPreset::kFront)

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "model/core/error.h"
+#include "model/decoding/setting_ranges.h"
 
 namespace kvscope {
 BeamGenerator::BeamGenerator(std::shared_ptr<const Model> model) : model_(std::move(model)), engine_(*model_) {}
@@ -15,7 +16,9 @@ void BeamGenerator::start(const std::string& prompt, const BeamOptions& opt) {
 
 void BeamGenerator::start_tokens(const std::vector<int>& prompt, const BeamOptions& opt) {
   const Config& c = model_->config;
-  if (opt.n_beams < 1 || opt.n_beams > 8) throw Error("--beams must be in 1..8, got " + std::to_string(opt.n_beams));
+  if (opt.n_beams < setting::kBeams.lo || opt.n_beams > setting::kBeams.hi)
+    throw Error(std::string(setting::kBeams.flag) + " must be in " + std::to_string(setting::kBeams.lo) + ".." +
+                std::to_string(setting::kBeams.hi) + ", got " + std::to_string(opt.n_beams));
   if (opt.max_new < 1) throw Error("max_new must be at least 1, got " + std::to_string(opt.max_new));
   if (prompt.empty()) throw Error("prompt is empty (expected at least one token)");
   if (static_cast<int>(prompt.size()) > c.n_positions) {

@@ -23,7 +23,7 @@ struct BeamOptions {
   int n_beams = 4;  // 1..8
   double length_penalty = 1.0;
   int max_new = 64;
-  int block = 16;  // positions per cache block (paged); 0 = one contiguous reservation per beam
+  int block = kDefaultKvBlock;  // positions per cache block (paged); 0 = one contiguous reservation per beam
   // Row format of the cache (f16, q8_0, q4_0 round K/V as stored). A sliding
   // window is not offered: every step's fork would need positions the
   // window has already evicted from its parent's blocks when they diverge.

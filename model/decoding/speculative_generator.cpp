@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "model/core/error.h"
+#include "model/decoding/setting_ranges.h"
 
 namespace kvscope {
 namespace {
@@ -85,7 +86,9 @@ void SpeculativeDecoder::start_tokens(const std::vector<int>& prompt, const Spec
                   std::to_string(c.vocab_size - 1) + ")");
     }
   }
-  if (opt.k < 1 || opt.k > 16) throw Error("--speculate must be in 1..16, got " + std::to_string(opt.k));
+  if (opt.k < setting::kSpeculate.lo || opt.k > setting::kSpeculate.hi)
+    throw Error(std::string(setting::kSpeculate.flag) + " must be in " + std::to_string(setting::kSpeculate.lo) + ".." +
+                std::to_string(setting::kSpeculate.hi) + ", got " + std::to_string(opt.k));
   if (opt.max_new < 1) throw Error("max_new must be at least 1, got " + std::to_string(opt.max_new));
   Sampler check(opt.sampler);  // validates the settings
   if (opt.kv.window > 0 || opt.kv.sinks > 0)

@@ -1,7 +1,9 @@
 #include "model/engine/linear.h"
 
 #include <algorithm>
+#include <string>
 
+#include "model/core/error.h"
 #include "model/engine/kernels.h"
 #include "model/engine/linear_kernels.h"
 
@@ -9,6 +11,11 @@ namespace kvscope {
 
 void linear(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const float* b, MatrixRM& Y, uint64_t& flops) {
   const int64_t n = X.rows(), out = W.rows, in = W.cols;
+  // The kernels read `in` values from every row of X: a narrower X would be read past its end.
+  if (X.cols() != in)
+    throw Error("linear: input of shape (" + std::to_string(n) + ", " + std::to_string(X.cols()) +
+                ") does not match weight of shape (" + std::to_string(out) + ", " + std::to_string(in) +
+                "): expected " + std::to_string(in) + " input columns");
   Y.resize(n, out);
   if (n == 1) {
     // Decode: the matrix-vector kernels (kernels.h), split on rows.

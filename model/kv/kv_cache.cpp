@@ -73,8 +73,8 @@ KVLayout KVLayout::for_model(const Config& c) {
 }
 
 void check_kv_block(int block, const Config& c) {
-  if (block == 0 || (block >= 1 && block <= c.n_positions)) return;
-  throw UsageError("--kv-block: " + std::to_string(block) + " is outside 1.." + std::to_string(c.n_positions) +
+  if (block == 0 || (block >= 1 && block <= kv_block_max(&c))) return;
+  throw UsageError("--kv-block: " + std::to_string(block) + " is outside 1.." + std::to_string(kv_block_max(&c)) +
                    " (a block holds 1 up to the model's context of " + std::to_string(c.n_positions) + " positions)");
 }
 

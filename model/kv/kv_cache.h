@@ -128,9 +128,18 @@ struct KVSettings {
   bool operator!=(const KVSettings& o) const { return !(*this == o); }
 };
 
+// The page size paged consumers use when none is asked for (serving, beam search).
+inline constexpr int kDefaultKvBlock = 16;
+// The largest page size: the model's context as loaded, or without a model
+// (flags parsed before it loads, the window's settings) this bound.
+inline constexpr int kKvBlockMaxNoModel = 1 << 20;
+constexpr int kv_block_max(const Config* c) {
+  return c ? c->n_positions : kKvBlockMaxNoModel;
+}
+
 // The one range of a page size (--kv-block, the Cache panel, beam search):
-// 0 (not paged) or 1..the model's context as loaded. Throws UsageError
-// naming --kv-block and the range: a setting, not a runtime fault.
+// 0 (not paged) or 1..kv_block_max(&c). Throws UsageError naming --kv-block
+// and the range: a setting, not a runtime fault.
 void check_kv_block(int block, const Config& c);
 
 // K/V bytes of one position across all layers for a model, in f32 unless

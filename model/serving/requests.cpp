@@ -20,7 +20,7 @@ const std::set<std::string> kFields = {
 
 struct LineError {
   std::string where;
-  [[noreturn]] void operator()(const std::string& what) const { throw Error(where + ": " + what); }
+  [[noreturn]] void operator()(const std::string& what) const { throw UsageError(where + ": " + what); }
 };
 
 int64_t whole(const json& j, const char* name, int64_t lo, int64_t hi, const LineError& fail) {
@@ -132,7 +132,7 @@ std::vector<ServeRequest> parse_requests(const std::string& text, const std::str
     if (!ids.insert(r.id).second) fail("duplicate id \"" + r.id + "\"");
     out.push_back(std::move(r));
   }
-  if (out.empty()) throw Error(file + ": no requests (expected one JSON object a line)");
+  if (out.empty()) throw UsageError(file + ": no requests (expected one JSON object a line)");
   return out;
 }
 

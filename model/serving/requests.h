@@ -15,14 +15,15 @@
 
 namespace kvscope {
 
-// Throws kvscope::Error "FILE:LINE: ..." naming the field and what was
+// Throws kvscope::UsageError "FILE:LINE: ..." naming the field and what was
 // expected: bad JSON, a missing or ill-typed field, an unknown field, a value
 // outside its range, a duplicate id, an empty prompt, a prompt longer than the
 // model's context, a request that could never fit `pool_blocks` blocks of
 // `block` positions, or no request at all.
 std::vector<ServeRequest> parse_requests(const std::string& text, const std::string& file, const Model& model,
                                          int pool_blocks, int block);
-// The same, from a file (throws naming the file when it cannot be read).
+// The same, from a file (throws kvscope::Error, a runtime error, naming the
+// file when it cannot be read).
 std::vector<ServeRequest> read_requests(const std::string& path, const Model& model, int pool_blocks, int block);
 
 }  // namespace kvscope

@@ -23,6 +23,7 @@
 #include <deque>
 #include <vector>
 
+#include "model/kv/kv_cache.h"
 #include "model/serving/block_pool.h"
 
 namespace kvscope {
@@ -31,10 +32,10 @@ enum class ServePolicy { kContinuous, kStatic };
 const char* to_string(ServePolicy p);  // "continuous" / "static"
 
 struct SchedulerConfig {
-  int pool_blocks = 64;
-  int block = 16;              // positions per block
-  int max_batch_tokens = 512;  // T: positions one step computes at most
-  int max_running = 16;        // R
+  int pool_blocks = 256;
+  int block = kDefaultKvBlock;  // positions per block
+  int max_batch_tokens = 512;   // T: positions one step computes at most
+  int max_running = 16;         // R
   ServePolicy policy = ServePolicy::kContinuous;
   bool prefix_caching = false;
 };

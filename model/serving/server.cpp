@@ -14,7 +14,16 @@ int blocks_needed(int n_prompt, int max_new, int n_ctx, int block) {
 
 namespace {
 
-KVLayout serve_layout(const Config& c, const ServeOptions& opt) {
+// Serving recomputes a preempted request from position 0 and builds a prefix
+// hit's sequence on shared blocks: both need every position kept, which a
+// model's own sliding window evicts. Refused before any cache is built.
+KVLayout serve_layout(const Model& m, const ServeOptions& opt) {
+  const Config& c = m.config;
+  if (c.sliding_window > 0)
+    throw UsageError("serve: the model " + m.dir +
+                     " has its own sliding window (config.json sliding_window = " + std::to_string(c.sliding_window) +
+                     "); serving recomputes preempted requests from position 0 and shares prefix blocks across "
+                     "requests, which a window evicts (use generate for this model)");
   KVSettings kv;
   kv.dtype = opt.kv_dtype;
   kv.block = opt.sched.block;
@@ -28,7 +37,7 @@ Server::Server(std::shared_ptr<const Model> model, std::vector<ServeRequest> req
       reqs_(std::move(reqs)),
       opt_(opt),
       engine_(*model_),
-      cache_(serve_layout(model_->config, opt)),
+      cache_(serve_layout(*model_, opt)),
       sched_(opt.sched),
       results_(reqs_.size()),
       seq_(reqs_.size(), -1),
@@ -106,9 +115,7 @@ void Server::open_sequences(const Plan& p) {
 // generate's stop rules (Generator::update_stop), without stop strings.
 StopReason Server::stop_reason(int req, int token) const {
   const Config& c = model_->config;
-  const bool eos = std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), token) != c.eos_token_ids.end() ||
-                   (c.eos_token_id >= 0 && token == c.eos_token_id);
-  if (eos) return StopReason::kEos;
+  if (c.is_eos(token)) return StopReason::kEos;
   const ServeRequest& r = reqs_[static_cast<size_t>(req)];
   const int seq_len = static_cast<int>(sched_.tokens(req).size());  // the token lands at this position
   if (seq_len + 1 - static_cast<int>(r.prompt.size()) >= r.max_new) return StopReason::kMaxNew;
