@@ -626,6 +626,18 @@ TEST_F(TeachPixels, DraftTagsNameTheirTokensAndStayOffTheBlocks) {
                     << where << ": tag " << i << " covers the token at " << b.pos;
               }
             }
+            // Drawn as the window and `render --draft` draw it, under the
+            // banner's own band: no drafted token's tag or verdict reaches
+            // into the band (at 2.5 they once sat under the banner's text).
+            const float top = fr.overlay.top;
+            EXPECT_GT(top, 0.0f) << where;
+            OverlayLayout banded;
+            draw2d([&](ImDrawList* dl) {
+              draw_overlay(dl, fr.scene, cam, ImVec2(0, top), ImVec2(w, view_h), fonts_, fr.overlay, &banded);
+            });
+            EXPECT_EQ(banded.tags.size(), lay.tags.size()) << where;
+            for (const ScreenBox& t : banded.tags)
+              EXPECT_TRUE(box_inside(t, glm::vec4(-1e6f, top, 1e6f, 1e6f))) << where << ": a tag under the banner";
             ++views;
           });
     }

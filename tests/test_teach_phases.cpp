@@ -30,16 +30,16 @@ RecordPtr fake(int index, bool prefill, bool refill, CacheMode mode, int n_new, 
 
 // Bytes each forward had to read, from the architecture by hand: per layer
 // 12 d^2 matrix values (kept at 2 bytes from an F16 file, else 4) and 13 d f32
-// vector values, the LM head (V x d, matrix width), ln_f, one wte and one wpe
-// row; plus, on the cache, 2 x L x T x d f32 K/V values.
-
+// vector values, the LM head (V x d, matrix width), ln_f and one wpe row (f32),
+// one wte row (matrix width: the embedding is the LM head's matrix); plus, on
+// the cache, 2 x L x T x d f32 K/V values.
 
 void expect_read_bytes(const Model& m, const std::vector<RecordPtr>& recs) {
   const Config& c = m.config;
   const uint64_t mw = m.stored_dtype == "F16" ? 2 : 4;
   const uint64_t d = static_cast<uint64_t>(c.n_embd), L = static_cast<uint64_t>(c.n_layer);
   const uint64_t weights =
-      L * (12 * d * d * mw + 13 * d * 4) + static_cast<uint64_t>(c.vocab_size) * d * mw + 4 * d * 4;
+      L * (12 * d * d * mw + 13 * d * 4) + static_cast<uint64_t>(c.vocab_size) * d * mw + 3 * d * 4 + d * mw;
   for (const RecordPtr& r : recs) {
     const uint64_t T = static_cast<uint64_t>(r->seq_len);
     EXPECT_EQ(r->read_bytes, weights + (r->mode == CacheMode::kKV ? 2 * L * T * d * 4 : 0))
