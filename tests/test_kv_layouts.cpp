@@ -28,6 +28,9 @@ namespace {
 using testutil::json;
 
 constexpr double kTol = 1e-4;
+double lay_tol(KVDtype d) {
+  return d == KVDtype::kF16 ? 1e-3 : kTol;
+}
 
 // Rows that exercise the rounding rules: random, all zero, exact .5 ties,
 // the largest magnitude appearing twice with both signs, huge and tiny values.
@@ -242,7 +245,11 @@ void check_layout(const LayoutCase& lc) {
           for (int k = 0; k < T; ++k)
             worst = std::max(worst, std::fabs(r->attention(l, h, r->n_rows - 1, k) -
                                               ra[((static_cast<size_t>(l) * H + h) * rows + rows - 1) * T + k]));
-      EXPECT_LE(worst, kTol) << where << " attention";
+      // f16 rows: where a K value computed in f32 lies within its rounding error of
+      // a half-precision rounding boundary, the engine and the float64 reference
+      // store neighbouring halves (2^-11 apart), which moves a weight by up to a
+      // few 1e-4 (4.3e-4 seen with the portable kernels); any other format, 1e-4.
+      EXPECT_LE(worst, lay_tol(opt.kv.dtype)) << where << " attention";
       // Counters: exactly what the window keeps, bytes from the format.
       const KVLayout lay = opt.kv.layout_for(c);
       if (r->mode == CacheMode::kKV) {
