@@ -281,17 +281,8 @@ TEST(KVEvictRules, LayoutRefusesAWindowAndAMissingBudget) {
 
 // --- the CLI -------------------------------------------------------------------
 
-std::string exe() {
-  return std::string(KVSCOPE_BUILD_DIR) + "/kvscope";
-}
-
-int run(const std::string& args, std::string& out, const testutil::TempDir& tmp) {
-  const std::string f = tmp / "out.txt";
-  const int rc =
-      std::system((testutil::shell_quote(exe()) + " " + args + " > " + testutil::shell_quote(f) + " 2>&1").c_str());
-  out = testutil::read_file(f);
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
+// Runs the CLI; returns the exit code, stdout+stderr in `out` (numpy_ref_util.h).
+int (*const run)(const std::string&, std::string&, const testutil::TempDir&) = testutil::run_kvscope;
 
 TEST(CliEvict, GenerateJsonCarriesEachLayersHeldPositionsAsTheReference) {
   testutil::TempDir tmp("cli-evict");
