@@ -30,7 +30,11 @@ struct Harness {
     return s.add(SchedRequest{prompt, arrive});
   }
   Plan run(int step) {
-    Plan p = s.schedule(step);
+    const Plan p = s.schedule(step);
+    complete(p);
+    return p;
+  }
+  void complete(const Plan& p) {
     std::vector<Sampled> out;
     for (const Chunk& c : p.chunks) {
       if (!c.samples) continue;
@@ -39,7 +43,6 @@ struct Harness {
       out.push_back(Sampled{c.req, 1000 + c.req, generated >= max_new[r]});
     }
     s.complete(p, out);
-    return p;
   }
 };
 
@@ -174,11 +177,15 @@ TEST(ServeScheduler, PrefixHitsShareFullBlocks) {
   for (int t : seq(50, 3)) pb.push_back(t);
   const int a = h.add(seq(0, 10), 2), b = h.add(pb, 1, 1), d = h.add(seq(0, 8), 1, 2);
   EXPECT_EQ(h.run(0).prefix_hit_blocks, 0);
-  Plan p = h.run(1);  // a decodes; b finds blocks 0 and 1 (positions 0..7) cached
+  Plan p = h.s.schedule(1);  // a decodes; b finds blocks 0 and 1 (positions 0..7) cached
   expect_chunks(p, {{a, 10, 1, true}, {b, 8, 3, true}});
   EXPECT_EQ(p.prefix_hit_blocks, 2);
+  // Both end at this step and give their blocks back, so compare before completing it.
+  ASSERT_GE(h.s.blocks(a).size(), 2u);
+  ASSERT_GE(h.s.blocks(b).size(), 2u);
   EXPECT_EQ(h.s.blocks(b)[0], h.s.blocks(a)[0]);
   EXPECT_EQ(h.s.blocks(b)[1], h.s.blocks(a)[1]);
+  h.complete(p);
   EXPECT_EQ(h.s.state(a), ReqState::kDone);
   EXPECT_EQ(h.s.pool().cached_free_count(), 2) << "a's and b's prefix stays cached after both end";
   p = h.run(2);  // d's 8 tokens are two cached blocks: it takes one and computes positions 4..7

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include <Eigen/Core>
+
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__F16C__)
 #include <immintrin.h>
 #define KVSCOPE_LINEAR_AVX512 1
@@ -431,9 +433,28 @@ void rows_direct(const WeightView& W, const float* X, int64_t n, int64_t ldx, co
                  int64_t r0, int64_t r1) {
   rows_generic(W, X, n, ldx, b, Y, ldy, r0, r1);
 }
+// Many positions without AVX-512: each panel of kLinearRowBlock W rows is
+// converted once into a thread_local f32 buffer (cols x 32 floats, never the
+// whole matrix) and multiplied by Eigen's register-blocked GEMM. Panels start
+// at multiples of kLinearRowBlock, so the result does not depend on the split.
 void rows_packed(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
                  int64_t r0, int64_t r1) {
-  rows_generic(W, X, n, ldx, b, Y, ldy, r0, r1);
+  using Rows = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Strided = Eigen::OuterStride<Eigen::Dynamic>;
+  thread_local Rows panel;  // (m, cols)
+  const Eigen::Map<const Rows, 0, Strided> x(X, n, W.cols, Strided(ldx));
+  with_type(W, [&](auto* w) {
+    for (int64_t r = r0; r < r1;) {
+      const int64_t m = std::min(r1, (r / kLinearRowBlock + 1) * kLinearRowBlock) - r;
+      panel.resize(m, W.cols);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t k = 0; k < W.cols; ++k) panel(i, k) = to_f32(w[(r + i) * W.stride() + k]);
+      Eigen::Map<Rows, 0, Strided> y(Y + r, n, m, Strided(ldy));
+      y.noalias() = x * panel.transpose();
+      if (b) y.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(b + r, m);
+      r += m;
+    }
+  });
 }
 #endif
 
@@ -447,6 +468,7 @@ void linear_rows(const WeightView& W, const float* X, int64_t n, int64_t ldx, co
   if (n <= kDirectMaxN) return linear_detail::rows_direct(W, X, n, ldx, b, Y, ldy, r0, r1);
   return linear_detail::rows_packed(W, X, n, ldx, b, Y, ldy, r0, r1);
 #else
+  if (n > kDirectMaxN) return linear_detail::rows_packed(W, X, n, ldx, b, Y, ldy, r0, r1);
   linear_detail::rows_generic(W, X, n, ldx, b, Y, ldy, r0, r1);
 #endif
 }

@@ -16,7 +16,9 @@
 // for n == 1 vs n > 1 differ only by summation order (rel. error ~1e-6).
 //
 // Paths: AVX-512 (F/BW/VL, with F16C) and a portable one whose inner loops
-// GCC/Clang vectorise for any SIMD width (SSE, AVX2, WebAssembly simd128).
+// GCC/Clang vectorise for any SIMD width (SSE, AVX2, WebAssembly simd128);
+// past kDirectMaxN positions the portable path converts a 32-row panel to f32
+// and hands it to Eigen's GEMM.
 // X, Y, b need no alignment. Thread safety: the packed path uses a
 // thread_local scratch buffer; concurrent calls from different threads are fine.
 #pragma once
