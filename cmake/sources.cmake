@@ -33,6 +33,7 @@ set(KVSCOPE_MODEL_SRC
   model/decoding/beam_search.cpp
   model/decoding/generator.cpp
   model/decoding/sampler.cpp
+  model/decoding/sampler_json.cpp
   model/decoding/speculative_accept.cpp
   model/decoding/speculative_generator.cpp
   model/serving/block_pool.cpp

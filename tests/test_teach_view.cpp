@@ -1,6 +1,12 @@
 // Saved views: round trip and errors that name the file and the field.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
+#include "app/session/settings.h"
+#include "model/core/file_io.h"
+#include "model/decoding/sampler_json.h"
+#include "model/decoding/setting_ranges.h"
 #include "teach_test_util.h"
 
 namespace kvscope {
@@ -102,6 +108,51 @@ TEST(SavedViewFile, ErrorsNameFileAndField) {
       {R"({"kvscope_view": 1, "presentation": "yes"})", {"v.json", "presentation"}},
   };
   for (const Bad& b : bad) expect_error([&] { view_from_json(b.json, "v.json"); }, b.needles, b.json);
+}
+
+// The sampler has one JSON form: a saved view and the settings file accept
+// exactly the values the CLI's flags accept (setting_ranges.h), at the edges.
+TEST(SamplerJson, SavedViewsAndSettingsTakeTheFlagsRanges) {
+  struct Edge {
+    const char* field;
+    json ok, bad;
+  };
+  const Edge edges[] = {
+      {"temperature", setting::kTemperature.lo, setting::kTemperature.lo / 2},
+      {"temperature", setting::kTemperature.hi, setting::kTemperature.hi * 2},
+      {"top_p", setting::kTopP.hi, setting::kTopP.lo},  // (0, 1]: 0 itself is out
+      {"repetition_penalty", setting::kRepetitionPenalty.lo, setting::kRepetitionPenalty.lo / 2},
+      {"repetition_penalty", setting::kRepetitionPenalty.hi, setting::kRepetitionPenalty.hi * 2},
+      {"top_k", setting::kTopK.hi, setting::kTopK.hi + 1},
+  };
+  testutil::TempDir tmp("sampler-json");
+  const std::string path = tmp.path() + "/settings.json";
+  for (const Edge& e : edges) {
+    const auto view = [&](const json& x) { return json{{"kvscope_view", 1}, {"sampler", {{e.field, x}}}}.dump(); };
+    EXPECT_NO_THROW(view_from_json(view(e.ok), "v.json")) << e.field << " " << e.ok;
+    expect_error([&] { view_from_json(view(e.bad), "v.json"); },
+                 {"v.json", std::string("sampler.") + e.field, "out of range"}, view(e.bad));
+    { std::ofstream(path) << json{{"sampler", {{e.field, e.bad}, {"seed", 5}}}}.dump(); }
+    UiState ui;
+    WindowSettings win;
+    std::string err;
+    EXPECT_FALSE(load_settings(path, ui, win, err)) << e.field;
+    EXPECT_NE(err.find(std::string("sampler.") + e.field), std::string::npos) << err;
+    EXPECT_EQ(ui.sampler.seed, UiState().sampler.seed) << "a sampler that cannot be read is not half taken";
+  }
+  // Written and read back through the same form.
+  UiState ui;
+  WindowSettings win;
+  ui.sampler = sampled(7, 0.25f, 3, 0.5f, 1.5f);
+  std::string err;
+  ASSERT_TRUE(save_settings(path, ui, win, err)) << err;
+  const json saved = json::parse(read_regular_file(path, "settings"));
+  EXPECT_EQ(saved.at("sampler"), sampler_to_json(ui.sampler));
+  UiState back;
+  ASSERT_TRUE(load_settings(path, back, win, err)) << err;
+  EXPECT_EQ(back.sampler.seed, 7u);
+  EXPECT_FLOAT_EQ(back.sampler.top_p, 0.5f);
+  EXPECT_FALSE(back.sampler.greedy);
 }
 
 }  // namespace

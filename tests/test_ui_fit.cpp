@@ -172,17 +172,26 @@ TEST(FitChoices, ASmallerModelReclampsWhatALargerOneAllowed) {
 }
 
 TEST(FitChoices, TheSettingsReaderFitsAndNamesTheFileAndFields) {
-  nlohmann::json j = {
-      {"speed", 100.0}, {"max_new", -4},      {"layer", 4095},      {"head", -9},       {"temperature", 1e30},
-      {"top_k", -1},    {"top_p", 7.0},       {"text_scale", 0.01}, {"kv_dtype", 12},   {"bottom_tab", 99},
-      {"preset", -3},   {"min_weight", -1.0}, {"window_width", 5},  {"kv_context", -1}, {"repetition_penalty", 9.0}};
+  nlohmann::json j = {{"speed", 100.0},
+                      {"max_new", -4},
+                      {"layer", 4095},
+                      {"head", -9},
+                      {"text_scale", 0.01},
+                      {"kv_dtype", 12},
+                      {"bottom_tab", 99},
+                      {"preset", -3},
+                      {"min_weight", -1.0},
+                      {"window_width", 5},
+                      {"kv_context", -1},
+                      // Within the flags' ranges (sampler_json.h), outside the sliders'.
+                      {"sampler", {{"temperature", 3.0}, {"top_p", 0.01}, {"repetition_penalty", 9.0}}}};
   UiState ui;
   WindowSettings win;
   std::string err;
   EXPECT_FALSE(settings_from_json(j.dump(), "/cfg/settings.json", ui, win, err));
   for (const char* needle :
        {"/cfg/settings.json: speed 100 is outside 0.25..8; using 8", "max new tokens -4", "head -9",
-        "temperature 1e+30", "top-k -1", "top-p 7", "text scale 0.01", "KV calculator format 12", "tab 99",
+        "temperature 3 is outside 0.05..2", "top-p 0.01", "text scale 0.01", "KV calculator format 12", "tab 99",
         "prompt preset -3", "minimum beam weight -1", "KV calculator tokens -1", "repetition penalty 9"})
     EXPECT_NE(err.find(needle), std::string::npos) << needle << " not in:\n" << err;
   EXPECT_EQ(ui.speed, 8.0f);
@@ -197,6 +206,15 @@ TEST(FitChoices, TheSettingsReaderFitsAndNamesTheFileAndFields) {
   std::string err2;
   EXPECT_TRUE(load_settings(path, again, win2, err2)) << err2;
   EXPECT_EQ(again.speed, 8.0f);
+  // Outside the flags' own ranges, the sampler cannot be read: named, defaults kept.
+  const nlohmann::json bad = {{"sampler", {{"temperature", 1e30}, {"top_k", 5}}}};
+  UiState def;
+  err.clear();
+  EXPECT_FALSE(settings_from_json(bad.dump(), "/cfg/settings.json", def, win, err));
+  EXPECT_NE(err.find("/cfg/settings.json: field \"sampler.temperature\": 1e+30 is out of range"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("using the default sampler"), std::string::npos) << err;
+  EXPECT_EQ(def.sampler.top_k, UiState().sampler.top_k);
 }
 
 // The window's geometry goes through the same check on the real load path:

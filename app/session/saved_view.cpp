@@ -7,6 +7,7 @@
 
 #include "model/core/error.h"
 #include "model/core/file_io.h"
+#include "model/decoding/sampler_json.h"
 
 namespace kvscope {
 namespace {
@@ -98,14 +99,7 @@ std::string view_to_json(const SavedView& v) {
   j["model"] = v.model;
   j["max_new"] = v.max_new;
   j["cache"] = to_string(v.cache);
-  json s;
-  s["greedy"] = v.sampler.greedy;
-  s["temperature"] = v.sampler.temperature;
-  s["top_k"] = v.sampler.top_k;
-  s["top_p"] = v.sampler.top_p;
-  s["repetition_penalty"] = v.sampler.repetition_penalty;
-  s["seed"] = v.sampler.seed;
-  j["sampler"] = s;
+  j["sampler"] = sampler_to_json(v.sampler);
   j["attention"] = {{"layer", v.layer}, {"head", v.head}, {"min_weight", v.min_weight}};
   j["text_scale"] = v.text_scale;
   j["presentation"] = v.presentation;
@@ -165,16 +159,10 @@ SavedView view_from_json(const std::string& text, const std::string& origin) {
     rd.fail("cache", "= \"" + cache + "\" (expected \"kv_cache\" or \"no_cache\")");
   }
   if (const json* s = rd.object(j, "sampler", "sampler")) {
-    v.sampler.greedy = rd.boolean(*s, "greedy", "sampler.greedy", v.sampler.greedy);
-    v.sampler.temperature = rd.number(*s, "temperature", "sampler.temperature", 1e-6f, 1e3f, v.sampler.temperature);
-    v.sampler.top_k = static_cast<int>(rd.integer(*s, "top_k", "sampler.top_k", 0, 1 << 24, v.sampler.top_k));
-    v.sampler.top_p = rd.number(*s, "top_p", "sampler.top_p", 1e-6f, 1.0f, v.sampler.top_p);
-    v.sampler.repetition_penalty =
-        rd.number(*s, "repetition_penalty", "sampler.repetition_penalty", 1e-3f, 1e3f, v.sampler.repetition_penalty);
-    if (const json* seed = rd.find(*s, "seed")) {
-      if (!seed->is_number_unsigned() && !(seed->is_number_integer() && seed->get<int64_t>() >= 0))
-        rd.fail("sampler.seed", "must be a non-negative integer, got " + seed->dump());
-      v.sampler.seed = seed->get<uint64_t>();
+    try {
+      sampler_fields_from_json(*s, "sampler.", v.sampler);
+    } catch (const Error& e) {
+      throw Error(origin + ": " + e.what());
     }
   }
   if (const json* a = rd.object(j, "attention", "attention")) {

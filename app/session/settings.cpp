@@ -12,6 +12,7 @@
 #include "app/session/fitting.h"
 #include "model/core/error.h"
 #include "model/core/file_io.h"
+#include "model/decoding/sampler_json.h"
 
 namespace kvscope {
 
@@ -128,6 +129,22 @@ bool kv_layout_from_json(const json& j, KVSettings& out, std::string& problem) {
   return true;
 }
 
+// The sampler as saved ({"sampler": {...}}, sampler_json.h): one that cannot be
+// read is named and the defaults are kept.
+std::string sampler_from_settings(const json& j, SamplerSettings& out) {
+  const auto it = j.find("sampler");
+  if (it == j.end()) return "";
+  SamplerSettings s = out;
+  try {
+    if (!it->is_object()) throw Error("field \"sampler\": expected an object, got " + it->dump());
+    sampler_fields_from_json(*it, "sampler.", s);
+  } catch (const Error& e) {
+    return std::string(e.what()) + "; using the default sampler";
+  }
+  out = s;
+  return "";
+}
+
 }  // namespace
 
 bool load_settings(const std::string& path, UiState& ui, WindowSettings& win, std::string& error) {
@@ -168,12 +185,7 @@ bool settings_from_json(const std::string& text, const std::string& path, UiStat
   get(j, "head", ui.head);
   get(j, "min_weight", ui.min_weight);
   get(j, "beams", ui.beams);
-  get(j, "greedy", ui.sampler.greedy);
-  get(j, "temperature", ui.sampler.temperature);
-  get(j, "top_k", ui.sampler.top_k);
-  get(j, "top_p", ui.sampler.top_p);
-  get(j, "repetition_penalty", ui.sampler.repetition_penalty);
-  get(j, "seed", ui.sampler.seed);
+  std::string sampler_problem = sampler_from_settings(j, ui.sampler);
   get(j, "model_dir_input", ui.model_dir_input);
   std::string cam;
   get(j, "camera", cam);
@@ -194,12 +206,14 @@ bool settings_from_json(const std::string& text, const std::string& path, UiStat
   std::string kv_problem;
   const bool kv_ok = kv_layout_from_json(j, ui.kv_layout, kv_problem);
   if (!kv_ok) error = "settings file " + path + ": " + kv_problem;
+  if (!sampler_problem.empty())
+    error += (error.empty() ? "" : "\n") + ("settings file " + path + ": " + sampler_problem);
   FitContext ctx;
   ctx.origin = path;
   std::vector<std::string> notes = fit_window_settings(win, ctx);  // fit_window then fits it to the monitor
   for (std::string& n : fit_choices(ui, ctx)) notes.push_back(std::move(n));
   for (const std::string& n : notes) error += (error.empty() ? "" : "\n") + n;
-  return kv_ok && notes.empty();
+  return kv_ok && sampler_problem.empty() && notes.empty();
 }
 
 bool save_settings(const std::string& path, const UiState& ui, const WindowSettings& win, std::string& error) {
@@ -218,12 +232,7 @@ bool save_settings(const std::string& path, const UiState& ui, const WindowSetti
       {"head", ui.head},
       {"min_weight", ui.min_weight},
       {"beams", ui.beams},
-      {"greedy", ui.sampler.greedy},
-      {"temperature", ui.sampler.temperature},
-      {"top_k", ui.sampler.top_k},
-      {"top_p", ui.sampler.top_p},
-      {"repetition_penalty", ui.sampler.repetition_penalty},
-      {"seed", ui.sampler.seed},
+      {"sampler", sampler_to_json(ui.sampler)},
       {"model_dir_input", ui.model_dir_input},
       {"camera", to_string(ui.camera)},
       {"labels", ui.labels},

@@ -8,7 +8,7 @@
 
 #include "model/core/error.h"
 #include "model/decoding/generator.h"
-#include "model/decoding/setting_ranges.h"
+#include "model/decoding/sampler_json.h"
 
 namespace kvscope {
 namespace {
@@ -35,41 +35,17 @@ int64_t whole(const json& j, const char* name, int64_t lo, int64_t hi, const Lin
   return x;
 }
 
-double real(const json& j, const char* name, double lo, double hi, bool lo_open, const LineError& fail) {
-  const std::string range = (lo_open ? "(" : "[") + json(lo).dump() + ", " + json(hi).dump() + "]";
-  if (!j.is_number()) fail(std::string("field \"") + name + "\": expected a number in " + range + ", got " + j.dump());
-  const double x = j.get<double>();
-  if (!std::isfinite(x) || x < lo || (lo_open && x == lo) || x > hi)
-    fail(std::string("field \"") + name + "\": " + j.dump() + " is outside " + range);
-  return x;
-}
-
 SamplerSettings sampler_of(const json& j, const LineError& fail) {
   SamplerSettings s;
   const bool sampling = j.contains("temperature") || j.contains("top_k") || j.contains("top_p");
-  if (j.contains("greedy")) {
-    if (!j["greedy"].is_boolean()) fail("field \"greedy\": expected true or false, got " + j["greedy"].dump());
-    if (j["greedy"].get<bool>() && sampling)
-      fail("field \"greedy\": true cannot be combined with temperature, top_k or top_p");
+  try {
+    sampler_fields_from_json(j, "", s);
+  } catch (const Error& e) {
+    fail(e.what());
   }
-  s.greedy = !sampling;
-  if (j.contains("temperature"))
-    s.temperature = static_cast<float>(real(j["temperature"], "temperature", setting::kTemperature.lo,
-                                            setting::kTemperature.hi, setting::kTemperature.lo_open, fail));
-  if (j.contains("top_k"))
-    s.top_k = static_cast<int>(whole(j["top_k"], "top_k", setting::kTopK.lo, setting::kTopK.hi, fail));
-  if (j.contains("top_p"))
-    s.top_p = static_cast<float>(
-        real(j["top_p"], "top_p", setting::kTopP.lo, setting::kTopP.hi, setting::kTopP.lo_open, fail));
-  if (j.contains("repetition_penalty"))
-    s.repetition_penalty =
-        static_cast<float>(real(j["repetition_penalty"], "repetition_penalty", setting::kRepetitionPenalty.lo,
-                                setting::kRepetitionPenalty.hi, setting::kRepetitionPenalty.lo_open, fail));
-  if (j.contains("seed")) {
-    if (!j["seed"].is_number_unsigned() && !(j["seed"].is_number_integer() && j["seed"].get<int64_t>() >= 0))
-      fail("field \"seed\": expected a whole number in 0..18446744073709551615, got " + j["seed"].dump());
-    s.seed = j["seed"].get<uint64_t>();
-  }
+  if (s.greedy && j.contains("greedy") && sampling)
+    fail("field \"greedy\": true cannot be combined with temperature, top_k or top_p");
+  s.greedy = !sampling;  // generate's rule: greedy unless a sampling flag is given
   return s;
 }
 
