@@ -198,6 +198,8 @@ void add_serve_command(CLI::App& app, ServeCommand& c) {
   s->add_flag("--prefix-caching", c.prefix_caching, "Share cached full blocks of common prompt prefixes");
   s->add_flag("--json", c.json, "JSON Lines: step, done, summary");
   add_kv_flags(s, c.kv);
+  c.kv.block_opt->description("Positions per pool block B (serve always pages; default " +
+                              std::to_string(kDefaultKvBlock) + ")");
 }
 
 int run_serve_command(const ServeCommand& c) {
