@@ -62,8 +62,11 @@ Commands feature_script(int frame, int total, const Snapshot& snap, const std::s
   if (demo_view == "presentation" && at(0.5)) cmds.push_back(cmd::Presentation{});
   // A sliding window opens the Cache panel's loss plot: score the text for the picture
   // (the panel's button; nothing is scored unasked).
-  if (at(0.9) && snap.seq.current && snap.seq.current->kv_layout.windowed()) cmds.push_back(cmd::ScoreKvLayouts{});
+  if (at(0.9) && snap.seq.current && (snap.seq.current->kv_layout.windowed() || snap.seq.current->kv_layout.evicting()))
+    cmds.push_back(cmd::ScoreKvLayouts{});
   if ((demo_view == "heatmaps" || demo_view == "qkv") && at(0.9)) cmds.push_back(cmd::SelectHead{1, 2});
+  // TOVA: layer 1's beams, averaged over its heads, are the weights its rule ranks by.
+  if (demo_view == "evict" && at(0.9)) cmds.push_back(cmd::SelectHead{1, -1});
   // The middle checkpoint of the model's training run: the same prompt, earlier weights.
   if (demo_view == "training" && at(0.3) && snap.training)
     cmds.push_back(cmd::LoadCheckpoint{(static_cast<int>(snap.training->checkpoints.size()) - 1) / 2});
@@ -153,6 +156,10 @@ void setup_demo_view(const std::string& demo_view, UiState& ui) {
     ui.sampler.seed = 5;
   }
   if (demo_view == "pages") ui.kv_layout.block = 4;
+  if (demo_view == "evict") {  // TOVA, 8 positions per layer: each layer's survivors and their scores
+    ui.kv_layout.evict = KVEvict::kTova;
+    ui.kv_layout.budget = 8;
+  }
   if (demo_view == "kv") {
     ui.kv_selected = 3;  // assets/kv_configs.json: the 32-layer 4096-wide MHA model
     ui.kv_context = 100000;
@@ -169,8 +176,8 @@ void open_demo_sections(const std::string& demo_view, UiState& ui) {
 }
 
 std::string apply_demo_view(const char* name, std::string& view) {
-  static const char* const kViews[] = {"timeline", "pages",        "sampling", "phases", "kv",         "heatmaps",
-                                       "training", "presentation", "qkv",      "beams",  "speculative"};
+  static const char* const kViews[] = {"timeline", "pages",        "sampling", "phases", "kv",          "heatmaps",
+                                       "training", "presentation", "qkv",      "beams",  "speculative", "evict"};
   view.clear();
   if (!name || !*name) return "";  // unset or empty: the default run (scripts/screenshots.sh sets it empty)
   for (const char* v : kViews)
@@ -179,7 +186,7 @@ std::string apply_demo_view(const char* name, std::string& view) {
       return "";
     }
   return "KVSCOPE_DEMO_VIEW: expected timeline, sampling, phases, kv, pages, heatmaps, training, presentation, qkv, "
-         "beams or speculative, got \"" +
+         "beams, speculative or evict, got \"" +
          std::string(name) + "\"";
 }
 

@@ -72,14 +72,20 @@ void cache_legend_entries(const Scene& scene, std::vector<LegendEntry>& entries)
   if (bands == 16) entries.push_back({5, pal.cache_high, "f16 rows: 16 stripes = 16 bits per value", 16});
   if (bands == 8) entries.push_back({5, pal.cache_high, "q8_0 rows: 8 stripes = 8 bits per value (+ scale)", 8});
   if (bands == 4) entries.push_back({5, pal.cache_high, "q4_0 rows: 4 stripes = 4 bits per value (+ scale)", 4});
-  if (evicting) entries.push_back({4, pal.evicted, "evicted by the window this step (bytes freed)"});
-  if (evicted) entries.push_back({2, pal.evicted, "evicted earlier: gone from the cache"});
-  bool sinks = false, page = false, shared = false;
+  bool sinks = false, page = false, shared = false, scores = false;
   for (const BlockInstance& b : scene.cache_marks) {
+    scores |= b.mark == CacheMark::kScore;
     sinks |= b.mark == CacheMark::kSinks;
     page |= b.mark == CacheMark::kPage;
     shared |= b.mark == CacheMark::kSharedPage;
   }
+  // (eviction by score draws a score bar under every held block; each layer drops on its own)
+  if (evicting)
+    entries.push_back({4, pal.evicted,
+                       scores ? "dropped by this layer's rule this step (bytes freed)"
+                              : "evicted by the window this step (bytes freed)"});
+  if (evicted) entries.push_back({2, pal.evicted, "evicted earlier: gone from the cache"});
+  if (scores) entries.push_back({0, pal.beam, "bar under a block: the score its layer keeps it by"});
   if (sinks) entries.push_back({2, pal.sink, "sink positions: always kept"});
   if (page) entries.push_back({2, pal.page, "page: a block of B positions (id = pool block)"});
   if (shared) entries.push_back({2, pal.shared, "page shared by branches (copied on first write)"});
