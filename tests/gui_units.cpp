@@ -337,7 +337,7 @@ TEST(Settings, KvEvictionRoundTripsAndBadValuesAreNamed) {
     err.clear();
     EXPECT_FALSE(load_settings(path, kv, win, err)) << bad;
     EXPECT_EQ(err, path + ": " + said) << bad;
-    EXPECT_FALSE(kv.kv_layout.evicting() && kv.kv_layout.windowed()) << bad;
+    EXPECT_FALSE(kv.kv_layout.evict != KVEvict::kNone && kv.kv_layout.window > 0) << bad;
   }
   fs::remove_all(dir);
 }

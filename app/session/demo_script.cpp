@@ -123,7 +123,7 @@ Commands demo_script(int frame, int total, const Snapshot& snap, const std::stri
 void setup_demo_view(const std::string& demo_view, UiState& ui) {
   if (demo_view.empty()) return;
   ui.bottom_tab = demo_view == "phases"     ? 1
-                  : demo_view == "kv"       ? 2
+                  : demo_view == "kv" || demo_view == "evict" ? 2
                   : demo_view == "heatmaps" ? 3
                   : demo_view == "training" ? 4
                                             : 0;

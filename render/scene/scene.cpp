@@ -212,9 +212,13 @@ float column_knorm(const SequenceState& seq, int p0, int p1, int layer) {
 
 // Colour, glow and size of a KV block in state `st`; `frac` is its K norm
 // relative to the layer's largest (-1: unknown), `flash` the compute flash.
-void style_kv_block(BlockInstance& b, const Palette& pal, const Layout& L, KvState st, float frac, float flash) {
+// `heat` (eviction by score; -1: none) colours a held block by the score its
+// layer keeps it by, relative to the layer's highest, instead of by |K|.
+void style_kv_block(BlockInstance& b, const Palette& pal, const Layout& L, KvState st, float frac, float flash,
+                    float heat = -1.0f) {
   const float h = frac >= 0 ? L.kv_h * (L.kv_min_frac + (1.0f - L.kv_min_frac) * frac) : L.kv_h * 0.5f;
-  const glm::vec3 held = glm::mix(pal.cache_low, pal.cache_high, std::max(frac, 0.0f));
+  const glm::vec3 held = heat >= 0 ? glm::mix(pal.cache_low, pal.beam, heat)
+                                   : glm::mix(pal.cache_low, pal.cache_high, std::max(frac, 0.0f));
   const glm::vec3 centre = b.center;  // x and z of the column
   float y_shift = 0;
   b.size.y = h;
@@ -269,6 +273,15 @@ void style_kv_block(BlockInstance& b, const Palette& pal, const Layout& L, KvSta
   b.center.y += y_shift;
 }
 
+// Eviction by score: a held block's score against its layer's highest, in
+// [0, 1]; -1 for other layouts and for blocks the layer does not hold.
+float score_heat(const StepRecord& r, int pos, int layer) {
+  double score = 0;
+  if (!r.kv_layout.evicting() || !held_score(r, pos, layer, &score)) return -1.0f;
+  const double top = max_held_score(r, layer);
+  return top > 0 ? static_cast<float>(std::clamp(score / top, 0.0, 1.0)) : 0.0f;
+}
+
 // One column of KV blocks (every layer; grouped-query models: one sub-block
 // per K/V head, the one `read_head` reads standing out when a query head is chosen).
 void add_kv_column(Scene& s, const SequenceState& seq, const StepRecord& r, const Layout& L, int col, int read_head,
@@ -289,7 +302,8 @@ void add_kv_column(Scene& s, const SequenceState& seq, const StepRecord& r, cons
     b.center = {L.x(p0), 0.0f, 0.0f};
     b.size = {L.block_w, 0.0f, L.block_w};
     b.bands = kv_bands(r.kv_layout.dtype);
-    style_kv_block(b, s.palette, L, st, (norm >= 0 && mx > 0) ? norm / mx : -1.0f, flash);
+    style_kv_block(b, s.palette, L, st, (norm >= 0 && mx > 0) ? norm / mx : -1.0f, flash,
+                   p1 - p0 == 1 ? score_heat(r, p0, l) : -1.0f);
     if (!gqa) {
       s.kv.push_back(b);
       continue;

@@ -122,7 +122,7 @@ namespace {
 constexpr float kBarTop = -0.012f, kBarH = 0.05f, kFrameBottom = -0.066f;
 constexpr float kLabelY = -0.07f, kBarLabelDz = 1.0f, kPageLabelDz = 1.45f;
 // Score bars (eviction by score) sit in the gap under each layer's blocks.
-constexpr float kScoreH = 0.07f, kScoreGap = 0.04f;
+constexpr float kScoreH = 0.15f, kScoreGap = 0.025f, kScoreOverhang = 0.24f;
 
 void add_label(Scene& s, const glm::vec3& at, std::string text, const glm::vec3& c, int pos,
                std::string short_text = "") {
@@ -233,19 +233,25 @@ void add_score_bars(Scene& s, const SequenceState& seq, const Layout& L, float f
       const float frac = static_cast<float>(std::min(1.0, score / top));
       BlockInstance frame;
       frame.center = {L.x(p), y, 0.0f};
-      frame.size = {L.block_w, kScoreH, L.block_w * 0.5f};
+      // Deeper than the blocks: from a camera above the row, the block over a bar would hide one no deeper.
+      frame.size = {L.block_w, kScoreH, L.block_w + kScoreOverhang};
       frame.colour = glm::vec4(pal.empty, 0.0f);  // outline: the layer's highest
       frame.pos = p;
       frame.layer = l;
       frame.mark = CacheMark::kScore;
       frame.score = score;
       BlockInstance bar = frame;
+      // The outline sits just inside the bar where they overlap (a thin face
+      // drawn as an outline is all edge and would cover the bar); beyond the
+      // bar's end it shows what the layer's highest score would fill.
+      frame.size.y *= 0.8f;
+      frame.size.z -= 0.04f;
       bar.size.x = std::max(0.02f, L.block_w * frac);
       bar.center.x = L.x(p) - L.block_w * 0.5f + bar.size.x * 0.5f;
       bar.colour = glm::vec4(now ? pal.evicted : glm::mix(pal.cache_low, pal.beam, frac), 1.0f);
       bar.glow = now ? 0.6f * flash : 0.2f * frac;
-      s.cache_marks.push_back(frame);
       s.cache_marks.push_back(bar);
+      s.cache_marks.push_back(frame);
     }
   }
 }
@@ -256,12 +262,12 @@ void add_evict_caption(Scene& s, const StepRecord& r, const Layout& L, int n_pos
   const std::string n = std::to_string(lay.budget);
   std::string text, short_text;
   if (lay.evict == KVEvict::kTova) {
-    text = "TOVA \xC2\xB7 each layer keeps the " + n + " keys its last query weighted most \xC2\xB7 bar = that weight";
+    text = "TOVA \xC2\xB7 each layer keeps the " + n + " keys its last query weighted most \xC2\xB7 colour, bar = that weight";
     short_text = "TOVA N = " + n + " \xC2\xB7 bar = last weight";
   } else {
     const std::string recent = std::to_string(lay.budget / 2), heavy = std::to_string(lay.budget - lay.budget / 2);
     text = "H2O \xC2\xB7 each layer keeps its " + recent + " newest + " + heavy +
-           " heaviest keys \xC2\xB7 bar = attention accumulated";
+           " heaviest keys \xC2\xB7 colour, bar = attention accumulated";
     short_text = "H2O N = " + n + " \xC2\xB7 bar = accumulated";
   }
   const float x = 0.5f * (L.x(0) + L.x(std::max(0, n_pos - 1)));
