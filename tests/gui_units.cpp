@@ -323,12 +323,13 @@ TEST(Settings, KvEvictionRoundTripsAndBadValuesAreNamed) {
   { std::ofstream(path) << R"({"kv_layout": {"evict": "lru", "budget": 8}})"; }
   UiState lru;
   EXPECT_FALSE(load_settings(path, lru, win, err));
-  EXPECT_EQ(err, "settings file " + path + ": kv_layout.evict: expected none, tova or h2o, got \"lru\"; using a dense f32 cache");
+  EXPECT_EQ(err, "settings file " + path +
+                     ": kv_layout.evict: expected none, tova or h2o, got \"lru\"; using a dense f32 cache");
   EXPECT_TRUE(lru.kv_layout.is_default());
   for (const auto& [bad, said] :
        {std::pair<const char*, const char*>{
             R"({"kv_layout": {"evict": "tova", "budget": 8, "window": 16}})",
-         "kv_layout.evict tova with a sliding window: one eviction rule at a time; using the window alone"},
+            "kv_layout.evict tova with a sliding window: one eviction rule at a time; using the window alone"},
         {R"({"kv_layout": {"evict": "tova", "budget": 0}})", "kv_layout.budget 0 is outside 1..1048576; using 1"},
         {R"({"kv_layout": {"budget": 8}})",
          "kv_layout.budget 8 is outside 0..0 (a budget needs an eviction rule); using 0"}}) {

@@ -62,6 +62,24 @@ TEST(KvScoring, BatchedScoresMatchTheGenerationStepByStep) {
   }
 }
 
+LayoutScoreRequest request_for(std::shared_ptr<const Model> m, std::vector<int> tokens,
+                               const std::vector<KVLayout>& layouts) {
+  LayoutScoreRequest req;
+  req.model = std::move(m);
+  req.tokens = std::move(tokens);
+  req.layouts = layouts;
+  req.at = std::make_shared<StepRecord>();
+  return req;
+}
+
+// Starts `req` on the scorer's thread and waits (up to 30 s) for its result.
+std::shared_ptr<const LayoutScoreResult> score_in_background(LayoutScorer& scorer, const LayoutScoreRequest& req) {
+  scorer.request(req);
+  std::shared_ptr<const LayoutScoreResult> res;
+  for (int i = 0; i < 6000 && !(res = scorer.result()); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return res;
+}
+
 TEST(KvScoring, BackgroundScorerReturnsTheScores) {
   auto m = load_model(testutil::suite_checkpoint(kCkpt));
   KVLayout run = KVLayout::for_model(m->config);
@@ -69,15 +87,9 @@ TEST(KvScoring, BackgroundScorerReturnsTheScores) {
   const std::vector<KVLayout> layouts = layouts_to_compare(run, KVLayout::for_model(m->config));
   ASSERT_EQ(layouts.size(), 3u);  // dense, W=6, W=6 + 4 sinks
   EXPECT_EQ(layouts[2].sinks, 4);
-  LayoutScoreRequest req;
-  req.model = m;
-  req.tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
-  req.layouts = layouts;
-  req.at = std::make_shared<StepRecord>();
+  const LayoutScoreRequest req = request_for(m, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, layouts);
   LayoutScorer scorer;
-  scorer.request(req);
-  std::shared_ptr<const LayoutScoreResult> res;
-  for (int i = 0; i < 6000 && !(res = scorer.result()); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::shared_ptr<const LayoutScoreResult> res = score_in_background(scorer, req);
   ASSERT_TRUE(res);
   EXPECT_EQ(res->request.at, req.at);
   ASSERT_TRUE(res->error.empty()) << res->error;
@@ -115,15 +127,10 @@ TEST(KvScoring, EvictionComparesBothRulesAndAWindowAtTheSameBudget) {
   EXPECT_EQ(layouts_to_compare(small, dense)[2].window, 6);
   EXPECT_EQ(layouts_to_compare(small, dense)[2].sinks, 0);
 
-  LayoutScoreRequest req;
-  req.model = m;
-  for (int t = 1; t <= 24; ++t) req.tokens.push_back(t % 11 + 1);
-  req.layouts = layouts;
-  req.at = std::make_shared<StepRecord>();
+  std::vector<int> tokens;
+  for (int t = 1; t <= 24; ++t) tokens.push_back(t % 11 + 1);
   LayoutScorer scorer;
-  scorer.request(req);
-  std::shared_ptr<const LayoutScoreResult> res;
-  for (int i = 0; i < 6000 && !(res = scorer.result()); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::shared_ptr<const LayoutScoreResult> res = score_in_background(scorer, request_for(m, tokens, layouts));
   ASSERT_TRUE(res);
   ASSERT_TRUE(res->error.empty()) << res->error;
   ASSERT_EQ(res->scores.size(), 4u);

@@ -134,8 +134,8 @@ void check_scores(const std::string& dir, KVEvict rule, int budget, int block) {
     ASSERT_EQ(r.kv_dropped_by_layer.size(), static_cast<size_t>(r.n_layer));
     const Scene s = build_scene(recs, i + 1, ViewOptions(), 1.0f);
     for (int l = 0; l < r.n_layer; ++l) {
-      const std::string where = dir + " " + to_string(rule) + " record " + std::to_string(i) + " layer " +
-                                std::to_string(l);
+      const std::string where =
+          dir + " " + to_string(rule) + " record " + std::to_string(i) + " layer " + std::to_string(l);
       const std::vector<int>& held = r.kv_held_by_layer[static_cast<size_t>(l)];
       const std::vector<double>& sc = r.kv_score_by_layer[static_cast<size_t>(l)];
       ASSERT_EQ(sc.size(), held.size()) << where;

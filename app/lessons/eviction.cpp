@@ -139,10 +139,10 @@ std::string eviction_fails_text(const EvictionLesson& e) {
     steps += (i ? ", " : "") + std::to_string(m.steps[i]);
   }
   return "Where it fails: \"" + m.piece + "\" at position " + std::to_string(m.again) + " is a word seen before, at " +
-         std::to_string(m.pos) + ", but layer" + (m.layers.size() > 1 ? "s " : " ") + layers + " had dropped it (at step" +
-         (m.steps.size() > 1 ? "s " : " ") + steps + "), so " + (m.layers.size() > 1 ? "their" : "its") +
-         " query could not look back at it, as a copy of a name needs. " + std::to_string(e.misses.size()) +
-         (e.misses.size() == 1 ? " such return" : " such returns") + " so far.";
+         std::to_string(m.pos) + ", but layer" + (m.layers.size() > 1 ? "s " : " ") + layers +
+         " had dropped it (at step" + (m.steps.size() > 1 ? "s " : " ") + steps + "), so " +
+         (m.layers.size() > 1 ? "their" : "its") + " query could not look back at it, as a copy of a name needs. " +
+         std::to_string(e.misses.size()) + (e.misses.size() == 1 ? " such return" : " such returns") + " so far.";
 }
 
 }  // namespace kvscope

@@ -25,12 +25,12 @@ struct EvictionLesson {
   bool active = false;  // the shown record's cache evicts by score (KV CACHE)
   KVEvict rule = KVEvict::kNone;
   int budget = 0, n_layer = 0, seq_len = 0;
-  std::vector<int> held_per_layer;  // (layer) positions each layer holds after the shown step
-  int held_by_all = 0;              // positions every layer holds
-  int held_by_some = 0;             // positions at least one layer holds
-  uint64_t bytes_held = 0;          // the cache's own count (kv_bytes)
-  uint64_t bytes_all = 0;           // every position so far at every layer, same row format and pages
-  int rows_dropped = 0;             // rows dropped so far, summed over forwards and layers
+  std::vector<int> held_per_layer;   // (layer) positions each layer holds after the shown step
+  int held_by_all = 0;               // positions every layer holds
+  int held_by_some = 0;              // positions at least one layer holds
+  uint64_t bytes_held = 0;           // the cache's own count (kv_bytes)
+  uint64_t bytes_all = 0;            // every position so far at every layer, same row format and pages
+  int rows_dropped = 0;              // rows dropped so far, summed over forwards and layers
   std::vector<EvictionMiss> misses;  // words (3+ letters) seen again after a layer dropped them, newest first
 };
 

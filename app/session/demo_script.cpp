@@ -122,14 +122,14 @@ Commands demo_script(int frame, int total, const Snapshot& snap, const std::stri
 
 void setup_demo_view(const std::string& demo_view, UiState& ui) {
   if (demo_view.empty()) return;
-  ui.bottom_tab = demo_view == "phases"     ? 1
+  ui.bottom_tab = demo_view == "phases"                       ? 1
                   : demo_view == "kv" || demo_view == "evict" ? 2
-                  : demo_view == "heatmaps" ? 3
-                  : demo_view == "training" ? 4
-                                            : 0;
+                  : demo_view == "heatmaps"                   ? 3
+                  : demo_view == "training"                   ? 4
+                                                              : 0;
   ui.select_tab = true;
   // Their sections are in the right sidebar: a teacher folds the left one (text scale 2.5 has room for one).
-  if (demo_view == "sampling" || demo_view == "qkv") ui.left_open = false;
+  if (demo_view == "sampling" || demo_view == "qkv" || demo_view == "evict") ui.left_open = false;
   if (demo_view == "sampling" || demo_view == "timeline") {
     ui.sampler.greedy = false;
     ui.sampler.temperature = 0.9f;
@@ -171,6 +171,8 @@ void open_demo_sections(const std::string& demo_view, UiState& ui) {
   if (demo_view.empty()) return;
   ui.teach_open = demo_view != "presentation" && demo_view != "sampling" && demo_view != "qkv" &&
                   demo_view != "beams" && demo_view != "speculative";
+  // Eviction at the projector's text scale: the stacks first (KVSCOPE_DEMO_OPEN=lessons adds the lesson).
+  if (demo_view == "evict" && ui.text_scale >= 2.0f) ui.teach_open = ui.right_open = false;
   ui.qkv_open = demo_view == "qkv";
   ui.next_token_open = demo_view == "sampling";
 }

@@ -290,10 +290,10 @@ class KVCache {
   // Evicting layouts: what one layer of a sequence holds. Slot g of the
   // sequence is slot g % B of block table[g / B].
   struct LayerHeld {
-    std::vector<int> pos;       // ascending
-    std::vector<int> slot;      // (pos) where each row lives
-    std::vector<double> score;  // (pos) TOVA: the last query's weight; H2O: accumulated weight
-    std::vector<uint8_t> used;  // (table.size() * B) 1 where a row of this layer lives
+    std::vector<int> pos;         // ascending
+    std::vector<int> slot;        // (pos) where each row lives
+    std::vector<double> score;    // (pos) TOVA: the last query's weight; H2O: accumulated weight
+    std::vector<uint8_t> used;    // (table.size() * B) 1 where a row of this layer lives
     std::vector<KVDrop> dropped;  // what the last commit dropped, ascending
   };
   struct Sequence {

@@ -330,8 +330,8 @@ ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 siz
         break;
       case 1:
         // The gradient of held blocks: low to e.c (|K|: cache_high; a score: the beams' colour).
-        dl->AddRectFilledMultiColor(a, b, to_imcolor(e.c), to_imcolor(e.c),
-                                    to_imcolor(pal.cache_low), to_imcolor(pal.cache_low));
+        dl->AddRectFilledMultiColor(a, b, to_imcolor(e.c), to_imcolor(e.c), to_imcolor(pal.cache_low),
+                                    to_imcolor(pal.cache_low));
         break;
       case 2:
         dl->AddRect(a, b, to_imcolor(e.c), 0.0f, 0, 1.5f);

@@ -153,8 +153,8 @@ std::string evict_banner_sub(const StepRecord& r) {
   const int T = r.seq_len;
   const std::string rule = lay.evict == KVEvict::kTova ? "TOVA" : "H2O";
   const std::string read = r.prefill ? std::to_string(T) + " prompt positions computed in one pass"
-                                     : "1 new position \xC2\xB7 reads " +
-                                           std::to_string(lay.visible_count(T - 1) - 1) + " cached K/V rows per layer";
+                                     : "1 new position \xC2\xB7 reads " + std::to_string(lay.visible_count(T - 1) - 1) +
+                                           " cached K/V rows per layer";
   return read + " \xC2\xB7 then each layer keeps " + std::to_string(lay.budget) + " (" + rule + "), dropped " +
          std::to_string(r.evicted) + (r.evicted == 1 ? " row" : " rows");
 }

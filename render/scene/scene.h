@@ -70,7 +70,7 @@ struct SequenceState {
   // held or not computed) and the score that ranked it then (-1 = not known).
   std::vector<int> dropped_at;
   std::vector<double> dropped_score;
-  RecordPtr current;            // the record being shown (null before the prefill)
+  RecordPtr current;  // the record being shown (null before the prefill)
   int n_records = 0;
 
   int seq_len() const { return current ? current->seq_len : 0; }  // positions with K/V computed

@@ -262,17 +262,17 @@ void add_evict_caption(Scene& s, const StepRecord& r, const Layout& L, int n_pos
   const std::string n = std::to_string(lay.budget);
   std::string text, short_text;
   if (lay.evict == KVEvict::kTova) {
-    text = "TOVA \xC2\xB7 each layer keeps the " + n + " keys its last query weighted most \xC2\xB7 colour, bar = that weight";
-    short_text = "TOVA N = " + n + " \xC2\xB7 bar = last weight";
+    text = "TOVA \xC2\xB7 each layer keeps the " + n +
+           " keys its last query weighted most \xC2\xB7 colour, bar = that weight";
+    short_text = "TOVA N = " + n + " \xC2\xB7 colour = last weight";
   } else {
     const std::string recent = std::to_string(lay.budget / 2), heavy = std::to_string(lay.budget - lay.budget / 2);
     text = "H2O \xC2\xB7 each layer keeps its " + recent + " newest + " + heavy +
            " heaviest keys \xC2\xB7 colour, bar = attention accumulated";
-    short_text = "H2O N = " + n + " \xC2\xB7 bar = accumulated";
+    short_text = "H2O N = " + n + " \xC2\xB7 colour = accumulated";
   }
   const float x = 0.5f * (L.x(0) + L.x(std::max(0, n_pos - 1)));
-  add_label(s, {x, kLabelY, L.block_w * 0.5f + kBarLabelDz}, std::move(text), s.palette.beam, 0,
-            std::move(short_text));
+  add_label(s, {x, kLabelY, L.block_w * 0.5f + kBarLabelDz}, std::move(text), s.palette.beam, 0, std::move(short_text));
 }
 
 }  // namespace

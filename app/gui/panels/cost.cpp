@@ -244,10 +244,11 @@ void eviction_lesson_section(const Snapshot& snap, const Palette& pal) {
   ImGui::PopStyleColor();
   text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled),
                         e.rule == KVEvict::kTova
-                            ? "In the 3D view: the bar under each block is the score (for TOVA, the beams of that "
-                              "layer with every head averaged); hover a hole for when and why it was dropped."
-                            : "In the 3D view: the bar under each block is its accumulated score; hover a hole for "
-                              "when and why it was dropped.");
+                            ? "In the 3D view: a block's colour and the bar under it are its score, pink = the layer's "
+                              "highest (TOVA: the beams of that layer, mean of its heads, are the same weights); "
+                              "hover a hole for when and why it was dropped."
+                            : "In the 3D view: a block's colour and the bar under it are its accumulated score, pink = "
+                              "the layer's highest; hover a hole for when and why it was dropped.");
   ImGui::Separator();
 }
 

@@ -43,7 +43,7 @@ void evict_tooltip(const SequenceState& seq, const StepRecord& r, int pos, int l
   double score = 0;
   if (r.mode != CacheMode::kKV || !held_score(r, pos, layer, &score)) return;
   ImGui::Text("held by layer %d under %s (budget %d): score %.4f", layer, rule, lay.budget, score);
-  ImGui::TextDisabled("score = %s; the bar under the block is it, against the layer's highest (%.4f)", what,
+  ImGui::TextDisabled("score = %s; the block's colour and bar show it against the layer's highest (%.4f)", what,
                       max_held_score(r, layer));
   if (tova) ImGui::TextDisabled("(the beams of layer %d show the same weights: choose layer %d)", layer, layer);
 }
