@@ -60,6 +60,7 @@ set(KVSCOPE_ASSETS_SRC app/platform/assets.cpp)
 # app/lessons/: the teaching logic, headless (no GL, no ImGui).
 set(KVSCOPE_LESSONS_SRC
   app/lessons/decode.cpp
+  app/lessons/eviction.cpp
   app/lessons/kv_memory.cpp
   app/lessons/phases.cpp
   app/lessons/qkv.cpp

@@ -302,6 +302,47 @@ TEST(Settings, RoundTripAndBadFiles) {
 namespace kvscope {
 namespace {
 
+// The KV layout's eviction by score (the Cache panel's rule and budget) is
+// saved and read back; a rule kvscope does not know, a window beside a rule
+// and a budget without one are named (one eviction rule at a time).
+TEST(Settings, KvEvictionRoundTripsAndBadValuesAreNamed) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("kvscope-settings-evict-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "settings.json").string();
+  UiState ui;
+  WindowSettings win;
+  std::string err;
+  ui.kv_layout.evict = KVEvict::kH2O;
+  ui.kv_layout.budget = 12;
+  ui.kv_layout.block = 4;
+  ASSERT_TRUE(save_settings(path, ui, win, err)) << err;
+  UiState back;
+  ASSERT_TRUE(load_settings(path, back, win, err)) << err;
+  EXPECT_EQ(back.kv_layout, ui.kv_layout);
+  { std::ofstream(path) << R"({"kv_layout": {"evict": "lru", "budget": 8}})"; }
+  UiState lru;
+  EXPECT_FALSE(load_settings(path, lru, win, err));
+  EXPECT_EQ(err, "settings file " + path +
+                     ": kv_layout.evict: expected none, tova or h2o, got \"lru\"; using a dense f32 cache");
+  EXPECT_TRUE(lru.kv_layout.is_default());
+  for (const auto& [bad, said] :
+       {std::pair<const char*, const char*>{
+            R"({"kv_layout": {"evict": "tova", "budget": 8, "window": 16}})",
+            "kv_layout.evict tova with a sliding window: one eviction rule at a time; using the window alone"},
+        {R"({"kv_layout": {"evict": "tova", "budget": 0}})", "kv_layout.budget 0 is outside 1..1048576; using 1"},
+        {R"({"kv_layout": {"budget": 8}})",
+         "kv_layout.budget 8 is outside 0..0 (a budget needs an eviction rule); using 0"}}) {
+    { std::ofstream(path) << bad; }
+    UiState kv;
+    err.clear();
+    EXPECT_FALSE(load_settings(path, kv, win, err)) << bad;
+    EXPECT_EQ(err, path + ": " + said) << bad;
+    EXPECT_FALSE(kv.kv_layout.evict != KVEvict::kNone && kv.kv_layout.window > 0) << bad;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Settings, WindowFitsTheWorkArea) {
   const ScreenRect desk{0, 27, 1280, 693};  // a 1280x720 projector under a top bar
   WindowSettings first;                     // the default size, no position yet

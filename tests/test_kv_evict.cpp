@@ -308,6 +308,7 @@ TEST(CliEvict, GenerateJsonCarriesEachLayersHeldPositionsAsTheReference) {
   std::istringstream lines(out);
   std::string line;
   size_t s = 0;
+  std::vector<std::vector<int>> before_cli(2);
   while (std::getline(lines, line)) {
     const json j = json::parse(line);
     if (j.at("event") == "done") break;
@@ -315,6 +316,20 @@ TEST(CliEvict, GenerateJsonCarriesEachLayersHeldPositionsAsTheReference) {
     EXPECT_EQ(j.at("token").get<int>(), st.at("token").get<int>()) << "step " << s;
     EXPECT_EQ(j.at("held_by_layer"), st.at("held")) << "step " << s;
     EXPECT_EQ(j.at("kv_bytes").get<uint64_t>() % (2ull * 2 * 2 * kv_row_bytes(KVDtype::kF16, 32)), 0u);
+    // Each held position has its score; the rows dropped are what the layer held before, plus
+    // the forward's new positions, less what it holds now (the reference's sets).
+    const auto held = ref_held(st);
+    for (size_t l = 0; l < held.size(); ++l) {
+      EXPECT_EQ(j.at("scores_by_layer").at(l).size(), held[l].size()) << "step " << s;
+      std::set<int> gone(before_cli[l].begin(), before_cli[l].end());
+      const int seq_len = st.at("seq_len").get<int>();
+      for (int p = s == 0 ? 0 : seq_len - 1; p < seq_len; ++p) gone.insert(p);
+      for (int p : held[l]) gone.erase(p);
+      std::set<int> dropped;
+      for (const json& d : j.at("dropped_by_layer").at(l)) dropped.insert(d.at(0).get<int>());
+      EXPECT_EQ(dropped, gone) << "step " << s << " layer " << l;
+    }
+    before_cli = held;
     ++s;
   }
   EXPECT_EQ(s, 7u);

@@ -62,6 +62,24 @@ TEST(KvScoring, BatchedScoresMatchTheGenerationStepByStep) {
   }
 }
 
+LayoutScoreRequest request_for(std::shared_ptr<const Model> m, std::vector<int> tokens,
+                               const std::vector<KVLayout>& layouts) {
+  LayoutScoreRequest req;
+  req.model = std::move(m);
+  req.tokens = std::move(tokens);
+  req.layouts = layouts;
+  req.at = std::make_shared<StepRecord>();
+  return req;
+}
+
+// Starts `req` on the scorer's thread and waits (up to 30 s) for its result.
+std::shared_ptr<const LayoutScoreResult> score_in_background(LayoutScorer& scorer, const LayoutScoreRequest& req) {
+  scorer.request(req);
+  std::shared_ptr<const LayoutScoreResult> res;
+  for (int i = 0; i < 6000 && !(res = scorer.result()); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return res;
+}
+
 TEST(KvScoring, BackgroundScorerReturnsTheScores) {
   auto m = load_model(testutil::suite_checkpoint(kCkpt));
   KVLayout run = KVLayout::for_model(m->config);
@@ -69,15 +87,9 @@ TEST(KvScoring, BackgroundScorerReturnsTheScores) {
   const std::vector<KVLayout> layouts = layouts_to_compare(run, KVLayout::for_model(m->config));
   ASSERT_EQ(layouts.size(), 3u);  // dense, W=6, W=6 + 4 sinks
   EXPECT_EQ(layouts[2].sinks, 4);
-  LayoutScoreRequest req;
-  req.model = m;
-  req.tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
-  req.layouts = layouts;
-  req.at = std::make_shared<StepRecord>();
+  const LayoutScoreRequest req = request_for(m, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, layouts);
   LayoutScorer scorer;
-  scorer.request(req);
-  std::shared_ptr<const LayoutScoreResult> res;
-  for (int i = 0; i < 6000 && !(res = scorer.result()); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::shared_ptr<const LayoutScoreResult> res = score_in_background(scorer, req);
   ASSERT_TRUE(res);
   EXPECT_EQ(res->request.at, req.at);
   ASSERT_TRUE(res->error.empty()) << res->error;
@@ -90,6 +102,47 @@ TEST(KvScoring, BackgroundScorerReturnsTheScores) {
     EXPECT_EQ(res->scores[l].kl, want.kl) << l;
   }
   EXPECT_FALSE(scorer.busy());
+}
+
+// Eviction by score: the plot compares the running rule, the other rule and a
+// window with sinks, every one holding the same N positions per layer. Until
+// a layer holds more than N positions nothing is evicted, so every layout's
+// loss equals the dense cache's there; after that they part.
+TEST(KvScoring, EvictionComparesBothRulesAndAWindowAtTheSameBudget) {
+  auto m = load_model(testutil::suite_checkpoint(kCkpt));
+  const KVLayout dense = KVLayout::for_model(m->config);
+  KVLayout run = dense;
+  run.evict = KVEvict::kTova;
+  run.budget = 10;
+  const std::vector<KVLayout> layouts = layouts_to_compare(run, dense);
+  ASSERT_EQ(layouts.size(), 4u);  // dense, TOVA 10, window 6 + 4 sinks, H2O 10
+  EXPECT_EQ(layouts[1], run);
+  EXPECT_EQ(layouts[2].window + layouts[2].sinks, 10);
+  EXPECT_EQ(layouts[2].sinks, 4);
+  EXPECT_FALSE(layouts[2].evicting());
+  EXPECT_EQ(layouts[3].evict, KVEvict::kH2O);
+  EXPECT_EQ(layouts[3].budget, 10);
+  KVLayout small = run;
+  small.budget = 6;  // no room for 4 sinks beside a window of more than 4
+  EXPECT_EQ(layouts_to_compare(small, dense)[2].window, 6);
+  EXPECT_EQ(layouts_to_compare(small, dense)[2].sinks, 0);
+
+  std::vector<int> tokens;
+  for (int t = 1; t <= 24; ++t) tokens.push_back(t % 11 + 1);
+  LayoutScorer scorer;
+  std::shared_ptr<const LayoutScoreResult> res = score_in_background(scorer, request_for(m, tokens, layouts));
+  ASSERT_TRUE(res);
+  ASSERT_TRUE(res->error.empty()) << res->error;
+  ASSERT_EQ(res->scores.size(), 4u);
+  const std::vector<double>& d = res->scores[0].nll;
+  for (size_t l = 1; l < 4; ++l) {
+    ASSERT_EQ(res->scores[l].nll.size(), d.size()) << l;
+    // nll[i] predicts token i + 1 from positions [0, i]: all held while i + 1 <= N.
+    for (size_t i = 0; i + 1 < 10 && i < d.size(); ++i) EXPECT_NEAR(res->scores[l].nll[i], d[i], 1e-4) << l << " " << i;
+    double apart = 0;
+    for (size_t i = 10; i < d.size(); ++i) apart += std::abs(res->scores[l].nll[i] - d[i]);
+    EXPECT_GT(apart, 0) << l;
+  }
 }
 
 }  // namespace

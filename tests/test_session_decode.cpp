@@ -8,6 +8,7 @@
 // decoding's tokens through the session too.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -234,6 +235,41 @@ TEST(SessionDecoding, ASlidingWindowWithBeamsIsRefusedInTheErrorPanel) {
   EXPECT_NE(s.ui.errors.front().find("sliding window"), std::string::npos) << s.ui.errors.front();
   EXPECT_NE(s.ui.errors.front().find("beam search"), std::string::npos) << s.ui.errors.front();
   EXPECT_TRUE(s.snap.beam_records.empty());
+}
+
+// Eviction by score in the KV memory layout: beam search and speculative
+// decoding are refused naming it (their forks and rollbacks need positions
+// the rule may have dropped), as the CLI refuses them; plain decoding runs it,
+// and the scene shows each layer's own survivors.
+TEST(SessionDecoding, EvictionByScoreRunsPlainDecodingAndIsRefusedWithBeamsAndDrafts) {
+  for (DecodeMode mode : {DecodeMode::kBeam, DecodeMode::kSpeculative}) {
+    Session s;
+    s.ui.kv_layout.evict = KVEvict::kH2O;
+    s.ui.kv_layout.budget = 4;
+    DecodeSettings d;
+    d.mode = mode;
+    d.draft_dir = pair().draft;
+    start(s, d, "abc", 4);
+    update_until(s, [&] { return !s.ui.errors.empty(); });
+    EXPECT_NE(s.ui.errors.front().find("eviction by score (h2o)"), std::string::npos) << s.ui.errors.front();
+    EXPECT_TRUE(s.snap.beam_records.empty());
+  }
+  Session s;
+  s.ui.kv_layout.evict = KVEvict::kTova;
+  s.ui.kv_layout.budget = 3;
+  start(s, DecodeSettings(), "abcdefg", 6);
+  run_to_end(s);
+  ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
+  ASSERT_FALSE(s.snap.records.empty());
+  const StepRecord& r = *s.snap.records.back();
+  ASSERT_EQ(r.kv_held_by_layer.size(), 2u);
+  const Scene scene = build_scene(s.snap.records, s.snap.records.size(), ViewOptions());
+  for (const BlockInstance& b : scene.kv) {
+    if (b.pos >= r.seq_len) continue;
+    const std::vector<int>& h = r.kv_held_by_layer[static_cast<size_t>(b.layer)];
+    EXPECT_LE(h.size(), 3u);
+    EXPECT_EQ(is_held(b.state), std::binary_search(h.begin(), h.end(), b.pos)) << b.pos << " " << b.layer;
+  }
 }
 
 // A strategy change the worker refuses (beams under a sliding window) changes

@@ -45,7 +45,17 @@ json step_json(const StepRecord& r, const Tokenizer& tok) {
   j["kv_bytes"] = r.kv_bytes;
   j["kv_positions"] = r.kv_positions;
   j["evicted"] = r.evicted;
-  if (r.kv_layout.evicting()) j["held_by_layer"] = r.kv_held_by_layer;
+  if (r.kv_layout.evicting()) {
+    j["held_by_layer"] = r.kv_held_by_layer;
+    j["scores_by_layer"] = r.kv_score_by_layer;  // the score of each held position, as ranked
+    json dropped = json::array();                // (layer) [position, score] of each row this forward dropped
+    for (const std::vector<KVDrop>& l : r.kv_dropped_by_layer) {
+      json row = json::array();
+      for (const KVDrop& d : l) row.push_back({d.pos, d.score});
+      dropped.push_back(std::move(row));
+    }
+    j["dropped_by_layer"] = std::move(dropped);
+  }
   if (r.kv_layout.paged()) {
     j["kv_blocks"] = r.kv_blocks;
     j["kv_slots_wasted"] = r.kv_slots_wasted;

@@ -62,8 +62,11 @@ Commands feature_script(int frame, int total, const Snapshot& snap, const std::s
   if (demo_view == "presentation" && at(0.5)) cmds.push_back(cmd::Presentation{});
   // A sliding window opens the Cache panel's loss plot: score the text for the picture
   // (the panel's button; nothing is scored unasked).
-  if (at(0.9) && snap.seq.current && snap.seq.current->kv_layout.windowed()) cmds.push_back(cmd::ScoreKvLayouts{});
+  if (at(0.9) && snap.seq.current && (snap.seq.current->kv_layout.windowed() || snap.seq.current->kv_layout.evicting()))
+    cmds.push_back(cmd::ScoreKvLayouts{});
   if ((demo_view == "heatmaps" || demo_view == "qkv") && at(0.9)) cmds.push_back(cmd::SelectHead{1, 2});
+  // TOVA: layer 1's beams, averaged over its heads, are the weights its rule ranks by.
+  if (demo_view == "evict" && at(0.9)) cmds.push_back(cmd::SelectHead{1, -1});
   // The middle checkpoint of the model's training run: the same prompt, earlier weights.
   if (demo_view == "training" && at(0.3) && snap.training)
     cmds.push_back(cmd::LoadCheckpoint{(static_cast<int>(snap.training->checkpoints.size()) - 1) / 2});
@@ -119,14 +122,14 @@ Commands demo_script(int frame, int total, const Snapshot& snap, const std::stri
 
 void setup_demo_view(const std::string& demo_view, UiState& ui) {
   if (demo_view.empty()) return;
-  ui.bottom_tab = demo_view == "phases"     ? 1
-                  : demo_view == "kv"       ? 2
-                  : demo_view == "heatmaps" ? 3
-                  : demo_view == "training" ? 4
-                                            : 0;
+  ui.bottom_tab = demo_view == "phases"                       ? 1
+                  : demo_view == "kv" || demo_view == "evict" ? 2
+                  : demo_view == "heatmaps"                   ? 3
+                  : demo_view == "training"                   ? 4
+                                                              : 0;
   ui.select_tab = true;
   // Their sections are in the right sidebar: a teacher folds the left one (text scale 2.5 has room for one).
-  if (demo_view == "sampling" || demo_view == "qkv") ui.left_open = false;
+  if (demo_view == "sampling" || demo_view == "qkv" || demo_view == "evict") ui.left_open = false;
   if (demo_view == "sampling" || demo_view == "timeline") {
     ui.sampler.greedy = false;
     ui.sampler.temperature = 0.9f;
@@ -153,6 +156,10 @@ void setup_demo_view(const std::string& demo_view, UiState& ui) {
     ui.sampler.seed = 5;
   }
   if (demo_view == "pages") ui.kv_layout.block = 4;
+  if (demo_view == "evict") {  // TOVA, 8 positions per layer: each layer's survivors and their scores
+    ui.kv_layout.evict = KVEvict::kTova;
+    ui.kv_layout.budget = 8;
+  }
   if (demo_view == "kv") {
     ui.kv_selected = 3;  // assets/kv_configs.json: the 32-layer 4096-wide MHA model
     ui.kv_context = 100000;
@@ -164,13 +171,15 @@ void open_demo_sections(const std::string& demo_view, UiState& ui) {
   if (demo_view.empty()) return;
   ui.teach_open = demo_view != "presentation" && demo_view != "sampling" && demo_view != "qkv" &&
                   demo_view != "beams" && demo_view != "speculative";
+  // Eviction at the projector's text scale: the stacks first (KVSCOPE_DEMO_OPEN=lessons adds the lesson).
+  if (demo_view == "evict" && ui.text_scale >= 2.0f) ui.teach_open = ui.right_open = false;
   ui.qkv_open = demo_view == "qkv";
   ui.next_token_open = demo_view == "sampling";
 }
 
 std::string apply_demo_view(const char* name, std::string& view) {
-  static const char* const kViews[] = {"timeline", "pages",        "sampling", "phases", "kv",         "heatmaps",
-                                       "training", "presentation", "qkv",      "beams",  "speculative"};
+  static const char* const kViews[] = {"timeline", "pages",        "sampling", "phases", "kv",          "heatmaps",
+                                       "training", "presentation", "qkv",      "beams",  "speculative", "evict"};
   view.clear();
   if (!name || !*name) return "";  // unset or empty: the default run (scripts/screenshots.sh sets it empty)
   for (const char* v : kViews)
@@ -179,7 +188,7 @@ std::string apply_demo_view(const char* name, std::string& view) {
       return "";
     }
   return "KVSCOPE_DEMO_VIEW: expected timeline, sampling, phases, kv, pages, heatmaps, training, presentation, qkv, "
-         "beams or speculative, got \"" +
+         "beams, speculative or evict, got \"" +
          std::string(name) + "\"";
 }
 

@@ -74,6 +74,26 @@ void fit_sampler(SamplerSettings& s, Fitter& f) {
   f.range(s.top_k, 0, c ? c->vocab_size : ui_range::kTopKMax, "top-k");
 }
 
+// Eviction by score: a budget of 1..the context per layer with a rule, none
+// without one, and never beside a window (one eviction rule at a time).
+void fit_kv_evict(KVSettings& k, Fitter& f, const KvLayoutLimits& lim, const std::string& within) {
+  int ev = static_cast<int>(k.evict);
+  f.range(ev, 0, static_cast<int>(KVEvict::kH2O), "kv_layout.evict");
+  k.evict = static_cast<KVEvict>(ev);
+  if (k.evict == KVEvict::kNone) {
+    f.range(k.budget, 0, 0, "kv_layout.budget", " (a budget needs an eviction rule)");
+    return;
+  }
+  if (k.window > 0 || k.sinks > 0) {
+    f.note(std::string("kv_layout.evict ") + to_string(k.evict) +
+           " with a sliding window: one eviction rule at a time; using the window alone");
+    k.evict = KVEvict::kNone;
+    k.budget = 0;
+    return;
+  }
+  f.range(k.budget, 1, lim.window_max, "kv_layout.budget", within);
+}
+
 // The cache layout (settings.json's kv_layout): its own ranges, then the
 // model's, field by field, each change named with what is used instead:
 // block formats need K/V rows of whole 32-value blocks (else f16, which any
@@ -91,6 +111,7 @@ void fit_kv_layout(KVSettings& k, Fitter& f) {
       k.sinks, 0, lim.sinks_max, "kv_layout.sinks",
       k.window > 0 ? " (sinks < the window of " + std::to_string(lim.sinks_max + 1) + ")" : " (sinks need a window)");
   f.range(k.block, 0, lim.block_max, "kv_layout.block", within);
+  fit_kv_evict(k, f, lim, within);
   if (!c) return;
   const int row = KVLayout::for_model(*c).kv_dim();
   if ((k.dtype == KVDtype::kQ8_0 || k.dtype == KVDtype::kQ4_0) && row % kQuantBlock != 0) {

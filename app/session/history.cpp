@@ -28,9 +28,25 @@ uint64_t attention_bytes(const StepRecord& r) {
 uint64_t logits_bytes(const StepRecord& r) {
   return vec_bytes(r.logits);
 }
+namespace {
+// A window's or a score rule's kv_held says which positions were evicted: a
+// light record keeps it (a dense cache's is every position, so it goes).
+bool keeps_held(const StepRecord& r) {
+  return r.kv_layout.windowed() || r.kv_layout.evicting();
+}
+// Eviction by score: each layer's held positions, their scores and its drops (kept).
+uint64_t evict_bytes(const StepRecord& r) {
+  uint64_t b = vec_bytes(r.kv_held_by_layer) + vec_bytes(r.kv_score_by_layer) + vec_bytes(r.kv_dropped_by_layer);
+  for (const auto& v : r.kv_held_by_layer) b += vec_bytes(v);
+  for (const auto& v : r.kv_score_by_layer) b += vec_bytes(v);
+  for (const auto& v : r.kv_dropped_by_layer) b += vec_bytes(v);
+  return b;
+}
+}  // namespace
+
 uint64_t kv_rows_bytes(const StepRecord& r) {
   uint64_t b = vec_bytes(r.k) + vec_bytes(r.v) + vec_bytes(r.kv_held_block) + vec_bytes(r.kv_held_refs);
-  if (!r.kv_layout.windowed()) b += vec_bytes(r.kv_held);
+  if (!keeps_held(r)) b += vec_bytes(r.kv_held);
   return b;
 }
 
@@ -42,7 +58,8 @@ uint64_t record_bytes(const StepRecord& r) {
   uint64_t b = sizeof(StepRecord) + kControlBlock;
   b += attention_bytes(r) + logits_bytes(r) + kv_rows_bytes(r) + page_runs_bytes(r);
   b += vec_bytes(r.top) + vec_bytes(r.prompt_tokens) + vec_bytes(r.prompt_pieces) + vec_bytes(r.kv_qerr);
-  if (r.kv_layout.windowed()) b += vec_bytes(r.kv_held);  // (otherwise counted in kv_rows_bytes)
+  if (keeps_held(r)) b += vec_bytes(r.kv_held);  // (otherwise counted in kv_rows_bytes)
+  b += evict_bytes(r);
   for (const std::string& s : r.prompt_pieces) b += string_heap(s);
   b += string_heap(r.piece) + string_heap(r.raw_piece);
   return b;
@@ -126,7 +143,7 @@ RecordPtr strip_detail(const StepRecord& r, unsigned drop) {
     std::vector<float>().swap(out->v);
     std::vector<int>().swap(out->kv_held_block);
     std::vector<int>().swap(out->kv_held_refs);
-    if (!r.kv_layout.windowed()) std::vector<int>().swap(out->kv_held);
+    if (!keeps_held(r)) std::vector<int>().swap(out->kv_held);
   }
   if (drop & kDetailPages) std::vector<PageRun>().swap(out->kv_page_runs);
   return out;

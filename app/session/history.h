@@ -56,9 +56,10 @@ enum DetailBits : unsigned {
   kDetailLogits = 1u << 1,     // logits
   // k, v; dropping them also drops the per-position cache map that only the
   // step's own picture reads: pages (kv_held_block, kv_held_refs) and,
-  // without a sliding window, kv_held (then every position up to seq_len is
-  // held). The picture keeps its pages as runs (kv_page_runs, a few ints per
-  // page), and a window's kv_held stays: it says which positions were evicted.
+  // without a sliding window or eviction by score, kv_held (then every
+  // position up to seq_len is held). The picture keeps its pages as runs
+  // (kv_page_runs, a few ints per page), and an evicting layout's kv_held
+  // (and kv_held_by_layer, its scores) stays: it says which were evicted.
   kDetailKV = 1u << 2,
   kDetailAll = kDetailAttention | kDetailLogits | kDetailKV,
   // The page runs a paged record keeps without its K/V rows: the last thing

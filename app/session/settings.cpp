@@ -100,7 +100,7 @@ int layout_int(const json& layout, const char* key) {
   return x;
 }
 
-// The KV cache layout, {"dtype", "window", "sinks", "block"} as in the Cache
+// The KV cache layout, {"dtype", "window", "sinks", "block", "evict", "budget"} as in the Cache
 // panel, read as saved: only what cannot be read (not an object, a field of
 // the wrong type, a row format kvscope does not know) is named here and
 // leaves dense f32. Ranges and the model's limits are fit_choices' (ui_fit).
@@ -109,7 +109,7 @@ bool kv_layout_from_json(const json& j, KVSettings& out, std::string& problem) {
   if (it == j.end()) return true;
   out = KVSettings();
   KVSettings k;
-  std::string dtype = "f32";
+  std::string dtype = "f32", evict = "none";
   const std::string fallback = "; using a dense f32 cache";
   try {
     if (!it->is_object()) throw std::invalid_argument("not an object");
@@ -117,8 +117,16 @@ bool kv_layout_from_json(const json& j, KVSettings& out, std::string& problem) {
     k.window = layout_int(*it, "window");
     k.sinks = layout_int(*it, "sinks");
     k.block = layout_int(*it, "block");
+    evict = it->value("evict", evict);
+    k.budget = layout_int(*it, "budget");
   } catch (const std::exception&) {
-    problem = "kv_layout: expected {\"dtype\": string, \"window\", \"sinks\", \"block\": integers}" + fallback;
+    problem =
+        "kv_layout: expected {\"dtype\", \"evict\": strings, \"window\", \"sinks\", \"block\", \"budget\": integers}" +
+        fallback;
+    return false;
+  }
+  if (!parse_kv_evict(evict, &k.evict)) {
+    problem = "kv_layout.evict: expected none, tova or h2o, got \"" + evict + "\"" + fallback;
     return false;
   }
   if (!parse_kv_dtype(dtype, &k.dtype)) {
@@ -249,7 +257,9 @@ bool save_settings(const std::string& path, const UiState& ui, const WindowSetti
        {{"dtype", to_string(ui.kv_layout.dtype)},
         {"window", ui.kv_layout.window},
         {"sinks", ui.kv_layout.sinks},
-        {"block", ui.kv_layout.block}}},
+        {"block", ui.kv_layout.block},
+        {"evict", to_string(ui.kv_layout.evict)},
+        {"budget", ui.kv_layout.budget}}},
   };
   try {
     // Invalid UTF-8 in a prompt becomes U+FFFD rather than failing the save.

@@ -7,6 +7,19 @@ namespace kvscope {
 std::vector<KVLayout> layouts_to_compare(const KVLayout& run, const KVLayout& dense) {
   std::vector<KVLayout> out = {dense};
   if (run != dense) out.push_back(run);
+  if (run.evicting()) {
+    // The same budget under the other rule, and a window holding as many
+    // positions per layer (4 of them sinks when the budget has room).
+    KVLayout win = run;
+    win.evict = KVEvict::kNone;
+    win.budget = 0;
+    win.sinks = run.budget - 4 > 4 ? 4 : 0;  // (sinks < window)
+    win.window = run.budget - win.sinks;
+    out.push_back(win);
+    KVLayout other = run;  // last: the plot marks where its budget starts to evict
+    other.evict = run.evict == KVEvict::kTova ? KVEvict::kH2O : KVEvict::kTova;
+    out.push_back(other);
+  }
   if (run.windowed() && run.window > 4) {
     KVLayout other = run;
     other.sinks = run.sinks > 0 ? 0 : 4;

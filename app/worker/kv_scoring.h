@@ -35,7 +35,8 @@ struct LayoutScoreResult {
 
 // The layouts the plot compares for the running layout `run`: dense f32,
 // then `run`; with a window also that window without sinks and with 4 sinks
-// (whichever `run` is not).
+// (whichever `run` is not); evicting by score with budget N, also the other
+// rule (TOVA / H2O) at N and a window of N positions, 4 of them sinks (N > 8).
 std::vector<KVLayout> layouts_to_compare(const KVLayout& run, const KVLayout& dense);
 
 class LayoutScorer {

@@ -237,6 +237,12 @@ void EngineWorker::on_start(const wcmd::Start& c) {
   std::unique_ptr<SpeculativeDecoder> spec;
   // Each throws on an empty or too-long prompt (and the draft on a tokenizer
   // that differs from the target's): the current generation stays.
+  // A beam's fork and a draft's rollback need positions a score rule may have dropped (as in the CLI).
+  if (c.decoding.mode != DecodeMode::kSample && c.options.kv.evict != KVEvict::kNone)
+    throw Error(std::string(c.decoding.mode == DecodeMode::kBeam ? "beam search" : "speculative decoding") +
+                ": eviction by score (" + to_string(c.options.kv.evict) +
+                ") is not available (a fork or a rollback needs positions the rule may have dropped); set evict by "
+                "score to off");
   if (c.decoding.mode == DecodeMode::kBeam) {
     BeamOptions o;
     o.n_beams = c.decoding.beams;

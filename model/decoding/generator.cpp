@@ -420,8 +420,15 @@ void Generator::fill_cache_fields(StepRecord& rec) const {
   rec.kv_positions = cache_.n_held(seq_);
   rec.kv_held = cache_.positions(seq_);
   rec.kv_held_by_layer.clear();
-  if (cache_.layout().evicting())
-    for (int l = 0; l < cache_.layout().n_layer; ++l) rec.kv_held_by_layer.push_back(cache_.positions(seq_, l));
+  rec.kv_score_by_layer.clear();
+  rec.kv_dropped_by_layer.clear();
+  if (cache_.layout().evicting()) {
+    for (int l = 0; l < cache_.layout().n_layer; ++l) {
+      rec.kv_held_by_layer.push_back(cache_.positions(seq_, l));
+      rec.kv_score_by_layer.push_back(cache_.scores(seq_, l));
+      rec.kv_dropped_by_layer.push_back(cache_.dropped(seq_, l));
+    }
+  }
   rec.kv_rows = cache_.slots_used();
   const std::vector<SeqId> seqs = cache_.sequences();
   rec.kv_sequences = static_cast<int>(seqs.size());

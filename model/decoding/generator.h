@@ -80,6 +80,13 @@ struct StepRecord {
   // Eviction by score: (layer) the positions each layer holds, ascending
   // (kv_held is their union). Empty for other layouts.
   std::vector<std::vector<int>> kv_held_by_layer;
+  // Eviction by score: (layer, held) the score of each kv_held_by_layer
+  // position, the one the rule ranks by (TOVA: this forward's last query's
+  // weight averaged over the query heads; H2O: that weight accumulated over
+  // every query so far); and (layer) the positions this forward dropped, with
+  // the score that ranked each. Empty for other layouts.
+  std::vector<std::vector<double>> kv_score_by_layer;
+  std::vector<std::vector<KVDrop>> kv_dropped_by_layer;
   int kv_blocks = 0;        // paged: blocks held
   int kv_slots_wasted = 0;  // paged: allocated slots holding nothing
   // Paged: for each kv_held position, its block (page id) and how many

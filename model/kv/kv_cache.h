@@ -110,6 +110,14 @@ struct KVLayout {
   bool operator!=(const KVLayout& o) const { return !(*this == o); }
 };
 
+// A position a layer dropped when evicting by score, and the score that ranked
+// it (TOVA: the last query's weight; H2O: the weight accumulated so far).
+struct KVDrop {
+  int pos = 0;
+  double score = 0;
+  bool operator==(const KVDrop& o) const { return pos == o.pos && score == o.score; }
+};
+
 // What a user chooses (CLI flags, the Cache panel); the model gives the shape.
 struct KVSettings {
   KVDtype dtype = KVDtype::kF32;
@@ -197,6 +205,9 @@ class KVCache {
   // Evicting: the score each of positions(seq, layer) was last ranked by or
   // will be (TOVA: the last query's weight; H2O: accumulated). Else empty.
   std::vector<double> scores(SeqId seq, int layer) const;
+  // Evicting: the positions `layer` dropped in the last commit() of `seq`,
+  // ascending, each with the score it was ranked by when it was dropped.
+  std::vector<KVDrop> dropped(SeqId seq, int layer) const;
 
   // --- counters: exact, from what is allocated ---
   // K/V payload and scales held: contiguous layouts count the rows holding
@@ -279,10 +290,11 @@ class KVCache {
   // Evicting layouts: what one layer of a sequence holds. Slot g of the
   // sequence is slot g % B of block table[g / B].
   struct LayerHeld {
-    std::vector<int> pos;       // ascending
-    std::vector<int> slot;      // (pos) where each row lives
-    std::vector<double> score;  // (pos) TOVA: the last query's weight; H2O: accumulated weight
-    std::vector<uint8_t> used;  // (table.size() * B) 1 where a row of this layer lives
+    std::vector<int> pos;         // ascending
+    std::vector<int> slot;        // (pos) where each row lives
+    std::vector<double> score;    // (pos) TOVA: the last query's weight; H2O: accumulated weight
+    std::vector<uint8_t> used;    // (table.size() * B) 1 where a row of this layer lives
+    std::vector<KVDrop> dropped;  // what the last commit dropped, ascending
   };
   struct Sequence {
     bool live = false;

@@ -52,6 +52,11 @@ std::vector<double> KVCache::scores(SeqId s, int layer) const {
   return layer_held(seq(s), layer).score;
 }
 
+std::vector<KVDrop> KVCache::dropped(SeqId s, int layer) const {
+  if (!layout_.evicting()) return {};
+  return layer_held(seq(s), layer).dropped;
+}
+
 KVSlot KVCache::slot_of(SeqId s, int layer, int pos) const {
   const Sequence& q = seq(s);
   if (!layout_.evicting()) {
@@ -156,12 +161,14 @@ std::vector<uint8_t> keep_mask(KVEvict rule, int budget, const std::vector<int>&
 int KVCache::drop_to_budget(Sequence& q) {
   int dropped = 0;
   for (LayerHeld& h : q.layers) {
+    h.dropped.clear();
     if (static_cast<int>(h.pos.size()) <= layout_.budget) continue;
     const std::vector<uint8_t> keep = keep_mask(layout_.evict, layout_.budget, h.pos, h.score);
     size_t w = 0;
     for (size_t i = 0; i < h.pos.size(); ++i) {
       if (!keep[i]) {
         h.used[static_cast<size_t>(h.slot[i])] = 0;
+        h.dropped.push_back(KVDrop{h.pos[i], h.score[i]});
         ++dropped;
         continue;
       }

@@ -72,14 +72,19 @@ void cache_legend_entries(const Scene& scene, std::vector<LegendEntry>& entries)
   if (bands == 16) entries.push_back({5, pal.cache_high, "f16 rows: 16 stripes = 16 bits per value", 16});
   if (bands == 8) entries.push_back({5, pal.cache_high, "q8_0 rows: 8 stripes = 8 bits per value (+ scale)", 8});
   if (bands == 4) entries.push_back({5, pal.cache_high, "q4_0 rows: 4 stripes = 4 bits per value (+ scale)", 4});
-  if (evicting) entries.push_back({4, pal.evicted, "evicted by the window this step (bytes freed)"});
-  if (evicted) entries.push_back({2, pal.evicted, "evicted earlier: gone from the cache"});
-  bool sinks = false, page = false, shared = false;
+  bool sinks = false, page = false, shared = false, scores = false;
   for (const BlockInstance& b : scene.cache_marks) {
+    scores |= b.mark == CacheMark::kScore;
     sinks |= b.mark == CacheMark::kSinks;
     page |= b.mark == CacheMark::kPage;
     shared |= b.mark == CacheMark::kSharedPage;
   }
+  // (eviction by score draws a score bar under every held block; each layer drops on its own)
+  if (evicting)
+    entries.push_back({4, pal.evicted,
+                       scores ? "dropped by this layer's rule this step (bytes freed)"
+                              : "evicted by the window this step (bytes freed)"});
+  if (evicted) entries.push_back({2, pal.evicted, "evicted earlier: gone from the cache"});
   if (sinks) entries.push_back({2, pal.sink, "sink positions: always kept"});
   if (page) entries.push_back({2, pal.page, "page: a block of B positions (id = pool block)"});
   if (shared) entries.push_back({2, pal.shared, "page shared by branches (copied on first write)"});
@@ -105,7 +110,11 @@ std::vector<LegendEntry> legend_entries(const Scene& scene, bool terse) {
     recomputed |= b.state == KvState::kRecomputed;
     dropped |= b.state == KvState::kNewDropped;
   }
-  if (held || prefill || refill || fresh)
+  bool scores = false;  // eviction by score: held blocks are coloured by their score
+  for (const BlockInstance& b : scene.cache_marks) scores |= b.mark == CacheMark::kScore;
+  if ((held || prefill || refill || fresh) && scores)
+    entries.push_back({1, pal.beam, "K/V held: colour, bar = the score its layer keeps it by (height = |K|)"});
+  else if (held || prefill || refill || fresh)
     entries.push_back({1, pal.cache_high, "K/V held in the cache (height, colour = |K|)"});
   if (prefill) entries.push_back({0, pal.prefill, "prefill: all prompt K/V in one pass"});
   if (refill) entries.push_back({0, pal.refill, "refill: cache rebuilt in one pass"});
@@ -320,8 +329,9 @@ ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 siz
         dl->AddRectFilled(a, b, to_imcolor(e.c), 2.0f);
         break;
       case 1:
-        dl->AddRectFilledMultiColor(a, b, to_imcolor(pal.cache_high), to_imcolor(pal.cache_high),
-                                    to_imcolor(pal.cache_low), to_imcolor(pal.cache_low));
+        // The gradient of held blocks: low to e.c (|K|: cache_high; a score: the beams' colour).
+        dl->AddRectFilledMultiColor(a, b, to_imcolor(e.c), to_imcolor(e.c), to_imcolor(pal.cache_low),
+                                    to_imcolor(pal.cache_low));
         break;
       case 2:
         dl->AddRect(a, b, to_imcolor(e.c), 0.0f, 0, 1.5f);

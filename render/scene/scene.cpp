@@ -109,12 +109,16 @@ float ease_out_cubic(float t) {
   return 1.0f - (1.0f - t) * (1.0f - t) * (1.0f - t);
 }
 
-KvState kv_state(const SequenceState& seq, const StepRecord& r, int pos) {
+// What (pos, layer) holds after record r. Every layer holds the same
+// positions except under eviction by score, where each layer has its own.
+KvState kv_state(const SequenceState& seq, const StepRecord& r, int pos, int layer) {
   if (pos >= r.seq_len) return KvState::kEmpty;  // the newest token: computed next step
   const bool computed = pos >= r.first && pos < r.first + r.n_new;
   const bool again = computed && pos < r.first + r.recomputed;
   if (r.mode == CacheMode::kKV) {
-    if (evicted_from_cache(r, pos)) {
+    if (r.kv_layout.evicting() && evicted_from_cache(r, pos, layer))
+      return seq.dropped_at_step(pos, layer) == r.index ? KvState::kEvicting : KvState::kEvicted;
+    if (!r.kv_layout.evicting() && evicted_from_cache(r, pos)) {
       const bool now = static_cast<size_t>(pos) < seq.evicted_at.size() && seq.evicted_at[pos] == r.index;
       return now ? KvState::kEvicting : KvState::kEvicted;
     }
@@ -143,6 +147,18 @@ glm::vec4 with_fill(const glm::vec3& c, float fill) {
 
 namespace {
 
+// Eviction by score: what the forward read, and what each layer kept after it.
+std::string evict_banner_sub(const StepRecord& r) {
+  const KVLayout& lay = r.kv_layout;
+  const int T = r.seq_len;
+  const std::string rule = lay.evict == KVEvict::kTova ? "TOVA" : "H2O";
+  const std::string read = r.prefill ? std::to_string(T) + " prompt positions computed in one pass"
+                                     : "1 new position \xC2\xB7 reads " + std::to_string(lay.visible_count(T - 1) - 1) +
+                                           " cached K/V rows per layer";
+  return read + " \xC2\xB7 then each layer keeps " + std::to_string(lay.budget) + " (" + rule + "), dropped " +
+         std::to_string(r.evicted) + (r.evicted == 1 ? " row" : " rows");
+}
+
 void set_banner(Scene& s, const StepRecord& r) {
   const int T = r.seq_len;
   switch (s.phase) {
@@ -169,14 +185,16 @@ void set_banner(Scene& s, const StepRecord& r) {
     case Phase::kNone:
       break;
   }
+  if (r.mode == CacheMode::kKV && r.kv_layout.evicting() && (s.phase == Phase::kPrefill || s.phase == Phase::kDecodeKV))
+    s.banner_sub = evict_banner_sub(r);
 }
 
 // The state a column shows: its newest position's, or evicting when any of
 // its positions is evicted by this step.
-KvState column_state(const SequenceState& seq, const StepRecord& r, int p0, int p1) {
+KvState column_state(const SequenceState& seq, const StepRecord& r, int p0, int p1, int layer) {
   for (int p = p0; p < p1 - 1; ++p)
-    if (kv_state(seq, r, p) == KvState::kEvicting) return KvState::kEvicting;
-  return kv_state(seq, r, p1 - 1);
+    if (kv_state(seq, r, p, layer) == KvState::kEvicting) return KvState::kEvicting;
+  return kv_state(seq, r, p1 - 1, layer);
 }
 
 // The column's K norm at `layer`: the mean over its positions that have one (-1: none).
@@ -194,9 +212,13 @@ float column_knorm(const SequenceState& seq, int p0, int p1, int layer) {
 
 // Colour, glow and size of a KV block in state `st`; `frac` is its K norm
 // relative to the layer's largest (-1: unknown), `flash` the compute flash.
-void style_kv_block(BlockInstance& b, const Palette& pal, const Layout& L, KvState st, float frac, float flash) {
+// `heat` (eviction by score; -1: none) colours a held block by the score its
+// layer keeps it by, relative to the layer's highest, instead of by |K|.
+void style_kv_block(BlockInstance& b, const Palette& pal, const Layout& L, KvState st, float frac, float flash,
+                    float heat = -1.0f) {
   const float h = frac >= 0 ? L.kv_h * (L.kv_min_frac + (1.0f - L.kv_min_frac) * frac) : L.kv_h * 0.5f;
-  const glm::vec3 held = glm::mix(pal.cache_low, pal.cache_high, std::max(frac, 0.0f));
+  const glm::vec3 held = heat >= 0 ? glm::mix(pal.cache_low, pal.beam, heat)
+                                   : glm::mix(pal.cache_low, pal.cache_high, std::max(frac, 0.0f));
   const glm::vec3 centre = b.center;  // x and z of the column
   float y_shift = 0;
   b.size.y = h;
@@ -251,16 +273,25 @@ void style_kv_block(BlockInstance& b, const Palette& pal, const Layout& L, KvSta
   b.center.y += y_shift;
 }
 
+// Eviction by score: a held block's score against its layer's highest, in
+// [0, 1]; -1 for other layouts and for blocks the layer does not hold.
+float score_heat(const StepRecord& r, int pos, int layer) {
+  double score = 0;
+  if (!r.kv_layout.evicting() || !held_score(r, pos, layer, &score)) return -1.0f;
+  const double top = max_held_score(r, layer);
+  return top > 0 ? static_cast<float>(std::clamp(score / top, 0.0, 1.0)) : 0.0f;
+}
+
 // One column of KV blocks (every layer; grouped-query models: one sub-block
 // per K/V head, the one `read_head` reads standing out when a query head is chosen).
 void add_kv_column(Scene& s, const SequenceState& seq, const StepRecord& r, const Layout& L, int col, int read_head,
                    bool head_chosen, float flash) {
   const Columns& cols = L.columns;
   const int p0 = cols.first(col), p1 = cols.end(col);
-  const KvState st = p1 - p0 == 1 ? kv_state(seq, r, p0) : column_state(seq, r, p0, p1);
   const int G = seq.n_kv_head;
   const bool gqa = G > 1 && G < seq.n_head;
   for (int l = 0; l < seq.n_layer; ++l) {
+    const KvState st = p1 - p0 == 1 ? kv_state(seq, r, p0, l) : column_state(seq, r, p0, p1, l);
     const float norm = p1 - p0 == 1 ? seq.knorm(p0, l) : column_knorm(seq, p0, p1, l);
     const float mx = seq.k_norm_max[l];
     BlockInstance b;
@@ -271,7 +302,8 @@ void add_kv_column(Scene& s, const SequenceState& seq, const StepRecord& r, cons
     b.center = {L.x(p0), 0.0f, 0.0f};
     b.size = {L.block_w, 0.0f, L.block_w};
     b.bands = kv_bands(r.kv_layout.dtype);
-    style_kv_block(b, s.palette, L, st, (norm >= 0 && mx > 0) ? norm / mx : -1.0f, flash);
+    style_kv_block(b, s.palette, L, st, (norm >= 0 && mx > 0) ? norm / mx : -1.0f, flash,
+                   p1 - p0 == 1 ? score_heat(r, p0, l) : -1.0f);
     if (!gqa) {
       s.kv.push_back(b);
       continue;

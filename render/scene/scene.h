@@ -31,8 +31,8 @@ enum class KvState {
   kRefill,      // recomputed to rebuild the cache after NO CACHE, kept
   kRecomputed,  // NO CACHE: computed again this step, then thrown away
   kNewDropped,  // NO CACHE: computed for the first time this step, then thrown away
-  kEvicting,    // sliding window: evicted by this step's forward (animates out)
-  kEvicted,     // sliding window: evicted by an earlier step, gone from the cache
+  kEvicting,    // evicted by this step's forward (animates out): sliding window, or this layer's score rule
+  kEvicted,     // evicted by an earlier step, gone from the cache (evicting by score: from this layer)
 };
 const char* to_string(KvState s);
 // True for the states that are drawn flashing in this step.
@@ -65,7 +65,12 @@ struct SequenceState {
   // row as computed: K max|d|, K rms d, V max|d|, V rms d; -1 = not known.
   std::vector<float> qerr;
   std::vector<int> evicted_at;  // (position) record index whose forward evicted it; -1 = not evicted
-  RecordPtr current;            // the record being shown (null before the prefill)
+  // Eviction by score (TOVA, H2O), each layer on its own: (position, layer)
+  // the record index whose forward dropped the row from that layer (-1 =
+  // held or not computed) and the score that ranked it then (-1 = not known).
+  std::vector<int> dropped_at;
+  std::vector<double> dropped_score;
+  RecordPtr current;  // the record being shown (null before the prefill)
   int n_records = 0;
 
   int seq_len() const { return current ? current->seq_len : 0; }  // positions with K/V computed
@@ -81,6 +86,9 @@ struct SequenceState {
   }
   // The 4 error values above for (pos, layer), or nullptr when not known.
   const float* quant_error(int pos, int layer) const;
+  // Eviction by score: the record that dropped (pos, layer) and its score then; -1 when not dropped.
+  int dropped_at_step(int pos, int layer) const;
+  double dropped_with_score(int pos, int layer) const;
 };
 
 // Adds one record (in generation order). The first must be the prefill.
@@ -176,7 +184,9 @@ struct Layout {
 };
 
 // What a block of Scene::cache_marks shows.
-enum class CacheMark { kNone, kSinks, kWindow, kPage, kSharedPage };
+// kScore: eviction by score, the bar under a KV block whose length is the
+// score its layer's rule ranks it by (relative to the layer's highest).
+enum class CacheMark { kNone, kSinks, kWindow, kPage, kSharedPage, kScore };
 
 struct BlockInstance {
   glm::vec3 center{0.0f};
@@ -190,6 +200,7 @@ struct BlockInstance {
   KvState state = KvState::kEmpty;
   float bands = 0;  // quantized rows: dark stripes across the block (f16 16, q8_0 8, q4_0 4: bits per value)
   CacheMark mark = CacheMark::kNone;
+  double score = 0;  // kScore: the score itself (TOVA: weight; H2O: accumulated weight)
 };
 
 struct BeamInstance {

@@ -4,9 +4,33 @@
 
 namespace kvscope {
 
-bool evicted_from_cache(const StepRecord& r, int pos) {
-  if (r.mode != CacheMode::kKV || !r.kv_layout.windowed() || pos < 0 || pos >= r.seq_len) return false;
+bool evicted_from_cache(const StepRecord& r, int pos, int layer) {
+  const KVLayout& lay = r.kv_layout;
+  if (r.mode != CacheMode::kKV || !(lay.windowed() || lay.evicting()) || pos < 0 || pos >= r.seq_len) return false;
+  if (lay.evicting() && layer >= 0) {
+    if (static_cast<size_t>(layer) >= r.kv_held_by_layer.size()) return false;  // not recorded: nothing to say
+    const std::vector<int>& h = r.kv_held_by_layer[static_cast<size_t>(layer)];
+    return !std::binary_search(h.begin(), h.end(), pos);
+  }
   return !std::binary_search(r.kv_held.begin(), r.kv_held.end(), pos);
+}
+
+bool held_score(const StepRecord& r, int pos, int layer, double* score) {
+  if (layer < 0 || static_cast<size_t>(layer) >= r.kv_held_by_layer.size() ||
+      static_cast<size_t>(layer) >= r.kv_score_by_layer.size())
+    return false;
+  const std::vector<int>& h = r.kv_held_by_layer[static_cast<size_t>(layer)];
+  const std::vector<double>& sc = r.kv_score_by_layer[static_cast<size_t>(layer)];
+  const auto it = std::lower_bound(h.begin(), h.end(), pos);
+  if (it == h.end() || *it != pos || sc.size() != h.size()) return false;
+  *score = sc[static_cast<size_t>(it - h.begin())];
+  return true;
+}
+
+double max_held_score(const StepRecord& r, int layer) {
+  if (layer < 0 || static_cast<size_t>(layer) >= r.kv_score_by_layer.size()) return 0;
+  const std::vector<double>& sc = r.kv_score_by_layer[static_cast<size_t>(layer)];
+  return sc.empty() ? 0.0 : *std::max_element(sc.begin(), sc.end());
 }
 
 float kv_bands(KVDtype d) {
@@ -22,6 +46,35 @@ float kv_bands(KVDtype d) {
   }
   return 0;
 }
+
+namespace {
+
+// Eviction by score: which record dropped each (position, layer), and the
+// score it was dropped with (kv_dropped_by_layer; -1 where the record lacks it).
+void append_dropped(SequenceState& seq, const StepRecord& r) {
+  const size_t n_pos = seq.tokens.size();
+  const int L = seq.n_layer;
+  seq.dropped_at.resize(n_pos * L, -1);
+  seq.dropped_score.resize(n_pos * L, -1.0);
+  auto at = [&](int p, int l) { return static_cast<size_t>(p) * L + l; };
+  // The newest token and the positions this forward computes start over (held).
+  for (int l = 0; l < L; ++l) seq.dropped_at[at(static_cast<int>(n_pos) - 1, l)] = -1;
+  for (int p = std::max(0, r.first); p < r.first + r.n_new && static_cast<size_t>(p) < n_pos; ++p)
+    for (int l = 0; l < L; ++l) seq.dropped_at[at(p, l)] = -1;
+  if (!r.kv_layout.evicting() || r.mode != CacheMode::kKV) return;
+  for (int l = 0; l < L; ++l) {
+    for (int p = 0; p < r.seq_len && static_cast<size_t>(p) < n_pos; ++p) {
+      if (seq.dropped_at[at(p, l)] >= 0 || !evicted_from_cache(r, p, l)) continue;
+      seq.dropped_at[at(p, l)] = r.index;
+      seq.dropped_score[at(p, l)] = -1.0;
+      if (static_cast<size_t>(l) >= r.kv_dropped_by_layer.size()) continue;
+      for (const KVDrop& d : r.kv_dropped_by_layer[static_cast<size_t>(l)])
+        if (d.pos == p) seq.dropped_score[at(p, l)] = d.score;
+    }
+  }
+}
+
+}  // namespace
 
 void append_cache_state(SequenceState& seq, const StepRecord& r) {
   const size_t n_pos = seq.tokens.size();
@@ -49,6 +102,7 @@ void append_cache_state(SequenceState& seq, const StepRecord& r) {
   for (int p = 0; p < r.seq_len && static_cast<size_t>(p) < n_pos; ++p)
     if (seq.evicted_at[static_cast<size_t>(p)] < 0 && evicted_from_cache(r, p))
       seq.evicted_at[static_cast<size_t>(p)] = r.index;
+  append_dropped(seq, r);
 }
 
 bool page_of(const StepRecord& r, int pos, int* page, int* refs) {
@@ -67,6 +121,8 @@ namespace {
 // their labels on the ground in front of the position ticks.
 constexpr float kBarTop = -0.012f, kBarH = 0.05f, kFrameBottom = -0.066f;
 constexpr float kLabelY = -0.07f, kBarLabelDz = 1.0f, kPageLabelDz = 1.45f;
+// Score bars (eviction by score) sit in the gap under each layer's blocks.
+constexpr float kScoreH = 0.15f, kScoreGap = 0.025f, kScoreOverhang = 0.24f;
 
 void add_label(Scene& s, const glm::vec3& at, std::string text, const glm::vec3& c, int pos,
                std::string short_text = "") {
@@ -154,6 +210,71 @@ void add_page_frames(Scene& s, const std::vector<PageRun>& runs, const Layout& L
   s.labels.insert(s.labels.end(), plain.labels.begin(), plain.labels.end());
 }
 
+// Eviction by score: under each KV block a layer holds, a bar as long as the
+// score its rule ranks it by, relative to the layer's highest; under a block
+// dropped by this step, in the evicted colour, the score it lost with. An
+// outline the full width behind each bar reads as "the layer's highest".
+void add_score_bars(Scene& s, const SequenceState& seq, const Layout& L, float flash) {
+  const StepRecord& r = *seq.current;
+  const Palette& pal = s.palette;
+  const Columns& cols = L.columns;
+  for (int l = 0; l < seq.n_layer; ++l) {
+    const double top = max_held_score(r, l);
+    if (top <= 0) continue;
+    const float y = L.kv_bottom(l) - kScoreGap - kScoreH * 0.5f;
+    for (int col = 0; col < cols.count(); ++col) {
+      if (cols.end(col) - cols.first(col) != 1) continue;  // aggregated columns: no single score
+      const int p = cols.first(col);
+      double score = 0;
+      const bool held = held_score(r, p, l, &score);
+      const bool now = !held && seq.dropped_at_step(p, l) == r.index;
+      if (now) score = seq.dropped_with_score(p, l);
+      if ((!held && !now) || score < 0) continue;
+      const float frac = static_cast<float>(std::min(1.0, score / top));
+      BlockInstance frame;
+      frame.center = {L.x(p), y, 0.0f};
+      // Deeper than the blocks: from a camera above the row, the block over a bar would hide one no deeper.
+      frame.size = {L.block_w, kScoreH, L.block_w + kScoreOverhang};
+      frame.colour = glm::vec4(pal.empty, 0.0f);  // outline: the layer's highest
+      frame.pos = p;
+      frame.layer = l;
+      frame.mark = CacheMark::kScore;
+      frame.score = score;
+      BlockInstance bar = frame;
+      // The outline sits just inside the bar where they overlap (a thin face
+      // drawn as an outline is all edge and would cover the bar); beyond the
+      // bar's end it shows what the layer's highest score would fill.
+      frame.size.y *= 0.8f;
+      frame.size.z -= 0.04f;
+      bar.size.x = std::max(0.02f, L.block_w * frac);
+      bar.center.x = L.x(p) - L.block_w * 0.5f + bar.size.x * 0.5f;
+      bar.colour = glm::vec4(now ? pal.evicted : glm::mix(pal.cache_low, pal.beam, frac), 1.0f);
+      bar.glow = now ? 0.6f * flash : 0.2f * frac;
+      s.cache_marks.push_back(bar);
+      s.cache_marks.push_back(frame);
+    }
+  }
+}
+
+// What the rule keeps, on the ground in front of the stacks.
+void add_evict_caption(Scene& s, const StepRecord& r, const Layout& L, int n_pos) {
+  const KVLayout& lay = r.kv_layout;
+  const std::string n = std::to_string(lay.budget);
+  std::string text, short_text;
+  if (lay.evict == KVEvict::kTova) {
+    text = "TOVA \xC2\xB7 each layer keeps the " + n +
+           " keys its last query weighted most \xC2\xB7 colour, bar = that weight";
+    short_text = "TOVA N = " + n + " \xC2\xB7 colour = last weight";
+  } else {
+    const std::string recent = std::to_string(lay.budget / 2), heavy = std::to_string(lay.budget - lay.budget / 2);
+    text = "H2O \xC2\xB7 each layer keeps its " + recent + " newest + " + heavy +
+           " heaviest keys \xC2\xB7 colour, bar = attention accumulated";
+    short_text = "H2O N = " + n + " \xC2\xB7 colour = accumulated";
+  }
+  const float x = 0.5f * (L.x(0) + L.x(std::max(0, n_pos - 1)));
+  add_label(s, {x, kLabelY, L.block_w * 0.5f + kBarLabelDz}, std::move(text), s.palette.beam, 0, std::move(short_text));
+}
+
 }  // namespace
 
 void add_cache_marks(Scene& s, const SequenceState& seq, const Layout& L, float flash) {
@@ -169,6 +290,10 @@ void add_cache_marks(Scene& s, const SequenceState& seq, const Layout& L, float 
     const int lo = std::max(n_sink, T - lay.window);
     const std::string w = "W = " + std::to_string(lay.window);
     add_bar(s, L, lo, T, CacheMark::kWindow, "window " + w, w);
+  }
+  if (lay.evicting()) {
+    add_score_bars(s, seq, L, flash);
+    add_evict_caption(s, r, L, T);
   }
   if (lay.paged()) add_page_frames(s, page_runs(r), L, seq.n_layer, flash);
 }

@@ -81,6 +81,16 @@ const float* SequenceState::quant_error(int pos, int layer) const {
   return &qerr[i];
 }
 
+int SequenceState::dropped_at_step(int pos, int layer) const {
+  const size_t i = static_cast<size_t>(pos) * n_layer + layer;
+  return pos < 0 || layer < 0 || layer >= n_layer || i >= dropped_at.size() ? -1 : dropped_at[i];
+}
+
+double SequenceState::dropped_with_score(int pos, int layer) const {
+  const size_t i = static_cast<size_t>(pos) * n_layer + layer;
+  return dropped_at_step(pos, layer) < 0 || i >= dropped_score.size() ? -1.0 : dropped_score[i];
+}
+
 SequenceState build_sequence(const std::vector<RecordPtr>& records, size_t count) {
   SequenceState seq;
   count = std::min(count, records.size());

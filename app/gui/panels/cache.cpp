@@ -101,6 +101,28 @@ void flop_plot(const char* id, const char* title, const std::vector<double>& act
   }
 }
 
+// Eviction by attention score: off, TOVA or H2O, and the positions each
+// layer keeps (instead of a window: choosing one turns the window off).
+void evict_controls(KVSettings& k, int budget_hi) {
+  static const char* const kRules[] = {"off", "TOVA", "H2O"};
+  int rule = static_cast<int>(k.evict);
+  ImGui::AlignTextToFramePadding();
+  ImGui::TextUnformatted("evict by score");
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(-1);
+  if (ImGui::Combo("##evict", &rule, kRules, 3)) {
+    k.evict = static_cast<KVEvict>(rule);
+    k.budget = k.evict == KVEvict::kNone ? 0 : (k.budget > 0 ? k.budget : std::min(16, budget_hi));
+    if (k.evict != KVEvict::kNone) k.window = k.sinks = 0;
+  }
+  if (k.evict == KVEvict::kNone) return;
+  ImGui::SliderInt("##budget", &k.budget, 1, budget_hi, "keeps N %d per layer", ImGuiSliderFlags_AlwaysClamp);
+  text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled),
+                        k.evict == KVEvict::kTova
+                            ? "TOVA: each layer keeps the N keys its last query weighted most"
+                            : "H2O: each layer keeps its N/2 newest keys and the heaviest by accumulated attention");
+}
+
 // The cache's layout (dtype, window + sinks, pages) for the next generation,
 // and what the current one holds, against a dense f32 cache of the same positions.
 void kv_layout_section(const Snapshot& snap, UiState& ui) {
@@ -124,7 +146,10 @@ void kv_layout_section(const Snapshot& snap, UiState& ui) {
   const int window_hi = c ? lim.window_max : 1024, block_hi = std::min(lim.block_max, 256);
   const ImGuiSliderFlags clamp = ImGuiSliderFlags_AlwaysClamp;  // typed values (Ctrl+click) too
   bool win = k.window > 0;
-  if (ImGui::Checkbox("sliding window", &win)) k.window = win ? std::min(64, window_hi) : 0;
+  if (ImGui::Checkbox("sliding window", &win)) {
+    k.window = win ? std::min(64, window_hi) : 0;
+    if (win) k.evict = KVEvict::kNone, k.budget = 0;  // one eviction rule at a time
+  }
   ImGui::PushItemWidth(-1);
   if (win) {
     ImGui::SliderInt("##window", &k.window, 1, window_hi, "window W %d", clamp);
@@ -134,6 +159,7 @@ void kv_layout_section(const Snapshot& snap, UiState& ui) {
   } else {
     k.sinks = 0;
   }
+  evict_controls(k, window_hi);
   bool paged = k.block > 0;
   if (ImGui::Checkbox("paged", &paged)) k.block = paged ? std::min(16, block_hi) : 0;
   if (paged) ImGui::SliderInt("##block", &k.block, 1, block_hi, "block B %d", clamp);

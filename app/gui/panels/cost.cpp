@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string>
 
+#include "app/lessons/eviction.h"
 #include "app/lessons/phases.h"
 #include "model/core/units.h"
 #include "model/engine/engine.h"
@@ -226,9 +227,37 @@ void kv_calc_row(const KvModelSpec& m, int row_id, size_t i, uint64_t tokens, KV
 
 }  // namespace
 
+namespace {
+
+// Eviction by score, when the shown step runs it: what the rule keeps, what it
+// costs, where it fails, with this run's numbers (app/lessons/eviction.h).
+void eviction_lesson_section(const Snapshot& snap, const Palette& pal) {
+  const EvictionLesson e = eviction_lesson(snap.records, snap.seq_count);
+  if (!e.active) return;
+  if (!ImGui::CollapsingHeader(header_label("Eviction by score: this run", "Eviction").c_str(),
+                               ImGuiTreeNodeFlags_DefaultOpen))
+    return;
+  text_wrapped_wordsf("%s", eviction_keeps_text(e).c_str());
+  text_wrapped_wordsf("%s", eviction_cost_text(e).c_str());
+  ImGui::PushStyleColor(ImGuiCol_Text, v4(e.misses.empty() ? pal.cache_high : pal.evicted));
+  text_wrapped_wordsf("%s", eviction_fails_text(e).c_str());
+  ImGui::PopStyleColor();
+  text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled),
+                        e.rule == KVEvict::kTova
+                            ? "In the 3D view: a block's colour and the bar under it are its score, pink = the layer's "
+                              "highest (TOVA: the beams of that layer, mean of its heads, are the same weights); "
+                              "hover a hole for when and why it was dropped."
+                            : "In the 3D view: a block's colour and the bar under it are its accumulated score, pink = "
+                              "the layer's highest; hover a hole for when and why it was dropped.");
+  ImGui::Separator();
+}
+
+}  // namespace
+
 Commands panel_kv_calculator(const Snapshot& snap, UiState& ui) {
   const Palette& pal = palette_for(ui.colour_blind);
   Commands cmds;
+  eviction_lesson_section(snap, pal);
   const KvConfigs& cfg = kv_configs(ui.memo.kv_configs);
   const std::vector<KVDtype>& dtypes = all_kv_dtypes();
   ui.kv_dtype = std::clamp(ui.kv_dtype, 0, static_cast<int>(dtypes.size()) - 1);

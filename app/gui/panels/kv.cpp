@@ -16,10 +16,48 @@
 
 namespace kvscope {
 
+namespace {
+
+// Eviction by score: why layer `layer` dropped `pos` (a hole), or the score
+// it holds it by (a block): the numbers the rule ranked, from the records.
+void evict_tooltip(const SequenceState& seq, const StepRecord& r, int pos, int layer, KvState state) {
+  const KVLayout& lay = r.kv_layout;
+  const bool tova = lay.evict == KVEvict::kTova;
+  const char* rule = tova ? "TOVA" : "H2O";
+  const char* what = tova ? "the last query's attention weight (mean over heads)"
+                          : "attention accumulated over every query so far (mean over heads)";
+  if (state == KvState::kEvicting || state == KvState::kEvicted) {
+    const int at = seq.dropped_at_step(pos, layer);
+    const double score = seq.dropped_with_score(pos, layer);
+    ImGui::TextColored(ImVec4(1.0f, 0.55f, 0.5f, 1.0f), "dropped by %s from layer %d", rule, layer);
+    if (at >= 0) ImGui::Text("at step %d%s", at, at == 0 ? " (the prefill)" : "");
+    if (score >= 0) ImGui::Text("with score %.4f: %s", score, what);
+    text_wrapped_wordsf(tova ? "Layer %d keeps the %d keys its last query weighted most; this one ranked lower. Other "
+                               "layers decide for themselves."
+                             : "Layer %d keeps its newest %d/2 keys and the heaviest of the rest; this one was older "
+                               "and lighter. Other layers decide for themselves.",
+                        layer, lay.budget);
+    ImGui::TextDisabled("Its K/V rows are gone from this layer: a later query here cannot see it.");
+    return;
+  }
+  double score = 0;
+  if (r.mode != CacheMode::kKV || !held_score(r, pos, layer, &score)) return;
+  ImGui::Text("held by layer %d under %s (budget %d): score %.4f", layer, rule, lay.budget, score);
+  ImGui::TextDisabled("score = %s; the block's colour and bar show it against the layer's highest (%.4f)", what,
+                      max_held_score(r, layer));
+  if (tova) ImGui::TextDisabled("(the beams of layer %d show the same weights: choose layer %d)", layer, layer);
+}
+
+}  // namespace
+
 void kv_layout_tooltip(const SequenceState& seq, int pos, int layer, KvState state) {
   const StepRecord* r = seq.current.get();
   if (!r || pos < 0 || pos >= r->seq_len) return;
   const KVLayout& lay = r->kv_layout;
+  if (lay.evicting() && layer >= 0) {
+    evict_tooltip(seq, *r, pos, layer, state);
+    if (state == KvState::kEvicting || state == KvState::kEvicted) return;
+  }
   if (state == KvState::kEvicting || state == KvState::kEvicted) {
     const int at = static_cast<size_t>(pos) < seq.evicted_at.size() ? seq.evicted_at[static_cast<size_t>(pos)] : -1;
     ImGui::TextColored(ImVec4(1.0f, 0.55f, 0.5f, 1.0f), "evicted by the sliding window");
@@ -55,6 +93,7 @@ namespace {
 std::string layout_name(const KVLayout& l) {
   std::string s = to_string(l.dtype);
   if (l.windowed()) s += " W=" + std::to_string(l.window) + (l.sinks ? " +" + std::to_string(l.sinks) + " sinks" : "");
+  if (l.evicting()) s += std::string(l.evict == KVEvict::kTova ? " TOVA" : " H2O") + " N=" + std::to_string(l.budget);
   if (l.paged()) s += " paged";
   if (l.is_default()) s += " dense";
   return s;
@@ -63,6 +102,7 @@ std::string layout_name(const KVLayout& l) {
 glm::vec3 curve_colour(size_t i, const KVLayout& l, const Palette& pal) {
   if (i == 0) return glm::vec3(0.72f, 0.74f, 0.80f);  // dense f32
   if (l.windowed()) return l.sinks > 0 ? pal.sink : pal.evicted;
+  if (l.evicting()) return l.evict == KVEvict::kTova ? pal.beam : pal.new_kv;
   return pal.cache_high;
 }
 
@@ -107,10 +147,12 @@ void draw_loss_curves(const LayoutScoreResult& res, float height, const Palette&
     return ImVec2(x, p1.y - pad - (height - 2 * pad) * static_cast<float>(v / ymax));
   };
   const KVLayout& run = res.request.layouts.back();
-  if (run.windowed() && static_cast<size_t>(run.window) < n) {  // from here on the window evicts
-    const float x = pt(static_cast<size_t>(run.window), 0).x;
+  const int edge = run.windowed() ? run.window : run.evicting() ? run.budget : 0;
+  if (edge > 0 && static_cast<size_t>(edge) < n) {  // from here on the window (or the rule) evicts
+    const float x = pt(static_cast<size_t>(edge), 0).x;
     dl->AddLine(ImVec2(x, p0.y + 2), ImVec2(x, p1.y - 2), IM_COL32(200, 200, 220, 110), 1.0f);
-    dl->AddText(ImVec2(x + 3, p1.y - ImGui::GetTextLineHeight() - 2), IM_COL32(170, 175, 195, 255), "W");
+    dl->AddText(ImVec2(x + 3, p1.y - ImGui::GetTextLineHeight() - 2), IM_COL32(170, 175, 195, 255),
+                run.windowed() ? "W" : "N");
   }
   for (size_t c = 0; c < curves.size(); ++c) {
     std::vector<ImVec2> pts;
@@ -128,7 +170,8 @@ void draw_loss_curves(const LayoutScoreResult& res, float height, const Palette&
 void kv_loss_plot(const Snapshot& snap, const Palette& pal, Commands& cmds) {
   const StepRecord* r = snap.seq.current.get();
   if (!snap.model || !r) return;
-  const ImGuiTreeNodeFlags open = r->kv_layout.windowed() ? ImGuiTreeNodeFlags_DefaultOpen : 0;
+  const ImGuiTreeNodeFlags open =
+      r->kv_layout.windowed() || r->kv_layout.evicting() ? ImGuiTreeNodeFlags_DefaultOpen : 0;
   if (!ImGui::CollapsingHeader(header_label("Loss per position vs dense f32", "Loss vs f32").c_str(), open)) return;
   const LayoutScoreResult* res = snap.kv_scores.get();
   const bool fresh = res && res->request.at == snap.seq.current && res->request.model == snap.model;
@@ -154,17 +197,20 @@ void kv_loss_plot(const Snapshot& snap, const Palette& pal, Commands& cmds) {
         layout_name(r->kv_layout).c_str());
   draw_loss_curves(*res, ImGui::GetTextLineHeight() * 6.0f, pal);
   const KVLayout& run = res->request.layouts.back();
-  const size_t from = run.windowed() ? static_cast<size_t>(std::max(0, run.window)) : 0;
+  // Before W (or the budget N) positions every layout holds everything: the means start there.
+  const int edge = run.windowed() ? run.window : run.evicting() ? run.budget : 0;
+  const size_t from = static_cast<size_t>(std::max(0, edge));
+  const char* edge_name = run.windowed() ? "W" : "N";
   for (size_t i = 0; i < res->scores.size(); ++i) {
     const LayoutScores& sc = res->scores[i];
     ImGui::TextColored(v4(curve_colour(i, res->request.layouts[i], pal)), "\xE2\x94\x81 %s",
                        layout_name(res->request.layouts[i]).c_str());
     ImGui::SameLine();
     if (sc.nll.size() <= from) {
-      ImGui::TextDisabled("(text shorter than W)");
+      ImGui::TextDisabled("(text shorter than %s)", edge_name);
       continue;
     }
-    ImGui::Text("NLL %.3f%s", mean_from(sc.nll, from), from ? " after W" : "");
+    ImGui::Text("NLL %.3f%s%s", mean_from(sc.nll, from), from ? " after " : "", from ? edge_name : "");
     if (i == 0 || sc.kl.empty()) continue;
     double agree = 0;
     for (size_t k = from; k < sc.top1_agree.size(); ++k) agree += sc.top1_agree[k];
