@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <optional>
 
 #include "app/session/fitting.h"
@@ -24,7 +25,51 @@ void fork_second(const Snapshot& snap, Commands& cmds) {
   if (snap.seq.current && snap.seq.current->top.size() > 1) cmds.push_back(cmd::Fork{snap.seq.current->top[1].token});
 }
 
+// The step of the first run that shows its preset's point: the fullest
+// batch, the most shared blocks, the first preemption, or static batching's
+// last step before its second batch.
+int serving_demo_step(const std::string& view, const ServeRuns& sv) {
+  if (sv.runs.empty() || sv.runs[0].steps.empty()) return 0;
+  const std::vector<ServeStepPtr>& st = sv.runs[0].steps;
+  int best = 0, best_score = -1;
+  for (size_t k = 0; k < st.size(); ++k) {
+    const ServeStep& s = *st[k];
+    int score = static_cast<int>(s.running.size());
+    if (view == "serving-prefix") {
+      std::map<int, int> owners;
+      for (const auto& t : s.tables)
+        for (int b : t) owners[b]++;
+      score = 0;
+      for (const auto& o : owners) score += o.second > 1 ? 1 : 0;
+    }
+    if (view == "serving-preempt") score = s.preempted.empty() ? -1 : 1000 - static_cast<int>(k);
+    if (view == "serving-static") score = k > 0 && !s.admitted.empty() ? 1000 - static_cast<int>(k) : -1;
+    if (score > best_score) {
+      best = static_cast<int>(k);
+      best_score = score;
+    }
+  }
+  return view == "serving-static" ? std::max(0, best - 1) : best;
+}
+
+Commands serving_script(int frame, int total, const Snapshot& snap, const std::string& demo_view) {
+  Commands cmds;
+  auto at = [&](double f) { return frame == static_cast<int>(f * total); };
+  const int preset = demo_view == "serving-prefix"    ? 1
+                     : demo_view == "serving-preempt" ? 2
+                     : demo_view == "serving-static"  ? 3
+                                                      : 0;
+  if (at(0.3)) {
+    cmds.push_back(cmd::ServeOpen{true});
+    cmds.push_back(cmd::ServeStart{preset});
+  }
+  if (at(0.4)) cmds.push_back(cmd::ServeStep{1000});  // to the end
+  if (at(0.9)) cmds.push_back(cmd::ServeScrubTo{serving_demo_step(demo_view, snap.serving)});
+  return cmds;
+}
+
 Commands feature_script(int frame, int total, const Snapshot& snap, const std::string& demo_view) {
+  if (demo_view.rfind("serving", 0) == 0) return serving_script(frame, total, snap, demo_view);
   Commands cmds;
   auto at = [&](double f) { return frame == static_cast<int>(f * total); };
   const int n = static_cast<int>(snap.records.size());
@@ -169,8 +214,10 @@ void open_demo_sections(const std::string& demo_view, UiState& ui) {
 }
 
 std::string apply_demo_view(const char* name, std::string& view) {
-  static const char* const kViews[] = {"timeline", "pages",        "sampling", "phases", "kv",         "heatmaps",
-                                       "training", "presentation", "qkv",      "beams",  "speculative"};
+  static const char* const kViews[] = {
+      "timeline",       "pages",           "sampling",      "phases", "kv",          "heatmaps",
+      "training",       "presentation",    "qkv",           "beams",  "speculative", "serving",
+      "serving-prefix", "serving-preempt", "serving-static"};
   view.clear();
   if (!name || !*name) return "";  // unset or empty: the default run (scripts/screenshots.sh sets it empty)
   for (const char* v : kViews)
@@ -179,7 +226,7 @@ std::string apply_demo_view(const char* name, std::string& view) {
       return "";
     }
   return "KVSCOPE_DEMO_VIEW: expected timeline, sampling, phases, kv, pages, heatmaps, training, presentation, qkv, "
-         "beams or speculative, got \"" +
+         "beams, speculative, serving, serving-prefix, serving-preempt or serving-static, got \"" +
          std::string(name) + "\"";
 }
 

@@ -140,6 +140,7 @@ void Session::update(double now) {
   snap.load_progress = worker_.load_progress();
   snap.kv_scores = scorer_.result();
   snap.kv_scoring = scorer_.busy();
+  serve_update(now);
   // A restored view's step, once generated (or the last one, when the
   // generation stopped before reaching it).
   if (snap.pending_view_step >= 0 && snap.stop != StopReason::kNone && !snap.records.empty() &&
@@ -299,7 +300,8 @@ void Session::execute(const Commands& cs, double now) {
   sync_shown();
 }
 
-void Session::execute(const UiCommand& c, double now) {
+void Session::execute(const UiCommand& given, double now) {
+  const UiCommand c = ui.serving.open ? serving_command(given) : given;
   std::visit(overloaded{
                  [&](const cmd::Start& s) {
                    if (!snap.model) {
@@ -354,6 +356,18 @@ void Session::execute(const UiCommand& c, double now) {
                  [&](const cmd::Fullscreen&) { requests_.toggle_fullscreen = true; },
                  [&](const cmd::TextScale& t) { set_text_scale(t.scale); },
                  [&](const cmd::SetDecoding& d) { set_decoding(d.decoding); },
+                 [&](const cmd::ServeOpen& o) {
+                   ui.serving.open = o.open;
+                   if (o.open) ui.playing = false;  // the generation waits while the server runs
+                   if (o.open && snap.serving.runs.empty()) serve_start(ui.serving.preset);
+                 },
+                 [&](const cmd::ServeStart& st) { serve_start(st.preset); },
+                 [&](const cmd::ServeStep& st) { serve_step(st.steps); },
+                 [&](const cmd::ServePlay&) {
+                   ui.serving.playing = !ui.serving.playing;
+                   ui.serving.last_step = now;
+                 },
+                 [&](const cmd::ServeScrubTo& st) { serve_scrub_to(st.step); },
              },
              c);
 }
