@@ -184,23 +184,28 @@ TEST(ServeView, CountersAgreeWithTheServer) {
   }
 }
 
-// Everything drawn stays inside the canvas at a projector's text size too.
+// Everything drawn stays inside the canvas at a projector's text size too:
+// eight lanes, and six under the static vs continuous caption.
 TEST(ServeView, LayoutStaysInsideTheCanvas) {
-  const Served s = serve(0);
-  for (const auto& [w, h, line] : {std::tuple{980.0f, 700.0f, 17.0f}, std::tuple{820.0f, 700.0f, 42.0f}}) {
-    const ServeViewOptions o = options(w, h, line);
-    for (int k : {0, static_cast<int>(s.steps.size()) / 2}) {
-      const ServeScene sc = build_serve_scene(input(s, k), o);
-      ASSERT_FALSE(sc.rects.empty());
-      for (const ServeRect& r : sc.rects) {
-        EXPECT_GE(r.pos.x, -0.01f);
-        EXPECT_GE(r.pos.y, -0.01f);
-        EXPECT_LE(r.pos.x + r.size.x, w + 0.01f) << "line " << line;
-        EXPECT_LE(r.pos.y + r.size.y, h + 0.01f) << "line " << line;
-      }
-      for (const ServeText& t : sc.texts) {
-        EXPECT_LE(t.pos.x + o.text_width(t.text), w + 0.01f) << t.text << " line " << line;
-        EXPECT_LE(t.pos.y + line, h + 0.01f) << t.text << " line " << line;
+  const Served eight = serve(0), six = serve(3, 1);
+  for (const Served* s : {&eight, &six}) {
+    for (const auto& [w, h, line] : {std::tuple{980.0f, 700.0f, 17.0f}, std::tuple{820.0f, 700.0f, 42.0f}}) {
+      const ServeViewOptions o = options(w, h, line);
+      for (int k : {0, static_cast<int>(s->steps.size()) / 2}) {
+        ServeSceneInput in = input(*s, k);
+        if (s == &six) in.caption = {"static: 28 steps", "continuous: 16 steps so far"};
+        const ServeScene sc = build_serve_scene(in, o);
+        ASSERT_FALSE(sc.rects.empty());
+        for (const ServeRect& r : sc.rects) {
+          EXPECT_GE(r.pos.x, -0.01f);
+          EXPECT_GE(r.pos.y, -0.01f);
+          EXPECT_LE(r.pos.x + r.size.x, w + 0.01f) << "line " << line;
+          EXPECT_LE(r.pos.y + r.size.y, h + 0.01f) << "line " << line;
+        }
+        for (const ServeText& t : sc.texts) {
+          EXPECT_LE(t.pos.x + o.text_width(t.text), w + 0.01f) << t.text << " line " << line;
+          EXPECT_LE(t.pos.y + line, h + 0.01f) << t.text << " line " << line;
+        }
       }
     }
   }

@@ -27,7 +27,7 @@ void fork_second(const Snapshot& snap, Commands& cmds) {
 
 // The step of the first run that shows its preset's point: the fullest
 // batch, the most shared blocks, the first preemption, or static batching's
-// last step before its second batch.
+// last step with one request running and others waiting.
 int serving_demo_step(const std::string& view, const ServeRuns& sv) {
   if (sv.runs.empty() || sv.runs[0].steps.empty()) return 0;
   const std::vector<ServeStepPtr>& st = sv.runs[0].steps;
@@ -43,13 +43,15 @@ int serving_demo_step(const std::string& view, const ServeRuns& sv) {
       for (const auto& o : owners) score += o.second > 1 ? 1 : 0;
     }
     if (view == "serving-preempt") score = s.preempted.empty() ? -1 : 1000 - static_cast<int>(k);
-    if (view == "serving-static") score = k > 0 && !s.admitted.empty() ? 1000 - static_cast<int>(k) : -1;
+    // Static: the newest step where the batch's places stand empty while requests wait.
+    if (view == "serving-static")
+      score = !s.waiting.empty() && s.finished.empty() && s.running.size() == 1 ? static_cast<int>(k) : -1;
     if (score > best_score) {
       best = static_cast<int>(k);
       best_score = score;
     }
   }
-  return view == "serving-static" ? std::max(0, best - 1) : best;
+  return best;
 }
 
 Commands serving_script(int frame, int total, const Snapshot& snap, const std::string& demo_view) {

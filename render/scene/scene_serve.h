@@ -56,6 +56,7 @@ struct ServeSceneInput {
   const std::vector<std::shared_ptr<const ServeStep>>* steps = nullptr;
   int shown = 0;                               // index into *steps
   std::function<std::string(int)> token_text;  // a token's display-safe piece
+  std::vector<std::string> caption;            // a first line's parts (e.g. both runs' step counts); none: no line
 };
 
 // A pool block's look at the shown step.

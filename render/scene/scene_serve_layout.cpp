@@ -91,6 +91,7 @@ void Builder::header() {
   };
   auto parts = header_parts(sc.counters, in.shown, in.steps->size(), false);
   if (lines(parts[0]) + lines(parts[1]) > 2) parts = header_parts(sc.counters, in.shown, in.steps->size(), true);
+  if (!in.caption.empty()) sentence(in.caption, pal.new_token);
   for (const auto& p : parts) sentence(p, kText);
   y += opt.line_h * 0.3f;
 }
@@ -122,7 +123,8 @@ void Builder::lane(const ServeLane& l, float ly, float h, float label_w, float s
   badge.border = serve_state_colour(l.state, pal);
   badge.border_w = 1.5f;
   text(label_w + pad(), ty, state, kText);
-  // The chips, newest first from the right edge.
+  // The chips, newest first from the right edge; a word's pieces touch, words
+  // stand apart (a leading space is the gap, not a '·').
   const int n_prompt = static_cast<int>(q.prompt.size());
   const int n = n_prompt + static_cast<int>(l.generated.size());
   const float x0 = label_w + state_w + pad();
@@ -130,7 +132,10 @@ void Builder::lane(const ServeLane& l, float ly, float h, float label_w, float s
   const float fade = l.state == LaneState::kNotArrived ? 0.35f : l.state == LaneState::kWaiting ? 0.6f : 1.0f;
   for (int p = n - 1; p >= 0; --p) {
     const int tok = p < n_prompt ? q.prompt[static_cast<size_t>(p)] : l.generated[static_cast<size_t>(p - n_prompt)];
-    const std::string piece = in.token_text ? in.token_text(tok) : std::to_string(tok);
+    std::string piece = in.token_text ? in.token_text(tok) : std::to_string(tok);
+    const size_t lead = piece.find_first_not_of(' ');
+    const bool word = lead != 0 && !piece.empty();
+    piece = lead == std::string::npos ? "\xC2\xB7" : visible_piece(piece.substr(lead));
     const float w = std::max(tw(piece), opt.line_h * 0.4f) + 2 * pad();
     if (x - w < x0 + (p > 0 ? tw("\xE2\x80\xA6") + pad() : 0)) {
       text(x0, ty, "\xE2\x80\xA6", kText);
@@ -141,13 +146,14 @@ void Builder::lane(const ServeLane& l, float ly, float h, float label_w, float s
     const bool lit = p >= l.batch_first && p < l.batch_first + l.batch_n && l.state != LaneState::kPreempted;
     glm::vec3 fill = (p < n_prompt ? pal.prompt_token : pal.generated_token) * (lit ? 0.75f : 0.4f) * fade;
     if (newest) fill = pal.new_token;
-    ServeRect& chip = rect(x, ly + 3, w - 2, h - 8, fill);
+    ServeRect& chip = rect(x, ly + 3, w - 1, h - 8, fill);
     chip.lane = l.req;
     if (lit && !newest) {
       chip.border = pal.new_token;
       chip.border_w = 2;
     }
     text(x + pad() - 1, ty, piece, newest ? kDark : kText * (0.55f + 0.45f * fade));
+    if (word) x -= pad() * 1.5f;
   }
 }
 
@@ -331,7 +337,7 @@ ServeScene build_serve_scene(const ServeSceneInput& in, const ServeViewOptions& 
   const float rest = opt.height - b.y;
   if (rest >= L * 4.5f) {
     b.plot_top_ = b.y;
-    b.plot(rest);
+    b.plot(std::min(rest, std::max(L * 4.5f, opt.height * 0.3f)));
   }
   return sc;
 }

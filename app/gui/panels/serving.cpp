@@ -106,14 +106,16 @@ void heading(const char* text) {
 
 void controls(const Snapshot& snap, UiState& ui, Commands& cmds) {
   if (ImGui::Button("\xE2\x97\x80 Back to the 3D view", ImVec2(-1, 0))) cmds.push_back(cmd::ServeOpen{false});
-  heading("Serving many requests");
-  preset_buttons(ui, cmds);
   const ServeRun* run = shown_run(snap, ui);
   if (!snap.serving.error.empty()) text_wrapped_coloured(ImVec4(1, 0.45f, 0.4f, 1), snap.serving.error);
+  if (run) {
+    heading("Steps");
+    playback(snap, ui, *run, cmds);
+    run_choice(snap, ui);
+  }
+  heading("Serving many requests");
+  preset_buttons(ui, cmds);
   if (!run) return;
-  heading("Steps");
-  playback(snap, ui, *run, cmds);
-  run_choice(snap, ui);
   text_wrapped_words(config_line(run->info->config));
   const int shown = shown_index(*run, ui);
   if (shown < 0) return;
@@ -167,6 +169,10 @@ void canvas(const Snapshot& snap, UiState& ui) {
   in.config = run->info->config;
   in.steps = &run->steps;
   in.shown = shown_index(*run, ui);
+  if (snap.serving.runs.size() > 1)  // static vs continuous: both runs' step counts above the one drawn
+    for (const ServeRun& r : snap.serving.runs)
+      in.caption.push_back(std::string(to_string(r.info->config.policy)) + ": " + std::to_string(r.steps.size()) +
+                           (r.done ? " steps" : " steps so far"));
   const Tokenizer& tok = run->info->model->tokenizer;
   in.token_text = [&tok](int t) { return tok.display_piece(t); };
   ServeViewOptions opt;
@@ -202,6 +208,7 @@ Commands panel_serving(const Snapshot& snap, UiState& ui) {
   const ImVec2 ds = ImGui::GetIO().DisplaySize;
   ImGui::SetNextWindowPos(ImVec2(0, 0), ImGuiCond_Always);
   ImGui::SetNextWindowSize(ds, ImGuiCond_Always);
+  ImGui::SetNextWindowBgAlpha(1.0f);  // the 3D view's text layer stays behind it
   const ImGuiWindowFlags flags = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                                  ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoBringToFrontOnFocus |
                                  ImGuiWindowFlags_NoScrollbar;
