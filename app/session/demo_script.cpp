@@ -61,11 +61,15 @@ Commands serving_script(int frame, int total, const Snapshot& snap, const std::s
                      : demo_view == "serving-preempt" ? 2
                      : demo_view == "serving-static"  ? 3
                                                       : 0;
-  if (at(0.3)) {
+  // Once the model is in (a quarter into the run or later): the preset, then every step to the end.
+  const bool window = frame >= total / 4 && frame < total * 17 / 20;
+  if (window && snap.model && snap.serving.runs.empty() && snap.serving.error.empty()) {
     cmds.push_back(cmd::ServeOpen{true});
     cmds.push_back(cmd::ServeStart{preset});
   }
-  if (at(0.4)) cmds.push_back(cmd::ServeStep{1000});  // to the end
+  bool done = !snap.serving.runs.empty();
+  for (const ServeRun& r : snap.serving.runs) done = done && r.done;
+  if (window && !snap.serving.runs.empty() && !done && !snap.serving.busy) cmds.push_back(cmd::ServeStep{1000});
   if (at(0.9)) cmds.push_back(cmd::ServeScrubTo{serving_demo_step(demo_view, snap.serving)});
   return cmds;
 }
