@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "app/lessons/serve_presets.h"
+#include "app/session/session.h"
 #include "app/worker/serve_runner.h"
 #include "model/arch/model.h"
 #include "render/scene/scene_serve.h"
@@ -241,6 +243,45 @@ TEST(ServeView, RunnerStepsOnRequest) {
   for (size_t k = 0; k < cont.steps.size() && k < got.runs[1].steps.size(); ++k)
     EXPECT_EQ(got.runs[1].steps[k]->positions, cont.steps[k]->positions) << k;
   EXPECT_TRUE(got.error.empty()) << got.error;
+}
+
+// The window's controller drives the view headless: opening it runs the
+// selected preset's first step and pauses the generation, the playback keys
+// step and scrub it, Play runs it to the end.
+TEST(ServeView, SessionDrivesTheView) {
+  Session s;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto now = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  auto wait = [&](const std::function<bool()>& ok) {
+    while (!ok() && now() < 60) {
+      s.update(now());
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return ok();
+  };
+  s.load_model(std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/kvscope-tiny");
+  ASSERT_TRUE(wait([&] { return s.snap.model != nullptr; }));
+  s.execute(Commands{cmd::ServeOpen{true}}, now());
+  EXPECT_FALSE(s.ui.playing);
+  ASSERT_TRUE(wait([&] { return s.snap.serving.steps() >= 1 && !s.snap.serving.busy; }));
+  EXPECT_EQ(s.snap.serving.steps(), 1);
+  s.execute(Commands{cmd::Step{}}, now());  // → ServeStep{1}
+  ASSERT_TRUE(wait([&] { return s.snap.serving.steps() >= 2 && !s.snap.serving.busy; }));
+  EXPECT_EQ(s.snap.serving.steps(), 2);
+  s.execute(Commands{cmd::Scrub{-1}}, now());
+  EXPECT_EQ(s.ui.serving.view_step, 0);
+  s.execute(Commands{cmd::Scrub{1}}, now());  // back to the newest: nothing computed
+  EXPECT_EQ(s.ui.serving.view_step, -1);
+  EXPECT_EQ(s.snap.serving.steps(), 2);
+  s.ui.serving.speed = 1000;
+  s.execute(Commands{cmd::PlayPause{}}, now());  // → ServePlay
+  EXPECT_TRUE(s.ui.serving.playing);
+  ASSERT_TRUE(wait([&] { return !s.ui.serving.playing; }));
+  EXPECT_EQ(static_cast<size_t>(s.snap.serving.steps()), serve(0).steps.size());
+  EXPECT_TRUE(s.snap.serving.runs.at(0).done);
+  s.execute(Commands{cmd::ServeOpen{false}}, now());
+  s.execute(Commands{cmd::PlayPause{}}, now());  // the generation's again
+  EXPECT_TRUE(s.ui.playing);
 }
 
 }  // namespace
