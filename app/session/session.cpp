@@ -356,17 +356,10 @@ void Session::execute(const UiCommand& given, double now) {
                  [&](const cmd::Fullscreen&) { requests_.toggle_fullscreen = true; },
                  [&](const cmd::TextScale& t) { set_text_scale(t.scale); },
                  [&](const cmd::SetDecoding& d) { set_decoding(d.decoding); },
-                 [&](const cmd::ServeOpen& o) {
-                   ui.serving.open = o.open;
-                   if (o.open) ui.playing = false;  // the generation waits while the server runs
-                   if (o.open && snap.serving.runs.empty()) serve_start(ui.serving.preset);
-                 },
+                 [&](const cmd::ServeOpen& o) { serve_open(o.open); },
                  [&](const cmd::ServeStart& st) { serve_start(st.preset); },
                  [&](const cmd::ServeStep& st) { serve_step(st.steps); },
-                 [&](const cmd::ServePlay&) {
-                   ui.serving.playing = !ui.serving.playing;
-                   ui.serving.last_step = now;
-                 },
+                 [&](const cmd::ServePlay&) { serve_play(now); },
                  [&](const cmd::ServeScrubTo& st) { serve_scrub_to(st.step); },
              },
              c);

@@ -122,6 +122,8 @@ class Session {
   void score_kv_layouts();
   // The Serving view (session_serving.cpp).
   void serve_update(double now);
+  void serve_open(bool open);
+  void serve_play(double now);
   void serve_start(int preset);
   void serve_step(int steps);
   void serve_scrub_to(int step);

@@ -10,6 +10,17 @@
 
 namespace kvscope {
 
+void Session::serve_open(bool open) {
+  ui.serving.open = open;
+  if (open) ui.playing = false;  // the generation waits while the server runs
+  if (open && snap.serving.runs.empty()) serve_start(ui.serving.preset);
+}
+
+void Session::serve_play(double now) {
+  ui.serving.playing = !ui.serving.playing;
+  ui.serving.last_step = now;
+}
+
 void Session::serve_start(int preset) {
   ui.serving.view_step = -1;
   ui.serving.selected = -1;
