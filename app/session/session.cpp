@@ -28,7 +28,7 @@ SavedCamera to_saved(const Camera& c, const UiState& ui) {
 
 }  // namespace
 
-Session::Session(std::function<void()> wake) : worker_(std::move(wake)) {}
+Session::Session(std::function<void()> wake) : worker_(wake), serve_(wake) {}
 
 void Session::load_model(const std::string& dir, int ctx) {
   worker_.cancel_steps();

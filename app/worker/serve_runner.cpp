@@ -104,6 +104,7 @@ void ServeRunner::run() {
       if (stop_) return;
     }
     step_all();
+    if (wake_) wake_();
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -46,7 +47,9 @@ struct ServeRuns {
 
 class ServeRunner {
  public:
-  ServeRunner() = default;
+  // `wake` is called from the runner's thread after each step it publishes
+  // (thread-safe, e.g. glfwPostEmptyEvent, so a sleeping window shows it).
+  explicit ServeRunner(std::function<void()> wake = {}) : wake_(std::move(wake)) {}
   ~ServeRunner();
   ServeRunner(const ServeRunner&) = delete;
   ServeRunner& operator=(const ServeRunner&) = delete;
@@ -63,6 +66,7 @@ class ServeRunner {
   void run();
   bool step_all();
 
+  std::function<void()> wake_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   ServeRuns pub_;
