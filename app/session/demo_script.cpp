@@ -54,13 +54,14 @@ int serving_demo_step(const std::string& view, const ServeRuns& sv) {
   return best;
 }
 
+int serving_demo_preset(const std::string& view) {
+  return view == "serving-prefix" ? 1 : view == "serving-preempt" ? 2 : view == "serving-static" ? 3 : 0;
+}
+
 Commands serving_script(int frame, int total, const Snapshot& snap, const std::string& demo_view) {
   Commands cmds;
   auto at = [&](double f) { return frame == static_cast<int>(f * total); };
-  const int preset = demo_view == "serving-prefix"    ? 1
-                     : demo_view == "serving-preempt" ? 2
-                     : demo_view == "serving-static"  ? 3
-                                                      : 0;
+  const int preset = serving_demo_preset(demo_view);
   // Once the model is in (a quarter into the run or later): the preset, then every step to the end.
   const bool window = frame >= total / 4 && frame < total * 17 / 20;
   if (window && snap.model && snap.serving.runs.empty() && snap.serving.error.empty()) {
@@ -170,6 +171,10 @@ Commands demo_script(int frame, int total, const Snapshot& snap, const std::stri
 
 void setup_demo_view(const std::string& demo_view, UiState& ui) {
   if (demo_view.empty()) return;
+  if (demo_view.rfind("serving", 0) == 0) {  // its preset, with the second request's text shown
+    ui.serving.preset = serving_demo_preset(demo_view);
+    ui.serving.selected = 1;
+  }
   ui.bottom_tab = demo_view == "phases"     ? 1
                   : demo_view == "kv"       ? 2
                   : demo_view == "heatmaps" ? 3

@@ -23,7 +23,7 @@ void Session::serve_play(double now) {
 
 void Session::serve_start(int preset) {
   ui.serving.view_step = -1;
-  ui.serving.selected = -1;
+  if (preset != ui.serving.preset) ui.serving.selected = -1;  // another preset's requests
   if (!snap.model) {
     ui.errors.push_back("No model is loaded yet: the Serving view runs the loaded model.");
     return;
