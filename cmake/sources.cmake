@@ -52,6 +52,8 @@ set(KVSCOPE_SCENE_SRC
   render/scene/scene_lod.cpp
   render/scene/scene_palette.cpp
   render/scene/scene_sequence.cpp
+  render/scene/scene_serve.cpp
+  render/scene/scene_serve_layout.cpp
   render/scene/scene_spec.cpp)
 
 # app/platform/assets: data files found relative to the executable.
@@ -65,6 +67,7 @@ set(KVSCOPE_LESSONS_SRC
   app/lessons/phases.cpp
   app/lessons/qkv.cpp
   app/lessons/sampling.cpp
+  app/lessons/serve_presets.cpp
   app/lessons/training.cpp)
 
 # app/cli/: the command line.
@@ -80,7 +83,7 @@ set(KVSCOPE_CLI_SRC
   app/cli/record_json.cpp)
 
 # app/worker/: the window's engine threads (no GL).
-set(KVSCOPE_WORKER_SRC app/worker/worker.cpp app/worker/kv_scoring.cpp)
+set(KVSCOPE_WORKER_SRC app/worker/worker.cpp app/worker/kv_scoring.cpp app/worker/serve_runner.cpp)
 
 # app/session/'s data: the settings file, the fitting of restored values, the
 # timeline, the branches and saved views. GL-free and thread-free: part of the
@@ -93,4 +96,4 @@ set(KVSCOPE_SESSION_DATA_SRC
   app/session/settings.cpp)
 
 # app/session/: the window's controller (state, worker, event intake, typed commands, demo).
-set(KVSCOPE_SESSION_SRC app/session/session.cpp app/session/demo_script.cpp ${KVSCOPE_SESSION_DATA_SRC})
+set(KVSCOPE_SESSION_SRC app/session/session.cpp app/session/session_serving.cpp app/session/demo_script.cpp ${KVSCOPE_SESSION_DATA_SRC})

@@ -32,6 +32,7 @@ shots=(
   "qkv          qkv.png                 24"
   "beams        window_beams.png        12"
   "speculative  window_speculative.png  24"
+  "serving-prefix window_serving.png    24"
 )
 for s in "${shots[@]}"; do
   read -r view file max_new <<<"$s"

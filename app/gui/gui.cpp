@@ -114,6 +114,8 @@ void poll_or_wait(const Session& s, bool scripted, bool animating, int& awake_fr
     wait = 0.5;
     if (s.ui.playing && s.snap.started && s.snap.stop == StopReason::kNone)
       wait = std::max(0.0, s.next_step_due() - now);
+    if (s.ui.serving.open && s.ui.serving.playing)  // the Serving view's next step
+      wait = std::max(0.0, s.ui.serving.last_step + 1.0 / std::max(0.1f, s.ui.serving.speed) - now);
   }
   if (wait > 0) {
     glfwWaitEventsTimeout(wait);

@@ -72,6 +72,12 @@ float left_sidebar(const Snapshot& snap, UiState& ui, float W, float H, Commands
   float w = 0;
   if (ImGui::Begin("Generation", nullptr, kDocked | ImGuiWindowFlags_NoResize)) {
     fold_button("\xE2\x97\x80 fold", ui.left_open);
+    if (ImGui::Button(fit_text("Serving: many requests \xE2\x96\xB6", ImGui::GetContentRegionAvail().x).c_str(),
+                      ImVec2(-1, 0)))
+      cmds.push_back(cmd::ServeOpen{true});
+    hover_help(
+        "Many requests served from one paged KV pool by the loaded model: continuous batching, prefix "
+        "caching, preemption (the Serving view, over the whole window).");
     if (ImGui::CollapsingHeader("Prompt", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_prompt(snap, ui));
     if (ImGui::CollapsingHeader("Playback", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_playback(snap, ui));
     if (snap.decoding.mode != DecodeMode::kSample) ImGui::SetNextItemOpen(true, ImGuiCond_Once);
@@ -354,6 +360,10 @@ void fold_to_fit(UiState& ui, float W, float H) {
 
 ViewRect layout_panels(const Snapshot& snap, UiState& ui, float W, float H, Commands& cmds) {
   ViewRect r{0, 0, std::max(1.0f, W), std::max(1.0f, H)};
+  if (ui.serving.open) {  // the Serving view takes the window
+    append(cmds, panel_serving(snap, ui));
+    return r;
+  }
   if (!ui.show_panels || W <= 0) return r;
   fold_to_fit(ui, W, H);
   const float left = left_sidebar(snap, ui, W, H, cmds);

@@ -77,6 +77,22 @@ struct LoadCheckpoint {
 // Score the shown text under each cache layout the Cache panel compares
 // (app/worker/kv_scoring.h), on the session's scoring thread.
 struct ScoreKvLayouts {};
+// The Serving view: open / close it; run a preset (app/lessons/serve_presets.h)
+// from its first step; show `steps` more steps (computed at the newest);
+// play / pause; show record `step`.
+struct ServeOpen {
+  bool open = true;
+};
+struct ServeStart {
+  int preset = 0;
+};
+struct ServeStep {
+  int steps = 1;
+};
+struct ServePlay {};
+struct ServeScrubTo {
+  int step = 0;
+};
 
 }  // namespace cmd
 
@@ -85,7 +101,8 @@ using UiCommand =
                  cmd::LoadModel, cmd::CancelLoad, cmd::Scrub, cmd::ScrubTo, cmd::Fork, cmd::SelectBranch,
                  cmd::SelectHead, cmd::Presentation, cmd::Predict, cmd::Reveal, cmd::Palette, cmd::SaveView,
                  cmd::LoadView, cmd::DismissErrors, cmd::TogglePanels, cmd::SetCamera, cmd::Fit, cmd::Screenshot,
-                 cmd::Fullscreen, cmd::TextScale, cmd::LoadCheckpoint, cmd::SetDecoding, cmd::ScoreKvLayouts>;
+                 cmd::Fullscreen, cmd::TextScale, cmd::LoadCheckpoint, cmd::SetDecoding, cmd::ScoreKvLayouts,
+                 cmd::ServeOpen, cmd::ServeStart, cmd::ServeStep, cmd::ServePlay, cmd::ServeScrubTo>;
 using Commands = std::vector<UiCommand>;
 
 }  // namespace kvscope

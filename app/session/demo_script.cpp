@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <optional>
 
 #include "app/session/fitting.h"
@@ -24,7 +25,58 @@ void fork_second(const Snapshot& snap, Commands& cmds) {
   if (snap.seq.current && snap.seq.current->top.size() > 1) cmds.push_back(cmd::Fork{snap.seq.current->top[1].token});
 }
 
+// The step of the first run that shows its preset's point: the fullest
+// batch, the most shared blocks, the first preemption, or static batching's
+// last step with one request running and others waiting.
+int serving_demo_step(const std::string& view, const ServeRuns& sv) {
+  if (sv.runs.empty() || sv.runs[0].steps.empty()) return 0;
+  const std::vector<ServeStepPtr>& st = sv.runs[0].steps;
+  int best = 0, best_score = -1;
+  for (size_t k = 0; k < st.size(); ++k) {
+    const ServeStep& s = *st[k];
+    int score = static_cast<int>(s.running.size());
+    if (view == "serving-prefix") {
+      std::map<int, int> owners;
+      for (const auto& t : s.tables)
+        for (int b : t) owners[b]++;
+      score = 0;
+      for (const auto& o : owners) score += o.second > 1 ? 1 : 0;
+    }
+    if (view == "serving-preempt") score = s.preempted.empty() ? -1 : 1000 - static_cast<int>(k);
+    // Static: the newest step where the batch's places stand empty while requests wait.
+    if (view == "serving-static")
+      score = !s.waiting.empty() && s.finished.empty() && s.running.size() == 1 ? static_cast<int>(k) : -1;
+    if (score > best_score) {
+      best = static_cast<int>(k);
+      best_score = score;
+    }
+  }
+  return best;
+}
+
+int serving_demo_preset(const std::string& view) {
+  return view == "serving-prefix" ? 1 : view == "serving-preempt" ? 2 : view == "serving-static" ? 3 : 0;
+}
+
+Commands serving_script(int frame, int total, const Snapshot& snap, const std::string& demo_view) {
+  Commands cmds;
+  auto at = [&](double f) { return frame == static_cast<int>(f * total); };
+  const int preset = serving_demo_preset(demo_view);
+  // Once the model is in (a quarter into the run or later): the preset, then every step to the end.
+  const bool window = frame >= total / 4 && frame < total * 17 / 20;
+  if (window && snap.model && snap.serving.runs.empty() && snap.serving.error.empty()) {
+    cmds.push_back(cmd::ServeOpen{true});
+    cmds.push_back(cmd::ServeStart{preset});
+  }
+  bool done = !snap.serving.runs.empty();
+  for (const ServeRun& r : snap.serving.runs) done = done && r.done;
+  if (window && !snap.serving.runs.empty() && !done && !snap.serving.busy) cmds.push_back(cmd::ServeStep{1000});
+  if (at(0.9)) cmds.push_back(cmd::ServeScrubTo{serving_demo_step(demo_view, snap.serving)});
+  return cmds;
+}
+
 Commands feature_script(int frame, int total, const Snapshot& snap, const std::string& demo_view) {
+  if (demo_view.rfind("serving", 0) == 0) return serving_script(frame, total, snap, demo_view);
   Commands cmds;
   auto at = [&](double f) { return frame == static_cast<int>(f * total); };
   const int n = static_cast<int>(snap.records.size());
@@ -122,6 +174,10 @@ Commands demo_script(int frame, int total, const Snapshot& snap, const std::stri
 
 void setup_demo_view(const std::string& demo_view, UiState& ui) {
   if (demo_view.empty()) return;
+  if (demo_view.rfind("serving", 0) == 0) {  // its preset, with the second request's text shown
+    ui.serving.preset = serving_demo_preset(demo_view);
+    ui.serving.selected = 1;
+  }
   ui.bottom_tab = demo_view == "phases"                       ? 1
                   : demo_view == "kv" || demo_view == "evict" ? 2
                   : demo_view == "heatmaps"                   ? 3
@@ -178,8 +234,10 @@ void open_demo_sections(const std::string& demo_view, UiState& ui) {
 }
 
 std::string apply_demo_view(const char* name, std::string& view) {
-  static const char* const kViews[] = {"timeline", "pages",        "sampling", "phases", "kv",          "heatmaps",
-                                       "training", "presentation", "qkv",      "beams",  "speculative", "evict"};
+  static const char* const kViews[] = {
+      "timeline",       "pages",           "sampling",       "phases", "kv",          "heatmaps",
+      "training",       "presentation",    "qkv",            "beams",  "speculative", "evict",
+      "serving",        "serving-prefix",  "serving-preempt", "serving-static"};
   view.clear();
   if (!name || !*name) return "";  // unset or empty: the default run (scripts/screenshots.sh sets it empty)
   for (const char* v : kViews)
@@ -188,7 +246,7 @@ std::string apply_demo_view(const char* name, std::string& view) {
       return "";
     }
   return "KVSCOPE_DEMO_VIEW: expected timeline, sampling, phases, kv, pages, heatmaps, training, presentation, qkv, "
-         "beams, speculative or evict, got \"" +
+         "beams, speculative, evict, serving, serving-prefix, serving-preempt or serving-static, got \"" +
          std::string(name) + "\"";
 }
 

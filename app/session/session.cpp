@@ -28,7 +28,7 @@ SavedCamera to_saved(const Camera& c, const UiState& ui) {
 
 }  // namespace
 
-Session::Session(std::function<void()> wake) : worker_(std::move(wake)) {}
+Session::Session(std::function<void()> wake) : worker_(wake), serve_(wake) {}
 
 void Session::load_model(const std::string& dir, int ctx) {
   worker_.cancel_steps();
@@ -140,6 +140,7 @@ void Session::update(double now) {
   snap.load_progress = worker_.load_progress();
   snap.kv_scores = scorer_.result();
   snap.kv_scoring = scorer_.busy();
+  serve_update(now);
   // A restored view's step, once generated (or the last one, when the
   // generation stopped before reaching it).
   if (snap.pending_view_step >= 0 && snap.stop != StopReason::kNone && !snap.records.empty() &&
@@ -299,7 +300,8 @@ void Session::execute(const Commands& cs, double now) {
   sync_shown();
 }
 
-void Session::execute(const UiCommand& c, double now) {
+void Session::execute(const UiCommand& given, double now) {
+  const UiCommand c = ui.serving.open ? serving_command(given) : given;
   std::visit(overloaded{
                  [&](const cmd::Start& s) {
                    if (!snap.model) {
@@ -354,6 +356,11 @@ void Session::execute(const UiCommand& c, double now) {
                  [&](const cmd::Fullscreen&) { requests_.toggle_fullscreen = true; },
                  [&](const cmd::TextScale& t) { set_text_scale(t.scale); },
                  [&](const cmd::SetDecoding& d) { set_decoding(d.decoding); },
+                 [&](const cmd::ServeOpen& o) { serve_open(o.open); },
+                 [&](const cmd::ServeStart& st) { serve_start(st.preset); },
+                 [&](const cmd::ServeStep& st) { serve_step(st.steps); },
+                 [&](const cmd::ServePlay&) { serve_play(now); },
+                 [&](const cmd::ServeScrubTo& st) { serve_scrub_to(st.step); },
              },
              c);
 }

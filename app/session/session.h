@@ -18,6 +18,7 @@
 #include "app/session/fitting.h"
 #include "app/session/state.h"
 #include "app/worker/kv_scoring.h"
+#include "app/worker/serve_runner.h"
 #include "app/worker/worker.h"
 #include "render/scene/scene_camera.h"
 
@@ -119,9 +120,19 @@ class Session {
   void save_view_to(const std::string& path);
   void load_view_from(const std::string& path, double now);
   void score_kv_layouts();
+  // The Serving view (session_serving.cpp).
+  void serve_update(double now);
+  void serve_open(bool open);
+  void serve_play(double now);
+  void serve_start(int preset);
+  void serve_step(int steps);
+  void serve_scrub_to(int step);
+  // While the Serving view is open, the playback keys drive it (Space, ←/→, R).
+  UiCommand serving_command(const UiCommand& c) const;
 
   EngineWorker worker_;
   LayoutScorer scorer_;  // the Cache panel's loss plot, started only by cmd::ScoreKvLayouts
+  ServeRunner serve_;    // the Serving view's runs, started only by cmd::ServeStart
   WindowRequests requests_;
   std::optional<ReplacedGeneration> replaced_;  // while a start is pending over a running generation
   std::string unfitted_origin_;  // a file restored before any model loaded: fitted to the model when one has

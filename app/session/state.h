@@ -18,6 +18,7 @@
 #include "app/session/commands.h"
 #include "app/worker/decoding.h"
 #include "app/worker/kv_scoring.h"
+#include "app/worker/serve_runner.h"
 #include "model/arch/model.h"
 #include "model/decoding/beam_generator.h"
 #include "model/decoding/generator.h"
@@ -81,6 +82,8 @@ struct Snapshot {
   // newest finished scoring (null before the first) and whether one runs.
   std::shared_ptr<const LayoutScoreResult> kv_scores;
   bool kv_scoring = false;
+  // The Serving view's runs (cmd::ServeStart): every step's record so far.
+  ServeRuns serving;
 
   // Steps on the timeline, whatever the strategy.
   int timeline_size() const {
@@ -193,6 +196,17 @@ struct UiState {
   // Errors shown in the error panel until dismissed.
   std::vector<std::string> errors;
   std::string status;  // one line, e.g. "saved kvscope-....png"
+  // The Serving view (app/gui/panels/serving.cpp), open in place of the 3D view and its panels.
+  struct Serving {
+    bool open = false;
+    int preset = 0;           // app/lessons/serve_presets.h's index, the one running
+    bool playing = false;     // a step per 1 / speed seconds
+    float speed = 2.0f;       // steps per second
+    double last_step = -1e9;  // when playback last moved
+    int view_step = -1;       // the shown record; -1 = follow the newest
+    int run = 0;              // the run shown (static vs continuous: 0 static, 1 continuous)
+    int selected = -1;        // the selected lane's request (-1: none)
+  } serving;
   PanelMemo memo;
 };
 

@@ -88,6 +88,9 @@ void kv_rows_tooltip(const Snapshot& snap, int layer, int head, int pos, int ste
 Commands panel_view(const Snapshot& snap, UiState& ui);
 // The loaded model's training run: loss curve, checkpoints to load (app/gui/panels/training.cpp).
 Commands panel_training(const Snapshot& snap, UiState& ui);
+// The Serving view: many requests from one paged KV pool, over the whole
+// window while UiState::serving.open (app/gui/panels/serving.cpp).
+Commands panel_serving(const Snapshot& snap, UiState& ui);
 // A floating window listing errors until dismissed (nothing when none).
 Commands panel_errors(const UiState& ui);
 // The cache layout's part of a KV block's tooltip: evicted, sink, page,

@@ -1,0 +1,227 @@
+// The Serving view: many requests served from one paged KV pool by
+// model/serving's Server on the loaded model, open in place of the 3D view.
+// A column of controls (presets, step / play, the timeline, the selected
+// request's text) beside the picture, which render/scene/scene_serve.h
+// builds from the records and this file only draws.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "app/gui/panels/panels.h"
+#include "app/lessons/serve_presets.h"
+#include "render/scene/scene_serve.h"
+
+namespace kvscope {
+
+namespace {
+
+ImU32 col(const glm::vec3& c, float a = 1.0f) {
+  return ImGui::ColorConvertFloat4ToU32(ImVec4(c.r, c.g, c.b, a));
+}
+
+const ServeRun* shown_run(const Snapshot& snap, const UiState& ui) {
+  const auto& runs = snap.serving.runs;
+  if (runs.empty()) return nullptr;
+  return &runs[static_cast<size_t>(std::clamp(ui.serving.run, 0, static_cast<int>(runs.size()) - 1))];
+}
+
+int shown_index(const ServeRun& r, const UiState& ui) {
+  const int n = static_cast<int>(r.steps.size());
+  return ui.serving.view_step < 0 ? n - 1 : std::min(ui.serving.view_step, n - 1);
+}
+
+std::string config_line(const SchedulerConfig& c) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "%s batching; pool %d blocks of %d positions; up to %d positions per step, %d running%s",
+                to_string(c.policy), c.pool_blocks, c.block, c.max_batch_tokens, c.max_running,
+                c.prefix_caching ? "; prefix caching on" : "");
+  return buf;
+}
+
+void preset_buttons(const UiState& ui, Commands& cmds) {
+  const auto& presets = serve_presets();
+  for (size_t i = 0; i < presets.size(); ++i) {
+    const bool on = ui.serving.preset == static_cast<int>(i);
+    if (on) ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyleColorVec4(ImGuiCol_ButtonActive));
+    const std::string label =
+        fit_text(presets[i].name, ImGui::GetContentRegionAvail().x - ImGui::GetStyle().FramePadding.x * 2);
+    if (ImGui::Button((label + "##serve" + std::to_string(i)).c_str(), ImVec2(-1, 0)))
+      cmds.push_back(cmd::ServeStart{static_cast<int>(i)});
+    if (on) ImGui::PopStyleColor();
+    hover_help(presets[i].what);
+  }
+  text_wrapped_words(
+      presets[static_cast<size_t>(std::clamp(ui.serving.preset, 0, static_cast<int>(presets.size()) - 1))].what);
+}
+
+void playback(const Snapshot& snap, UiState& ui, const ServeRun& run, Commands& cmds) {
+  const ButtonRow row = button_row({ui.serving.playing ? "Pause" : "Play", "\xE2\x97\x80 Back", "Step \xE2\x96\xB6"});
+  if (ImGui::Button(ui.serving.playing ? "Pause" : "Play", row.size)) cmds.push_back(cmd::ServePlay{});
+  row.next();
+  if (ImGui::Button("\xE2\x97\x80 Back", row.size)) cmds.push_back(cmd::ServeStep{-1});
+  row.next();
+  if (ImGui::Button("Step \xE2\x96\xB6", row.size)) cmds.push_back(cmd::ServeStep{1});
+  ImGui::SetNextItemWidth(-1);
+  ImGui::SliderFloat("##serve_speed", &ui.serving.speed, 0.25f, 20.0f, "%.2g steps/s", ImGuiSliderFlags_Logarithmic);
+  const int n = snap.serving.steps();
+  int shown = shown_index(run, ui);
+  ImGui::SetNextItemWidth(-1);
+  if (n > 1 && ImGui::SliderInt("##serve_step", &shown, 0, n - 1, "step %d")) cmds.push_back(cmd::ServeScrubTo{shown});
+  if (snap.serving.busy) ImGui::TextDisabled("computing...");
+}
+
+// Static vs continuous: which run is drawn, and both runs' step counts.
+void run_choice(const Snapshot& snap, UiState& ui) {
+  const auto& runs = snap.serving.runs;
+  if (runs.size() < 2) return;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (i > 0) same_line_if_fits(checkbox_width(to_string(runs[i].info->config.policy)));
+    ImGui::RadioButton(to_string(runs[i].info->config.policy), &ui.serving.run, static_cast<int>(i));
+  }
+  std::string line;
+  for (const ServeRun& r : runs)
+    line += std::string(line.empty() ? "" : "; ") + to_string(r.info->config.policy) + ": " +
+            std::to_string(r.steps.size()) + (r.done ? " steps, all done" : " steps so far");
+  text_wrapped_words(line);
+}
+
+std::string request_text(const ServeRun& run, int req, int shown) {
+  const ServeRequest& q = run.info->requests.at(static_cast<size_t>(req));
+  std::vector<int> gen;
+  for (int k = 0; k <= shown; ++k)
+    for (const ServeEntry& e : run.steps[static_cast<size_t>(k)]->entries)
+      if (e.req == req && e.token >= 0) gen.push_back(e.token);
+  const Tokenizer& tok = run.info->model->tokenizer;
+  return q.id + ": " + tok.decode(q.prompt) + " \xE2\x86\x92" + tok.decode(gen);
+}
+
+void heading(const char* text) {
+  ImGui::Spacing();
+  ImGui::TextDisabled("%s", text);
+  ImGui::Separator();
+}
+
+void controls(const Snapshot& snap, UiState& ui, Commands& cmds) {
+  if (ImGui::Button("\xE2\x97\x80 Back to the 3D view", ImVec2(-1, 0))) cmds.push_back(cmd::ServeOpen{false});
+  const ServeRun* run = shown_run(snap, ui);
+  if (!snap.serving.error.empty()) text_wrapped_coloured(ImVec4(1, 0.45f, 0.4f, 1), snap.serving.error);
+  if (run) {
+    heading("Steps");
+    playback(snap, ui, *run, cmds);
+    run_choice(snap, ui);
+  }
+  heading("Serving many requests");
+  preset_buttons(ui, cmds);
+  if (!run) return;
+  text_wrapped_words(config_line(run->info->config));
+  const int shown = shown_index(*run, ui);
+  if (shown < 0) return;
+  heading("Request");
+  if (ui.serving.selected >= 0 && ui.serving.selected < static_cast<int>(run->info->requests.size()))
+    text_wrapped_words(request_text(*run, ui.serving.selected, shown));
+  else
+    ImGui::TextDisabled("click a lane for its text");
+}
+
+void draw_scene(const ServeScene& sc, ImVec2 o, ImDrawList* dl) {
+  for (const ServeRect& r : sc.rects) {
+    const ImVec2 a(o.x + r.pos.x, o.y + r.pos.y), b(a.x + r.size.x, a.y + r.size.y);
+    dl->AddRectFilled(a, b, col(r.fill, r.alpha), 3.0f);
+    if (r.border_w > 0) dl->AddRect(a, b, col(r.border), 3.0f, 0, r.border_w);
+  }
+  for (const ServeLine& l : sc.lines) {
+    std::vector<ImVec2> pts;
+    for (const glm::vec2& p : l.points) pts.emplace_back(o.x + p.x, o.y + p.y);
+    dl->AddPolyline(pts.data(), static_cast<int>(pts.size()), col(l.colour), 0, l.width);
+  }
+  for (const ServeText& t : sc.texts) dl->AddText(ImVec2(o.x + t.pos.x, o.y + t.pos.y), col(t.colour), t.text.c_str());
+}
+
+// A pool block's tooltip: who holds it.
+void block_tooltip(const ServeRun& run, const ServeStep& s, int block, BlockLook look) {
+  std::string who;
+  for (size_t j = 0; j < s.tables.size() && j < s.running_after.size(); ++j)
+    if (std::find(s.tables[j].begin(), s.tables[j].end(), block) != s.tables[j].end())
+      who += (who.empty() ? "" : ", ") + run.info->requests[static_cast<size_t>(s.running_after[j])].id;
+  begin_wrapped_tooltip();
+  ImGui::Text("pool block %d", block);
+  if (look == BlockLook::kCached)
+    ImGui::TextUnformatted("free, still cached: a request whose prompt starts with these tokens reuses it");
+  else if (look == BlockLook::kFree)
+    ImGui::TextUnformatted("free");
+  else
+    ImGui::Text("held by %s", who.c_str());
+  end_wrapped_tooltip();
+}
+
+void canvas(const Snapshot& snap, UiState& ui) {
+  const ServeRun* run = shown_run(snap, ui);
+  const ImVec2 o = ImGui::GetCursorScreenPos(), size = ImGui::GetContentRegionAvail();
+  if (!run || run->steps.empty()) {
+    ImGui::TextDisabled("%s", snap.serving.busy ? "computing the first step..." : "choose a preset");
+    return;
+  }
+  ServeSceneInput in;
+  in.requests = &run->info->requests;
+  in.config = run->info->config;
+  in.steps = &run->steps;
+  in.shown = shown_index(*run, ui);
+  if (snap.serving.runs.size() > 1)  // static vs continuous: both runs' step counts above the one drawn
+    for (const ServeRun& r : snap.serving.runs)
+      in.caption.push_back(std::string(to_string(r.info->config.policy)) + ": " + std::to_string(r.steps.size()) +
+                           (r.done ? " steps" : " steps so far"));
+  const Tokenizer& tok = run->info->model->tokenizer;
+  in.token_text = [&tok](int t) { return tok.display_piece(t); };
+  ServeViewOptions opt;
+  opt.width = size.x;
+  opt.height = size.y;
+  opt.line_h = ImGui::GetTextLineHeight();
+  opt.text_width = [](const std::string& s) { return ImGui::CalcTextSize(s.c_str()).x; };
+  opt.palette = &palette_for(ui.colour_blind);
+  opt.colour_blind = ui.colour_blind;
+  opt.selected = ui.serving.selected;
+  const ServeScene sc = build_serve_scene(in, opt);
+  ImGui::InvisibleButton("##serve_canvas", size);
+  const bool clicked = ImGui::IsItemClicked(), hovered = ImGui::IsItemHovered();
+  draw_scene(sc, o, ImGui::GetWindowDrawList());
+  if (!hovered) return;
+  const ImVec2 m = ImGui::GetIO().MousePos;
+  for (auto it = sc.rects.rbegin(); it != sc.rects.rend(); ++it) {
+    if (m.x < o.x + it->pos.x || m.y < o.y + it->pos.y || m.x > o.x + it->pos.x + it->size.x ||
+        m.y > o.y + it->pos.y + it->size.y)
+      continue;
+    if (it->block >= 0)
+      block_tooltip(*run, *run->steps[static_cast<size_t>(in.shown)], it->block,
+                    sc.blocks[static_cast<size_t>(it->block)]);
+    if (clicked && it->lane >= 0) ui.serving.selected = ui.serving.selected == it->lane ? -1 : it->lane;
+    if (it->lane >= 0 || it->block >= 0) break;
+  }
+}
+
+}  // namespace
+
+Commands panel_serving(const Snapshot& snap, UiState& ui) {
+  Commands cmds;
+  const ImVec2 ds = ImGui::GetIO().DisplaySize;
+  ImGui::SetNextWindowPos(ImVec2(0, 0), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(ds, ImGuiCond_Always);
+  ImGui::SetNextWindowBgAlpha(1.0f);  // the 3D view's text layer stays behind it
+  const ImGuiWindowFlags flags = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
+                                 ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoBringToFrontOnFocus |
+                                 ImGuiWindowFlags_NoScrollbar;
+  if (ImGui::Begin("Serving", nullptr, flags)) {
+    const float side = std::clamp(260.0f * ui.text_scale, std::min(240.0f, ds.x * 0.3f), ds.x * 0.34f);
+    if (ImGui::BeginChild("##serve_controls", ImVec2(side, 0))) controls(snap, ui, cmds);
+    ImGui::EndChild();
+    ImGui::SameLine();
+    if (ImGui::BeginChild("##serve_canvas_child", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollbar)) canvas(snap, ui);
+    ImGui::EndChild();
+  }
+  ImGui::End();
+  return cmds;
+}
+
+}  // namespace kvscope

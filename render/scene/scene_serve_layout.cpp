@@ -1,0 +1,345 @@
+// build_serve_scene: where the Serving view's lanes, pool grid, counters and
+// plot go in the canvas, from what scene_serve.cpp derives from the records.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "render/scene/scene_format.h"
+#include "render/scene/scene_serve.h"
+
+namespace kvscope {
+
+namespace {
+
+const glm::vec3 kText{0.92f, 0.93f, 0.96f};
+const glm::vec3 kDark{0.05f, 0.05f, 0.07f};
+
+std::string fmt(const char* f, double a, double b = 0, double c = 0) {
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), f, a, b, c);
+  return buf;
+}
+
+bool contains_block(const ServeStep& s, int req, int block) {
+  for (size_t j = 0; j < s.tables.size() && j < s.running_after.size(); ++j)
+    if (s.running_after[j] == req) return std::find(s.tables[j].begin(), s.tables[j].end(), block) != s.tables[j].end();
+  return false;
+}
+
+struct Builder {
+  const ServeSceneInput& in;
+  const ServeViewOptions& opt;
+  const Palette& pal;
+  ServeScene& sc;
+  float y = 0;
+  float plot_top_ = 0;
+
+  float tw(const std::string& s) const { return opt.text_width(s); }
+  float pad() const { return opt.line_h * 0.3f; }
+  void text(float x, float ty, const std::string& s, const glm::vec3& c) { sc.texts.push_back({{x, ty}, s, c}); }
+  ServeRect& rect(float x, float ry, float w, float h, const glm::vec3& fill) {
+    ServeRect r;
+    r.pos = {x, ry};
+    r.size = {w, h};
+    r.fill = fill;
+    sc.rects.push_back(r);
+    return sc.rects.back();
+  }
+  // `parts` joined by " · ", wrapped to the width.
+  void sentence(const std::vector<std::string>& parts, const glm::vec3& c) {
+    std::vector<std::string> seps;
+    for (size_t i = 0; i < parts.size(); ++i) seps.push_back(parts[i] + (i + 1 < parts.size() ? " \xC2\xB7 " : ""));
+    for (const std::string& line : balanced_lines(seps, opt.text_width, opt.width)) {
+      text(0, y, line, c);
+      y += opt.line_h;
+    }
+  }
+  void header();
+  float lane_label_width() const;
+  void lane(const ServeLane& l, float ly, float h, float label_w, float state_w);
+  void lanes(float lane_h);
+  void pool(float cell);
+  float legend_rows(bool brief) const;
+  void legend();
+  void plot(float h);
+};
+
+// The counters as two sentences, or (`brief`, where those would take more
+// than two lines) as short labels.
+std::vector<std::vector<std::string>> header_parts(const ServeCounters& c, int shown, size_t n, bool brief) {
+  const std::string step = fmt("step %.0f of %.0f", shown + 1, static_cast<double>(n));
+  const std::string cached = c.blocks_cached > 0 ? fmt(", %.0f cached", c.blocks_cached) : std::string();
+  if (brief)
+    return {{step, fmt("%.0f tok/s", c.tokens_per_s),
+             c.ttft_count == 0 ? "TTFT -" : fmt("TTFT %.1f steps", c.ttft_steps_mean)},
+            {fmt("pool %.0f/%.0f", c.blocks_used, c.pool_blocks) + cached, fmt("hits %.0f", c.prefix_hit_blocks),
+             fmt("preempted %.0f", c.preemptions)}};
+  const std::string ttft = c.ttft_count == 0 ? "TTFT: no first token yet"
+                                             : fmt("mean TTFT %.1f steps (%.1f ms", c.ttft_steps_mean, c.ttft_ms_mean) +
+                                                   fmt(", %.0f requests)", c.ttft_count);
+  return {{step, fmt("%.0f tokens in %.1f ms of engine time = %.0f tokens/s", c.generated, c.ms, c.tokens_per_s), ttft},
+          {fmt("pool %.0f/%.0f blocks used", c.blocks_used, c.pool_blocks) + cached,
+           fmt("prefix hits %.0f blocks", c.prefix_hit_blocks), fmt("preemptions %.0f", c.preemptions),
+           fmt("batch: %.0f running, %.0f waiting, %.0f positions", c.running, c.waiting, c.positions)}};
+}
+
+void Builder::header() {
+  const auto lines = [&](const std::vector<std::string>& parts) {
+    std::vector<std::string> seps;
+    for (size_t i = 0; i < parts.size(); ++i) seps.push_back(parts[i] + (i + 1 < parts.size() ? " \xC2\xB7 " : ""));
+    return balanced_lines(seps, opt.text_width, opt.width).size();
+  };
+  auto parts = header_parts(sc.counters, in.shown, in.steps->size(), false);
+  if (lines(parts[0]) + lines(parts[1]) > 2) parts = header_parts(sc.counters, in.shown, in.steps->size(), true);
+  if (!in.caption.empty()) sentence(in.caption, pal.new_token);
+  for (const auto& p : parts) sentence(p, kText);
+  y += opt.line_h * 0.3f;
+}
+
+float Builder::lane_label_width() const {
+  float w = 0;
+  for (const ServeRequest& q : *in.requests) w = std::max(w, tw(q.id));
+  return w + opt.line_h * 0.8f;  // and the owner swatch
+}
+
+// One request's lane: its colour, id, state, and its tokens as chips (the
+// newest that fit; the positions the shown step computed outlined, the
+// token it chose bright).
+void Builder::lane(const ServeLane& l, float ly, float h, float label_w, float state_w) {
+  const ServeRequest& q = (*in.requests)[static_cast<size_t>(l.req)];
+  const bool sel = opt.selected == l.req;
+  ServeRect& bg = rect(0, ly, opt.width, h - 2, sel ? glm::vec3(0.16f, 0.18f, 0.26f) : glm::vec3(0.09f, 0.10f, 0.13f));
+  bg.lane = l.req;
+  if (sel) {
+    bg.border = pal.shared;
+    bg.border_w = 2;
+  }
+  const float ty = ly + (h - 2 - opt.line_h) * 0.5f;
+  rect(pad(), ly + h * 0.2f, opt.line_h * 0.4f, h * 0.6f - 2, serve_owner_colour(l.req, opt.colour_blind));
+  text(opt.line_h * 0.8f, ty, q.id, kText);
+  std::string state = to_string(l.state);
+  if (l.state == LaneState::kPrefill) state += fmt(" %.0f-%.0f", l.batch_first, l.batch_first + l.batch_n);
+  ServeRect& badge = rect(label_w, ly + 2, state_w - pad(), h - 6, serve_state_colour(l.state, pal) * 0.35f);
+  badge.border = serve_state_colour(l.state, pal);
+  badge.border_w = 1.5f;
+  text(label_w + pad(), ty, state, kText);
+  // The chips, newest first from the right edge; a word's pieces touch, words
+  // stand apart (a leading space is the gap, not a '·').
+  const int n_prompt = static_cast<int>(q.prompt.size());
+  const int n = n_prompt + static_cast<int>(l.generated.size());
+  const float x0 = label_w + state_w + pad();
+  float x = opt.width - pad();
+  const float fade = l.state == LaneState::kNotArrived ? 0.35f : l.state == LaneState::kWaiting ? 0.6f : 1.0f;
+  for (int p = n - 1; p >= 0; --p) {
+    const int tok = p < n_prompt ? q.prompt[static_cast<size_t>(p)] : l.generated[static_cast<size_t>(p - n_prompt)];
+    std::string piece = in.token_text ? in.token_text(tok) : std::to_string(tok);
+    const size_t lead = piece.find_first_not_of(' ');
+    const bool word = lead != 0 && !piece.empty();
+    piece = lead == std::string::npos ? "\xC2\xB7" : visible_piece(piece.substr(lead));
+    const float w = std::max(tw(piece), opt.line_h * 0.4f) + 2 * pad();
+    if (x - w < x0 + (p > 0 ? tw("\xE2\x80\xA6") + pad() : 0)) {
+      text(x0, ty, "\xE2\x80\xA6", kText);
+      break;
+    }
+    x -= w;
+    const bool newest = l.sampled && p == n - 1 && l.state != LaneState::kPreempted;
+    const bool lit = p >= l.batch_first && p < l.batch_first + l.batch_n && l.state != LaneState::kPreempted;
+    glm::vec3 fill = (p < n_prompt ? pal.prompt_token : pal.generated_token) * (lit ? 0.75f : 0.4f) * fade;
+    if (newest) fill = pal.new_token;
+    ServeRect& chip = rect(x, ly + 3, w - 1, h - 8, fill);
+    chip.lane = l.req;
+    if (lit && !newest) {
+      chip.border = pal.new_token;
+      chip.border_w = 2;
+    }
+    text(x + pad() - 1, ty, piece, newest ? kDark : kText * (0.55f + 0.45f * fade));
+    if (word) x -= pad() * 1.5f;
+  }
+}
+
+void Builder::lanes(float lane_h) {
+  const float label_w = lane_label_width();
+  float state_w = 0;
+  for (LaneState s : {LaneState::kNotArrived, LaneState::kPreempted, LaneState::kDecoding})
+    state_w = std::max(state_w, tw(to_string(s)));
+  state_w = std::max(state_w, tw("prefill 00-00")) + 3 * pad();
+  for (const ServeLane& l : sc.lanes) {
+    lane(l, y, lane_h, label_w, state_w);
+    y += lane_h;
+  }
+  y += opt.line_h * 0.3f;
+}
+
+// The pool: one cell per block, by owner (the owner's id in it where it
+// fits), shared blocks white with their number of owners, cached-but-free
+// dim with an outline, free dark.
+void Builder::pool(float cell) {
+  const ServeStep& s = *in.steps->at(static_cast<size_t>(in.shown));
+  text(0, y, fmt("KV pool: %.0f blocks of %.0f positions", in.config.pool_blocks, in.config.block), kText);
+  y += opt.line_h * 1.1f;
+  std::vector<int> owner(sc.blocks.size(), -1), count(sc.blocks.size(), 0);
+  for (size_t j = 0; j < s.tables.size() && j < s.running_after.size(); ++j)
+    for (int b : s.tables[j])
+      if (b >= 0 && b < static_cast<int>(owner.size())) {
+        owner[static_cast<size_t>(b)] = s.running_after[j];
+        count[static_cast<size_t>(b)]++;
+      }
+  const float gap = std::max(2.0f, cell * 0.1f);
+  const int cols = std::max(1, static_cast<int>((opt.width + gap) / (cell + gap)));
+  for (size_t b = 0; b < sc.blocks.size(); ++b) {
+    const float x = static_cast<float>(b % static_cast<size_t>(cols)) * (cell + gap);
+    const float by = y + static_cast<float>(b / static_cast<size_t>(cols)) * (cell + gap);
+    const BlockLook look = sc.blocks[b];
+    ServeRect& r = rect(x, by, cell, cell, serve_block_colour(look, owner[b], pal, opt.colour_blind));
+    r.block = static_cast<int>(b);
+    r.lane = look == BlockLook::kOwned ? owner[b] : -1;
+    r.border = look == BlockLook::kCached ? pal.page : pal.empty * 0.6f;
+    r.border_w = look == BlockLook::kCached ? 2.0f : 1.0f;
+    if (opt.selected >= 0 && look != BlockLook::kFree && look != BlockLook::kCached &&
+        contains_block(s, opt.selected, static_cast<int>(b))) {
+      r.border = kText;
+      r.border_w = 3;
+    }
+    std::string label = look == BlockLook::kShared  ? fmt("x%.0f", count[b])
+                        : look == BlockLook::kOwned ? (*in.requests)[static_cast<size_t>(owner[b])].id
+                                                    : std::string();
+    if (!label.empty() && tw(label) <= cell - 2)
+      text(x + (cell - tw(label)) * 0.5f, by + (cell - opt.line_h) * 0.5f, label, kDark);
+  }
+  const int rows = (static_cast<int>(sc.blocks.size()) + cols - 1) / cols;
+  y += static_cast<float>(rows) * (cell + gap) + gap;
+}
+
+// What the pool's colours mean, as swatches with their names, wrapped.
+// What the pool's colours mean, as swatches with their names, wrapped
+// (brief names where the full ones would take more than two rows).
+struct LegendItem {
+  BlockLook look;
+  const char* name;
+  const char* brief;
+};
+constexpr LegendItem kLegend[] = {{BlockLook::kOwned, "held by one request (its colour)", "one owner"},
+                                  {BlockLook::kShared, "shared prefix (xN: its owners)", "shared (xN)"},
+                                  {BlockLook::kCached, "free, still cached", "cached"},
+                                  {BlockLook::kFree, "free", "free"}};
+
+float Builder::legend_rows(bool brief) const {
+  float x = 0, rows = 1;
+  for (const LegendItem& it : kLegend) {
+    const float w = opt.line_h * 0.8f + 3 * pad() + tw(brief ? it.brief : it.name);
+    if (x > 0 && x + w > opt.width) {
+      x = 0;
+      rows++;
+    }
+    x += w;
+  }
+  return rows;
+}
+
+void Builder::legend() {
+  const float sw = opt.line_h * 0.8f;
+  const bool brief = legend_rows(false) > 2;
+  float x = 0;
+  for (const LegendItem& it : kLegend) {
+    const char* name = brief ? it.brief : it.name;
+    const float w = sw + 3 * pad() + tw(name);
+    if (x > 0 && x + w > opt.width) {
+      x = 0;
+      y += opt.line_h * 1.15f;
+    }
+    ServeRect& r = rect(x, y + (opt.line_h - sw) * 0.5f, sw, sw, serve_block_colour(it.look, 0, pal, opt.colour_blind));
+    r.border = it.look == BlockLook::kCached ? pal.page : pal.empty * 0.6f;
+    r.border_w = it.look == BlockLook::kCached ? 2.0f : 1.0f;
+    text(x + sw + pad(), y, name, kText);
+    x += w;
+  }
+  y += opt.line_h * 1.3f;
+}
+
+// Over every step so far: pool blocks used (of the pool) and positions
+// computed (of the step's budget), preemptions as red ticks, prefix hits
+// as white ones, and the shown step as a vertical line.
+void Builder::plot(float h) {
+  const std::vector<std::shared_ptr<const ServeStep>>& steps = *in.steps;
+  const glm::vec3 used_c = pal.cache_high, pos_c = pal.generated_token;
+  float x = 0;
+  for (const auto& [s, c] :
+       {std::pair<std::string, glm::vec3>{fmt("pool used (of %.0f blocks)", in.config.pool_blocks), used_c},
+        {fmt("positions computed (of budget %.0f)", in.config.max_batch_tokens), pos_c},
+        {"preemption", pal.recomputed},
+        {"prefix hit", pal.shared}}) {
+    if (x > 0 && x + tw(s) > opt.width) {
+      x = 0;
+      y += opt.line_h;
+    }
+    text(x, y, s, c);
+    x += tw(s) + opt.line_h;
+  }
+  y += opt.line_h * 1.1f;
+  const float ph = std::max(opt.line_h, h - (y - plot_top_));
+  ServeRect& frame = rect(0, y, opt.width, ph, glm::vec3(0.07f, 0.08f, 0.10f));
+  frame.border = pal.empty * 0.6f;
+  frame.border_w = 1;
+  const size_t n = steps.size();
+  auto px = [&](size_t k) {
+    return n <= 1 ? opt.width * 0.5f : opt.width * static_cast<float>(k) / static_cast<float>(n - 1);
+  };
+  ServeLine used{{}, used_c, 2}, pos{{}, pos_c, 2};
+  for (size_t k = 0; k < n; ++k) {
+    const ServeStep& s = *steps[k];
+    used.points.push_back(
+        {px(k), y + ph * (1 - static_cast<float>(s.blocks_used) / std::max(1, in.config.pool_blocks))});
+    pos.points.push_back({px(k), y + ph * (1 - std::min(1.0f, static_cast<float>(s.positions) /
+                                                                  std::max(1, in.config.max_batch_tokens)))});
+    if (!s.preempted.empty()) sc.lines.push_back({{{px(k), y + ph}, {px(k), y + ph * 0.75f}}, pal.recomputed, 3});
+    if (s.prefix_hit_blocks > 0) sc.lines.push_back({{{px(k), y}, {px(k), y + ph * 0.25f}}, pal.shared, 3});
+  }
+  sc.lines.push_back(used);
+  sc.lines.push_back(pos);
+  sc.lines.push_back(
+      {{{px(static_cast<size_t>(in.shown)), y}, {px(static_cast<size_t>(in.shown)), y + ph}}, kText, 1.5f});
+  y += ph;
+}
+
+}  // namespace
+
+ServeScene build_serve_scene(const ServeSceneInput& in, const ServeViewOptions& opt) {
+  ServeScene sc;
+  if (!in.requests || !in.steps || in.steps->empty() || !opt.palette || !opt.text_width) return sc;
+  ServeSceneInput at = in;
+  at.shown = std::clamp(in.shown, 0, static_cast<int>(in.steps->size()) - 1);
+  sc.lanes = serve_lanes(at);
+  sc.counters = serve_counters(at);
+  sc.blocks = serve_block_looks(*at.steps->at(static_cast<size_t>(at.shown)), at.config.pool_blocks);
+  Builder b{at, opt, *opt.palette, sc};
+  b.header();
+  // Room: the lanes get 1.6 lines each and the pool's cells 1.8 lines, both
+  // shrinking (cells to 0.6 lines, unlabelled) until lanes and pool fit;
+  // the plot gets what is left (at least 4.5 lines, else none).
+  const float L = opt.line_h, left = opt.height - b.y;
+  const float n = static_cast<float>(sc.lanes.size()), blocks = static_cast<float>(sc.blocks.size());
+  const float legend_h =
+      (std::min(b.legend_rows(false), std::max(2.0f, b.legend_rows(true))) - 1) * L * 1.15f + L * 1.3f;
+  auto pool_h = [&](float cell) {
+    const float gap = std::max(2.0f, cell * 0.1f);
+    const float cols = std::max(1.0f, std::floor((opt.width + gap) / (cell + gap)));
+    return L * 1.1f + std::ceil(blocks / cols) * (cell + gap) + gap + legend_h;  // title, grid, legend
+  };
+  float lane_h = L * 1.6f, cell = L * 1.8f;
+  while (n * lane_h + L * 0.3f + pool_h(cell) > left && (lane_h > L * 1.1f || cell > L * 0.6f)) {
+    lane_h = std::max(L * 1.1f, lane_h - L * 0.05f);
+    cell = std::max(L * 0.6f, cell - L * 0.05f);
+  }
+  if (n > 0 && n * lane_h + L * 0.3f + pool_h(cell) > left) lane_h = std::max(L, (left - L * 0.3f - pool_h(cell)) / n);
+  b.lanes(lane_h);
+  b.pool(cell);
+  b.legend();
+  const float rest = opt.height - b.y;
+  if (rest >= L * 4.5f) {
+    b.plot_top_ = b.y;
+    b.plot(std::min(rest, std::max(L * 4.5f, opt.height * 0.3f)));
+  }
+  return sc;
+}
+
+}  // namespace kvscope
