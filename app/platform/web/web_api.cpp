@@ -6,12 +6,18 @@
 
 #include <GLFW/glfw3.h>
 #include <emscripten/emscripten.h>
+#include <imgui.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "app/cli/cli.h"
 #include "app/cli/record_json.h"
 #include "app/gui/gui.h"
+#include "app/platform/user_files.h"
 #include "app/session/session.h"
 
 namespace kvscope {
@@ -32,10 +38,12 @@ void web_ready() {
   });
 }
 
-void web_frame_done() {
-  EM_ASM({
-    if (globalThis.kvscopePage) globalThis.kvscopePage.frame();
-  });
+void web_frame_done(bool presentation) {
+  EM_ASM(
+      {
+        if (globalThis.kvscopePage) globalThis.kvscopePage.frame($0 != 0);
+      },
+      presentation);
 }
 
 namespace {
@@ -65,6 +73,13 @@ json state_of(const Session& s) {
   j["errors"] = s.ui.errors;
   j["done"] = s.snap.stop != StopReason::kNone;
   j["engine_idle"] = s.engine_idle();
+  j["presentation"] = s.ui.presentation;
+  j["camera"] = to_string(s.ui.camera);
+  j["auto_camera"] = s.ui.auto_camera;
+  j["camera_distance"] = s.view.camera.distance;
+  j["camera_yaw"] = s.view.camera.yaw;
+  j["text_scale"] = s.ui.text_scale;
+  j["status"] = s.ui.status;
   return j;
 }
 
@@ -113,6 +128,9 @@ Commands commands_of(const json& c, Session& s) {
     d.k = c.value("k", d.k);
     return {cmd::SetDecoding{d}};
   }
+  if (name == "save_view") return {cmd::SaveView{kBrowserViewFile}};  // a download
+  if (name == "open_view") return {cmd::LoadView{""}};                // the file picker
+  if (name == "load_view") return {cmd::LoadView{c.at("path").get<std::string>()}};
   if (name == "screenshot") return {cmd::Screenshot{}};
   if (name == "presentation") return {cmd::Presentation{}};
   if (name == "palette") return {cmd::Palette{}};
@@ -154,6 +172,39 @@ EMSCRIPTEN_KEEPALIVE const char* kvscope_command_json(const char* text) {
 
 EMSCRIPTEN_KEEPALIVE void kvscope_save_settings() {
   if (GuiRun* run = web_run()) gui_save_settings(*run);
+}
+
+// The command line inside the page (the same run_cli as `kvscope ...`), on
+// the page's thread while no frame is drawn: the engine's speed in the page
+// without the drawing around it (docs/web.md). `args`: a JSON array of
+// strings; output goes to the page's print (kvscope-page.js collects it).
+// One engine thread, as `KVSCOPE_THREADS=1 kvscope generate`.
+EMSCRIPTEN_KEEPALIVE int kvscope_cli(const char* args) {
+  std::vector<std::string> words{"kvscope"};
+  try {
+    for (const json& a : json::parse(args)) words.push_back(a.get<std::string>());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvscope_cli: %s\n", e.what());
+    return 2;
+  }
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  const char* threads = std::getenv("KVSCOPE_THREADS");
+  const std::string keep = threads ? threads : "";
+  setenv("KVSCOPE_THREADS", "1", 1);
+  const int rc = run_cli(static_cast<int>(argv.size()), argv.data(), AppHooks{});
+  std::fflush(stdout);
+  setenv("KVSCOPE_THREADS", keep.c_str(), 1);
+  return rc;
+}
+
+// A short touch that did not move: one step, unless it landed on a panel
+// (ImGui has seen the touch as the mouse by now).
+EMSCRIPTEN_KEEPALIVE int kvscope_tap() {
+  GuiRun* run = web_run();
+  if (!run || ImGui::GetIO().WantCaptureMouse) return 0;
+  gui_session(*run).execute(cmd::Step{}, glfwGetTime());
+  return 1;
 }
 
 EMSCRIPTEN_KEEPALIVE void kvscope_load_folder(const char* dir) {
