@@ -133,12 +133,21 @@ add_custom_command(TARGET kvscope POST_BUILD
   COMMAND ${CMAKE_COMMAND} -E make_directory ${WEB_SITE}
   COMMAND ${CMAKE_COMMAND} -E copy_if_different $<TARGET_FILE_DIR:kvscope>/kvscope.js
           $<TARGET_FILE_DIR:kvscope>/kvscope.wasm $<TARGET_FILE_DIR:kvscope>/kvscope.worker.js
-          $<TARGET_FILE_DIR:kvscope>/kvscope.data ${CMAKE_SOURCE_DIR}/app/platform/web/index.html
-          ${CMAKE_SOURCE_DIR}/app/platform/web/kvscope-page.js ${WEB_SITE}/
+          $<TARGET_FILE_DIR:kvscope>/kvscope.data ${WEB_SITE}/
   COMMAND ${CMAKE_COMMAND} -E copy_if_different
           ${CMAKE_SOURCE_DIR}/tools/web/node_modules/coi-serviceworker/coi-serviceworker.min.js
           ${WEB_SITE}/coi-serviceworker.js
   COMMENT "Assembling the site in ${WEB_SITE}")
+# The page's own files follow their sources without a relink of the app.
+set(WEB_PAGE_FILES index.html kvscope-page.js)
+list(TRANSFORM WEB_PAGE_FILES PREPEND ${WEB_SITE}/ OUTPUT_VARIABLE WEB_PAGE_OUT)
+list(TRANSFORM WEB_PAGE_FILES PREPEND ${CMAKE_SOURCE_DIR}/app/platform/web/ OUTPUT_VARIABLE WEB_PAGE_SRC)
+add_custom_command(OUTPUT ${WEB_PAGE_OUT}
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${WEB_SITE}
+  COMMAND ${CMAKE_COMMAND} -E copy_if_different ${WEB_PAGE_SRC} ${WEB_SITE}/
+  DEPENDS ${WEB_PAGE_SRC}
+  COMMENT "Copying the page into ${WEB_SITE}")
+add_custom_target(web_page ALL DEPENDS ${WEB_PAGE_OUT})
 
 # kvscope-node.js: the CLI (generate, bench, ...) under node with the real file
 # system, `node --no-experimental-fetch build-web/kvscope-node.js generate ...`:

