@@ -257,7 +257,7 @@ void strip_second_row(const Snapshot& snap, UiState& ui) {
   lessons_button(snap, ui, lessons[pick[0]]);
   if (folded) {
     ImGui::SameLine();
-    ImGui::TextDisabled("%s", marks[pick[1]]);
+    ImGui::TextDisabled("%s", fit_text(marks[pick[1]], ImGui::GetContentRegionAvail().x).c_str());
     hover_help(ui.panel_fit.note.c_str());
   }
   ImGui::SameLine();

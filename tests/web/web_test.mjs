@@ -316,11 +316,14 @@ async function savedViews(page, dl) {
 async function presentationKey(page) {
   await page.focus('#canvas');
   await page.evaluate(() => { globalThis.kvscopeBeforeF5 = true; });
-  await page.keyboard.press('F5');
+  // A key held for a few frames, as a hand does (a press and release inside one
+  // slow SwiftShader frame would reach ImGui 1.86 as no press at all).
+  const press = async (key) => { await page.keyboard.down(key); await sleep(300); await page.keyboard.up(key); };
+  await press('F5');
   const on = await waitFor(page, () => { const s = globalThis.kvscope.state();
     return s.presentation && document.fullscreenElement ? 'on' : null; }, null, 10000, 'fullscreen').catch(() => 'no');
   const kept = await page.evaluate(() => globalThis.kvscopeBeforeF5 === true).catch(() => false);
-  await page.keyboard.press('F5');
+  await press('F5');
   const off = await waitFor(page, () => { const s = globalThis.kvscope.state();
     return !s.presentation && !document.fullscreenElement ? 'off' : null; }, null, 10000, 'window').catch(() => 'no');
   check('F5: presentation mode in the browser\'s fullscreen and back, no reload', on === 'on' && off === 'off' && kept,
@@ -344,6 +347,7 @@ async function touch(browser, url, logs) {
   const x = 195, y = 330;
   const before = await state(page);
   await touchEv('touchStart', [[x, y]]);
+  await sleep(80);  // a finger's tap, not an instant
   await touchEv('touchEnd', []);
   await waitFor(page, (n) => globalThis.kvscope.state().steps > n && globalThis.kvscope.state().engine_idle,
     before.steps, 15000, 'the tap\'s step').catch(() => {});
