@@ -353,9 +353,10 @@ async function touch(browser, url, logs) {
     before.steps, 15000, 'the tap\'s step').catch(() => {});
   await sleep(600);
   const afterTap = await state(page);
-  const taps = await page.evaluate(() => [globalThis.kvscopePage.tapsSeen, globalThis.kvscopePage.taps]);
+  const taps = await page.evaluate(() => [globalThis.kvscopePage.tapsSeen, globalThis.kvscopePage.taps,
+    globalThis.kvscopePage.lastTouch, globalThis.kvscopePage.tapRefused]);
   check('touch: a tap on the scene steps once', afterTap.steps === before.steps + 1,
-    `steps ${before.steps} -> ${afterTap.steps} (taps seen ${taps[0]}, stepped ${taps[1]})`);
+    `steps ${before.steps} -> ${afterTap.steps} (taps seen ${taps[0]}, stepped ${taps[1]}, last: ${taps[2]}, refused: ${taps[3]})`);
   await touchEv('touchStart', [[x - 80, y]]);
   for (let i = 1; i <= 8; i++) { await touchEv('touchMove', [[x - 80 + 20 * i, y]]); await sleep(30); }
   await touchEv('touchEnd', []);
@@ -394,6 +395,7 @@ async function main() {
   const browser = await launch();
   const logs = [];
   try {
+    if (args.only === 'touch') { await touch(browser, coi.url, logs); return; }
     // 1. served with COOP/COEP
     const { page, firstTokenS } = await openPage(browser, coi.url, { width: 1280, height: 720, deviceScaleFactor: 1 },
       logs);

@@ -216,6 +216,7 @@
   // On the window, capturing: before GLFW's own touch listeners, which would
   // press the button at a stale position (stopped here).
   const onCanvas = (type, fn) => window.addEventListener(type, (ev) => {
+    page.lastTouch = `${type} on ${ev.target.id || ev.target.nodeName}, ${ev.touches.length} down, t ${ev.timeStamp | 0}`;
     if (ev.target !== canvas) return;
     ev.stopPropagation();
     ev.preventDefault();  // no emulated mouse events after ours
@@ -257,8 +258,12 @@
     pinch = 0;
     const was = tap;
     tap = null;
-    // (event times, not handling times: a busy frame may delay the handlers)
-    if (!was || ev.timeStamp - was.at > 500 || !page.isReady) return;
+    // (event times, not handling times: a busy frame may delay the handlers;
+    // a press held a second is not a tap)
+    if (!was || ev.timeStamp - was.at > 1000 || !page.isReady) {
+      page.tapRefused = was ? `held ${(ev.timeStamp - was.at) | 0} ms` : 'moved, or no start seen';
+      return;
+    }
     // After ImGui has seen the click (next frames): a step, unless on a panel.
     page.tapsSeen = (page.tapsSeen || 0) + 1;
     requestAnimationFrame(() => requestAnimationFrame(() => {
