@@ -389,6 +389,28 @@ async function touch(browser, url, logs) {
   await page.close();
 }
 
+// KV layout through window.kvscope (the Cache panel's layout): q8_0 rows, a
+// window of 8 with 2 sinks, pages of 4; the page generates what
+// `kvscope generate --kv-dtype q8_0 --kv-window 8 --kv-sinks 2 --kv-block 4`
+// does, counter for counter; a bad dtype is refused with a message.
+async function kvLayout(page) {
+  const flags = ['--kv-dtype', 'q8_0', '--kv-window', '8', '--kv-sinks', '2', '--kv-block', '4'];
+  const err = await command(page, { cmd: 'kv_layout', dtype: 'q8_0', window: 8, sinks: 2, block: 4 });
+  const recs = await pageRecords(page);
+  const ref = cliRecords(null, flags);
+  const diffs = [];
+  for (let i = 0; i < Math.min(recs.length, ref.length); i++)
+    for (const k of COUNTERS)
+      if (JSON.stringify(recs[i][k]) !== JSON.stringify(ref[i][k]))
+        diffs.push(`step ${i} ${k}: page ${JSON.stringify(recs[i][k])} cli ${JSON.stringify(ref[i][k])}`);
+  check('kv_layout command (q8_0, window 8 + 2 sinks, pages of 4): tokens and counters equal generate ' +
+    flags.join(' '), !err && recs.length === ref.length && diffs.length === 0 &&
+    ref.some((r) => r.evicted > 0), err || diffs.slice(0, 3).join('; ') || `${recs.length} vs ${ref.length} steps`);
+  const bad = await command(page, { cmd: 'kv_layout', dtype: 'q3' });
+  check('kv_layout: an unknown dtype is refused with a message', /dtype must be/.test(bad), bad);
+  await command(page, { cmd: 'kv_layout', dtype: 'f32', window: 0, sinks: 0, block: 0 });
+}
+
 async function main() {
   const cliKv = cliRecords(null), cliNoCache = cliRecords(null, ['--no-cache']);
   const coi = await serve(true), plain = await serve(false);
@@ -396,6 +418,11 @@ async function main() {
   const logs = [];
   try {
     if (args.only === 'touch') { await touch(browser, coi.url, logs); return; }
+    if (args.only === 'kv') {
+      const { page } = await openPage(browser, coi.url, { width: 1280, height: 720, deviceScaleFactor: 1 }, logs);
+      await kvLayout(page);
+      return;
+    }
     // 1. served with COOP/COEP
     const { page, firstTokenS } = await openPage(browser, coi.url, { width: 1280, height: 720, deviceScaleFactor: 1 },
       logs);
@@ -442,6 +469,7 @@ async function main() {
     }
     const head = pngs.length ? fs.readFileSync(path.join(dl, pngs[0])).subarray(0, 8).toString('hex') : '';
     check('screenshot command downloads a PNG', head === '89504e470d0a1a0a', pngs.join(', ') || 'no download');
+    await kvLayout(page);
     await savedViews(page, dl);
     await presentationKey(page);
     const bad = await command(page, { cmd: 'no_such_command' });

@@ -19,6 +19,7 @@
 #include "app/gui/gui.h"
 #include "app/platform/user_files.h"
 #include "app/session/session.h"
+#include "model/kv/kv_cache.h"
 
 namespace kvscope {
 
@@ -127,6 +128,18 @@ Commands commands_of(const json& c, Session& s) {
     d.beams = c.value("beams", d.beams);
     d.k = c.value("k", d.k);
     return {cmd::SetDecoding{d}};
+  }
+  if (name ==
+      "kv_layout") {  // {"dtype": "f32"|"f16"|"q8_0"|"q4_0", "window", "sinks", "block"}: from the next generation
+    KVSettings k = s.ui.kv_layout;
+    if (c.contains("dtype") && !parse_kv_dtype(c.at("dtype").get<std::string>(), &k.dtype))
+      throw std::runtime_error("kv_layout: dtype must be f32, f16, q8_0 or q4_0");
+    k.window = c.value("window", k.window);
+    k.sinks = c.value("sinks", k.sinks);
+    k.block = c.value("block", k.block);
+    if (s.snap.model) k.layout_for(s.snap.model->config);  // the CLI's checks: throws naming the value
+    s.ui.kv_layout = k;
+    return {};
   }
   if (name == "save_view") return {cmd::SaveView{kBrowserViewFile}};  // a download
   if (name == "open_view") return {cmd::LoadView{""}};                // the file picker
