@@ -71,7 +71,8 @@ test-web: $(BUILD)/CMakeCache.txt
 	@start=$$(date +%s); \
 	$(MAKE) --no-print-directory web && \
 	cmake --build $(BUILD) -j $(JOBS) --target kvscope && \
-	node tests/web/web_test.mjs --site $(WEB_BUILD)/site --cli $(BUILD)/kvscope --out $(WEB_BUILD)/test-out; \
+	node tests/web/web_test.mjs --site $(WEB_BUILD)/site --cli $(BUILD)/kvscope --out $(WEB_BUILD)/test-out \
+	  $$([ -f $(WEB_BUILD)/kvscope-node.js ] && echo --node-cli $(WEB_BUILD)/kvscope-node.js); \
 	rc=$$?; echo "test-web: $$(( $$(date +%s) - start )) s"; exit $$rc
 
 # A short pass of every libFuzzer target (clang, ASan + UBSan) over its seed

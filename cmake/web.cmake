@@ -85,16 +85,24 @@ add_custom_command(
   COMMENT "Embedding shaders (GLSL ES 3.00)"
   VERBATIM)
 
-add_executable(kvscope ${KVSCOPE_MODEL_SRC} ${KVSCOPE_SCENE_SRC} ${KVSCOPE_ASSETS_SRC} ${KVSCOPE_LESSONS_SRC}
-  ${KVSCOPE_WORKER_SRC} ${KVSCOPE_SESSION_SRC} ${KVSCOPE_CLI_SRC} ${WEB_APP_SRC}
-  ${KVSCOPE_WEB_PLATFORM_SRC}
+# The engine and the CLI, compiled once for the page and for kvscope-node.js
+# (the same CLI under node: the engine's WebAssembly speed without a page).
+add_library(web_engine OBJECT ${KVSCOPE_MODEL_SRC} ${KVSCOPE_ASSETS_SRC} ${KVSCOPE_CLI_SRC})
+target_include_directories(web_engine PRIVATE ${CMAKE_SOURCE_DIR} ${WEB_HDR})
+target_compile_definitions(web_engine PRIVATE EIGEN_NO_DEBUG)
+target_compile_options(web_engine PRIVATE -fexceptions -Wall -Wextra -Werror -Wno-pthreads-mem-growth)
+target_link_libraries(web_engine PRIVATE web_utf8proc web_pcre2)
+
+add_executable(kvscope ${KVSCOPE_SCENE_SRC} ${KVSCOPE_LESSONS_SRC}
+  ${KVSCOPE_WORKER_SRC} ${KVSCOPE_SESSION_SRC} ${WEB_APP_SRC}
+  ${KVSCOPE_WEB_PLATFORM_SRC} $<TARGET_OBJECTS:web_engine>
   ${KVSCOPE_SHADER_HEADER})
 set_target_properties(kvscope PROPERTIES SUFFIX ".js")
 # Only the engine's hot loops need -O3; the UI, scene and lessons compile at -O1
 # (about a third faster to build on a 2-core CI machine; frame time unaffected
 # within measurement, docs/web.md).
 set_source_files_properties(${KVSCOPE_SCENE_SRC} ${KVSCOPE_LESSONS_SRC} ${KVSCOPE_SESSION_SRC} ${KVSCOPE_CLI_SRC}
-                            ${WEB_APP_SRC} ${KVSCOPE_WEB_PLATFORM_SRC} PROPERTIES COMPILE_OPTIONS -O1)
+                            app/main.cpp ${WEB_APP_SRC} ${KVSCOPE_WEB_PLATFORM_SRC} PROPERTIES COMPILE_OPTIONS -O1)
 # The page keeps no window placement (the desktop's fields in window.h).
 set_property(SOURCE app/platform/web/window_web.cpp APPEND PROPERTY COMPILE_OPTIONS -Wno-unused-private-field)
 set_property(SOURCE app/platform/web/stb_image_write.cpp APPEND PROPERTY COMPILE_OPTIONS -w)
@@ -109,7 +117,7 @@ target_link_options(kvscope PRIVATE -fexceptions -sALLOW_MEMORY_GROWTH=1 -sMAXIM
   -sINITIAL_MEMORY=128MB -sDEFAULT_PTHREAD_STACK_SIZE=4MB
   -sPTHREAD_POOL_SIZE=${KVSCOPE_WEB_POOL} -sFORCE_FILESYSTEM=1 -lidbfs.js
   -sEXPORTED_RUNTIME_METHODS=FS,ccall,cwrap,UTF8ToString
-  "-sEXPORTED_FUNCTIONS=_main,_kvscope_state_json,_kvscope_command_json,_kvscope_load_folder,_kvscope_save_settings,_malloc,_free"
+  "-sEXPORTED_FUNCTIONS=_main,_kvscope_state_json,_kvscope_command_json,_kvscope_load_folder,_kvscope_save_settings,_kvscope_tap,_kvscope_cli,_malloc,_free"
   -Wno-pthreads-mem-growth
   "--preload-file=${WEB_ASSETS}/kv_configs.json@/assets/kv_configs.json"
   "--preload-file=${WEB_ASSETS}/models/kvscope-tiny@/assets/models/kvscope-tiny"
@@ -125,9 +133,32 @@ add_custom_command(TARGET kvscope POST_BUILD
   COMMAND ${CMAKE_COMMAND} -E make_directory ${WEB_SITE}
   COMMAND ${CMAKE_COMMAND} -E copy_if_different $<TARGET_FILE_DIR:kvscope>/kvscope.js
           $<TARGET_FILE_DIR:kvscope>/kvscope.wasm $<TARGET_FILE_DIR:kvscope>/kvscope.worker.js
-          $<TARGET_FILE_DIR:kvscope>/kvscope.data ${CMAKE_SOURCE_DIR}/app/platform/web/index.html
-          ${CMAKE_SOURCE_DIR}/app/platform/web/kvscope-page.js ${WEB_SITE}/
+          $<TARGET_FILE_DIR:kvscope>/kvscope.data ${WEB_SITE}/
   COMMAND ${CMAKE_COMMAND} -E copy_if_different
           ${CMAKE_SOURCE_DIR}/tools/web/node_modules/coi-serviceworker/coi-serviceworker.min.js
           ${WEB_SITE}/coi-serviceworker.js
   COMMENT "Assembling the site in ${WEB_SITE}")
+# The page's own files follow their sources without a relink of the app.
+set(WEB_PAGE_FILES index.html kvscope-page.js)
+list(TRANSFORM WEB_PAGE_FILES PREPEND ${WEB_SITE}/ OUTPUT_VARIABLE WEB_PAGE_OUT)
+list(TRANSFORM WEB_PAGE_FILES PREPEND ${CMAKE_SOURCE_DIR}/app/platform/web/ OUTPUT_VARIABLE WEB_PAGE_SRC)
+add_custom_command(OUTPUT ${WEB_PAGE_OUT}
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${WEB_SITE}
+  COMMAND ${CMAKE_COMMAND} -E copy_if_different ${WEB_PAGE_SRC} ${WEB_SITE}/
+  DEPENDS ${WEB_PAGE_SRC}
+  COMMENT "Copying the page into ${WEB_SITE}")
+add_custom_target(web_page ALL DEPENDS ${WEB_PAGE_OUT})
+
+# kvscope-node.js: the CLI (generate, bench, ...) under node with the real file
+# system, `node --no-experimental-fetch build-web/kvscope-node.js generate ...`:
+# the WebAssembly engine timed without a page around it (docs/web.md). Not
+# part of `make web`: `cmake --build build-web --target kvscope-node`.
+add_executable(kvscope-node EXCLUDE_FROM_ALL app/main.cpp $<TARGET_OBJECTS:web_engine>)
+set_target_properties(kvscope-node PROPERTIES SUFFIX ".js")
+target_include_directories(kvscope-node PRIVATE ${CMAKE_SOURCE_DIR} ${WEB_HDR})
+target_compile_options(kvscope-node PRIVATE -fexceptions -Wall -Wextra -Werror -Wno-pthreads-mem-growth)
+target_link_libraries(kvscope-node PRIVATE web_utf8proc web_pcre2)
+target_link_options(kvscope-node PRIVATE -fexceptions -sNODERAWFS=1 -sENVIRONMENT=node,worker -sEXIT_RUNTIME=1
+  -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB -sINITIAL_MEMORY=128MB -sDEFAULT_PTHREAD_STACK_SIZE=4MB
+  -sPTHREAD_POOL_SIZE=${KVSCOPE_WEB_POOL} -Wno-pthreads-mem-growth
+  "--pre-js=${CMAKE_SOURCE_DIR}/app/platform/web/node_env.js")

@@ -250,12 +250,12 @@ void lessons_button(const Snapshot& snap, UiState& ui, const char* label) {
 // (fit_row).
 void strip_second_row(const Snapshot& snap, UiState& ui) {
   const HistoryText hist = history_text(snap);
-  const char* lessons[] = {lessons_label(snap), "\xE2\x96\xB2 lessons"};
+  const char* lessons[] = {lessons_label(snap), "\xE2\x96\xB2 lessons", "\xE2\x96\xB2"};
   const char* marks[] = {"(folded to fit)", "(folded)"};
   const bool folded = !ui.panel_fit.note.empty();
   auto text_w = [](const std::string& t) { return ImGui::CalcTextSize(t.c_str()).x; };
   const std::vector<std::vector<float>> widths = {
-      {small_button_width(lessons[0]), small_button_width(lessons[1])},
+      {small_button_width(lessons[0]), small_button_width(lessons[1]), small_button_width(lessons[2])},
       folded ? std::vector<float>{text_w(marks[0]), text_w(marks[1])} : std::vector<float>{},
       {text_w(hist.full), text_w(hist.brief)}};
   const std::vector<int> pick =
@@ -263,7 +263,7 @@ void strip_second_row(const Snapshot& snap, UiState& ui) {
   lessons_button(snap, ui, lessons[pick[0]]);
   if (folded) {
     ImGui::SameLine();
-    ImGui::TextDisabled("%s", marks[pick[1]]);
+    ImGui::TextDisabled("%s", fit_text(marks[pick[1]], ImGui::GetContentRegionAvail().x).c_str());
     hover_help(ui.panel_fit.note.c_str());
   }
   ImGui::SameLine();

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "app/platform/user_files.h"
 #include "app/session/saved_view.h"
 #include "model/core/overloaded.h"
 #include "model/decoding/setting_ranges.h"
@@ -344,7 +345,12 @@ void Session::execute(const UiCommand& given, double now) {
                  [&](const cmd::Reveal&) { ui.revealed_step = snap.timeline_size() - 1; },
                  [&](const cmd::Palette&) { ui.colour_blind = !ui.colour_blind; },
                  [&](const cmd::SaveView& v) { save_view_to(v.path); },
-                 [&](const cmd::LoadView& v) { load_view_from(v.path, now); },
+                 [&](const cmd::LoadView& v) {
+                   if (v.path.empty())
+                     ask_user_for_view_file();  // the page: the browser's file picker
+                   else
+                     load_view_from(v.path, now);
+                 },
                  [&](const cmd::DismissErrors&) { ui.errors.clear(); },
                  [&](const cmd::TogglePanels&) { ui.show_panels = !ui.show_panels; },
                  [&](const cmd::SetCamera& cam) {
@@ -536,7 +542,9 @@ void Session::save_view_to(const std::string& path) {
   v.predict = ui.predict;
   try {
     save_view(v, path);
-    ui.status = "view saved to " + path;
+    ui.status =
+        kFilesThroughBrowser ? "view downloaded as " + path.substr(path.rfind('/') + 1) : "view saved to " + path;
+    hand_file_to_user(path, "application/json");
   } catch (const std::exception& e) {
     ui.errors.push_back(e.what());
   }

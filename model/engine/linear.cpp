@@ -9,6 +9,18 @@
 
 namespace kvscope {
 
+namespace {
+// WebAssembly (the page) has no AVX kernels: decode's portable matvec there
+// converts each f16 weight through a function call in a scalar loop (~500x
+// slower than native, docs/web.md); the blocked kernels of linear_kernels.h
+// vectorise for simd128 (16-lane accumulators, branch-free conversion).
+#ifdef __wasm_simd128__
+constexpr bool kMatvecForDecode = false;
+#else
+constexpr bool kMatvecForDecode = true;
+#endif
+}  // namespace
+
 void linear(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const float* b, MatrixRM& Y, uint64_t& flops) {
   const int64_t n = X.rows(), out = W.rows, in = W.cols;
   // The kernels read `in` values from every row of X: a narrower X would be read past its end.
@@ -17,7 +29,7 @@ void linear(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const fl
                 ") does not match weight of shape (" + std::to_string(out) + ", " + std::to_string(in) +
                 "): expected " + std::to_string(in) + " input columns");
   Y.resize(n, out);
-  if (n == 1) {
+  if (n == 1 && kMatvecForDecode) {
     // Decode: the matrix-vector kernels (kernels.h), split on rows.
     pool.parallel_for(
         out,

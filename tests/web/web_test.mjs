@@ -212,12 +212,217 @@ async function viewportShots(browser, url, logs) {
   }
 }
 
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const median = (a) => { const t = [...a].sort((x, y) => x - y); return t[Math.floor(t.length / 2)]; };
+const BENCH_NEW = 64;
+const benchArgs = (model) => ['generate', '--json', '--prompt', PROMPT, '--max-new', String(BENCH_NEW), '--model', model];
+const parseRecords = (lines) => lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l))
+  .filter((r) => r.event !== 'done');
+// Decode tokens/s from records: the median step after the prefill.
+const tokensPerS = (recs) => 1000 / median(recs.slice(1).map((r) => r.ms));
+
+// Decode speed (info lines, not a timed test): the same `generate` in the
+// page's WebAssembly (kvscope.cli, no frame drawn meanwhile), under node
+// (kvscope-node.js, when --node-cli is given) and natively with one thread;
+// and the records' times while the page draws. The page's generate must
+// produce the native tokens (a check).
+async function decodeSpeed(page, drawnRecs) {
+  const model = path.join(ROOT, 'assets/models/kvscope-tiny');
+  const native = () => parseRecords(execFileSync(CLI, benchArgs(model), { encoding: 'utf8',
+    env: { ...process.env, KVSCOPE_THREADS: '1' } }).split('\n'));
+  const inPage = async () => {
+    const r = await page.evaluate((a) => globalThis.kvscope.cli(a), benchArgs('/assets/models/kvscope-tiny'));
+    if (r.rc !== 0) throw new Error('kvscope.cli generate: exit ' + r.rc + ' ' + r.lines.join(' '));
+    return parseRecords(r.lines);
+  };
+  const nodeRun = () => (args['node-cli'] ? parseRecords(execFileSync('node', ['--no-experimental-fetch',
+    path.resolve(args['node-cli']), ...benchArgs(model)], { encoding: 'utf8',
+    env: { ...process.env, KVSCOPE_THREADS: '1' } }).split('\n')) : null);
+  await command(page, { cmd: 'pause' });
+  // Interleaved, three rounds each, so the machine's load falls on all alike.
+  const t = { native: [], page: [], node: [] };
+  let nat = null, pg = null;
+  for (let round = 0; round < 3; round++) {
+    nat = native();
+    t.native.push(tokensPerS(nat));
+    pg = await inPage();
+    t.page.push(tokensPerS(pg));
+    const nd = nodeRun();
+    if (nd) t.node.push(tokensPerS(nd));
+  }
+  check('decode in the page (kvscope.cli generate) gives the native tokens',
+    JSON.stringify(pg.map((r) => r.token)) === JSON.stringify(nat.map((r) => r.token)),
+    `page ${pg.length} tokens, native ${nat.length}`);
+  const best = (a) => Math.max(...a);
+  const fmt = (a) => a.map((v) => v.toFixed(0)).join(' / ');
+  console.log(`info decode kvscope-tiny, tokens/s (median step of ${BENCH_NEW}, 3 rounds, best of 3 in []): ` +
+    `native KVSCOPE_THREADS=1 ${fmt(t.native)} [${best(t.native).toFixed(0)}]; ` +
+    `page kvscope.cli ${fmt(t.page)} [${best(t.page).toFixed(0)}] = ` +
+    `${(100 * best(t.page) / best(t.native)).toFixed(0)} % of native` +
+    (t.node.length ? `; node kvscope-node.js ${fmt(t.node)} [${best(t.node).toFixed(0)}]` : '') +
+    `; page while drawing (records' ms, ${await page.evaluate(() => navigator.hardwareConcurrency)} cores seen) ` +
+    `${tokensPerS(drawnRecs).toFixed(0)}`);
+}
+
+async function waitForFile(dir, re, ms = 10000) {
+  for (let t = 0; t < ms; t += 100) {
+    const f = fs.readdirSync(dir).filter((n) => re.test(n) && !n.endsWith('.crdownload'));
+    if (f.length) return path.join(dir, f[0]);
+    await sleep(100);
+  }
+  return '';
+}
+
+// Saved views in the page: "Save view" downloads the JSON the desktop writes
+// (fields set here, read back from the file); "Open view..." takes a file from
+// the browser's picker through the same reader: a changed camera is applied,
+// a bad field reaches the error panel naming the field.
+async function savedViews(page, dl) {
+  await command(page, { cmd: 'camera', preset: 'side' });
+  await command(page, { cmd: 'scrub_to', step: 3 });
+  await waitFor(page, () => globalThis.kvscope.state().shown_step === 3, null, 10000, 'step 3');
+  const err = await command(page, { cmd: 'save_view' });
+  const file = await waitForFile(dl, /^kvscope-view.*\.json$/);
+  let v = null;
+  try { v = JSON.parse(fs.readFileSync(file, 'utf8')); } catch (e) { /* checked below */ }
+  check('save view downloads the view as JSON (camera, step, prompt)', !err && v && v.kvscope_view === 1 &&
+    v.camera.preset === 'side' && v.step === 3 && v.prompt === PROMPT,
+    err || (v ? `preset ${v.camera.preset} step ${v.step} prompt ${JSON.stringify(v.prompt)}` : 'no file ' + file));
+  if (!v) return;
+  const open = async (obj, name) => {
+    const f = path.join(dl, name);
+    fs.writeFileSync(f, JSON.stringify(obj));
+    const [chooser] = await Promise.all([page.waitForFileChooser({ timeout: 10000 }),
+      command(page, { cmd: 'open_view' })]);
+    await chooser.accept([f]);
+  };
+  await command(page, { cmd: 'camera', preset: 'front' });
+  await command(page, { cmd: 'dismiss_errors' });
+  await open({ ...v, camera: { ...v.camera, preset: 'top' }, step: 2 }, 'top-view.json');
+  const s = await waitFor(page, () => { const s = globalThis.kvscope.state();
+    return s.camera === 'top' || s.errors.length ? s : null; }, null, 20000, 'the opened view');
+  check('open view (file picker) applies the file: camera top', s.camera === 'top' && s.errors.length === 0,
+    `camera ${s.camera} errors ${s.errors.join('; ')}`);
+  await open({ ...v, camera: { ...v.camera, fov_y: 'wide' } }, 'bad-view.json');
+  const e = await waitFor(page, () => { const s = globalThis.kvscope.state(); return s.errors.length ? s.errors : null; },
+    null, 20000, 'the error panel');
+  check('open view: a bad field shows in the error panel, naming the file and field',
+    e.some((m) => m.includes('bad-view.json') && m.includes('fov_y')), e.join('; '));
+  await command(page, { cmd: 'dismiss_errors' });
+}
+
+// F5 (presentation mode) takes the browser's fullscreen and gives it back;
+// the page is not reloaded (the browser's F5).
+async function presentationKey(page) {
+  await page.focus('#canvas');
+  await page.evaluate(() => { globalThis.kvscopeBeforeF5 = true; });
+  // A key held for a few frames, as a hand does (a press and release inside one
+  // slow SwiftShader frame would reach ImGui 1.86 as no press at all).
+  const press = async (key) => { await page.keyboard.down(key); await sleep(300); await page.keyboard.up(key); };
+  await press('F5');
+  const on = await waitFor(page, () => { const s = globalThis.kvscope.state();
+    return s.presentation && document.fullscreenElement ? 'on' : null; }, null, 10000, 'fullscreen').catch(() => 'no');
+  const kept = await page.evaluate(() => globalThis.kvscopeBeforeF5 === true).catch(() => false);
+  await press('F5');
+  const off = await waitFor(page, () => { const s = globalThis.kvscope.state();
+    return !s.presentation && !document.fullscreenElement ? 'off' : null; }, null, 10000, 'window').catch(() => 'no');
+  check('F5: presentation mode in the browser\'s fullscreen and back, no reload', on === 'on' && off === 'off' && kept,
+    `first F5 ${on}, second ${off}, page kept ${kept}`);
+}
+
+// A phone (390x844 CSS px, DPR 3, touch): a tap on the scene steps once, one
+// finger dragging orbits, two fingers spreading zoom in (closer) and
+// pinching zoom out; a mouse-wheel notch up zooms in one notch as on the desktop.
+async function touch(browser, url, logs) {
+  const { page } = await openPage(browser, url,
+    { width: 390, height: 844, deviceScaleFactor: 3, isMobile: true, hasTouch: true }, logs);
+  const cdp = await page.createCDPSession();
+  const touchEv = (type, pts) => cdp.send('Input.dispatchTouchEvent',
+    { type, touchPoints: pts.map(([x, y], id) => ({ x, y, id })) });
+  await command(page, { cmd: 'pause' });
+  await command(page, { cmd: 'toggle_panels' });  // the scene alone: a tap lands on it
+  await waitFor(page, () => { const s = globalThis.kvscope.state(); return s.engine_idle && !s.playing; }, null,
+    30000, 'idle');
+  await sleep(500);
+  const x = 195, y = 330;
+  const before = await state(page);
+  await touchEv('touchStart', [[x, y]]);
+  await sleep(80);  // a finger's tap, not an instant
+  await touchEv('touchEnd', []);
+  await waitFor(page, (n) => globalThis.kvscope.state().steps > n && globalThis.kvscope.state().engine_idle,
+    before.steps, 15000, 'the tap\'s step').catch(() => {});
+  await sleep(600);
+  const afterTap = await state(page);
+  const taps = await page.evaluate(() => [globalThis.kvscopePage.tapsSeen, globalThis.kvscopePage.taps,
+    globalThis.kvscopePage.lastTouch, globalThis.kvscopePage.tapRefused]);
+  check('touch: a tap on the scene steps once', afterTap.steps === before.steps + 1,
+    `steps ${before.steps} -> ${afterTap.steps} (taps seen ${taps[0]}, stepped ${taps[1]}, last: ${taps[2]}, refused: ${taps[3]})`);
+  await touchEv('touchStart', [[x - 80, y]]);
+  for (let i = 1; i <= 8; i++) { await touchEv('touchMove', [[x - 80 + 20 * i, y]]); await sleep(30); }
+  await touchEv('touchEnd', []);
+  await sleep(300);
+  const orbit = await state(page);
+  check('touch: one finger dragging orbits the camera', Math.abs(orbit.camera_yaw - afterTap.camera_yaw) > 0.05 &&
+    !orbit.auto_camera, `yaw ${afterTap.camera_yaw.toFixed(3)} -> ${orbit.camera_yaw.toFixed(3)}`);
+  const pinch = async (from, to) => {
+    await touchEv('touchStart', [[x - from, y], [x + from, y]]);
+    for (let i = 1; i <= 6; i++) {
+      const d = from + ((to - from) * i) / 6;
+      await touchEv('touchMove', [[x - d, y], [x + d, y]]);
+      await sleep(30);
+    }
+    await touchEv('touchEnd', []);
+    await sleep(300);
+    return (await state(page)).camera_distance;
+  };
+  const d0 = orbit.camera_distance, dOut = await pinch(40, 140), dIn = await pinch(140, 40);
+  check('touch: spreading two fingers zooms in, pinching zooms out', dOut < d0 * 0.9 && dIn > dOut * 1.1,
+    `distance ${d0.toFixed(2)} -> ${dOut.toFixed(2)} -> ${dIn.toFixed(2)}`);
+  await page.mouse.move(x, y);
+  await page.mouse.wheel({ deltaY: -100 });  // one notch up
+  await sleep(300);
+  const dWheel = (await state(page)).camera_distance;
+  // (100 px of wheel = one desktop notch, 0.88 of the distance; browsers send 53-120 px a notch, and
+  // emulated DPR scales puppeteer's pixels, so: closer, by at most a notch and a bit, not a jump)
+  check('mouse wheel: up zooms in (closer, by about a notch, as on the desktop)',
+    dWheel / dIn < 0.99 && dWheel / dIn > 0.8, `distance ${dIn.toFixed(3)} -> ${dWheel.toFixed(3)}`);
+  await page.close();
+}
+
+// KV layout through window.kvscope (the Cache panel's layout): q8_0 rows, a
+// window of 8 with 2 sinks, pages of 4; the page generates what
+// `kvscope generate --kv-dtype q8_0 --kv-window 8 --kv-sinks 2 --kv-block 4`
+// does, counter for counter; a bad dtype is refused with a message.
+async function kvLayout(page) {
+  const flags = ['--kv-dtype', 'q8_0', '--kv-window', '8', '--kv-sinks', '2', '--kv-block', '4'];
+  const err = await command(page, { cmd: 'kv_layout', dtype: 'q8_0', window: 8, sinks: 2, block: 4 });
+  const recs = await pageRecords(page);
+  const ref = cliRecords(null, flags);
+  const diffs = [];
+  for (let i = 0; i < Math.min(recs.length, ref.length); i++)
+    for (const k of COUNTERS)
+      if (JSON.stringify(recs[i][k]) !== JSON.stringify(ref[i][k]))
+        diffs.push(`step ${i} ${k}: page ${JSON.stringify(recs[i][k])} cli ${JSON.stringify(ref[i][k])}`);
+  check('kv_layout command (q8_0, window 8 + 2 sinks, pages of 4): tokens and counters equal generate ' +
+    flags.join(' '), !err && recs.length === ref.length && diffs.length === 0 &&
+    ref.some((r) => r.evicted > 0), err || diffs.slice(0, 3).join('; ') || `${recs.length} vs ${ref.length} steps`);
+  const bad = await command(page, { cmd: 'kv_layout', dtype: 'q3' });
+  check('kv_layout: an unknown dtype is refused with a message', /dtype must be/.test(bad), bad);
+  await command(page, { cmd: 'kv_layout', dtype: 'f32', window: 0, sinks: 0, block: 0 });
+}
+
 async function main() {
   const cliKv = cliRecords(null), cliNoCache = cliRecords(null, ['--no-cache']);
   const coi = await serve(true), plain = await serve(false);
   const browser = await launch();
   const logs = [];
   try {
+    if (args.only === 'touch') { await touch(browser, coi.url, logs); return; }
+    if (args.only === 'kv') {
+      const { page } = await openPage(browser, coi.url, { width: 1280, height: 720, deviceScaleFactor: 1 }, logs);
+      await kvLayout(page);
+      return;
+    }
     // 1. served with COOP/COEP
     const { page, firstTokenS } = await openPage(browser, coi.url, { width: 1280, height: 720, deviceScaleFactor: 1 },
       logs);
@@ -225,12 +430,7 @@ async function main() {
     console.log(`info time from page open to the first generated token: ${firstTokenS.toFixed(2)} s`);
     const recs = await pageRecords(page);
     compareRecords('coi', recs, cliKv);
-    // Decode speed: the records' own forward times (ms), page vs native single thread.
-    const med = (a) => { const t = [...a].sort((x, y) => x - y); return t[Math.floor(t.length / 2)]; };
-    const msPage = med(recs.slice(1).map((r) => r.ms)), msCli = med(cliKv.slice(1).map((r) => r.ms));
-    console.log(`info decode: page ${(1000 / msPage).toFixed(0)} tokens/s (${msPage.toFixed(3)} ms/step, ` +
-      `${await page.evaluate(() => navigator.hardwareConcurrency)} cores seen), native KVSCOPE_THREADS=1 ` +
-      `${(1000 / msCli).toFixed(0)} tokens/s (${msCli.toFixed(3)} ms/step): ${(100 * msCli / msPage).toFixed(0)} %`);
+    await decodeSpeed(page, recs);
     // NO CACHE from a mid-sequence step: the next step recomputes every position.
     const k = 4;
     await command(page, { cmd: 'pause' });
@@ -269,6 +469,9 @@ async function main() {
     }
     const head = pngs.length ? fs.readFileSync(path.join(dl, pngs[0])).subarray(0, 8).toString('hex') : '';
     check('screenshot command downloads a PNG', head === '89504e470d0a1a0a', pngs.join(', ') || 'no download');
+    await kvLayout(page);
+    await savedViews(page, dl);
+    await presentationKey(page);
     const bad = await command(page, { cmd: 'no_such_command' });
     check('an unknown command is refused with a message', /unknown cmd/.test(bad), bad);
     // Frame time while generating.
@@ -277,6 +480,7 @@ async function main() {
     console.log(`info median frame time (last 120 frames): ${ft.toFixed(1)} ms`);
     await page.close();
 
+    await touch(browser, coi.url, logs);
     if (args.shots) await viewportShots(browser, coi.url, logs);
     // 2. served without the headers: the service worker adds them and reloads once.
     const p2 = await openPage(browser, plain.url, { width: 1024, height: 640, deviceScaleFactor: 2 }, logs);

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "app/platform/user_files.h"
 #include "app/session/fitting.h"
 #include "model/core/units.h"
 #include "model/engine/engine.h"
@@ -376,14 +377,20 @@ Commands panel_model(const Snapshot& snap, UiState& ui) {
   ImGui::TextWrapped("Load a model folder (GPT-2, Llama, Mistral, Qwen2):");
   // The buttons beside the field and the bar as wide as their labels at any text scale.
   const float spacing = ImGui::GetStyle().ItemSpacing.x;
-  ImGui::SetNextItemWidth(-(button_width("Load") + spacing));
-  const bool enter =
-      ImGui::InputTextWithHint("##dir", "/path/to/model", &ui.model_dir_input, ImGuiInputTextFlags_EnterReturnsTrue);
-  ImGui::SameLine();
-  ImGui::BeginDisabled(snap.loading_model || ui.model_dir_input.empty());
-  if (ImGui::Button("Load", ImVec2(-1, 0)) || (enter && !ui.model_dir_input.empty()))
-    cmds.push_back(cmd::LoadModel{ui.model_dir_input});
-  ImGui::EndDisabled();
+  if (kFilesThroughBrowser) {  // the page: the browser's folder picker (or a folder dropped on the page)
+    ImGui::BeginDisabled(snap.loading_model);
+    if (ImGui::Button("Open model folder...", ImVec2(-1, 0))) ask_user_for_model_folder();
+    ImGui::EndDisabled();
+  } else {
+    ImGui::SetNextItemWidth(-(button_width("Load") + spacing));
+    const bool enter =
+        ImGui::InputTextWithHint("##dir", "/path/to/model", &ui.model_dir_input, ImGuiInputTextFlags_EnterReturnsTrue);
+    ImGui::SameLine();
+    ImGui::BeginDisabled(snap.loading_model || ui.model_dir_input.empty());
+    if (ImGui::Button("Load", ImVec2(-1, 0)) || (enter && !ui.model_dir_input.empty()))
+      cmds.push_back(cmd::LoadModel{ui.model_dir_input});
+    ImGui::EndDisabled();
+  }
   if (snap.loading_model) {
     // The load runs on its own thread; the current model keeps generating.
     char pct[32];
@@ -462,6 +469,14 @@ Commands panel_view(const Snapshot& snap, UiState& ui) {
   bool cb = ui.colour_blind;
   // (no word longer than "blindness)": a narrow sidebar wraps it between words)
   if (checkbox_wrapped("projector palette (safe for colour blindness)", &cb)) cmds.push_back(cmd::Palette{});
+  if (kFilesThroughBrowser) {  // the page: a download and the browser's file picker, no path
+    if (ImGui::Button("Save view", pair.size)) cmds.push_back(cmd::SaveView{kBrowserViewFile});
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("downloads camera + step + settings as kvscope-view.json");
+    pair.next();
+    if (ImGui::Button("Open view...", pair.size)) cmds.push_back(cmd::LoadView{""});
+    if (!ui.status.empty()) text_wrapped_words(ui.status);
+    return cmds;
+  }
   if (ui.view_path.empty()) {
     const std::string dir = std::getenv("HOME") ? std::string(std::getenv("HOME")) : std::string(".");
     ui.view_path = dir + "/kvscope-view.json";

@@ -56,24 +56,32 @@ Commands panel_timeline(const Snapshot& snap, UiState& ui, float reserve) {
   Commands cmds;
   const int n = snap.timeline_size();
   const int s = shown_step(snap, ui);
-  const float bw = ImGui::GetFrameHeight() * 1.6f;
-  ImGui::BeginDisabled(n == 0 || s <= 0);
-  if (ImGui::Button("\xE2\x97\x80##back", ImVec2(bw, 0))) cmds.push_back(cmd::Scrub{-1});
-  ImGui::EndDisabled();
-  ImGui::SameLine();
   // Room for the step counter as wide as it gets in this generation ("0000 / 0000 PAST" at most).
   const std::string widest = std::string(std::to_string(std::max(n - 1, 0)).size(), '0');
-  const float spacing = ImGui::GetStyle().ItemSpacing.x, min_slider = ImGui::GetFrameHeight() * 2;
+  const float spacing = ImGui::GetStyle().ItemSpacing.x, fh = ImGui::GetFrameHeight();
   // The counter with its word while the row has room, else the numbers alone (the colour and the tooltip
   // still tell LIVE from PAST): a narrow strip at a large text scale pushed the lessons button off its end.
   const std::vector<float> counter = {std::max(ImGui::CalcTextSize((widest + " / " + widest + " LIVE").c_str()).x,
                                                ImGui::CalcTextSize((widest + " / " + widest + " PAST").c_str()).x),
                                       ImGui::CalcTextSize((widest + "/" + widest).c_str()).x};
-  // (the back button is already on the row: the slider, the forward button and the counter share the rest)
-  const float rest = ImGui::GetContentRegionAvail().x - bw - 2 * spacing - reserve;
+  // Wide buttons and a slider of two frames while they fit; in a strip narrower than that (a phone at
+  // text scale 2.5) square buttons and a shorter slider, so the counter stays on the row.
+  // The narrowest form (still too narrow for that) leaves out the counter (its numbers in the slider's
+  // tooltip) and packs the row tight.
+  const float row = ImGui::GetContentRegionAvail().x - reserve;
+  const bool narrow = 2 * fh * 1.6f + 2 * fh + counter[1] + 3 * spacing > row;
+  const bool tight = narrow && 2 * fh + fh * 1.2f + counter[1] + 3 * spacing > row;
+  const float bw = narrow ? fh : fh * 1.6f, min_slider = narrow ? fh * 1.2f : fh * 2;
+  const float gap = tight ? spacing * 0.25f : spacing;
+  ImGui::BeginDisabled(n == 0 || s <= 0);
+  if (ImGui::Button("\xE2\x97\x80##back", ImVec2(bw, 0))) cmds.push_back(cmd::Scrub{-1});
+  ImGui::EndDisabled();
+  ImGui::SameLine(0, gap);
+  // (the slider and the counter share what the two buttons leave)
+  const float rest = row - 2 * bw - 3 * gap;
   const bool brief = fit_row({{min_slider}, counter}, spacing, rest, {1})[1] == 1;
-  const float info_w = counter[brief ? 1 : 0];
-  ImGui::SetNextItemWidth(std::max(min_slider, rest - info_w - spacing));
+  const float info_w = tight ? -gap : counter[brief ? 1 : 0];
+  ImGui::SetNextItemWidth(std::max(tight ? fh : min_slider, rest - info_w - gap));
   int step = std::max(0, s);
   ImGui::BeginDisabled(n <= 1);
   // The number alone: "step %d" in a slider narrowed by a large text scale was cut to "step 2" at step 23.
@@ -81,20 +89,22 @@ Commands panel_timeline(const Snapshot& snap, UiState& ui, float reserve) {
     cmds.push_back(cmd::ScrubTo{step});
   }
   ImGui::EndDisabled();
+  const bool live = ui.view_step < 0 || s == n - 1;
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip(
-        "Scrub through the generation: scene, beams, cache, counters and bars show that step.\n"
+        "%sScrub through the generation: scene, beams, cache, counters and bars show that step.\n"
         "\xE2\x86\x90 / \xE2\x86\x92 one step, Shift+arrow 10 steps; \xE2\x86\x92 at the newest step "
-        "computes the next one.");
-  ImGui::SameLine();
+        "computes the next one.",
+        tight && n > 0 ? (std::to_string(s) + " / " + std::to_string(n - 1) + (live ? " LIVE\n" : " PAST\n")).c_str()
+                       : "");
+  ImGui::SameLine(0, gap);
   ImGui::BeginDisabled(n == 0);
   if (ImGui::Button("\xE2\x96\xB6##fwd", ImVec2(bw, 0))) {
     cmds.push_back(cmd::Scrub{1});
   }
   ImGui::EndDisabled();
-  ImGui::SameLine();
-  const bool live = ui.view_step < 0 || s == n - 1;
-  if (n > 0) {
+  if (n > 0 && !tight) {
+    ImGui::SameLine();
     const ImVec4 colour = live ? ImVec4(0.45f, 1.0f, 0.55f, 1) : ImVec4(1.0f, 0.8f, 0.4f, 1);
     if (brief)
       ImGui::TextColored(colour, "%d/%d", s, n - 1);

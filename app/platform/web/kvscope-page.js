@@ -21,7 +21,8 @@
 
   page.fatal = (msg) => { page.fatalError = msg; setStatus('kvscope cannot run here: ' + msg); };
   page.started = () => { page.isReady = true; page.readyAt = performance.now(); setStatus(''); };
-  page.frame = () => {
+  page.frame = (presentation) => {
+    followPresentation(presentation);
     const now = performance.now();
     if (page.lastFrame) {
       page.frameTimes.push(now - page.lastFrame);
@@ -30,6 +31,32 @@
     page.lastFrame = now;
     page.frames++;
   };
+  // Presentation mode (F5, the View panel) takes the browser's fullscreen and
+  // gives it back; leaving fullscreen with the browser's own key (Esc) leaves
+  // presentation mode too. Changes only: the user may still exit either alone.
+  let shownPresentation = false, fullscreenForPresentation = false;
+  function followPresentation(on) {
+    if (on === shownPresentation) return;
+    shownPresentation = on;
+    const el = document.documentElement;
+    if (on && !document.fullscreenElement && el.requestFullscreen) {
+      el.requestFullscreen().then(() => { fullscreenForPresentation = true; }, () => {});
+    } else if (!on && document.fullscreenElement && fullscreenForPresentation) {
+      fullscreenForPresentation = false;
+      document.exitFullscreen().catch(() => {});
+    }
+  }
+  document.addEventListener('fullscreenchange', () => {
+    if (document.fullscreenElement || !fullscreenForPresentation) return;
+    fullscreenForPresentation = false;
+    if (shownPresentation) globalThis.kvscope.command({ cmd: 'presentation' });
+  });
+  // The app's keys that the browser would take: F5 (reload) is presentation
+  // mode, F11 the app's fullscreen button. The app still sees the key.
+  window.addEventListener('keydown', (ev) => {
+    if (ev.key === 'F5' || ev.key === 'F11') ev.preventDefault();
+  }, true);
+
   page.download = (path, mime) => {
     const data = FS.readFile(path);
     const url = URL.createObjectURL(new Blob([data], { type: mime }));
@@ -75,7 +102,8 @@
   }
   page.loadFiles = loadFiles;
   const picker = document.getElementById('picker');
-  document.getElementById('open').addEventListener('click', () => picker.click());
+  page.openModel = () => picker.click();  // also the Model panel's button (app/platform/user_files.h)
+  document.getElementById('open').addEventListener('click', page.openModel);
   picker.addEventListener('change', async () => {
     await loadFiles([...picker.files].map((f) => [f.webkitRelativePath || f.name, f]));
     picker.value = '';
@@ -105,19 +133,43 @@
     await loadFiles(files);
   });
 
+  // ---- saved views: "Open view..." asks for a file, which goes through the same
+  // reader and checks as on the desktop (errors in the error panel) ----
+  const viewPicker = document.getElementById('view-picker');
+  page.openView = () => viewPicker.click();
+  viewPicker.addEventListener('change', async () => {
+    const f = viewPicker.files[0];
+    viewPicker.value = '';
+    if (!f) return;
+    FS.mkdirTree('/tmp/views');
+    const path = '/tmp/views/' + f.name.replace(/[^\w.\- ]/g, '_');
+    FS.writeFile(path, new Uint8Array(await f.arrayBuffer()));
+    globalThis.kvscope.command({ cmd: 'load_view', path });
+  });
+
   // ---- window.kvscope ----
   globalThis.kvscope = {
     state: () => (page.isReady ? JSON.parse(Module.ccall('kvscope_state_json', 'string', [], [])) : null),
     command: (obj) => (page.isReady
       ? Module.ccall('kvscope_command_json', 'string', ['string'], [JSON.stringify(obj)])
       : 'kvscope is still starting'),
+    // `kvscope ...args` in the page (e.g. ['generate', '--json', ...]): {rc, lines}
+    cli: (args) => {
+      page.printSink = [];
+      try {
+        const rc = Module.ccall('kvscope_cli', 'number', ['string'], [JSON.stringify(args)]);
+        return { rc, lines: page.printSink };
+      } finally {
+        page.printSink = null;
+      }
+    },
     page,
   };
 
   // ---- start the app once the page is cross-origin isolated ----
   globalThis.Module = {
     canvas: document.getElementById('canvas'),
-    print: (t) => console.log(t),
+    print: (t) => (page.printSink ? page.printSink.push(t) : console.log(t)),
     printErr: (t) => console.warn(t),
     setStatus: (t) => { if (!page.isReady && t) setStatus('loading kvscope… ' + t.replace(/\(.*\)/, '')); },
     onAbort: (what) => page.fatal(String(what)),
@@ -140,20 +192,86 @@
   window.addEventListener('pagehide', saveSettings);
   page.saveSettings = saveSettings;
 
-  // Touch: GLFW maps one finger to the mouse (tap = click, drag = orbit); two
-  // fingers pinching become the mouse wheel (zoom).
-  let pinch = 0;
+  // Wheel: Emscripten's GLFW hands the browser's deltaY (pixels, down > 0) to
+  // the app as is; the desktop's GLFW gives notches, up > 0. Normalised here,
+  // before GLFW's own listener, so a notch zooms and scrolls as on the desktop.
+  const kLinePx = 16, kPagePx = 800, kNotchPx = 100;
+  window.addEventListener('wheel', (ev) => {
+    if (ev.kvscopeNotches) return;
+    const px = (d) => d * (ev.deltaMode === 1 ? kLinePx : ev.deltaMode === 2 ? kPagePx : 1);
+    Object.defineProperty(ev, 'deltaX', { value: -px(ev.deltaX) / kNotchPx });
+    Object.defineProperty(ev, 'deltaY', { value: -px(ev.deltaY) / kNotchPx });
+    ev.kvscopeNotches = true;
+  }, { capture: true, passive: false });
+
+  // Touch. Emscripten's GLFW does not read a touch's position, so touches are
+  // turned into the mouse events it does read: one finger is the left button
+  // (drag = orbit, tap = click), two fingers pinching are the wheel (zoom),
+  // and a short still tap on the scene is one step.
   const canvas = document.getElementById('canvas');
+  const mouse = (type, t) => canvas.dispatchEvent(new MouseEvent(type, { bubbles: true, cancelable: true,
+    clientX: t.clientX, clientY: t.clientY, button: 0, buttons: type === 'mouseup' ? 0 : 1 }));
   const spread = (t) => Math.hypot(t[0].clientX - t[1].clientX, t[0].clientY - t[1].clientY);
-  canvas.addEventListener('touchmove', (ev) => {
-    if (ev.touches.length !== 2) { pinch = 0; return; }
-    const d = spread(ev.touches);
-    if (pinch) canvas.dispatchEvent(new WheelEvent('wheel', { deltaY: (pinch - d) * 2, deltaMode: 0,
-      clientX: (ev.touches[0].clientX + ev.touches[1].clientX) / 2, clientY: (ev.touches[0].clientY + ev.touches[1].clientY) / 2 }));
-    pinch = d;
-    ev.preventDefault();
-  }, { passive: false });
-  canvas.addEventListener('touchend', () => { pinch = 0; });
+  let finger = null, pinch = 0, tap = null;
+  // On the window, capturing: before GLFW's own touch listeners, which would
+  // press the button at a stale position (stopped here).
+  const onCanvas = (type, fn) => window.addEventListener(type, (ev) => {
+    page.lastTouch = `${type} on ${ev.target.id || ev.target.nodeName}, ${ev.touches.length} down, t ${ev.timeStamp | 0}`;
+    if (ev.target !== canvas) return;
+    ev.stopPropagation();
+    ev.preventDefault();  // no emulated mouse events after ours
+    fn(ev);
+  }, { capture: true, passive: false });
+  onCanvas('touchstart', (ev) => {
+    if (ev.touches.length === 1) {
+      finger = ev.touches[0];
+      mouse('mousemove', finger);
+      mouse('mousedown', finger);
+      tap = { x: finger.clientX, y: finger.clientY, at: ev.timeStamp };
+    } else {
+      if (finger) mouse('mouseup', finger);  // a second finger: the drag ends, the pinch starts
+      finger = null;
+      tap = null;
+      pinch = spread(ev.touches);
+    }
+  });
+  onCanvas('touchmove', (ev) => {
+    if (ev.touches.length === 1 && finger) {
+      finger = ev.touches[0];
+      mouse('mousemove', finger);
+      if (tap && Math.hypot(finger.clientX - tap.x, finger.clientY - tap.y) > 10) tap = null;
+    } else if (ev.touches.length === 2) {
+      const d = spread(ev.touches);
+      const mid = { clientX: (ev.touches[0].clientX + ev.touches[1].clientX) / 2,
+        clientY: (ev.touches[0].clientY + ev.touches[1].clientY) / 2 };
+      mouse('mousemove', mid);
+      // Fingers apart (d grows) = wheel up = zoom in; 100 px of spread = one notch.
+      if (pinch) canvas.dispatchEvent(new WheelEvent('wheel', { bubbles: true, cancelable: true, deltaMode: 0,
+        deltaY: (pinch - d), clientX: mid.clientX, clientY: mid.clientY }));
+      pinch = d;
+    }
+  });
+  const touchEnd = (ev) => {
+    if (ev.touches.length > 0) return;
+    if (finger) mouse('mouseup', finger);
+    finger = null;
+    pinch = 0;
+    const was = tap;
+    tap = null;
+    // (event times, not handling times: a busy frame may delay the handlers;
+    // a press held a second is not a tap)
+    if (!was || ev.timeStamp - was.at > 1000 || !page.isReady) {
+      page.tapRefused = was ? `held ${(ev.timeStamp - was.at) | 0} ms` : 'moved, or no start seen';
+      return;
+    }
+    // After ImGui has seen the click (next frames): a step, unless on a panel.
+    page.tapsSeen = (page.tapsSeen || 0) + 1;
+    requestAnimationFrame(() => requestAnimationFrame(() => {
+      page.taps = (page.taps || 0) + Module.ccall('kvscope_tap', 'number', [], []);
+    }));
+  };
+  onCanvas('touchend', touchEnd);
+  onCanvas('touchcancel', touchEnd);
   if (self.crossOriginIsolated) {
     const s = document.createElement('script');
     s.src = 'kvscope.js';

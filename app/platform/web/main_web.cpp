@@ -13,6 +13,7 @@
 
 #include "app/gui/gui.h"
 #include "app/platform/web/web_api.h"
+#include "app/session/session.h"
 #include "model/core/error.h"
 
 namespace kvscope {
@@ -29,7 +30,7 @@ void frame() {
     web_report_fatal(e.what());
     emscripten_cancel_main_loop();
   }
-  web_frame_done();
+  web_frame_done(g_run && gui_session(*g_run).ui.presentation);
 }
 
 // Engine threads: the pool of Web Workers is started before main

@@ -6,13 +6,20 @@
 
 #include <GLFW/glfw3.h>
 #include <emscripten/emscripten.h>
+#include <imgui.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "app/cli/cli.h"
 #include "app/cli/record_json.h"
 #include "app/gui/gui.h"
+#include "app/platform/user_files.h"
 #include "app/session/session.h"
+#include "model/kv/kv_cache.h"
 
 namespace kvscope {
 
@@ -32,10 +39,12 @@ void web_ready() {
   });
 }
 
-void web_frame_done() {
-  EM_ASM({
-    if (globalThis.kvscopePage) globalThis.kvscopePage.frame();
-  });
+void web_frame_done(bool presentation) {
+  EM_ASM(
+      {
+        if (globalThis.kvscopePage) globalThis.kvscopePage.frame($0 != 0);
+      },
+      presentation);
 }
 
 namespace {
@@ -65,6 +74,13 @@ json state_of(const Session& s) {
   j["errors"] = s.ui.errors;
   j["done"] = s.snap.stop != StopReason::kNone;
   j["engine_idle"] = s.engine_idle();
+  j["presentation"] = s.ui.presentation;
+  j["camera"] = to_string(s.ui.camera);
+  j["auto_camera"] = s.ui.auto_camera;
+  j["camera_distance"] = s.view.camera.distance;
+  j["camera_yaw"] = s.view.camera.yaw;
+  j["text_scale"] = s.ui.text_scale;
+  j["status"] = s.ui.status;
   return j;
 }
 
@@ -113,6 +129,21 @@ Commands commands_of(const json& c, Session& s) {
     d.k = c.value("k", d.k);
     return {cmd::SetDecoding{d}};
   }
+  if (name ==
+      "kv_layout") {  // {"dtype": "f32"|"f16"|"q8_0"|"q4_0", "window", "sinks", "block"}: from the next generation
+    KVSettings k = s.ui.kv_layout;
+    if (c.contains("dtype") && !parse_kv_dtype(c.at("dtype").get<std::string>(), &k.dtype))
+      throw std::runtime_error("kv_layout: dtype must be f32, f16, q8_0 or q4_0");
+    k.window = c.value("window", k.window);
+    k.sinks = c.value("sinks", k.sinks);
+    k.block = c.value("block", k.block);
+    if (s.snap.model) k.layout_for(s.snap.model->config);  // the CLI's checks: throws naming the value
+    s.ui.kv_layout = k;
+    return {};
+  }
+  if (name == "save_view") return {cmd::SaveView{kBrowserViewFile}};  // a download
+  if (name == "open_view") return {cmd::LoadView{""}};                // the file picker
+  if (name == "load_view") return {cmd::LoadView{c.at("path").get<std::string>()}};
   if (name == "screenshot") return {cmd::Screenshot{}};
   if (name == "presentation") return {cmd::Presentation{}};
   if (name == "palette") return {cmd::Palette{}};
@@ -154,6 +185,39 @@ EMSCRIPTEN_KEEPALIVE const char* kvscope_command_json(const char* text) {
 
 EMSCRIPTEN_KEEPALIVE void kvscope_save_settings() {
   if (GuiRun* run = web_run()) gui_save_settings(*run);
+}
+
+// The command line inside the page (the same run_cli as `kvscope ...`), on
+// the page's thread while no frame is drawn: the engine's speed in the page
+// without the drawing around it (docs/web.md). `args`: a JSON array of
+// strings; output goes to the page's print (kvscope-page.js collects it).
+// One engine thread, as `KVSCOPE_THREADS=1 kvscope generate`.
+EMSCRIPTEN_KEEPALIVE int kvscope_cli(const char* args) {
+  std::vector<std::string> words{"kvscope"};
+  try {
+    for (const json& a : json::parse(args)) words.push_back(a.get<std::string>());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvscope_cli: %s\n", e.what());
+    return 2;
+  }
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  const char* threads = std::getenv("KVSCOPE_THREADS");
+  const std::string keep = threads ? threads : "";
+  setenv("KVSCOPE_THREADS", "1", 1);
+  const int rc = run_cli(static_cast<int>(argv.size()), argv.data(), AppHooks{});
+  std::fflush(stdout);
+  setenv("KVSCOPE_THREADS", keep.c_str(), 1);
+  return rc;
+}
+
+// A short touch that did not move: one step, unless it landed on a panel
+// (ImGui has seen the touch as the mouse by now).
+EMSCRIPTEN_KEEPALIVE int kvscope_tap() {
+  GuiRun* run = web_run();
+  if (!run || ImGui::GetIO().WantCaptureMouse) return 0;
+  gui_session(*run).execute(cmd::Step{}, glfwGetTime());
+  return 1;
 }
 
 EMSCRIPTEN_KEEPALIVE void kvscope_load_folder(const char* dir) {

@@ -11,7 +11,9 @@ GuiRun* web_run();  // null before the window opens (main_web.cpp)
 
 void web_report_fatal(const char* message);  // nothing can run: the page shows it
 void web_ready();                            // the window is open
-void web_frame_done();                       // once per frame (frame-time statistics)
+// Once per frame: frame-time statistics, and the browser's fullscreen
+// following presentation mode (F5).
+void web_frame_done(bool presentation);
 
 }  // namespace kvscope
 
@@ -23,6 +25,10 @@ const char* kvscope_state_json();
 const char* kvscope_command_json(const char* json);
 // The settings file into the browser's storage (IndexedDB, mounted by the page).
 void kvscope_save_settings();
+// `kvscope ARGS...` (a JSON array of strings) in the page: the CLI's exit code.
+int kvscope_cli(const char* args);
+// A tap on the canvas (kvscope-page.js): steps unless a panel was under it; 1 when it stepped.
+int kvscope_tap();
 // A model folder the page wrote into the in-memory file system.
 void kvscope_load_folder(const char* dir);
 }

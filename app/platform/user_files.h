@@ -1,0 +1,62 @@
+// Files the user saves and opens from the window (saved views, model
+// folders): on the desktop, paths typed into the panels; in the page, the
+// browser's own ways — a download, and its file pickers
+// (app/platform/web/kvscope-page.js).
+// Header-only so the headless session library needs no platform library.
+#pragma once
+
+#include <string>
+
+#ifdef __EMSCRIPTEN__
+#include <emscripten/emscripten.h>
+#endif
+
+namespace kvscope {
+
+#ifdef __EMSCRIPTEN__
+inline constexpr bool kFilesThroughBrowser = true;
+#else
+inline constexpr bool kFilesThroughBrowser = false;
+#endif
+
+// The page writes a saved view here (its in-memory file system), then hands it
+// over as a download named kvscope-view.json.
+inline constexpr const char* kBrowserViewFile = "/tmp/kvscope-view.json";
+
+// A file just written at `path`: in the page, downloaded (and removed from the
+// in-memory file system); on the desktop it stays where it is.
+inline void hand_file_to_user(const std::string& path, const char* mime) {
+#ifdef __EMSCRIPTEN__
+  EM_ASM(
+      {
+        if (globalThis.kvscopePage) globalThis.kvscopePage.download(UTF8ToString($0), UTF8ToString($1));
+      },
+      path.c_str(), mime);
+#else
+  (void)path;
+  (void)mime;
+#endif
+}
+
+// The page's file picker for a saved view; the chosen file comes back as the
+// command {"cmd": "load_view", "path": ...}. Nothing on the desktop.
+inline void ask_user_for_view_file() {
+#ifdef __EMSCRIPTEN__
+  EM_ASM({
+    if (globalThis.kvscopePage) globalThis.kvscopePage.openView();
+  });
+#endif
+}
+
+// The page's folder picker for a model (the same as its "Open model..."
+// button); the folder is copied into the page's memory and loaded. Nothing on
+// the desktop (its View panel takes a path).
+inline void ask_user_for_model_folder() {
+#ifdef __EMSCRIPTEN__
+  EM_ASM({
+    if (globalThis.kvscopePage) globalThis.kvscopePage.openModel();
+  });
+#endif
+}
+
+}  // namespace kvscope
