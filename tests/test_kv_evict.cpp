@@ -27,6 +27,10 @@ namespace {
 using testutil::json;
 
 constexpr double kTol = 1e-4;
+// f16 rows: a K or V value that sits at a half-precision rounding boundary is
+// stored as neighbouring halves by the f32 engine and the float64 reference
+// (1.2e-4 seen on a Llama checkpoint); the same bound as the layouts test.
+constexpr double kF16Tol = 1e-3;
 
 struct EvictCase {
   const char* ckpt;
@@ -97,6 +101,7 @@ void check_evict(const EvictCase& ec) {
   opt.kv.budget = ec.budget;
   gen.start_tokens(ref.at("prompt").get<std::vector<int>>(), opt);
   const std::string who = describe(ec);
+  const double tol = ec.dtype == KVDtype::kF16 ? kF16Tol : kTol;
   std::vector<std::vector<int>> before(static_cast<size_t>(c.n_layer));
   int steps = 0;
   for (int s = 0;; ++s) {
@@ -107,9 +112,9 @@ void check_evict(const EvictCase& ec) {
     const json& st = ref.at("steps").at(static_cast<size_t>(s));
     ASSERT_EQ(r->seq_len, st.at("seq_len").get<int>()) << where;
     ASSERT_EQ(r->token, st.at("token").get<int>()) << where;
-    EXPECT_NEAR(r->prob, st.at("prob").get<double>(), kTol) << where;
+    EXPECT_NEAR(r->prob, st.at("prob").get<double>(), tol) << where;
     for (size_t i = 0; i < 5; ++i)
-      EXPECT_NEAR(r->top[i].prob, st.at("top").at(i).at(1).get<double>(), kTol) << where << " rank " << i;
+      EXPECT_NEAR(r->top[i].prob, st.at("top").at(i).at(1).get<double>(), tol) << where << " rank " << i;
     const auto held = ref_held(st);
     ASSERT_EQ(r->kv_held_by_layer, held) << where;
     // Rows dropped by this forward, summed over layers.
@@ -142,8 +147,8 @@ const EvictCase kCases[] = {
     {"l3h4d48_f16_noprefix", false, KVEvict::kTova, KVDtype::kF32, 6, 4},
     {"l2h4d64_f16_prefix_u8buffers", false, KVEvict::kH2O, KVDtype::kQ8_0, 7, 0, 10, 8},
     {"llama_gqa3_bf16_untied_sharded_llama3", true, KVEvict::kTova, KVDtype::kF32, 5, 4},
-    // (f16 rows: the GPT-2 cases; the reference does not screen f16 rounding ties, which
-    // move a probability by up to ~1e-4 on these Llama checkpoints.)
+    {"llama_gqa3_bf16_untied_sharded_llama3", true, KVEvict::kTova, KVDtype::kF16, 5, 2},
+    {"llama_gqa2_f16_headdim_linear", true, KVEvict::kH2O, KVDtype::kF16, 4, 0},
     {"llama_gqa3_bf16_untied_sharded_llama3", true, KVEvict::kH2O, KVDtype::kF32, 5, 0},
     {"llama_gqa2_f16_headdim_linear", true, KVEvict::kTova, KVDtype::kQ8_0, 4, 0},
     {"llama_gqa2_f16_headdim_linear", true, KVEvict::kH2O, KVDtype::kQ4_0, 5, 2},
