@@ -5,7 +5,8 @@
 //   a screenshot is a real scene (many colours);
 //   the page runs served with the isolation headers and without them (service worker);
 //   random GPT-2 / Llama checkpoints through the folder picker generate what the CLI does;
-//   a bad folder reaches the error panel.
+//   a bad folder reaches the error panel;
+//   models by Hugging Face id from a local stand-in for the hub (hub_checks.mjs).
 // Usage: node tests/web/web_test.mjs --site build-web/site --cli build/kvscope --out DIR [--shots]
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -13,6 +14,8 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+
+import { hubChecks } from './hub_checks.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const require = createRequire(path.join(ROOT, 'tools/web/package.json'));
@@ -418,6 +421,14 @@ async function main() {
   const logs = [];
   try {
     if (args.only === 'touch') { await touch(browser, coi.url, logs); return; }
+    const hubContext = (url) => ({ root: ROOT, browser, url, logs, openPage, state, command, pageRecords, cliRecords,
+      check, waitFor });
+    if (args.only === 'hub') {
+      await hubChecks(hubContext(coi.url));
+      console.log(`web tests (hub only): ${passed} passed, ${failed} failed`);
+      process.exitCode = failed ? 1 : 0;
+      return;
+    }
     if (args.only === 'kv') {
       const { page } = await openPage(browser, coi.url, { width: 1280, height: 720, deviceScaleFactor: 1 }, logs);
       await kvLayout(page);
@@ -493,6 +504,8 @@ async function main() {
     check('canvas backbuffer follows devicePixelRatio', size[0] === 2 * size[1], `canvas ${size[0]} px, page ${size[1]} css px`);
     await userModels(p2.page);
     await p2.page.close();
+    // Models by Hugging Face id, on the host without headers (the service worker between page and hub).
+    await hubChecks(hubContext(plain.url));
   } catch (e) {
     check('page run', false, e.message);
   } finally {

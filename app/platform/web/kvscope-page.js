@@ -15,7 +15,7 @@
   const kMaxModelBytes = 1536 * 1024 * 1024;
   const page = {
     isReady: false, frames: 0, fatalError: '', openedAt: performance.now(), readyAt: 0,
-    frameTimes: [], lastFrame: 0, loadError: '', folders: 0,
+    frameTimes: [], lastFrame: 0, loadError: '', folders: 0, maxModelBytes: kMaxModelBytes, setStatus,
   };
   globalThis.kvscopePage = page;
 
@@ -78,7 +78,9 @@
       try { FS.mkdir(cur); } catch (e) { /* exists */ }
     }
   }
-  async function loadFiles(files) {  // files: [[relative path, File]]
+  // files: [[relative path, File or Blob]] (a picked or dropped folder, or a
+  // model fetched by id: kvscope-hub.js)
+  async function loadFiles(files) {
     if (!page.isReady) return 'kvscope is still starting';
     page.loadError = '';
     if (files.length === 0) return (page.loadError = 'the folder is empty');

@@ -223,4 +223,10 @@ EMSCRIPTEN_KEEPALIVE int kvscope_tap() {
 EMSCRIPTEN_KEEPALIVE void kvscope_load_folder(const char* dir) {
   if (GuiRun* run = web_run()) gui_session(*run).execute(cmd::LoadModel{dir}, glfwGetTime());
 }
+
+// An error found by the page's own code (a model fetched from the hub: an
+// unknown id, a missing file, a model too big): into the error panel.
+EMSCRIPTEN_KEEPALIVE void kvscope_report_error(const char* message) {
+  if (GuiRun* run = web_run()) gui_session(*run).ui.errors.push_back(message);
+}
 }

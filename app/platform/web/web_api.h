@@ -31,4 +31,6 @@ int kvscope_cli(const char* args);
 int kvscope_tap();
 // A model folder the page wrote into the in-memory file system.
 void kvscope_load_folder(const char* dir);
+// An error found by the page's JavaScript (fetching a model by id): shown in the error panel.
+void kvscope_report_error(const char* message);
 }
