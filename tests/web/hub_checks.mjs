@@ -50,7 +50,9 @@ function makeRepos(root) {
   execFileSync('/usr/bin/python3', [path.join(root, 'tools/numpy_ref.py'), 'make', '--out', gpt2, '--layers', '2',
     '--heads', '2', '--embd', '32', '--ctx', '64', '--seed', '9']);
   fs.mkdirSync(noWeights);
-  for (const f of ['config.json', 'vocab.json', 'merges.txt']) fs.copyFileSync(path.join(gpt2, f), path.join(noWeights, f));
+  for (const f of ['config.json', 'vocab.json', 'merges.txt']) {
+    fs.copyFileSync(path.join(gpt2, f), path.join(noWeights, f));
+  }
   return {
     llama, gpt2,
     repos: {
@@ -120,20 +122,21 @@ export async function hubChecks(t) {
     const recs2 = await pageRecords(p2);
     const ref2 = cliRecords(m.gpt2);
     check('hub id: a single-file random GPT-2 (vocab.json + merges.txt) loads and generates what the CLI generates',
-      !err2 && s.errors.length === 0 && tokens(recs2) === tokens(ref2), `${err2} page ${tokens(recs2)} cli ${tokens(ref2)}`);
+      !err2 && s.errors.length === 0 && tokens(recs2) === tokens(ref2),
+      `${err2} page ${tokens(recs2)} cli ${tokens(ref2)}`);
 
     // 4. errors: in the error panel, naming the id and the file
     const errorOf = async (id) => {
       await command(p2, { cmd: 'dismiss_errors' });
       const from = hub.log.length;
       const ret = await p2.evaluate((id) => globalThis.kvscope.loadHub(id), id);
-      const e = await waitFor(p2, () => { const s = globalThis.kvscope.state(); return s.errors.length ? s.errors : null; },
-        null, 20000, 'the error panel').catch(() => []);
+      const e = await waitFor(p2, () => { const s = globalThis.kvscope.state();
+        return s.errors.length ? s.errors : null; }, null, 20000, 'the error panel').catch(() => []);
       return { ret, errors: e.join('; '), requests: hub.log.slice(from) };
     };
     let e = await errorOf('test-org/no-such-model');
-    check('hub id: an unknown id (404) shows an error naming the id', /test-org\/no-such-model: no such model/.test(e.errors),
-      e.errors || e.ret);
+    check('hub id: an unknown id (404) shows an error naming the id',
+      /test-org\/no-such-model: no such model/.test(e.errors), e.errors || e.ret);
     e = await errorOf('test-org/no-weights');
     check('hub id: a repository without weights shows an error naming the id and model.safetensors',
       /test-org\/no-weights: model\.safetensors is missing/.test(e.errors), e.errors || e.ret);

@@ -424,7 +424,7 @@ async function main() {
     const hubContext = (url) => ({ root: ROOT, browser, url, logs, openPage, state, command, pageRecords, cliRecords,
       check, waitFor });
     if (args.only === 'hub') {
-      await hubChecks(hubContext(coi.url));
+      await hubChecks(hubContext(plain.url));
       console.log(`web tests (hub only): ${passed} passed, ${failed} failed`);
       process.exitCode = failed ? 1 : 0;
       return;

@@ -21,7 +21,8 @@
 
   const hubBase = (opt) => String((opt && opt.hub) || new URLSearchParams(location.search).get('hub') ||
     (globalThis.kvscopeOptions && globalThis.kvscopeOptions.hub) || 'https://huggingface.co').replace(/\/+$/, '');
-  const mb = (n) => (n / 2 ** 20).toFixed(n < 10 * 2 ** 20 ? 1 : 0) + ' MB';
+  const mb = (n) => (n < 2 ** 20 ? (n / 2 ** 10).toFixed(0) + ' KB'
+    : (n / 2 ** 20).toFixed(n < 10 * 2 ** 20 ? 1 : 0) + ' MB');
   // The size the hub reports (X-Linked-Size on its redirect, else Content-Length); null if none.
   const sizeOf = (r) => {
     const h = r.headers.get('x-linked-size') || r.headers.get('content-length');
@@ -74,15 +75,19 @@
       try {
         shards = [...new Set(Object.values(JSON.parse(await ixBlob.text()).weight_map))];
       } catch (e) {
-        throw new HubError(`${id}: model.safetensors.index.json: expected {"weight_map": {tensor: shard file}} (${e.message})`);
+        throw new HubError(`${id}: model.safetensors.index.json: expected {"weight_map": {tensor: shard file}} ` +
+          `(${e.message})`);
       }
       files.push({ name: 'model.safetensors.index.json', size: ixBlob.size, blob: ixBlob });
       for (const s of shards) {
         if (typeof s !== 'string' || !/^[\w.-]+$/.test(s)) {
-          throw new HubError(`${id}: model.safetensors.index.json names the shard ${JSON.stringify(s)}, expected a file name`);
+          throw new HubError(`${id}: model.safetensors.index.json names the shard ${JSON.stringify(s)}, ` +
+            'expected a file name');
         }
         const r = await request(id, url(s), s, 'HEAD');
-        if (r.status === 404) throw new HubError(`${id}: ${s} (a shard named in model.safetensors.index.json) is missing on the hub`);
+        if (r.status === 404) {
+          throw new HubError(`${id}: ${s} (a shard named in model.safetensors.index.json) is missing on the hub`);
+        }
         if (!r.ok) throw httpError(id, s, r);
         files.push({ name: s, size: sizeOf(r) });
       }
@@ -182,7 +187,11 @@
   function report(msg) {
     hub.lastError = msg;
     page.loadError = msg;
-    if (page.isReady) Module.ccall('kvscope_report_error', null, ['string'], [msg]);
+    try {
+      if (page.isReady) Module.ccall('kvscope_report_error', null, ['string'], [msg]);
+    } catch (e) {
+      console.error(`kvscope: ${msg} (${e.message})`);
+    }
   }
 
   async function loadHub(id, opt) {
