@@ -32,8 +32,9 @@
   function showProgress(text, frac) {
     hub.progress = text;
     document.getElementById('hub-progress').textContent = text;
+    document.getElementById('hub-status').hidden = !text;
     const bar = document.getElementById('hub-bar');
-    bar.style.display = frac === null ? 'none' : 'block';
+    bar.hidden = frac === null || !text;
     if (frac !== null) bar.value = frac;
   }
 
@@ -224,8 +225,14 @@
   }
   globalThis.kvscope.loadHub = loadHub;
 
-  document.getElementById('hub').addEventListener('submit', (ev) => {
+  const form = document.getElementById('hub');
+  document.getElementById('hub-open').addEventListener('click', () => {
+    form.classList.toggle('shown');
+    if (form.classList.contains('shown')) document.getElementById('hub-id').focus();
+  });
+  form.addEventListener('submit', (ev) => {
     ev.preventDefault();
+    form.classList.remove('shown');  // the progress line takes its place
     loadHub(document.getElementById('hub-id').value);
   });
 })();
