@@ -6,8 +6,9 @@
 //   download progress, and generates what the native CLI generates for the folder;
 //   a second visit loads it from the browser's storage (the server sees no request
 //   for the weights); a single-file GPT-2 by kvscope.loadHub; an unknown id, a
-//   repository without weights and one too big for the page's memory (refused
-//   before any download) reach the error panel naming the id and the file.
+//   repository without weights, one missing a shard its index names and one too
+//   big for the page's memory (the last two refused before any weight is
+//   downloaded) reach the error panel naming the id and the file.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -49,6 +50,9 @@ function makeRepos(root) {
     '--shards', '2']);
   execFileSync('/usr/bin/python3', [path.join(root, 'tools/numpy_ref.py'), 'make', '--out', gpt2, '--layers', '2',
     '--heads', '2', '--embd', '32', '--ctx', '64', '--seed', '9']);
+  const missingShard = path.join(dir, 'missing-shard');
+  fs.cpSync(llama, missingShard, { recursive: true });
+  fs.rmSync(path.join(missingShard, 'model-00002-of-00002.safetensors'));
   fs.mkdirSync(noWeights);
   for (const f of ['config.json', 'vocab.json', 'merges.txt']) {
     fs.copyFileSync(path.join(gpt2, f), path.join(noWeights, f));
@@ -59,6 +63,7 @@ function makeRepos(root) {
       'test-org/random-llama': { dir: llama },
       'test-org/random-gpt2': { dir: gpt2 },
       'test-org/no-weights': { dir: noWeights },
+      'test-org/missing-shard': { dir: missingShard },
       // 3 GB by the sizes reported (HEAD); a GET would send the small real file.
       'test-org/too-big': { dir: gpt2, heads: { 'model.safetensors': 3 * 2 ** 30 } },
     },
@@ -141,6 +146,11 @@ export async function hubChecks(t) {
     e = await errorOf('test-org/no-weights');
     check('hub id: a repository without weights shows an error naming the id and model.safetensors',
       /test-org\/no-weights: model\.safetensors is missing/.test(e.errors), e.errors || e.ret);
+    e = await errorOf('test-org/missing-shard');
+    check('hub id: a shard named in the index but missing on the hub: an error naming the id and the shard',
+      /test-org\/missing-shard: model-00002-of-00002\.safetensors \(a shard named in/.test(e.errors) &&
+      !e.requests.some((l) => l.startsWith('GET') && l.endsWith('.safetensors')),
+      `${e.errors || e.ret}; requests: ${e.requests.filter((l) => l.endsWith('.safetensors')).join(', ')}`);
     e = await errorOf('test-org/too-big');
     const bigGets = e.requests.filter((l) => l.startsWith('GET') && l.endsWith('.safetensors'));
     check('hub id: a model too big for the page is refused before downloading, by the sizes the hub reports',
