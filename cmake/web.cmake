@@ -117,7 +117,7 @@ target_link_options(kvscope PRIVATE -fexceptions -sALLOW_MEMORY_GROWTH=1 -sMAXIM
   -sINITIAL_MEMORY=128MB -sDEFAULT_PTHREAD_STACK_SIZE=4MB
   -sPTHREAD_POOL_SIZE=${KVSCOPE_WEB_POOL} -sFORCE_FILESYSTEM=1 -lidbfs.js
   -sEXPORTED_RUNTIME_METHODS=FS,ccall,cwrap,UTF8ToString
-  "-sEXPORTED_FUNCTIONS=_main,_kvscope_state_json,_kvscope_command_json,_kvscope_load_folder,_kvscope_report_error,_kvscope_save_settings,_kvscope_tap,_kvscope_cli,_malloc,_free"
+  "-sEXPORTED_FUNCTIONS=_main,_kvscope_state_json,_kvscope_command_json,_kvscope_load_folder,_kvscope_report_error,_kvscope_training_progress,_kvscope_training_fetched,_kvscope_save_settings,_kvscope_tap,_kvscope_cli,_malloc,_free"
   -Wno-pthreads-mem-growth
   "--preload-file=${WEB_ASSETS}/kv_configs.json@/assets/kv_configs.json"
   "--preload-file=${WEB_ASSETS}/models/kvscope-tiny@/assets/models/kvscope-tiny"
@@ -139,7 +139,7 @@ add_custom_command(TARGET kvscope POST_BUILD
           ${WEB_SITE}/coi-serviceworker.js
   COMMENT "Assembling the site in ${WEB_SITE}")
 # The page's own files follow their sources without a relink of the app.
-set(WEB_PAGE_FILES index.html kvscope-page.js kvscope-hub.js)
+set(WEB_PAGE_FILES index.html kvscope-page.js kvscope-hub.js kvscope-training.js)
 list(TRANSFORM WEB_PAGE_FILES PREPEND ${WEB_SITE}/ OUTPUT_VARIABLE WEB_PAGE_OUT)
 list(TRANSFORM WEB_PAGE_FILES PREPEND ${CMAKE_SOURCE_DIR}/app/platform/web/ OUTPUT_VARIABLE WEB_PAGE_SRC)
 add_custom_command(OUTPUT ${WEB_PAGE_OUT}
@@ -162,3 +162,31 @@ target_link_options(kvscope-node PRIVATE -fexceptions -sNODERAWFS=1 -sENVIRONMEN
   -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB -sINITIAL_MEMORY=128MB -sDEFAULT_PTHREAD_STACK_SIZE=4MB
   -sPTHREAD_POOL_SIZE=${KVSCOPE_WEB_POOL} -Wno-pthreads-mem-growth
   "--pre-js=${CMAKE_SOURCE_DIR}/app/platform/web/node_env.js")
+
+# The default model's training checkpoints (16 MB; the Training tab) as plain
+# files beside the app, not in kvscope.data: the page fetches them after its
+# first token (app/platform/web/kvscope-training.js) from the list in
+# training-files.json (training.json last: written once its checkpoints are).
+set(WEB_TRAINING ${WEB_ASSETS}/models/kvscope-tiny-training)
+set(WEB_TRAINING_REL assets/models/kvscope-tiny-training)
+file(GLOB_RECURSE WEB_TRAINING_FILES LIST_DIRECTORIES false CONFIGURE_DEPENDS RELATIVE ${WEB_TRAINING}
+     ${WEB_TRAINING}/*)
+list(SORT WEB_TRAINING_FILES)
+list(REMOVE_ITEM WEB_TRAINING_FILES training.json)
+set(entries "")
+foreach(f ${WEB_TRAINING_FILES} training.json)
+  file(SIZE ${WEB_TRAINING}/${f} n)
+  list(APPEND entries "{\"path\": \"${f}\", \"size\": ${n}}")
+endforeach()
+list(JOIN entries ",\n  " entries)
+set(WEB_TRAINING_LIST ${CMAKE_BINARY_DIR}/training-files.json)
+file(CONFIGURE OUTPUT ${WEB_TRAINING_LIST}
+     CONTENT "{\"root\": \"${WEB_TRAINING_REL}\", \"files\": [\n  ${entries}]}\n")
+list(TRANSFORM WEB_TRAINING_FILES PREPEND ${WEB_TRAINING}/ OUTPUT_VARIABLE WEB_TRAINING_SRC)
+add_custom_command(OUTPUT ${WEB_SITE}/training-files.json
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${WEB_SITE}/${WEB_TRAINING_REL}
+  COMMAND ${CMAKE_COMMAND} -E copy_directory ${WEB_TRAINING} ${WEB_SITE}/${WEB_TRAINING_REL}
+  COMMAND ${CMAKE_COMMAND} -E copy ${WEB_TRAINING_LIST} ${WEB_SITE}/training-files.json
+  DEPENDS ${WEB_TRAINING_LIST} ${WEB_TRAINING_SRC} ${WEB_TRAINING}/training.json
+  COMMENT "Copying the training checkpoints into ${WEB_SITE}/${WEB_TRAINING_REL}")
+add_custom_target(web_training ALL DEPENDS ${WEB_SITE}/training-files.json)

@@ -93,6 +93,10 @@ class Session {
   // ranges are checked, and `origin` is remembered for the next load.
   void fit_to_model(const std::string& origin = "");
 
+  // Reads the training record beside the loaded model again (Snapshot::training):
+  // after a model loads, and in the page once its checkpoints have been fetched.
+  void read_training_record();
+
   Snapshot snap;
   UiState ui;
   SessionView view;
@@ -105,7 +109,6 @@ class Session {
   void take_event(WorkerEvent& ev, double now);
   void on_forked(const WorkerEvent& ev, double now);
   void on_error(const WorkerEvent& ev);
-  void read_training_record();
   void load_checkpoint(int index);
   void step(double now);
   void scrub(int steps, double now);

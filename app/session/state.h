@@ -193,6 +193,9 @@ struct UiState {
   bool select_tab = false;  // make bottom_tab the open tab next frame
   std::string view_path;    // saved view file
   int training_slice = -1;  // Training tab: validation slice shown (-1: their mean)
+  // Training tab, while the page fetches the checkpoints (app/platform/web): e.g.
+  // "Fetching the training checkpoints: 3.1 of 16.0 MB"; empty on the desktop.
+  std::string training_fetch;
   // Errors shown in the error panel until dismissed.
   std::vector<std::string> errors;
   std::string status;  // one line, e.g. "saved kvscope-....png"

@@ -6,7 +6,8 @@
 //   the page runs served with the isolation headers and without them (service worker);
 //   random GPT-2 / Llama checkpoints through the folder picker generate what the CLI does;
 //   a bad folder reaches the error panel;
-//   models by Hugging Face id from a local stand-in for the hub (hub_checks.mjs).
+//   models by Hugging Face id from a local stand-in for the hub (hub_checks.mjs);
+//   the Training tab's checkpoints, fetched after the first token (training_checks.mjs).
 // Usage: node tests/web/web_test.mjs --site build-web/site --cli build/kvscope --out DIR [--shots]
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -16,6 +17,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { hubChecks } from './hub_checks.mjs';
+import { trainingChecks } from './training_checks.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const require = createRequire(path.join(ROOT, 'tools/web/package.json'));
@@ -88,8 +90,9 @@ async function waitFor(page, fn, arg, timeoutMs, what) {
 
 const fatalOf = (page) => page.evaluate(() => globalThis.kvscopePage && globalThis.kvscopePage.fatalError);
 
-async function openPage(browser, url, viewport, logs) {
+async function openPage(browser, url, viewport, logs, setup = null) {
   const page = await browser.newPage();
+  if (setup) await setup(page);
   page.on('console', (m) => logs.push(m.text()));
   page.on('pageerror', (e) => logs.push('pageerror: ' + e.message));
   await page.setViewport(viewport);
@@ -429,6 +432,14 @@ async function main() {
       process.exitCode = failed ? 1 : 0;
       return;
     }
+    const trainingContext = { root: ROOT, site: SITE, cli: CLI, browser, url: coi.url, logs, openPage, state, command,
+      pageRecords, cliRecords, check, waitFor };
+    if (args.only === 'training') {
+      await trainingChecks(trainingContext);
+      console.log(`web tests (training only): ${passed} passed, ${failed} failed`);
+      process.exitCode = failed ? 1 : 0;
+      return;
+    }
     if (args.only === 'kv') {
       const { page } = await openPage(browser, coi.url, { width: 1280, height: 720, deviceScaleFactor: 1 }, logs);
       await kvLayout(page);
@@ -492,6 +503,7 @@ async function main() {
     await page.close();
 
     await touch(browser, coi.url, logs);
+    await trainingChecks(trainingContext);
     if (args.shots) await viewportShots(browser, coi.url, logs);
     // 2. served without the headers: the service worker adds them and reloads once.
     const p2 = await openPage(browser, plain.url, { width: 1024, height: 640, deviceScaleFactor: 2 }, logs);

@@ -186,6 +186,10 @@ Commands panel_training(const Snapshot& snap, UiState& ui) {
   ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 240, 120, 255));
   text_wrapped_wordsf("During inference the weights are frozen; training is what changed them.");
   ImGui::PopStyleColor();
+  if (!snap.training && !ui.training_fetch.empty()) {
+    text_wrapped_wordsf("%s", ui.training_fetch.c_str());
+    return cmds;
+  }
   if (!snap.training) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     text_wrapped_wordsf("%s has no training checkpoints (a model exported with its run has a training.json beside it).",

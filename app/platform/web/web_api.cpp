@@ -17,6 +17,7 @@
 #include "app/cli/cli.h"
 #include "app/cli/record_json.h"
 #include "app/gui/gui.h"
+#include "app/lessons/training.h"
 #include "app/platform/user_files.h"
 #include "app/session/session.h"
 #include "model/kv/kv_cache.h"
@@ -48,6 +49,26 @@ void web_frame_done(bool presentation) {
 }
 
 namespace {
+
+constexpr int kTrainingTab = 4;  // UiState::bottom_tab
+
+// The Training tab's record as the tab lists it: per checkpoint its step, folder
+// and validation losses (nats/token, training.json's), `shown` the loaded one.
+json training_json(const Session& s) {
+  if (!s.snap.training) return nullptr;
+  const TrainingRecord& r = *s.snap.training;
+  json cps = json::array();
+  for (const TrainingCheckpoint& c : r.checkpoints) {
+    json val = json::object();
+    for (size_t i = 0; i < r.slices.size() && i < c.val.size(); ++i) val[r.slices[i]] = c.val[i];
+    cps.push_back(
+        {{"step", c.step}, {"path", c.path}, {"val_loss", val}, {"mean_val_loss", validation_loss(c.val, -1)}});
+  }
+  return {{"file", r.file},
+          {"checkpoints", cps},
+          {"shown", s.snap.checkpoint},
+          {"tab_open", s.ui.teach_open && s.ui.bottom_tab == kTrainingTab}};
+}
 
 json state_of(const Session& s) {
   json j = json::object();
@@ -81,6 +102,8 @@ json state_of(const Session& s) {
   j["camera_yaw"] = s.view.camera.yaw;
   j["text_scale"] = s.ui.text_scale;
   j["status"] = s.ui.status;
+  j["training"] = training_json(s);
+  j["training_fetch"] = s.ui.training_fetch;
   return j;
 }
 
@@ -139,6 +162,14 @@ Commands commands_of(const json& c, Session& s) {
     k.block = c.value("block", k.block);
     if (s.snap.model) k.layout_for(s.snap.model->config);  // the CLI's checks: throws naming the value
     s.ui.kv_layout = k;
+    return {};
+  }
+  if (name == "load_checkpoint") return {cmd::LoadCheckpoint{c.at("index").get<int>()}};
+  if (name == "tab") {  // {"name": "training"}: the teaching tabs open on it
+    if (c.at("name").get<std::string>() != "training") throw std::runtime_error("tab: name must be training");
+    s.ui.teach_open = true;
+    s.ui.bottom_tab = kTrainingTab;
+    s.ui.select_tab = true;
     return {};
   }
   if (name == "save_view") return {cmd::SaveView{kBrowserViewFile}};  // a download
@@ -228,5 +259,19 @@ EMSCRIPTEN_KEEPALIVE void kvscope_load_folder(const char* dir) {
 // unknown id, a missing file, a model too big): into the error panel.
 EMSCRIPTEN_KEEPALIVE void kvscope_report_error(const char* message) {
   if (GuiRun* run = web_run()) gui_session(*run).ui.errors.push_back(message);
+}
+
+// The page fetched the training checkpoints into the file system (or is doing
+// so): `progress` for the Training tab ("" when done), then the record read again.
+EMSCRIPTEN_KEEPALIVE void kvscope_training_progress(const char* progress) {
+  if (GuiRun* run = web_run()) gui_session(*run).ui.training_fetch = progress;
+}
+
+EMSCRIPTEN_KEEPALIVE void kvscope_training_fetched() {
+  GuiRun* run = web_run();
+  if (!run) return;
+  Session& s = gui_session(*run);
+  s.ui.training_fetch.clear();
+  s.read_training_record();
 }
 }

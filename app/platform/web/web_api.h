@@ -33,4 +33,8 @@ int kvscope_tap();
 void kvscope_load_folder(const char* dir);
 // An error found by the page's JavaScript (fetching a model by id): shown in the error panel.
 void kvscope_report_error(const char* message);
+// The training checkpoints the page fetches after the first token (kvscope-page.js):
+// the Training tab's progress line, then "all written: read the record again".
+void kvscope_training_progress(const char* progress);
+void kvscope_training_fetched();
 }
