@@ -411,6 +411,36 @@ Commands panel_model(const Snapshot& snap, UiState& ui) {
   return cmds;
 }
 
+namespace {
+// Save / load a view: a path on the desktop; in the page a download and the browser's file picker.
+void saved_view_buttons(UiState& ui, const ButtonRow& pair, Commands& cmds) {
+  if (kFilesThroughBrowser) {  // the page: a download and the browser's file picker, no path
+    if (ImGui::Button("Save view", pair.size)) cmds.push_back(cmd::SaveView{kBrowserViewFile});
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("downloads camera + step + settings as kvscope-view.json");
+    pair.next();
+    if (ImGui::Button("Open view...", pair.size)) cmds.push_back(cmd::LoadView{""});
+    if (!ui.status.empty()) text_wrapped_words(ui.status);
+    return;
+  }
+  if (ui.view_path.empty()) {
+    const std::string dir = std::getenv("HOME") ? std::string(std::getenv("HOME")) : std::string(".");
+    ui.view_path = dir + "/kvscope-view.json";
+  }
+  ImGui::SetNextItemWidth(-1);
+  ImGui::InputText("##viewpath", &ui.view_path);
+  // A path longer than the field (a narrow sidebar): the whole of it on hover.
+  if (ImGui::IsItemHovered() && !ImGui::IsItemActive() &&
+      ImGui::CalcTextSize(ui.view_path.c_str()).x + 2 * ImGui::GetStyle().FramePadding.x > ImGui::GetItemRectSize().x)
+    ImGui::SetTooltip("%s", ui.view_path.c_str());
+  if (ImGui::Button("Save view", pair.size)) cmds.push_back(cmd::SaveView{ui.view_path});
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("camera + step + settings, to prepare a lesson");
+  pair.next();
+  if (ImGui::Button("Load view", pair.size)) cmds.push_back(cmd::LoadView{ui.view_path});
+  if (!ui.status.empty()) text_wrapped_words(ui.status);
+}
+
+}  // namespace
+
 Commands panel_view(const Snapshot& snap, UiState& ui) {
   Commands cmds;
   (void)snap;
@@ -469,29 +499,7 @@ Commands panel_view(const Snapshot& snap, UiState& ui) {
   bool cb = ui.colour_blind;
   // (no word longer than "blindness)": a narrow sidebar wraps it between words)
   if (checkbox_wrapped("projector palette (safe for colour blindness)", &cb)) cmds.push_back(cmd::Palette{});
-  if (kFilesThroughBrowser) {  // the page: a download and the browser's file picker, no path
-    if (ImGui::Button("Save view", pair.size)) cmds.push_back(cmd::SaveView{kBrowserViewFile});
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("downloads camera + step + settings as kvscope-view.json");
-    pair.next();
-    if (ImGui::Button("Open view...", pair.size)) cmds.push_back(cmd::LoadView{""});
-    if (!ui.status.empty()) text_wrapped_words(ui.status);
-    return cmds;
-  }
-  if (ui.view_path.empty()) {
-    const std::string dir = std::getenv("HOME") ? std::string(std::getenv("HOME")) : std::string(".");
-    ui.view_path = dir + "/kvscope-view.json";
-  }
-  ImGui::SetNextItemWidth(-1);
-  ImGui::InputText("##viewpath", &ui.view_path);
-  // A path longer than the field (a narrow sidebar): the whole of it on hover.
-  if (ImGui::IsItemHovered() && !ImGui::IsItemActive() &&
-      ImGui::CalcTextSize(ui.view_path.c_str()).x + 2 * ImGui::GetStyle().FramePadding.x > ImGui::GetItemRectSize().x)
-    ImGui::SetTooltip("%s", ui.view_path.c_str());
-  if (ImGui::Button("Save view", pair.size)) cmds.push_back(cmd::SaveView{ui.view_path});
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip("camera + step + settings, to prepare a lesson");
-  pair.next();
-  if (ImGui::Button("Load view", pair.size)) cmds.push_back(cmd::LoadView{ui.view_path});
-  if (!ui.status.empty()) text_wrapped_words(ui.status);
+  saved_view_buttons(ui, pair, cmds);
   return cmds;
 }
 
