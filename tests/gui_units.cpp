@@ -66,21 +66,21 @@ TEST(EngineWorker, RunsStepsOffTheUiThreadAndKeepsTheModelOnErrors) {
   for (int i = 0; i < 4; ++i) w.send(wcmd::Step{});
   auto recs = wait_for(w, WorkerEvent::Kind::kRecord, 4, nullptr);
   ASSERT_EQ(recs.size(), 4u);
-  EXPECT_TRUE(recs[0].record->prefill);
+  EXPECT_TRUE(recs[0].record()->prefill);
   for (int i = 0; i < 4; ++i) {
-    EXPECT_EQ(recs[i].record->index, i);
-    EXPECT_EQ(recs[i].record->mode, CacheMode::kKV);
+    EXPECT_EQ(recs[i].record()->index, i);
+    EXPECT_EQ(recs[i].record()->mode, CacheMode::kKV);
     EXPECT_EQ(recs[i].generation, recs[0].generation);
-    EXPECT_EQ(recs[i].record->n_layer, n_layer);
+    EXPECT_EQ(recs[i].record()->n_layer, n_layer);
   }
   // Mode switches apply from the next step.
   w.send(wcmd::SetMode{CacheMode::kNoCache});
   w.send(wcmd::Step{});
   auto nc = wait_for(w, WorkerEvent::Kind::kRecord, 1, nullptr);
   ASSERT_EQ(nc.size(), 1u);
-  EXPECT_EQ(nc[0].record->mode, CacheMode::kNoCache);
-  EXPECT_EQ(nc[0].record->recomputed, nc[0].record->seq_len - 1);
-  EXPECT_EQ(nc[0].record->kv_bytes, 0u);
+  EXPECT_EQ(nc[0].record()->mode, CacheMode::kNoCache);
+  EXPECT_EQ(nc[0].record()->recomputed, nc[0].record()->seq_len - 1);
+  EXPECT_EQ(nc[0].record()->kv_bytes, 0u);
 
   // A bad folder: an error naming the load, and the generation goes on.
   w.send(wcmd::LoadModel{"/nonexistent/kvscope-model"});
@@ -91,7 +91,7 @@ TEST(EngineWorker, RunsStepsOffTheUiThreadAndKeepsTheModelOnErrors) {
   w.send(wcmd::Step{});
   auto after = wait_for(w, WorkerEvent::Kind::kRecord, 1, nullptr);
   ASSERT_EQ(after.size(), 1u);
-  EXPECT_EQ(after[0].record->index, 5);
+  EXPECT_EQ(after[0].record()->index, 5);
 
   // An empty prompt is refused; nothing crashes.
   wcmd::Start empty;
@@ -158,11 +158,15 @@ TEST(Timeline, ShownStepAndPredictHiding) {
   Snapshot snap;
   UiState ui;
   EXPECT_EQ(shown_step(snap, ui), -1);  // nothing generated yet
+  snap.tree.start();
   for (int i = 0; i < 5; ++i) {
     auto r = std::make_shared<StepRecord>();
     r->index = i;
-    snap.records.push_back(r);
+    r->prob = 0.5f;
+    r->prefill = i == 0;
+    snap.tree.push(RecordPtr(r));
   }
+  snap.records = snap.tree.current_history().records();
   EXPECT_EQ(shown_step(snap, ui), 4);  // -1 follows the newest
   ui.view_step = 2;
   EXPECT_EQ(shown_step(snap, ui), 2);

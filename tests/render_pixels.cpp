@@ -584,8 +584,8 @@ TEST_F(TeachPixels, DraftTagsNameTheirTokensAndStayOffTheBlocks) {
   const SequenceState seq;  // the window's plain sequence: none shown
   FrameSpec spec;
   spec.seq = &seq;
-  spec.decode = DecodeMode::kSpeculative;
-  spec.spec_iterations = &its;
+  const StrategyTimeline timeline = its;
+  spec.timeline = &timeline;
   spec.decode_count = 1;
   int views = 0;
   for_each_scale([&](float scale) {

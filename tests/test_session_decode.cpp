@@ -112,10 +112,10 @@ TEST(SessionDecoding, BeamSearchInTheSessionIsTheEnginesBeamSearch) {
   ref.start("abc ab", o);
   std::vector<BeamRecordPtr> want;
   while (BeamRecordPtr r = ref.step()) want.push_back(r);
-  ASSERT_EQ(s.snap.beam_records.size(), want.size());
+  ASSERT_EQ(s.snap.tree.beam_records().size(), want.size());
   ASSERT_EQ(s.snap.timeline_size(), static_cast<int>(want.size()));
   for (size_t i = 0; i < want.size(); ++i) {
-    const BeamStepRecord& got = *s.snap.beam_records[i];
+    const BeamStepRecord& got = *s.snap.tree.beam_records()[i];
     EXPECT_EQ(got.index, static_cast<int>(i));
     ASSERT_EQ(got.candidates.size(), want[i]->candidates.size()) << "step " << i;
     EXPECT_EQ(got.candidates.size(), 6u) << "2N candidates";
@@ -125,7 +125,7 @@ TEST(SessionDecoding, BeamSearchInTheSessionIsTheEnginesBeamSearch) {
       EXPECT_EQ(got.candidates[c].logprob, want[i]->candidates[c].logprob);
     }
   }
-  const BeamStepRecord& last = *s.snap.beam_records.back();
+  const BeamStepRecord& last = *s.snap.tree.beam_records().back();
   ASSERT_FALSE(last.finished.empty());
   EXPECT_EQ(last.finished.front().tokens, ref.search().finished().front().tokens);
   EXPECT_EQ(last.finished.front().score, ref.search().finished().front().score);
@@ -164,7 +164,7 @@ TEST(SessionDecoding, TheTimelineScrubsBeamStepsAndSamplingOnlyControlsStandAsid
   s.execute(cmd::SetDecoding{DecodeSettings()}, 0);
   s.ui.playing = false;
   run_to_end(s);
-  EXPECT_TRUE(s.snap.beam_records.empty());
+  EXPECT_TRUE(s.snap.tree.beam_records().empty());
   EXPECT_EQ(s.snap.timeline_size(), static_cast<int>(s.snap.records.size()));
   EXPECT_GE(s.snap.records.size(), 1u);
   EXPECT_TRUE(s.ui.errors.empty());
@@ -189,15 +189,15 @@ TEST(SessionDecoding, GreedySpeculationInTheSessionWritesPlainGreedyTokens) {
     start(s, d, "abc", 12);
     run_to_end(s);
     ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
-    std::vector<int> got = s.snap.spec_iterations.front()->prompt;
+    std::vector<int> got = s.snap.tree.spec_iterations().front()->prompt;
     int forwards = 0;
-    for (const SpecIterationPtr& it : s.snap.spec_iterations) {
+    for (const SpecIterationPtr& it : s.snap.tree.spec_iterations()) {
       got.insert(got.end(), it->emitted.begin(), it->emitted.end());
       EXPECT_EQ(it->target_forwards, ++forwards) << "one model forward per iteration";
     }
     EXPECT_EQ(got, want);
-    const SpecIteration& last = *s.snap.spec_iterations.back();
-    EXPECT_EQ(last.generated, static_cast<int>(want.size() - s.snap.spec_iterations.front()->prompt.size()));
+    const SpecIteration& last = *s.snap.tree.spec_iterations().back();
+    EXPECT_EQ(last.generated, static_cast<int>(want.size() - s.snap.tree.spec_iterations().front()->prompt.size()));
     EXPECT_EQ(new_tokens(s.snap), last.generated);
   }
 }
@@ -234,7 +234,7 @@ TEST(SessionDecoding, ASlidingWindowWithBeamsIsRefusedInTheErrorPanel) {
   update_until(s, [&] { return !s.ui.errors.empty(); });
   EXPECT_NE(s.ui.errors.front().find("sliding window"), std::string::npos) << s.ui.errors.front();
   EXPECT_NE(s.ui.errors.front().find("beam search"), std::string::npos) << s.ui.errors.front();
-  EXPECT_TRUE(s.snap.beam_records.empty());
+  EXPECT_TRUE(s.snap.tree.beam_records().empty());
 }
 
 // Eviction by score in the KV memory layout: beam search and speculative
@@ -252,7 +252,7 @@ TEST(SessionDecoding, EvictionByScoreRunsPlainDecodingAndIsRefusedWithBeamsAndDr
     start(s, d, "abc", 4);
     update_until(s, [&] { return !s.ui.errors.empty(); });
     EXPECT_NE(s.ui.errors.front().find("eviction by score (h2o)"), std::string::npos) << s.ui.errors.front();
-    EXPECT_TRUE(s.snap.beam_records.empty());
+    EXPECT_TRUE(s.snap.tree.beam_records().empty());
   }
   Session s;
   s.ui.kv_layout.evict = KVEvict::kTova;

@@ -310,7 +310,7 @@ TEST(WorkerThreads, ContextFullStopsWithEveryPositionAndNoMoreSteps) {
   for (WorkerEvent& e : w.poll()) seen.push_back(e);
   std::vector<RecordPtr> recs;
   for (const WorkerEvent& e : seen)
-    if (e.kind == E::kRecord) recs.push_back(e.record);
+    if (e.kind == E::kRecord) recs.push_back(e.record());
   ASSERT_FALSE(recs.empty());
   const int n_prompt = recs.front()->n_prompt;
   EXPECT_EQ(static_cast<int>(recs.size()), ctx - n_prompt + 1);
@@ -353,7 +353,7 @@ TEST(WorkerThreads, EachStartedEchoesItsRequestSoSupersededStartsCanBeIgnored) {
     if (e.kind == E::kRecord) {
       ASSERT_TRUE(e.generation == generations[0] || e.generation == generations[1]);
       per_gen[e.generation == generations[1]]++;
-      EXPECT_EQ(e.record->index, 0);
+      EXPECT_EQ(e.record()->index, 0);
     }
   EXPECT_EQ(per_gen[0], 1);
   EXPECT_EQ(per_gen[1], 1);
@@ -383,7 +383,7 @@ TEST(WorkerThreads, PreviousModelKeepsGeneratingUntilTheNewOneIsReady) {
   EXPECT_FALSE(w.loading());
   for (const WorkerEvent& e : seen)
     if (e.kind == E::kRecord) {
-      EXPECT_EQ(e.record->n_layer, a.model->config.n_layer);
+      EXPECT_EQ(e.record()->n_layer, a.model->config.n_layer);
     }
 
   // Cancelling: the error names the folder and the model stays B.

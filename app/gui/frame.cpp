@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "app/gui/panels/lesson_panels.h"
+#include "model/core/overloaded.h"
 #include "render/scene/scene_beams.h"
 #include "render/scene/scene_spec.h"
 
@@ -29,12 +30,10 @@ FrameSpec frame_spec(const Session& s, float anim, int hover_pos) {
   f.n_steps = snap.timeline_size();
   f.live = ui.view_step < 0;
   f.hover_pos = hover_pos;
-  f.decode = snap.decoding.mode;
-  f.beam_records = &snap.beam_records;
-  f.spec_iterations = &snap.spec_iterations;
+  f.timeline = &snap.tree.timeline();
   f.decode_count = static_cast<size_t>(std::max(0, f.step + 1));
   // A speculative iteration held at one stage (Decoding panel).
-  if (f.decode == DecodeMode::kSpeculative && ui.spec_stage != SpecStage::kAnimate)
+  if (std::holds_alternative<SpecTimeline>(*f.timeline) && ui.spec_stage != SpecStage::kAnimate)
     f.anim = spec_stage_anim(static_cast<int>(ui.spec_stage));
   if (snap.timeline_size() == 0)
     f.message = snap.loading_model ? "loading the model\xE2\x80\xA6"
@@ -102,11 +101,17 @@ void place_banner(const Scene& scene, const OverlayFonts& fonts, float view_w, f
 
 // The scene of the shown step, from the same pure builders `kvscope render` uses.
 Scene frame_scene(const FrameSpec& f) {
-  if (f.decode == DecodeMode::kBeam && f.beam_records && f.model)
-    return build_beam_scene(*f.beam_records, f.decode_count, f.model->config.n_layer, f.anim, f.view.palette);
-  if (f.decode == DecodeMode::kSpeculative && f.spec_iterations)
-    return build_spec_scene(*f.spec_iterations, f.decode_count, f.anim, f.view.palette);
-  return build_scene(*f.seq, f.view, f.anim);
+  const StrategyTimeline none;
+  return std::visit(
+      overloaded{
+          [&](std::monostate) { return build_scene(*f.seq, f.view, f.anim); },
+          [&](const BeamTimeline& beams) {
+            if (!f.model) return build_scene(*f.seq, f.view, f.anim);  // (its depth is the model's)
+            return build_beam_scene(beams, f.decode_count, f.model->config.n_layer, f.anim, f.view.palette);
+          },
+          [&](const SpecTimeline& its) { return build_spec_scene(its, f.decode_count, f.anim, f.view.palette); },
+      },
+      f.timeline ? *f.timeline : none);
 }
 
 ComposedFrame compose_frame(const FrameSpec& f, const OverlayFonts& fonts, float view_w, float avail_h) {

@@ -20,11 +20,10 @@ namespace kvscope {
 
 struct FrameSpec {
   const SequenceState* seq = nullptr;  // the shown step's state
-  // Beam search / speculative decoding: their records [0, decode_count)
-  // are drawn by build_beam_scene / build_spec_scene instead of `seq`.
-  DecodeMode decode = DecodeMode::kSample;
-  const std::vector<BeamRecordPtr>* beam_records = nullptr;
-  const std::vector<SpecIterationPtr>* spec_iterations = nullptr;
+  // Beam search / speculative decoding: the timeline's records [0,
+  // decode_count) are drawn by build_beam_scene / build_spec_scene instead of
+  // `seq` (null or std::monostate: sampling, `seq` is drawn).
+  const StrategyTimeline* timeline = nullptr;
   size_t decode_count = 0;
   const Model* model = nullptr;  // name and tokenizer (may be null)
   ViewOptions view;

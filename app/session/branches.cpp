@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "model/core/error.h"
+#include "model/core/overloaded.h"
 #include "model/decoding/sampler.h"
 #include "model/engine/engine.h"
 
@@ -40,8 +41,7 @@ BranchTree::BranchTree(uint64_t budget_bytes, int keep_recent)
 
 void BranchTree::clear() {
   branches_.clear();
-  beam_.clear();
-  spec_.clear();
+  timeline_ = std::monostate{};
   current_ = -1;
   trim_ = TrimReport{};
 }
@@ -91,24 +91,70 @@ void BranchTree::push(RecordPtr rec) {
   enforce_budget();
 }
 
+void BranchTree::push(const StepOutput& step) {
+  std::visit(overloaded{
+                 [this](const RecordPtr& r) { push(r); },
+                 [this](const BeamRecordPtr& r) { push_beam(r); },
+                 [this](const SpecIterationPtr& it) { push_spec(it); },
+             },
+             step);
+}
+
+namespace {
+
+// The timeline of type T in `tl`, started if it holds none yet; a timeline of
+// another strategy throws (one generation runs one strategy).
+template <typename T>
+T& strategy_timeline(StrategyTimeline& tl, const char* what) {
+  if (std::holds_alternative<std::monostate>(tl)) tl = T{};
+  T* t = std::get_if<T>(&tl);
+  if (!t) throw Error(std::string("BranchTree: a ") + what + " in a generation of another decoding strategy");
+  return *t;
+}
+
+}  // namespace
+
 void BranchTree::push_beam(BeamRecordPtr rec) {
   if (!rec) throw Error("BranchTree::push_beam: null record");
-  if (rec->index != static_cast<int>(beam_.size())) {
+  BeamTimeline& beams = strategy_timeline<BeamTimeline>(timeline_, "beam-search step");
+  if (rec->index != static_cast<int>(beams.size())) {
     throw Error("BranchTree::push_beam: step " + std::to_string(rec->index) + " does not follow the " +
-                std::to_string(beam_.size()) + " steps held");
+                std::to_string(beams.size()) + " steps held");
   }
-  beam_.push_back(std::move(rec));
+  beams.push_back(std::move(rec));
   enforce_budget();
 }
 
 void BranchTree::push_spec(SpecIterationPtr it) {
   if (!it) throw Error("BranchTree::push_spec: null iteration");
-  if (it->index != static_cast<int>(spec_.size())) {
+  SpecTimeline& its = strategy_timeline<SpecTimeline>(timeline_, "speculative iteration");
+  if (it->index != static_cast<int>(its.size())) {
     throw Error("BranchTree::push_spec: iteration " + std::to_string(it->index) + " does not follow the " +
-                std::to_string(spec_.size()) + " iterations held");
+                std::to_string(its.size()) + " iterations held");
   }
-  spec_.push_back(std::move(it));
+  its.push_back(std::move(it));
   enforce_budget();
+}
+
+const BeamTimeline& BranchTree::beam_records() const {
+  static const BeamTimeline kNone;
+  const BeamTimeline* b = std::get_if<BeamTimeline>(&timeline_);
+  return b ? *b : kNone;
+}
+
+const SpecTimeline& BranchTree::spec_iterations() const {
+  static const SpecTimeline kNone;
+  const SpecTimeline* s = std::get_if<SpecTimeline>(&timeline_);
+  return s ? *s : kNone;
+}
+
+int BranchTree::timeline_size() const {
+  return std::visit(
+      overloaded{
+          [this](std::monostate) { return current_ < 0 ? 0 : static_cast<int>(current_branch().history.size()); },
+          [](const auto& steps) { return static_cast<int>(steps.size()); },
+      },
+      timeline_);
 }
 
 int BranchTree::fork(RecordPtr forced, const ForkCost& cost) {
@@ -185,8 +231,8 @@ uint64_t BranchTree::bytes() const {
   for (const Branch& b : branches_)
     for (const RecordPtr& r : b.history.records())
       if (seen.insert(r.get()).second) total += record_bytes(*r);
-  for (const BeamRecordPtr& r : beam_) total += record_bytes(*r);
-  for (const SpecIterationPtr& it : spec_) total += record_bytes(*it);
+  for (const BeamRecordPtr& r : beam_records()) total += record_bytes(*r);
+  for (const SpecIterationPtr& it : spec_iterations()) total += record_bytes(*it);
   return total;
 }
 
@@ -255,11 +301,14 @@ void BranchTree::trim_branches(unsigned drop, uint64_t& total, TrimReport& now) 
 
 // Beam-search steps, oldest first, the newest keep_recent aside.
 void BranchTree::trim_beams(uint64_t& total, TrimReport& now) {
-  for (size_t i = 0; i + static_cast<size_t>(keep_recent_) < beam_.size() && total > budget_; ++i) {
-    if (beam_tokens_bytes(*beam_[i]) == 0) continue;
-    const uint64_t before = record_bytes(*beam_[i]);
-    beam_[i] = strip_beam_tokens(*beam_[i]);
-    const uint64_t freed = before - record_bytes(*beam_[i]);
+  BeamTimeline* beams = std::get_if<BeamTimeline>(&timeline_);
+  if (!beams) return;
+  for (size_t i = 0; i + static_cast<size_t>(keep_recent_) < beams->size() && total > budget_; ++i) {
+    BeamRecordPtr& r = (*beams)[i];
+    if (beam_tokens_bytes(*r) == 0) continue;
+    const uint64_t before = record_bytes(*r);
+    r = strip_beam_tokens(*r);
+    const uint64_t freed = before - record_bytes(*r);
     total -= freed;
     now.bytes_freed += freed;
     ++now.beam_tokens_dropped;

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "app/session/history.h"
+#include "app/worker/decoding.h"
 #include "model/arch/config.h"
 #include "model/decoding/generator.h"
 #include "model/tokenizer/tokenizer.h"
@@ -90,12 +91,21 @@ class BranchTree {
   int shared_positions(int a, int b) const;
   uint64_t flops_saved_total() const;  // over every fork
 
-  // Beam search's steps and speculative decoding's iterations: one timeline
-  // each (they never fork), held beside the branches under the same budget.
+  // Any strategy's step: a sampling record goes on the current branch (push),
+  // a beam-search step or a speculative iteration on the strategy's own
+  // timeline, held beside the branches under the same budget. A generation
+  // runs one strategy: a step of another throws.
+  void push(const StepOutput& step);
   void push_beam(BeamRecordPtr rec);
   void push_spec(SpecIterationPtr it);
-  const std::vector<BeamRecordPtr>& beam_records() const { return beam_; }
-  const std::vector<SpecIterationPtr>& spec_iterations() const { return spec_; }
+  const StrategyTimeline& timeline() const { return timeline_; }
+  // The strategy timeline's records: empty unless the generation runs beam
+  // search (speculative decoding).
+  const BeamTimeline& beam_records() const;
+  const SpecTimeline& spec_iterations() const;
+  // Steps on the timeline, whatever the strategy: the current branch's
+  // records while sampling.
+  int timeline_size() const;
 
   // Each record counted once, however many branches share it; the beam and
   // speculative records too.
@@ -119,8 +129,7 @@ class BranchTree {
   Branch& mutable_branch(int id);
   void trim_branches(unsigned drop, uint64_t& total, TrimReport& now);
   void trim_beams(uint64_t& total, TrimReport& now);
-  std::vector<BeamRecordPtr> beam_;
-  std::vector<SpecIterationPtr> spec_;
+  StrategyTimeline timeline_;
   std::vector<Branch> branches_;
   int current_ = -1;
   uint64_t budget_;

@@ -106,7 +106,7 @@ Commands feature_script(int frame, int total, const Snapshot& snap, const std::s
     // An iteration where the draft was partly right: accepted and rejected tokens side by side.
     int best = n_steps - 1;
     for (int i = n_steps - 1; i >= 0; --i) {
-      const SpecIteration& it = *snap.spec_iterations[static_cast<size_t>(i)];
+      const SpecIteration& it = *snap.tree.spec_iterations()[static_cast<size_t>(i)];
       if (it.n_accepted > 0 && it.n_accepted < it.k) best = i;
     }
     if (best >= 0) cmds.push_back(cmd::ScrubTo{best});
@@ -235,9 +235,8 @@ void open_demo_sections(const std::string& demo_view, UiState& ui) {
 
 std::string apply_demo_view(const char* name, std::string& view) {
   static const char* const kViews[] = {
-      "timeline",       "pages",           "sampling",       "phases", "kv",          "heatmaps",
-      "training",       "presentation",    "qkv",            "beams",  "speculative", "evict",
-      "serving",        "serving-prefix",  "serving-preempt", "serving-static"};
+      "timeline", "pages", "sampling",    "phases", "kv",      "heatmaps",       "training",        "presentation",
+      "qkv",      "beams", "speculative", "evict",  "serving", "serving-prefix", "serving-preempt", "serving-static"};
   view.clear();
   if (!name || !*name) return "";  // unset or empty: the default run (scripts/screenshots.sh sets it empty)
   for (const char* v : kViews)

@@ -6,6 +6,7 @@
 
 #include "app/platform/user_files.h"
 #include "app/session/saved_view.h"
+#include "model/core/error.h"
 #include "model/core/overloaded.h"
 #include "model/decoding/setting_ranges.h"
 #include "render/scene/scene.h"
@@ -60,16 +61,8 @@ WindowRequests Session::take_window_requests() {
 
 void Session::start_generation(const std::string& prompt, const DecodeSettings* running) {
   if (snap.started && !replaced_) {  // (a start over a pending one keeps what the first replaced)
-    replaced_ = ReplacedGeneration{0,
-                                   snap.tree,
-                                   snap.records,
-                                   snap.beam_records,
-                                   snap.spec_iterations,
-                                   running ? *running : snap.decoding,
-                                   snap.stop,
-                                   ui.active_prompt,
-                                   ui.view_step,
-                                   ui.revealed_step,
+    replaced_ = ReplacedGeneration{0,         snap.tree,        snap.records, running ? *running : snap.decoding,
+                                   snap.stop, ui.active_prompt, ui.view_step, ui.revealed_step,
                                    ui.playing};
   }
   worker_.cancel_steps();
@@ -90,8 +83,6 @@ void Session::start_generation(const std::string& prompt, const DecodeSettings* 
   snap.tree.start();
   snap.tree_version++;
   snap.records.clear();
-  snap.beam_records.clear();
-  snap.spec_iterations.clear();
   snap.seq = SequenceState();
   snap.seq_count = 0;
   snap.pending_forks = 0;
@@ -189,23 +180,8 @@ void Session::take_event(WorkerEvent& ev, double now) {
       break;
     case WorkerEvent::Kind::kRecord:
       if (ev.generation != snap.generation || !snap.started) break;  // from a generation since replaced
-      if (ev.beam || ev.spec) {  // beam search / speculative decoding: their own timeline
-        try {
-          if (ev.beam) snap.tree.push_beam(ev.beam);
-          if (ev.spec) snap.tree.push_spec(ev.spec);
-        } catch (const std::exception& e) {
-          ui.errors.push_back(std::string("timeline: ") + e.what());
-          break;
-        }
-        // (the tree's copies: the budget may have replaced older ones with lighter ones)
-        snap.beam_records = snap.tree.beam_records();
-        snap.spec_iterations = snap.tree.spec_iterations();
-        snap.total_records++;
-        if (ui.view_step < 0) snap.last_record_time = now;
-        break;
-      }
       try {
-        snap.tree.push(ev.record);
+        snap.tree.push(ev.step);
       } catch (const std::exception& e) {  // a record that does not follow the current branch
         ui.errors.push_back(std::string("timeline: ") + e.what());
         break;
@@ -235,7 +211,9 @@ void Session::on_forked(const WorkerEvent& ev, double now) {
     if (snap.pending_select >= 0) {
       snap.tree.select(snap.pending_select);  // back to an explored branch: the worker resumed it
     } else if (snap.model) {
-      snap.tree.fork(ev.record, fork_cost(snap.model->config, ev.record->seq_len, ev.cache_reused));
+      const RecordPtr forced = ev.record();
+      if (!forced) throw Error("the worker forked no sampling record");
+      snap.tree.fork(forced, fork_cost(snap.model->config, forced->seq_len, ev.cache_reused));
     }
   } catch (const std::exception& e) {
     ui.errors.push_back(std::string("branching: ") + e.what());
@@ -285,8 +263,6 @@ void Session::restore_replaced(const WorkerEvent& ev) {
   snap.tree = std::move(r.tree);
   snap.tree_version++;
   snap.records = std::move(r.records);
-  snap.beam_records = std::move(r.beam_records);
-  snap.spec_iterations = std::move(r.spec_iterations);
   snap.decoding = ui.decoding = r.decoding;
   snap.stop = r.stop;
   snap.started = true;

@@ -47,8 +47,6 @@ struct ReplacedGeneration {
   uint64_t request = 0;  // the start that replaced it
   BranchTree tree;
   std::vector<RecordPtr> records;
-  std::vector<BeamRecordPtr> beam_records;
-  std::vector<SpecIterationPtr> spec_iterations;
   DecodeSettings decoding;
   StopReason stop = StopReason::kNone;
   std::string active_prompt;

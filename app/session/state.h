@@ -20,6 +20,7 @@
 #include "app/worker/kv_scoring.h"
 #include "app/worker/serve_runner.h"
 #include "model/arch/model.h"
+#include "model/core/overloaded.h"
 #include "model/decoding/beam_generator.h"
 #include "model/decoding/generator.h"
 #include "model/decoding/sampler.h"
@@ -73,11 +74,9 @@ struct Snapshot {
   int checkpoint = -1;
   // The strategy the current generation runs (cmd::SetDecoding). Beam search
   // and speculative decoding keep their own records, one per step or
-  // iteration, in the tree beside its (then empty) branches, under the same
-  // budget; these are the tree's, as `records` is the current branch's.
+  // iteration, in the tree's strategy timeline (BranchTree::timeline) beside
+  // its (then empty) branches, under the same budget.
   DecodeSettings decoding;
-  std::vector<BeamRecordPtr> beam_records;
-  std::vector<SpecIterationPtr> spec_iterations;
   // The Cache panel's loss-per-position plot (cmd::ScoreKvLayouts): the
   // newest finished scoring (null before the first) and whether one runs.
   std::shared_ptr<const LayoutScoreResult> kv_scores;
@@ -86,16 +85,7 @@ struct Snapshot {
   ServeRuns serving;
 
   // Steps on the timeline, whatever the strategy.
-  int timeline_size() const {
-    switch (decoding.mode) {
-      case DecodeMode::kBeam:
-        return static_cast<int>(beam_records.size());
-      case DecodeMode::kSpeculative:
-        return static_cast<int>(spec_iterations.size());
-      default:
-        return static_cast<int>(records.size());
-    }
-  }
+  int timeline_size() const { return tree.timeline_size(); }
 };
 
 // What panels derive from the snapshot and keep between frames rather than
@@ -218,11 +208,14 @@ inline constexpr int kDefaultMaxNew = 200;
 // New tokens so far: of the shown step (sampling), of every running beam
 // (beam search) or of the newest iteration (speculative decoding).
 inline int new_tokens(const Snapshot& snap) {
-  if (snap.decoding.mode == DecodeMode::kBeam)
-    return snap.beam_records.empty() ? 0 : snap.beam_records.back()->index + 1;
-  if (snap.decoding.mode == DecodeMode::kSpeculative)
-    return snap.spec_iterations.empty() ? 0 : snap.spec_iterations.back()->generated;
-  return snap.seq.current ? static_cast<int>(snap.seq.tokens.size()) - snap.seq.n_prompt : 0;
+  return std::visit(overloaded{
+                        [&](std::monostate) {
+                          return snap.seq.current ? static_cast<int>(snap.seq.tokens.size()) - snap.seq.n_prompt : 0;
+                        },
+                        [](const BeamTimeline& b) { return b.empty() ? 0 : b.back()->index + 1; },
+                        [](const SpecTimeline& s) { return s.empty() ? 0 : s.back()->generated; },
+                    },
+                    snap.tree.timeline());
 }
 
 // The record index the timeline shows (-1 before the prefill).

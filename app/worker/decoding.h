@@ -5,6 +5,12 @@
 #pragma once
 
 #include <string>
+#include <variant>
+#include <vector>
+
+#include "model/decoding/beam_generator.h"
+#include "model/decoding/generator.h"
+#include "model/decoding/speculative_generator.h"
 
 namespace kvscope {
 
@@ -36,6 +42,17 @@ inline bool operator==(const DecodeSettings& a, const DecodeSettings& b) {
 inline bool operator!=(const DecodeSettings& a, const DecodeSettings& b) {
   return !(a == b);
 }
+
+// What one step of the current strategy yields (a sum type, dispatched with
+// std::visit): a sampling record, a beam-search step or a speculative iteration.
+using StepOutput = std::variant<RecordPtr, BeamRecordPtr, SpecIterationPtr>;
+
+// Beam search's steps and speculative decoding's iterations: one timeline
+// each (they never fork). Sampling has none of its own: its records are the
+// branches' (BranchTree).
+using BeamTimeline = std::vector<BeamRecordPtr>;
+using SpecTimeline = std::vector<SpecIterationPtr>;
+using StrategyTimeline = std::variant<std::monostate, BeamTimeline, SpecTimeline>;
 
 // The speculative stage the window holds an iteration at (SpecTiming in
 // render/scene/scene_spec.h): -1 plays the stages as an animation.

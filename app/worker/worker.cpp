@@ -203,14 +203,15 @@ void EngineWorker::execute(const WorkerCommand& cmd) {
                  [this](const wcmd::ModelReady& c) { on_model_ready(c); },
                  [this](const wcmd::Start& c) { on_start(c); },
                  [this](const wcmd::Step&) { on_step(); },
+                 // (the strategies other than sampling always run on the KV cache with their own settings)
                  [this](const wcmd::SetMode& c) {
-                   if (gen_) gen_->set_mode(c.mode);
+                   if (Generator* g = sampling()) g->set_mode(c.mode);
                  },
                  [this](const wcmd::SetSampler& c) {
-                   if (gen_) gen_->set_sampler(c.sampler);
+                   if (Generator* g = sampling()) g->set_sampler(c.sampler);
                  },
                  [this](const wcmd::SetMaxNew& c) {
-                   if (gen_) gen_->set_max_new(c.max_new);
+                   if (Generator* g = sampling()) g->set_max_new(c.max_new);
                  },
                  [this](const wcmd::Fork& c) { on_fork(c); },
              },
@@ -230,13 +231,15 @@ std::shared_ptr<const Model> EngineWorker::draft_model(const std::string& dir) {
   return draft_;
 }
 
-void EngineWorker::on_start(const wcmd::Start& c) {
-  if (!model_) throw Error("no model is loaded yet");
-  std::unique_ptr<Generator> gen;
-  std::unique_ptr<BeamGenerator> beam;
-  std::unique_ptr<SpeculativeDecoder> spec;
-  // Each throws on an empty or too-long prompt (and the draft on a tokenizer
-  // that differs from the target's): the current generation stays.
+Generator* EngineWorker::sampling() {
+  std::unique_ptr<Generator>* g = std::get_if<std::unique_ptr<Generator>>(&driver_);
+  return g ? g->get() : nullptr;
+}
+
+// The driver of the strategy `c` asks for, started on its prompt. Each throws
+// on an empty or too-long prompt (and the draft on a tokenizer that differs
+// from the target's).
+EngineWorker::Driver EngineWorker::make_driver(const wcmd::Start& c) {
   // A beam's fork and a draft's rollback need positions a score rule may have dropped (as in the CLI).
   if (c.decoding.mode != DecodeMode::kSample && c.options.kv.evict != KVEvict::kNone)
     throw Error(std::string(c.decoding.mode == DecodeMode::kBeam ? "beam search" : "speculative decoding") +
@@ -255,24 +258,29 @@ void EngineWorker::on_start(const wcmd::Start& c) {
           "needs positions the window evicts); set the window to 0");
     o.dtype = c.options.kv.dtype;
     if (c.options.kv.block > 0) o.block = c.options.kv.block;
-    beam = std::make_unique<BeamGenerator>(model_);
+    auto beam = std::make_unique<BeamGenerator>(model_);
     beam->start(c.prompt, o);
-  } else if (c.decoding.mode == DecodeMode::kSpeculative) {
+    return beam;
+  }
+  if (c.decoding.mode == DecodeMode::kSpeculative) {
     SpecOptions o;
     o.k = c.decoding.k;
     o.max_new = c.options.max_new;
     o.sampler = c.options.sampler;
     o.ignore_eos = c.options.ignore_eos;
     o.kv = c.options.kv;
-    spec = std::make_unique<SpeculativeDecoder>(model_, draft_model(c.decoding.draft_dir));
+    auto spec = std::make_unique<SpeculativeDecoder>(model_, draft_model(c.decoding.draft_dir));
     spec->start(c.prompt, o);
-  } else {
-    gen = std::make_unique<Generator>(model_);
-    gen->start(c.prompt, c.options);
+    return spec;
   }
-  gen_ = std::move(gen);
-  beam_ = std::move(beam);
-  spec_ = std::move(spec);
+  auto gen = std::make_unique<Generator>(model_);
+  gen->start(c.prompt, c.options);
+  return gen;
+}
+
+void EngineWorker::on_start(const wcmd::Start& c) {
+  if (!model_) throw Error("no model is loaded yet");
+  driver_ = make_driver(c);  // a refused start throws first: the current generation stays
   ++generation_;
   WorkerEvent ev;
   ev.kind = WorkerEvent::Kind::kStarted;
@@ -294,9 +302,7 @@ void EngineWorker::on_model_ready(const wcmd::ModelReady& c) {
   // Cancelled after the last tensor was read: still honour it.
   if (cancelled) throw Error(c.model->dir + ": loading cancelled");
   model_ = c.model;
-  gen_.reset();
-  beam_.reset();
-  spec_.reset();
+  driver_ = std::monostate{};
   ++generation_;  // the old generation is gone: its late commands fail under its id
   WorkerEvent ev;
   ev.kind = WorkerEvent::Kind::kModelLoaded;
@@ -312,22 +318,19 @@ void EngineWorker::on_step() {
   bool done = true;
   StopReason reason = StopReason::kNone;
   // Each record is complete before anyone else can see it.
-  if (gen_ && !gen_->done()) {
-    ev.record = gen_->step();
-    done = gen_->done();
-    reason = gen_->reason();
-  } else if (beam_ && !beam_->done()) {
-    ev.beam = beam_->step();
-    done = beam_->done();
-    reason = beam_->reason();
-  } else if (spec_ && !spec_->done()) {
-    ev.spec = spec_->step();
-    done = spec_->done();
-    reason = spec_->reason();
-  } else {
-    return;
-  }
-  if (ev.record || ev.beam || ev.spec) publish(std::move(ev));
+  const bool stepped = std::visit(overloaded{
+                                      [](std::monostate) { return false; },
+                                      [&](auto& driver) {
+                                        if (driver->done()) return false;
+                                        ev.step = driver->step();
+                                        done = driver->done();
+                                        reason = driver->reason();
+                                        return true;
+                                      },
+                                  },
+                                  driver_);
+  if (!stepped) return;
+  publish(std::move(ev));
   if (done) {
     WorkerEvent d;
     d.kind = WorkerEvent::Kind::kDone;
@@ -338,11 +341,12 @@ void EngineWorker::on_step() {
 }
 
 void EngineWorker::on_fork(const wcmd::Fork& c) {
-  if (!gen_ || !c.record) throw Error("fork: no generation to fork");
+  Generator* gen = sampling();
+  if (!gen || !c.record) throw Error("fork: no generation to fork");
   WorkerEvent ev;
   ev.kind = WorkerEvent::Kind::kForked;
-  ev.record = gen_->fork(c.tokens, *c.record, c.token);
-  ev.cache_reused = gen_->fork_reused_cache();
+  ev.step = gen->fork(c.tokens, *c.record, c.token);
+  ev.cache_reused = gen->fork_reused_cache();
   ev.generation = generation_;
   publish(std::move(ev));
 }

@@ -75,16 +75,19 @@ struct WorkerEvent {
   enum class Kind {
     kModelLoaded,  // model
     kStarted,      // generation, record-less: prompt accepted
-    kRecord,       // generation, record (sampling), beam (beam search) or spec (speculative decoding)
+    kRecord,       // generation, step: the strategy's record, beam-search step or speculative iteration
     kDone,         // generation, reason
     kError,        // message; `failed` says which command failed
-    kForked,       // generation, record = the forced record, cache_reused
+    kForked,       // generation, step = the forced record (a RecordPtr), cache_reused
   };
   Kind kind = Kind::kRecord;
   std::shared_ptr<const Model> model;
-  RecordPtr record;
-  BeamRecordPtr beam;
-  SpecIterationPtr spec;
+  StepOutput step;
+  // The sampling record `step` holds (kRecord of a sampling generation, kForked), else null.
+  RecordPtr record() const {
+    const RecordPtr* r = std::get_if<RecordPtr>(&step);
+    return r ? *r : nullptr;
+  }
   StopReason reason = StopReason::kNone;
   uint64_t generation = 0;  // which kStart the event belongs to
   uint64_t request = 0;     // kStarted, or kError of a Start: the WorkerCommand::request it answers
@@ -125,6 +128,9 @@ class EngineWorker {
   void cancel_load();
 
  private:
+  // A generation's driver: one of the three strategies, stepped through one std::visit.
+  using Driver = std::variant<std::monostate, std::unique_ptr<Generator>, std::unique_ptr<BeamGenerator>,
+                              std::unique_ptr<SpeculativeDecoder>>;
   struct LoadJob {
     uint64_t id = 0;
     std::string dir;
@@ -141,6 +147,7 @@ class EngineWorker {
   void on_model_ready(const wcmd::ModelReady& c);
   void on_start(const wcmd::Start& c);
   std::shared_ptr<const Model> draft_model(const std::string& dir);
+  Driver make_driver(const wcmd::Start& c);
   void on_step();
   void on_fork(const wcmd::Fork& c);
   void publish(WorkerEvent ev);
@@ -162,10 +169,8 @@ class EngineWorker {
 
   // Engine-thread state.
   std::shared_ptr<const Model> model_;
-  // The current generation: exactly one of the three (by its DecodeSettings::mode).
-  std::unique_ptr<Generator> gen_;
-  std::unique_ptr<BeamGenerator> beam_;
-  std::unique_ptr<SpeculativeDecoder> spec_;
+  Driver driver_;         // the current generation's (none before the first start and after a model change)
+  Generator* sampling();  // the driver when it samples, else null
   std::shared_ptr<const Model> draft_;  // the last draft model loaded (kept for the next start)
   uint64_t generation_ = 0;
 

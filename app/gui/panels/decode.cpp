@@ -200,7 +200,7 @@ Commands panel_decoding(const Snapshot& snap, UiState& ui) {
 
 // Beam search: the shown step's 2N candidates, best first, and what became of each.
 void panel_beam_candidates(const Snapshot& snap, int step) {
-  const BeamStepRecord& r = *snap.beam_records[static_cast<size_t>(step)];
+  const BeamStepRecord& r = *snap.tree.beam_records()[static_cast<size_t>(step)];
   text_wrapped_wordsf("step %d: %d beam%s expanded, the %d best (beam, token) kept:", step,
                       static_cast<int>(r.expanded.size()), r.expanded.size() == 1 ? "" : "s",
                       static_cast<int>(r.candidates.size()));
@@ -224,19 +224,20 @@ void panel_beam_candidates(const Snapshot& snap, int step) {
 }
 
 void panel_beam_state(const Snapshot& snap, int step) {
-  const BeamStepRecord& r = *snap.beam_records[static_cast<size_t>(step)];
-  const int n_prompt = static_cast<int>(snap.beam_records.front()->prompt_pieces.size());
+  const BeamStepRecord& r = *snap.tree.beam_records()[static_cast<size_t>(step)];
+  const int n_prompt = static_cast<int>(snap.tree.beam_records().front()->prompt_pieces.size());
   section("running beams (\xCE\xA3 log p)");
   // (an old step's sequences may have been dropped by the history's budget: rebuilt from the steps)
   for (const Beam& b : r.running)
     text_wrapped_wordsf("b%d  %.3f  %s", b.id, b.logprob,
-                        tail_text(snap, beam_tokens(snap.beam_records, step, b.id), n_prompt).c_str());
+                        tail_text(snap, beam_tokens(snap.tree.beam_records(), step, b.id), n_prompt).c_str());
   if (r.running.empty()) ImGui::TextDisabled("(none: the search has ended)");
   if (!r.finished.empty()) {
     section("finished (score = \xCE\xA3 log p / length^L)");
     for (const Hypothesis& h : r.finished)
       text_wrapped_coloured(
-          kGold, fixed("%.3f  ", h.score) + tail_text(snap, beam_tokens(snap.beam_records, step, h.beam_id), n_prompt));
+          kGold,
+          fixed("%.3f  ", h.score) + tail_text(snap, beam_tokens(snap.tree.beam_records(), step, h.beam_id), n_prompt));
   }
   const double saved = r.kv_bytes_independent > 0
                            ? 100.0 * (1.0 - static_cast<double>(r.kv_bytes_shared) / r.kv_bytes_independent)
@@ -251,7 +252,7 @@ void panel_beam_state(const Snapshot& snap, int step) {
 
 // Speculative decoding: the shown iteration's drafted tokens and the verdicts.
 void panel_spec_iteration(const Snapshot& snap, UiState& ui, int step) {
-  const SpecIteration& it = *snap.spec_iterations[static_cast<size_t>(step)];
+  const SpecIteration& it = *snap.tree.spec_iterations()[static_cast<size_t>(step)];
   int stage = static_cast<int>(ui.spec_stage);
   // (each on the next line where the sidebar has no room left for it)
   ImGui::RadioButton("play", &stage, -1);
@@ -285,7 +286,7 @@ void panel_spec_iteration(const Snapshot& snap, UiState& ui, int step) {
 }
 
 void panel_spec_counters(const Snapshot& snap, int step) {
-  const SpecIteration& it = *snap.spec_iterations[static_cast<size_t>(step)];
+  const SpecIteration& it = *snap.tree.spec_iterations()[static_cast<size_t>(step)];
   section("so far");
   if (it.drafted_total > 0)
     text_wrapped_wordsf("acceptance \xCE\xB1 = %d / %d = %.2f", it.accepted_total, it.drafted_total,
@@ -318,7 +319,7 @@ std::string of(int i, int n) {
 // Beam search's counters: what the shown step's records say ran. Short
 // names and values: the sidebar is narrow.
 void beam_counters(const Snapshot& snap, int step, const Palette& pal) {
-  const BeamTotals t = beam_totals(snap.beam_records, step);
+  const BeamTotals t = beam_totals(snap.tree.beam_records(), step);
   const ImVec4 cyan = v4(pal.cache_high), green = kGood;
   counter_row("step", of(t.step, snap.timeline_size() - 1));
   counter_row("running beams", std::to_string(t.running));
@@ -339,7 +340,7 @@ void beam_counters(const Snapshot& snap, int step, const Palette& pal) {
 
 // Speculative decoding's counters: the model's and the draft's forwards, caches and times.
 void spec_counters(const Snapshot& snap, int step, const Palette& pal) {
-  const SpecTotals t = spec_totals(snap.spec_iterations, step);
+  const SpecTotals t = spec_totals(snap.tree.spec_iterations(), step);
   const ImVec4 cyan = v4(pal.cache_high), green = kGood, draft = v4(kDraftColour);
   counter_row("iteration", of(t.iteration, snap.timeline_size() - 1));
   counter_row("tokens", std::to_string(t.generated));
@@ -398,7 +399,7 @@ void lesson_row(bool shown) {
 }
 
 void beam_lesson(const Snapshot& snap, int step) {
-  const BeamTotals t = beam_totals(snap.beam_records, step);
+  const BeamTotals t = beam_totals(snap.tree.beam_records(), step);
   text_wrapped_wordsf(
       "Beam search keeps the N most probable sequences. Each step runs ONE forward over the new position of every "
       "running beam (a batch), ranks all (beam, token) continuations by \xCE\xA3 log p, keeps the 2N best and "
@@ -412,9 +413,9 @@ void beam_lesson(const Snapshot& snap, int step) {
   if (!begin_lesson_table("beam_lesson",
                           {"step", "beams run", "positions", "K/V shared", "one per beam", "saved", "copied"}))
     return;
-  for (int i = 0; i < static_cast<int>(snap.beam_records.size()); ++i) {
-    const BeamStepRecord& r = *snap.beam_records[static_cast<size_t>(i)];
-    const BeamTotals row = beam_totals(snap.beam_records, i);
+  for (int i = 0; i < static_cast<int>(snap.tree.beam_records().size()); ++i) {
+    const BeamStepRecord& r = *snap.tree.beam_records()[static_cast<size_t>(i)];
+    const BeamTotals row = beam_totals(snap.tree.beam_records(), i);
     lesson_row(i == step);
     ImGui::TableNextColumn();
     ImGui::Text(i == 0 ? "0 (prompt)" : "%d", i);
@@ -435,7 +436,7 @@ void beam_lesson(const Snapshot& snap, int step) {
 }
 
 void spec_lesson(const Snapshot& snap, int step) {
-  const SpecTotals t = spec_totals(snap.spec_iterations, step);
+  const SpecTotals t = spec_totals(snap.tree.spec_iterations(), step);
   text_wrapped_wordsf(
       "Speculative decoding: a small draft model proposes K tokens, one cheap forward each; the model scores all "
       "of them in ONE forward; token i is kept when a uniform draw r < p/q, the first rejected one is replaced "
@@ -456,8 +457,8 @@ void spec_lesson(const Snapshot& snap, int step) {
         t.draft_forward_ms(), t.target_forward_ms(), t.cost_ratio(), predicted_speedup(a, t.k, t.cost_ratio()));
   if (!begin_lesson_table("spec_lesson", {"iteration", "drafted", "accepted", "then", "model forwards", "tokens"}))
     return;
-  for (int i = 0; i < static_cast<int>(snap.spec_iterations.size()); ++i) {
-    const SpecIteration& it = *snap.spec_iterations[static_cast<size_t>(i)];
+  for (int i = 0; i < static_cast<int>(snap.tree.spec_iterations().size()); ++i) {
+    const SpecIteration& it = *snap.tree.spec_iterations()[static_cast<size_t>(i)];
     lesson_row(i == step);
     ImGui::TableNextColumn();
     ImGui::Text("%d", i);
