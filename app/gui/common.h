@@ -16,12 +16,11 @@ bool is_software_renderer();
 
 // While the window draws, the engine's thread pools leave one core to the
 // renderer (Mesa's software rasteriser needs it to hold the frame rate
-// during a forward), unless the user chose a number ($KVSCOPE_THREADS).
-// Call before any engine is built.
+// during a forward), unless the user ($KVSCOPE_THREADS) or the platform
+// (the page's pool of Web Workers) chose a number. Call before any engine is built.
 inline void leave_a_core_for_rendering() {
   const unsigned cores = std::thread::hardware_concurrency();
-  const char* chosen = std::getenv("KVSCOPE_THREADS");
-  if (cores > 1 && !(chosen && *chosen)) ThreadPool::set_default_threads(static_cast<int>(cores) - 1);
+  if (cores > 1 && !ThreadPool::default_threads_chosen()) ThreadPool::set_default_threads(static_cast<int>(cores) - 1);
 }
 
 inline constexpr int kRenderSamples = 4;  // MSAA of offscreen renders

@@ -20,6 +20,11 @@ void ThreadPool::set_default_threads(int n) {
   g_default_threads = std::clamp(n, 1, 256);
 }
 
+bool ThreadPool::default_threads_chosen() {
+  const char* env = std::getenv("KVSCOPE_THREADS");
+  return g_default_threads.load() > 0 || (env && *env);
+}
+
 int ThreadPool::default_threads() {
   if (const int n = g_default_threads.load(); n > 0) return n;
   if (const char* env = std::getenv("KVSCOPE_THREADS"); env && *env) {

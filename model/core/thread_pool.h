@@ -37,6 +37,8 @@ class ThreadPool {
   static int default_threads();
   // For pools built from now on (the window leaves a core to its renderer). n in [1, 256].
   static void set_default_threads(int n);
+  // True when set_default_threads or $KVSCOPE_THREADS chose the size.
+  static bool default_threads_chosen();
 
  private:
   void worker_loop(int index);

@@ -7,7 +7,8 @@
 //   random GPT-2 / Llama checkpoints through the folder picker generate what the CLI does;
 //   a bad folder reaches the error panel;
 //   models by Hugging Face id from a local stand-in for the hub (hub_checks.mjs);
-//   the Training tab's checkpoints, fetched after the first token (training_checks.mjs).
+//   the Training tab's checkpoints, fetched after the first token (training_checks.mjs);
+//   settings chosen in one visit are there in the next (IndexedDB).
 // Usage: node tests/web/web_test.mjs --site build-web/site --cli build/kvscope --out DIR [--shots]
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -417,6 +418,28 @@ async function kvLayout(page) {
   await command(page, { cmd: 'kv_layout', dtype: 'f32', window: 0, sinks: 0, block: 0 });
 }
 
+// Settings the page keeps in the browser (IndexedDB, as ~/.config/kvscope on the
+// desktop): chosen in one visit, saved as the page is hidden, there in the next.
+async function settingsPersist(browser, url, logs) {
+  const vp = { width: 1280, height: 720, deviceScaleFactor: 1 };
+  const first = await openPage(browser, url, vp, logs);
+  let err = await command(first.page, { cmd: 'text_scale', scale: 1.75 });
+  err ||= await command(first.page, { cmd: 'camera', preset: 'side' });
+  const chosen = await state(first.page);
+  const saved = await first.page.evaluate(() => globalThis.kvscopePage.saveSettings());
+  await first.page.close();
+  const second = await openPage(browser, url, vp, logs);
+  const s = await state(second.page);
+  check('settings persist in the browser: text scale and camera chosen in one visit are there in the next',
+    !err && saved && chosen.text_scale === 1.75 && s.text_scale === 1.75 && s.camera === 'side',
+    `command ${err || 'ok'}, saved ${saved}, next visit: text scale ${s.text_scale}, camera ${s.camera}`);
+  // Back to the defaults, for whatever opens this origin next.
+  await command(second.page, { cmd: 'text_scale', scale: 1 });
+  await command(second.page, { cmd: 'camera', preset: 'front' });
+  await second.page.evaluate(() => globalThis.kvscopePage.saveSettings());
+  await second.page.close();
+}
+
 async function main() {
   const cliKv = cliRecords(null), cliNoCache = cliRecords(null, ['--no-cache']);
   const coi = await serve(true), plain = await serve(false);
@@ -437,6 +460,12 @@ async function main() {
     if (args.only === 'training') {
       await trainingChecks(trainingContext);
       console.log(`web tests (training only): ${passed} passed, ${failed} failed`);
+      process.exitCode = failed ? 1 : 0;
+      return;
+    }
+    if (args.only === 'settings') {
+      await settingsPersist(browser, coi.url, logs);
+      console.log(`web tests (settings only): ${passed} passed, ${failed} failed`);
       process.exitCode = failed ? 1 : 0;
       return;
     }
@@ -518,6 +547,7 @@ async function main() {
     await p2.page.close();
     // Models by Hugging Face id, on the host without headers (the service worker between page and hub).
     await hubChecks(hubContext(plain.url));
+    await settingsPersist(browser, coi.url, logs);
   } catch (e) {
     check('page run', false, e.message);
   } finally {

@@ -185,11 +185,12 @@
       FS.syncfs(true, () => removeRunDependency('kvscope-settings'));
     }],
   };
-  const saveSettings = () => {
-    if (!page.isReady) return;
+  // Resolves once IndexedDB holds the file (true), or false when there was nothing to save or it failed.
+  const saveSettings = () => new Promise((resolve) => {
+    if (!page.isReady) return resolve(false);
     Module.ccall('kvscope_save_settings', null, [], []);
-    FS.syncfs(false, () => {});
-  };
+    FS.syncfs(false, (err) => resolve(!err));
+  });
   document.addEventListener('visibilitychange', () => { if (document.visibilityState === 'hidden') saveSettings(); });
   window.addEventListener('pagehide', saveSettings);
   page.saveSettings = saveSettings;

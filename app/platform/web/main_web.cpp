@@ -15,6 +15,7 @@
 #include "app/platform/web/web_api.h"
 #include "app/session/session.h"
 #include "model/core/error.h"
+#include "model/core/thread_pool.h"
 
 namespace kvscope {
 namespace {
@@ -38,10 +39,10 @@ void frame() {
 // worker and the layout scorer must all fit in it, since a thread cannot get a
 // new Web Worker while the main thread waits for it.
 void choose_threads() {
-  if (const char* env = std::getenv("KVSCOPE_THREADS"); env && *env) return;
+  if (ThreadPool::default_threads_chosen()) return;  // ($KVSCOPE_THREADS from node_env.js)
   const unsigned hc = std::max(1u, std::thread::hardware_concurrency());
   const unsigned n = std::clamp(hc > 1 ? hc - 1 : 1u, 1u, 6u);
-  setenv("KVSCOPE_THREADS", std::to_string(n).c_str(), 1);
+  ThreadPool::set_default_threads(static_cast<int>(n));
 }
 
 }  // namespace
