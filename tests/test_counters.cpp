@@ -136,6 +136,7 @@ void check_counters(const std::vector<RecordPtr>& recs, const Generator& gen, co
     // A forward's wall time, on a clock of nanosecond resolution: never 0.
     EXPECT_GT(r.ms, 0.0) << where;
     ms += r.ms;
+    EXPECT_DOUBLE_EQ(r.ms_total, ms) << where;
     EXPECT_EQ(r.index, static_cast<int>(s)) << where;
     prev = r.mode;
   }

@@ -245,6 +245,7 @@ void check_generator_fork(const std::shared_ptr<const Model>& m) {
     GenerateOptions o;
     o.max_new = 20;
     o.mode = mode;
+    o.keep_history = false;  // as in the window: the tree keeps the records
     g.start_tokens(test_prompt(), o);
     BranchTree tree;
     const int root = tree.start();
@@ -266,6 +267,9 @@ void check_generator_fork(const std::shared_ptr<const Model>& m) {
     EXPECT_EQ(next->seq_len, P + 1) << where;
     EXPECT_EQ(next->flops, cost.flops_next) << where;  // the saving, exactly as accounted
     EXPECT_EQ(next->flops_total, at.flops_total + next->flops) << where;
+    // The branch's time: the parent's up to the fork, then its own (not the abandoned steps 6..11).
+    EXPECT_DOUBLE_EQ(next->ms_total, at.ms_total + next->ms) << where;
+    EXPECT_DOUBLE_EQ(g.ms_total(), next->ms_total) << where;
     EXPECT_FALSE(next->refill) << where;
     EXPECT_EQ(next->n_kv, 1) << where;
     EXPECT_EQ(branch_tokens(tree.branch(b)), g.tokens()) << where;

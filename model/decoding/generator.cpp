@@ -254,6 +254,7 @@ RecordPtr Generator::step() {
   rec->stop = reason_;
   rec->ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ms_total_ += rec->ms;
+  rec->ms_total = ms_total_;
 
   RecordPtr ptr = rec;
   if (opt_.keep_history) history_.push_back(ptr);
@@ -335,13 +336,11 @@ RecordPtr Generator::fork(const std::vector<int>& prefix, const StepRecord& at, 
   tokens_.push_back(token);
   computed_upto_ = p;  // position p now holds another token: its K/V are new
   n_forwards_ = at.index + 1;
+  // The totals continue from the record forked, whoever keeps the history.
   flops_total_ = at.flops_total;
-  if (opt_.keep_history) {
-    if (history_.size() > static_cast<size_t>(at.index)) history_.resize(static_cast<size_t>(at.index));
-    ms_total_ = 0;
-    for (const RecordPtr& r : history_) ms_total_ += r->ms;
-    ms_total_ += at.ms;
-  }
+  ms_total_ = at.ms_total;
+  if (opt_.keep_history && history_.size() > static_cast<size_t>(at.index))
+    history_.resize(static_cast<size_t>(at.index));
   // The branch left keeps its sequence only for what the new one lacks.
   kept_.erase(std::remove_if(kept_.begin(), kept_.end(),
                              [&](const KeptBranch& k) {

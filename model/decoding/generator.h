@@ -109,6 +109,7 @@ struct StepRecord {
   int recomputed = 0;        // positions computed that had been computed before
   uint64_t read_bytes = 0;   // weights + cached K/V this forward had to read (forward_read_bytes)
   double ms = 0;             // wall time of the forward + sampling
+  double ms_total = 0;       // this branch's forwards so far, this one included (a fork continues its parent's)
 
   StopReason stop = StopReason::kNone;  // set on the last record
 
