@@ -180,6 +180,25 @@ TEST(Timeline, ShownStepAndPredictHiding) {
   EXPECT_FALSE(prediction_hidden(snap, ui));
 }
 
+// Predict mode hides the newest step of every strategy's timeline (the beam
+// search's steps, the speculative iterations), not only sampling's.
+TEST(Timeline, PredictHidesTheNewestStepOfEveryStrategy) {
+  Snapshot snap;
+  UiState ui;
+  ui.predict = true;
+  snap.decoding.mode = DecodeMode::kBeam;
+  for (int i = 0; i < 3; ++i) snap.beam_records.push_back(std::make_shared<BeamStepRecord>());
+  ui.revealed_step = 1;
+  EXPECT_TRUE(prediction_hidden(snap, ui));  // beam step 2 not yet revealed (no sampling record at all)
+  ui.revealed_step = 2;
+  EXPECT_FALSE(prediction_hidden(snap, ui));
+  snap.decoding.mode = DecodeMode::kSpeculative;
+  for (int i = 0; i < 4; ++i) snap.spec_iterations.push_back(std::make_shared<SpecIteration>());
+  EXPECT_TRUE(prediction_hidden(snap, ui));  // iteration 3
+  ui.view_step = 2;
+  EXPECT_FALSE(prediction_hidden(snap, ui));  // the past is never hidden
+}
+
 TEST(Settings, RoundTripAndBadFiles) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("kvscope-settings-" + std::to_string(::getpid()));

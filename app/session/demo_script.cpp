@@ -235,9 +235,8 @@ void open_demo_sections(const std::string& demo_view, UiState& ui) {
 
 std::string apply_demo_view(const char* name, std::string& view) {
   static const char* const kViews[] = {
-      "timeline",       "pages",           "sampling",       "phases", "kv",          "heatmaps",
-      "training",       "presentation",    "qkv",            "beams",  "speculative", "evict",
-      "serving",        "serving-prefix",  "serving-preempt", "serving-static"};
+      "timeline", "pages", "sampling",    "phases", "kv",      "heatmaps",       "training",        "presentation",
+      "qkv",      "beams", "speculative", "evict",  "serving", "serving-prefix", "serving-preempt", "serving-static"};
   view.clear();
   if (!name || !*name) return "";  // unset or empty: the default run (scripts/screenshots.sh sets it empty)
   for (const char* v : kViews)
@@ -275,6 +274,21 @@ std::string apply_demo_open(const char* list, std::vector<std::string>& panels) 
   }
   panels = names;
   return "";
+}
+
+std::vector<std::string> demo_env_problems(const std::function<const char*(const char*)>& env) {
+  UiState ui;
+  int w = 0, h = 0;
+  std::string view;
+  std::optional<CameraPreset> camera;
+  std::vector<std::string> panels;
+  std::vector<std::string> problems;
+  for (const std::string& e :
+       {apply_demo_view(env("KVSCOPE_DEMO_VIEW"), view),
+        apply_demo_window(env("KVSCOPE_DEMO_TEXT_SCALE"), env("KVSCOPE_DEMO_SIZE"), ui, w, h),
+        apply_demo_camera(env("KVSCOPE_DEMO_CAMERA"), camera), apply_demo_open(env("KVSCOPE_DEMO_OPEN"), panels)})
+    if (!e.empty()) problems.push_back(e);
+  return problems;
 }
 
 void open_demo_panels(const std::vector<std::string>& panels, UiState& ui) {

@@ -3,6 +3,7 @@
 // at each frame.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,6 +49,12 @@ std::string apply_demo_camera(const char* name, std::optional<CameraPreset>& cam
 // from left, right, lessons, qkv, next and model (null = none), into
 // `panels`. Returns "" or a message naming the variable and what it expects.
 std::string apply_demo_open(const char* list, std::vector<std::string>& panels);
+// Every $KVSCOPE_DEMO_* variable set (read through `env`, getenv's shape)
+// checked as above: one message per bad value, naming the variable, the
+// value and what it takes. The window checks them before it opens, whatever
+// the run (scripted, interactive or a soak): a bad value exits 1 at once,
+// before any frame or screenshot, instead of being ignored.
+std::vector<std::string> demo_env_problems(const std::function<const char*(const char*)>& env);
 // Opens them, as clicks would (with open_demo_sections: the layout's folding keeps them).
 void open_demo_panels(const std::vector<std::string>& panels, UiState& ui);
 

@@ -1,13 +1,11 @@
 #include "app/session/session.h"
 
 #include <algorithm>
-#include <cmath>
 #include <utility>
 
 #include "app/platform/user_files.h"
 #include "app/session/saved_view.h"
 #include "model/core/overloaded.h"
-#include "model/decoding/setting_ranges.h"
 #include "render/scene/scene.h"
 
 namespace kvscope {
@@ -56,53 +54,6 @@ WindowRequests Session::take_window_requests() {
   WindowRequests r = requests_;
   requests_ = WindowRequests();
   return r;
-}
-
-void Session::start_generation(const std::string& prompt, const DecodeSettings* running) {
-  if (snap.started && !replaced_) {  // (a start over a pending one keeps what the first replaced)
-    replaced_ = ReplacedGeneration{0,
-                                   snap.tree,
-                                   snap.records,
-                                   snap.beam_records,
-                                   snap.spec_iterations,
-                                   running ? *running : snap.decoding,
-                                   snap.stop,
-                                   ui.active_prompt,
-                                   ui.view_step,
-                                   ui.revealed_step,
-                                   ui.playing};
-  }
-  worker_.cancel_steps();
-  wcmd::Start c;
-  c.prompt = prompt;
-  c.options.max_new = effective_max_new();
-  c.options.mode = snap.mode;
-  c.options.sampler = ui.sampler;
-  c.options.kv = ui.kv_layout;
-  c.options.ignore_eos = ui.ignore_eos;
-  c.options.keep_history = false;                      // the BranchTree owns the records (and their memory budget)
-  c.options.branch_cache_budget = snap.tree.budget();  // branches keep their K/V under the same budget
-  c.decoding = snap.decoding;
-  c.request = ++snap.start_request;
-  if (replaced_) replaced_->request = c.request;
-  worker_.send(std::move(c));
-  snap.tree.clear();
-  snap.tree.start();
-  snap.tree_version++;
-  snap.records.clear();
-  snap.beam_records.clear();
-  snap.spec_iterations.clear();
-  snap.seq = SequenceState();
-  snap.seq_count = 0;
-  snap.pending_forks = 0;
-  snap.pending_select = -1;
-  snap.pending_view_step = -1;  // a restored step belongs to the generation it was restored with
-  snap.stop = StopReason::kNone;
-  snap.started = false;
-  snap.step_after_start = false;
-  ui.active_prompt = prompt;
-  ui.view_step = -1;
-  ui.revealed_step = -1;
 }
 
 // Appended incrementally while following the newest record, rebuilt when
@@ -172,7 +123,15 @@ void Session::take_event(WorkerEvent& ev, double now) {
       snap.model_error.clear();
       fit_to_model(std::exchange(unfitted_origin_, std::string()));
       read_training_record();
-      start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt);
+      if (!start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt)) {
+        // (refused by the KV layout: the worker dropped the old model's generation all the same)
+        snap.tree.clear();
+        snap.tree_version++;
+        snap.records.clear();
+        snap.beam_records.clear();
+        snap.spec_iterations.clear();
+        snap.started = false;
+      }
       break;
     case WorkerEvent::Kind::kStarted:
       // A start superseded before its kStarted arrived: its records must not
@@ -276,26 +235,6 @@ void Session::on_error(const WorkerEvent& ev) {
   }
 }
 
-// The worker refused the newest start and kept its generation running: the
-// screen shows that generation again, with the strategy it runs.
-void Session::restore_replaced(const WorkerEvent& ev) {
-  if (!replaced_ || ev.request != replaced_->request || ev.request != snap.start_request) return;
-  ReplacedGeneration r = std::move(*replaced_);
-  replaced_.reset();
-  snap.tree = std::move(r.tree);
-  snap.tree_version++;
-  snap.records = std::move(r.records);
-  snap.beam_records = std::move(r.beam_records);
-  snap.spec_iterations = std::move(r.spec_iterations);
-  snap.decoding = ui.decoding = r.decoding;
-  snap.stop = r.stop;
-  snap.started = true;
-  ui.active_prompt = r.active_prompt;
-  ui.view_step = r.view_step;
-  ui.revealed_step = r.revealed_step;
-  ui.playing = r.playing;
-}
-
 void Session::execute(const Commands& cs, double now) {
   for (const UiCommand& c : cs) execute(c, now);
   sync_shown();
@@ -309,16 +248,16 @@ void Session::execute(const UiCommand& given, double now) {
                      ui.errors.push_back("No model is loaded yet.");
                      return;
                    }
-                   start_generation(s.prompt);
-                   ui.playing = true;
+                   if (start_generation(s.prompt)) ui.playing = true;
                  },
                  [&](const cmd::Reset&) {
                    if (snap.model) start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt);
                  },
                  [&](const cmd::PlayPause&) {
                    ui.playing = !ui.playing;
-                   if (ui.playing && snap.stop != StopReason::kNone && snap.model)
-                     start_generation(ui.active_prompt);  // play after the end = again
+                   if (ui.playing && snap.stop != StopReason::kNone && snap.model &&
+                       !start_generation(ui.active_prompt))  // play after the end = again
+                     ui.playing = false;
                  },
                  [&](const cmd::Step&) { step(now); },
                  [&](const cmd::ToggleCache&) { toggle_cache(); },
@@ -340,7 +279,7 @@ void Session::execute(const UiCommand& given, double now) {
                  [&](const cmd::Presentation&) { toggle_presentation(); },
                  [&](const cmd::Predict&) {
                    ui.predict = !ui.predict;
-                   ui.revealed_step = static_cast<int>(snap.records.size()) - 1;  // what is on screen stays visible
+                   ui.revealed_step = snap.timeline_size() - 1;  // what is on screen stays visible
                  },
                  [&](const cmd::Reveal&) { ui.revealed_step = snap.timeline_size() - 1; },
                  [&](const cmd::Palette&) { ui.colour_blind = !ui.colour_blind; },
@@ -480,23 +419,6 @@ void Session::toggle_cache() {
   }
   snap.mode = snap.mode == CacheMode::kKV ? CacheMode::kNoCache : CacheMode::kKV;
   worker_.send(wcmd::SetMode{snap.mode});
-}
-
-// Ranges as the CLI's --beams, --length-penalty and --speculate; the new
-// strategy starts over from the active prompt.
-void Session::set_decoding(const DecodeSettings& d) {
-  const DecodeSettings running = snap.decoding;
-  snap.decoding = d;
-  snap.decoding.beams = static_cast<int>(std::clamp<int64_t>(d.beams, setting::kBeams.lo, setting::kBeams.hi));
-  snap.decoding.k = static_cast<int>(std::clamp<int64_t>(d.k, setting::kSpeculate.lo, setting::kSpeculate.hi));
-  if (!std::isfinite(d.length_penalty)) snap.decoding.length_penalty = 1.0f;
-  snap.decoding.length_penalty = static_cast<float>(
-      std::clamp<double>(snap.decoding.length_penalty, setting::kLengthPenalty.lo, setting::kLengthPenalty.hi));
-  ui.decoding = snap.decoding;
-  // The beams' lanes lie side by side in depth: seen from above.
-  if (d.mode == DecodeMode::kBeam && ui.auto_camera && ui.camera == CameraPreset::kFront)
-    ui.camera = CameraPreset::kTop;
-  if (snap.model) start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt, &running);
 }
 
 void Session::toggle_presentation() {

@@ -261,15 +261,23 @@ void sampler_controls(UiState& ui, Commands& cmds) {
 
 Commands panel_next_token(const Snapshot& snap, UiState& ui) {
   const Palette& pal = palette_for(ui.colour_blind);
-  if (snap.decoding.mode != DecodeMode::kSample) return panel_decode_step(snap, ui);
   Commands cmds;
-  const int step = shown_step_or_note(snap, ui);
-  if (step >= 0 && prediction_hidden(snap, ui)) {
+  const bool sample = snap.decoding.mode == DecodeMode::kSample;
+  if (prediction_hidden(snap, ui)) {  // every strategy: the step's tokens, bars, beams and verdicts wait
     ImGui::TextColored(v4(pal.new_token), "next token: ?");
-    ImGui::TextWrapped(
-        "Predict mode: guess the next token, then press Enter (or the button) to reveal it and its bars.");
+    ImGui::TextWrapped(sample ? "Predict mode: guess the next token, then press Enter (or the button) to reveal it "
+                                "and its bars."
+                              : "Predict mode: guess what this step chooses, then press Enter (or the button) to "
+                                "reveal it.");
     if (ImGui::Button("Reveal (Enter)", ImVec2(-1, 0))) cmds.push_back(cmd::Reveal{});
-  } else if (step >= 0) {
+    if (!sample) return cmds;
+    ImGui::Separator();
+    sampler_controls(ui, cmds);
+    return cmds;
+  }
+  if (!sample) return panel_decode_step(snap, ui);
+  const int step = shown_step_or_note(snap, ui);
+  if (step >= 0) {
     explained_step(snap, ui, step, *snap.records[static_cast<size_t>(step)], cmds);
   }
   ImGui::Separator();
