@@ -36,7 +36,8 @@ FrameSpec frame_spec(const Session& s, float anim, int hover_pos) {
   // A speculative iteration held at one stage (Decoding panel).
   if (f.decode == DecodeMode::kSpeculative && ui.spec_stage != SpecStage::kAnimate)
     f.anim = spec_stage_anim(static_cast<int>(ui.spec_stage));
-  if (snap.timeline_size() == 0)
+  // (while the error panel is up it says what went wrong; the hint is back once it is dismissed)
+  if (snap.timeline_size() == 0 && ui.errors.empty())
     f.message = snap.loading_model ? "loading the model\xE2\x80\xA6"
                 : !snap.model      ? "no model: open a model folder (GPT-2, Llama, Mistral, Qwen2) in the Model panel"
                                    : "paused before the first step: \xE2\x86\x92 or Space runs the prefill";

@@ -112,6 +112,10 @@ Commands feature_script(int frame, int total, const Snapshot& snap, const std::s
     if (best >= 0) cmds.push_back(cmd::ScrubTo{best});
   }
   if (demo_view == "presentation" && at(0.5)) cmds.push_back(cmd::Presentation{});
+  // Predict mode (on from the start): a dozen reveals, a step played after each, then the
+  // step playback stops at stays hidden for the picture.
+  for (int i = 0; i < 12 && demo_view == "predict"; ++i)
+    if (at(0.2 + 0.04 * i)) cmds.push_back(cmd::Reveal{});
   // A sliding window opens the Cache panel's loss plot: score the text for the picture
   // (the panel's button; nothing is scored unasked).
   if (at(0.9) && snap.seq.current && (snap.seq.current->kv_layout.windowed() || snap.seq.current->kv_layout.evicting()))
@@ -184,8 +188,10 @@ void setup_demo_view(const std::string& demo_view, UiState& ui) {
                   : demo_view == "training"                   ? 4
                                                               : 0;
   ui.select_tab = true;
+  ui.predict = demo_view == "predict";  // from the first step: the reveals come from the script
   // Their sections are in the right sidebar: a teacher folds the left one (text scale 2.5 has room for one).
-  if (demo_view == "sampling" || demo_view == "qkv" || demo_view == "evict") ui.left_open = false;
+  if (demo_view == "sampling" || demo_view == "qkv" || demo_view == "evict" || demo_view == "predict")
+    ui.left_open = false;
   if (demo_view == "sampling" || demo_view == "timeline") {
     ui.sampler.greedy = false;
     ui.sampler.temperature = 0.9f;
@@ -226,17 +232,18 @@ void setup_demo_view(const std::string& demo_view, UiState& ui) {
 void open_demo_sections(const std::string& demo_view, UiState& ui) {
   if (demo_view.empty()) return;
   ui.teach_open = demo_view != "presentation" && demo_view != "sampling" && demo_view != "qkv" &&
-                  demo_view != "beams" && demo_view != "speculative";
+                  demo_view != "predict" && demo_view != "beams" && demo_view != "speculative";
   // Eviction at the projector's text scale: the stacks first (KVSCOPE_DEMO_OPEN=lessons adds the lesson).
   if (demo_view == "evict" && ui.text_scale >= 2.0f) ui.teach_open = ui.right_open = false;
   ui.qkv_open = demo_view == "qkv";
-  ui.next_token_open = demo_view == "sampling";
+  ui.next_token_open = demo_view == "sampling" || demo_view == "predict";
 }
 
 std::string apply_demo_view(const char* name, std::string& view) {
   static const char* const kViews[] = {
       "timeline", "pages", "sampling",    "phases", "kv",      "heatmaps",       "training",        "presentation",
-      "qkv",      "beams", "speculative", "evict",  "serving", "serving-prefix", "serving-preempt", "serving-static"};
+      "qkv",      "beams", "speculative", "evict",  "serving", "serving-prefix", "serving-preempt", "serving-static",
+      "predict"};
   view.clear();
   if (!name || !*name) return "";  // unset or empty: the default run (scripts/screenshots.sh sets it empty)
   for (const char* v : kViews)
@@ -245,7 +252,7 @@ std::string apply_demo_view(const char* name, std::string& view) {
       return "";
     }
   return "KVSCOPE_DEMO_VIEW: expected timeline, sampling, phases, kv, pages, heatmaps, training, presentation, qkv, "
-         "beams, speculative, evict, serving, serving-prefix, serving-preempt or serving-static, got \"" +
+         "beams, speculative, evict, serving, serving-prefix, serving-preempt, serving-static or predict, got \"" +
          std::string(name) + "\"";
 }
 

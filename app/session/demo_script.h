@@ -38,7 +38,7 @@ void open_demo_sections(const std::string& demo_view, UiState& ui);
 std::string apply_demo_window(const char* text_scale, const char* size, UiState& ui, int& width, int& height);
 // $KVSCOPE_DEMO_VIEW (timeline, sampling, phases, kv, pages, heatmaps,
 // training, presentation, qkv, beams, speculative, serving, serving-prefix,
-// serving-preempt or serving-static; null or empty = unset) into
+// serving-preempt, serving-static or predict; null or empty = unset) into
 // `view`. Returns "" or a message naming the variable and what it expects;
 // a bad value leaves `view` empty (the default run).
 std::string apply_demo_view(const char* name, std::string& view);
