@@ -95,6 +95,8 @@ TEST(SceneSpec, PredictModeHoldsTheIterationAtItsDraft) {
   ASSERT_GE(its.size(), 2u);
   for (size_t c = 1; c <= its.size(); ++c) {
     const SpecIteration& it = *its[c - 1];
+    const int emitted_at = it.first + it.n_accepted;  // the replacement or bonus token
+    const std::string emitted_text = visible_piece(it.next_piece);
     for (const float anim : {0.2f, 0.6f, 1.0f}) {
       ViewOptions v;
       v.hide_newest = true;
@@ -103,13 +105,13 @@ TEST(SceneSpec, PredictModeHoldsTheIterationAtItsDraft) {
         EXPECT_EQ(l.text.find("p "), std::string::npos) << l.text;  // the target's probability
         EXPECT_EQ(l.text.find("\nok"), std::string::npos) << l.text;
         EXPECT_EQ(l.text.find("\nno"), std::string::npos) << l.text;
-        EXPECT_FALSE(l.kind == LabelKind::kToken && l.pos >= it.first) << l.text;  // the emitted token
+        EXPECT_FALSE(l.pos == emitted_at && l.text == emitted_text) << l.text;  // the token the target emits
       }
       EXPECT_EQ(s.banner_sub.find("accepted"), std::string::npos) << s.banner_sub;
       v.hide_newest = false;
       const Scene shown = build_spec_scene(its, c, 1.0f, v);
       int emitted = 0;
-      for (const Label& l : shown.labels) emitted += l.kind == LabelKind::kToken && l.pos >= it.first ? 1 : 0;
+      for (const Label& l : shown.labels) emitted += l.pos == emitted_at && l.text == emitted_text ? 1 : 0;
       EXPECT_EQ(emitted, 1);
       EXPECT_NE(shown.banner_sub.find("accepted"), std::string::npos) << shown.banner_sub;
     }
