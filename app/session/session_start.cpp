@@ -13,22 +13,22 @@ namespace kvscope {
 bool Session::refused_start(const DecodeSettings& d) {
   const std::string why = strategy_refusal(d, ui.kv_layout);
   if (why.empty()) return false;
-  ui.errors.push_back(why + (snap.started ? " (the generation on screen goes on)" : ""));
+  ui.errors.push_back(why + (engine.started ? " (the generation on screen goes on)" : ""));
   return true;
 }
 
 bool Session::start_generation(const std::string& prompt, const DecodeSettings* running) {
   // Checked before anything changes: a refused start leaves the generation on
   // screen, its strategy and its controls as they were.
-  if (!running && refused_start(snap.decoding)) return false;
-  if (snap.started && !replaced_) {  // (a start over a pending one keeps what the first replaced)
+  if (!running && refused_start(engine.decoding)) return false;
+  if (engine.started && !replaced_) {  // (a start over a pending one keeps what the first replaced)
     replaced_ = ReplacedGeneration{0,
-                                   snap.tree,
-                                   snap.records,
-                                   snap.beam_records,
-                                   snap.spec_iterations,
-                                   running ? *running : snap.decoding,
-                                   snap.stop,
+                                   engine.tree,
+                                   engine.records,
+                                   engine.beam_records,
+                                   engine.spec_iterations,
+                                   running ? *running : engine.decoding,
+                                   engine.stop,
                                    ui.active_prompt,
                                    ui.view_step,
                                    ui.revealed_step,
@@ -38,30 +38,30 @@ bool Session::start_generation(const std::string& prompt, const DecodeSettings* 
   wcmd::Start c;
   c.prompt = prompt;
   c.options.max_new = effective_max_new();
-  c.options.mode = snap.mode;
+  c.options.mode = engine.mode;
   c.options.sampler = ui.sampler;
   c.options.kv = ui.kv_layout;
   c.options.ignore_eos = ui.ignore_eos;
-  c.options.keep_history = false;                      // the BranchTree owns the records (and their memory budget)
-  c.options.branch_cache_budget = snap.tree.budget();  // branches keep their K/V under the same budget
-  c.decoding = snap.decoding;
-  c.request = ++snap.start_request;
+  c.options.keep_history = false;                        // the BranchTree owns the records (and their memory budget)
+  c.options.branch_cache_budget = engine.tree.budget();  // branches keep their K/V under the same budget
+  c.decoding = engine.decoding;
+  c.request = ++engine.start_request;
   if (replaced_) replaced_->request = c.request;
   worker_.send(std::move(c));
-  snap.tree.clear();
-  snap.tree.start();
-  snap.tree_version++;
-  snap.records.clear();
-  snap.beam_records.clear();
-  snap.spec_iterations.clear();
-  snap.seq = SequenceState();
-  snap.seq_count = 0;
-  snap.pending_forks = 0;
-  snap.pending_select = -1;
-  snap.pending_view_step = -1;  // a restored step belongs to the generation it was restored with
-  snap.stop = StopReason::kNone;
-  snap.started = false;
-  snap.step_after_start = false;
+  engine.tree.clear();
+  engine.tree.start();
+  engine.tree_version++;
+  engine.records.clear();
+  engine.beam_records.clear();
+  engine.spec_iterations.clear();
+  engine.seq = SequenceState();
+  engine.seq_count = 0;
+  engine.pending_forks = 0;
+  engine.pending_select = -1;
+  engine.pending_view_step = -1;  // a restored step belongs to the generation it was restored with
+  engine.stop = StopReason::kNone;
+  engine.started = false;
+  engine.step_after_start = false;
   ui.active_prompt = prompt;
   ui.view_step = -1;
   ui.revealed_step = -1;
@@ -71,17 +71,17 @@ bool Session::start_generation(const std::string& prompt, const DecodeSettings* 
 // The worker refused the newest start and kept its generation running: the
 // screen shows that generation again, with the strategy it runs.
 void Session::restore_replaced(const WorkerEvent& ev) {
-  if (!replaced_ || ev.request != replaced_->request || ev.request != snap.start_request) return;
+  if (!replaced_ || ev.request != replaced_->request || ev.request != engine.start_request) return;
   ReplacedGeneration r = std::move(*replaced_);
   replaced_.reset();
-  snap.tree = std::move(r.tree);
-  snap.tree_version++;
-  snap.records = std::move(r.records);
-  snap.beam_records = std::move(r.beam_records);
-  snap.spec_iterations = std::move(r.spec_iterations);
-  snap.decoding = ui.decoding = r.decoding;
-  snap.stop = r.stop;
-  snap.started = true;
+  engine.tree = std::move(r.tree);
+  engine.tree_version++;
+  engine.records = std::move(r.records);
+  engine.beam_records = std::move(r.beam_records);
+  engine.spec_iterations = std::move(r.spec_iterations);
+  engine.decoding = ui.decoding = r.decoding;
+  engine.stop = r.stop;
+  engine.started = true;
   ui.active_prompt = r.active_prompt;
   ui.view_step = r.view_step;
   ui.revealed_step = r.revealed_step;
@@ -98,16 +98,16 @@ void Session::set_decoding(const DecodeSettings& d) {
   next.length_penalty = static_cast<float>(
       std::clamp<double>(next.length_penalty, setting::kLengthPenalty.lo, setting::kLengthPenalty.hi));
   if (refused_start(next)) {  // nothing changes: the Decoding panel shows the strategy still running
-    ui.decoding = snap.decoding;
+    ui.decoding = engine.decoding;
     return;
   }
-  const DecodeSettings running = snap.decoding;
-  snap.decoding = next;
-  ui.decoding = snap.decoding;
+  const DecodeSettings running = engine.decoding;
+  engine.decoding = next;
+  ui.decoding = engine.decoding;
   // The beams' lanes lie side by side in depth: seen from above.
   if (d.mode == DecodeMode::kBeam && ui.auto_camera && ui.camera == CameraPreset::kFront)
     ui.camera = CameraPreset::kTop;
-  if (snap.model) start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt, &running);
+  if (engine.model) start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt, &running);
 }
 
 }  // namespace kvscope
