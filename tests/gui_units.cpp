@@ -184,6 +184,34 @@ TEST(Timeline, ShownStepAndPredictHiding) {
   EXPECT_FALSE(prediction_hidden(engine, ui));
 }
 
+// Predict mode hides the newest step of every strategy's timeline (the beam
+// search's steps, the speculative iterations), not only sampling's.
+TEST(Timeline, PredictHidesTheNewestStepOfEveryStrategy) {
+  EngineState engine;
+  UiState ui;
+  ui.predict = true;
+  engine.decoding.mode = DecodeMode::kBeam;
+  for (int i = 0; i < 3; ++i) {
+    auto r = std::make_shared<BeamStepRecord>();
+    r->index = i;
+    engine.tree.push_beam(r);
+  }
+  ui.revealed_step = 1;
+  EXPECT_TRUE(prediction_hidden(engine, ui));  // beam step 2 not yet revealed (no sampling record at all)
+  ui.revealed_step = 2;
+  EXPECT_FALSE(prediction_hidden(engine, ui));
+  engine.decoding.mode = DecodeMode::kSpeculative;
+  engine.tree.clear();  // (a new generation: one strategy per timeline)
+  for (int i = 0; i < 4; ++i) {
+    auto it = std::make_shared<SpecIteration>();
+    it->index = i;
+    engine.tree.push_spec(it);
+  }
+  EXPECT_TRUE(prediction_hidden(engine, ui));  // iteration 3
+  ui.view_step = 2;
+  EXPECT_FALSE(prediction_hidden(engine, ui));  // the past is never hidden
+}
+
 TEST(Settings, RoundTripAndBadFiles) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("kvscope-settings-" + std::to_string(::getpid()));

@@ -9,6 +9,7 @@
 
 #include <imgui_internal.h>
 
+#include "app/gui/frame.h"
 #include "app/gui/panels/panels.h"
 #include "app/session/state.h"
 #include "model/arch/model.h"
@@ -182,6 +183,32 @@ TEST_F(TeachPixels, BeamTokenLabelsKeepToTheirLane) {
   EXPECT_EQ(checked, 4);
 }
 
+// The same beam tree from the FRONT camera (the window's and `render`'s
+// camera unless TOP is chosen), at 1280x720 and a narrower view, text scale 1
+// and 2.5: the lanes lie behind one another, and the tokens still carry
+// their words (each label clear of every other, as everywhere) and the text
+// line reads the best beam's path (the front lane), prompt first.
+TEST_F(TeachPixels, BeamTokenLabelsAndTextLineFromTheFront) {
+  const BeamRun run = beam_run(12);
+  ASSERT_GE(run.recs.size(), 9u);
+  const Scene s = build_beam_scene(run.recs, 9, run.model->config.n_layer);
+  int checked = 0;
+  for_each_overlay(
+      s, {1.0f, 2.5f}, {ImVec2(800, 330), ImVec2(static_cast<float>(kW), static_cast<float>(kH))},
+      [&](CameraPreset p, float, ImVec2 view, const Camera&, const OverlayLayout& lay, const std::string& where) {
+        if (p != CameraPreset::kFront) return;
+        ++checked;
+        EXPECT_GE(lay.labels.size(), 4u) << where << ": the tokens' words";
+        for (size_t i = 0; i < lay.labels.size(); ++i)
+          for (size_t j = i + 1; j < lay.labels.size(); ++j)
+            EXPECT_FALSE(boxes_overlap(lay.labels[i], lay.labels[j], 0.0f)) << where;
+        if (view.x >= kW) {
+          EXPECT_TRUE(lay.has_text_line) << where << ": the best beam's text";
+        }
+      });
+  EXPECT_EQ(checked, 4);
+}
+
 TEST_F(TeachPixels, PageCaptionsStayWholeInsideTheViewAndClearOfOtherText) {
   auto h = make_history(12, std::vector<CacheMode>(30, CacheMode::kKV));
   for (RecordPtr& r : h) {  // pages of 4 positions, every other one shared by two sequences
@@ -348,6 +375,41 @@ TEST_F(TeachPixels, LegendStaysInsideATallNarrowView) {
   });
   EXPECT_EQ(cases, 3 * 2 * 6 * 2);
   EXPECT_GT(drawn, cases * 2 / 3);
+}
+
+// The message over a view with no step yet ("no model: open a model
+// folder ...") at text scale 1 and 2.5 in short views: drawn, and never past
+// the view's bottom edge (the legend's band is drawn under it), however
+// large the banner's font.
+TEST_F(TeachPixels, MessageWithoutAStepStaysInsideAShortView) {
+  SequenceState seq;
+  FrameSpec f;
+  f.seq = &seq;
+  f.labels = f.legend = f.hud = false;
+  f.message = "no model: open a model folder (GPT-2, Llama, Mistral, Qwen2) in the Model panel";
+  int checked = 0;
+  for (const float scale : {1.0f, 2.5f}) {
+    reload_fonts(scale);
+    for (const float view_h : {400.0f, 260.0f, 160.0f}) {
+      const ComposedFrame fr = compose_frame(f, fonts_, static_cast<float>(kW), view_h);
+      const ImVec2 size(static_cast<float>(kW), view_h - fr.overlay.top - fr.overlay.band);
+      const std::vector<uint8_t> img = draw2d(
+          [&](ImDrawList* dl) { draw_frame_text(dl, fr, f, Camera(), ImVec2(0, fr.overlay.top), size, fonts_); });
+      int inside = 0, below = 0;
+      for (int y = 0; y < kH; ++y)
+        for (int x = 0; x < kW; x += 2) {
+          const Rgb c = at(img, x, y);
+          if (c.r + c.g + c.b < 0.05f) continue;
+          (y < static_cast<int>(fr.overlay.top + size.y) ? inside : below)++;
+        }
+      const std::string where = "scale " + std::to_string(scale) + " view " + std::to_string(view_h);
+      EXPECT_GT(inside, 100) << where;
+      EXPECT_EQ(below, 0) << where << ": the message runs past the view's bottom edge";
+      ++checked;
+    }
+  }
+  reload_fonts(1.0f);
+  EXPECT_EQ(checked, 6);
 }
 
 // The error panel at text scale 2.5 in short and narrow windows: the panel

@@ -398,6 +398,31 @@ TEST(Scene, PredictModeHidesTheNextTokenInTheWriteHeadsTag) {
   }
 }
 
+// Predict mode through the one view option: no label (text or its short
+// form), tag or banner of the scene names the newest token or its
+// probability, in any animation phase; the same scene without it does.
+TEST(Scene, PredictModeNamesTheNextTokenNowhereInTheScene) {
+  const auto h = make_history(5, {CacheMode::kKV, CacheMode::kKV});
+  const StepRecord& r = *h.back();
+  const std::string piece = visible_piece(r.piece);  // " t502" shown as "\xC2\xB7t502"
+  char prob[32];
+  std::snprintf(prob, sizeof(prob), "%.0f%%", static_cast<double>(r.prob) * 100.0);
+  auto names_it = [&](const Scene& s) {
+    int n = 0;
+    auto has = [&](const std::string& t) {
+      return t.find(piece) != std::string::npos || t.find(prob) != std::string::npos;
+    };
+    for (const Label& l : s.labels) n += has(l.text) || has(l.short_text) ? 1 : 0;
+    return n + (has(s.banner) || has(s.banner_sub) ? 1 : 0);
+  };
+  for (const float anim : {0.0f, 0.5f, 1.0f}) {
+    ViewOptions v;
+    EXPECT_GE(names_it(build_scene(h, h.size(), v, anim)), 2) << anim;  // its block's label and the write head's tag
+    v.hide_newest = true;
+    EXPECT_EQ(names_it(build_scene(h, h.size(), v, anim)), 0) << anim;
+  }
+}
+
 TEST(Scene, ColourBlindPaletteIsAValueInTheViewOptions) {
   const Palette& standard = palette_for(false);
   const Palette& safe = palette_for(true);

@@ -135,5 +135,48 @@ TEST(SceneBeams, PrunedInTheShownStepFadesWithTheAnimation) {
   FAIL() << "no step of the deterministic 3-beam run pruned a beam";
 }
 
+// Predict mode (ViewOptions::hide_newest): the tokens the shown step chose
+// are "?" blocks with no score; nothing else in the scene names them or
+// their cumulative log-probability. Without it their pieces and scores show.
+TEST(SceneBeams, PredictModeHidesTheTokensTheShownStepChose) {
+  auto m = load_model(std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/kvscope-tiny");
+  const auto recs = run_beams(m, 4, 6);
+  ASSERT_GE(recs.size(), 3u);
+  for (size_t count = 2; count <= recs.size(); ++count) {
+    const std::vector<BeamNode> tree = beam_tree(recs, count);
+    std::vector<std::string> scores;
+    int newest = -1;
+    for (const BeamNode& n : tree)
+      if (!n.prompt && n.alive && n.born == static_cast<int>(count) - 1) {
+        char sc[48];  // the tag's score as the scene writes it
+        std::snprintf(sc, sizeof(sc), n.finished ? "done %.3f" : "%.3f", n.finished ? n.score : n.logprob);
+        scores.push_back(sc);
+        newest = std::max(newest, n.pos);
+      }
+    ASSERT_FALSE(scores.empty()) << count;
+    ViewOptions v;
+    for (const bool hide : {false, true}) {
+      v.hide_newest = hide;
+      const Scene s = build_beam_scene(recs, count, m->config.n_layer, 1.0f, v);
+      int named = 0, guesses = 0;
+      for (const Label& l : s.labels) {
+        for (const std::string& sc : scores) named += l.text.find(sc) != std::string::npos ? 1 : 0;
+        if (l.pos == newest && (l.kind == LabelKind::kToken || l.kind == LabelKind::kHead)) {
+          if (hide) {
+            EXPECT_EQ(l.text, "?") << count;
+          }
+          ++guesses;
+        }
+      }
+      EXPECT_GT(guesses, 0) << count;
+      if (hide) {
+        EXPECT_EQ(named, 0) << count;
+      } else {
+        EXPECT_GT(named, 0) << count;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvscope

@@ -80,5 +80,43 @@ TEST(SceneSpec, StagesFollowTheIteration) {
   EXPECT_GT(rejections, 0);
 }
 
+// Predict mode (ViewOptions::hide_newest): the shown iteration waits at its
+// draft stage, so no label names the target's p, a verdict or the token it
+// emits, and the banner does not say how many were accepted, at any phase.
+TEST(SceneSpec, PredictModeHoldsTheIterationAtItsDraft) {
+  const std::string root = std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/";
+  SpeculativeDecoder d(load_model(root + "kvscope-tiny"), load_model(root + "kvscope-draft"));
+  SpecOptions opt;
+  opt.k = 4;
+  opt.max_new = 12;
+  d.start("Once upon a time", opt);
+  std::vector<SpecIterationPtr> its;
+  while (SpecIterationPtr it = d.step()) its.push_back(it);
+  ASSERT_GE(its.size(), 2u);
+  for (size_t c = 1; c <= its.size(); ++c) {
+    const SpecIteration& it = *its[c - 1];
+    const int emitted_at = it.first + it.n_accepted;  // the replacement or bonus token
+    const std::string emitted_text = visible_piece(it.next_piece);
+    for (const float anim : {0.2f, 0.6f, 1.0f}) {
+      ViewOptions v;
+      v.hide_newest = true;
+      const Scene s = build_spec_scene(its, c, anim, v);
+      for (const Label& l : s.labels) {
+        EXPECT_EQ(l.text.find("p "), std::string::npos) << l.text;  // the target's probability
+        EXPECT_EQ(l.text.find("\nok"), std::string::npos) << l.text;
+        EXPECT_EQ(l.text.find("\nno"), std::string::npos) << l.text;
+        EXPECT_FALSE(l.pos == emitted_at && l.text == emitted_text) << l.text;  // the token the target emits
+      }
+      EXPECT_EQ(s.banner_sub.find("accepted"), std::string::npos) << s.banner_sub;
+      v.hide_newest = false;
+      const Scene shown = build_spec_scene(its, c, 1.0f, v);
+      int emitted = 0;
+      for (const Label& l : shown.labels) emitted += l.pos == emitted_at && l.text == emitted_text ? 1 : 0;
+      EXPECT_EQ(emitted, 1);
+      EXPECT_NE(shown.banner_sub.find("accepted"), std::string::npos) << shown.banner_sub;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvscope

@@ -309,6 +309,72 @@ TEST(SessionDecoding, ARefusedStrategyChangeLeavesTheRunningGenerationAsItWas) {
   EXPECT_TRUE(s.ui.errors.empty());
 }
 
+// The same refusal is decided before anything changes (the controller asks
+// strategy_refusal before it sends the engine a start): no start reaches the
+// engine, the camera stays, and every control the user reaches for next
+// works on the generation on screen: Space plays it, the right arrow steps it, R and
+// Generate restart it with the strategy that runs. A window chosen while
+// beams run refuses R the same way, and the beams stay on screen.
+TEST(SessionDecoding, ARefusedStartChangesNothingAndEveryControlStillWorks) {
+  Session s;
+  s.ui.kv_layout.window = 8;
+  start(s, DecodeSettings(), "abc", 12);
+  ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
+  s.execute(cmd::Scrub{1}, 0);
+  settle(s);
+  const std::vector<RecordPtr> before = s.engine.records;
+  const uint64_t request = s.engine.start_request, generation = s.engine.generation;
+  s.ui.camera = CameraPreset::kFront;
+  s.ui.auto_camera = true;
+  DecodeSettings beams;
+  beams.mode = DecodeMode::kBeam;
+  s.ui.decoding = beams;  // the Decoding panel's radio button, then Restart
+  s.execute(cmd::SetDecoding{beams}, 0);
+  ASSERT_EQ(s.ui.errors.size(), 1u);  // at once, not from the engine thread
+  EXPECT_NE(s.ui.errors.front().find("beam search: the sliding window"), std::string::npos) << s.ui.errors.front();
+  EXPECT_EQ(s.engine.start_request, request);
+  EXPECT_EQ(s.engine.decoding.mode, DecodeMode::kSample);
+  EXPECT_EQ(s.ui.decoding.mode, DecodeMode::kSample);
+  EXPECT_EQ(s.ui.camera, CameraPreset::kFront);
+  EXPECT_TRUE(s.engine.started);
+  EXPECT_EQ(s.engine.records, before);
+  settle(s);
+  EXPECT_EQ(s.ui.errors.size(), 1u);
+  s.ui.errors.clear();
+  s.execute(cmd::Scrub{1}, 0);  // right arrow: the next step of the same generation
+  settle(s);
+  ASSERT_EQ(s.engine.records.size(), before.size() + 1);
+  EXPECT_EQ(s.engine.generation, generation);
+  s.execute(cmd::PlayPause{}, 0);  // Space
+  EXPECT_TRUE(s.ui.playing);
+  s.execute(cmd::PlayPause{}, 0);
+  s.execute(cmd::Reset{}, 0);  // R: sampling again, from the prompt
+  EXPECT_EQ(s.engine.start_request, request + 1);
+  update_until(s, [&] { return s.engine.started; });
+  s.execute(cmd::Start{"abcd"}, 0);  // Generate
+  EXPECT_EQ(s.engine.start_request, request + 2);
+  update_until(s, [&] { return s.engine.started; });
+  EXPECT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
+
+  // Beams running, then a window chosen in the Cache panel: R is refused, the beams stay.
+  Session b;
+  start(b, beams, "abc", 4);
+  b.execute(cmd::Scrub{1}, 0);
+  settle(b);
+  ASSERT_TRUE(b.ui.errors.empty()) << b.ui.errors.front();
+  const std::vector<BeamRecordPtr> beam_before = b.engine.tree.beam_records();
+  ASSERT_FALSE(beam_before.empty());
+  const uint64_t beam_request = b.engine.start_request;
+  b.ui.kv_layout.window = 8;
+  b.execute(cmd::Reset{}, 0);
+  ASSERT_EQ(b.ui.errors.size(), 1u);
+  EXPECT_NE(b.ui.errors.front().find("set the window to 0"), std::string::npos) << b.ui.errors.front();
+  EXPECT_EQ(b.engine.start_request, beam_request);
+  EXPECT_EQ(b.engine.tree.beam_records(), beam_before);
+  EXPECT_EQ(b.engine.decoding.mode, DecodeMode::kBeam);
+  EXPECT_TRUE(b.engine.started);
+}
+
 }  // namespace
 }  // namespace kvscope
 

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "app/session/demo_script.h"
@@ -459,7 +460,7 @@ TEST(DemoWindow, TakesAKnownViewOrNamesTheVariable) {
   EXPECT_EQ(apply_demo_view("", view), "");
   EXPECT_EQ(view, "");
   for (const char* good : {"timeline", "sampling", "phases", "kv", "pages", "heatmaps", "training", "presentation",
-                           "qkv", "beams", "speculative"}) {
+                           "qkv", "beams", "speculative", "predict"}) {
     EXPECT_EQ(apply_demo_view(good, view), "") << good;
     EXPECT_EQ(view, good);
   }
@@ -469,6 +470,37 @@ TEST(DemoWindow, TakesAKnownViewOrNamesTheVariable) {
     EXPECT_NE(err.find(std::string("\"") + bad + "\""), std::string::npos) << err;
     EXPECT_EQ(view, "") << bad;
   }
+}
+
+// Every $KVSCOPE_DEMO_* variable at once, as the window checks them before
+// it opens: nothing set or all good is no problem; each bad value is one
+// message naming its variable, the value and what the variable takes.
+TEST(DemoWindow, EveryBadDemoVariableIsNamedBeforeTheWindowOpens) {
+  std::map<std::string, std::string> vars;
+  auto env = [&](const char* name) -> const char* {
+    const auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+  EXPECT_TRUE(demo_env_problems(env).empty());
+  vars = {{"KVSCOPE_DEMO_VIEW", "beams"},
+          {"KVSCOPE_DEMO_TEXT_SCALE", "2.5"},
+          {"KVSCOPE_DEMO_SIZE", "1280x720"},
+          {"KVSCOPE_DEMO_CAMERA", "top"},
+          {"KVSCOPE_DEMO_OPEN", "right,model"}};
+  EXPECT_TRUE(demo_env_problems(env).empty());
+  vars["KVSCOPE_DEMO_VIEW"] = "bogus";
+  std::vector<std::string> p = demo_env_problems(env);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("KVSCOPE_DEMO_VIEW"), std::string::npos) << p[0];
+  EXPECT_NE(p[0].find("\"bogus\""), std::string::npos) << p[0];
+  for (const char* view : {"timeline", "beams", "speculative", "serving-static", "predict"})  // the values it takes
+    EXPECT_NE(p[0].find(view), std::string::npos) << p[0];
+  vars["KVSCOPE_DEMO_CAMERA"] = "above";
+  vars["KVSCOPE_DEMO_TEXT_SCALE"] = "9";
+  p = demo_env_problems(env);
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_NE(p[1].find("KVSCOPE_DEMO_TEXT_SCALE"), std::string::npos) << p[1];
+  EXPECT_NE(p[2].find("\"above\""), std::string::npos) << p[2];
 }
 
 // $KVSCOPE_DEMO_OPEN: the panels a scripted screenshot opens, each named; a

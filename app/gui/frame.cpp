@@ -35,7 +35,8 @@ FrameSpec frame_spec(const Session& s, float anim, int hover_pos) {
   // A speculative iteration held at one stage (Decoding panel).
   if (std::holds_alternative<SpecTimeline>(*f.timeline) && ui.spec_stage != SpecStage::kAnimate)
     f.anim = spec_stage_anim(static_cast<int>(ui.spec_stage));
-  if (engine.timeline_size() == 0)
+  // (while the error panel is up it says what went wrong; the hint is back once it is dismissed)
+  if (engine.timeline_size() == 0 && ui.errors.empty())
     f.message = engine.loading_model ? "loading the model\xE2\x80\xA6"
                 : !engine.model      ? "no model: open a model folder (GPT-2, Llama, Mistral, Qwen2) in the Model panel"
                                      : "paused before the first step: \xE2\x86\x92 or Space runs the prefill";
@@ -85,6 +86,23 @@ void place_legend(const Scene& scene, const OverlayFonts& fonts, float view_w, f
   }
 }
 
+// The message while there is no step, below the middle (the error panel,
+// panel_errors, sits above it), wrapped at 90 % of the view's width: in the
+// banner's font where it fits in the view's lower part, else smaller, down to
+// the small font's size; never past the view's bottom edge (the legend's
+// band is under it).
+void draw_message(ImDrawList* dl, const std::string& message, ImVec2 origin, ImVec2 size, const OverlayFonts& fonts) {
+  const float wrap = size.x * 0.9f, room = size.y * 0.36f;
+  const float smallest = std::min(fonts.banner->FontSize, fonts.small->FontSize);
+  float fs = fonts.banner->FontSize;
+  ImVec2 ts = fonts.banner->CalcTextSizeA(fs, wrap, wrap, message.c_str());
+  for (; ts.y > room && fs > smallest; ts = fonts.banner->CalcTextSizeA(fs, wrap, wrap, message.c_str()))
+    fs = std::max(smallest, fs * 0.9f);
+  const float y = std::max(origin.y, std::min(origin.y + size.y * 0.62f, origin.y + size.y - ts.y));
+  dl->AddText(fonts.banner, fs, ImVec2(origin.x + std::max(0.0f, (size.x - ts.x) * 0.5f), y),
+              IM_COL32(200, 210, 230, 255), message.c_str(), nullptr, wrap);
+}
+
 }  // namespace
 
 // The banner gets a band of its own above the view, so the camera frames the
@@ -102,16 +120,15 @@ void place_banner(const Scene& scene, const OverlayFonts& fonts, float view_w, f
 // The scene of the shown step, from the same pure builders `kvscope render` uses.
 Scene frame_scene(const FrameSpec& f) {
   const StrategyTimeline none;
-  return std::visit(
-      overloaded{
-          [&](std::monostate) { return build_scene(*f.seq, f.view, f.anim); },
-          [&](const BeamTimeline& beams) {
-            if (!f.model) return build_scene(*f.seq, f.view, f.anim);  // (its depth is the model's)
-            return build_beam_scene(beams, f.decode_count, f.model->config.n_layer, f.anim, f.view.palette);
-          },
-          [&](const SpecTimeline& its) { return build_spec_scene(its, f.decode_count, f.anim, f.view.palette); },
-      },
-      f.timeline ? *f.timeline : none);
+  return std::visit(overloaded{
+                        [&](std::monostate) { return build_scene(*f.seq, f.view, f.anim); },
+                        [&](const BeamTimeline& beams) {
+                          if (!f.model) return build_scene(*f.seq, f.view, f.anim);  // (its depth is the model's)
+                          return build_beam_scene(beams, f.decode_count, f.model->config.n_layer, f.anim, f.view);
+                        },
+                        [&](const SpecTimeline& its) { return build_spec_scene(its, f.decode_count, f.anim, f.view); },
+                    },
+                    f.timeline ? *f.timeline : none);
 }
 
 ComposedFrame compose_frame(const FrameSpec& f, const OverlayFonts& fonts, float view_w, float avail_h) {
@@ -142,14 +159,7 @@ void draw_frame_text(ImDrawList* dl, const ComposedFrame& fr, const FrameSpec& f
   if (f.presentation)  // its card in the right column from the top of the banner's band
     draw_presentation_hud(dl, ImVec2(origin.x, origin.y - fr.overlay.top),
                           ImVec2(size.x + fr.right, fr.overlay.top + size.y + fr.overlay.band), fonts, hud_info(f));
-  if (!f.message.empty()) {
-    const ImVec2 ts =
-        fonts.banner->CalcTextSizeA(fonts.banner->FontSize, size.x * 0.9f, size.x * 0.9f, f.message.c_str());
-    // Below the middle: the error panel (panel_errors) sits above it.
-    dl->AddText(fonts.banner, fonts.banner->FontSize,
-                ImVec2(origin.x + std::max(0.0f, (size.x - ts.x) * 0.5f), origin.y + size.y * 0.62f),
-                IM_COL32(200, 210, 230, 255), f.message.c_str(), nullptr, size.x * 0.9f);
-  }
+  if (!f.message.empty()) draw_message(dl, f.message, origin, size, fonts);
 }
 
 }  // namespace kvscope

@@ -403,6 +403,10 @@ int close_gui(GuiRunPtr run) {
 }
 
 int run_gui(const GuiOptions& opt) {
+  // A bad $KVSCOPE_DEMO_* value: named, exit 1 before the window opens.
+  const std::vector<std::string> problems = demo_env_problems([](const char* name) { return std::getenv(name); });
+  for (const std::string& p : problems) std::fprintf(stderr, "kvscope: error: %s\n", p.c_str());
+  if (!problems.empty()) return 1;
   GuiRunPtr run = open_gui(opt);
   while (gui_frame(*run)) {
   }

@@ -62,7 +62,7 @@ int view_mouse(Session& s, const Scene& scene, const ViewRect& r, bool newest_hi
   screen_ray(cam, r.w / r.h, mouse.x - r.x, mouse.y - r.y, r.w, r.h, origin, dir);
   const Pick p = pick(scene, origin, dir);
   if (p.kind == Pick::kNothing || (newest_hidden && p.pos == s.engine.seq.seq_len())) return -1;
-  hover_tooltip(s.engine, p, s.ui.layer, s.ui.head);
+  hover_tooltip(s.engine, p, s.ui.layer, s.ui.head, newest_hidden);
   return p.pos;
 }
 

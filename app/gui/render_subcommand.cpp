@@ -369,29 +369,36 @@ constexpr int kVideoFramesPerStep = 12;  // the step's animation (flash, beams, 
 int run_render_decode(const RenderOptions& o, std::shared_ptr<const Model> model, CameraPreset preset) {
   OffscreenGl offscreen(o.width, o.height, render_text_scale(o),
                         /*window_samples=*/false);
-  auto draw = [&](const Scene& scene) {
+  // Composed as the window composes the strategy's step (compose_frame): the
+  // banner in a band of its own, the camera framing the view under it.
+  std::vector<BeamRecordPtr> beam_recs;
+  std::vector<SpecIterationPtr> its;
+  const SequenceState no_sequence;
+  auto draw = [&](float anim) {
+    FrameSpec spec;
+    spec.seq = &no_sequence;
+    spec.model = model.get();
+    const StrategyTimeline timeline = o.beams > 0 ? StrategyTimeline(beam_recs) : StrategyTimeline(its);
+    spec.timeline = &timeline;
+    spec.decode_count = o.beams > 0 ? beam_recs.size() : its.size();
+    spec.anim = anim;
+    spec.legend = spec.hud = false;
     const float W = static_cast<float>(o.width), H = static_cast<float>(o.height);
-    OverlayOptions ov;
-    ov.legend = false;
-    ov.hud = false;
-    ov.model_name = model->name;
-    // As the window: the banner in a band of its own, the camera framing the
-    // view under it, so no drafted token's tag or verdict sits under it.
-    place_banner(scene, offscreen.imgui->fonts(), W, H, ov);
-    const float vh = std::max(1.0f, H - ov.top);
-    const Camera cam = preset_camera(preset, scene, W / vh);
+    const ComposedFrame fr = compose_frame(spec, offscreen.imgui->fonts(), W, H);
+    const float vh = std::max(1.0f, H - fr.overlay.top);
+    const Camera cam = preset_camera(preset, fr.scene, W / vh);
     offscreen.target.bind();
-    glClearColor(scene.palette.background.r, scene.palette.background.g, scene.palette.background.b, 1.0f);
+    glClearColor(fr.scene.palette.background.r, fr.scene.palette.background.g, fr.scene.palette.background.b, 1.0f);
     glClear(GL_COLOR_BUFFER_BIT | GL_DEPTH_BUFFER_BIT);
-    offscreen.renderer->draw(scene, cam, 0, 0, o.width, static_cast<int>(vh));
+    offscreen.renderer->draw(fr.scene, cam, 0, 0, o.width, static_cast<int>(vh));
     offscreen.imgui->draw([&](ImDrawList* dl, const OverlayFonts& fonts) {
-      draw_overlay(dl, scene, cam, ImVec2(0, ov.top), ImVec2(W, vh), fonts, ov);
+      draw_frame_text(dl, fr, spec, cam, ImVec2(0, fr.overlay.top), ImVec2(W, vh), fonts);
     });
     gl::check_errors("render");
     return offscreen.target.read_rgba();
   };
-  auto save = [&](const std::string& name, const Scene& scene) {
-    const std::vector<uint8_t> px = draw(scene);
+  auto save = [&](const std::string& name, float anim) {
+    const std::vector<uint8_t> px = draw(anim);
     if (!o.frames_dir.empty()) write_png((std::filesystem::path(o.frames_dir) / name).string(), o.width, o.height, px);
     return px;
   };
@@ -405,12 +412,11 @@ int run_render_decode(const RenderOptions& o, std::shared_ptr<const Model> model
     bo.dtype = o.kv.dtype;
     if (o.kv.block > 0) bo.block = o.kv.block;  // (0: the beams' default pages)
     gen.start(o.prompt, bo);
-    std::vector<BeamRecordPtr> recs;
     while (BeamRecordPtr r = gen.step()) {
-      recs.push_back(r);
+      beam_recs.push_back(r);
       char name[32];
       std::snprintf(name, sizeof(name), "beam_%04d.png", r->index);
-      last = save(name, build_beam_scene(recs, recs.size(), model->config.n_layer));
+      last = save(name, 1.0f);
       ++steps;
     }
   } else {
@@ -421,13 +427,12 @@ int run_render_decode(const RenderOptions& o, std::shared_ptr<const Model> model
     so.sampler = o.sampler;
     so.kv = o.kv;
     spec.start(o.prompt, so);
-    std::vector<SpecIterationPtr> its;
     while (SpecIterationPtr it = spec.step()) {
       its.push_back(it);
       for (const auto& [stage, name_part] : {std::pair{0, "a_draft"}, {1, "b_verify"}, {2, "c_resolve"}}) {
         char name[48];
         std::snprintf(name, sizeof(name), "spec_%04d_%s.png", it->index, name_part);
-        last = save(name, build_spec_scene(its, its.size(), spec_stage_anim(stage)));
+        last = save(name, spec_stage_anim(stage));
       }
       ++steps;
     }

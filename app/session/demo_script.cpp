@@ -113,6 +113,10 @@ Commands feature_script(int frame, int total, const EngineState& engine, const s
     if (best >= 0) cmds.push_back(cmd::ScrubTo{best});
   }
   if (demo_view == "presentation" && at(0.5)) cmds.push_back(cmd::Presentation{});
+  // Predict mode (on from the start): a dozen reveals, a step played after each, then the
+  // step playback stops at stays hidden for the picture.
+  for (int i = 0; i < 12 && demo_view == "predict"; ++i)
+    if (at(0.2 + 0.04 * i)) cmds.push_back(cmd::Reveal{});
   // A sliding window opens the Cache panel's loss plot: score the text for the picture
   // (the panel's button; nothing is scored unasked).
   if (at(0.9) && engine.seq.current &&
@@ -187,8 +191,10 @@ void setup_demo_view(const std::string& demo_view, UiState& ui) {
                   : demo_view == "training"                   ? 4
                                                               : 0;
   ui.select_tab = true;
+  ui.predict = demo_view == "predict";  // from the first step: the reveals come from the script
   // Their sections are in the right sidebar: a teacher folds the left one (text scale 2.5 has room for one).
-  if (demo_view == "sampling" || demo_view == "qkv" || demo_view == "evict") ui.left_open = false;
+  if (demo_view == "sampling" || demo_view == "qkv" || demo_view == "evict" || demo_view == "predict")
+    ui.left_open = false;
   if (demo_view == "sampling" || demo_view == "timeline") {
     ui.sampler.greedy = false;
     ui.sampler.temperature = 0.9f;
@@ -229,17 +235,18 @@ void setup_demo_view(const std::string& demo_view, UiState& ui) {
 void open_demo_sections(const std::string& demo_view, UiState& ui) {
   if (demo_view.empty()) return;
   ui.teach_open = demo_view != "presentation" && demo_view != "sampling" && demo_view != "qkv" &&
-                  demo_view != "beams" && demo_view != "speculative";
+                  demo_view != "predict" && demo_view != "beams" && demo_view != "speculative";
   // Eviction at the projector's text scale: the stacks first (KVSCOPE_DEMO_OPEN=lessons adds the lesson).
   if (demo_view == "evict" && ui.text_scale >= 2.0f) ui.teach_open = ui.right_open = false;
   ui.qkv_open = demo_view == "qkv";
-  ui.next_token_open = demo_view == "sampling";
+  ui.next_token_open = demo_view == "sampling" || demo_view == "predict";
 }
 
 std::string apply_demo_view(const char* name, std::string& view) {
   static const char* const kViews[] = {
       "timeline", "pages", "sampling",    "phases", "kv",      "heatmaps",       "training",        "presentation",
-      "qkv",      "beams", "speculative", "evict",  "serving", "serving-prefix", "serving-preempt", "serving-static"};
+      "qkv",      "beams", "speculative", "evict",  "serving", "serving-prefix", "serving-preempt", "serving-static",
+      "predict"};
   view.clear();
   if (!name || !*name) return "";  // unset or empty: the default run (scripts/screenshots.sh sets it empty)
   for (const char* v : kViews)
@@ -248,7 +255,7 @@ std::string apply_demo_view(const char* name, std::string& view) {
       return "";
     }
   return "KVSCOPE_DEMO_VIEW: expected timeline, sampling, phases, kv, pages, heatmaps, training, presentation, qkv, "
-         "beams, speculative, evict, serving, serving-prefix, serving-preempt or serving-static, got \"" +
+         "beams, speculative, evict, serving, serving-prefix, serving-preempt, serving-static or predict, got \"" +
          std::string(name) + "\"";
 }
 
@@ -277,6 +284,21 @@ std::string apply_demo_open(const char* list, std::vector<std::string>& panels) 
   }
   panels = names;
   return "";
+}
+
+std::vector<std::string> demo_env_problems(const std::function<const char*(const char*)>& env) {
+  UiState ui;
+  int w = 0, h = 0;
+  std::string view;
+  std::optional<CameraPreset> camera;
+  std::vector<std::string> panels;
+  std::vector<std::string> problems;
+  for (const std::string& e :
+       {apply_demo_view(env("KVSCOPE_DEMO_VIEW"), view),
+        apply_demo_window(env("KVSCOPE_DEMO_TEXT_SCALE"), env("KVSCOPE_DEMO_SIZE"), ui, w, h),
+        apply_demo_camera(env("KVSCOPE_DEMO_CAMERA"), camera), apply_demo_open(env("KVSCOPE_DEMO_OPEN"), panels)})
+    if (!e.empty()) problems.push_back(e);
+  return problems;
 }
 
 void open_demo_panels(const std::vector<std::string>& panels, UiState& ui) {

@@ -3,6 +3,7 @@
 // at each frame.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,7 +38,7 @@ void open_demo_sections(const std::string& demo_view, UiState& ui);
 std::string apply_demo_window(const char* text_scale, const char* size, UiState& ui, int& width, int& height);
 // $KVSCOPE_DEMO_VIEW (timeline, sampling, phases, kv, pages, heatmaps,
 // training, presentation, qkv, beams, speculative, serving, serving-prefix,
-// serving-preempt or serving-static; null or empty = unset) into
+// serving-preempt, serving-static or predict; null or empty = unset) into
 // `view`. Returns "" or a message naming the variable and what it expects;
 // a bad value leaves `view` empty (the default run).
 std::string apply_demo_view(const char* name, std::string& view);
@@ -48,6 +49,12 @@ std::string apply_demo_camera(const char* name, std::optional<CameraPreset>& cam
 // from left, right, lessons, qkv, next and model (null = none), into
 // `panels`. Returns "" or a message naming the variable and what it expects.
 std::string apply_demo_open(const char* list, std::vector<std::string>& panels);
+// Every $KVSCOPE_DEMO_* variable set (read through `env`, getenv's shape)
+// checked as above: one message per bad value, naming the variable, the
+// value and what it takes. The window checks them before it opens, whatever
+// the run (scripted, interactive or a soak): a bad value exits 1 at once,
+// before any frame or screenshot, instead of being ignored.
+std::vector<std::string> demo_env_problems(const std::function<const char*(const char*)>& env);
 // Opens them, as clicks would (with open_demo_sections: the layout's folding keeps them).
 void open_demo_panels(const std::vector<std::string>& panels, UiState& ui);
 

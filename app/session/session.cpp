@@ -1,14 +1,12 @@
 #include "app/session/session.h"
 
 #include <algorithm>
-#include <cmath>
 #include <utility>
 
 #include "app/platform/user_files.h"
 #include "app/session/saved_view.h"
 #include "model/core/error.h"
 #include "model/core/overloaded.h"
-#include "model/decoding/setting_ranges.h"
 #include "render/scene/scene.h"
 
 namespace kvscope {
@@ -57,43 +55,6 @@ WindowRequests Session::take_window_requests() {
   WindowRequests r = requests_;
   requests_ = WindowRequests();
   return r;
-}
-
-void Session::start_generation(const std::string& prompt, const DecodeSettings* running) {
-  if (engine.started && !replaced_) {  // (a start over a pending one keeps what the first replaced)
-    replaced_ = ReplacedGeneration{0,           engine.tree,      engine.records, running ? *running : engine.decoding,
-                                   engine.stop, ui.active_prompt, ui.view_step,   ui.revealed_step,
-                                   ui.playing};
-  }
-  worker_.cancel_steps();
-  wcmd::Start c;
-  c.prompt = prompt;
-  c.options.max_new = effective_max_new();
-  c.options.mode = engine.mode;
-  c.options.sampler = ui.sampler;
-  c.options.kv = ui.kv_layout;
-  c.options.ignore_eos = ui.ignore_eos;
-  c.options.keep_history = false;                        // the BranchTree owns the records (and their memory budget)
-  c.options.branch_cache_budget = engine.tree.budget();  // branches keep their K/V under the same budget
-  c.decoding = engine.decoding;
-  c.request = ++engine.start_request;
-  if (replaced_) replaced_->request = c.request;
-  worker_.send(std::move(c));
-  engine.tree.clear();
-  engine.tree.start();
-  engine.tree_version++;
-  engine.records.clear();
-  engine.seq = SequenceState();
-  engine.seq_count = 0;
-  engine.pending_forks = 0;
-  engine.pending_select = -1;
-  engine.pending_view_step = -1;  // a restored step belongs to the generation it was restored with
-  engine.stop = StopReason::kNone;
-  engine.started = false;
-  engine.step_after_start = false;
-  ui.active_prompt = prompt;
-  ui.view_step = -1;
-  ui.revealed_step = -1;
 }
 
 // Appended incrementally while following the newest record, rebuilt when
@@ -163,7 +124,13 @@ void Session::take_event(WorkerEvent& ev, double now) {
       engine.model_error.clear();
       fit_to_model(std::exchange(unfitted_origin_, std::string()));
       read_training_record();
-      start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt);
+      if (!start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt)) {
+        // (refused by the KV layout: the worker dropped the old model's generation all the same)
+        engine.tree.clear();
+        engine.tree_version++;
+        engine.records.clear();
+        engine.started = false;
+      }
       break;
     case WorkerEvent::Kind::kStarted:
       // A start superseded before its kStarted arrived: its records must not
@@ -255,24 +222,6 @@ void Session::on_error(const WorkerEvent& ev) {
   }
 }
 
-// The worker refused the newest start and kept its generation running: the
-// screen shows that generation again, with the strategy it runs.
-void Session::restore_replaced(const WorkerEvent& ev) {
-  if (!replaced_ || ev.request != replaced_->request || ev.request != engine.start_request) return;
-  ReplacedGeneration r = std::move(*replaced_);
-  replaced_.reset();
-  engine.tree = std::move(r.tree);
-  engine.tree_version++;
-  engine.records = std::move(r.records);
-  engine.decoding = ui.decoding = r.decoding;
-  engine.stop = r.stop;
-  engine.started = true;
-  ui.active_prompt = r.active_prompt;
-  ui.view_step = r.view_step;
-  ui.revealed_step = r.revealed_step;
-  ui.playing = r.playing;
-}
-
 void Session::execute(const Commands& cs, double now) {
   for (const UiCommand& c : cs) execute(c, now);
   sync_shown();
@@ -286,16 +235,16 @@ void Session::execute(const UiCommand& given, double now) {
                      ui.errors.push_back("No model is loaded yet.");
                      return;
                    }
-                   start_generation(s.prompt);
-                   ui.playing = true;
+                   if (start_generation(s.prompt)) ui.playing = true;
                  },
                  [&](const cmd::Reset&) {
                    if (engine.model) start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt);
                  },
                  [&](const cmd::PlayPause&) {
                    ui.playing = !ui.playing;
-                   if (ui.playing && engine.stop != StopReason::kNone && engine.model)
-                     start_generation(ui.active_prompt);  // play after the end = again
+                   if (ui.playing && engine.stop != StopReason::kNone && engine.model &&
+                       !start_generation(ui.active_prompt))  // play after the end = again
+                     ui.playing = false;
                  },
                  [&](const cmd::Step&) { step(now); },
                  [&](const cmd::ToggleCache&) { toggle_cache(); },
@@ -317,7 +266,7 @@ void Session::execute(const UiCommand& given, double now) {
                  [&](const cmd::Presentation&) { toggle_presentation(); },
                  [&](const cmd::Predict&) {
                    ui.predict = !ui.predict;
-                   ui.revealed_step = static_cast<int>(engine.records.size()) - 1;  // what is on screen stays visible
+                   ui.revealed_step = engine.timeline_size() - 1;  // what is on screen stays visible
                  },
                  [&](const cmd::Reveal&) { ui.revealed_step = engine.timeline_size() - 1; },
                  [&](const cmd::Palette&) { ui.colour_blind = !ui.colour_blind; },
@@ -457,23 +406,6 @@ void Session::toggle_cache() {
   }
   engine.mode = engine.mode == CacheMode::kKV ? CacheMode::kNoCache : CacheMode::kKV;
   worker_.send(wcmd::SetMode{engine.mode});
-}
-
-// Ranges as the CLI's --beams, --length-penalty and --speculate; the new
-// strategy starts over from the active prompt.
-void Session::set_decoding(const DecodeSettings& d) {
-  const DecodeSettings running = engine.decoding;
-  engine.decoding = d;
-  engine.decoding.beams = static_cast<int>(std::clamp<int64_t>(d.beams, setting::kBeams.lo, setting::kBeams.hi));
-  engine.decoding.k = static_cast<int>(std::clamp<int64_t>(d.k, setting::kSpeculate.lo, setting::kSpeculate.hi));
-  if (!std::isfinite(d.length_penalty)) engine.decoding.length_penalty = 1.0f;
-  engine.decoding.length_penalty = static_cast<float>(
-      std::clamp<double>(engine.decoding.length_penalty, setting::kLengthPenalty.lo, setting::kLengthPenalty.hi));
-  ui.decoding = engine.decoding;
-  // The beams' lanes lie side by side in depth: seen from above.
-  if (d.mode == DecodeMode::kBeam && ui.auto_camera && ui.camera == CameraPreset::kFront)
-    ui.camera = CameraPreset::kTop;
-  if (engine.model) start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt, &running);
 }
 
 void Session::toggle_presentation() {

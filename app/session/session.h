@@ -101,8 +101,12 @@ class Session {
 
  private:
   // `running` is the strategy of the generation on screen when the caller
-  // has already changed engine.decoding (set_decoding).
-  void start_generation(const std::string& prompt, const DecodeSettings* running = nullptr);
+  // has already changed engine.decoding (set_decoding, which checked it).
+  // False, with the reason in the error panel and nothing changed, when the
+  // strategy cannot run on the chosen KV memory layout.
+  bool start_generation(const std::string& prompt, const DecodeSettings* running = nullptr);
+  // True (and the reason in the error panel) when `d` cannot start on ui.kv_layout.
+  bool refused_start(const DecodeSettings& d);
   void restore_replaced(const WorkerEvent& ev);
   void take_event(WorkerEvent& ev, double now);
   void on_forked(const WorkerEvent& ev, double now);

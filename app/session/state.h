@@ -225,11 +225,13 @@ inline int shown_step(const EngineState& engine, const UiState& ui) {
   if (n == 0) return -1;
   return ui.view_step < 0 ? n - 1 : std::min(ui.view_step, n - 1);
 }
-// True while predict mode hides the shown (newest) token and its bars.
+// True while predict mode hides the shown (newest) step's token and its bars:
+// the one check every producer of next-token text goes through (the scene
+// through ViewOptions::hide_newest, the panels and the HUD's card directly),
+// for every decoding strategy (the beams' new tokens, the draft's verdicts).
 inline bool prediction_hidden(const EngineState& engine, const UiState& ui) {
-  if (engine.decoding.mode != DecodeMode::kSample) return false;  // the strategies' scenes hide nothing
   const int s = shown_step(engine, ui);
-  return ui.predict && s >= 0 && s == static_cast<int>(engine.records.size()) - 1 && ui.revealed_step < s;
+  return ui.predict && s >= 0 && s == engine.timeline_size() - 1 && ui.revealed_step < s;
 }
 
 }  // namespace kvscope

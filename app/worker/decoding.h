@@ -11,6 +11,7 @@
 #include "model/decoding/beam_generator.h"
 #include "model/decoding/generator.h"
 #include "model/decoding/speculative_generator.h"
+#include "model/kv/kv_cache.h"
 
 namespace kvscope {
 
@@ -53,6 +54,24 @@ using StepOutput = std::variant<RecordPtr, BeamRecordPtr, SpecIterationPtr>;
 using BeamTimeline = std::vector<BeamRecordPtr>;
 using SpecTimeline = std::vector<SpecIterationPtr>;
 using StrategyTimeline = std::variant<std::monostate, BeamTimeline, SpecTimeline>;
+// Why `d` cannot start on a cache laid out as `kv`, or "" when it can: a
+// beam's fork and a draft's rollback need positions a sliding window or a
+// score rule may have dropped. The one check of the window's start path: the
+// session asks it before it changes anything (a refused Restart leaves the
+// generation on screen running), the engine thread again before it starts.
+inline std::string strategy_refusal(const DecodeSettings& d, const KVSettings& kv) {
+  if (d.mode == DecodeMode::kSample) return "";
+  const std::string who = d.mode == DecodeMode::kBeam ? "beam search" : "speculative decoding";
+  const std::string why = d.mode == DecodeMode::kBeam ? "a fork" : "a rollback";
+  if (kv.evict != KVEvict::kNone)
+    return who + ": eviction by score (" + to_string(kv.evict) + ") is not available (" + why +
+           " needs positions the rule may have dropped); set evict by score to off";
+  if (kv.window > 0 || kv.sinks > 0)
+    return who + ": the sliding window of the KV memory layout is not available with " +
+           (d.mode == DecodeMode::kBeam ? "beams" : "a draft") + " (" + why +
+           " needs positions the window evicts); set the window to 0";
+  return "";
+}
 
 // The speculative stage the window holds an iteration at (SpecTiming in
 // render/scene/scene_spec.h): -1 plays the stages as an animation.

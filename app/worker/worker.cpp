@@ -240,22 +240,14 @@ Generator* EngineWorker::sampling() {
 // on an empty or too-long prompt (and the draft on a tokenizer that differs
 // from the target's).
 EngineWorker::Driver EngineWorker::make_driver(const wcmd::Start& c) {
-  // A beam's fork and a draft's rollback need positions a score rule may have dropped (as in the CLI).
-  if (c.decoding.mode != DecodeMode::kSample && c.options.kv.evict != KVEvict::kNone)
-    throw Error(std::string(c.decoding.mode == DecodeMode::kBeam ? "beam search" : "speculative decoding") +
-                ": eviction by score (" + to_string(c.options.kv.evict) +
-                ") is not available (a fork or a rollback needs positions the rule may have dropped); set evict by "
-                "score to off");
+  const std::string refused = strategy_refusal(c.decoding, c.options.kv);
+  if (!refused.empty()) throw Error(refused);
   if (c.decoding.mode == DecodeMode::kBeam) {
     BeamOptions o;
     o.n_beams = c.decoding.beams;
     o.length_penalty = c.decoding.length_penalty;
     o.max_new = c.options.max_new;
     // The KV memory layout's row format and pages (0: the beams' default 16).
-    if (c.options.kv.window > 0 || c.options.kv.sinks > 0)
-      throw Error(
-          "beam search: the sliding window of the KV memory layout is not available with beams (a fork "
-          "needs positions the window evicts); set the window to 0");
     o.dtype = c.options.kv.dtype;
     if (c.options.kv.block > 0) o.block = c.options.kv.block;
     auto beam = std::make_unique<BeamGenerator>(model_);

@@ -76,9 +76,6 @@ std::vector<LabelRequest> label_requests(const std::vector<const Label*>& labels
     const Label& l = *labels[i];
     LabelRequest& r = req[i];
     r.anchor = gv(at[i]);
-    ImVec2 edge;
-    if (l.band > 0 && req[i].visible && proj(l.anchor - glm::vec3(0.0f, 0.0f, l.band), edge))
-      r.ceiling = std::min(edge.y, r.anchor.y);
     const bool newest = l.pos == scene.slot;
     r.priority = newest || l.pos == opt.hover_pos;
     r.faint = l.colour.a < 0.6f;
@@ -89,6 +86,15 @@ std::vector<LabelRequest> label_requests(const std::vector<const Label*>& labels
     r.flat_preferred = spacing(i) >= fonts.label->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str()).x + 6.0f;
     slanted_text[i] = truncate_utf8(l.text, 14);
     r.slanted = gv(fonts.label->CalcTextSizeA(fs, 1e9f, 0.0f, slanted_text[i].c_str())) + glm::vec2(3.5f, 1.5f);
+    // A lane's band (beam search) is a ceiling where it opens room on screen
+    // (seen from above: up to the next lane's blocks). Seen along the lanes
+    // (FRONT) it projects to less than a line of text: the lanes lie behind
+    // one another and the label sits over its own block, as in one sequence
+    // (a ceiling there would leave every label out).
+    ImVec2 edge;
+    if (l.band > 0 && req[i].visible && proj(l.anchor - glm::vec3(0.0f, 0.0f, l.band), edge) &&
+        r.anchor.y - edge.y >= r.slanted.y)
+      r.ceiling = std::min(edge.y, r.anchor.y);
   }
   return req;
 }

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -421,10 +423,26 @@ struct LinePiece {
 std::vector<LinePiece> line_pieces(const Scene& scene) {
   std::vector<LinePiece> out;
   if (scene.drafts) return out;
+  // Beam search repeats positions, one lane each (z = -lane * pitch): the
+  // line is the front lane's, the best running beam's path, in order.
+  std::map<int, const Label*> front;
+  bool lanes = false;
+  for (const Label& l : scene.labels)
+    if (l.kind == LabelKind::kToken) lanes |= !front.emplace(l.pos, &l).second;
+  std::vector<const Label*> tokens;
+  if (lanes) {
+    front.clear();
+    for (const Label& l : scene.labels)
+      if (l.kind == LabelKind::kToken && std::fabs(l.anchor.z) < 1e-3f) front.emplace(l.pos, &l);
+    for (const auto& [pos, l] : front) tokens.push_back(l);
+  } else {
+    for (const Label& l : scene.labels)
+      if (l.kind == LabelKind::kToken) tokens.push_back(&l);
+  }
   int last = -1;
-  for (const Label& l : scene.labels) {
-    if (l.kind != LabelKind::kToken) continue;
-    if (l.pos <= last) return {};  // beam lanes repeat positions
+  for (const Label* lp : tokens) {
+    const Label& l = *lp;
+    if (l.pos <= last) return {};
     std::string t;
     size_t i = 0;
     for (; l.text.compare(i, 2, "\xC2\xB7") == 0; i += 2) t += ' ';

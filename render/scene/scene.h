@@ -136,8 +136,13 @@ struct ViewOptions {
   int head = -1;            // -1 = mean over heads
   float min_weight = 0.0f;  // beams below this weight are not drawn
   bool beams = true;
-  bool hide_newest = false;  // predict mode: the newest token is a grey "?" until revealed
-  int label_beams = 3;       // the strongest beams get their weight written at the key (0 = none)
+  // Predict mode (the class guesses first): the newest step's chosen token(s)
+  // are a grey "?" until revealed, and no label, tag or banner of any builder
+  // (build_scene, build_beam_scene, build_spec_scene) names them or their
+  // probability. The one place the scene learns it: every producer of
+  // next-token text reads this flag.
+  bool hide_newest = false;
+  int label_beams = 3;  // the strongest beams get their weight written at the key (0 = none)
   // Level of detail (scene_lod.h): at most this many columns of stacks (0 =
   // one per position, however many), the newest `detail` positions one each.
   int max_columns = 160;

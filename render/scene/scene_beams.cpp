@@ -127,7 +127,8 @@ struct BeamDraw {
 // hypothesis gets its token and score in one tag beside it instead (its
 // label and a tag of its own would crowd each other at a large text scale).
 // Returns the block.
-BlockInstance add_node_token(Scene& s, const BeamDraw& d, const BeamNode& n, float vis) {
+// `hidden` (predict mode, a token the shown record chose): "?", no score.
+BlockInstance add_node_token(Scene& s, const BeamDraw& d, const BeamNode& n, float vis, bool hidden) {
   const Palette& pal = s.palette;
   const Layout& L = d.L;
   BlockInstance t;
@@ -137,6 +138,7 @@ BlockInstance add_node_token(Scene& s, const BeamDraw& d, const BeamNode& n, flo
   glm::vec3 c = n.prompt ? pal.prompt_token : pal.generated_token;
   if (n.finished) c = pal.new_kv;
   if (n.running_tip) c = pal.new_token;
+  if (hidden) c = pal.empty;
   t.colour = with_alpha(c, vis);
   t.glow = n.running_tip ? 0.35f : 0.0f;
   s.tokens.push_back(t);
@@ -144,14 +146,14 @@ BlockInstance add_node_token(Scene& s, const BeamDraw& d, const BeamNode& n, flo
   Label lab;
   lab.kind = LabelKind::kToken;
   lab.pos = n.pos;
-  lab.text = visible_piece(n.piece);
+  lab.text = hidden ? std::string("?") : visible_piece(n.piece);
   lab.anchor = t.center + glm::vec3(0.0f, L.token_h * 0.5f + 0.12f, 0.0f);
   lab.colour = glm::vec4(n.prompt ? glm::vec3(0.70f, 0.76f, 0.88f) : glm::vec3(1.0f, 0.80f, 0.45f), vis);
   if (n.running_tip || (n.finished && n.alive)) {
     Label sc;
     sc.kind = LabelKind::kHead;
     sc.pos = n.pos;
-    sc.text = lab.text + "  " + (n.finished ? fmt("done %.3f", n.score) : fmt("%.3f", n.logprob));
+    sc.text = hidden ? lab.text : lab.text + "  " + (n.finished ? fmt("done %.3f", n.score) : fmt("%.3f", n.logprob));
     sc.anchor = t.center + glm::vec3(L.block_w * 0.5f + 0.4f, 0.0f, 0.0f);  // right of the tip: nothing drawn there
     sc.beside = true;
     sc.colour = glm::vec4(n.finished ? pal.new_kv : pal.new_token, 1.0f);
@@ -213,12 +215,37 @@ void set_beam_banner(Scene& s, const BeamStepRecord& r) {
                  " shared vs " + format_bytes(r.kv_bytes_independent) + " as separate caches";
 }
 
+// Each token label keeps to its lane (Label::band), and the front lane's
+// come last.
+void keep_labels_to_lanes(Scene& s, const Layout& L) {
+  // Each token label keeps to its lane: up to the near edge of the next
+  // lane's blocks toward -z (a finished hypothesis sits half a lane over).
+  for (Label& l : s.labels) {
+    if (l.kind != LabelKind::kToken) continue;
+    float next = 1e9f;
+    for (const BlockInstance& b : s.tokens)
+      if (b.center.z < l.anchor.z - 0.01f) next = std::min(next, l.anchor.z - b.center.z);
+    if (next < 1e8f) l.band = std::max(0.01f, next - L.block_w * 0.5f);
+  }
+  // The front lane's (the best beam's) token labels last, so the overlay
+  // places them first (it places the last labels first): seen along the
+  // lanes (FRONT) they win the room over the lanes behind them.
+  std::vector<Label*> tokens;
+  for (Label& l : s.labels)
+    if (l.kind == LabelKind::kToken) tokens.push_back(&l);
+  std::vector<Label> by_lane;
+  for (const Label* l : tokens) by_lane.push_back(*l);
+  std::stable_sort(by_lane.begin(), by_lane.end(),
+                   [](const Label& a, const Label& b) { return a.anchor.z < b.anchor.z; });
+  for (size_t i = 0; i < tokens.size(); ++i) *tokens[i] = std::move(by_lane[i]);
+}
+
 }  // namespace
 
 Scene build_beam_scene(const std::vector<BeamRecordPtr>& records, size_t count, int n_layer, float anim,
-                       const Palette& palette, const Layout& L, const BeamLayout& BL) {
+                       const ViewOptions& view, const Layout& L, const BeamLayout& BL) {
   Scene s;
-  s.palette = palette;
+  s.palette = view.palette;
   s.n_layer = n_layer;
   count = std::min(count, records.size());
   if (count == 0) return s;
@@ -237,19 +264,12 @@ Scene build_beam_scene(const std::vector<BeamRecordPtr>& records, size_t count, 
     max_pos = std::max(max_pos, n.pos);
     max_lane = std::max(max_lane, n.lane);
     const float vis = n.alive ? 1.0f : 0.1f + 0.9f * fade_out;
-    const BlockInstance t = add_node_token(s, d, n, vis);
+    const bool hidden = view.hide_newest && !n.prompt && n.born == static_cast<int>(count) - 1;
+    const BlockInstance t = add_node_token(s, d, n, vis, hidden);
     add_node_kv(s, d, n, vis);
     add_branch(s, d, n, t, vis);
   }
-  // Each token label keeps to its lane: up to the near edge of the next
-  // lane's blocks toward -z (a finished hypothesis sits half a lane over).
-  for (Label& l : s.labels) {
-    if (l.kind != LabelKind::kToken) continue;
-    float next = 1e9f;
-    for (const BlockInstance& b : s.tokens)
-      if (b.center.z < l.anchor.z - 0.01f) next = std::min(next, l.anchor.z - b.center.z);
-    if (next < 1e8f) l.band = std::max(0.01f, next - L.block_w * 0.5f);
-  }
+  keep_labels_to_lanes(s, L);
   set_beam_banner(s, r);
   s.seq_len = max_pos;
   s.slot = max_pos;

@@ -44,8 +44,10 @@ struct BeamNode {
 std::vector<BeamNode> beam_tree(const std::vector<BeamRecordPtr>& records, size_t count);
 
 // The scene; `anim` in [0, 1] fades out what was pruned in the shown record.
+// From `view`: its palette, and hide_newest (predict mode): the tokens the
+// shown record chose are "?" and their tags carry no score.
 Scene build_beam_scene(const std::vector<BeamRecordPtr>& records, size_t count, int n_layer, float anim = 1.0f,
-                       const Palette& palette = palette_for(false), const Layout& layout = Layout(),
+                       const ViewOptions& view = ViewOptions(), const Layout& layout = Layout(),
                        const BeamLayout& beam_layout = BeamLayout());
 
 }  // namespace kvscope

@@ -215,16 +215,18 @@ void set_spec_banner(Scene& s, const SpecIteration& it, const SpecStages& st) {
 
 }  // namespace
 
-Scene build_spec_scene(const std::vector<SpecIterationPtr>& its, size_t count, float anim, const Palette& palette,
+Scene build_spec_scene(const std::vector<SpecIterationPtr>& its, size_t count, float anim, const ViewOptions& view,
                        const Layout& L) {
   Scene s;
-  s.palette = palette;
+  s.palette = view.palette;
   count = std::min(count, its.size());
   if (count == 0) return s;
   const SpecIteration& it = *its[count - 1];
   const int NL = it.n_target_layers;
   s.n_layer = NL;
-  const SpecStages st = spec_stages(clamp01(anim));
+  // (predict mode: held just before the target's verify forward)
+  const SpecStages st =
+      spec_stages(view.hide_newest ? std::min(clamp01(anim), SpecTiming::kDraftEnd * 0.999f) : clamp01(anim));
   add_spec_kv(s, it, st, L);
   add_committed_tokens(s, its, count, L);
   add_drafted_tokens(s, it, st, L);

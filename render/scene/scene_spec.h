@@ -29,7 +29,10 @@ float spec_stage_anim(int stage);
 // The draft model's colour (ghost blocks).
 extern const glm::vec3 kDraftColour;
 
+// From `view`: its palette, and hide_newest (predict mode): the shown
+// iteration stops at its draft stage (the drafted tokens and q), so neither
+// the target's verdicts, p, nor the token it emits are named until revealed.
 Scene build_spec_scene(const std::vector<SpecIterationPtr>& iterations, size_t count, float anim = 1.0f,
-                       const Palette& palette = palette_for(false), const Layout& layout = Layout());
+                       const ViewOptions& view = ViewOptions(), const Layout& layout = Layout());
 
 }  // namespace kvscope

@@ -71,8 +71,9 @@ void kv_state_line(const SequenceState& seq, const Pick& pick) {
 
 }  // namespace
 
-void hover_tooltip(const EngineState& engine, const Pick& pick, int layer, int head) {
+void hover_tooltip(const EngineState& engine, const Pick& pick, int layer, int head, bool newest_hidden) {
   if (pick.kind == Pick::kNothing || !engine.seq.current) return;
+  if (newest_hidden && pick.pos == engine.seq.seq_len()) return;
   const SequenceState& seq = engine.seq;
   if (pick.pos < 0 || pick.pos >= static_cast<int>(seq.tokens.size())) return;
   if (pick.span > 1) return aggregated_tooltip(seq, pick, layer, head);
@@ -104,7 +105,7 @@ void hover_tooltip(const EngineState& engine, const Pick& pick, int layer, int h
     if (r && r->n_rows > 0 && pick.pos < r->seq_len) {
       const float w = attention_weight(*r, layer, head, pick.pos);
       ImGui::Text("beam from the newest token \"%s\": weight %.4f (%s, %s)",
-                  visible_piece(seq.tokens[static_cast<size_t>(r->seq_len)].piece).c_str(), w,
+                  newest_hidden ? "?" : visible_piece(seq.tokens[static_cast<size_t>(r->seq_len)].piece).c_str(), w,
                   layer < 0 ? "mean of layers" : ("layer " + std::to_string(layer)).c_str(),
                   head < 0 ? "mean of heads" : ("head " + std::to_string(head)).c_str());
     }

@@ -102,7 +102,10 @@ void kv_layout_tooltip(const SequenceState& seq, int pos, int layer, KvState sta
 void kv_loss_plot(const EngineState& engine, const Palette& pal, Commands& cmds);
 // Tooltip for what the mouse is over in the 3D view.
 // `layer` / `head` (-1 = mean): the beam whose weight a KV block's tooltip shows.
-void hover_tooltip(const EngineState& engine, const Pick& pick, int layer = -1, int head = -1);
+// `newest_hidden` (predict mode, prediction_hidden): the newest token has no
+// tooltip, and no other block's names it.
+void hover_tooltip(const EngineState& engine, const Pick& pick, int layer = -1, int head = -1,
+                   bool newest_hidden = false);
 
 // The counters' "other mode" curve: FLOPs each step would have cost in
 // `mode`, from the formula (kvscope::forward_flops), for the same sequence.

@@ -261,15 +261,23 @@ void sampler_controls(UiState& ui, Commands& cmds) {
 
 Commands panel_next_token(const EngineState& engine, UiState& ui) {
   const Palette& pal = palette_for(ui.colour_blind);
-  if (engine.decoding.mode != DecodeMode::kSample) return panel_decode_step(engine, ui);
   Commands cmds;
-  const int step = shown_step_or_note(engine, ui);
-  if (step >= 0 && prediction_hidden(engine, ui)) {
+  const bool sample = engine.decoding.mode == DecodeMode::kSample;
+  if (prediction_hidden(engine, ui)) {  // every strategy: the step's tokens, bars, beams and verdicts wait
     ImGui::TextColored(v4(pal.new_token), "next token: ?");
-    ImGui::TextWrapped(
-        "Predict mode: guess the next token, then press Enter (or the button) to reveal it and its bars.");
+    ImGui::TextWrapped(sample ? "Predict mode: guess the next token, then press Enter (or the button) to reveal it "
+                                "and its bars."
+                              : "Predict mode: guess what this step chooses, then press Enter (or the button) to "
+                                "reveal it.");
     if (ImGui::Button("Reveal (Enter)", ImVec2(-1, 0))) cmds.push_back(cmd::Reveal{});
-  } else if (step >= 0) {
+    if (!sample) return cmds;
+    ImGui::Separator();
+    sampler_controls(ui, cmds);
+    return cmds;
+  }
+  if (!sample) return panel_decode_step(engine, ui);
+  const int step = shown_step_or_note(engine, ui);
+  if (step >= 0) {
     explained_step(engine, ui, step, *engine.records[static_cast<size_t>(step)], cmds);
   }
   ImGui::Separator();

@@ -158,14 +158,24 @@ Commands panel_branches(const EngineState& engine, UiState& ui) {
       ImGui::TableSetupColumn("tokens", ImGuiTableColumnFlags_WidthStretch, 0.8f);
     }
     ImGui::TableHeadersRow();
+    // Predict mode: the branch on screen without its newest token (nor the probability that includes it).
+    const bool hidden = prediction_hidden(engine, ui) && !engine.records.empty();
     for (const TreeRow& row : engine.tree.rows()) {
       const Branch& b = engine.tree.branch(row.id);
+      const bool guessing = hidden && b.id == engine.tree.current();
+      std::string text = b.text;
+      if (guessing) {
+        const std::string& newest = engine.records.back()->raw_piece;
+        if (text.size() >= newest.size() && text.compare(text.size() - newest.size(), newest.size(), newest) == 0)
+          text.resize(text.size() - newest.size());
+        text += " ?";
+      }
       ImGui::TableNextRow();
       ImGui::TableSetColumnIndex(0);
       std::string label(static_cast<size_t>(row.depth) * 2, ' ');
       label += row.depth > 0 ? "\xE2\x94\x94 " : "";
       label += b.parent < 0 ? "root: " : "@" + std::to_string(b.fork_step) + ": ";
-      label += "\"" + one_line(b.text, 60) + "\"";
+      label += "\"" + one_line(text, 60) + "\"";
       label += "##b" + std::to_string(b.id);
       const bool current = b.id == engine.tree.current();
       if (ImGui::Selectable(label.c_str(), current, ImGuiSelectableFlags_SpanAllColumns) && !current) {
@@ -174,18 +184,24 @@ Commands panel_branches(const EngineState& engine, UiState& ui) {
       if (ImGui::IsItemHovered()) {
         ImGui::BeginTooltip();
         ImGui::PushTextWrapPos(ImGui::GetFontSize() * 32.0f);
-        ImGui::TextUnformatted(b.text.c_str());
+        ImGui::TextUnformatted(text.c_str());
         ImGui::PopTextWrapPos();
         if (b.parent >= 0)
           ImGui::Text("forked at step %d; fork saved %s", b.fork_step, format_flops(b.fork.flops_saved).c_str());
         ImGui::EndTooltip();
       }
       if (narrow) {
-        ImGui::TextDisabled("p %.3g \xC2\xB7 %d tokens", b.prob(), b.n_generated());
+        if (guessing)
+          ImGui::TextDisabled("p ? \xC2\xB7 %d tokens", b.n_generated());
+        else
+          ImGui::TextDisabled("p %.3g \xC2\xB7 %d tokens", b.prob(), b.n_generated());
         continue;
       }
       ImGui::TableSetColumnIndex(1);
-      ImGui::Text("%.3g", b.prob());
+      if (guessing)
+        ImGui::TextUnformatted("?");
+      else
+        ImGui::Text("%.3g", b.prob());
       ImGui::TableSetColumnIndex(2);
       ImGui::Text("%d", b.n_generated());
     }
