@@ -197,9 +197,10 @@ TEST(CliDecode, DraftWithAnotherTokenizerIsRefused) {
 // The stop-token rule (a token of eos_token_id ends the text and is not part
 // of it) for every strategy and output form. A copy of the shipped model
 // whose eos_token_id lists "." too stops at the first "." the greedy run
-// writes: plain, beam and speculative decoding, streamed text and the JSON
-// "text", all equal the tokenizer's decoding of the greedy tokens before the
-// stop token (the greedy token ids from --greedy --json).
+// writes: plain and speculative decoding, streamed text and the JSON "text",
+// all equal the tokenizer's decoding of the greedy tokens before the stop
+// token (the greedy token ids from --greedy --json); beam search's best
+// hypothesis, which ends on a stop id, prints its tokens less that one.
 TEST(CliDecode, AStopTokenEndsTheTextForEveryStrategyAndOutput) {
   testutil::TempDir tmp("cli-stop");
   const std::string dir = tmp / "tiny-dot";
@@ -233,6 +234,20 @@ TEST(CliDecode, AStopTokenEndsTheTextForEveryStrategyAndOutput) {
     EXPECT_EQ(js.events.back().at("text").get<std::string>(), want) << strategy;
     EXPECT_EQ(js.events.back().at("reason"), "eos") << strategy;
   }
+  // Beam search: the best hypothesis ends on one of the stop ids (eos: true);
+  // its text, printed and in the JSON, is its tokens less that last one.
+  const CliRun beam_js = run(m + " --beams 2 --json");
+  ASSERT_EQ(beam_js.rc, 0) << beam_js.err;
+  const json& done = beam_js.events.back();
+  std::vector<int> best = done.at("tokens").get<std::vector<int>>();
+  ASSERT_TRUE(done.at("hypotheses").at(0).at("eos").get<bool>());
+  ASSERT_FALSE(best.empty());
+  EXPECT_TRUE(best.back() == eot || best.back() == dot[0]) << best.back();
+  best.pop_back();
+  EXPECT_EQ(done.at("text").get<std::string>(), tok.decode(best));
+  const CliRun beam_text = run(m + " --beams 2");
+  ASSERT_EQ(beam_text.rc, 0) << beam_text.err;
+  EXPECT_EQ(beam_text.out, tok.decode(best) + "\n");
   // The shipped model's own <|endoftext|> is never printed by speculation either.
   const CliRun spec = run("--prompt 'Once upon a time' --max-new 300" + draft);
   ASSERT_EQ(spec.rc, 0) << spec.err;
@@ -248,12 +263,14 @@ TEST(CliDecode, NothingDraftedIsNotAlphaZero) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.err.find("alpha n/a (accepted 0 of 0 drafted)"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("predict n/a from alpha n/a"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cost ratio n/a"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("0.000"), std::string::npos) << r.err;
   const CliRun j = run("--prompt 'Once upon a time' --max-new 1 --json" + draft);
   ASSERT_EQ(j.rc, 0) << j.err;
   const json& done = j.events.back();
   EXPECT_EQ(done.at("drafted").get<int>(), 0);
-  for (const char* k : {"alpha", "alpha_tested", "predicted_speedup"}) EXPECT_TRUE(done.at(k).is_null()) << k;
+  for (const char* k : {"alpha", "alpha_tested", "draft_forward_ms", "cost_ratio", "predicted_speedup"})
+    EXPECT_TRUE(done.at(k).is_null()) << k;
 }
 
 // A random draft sharing the suite target's tokenizer and vocabulary.
