@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "decode_ref_util.h"
@@ -252,7 +252,8 @@ std::string windowed_copy(const testutil::TempDir& tmp, const std::string& name,
   const std::string src = testutil::llama_suite_dir() + "/" + name;
   const std::string dir = tmp / (name + "-w" + std::to_string(window));
   testutil::fs::create_directories(dir);
-  for (const auto& e : testutil::fs::directory_iterator(src)) testutil::fs::copy_file(e.path(), testutil::fs::path(dir) / e.path().filename());
+  for (const auto& e : testutil::fs::directory_iterator(src))
+    testutil::fs::copy_file(e.path(), testutil::fs::path(dir) / e.path().filename());
   json cfg = testutil::read_json(dir + "/config.json");
   cfg["model_type"] = "mistral";
   cfg["sliding_window"] = window;
@@ -280,10 +281,9 @@ TEST(SpeculativeDecoding, ModelsWithTheirOwnSlidingWindowRollBack) {
     std::shared_ptr<const Model> target, draft;
     std::string ref, what;
   };
-  const std::vector<Case> cases = {
-      {windowed, plain, "mistral_gqa4_bf16_untied_window", "window on the target"},
-      {plain, windowed, "llama_gqa1_f32_tied_single", "window on the draft"},
-      {windowed, windowed_draft, "mistral_gqa4_bf16_untied_window", "windows on both"}};
+  const std::vector<Case> cases = {{windowed, plain, "mistral_gqa4_bf16_untied_window", "window on the target"},
+                                   {plain, windowed, "llama_gqa1_f32_tied_single", "window on the draft"},
+                                   {windowed, windowed_draft, "mistral_gqa4_bf16_untied_window", "windows on both"}};
   for (const Case& c : cases) {
     const json ref = testutil::read_json(suite + "/" + c.ref + "/ref.json");
     const std::vector<int> prompt = ref.at("prompt").get<std::vector<int>>();

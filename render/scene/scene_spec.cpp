@@ -210,9 +210,8 @@ void set_spec_banner(Scene& s, const SpecIteration& it, const SpecStages& st) {
         (it.bonus ? ", bonus token"
                   : ", replacement drawn, " + std::to_string(it.target_rolled_back) + " K/V rows rolled back") +
         " \xC2\xB7 \xCE\xB1 = " + rate_text(alpha, 2) + " \xC2\xB7 target forwards " +
-        std::to_string(it.target_forwards) + " for " +
-        std::to_string(it.generated) + " tokens (" + std::to_string(std::max(0, it.generated - it.target_forwards)) +
-        " saved)";
+        std::to_string(it.target_forwards) + " for " + std::to_string(it.generated) + " tokens (" +
+        std::to_string(std::max(0, it.generated - it.target_forwards)) + " saved)";
   }
 }
 
