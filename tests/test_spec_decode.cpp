@@ -304,7 +304,9 @@ TEST(SpeculativeDecoding, ModelsWithTheirOwnSlidingWindowRollBack) {
           while (SpecIterationPtr it = d.step()) {
             for (const KVCache* cache : {&d.target_cache(), &d.draft_cache()}) {
               const int w = cache->layout().window;
-              if (w > 0) EXPECT_LE(cache->n_held(0), w + k) << where;
+              if (w > 0) {
+                EXPECT_LE(cache->n_held(0), w + k) << where;
+              }
             }
           }
         } catch (const Error& e) {
