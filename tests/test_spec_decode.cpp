@@ -4,10 +4,14 @@
 // reference) and on the shipped pair; after every rollback both caches
 // equal a fresh prefill of the accepted prefix (values and bytes); sampled,
 // the first emitted token follows the target's distribution from the
-// reference; a draft with another tokenizer is refused naming both folders.
+// reference; a draft with another tokenizer is refused naming both folders;
+// models with their own sliding window (target, draft, both) roll back and
+// still write the reference's tokens; a stop token ends the text as in plain
+// decoding.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -243,6 +247,56 @@ TEST(SpeculativeDecoding, LlamaFamilyPairsShareATokenizerJson) {
     const std::string w = e.what();
     EXPECT_NE(w.find("must share a tokenizer"), std::string::npos) << w;
     EXPECT_NE(w.find("tokens"), std::string::npos) << w;
+  }
+}
+
+// The stop-token rule, in the library: with eos_token_id a list that also
+// names ".", greedy plain and speculative decoding stop on the same "." and
+// their text is the generated tokens less that one, decoded; with
+// ignore_eos the stop ids are ordinary tokens and stay in both texts.
+TEST(SpeculativeDecoding, AStopTokenEndsTheTextAsInPlainDecoding) {
+  testutil::TempDir tmp("spec-stop");
+  const std::string dir = tmp / "tiny-dot";
+  testutil::fs::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors", "vocab.json", "merges.txt"})
+    testutil::fs::copy_file(assets("kvscope-tiny") + "/" + f, dir + "/" + f);
+  json cfg = testutil::read_json(dir + "/config.json");
+  auto shipped = load_model(assets("kvscope-tiny"));
+  const std::vector<int> dot = shipped->tokenizer.encode(".");
+  ASSERT_EQ(dot.size(), 1u);
+  cfg["eos_token_id"] = {cfg.at("eos_token_id").get<int>(), dot[0]};
+  testutil::write_file(dir + "/config.json", cfg.dump());
+  auto target = load_model(dir);
+  auto draft = load_model(assets("kvscope-draft"));
+  const std::vector<int> prompt = target->tokenizer.encode_prompt("Once upon a time");
+  const int n = static_cast<int>(prompt.size());
+  for (bool ignore_eos : {false, true}) {
+    Generator g(target);
+    GenerateOptions gopt;
+    gopt.max_new = 60;
+    gopt.ignore_eos = ignore_eos;
+    g.start_tokens(prompt, gopt);
+    while (g.step()) {
+    }
+    SpeculativeDecoder d(target, draft);
+    SpecOptions sopt;
+    sopt.max_new = 60;
+    sopt.ignore_eos = ignore_eos;
+    d.start_tokens(prompt, sopt);
+    while (d.step()) {
+    }
+    EXPECT_EQ(d.tokens(), g.tokens()) << "ignore_eos " << ignore_eos;
+    std::vector<int> gen(g.tokens().begin() + n, g.tokens().end());
+    if (!ignore_eos) {
+      ASSERT_EQ(g.reason(), StopReason::kEos);
+      ASSERT_EQ(d.reason(), StopReason::kEos);
+      ASSERT_EQ(gen.back(), dot[0]);
+      gen.pop_back();
+    } else {
+      EXPECT_NE(std::find(gen.begin(), gen.end(), dot[0]), gen.end()) << "the run must pass a stop id";
+    }
+    EXPECT_EQ(g.text(), target->tokenizer.decode(gen)) << "ignore_eos " << ignore_eos;
+    EXPECT_EQ(d.text(), target->tokenizer.decode(gen)) << "ignore_eos " << ignore_eos;
   }
 }
 
