@@ -254,6 +254,39 @@ TEST(CliDecode, AStopTokenEndsTheTextForEveryStrategyAndOutput) {
   EXPECT_EQ(spec.out.find("<|endoftext|>"), std::string::npos) << spec.out;
 }
 
+// `generate --draft` with a model whose config.json sets its own
+// sliding_window (Mistral's, W = 8), as the target or as the draft, past the
+// window with rejected drafts: exit 0, and the tokens (iterations' `emitted`)
+// and text are plain greedy decoding's with the target's window (which
+// test_spec_decode.cpp checks against the float64 NumPy reference).
+TEST(CliDecode, SpeculationOnModelsWithTheirOwnWindow) {
+  const std::string suite = testutil::llama_suite_dir();
+  const std::string windowed = suite + "/mistral_gqa4_bf16_untied_window";
+  const std::string plain = suite + "/llama_gqa1_f32_tied_single";
+  for (const auto& [target, draft] : {std::pair{windowed, plain}, std::pair{plain, windowed}}) {
+    const std::string m = "--model " + testutil::shell_quote(target) + " --prompt 'one two three' --max-new 24";
+    const CliRun g = run(m + " --greedy --json");
+    ASSERT_EQ(g.rc, 0) << g.err;
+    std::vector<int> want;
+    for (const json& e : g.events)
+      if (e.at("event") != "done") want.push_back(e.at("token").get<int>());
+    ASSERT_EQ(want.size(), 24u);
+    const CliRun r = run(m + " --draft " + testutil::shell_quote(draft) + " --speculate 4 --json");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    std::vector<int> got;
+    int drafted = 0, accepted = 0;
+    for (const json& e : r.events) {
+      if (e.at("event") != "iteration") continue;
+      for (int t : e.at("emitted").get<std::vector<int>>()) got.push_back(t);
+      drafted += e.at("k").get<int>();
+      accepted += e.at("accepted").get<int>();
+    }
+    EXPECT_EQ(got, want) << target;
+    EXPECT_LT(accepted, drafted) << target << ": no draft was rejected";
+    EXPECT_EQ(r.events.back().at("text"), g.events.back().at("text")) << target;
+  }
+}
+
 // A speculative run that drafts nothing (--max-new 1: the one new token is
 // the target's) has no acceptance rate, cost ratio or prediction: "n/a" in
 // the summary and null in the JSON, never 0.
