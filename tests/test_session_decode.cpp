@@ -225,9 +225,9 @@ TEST(SessionDecoding, SpeculationOnAModelWithItsOwnWindowWritesPlainGreedyTokens
   start(s, d, "one two three", 24, target);
   run_to_end(s);
   ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
-  std::vector<int> got = s.snap.spec_iterations.front()->prompt;
+  std::vector<int> got = s.snap.tree.spec_iterations().front()->prompt;
   int rejected = 0;
-  for (const SpecIterationPtr& it : s.snap.spec_iterations) {
+  for (const SpecIterationPtr& it : s.snap.tree.spec_iterations()) {
     got.insert(got.end(), it->emitted.begin(), it->emitted.end());
     rejected += it->n_accepted < it->k ? 1 : 0;
   }
