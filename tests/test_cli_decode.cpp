@@ -197,9 +197,10 @@ TEST(CliDecode, DraftWithAnotherTokenizerIsRefused) {
 // The stop-token rule (a token of eos_token_id ends the text and is not part
 // of it) for every strategy and output form. A copy of the shipped model
 // whose eos_token_id lists "." too stops at the first "." the greedy run
-// writes: plain, beam and speculative decoding, streamed text and the JSON
-// "text", all equal the tokenizer's decoding of the greedy tokens before the
-// stop token (the greedy token ids from --greedy --json).
+// writes: plain and speculative decoding, streamed text and the JSON "text",
+// all equal the tokenizer's decoding of the greedy tokens before the stop
+// token (the greedy token ids from --greedy --json); beam search's best
+// hypothesis, which ends on a stop id, prints its tokens less that one.
 TEST(CliDecode, AStopTokenEndsTheTextForEveryStrategyAndOutput) {
   testutil::TempDir tmp("cli-stop");
   const std::string dir = tmp / "tiny-dot";
@@ -233,10 +234,57 @@ TEST(CliDecode, AStopTokenEndsTheTextForEveryStrategyAndOutput) {
     EXPECT_EQ(js.events.back().at("text").get<std::string>(), want) << strategy;
     EXPECT_EQ(js.events.back().at("reason"), "eos") << strategy;
   }
+  // Beam search: the best hypothesis ends on one of the stop ids (eos: true);
+  // its text, printed and in the JSON, is its tokens less that last one.
+  const CliRun beam_js = run(m + " --beams 2 --json");
+  ASSERT_EQ(beam_js.rc, 0) << beam_js.err;
+  const json& done = beam_js.events.back();
+  std::vector<int> best = done.at("tokens").get<std::vector<int>>();
+  ASSERT_TRUE(done.at("hypotheses").at(0).at("eos").get<bool>());
+  ASSERT_FALSE(best.empty());
+  EXPECT_TRUE(best.back() == eot || best.back() == dot[0]) << best.back();
+  best.pop_back();
+  EXPECT_EQ(done.at("text").get<std::string>(), tok.decode(best));
+  const CliRun beam_text = run(m + " --beams 2");
+  ASSERT_EQ(beam_text.rc, 0) << beam_text.err;
+  EXPECT_EQ(beam_text.out, tok.decode(best) + "\n");
   // The shipped model's own <|endoftext|> is never printed by speculation either.
   const CliRun spec = run("--prompt 'Once upon a time' --max-new 300" + draft);
   ASSERT_EQ(spec.rc, 0) << spec.err;
   EXPECT_EQ(spec.out.find("<|endoftext|>"), std::string::npos) << spec.out;
+}
+
+// `generate --draft` with a model whose config.json sets its own
+// sliding_window (Mistral's, W = 8), as the target or as the draft, past the
+// window with rejected drafts: exit 0, and the tokens (iterations' `emitted`)
+// and text are plain greedy decoding's with the target's window (which
+// test_spec_decode.cpp checks against the float64 NumPy reference).
+TEST(CliDecode, SpeculationOnModelsWithTheirOwnWindow) {
+  const std::string suite = testutil::llama_suite_dir();
+  const std::string windowed = suite + "/mistral_gqa4_bf16_untied_window";
+  const std::string plain = suite + "/llama_gqa1_f32_tied_single";
+  for (const auto& [target, draft] : {std::pair{windowed, plain}, std::pair{plain, windowed}}) {
+    const std::string m = "--model " + testutil::shell_quote(target) + " --prompt 'one two three' --max-new 24";
+    const CliRun g = run(m + " --greedy --json");
+    ASSERT_EQ(g.rc, 0) << g.err;
+    std::vector<int> want;
+    for (const json& e : g.events)
+      if (e.at("event") != "done") want.push_back(e.at("token").get<int>());
+    ASSERT_EQ(want.size(), 24u);
+    const CliRun r = run(m + " --draft " + testutil::shell_quote(draft) + " --speculate 4 --json");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    std::vector<int> got;
+    int drafted = 0, accepted = 0;
+    for (const json& e : r.events) {
+      if (e.at("event") != "iteration") continue;
+      for (int t : e.at("emitted").get<std::vector<int>>()) got.push_back(t);
+      drafted += e.at("k").get<int>();
+      accepted += e.at("accepted").get<int>();
+    }
+    EXPECT_EQ(got, want) << target;
+    EXPECT_LT(accepted, drafted) << target << ": no draft was rejected";
+    EXPECT_EQ(r.events.back().at("text"), g.events.back().at("text")) << target;
+  }
 }
 
 // A speculative run that drafts nothing (--max-new 1: the one new token is
@@ -248,12 +296,14 @@ TEST(CliDecode, NothingDraftedIsNotAlphaZero) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.err.find("alpha n/a (accepted 0 of 0 drafted)"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("predict n/a from alpha n/a"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cost ratio n/a"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("0.000"), std::string::npos) << r.err;
   const CliRun j = run("--prompt 'Once upon a time' --max-new 1 --json" + draft);
   ASSERT_EQ(j.rc, 0) << j.err;
   const json& done = j.events.back();
   EXPECT_EQ(done.at("drafted").get<int>(), 0);
-  for (const char* k : {"alpha", "alpha_tested", "predicted_speedup"}) EXPECT_TRUE(done.at(k).is_null()) << k;
+  for (const char* k : {"alpha", "alpha_tested", "draft_forward_ms", "cost_ratio", "predicted_speedup"})
+    EXPECT_TRUE(done.at(k).is_null()) << k;
 }
 
 // A random draft sharing the suite target's tokenizer and vocabulary.

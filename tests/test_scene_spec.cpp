@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string>
 
+#include "decode_ref_util.h"
 #include "model/arch/model.h"
 #include "model/decoding/speculative_generator.h"
 #include "render/scene/scene_spec.h"
@@ -116,6 +117,39 @@ TEST(SceneSpec, PredictModeHoldsTheIterationAtItsDraft) {
       EXPECT_NE(shown.banner_sub.find("accepted"), std::string::npos) << shown.banner_sub;
     }
   }
+}
+
+// Nothing drafted: a draft whose context (4 positions, as --ctx 4 loads it)
+// is shorter than the prompt drafts nothing, and the banner says so while the
+// iteration runs instead of "the draft proposes 0 tokens"; with nothing
+// drafted so far the acceptance rate is undefined: "n/a", not 0.00.
+TEST(SceneSpec, NothingDraftedSaysSoAndHasNoAcceptanceRate) {
+  const std::string suite = testutil::llama_suite_dir();
+  auto target = load_model(suite + "/mistral_gqa4_bf16_untied_window");
+  LoadControl short_ctx;
+  short_ctx.context = 4;
+  auto draft = load_model(suite + "/llama_gqa1_f32_tied_single", short_ctx);
+  ASSERT_EQ(draft->config.n_positions, 4);
+  const std::vector<int> prompt =
+      testutil::read_json(suite + "/mistral_gqa4_bf16_untied_window/ref.json").at("prompt").get<std::vector<int>>();
+  ASSERT_GT(prompt.size(), 4u);
+  SpeculativeDecoder d(target, draft);
+  SpecOptions opt;
+  opt.max_new = 3;
+  d.start_tokens(prompt, opt);
+  std::vector<SpecIterationPtr> its;
+  while (SpecIterationPtr it = d.step()) its.push_back(it);
+  ASSERT_FALSE(its.empty());
+  ASSERT_TRUE(its[0]->draft_context_full);
+  ASSERT_EQ(its[0]->drafted_total, 0);
+  for (float t : {0.2f, 0.5f}) {
+    const Scene running = build_spec_scene(its, 1, t);
+    EXPECT_NE(running.banner_sub.find("the draft's context is shorter than the text"), std::string::npos)
+        << running.banner_sub;
+  }
+  const Scene done = build_spec_scene(its, 1, 1.0f);
+  EXPECT_NE(done.banner_sub.find("\xCE\xB1 = n/a"), std::string::npos) << done.banner_sub;
+  EXPECT_EQ(done.banner_sub.find("0.00"), std::string::npos) << done.banner_sub;
 }
 
 }  // namespace

@@ -57,13 +57,14 @@ void update_until(Session& s, F done) {
   }
 }
 
-// A paused session on the target, running `d` on `prompt`.
-void start(Session& s, const DecodeSettings& d, const std::string& prompt, int max_new) {
+// A paused session on `target` (default: the pair's), running `d` on `prompt`.
+void start(Session& s, const DecodeSettings& d, const std::string& prompt, int max_new,
+           const std::string& target = "") {
   s.ui.playing = false;
   s.ui.max_new = max_new;
   s.ui.preset = kNumPresets;
   s.ui.custom_prompt = prompt;
-  s.load_model(pair().target);
+  s.load_model(target.empty() ? pair().target : target);
   update_until(s, [&] { return s.engine.model != nullptr && s.engine.started; });
   s.execute(cmd::SetDecoding{d}, 0);
   s.ui.playing = false;
@@ -200,6 +201,38 @@ TEST(SessionDecoding, GreedySpeculationInTheSessionWritesPlainGreedyTokens) {
     EXPECT_EQ(last.generated, static_cast<int>(want.size() - s.engine.tree.spec_iterations().front()->prompt.size()));
     EXPECT_EQ(new_tokens(s.engine), last.generated);
   }
+}
+
+// The window runs speculation on a model with its own sliding window
+// (Mistral's sliding_window = 8) past the window, rejected drafts included:
+// the session shows plain greedy decoding's tokens, with no error.
+TEST(SessionDecoding, SpeculationOnAModelWithItsOwnWindowWritesPlainGreedyTokens) {
+  const std::string suite = testutil::llama_suite_dir();
+  const std::string target = suite + "/mistral_gqa4_bf16_untied_window";
+  Session plain;
+  start(plain, DecodeSettings(), "one two three", 24, target);
+  run_to_end(plain);
+  ASSERT_TRUE(plain.ui.errors.empty()) << plain.ui.errors.front();
+  std::vector<int> want;
+  for (const TokenInfo& t : plain.engine.seq.tokens) want.push_back(t.id);
+  ASSERT_GT(want.size(), 8u + 4u) << "the run must outgrow the window";
+
+  Session s;
+  DecodeSettings d;
+  d.mode = DecodeMode::kSpeculative;
+  d.k = 4;
+  d.draft_dir = suite + "/llama_gqa1_f32_tied_single";
+  start(s, d, "one two three", 24, target);
+  run_to_end(s);
+  ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
+  std::vector<int> got = s.engine.tree.spec_iterations().front()->prompt;
+  int rejected = 0;
+  for (const SpecIterationPtr& it : s.engine.tree.spec_iterations()) {
+    got.insert(got.end(), it->emitted.begin(), it->emitted.end());
+    rejected += it->n_accepted < it->k ? 1 : 0;
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_GT(rejected, 0);
 }
 
 TEST(SessionDecoding, AMissingDraftFolderIsAnErrorNamingItAndTheSessionCarriesOn) {

@@ -4,13 +4,17 @@
 // reference) and on the shipped pair; after every rollback both caches
 // equal a fresh prefill of the accepted prefix (values and bytes); sampled,
 // the first emitted token follows the target's distribution from the
-// reference; a draft with another tokenizer is refused naming both folders.
+// reference; a draft with another tokenizer is refused naming both folders;
+// models with their own sliding window (target, draft, both) roll back and
+// still write the reference's tokens; a stop token ends the text as in plain
+// decoding.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "decode_ref_util.h"
@@ -246,34 +250,127 @@ TEST(SpeculativeDecoding, LlamaFamilyPairsShareATokenizerJson) {
   }
 }
 
-// A model with its own sliding window (Mistral's sliding_window = 8), as the
-// target or as the draft: every rejected draft rolls a cache back past what
-// the window alone would keep. Greedy speculation still writes the float64
-// NumPy greedy reference's tokens (Leviathan et al.: greedy speculative
-// output equals the target's greedy output), for K = 1..8.
+// The stop-token rule, in the library: with eos_token_id a list that also
+// names ".", greedy plain and speculative decoding stop on the same "." and
+// their text is the generated tokens less that one, decoded; with
+// ignore_eos the stop ids are ordinary tokens and stay in both texts.
+TEST(SpeculativeDecoding, AStopTokenEndsTheTextAsInPlainDecoding) {
+  testutil::TempDir tmp("spec-stop");
+  const std::string dir = tmp / "tiny-dot";
+  testutil::fs::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors", "vocab.json", "merges.txt"})
+    testutil::fs::copy_file(assets("kvscope-tiny") + "/" + f, dir + "/" + f);
+  json cfg = testutil::read_json(dir + "/config.json");
+  auto shipped = load_model(assets("kvscope-tiny"));
+  const std::vector<int> dot = shipped->tokenizer.encode(".");
+  ASSERT_EQ(dot.size(), 1u);
+  cfg["eos_token_id"] = {cfg.at("eos_token_id").get<int>(), dot[0]};
+  testutil::write_file(dir + "/config.json", cfg.dump());
+  auto target = load_model(dir);
+  auto draft = load_model(assets("kvscope-draft"));
+  const std::vector<int> prompt = target->tokenizer.encode_prompt("Once upon a time");
+  const int n = static_cast<int>(prompt.size());
+  for (bool ignore_eos : {false, true}) {
+    Generator g(target);
+    GenerateOptions gopt;
+    gopt.max_new = 60;
+    gopt.ignore_eos = ignore_eos;
+    g.start_tokens(prompt, gopt);
+    while (g.step()) {
+    }
+    SpeculativeDecoder d(target, draft);
+    SpecOptions sopt;
+    sopt.max_new = 60;
+    sopt.ignore_eos = ignore_eos;
+    d.start_tokens(prompt, sopt);
+    while (d.step()) {
+    }
+    EXPECT_EQ(d.tokens(), g.tokens()) << "ignore_eos " << ignore_eos;
+    std::vector<int> gen(g.tokens().begin() + n, g.tokens().end());
+    if (!ignore_eos) {
+      ASSERT_EQ(g.reason(), StopReason::kEos);
+      ASSERT_EQ(d.reason(), StopReason::kEos);
+      ASSERT_EQ(gen.back(), dot[0]);
+      gen.pop_back();
+    } else {
+      EXPECT_NE(std::find(gen.begin(), gen.end(), dot[0]), gen.end()) << "the run must pass a stop id";
+    }
+    EXPECT_EQ(g.text(), target->tokenizer.decode(gen)) << "ignore_eos " << ignore_eos;
+    EXPECT_EQ(d.text(), target->tokenizer.decode(gen)) << "ignore_eos " << ignore_eos;
+  }
+}
+
+// A copy of suite checkpoint `name` that is a Mistral-style model with its
+// own sliding window W (config.json: model_type mistral, sliding_window W).
+std::string windowed_copy(const testutil::TempDir& tmp, const std::string& name, int window) {
+  const std::string src = testutil::llama_suite_dir() + "/" + name;
+  const std::string dir = tmp / (name + "-w" + std::to_string(window));
+  testutil::fs::create_directories(dir);
+  for (const auto& e : testutil::fs::directory_iterator(src))
+    testutil::fs::copy_file(e.path(), testutil::fs::path(dir) / e.path().filename());
+  json cfg = testutil::read_json(dir + "/config.json");
+  cfg["model_type"] = "mistral";
+  cfg["sliding_window"] = window;
+  testutil::write_file(dir + "/config.json", cfg.dump());
+  return dir;
+}
+
+// Models with their own sliding window (Mistral's sliding_window) as the
+// target, the draft or both: every rejected draft rolls a cache back past
+// what the window alone would keep, so each cache holds K positions more.
+// Greedy speculation writes the float64 NumPy greedy reference's tokens
+// (computed with the target's window; Leviathan et al.: greedy speculative
+// output equals the target's greedy output), which plain greedy decoding
+// with that window also writes, for K = 1..8, contiguous and paged; no
+// cache ever holds more than W + K positions.
 TEST(SpeculativeDecoding, ModelsWithTheirOwnSlidingWindowRollBack) {
+  testutil::TempDir tmp("spec-window");
   const std::string suite = testutil::llama_suite_dir();
   auto windowed = load_model(suite + "/mistral_gqa4_bf16_untied_window");
   auto plain = load_model(suite + "/llama_gqa1_f32_tied_single");
+  auto windowed_draft = load_model(windowed_copy(tmp, "llama_gqa1_f32_tied_single", 3));
   ASSERT_EQ(windowed->config.sliding_window, 8);
-  for (const auto& [target, draft, name] :
-       {std::make_tuple(windowed, plain, std::string("mistral_gqa4_bf16_untied_window")),
-        std::make_tuple(plain, windowed, std::string("llama_gqa1_f32_tied_single"))}) {
-    const json ref = testutil::read_json(suite + "/" + name + "/ref.json");
+  ASSERT_EQ(windowed_draft->config.sliding_window, 3);
+  struct Case {
+    std::shared_ptr<const Model> target, draft;
+    std::string ref, what;
+  };
+  const std::vector<Case> cases = {{windowed, plain, "mistral_gqa4_bf16_untied_window", "window on the target"},
+                                   {plain, windowed, "llama_gqa1_f32_tied_single", "window on the draft"},
+                                   {windowed, windowed_draft, "mistral_gqa4_bf16_untied_window", "windows on both"}};
+  for (const Case& c : cases) {
+    const json ref = testutil::read_json(suite + "/" + c.ref + "/ref.json");
     const std::vector<int> prompt = ref.at("prompt").get<std::vector<int>>();
     const std::vector<int> ref_tokens = ref.at("tokens").get<std::vector<int>>();
     const int max_new = static_cast<int>(ref_tokens.size() - prompt.size());
     ASSERT_GT(static_cast<int>(ref_tokens.size()), 8 + 4) << "the run must outgrow the window";
-    for (int k = 1; k <= 8; ++k) {
-      int accepted = 0, drafted = 0;
-      try {
-        EXPECT_EQ(spec_greedy(target, draft, prompt, max_new, k, &accepted, &drafted), ref_tokens)
-            << name << " K=" << k;
-      } catch (const Error& e) {
-        ADD_FAILURE() << name << " K=" << k << ": " << e.what();
-      }
-      if (k > 1) {
-        EXPECT_LT(accepted, drafted) << name << " K=" << k << ": no draft was rejected";
+    EXPECT_EQ(plain_greedy(c.target, prompt, max_new), ref_tokens) << c.what << ": plain greedy";
+    for (int block : {0, 4}) {
+      for (int k = 1; k <= 8; ++k) {
+        const std::string where = c.what + " K=" + std::to_string(k) + " block " + std::to_string(block);
+        SpeculativeDecoder d(c.target, c.draft);
+        SpecOptions opt;
+        opt.k = k;
+        opt.max_new = max_new;
+        opt.kv.block = block;
+        try {
+          d.start_tokens(prompt, opt);
+          while (SpecIterationPtr it = d.step()) {
+            for (const KVCache* cache : {&d.target_cache(), &d.draft_cache()}) {
+              const int w = cache->layout().window;
+              if (w > 0) {
+                EXPECT_LE(cache->n_held(0), w + k) << where;
+              }
+            }
+          }
+        } catch (const Error& e) {
+          ADD_FAILURE() << where << ": " << e.what();
+          continue;
+        }
+        EXPECT_EQ(d.tokens(), ref_tokens) << where;
+        if (k > 1) {
+          EXPECT_LT(d.accepted_total(), d.drafted_total()) << where << ": no draft was rejected";
+        }
       }
     }
   }

@@ -254,12 +254,9 @@ struct SpecSummary {
   double tokens_per_s, alpha, alpha_tested, draft_step_ms, cost_ratio, predicted, speedup, per_forward;
 };
 
-// A measured ratio, or "n/a" where it is undefined.
+// A measured ratio with three decimals, or "n/a" where it is undefined.
 std::string ratio_text(double x) {
-  if (std::isnan(x)) return "n/a";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", x);
-  return buf;
+  return rate_text(x, 3);
 }
 
 json maybe_number(double x) {
@@ -269,14 +266,14 @@ json maybe_number(double x) {
 SpecSummary summarize(const SpeculativeDecoder& spec, const SpecTally& t, const PlainRun& plain, int k) {
   SpecSummary s;
   s.tokens_per_s = spec.ms_total() > 0 ? spec.n_generated() / (spec.ms_total() / 1000.0) : 0.0;
-  s.alpha = spec.drafted_total() ? static_cast<double>(spec.accepted_total()) / spec.drafted_total() : NAN;
-  s.alpha_tested = t.tested ? static_cast<double>(spec.accepted_total()) / t.tested : NAN;
+  s.alpha = measured_rate(spec.accepted_total(), spec.drafted_total());
+  s.alpha_tested = measured_rate(spec.accepted_total(), t.tested);
+  // The draft's forward time after the first iteration (whose forwards also
+  // ran the prompt), else over all of them; NaN when the draft never ran.
   s.draft_step_ms = t.draft_forwards_after_first ? t.draft_ms_after_first / t.draft_forwards_after_first
-                    : spec.draft_forwards()      ? spec.draft_ms_total() / spec.draft_forwards()
-                                                 : NAN;
-  s.cost_ratio = plain.decode_step_ms > 0 ? s.draft_step_ms / plain.decode_step_ms : NAN;
-  s.predicted =
-      std::isnan(s.alpha_tested) || std::isnan(s.cost_ratio) ? NAN : predicted_speedup(s.alpha_tested, k, s.cost_ratio);
+                                                 : measured_rate(spec.draft_ms_total(), spec.draft_forwards());
+  s.cost_ratio = measured_rate(s.draft_step_ms, plain.decode_step_ms);
+  s.predicted = predicted_speedup(s.alpha_tested, k, s.cost_ratio);  // NaN from either
   s.speedup = plain.tokens_per_s > 0 ? s.tokens_per_s / plain.tokens_per_s : 0.0;
   s.per_forward = spec.target_forwards() ? static_cast<double>(spec.n_generated()) / spec.target_forwards() : 0.0;
   return s;
@@ -334,7 +331,7 @@ int cmd_generate_speculative(const DecodeArgs& a) {
     std::cout << spec_done_json(spec, tally, plain, s, a, *draft).dump() << '\n';
   } else {
     std::cout << '\n';
-    const std::string predicted = std::isnan(s.predicted) ? "n/a" : ratio_text(s.predicted) + "x";
+    const std::string predicted = std::isnan(s.predicted) ? "n/a" : rate_text(s.predicted, 2) + "x";
     std::fprintf(stderr,
                  "[%s drafted by %s] K=%d: %d new tokens, stop: %s; alpha %s (accepted %d of %d drafted), %.2f "
                  "tokens per target forward; %.1f tokens/s vs %.1f plain: speed-up %.2fx (Leviathan et al. predict "

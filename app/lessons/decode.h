@@ -53,17 +53,19 @@ struct SpecTotals {
   // the prompt through both models), and the forwards they ran.
   double draft_ms = 0, target_ms = 0;
   int draft_timed = 0, target_timed = 0;
-  double alpha() const { return drafted ? static_cast<double>(accepted) / drafted : 0.0; }
+  // The rates are NaN (undefined, shown "n/a") until something was drafted,
+  // tested or timed: measured_rate in speculative_accept.h.
+  double alpha() const { return measured_rate(accepted, drafted); }
   // Accepted per tested token: the per-token acceptance rate of Leviathan et al.'s formulas.
-  double alpha_tested() const { return tested ? static_cast<double>(accepted) / tested : 0.0; }
+  double alpha_tested() const { return measured_rate(accepted, tested); }
   double tokens_per_target_forward() const {
     return target_forwards ? static_cast<double>(generated) / target_forwards : 0.0;
   }
   // Mean time of one draft forward and of one target verify forward (K + 1
   // positions in one pass) after the first iteration, and their ratio.
-  double draft_forward_ms() const { return draft_timed ? draft_ms / draft_timed : 0.0; }
-  double target_forward_ms() const { return target_timed ? target_ms / target_timed : 0.0; }
-  double cost_ratio() const { return target_forward_ms() > 0 ? draft_forward_ms() / target_forward_ms() : 0.0; }
+  double draft_forward_ms() const { return measured_rate(draft_ms, draft_timed); }
+  double target_forward_ms() const { return measured_rate(target_ms, target_timed); }
+  double cost_ratio() const { return measured_rate(draft_forward_ms(), target_forward_ms()); }
 };
 SpecTotals spec_totals(const std::vector<SpecIterationPtr>& iterations, int step);
 

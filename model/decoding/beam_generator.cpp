@@ -128,14 +128,11 @@ BeamRecordPtr BeamGenerator::step() {
 }
 
 std::string BeamGenerator::text(const std::vector<int>& tokens) const {
-  std::vector<int> gen(tokens.begin() + n_prompt(), tokens.end());
-  return model_->tokenizer.decode(gen);
+  return generated_text(*model_, tokens, n_prompt(), false);  // a running beam has met no stop token
 }
 
 std::string BeamGenerator::text(const Hypothesis& h) const {
-  std::vector<int> gen(h.tokens.begin() + n_prompt(), h.tokens.end());
-  if (h.eos && !gen.empty()) gen.pop_back();
-  return model_->tokenizer.decode(gen);
+  return generated_text(*model_, h.tokens, n_prompt(), h.eos);
 }
 
 }  // namespace kvscope

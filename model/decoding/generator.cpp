@@ -28,6 +28,13 @@ const char* to_string(StopReason r) {
   return "";
 }
 
+std::string generated_text(const Model& m, const std::vector<int>& tokens, int n_prompt, bool stopped_on_eos) {
+  const size_t first = std::min(tokens.size(), static_cast<size_t>(std::max(0, n_prompt)));
+  std::vector<int> gen(tokens.begin() + static_cast<std::ptrdiff_t>(first), tokens.end());
+  if (stopped_on_eos && !gen.empty() && m.config.is_eos(gen.back())) gen.pop_back();
+  return m.tokenizer.decode(gen);
+}
+
 namespace {
 
 // The quantization error of the rows a forward wrote for positions
@@ -447,9 +454,7 @@ void Generator::fill_cache_fields(StepRecord& rec) const {
 }
 
 std::string Generator::text() const {
-  std::vector<int> gen(tokens_.begin() + n_prompt_, tokens_.end());
-  if (reason_ == StopReason::kEos && !gen.empty()) gen.pop_back();
-  std::string t = model_->tokenizer.decode(gen);
+  std::string t = generated_text(*model_, tokens_, n_prompt_, reason_ == StopReason::kEos);
   if (stop_cut_ != std::string::npos && stop_cut_ < t.size()) t.resize(stop_cut_);
   return t;
 }

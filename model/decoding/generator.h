@@ -21,6 +21,15 @@ enum class StopReason { kNone, kEos, kMaxNew, kContextFull, kStop };
 const char* to_string(CacheMode m);   // "kv_cache" / "no_cache"
 const char* to_string(StopReason r);  // "" / "eos" / "max_new" / "context_full" / "stop"
 
+// The one rule for how a stop token ends a generation's text, for every
+// decoding strategy (plain, beams, speculative, serving) and output form
+// (streamed text, --json, the window): the text is the tokens after the
+// prompt, decoded (raw bytes), less the last token when a stop token (an id
+// of eos_token_id, Config::is_eos) ended the generation. `stopped_on_eos`:
+// the generation (or beam hypothesis) ended because of that token; with
+// ignore_eos a stop id is an ordinary token and stays in the text.
+std::string generated_text(const Model& m, const std::vector<int>& tokens, int n_prompt, bool stopped_on_eos);
+
 // Paged: held positions [pos, pos + n), consecutive and in one page (pool
 // block), and how many sequences reference that page (> 1: shared).
 struct PageRun {

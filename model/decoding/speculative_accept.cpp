@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "model/core/error.h"
@@ -100,6 +101,17 @@ Verification verify_draft(const std::vector<int>& drafted, const std::vector<Tok
 double expected_tokens_per_iteration(double alpha, int k) {
   if (alpha >= 1.0) return k + 1;
   return (1.0 - std::pow(alpha, k + 1)) / (1.0 - alpha);
+}
+
+double measured_rate(double num, double den) {
+  return den != 0 ? num / den : std::nan("");
+}
+
+std::string rate_text(double x, int decimals) {
+  if (std::isnan(x)) return "n/a";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, x);
+  return buf;
 }
 
 double predicted_speedup(double alpha, int k, double cost_ratio) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "model/decoding/sampler.h"
@@ -79,5 +80,13 @@ double predicted_speedup(double alpha, int k, double cost_ratio);
 
 // Expected tokens per target forward: (1 - alpha^(K+1)) / (1 - alpha).
 double expected_tokens_per_iteration(double alpha, int k);
+
+// A measured rate num / den: alpha (accepted per drafted, or per tested
+// token), the cost ratio (draft over target forward time). NaN when den is 0
+// (nothing drafted, tested or timed): undefined, never 0. Front ends print
+// it with rate_text ("n/a") and write JSON null.
+double measured_rate(double num, double den);
+// x with `decimals` decimals, or "n/a" when x is NaN (undefined).
+std::string rate_text(double x, int decimals);
 
 }  // namespace kvscope

@@ -247,9 +247,7 @@ SpecIterationPtr SpeculativeDecoder::step() {
 }
 
 std::string SpeculativeDecoder::text() const {
-  std::vector<int> gen(tokens_.begin() + n_prompt_, tokens_.end());
-  if (reason_ == StopReason::kEos && !gen.empty()) gen.pop_back();
-  return target_->tokenizer.decode(gen);
+  return generated_text(*target_, tokens_, n_prompt_, reason_ == StopReason::kEos);
 }
 
 }  // namespace kvscope

@@ -169,9 +169,7 @@ SlotCounts Server::slot_counts() const {
 
 std::string Server::text(int req) const {
   const ServeResult& res = results_.at(static_cast<size_t>(req));
-  std::vector<int> gen = res.tokens;
-  if (res.reason == StopReason::kEos && !gen.empty()) gen.pop_back();
-  return model_->tokenizer.decode(gen);
+  return generated_text(*model_, res.tokens, 0, res.reason == StopReason::kEos);
 }
 
 void ServeTotals::add(const ServeStep& s) {

@@ -194,10 +194,12 @@ void add_next_token(Scene& s, const SpecIteration& it, const SpecStages& st, con
 // The banner: which stage, and what it costs or gained.
 void set_spec_banner(Scene& s, const SpecIteration& it, const SpecStages& st) {
   const int k = it.k;
-  const double alpha = it.drafted_total ? static_cast<double>(it.accepted_total) / it.drafted_total : 0.0;
+  const double alpha = measured_rate(it.accepted_total, it.drafted_total);  // NaN: "n/a" (nothing drafted yet)
   s.phase = st.resolved ? Phase::kDecodeKV : (st.verifying ? Phase::kPrefill : Phase::kNone);
   s.banner = "SPECULATIVE DECODING \xC2\xB7 iteration " + std::to_string(it.index);
-  if (!st.verifying) {
+  if (it.draft_context_full && !st.resolved) {
+    s.banner_sub = "the draft's context is shorter than the text: nothing drafted, the target decodes alone";
+  } else if (!st.verifying) {
     s.banner_sub = "the draft proposes " + std::to_string(k) + " tokens, one small forward each";
   } else if (!st.resolved) {
     s.banner_sub = "the target checks all " + std::to_string(k) + " drafted tokens in ONE forward over " +
@@ -207,9 +209,9 @@ void set_spec_banner(Scene& s, const SpecIteration& it, const SpecStages& st) {
         std::to_string(it.n_accepted) + " of " + std::to_string(k) + " accepted" +
         (it.bonus ? ", bonus token"
                   : ", replacement drawn, " + std::to_string(it.target_rolled_back) + " K/V rows rolled back") +
-        fmt2(" \xC2\xB7 \xCE\xB1 = %.2f \xC2\xB7 target forwards %.0f", alpha, it.target_forwards) + " for " +
-        std::to_string(it.generated) + " tokens (" + std::to_string(std::max(0, it.generated - it.target_forwards)) +
-        " saved)";
+        " \xC2\xB7 \xCE\xB1 = " + rate_text(alpha, 2) + " \xC2\xB7 target forwards " +
+        std::to_string(it.target_forwards) + " for " + std::to_string(it.generated) + " tokens (" +
+        std::to_string(std::max(0, it.generated - it.target_forwards)) + " saved)";
   }
 }
 

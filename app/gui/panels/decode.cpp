@@ -349,7 +349,7 @@ void spec_counters(const EngineState& engine, int step, const Palette& pal) {
   counter_row("saved", std::to_string(t.forwards_saved) + " forwards", &green);
   counter_row("draft forwards", std::to_string(t.draft_forwards), &draft);
   counter_row("accepted", std::to_string(t.accepted) + " of " + std::to_string(t.drafted));
-  counter_row("\xCE\xB1", fmt("%.2f", t.alpha()));
+  counter_row("\xCE\xB1", rate_text(t.alpha(), 2));
   counter_row("tokens/forward", fmt("%.2f", t.tokens_per_target_forward()));
   counter_row("rolled back",
               std::to_string(t.rolled_back_target) + " + " + std::to_string(t.rolled_back_draft) + " draft");
@@ -445,16 +445,17 @@ void spec_lesson(const EngineState& engine, int step) {
   const double a = t.alpha_tested();
   text_wrapped_wordsf(
       "Up to iteration %d: %d tokens in %d model forwards (%.2f per forward; plain decoding: 1). "
-      "%d of %d tested drafts accepted: \xCE\xB1 = %.2f. With K = %d, Leviathan et al. expect "
-      "(1 - \xCE\xB1^(K+1)) / (1 - \xCE\xB1) = %.2f tokens per model forward.",
-      t.iteration, t.generated, t.target_forwards, t.tokens_per_target_forward(), t.accepted, t.tested, a, t.k,
-      expected_tokens_per_iteration(a, t.k));
+      "%d of %d tested drafts accepted: \xCE\xB1 = %s. With K = %d, Leviathan et al. expect "
+      "(1 - \xCE\xB1^(K+1)) / (1 - \xCE\xB1) = %s tokens per model forward.",
+      t.iteration, t.generated, t.target_forwards, t.tokens_per_target_forward(), t.accepted, t.tested,
+      rate_text(a, 2).c_str(), t.k, rate_text(expected_tokens_per_iteration(a, t.k), 2).c_str());
   if (t.draft_timed > 0 && t.target_timed > 0)
     text_wrapped_wordsf(
         "Measured here: a draft forward %.2f ms, a model verify forward %.2f ms (c = %.2f); their "
-        "formula predicts %.2fx the speed of plain decoding (c measured on the verify forward, "
+        "formula predicts %sx the speed of plain decoding (c measured on the verify forward, "
         "which computes K + 1 positions).",
-        t.draft_forward_ms(), t.target_forward_ms(), t.cost_ratio(), predicted_speedup(a, t.k, t.cost_ratio()));
+        t.draft_forward_ms(), t.target_forward_ms(), t.cost_ratio(),
+        rate_text(predicted_speedup(a, t.k, t.cost_ratio()), 2).c_str());
   if (!begin_lesson_table("spec_lesson", {"iteration", "drafted", "accepted", "then", "model forwards", "tokens"}))
     return;
   for (int i = 0; i < static_cast<int>(engine.tree.spec_iterations().size()); ++i) {
