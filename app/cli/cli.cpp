@@ -26,7 +26,7 @@ void add_window_flags(CLI::App& app, GuiOptions& gui) {
                  "Model folder: GPT-2 (config.json, model.safetensors, vocab.json, merges.txt) or Llama/Mistral/Qwen2 "
                  "(config.json, model.safetensors or shards, tokenizer.json)")
       ->check(non_empty("a model folder"));
-  app.add_option("--prompt", gui.prompt, "Prompt to start with (default: the first preset)")
+  app.add_option("--prompt", gui.prompt, "Prompt to start with, UTF-8 (default: the first preset)")
       ->check(non_empty("some text to continue"));
   app.add_flag("--no-cache", gui.no_cache, "Start in NO CACHE mode");
   app.add_option("--max-new", gui.max_new, "New tokens per generation")->check(int_in(1, 1 << 20));
@@ -109,7 +109,9 @@ void add_render_command(CLI::App& app, RenderCommand& c) {
   auto* render = c.cmd = app.add_subcommand("render", "Render the 3D view to PNG without a window");
   render->add_option("--model", ro.model_dir, "Model folder (GPT-2, Llama, Mistral, Qwen2)")
       ->check(non_empty("a model folder"));
-  render->add_option("--prompt", ro.prompt, "Prompt")->required()->check(non_empty("some text to continue"));
+  render->add_option("--prompt", ro.prompt, "Prompt (UTF-8 text)")
+      ->required()
+      ->check(non_empty("some text to continue"));
   render->add_option("--steps", ro.steps, "Forwards to run (the prefill is the first)")->check(int_in(1, 1 << 20));
   render->add_option("--ctx", ro.ctx, kCtxHelp)->check(int_in(2, 1 << 24));
   render->add_option("--out", ro.out, "PNG of the last step")->check(non_empty("a PNG file name"));
