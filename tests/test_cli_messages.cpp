@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -131,20 +133,55 @@ TEST(CliMessages, HelpAndRangesAgreeAcrossCommands) {
   const RealSetting t = setting::kTemperature;
   EXPECT_EQ(t.lo, 0.001);
   EXPECT_EQ(t.hi, 1000.0);
-  std::vector<std::string> cmds = {"generate --prompt hi"};
-#ifdef KVSCOPE_TESTS_RENDERER
-  cmds.push_back("render --prompt hi --draft x --out x.png");
-#endif
-  for (const std::string& cmd : cmds) {
+  // Flags are checked as they are parsed: `render` refuses them even in a
+  // build without the renderer.
+  for (const std::string cmd : {"generate --prompt hi", "render --prompt hi --draft x --out x.png"}) {
     for (const char* bad : {"0", "0.0005", "1001", "nan"}) {
       EXPECT_EQ(run(cmd + " --temperature " + bad, out, tmp), 2) << cmd << " " << bad << out;
       EXPECT_NE(out.find("[0.001, 1000]"), std::string::npos) << cmd << " " << bad << out;
     }
   }
-#ifdef KVSCOPE_TESTS_RENDERER
   ASSERT_EQ(run("render --help", out, tmp), 0) << out;
   EXPECT_NE(out.find("[0.001, 1000]"), std::string::npos) << out;
-#endif
+}
+
+// One range per setting, for every command: each command's --help that
+// offers a setting of the table (model/decoding/setting_ranges.h) states the
+// table's range for it, and --kv-block states the model's context.
+TEST(CliMessages, EveryCommandStatesASettingsOneRange) {
+  testutil::TempDir tmp("cli-ranges");
+  struct Row {
+    std::string flag, range;
+  };
+  auto real = [](const RealSetting& s) {
+    char b[64];
+    std::snprintf(b, sizeof b, "FLOAT:%s%g, %g]", s.lo_open ? "(" : "[", s.lo, s.hi);
+    return Row{s.flag, b};
+  };
+  auto whole = [](const IntSetting& s) {
+    return Row{s.flag, "INT:" + std::to_string(s.lo) + ".." + std::to_string(s.hi)};
+  };
+  namespace st = setting;
+  const Row rows[] = {real(st::kTemperature), real(st::kTopP),
+                      whole(st::kTopK),       real(st::kRepetitionPenalty),
+                      whole(st::kBeams),      real(st::kLengthPenalty),
+                      whole(st::kSpeculate),  whole(st::kMaxNew),
+                      whole(st::kCtx),        {"--kv-block", "INT:1..the model's context"}};
+  int seen = 0;
+  for (const std::string cmd : {"", "generate", "eval", "serve", "render", "bench", "inspect", "tokenize"}) {
+    std::string out;
+    ASSERT_EQ(run(cmd + " --help", out, tmp), 0) << cmd << out;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+      for (const Row& r : rows) {
+        if (line.rfind("  " + r.flag + " ", 0) != 0) continue;
+        ++seen;
+        EXPECT_NE(line.find(r.range), std::string::npos)
+            << "kvscope " << cmd << ": " << line << " (want " << r.range << ")";
+      }
+    }
+  }
+  EXPECT_GE(seen, 20);  // generate alone offers 10 of them
 }
 
 }  // namespace

@@ -115,7 +115,7 @@ void add_inspect_command(CLI::App& app, InspectCommand& c) {
   c.cmd->add_option("--model", c.model, "Model folder (GPT-2, Llama, Mistral, Qwen2)")
       ->check(non_empty("a model folder"));
   c.cmd->add_flag("--json", c.json, "Print JSON");
-  c.cmd->add_option("--ctx", c.ctx, kCtxHelp)->check(int_in(2, 1 << 24));
+  c.cmd->add_option("--ctx", c.ctx, kCtxHelp)->check(in_range(setting::kCtx));
 }
 
 int run_inspect_command(const InspectCommand& c) {

@@ -183,7 +183,7 @@ void add_serve_command(CLI::App& app, ServeCommand& c) {
       ->required()
       ->check(non_empty("a requests file"));
   s->add_option("--model", c.model, "Model folder (default: the embedded model)")->check(non_empty("a model folder"));
-  s->add_option("--ctx", c.ctx, kCtxHelp)->check(int_in(2, 1 << 24));
+  s->add_option("--ctx", c.ctx, kCtxHelp)->check(in_range(setting::kCtx));
   s->add_option("--pool-blocks", c.pool_blocks, "KV pool size in blocks")
       ->capture_default_str()
       ->check(int_in(1, 1 << 20));
