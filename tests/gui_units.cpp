@@ -131,20 +131,20 @@ uint64_t formula(const Config& c, uint64_t n, uint64_t T) {
 }
 
 TEST(CachePanel, OtherModeCurveFollowsTheFormula) {
-  Snapshot snap;
-  snap.model = load_model(model_dir());
-  Generator g(snap.model);
+  EngineState engine;
+  engine.model = load_model(model_dir());
+  Generator g(engine.model);
   GenerateOptions opt;
   opt.max_new = 12;
   g.start("Once upon a time", opt);
-  while (RecordPtr r = g.step()) snap.records.push_back(r);
-  ASSERT_GE(snap.records.size(), 2u);
-  const Config& c = snap.model->config;
-  const auto no_cache = computed_flops(snap, CacheMode::kNoCache);
-  const auto kv = computed_flops(snap, CacheMode::kKV);
-  ASSERT_EQ(no_cache.size(), snap.records.size());
-  for (size_t i = 0; i < snap.records.size(); ++i) {
-    const RecordPtr& r = snap.records[i];
+  while (RecordPtr r = g.step()) engine.records.push_back(r);
+  ASSERT_GE(engine.records.size(), 2u);
+  const Config& c = engine.model->config;
+  const auto no_cache = computed_flops(engine, CacheMode::kNoCache);
+  const auto kv = computed_flops(engine, CacheMode::kKV);
+  ASSERT_EQ(no_cache.size(), engine.records.size());
+  for (size_t i = 0; i < engine.records.size(); ++i) {
+    const RecordPtr& r = engine.records[i];
     const uint64_t T = r->seq_len;
     EXPECT_EQ(static_cast<uint64_t>(no_cache[i]), formula(c, T, T)) << i;
     EXPECT_EQ(static_cast<uint64_t>(kv[i]), r->prefill ? formula(c, T, T) : formula(c, 1, T)) << i;
@@ -155,29 +155,29 @@ TEST(CachePanel, OtherModeCurveFollowsTheFormula) {
 
 // The timeline's shown step and predict mode's hiding, from the UI state alone.
 TEST(Timeline, ShownStepAndPredictHiding) {
-  Snapshot snap;
+  EngineState engine;
   UiState ui;
-  EXPECT_EQ(shown_step(snap, ui), -1);  // nothing generated yet
+  EXPECT_EQ(shown_step(engine, ui), -1);  // nothing generated yet
   for (int i = 0; i < 5; ++i) {
     auto r = std::make_shared<StepRecord>();
     r->index = i;
-    snap.records.push_back(r);
+    engine.records.push_back(r);
   }
-  EXPECT_EQ(shown_step(snap, ui), 4);  // -1 follows the newest
+  EXPECT_EQ(shown_step(engine, ui), 4);  // -1 follows the newest
   ui.view_step = 2;
-  EXPECT_EQ(shown_step(snap, ui), 2);
+  EXPECT_EQ(shown_step(engine, ui), 2);
   ui.view_step = 99;
-  EXPECT_EQ(shown_step(snap, ui), 4);  // clamped
+  EXPECT_EQ(shown_step(engine, ui), 4);  // clamped
   ui.view_step = -1;
-  EXPECT_FALSE(prediction_hidden(snap, ui));
+  EXPECT_FALSE(prediction_hidden(engine, ui));
   ui.predict = true;
   ui.revealed_step = 3;
-  EXPECT_TRUE(prediction_hidden(snap, ui));  // step 4 not yet revealed
+  EXPECT_TRUE(prediction_hidden(engine, ui));  // step 4 not yet revealed
   ui.view_step = 2;
-  EXPECT_FALSE(prediction_hidden(snap, ui));  // the past is never hidden
+  EXPECT_FALSE(prediction_hidden(engine, ui));  // the past is never hidden
   ui.view_step = -1;
   ui.revealed_step = 4;
-  EXPECT_FALSE(prediction_hidden(snap, ui));
+  EXPECT_FALSE(prediction_hidden(engine, ui));
 }
 
 TEST(Settings, RoundTripAndBadFiles) {

@@ -466,10 +466,10 @@ TEST_F(TeachPixels, HoverTooltipsStayInsideTheWindow) {
   ImGuiIO& io = ImGui::GetIO();
   const ImVec2 display(1280, 720);
   io.DisplaySize = display;
-  Snapshot snap;
+  EngineState engine;
   const auto h = make_history(12, std::vector<CacheMode>(20, CacheMode::kKV));
-  snap.seq = build_sequence(h, h.size());
-  snap.records = h;
+  engine.seq = build_sequence(h, h.size());
+  engine.records = h;
   int checked = 0;
   for (Pick::Kind kind : {Pick::kToken, Pick::kKv}) {
     for (ImVec2 mouse : {ImVec2(1275, 400), ImVec2(640, 700), ImVec2(5, 5)}) {
@@ -481,7 +481,7 @@ TEST_F(TeachPixels, HoverTooltipsStayInsideTheWindow) {
       io.MousePos = mouse;
       ImGuiWindow* tip = nullptr;
       for (int frame = 0; frame < 3; ++frame) {  // a tooltip takes its size over the first frames
-        draw2d([&](ImDrawList*) { hover_tooltip(snap, p, -1, -1); });
+        draw2d([&](ImDrawList*) { hover_tooltip(engine, p, -1, -1); });
       }
       for (ImGuiWindow* w : ImGui::GetCurrentContext()->Windows)
         if ((w->Flags & ImGuiWindowFlags_Tooltip) && w->Active) tip = w;

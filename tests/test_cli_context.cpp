@@ -152,14 +152,14 @@ TEST(CliContext, WindowAndRenderTakeCtxCheckedLikeTheSubcommands) {
   s.ui.playing = false;
   s.load_model(dir, 300);
   const auto t0 = std::chrono::steady_clock::now();
-  while (!s.snap.model && s.ui.errors.empty()) {
+  while (!s.engine.model && s.ui.errors.empty()) {
     ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60)) << "the model did not load";
     s.update(1e9);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  ASSERT_TRUE(s.snap.model) << (s.ui.errors.empty() ? "" : s.ui.errors[0]);
-  EXPECT_EQ(s.snap.model->config.n_positions, 300);
-  EXPECT_EQ(s.snap.model->config.max_position_embeddings, 4096);
+  ASSERT_TRUE(s.engine.model) << (s.ui.errors.empty() ? "" : s.ui.errors[0]);
+  EXPECT_EQ(s.engine.model->config.n_positions, 300);
+  EXPECT_EQ(s.engine.model->config.max_position_embeddings, 4096);
 }
 
 }  // namespace

@@ -84,11 +84,11 @@ TEST(HubCache, EnvironmentOrder) {
 TEST(HubCache, LoadsByIdThroughRefsMain) {
   TempDir tmp("hub");
   const std::string src = suite_checkpoint("l2h2d32_f32_prefix_buffers");
-  const std::string snap = make_hub_repo(tmp.path(), "models--kvtest--tiny", "0123abcd", src, true);
+  const std::string engine = make_hub_repo(tmp.path(), "models--kvtest--tiny", "0123abcd", src, true);
   // A stale second snapshot: refs/main decides.
   make_hub_repo(tmp.path(), "models--kvtest--tiny", "ffff0000", src, false);
   ScopedEnv hub("HF_HUB_CACHE", tmp.path());
-  EXPECT_EQ(resolve_model_dir("kvtest/tiny"), snap);
+  EXPECT_EQ(resolve_model_dir("kvtest/tiny"), engine);
   auto by_id = load_model("kvtest/tiny");
   auto by_dir = load_model(src);
   EXPECT_EQ(by_id->config.n_layer, by_dir->config.n_layer);
@@ -99,10 +99,10 @@ TEST(HubCache, LoadsByIdThroughRefsMain) {
 
 TEST(HubCache, OneSnapshotWithoutRef) {
   TempDir tmp("hub");
-  const std::string snap =
+  const std::string engine =
       make_hub_repo(tmp.path(), "models--org--m", "abc", suite_checkpoint("l2h2d32_f32_prefix_buffers"), false);
   ScopedEnv hub("HF_HUB_CACHE", tmp.path());
-  EXPECT_EQ(resolve_model_dir("org/m"), snap);
+  EXPECT_EQ(resolve_model_dir("org/m"), engine);
 }
 
 TEST(HubCache, AFolderOnDiskWinsAndAMissingIdIsNamed) {

@@ -260,25 +260,25 @@ TEST(ServeView, SessionDrivesTheView) {
     return ok();
   };
   s.load_model(std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/kvscope-tiny");
-  ASSERT_TRUE(wait([&] { return s.snap.model != nullptr; }));
+  ASSERT_TRUE(wait([&] { return s.engine.model != nullptr; }));
   s.execute(Commands{cmd::ServeOpen{true}}, now());
   EXPECT_FALSE(s.ui.playing);
-  ASSERT_TRUE(wait([&] { return s.snap.serving.steps() >= 1 && !s.snap.serving.busy; }));
-  EXPECT_EQ(s.snap.serving.steps(), 1);
+  ASSERT_TRUE(wait([&] { return s.engine.serving.steps() >= 1 && !s.engine.serving.busy; }));
+  EXPECT_EQ(s.engine.serving.steps(), 1);
   s.execute(Commands{cmd::Step{}}, now());  // → ServeStep{1}
-  ASSERT_TRUE(wait([&] { return s.snap.serving.steps() >= 2 && !s.snap.serving.busy; }));
-  EXPECT_EQ(s.snap.serving.steps(), 2);
+  ASSERT_TRUE(wait([&] { return s.engine.serving.steps() >= 2 && !s.engine.serving.busy; }));
+  EXPECT_EQ(s.engine.serving.steps(), 2);
   s.execute(Commands{cmd::Scrub{-1}}, now());
   EXPECT_EQ(s.ui.serving.view_step, 0);
   s.execute(Commands{cmd::Scrub{1}}, now());  // back to the newest: nothing computed
   EXPECT_EQ(s.ui.serving.view_step, -1);
-  EXPECT_EQ(s.snap.serving.steps(), 2);
+  EXPECT_EQ(s.engine.serving.steps(), 2);
   s.ui.serving.speed = 1000;
   s.execute(Commands{cmd::PlayPause{}}, now());  // → ServePlay
   EXPECT_TRUE(s.ui.serving.playing);
   ASSERT_TRUE(wait([&] { return !s.ui.serving.playing; }));
-  EXPECT_EQ(static_cast<size_t>(s.snap.serving.steps()), serve(0).steps.size());
-  EXPECT_TRUE(s.snap.serving.runs.at(0).done);
+  EXPECT_EQ(static_cast<size_t>(s.engine.serving.steps()), serve(0).steps.size());
+  EXPECT_TRUE(s.engine.serving.runs.at(0).done);
   s.execute(Commands{cmd::ServeOpen{false}}, now());
   s.execute(Commands{cmd::PlayPause{}}, now());  // the generation's again
   EXPECT_TRUE(s.ui.playing);

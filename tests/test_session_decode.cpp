@@ -64,10 +64,10 @@ void start(Session& s, const DecodeSettings& d, const std::string& prompt, int m
   s.ui.preset = kNumPresets;
   s.ui.custom_prompt = prompt;
   s.load_model(pair().target);
-  update_until(s, [&] { return s.snap.model != nullptr && s.snap.started; });
+  update_until(s, [&] { return s.engine.model != nullptr && s.engine.started; });
   s.execute(cmd::SetDecoding{d}, 0);
   s.ui.playing = false;
-  update_until(s, [&] { return s.engine_idle() && (s.snap.started || !s.ui.errors.empty()); });
+  update_until(s, [&] { return s.engine_idle() && (s.engine.started || !s.ui.errors.empty()); });
 }
 
 // Until the engine has nothing left to do and every event it published was
@@ -85,11 +85,11 @@ void settle(Session& s) {
 
 // Steps (Scrub +1 at the newest step = compute the next one) until the generation stops.
 void run_to_end(Session& s) {
-  for (int i = 0; i < 200 && s.snap.stop == StopReason::kNone; ++i) {
+  for (int i = 0; i < 200 && s.engine.stop == StopReason::kNone; ++i) {
     s.execute(cmd::Scrub{1}, 0);
     settle(s);
   }
-  ASSERT_NE(s.snap.stop, StopReason::kNone);
+  ASSERT_NE(s.engine.stop, StopReason::kNone);
 }
 
 TEST(SessionDecoding, BeamSearchInTheSessionIsTheEnginesBeamSearch) {
@@ -101,10 +101,10 @@ TEST(SessionDecoding, BeamSearchInTheSessionIsTheEnginesBeamSearch) {
   start(s, d, "abc ab", 7);
   run_to_end(s);
   EXPECT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
-  EXPECT_TRUE(s.snap.records.empty()) << "beam search keeps its own records";
+  EXPECT_TRUE(s.engine.records.empty()) << "beam search keeps its own records";
 
   // The engine alone, same model, prompt and settings.
-  BeamGenerator ref(s.snap.model);
+  BeamGenerator ref(s.engine.model);
   BeamOptions o;
   o.n_beams = 3;
   o.length_penalty = 0.5;
@@ -112,10 +112,10 @@ TEST(SessionDecoding, BeamSearchInTheSessionIsTheEnginesBeamSearch) {
   ref.start("abc ab", o);
   std::vector<BeamRecordPtr> want;
   while (BeamRecordPtr r = ref.step()) want.push_back(r);
-  ASSERT_EQ(s.snap.beam_records.size(), want.size());
-  ASSERT_EQ(s.snap.timeline_size(), static_cast<int>(want.size()));
+  ASSERT_EQ(s.engine.beam_records.size(), want.size());
+  ASSERT_EQ(s.engine.timeline_size(), static_cast<int>(want.size()));
   for (size_t i = 0; i < want.size(); ++i) {
-    const BeamStepRecord& got = *s.snap.beam_records[i];
+    const BeamStepRecord& got = *s.engine.beam_records[i];
     EXPECT_EQ(got.index, static_cast<int>(i));
     ASSERT_EQ(got.candidates.size(), want[i]->candidates.size()) << "step " << i;
     EXPECT_EQ(got.candidates.size(), 6u) << "2N candidates";
@@ -125,12 +125,12 @@ TEST(SessionDecoding, BeamSearchInTheSessionIsTheEnginesBeamSearch) {
       EXPECT_EQ(got.candidates[c].logprob, want[i]->candidates[c].logprob);
     }
   }
-  const BeamStepRecord& last = *s.snap.beam_records.back();
+  const BeamStepRecord& last = *s.engine.beam_records.back();
   ASSERT_FALSE(last.finished.empty());
   EXPECT_EQ(last.finished.front().tokens, ref.search().finished().front().tokens);
   EXPECT_EQ(last.finished.front().score, ref.search().finished().front().score);
-  EXPECT_EQ(s.snap.stop, ref.reason());
-  EXPECT_EQ(new_tokens(s.snap), static_cast<int>(want.size()));
+  EXPECT_EQ(s.engine.stop, ref.reason());
+  EXPECT_EQ(new_tokens(s.engine), static_cast<int>(want.size()));
 }
 
 TEST(SessionDecoding, TheTimelineScrubsBeamStepsAndSamplingOnlyControlsStandAside) {
@@ -140,33 +140,33 @@ TEST(SessionDecoding, TheTimelineScrubsBeamStepsAndSamplingOnlyControlsStandAsid
   d.beams = 2;
   start(s, d, "ab", 5);
   run_to_end(s);
-  const int n = s.snap.timeline_size();
+  const int n = s.engine.timeline_size();
   ASSERT_GE(n, 3);
-  EXPECT_EQ(shown_step(s.snap, s.ui), n - 1);
+  EXPECT_EQ(shown_step(s.engine, s.ui), n - 1);
   s.execute(cmd::ScrubTo{1}, 0);
-  EXPECT_EQ(shown_step(s.snap, s.ui), 1);
+  EXPECT_EQ(shown_step(s.engine, s.ui), 1);
   s.execute(cmd::Scrub{-1}, 0);
-  EXPECT_EQ(shown_step(s.snap, s.ui), 0);
+  EXPECT_EQ(shown_step(s.engine, s.ui), 0);
   s.execute(cmd::Scrub{+1}, 0);
-  EXPECT_EQ(shown_step(s.snap, s.ui), 1);
+  EXPECT_EQ(shown_step(s.engine, s.ui), 1);
   // Forking and the cache switch belong to one sampled sequence.
   s.execute(cmd::Fork{5}, 0);
   s.execute(cmd::ToggleCache{}, 0);
-  EXPECT_EQ(s.snap.pending_forks, 0);
-  EXPECT_EQ(s.snap.mode, CacheMode::kKV);
-  EXPECT_FALSE(prediction_hidden(s.snap, s.ui));
+  EXPECT_EQ(s.engine.pending_forks, 0);
+  EXPECT_EQ(s.engine.mode, CacheMode::kKV);
+  EXPECT_FALSE(prediction_hidden(s.engine, s.ui));
   // Reset starts the same strategy again; back to sampling gives one sequence's records.
   s.execute(cmd::Reset{}, 0);
-  EXPECT_EQ(s.snap.timeline_size(), 0);
+  EXPECT_EQ(s.engine.timeline_size(), 0);
   s.ui.playing = false;
   run_to_end(s);
-  EXPECT_EQ(s.snap.timeline_size(), n);
+  EXPECT_EQ(s.engine.timeline_size(), n);
   s.execute(cmd::SetDecoding{DecodeSettings()}, 0);
   s.ui.playing = false;
   run_to_end(s);
-  EXPECT_TRUE(s.snap.beam_records.empty());
-  EXPECT_EQ(s.snap.timeline_size(), static_cast<int>(s.snap.records.size()));
-  EXPECT_GE(s.snap.records.size(), 1u);
+  EXPECT_TRUE(s.engine.beam_records.empty());
+  EXPECT_EQ(s.engine.timeline_size(), static_cast<int>(s.engine.records.size()));
+  EXPECT_GE(s.engine.records.size(), 1u);
   EXPECT_TRUE(s.ui.errors.empty());
 }
 
@@ -175,9 +175,9 @@ TEST(SessionDecoding, GreedySpeculationInTheSessionWritesPlainGreedyTokens) {
   Session plain;
   start(plain, DecodeSettings(), "abc", 12);
   run_to_end(plain);
-  ASSERT_FALSE(plain.snap.records.empty());
+  ASSERT_FALSE(plain.engine.records.empty());
   std::vector<int> want;
-  for (const TokenInfo& t : plain.snap.seq.tokens) want.push_back(t.id);
+  for (const TokenInfo& t : plain.engine.seq.tokens) want.push_back(t.id);
 
   for (int k : {1, 3, 5}) {
     SCOPED_TRACE("K = " + std::to_string(k));
@@ -189,16 +189,16 @@ TEST(SessionDecoding, GreedySpeculationInTheSessionWritesPlainGreedyTokens) {
     start(s, d, "abc", 12);
     run_to_end(s);
     ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
-    std::vector<int> got = s.snap.spec_iterations.front()->prompt;
+    std::vector<int> got = s.engine.spec_iterations.front()->prompt;
     int forwards = 0;
-    for (const SpecIterationPtr& it : s.snap.spec_iterations) {
+    for (const SpecIterationPtr& it : s.engine.spec_iterations) {
       got.insert(got.end(), it->emitted.begin(), it->emitted.end());
       EXPECT_EQ(it->target_forwards, ++forwards) << "one model forward per iteration";
     }
     EXPECT_EQ(got, want);
-    const SpecIteration& last = *s.snap.spec_iterations.back();
-    EXPECT_EQ(last.generated, static_cast<int>(want.size() - s.snap.spec_iterations.front()->prompt.size()));
-    EXPECT_EQ(new_tokens(s.snap), last.generated);
+    const SpecIteration& last = *s.engine.spec_iterations.back();
+    EXPECT_EQ(last.generated, static_cast<int>(want.size() - s.engine.spec_iterations.front()->prompt.size()));
+    EXPECT_EQ(new_tokens(s.engine), last.generated);
   }
 }
 
@@ -216,7 +216,7 @@ TEST(SessionDecoding, AMissingDraftFolderIsAnErrorNamingItAndTheSessionCarriesOn
   s.execute(cmd::SetDecoding{DecodeSettings()}, 0);
   s.ui.playing = false;
   run_to_end(s);
-  EXPECT_FALSE(s.snap.records.empty());
+  EXPECT_FALSE(s.engine.records.empty());
 }
 
 }  // namespace
@@ -234,7 +234,7 @@ TEST(SessionDecoding, ASlidingWindowWithBeamsIsRefusedInTheErrorPanel) {
   update_until(s, [&] { return !s.ui.errors.empty(); });
   EXPECT_NE(s.ui.errors.front().find("sliding window"), std::string::npos) << s.ui.errors.front();
   EXPECT_NE(s.ui.errors.front().find("beam search"), std::string::npos) << s.ui.errors.front();
-  EXPECT_TRUE(s.snap.beam_records.empty());
+  EXPECT_TRUE(s.engine.beam_records.empty());
 }
 
 // Eviction by score in the KV memory layout: beam search and speculative
@@ -252,7 +252,7 @@ TEST(SessionDecoding, EvictionByScoreRunsPlainDecodingAndIsRefusedWithBeamsAndDr
     start(s, d, "abc", 4);
     update_until(s, [&] { return !s.ui.errors.empty(); });
     EXPECT_NE(s.ui.errors.front().find("eviction by score (h2o)"), std::string::npos) << s.ui.errors.front();
-    EXPECT_TRUE(s.snap.beam_records.empty());
+    EXPECT_TRUE(s.engine.beam_records.empty());
   }
   Session s;
   s.ui.kv_layout.evict = KVEvict::kTova;
@@ -260,10 +260,10 @@ TEST(SessionDecoding, EvictionByScoreRunsPlainDecodingAndIsRefusedWithBeamsAndDr
   start(s, DecodeSettings(), "abcdefg", 6);
   run_to_end(s);
   ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
-  ASSERT_FALSE(s.snap.records.empty());
-  const StepRecord& r = *s.snap.records.back();
+  ASSERT_FALSE(s.engine.records.empty());
+  const StepRecord& r = *s.engine.records.back();
   ASSERT_EQ(r.kv_held_by_layer.size(), 2u);
-  const Scene scene = build_scene(s.snap.records, s.snap.records.size(), ViewOptions());
+  const Scene scene = build_scene(s.engine.records, s.engine.records.size(), ViewOptions());
   for (const BlockInstance& b : scene.kv) {
     if (b.pos >= r.seq_len) continue;
     const std::vector<int>& h = r.kv_held_by_layer[static_cast<size_t>(b.layer)];
@@ -273,7 +273,7 @@ TEST(SessionDecoding, EvictionByScoreRunsPlainDecodingAndIsRefusedWithBeamsAndDr
 }
 
 // A strategy change the worker refuses (beams under a sliding window) changes
-// nothing: the generation on screen, its strategy (in the snapshot and the
+// nothing: the generation on screen, its strategy (in the engine state and the
 // Decoding panel) and its timeline stay, and stepping goes on from it.
 TEST(SessionDecoding, ARefusedStrategyChangeLeavesTheRunningGenerationAsItWas) {
   Session s;
@@ -284,9 +284,9 @@ TEST(SessionDecoding, ARefusedStrategyChangeLeavesTheRunningGenerationAsItWas) {
     s.execute(cmd::Scrub{1}, 0);
     settle(s);
   }
-  const std::vector<RecordPtr> before = s.snap.records;
+  const std::vector<RecordPtr> before = s.engine.records;
   ASSERT_GE(before.size(), 2u);
-  const uint64_t generation = s.snap.generation;
+  const uint64_t generation = s.engine.generation;
   DecodeSettings beams;
   beams.mode = DecodeMode::kBeam;
   beams.beams = 4;
@@ -294,18 +294,18 @@ TEST(SessionDecoding, ARefusedStrategyChangeLeavesTheRunningGenerationAsItWas) {
   update_until(s, [&] { return !s.ui.errors.empty(); });
   settle(s);
   EXPECT_NE(s.ui.errors.front().find("sliding window"), std::string::npos) << s.ui.errors.front();
-  EXPECT_EQ(s.snap.decoding.mode, DecodeMode::kSample);
+  EXPECT_EQ(s.engine.decoding.mode, DecodeMode::kSample);
   EXPECT_EQ(s.ui.decoding.mode, DecodeMode::kSample);
-  EXPECT_TRUE(s.snap.started);
-  EXPECT_EQ(s.snap.generation, generation);
-  EXPECT_EQ(s.snap.records, before);
-  EXPECT_EQ(s.snap.seq_count, before.size());
+  EXPECT_TRUE(s.engine.started);
+  EXPECT_EQ(s.engine.generation, generation);
+  EXPECT_EQ(s.engine.records, before);
+  EXPECT_EQ(s.engine.seq_count, before.size());
   s.ui.errors.clear();
   s.execute(cmd::Scrub{1}, 0);  // the next step of the same generation
   settle(s);
-  ASSERT_EQ(s.snap.records.size(), before.size() + 1);
-  EXPECT_EQ(s.snap.records[before.size() - 1], before.back());
-  EXPECT_EQ(s.snap.records.back()->index, before.back()->index + 1);
+  ASSERT_EQ(s.engine.records.size(), before.size() + 1);
+  EXPECT_EQ(s.engine.records[before.size() - 1], before.back());
+  EXPECT_EQ(s.engine.records.back()->index, before.back()->index + 1);
   EXPECT_TRUE(s.ui.errors.empty());
 }
 
@@ -327,8 +327,8 @@ uint64_t position_bytes(const Config& c, KVDtype d) {
 const StepRecord& step_beside_a_kept_branch(Session& s, size_t records) {
   s.execute(cmd::Scrub{1}, 0);
   settle(s);
-  EXPECT_EQ(s.snap.records.size(), records);
-  const StepRecord& r = *s.snap.records.back();
+  EXPECT_EQ(s.engine.records.size(), records);
+  const StepRecord& r = *s.engine.records.back();
   EXPECT_FALSE(r.refill);
   EXPECT_EQ(r.n_new, 1);
   EXPECT_EQ(r.kv_sequences, 2);
@@ -351,25 +351,25 @@ TEST(SessionDecoding, ABranchSharesItsPrefixPagesWithTheBranchItLeft) {
       s.ui.ignore_eos = true;
       start(s, DecodeSettings(), "abc ab", 16);
       for (int i = 0; i < 8; ++i) {  // the first branch: 8 records (the prefill and 7 steps)
-        if (static_cast<int>(s.snap.records.size()) >= 8) break;
+        if (static_cast<int>(s.engine.records.size()) >= 8) break;
         s.execute(cmd::Scrub{1}, 0);
         settle(s);
       }
       ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
-      ASSERT_EQ(s.snap.records.size(), 8u);
-      const int old_len = s.snap.records.back()->seq_len;  // positions the first branch's cache holds
-      const RecordPtr at = s.snap.records[3];
+      ASSERT_EQ(s.engine.records.size(), 8u);
+      const int old_len = s.engine.records.back()->seq_len;  // positions the first branch's cache holds
+      const RecordPtr at = s.engine.records[3];
       const int p = at->seq_len;
       int token = at->top[0].token == at->token ? at->top[1].token : at->top[0].token;
       s.execute(cmd::ScrubTo{3}, 0);
       s.execute(cmd::Fork{token}, 0);
       settle(s);
-      ASSERT_EQ(s.snap.tree.size(), 2u);
-      ASSERT_EQ(s.snap.records.size(), 4u);
-      EXPECT_EQ(s.snap.records.back()->kv_sequences, 2) << "the fork keeps the branch it left";
+      ASSERT_EQ(s.engine.tree.size(), 2u);
+      ASSERT_EQ(s.engine.records.size(), 4u);
+      EXPECT_EQ(s.engine.records.back()->kv_sequences, 2) << "the fork keeps the branch it left";
       const StepRecord& r = step_beside_a_kept_branch(s, 5);  // the new branch's first step
       EXPECT_EQ(r.seq_len, p + 1);
-      const uint64_t per = position_bytes(s.snap.model->config, dtype);
+      const uint64_t per = position_bytes(s.engine.model->config, dtype);
       if (block == 0) {
         EXPECT_EQ(r.kv_rows, old_len + p + 1);
         EXPECT_EQ(r.kv_bytes, static_cast<uint64_t>(old_len + p + 1) * per);
@@ -384,7 +384,7 @@ TEST(SessionDecoding, ABranchSharesItsPrefixPagesWithTheBranchItLeft) {
       ASSERT_EQ(r.kv_held_refs.size(), static_cast<size_t>(p + 1));
       for (int q = 0; q <= p; ++q) EXPECT_EQ(r.kv_held_refs[static_cast<size_t>(q)], q < shared * B ? 2 : 1) << q;
       // The scene frames the shared pages as shared.
-      const Scene scene = build_scene(s.snap.seq, ViewOptions());
+      const Scene scene = build_scene(s.engine.seq, ViewOptions());
       int shared_frames = 0;
       for (const BlockInstance& f : scene.cache_marks) shared_frames += f.mark == CacheMark::kSharedPage;
       EXPECT_GT(shared_frames, 0);
@@ -392,8 +392,8 @@ TEST(SessionDecoding, ABranchSharesItsPrefixPagesWithTheBranchItLeft) {
       // step computes one position, and the new branch stays beside it.
       s.execute(cmd::SelectBranch{0}, 0);
       settle(s);
-      EXPECT_EQ(s.snap.tree.current(), 0);
-      ASSERT_EQ(s.snap.records.size(), 8u);
+      EXPECT_EQ(s.engine.tree.current(), 0);
+      ASSERT_EQ(s.engine.records.size(), 8u);
       const StepRecord& back = step_beside_a_kept_branch(s, 9);
       EXPECT_EQ(back.seq_len, old_len + 1);
       const int back_pages = (old_len + 1 + B - 1) / B;

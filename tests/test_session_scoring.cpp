@@ -59,29 +59,29 @@ TEST(SessionScoring, ScoringStartsOnlyOnTheCommand) {
   s.ui.custom_prompt = "abc ab";
   s.ui.sampler.greedy = true;
   s.load_model(model_dir());
-  ASSERT_TRUE(frames_until(s, [&] { return s.snap.model != nullptr && s.snap.started; }));
-  for (int i = 0; i < 10 && s.snap.stop == StopReason::kNone; ++i) {
+  ASSERT_TRUE(frames_until(s, [&] { return s.engine.model != nullptr && s.engine.started; }));
+  for (int i = 0; i < 10 && s.engine.stop == StopReason::kNone; ++i) {
     s.execute(cmd::Step{}, 0);
-    ASSERT_TRUE(frames_until(s, [&] { return s.engine_idle() && !s.snap.step_in_flight; }));
+    ASSERT_TRUE(frames_until(s, [&] { return s.engine_idle() && !s.engine.step_in_flight; }));
   }
-  ASSERT_GE(s.snap.records.size(), 3u);
+  ASSERT_GE(s.engine.records.size(), 3u);
   // A stopped or paused generation on screen, many frames: nothing is scored.
   for (int i = 0; i < 50; ++i) s.update(1e9);
-  EXPECT_FALSE(s.snap.kv_scoring);
-  EXPECT_EQ(s.snap.kv_scores, nullptr);
+  EXPECT_FALSE(s.engine.kv_scoring);
+  EXPECT_EQ(s.engine.kv_scores, nullptr);
 
   s.execute(cmd::ScoreKvLayouts{}, 0);
-  ASSERT_TRUE(frames_until(s, [&] { return s.snap.kv_scores != nullptr && !s.snap.kv_scoring; }));
-  const LayoutScoreResult& res = *s.snap.kv_scores;
+  ASSERT_TRUE(frames_until(s, [&] { return s.engine.kv_scores != nullptr && !s.engine.kv_scoring; }));
+  const LayoutScoreResult& res = *s.engine.kv_scores;
   ASSERT_TRUE(res.error.empty()) << res.error;
-  EXPECT_EQ(res.request.at, s.snap.seq.current) << "the result names the step whose text it scored";
+  EXPECT_EQ(res.request.at, s.engine.seq.current) << "the result names the step whose text it scored";
   ASSERT_EQ(res.scores.size(), res.request.layouts.size());
-  ASSERT_EQ(res.request.tokens.size(), s.snap.seq.tokens.size());
+  ASSERT_EQ(res.request.tokens.size(), s.engine.seq.tokens.size());
   const LayoutScores& dense = res.scores[0];
   ASSERT_EQ(dense.nll.size(), res.request.tokens.size() - 1);
   // The generation ran dense f32 (the default layout): each record's logits
   // give the NLL of the token it chose at its position.
-  for (const RecordPtr& r : s.snap.records) {
+  for (const RecordPtr& r : s.engine.records) {
     const size_t i = static_cast<size_t>(r->seq_len - 1);
     EXPECT_NEAR(dense.nll[i], nll_of(r->logits, r->token), 1e-4) << "position " << i;
   }

@@ -66,7 +66,7 @@ void update_until(Session& s, F done) {
 
 std::vector<int> generated(const Session& s) {
   std::vector<int> out;
-  for (const RecordPtr& r : s.snap.records) out.push_back(r->token);
+  for (const RecordPtr& r : s.engine.records) out.push_back(r->token);
   return out;
 }
 
@@ -74,7 +74,7 @@ std::vector<int> generated(const Session& s) {
 void pick(Session& s, int index, const std::string& dir) {
   s.execute(cmd::LoadCheckpoint{index}, 0);
   update_until(s, [&] {
-    return s.snap.model && s.snap.model->dir == dir && s.snap.stop != StopReason::kNone && s.engine_idle();
+    return s.engine.model && s.engine.model->dir == dir && s.engine.stop != StopReason::kNone && s.engine_idle();
   });
 }
 
@@ -115,19 +115,19 @@ TEST(TrainingSession, PickingACheckpointRegeneratesTheSamePromptWithItsWeights) 
   s.ui.sampler.temperature = 0.9f;
   s.ui.sampler.seed = 77;
   s.load_model(run.final_dir);
-  update_until(s, [&] { return s.snap.model && s.snap.stop != StopReason::kNone && s.engine_idle(); });
-  ASSERT_TRUE(s.snap.training) << "the run's record beside the final model";
-  EXPECT_EQ(s.snap.checkpoint, 2);
+  update_until(s, [&] { return s.engine.model && s.engine.stop != StopReason::kNone && s.engine_idle(); });
+  ASSERT_TRUE(s.engine.training) << "the run's record beside the final model";
+  EXPECT_EQ(s.engine.checkpoint, 2);
   const std::vector<int> final_tokens = generated(s);
-  const std::vector<int> prompt = s.snap.records.at(0)->prompt_tokens;
-  const std::vector<float> final_logits = s.snap.records[0]->logits;
+  const std::vector<int> prompt = s.engine.records.at(0)->prompt_tokens;
+  const std::vector<float> final_logits = s.engine.records[0]->logits;
 
   pick(s, 0, fs::weakly_canonical(run.dirs[0]).string());
   ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
-  EXPECT_EQ(s.snap.checkpoint, 0);
-  ASSERT_TRUE(s.snap.training) << "the record stays while a checkpoint is loaded";
+  EXPECT_EQ(s.engine.checkpoint, 0);
+  ASSERT_TRUE(s.engine.training) << "the record stays while a checkpoint is loaded";
   EXPECT_EQ(s.ui.active_prompt, "Once upon a time");
-  const StepRecord& first = *s.snap.records.at(0);
+  const StepRecord& first = *s.engine.records.at(0);
   EXPECT_EQ(first.prompt_tokens, prompt);
   EXPECT_EQ(first.sampler.seed, 77u);
   EXPECT_FLOAT_EQ(first.sampler.temperature, 0.9f);
@@ -135,12 +135,12 @@ TEST(TrainingSession, PickingACheckpointRegeneratesTheSamePromptWithItsWeights) 
   expect_prefill_from(first, run.dirs[0], run.tmp);
 
   pick(s, 1, fs::weakly_canonical(run.dirs[1]).string());
-  EXPECT_EQ(s.snap.checkpoint, 1);
-  expect_prefill_from(*s.snap.records.at(0), run.dirs[1], run.tmp);
+  EXPECT_EQ(s.engine.checkpoint, 1);
+  expect_prefill_from(*s.engine.records.at(0), run.dirs[1], run.tmp);
 
   // Back to the final model: the same tokens as the first time.
   pick(s, 2, fs::weakly_canonical(run.final_dir).string());
-  EXPECT_EQ(s.snap.checkpoint, 2);
+  EXPECT_EQ(s.engine.checkpoint, 2);
   EXPECT_EQ(generated(s), final_tokens);
   EXPECT_TRUE(s.ui.errors.empty());
 }
@@ -153,15 +153,15 @@ TEST(TrainingSession, AModelWithoutARunHasNoRecordAndABrokenOneIsReported) {
   Session s;
   s.ui.playing = false;
   s.load_model(plain / "gpt2");
-  update_until(s, [&] { return s.snap.model != nullptr; });
-  EXPECT_FALSE(s.snap.training);
+  update_until(s, [&] { return s.engine.model != nullptr; });
+  EXPECT_FALSE(s.engine.training);
   s.execute(cmd::LoadCheckpoint{0}, 0);  // nothing to pick: ignored
-  EXPECT_FALSE(s.snap.loading_model);
+  EXPECT_FALSE(s.engine.loading_model);
 
   testutil::write_file(run.training + "/training.json", R"({"checkpoints": [{"step": "zero"}]})");
   s.load_model(run.final_dir);
-  update_until(s, [&] { return s.snap.model && s.snap.model->dir != plain / "gpt2"; });
-  EXPECT_FALSE(s.snap.training);
+  update_until(s, [&] { return s.engine.model && s.engine.model->dir != plain / "gpt2"; });
+  EXPECT_FALSE(s.engine.training);
   ASSERT_EQ(s.ui.errors.size(), 1u);
   EXPECT_NE(s.ui.errors[0].find("training.json: checkpoints[0].step: expected"), std::string::npos) << s.ui.errors[0];
 }

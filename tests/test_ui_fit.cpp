@@ -294,7 +294,7 @@ TEST(FitChoices, TheSavedKvLayoutIsFittedToItsRangesAndTheModel) {
   EXPECT_TRUE(s.ui.errors.empty()) << joined(s.ui.errors);
   // 4 heads of 12 = 48-wide K/V rows (not whole q4_0 blocks), 128 positions.
   auto m = std::make_shared<Model>(shaped(2, 4, 48, 128, 300));
-  s.snap.model = m;
+  s.engine.model = m;
   s.fit_to_model(path);  // as a model load does
   for (const std::string& needle :
        {path + ": kv_layout.window 300 is outside 0..128 (tiny's context is 128 positions); using 128",
@@ -316,7 +316,7 @@ TEST(FitChoices, TheSavedKvLayoutIsFittedToItsRangesAndTheModel) {
   // A switch to a model with a shorter context re-fits what the first allowed
   // (said in the status line, not blamed on the file).
   s.ui.errors.clear();
-  s.snap.model = std::make_shared<Model>(shaped(2, 4, 48, 40, 300));
+  s.engine.model = std::make_shared<Model>(shaped(2, 4, 48, 40, 300));
   s.fit_to_model();
   EXPECT_TRUE(s.ui.errors.empty()) << joined(s.ui.errors);
   EXPECT_EQ(s.ui.kv_layout.window, 40);
@@ -415,11 +415,11 @@ TEST(DemoWindow, EndsOnTheCameraPresetOrNamesTheVariable) {
   EXPECT_EQ(apply_demo_camera("side", camera), "");
   ASSERT_TRUE(camera.has_value());
   EXPECT_EQ(*camera, CameraPreset::kSide);
-  const Snapshot snap;
+  const EngineState engine;
   for (const std::string view : {"", "heatmaps", "beams"}) {
     std::optional<CameraPreset> last;
     for (int frame = 0; frame < 200; ++frame)
-      for (const UiCommand& c : demo_script(frame, 200, snap, view, camera))
+      for (const UiCommand& c : demo_script(frame, 200, engine, view, camera))
         if (const auto* set = std::get_if<cmd::SetCamera>(&c)) last = set->preset;
     ASSERT_TRUE(last.has_value()) << view;
     EXPECT_EQ(*last, CameraPreset::kSide) << view;
@@ -430,11 +430,11 @@ TEST(DemoWindow, EndsOnTheCameraPresetOrNamesTheVariable) {
 // frames, whatever the run's length (a short run used to remove the file
 // before the frame's read ran), or not at all when the run is too short.
 TEST(DemoWindow, SavedViewIsReadBackBeforeItIsRemovedInRunsOfAnyLength) {
-  const Snapshot snap;
+  const EngineState engine;
   for (int total = 1; total <= 300; ++total) {
     int save = -1, load = -1;
     for (int frame = 0; frame < total; ++frame) {
-      for (const UiCommand& c : demo_script(frame, total, snap, "", std::nullopt)) {
+      for (const UiCommand& c : demo_script(frame, total, engine, "", std::nullopt)) {
         if (std::holds_alternative<cmd::SaveView>(c)) save = frame;
         if (std::holds_alternative<cmd::LoadView>(c)) load = frame;
       }

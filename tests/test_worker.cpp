@@ -139,18 +139,18 @@ int scrub(const StepRecord& r) {
 // without the window: random commands while steps compute. Everything the
 // session shows must stay complete and consistent.
 void check_shown(const Session& s) {
-  const Snapshot& snap = s.snap;
-  if (snap.records.empty()) return;
-  const RecordPtr& first = snap.records.front();
-  for (size_t i = 0; i < snap.records.size(); ++i) {
-    const StepRecord& r = *snap.records[i];
+  const EngineState& engine = s.engine;
+  if (engine.records.empty()) return;
+  const RecordPtr& first = engine.records.front();
+  for (size_t i = 0; i < engine.records.size(); ++i) {
+    const StepRecord& r = *engine.records[i];
     ASSERT_EQ(r.index, static_cast<int>(i)) << "records arrive in order, none lost";
     ASSERT_EQ(r.seq_len, first->seq_len + static_cast<int>(i));
     ASSERT_EQ(r.n_layer, first->n_layer) << "one generation, one model";
   }
-  ASSERT_TRUE(snap.model);
-  check_complete(*snap.records.back(), snap.model->config);
-  ASSERT_LE(snap.seq_count, snap.records.size());
+  ASSERT_TRUE(engine.model);
+  check_complete(*engine.records.back(), engine.model->config);
+  ASSERT_LE(engine.seq_count, engine.records.size());
 }
 
 TEST(WorkerThreads, SessionStepsToggleScrubResetAndModelSwitchesRaceFree) {
@@ -194,12 +194,12 @@ TEST(WorkerThreads, SessionStepsToggleScrubResetAndModelSwitchesRaceFree) {
                                   << n_forks << " forks landed";
     ++iteration;
     s.update(now());
-    if (s.snap.model.get() != last_model) {
-      last_model = s.snap.model.get();
+    if (s.engine.model.get() != last_model) {
+      last_model = s.engine.model.get();
       ++n_loaded;
     }
-    if (s.snap.generation != last_generation && s.snap.started) {
-      last_generation = s.snap.generation;
+    if (s.engine.generation != last_generation && s.engine.started) {
+      last_generation = s.engine.generation;
       ++n_generations;
     }
     for (const std::string& e : s.ui.errors)
@@ -207,22 +207,22 @@ TEST(WorkerThreads, SessionStepsToggleScrubResetAndModelSwitchesRaceFree) {
     s.ui.errors.clear();
     check_shown(s);
     if (HasFatalFailure()) return;
-    if (s.snap.tree.size() > tree_size && s.snap.tree.current_branch().fork_step >= 0) ++n_forks_landed;
-    tree_size = s.snap.tree.size();
-    n_records_seen = std::max(n_records_seen, s.snap.total_records);
-    if (s.snap.stop != last_stop) {
-      last_stop = s.snap.stop;
+    if (s.engine.tree.size() > tree_size && s.engine.tree.current_branch().fork_step >= 0) ++n_forks_landed;
+    tree_size = s.engine.tree.size();
+    n_records_seen = std::max(n_records_seen, s.engine.total_records);
+    if (s.engine.stop != last_stop) {
+      last_stop = s.engine.stop;
       if (last_stop == StopReason::kContextFull) {
         ++n_context_full;
-        ASSERT_FALSE(s.snap.records.empty());
-        ASSERT_EQ(s.snap.records.back()->seq_len, s.snap.model->config.n_positions);
+        ASSERT_FALSE(s.engine.records.empty());
+        ASSERT_EQ(s.engine.records.back()->seq_len, s.engine.model->config.n_positions);
       }
     }
     // Scrub (reading every byte of the shown record), of this or an earlier generation.
-    const int n = static_cast<int>(s.snap.records.size());
+    const int n = static_cast<int>(s.engine.records.size());
     if (n > 0 && chance(20)) {
       s.execute(cmd::ScrubTo{static_cast<int>(rng() % n)}, now());
-      if (s.snap.seq.current) bad_numbers += scrub(*s.snap.seq.current);
+      if (s.engine.seq.current) bad_numbers += scrub(*s.engine.seq.current);
       ++n_scrubbed;
       if (chance(50)) s.execute(cmd::Scrub{n}, now());  // back to the newest: playback goes on
       s.ui.playing = true;
@@ -238,17 +238,17 @@ TEST(WorkerThreads, SessionStepsToggleScrubResetAndModelSwitchesRaceFree) {
       s.ui.sampler.seed = rng();
       s.execute(cmd::SetSampler{}, now());
     }
-    if (s.snap.seq.current && s.snap.seq.current->top.size() > 1 && chance(1)) {
-      s.execute(cmd::Fork{s.snap.seq.current->top[1].token}, now());
+    if (s.engine.seq.current && s.engine.seq.current->top.size() > 1 && chance(1)) {
+      s.execute(cmd::Fork{s.engine.seq.current->top[1].token}, now());
       ++n_forks;
     }
-    if (s.snap.model && (chance(1) || (s.snap.stop != StopReason::kNone && chance(20)))) {  // reset
+    if (s.engine.model && (chance(1) || (s.engine.stop != StopReason::kNone && chance(20)))) {  // reset
       if (old_records.size() > 64) old_records.erase(old_records.begin(), old_records.begin() + 32);
-      old_records.insert(old_records.end(), s.snap.records.begin(), s.snap.records.end());
+      old_records.insert(old_records.end(), s.engine.records.begin(), s.engine.records.end());
       s.ui.custom_prompt = chance(50) ? "Once upon" : "xyz 123";
       s.execute(cmd::Start{s.ui.custom_prompt}, now());
     }
-    if (s.snap.model && chance(1) && !s.snap.loading_model) {
+    if (s.engine.model && chance(1) && !s.engine.loading_model) {
       s.execute(cmd::LoadModel{n_loaded % 2 ? m.b : m.a}, now());  // a new model while steps compute
       if (chance(30)) s.execute(cmd::CancelLoad{}, now());
       if (chance(20)) s.execute(cmd::LoadModel{n_loaded % 2 ? m.b : m.a}, now());  // supersedes it
@@ -437,7 +437,7 @@ void update_until(Session& s, F done) {
 void load_paused(Session& s, const std::string& dir) {
   s.ui.playing = false;
   s.load_model(dir);
-  update_until(s, [&] { return s.snap.model != nullptr; });
+  update_until(s, [&] { return s.engine.model != nullptr; });
 }
 
 // Starts a generation of `prompt` and pauses playback (a start resumes it).
@@ -454,14 +454,14 @@ TEST(Session, ArrowAfterResetWhilePausedRunsThePrefill) {
   load_paused(s, models().a);
   s.execute(cmd::Reset{}, 0);
   s.execute(cmd::Scrub{1}, 0);  // before the worker accepted the start
-  update_until(s, [&] { return s.snap.records.size() == 1; });
-  EXPECT_TRUE(s.snap.records[0]->prefill);
+  update_until(s, [&] { return s.engine.records.size() == 1; });
+  EXPECT_TRUE(s.engine.records[0]->prefill);
   EXPECT_FALSE(s.ui.playing);
   s.execute(cmd::Scrub{1}, 1);  // and after: one decode step each
-  update_until(s, [&] { return s.snap.records.size() == 2; });
-  EXPECT_FALSE(s.snap.records[1]->prefill);
+  update_until(s, [&] { return s.engine.records.size() == 2; });
+  EXPECT_FALSE(s.engine.records[1]->prefill);
   for (int i = 0; i < 50; ++i) s.update(2);
-  EXPECT_EQ(s.snap.records.size(), 2u) << "paused: no more steps than asked for";
+  EXPECT_EQ(s.engine.records.size(), 2u) << "paused: no more steps than asked for";
   EXPECT_TRUE(s.ui.errors.empty());
 }
 
@@ -475,11 +475,11 @@ TEST(Session, OnlyTheNewestStartsRecordsReachTheTimeline) {
   s.execute(cmd::Step{}, 0);
   start_paused(s, "Once upon");
   s.execute(cmd::Step{}, 0);
-  update_until(s, [&] { return !s.snap.records.empty() && s.engine_idle(); });
-  ASSERT_EQ(s.snap.records.size(), 1u);
-  const StepRecord& r = *s.snap.records[0];
+  update_until(s, [&] { return !s.engine.records.empty() && s.engine_idle(); });
+  ASSERT_EQ(s.engine.records.size(), 1u);
+  const StepRecord& r = *s.engine.records[0];
   EXPECT_EQ(r.index, 0);
-  const std::vector<int> want = s.snap.model->tokenizer.encode("Once upon");
+  const std::vector<int> want = s.engine.model->tokenizer.encode("Once upon");
   EXPECT_EQ(r.prompt_tokens, want);
   EXPECT_EQ(s.ui.active_prompt, "Once upon");
 }
@@ -501,7 +501,7 @@ TEST(Session, ViewsAndIndicesFromAnotherModelAreFittedToTheLoadedOne) {
   ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
 
   s.load_model(m.a);
-  update_until(s, [&] { return s.snap.model && s.snap.model->config.n_layer == 2; });
+  update_until(s, [&] { return s.engine.model && s.engine.model->config.n_layer == 2; });
   EXPECT_EQ(s.ui.layer, -1) << "layer 2 kept after switching to a 2-layer model";
   EXPECT_EQ(s.ui.head, -1);
 
@@ -523,9 +523,9 @@ TEST(Session, ViewsAndIndicesFromAnotherModelAreFittedToTheLoadedOne) {
   EXPECT_EQ(s.ui.layer, -1);
   s.ui.playing = true;
   s.ui.fastest = true;
-  update_until(s, [&] { return s.snap.stop != StopReason::kNone && s.snap.pending_view_step < 0; });
-  EXPECT_EQ(s.ui.view_step, static_cast<int>(s.snap.records.size()) - 1);
-  EXPECT_LE(static_cast<int>(s.snap.records.size()), s.snap.model->config.n_positions);
+  update_until(s, [&] { return s.engine.stop != StopReason::kNone && s.engine.pending_view_step < 0; });
+  EXPECT_EQ(s.ui.view_step, static_cast<int>(s.engine.records.size()) - 1);
+  EXPECT_LE(static_cast<int>(s.engine.records.size()), s.engine.model->config.n_positions);
 }
 
 // Models a (2 layers, 2 heads, 32 wide, 48 positions) and b (3 layers, 4
@@ -563,7 +563,7 @@ TEST(Session, SettingsFromAnotherModelAreFittedWhenTheModelLoads) {
   // The next load is a model switch: nothing more is blamed on the file.
   s.ui.errors.clear();
   s.load_model(models().b);
-  update_until(s, [&] { return s.snap.model && s.snap.model->config.n_layer == 3; });
+  update_until(s, [&] { return s.engine.model && s.engine.model->config.n_layer == 3; });
   EXPECT_TRUE(s.ui.errors.empty());
 }
 
@@ -580,10 +580,10 @@ TEST(Session, AModelSwitchReclampsWhatTheLargerModelAllowed) {
   s.ui.kv_layout.window = 16;
   s.ui.kv_layout.sinks = 2;
   s.execute(cmd::Reset{}, 0);
-  update_until(s, [&] { return s.snap.started; });
+  update_until(s, [&] { return s.engine.started; });
   ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
   s.load_model(models().b);
-  update_until(s, [&] { return s.snap.model && s.snap.model->config.n_layer == 3 && s.snap.started; });
+  update_until(s, [&] { return s.engine.model && s.engine.model->config.n_layer == 3 && s.engine.started; });
   EXPECT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
   EXPECT_EQ(s.ui.max_new, 40);
   EXPECT_EQ(s.ui.layer, 1);                        // b has it
@@ -592,7 +592,7 @@ TEST(Session, AModelSwitchReclampsWhatTheLargerModelAllowed) {
   EXPECT_EQ(s.ui.kv_layout.sinks, 2);
   EXPECT_NE(s.ui.status.find("kv_layout.dtype q8_0 does not fit"), std::string::npos) << s.ui.status;
   s.execute(cmd::Step{}, 1);
-  update_until(s, [&] { return !s.snap.records.empty() && s.engine_idle(); });
+  update_until(s, [&] { return !s.engine.records.empty() && s.engine_idle(); });
   EXPECT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
 }
 
@@ -623,10 +623,10 @@ TEST(Session, AViewRestoredBeforeTheModelLoadedIsFittedToIt) {
 
 // Steps the session's generation until the timeline holds `n` records.
 void step_to(Session& s, size_t n) {
-  while (s.snap.records.size() < n && s.snap.stop == StopReason::kNone) {
-    const size_t have = s.snap.records.size();
+  while (s.engine.records.size() < n && s.engine.stop == StopReason::kNone) {
+    const size_t have = s.engine.records.size();
     s.execute(cmd::Step{}, 0);
-    update_until(s, [&] { return s.snap.records.size() > have || s.snap.stop != StopReason::kNone; });
+    update_until(s, [&] { return s.engine.records.size() > have || s.engine.stop != StopReason::kNone; });
   }
 }
 
@@ -640,44 +640,44 @@ TEST(Session, HistoryBudgetDropsOldDetailWhileGenerating) {
   load_paused(s, models().a);
   start_paused(s, "Hello");
   step_to(s, 30);
-  ASSERT_EQ(s.snap.records.size(), 30u);
-  EXPECT_FALSE(s.snap.tree.trimmed().any()) << "the default budget holds a small model's whole context";
+  ASSERT_EQ(s.engine.records.size(), 30u);
+  EXPECT_FALSE(s.engine.tree.trimmed().any()) << "the default budget holds a small model's whole context";
   uint64_t full = 0;
-  for (const RecordPtr& r : s.snap.records) full += record_bytes(*r);
-  EXPECT_EQ(s.snap.tree.bytes(), full);
+  for (const RecordPtr& r : s.engine.records) full += record_bytes(*r);
+  EXPECT_EQ(s.engine.tree.bytes(), full);
 
   const uint64_t budget = full / 3;
-  s.snap.tree.set_budget(budget);
+  s.engine.tree.set_budget(budget);
   s.execute(cmd::Reset{}, 0);
   s.ui.playing = false;
   for (size_t n = 1; n <= 30; ++n) {
     step_to(s, n);
     // After every record: within the budget, or nothing left to drop but
     // the newest 8 records, which stay whole.
-    if (s.snap.tree.bytes() <= budget) continue;
-    for (size_t i = 0; i + 8 < s.snap.records.size(); ++i)
-      ASSERT_EQ(detail_of(*s.snap.records[i]), 0u) << "over the budget at " << n << " records, record " << i;
+    if (s.engine.tree.bytes() <= budget) continue;
+    for (size_t i = 0; i + 8 < s.engine.records.size(); ++i)
+      ASSERT_EQ(detail_of(*s.engine.records[i]), 0u) << "over the budget at " << n << " records, record " << i;
   }
-  ASSERT_EQ(s.snap.records.size(), 30u);
-  const TrimReport& t = s.snap.tree.trimmed();
+  ASSERT_EQ(s.engine.records.size(), 30u);
+  const TrimReport& t = s.engine.tree.trimmed();
   EXPECT_TRUE(t.any());
   EXPECT_GT(t.attention_dropped, 0);
   EXPECT_GT(t.bytes_freed, 0u);
-  for (size_t i = 0; i < s.snap.records.size(); ++i) {
-    const StepRecord& r = *s.snap.records[i];
+  for (size_t i = 0; i < s.engine.records.size(); ++i) {
+    const StepRecord& r = *s.engine.records[i];
     EXPECT_EQ(r.index, static_cast<int>(i));
     EXPECT_FALSE(r.top.empty()) << "candidates stay: " << i;
     if (static_cast<int>(i) < t.first_full) {
       EXPECT_EQ(r.n_rows, 0) << "attention dropped: " << i;
     }
-    if (i + 8 >= s.snap.records.size()) {
+    if (i + 8 >= s.engine.records.size()) {
       EXPECT_EQ(detail_of(r), static_cast<unsigned>(kDetailAll)) << i;
     }
   }
   // Scrubbing back to a step whose detail was dropped shows its tokens.
   s.execute(cmd::ScrubTo{2}, 0);
   s.sync_shown();
-  EXPECT_EQ(s.snap.seq_count, 3u);
+  EXPECT_EQ(s.engine.seq_count, 3u);
   EXPECT_TRUE(s.ui.errors.empty());
 }
 

@@ -9,37 +9,37 @@
 namespace kvscope {
 
 FrameSpec frame_spec(const Session& s, float anim, int hover_pos) {
-  const Snapshot& snap = s.snap;
+  const EngineState& engine = s.engine;
   const UiState& ui = s.ui;
   FrameSpec f;
-  f.seq = &snap.seq;
-  f.model = snap.model.get();
+  f.seq = &engine.seq;
+  f.model = engine.model.get();
   f.view.layer = ui.layer;
   f.view.head = ui.head;
   f.view.min_weight = ui.min_weight;
   f.view.beams = ui.beams;
   f.view.palette = palette_for(ui.colour_blind);
-  f.view.hide_newest = prediction_hidden(snap, ui);
+  f.view.hide_newest = prediction_hidden(engine, ui);
   f.anim = anim;
   f.labels = ui.labels;
   f.legend = ui.legend;
   f.hud = ui.hud;
   f.presentation = ui.presentation;
-  f.step = shown_step(snap, ui);
-  f.n_steps = snap.timeline_size();
+  f.step = shown_step(engine, ui);
+  f.n_steps = engine.timeline_size();
   f.live = ui.view_step < 0;
   f.hover_pos = hover_pos;
-  f.decode = snap.decoding.mode;
-  f.beam_records = &snap.beam_records;
-  f.spec_iterations = &snap.spec_iterations;
+  f.decode = engine.decoding.mode;
+  f.beam_records = &engine.beam_records;
+  f.spec_iterations = &engine.spec_iterations;
   f.decode_count = static_cast<size_t>(std::max(0, f.step + 1));
   // A speculative iteration held at one stage (Decoding panel).
   if (f.decode == DecodeMode::kSpeculative && ui.spec_stage != SpecStage::kAnimate)
     f.anim = spec_stage_anim(static_cast<int>(ui.spec_stage));
-  if (snap.timeline_size() == 0)
-    f.message = snap.loading_model ? "loading the model\xE2\x80\xA6"
-                : !snap.model      ? "no model: open a model folder (GPT-2, Llama, Mistral, Qwen2) in the Model panel"
-                                   : "paused before the first step: \xE2\x86\x92 or Space runs the prefill";
+  if (engine.timeline_size() == 0)
+    f.message = engine.loading_model ? "loading the model\xE2\x80\xA6"
+                : !engine.model      ? "no model: open a model folder (GPT-2, Llama, Mistral, Qwen2) in the Model panel"
+                                     : "paused before the first step: \xE2\x86\x92 or Space runs the prefill";
   return f;
 }
 

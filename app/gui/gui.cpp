@@ -102,9 +102,9 @@ RunSetup prepare(const GuiOptions& opt, UiState& ui) {
 
 // A speculative iteration plays three stages (draft, verify, resolve) over
 // the three token periods it gets (Session::next_step_due).
-float anim_duration(const Snapshot& snap, const UiState& ui) {
+float anim_duration(const EngineState& engine, const UiState& ui) {
   const float d = ui.fastest ? 0.15f : std::clamp(0.85f / ui.speed, 0.15f, 0.9f);
-  return snap.decoding.mode == DecodeMode::kSpeculative ? 3.0f * d : d;
+  return engine.decoding.mode == DecodeMode::kSpeculative ? 3.0f * d : d;
 }
 
 // Sleeps while nothing moves (no animation, no step due), else polls.
@@ -112,7 +112,7 @@ void poll_or_wait(const Session& s, bool scripted, bool animating, int& awake_fr
   double wait = -1;
   if (!scripted && !animating && awake_frames <= 0 && s.ui.errors.empty()) {
     wait = 0.5;
-    if (s.ui.playing && s.snap.started && s.snap.stop == StopReason::kNone)
+    if (s.ui.playing && s.engine.started && s.engine.stop == StopReason::kNone)
       wait = std::max(0.0, s.next_step_due() - now);
     if (s.ui.serving.open && s.ui.serving.playing)  // the Serving view's next step
       wait = std::max(0.0, s.ui.serving.last_step + 1.0 / std::max(0.1f, s.ui.serving.speed) - now);
@@ -130,7 +130,7 @@ void poll_or_wait(const Session& s, bool scripted, bool animating, int& awake_fr
 void scripted_commands(const GuiOptions& opt, const RunSetup& setup, int frame, Session& s, SoakRun* soak,
                        Commands& cmds) {
   if (soak) {
-    Commands more = soak->frame(s.snap, s.engine_idle());
+    Commands more = soak->frame(s.engine, s.engine_idle());
     cmds.insert(cmds.end(), more.begin(), more.end());
   }
   if (opt.demo_frames <= 0) return;
@@ -138,11 +138,11 @@ void scripted_commands(const GuiOptions& opt, const RunSetup& setup, int frame, 
     open_demo_sections(setup.demo_view, s.ui);
     open_demo_panels(setup.demo_open, s.ui);
   }
-  Commands more = demo_script(frame, opt.demo_frames, s.snap, setup.demo_view, setup.demo_camera);
+  Commands more = demo_script(frame, opt.demo_frames, s.engine, setup.demo_view, setup.demo_camera);
   cmds.insert(cmds.end(), more.begin(), more.end());
   // Keep generating for the whole run: start again when a generation ends
   // (not in the last frames, so the final screenshot shows a full scene).
-  if (setup.demo_view.empty() && s.snap.stop != StopReason::kNone && s.engine_idle() &&
+  if (setup.demo_view.empty() && s.engine.stop != StopReason::kNone && s.engine_idle() &&
       frame < opt.demo_frames * 9 / 10)
     cmds.push_back(cmd::Reset{});
 }
@@ -198,9 +198,9 @@ int report_scripted(const Session& s, int frames, const FrameStats& stats, const
   for (const std::string& m : gl_msgs) std::fprintf(stderr, "kvscope: GL: %s\n", m.c_str());
   for (const std::string& e : s.ui.errors) std::fprintf(stderr, "kvscope: error: %s\n", e.c_str());
   std::fprintf(stderr, "kvscope: demo: %d frames, %d steps (%d positions now), final mode %s\n", frames,
-               s.snap.total_records, s.snap.seq.seq_len(), to_string(s.snap.mode));
+               s.engine.total_records, s.engine.seq.seq_len(), to_string(s.engine.mode));
   std::fprintf(stderr, "kvscope: %s\n", stats.summary().c_str());
-  return !gl_msgs.empty() || !s.ui.errors.empty() || s.snap.total_records == 0 ? 1 : 0;
+  return !gl_msgs.empty() || !s.ui.errors.empty() || s.engine.total_records == 0 ? 1 : 0;
 }
 
 // What the loop carries from one frame to the next.
@@ -216,16 +216,16 @@ struct LoopState {
 
 // 1. Poll (or sleep while nothing moves); the engine's results in.
 void poll_events(Session& s, bool scripted, WindowSide& side, LoopState& st) {
-  const bool animating = st.anim < 1.0f || s.snap.step_in_flight ||
+  const bool animating = st.anim < 1.0f || s.engine.step_in_flight ||
                          glm::distance(s.view.camera.eye(), s.view.goal.eye()) > 1e-3f * s.view.camera.distance;
   poll_or_wait(s, scripted, animating, st.awake_frames, glfwGetTime());
   st.now = glfwGetTime();
   st.dt = static_cast<float>(std::min(0.1, st.now - st.prev_time));
-  if (scripted && st.frame > 0) st.stats.add(st.now - st.prev_time, s.snap.loading_model);
+  if (scripted && st.frame > 0) st.stats.add(st.now - st.prev_time, s.engine.loading_model);
   st.prev_time = st.now;
   s.update(st.now);
   st.anim =
-      std::clamp(static_cast<float>((st.now - s.snap.last_record_time) / anim_duration(s.snap, s.ui)), 0.0f, 1.0f);
+      std::clamp(static_cast<float>((st.now - s.engine.last_record_time) / anim_duration(s.engine, s.ui)), 0.0f, 1.0f);
   side.apply(s.take_window_requests(), s.ui);
 }
 
@@ -234,7 +234,7 @@ void poll_events(Session& s, bool scripted, WindowSide& side, LoopState& st) {
 ViewRect run_ui(Session& s, const GuiOptions& opt, const RunSetup& setup, const WindowSize& ws, LoopState& st) {
   Commands cmds = shortcuts();
   scripted_commands(opt, setup, st.frame, s, st.soak.get(), cmds);
-  ViewRect v = layout_panels(s.snap, s.ui, ws.w, ws.h, cmds);
+  ViewRect v = layout_panels(s.engine, s.ui, ws.w, ws.h, cmds);
   Commands errs = panel_errors(s.ui);
   cmds.insert(cmds.end(), errs.begin(), errs.end());
   s.execute(cmds, st.now);
@@ -352,9 +352,9 @@ GuiRunPtr open_gui(const GuiOptions& opt) {
   Session& s = *run->session;
   s.ui = initial;
   if (!run->setup.settings_path.empty()) s.fit_to_model(run->setup.settings_path);  // the model's limits, once loaded
-  s.snap.mode = opt.no_cache ? CacheMode::kNoCache : CacheMode::kKV;
+  s.engine.mode = opt.no_cache ? CacheMode::kNoCache : CacheMode::kKV;
   if (s.ui.decoding.draft_dir.empty()) s.ui.decoding.draft_dir = asset_path("models/kvscope-draft");
-  s.snap.decoding = s.ui.decoding;  // the first generation's strategy (a demo view may choose one)
+  s.engine.decoding = s.ui.decoding;  // the first generation's strategy (a demo view may choose one)
   s.ui.active_prompt = s.selected_prompt();
   s.load_model(opt.model_dir.empty() ? default_model_dir() : opt.model_dir, opt.ctx);
   run->st.prev_time = glfwGetTime();

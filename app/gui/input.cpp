@@ -57,12 +57,12 @@ int view_mouse(Session& s, const Scene& scene, const ViewRect& r, bool newest_hi
     s.ui.auto_camera = false;
   }
   // (the strategies' scenes are not one sequence: no per-position tooltip)
-  if (s.snap.decoding.mode != DecodeMode::kSample) return -1;
+  if (s.engine.decoding.mode != DecodeMode::kSample) return -1;
   glm::vec3 origin, dir;
   screen_ray(cam, r.w / r.h, mouse.x - r.x, mouse.y - r.y, r.w, r.h, origin, dir);
   const Pick p = pick(scene, origin, dir);
-  if (p.kind == Pick::kNothing || (newest_hidden && p.pos == s.snap.seq.seq_len())) return -1;
-  hover_tooltip(s.snap, p, s.ui.layer, s.ui.head);
+  if (p.kind == Pick::kNothing || (newest_hidden && p.pos == s.engine.seq.seq_len())) return -1;
+  hover_tooltip(s.engine, p, s.ui.layer, s.ui.head);
   return p.pos;
 }
 

@@ -65,7 +65,7 @@ float sidebar_width(const UiState& ui, float W, bool alone) {
   return std::clamp(290.0f * ui.text_scale, lo, std::max(lo, cap));
 }
 
-float left_sidebar(const Snapshot& snap, UiState& ui, float W, float H, Commands& cmds) {
+float left_sidebar(const EngineState& engine, UiState& ui, float W, float H, Commands& cmds) {
   if (!ui.left_open) return folded_strip("##left_folded", "\xE2\x96\xB6", 0, H, ui.left_open);
   ImGui::SetNextWindowPos(ImVec2(0, 0), ImGuiCond_Always);
   ImGui::SetNextWindowSize(ImVec2(sidebar_width(ui, W, !ui.right_open), H), ImGuiCond_Always);
@@ -78,12 +78,12 @@ float left_sidebar(const Snapshot& snap, UiState& ui, float W, float H, Commands
     hover_help(
         "Many requests served from one paged KV pool by the loaded model: continuous batching, prefix "
         "caching, preemption (the Serving view, over the whole window).");
-    if (ImGui::CollapsingHeader("Prompt", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_prompt(snap, ui));
-    if (ImGui::CollapsingHeader("Playback", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_playback(snap, ui));
-    if (snap.decoding.mode != DecodeMode::kSample) ImGui::SetNextItemOpen(true, ImGuiCond_Once);
-    if (ImGui::CollapsingHeader("Decoding")) append(cmds, panel_decoding(snap, ui));
+    if (ImGui::CollapsingHeader("Prompt", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_prompt(engine, ui));
+    if (ImGui::CollapsingHeader("Playback", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_playback(engine, ui));
+    if (engine.decoding.mode != DecodeMode::kSample) ImGui::SetNextItemOpen(true, ImGuiCond_Once);
+    if (ImGui::CollapsingHeader("Decoding")) append(cmds, panel_decoding(engine, ui));
     if (ImGui::CollapsingHeader(header_label("Cache & compute", "Cache").c_str(), ImGuiTreeNodeFlags_DefaultOpen))
-      append(cmds, panel_cache(snap, ui));
+      append(cmds, panel_cache(engine, ui));
   }
   w = ImGui::GetWindowWidth();
   ImGui::End();
@@ -101,7 +101,7 @@ bool section(const char* label, bool& focus, ImGuiTreeNodeFlags flags = 0) {
   return open;
 }
 
-float right_sidebar(const Snapshot& snap, UiState& ui, float W, float H, Commands& cmds) {
+float right_sidebar(const EngineState& engine, UiState& ui, float W, float H, Commands& cmds) {
   if (!ui.right_open) return folded_strip("##right_folded", "\xE2\x97\x80", W, H, ui.right_open);
   ImGui::SetNextWindowPos(ImVec2(W, 0), ImGuiCond_Always, ImVec2(1, 0));
   ImGui::SetNextWindowSize(ImVec2(sidebar_width(ui, W, !ui.left_open), H), ImGuiCond_Always);
@@ -109,18 +109,18 @@ float right_sidebar(const Snapshot& snap, UiState& ui, float W, float H, Command
   if (ImGui::Begin("Inspect", nullptr, kDocked | ImGuiWindowFlags_NoResize)) {
     fold_button("fold \xE2\x96\xB6", ui.right_open);
     // Without a model the Model panel is what is needed: first, and open.
-    const bool no_model = !snap.model && !snap.loading_model;
+    const bool no_model = !engine.model && !engine.loading_model;
     if (no_model) {
       ImGui::SetNextItemOpen(true, ImGuiCond_Always);
-      if (ImGui::CollapsingHeader("Model")) append(cmds, panel_model(snap, ui));
+      if (ImGui::CollapsingHeader("Model")) append(cmds, panel_model(engine, ui));
     }
-    if (ImGui::CollapsingHeader("Attention", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_attention(snap, ui));
+    if (ImGui::CollapsingHeader("Attention", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_attention(engine, ui));
     if (section(header_label("Q\xC2\xB7K\xC2\xB7V inspector", "Q\xC2\xB7K\xC2\xB7V").c_str(), ui.qkv_open))
-      append(cmds, panel_qkv(snap, ui));
+      append(cmds, panel_qkv(engine, ui));
     if (section("Next token", ui.next_token_open, ImGuiTreeNodeFlags_DefaultOpen))
-      append(cmds, panel_next_token(snap, ui));
-    if (ImGui::CollapsingHeader("View", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_view(snap, ui));
-    if (!no_model && section("Model", ui.model_open)) append(cmds, panel_model(snap, ui));
+      append(cmds, panel_next_token(engine, ui));
+    if (ImGui::CollapsingHeader("View", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_view(engine, ui));
+    if (!no_model && section("Model", ui.model_open)) append(cmds, panel_model(engine, ui));
   }
   w = ImGui::GetWindowWidth();
   ImGui::End();
@@ -136,12 +136,12 @@ struct Lesson {
   int tab;  // UiState::bottom_tab; -1 = beam search or speculative decoding
 };
 
-std::vector<Lesson> lessons_shown(const Snapshot& snap) {
+std::vector<Lesson> lessons_shown(const EngineState& engine) {
   // Beam search and speculative decoding keep records of their own: their
   // lesson replaces the lessons read from one sequence's records.
   std::vector<Lesson> out;
-  if (snap.decoding.mode == DecodeMode::kBeam) out.push_back({"Beam search", "Beams", -1});
-  if (snap.decoding.mode == DecodeMode::kSpeculative) out.push_back({"Speculative decoding", "Speculative", -1});
+  if (engine.decoding.mode == DecodeMode::kBeam) out.push_back({"Beam search", "Beams", -1});
+  if (engine.decoding.mode == DecodeMode::kSpeculative) out.push_back({"Speculative decoding", "Speculative", -1});
   const Lesson all[] = {{"Branches", "Forks", 0},
                         {"Prefill vs decode", "Prefill", 1},
                         {"KV memory", "KV", 2},
@@ -153,17 +153,17 @@ std::vector<Lesson> lessons_shown(const Snapshot& snap) {
   return out;
 }
 
-void lesson_body(const Snapshot& snap, UiState& ui, int tab, Commands& cmds) {
+void lesson_body(const EngineState& engine, UiState& ui, int tab, Commands& cmds) {
   if (!ImGui::BeginChild("##lesson", ImVec2(0, 0))) {
     ImGui::EndChild();
     return;
   }
-  if (tab < 0) append(cmds, panel_decode_lesson(snap, ui));
-  if (tab == 0) append(cmds, panel_branches(snap, ui));
-  if (tab == 1) append(cmds, panel_phases(snap, ui));
-  if (tab == 2) append(cmds, panel_kv_calculator(snap, ui));
-  if (tab == 3) append(cmds, panel_heatmaps(snap, ui));
-  if (tab == 4) append(cmds, panel_training(snap, ui));
+  if (tab < 0) append(cmds, panel_decode_lesson(engine, ui));
+  if (tab == 0) append(cmds, panel_branches(engine, ui));
+  if (tab == 1) append(cmds, panel_phases(engine, ui));
+  if (tab == 2) append(cmds, panel_kv_calculator(engine, ui));
+  if (tab == 3) append(cmds, panel_heatmaps(engine, ui));
+  if (tab == 4) append(cmds, panel_training(engine, ui));
   ImGui::EndChild();
 }
 
@@ -172,7 +172,8 @@ const char* hide_arrow(const UiState& ui) {
   return ui.panel_fit.lessons_side ? "\xE2\x96\xB6" : "\xE2\x96\xBC";
 }
 
-void lessons_menu(const Snapshot& snap, UiState& ui, const std::vector<Lesson>& lessons, float hide_w, Commands& cmds) {
+void lessons_menu(const EngineState& engine, UiState& ui, const std::vector<Lesson>& lessons, float hide_w,
+                  Commands& cmds) {
   const auto current = std::find_if(lessons.begin(), lessons.end(), [&](const Lesson& l) {
     return l.tab == ui.bottom_tab || (l.tab < 0 && ui.bottom_tab != 2 && ui.bottom_tab != 4);
   });
@@ -190,11 +191,11 @@ void lessons_menu(const Snapshot& snap, UiState& ui, const std::vector<Lesson>& 
   ImGui::SameLine();
   if (ImGui::Button((std::string(hide_arrow(ui)) + "##hide_lessons").c_str(), ImVec2(hide_w, 0))) ui.teach_open = false;
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("hide the lessons");
-  lesson_body(snap, ui, shown.tab, cmds);
+  lesson_body(engine, ui, shown.tab, cmds);
 }
 
-void teach_tabs(const Snapshot& snap, UiState& ui, Commands& cmds) {
-  const std::vector<Lesson> lessons = lessons_shown(snap);
+void teach_tabs(const EngineState& engine, UiState& ui, Commands& cmds) {
+  const std::vector<Lesson> lessons = lessons_shown(engine);
   const ImGuiStyle& st = ImGui::GetStyle();
   auto tab_w = [&](const char* t) { return ImGui::CalcTextSize(t).x + 2 * st.FramePadding.x; };
   const float hide_w = tab_w(hide_arrow(ui));
@@ -203,7 +204,7 @@ void teach_tabs(const Snapshot& snap, UiState& ui, Commands& cmds) {
   const TabLabels labels =
       fit_tabs(full, brief, st.ItemInnerSpacing.x, ImGui::GetContentRegionAvail().x - hide_w - st.ItemInnerSpacing.x);
   if (labels == TabLabels::kMenu) {
-    lessons_menu(snap, ui, lessons, hide_w, cmds);
+    lessons_menu(engine, ui, lessons, hide_w, cmds);
     return;
   }
   if (!ImGui::BeginTabBar("teach_tabs")) return;
@@ -214,7 +215,7 @@ void teach_tabs(const Snapshot& snap, UiState& ui, Commands& cmds) {
     if (labels == TabLabels::kBrief && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", l.name);
     if (!open) continue;
     if (!ui.select_tab) ui.bottom_tab = std::max(0, l.tab);
-    lesson_body(snap, ui, l.tab, cmds);
+    lesson_body(engine, ui, l.tab, cmds);
     ImGui::EndTabItem();
   }
   if (ImGui::TabItemButton(hide_arrow(ui), ImGuiTabItemFlags_Trailing)) ui.teach_open = false;
@@ -225,9 +226,9 @@ void teach_tabs(const Snapshot& snap, UiState& ui, Commands& cmds) {
   ImGui::EndTabBar();
 }
 
-const char* lessons_label(const Snapshot& snap) {
-  return snap.decoding.mode == DecodeMode::kBeam ? "\xE2\x96\xB2 lessons: beam search, KV memory, training"
-         : snap.decoding.mode == DecodeMode::kSpeculative
+const char* lessons_label(const EngineState& engine) {
+  return engine.decoding.mode == DecodeMode::kBeam ? "\xE2\x96\xB2 lessons: beam search, KV memory, training"
+         : engine.decoding.mode == DecodeMode::kSpeculative
              ? "\xE2\x96\xB2 lessons: speculative decoding, KV memory, training"
              : "\xE2\x96\xB2 lessons: branches, prefill vs decode, KV memory, heads, training";
 }
@@ -237,10 +238,10 @@ float small_button_width(const char* label) {
 }
 
 // The lessons button; its tooltip lists them and says what folded by itself.
-void lessons_button(const Snapshot& snap, UiState& ui, const char* label) {
+void lessons_button(const EngineState& engine, UiState& ui, const char* label) {
   if (ImGui::SmallButton(label)) ui.teach_open = !ui.teach_open;
   if (!ImGui::IsItemHovered()) return;
-  const std::string help = std::string(ui.teach_open ? "hide the lessons" : lessons_label(snap) + 4) +
+  const std::string help = std::string(ui.teach_open ? "hide the lessons" : lessons_label(engine) + 4) +
                            (ui.panel_fit.note.empty() ? "" : "\n\n" + ui.panel_fit.note);
   hover_help(help.c_str());
 }
@@ -248,9 +249,9 @@ void lessons_button(const Snapshot& snap, UiState& ui, const char* label) {
 // The strip's second row while the lessons are closed: their button,
 // "(folded to fit)" and the history line, each as full as the width allows
 // (fit_row).
-void strip_second_row(const Snapshot& snap, UiState& ui) {
-  const HistoryText hist = history_text(snap);
-  const char* lessons[] = {lessons_label(snap), "\xE2\x96\xB2 lessons", "\xE2\x96\xB2"};
+void strip_second_row(const EngineState& engine, UiState& ui) {
+  const HistoryText hist = history_text(engine);
+  const char* lessons[] = {lessons_label(engine), "\xE2\x96\xB2 lessons", "\xE2\x96\xB2"};
   const char* marks[] = {"(folded to fit)", "(folded)"};
   const bool folded = !ui.panel_fit.note.empty();
   auto text_w = [](const std::string& t) { return ImGui::CalcTextSize(t.c_str()).x; };
@@ -260,7 +261,7 @@ void strip_second_row(const Snapshot& snap, UiState& ui) {
       {text_w(hist.full), text_w(hist.brief)}};
   const std::vector<int> pick =
       fit_row(widths, ImGui::GetStyle().ItemSpacing.x, ImGui::GetContentRegionAvail().x, {2, 0, 1});
-  lessons_button(snap, ui, lessons[pick[0]]);
+  lessons_button(engine, ui, lessons[pick[0]]);
   if (folded) {
     ImGui::SameLine();
     ImGui::TextDisabled("%s", fit_text(marks[pick[1]], ImGui::GetContentRegionAvail().x).c_str());
@@ -277,7 +278,7 @@ void strip_second_row(const Snapshot& snap, UiState& ui) {
 // tabs when opened (the history line then in the step counter's tooltip).
 // Where the picture is short (fit_panels) the strip keeps the timeline row
 // alone, with the lessons button at its end. Returns its height.
-float bottom_strip(const Snapshot& snap, UiState& ui, float x, float w, float H, Commands& cmds) {
+float bottom_strip(const EngineState& engine, UiState& ui, float x, float w, float H, Commands& cmds) {
   const bool full = !ui.teach_open && ui.panel_fit.full_strip;
   const bool lessons_here = ui.teach_open && !ui.panel_fit.lessons_side;
   const float h = bottom_height(lessons_here, full, H);
@@ -290,13 +291,13 @@ float bottom_strip(const Snapshot& snap, UiState& ui, float x, float w, float H,
                          ? "\xE2\x96\xB2 lessons"
                          : "\xE2\x96\xB2";
     const bool button = !full && !ui.teach_open;
-    append(cmds, panel_timeline(snap, ui, button ? small_button_width(up) + ImGui::GetStyle().ItemSpacing.x : 0.0f));
-    if (full) strip_second_row(snap, ui);
+    append(cmds, panel_timeline(engine, ui, button ? small_button_width(up) + ImGui::GetStyle().ItemSpacing.x : 0.0f));
+    if (full) strip_second_row(engine, ui);
     if (button) {
       ImGui::SameLine();
-      lessons_button(snap, ui, up);
+      lessons_button(engine, ui, up);
     }
-    if (lessons_here) teach_tabs(snap, ui, cmds);
+    if (lessons_here) teach_tabs(engine, ui, cmds);
   }
   ImGui::End();
   return h;
@@ -305,12 +306,12 @@ float bottom_strip(const Snapshot& snap, UiState& ui, float x, float w, float H,
 // The lessons in a column left of the right sidebar (open or folded) from
 // the window's top to its bottom, where fit_panels put them beside the view.
 // Returns its width (0 = the lessons are not there).
-float lessons_column(const Snapshot& snap, UiState& ui, float W, float right_x, float H, Commands& cmds) {
+float lessons_column(const EngineState& engine, UiState& ui, float W, float right_x, float H, Commands& cmds) {
   if (!ui.teach_open || !ui.panel_fit.lessons_side) return 0;
   const float w = sidebar_width(ui, W, true);
   ImGui::SetNextWindowPos(ImVec2(right_x, 0), ImGuiCond_Always, ImVec2(1, 0));
   ImGui::SetNextWindowSize(ImVec2(w, H), ImGuiCond_Always);
-  if (ImGui::Begin("Lessons", nullptr, kDocked | ImGuiWindowFlags_NoResize)) teach_tabs(snap, ui, cmds);
+  if (ImGui::Begin("Lessons", nullptr, kDocked | ImGuiWindowFlags_NoResize)) teach_tabs(engine, ui, cmds);
   ImGui::End();
   return w;
 }
@@ -358,18 +359,18 @@ void fold_to_fit(UiState& ui, float W, float H) {
 
 }  // namespace
 
-ViewRect layout_panels(const Snapshot& snap, UiState& ui, float W, float H, Commands& cmds) {
+ViewRect layout_panels(const EngineState& engine, UiState& ui, float W, float H, Commands& cmds) {
   ViewRect r{0, 0, std::max(1.0f, W), std::max(1.0f, H)};
   if (ui.serving.open) {  // the Serving view takes the window
-    append(cmds, panel_serving(snap, ui));
+    append(cmds, panel_serving(engine, ui));
     return r;
   }
   if (!ui.show_panels || W <= 0) return r;
   fold_to_fit(ui, W, H);
-  const float left = left_sidebar(snap, ui, W, H, cmds);
-  const float right = right_sidebar(snap, ui, W, H, cmds);
-  const float column = lessons_column(snap, ui, W, W - right, H, cmds);
-  const float bottom = bottom_strip(snap, ui, left, W - left - right - column, H, cmds);
+  const float left = left_sidebar(engine, ui, W, H, cmds);
+  const float right = right_sidebar(engine, ui, W, H, cmds);
+  const float column = lessons_column(engine, ui, W, W - right, H, cmds);
+  const float bottom = bottom_strip(engine, ui, left, W - left - right - column, H, cmds);
   r.x = left;
   r.w = std::max(1.0f, W - left - right - column);
   r.h = std::max(1.0f, H - bottom);

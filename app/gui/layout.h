@@ -3,7 +3,7 @@
 // timeline, and the teaching tabs when opened). Each sidebar folds to a
 // narrow strip with one click, so a teacher can give the 3D view the whole
 // window without presentation mode. To add a panel: write a
-// `Commands panel_xxx(const Snapshot&, UiState&)` (panels.h) and list it in
+// `Commands panel_xxx(const EngineState&, UiState&)` (panels.h) and list it in
 // one of the three places in app/gui/layout.cpp.
 #pragma once
 
@@ -19,6 +19,6 @@ struct ViewRect {
 
 // Draws the panels for a W x H window; appends their commands to `cmds`.
 // Returns the rectangle left for the 3D view.
-ViewRect layout_panels(const Snapshot& snap, UiState& ui, float W, float H, Commands& cmds);
+ViewRect layout_panels(const EngineState& engine, UiState& ui, float W, float H, Commands& cmds);
 
 }  // namespace kvscope

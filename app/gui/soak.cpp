@@ -63,16 +63,16 @@ SoakRun::~SoakRun() {
   std::remove(view_path_.c_str());
 }
 
-std::vector<UiCommand> SoakRun::frame(const Snapshot& snap, bool engine_idle) {
+std::vector<UiCommand> SoakRun::frame(const EngineState& engine, bool engine_idle) {
   std::vector<UiCommand> cmds;
-  if (finished() || !snap.started || snap.stop == StopReason::kNone || !engine_idle) return cmds;
-  if (snap.generation == handled_generation_) return cmds;
-  handled_generation_ = snap.generation;
+  if (finished() || !engine.started || engine.stop == StopReason::kNone || !engine_idle) return cmds;
+  if (engine.generation == handled_generation_) return cmds;
+  handled_generation_ = engine.generation;
   Round r;
-  r.stop = snap.stop;
-  r.mode = snap.records.empty() ? snap.mode : snap.records.back()->mode;
-  r.positions = snap.records.empty() ? 0 : snap.records.back()->seq_len;
-  r.context = snap.model ? snap.model->config.n_positions : 0;
+  r.stop = engine.stop;
+  r.mode = engine.records.empty() ? engine.mode : engine.records.back()->mode;
+  r.positions = engine.records.empty() ? 0 : engine.records.back()->seq_len;
+  r.context = engine.model ? engine.model->config.n_positions : 0;
   r.rss = resident_bytes();
   for (int i = 0; i < gl::kNumObjectKinds; ++i) r.gl_live += gl::object_count(static_cast<gl::ObjectKind>(i)).live();
   r.gl_summary = gl::object_counts_summary();

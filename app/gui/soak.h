@@ -41,7 +41,7 @@ class SoakRun {
   // also restores a saved view made with a bigger model (layer and head 4095,
   // step 4095, presentation mode, its own prompt), which the session must fit
   // to the loaded model; the later rounds run with that view's prompt.
-  std::vector<UiCommand> frame(const Snapshot& snap, bool engine_idle);
+  std::vector<UiCommand> frame(const EngineState& engine, bool engine_idle);
   bool finished() const { return static_cast<int>(rounds_done_.size()) >= rounds_; }
   // Per-round lines and the verdict to `out`; `gl_live_after` = GL objects
   // still alive once the renderer is gone (must be 0). Returns the exit code:

@@ -69,7 +69,7 @@ struct Fullscreen {};
 struct TextScale {
   float scale = 1.0f;
 };
-// Load checkpoint `index` of the loaded model's training run (Snapshot::training):
+// Load checkpoint `index` of the loaded model's training run (EngineState::training):
 // the same prompt and sampler settings are generated again with those weights.
 struct LoadCheckpoint {
   int index = 0;

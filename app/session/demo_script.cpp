@@ -21,8 +21,9 @@ std::string demo_view_path() {
 }
 
 // Fork at the shown step with its second-best candidate.
-void fork_second(const Snapshot& snap, Commands& cmds) {
-  if (snap.seq.current && snap.seq.current->top.size() > 1) cmds.push_back(cmd::Fork{snap.seq.current->top[1].token});
+void fork_second(const EngineState& engine, Commands& cmds) {
+  if (engine.seq.current && engine.seq.current->top.size() > 1)
+    cmds.push_back(cmd::Fork{engine.seq.current->top[1].token});
 }
 
 // The step of the first run that shows its preset's point: the fullest
@@ -58,47 +59,47 @@ int serving_demo_preset(const std::string& view) {
   return view == "serving-prefix" ? 1 : view == "serving-preempt" ? 2 : view == "serving-static" ? 3 : 0;
 }
 
-Commands serving_script(int frame, int total, const Snapshot& snap, const std::string& demo_view) {
+Commands serving_script(int frame, int total, const EngineState& engine, const std::string& demo_view) {
   Commands cmds;
   auto at = [&](double f) { return frame == static_cast<int>(f * total); };
   const int preset = serving_demo_preset(demo_view);
   // Once the model is in (a quarter into the run or later): the preset, then every step to the end.
   const bool window = frame >= total / 4 && frame < total * 17 / 20;
-  if (window && snap.model && snap.serving.runs.empty() && snap.serving.error.empty()) {
+  if (window && engine.model && engine.serving.runs.empty() && engine.serving.error.empty()) {
     cmds.push_back(cmd::ServeOpen{true});
     cmds.push_back(cmd::ServeStart{preset});
   }
-  bool done = !snap.serving.runs.empty();
-  for (const ServeRun& r : snap.serving.runs) done = done && r.done;
-  if (window && !snap.serving.runs.empty() && !done && !snap.serving.busy) cmds.push_back(cmd::ServeStep{1000});
-  if (at(0.9)) cmds.push_back(cmd::ServeScrubTo{serving_demo_step(demo_view, snap.serving)});
+  bool done = !engine.serving.runs.empty();
+  for (const ServeRun& r : engine.serving.runs) done = done && r.done;
+  if (window && !engine.serving.runs.empty() && !done && !engine.serving.busy) cmds.push_back(cmd::ServeStep{1000});
+  if (at(0.9)) cmds.push_back(cmd::ServeScrubTo{serving_demo_step(demo_view, engine.serving)});
   return cmds;
 }
 
-Commands feature_script(int frame, int total, const Snapshot& snap, const std::string& demo_view) {
-  if (demo_view.rfind("serving", 0) == 0) return serving_script(frame, total, snap, demo_view);
+Commands feature_script(int frame, int total, const EngineState& engine, const std::string& demo_view) {
+  if (demo_view.rfind("serving", 0) == 0) return serving_script(frame, total, engine, demo_view);
   Commands cmds;
   auto at = [&](double f) { return frame == static_cast<int>(f * total); };
-  const int n = static_cast<int>(snap.records.size());
-  const int n_steps = snap.timeline_size();
+  const int n = static_cast<int>(engine.records.size());
+  const int n_steps = engine.timeline_size();
   if (demo_view == "timeline" || demo_view == "sampling") {
     if (at(0.45)) cmds.push_back(cmd::ScrubTo{std::max(1, n / 3)});
-    if (at(0.5)) fork_second(snap, cmds);
+    if (at(0.5)) fork_second(engine, cmds);
     if (at(0.75)) cmds.push_back(cmd::ScrubTo{std::max(1, n / 2)});
-    if (at(0.8)) fork_second(snap, cmds);
+    if (at(0.8)) fork_second(engine, cmds);
     if (demo_view == "timeline" && at(0.95)) cmds.push_back(cmd::ScrubTo{n * 2 / 3});
     if (demo_view == "sampling" && at(0.95)) {
       // The most uncertain step of this branch: the widest distribution to look at.
       int flattest = 0;
       for (int i = 1; i < n; ++i)
-        if (snap.records[i]->top[0].prob < snap.records[flattest]->top[0].prob) flattest = i;
+        if (engine.records[i]->top[0].prob < engine.records[flattest]->top[0].prob) flattest = i;
       cmds.push_back(cmd::ScrubTo{flattest});
     }
   }
   // Paged K/V: fork early, then let the new branch grow beside the one it left (shared pages lit).
   if (demo_view == "pages") {
     if (at(0.45)) cmds.push_back(cmd::ScrubTo{std::max(1, n / 3)});
-    if (at(0.5)) fork_second(snap, cmds);
+    if (at(0.5)) fork_second(engine, cmds);
     if (at(0.6) || at(0.65) || at(0.7)) cmds.push_back(cmd::Scrub{1});  // the new branch's first steps
   }
   if (demo_view == "beams" && at(0.95)) cmds.push_back(cmd::ScrubTo{n_steps * 2 / 3});
@@ -106,7 +107,7 @@ Commands feature_script(int frame, int total, const Snapshot& snap, const std::s
     // An iteration where the draft was partly right: accepted and rejected tokens side by side.
     int best = n_steps - 1;
     for (int i = n_steps - 1; i >= 0; --i) {
-      const SpecIteration& it = *snap.spec_iterations[static_cast<size_t>(i)];
+      const SpecIteration& it = *engine.spec_iterations[static_cast<size_t>(i)];
       if (it.n_accepted > 0 && it.n_accepted < it.k) best = i;
     }
     if (best >= 0) cmds.push_back(cmd::ScrubTo{best});
@@ -114,24 +115,25 @@ Commands feature_script(int frame, int total, const Snapshot& snap, const std::s
   if (demo_view == "presentation" && at(0.5)) cmds.push_back(cmd::Presentation{});
   // A sliding window opens the Cache panel's loss plot: score the text for the picture
   // (the panel's button; nothing is scored unasked).
-  if (at(0.9) && snap.seq.current && (snap.seq.current->kv_layout.windowed() || snap.seq.current->kv_layout.evicting()))
+  if (at(0.9) && engine.seq.current &&
+      (engine.seq.current->kv_layout.windowed() || engine.seq.current->kv_layout.evicting()))
     cmds.push_back(cmd::ScoreKvLayouts{});
   if ((demo_view == "heatmaps" || demo_view == "qkv") && at(0.9)) cmds.push_back(cmd::SelectHead{1, 2});
   // TOVA: layer 1's beams, averaged over its heads, are the weights its rule ranks by.
   if (demo_view == "evict" && at(0.9)) cmds.push_back(cmd::SelectHead{1, -1});
   // The middle checkpoint of the model's training run: the same prompt, earlier weights.
-  if (demo_view == "training" && at(0.3) && snap.training)
-    cmds.push_back(cmd::LoadCheckpoint{(static_cast<int>(snap.training->checkpoints.size()) - 1) / 2});
+  if (demo_view == "training" && at(0.3) && engine.training)
+    cmds.push_back(cmd::LoadCheckpoint{(static_cast<int>(engine.training->checkpoints.size()) - 1) / 2});
   return cmds;
 }
 
 // The default run: the cache toggled, every camera preset, the teaching features.
-Commands tour_script(int frame, int total, const Snapshot& snap) {
+Commands tour_script(int frame, int total, const EngineState& engine) {
   Commands cmds;
   auto at = [&](double f) { return frame == static_cast<int>(f * total); };
   // The teaching features, late in the run: scrub back, fork, return, present, predict.
   if (at(0.86)) cmds.push_back(cmd::Scrub{-3});
-  if (at(0.87)) fork_second(snap, cmds);
+  if (at(0.87)) fork_second(engine, cmds);
   if (at(0.89)) cmds.push_back(cmd::SelectBranch{0});
   if (at(0.90)) cmds.push_back(cmd::Presentation{});
   if (at(0.91)) cmds.push_back(cmd::Predict{});
@@ -164,9 +166,10 @@ Commands tour_script(int frame, int total, const Snapshot& snap) {
 
 }  // namespace
 
-Commands demo_script(int frame, int total, const Snapshot& snap, const std::string& demo_view,
+Commands demo_script(int frame, int total, const EngineState& engine, const std::string& demo_view,
                      std::optional<CameraPreset> camera) {
-  Commands cmds = demo_view.empty() ? tour_script(frame, total, snap) : feature_script(frame, total, snap, demo_view);
+  Commands cmds =
+      demo_view.empty() ? tour_script(frame, total, engine) : feature_script(frame, total, engine, demo_view);
   // After the tour's last preset (85 %) and before its saved view is written (96 %) and read back.
   if (camera && frame == static_cast<int>(0.88 * total)) cmds.push_back(cmd::SetCamera{*camera});
   return cmds;
@@ -235,9 +238,8 @@ void open_demo_sections(const std::string& demo_view, UiState& ui) {
 
 std::string apply_demo_view(const char* name, std::string& view) {
   static const char* const kViews[] = {
-      "timeline",       "pages",           "sampling",       "phases", "kv",          "heatmaps",
-      "training",       "presentation",    "qkv",            "beams",  "speculative", "evict",
-      "serving",        "serving-prefix",  "serving-preempt", "serving-static"};
+      "timeline", "pages", "sampling",    "phases", "kv",      "heatmaps",       "training",        "presentation",
+      "qkv",      "beams", "speculative", "evict",  "serving", "serving-prefix", "serving-preempt", "serving-static"};
   view.clear();
   if (!name || !*name) return "";  // unset or empty: the default run (scripts/screenshots.sh sets it empty)
   for (const char* v : kViews)

@@ -18,7 +18,7 @@ namespace kvscope {
 // phases, kv, pages, heatmaps, presentation, training, beams, speculative) the run
 // instead sets up that feature for a screenshot. With `camera` the run ends
 // on that preset (set late, after the default run's own camera tour).
-Commands demo_script(int frame, int total, const Snapshot& snap, const std::string& demo_view,
+Commands demo_script(int frame, int total, const EngineState& engine, const std::string& demo_view,
                      std::optional<CameraPreset> camera = std::nullopt);
 
 // The UI settings a `demo_view` starts from (open tab, sampler, KV calculator row).

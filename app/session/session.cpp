@@ -34,12 +34,12 @@ Session::Session(std::function<void()> wake) : worker_(wake), serve_(wake) {}
 void Session::load_model(const std::string& dir, int ctx) {
   worker_.cancel_steps();
   worker_.send(wcmd::LoadModel{dir, ctx});
-  snap.loading_model = true;
-  snap.model_error.clear();
+  engine.loading_model = true;
+  engine.model_error.clear();
 }
 
 int Session::effective_max_new() const {
-  const int ctx = snap.model ? snap.model->config.n_positions : kDefaultMaxNew;
+  const int ctx = engine.model ? engine.model->config.n_positions : kDefaultMaxNew;
   return ui.max_new > 0 ? ui.max_new : std::min(kDefaultMaxNew, ctx);
 }
 
@@ -48,7 +48,7 @@ std::string Session::selected_prompt() const {
 }
 
 double Session::next_step_due() const {
-  const double periods = snap.decoding.mode == DecodeMode::kSpeculative ? 3.0 : 1.0;
+  const double periods = engine.decoding.mode == DecodeMode::kSpeculative ? 3.0 : 1.0;
   return view.last_step_request + (ui.fastest ? 0.0 : periods / ui.speed);
 }
 
@@ -59,14 +59,14 @@ WindowRequests Session::take_window_requests() {
 }
 
 void Session::start_generation(const std::string& prompt, const DecodeSettings* running) {
-  if (snap.started && !replaced_) {  // (a start over a pending one keeps what the first replaced)
+  if (engine.started && !replaced_) {  // (a start over a pending one keeps what the first replaced)
     replaced_ = ReplacedGeneration{0,
-                                   snap.tree,
-                                   snap.records,
-                                   snap.beam_records,
-                                   snap.spec_iterations,
-                                   running ? *running : snap.decoding,
-                                   snap.stop,
+                                   engine.tree,
+                                   engine.records,
+                                   engine.beam_records,
+                                   engine.spec_iterations,
+                                   running ? *running : engine.decoding,
+                                   engine.stop,
                                    ui.active_prompt,
                                    ui.view_step,
                                    ui.revealed_step,
@@ -76,30 +76,30 @@ void Session::start_generation(const std::string& prompt, const DecodeSettings* 
   wcmd::Start c;
   c.prompt = prompt;
   c.options.max_new = effective_max_new();
-  c.options.mode = snap.mode;
+  c.options.mode = engine.mode;
   c.options.sampler = ui.sampler;
   c.options.kv = ui.kv_layout;
   c.options.ignore_eos = ui.ignore_eos;
-  c.options.keep_history = false;                      // the BranchTree owns the records (and their memory budget)
-  c.options.branch_cache_budget = snap.tree.budget();  // branches keep their K/V under the same budget
-  c.decoding = snap.decoding;
-  c.request = ++snap.start_request;
+  c.options.keep_history = false;                        // the BranchTree owns the records (and their memory budget)
+  c.options.branch_cache_budget = engine.tree.budget();  // branches keep their K/V under the same budget
+  c.decoding = engine.decoding;
+  c.request = ++engine.start_request;
   if (replaced_) replaced_->request = c.request;
   worker_.send(std::move(c));
-  snap.tree.clear();
-  snap.tree.start();
-  snap.tree_version++;
-  snap.records.clear();
-  snap.beam_records.clear();
-  snap.spec_iterations.clear();
-  snap.seq = SequenceState();
-  snap.seq_count = 0;
-  snap.pending_forks = 0;
-  snap.pending_select = -1;
-  snap.pending_view_step = -1;  // a restored step belongs to the generation it was restored with
-  snap.stop = StopReason::kNone;
-  snap.started = false;
-  snap.step_after_start = false;
+  engine.tree.clear();
+  engine.tree.start();
+  engine.tree_version++;
+  engine.records.clear();
+  engine.beam_records.clear();
+  engine.spec_iterations.clear();
+  engine.seq = SequenceState();
+  engine.seq_count = 0;
+  engine.pending_forks = 0;
+  engine.pending_select = -1;
+  engine.pending_view_step = -1;  // a restored step belongs to the generation it was restored with
+  engine.stop = StopReason::kNone;
+  engine.started = false;
+  engine.step_after_start = false;
   ui.active_prompt = prompt;
   ui.view_step = -1;
   ui.revealed_step = -1;
@@ -108,58 +108,58 @@ void Session::start_generation(const std::string& prompt, const DecodeSettings* 
 // Appended incrementally while following the newest record, rebuilt when
 // scrubbing or after a fork.
 void Session::sync_shown() {
-  const size_t n = snap.records.size();
+  const size_t n = engine.records.size();
   const size_t want = ui.view_step < 0 ? n : std::min(n, static_cast<size_t>(ui.view_step) + 1);
-  if (snap.seq_version == snap.tree_version && want == snap.seq_count) return;
-  if (snap.seq_version == snap.tree_version && want == snap.seq_count + 1)
-    append_record(snap.seq, snap.records[want - 1]);
+  if (engine.seq_version == engine.tree_version && want == engine.seq_count) return;
+  if (engine.seq_version == engine.tree_version && want == engine.seq_count + 1)
+    append_record(engine.seq, engine.records[want - 1]);
   else
-    snap.seq = build_sequence(snap.records, want);
-  snap.seq_count = want;
-  snap.seq_version = snap.tree_version;
+    engine.seq = build_sequence(engine.records, want);
+  engine.seq_count = want;
+  engine.seq_version = engine.tree_version;
 }
 
 // The text of the shown step (at most the model's context), under dense
 // f32 and the layouts the Cache panel compares with it.
 void Session::score_kv_layouts() {
-  if (!snap.model || !snap.seq.current) return;
-  const Config& c = snap.model->config;
+  if (!engine.model || !engine.seq.current) return;
+  const Config& c = engine.model->config;
   LayoutScoreRequest req;
-  req.model = snap.model;
-  for (const TokenInfo& t : snap.seq.tokens)
+  req.model = engine.model;
+  for (const TokenInfo& t : engine.seq.tokens)
     if (static_cast<int>(req.tokens.size()) < c.n_positions) req.tokens.push_back(t.id);
   if (req.tokens.size() < 2) return;
-  req.layouts = layouts_to_compare(snap.seq.current->kv_layout, KVLayout::for_model(c));
-  req.at = snap.seq.current;
+  req.layouts = layouts_to_compare(engine.seq.current->kv_layout, KVLayout::for_model(c));
+  req.at = engine.seq.current;
   scorer_.request(std::move(req));
-  snap.kv_scoring = true;
+  engine.kv_scoring = true;
 }
 
 void Session::update(double now) {
   for (WorkerEvent& ev : worker_.poll()) take_event(ev, now);
-  snap.step_in_flight = worker_.pending() > 0;
-  snap.load_progress = worker_.load_progress();
-  snap.kv_scores = scorer_.result();
-  snap.kv_scoring = scorer_.busy();
+  engine.step_in_flight = worker_.pending() > 0;
+  engine.load_progress = worker_.load_progress();
+  engine.kv_scores = scorer_.result();
+  engine.kv_scoring = scorer_.busy();
   serve_update(now);
   // A restored view's step, once generated (or the last one, when the
   // generation stopped before reaching it).
-  if (snap.pending_view_step >= 0 && snap.stop != StopReason::kNone && !snap.records.empty() &&
-      static_cast<int>(snap.records.size()) <= snap.pending_view_step)
-    snap.pending_view_step = static_cast<int>(snap.records.size()) - 1;
-  if (snap.pending_view_step >= 0 && static_cast<int>(snap.records.size()) > snap.pending_view_step) {
-    ui.view_step = snap.pending_view_step;
+  if (engine.pending_view_step >= 0 && engine.stop != StopReason::kNone && !engine.records.empty() &&
+      static_cast<int>(engine.records.size()) <= engine.pending_view_step)
+    engine.pending_view_step = static_cast<int>(engine.records.size()) - 1;
+  if (engine.pending_view_step >= 0 && static_cast<int>(engine.records.size()) > engine.pending_view_step) {
+    ui.view_step = engine.pending_view_step;
     ui.playing = false;
-    snap.pending_view_step = -1;
+    engine.pending_view_step = -1;
   }
   sync_shown();
   // Playback (predict mode waits until the class has seen the newest token).
-  const bool want_step = ui.playing && snap.started && snap.stop == StopReason::kNone && worker_.pending() == 0 &&
-                         snap.pending_forks == 0 && !prediction_hidden(snap, ui) && now >= next_step_due();
+  const bool want_step = ui.playing && engine.started && engine.stop == StopReason::kNone && worker_.pending() == 0 &&
+                         engine.pending_forks == 0 && !prediction_hidden(engine, ui) && now >= next_step_due();
   if (want_step) {
     worker_.send(wcmd::Step{});
     view.last_step_request = now;
-    snap.step_in_flight = true;
+    engine.step_in_flight = true;
   }
 }
 
@@ -167,9 +167,9 @@ void Session::take_event(WorkerEvent& ev, double now) {
   switch (ev.kind) {
     case WorkerEvent::Kind::kModelLoaded:
       replaced_.reset();  // the worker dropped the old model's generation
-      snap.model = ev.model;
-      snap.loading_model = false;
-      snap.model_error.clear();
+      engine.model = ev.model;
+      engine.loading_model = false;
+      engine.model_error.clear();
       fit_to_model(std::exchange(unfitted_origin_, std::string()));
       read_training_record();
       start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt);
@@ -177,49 +177,49 @@ void Session::take_event(WorkerEvent& ev, double now) {
     case WorkerEvent::Kind::kStarted:
       // A start superseded before its kStarted arrived: its records must not
       // land in the timeline cleared for the newer one.
-      if (ev.request != snap.start_request) break;
+      if (ev.request != engine.start_request) break;
       replaced_.reset();
-      snap.generation = ev.generation;
-      snap.started = true;
-      snap.gen_start_time = now;
-      if (snap.step_after_start) {
-        snap.step_after_start = false;
+      engine.generation = ev.generation;
+      engine.started = true;
+      engine.gen_start_time = now;
+      if (engine.step_after_start) {
+        engine.step_after_start = false;
         step(now);
       }
       break;
     case WorkerEvent::Kind::kRecord:
-      if (ev.generation != snap.generation || !snap.started) break;  // from a generation since replaced
+      if (ev.generation != engine.generation || !engine.started) break;  // from a generation since replaced
       if (ev.beam || ev.spec) {  // beam search / speculative decoding: their own timeline
         try {
-          if (ev.beam) snap.tree.push_beam(ev.beam);
-          if (ev.spec) snap.tree.push_spec(ev.spec);
+          if (ev.beam) engine.tree.push_beam(ev.beam);
+          if (ev.spec) engine.tree.push_spec(ev.spec);
         } catch (const std::exception& e) {
           ui.errors.push_back(std::string("timeline: ") + e.what());
           break;
         }
         // (the tree's copies: the budget may have replaced older ones with lighter ones)
-        snap.beam_records = snap.tree.beam_records();
-        snap.spec_iterations = snap.tree.spec_iterations();
-        snap.total_records++;
-        if (ui.view_step < 0) snap.last_record_time = now;
+        engine.beam_records = engine.tree.beam_records();
+        engine.spec_iterations = engine.tree.spec_iterations();
+        engine.total_records++;
+        if (ui.view_step < 0) engine.last_record_time = now;
         break;
       }
       try {
-        snap.tree.push(ev.record);
+        engine.tree.push(ev.record);
       } catch (const std::exception& e) {  // a record that does not follow the current branch
         ui.errors.push_back(std::string("timeline: ") + e.what());
         break;
       }
-      snap.records = snap.tree.current_history().records();
-      snap.total_records++;
-      if (ui.view_step < 0) snap.last_record_time = now;  // animate only what is on screen
+      engine.records = engine.tree.current_history().records();
+      engine.total_records++;
+      if (ui.view_step < 0) engine.last_record_time = now;  // animate only what is on screen
       break;
     case WorkerEvent::Kind::kForked:
       on_forked(ev, now);
       break;
     case WorkerEvent::Kind::kDone:
       // (not a generation that ended just as the UI restarted: it would stop the new one)
-      if (ev.generation == snap.generation && snap.started) snap.stop = ev.reason;
+      if (ev.generation == engine.generation && engine.started) engine.stop = ev.reason;
       break;
     case WorkerEvent::Kind::kError:
       on_error(ev);
@@ -229,44 +229,45 @@ void Session::take_event(WorkerEvent& ev, double now) {
 
 void Session::on_forked(const WorkerEvent& ev, double now) {
   // (a fork of a generation since restarted: the timeline was cleared for the new start)
-  if (ev.generation != snap.generation || !snap.started) return;
-  snap.pending_forks = std::max(0, snap.pending_forks - 1);
+  if (ev.generation != engine.generation || !engine.started) return;
+  engine.pending_forks = std::max(0, engine.pending_forks - 1);
   try {
-    if (snap.pending_select >= 0) {
-      snap.tree.select(snap.pending_select);  // back to an explored branch: the worker resumed it
-    } else if (snap.model) {
-      snap.tree.fork(ev.record, fork_cost(snap.model->config, ev.record->seq_len, ev.cache_reused));
+    if (engine.pending_select >= 0) {
+      engine.tree.select(engine.pending_select);  // back to an explored branch: the worker resumed it
+    } else if (engine.model) {
+      engine.tree.fork(ev.record, fork_cost(engine.model->config, ev.record->seq_len, ev.cache_reused));
     }
   } catch (const std::exception& e) {
     ui.errors.push_back(std::string("branching: ") + e.what());
   }
-  snap.pending_select = -1;
-  snap.records = snap.tree.current_history().records();
-  snap.tree_version++;
-  snap.stop = snap.records.empty() ? StopReason::kNone : snap.records.back()->stop;
+  engine.pending_select = -1;
+  engine.records = engine.tree.current_history().records();
+  engine.tree_version++;
+  engine.stop = engine.records.empty() ? StopReason::kNone : engine.records.back()->stop;
   ui.view_step = -1;
-  ui.revealed_step = static_cast<int>(snap.records.size()) - 1;  // the user chose this token
-  snap.last_record_time = now;
+  ui.revealed_step = static_cast<int>(engine.records.size()) - 1;  // the user chose this token
+  engine.last_record_time = now;
 }
 
 void Session::on_error(const WorkerEvent& ev) {
   switch (ev.failed) {
     case WorkerOp::kLoadModel:
-      snap.loading_model = false;
-      snap.model_error = ev.message;
-      if (!snap.model) ui.errors.push_back("Could not load the model: " + ev.message);
+      engine.loading_model = false;
+      engine.model_error = ev.message;
+      if (!engine.model) ui.errors.push_back("Could not load the model: " + ev.message);
       break;
     case WorkerOp::kFork:
-      snap.pending_forks = std::max(0, snap.pending_forks - 1);
-      snap.pending_select = -1;
+      engine.pending_forks = std::max(0, engine.pending_forks - 1);
+      engine.pending_select = -1;
       // (a fork of a generation a new model or start replaced meanwhile is moot)
-      if (ev.generation == snap.generation && snap.started) ui.errors.push_back("Could not fork here: " + ev.message);
+      if (ev.generation == engine.generation && engine.started)
+        ui.errors.push_back("Could not fork here: " + ev.message);
       break;
     case WorkerOp::kStart:
       restore_replaced(ev);
-      ui.errors.push_back((snap.decoding.mode == DecodeMode::kSample
+      ui.errors.push_back((engine.decoding.mode == DecodeMode::kSample
                                ? std::string("Could not start with this prompt: ")
-                               : std::string("Could not start ") + to_string(snap.decoding.mode) + ": ") +
+                               : std::string("Could not start ") + to_string(engine.decoding.mode) + ": ") +
                           ev.message);
       break;
     default:
@@ -279,17 +280,17 @@ void Session::on_error(const WorkerEvent& ev) {
 // The worker refused the newest start and kept its generation running: the
 // screen shows that generation again, with the strategy it runs.
 void Session::restore_replaced(const WorkerEvent& ev) {
-  if (!replaced_ || ev.request != replaced_->request || ev.request != snap.start_request) return;
+  if (!replaced_ || ev.request != replaced_->request || ev.request != engine.start_request) return;
   ReplacedGeneration r = std::move(*replaced_);
   replaced_.reset();
-  snap.tree = std::move(r.tree);
-  snap.tree_version++;
-  snap.records = std::move(r.records);
-  snap.beam_records = std::move(r.beam_records);
-  snap.spec_iterations = std::move(r.spec_iterations);
-  snap.decoding = ui.decoding = r.decoding;
-  snap.stop = r.stop;
-  snap.started = true;
+  engine.tree = std::move(r.tree);
+  engine.tree_version++;
+  engine.records = std::move(r.records);
+  engine.beam_records = std::move(r.beam_records);
+  engine.spec_iterations = std::move(r.spec_iterations);
+  engine.decoding = ui.decoding = r.decoding;
+  engine.stop = r.stop;
+  engine.started = true;
   ui.active_prompt = r.active_prompt;
   ui.view_step = r.view_step;
   ui.revealed_step = r.revealed_step;
@@ -305,7 +306,7 @@ void Session::execute(const UiCommand& given, double now) {
   const UiCommand c = ui.serving.open ? serving_command(given) : given;
   std::visit(overloaded{
                  [&](const cmd::Start& s) {
-                   if (!snap.model) {
+                   if (!engine.model) {
                      ui.errors.push_back("No model is loaded yet.");
                      return;
                    }
@@ -313,11 +314,11 @@ void Session::execute(const UiCommand& given, double now) {
                    ui.playing = true;
                  },
                  [&](const cmd::Reset&) {
-                   if (snap.model) start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt);
+                   if (engine.model) start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt);
                  },
                  [&](const cmd::PlayPause&) {
                    ui.playing = !ui.playing;
-                   if (ui.playing && snap.stop != StopReason::kNone && snap.model)
+                   if (ui.playing && engine.stop != StopReason::kNone && engine.model)
                      start_generation(ui.active_prompt);  // play after the end = again
                  },
                  [&](const cmd::Step&) { step(now); },
@@ -340,9 +341,9 @@ void Session::execute(const UiCommand& given, double now) {
                  [&](const cmd::Presentation&) { toggle_presentation(); },
                  [&](const cmd::Predict&) {
                    ui.predict = !ui.predict;
-                   ui.revealed_step = static_cast<int>(snap.records.size()) - 1;  // what is on screen stays visible
+                   ui.revealed_step = static_cast<int>(engine.records.size()) - 1;  // what is on screen stays visible
                  },
-                 [&](const cmd::Reveal&) { ui.revealed_step = snap.timeline_size() - 1; },
+                 [&](const cmd::Reveal&) { ui.revealed_step = engine.timeline_size() - 1; },
                  [&](const cmd::Palette&) { ui.colour_blind = !ui.colour_blind; },
                  [&](const cmd::SaveView& v) { save_view_to(v.path); },
                  [&](const cmd::LoadView& v) {
@@ -377,23 +378,23 @@ void Session::execute(const UiCommand& given, double now) {
 void Session::step(double now) {
   ui.playing = false;
   ui.view_step = -1;  // stepping shows the newest step
-  if (!snap.started) {
-    if (snap.model) snap.step_after_start = true;
+  if (!engine.started) {
+    if (engine.model) engine.step_after_start = true;
     return;
   }
-  if (snap.stop == StopReason::kNone && worker_.pending() == 0 && snap.pending_forks == 0) {
+  if (engine.stop == StopReason::kNone && worker_.pending() == 0 && engine.pending_forks == 0) {
     worker_.send(wcmd::Step{});
     view.last_step_request = now;
-    snap.step_in_flight = true;
+    engine.step_in_flight = true;
   }
 }
 
 void Session::scrub(int steps, double now) {
-  const int n = snap.timeline_size();
-  const int cur = shown_step(snap, ui);
+  const int n = engine.timeline_size();
+  const int cur = shown_step(engine, ui);
   if (steps > 0 && cur == n - 1) {
     // At the newest step (or before the first), forward = reveal (predict mode), else compute the next step.
-    if (prediction_hidden(snap, ui))
+    if (prediction_hidden(engine, ui))
       ui.revealed_step = n - 1;
     else
       step(now);
@@ -404,38 +405,38 @@ void Session::scrub(int steps, double now) {
 }
 
 void Session::scrub_to(int step) {
-  const int n = snap.timeline_size();
+  const int n = engine.timeline_size();
   if (n == 0) return;
   const int target = std::clamp(step, 0, n - 1);
   ui.view_step = target >= n - 1 ? -1 : target;
   if (ui.view_step >= 0) ui.playing = false;  // looking at the past: hold the present
-  snap.last_record_time = -1e9;               // no drop animation while scrubbing
+  engine.last_record_time = -1e9;             // no drop animation while scrubbing
 }
 
 void Session::fork(int token) {
-  if (snap.decoding.mode != DecodeMode::kSample) return;  // the strategies choose their own tokens
-  const int s = shown_step(snap, ui);
-  if (s < 0 || snap.pending_forks > 0 || !snap.started) return;
-  const RecordPtr at = snap.records[static_cast<size_t>(s)];
+  if (engine.decoding.mode != DecodeMode::kSample) return;  // the strategies choose their own tokens
+  const int s = shown_step(engine, ui);
+  if (s < 0 || engine.pending_forks > 0 || !engine.started) return;
+  const RecordPtr at = engine.records[static_cast<size_t>(s)];
   if (token == at->token) return;
-  const int existing = snap.tree.find_fork(snap.tree.current(), s, token);
+  const int existing = engine.tree.find_fork(engine.tree.current(), s, token);
   if (existing >= 0) {
     select_branch(existing);
     return;
   }
-  send_fork(snap.tree.current_history(), at, token);
-  snap.pending_select = -1;
+  send_fork(engine.tree.current_history(), at, token);
+  engine.pending_select = -1;
 }
 
 void Session::select_branch(int id) {
-  if (snap.decoding.mode != DecodeMode::kSample) return;
-  if (snap.pending_forks > 0 || id < 0 || id >= static_cast<int>(snap.tree.size()) || !snap.started) return;
-  const Branch& b = snap.tree.branch(id);
+  if (engine.decoding.mode != DecodeMode::kSample) return;
+  if (engine.pending_forks > 0 || id < 0 || id >= static_cast<int>(engine.tree.size()) || !engine.started) return;
+  const Branch& b = engine.tree.branch(id);
   if (b.history.empty()) return;
   // The worker resumes the branch: its last record, forced to its own token.
   const RecordPtr last = b.history.back();
   send_fork(b.history, last, last->token);
-  snap.pending_select = id;
+  engine.pending_select = id;
 }
 
 void Session::send_fork(const History& h, const RecordPtr& at, int token) {
@@ -445,20 +446,20 @@ void Session::send_fork(const History& h, const RecordPtr& at, int token) {
   w.token = token;
   worker_.cancel_steps();
   worker_.send(std::move(w));
-  snap.pending_forks++;
+  engine.pending_forks++;
 }
 
 // The training record beside the model just loaded (an error panel line when
 // there is one but it is unusable; the Training tab then explains its absence).
 void Session::read_training_record() {
-  snap.training.reset();
-  snap.checkpoint = -1;
-  if (!snap.model) return;
+  engine.training.reset();
+  engine.checkpoint = -1;
+  if (!engine.model) return;
   try {
     TrainingRecord r;
-    if (!find_training_record(snap.model->dir, r)) return;
-    snap.checkpoint = checkpoint_index(r, snap.model->dir);
-    snap.training = std::make_shared<const TrainingRecord>(std::move(r));
+    if (!find_training_record(engine.model->dir, r)) return;
+    engine.checkpoint = checkpoint_index(r, engine.model->dir);
+    engine.training = std::make_shared<const TrainingRecord>(std::move(r));
   } catch (const std::exception& e) {
     ui.errors.push_back(std::string("Training record: ") + e.what());
   }
@@ -467,36 +468,36 @@ void Session::read_training_record() {
 // The same prompt, sampler (seed included) and limits, with the weights the
 // run had at that checkpoint: the load restarts the active prompt and plays.
 void Session::load_checkpoint(int index) {
-  if (!snap.training || index < 0 || index >= static_cast<int>(snap.training->checkpoints.size())) return;
-  if (snap.loading_model || index == snap.checkpoint) return;
-  load_model(snap.training->checkpoints[static_cast<size_t>(index)].path);
+  if (!engine.training || index < 0 || index >= static_cast<int>(engine.training->checkpoints.size())) return;
+  if (engine.loading_model || index == engine.checkpoint) return;
+  load_model(engine.training->checkpoints[static_cast<size_t>(index)].path);
   ui.playing = true;
 }
 
 void Session::toggle_cache() {
-  if (snap.decoding.mode != DecodeMode::kSample) {
-    ui.status = std::string(to_string(snap.decoding.mode)) + " always runs on the KV cache";
+  if (engine.decoding.mode != DecodeMode::kSample) {
+    ui.status = std::string(to_string(engine.decoding.mode)) + " always runs on the KV cache";
     return;
   }
-  snap.mode = snap.mode == CacheMode::kKV ? CacheMode::kNoCache : CacheMode::kKV;
-  worker_.send(wcmd::SetMode{snap.mode});
+  engine.mode = engine.mode == CacheMode::kKV ? CacheMode::kNoCache : CacheMode::kKV;
+  worker_.send(wcmd::SetMode{engine.mode});
 }
 
 // Ranges as the CLI's --beams, --length-penalty and --speculate; the new
 // strategy starts over from the active prompt.
 void Session::set_decoding(const DecodeSettings& d) {
-  const DecodeSettings running = snap.decoding;
-  snap.decoding = d;
-  snap.decoding.beams = static_cast<int>(std::clamp<int64_t>(d.beams, setting::kBeams.lo, setting::kBeams.hi));
-  snap.decoding.k = static_cast<int>(std::clamp<int64_t>(d.k, setting::kSpeculate.lo, setting::kSpeculate.hi));
-  if (!std::isfinite(d.length_penalty)) snap.decoding.length_penalty = 1.0f;
-  snap.decoding.length_penalty = static_cast<float>(
-      std::clamp<double>(snap.decoding.length_penalty, setting::kLengthPenalty.lo, setting::kLengthPenalty.hi));
-  ui.decoding = snap.decoding;
+  const DecodeSettings running = engine.decoding;
+  engine.decoding = d;
+  engine.decoding.beams = static_cast<int>(std::clamp<int64_t>(d.beams, setting::kBeams.lo, setting::kBeams.hi));
+  engine.decoding.k = static_cast<int>(std::clamp<int64_t>(d.k, setting::kSpeculate.lo, setting::kSpeculate.hi));
+  if (!std::isfinite(d.length_penalty)) engine.decoding.length_penalty = 1.0f;
+  engine.decoding.length_penalty = static_cast<float>(
+      std::clamp<double>(engine.decoding.length_penalty, setting::kLengthPenalty.lo, setting::kLengthPenalty.hi));
+  ui.decoding = engine.decoding;
   // The beams' lanes lie side by side in depth: seen from above.
   if (d.mode == DecodeMode::kBeam && ui.auto_camera && ui.camera == CameraPreset::kFront)
     ui.camera = CameraPreset::kTop;
-  if (snap.model) start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt, &running);
+  if (engine.model) start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt, &running);
 }
 
 void Session::toggle_presentation() {
@@ -511,11 +512,11 @@ void Session::set_text_scale(float scale) {
 void Session::fit_to_model(const std::string& origin) {
   // Without a model only the ranges are checked; the model's limits when it
   // has loaded, still naming the file the values came from.
-  if (!snap.model && !origin.empty()) unfitted_origin_ = origin;
+  if (!engine.model && !origin.empty()) unfitted_origin_ = origin;
   FitContext ctx;
-  ctx.model = snap.model.get();
+  ctx.model = engine.model.get();
   ctx.origin = origin;
-  const std::vector<std::string> notes = fit_choices(ui, ctx, &snap.pending_view_step);
+  const std::vector<std::string> notes = fit_choices(ui, ctx, &engine.pending_view_step);
   if (origin.empty()) {
     // Kept across a model switch: the user sees what changed, not an error.
     if (!notes.empty()) ui.status.clear();
@@ -528,11 +529,11 @@ void Session::fit_to_model(const std::string& origin) {
 void Session::save_view_to(const std::string& path) {
   SavedView v;
   v.camera = to_saved(view.camera, ui);
-  v.step = std::max(0, shown_step(snap, ui));
+  v.step = std::max(0, shown_step(engine, ui));
   v.prompt = ui.active_prompt;
-  v.model = snap.model ? snap.model->dir : "";
+  v.model = engine.model ? engine.model->dir : "";
   v.max_new = effective_max_new();
-  v.cache = snap.mode;
+  v.cache = engine.mode;
   v.sampler = ui.sampler;
   v.layer = ui.layer;
   v.head = ui.head;
@@ -568,11 +569,11 @@ void Session::load_view_from(const std::string& path, double now) {
   fitted.max_new = v.max_new;
   int step = v.step;
   FitContext ctx;
-  ctx.model = snap.model.get();
+  ctx.model = engine.model.get();
   ctx.origin = path;
   const std::vector<std::string> notes = fit_choices(fitted, ctx, &step);
   ui.errors.insert(ui.errors.end(), notes.begin(), notes.end());
-  if (!snap.model) unfitted_origin_ = path;  // the model's limits once it has loaded
+  if (!engine.model) unfitted_origin_ = path;  // the model's limits once it has loaded
   v.step = step;
   v.max_new = fitted.max_new;
   ui.sampler = fitted.sampler;
@@ -597,20 +598,20 @@ void Session::load_view_from(const std::string& path, double now) {
     view.camera_init = true;
     ui.auto_camera = false;
   }
-  if (v.cache != snap.mode) toggle_cache();
+  if (v.cache != engine.mode) toggle_cache();
   execute(cmd::SetSampler{}, now);
   // The step: this generation when it is the same prompt, else generate it again.
-  if (v.prompt != ui.active_prompt || static_cast<int>(snap.records.size()) <= v.step) {
-    if (v.prompt != ui.active_prompt && snap.model) {
+  if (v.prompt != ui.active_prompt || static_cast<int>(engine.records.size()) <= v.step) {
+    if (v.prompt != ui.active_prompt && engine.model) {
       ui.preset = kNumPresets;
       ui.custom_prompt = v.prompt;
       ui.max_new = v.max_new;
       start_generation(v.prompt);
     }
-    snap.pending_view_step = v.step;
+    engine.pending_view_step = v.step;
     ui.playing = true;
   } else {
-    ui.view_step = v.step >= static_cast<int>(snap.records.size()) - 1 ? -1 : v.step;
+    ui.view_step = v.step >= static_cast<int>(engine.records.size()) - 1 ? -1 : v.step;
     ui.playing = false;
   }
   ui.status = "view loaded from " + path;

@@ -1,4 +1,4 @@
-// The window's controller, GL-free: it owns the engine worker, the snapshot
+// The window's controller, GL-free: it owns the engine worker, the engine state
 // built from the worker's events and the user's choices, and carries out
 // every command (commands.h). The window (gui.cpp) only draws what it holds
 // and forwards what the user asked for; tests/test_session_decode.cpp,
@@ -68,12 +68,12 @@ class Session {
   // `ctx` > 0: a Llama-family model's context (the --ctx flag).
   void load_model(const std::string& dir, int ctx = 0);
 
-  // Once per frame: the worker's events into the snapshot, the shown step
+  // Once per frame: the worker's events into the engine state, the shown step
   // synced, and (while playing) the next step requested when it is due.
   void update(double now);
   void execute(const UiCommand& c, double now);
   void execute(const Commands& cs, double now);
-  // Makes snap.seq the state at the timeline's step.
+  // Makes engine.seq the state at the timeline's step.
   void sync_shown();
 
   WindowRequests take_window_requests();
@@ -93,17 +93,17 @@ class Session {
   // ranges are checked, and `origin` is remembered for the next load.
   void fit_to_model(const std::string& origin = "");
 
-  // Reads the training record beside the loaded model again (Snapshot::training):
+  // Reads the training record beside the loaded model again (EngineState::training):
   // after a model loads, and in the page once its checkpoints have been fetched.
   void read_training_record();
 
-  Snapshot snap;
+  EngineState engine;
   UiState ui;
   SessionView view;
 
  private:
   // `running` is the strategy of the generation on screen when the caller
-  // has already changed snap.decoding (set_decoding).
+  // has already changed engine.decoding (set_decoding).
   void start_generation(const std::string& prompt, const DecodeSettings* running = nullptr);
   void restore_replaced(const WorkerEvent& ev);
   void take_event(WorkerEvent& ev, double now);

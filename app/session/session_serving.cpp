@@ -13,7 +13,7 @@ namespace kvscope {
 void Session::serve_open(bool open) {
   ui.serving.open = open;
   if (open) ui.playing = false;  // the generation waits while the server runs
-  if (open && snap.serving.runs.empty()) serve_start(ui.serving.preset);
+  if (open && engine.serving.runs.empty()) serve_start(ui.serving.preset);
 }
 
 void Session::serve_play(double now) {
@@ -24,28 +24,28 @@ void Session::serve_play(double now) {
 void Session::serve_start(int preset) {
   ui.serving.view_step = -1;
   if (preset != ui.serving.preset) ui.serving.selected = -1;  // another preset's requests
-  if (!snap.model) {
+  if (!engine.model) {
     ui.errors.push_back("No model is loaded yet: the Serving view runs the loaded model.");
     return;
   }
   try {
     std::vector<std::unique_ptr<Server>> servers;
-    for (ServeRunSpec& r : serve_preset_runs(preset, *snap.model))
-      servers.push_back(std::make_unique<Server>(snap.model, std::move(r.requests), r.options));
+    for (ServeRunSpec& r : serve_preset_runs(preset, *engine.model))
+      servers.push_back(std::make_unique<Server>(engine.model, std::move(r.requests), r.options));
     ui.serving.preset = preset;
     ui.serving.run = std::min<int>(ui.serving.run, static_cast<int>(servers.size()) - 1);
-    serve_.start(snap.model, std::move(servers));
+    serve_.start(engine.model, std::move(servers));
     serve_.request_steps(1);  // the first step on screen
   } catch (const std::exception& e) {
     ui.errors.push_back(std::string("Serving view: ") + e.what());
   }
-  serve_.read(snap.serving);
+  serve_.read(engine.serving);
 }
 
 // `steps` on from the shown one: records already computed are shown, the
 // rest are computed on the serving thread (the view follows the newest).
 void Session::serve_step(int steps) {
-  const int n = snap.serving.steps();
+  const int n = engine.serving.steps();
   const int shown = ui.serving.view_step < 0 ? n - 1 : ui.serving.view_step;
   const int target = std::max(0, shown + steps);
   if (target < n - 1) {
@@ -54,11 +54,11 @@ void Session::serve_step(int steps) {
   }
   ui.serving.view_step = -1;
   if (target > n - 1) serve_.request_steps(target - std::max(n - 1, 0));
-  serve_.read(snap.serving);
+  serve_.read(engine.serving);
 }
 
 void Session::serve_scrub_to(int step) {
-  const int n = snap.serving.steps();
+  const int n = engine.serving.steps();
   ui.serving.view_step = step >= n - 1 ? -1 : std::max(0, step);
   ui.serving.playing = false;
 }
@@ -72,8 +72,8 @@ UiCommand Session::serving_command(const UiCommand& c) const {
 }
 
 void Session::serve_update(double now) {
-  serve_.read(snap.serving);
-  ServeRuns& sv = snap.serving;
+  serve_.read(engine.serving);
+  ServeRuns& sv = engine.serving;
   bool all_done = !sv.runs.empty() && sv.error.empty();
   for (const ServeRun& r : sv.runs) all_done = all_done && r.done;
   const bool at_newest = ui.serving.view_step < 0;

@@ -1,4 +1,4 @@
-// The window's state, split by owner: Snapshot is what the UI thread knows
+// The window's state, split by owner: EngineState is what the UI thread knows
 // about the engine (built only from worker events), UiState is what the user
 // chose. Panels read both and return commands (commands.h) that the Session
 // (session.h) carries out; nothing else mutates them behind its back.
@@ -41,7 +41,7 @@ inline constexpr PromptPreset kPromptPresets[] = {
 };
 inline constexpr int kNumPresets = 3;  // index kNumPresets = the custom prompt
 
-struct Snapshot {
+struct EngineState {
   std::shared_ptr<const Model> model;
   bool loading_model = false;
   std::string model_error;     // last failed load, shown in the Model panel
@@ -98,7 +98,7 @@ struct Snapshot {
   }
 };
 
-// What panels derive from the snapshot and keep between frames rather than
+// What panels derive from the engine state and keep between frames rather than
 // recompute each frame, each keyed by what it was derived from (a record is
 // held, so a later one never reuses its address). Never saved.
 struct PanelMemo {
@@ -217,25 +217,25 @@ inline constexpr int kDefaultMaxNew = 200;
 
 // New tokens so far: of the shown step (sampling), of every running beam
 // (beam search) or of the newest iteration (speculative decoding).
-inline int new_tokens(const Snapshot& snap) {
-  if (snap.decoding.mode == DecodeMode::kBeam)
-    return snap.beam_records.empty() ? 0 : snap.beam_records.back()->index + 1;
-  if (snap.decoding.mode == DecodeMode::kSpeculative)
-    return snap.spec_iterations.empty() ? 0 : snap.spec_iterations.back()->generated;
-  return snap.seq.current ? static_cast<int>(snap.seq.tokens.size()) - snap.seq.n_prompt : 0;
+inline int new_tokens(const EngineState& engine) {
+  if (engine.decoding.mode == DecodeMode::kBeam)
+    return engine.beam_records.empty() ? 0 : engine.beam_records.back()->index + 1;
+  if (engine.decoding.mode == DecodeMode::kSpeculative)
+    return engine.spec_iterations.empty() ? 0 : engine.spec_iterations.back()->generated;
+  return engine.seq.current ? static_cast<int>(engine.seq.tokens.size()) - engine.seq.n_prompt : 0;
 }
 
 // The record index the timeline shows (-1 before the prefill).
-inline int shown_step(const Snapshot& snap, const UiState& ui) {
-  const int n = snap.timeline_size();
+inline int shown_step(const EngineState& engine, const UiState& ui) {
+  const int n = engine.timeline_size();
   if (n == 0) return -1;
   return ui.view_step < 0 ? n - 1 : std::min(ui.view_step, n - 1);
 }
 // True while predict mode hides the shown (newest) token and its bars.
-inline bool prediction_hidden(const Snapshot& snap, const UiState& ui) {
-  if (snap.decoding.mode != DecodeMode::kSample) return false;  // the strategies' scenes hide nothing
-  const int s = shown_step(snap, ui);
-  return ui.predict && s >= 0 && s == static_cast<int>(snap.records.size()) - 1 && ui.revealed_step < s;
+inline bool prediction_hidden(const EngineState& engine, const UiState& ui) {
+  if (engine.decoding.mode != DecodeMode::kSample) return false;  // the strategies' scenes hide nothing
+  const int s = shown_step(engine, ui);
+  return ui.predict && s >= 0 && s == static_cast<int>(engine.records.size()) - 1 && ui.revealed_step < s;
 }
 
 }  // namespace kvscope

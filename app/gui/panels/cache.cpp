@@ -125,7 +125,7 @@ void evict_controls(KVSettings& k, int budget_hi) {
 
 // The cache's layout (dtype, window + sinks, pages) for the next generation,
 // and what the current one holds, against a dense f32 cache of the same positions.
-void kv_layout_section(const Snapshot& snap, UiState& ui) {
+void kv_layout_section(const EngineState& engine, UiState& ui) {
   // Open from the start when the settings chose a layout other than dense f32.
   KVSettings& k = ui.kv_layout;
   if (!ImGui::CollapsingHeader(header_label("KV memory layout", "KV layout").c_str(),
@@ -141,7 +141,7 @@ void kv_layout_section(const Snapshot& snap, UiState& ui) {
   if (ImGui::Combo("##row_format", &dt, kDtypes, 4)) k.dtype = static_cast<KVDtype>(dt);
   // The controls reach only what the loaded model's context (--ctx) holds;
   // without a model, sizes a classroom model has.
-  const Config* c = snap.model ? &snap.model->config : nullptr;
+  const Config* c = engine.model ? &engine.model->config : nullptr;
   const KvLayoutLimits lim = kv_layout_limits(k, c);
   const int window_hi = c ? lim.window_max : 1024, block_hi = std::min(lim.block_max, 256);
   const ImGuiSliderFlags clamp = ImGuiSliderFlags_AlwaysClamp;  // typed values (Ctrl+click) too
@@ -165,7 +165,7 @@ void kv_layout_section(const Snapshot& snap, UiState& ui) {
   if (paged) ImGui::SliderInt("##block", &k.block, 1, block_hi, "block B %d", clamp);
   ImGui::PopItemWidth();
   text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled), "applies from the next generation (Restart)");
-  const StepRecord* r = snap.seq.current.get();
+  const StepRecord* r = engine.seq.current.get();
   if (!r || !begin_counters("kvlayout")) return;
   const KVLayout& lay = r->kv_layout;
   counter_row("running", lay.describe());
@@ -192,11 +192,11 @@ void kv_layout_section(const Snapshot& snap, UiState& ui) {
 
 }  // namespace
 
-std::vector<double> computed_flops(const Snapshot& snap, CacheMode mode) {
+std::vector<double> computed_flops(const EngineState& engine, CacheMode mode) {
   std::vector<double> out;
-  if (!snap.model) return out;
-  const Config& c = snap.model->config;
-  for (const RecordPtr& r : snap.records) {
+  if (!engine.model) return out;
+  const Config& c = engine.model->config;
+  for (const RecordPtr& r : engine.records) {
     const int T = r->seq_len;
     uint64_t f = 0;
     if (r->prefill || mode == CacheMode::kNoCache)
@@ -208,16 +208,16 @@ std::vector<double> computed_flops(const Snapshot& snap, CacheMode mode) {
   return out;
 }
 
-Commands panel_cache(const Snapshot& snap, UiState& ui) {
+Commands panel_cache(const EngineState& engine, UiState& ui) {
   const Palette& pal = palette_for(ui.colour_blind);
-  if (snap.decoding.mode != DecodeMode::kSample) {
+  if (engine.decoding.mode != DecodeMode::kSample) {
     // The strategies' own counters; the layout (row format, pages) applies to them too.
-    Commands cmds = panel_decode_cache(snap, ui);
-    kv_layout_section(snap, ui);
+    Commands cmds = panel_decode_cache(engine, ui);
+    kv_layout_section(engine, ui);
     return cmds;
   }
   Commands cmds;
-  const bool kv = snap.mode == CacheMode::kKV;
+  const bool kv = engine.mode == CacheMode::kKV;
   const char* label = kv ? fitting_label({"KV CACHE  (C to switch)", "KV CACHE  (C)", "KV CACHE"})
                          : fitting_label({"NO CACHE  (C to switch)", "NO CACHE  (C)", "NO CACHE"});
   if (big_button(label, kv ? pal.cache_high : pal.recomputed, ImVec2(-1, ImGui::GetFrameHeight() * 1.5f)))
@@ -225,7 +225,7 @@ Commands panel_cache(const Snapshot& snap, UiState& ui) {
   hover_help("Switch between the KV cache and recomputing every position (C).");
   ImGui::TextWrapped("%s", kv ? "Each step computes only the new position and reads the cached K/V of all earlier ones."
                               : "Each step recomputes K/V for every position, then throws them away.");
-  const StepRecord* r = snap.seq.current.get();
+  const StepRecord* r = engine.seq.current.get();
   if (begin_counters("counters")) {
     const ImVec4 cyan = v4(pal.cache_high), red = v4(pal.recomputed);
     counter_row("sequence length", r ? std::to_string(r->seq_len) + " positions" : "-");
@@ -239,7 +239,7 @@ Commands panel_cache(const Snapshot& snap, UiState& ui) {
     // Tokens per second over the decode steps so far (engine time only).
     double ms = 0;
     int n = 0;
-    for (const RecordPtr& rec : snap.records)
+    for (const RecordPtr& rec : engine.records)
       if (!rec->prefill) {
         ms += rec->ms;
         ++n;
@@ -248,22 +248,22 @@ Commands panel_cache(const Snapshot& snap, UiState& ui) {
     counter_row("engine speed", n > 0 ? buf : "-");
     ImGui::EndTable();
   }
-  kv_layout_section(snap, ui);
-  kv_loss_plot(snap, pal, cmds);
+  kv_layout_section(engine, ui);
+  kv_loss_plot(engine, pal, cmds);
   std::vector<double> per, cum;
   std::vector<CacheMode> modes;
-  for (const RecordPtr& rec : snap.records) {
+  for (const RecordPtr& rec : engine.records) {
     per.push_back(static_cast<double>(rec->flops));
     cum.push_back(static_cast<double>(rec->flops_total));
     modes.push_back(rec->mode);
   }
   const CacheMode other_mode = kv ? CacheMode::kNoCache : CacheMode::kKV;
-  std::vector<double> other = computed_flops(snap, other_mode);
+  std::vector<double> other = computed_flops(engine, other_mode);
   std::vector<double> other_cum(other.size());
   double acc = 0;
   for (size_t i = 0; i < other.size(); ++i) other_cum[i] = acc += other[i];
   const float h = ImGui::GetTextLineHeight() * 5.5f;
-  const int marker = snap.seq.current ? snap.seq.current->index : -1;
+  const int marker = engine.seq.current ? engine.seq.current->index : -1;
   flop_plot("##per", "FLOPs per step", per, modes, other, other_mode, h, marker, pal);
   flop_plot("##cum", "FLOPs so far", cum, modes, other_cum, other_mode, h, marker, pal);
   // Legend of the plots.

@@ -38,12 +38,12 @@ const char* const kPhaseHeadHelp[] = {
 
 // --- prefill vs decode ----------------------------------------------------------
 
-Commands panel_phases(const Snapshot& snap, UiState& ui) {
+Commands panel_phases(const EngineState& engine, UiState& ui) {
   const Palette& pal = palette_for(ui.colour_blind);
   Commands cmds;
-  const int s = shown_step_or_note(snap, ui);
+  const int s = shown_step_or_note(engine, ui);
   if (s < 0) return cmds;
-  const PhaseReport rep = measure_phases(snap.records, static_cast<size_t>(s) + 1);
+  const PhaseReport rep = measure_phases(engine.records, static_cast<size_t>(s) + 1);
   if (rep.has_prefill) {
     char ttft[64];
     std::snprintf(ttft, sizeof ttft, "time to first token: %.2f ms", rep.ttft_ms);
@@ -231,8 +231,8 @@ namespace {
 
 // Eviction by score, when the shown step runs it: what the rule keeps, what it
 // costs, where it fails, with this run's numbers (app/lessons/eviction.h).
-void eviction_lesson_section(const Snapshot& snap, const Palette& pal) {
-  const EvictionLesson e = eviction_lesson(snap.records, snap.seq_count);
+void eviction_lesson_section(const EngineState& engine, const Palette& pal) {
+  const EvictionLesson e = eviction_lesson(engine.records, engine.seq_count);
   if (!e.active) return;
   if (!ImGui::CollapsingHeader(header_label("Eviction by score: this run", "Eviction").c_str(),
                                ImGuiTreeNodeFlags_DefaultOpen))
@@ -254,19 +254,19 @@ void eviction_lesson_section(const Snapshot& snap, const Palette& pal) {
 
 }  // namespace
 
-Commands panel_kv_calculator(const Snapshot& snap, UiState& ui) {
+Commands panel_kv_calculator(const EngineState& engine, UiState& ui) {
   const Palette& pal = palette_for(ui.colour_blind);
   Commands cmds;
-  eviction_lesson_section(snap, pal);
+  eviction_lesson_section(engine, pal);
   const KvConfigs& cfg = kv_configs(ui.memo.kv_configs);
   const std::vector<KVDtype>& dtypes = all_kv_dtypes();
   ui.kv_dtype = std::clamp(ui.kv_dtype, 0, static_cast<int>(dtypes.size()) - 1);
   const KVDtype dt = dtypes[static_cast<size_t>(ui.kv_dtype)];
   // The loaded model first (its real f32 cache), then the published configs.
-  if (snap.model) {
-    const Config& c = snap.model->config;
+  if (engine.model) {
+    const Config& c = engine.model->config;
     text_wrapped_wordsf("%s: %s/token = 2 (K, V) x %d layers x %d KV heads x %d dims x 4 B (f32)",
-                        snap.model->name.c_str(), format_bytes(static_cast<double>(kv_bytes_per_position(c))).c_str(),
+                        engine.model->name.c_str(), format_bytes(static_cast<double>(kv_bytes_per_position(c))).c_str(),
                         c.n_layer, c.kv_heads(), c.head_dim());
   }
   kv_calc_controls(cfg, dtypes, ui);
@@ -275,9 +275,9 @@ Commands panel_kv_calculator(const Snapshot& snap, UiState& ui) {
     return cmds;
   }
   std::vector<KvModelSpec> specs;
-  if (snap.model)
-    specs.push_back(spec_from_config(snap.model->config, snap.model->name + " (loaded)",
-                                     static_cast<uint64_t>(snap.model->n_params)));
+  if (engine.model)
+    specs.push_back(spec_from_config(engine.model->config, engine.model->name + " (loaded)",
+                                     static_cast<uint64_t>(engine.model->n_params)));
   const int offset = static_cast<int>(specs.size());
   specs.insert(specs.end(), cfg.specs.begin(), cfg.specs.end());
   const uint64_t tokens = static_cast<uint64_t>(std::max(1, ui.kv_context));

@@ -129,9 +129,9 @@ std::string describe(const DecodeSettings& d) {
 }
 
 // The generated text of a token sequence (after the prompt).
-std::string tail_text(const Snapshot& snap, const std::vector<int>& tokens, int n_prompt) {
-  if (!snap.model || n_prompt >= static_cast<int>(tokens.size())) return "";
-  return snap.model->tokenizer.decode(std::vector<int>(tokens.begin() + std::max(0, n_prompt), tokens.end()));
+std::string tail_text(const EngineState& engine, const std::vector<int>& tokens, int n_prompt) {
+  if (!engine.model || n_prompt >= static_cast<int>(tokens.size())) return "";
+  return engine.model->tokenizer.decode(std::vector<int>(tokens.begin() + std::max(0, n_prompt), tokens.end()));
 }
 
 // The draft model: one of the shipped models by its name, or another folder.
@@ -159,7 +159,7 @@ void draft_picker(DecodeSettings& d, bool& other) {
 
 }  // namespace
 
-Commands panel_decoding(const Snapshot& snap, UiState& ui) {
+Commands panel_decoding(const EngineState& engine, UiState& ui) {
   Commands cmds;
   DecodeSettings& d = ui.decoding;
   int mode = static_cast<int>(d.mode);
@@ -189,18 +189,18 @@ Commands panel_decoding(const Snapshot& snap, UiState& ui) {
     draft_picker(d, ui.draft_other_folder);
   }
   ImGui::PopItemWidth();
-  const bool changed = d != snap.decoding;
-  ImGui::BeginDisabled(!changed || !snap.model);
+  const bool changed = d != engine.decoding;
+  ImGui::BeginDisabled(!changed || !engine.model);
   if (ImGui::Button(changed ? fitting_label({"Restart with this strategy", "Restart"}) : "running", ImVec2(-1, 0)))
     cmds.push_back(cmd::SetDecoding{d});
   ImGui::EndDisabled();
-  text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled), "now: " + describe(snap.decoding));
+  text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled), "now: " + describe(engine.decoding));
   return cmds;
 }
 
 // Beam search: the shown step's 2N candidates, best first, and what became of each.
-void panel_beam_candidates(const Snapshot& snap, int step) {
-  const BeamStepRecord& r = *snap.beam_records[static_cast<size_t>(step)];
+void panel_beam_candidates(const EngineState& engine, int step) {
+  const BeamStepRecord& r = *engine.beam_records[static_cast<size_t>(step)];
   text_wrapped_wordsf("step %d: %d beam%s expanded, the %d best (beam, token) kept:", step,
                       static_cast<int>(r.expanded.size()), r.expanded.size() == 1 ? "" : "s",
                       static_cast<int>(r.candidates.size()));
@@ -223,20 +223,20 @@ void panel_beam_candidates(const Snapshot& snap, int step) {
   rows_or_lines("beam_cands", {"beam + token", "log p", "\xCE\xA3 log p", "kept as"}, rows);
 }
 
-void panel_beam_state(const Snapshot& snap, int step) {
-  const BeamStepRecord& r = *snap.beam_records[static_cast<size_t>(step)];
-  const int n_prompt = static_cast<int>(snap.beam_records.front()->prompt_pieces.size());
+void panel_beam_state(const EngineState& engine, int step) {
+  const BeamStepRecord& r = *engine.beam_records[static_cast<size_t>(step)];
+  const int n_prompt = static_cast<int>(engine.beam_records.front()->prompt_pieces.size());
   section("running beams (\xCE\xA3 log p)");
   // (an old step's sequences may have been dropped by the history's budget: rebuilt from the steps)
   for (const Beam& b : r.running)
     text_wrapped_wordsf("b%d  %.3f  %s", b.id, b.logprob,
-                        tail_text(snap, beam_tokens(snap.beam_records, step, b.id), n_prompt).c_str());
+                        tail_text(engine, beam_tokens(engine.beam_records, step, b.id), n_prompt).c_str());
   if (r.running.empty()) ImGui::TextDisabled("(none: the search has ended)");
   if (!r.finished.empty()) {
     section("finished (score = \xCE\xA3 log p / length^L)");
     for (const Hypothesis& h : r.finished)
-      text_wrapped_coloured(
-          kGold, fixed("%.3f  ", h.score) + tail_text(snap, beam_tokens(snap.beam_records, step, h.beam_id), n_prompt));
+      text_wrapped_coloured(kGold, fixed("%.3f  ", h.score) +
+                                       tail_text(engine, beam_tokens(engine.beam_records, step, h.beam_id), n_prompt));
   }
   const double saved = r.kv_bytes_independent > 0
                            ? 100.0 * (1.0 - static_cast<double>(r.kv_bytes_shared) / r.kv_bytes_independent)
@@ -250,8 +250,8 @@ void panel_beam_state(const Snapshot& snap, int step) {
 }
 
 // Speculative decoding: the shown iteration's drafted tokens and the verdicts.
-void panel_spec_iteration(const Snapshot& snap, UiState& ui, int step) {
-  const SpecIteration& it = *snap.spec_iterations[static_cast<size_t>(step)];
+void panel_spec_iteration(const EngineState& engine, UiState& ui, int step) {
+  const SpecIteration& it = *engine.spec_iterations[static_cast<size_t>(step)];
   int stage = static_cast<int>(ui.spec_stage);
   // (each on the next line where the sidebar has no room left for it)
   ImGui::RadioButton("play", &stage, -1);
@@ -284,8 +284,8 @@ void panel_spec_iteration(const Snapshot& snap, UiState& ui, int step) {
                       visible_piece(it.next_piece).c_str(), it.next_prob);
 }
 
-void panel_spec_counters(const Snapshot& snap, int step) {
-  const SpecIteration& it = *snap.spec_iterations[static_cast<size_t>(step)];
+void panel_spec_counters(const EngineState& engine, int step) {
+  const SpecIteration& it = *engine.spec_iterations[static_cast<size_t>(step)];
   section("so far");
   if (it.drafted_total > 0)
     text_wrapped_wordsf("acceptance \xCE\xB1 = %d / %d = %.2f", it.accepted_total, it.drafted_total,
@@ -317,10 +317,10 @@ std::string of(int i, int n) {
 
 // Beam search's counters: what the shown step's records say ran. Short
 // names and values: the sidebar is narrow.
-void beam_counters(const Snapshot& snap, int step, const Palette& pal) {
-  const BeamTotals t = beam_totals(snap.beam_records, step);
+void beam_counters(const EngineState& engine, int step, const Palette& pal) {
+  const BeamTotals t = beam_totals(engine.beam_records, step);
   const ImVec4 cyan = v4(pal.cache_high), green = kGood;
-  counter_row("step", of(t.step, snap.timeline_size() - 1));
+  counter_row("step", of(t.step, engine.timeline_size() - 1));
   counter_row("running beams", std::to_string(t.running));
   counter_row("finished", std::to_string(t.finished));
   counter_row("forwards so far", std::to_string(t.forwards));
@@ -338,10 +338,10 @@ void beam_counters(const Snapshot& snap, int step, const Palette& pal) {
 }
 
 // Speculative decoding's counters: the model's and the draft's forwards, caches and times.
-void spec_counters(const Snapshot& snap, int step, const Palette& pal) {
-  const SpecTotals t = spec_totals(snap.spec_iterations, step);
+void spec_counters(const EngineState& engine, int step, const Palette& pal) {
+  const SpecTotals t = spec_totals(engine.spec_iterations, step);
   const ImVec4 cyan = v4(pal.cache_high), green = kGood, draft = v4(kDraftColour);
-  counter_row("iteration", of(t.iteration, snap.timeline_size() - 1));
+  counter_row("iteration", of(t.iteration, engine.timeline_size() - 1));
   counter_row("tokens", std::to_string(t.generated));
   counter_row("model forwards", std::to_string(t.target_forwards));
   counter_row("plain decoding", std::to_string(t.generated) + " forwards");
@@ -360,9 +360,9 @@ void spec_counters(const Snapshot& snap, int step, const Palette& pal) {
 
 }  // namespace
 
-Commands panel_decode_cache(const Snapshot& snap, UiState& ui) {
+Commands panel_decode_cache(const EngineState& engine, UiState& ui) {
   const Palette& pal = palette_for(ui.colour_blind);
-  const bool beam = snap.decoding.mode == DecodeMode::kBeam;
+  const bool beam = engine.decoding.mode == DecodeMode::kBeam;
   text_wrapped_coloured(v4(pal.cache_high), beam ? "KV CACHE, one for all beams" : "KV CACHE in both models");
   text_wrapped_wordsf("%s", beam ? "The beams share the prompt's K/V and every common prefix (paged: a shared block "
                                    "is copied on its first write). Each step is ONE forward over every beam's new "
@@ -370,12 +370,12 @@ Commands panel_decode_cache(const Snapshot& snap, UiState& ui) {
                                  : "Each iteration the draft runs K small forwards on its cache, the model ONE "
                                    "forward over the K drafted positions (+1) on its own; rejected positions are "
                                    "rolled back in both caches. Plain decoding: one model forward per token.");
-  const int step = shown_step_or_note(snap, ui);
+  const int step = shown_step_or_note(engine, ui);
   if (step >= 0 && begin_counters("decode_counters")) {
     if (beam)
-      beam_counters(snap, step, pal);
+      beam_counters(engine, step, pal);
     else
-      spec_counters(snap, step, pal);
+      spec_counters(engine, step, pal);
     ImGui::EndTable();
   }
   return {};
@@ -397,8 +397,8 @@ void lesson_row(bool shown) {
   if (shown) ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg0, ImGui::GetColorU32(ImVec4(0.2f, 0.45f, 0.6f, 0.45f)));
 }
 
-void beam_lesson(const Snapshot& snap, int step) {
-  const BeamTotals t = beam_totals(snap.beam_records, step);
+void beam_lesson(const EngineState& engine, int step) {
+  const BeamTotals t = beam_totals(engine.beam_records, step);
   text_wrapped_wordsf(
       "Beam search keeps the N most probable sequences. Each step runs ONE forward over the new position of every "
       "running beam (a batch), ranks all (beam, token) continuations by \xCE\xA3 log p, keeps the 2N best and "
@@ -412,9 +412,9 @@ void beam_lesson(const Snapshot& snap, int step) {
   if (!begin_lesson_table("beam_lesson",
                           {"step", "beams run", "positions", "K/V shared", "one per beam", "saved", "copied"}))
     return;
-  for (int i = 0; i < static_cast<int>(snap.beam_records.size()); ++i) {
-    const BeamStepRecord& r = *snap.beam_records[static_cast<size_t>(i)];
-    const BeamTotals row = beam_totals(snap.beam_records, i);
+  for (int i = 0; i < static_cast<int>(engine.beam_records.size()); ++i) {
+    const BeamStepRecord& r = *engine.beam_records[static_cast<size_t>(i)];
+    const BeamTotals row = beam_totals(engine.beam_records, i);
     lesson_row(i == step);
     ImGui::TableNextColumn();
     ImGui::Text(i == 0 ? "0 (prompt)" : "%d", i);
@@ -434,8 +434,8 @@ void beam_lesson(const Snapshot& snap, int step) {
   ImGui::EndTable();
 }
 
-void spec_lesson(const Snapshot& snap, int step) {
-  const SpecTotals t = spec_totals(snap.spec_iterations, step);
+void spec_lesson(const EngineState& engine, int step) {
+  const SpecTotals t = spec_totals(engine.spec_iterations, step);
   text_wrapped_wordsf(
       "Speculative decoding: a small draft model proposes K tokens, one cheap forward each; the model scores all "
       "of them in ONE forward; token i is kept when a uniform draw r < p/q, the first rejected one is replaced "
@@ -456,8 +456,8 @@ void spec_lesson(const Snapshot& snap, int step) {
         t.draft_forward_ms(), t.target_forward_ms(), t.cost_ratio(), predicted_speedup(a, t.k, t.cost_ratio()));
   if (!begin_lesson_table("spec_lesson", {"iteration", "drafted", "accepted", "then", "model forwards", "tokens"}))
     return;
-  for (int i = 0; i < static_cast<int>(snap.spec_iterations.size()); ++i) {
-    const SpecIteration& it = *snap.spec_iterations[static_cast<size_t>(i)];
+  for (int i = 0; i < static_cast<int>(engine.spec_iterations.size()); ++i) {
+    const SpecIteration& it = *engine.spec_iterations[static_cast<size_t>(i)];
     lesson_row(i == step);
     ImGui::TableNextColumn();
     ImGui::Text("%d", i);
@@ -477,26 +477,26 @@ void spec_lesson(const Snapshot& snap, int step) {
 
 }  // namespace
 
-Commands panel_decode_lesson(const Snapshot& snap, UiState& ui) {
-  const int step = shown_step_or_note(snap, ui);
+Commands panel_decode_lesson(const EngineState& engine, UiState& ui) {
+  const int step = shown_step_or_note(engine, ui);
   if (step < 0) return {};
-  if (snap.decoding.mode == DecodeMode::kBeam)
-    beam_lesson(snap, step);
-  else if (snap.decoding.mode == DecodeMode::kSpeculative)
-    spec_lesson(snap, step);
+  if (engine.decoding.mode == DecodeMode::kBeam)
+    beam_lesson(engine, step);
+  else if (engine.decoding.mode == DecodeMode::kSpeculative)
+    spec_lesson(engine, step);
   return {};
 }
 
 // The Next-token panel's content under beam search or speculative decoding.
-Commands panel_decode_step(const Snapshot& snap, UiState& ui) {
-  const int step = shown_step_or_note(snap, ui);
+Commands panel_decode_step(const EngineState& engine, UiState& ui) {
+  const int step = shown_step_or_note(engine, ui);
   if (step < 0) return {};
-  if (snap.decoding.mode == DecodeMode::kBeam) {
-    panel_beam_candidates(snap, step);
-    panel_beam_state(snap, step);
-  } else if (snap.decoding.mode == DecodeMode::kSpeculative) {
-    panel_spec_iteration(snap, ui, step);
-    panel_spec_counters(snap, step);
+  if (engine.decoding.mode == DecodeMode::kBeam) {
+    panel_beam_candidates(engine, step);
+    panel_beam_state(engine, step);
+  } else if (engine.decoding.mode == DecodeMode::kSpeculative) {
+    panel_spec_iteration(engine, ui, step);
+    panel_spec_counters(engine, step);
   }
   return {};
 }

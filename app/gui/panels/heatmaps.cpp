@@ -135,17 +135,17 @@ HeatmapHit draw_heatmap_grid(ImDrawList* dl, ImVec2 p0, ImVec2 size, const std::
   return hit;
 }
 
-Commands panel_heatmaps(const Snapshot& snap, UiState& ui) {
+Commands panel_heatmaps(const EngineState& engine, UiState& ui) {
   Commands cmds;
-  const int s = shown_step_or_note(snap, ui);
+  const int s = shown_step_or_note(engine, ui);
   if (s < 0) return cmds;
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   // The maps first, at least two text lines tall each (so their head labels stay apart), the
   // explanation under them: in a short lesson strip (a large text scale) the lesson scrolls to it.
   const float fs = ImGui::GetFontSize();
-  const float rows = static_cast<size_t>(s) < snap.records.size()
-                         ? static_cast<float>(snap.records[static_cast<size_t>(s)]->n_layer)
+  const float rows = static_cast<size_t>(s) < engine.records.size()
+                         ? static_cast<float>(engine.records[static_cast<size_t>(s)]->n_layer)
                          : 1.0f;
   const ImVec2 size(
       avail.x, std::max({60.0f, avail.y - 2 * ImGui::GetTextLineHeightWithSpacing(), fs * 1.3f + rows * fs * 2.3f}));
@@ -153,15 +153,15 @@ Commands panel_heatmaps(const Snapshot& snap, UiState& ui) {
   const bool hovered = ImGui::IsItemHovered();
   const ImVec2 mouse = hovered ? ImGui::GetIO().MousePos : ImVec2(-1e9f, -1e9f);
   const HeatmapHit hit =
-      draw_heatmap_grid(ImGui::GetWindowDrawList(), p0, size, snap.records, s, ui.layer, ui.head, mouse,
+      draw_heatmap_grid(ImGui::GetWindowDrawList(), p0, size, engine.records, s, ui.layer, ui.head, mouse,
                         ImGui::GetFont(), ImGui::GetFontSize(), palette_for(ui.colour_blind), ui.memo.heat);
   if (hit.layer >= 0) {
     begin_wrapped_tooltip();
     ImGui::Text("layer %d, head %d (click: show its beams)", hit.layer, hit.head);
     if (hit.query >= 0 && hit.known) {
       auto piece = [&](int p) {
-        return p >= 0 && p < static_cast<int>(snap.seq.tokens.size()) ? visible_piece(snap.seq.tokens[p].piece)
-                                                                      : std::string("?");
+        return p >= 0 && p < static_cast<int>(engine.seq.tokens.size()) ? visible_piece(engine.seq.tokens[p].piece)
+                                                                        : std::string("?");
       };
       ImGui::Text("query %d \"%s\" -> key %d \"%s\": weight %.4f", hit.query, piece(hit.query).c_str(), hit.key,
                   piece(hit.key).c_str(), hit.weight);

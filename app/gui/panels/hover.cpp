@@ -71,9 +71,9 @@ void kv_state_line(const SequenceState& seq, const Pick& pick) {
 
 }  // namespace
 
-void hover_tooltip(const Snapshot& snap, const Pick& pick, int layer, int head) {
-  if (pick.kind == Pick::kNothing || !snap.seq.current) return;
-  const SequenceState& seq = snap.seq;
+void hover_tooltip(const EngineState& engine, const Pick& pick, int layer, int head) {
+  if (pick.kind == Pick::kNothing || !engine.seq.current) return;
+  const SequenceState& seq = engine.seq;
   if (pick.pos < 0 || pick.pos >= static_cast<int>(seq.tokens.size())) return;
   if (pick.span > 1) return aggregated_tooltip(seq, pick, layer, head);
   const TokenInfo& t = seq.tokens[pick.pos];
@@ -81,7 +81,7 @@ void hover_tooltip(const Snapshot& snap, const Pick& pick, int layer, int head) 
   if (pick.kind == Pick::kToken) {
     ImGui::Text("token %d at position %d", t.id, pick.pos);
     ImGui::Text("text:  %s", visible_piece(t.piece).c_str());
-    const std::string raw = snap.model ? snap.model->tokenizer.token_bytes(t.id) : std::string();
+    const std::string raw = engine.model ? engine.model->tokenizer.token_bytes(t.id) : std::string();
     ImGui::Text("bytes: %s", format_hex_bytes(raw).c_str());
     if (t.prompt) {
       ImGui::TextUnformatted("part of the prompt");
@@ -117,7 +117,7 @@ void hover_tooltip(const Snapshot& snap, const Pick& pick, int layer, int head) 
         ImGui::Text("holds K and V rows of %d numbers each (%d heads)", d, seq.n_head);
       }
       ImGui::Text("|K| = %.3f   |V| = %.3f", kn, vn);
-      kv_rows_tooltip(snap, pick.layer, head, pick.pos, static_cast<int>(snap.seq_count) - 1);
+      kv_rows_tooltip(engine, pick.layer, head, pick.pos, static_cast<int>(engine.seq_count) - 1);
       const KVDtype dt = seq.current->kv_layout.dtype;
       ImGui::TextDisabled("(%s of memory when cached as %s)", format_bytes(2 * kv_row_bytes(dt, d)).c_str(),
                           to_string(dt));

@@ -167,19 +167,19 @@ void draw_loss_curves(const LayoutScoreResult& res, float height, const Palette&
 
 }  // namespace
 
-void kv_loss_plot(const Snapshot& snap, const Palette& pal, Commands& cmds) {
-  const StepRecord* r = snap.seq.current.get();
-  if (!snap.model || !r) return;
+void kv_loss_plot(const EngineState& engine, const Palette& pal, Commands& cmds) {
+  const StepRecord* r = engine.seq.current.get();
+  if (!engine.model || !r) return;
   const ImGuiTreeNodeFlags open =
       r->kv_layout.windowed() || r->kv_layout.evicting() ? ImGuiTreeNodeFlags_DefaultOpen : 0;
   if (!ImGui::CollapsingHeader(header_label("Loss per position vs dense f32", "Loss vs f32").c_str(), open)) return;
-  const LayoutScoreResult* res = snap.kv_scores.get();
-  const bool fresh = res && res->request.at == snap.seq.current && res->request.model == snap.model;
-  const bool busy = snap.kv_scoring;
+  const LayoutScoreResult* res = engine.kv_scores.get();
+  const bool fresh = res && res->request.at == engine.seq.current && res->request.model == engine.model;
+  const bool busy = engine.kv_scoring;
   ImGui::TextWrapped(
       "Every position of the text on screen scored by the real model under each layout "
       "(-log p of the next token, running mean over 8).");
-  ImGui::BeginDisabled(busy || fresh || snap.seq.tokens.size() < 2);
+  ImGui::BeginDisabled(busy || fresh || engine.seq.tokens.size() < 2);
   if (ImGui::Button(busy ? "scoring on a background thread\xE2\x80\xA6" : "Score this text"))
     cmds.push_back(cmd::ScoreKvLayouts{});
   ImGui::EndDisabled();
@@ -190,7 +190,7 @@ void kv_loss_plot(const Snapshot& snap, const Palette& pal, Commands& cmds) {
   }
   if (!fresh) ImGui::TextDisabled("(for an earlier text or layout: score again)");
   if (res->scores.empty() || res->scores[0].nll.size() < 2) return;
-  if (snap.seq.n_prompt + 1 < static_cast<int>(res->request.tokens.size()) && r->kv_layout != res->request.layouts[0])
+  if (engine.seq.n_prompt + 1 < static_cast<int>(res->request.tokens.size()) && r->kv_layout != res->request.layouts[0])
     text_wrapped_wordsf(
         "The generated part of this text was chosen under %s, so it favours that layout; a long prompt "
         "of your own (Custom) compares the layouts on text none of them chose.",

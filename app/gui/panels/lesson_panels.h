@@ -1,6 +1,6 @@
 // The teaching panels (timeline, branches, sampling made visible,
 // prefill vs decode, KV memory at real scale, attention overview,
-// presentation HUD). Like panels.h: functions of (Snapshot, UiState) that
+// presentation HUD). Like panels.h: functions of (EngineState, UiState) that
 // draw ImGui widgets and return commands. The heatmap grid and the
 // presentation HUD draw onto a plain ImDrawList so the headless renderer
 // (`kvscope render --heatmaps / --presentation`) draws the same picture.
@@ -20,22 +20,22 @@ namespace kvscope {
 // The timeline's row: back/forward buttons, the slider and the shown step,
 // leaving `reserve` (window units) at the row's end for the caller's widget.
 // The step's tooltip carries the history line.
-Commands panel_timeline(const Snapshot& snap, UiState& ui, float reserve = 0);
+Commands panel_timeline(const EngineState& engine, UiState& ui, float reserve = 0);
 // The history's memory (its bytes, the budget, what was trimmed): in full,
 // and in brief for a narrow strip.
 struct HistoryText {
   std::string full, brief;
   bool trimmed = false;
 };
-HistoryText history_text(const Snapshot& snap);
+HistoryText history_text(const EngineState& engine);
 // The tree of explored branches (text, probability), FLOPs saved by forking on the cache.
-Commands panel_branches(const Snapshot& snap, UiState& ui);
+Commands panel_branches(const EngineState& engine, UiState& ui);
 // Prefill vs decode, measured from the shown step's records.
-Commands panel_phases(const Snapshot& snap, UiState& ui);
+Commands panel_phases(const EngineState& engine, UiState& ui);
 // KV memory at real scale: the published configs, a context slider up to 1M, cache dtype.
-Commands panel_kv_calculator(const Snapshot& snap, UiState& ui);
+Commands panel_kv_calculator(const EngineState& engine, UiState& ui);
 // The (layer, head) attention heatmap grid; clicking one selects it for the beams.
-Commands panel_heatmaps(const Snapshot& snap, UiState& ui);
+Commands panel_heatmaps(const EngineState& engine, UiState& ui);
 
 // What is under the mouse in the heatmap grid.
 struct HeatmapHit {

@@ -47,8 +47,8 @@ bool big_button(const char* label, const glm::vec3& colour, ImVec2 size) {
   return pressed;
 }
 
-int shown_step_or_note(const Snapshot& snap, const UiState& ui) {
-  const int step = shown_step(snap, ui);
+int shown_step_or_note(const EngineState& engine, const UiState& ui) {
+  const int step = shown_step(engine, ui);
   if (step < 0) ImGui::TextDisabled("(no step yet)");
   return step;
 }
@@ -234,10 +234,10 @@ bool checkbox_wrapped(const char* label, bool* v) {
   return changed;
 }
 
-Commands panel_prompt(const Snapshot& snap, UiState& ui) {
+Commands panel_prompt(const EngineState& engine, UiState& ui) {
   const Palette& pal = palette_for(ui.colour_blind);
   Commands cmds;
-  (void)snap;
+  (void)engine;
   // Presets on one row while they fit, wrapping at a narrow width or a large text scale.
   for (int i = 0; i <= kNumPresets; ++i) {
     const char* name = i < kNumPresets ? kPromptPresets[i].name : "Custom";
@@ -261,7 +261,7 @@ Commands panel_prompt(const Snapshot& snap, UiState& ui) {
   return cmds;
 }
 
-Commands panel_playback(const Snapshot& snap, UiState& ui) {
+Commands panel_playback(const EngineState& engine, UiState& ui) {
   Commands cmds;
   // (measured with the wider of Play / Pause, so the row does not jump when it toggles)
   const ButtonRow row = button_row({"Pause (Space)", "Step (\xE2\x86\x92)"});
@@ -275,33 +275,33 @@ Commands panel_playback(const Snapshot& snap, UiState& ui) {
   ImGui::SliderFloat("##speed", &ui.speed, 0.25f, 8.0f, "%.2f tokens/s", ImGuiSliderFlags_Logarithmic);
   ImGui::EndDisabled();
   checkbox_wrapped("as fast as possible", &ui.fastest);
-  const int ctx = snap.model ? snap.model->config.n_positions : 1024;
+  const int ctx = engine.model ? engine.model->config.n_positions : 1024;
   int max_new = ui.max_new > 0 ? ui.max_new : kDefaultMaxNew;
   ImGui::SetNextItemWidth(-1);
   if (ImGui::SliderInt("##maxnew", &max_new, 1, std::max(2, ctx), "max new tokens: %d", ImGuiSliderFlags_Logarithmic)) {
     ui.max_new = max_new;
     cmds.push_back(cmd::SetMaxNew{max_new});
   }
-  const int n_new = new_tokens(snap);
-  if (snap.stop != StopReason::kNone) {
+  const int n_new = new_tokens(engine);
+  if (engine.stop != StopReason::kNone) {
     text_wrapped_coloured(ImVec4(1, 0.8f, 0.4f, 1),
-                          std::string(stop_text(snap.stop)) + " (" + std::to_string(n_new) + " new)");
-  } else if (snap.started) {
+                          std::string(stop_text(engine.stop)) + " (" + std::to_string(n_new) + " new)");
+  } else if (engine.started) {
     text_wrapped_wordsf("%s \xC2\xB7 %d new token%s",
-                        snap.step_in_flight ? "computing\xE2\x80\xA6" : (ui.playing ? "playing" : "paused"), n_new,
+                        engine.step_in_flight ? "computing\xE2\x80\xA6" : (ui.playing ? "playing" : "paused"), n_new,
                         n_new == 1 ? "" : "s");
-  } else if (snap.loading_model) {
+  } else if (engine.loading_model) {
     ImGui::TextUnformatted("loading the model\xE2\x80\xA6");
   }
   return cmds;
 }
 
-Commands panel_attention(const Snapshot& snap, UiState& ui) {
+Commands panel_attention(const EngineState& engine, UiState& ui) {
   Commands cmds;
-  const int n_layer = snap.model ? snap.model->config.n_layer : 0;
-  const int n_head = snap.model ? snap.model->config.n_head : 0;
+  const int n_layer = engine.model ? engine.model->config.n_layer : 0;
+  const int n_head = engine.model ? engine.model->config.n_head : 0;
   // Grouped-query models: query heads listed under the K/V head they share (group > 1).
-  const int n_kv_head = snap.model ? snap.model->config.kv_heads() : 0;
+  const int n_kv_head = engine.model ? engine.model->config.kv_heads() : 0;
   auto combo = [](const char* label, int* value, int n, const char* what, int group) {
     const std::string current = *value < 0 ? "mean of all " + std::string(what) : std::to_string(*value);
     ImGui::SetNextItemWidth(-1);
@@ -342,14 +342,14 @@ Commands panel_attention(const Snapshot& snap, UiState& ui) {
 
 // panel_next_token: app/gui/panels/sampling.cpp
 
-Commands panel_model(const Snapshot& snap, UiState& ui) {
+Commands panel_model(const EngineState& engine, UiState& ui) {
   const Palette& pal = palette_for(ui.colour_blind);
   Commands cmds;
-  if (snap.model) {
-    const Config& c = snap.model->config;
+  if (engine.model) {
+    const Config& c = engine.model->config;
     if (begin_counters("model")) {
-      counter_row("name", snap.model->name);
-      counter_row("parameters", format_si(static_cast<double>(snap.model->n_params)));
+      counter_row("name", engine.model->name);
+      counter_row("parameters", format_si(static_cast<double>(engine.model->n_params)));
       counter_row("layers", std::to_string(c.n_layer));
       counter_row("heads",
                   std::to_string(c.n_head) + " \xC3\x97 " + std::to_string(c.head_dim()) + " dims" +
@@ -366,10 +366,10 @@ Commands panel_model(const Snapshot& snap, UiState& ui) {
         counter_row("with full MHA",
                     format_bytes(mha) + " (" + std::to_string(c.n_head / c.kv_heads()) + "\xC3\x97 more)");
       }
-      counter_row("weights", snap.model->stored_dtype);
+      counter_row("weights", engine.model->stored_dtype);
       ImGui::EndTable();
     }
-  } else if (snap.loading_model) {
+  } else if (engine.loading_model) {
     ImGui::TextUnformatted("loading\xE2\x80\xA6");
   } else {
     ImGui::TextColored(v4(pal.recomputed), "no model loaded");
@@ -378,7 +378,7 @@ Commands panel_model(const Snapshot& snap, UiState& ui) {
   // The buttons beside the field and the bar as wide as their labels at any text scale.
   const float spacing = ImGui::GetStyle().ItemSpacing.x;
   if (kFilesThroughBrowser) {  // the page: the browser's folder picker (or a folder dropped on the page)
-    ImGui::BeginDisabled(snap.loading_model);
+    ImGui::BeginDisabled(engine.loading_model);
     if (ImGui::Button("Open model folder...", ImVec2(-1, 0))) ask_user_for_model_folder();
     ImGui::EndDisabled();
   } else {
@@ -386,27 +386,28 @@ Commands panel_model(const Snapshot& snap, UiState& ui) {
     const bool enter =
         ImGui::InputTextWithHint("##dir", "/path/to/model", &ui.model_dir_input, ImGuiInputTextFlags_EnterReturnsTrue);
     ImGui::SameLine();
-    ImGui::BeginDisabled(snap.loading_model || ui.model_dir_input.empty());
+    ImGui::BeginDisabled(engine.loading_model || ui.model_dir_input.empty());
     if (ImGui::Button("Load", ImVec2(-1, 0)) || (enter && !ui.model_dir_input.empty()))
       cmds.push_back(cmd::LoadModel{ui.model_dir_input});
     ImGui::EndDisabled();
   }
-  if (snap.loading_model) {
+  if (engine.loading_model) {
     // The load runs on its own thread; the current model keeps generating.
     char pct[32];
-    std::snprintf(pct, sizeof(pct), "loading %.0f%%", 100.0 * snap.load_progress);
-    ImGui::ProgressBar(snap.load_progress, ImVec2(-(button_width("Cancel") + spacing), 0), pct);
+    std::snprintf(pct, sizeof(pct), "loading %.0f%%", 100.0 * engine.load_progress);
+    ImGui::ProgressBar(engine.load_progress, ImVec2(-(button_width("Cancel") + spacing), 0), pct);
     ImGui::SameLine();
     if (ImGui::Button("Cancel", ImVec2(-1, 0))) cmds.push_back(cmd::CancelLoad{});
     text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled),
                           "(the current model keeps working until the new one is ready)");
   }
-  if (!snap.model_error.empty()) {
+  if (!engine.model_error.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, v4(pal.recomputed));
-    text_wrapped_wordsf("Could not load: %s", snap.model_error.c_str());
+    text_wrapped_wordsf("Could not load: %s", engine.model_error.c_str());
     ImGui::PopStyleColor();
-    if (snap.model)
-      text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled), "(still using " + snap.model->name + ")");
+    if (engine.model)
+      text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled),
+                            "(still using " + engine.model->name + ")");
   }
   return cmds;
 }
@@ -441,9 +442,9 @@ void saved_view_buttons(UiState& ui, const ButtonRow& pair, Commands& cmds) {
 
 }  // namespace
 
-Commands panel_view(const Snapshot& snap, UiState& ui) {
+Commands panel_view(const EngineState& engine, UiState& ui) {
   Commands cmds;
-  (void)snap;
+  (void)engine;
   // With their keys while the pairs fit, else the names alone (the keys in the tooltip).
   const char* keyed[] = {"FRONT (1)", "TOP (2)", "SIDE (3)", "FOLLOW (4)"};
   const char* plain[] = {"FRONT", "TOP", "SIDE", "FOLLOW"};

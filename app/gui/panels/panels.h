@@ -1,4 +1,4 @@
-// The ImGui panels. Each is a function of (engine snapshot, UI state) that
+// The ImGui panels. Each is a function of (engine state, UI state) that
 // draws its widgets and returns what the user asked for; the frame loop
 // (gui.cpp) carries the commands out. Widgets may edit UiState fields that
 // are purely presentational (sliders, text buffers).
@@ -15,22 +15,22 @@
 
 namespace kvscope {
 
-Commands panel_prompt(const Snapshot& snap, UiState& ui);
-Commands panel_playback(const Snapshot& snap, UiState& ui);
-Commands panel_cache(const Snapshot& snap, UiState& ui);  // toggle, counters, FLOP plots
-Commands panel_attention(const Snapshot& snap, UiState& ui);
-Commands panel_next_token(const Snapshot& snap, UiState& ui);  // top-10 bars + sampling
-Commands panel_model(const Snapshot& snap, UiState& ui);
+Commands panel_prompt(const EngineState& engine, UiState& ui);
+Commands panel_playback(const EngineState& engine, UiState& ui);
+Commands panel_cache(const EngineState& engine, UiState& ui);  // toggle, counters, FLOP plots
+Commands panel_attention(const EngineState& engine, UiState& ui);
+Commands panel_next_token(const EngineState& engine, UiState& ui);  // top-10 bars + sampling
+Commands panel_model(const EngineState& engine, UiState& ui);
 // Sampling, beam search or speculative decoding (app/gui/panels/decode.cpp).
-Commands panel_decoding(const Snapshot& snap, UiState& ui);
+Commands panel_decoding(const EngineState& engine, UiState& ui);
 // The Next-token panel under beam search (2N candidates, beams, hypotheses)
 // or speculative decoding (drafted tokens, p, q, verdicts, α).
-Commands panel_decode_step(const Snapshot& snap, UiState& ui);
+Commands panel_decode_step(const EngineState& engine, UiState& ui);
 // The Cache & compute panel under beam search or speculative decoding: the
 // counters of what ran (forwards, K/V shared vs per beam, draft vs target).
-Commands panel_decode_cache(const Snapshot& snap, UiState& ui);
+Commands panel_decode_cache(const EngineState& engine, UiState& ui);
 // The lesson on the running strategy (a tab under the timeline).
-Commands panel_decode_lesson(const Snapshot& snap, UiState& ui);
+Commands panel_decode_lesson(const EngineState& engine, UiState& ui);
 // A button in `colour` that reads as a toggle (the big Generate, Play and KV CACHE buttons).
 bool big_button(const char* label, const glm::vec3& colour, ImVec2 size);
 // A counters table: names and values in two columns, or in a narrow
@@ -74,7 +74,7 @@ void same_line_if_fits(float width);
 // toggles it too.
 bool checkbox_wrapped(const char* label, bool* v);
 // The shown step, or -1 after saying "(no step yet)" where the panel's content would go.
-int shown_step_or_note(const Snapshot& snap, const UiState& ui);
+int shown_step_or_note(const EngineState& engine, const UiState& ui);
 // A tooltip at most half the window wide (longer lines wrap, ImGui::Text's
 // too), so ImGui can keep all of it inside the window at any text scale.
 void begin_wrapped_tooltip();
@@ -82,15 +82,15 @@ void end_wrapped_tooltip();
 // `text` wrapped in a tooltip while the last item is hovered.
 void hover_help(const char* text);
 // Q·Kᵀ/√d → softmax → ·V for the shown step and the selected layer and head (app/gui/panels/qkv.cpp).
-Commands panel_qkv(const Snapshot& snap, UiState& ui);
+Commands panel_qkv(const EngineState& engine, UiState& ui);
 // The k and v rows (one head's slice) of a KV block, for its tooltip.
-void kv_rows_tooltip(const Snapshot& snap, int layer, int head, int pos, int step);
-Commands panel_view(const Snapshot& snap, UiState& ui);
+void kv_rows_tooltip(const EngineState& engine, int layer, int head, int pos, int step);
+Commands panel_view(const EngineState& engine, UiState& ui);
 // The loaded model's training run: loss curve, checkpoints to load (app/gui/panels/training.cpp).
-Commands panel_training(const Snapshot& snap, UiState& ui);
+Commands panel_training(const EngineState& engine, UiState& ui);
 // The Serving view: many requests from one paged KV pool, over the whole
 // window while UiState::serving.open (app/gui/panels/serving.cpp).
-Commands panel_serving(const Snapshot& snap, UiState& ui);
+Commands panel_serving(const EngineState& engine, UiState& ui);
 // A floating window listing errors until dismissed (nothing when none).
 Commands panel_errors(const UiState& ui);
 // The cache layout's part of a KV block's tooltip: evicted, sink, page,
@@ -98,14 +98,14 @@ Commands panel_errors(const UiState& ui);
 void kv_layout_tooltip(const SequenceState& seq, int pos, int layer, KvState state);
 // The text on screen scored per position under the running layout, dense f32
 // and the same window with / without sinks: the session scores it on
-// cmd::ScoreKvLayouts (the panel's button); the plot shows Snapshot::kv_scores.
-void kv_loss_plot(const Snapshot& snap, const Palette& pal, Commands& cmds);
+// cmd::ScoreKvLayouts (the panel's button); the plot shows EngineState::kv_scores.
+void kv_loss_plot(const EngineState& engine, const Palette& pal, Commands& cmds);
 // Tooltip for what the mouse is over in the 3D view.
 // `layer` / `head` (-1 = mean): the beam whose weight a KV block's tooltip shows.
-void hover_tooltip(const Snapshot& snap, const Pick& pick, int layer = -1, int head = -1);
+void hover_tooltip(const EngineState& engine, const Pick& pick, int layer = -1, int head = -1);
 
 // The counters' "other mode" curve: FLOPs each step would have cost in
 // `mode`, from the formula (kvscope::forward_flops), for the same sequence.
-std::vector<double> computed_flops(const Snapshot& snap, CacheMode mode);
+std::vector<double> computed_flops(const EngineState& engine, CacheMode mode);
 
 }  // namespace kvscope

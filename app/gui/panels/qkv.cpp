@@ -48,7 +48,7 @@ std::string first_values(const float* x, int n, int shown = 6) {
   return s + (n > shown ? ", \xE2\x80\xA6]" : "]");
 }
 
-void score_table(const Snapshot& snap, const QkvInspection& in, const Palette& pal) {
+void score_table(const EngineState& engine, const QkvInspection& in, const Palette& pal) {
   const float rows = std::min(10.0f, static_cast<float>(in.n()) + 1.5f);
   if (!ImGui::BeginTable("qkv", 4,
                          ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX | ImGuiTableFlags_RowBg |
@@ -73,7 +73,7 @@ void score_table(const Snapshot& snap, const QkvInspection& in, const Palette& p
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
     const std::string piece =
-        pos < static_cast<int>(snap.seq.tokens.size()) ? visible_piece(snap.seq.tokens[pos].piece) : "";
+        pos < static_cast<int>(engine.seq.tokens.size()) ? visible_piece(engine.seq.tokens[pos].piece) : "";
     ImGui::Text("%d %s", pos, piece.c_str());
     if (ImGui::IsItemHovered())
       ImGui::SetTooltip("k = %s\nv = %s", first_values(in.k_row(j), in.head_dim, 8).c_str(),
@@ -94,7 +94,7 @@ void score_table(const Snapshot& snap, const QkvInspection& in, const Palette& p
 
 }  // namespace
 
-Commands panel_qkv(const Snapshot& snap, UiState& ui) {
+Commands panel_qkv(const EngineState& engine, UiState& ui) {
   Commands cmds;
   if (ui.layer < 0 || ui.head < 0) {
     ImGui::TextWrapped("The beams show a mean. Pick one layer and one head to open its arithmetic:");
@@ -102,7 +102,7 @@ Commands panel_qkv(const Snapshot& snap, UiState& ui) {
       cmds.push_back(cmd::SelectHead{std::max(0, ui.layer), std::max(0, ui.head)});
     return cmds;
   }
-  const QkvInspection in = inspect_qkv(snap.records, shown_step(snap, ui), ui.layer, ui.head);
+  const QkvInspection in = inspect_qkv(engine.records, shown_step(engine, ui), ui.layer, ui.head);
   if (!in.ok) {
     text_wrapped_words(in.missing);
     return cmds;
@@ -114,7 +114,7 @@ Commands panel_qkv(const Snapshot& snap, UiState& ui) {
   vector_strip("##q", in.q);
   text_wrapped_wordsf("scores = q\xC2\xB7K^T / \xE2\x88\x9A%d, weights = softmax(scores) (the beams); strongest first:",
                       in.head_dim);
-  score_table(snap, in, palette_for(ui.colour_blind));
+  score_table(engine, in, palette_for(ui.colour_blind));
   text_wrapped_coloured(dim, "output = \xCE\xA3 weight \xC3\x97 v (this head's share, before the projection)");
   vector_strip("##out", in.output);
   text_wrapped_coloured(dim, first_values(in.output.data(), in.head_dim));
@@ -125,10 +125,10 @@ Commands panel_qkv(const Snapshot& snap, UiState& ui) {
   return cmds;
 }
 
-void kv_rows_tooltip(const Snapshot& snap, int layer, int head, int pos, int step) {
+void kv_rows_tooltip(const EngineState& engine, int layer, int head, int pos, int step) {
   std::vector<float> k, v;
   const int h = std::max(0, head);
-  if (!kv_rows_of(snap.records, step, layer, h, pos, k, v)) return;
+  if (!kv_rows_of(engine.records, step, layer, h, pos, k, v)) return;
   ImGui::Text("head %d: k = %s", h, first_values(k.data(), static_cast<int>(k.size()), 8).c_str());
   ImGui::Text("        v = %s", first_values(v.data(), static_cast<int>(v.size()), 8).c_str());
 }

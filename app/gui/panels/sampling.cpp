@@ -22,16 +22,16 @@ bool same_settings(const SamplerSettings& a, const SamplerSettings& b) {
 }
 
 // The explanation of the shown step, kept in `c` while neither the step nor the settings change.
-const PanelMemo::Explain& explain_for(PanelMemo::Explain& c, const Snapshot& snap, int step,
+const PanelMemo::Explain& explain_for(PanelMemo::Explain& c, const EngineState& engine, int step,
                                       const SamplerSettings& settings) {
-  const RecordPtr& rec = snap.records[static_cast<size_t>(step)];
+  const RecordPtr& rec = engine.records[static_cast<size_t>(step)];
   if (c.rec == rec && same_settings(c.settings, settings) && c.settings.seed == settings.seed) return c;
   c = PanelMemo::Explain();
   c.rec = rec;
   c.settings = settings;
   c.what_if = !same_settings(rec->sampler, settings);
   try {
-    const std::vector<int> before = snap.tree.current_history().tokens_before(static_cast<size_t>(step));
+    const std::vector<int> before = engine.tree.current_history().tokens_before(static_cast<size_t>(step));
     c.e = c.what_if ? explain_with_settings(*rec, before, settings, 10) : explain_record(*rec, before, 10);
     c.ok = true;
   } catch (const std::exception& ex) {
@@ -40,15 +40,15 @@ const PanelMemo::Explain& explain_for(PanelMemo::Explain& c, const Snapshot& sna
   return c;
 }
 
-std::string piece_of(const Snapshot& snap, int id) {
-  if (!snap.model) return std::to_string(id);
-  return visible_piece(snap.model->tokenizer.display_piece(id));
+std::string piece_of(const EngineState& engine, int id) {
+  if (!engine.model) return std::to_string(id);
+  return visible_piece(engine.model->tokenizer.display_piece(id));
 }
 
 // A candidate's tooltip: its logit through the penalty, temperature and cuts.
-void bar_tooltip(const Snapshot& snap, const TokenBar& b, const SamplingExplain& e, bool chosen) {
+void bar_tooltip(const EngineState& engine, const TokenBar& b, const SamplingExplain& e, bool chosen) {
   begin_wrapped_tooltip();
-  ImGui::Text("%s (token %d), rank %d", piece_of(snap, b.token).c_str(), b.token, b.rank + 1);
+  ImGui::Text("%s (token %d), rank %d", piece_of(engine, b.token).c_str(), b.token, b.rank + 1);
   ImGui::Text("logit %.3f%s", b.logit_raw, b.penalized ? "" : " (not touched by the penalty)");
   if (b.penalized) ImGui::Text("repetition penalty: logit %.3f -> %.3f", b.logit_raw, b.logit);
   ImGui::Text("before temperature: %.2f%%   after (T = %.2f): %.2f%%", 100.0 * b.p_base, e.temperature,
@@ -75,10 +75,10 @@ struct CandidateLayout {
   float scale = 1;  // bar length per probability: the longest bar fills `fit.bar_w`
 };
 
-CandidateLayout candidate_layout(const Snapshot& snap, const SamplingExplain& e, float w) {
+CandidateLayout candidate_layout(const EngineState& engine, const SamplingExplain& e, float w) {
   float name_w = 0, tag_w = 0, pmax = 0;
   for (const TokenBar& b : e.bars) {
-    name_w = std::max(name_w, ImGui::CalcTextSize(piece_of(snap, b.token).c_str()).x);
+    name_w = std::max(name_w, ImGui::CalcTextSize(piece_of(engine, b.token).c_str()).x);
     tag_w = std::max(tag_w, ImGui::CalcTextSize(bar_tag(b).c_str()).x);
     pmax = std::max({pmax, b.p_temp, b.p_base});
   }
@@ -96,14 +96,14 @@ CandidateLayout candidate_layout(const Snapshot& snap, const SamplingExplain& e,
 
 // One candidate's name, bar (before temperature: an outline; after: filled,
 // grey when cut) and percentage, from the row's top left `p`, `w` wide.
-void draw_candidate(const Snapshot& snap, const CandidateLayout& l, ImVec2 p, float w, const TokenBar& b,
+void draw_candidate(const EngineState& engine, const CandidateLayout& l, ImVec2 p, float w, const TokenBar& b,
                     ImU32 text_col, ImU32 fill, bool would) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const std::string tag = bar_tag(b);
   const float tag_w = ImGui::CalcTextSize(tag.c_str()).x, gap = ImGui::GetStyle().ItemSpacing.x;
   // Stacked, a name may also take what a tag narrower than the widest leaves.
   const std::string name =
-      fit_text(piece_of(snap, b.token), l.fit.stacked ? std::max(l.fit.name_w, w - gap - tag_w) : l.fit.name_w);
+      fit_text(piece_of(engine, b.token), l.fit.stacked ? std::max(l.fit.name_w, w - gap - tag_w) : l.fit.name_w);
   dl->AddText(p, text_col, name.c_str());
   const float xb = p.x + l.fit.bar_x, yb = l.fit.stacked ? p.y + l.text_h + 1 : p.y + 2;
   const float w_base = l.scale * b.p_base, w_temp = l.scale * b.p_temp;
@@ -121,12 +121,12 @@ void draw_candidate(const Snapshot& snap, const CandidateLayout& l, ImVec2 p, fl
 // The top candidates as bars, each readable whole at any sidebar width
 // (their names above their bars where one row would cut them); clicking
 // one that was not chosen forks the generation there.
-void candidate_bars(const Snapshot& snap, const PanelMemo::Explain& ex, const StepRecord& r, Commands& cmds,
+void candidate_bars(const EngineState& engine, const PanelMemo::Explain& ex, const StepRecord& r, Commands& cmds,
                     const Palette& pal) {
   const SamplingExplain& e = ex.e;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float w = ImGui::GetContentRegionAvail().x;
-  const CandidateLayout l = candidate_layout(snap, e, w);
+  const CandidateLayout l = candidate_layout(engine, e, w);
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
   for (size_t i = 0; i < e.bars.size(); ++i) {
     const TokenBar& b = e.bars[i];
@@ -146,15 +146,15 @@ void candidate_bars(const Snapshot& snap, const PanelMemo::Explain& ex, const St
     const ImU32 fill = cut      ? IM_COL32(70, 74, 86, 255)
                        : chosen ? to_imcolor(pal.new_token)
                                 : to_imcolor(pal.cache_high, 0.8f);
-    draw_candidate(snap, l, ImVec2(p0.x, y), w, b, text_col, fill, would);
-    if (hovered) bar_tooltip(snap, b, e, chosen);
+    draw_candidate(engine, l, ImVec2(p0.x, y), w, b, text_col, fill, would);
+    if (hovered) bar_tooltip(engine, b, e, chosen);
     if (clicked && !chosen) cmds.push_back(cmd::Fork{b.token});
   }
   ImGui::SetCursorScreenPos(ImVec2(p0.x, p0.y + l.row_h * static_cast<float>(e.bars.size())));
 }
 
 // The cumulative bar of what was kept, with the draw that picked the token.
-void kept_mass_bar(const Snapshot& snap, const SamplingExplain& e, const Palette& pal) {
+void kept_mass_bar(const EngineState& engine, const SamplingExplain& e, const Palette& pal) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float w = ImGui::GetContentRegionAvail().x;
   const float ch = ImGui::GetTextLineHeight() * 1.3f;
@@ -171,7 +171,7 @@ void kept_mass_bar(const Snapshot& snap, const SamplingExplain& e, const Palette
     if (x1 - x0 > ImGui::CalcTextSize("MMM").x) {
       dl->PushClipRect(ImVec2(x0, c0.y), ImVec2(x1, c0.y + ch), true);
       dl->AddText(ImVec2(x0 + 2, c0.y + ch * 0.1f), is_pick ? IM_COL32(20, 20, 20, 255) : IM_COL32(230, 235, 245, 255),
-                  piece_of(snap, e.kept[i]).c_str());
+                  piece_of(engine, e.kept[i]).c_str());
       dl->PopClipRect();
     }
     lo = hi;
@@ -184,7 +184,7 @@ void kept_mass_bar(const Snapshot& snap, const SamplingExplain& e, const Palette
                           IM_COL32(255, 255, 255, 255));
     dl->AddLine(ImVec2(xd, c0.y), ImVec2(xd, c0.y + ch), IM_COL32(255, 255, 255, 255), 2.0f);
     std::snprintf(note, sizeof(note), "draw %.3f lands on %s (%zu kept, %.1f%% of the mass)", e.draw,
-                  piece_of(snap, e.token).c_str(), e.kept.size(), 100.0 * e.kept_mass);
+                  piece_of(engine, e.token).c_str(), e.kept.size(), 100.0 * e.kept_mass);
   } else {
     std::snprintf(note, sizeof(note), "greedy: the top token, no random draw");
   }
@@ -193,8 +193,8 @@ void kept_mass_bar(const Snapshot& snap, const SamplingExplain& e, const Palette
 }
 
 // The shown step's choice, explained by the sampler's trace under the panel's settings.
-void explained_step(const Snapshot& snap, UiState& ui, int step, const StepRecord& r, Commands& cmds) {
-  const PanelMemo::Explain& ex = explain_for(ui.memo.explain, snap, step, ui.sampler);
+void explained_step(const EngineState& engine, UiState& ui, int step, const StepRecord& r, Commands& cmds) {
+  const PanelMemo::Explain& ex = explain_for(ui.memo.explain, engine, step, ui.sampler);
   char chose[160];
   std::snprintf(chose, sizeof(chose), "step %d chose: %s (%.1f%%)", step, visible_piece(r.piece).c_str(),
                 100.0 * r.prob);
@@ -206,20 +206,20 @@ void explained_step(const Snapshot& snap, UiState& ui, int step, const StepRecor
   const SamplingExplain& e = ex.e;
   if (!ex.what_if && e.token != r.token) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.8f, 0.4f, 1));
-    text_wrapped_wordsf("forced here (a branch): the sampler's draw picked %s", piece_of(snap, e.token).c_str());
+    text_wrapped_wordsf("forced here (a branch): the sampler's draw picked %s", piece_of(engine, e.token).c_str());
     ImGui::PopStyleColor();
   }
   if (ex.what_if) {
-    text_wrapped_coloured(ImVec4(1.0f, 0.8f, 0.4f, 1), "what if: these settings would pick " + piece_of(snap, e.token) +
-                                                           " (from the stored logits)");
+    text_wrapped_coloured(ImVec4(1.0f, 0.8f, 0.4f, 1), "what if: these settings would pick " +
+                                                           piece_of(engine, e.token) + " (from the stored logits)");
   }
-  candidate_bars(snap, ex, r, cmds, palette_for(ui.colour_blind));
+  candidate_bars(engine, ex, r, cmds, palette_for(ui.colour_blind));
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   ImGui::TextWrapped(
       "outline: before temperature, fill: after; grey: cut (k = top-k, p = top-p); "
       "pen = repetition penalty. Click a token to force it (fork).");
   ImGui::PopStyleColor();
-  kept_mass_bar(snap, e, palette_for(ui.colour_blind));
+  kept_mass_bar(engine, e, palette_for(ui.colour_blind));
   if (!e.penalized.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     text_wrapped_wordsf("repetition penalty touched %zu tokens of the history", e.penalized.size());
@@ -259,18 +259,18 @@ void sampler_controls(UiState& ui, Commands& cmds) {
 
 }  // namespace
 
-Commands panel_next_token(const Snapshot& snap, UiState& ui) {
+Commands panel_next_token(const EngineState& engine, UiState& ui) {
   const Palette& pal = palette_for(ui.colour_blind);
-  if (snap.decoding.mode != DecodeMode::kSample) return panel_decode_step(snap, ui);
+  if (engine.decoding.mode != DecodeMode::kSample) return panel_decode_step(engine, ui);
   Commands cmds;
-  const int step = shown_step_or_note(snap, ui);
-  if (step >= 0 && prediction_hidden(snap, ui)) {
+  const int step = shown_step_or_note(engine, ui);
+  if (step >= 0 && prediction_hidden(engine, ui)) {
     ImGui::TextColored(v4(pal.new_token), "next token: ?");
     ImGui::TextWrapped(
         "Predict mode: guess the next token, then press Enter (or the button) to reveal it and its bars.");
     if (ImGui::Button("Reveal (Enter)", ImVec2(-1, 0))) cmds.push_back(cmd::Reveal{});
   } else if (step >= 0) {
-    explained_step(snap, ui, step, *snap.records[static_cast<size_t>(step)], cmds);
+    explained_step(engine, ui, step, *engine.records[static_cast<size_t>(step)], cmds);
   }
   ImGui::Separator();
   sampler_controls(ui, cmds);

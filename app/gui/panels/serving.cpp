@@ -21,8 +21,8 @@ ImU32 col(const glm::vec3& c, float a = 1.0f) {
   return ImGui::ColorConvertFloat4ToU32(ImVec4(c.r, c.g, c.b, a));
 }
 
-const ServeRun* shown_run(const Snapshot& snap, const UiState& ui) {
-  const auto& runs = snap.serving.runs;
+const ServeRun* shown_run(const EngineState& engine, const UiState& ui) {
+  const auto& runs = engine.serving.runs;
   if (runs.empty()) return nullptr;
   return &runs[static_cast<size_t>(std::clamp(ui.serving.run, 0, static_cast<int>(runs.size()) - 1))];
 }
@@ -57,7 +57,7 @@ void preset_buttons(const UiState& ui, Commands& cmds) {
       presets[static_cast<size_t>(std::clamp(ui.serving.preset, 0, static_cast<int>(presets.size()) - 1))].what);
 }
 
-void playback(const Snapshot& snap, UiState& ui, const ServeRun& run, Commands& cmds) {
+void playback(const EngineState& engine, UiState& ui, const ServeRun& run, Commands& cmds) {
   const ButtonRow row = button_row({ui.serving.playing ? "Pause" : "Play", "\xE2\x97\x80 Back", "Step \xE2\x96\xB6"});
   if (ImGui::Button(ui.serving.playing ? "Pause" : "Play", row.size)) cmds.push_back(cmd::ServePlay{});
   row.next();
@@ -66,16 +66,16 @@ void playback(const Snapshot& snap, UiState& ui, const ServeRun& run, Commands& 
   if (ImGui::Button("Step \xE2\x96\xB6", row.size)) cmds.push_back(cmd::ServeStep{1});
   ImGui::SetNextItemWidth(-1);
   ImGui::SliderFloat("##serve_speed", &ui.serving.speed, 0.25f, 20.0f, "%.2g steps/s", ImGuiSliderFlags_Logarithmic);
-  const int n = snap.serving.steps();
+  const int n = engine.serving.steps();
   int shown = shown_index(run, ui);
   ImGui::SetNextItemWidth(-1);
   if (n > 1 && ImGui::SliderInt("##serve_step", &shown, 0, n - 1, "step %d")) cmds.push_back(cmd::ServeScrubTo{shown});
-  if (snap.serving.busy) ImGui::TextDisabled("computing...");
+  if (engine.serving.busy) ImGui::TextDisabled("computing...");
 }
 
 // Static vs continuous: which run is drawn, and both runs' step counts.
-void run_choice(const Snapshot& snap, UiState& ui) {
-  const auto& runs = snap.serving.runs;
+void run_choice(const EngineState& engine, UiState& ui) {
+  const auto& runs = engine.serving.runs;
   if (runs.size() < 2) return;
   for (size_t i = 0; i < runs.size(); ++i) {
     if (i > 0) same_line_if_fits(checkbox_width(to_string(runs[i].info->config.policy)));
@@ -104,14 +104,14 @@ void heading(const char* text) {
   ImGui::Separator();
 }
 
-void controls(const Snapshot& snap, UiState& ui, Commands& cmds) {
+void controls(const EngineState& engine, UiState& ui, Commands& cmds) {
   if (ImGui::Button("\xE2\x97\x80 Back to the 3D view", ImVec2(-1, 0))) cmds.push_back(cmd::ServeOpen{false});
-  const ServeRun* run = shown_run(snap, ui);
-  if (!snap.serving.error.empty()) text_wrapped_coloured(ImVec4(1, 0.45f, 0.4f, 1), snap.serving.error);
+  const ServeRun* run = shown_run(engine, ui);
+  if (!engine.serving.error.empty()) text_wrapped_coloured(ImVec4(1, 0.45f, 0.4f, 1), engine.serving.error);
   if (run) {
     heading("Steps");
-    playback(snap, ui, *run, cmds);
-    run_choice(snap, ui);
+    playback(engine, ui, *run, cmds);
+    run_choice(engine, ui);
   }
   heading("Serving many requests");
   preset_buttons(ui, cmds);
@@ -157,11 +157,11 @@ void block_tooltip(const ServeRun& run, const ServeStep& s, int block, BlockLook
   end_wrapped_tooltip();
 }
 
-void canvas(const Snapshot& snap, UiState& ui) {
-  const ServeRun* run = shown_run(snap, ui);
+void canvas(const EngineState& engine, UiState& ui) {
+  const ServeRun* run = shown_run(engine, ui);
   const ImVec2 o = ImGui::GetCursorScreenPos(), size = ImGui::GetContentRegionAvail();
   if (!run || run->steps.empty()) {
-    ImGui::TextDisabled("%s", snap.serving.busy ? "computing the first step..." : "choose a preset");
+    ImGui::TextDisabled("%s", engine.serving.busy ? "computing the first step..." : "choose a preset");
     return;
   }
   ServeSceneInput in;
@@ -169,8 +169,8 @@ void canvas(const Snapshot& snap, UiState& ui) {
   in.config = run->info->config;
   in.steps = &run->steps;
   in.shown = shown_index(*run, ui);
-  if (snap.serving.runs.size() > 1)  // static vs continuous: both runs' step counts above the one drawn
-    for (const ServeRun& r : snap.serving.runs)
+  if (engine.serving.runs.size() > 1)  // static vs continuous: both runs' step counts above the one drawn
+    for (const ServeRun& r : engine.serving.runs)
       in.caption.push_back(std::string(to_string(r.info->config.policy)) + ": " + std::to_string(r.steps.size()) +
                            (r.done ? " steps" : " steps so far"));
   const Tokenizer& tok = run->info->model->tokenizer;
@@ -203,7 +203,7 @@ void canvas(const Snapshot& snap, UiState& ui) {
 
 }  // namespace
 
-Commands panel_serving(const Snapshot& snap, UiState& ui) {
+Commands panel_serving(const EngineState& engine, UiState& ui) {
   Commands cmds;
   const ImVec2 ds = ImGui::GetIO().DisplaySize;
   ImGui::SetNextWindowPos(ImVec2(0, 0), ImGuiCond_Always);
@@ -214,10 +214,11 @@ Commands panel_serving(const Snapshot& snap, UiState& ui) {
                                  ImGuiWindowFlags_NoScrollbar;
   if (ImGui::Begin("Serving", nullptr, flags)) {
     const float side = std::clamp(260.0f * ui.text_scale, std::min(240.0f, ds.x * 0.3f), ds.x * 0.34f);
-    if (ImGui::BeginChild("##serve_controls", ImVec2(side, 0))) controls(snap, ui, cmds);
+    if (ImGui::BeginChild("##serve_controls", ImVec2(side, 0))) controls(engine, ui, cmds);
     ImGui::EndChild();
     ImGui::SameLine();
-    if (ImGui::BeginChild("##serve_canvas_child", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollbar)) canvas(snap, ui);
+    if (ImGui::BeginChild("##serve_canvas_child", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollbar))
+      canvas(engine, ui);
     ImGui::EndChild();
   }
   ImGui::End();

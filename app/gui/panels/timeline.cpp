@@ -30,10 +30,10 @@ std::string one_line(const std::string& s, size_t max_chars) {
 
 // --- timeline -----------------------------------------------------------------
 
-HistoryText history_text(const Snapshot& snap) {
+HistoryText history_text(const EngineState& engine) {
   HistoryText h;
-  const TrimReport& t = snap.tree.trimmed();
-  const std::string held = format_bytes(snap.tree.bytes()), budget = format_bytes(snap.tree.budget());
+  const TrimReport& t = engine.tree.trimmed();
+  const std::string held = format_bytes(engine.tree.bytes()), budget = format_bytes(engine.tree.budget());
   h.trimmed = t.any();
   h.brief = "history " + held + " of " + budget + (h.trimmed ? ", oldest trimmed" : "");
   if (h.trimmed) {
@@ -45,17 +45,17 @@ HistoryText history_text(const Snapshot& snap) {
     if (t.pages_dropped > 0) dropped += ", pages of " + std::to_string(t.pages_dropped);
     h.full = "history " + held + " of " + budget + ": " + dropped;
   } else {
-    const size_t n = snap.tree.size();
+    const size_t n = engine.tree.size();
     h.full = "history " + held + " of the " + budget + " budget, every step in full detail (" + std::to_string(n) +
              (n == 1 ? " branch)" : " branches)");
   }
   return h;
 }
 
-Commands panel_timeline(const Snapshot& snap, UiState& ui, float reserve) {
+Commands panel_timeline(const EngineState& engine, UiState& ui, float reserve) {
   Commands cmds;
-  const int n = snap.timeline_size();
-  const int s = shown_step(snap, ui);
+  const int n = engine.timeline_size();
+  const int s = shown_step(engine, ui);
   // Room for the step counter as wide as it gets in this generation ("0000 / 0000 PAST" at most).
   const std::string widest = std::string(std::to_string(std::max(n - 1, 0)).size(), '0');
   const float spacing = ImGui::GetStyle().ItemSpacing.x, fh = ImGui::GetFrameHeight();
@@ -111,7 +111,7 @@ Commands panel_timeline(const Snapshot& snap, UiState& ui, float reserve) {
     else
       ImGui::TextColored(colour, "%d / %d %s", s, n - 1, live ? "LIVE" : "PAST");
     hover_help(((brief ? (live ? "LIVE: the newest step\n" : "PAST: an earlier step\n") : std::string()) +
-                history_text(snap).full)
+                history_text(engine).full)
                    .c_str());
   }
   return cmds;
@@ -119,20 +119,20 @@ Commands panel_timeline(const Snapshot& snap, UiState& ui, float reserve) {
 
 // --- branches -------------------------------------------------------------------
 
-Commands panel_branches(const Snapshot& snap, UiState& ui) {
+Commands panel_branches(const EngineState& engine, UiState& ui) {
   const Palette& pal = palette_for(ui.colour_blind);
   Commands cmds;
   (void)ui;
-  if (snap.tree.size() == 0) {
+  if (engine.tree.size() == 0) {
     ImGui::TextDisabled("(no generation yet)");
     return cmds;
   }
   text_wrapped_wordsf(
       "Click a candidate in the Next-token panel to force it at the shown step: generation forks there. "
       "Click a branch to return to it.");
-  const uint64_t saved = snap.tree.flops_saved_total();
+  const uint64_t saved = engine.tree.flops_saved_total();
   text_wrapped_coloured(v4(pal.cache_high), "FLOPs saved by reusing the KV cache at forks: " + format_flops(saved));
-  const Branch& cur = snap.tree.current_branch();
+  const Branch& cur = engine.tree.current_branch();
   if (cur.parent >= 0) {
     const ForkCost& f = cur.fork;
     if (f.cache_reused)
@@ -142,7 +142,7 @@ Commands panel_branches(const Snapshot& snap, UiState& ui) {
     else
       text_wrapped_wordsf("this branch: every position recomputed (%s): %s", f.fork_pos > 0 ? "no reusable cache" : "",
                           format_flops(f.flops_recompute).c_str());
-    ImGui::Text("shares %d positions with its parent", snap.tree.shared_positions(cur.id, cur.parent));
+    ImGui::Text("shares %d positions with its parent", engine.tree.shared_positions(cur.id, cur.parent));
   }
   ImGui::Separator();
   // In a narrow column (text scale 2.5) each branch's numbers go on a line
@@ -158,8 +158,8 @@ Commands panel_branches(const Snapshot& snap, UiState& ui) {
       ImGui::TableSetupColumn("tokens", ImGuiTableColumnFlags_WidthStretch, 0.8f);
     }
     ImGui::TableHeadersRow();
-    for (const TreeRow& row : snap.tree.rows()) {
-      const Branch& b = snap.tree.branch(row.id);
+    for (const TreeRow& row : engine.tree.rows()) {
+      const Branch& b = engine.tree.branch(row.id);
       ImGui::TableNextRow();
       ImGui::TableSetColumnIndex(0);
       std::string label(static_cast<size_t>(row.depth) * 2, ' ');
@@ -167,7 +167,7 @@ Commands panel_branches(const Snapshot& snap, UiState& ui) {
       label += b.parent < 0 ? "root: " : "@" + std::to_string(b.fork_step) + ": ";
       label += "\"" + one_line(b.text, 60) + "\"";
       label += "##b" + std::to_string(b.id);
-      const bool current = b.id == snap.tree.current();
+      const bool current = b.id == engine.tree.current();
       if (ImGui::Selectable(label.c_str(), current, ImGuiSelectableFlags_SpanAllColumns) && !current) {
         cmds.push_back(cmd::SelectBranch{b.id});
       }

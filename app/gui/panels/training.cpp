@@ -40,7 +40,7 @@ void dashed_hline(ImDrawList* dl, float x0, float x1, float y, ImU32 col) {
 
 // Axes, the curves, the uniform-guess line and the checkpoint marks; returns
 // the checkpoint clicked (-1: none).
-int loss_plot(const TrainingRecord& r, const Snapshot& snap, int slice, ImVec2 size) {
+int loss_plot(const TrainingRecord& r, const EngineState& engine, int slice, ImVec2 size) {
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
   ImGui::InvisibleButton("##loss", size);
   const bool hovered = ImGui::IsItemHovered(), clicked = ImGui::IsItemClicked();
@@ -50,7 +50,7 @@ int loss_plot(const TrainingRecord& r, const Snapshot& snap, int slice, ImVec2 s
   dl->AddRect(p0, p1, IM_COL32(60, 68, 90, 255), 3.0f);
   const float fh = ImGui::GetFontSize(), left = ImGui::CalcTextSize("8.8").x + 10.0f;
   const PlotRect rect{p0.x + left, p0.y + fh * 0.6f, size.x - left - 12.0f, size.y - fh * 2.0f};
-  const double guess = snap.model ? std::log(static_cast<double>(snap.model->config.vocab_size)) : NAN;
+  const double guess = engine.model ? std::log(static_cast<double>(engine.model->config.vocab_size)) : NAN;
   const TrainingPlot p = layout_training_plot(r, slice, rect, guess);
   auto y_at = [&](double loss) { return rect.y + rect.h * static_cast<float>((p.y_hi - loss) / (p.y_hi - p.y_lo)); };
   char buf[64];
@@ -72,7 +72,7 @@ int loss_plot(const TrainingRecord& r, const Snapshot& snap, int slice, ImVec2 s
   dl->AddText(ImVec2(rect.x + rect.w - ImGui::CalcTextSize(buf).x, rect.y + rect.h + 2), kAxisText, buf);
   if (std::isfinite(guess)) {
     dashed_hline(dl, rect.x, rect.x + rect.w, y_at(guess), kGuessColour);
-    std::snprintf(buf, sizeof buf, "ln %d = %.2f", snap.model->config.vocab_size, guess);
+    std::snprintf(buf, sizeof buf, "ln %d = %.2f", engine.model->config.vocab_size, guess);
     const ImVec2 ts = ImGui::CalcTextSize(buf);
     dl->AddText(ImVec2(rect.x + rect.w - ts.x, y_at(guess) + 2), kGuessColour, buf);
   }
@@ -86,13 +86,13 @@ int loss_plot(const TrainingRecord& r, const Snapshot& snap, int slice, ImVec2 s
   line(p.val, kValColour);
   const int hover = hovered ? pick_checkpoint(p, ImGui::GetIO().MousePos.x, fh * 1.2f) : -1;
   for (size_t i = 0; i < p.marks.size(); ++i) {
-    const bool loaded = static_cast<int>(i) == snap.checkpoint, hot = static_cast<int>(i) == hover;
+    const bool loaded = static_cast<int>(i) == engine.checkpoint, hot = static_cast<int>(i) == hover;
     const ImVec2 m(p.marks[i].x, p.marks[i].y);
     dl->AddLine(ImVec2(m.x, rect.y), ImVec2(m.x, rect.y + rect.h), IM_COL32(255, 240, 120, loaded ? 200 : 70), 1.0f);
     dl->AddCircleFilled(m, loaded || hot ? 7.0f : 5.0f, loaded ? IM_COL32(255, 240, 120, 255) : kValColour);
     dl->AddCircle(m, loaded || hot ? 7.0f : 5.0f, IM_COL32(0, 0, 0, 255), 0, 1.5f);
   }
-  if (hover >= 0) checkpoint_tooltip(r, static_cast<size_t>(hover), slice, hover == snap.checkpoint);
+  if (hover >= 0) checkpoint_tooltip(r, static_cast<size_t>(hover), slice, hover == engine.checkpoint);
   return clicked ? hover : -1;
 }
 
@@ -106,10 +106,10 @@ void legend_entry(ImU32 col, const char* text) {
 }
 
 // Diffuse or structured: the shown step's attention, in one line.
-void spread_line(const Snapshot& snap, const UiState& ui) {
-  const int s = shown_step(snap, ui);
+void spread_line(const EngineState& engine, const UiState& ui) {
+  const int s = shown_step(engine, ui);
   if (s < 0) return;
-  const AttentionSpread a = attention_spread(*snap.records[static_cast<size_t>(s)]);
+  const AttentionSpread a = attention_spread(*engine.records[static_cast<size_t>(s)]);
   text_wrapped_wordsf("Step %d attention: %.1f bits/head (even spread: %.1f), top beam %.0f%%", s, a.mean_bits,
                       a.uniform_bits, 100.0 * a.mean_top);
   if (ImGui::IsItemHovered())
@@ -122,17 +122,17 @@ void spread_line(const Snapshot& snap, const UiState& ui) {
 }
 
 // The checkpoints as buttons, the loaded one lit; the slice the curve shows.
-void checkpoint_list(const TrainingRecord& r, const Snapshot& snap, int slice, UiState& ui, Commands& cmds) {
+void checkpoint_list(const TrainingRecord& r, const EngineState& engine, int slice, UiState& ui, Commands& cmds) {
   for (size_t i = 0; i < r.checkpoints.size(); ++i) {
-    const bool loaded = static_cast<int>(i) == snap.checkpoint;
+    const bool loaded = static_cast<int>(i) == engine.checkpoint;
     const std::string label = (loaded ? "\xE2\x96\xB6 " : "   ") + checkpoint_label(r, i);
-    ImGui::BeginDisabled(snap.loading_model);
+    ImGui::BeginDisabled(engine.loading_model);
     if (ImGui::Selectable(label.c_str(), loaded) && !loaded) cmds.push_back(cmd::LoadCheckpoint{static_cast<int>(i)});
     ImGui::EndDisabled();
     if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) checkpoint_tooltip(r, i, slice, loaded);
   }
   const int last = static_cast<int>(r.checkpoints.size()) - 1;
-  ImGui::BeginDisabled(snap.loading_model || snap.checkpoint == last);
+  ImGui::BeginDisabled(engine.loading_model || engine.checkpoint == last);
   if (ImGui::Button("Back to final")) cmds.push_back(cmd::LoadCheckpoint{last});
   if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) ImGui::SetTooltip("back to the final model");
   ImGui::EndDisabled();
@@ -155,57 +155,58 @@ void checkpoint_list(const TrainingRecord& r, const Snapshot& snap, int slice, U
 namespace {
 
 // The loss curve (`plot_h` tall, clicking a checkpoint loads it), its legend and the attention line.
-void loss_column(const TrainingRecord& r, const Snapshot& snap, const UiState& ui, int slice, float plot_h,
+void loss_column(const TrainingRecord& r, const EngineState& engine, const UiState& ui, int slice, float plot_h,
                  Commands& cmds) {
-  const int clicked = loss_plot(r, snap, slice, ImVec2(ImGui::GetContentRegionAvail().x, plot_h));
-  if (clicked >= 0 && clicked != snap.checkpoint && !snap.loading_model) cmds.push_back(cmd::LoadCheckpoint{clicked});
+  const int clicked = loss_plot(r, engine, slice, ImVec2(ImGui::GetContentRegionAvail().x, plot_h));
+  if (clicked >= 0 && clicked != engine.checkpoint && !engine.loading_model)
+    cmds.push_back(cmd::LoadCheckpoint{clicked});
   legend_entry(kTrainColour, "training");
   const char* val = "validation (held-out text)";
   same_line_if_fits(ImGui::GetFontSize() * 1.6f + ImGui::GetStyle().ItemSpacing.x + ImGui::CalcTextSize(val).x);
   legend_entry(kValColour, val);
-  spread_line(snap, ui);
+  spread_line(engine, ui);
 }
 
 // The checkpoints to load, and what loading one did.
-void checkpoint_column(const TrainingRecord& r, const Snapshot& snap, UiState& ui, int slice, Commands& cmds) {
+void checkpoint_column(const TrainingRecord& r, const EngineState& engine, UiState& ui, int slice, Commands& cmds) {
   const Palette& pal = palette_for(ui.colour_blind);
   text_wrapped_wordsf("Same prompt, same seed, weights from:");
-  checkpoint_list(r, snap, slice, ui, cmds);
-  if (snap.loading_model) ImGui::TextDisabled("loading the weights\xE2\x80\xA6");
-  if (!snap.model_error.empty()) {  // a checkpoint folder that did not load (the Model panel has it too)
+  checkpoint_list(r, engine, slice, ui, cmds);
+  if (engine.loading_model) ImGui::TextDisabled("loading the weights\xE2\x80\xA6");
+  if (!engine.model_error.empty()) {  // a checkpoint folder that did not load (the Model panel has it too)
     ImGui::PushStyleColor(ImGuiCol_Text, v4(pal.recomputed));
-    text_wrapped_wordsf("Could not load: %s", snap.model_error.c_str());
+    text_wrapped_wordsf("Could not load: %s", engine.model_error.c_str());
     ImGui::PopStyleColor();
   }
 }
 
 }  // namespace
 
-Commands panel_training(const Snapshot& snap, UiState& ui) {
+Commands panel_training(const EngineState& engine, UiState& ui) {
   Commands cmds;
   ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 240, 120, 255));
   text_wrapped_wordsf("During inference the weights are frozen; training is what changed them.");
   ImGui::PopStyleColor();
-  if (!snap.training && !ui.training_fetch.empty()) {
+  if (!engine.training && !ui.training_fetch.empty()) {
     text_wrapped_wordsf("%s", ui.training_fetch.c_str());
     return cmds;
   }
-  if (!snap.training) {
+  if (!engine.training) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     text_wrapped_wordsf("%s has no training checkpoints (a model exported with its run has a training.json beside it).",
-                        snap.model ? snap.model->name.c_str() : "No model");
+                        engine.model ? engine.model->name.c_str() : "No model");
     ImGui::PopStyleColor();
     return cmds;
   }
-  const TrainingRecord& r = *snap.training;
+  const TrainingRecord& r = *engine.training;
   const int slice = ui.training_slice < static_cast<int>(r.slices.size()) ? ui.training_slice : -1;
   const float line = ImGui::GetTextLineHeightWithSpacing();
   // The checkpoints beside the curve where both keep their room (about 30 characters), else
   // under it: a narrow lessons column at a large text scale squeezed the curve's labels into
   // each other and broke the list's words letter by letter.
   if (ImGui::GetContentRegionAvail().x < ImGui::GetFontSize() * 30.0f) {
-    loss_column(r, snap, ui, slice, ImGui::GetFontSize() * 6.0f, cmds);
-    checkpoint_column(r, snap, ui, slice, cmds);
+    loss_column(r, engine, ui, slice, ImGui::GetFontSize() * 6.0f, cmds);
+    checkpoint_column(r, engine, ui, slice, cmds);
     return cmds;
   }
   const float list_w = std::min(ImGui::GetContentRegionAvail().x * 0.36f, ImGui::GetFontSize() * 11.0f);
@@ -215,10 +216,10 @@ Commands panel_training(const Snapshot& snap, UiState& ui) {
   ImGui::TableSetupColumn("checkpoints", ImGuiTableColumnFlags_WidthFixed, list_w);
   ImGui::TableNextRow();
   ImGui::TableSetColumnIndex(0);
-  loss_column(r, snap, ui, slice, plot_h, cmds);
+  loss_column(r, engine, ui, slice, plot_h, cmds);
   ImGui::TableSetColumnIndex(1);
   ImGui::BeginChild("##checkpoints", ImVec2(0, plot_h + line));
-  checkpoint_column(r, snap, ui, slice, cmds);
+  checkpoint_column(r, engine, ui, slice, cmds);
   ImGui::EndChild();
   ImGui::EndTable();
   return cmds;

@@ -55,8 +55,8 @@ constexpr int kTrainingTab = 4;  // UiState::bottom_tab
 // The Training tab's record as the tab lists it: per checkpoint its step, folder
 // and validation losses (nats/token, training.json's), `shown` the loaded one.
 json training_json(const Session& s) {
-  if (!s.snap.training) return nullptr;
-  const TrainingRecord& r = *s.snap.training;
+  if (!s.engine.training) return nullptr;
+  const TrainingRecord& r = *s.engine.training;
   json cps = json::array();
   for (const TrainingCheckpoint& c : r.checkpoints) {
     json val = json::object();
@@ -66,18 +66,18 @@ json training_json(const Session& s) {
   }
   return {{"file", r.file},
           {"checkpoints", cps},
-          {"shown", s.snap.checkpoint},
+          {"shown", s.engine.checkpoint},
           {"tab_open", s.ui.teach_open && s.ui.bottom_tab == kTrainingTab}};
 }
 
 json state_of(const Session& s) {
   json j = json::object();
-  const int step = shown_step(s.snap, s.ui);
+  const int step = shown_step(s.engine, s.ui);
   std::vector<int> generated;
-  if (s.snap.model && step >= 0 && step < static_cast<int>(s.snap.records.size())) {
-    const Tokenizer& tok = s.snap.model->tokenizer;
-    j = step_json(*s.snap.records[static_cast<size_t>(step)], tok);
-    for (int i = 0; i <= step; ++i) generated.push_back(s.snap.records[static_cast<size_t>(i)]->token);
+  if (s.engine.model && step >= 0 && step < static_cast<int>(s.engine.records.size())) {
+    const Tokenizer& tok = s.engine.model->tokenizer;
+    j = step_json(*s.engine.records[static_cast<size_t>(step)], tok);
+    for (int i = 0; i <= step; ++i) generated.push_back(s.engine.records[static_cast<size_t>(i)]->token);
     j["text"] = tok.decode_text(generated);
   } else {
     j["event"] = nullptr;
@@ -86,14 +86,14 @@ json state_of(const Session& s) {
   j["prompt"] = s.ui.active_prompt;
   j["generated"] = generated;
   j["shown_step"] = step;
-  j["steps"] = s.snap.timeline_size();
-  j["requested_mode"] = to_string(s.snap.mode);
+  j["steps"] = s.engine.timeline_size();
+  j["requested_mode"] = to_string(s.engine.mode);
   j["playing"] = s.ui.playing;
-  j["loading"] = s.snap.loading_model;
-  j["model_dir"] = s.snap.model ? s.snap.model->dir : std::string();
-  j["model_error"] = s.snap.model_error;
+  j["loading"] = s.engine.loading_model;
+  j["model_dir"] = s.engine.model ? s.engine.model->dir : std::string();
+  j["model_error"] = s.engine.model_error;
   j["errors"] = s.ui.errors;
-  j["done"] = s.snap.stop != StopReason::kNone;
+  j["done"] = s.engine.stop != StopReason::kNone;
   j["engine_idle"] = s.engine_idle();
   j["presentation"] = s.ui.presentation;
   j["camera"] = to_string(s.ui.camera);
@@ -120,7 +120,7 @@ Commands commands_of(const json& c, Session& s) {
     if (!c.contains("mode")) return {cmd::ToggleCache{}};
     const std::string m = c.at("mode").get<std::string>();
     if (m != "kv_cache" && m != "no_cache") throw std::runtime_error("cache: mode must be kv_cache or no_cache");
-    return m == to_string(s.snap.mode) ? Commands{} : Commands{cmd::ToggleCache{}};
+    return m == to_string(s.engine.mode) ? Commands{} : Commands{cmd::ToggleCache{}};
   }
   if (name == "max_new") {  // as the Generate panel's field: the UI's value, then the command
     s.ui.max_new = c.at("n").get<int>();
@@ -160,7 +160,7 @@ Commands commands_of(const json& c, Session& s) {
     k.window = c.value("window", k.window);
     k.sinks = c.value("sinks", k.sinks);
     k.block = c.value("block", k.block);
-    if (s.snap.model) k.layout_for(s.snap.model->config);  // the CLI's checks: throws naming the value
+    if (s.engine.model) k.layout_for(s.engine.model->config);  // the CLI's checks: throws naming the value
     s.ui.kv_layout = k;
     return {};
   }
