@@ -13,7 +13,9 @@
 #    subcommand that exists, and every --flag it lists appears in that
 #    subcommand's --help.
 # Skipped, with a SKIP line saying why: commands that need a model downloaded
-# into ~/models, and window commands when xvfb-run is missing.
+# into ~/models (the network), window commands when xvfb-run is missing (a
+# display), and `render` and window commands when the binary was built
+# without the window (-DKVSCOPE_GUI=OFF: it has no `render`).
 # Args: KVSCOPE SOURCE_DIR BUILD_DIR.
 set -euo pipefail
 kvscope="$1" src="$2"
@@ -69,6 +71,12 @@ ln -s "$kvscope" "$tmp/run/build/kvscope"
 export PATH="$tmp/bin:$PATH" HOME="$tmp/home" XDG_CONFIG_HOME="$tmp/home/.config"  # never the user's settings
 unset DISPLAY WAYLAND_DISPLAY
 
+# Whether this binary has the window and `render`: a -DKVSCOPE_GUI=OFF build
+# lists `render` but refuses it, saying so (a built one draws a small PNG).
+has_window=1
+probe="$("$kvscope" render --prompt x --steps 1 --width 64 --height 64 --out "$tmp/probe.png" 2>&1 < /dev/null || true)"
+[[ "$probe" == *"built without the renderer"* ]] && has_window=0
+
 is_pending() {
   local p
   for p in "${pending[@]}"; do [[ "$1" == "$p" ]] && return 0; done
@@ -91,6 +99,10 @@ run_sh() {  # PAGE COMMAND
   local words
   read -r -a words <<< "$(sed -E 's/^([A-Z_]+=[^ ]+ )*//; s/^xvfb-run( +(-a|-s +"[^"]*"))* +//' <<< "$cmd")"
   local sub="${words[1]:-}"
+  if [[ $has_window -eq 0 && ( -z "$sub" || "$sub" == -* || "$sub" == render ) ]]; then
+    echo "SKIP (this build has no window or render: -DKVSCOPE_GUI=OFF): $page: $cmd"
+    return
+  fi
   if [[ -z "$sub" || "$sub" == -* ]]; then
     if ! command -v xvfb-run > /dev/null; then
       echo "SKIP (the window needs xvfb-run): $page: $cmd"
@@ -130,6 +142,10 @@ check_synopsis() {  # PAGE LINE
   read -r -a words <<< "$line"
   sub="${words[1]:-}"
   [[ "$sub" == -* || "$sub" == "["* || "$sub" == "#"* ]] && sub=""
+  if [[ $has_window -eq 0 && ( -z "$sub" || "$sub" == render ) ]]; then
+    echo "SKIP (this build has no window or render: -DKVSCOPE_GUI=OFF): $page: kvscope ${sub:-(window)}"
+    return
+  fi
   # A subcommand exists when the top-level --help lists it (CLI11 answers
   # `kvscope nosuch --help` with the top-level help, exit 0).
   if [[ -n "$sub" ]] && ! "$kvscope" --help | sed -n '/^Subcommands:/,$p' | grep -qE "^  $sub( |\$)"; then

@@ -169,14 +169,23 @@ TEST(CliKV, KvBlockBeyondTheContextIsAUsageErrorEverywhere) {
   const int ctx = testutil::read_json(dir + "/config.json").at("n_positions").get<int>();
   const std::string range = "1.." + std::to_string(ctx);
   testutil::write_file(tmp / "t.txt", "The quick brown fox.");
+  testutil::write_file(tmp / "r.jsonl", "{\"id\": \"a\", \"prompt\": \"hi\", \"max_new\": 2}\n");
   const std::string m = " --model " + dir;
-  const std::string cmds[] = {
+  std::vector<std::string> cmds = {
       "generate --prompt hi" + m,
       "generate --prompt hi --beams 2" + m,
       "generate --prompt hi --draft " + dir + m,
       "eval --file " + (tmp / "t.txt") + m,
       "bench --reps 1 --lengths 8" + m,
+      "serve --requests " + (tmp / "r.jsonl") + m,
   };
+#ifdef KVSCOPE_TESTS_RENDERER
+  for (const char* strategy : {"", " --beams 2", " --draft "}) {
+    const std::string draft = std::string(strategy) == " --draft " ? dir : "";
+    cmds.push_back("render --prompt hi --steps 2 --width 320 --height 180 --out " + (tmp / "r.png") + strategy + draft +
+                   m);
+  }
+#endif
   for (const std::string& cmd : cmds) {
     for (const int block : {ctx + 1, 1000000}) {
       std::string out;

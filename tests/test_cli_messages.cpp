@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "model/core/units.h"
 #include "model/decoding/setting_ranges.h"
@@ -20,7 +23,9 @@ using testutil::json;
 
 int (*const run)(const std::string&, std::string&, const testutil::TempDir&) = testutil::run_kvscope;
 
-// An F16 GPT-2 file stores 2 bytes a parameter: inspect prints that size.
+// An F16 GPT-2 file stores 2 bytes a parameter (safetensors' F16), an F32
+// Llama file 4: inspect prints that stored size, n_params x the width, and
+// apart from it the resident size the engine holds.
 TEST(CliMessages, InspectPrintsTheStoredSizeOfF16Weights) {
   testutil::TempDir tmp("cli-inspect-f16");
   const std::string dir = testutil::suite_checkpoint("l3h4d48_f16_noprefix");
@@ -29,14 +34,22 @@ TEST(CliMessages, InspectPrintsTheStoredSizeOfF16Weights) {
   const json j = json::parse(out);
   ASSERT_EQ(j.at("dtype"), "F16");
   const double n = j.at("n_params").get<double>();
+  EXPECT_EQ(j.at("stored_bytes").get<double>(), 2 * n);
   // The matrices at 2 bytes a value, the learned positions and the vectors
   // at 4: at least 2n, well under the 4n of an f32 copy.
   const double held = j.at("weight_bytes").get<double>();
   EXPECT_GE(held, 2 * n);
   EXPECT_LT(held, 3 * n);
   ASSERT_EQ(run("inspect --model " + dir, out, tmp), 0) << out;
-  EXPECT_NE(out.find("(" + format_bytes(held) + " resident, stored F16)"), std::string::npos) << out;
+  EXPECT_NE(out.find("(" + format_bytes(2 * n) + " stored F16, " + format_bytes(held) + " resident)"),
+            std::string::npos)
+      << out;
   EXPECT_EQ(out.find(format_bytes(4 * n)), std::string::npos) << out;
+  const std::string llama = testutil::llama_suite_dir() + "/llama_gqa1_f32_tied_single";
+  ASSERT_EQ(run("inspect --json --model " + llama, out, tmp), 0) << out;
+  const json l = json::parse(out);
+  ASSERT_EQ(l.at("dtype"), "F32");
+  EXPECT_EQ(l.at("stored_bytes").get<double>(), 4 * l.at("n_params").get<double>());
 }
 
 // --ctx's hint sizes the KV cache it would reserve with the unit formatter:
@@ -78,24 +91,34 @@ TEST(CliMessages, ASymlinkModelFolderThatLeadsNowhereIsNamed) {
   EXPECT_EQ(out.find("not a directory"), std::string::npos) << out;
 }
 
-// The prompt rule: nothing is changed silently. GPT-2's byte-level
-// vocab.json keeps an invalid byte (its token is the byte); a tokenizer.json
-// model takes Unicode text, so the prompt is refused naming --prompt and the
-// byte, for every strategy (it never becomes U+FFFD).
+// The prompt rule, one for both tokenizer families: a prompt (and
+// tokenize's --text) is UTF-8 text; an ill-formed byte (Unicode 15, table
+// 3-7: a stray 0xFF, a surrogate's 0xED 0xA0, an overlong 0xC0) is a usage
+// error naming the flag and the byte's offset, for every strategy; it never
+// becomes U+FFFD (tokenizer.json) or raw byte tokens (GPT-2) silently.
 TEST(CliMessages, InvalidUtf8InAPromptFollowsOneRule) {
   testutil::TempDir tmp("cli-utf8");
   const std::string gpt2 = testutil::suite_checkpoint("l2h2d32_f32_prefix_buffers");
   const std::string llama = testutil::llama_suite_dir() + "/llama_gqa1_f32_tied_single";
   std::string out;
-  ASSERT_EQ(run("generate --json --max-new 1 --prompt \"$(printf 'ab\\377')\" --model " + gpt2, out, tmp), 0) << out;
-  const json prefill = json::parse(out.substr(0, out.find('\n')));
-  EXPECT_EQ(prefill.dump().find("\\ufffd"), std::string::npos) << out;
-  for (const std::string& extra : {std::string(""), std::string(" --beams 2"), " --draft " + llama}) {
-    EXPECT_EQ(run("generate --max-new 1 --prompt \"$(printf 'ab\\377')\" --model " + llama + extra, out, tmp), 2)
-        << extra << out;
-    EXPECT_NE(out.find("--prompt: byte 2 (0xFF) is not valid UTF-8"), std::string::npos) << extra << out;
+  for (const std::string& model : {gpt2, llama}) {
+    for (const std::string& extra : {std::string(""), std::string(" --beams 2"), " --draft " + model}) {
+      const std::string cmd = "generate --max-new 1 --model " + model + extra + " --prompt ";
+      EXPECT_EQ(run(cmd + "\"$(printf 'ab\\377')\"", out, tmp), 2) << extra << out;
+      EXPECT_NE(out.find("--prompt: byte 2 (0xFF) is not valid UTF-8"), std::string::npos) << extra << out;
+      EXPECT_EQ(out.find("\xEF\xBF\xBD"), std::string::npos) << out;
+    }
+    EXPECT_EQ(run("generate --max-new 1 --model " + model + " --prompt \"$(printf 'caf\\303\\251 \\355\\240\\200')\"",
+                  out, tmp),
+              2)
+        << out;
+    EXPECT_NE(out.find("--prompt: byte 6 (0xED) is not valid UTF-8"), std::string::npos) << out;
+    EXPECT_EQ(run("tokenize --model " + model + " --text \"$(printf 'x\\300\\257')\"", out, tmp), 2) << out;
+    EXPECT_NE(out.find("--text: byte 1 (0xC0) is not valid UTF-8"), std::string::npos) << out;
+    // Well-formed multi-byte text passes: "café" is 5 bytes of UTF-8.
+    ASSERT_EQ(run("generate --max-new 1 --model " + model + " --prompt \"$(printf 'caf\\303\\251')\"", out, tmp), 0)
+        << out;
   }
-  ASSERT_EQ(run("generate --max-new 1 --prompt 'ab' --model " + llama, out, tmp), 0) << out;
 }
 
 // One definition per setting: `render` and `generate` state and enforce the
@@ -110,14 +133,55 @@ TEST(CliMessages, HelpAndRangesAgreeAcrossCommands) {
   const RealSetting t = setting::kTemperature;
   EXPECT_EQ(t.lo, 0.001);
   EXPECT_EQ(t.hi, 1000.0);
-  for (const char* cmd : {"generate --prompt hi", "render --prompt hi --draft x --out x.png"}) {
+  // Flags are checked as they are parsed: `render` refuses them even in a
+  // build without the renderer.
+  for (const std::string cmd : {"generate --prompt hi", "render --prompt hi --draft x --out x.png"}) {
     for (const char* bad : {"0", "0.0005", "1001", "nan"}) {
-      EXPECT_EQ(run(std::string(cmd) + " --temperature " + bad, out, tmp), 2) << cmd << " " << bad << out;
+      EXPECT_EQ(run(cmd + " --temperature " + bad, out, tmp), 2) << cmd << " " << bad << out;
       EXPECT_NE(out.find("[0.001, 1000]"), std::string::npos) << cmd << " " << bad << out;
     }
   }
   ASSERT_EQ(run("render --help", out, tmp), 0) << out;
   EXPECT_NE(out.find("[0.001, 1000]"), std::string::npos) << out;
+}
+
+// One range per setting, for every command: each command's --help that
+// offers a setting of the table (model/decoding/setting_ranges.h) states the
+// table's range for it, and --kv-block states the model's context.
+TEST(CliMessages, EveryCommandStatesASettingsOneRange) {
+  testutil::TempDir tmp("cli-ranges");
+  struct Row {
+    std::string flag, range;
+  };
+  auto real = [](const RealSetting& s) {
+    char b[64];
+    std::snprintf(b, sizeof b, "FLOAT:%s%g, %g]", s.lo_open ? "(" : "[", s.lo, s.hi);
+    return Row{s.flag, b};
+  };
+  auto whole = [](const IntSetting& s) {
+    return Row{s.flag, "INT:" + std::to_string(s.lo) + ".." + std::to_string(s.hi)};
+  };
+  namespace st = setting;
+  const Row rows[] = {real(st::kTemperature), real(st::kTopP),
+                      whole(st::kTopK),       real(st::kRepetitionPenalty),
+                      whole(st::kBeams),      real(st::kLengthPenalty),
+                      whole(st::kSpeculate),  whole(st::kMaxNew),
+                      whole(st::kCtx),        {"--kv-block", "INT:1..the model's context"}};
+  int seen = 0;
+  for (const std::string cmd : {"", "generate", "eval", "serve", "render", "bench", "inspect", "tokenize"}) {
+    std::string out;
+    ASSERT_EQ(run(cmd + " --help", out, tmp), 0) << cmd << out;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+      for (const Row& r : rows) {
+        if (line.rfind("  " + r.flag + " ", 0) != 0) continue;
+        ++seen;
+        EXPECT_NE(line.find(r.range), std::string::npos)
+            << "kvscope " << cmd << ": " << line << " (want " << r.range << ")";
+      }
+    }
+  }
+  EXPECT_GE(seen, 20);  // generate alone offers 10 of them
 }
 
 }  // namespace

@@ -26,11 +26,11 @@ void add_window_flags(CLI::App& app, GuiOptions& gui) {
                  "Model folder: GPT-2 (config.json, model.safetensors, vocab.json, merges.txt) or Llama/Mistral/Qwen2 "
                  "(config.json, model.safetensors or shards, tokenizer.json)")
       ->check(non_empty("a model folder"));
-  app.add_option("--prompt", gui.prompt, "Prompt to start with (default: the first preset)")
+  app.add_option("--prompt", gui.prompt, "Prompt to start with, UTF-8 (default: the first preset)")
       ->check(non_empty("some text to continue"));
   app.add_flag("--no-cache", gui.no_cache, "Start in NO CACHE mode");
-  app.add_option("--max-new", gui.max_new, "New tokens per generation")->check(int_in(1, 1 << 20));
-  app.add_option("--ctx", gui.ctx, kCtxHelp)->check(int_in(2, 1 << 24));
+  app.add_option("--max-new", gui.max_new, "New tokens per generation")->check(in_range(setting::kMaxNew));
+  app.add_option("--ctx", gui.ctx, kCtxHelp)->check(in_range(setting::kCtx));
   app.add_option("--demo-frames", gui.demo_frames, "Run a scripted demo for N frames, then exit (smoke tests)")
       ->check(int_in(0, 1 << 24));
   app.add_option("--screenshot", gui.screenshot, "With --demo-frames: save the last frame to this PNG")
@@ -109,9 +109,11 @@ void add_render_command(CLI::App& app, RenderCommand& c) {
   auto* render = c.cmd = app.add_subcommand("render", "Render the 3D view to PNG without a window");
   render->add_option("--model", ro.model_dir, "Model folder (GPT-2, Llama, Mistral, Qwen2)")
       ->check(non_empty("a model folder"));
-  render->add_option("--prompt", ro.prompt, "Prompt")->required()->check(non_empty("some text to continue"));
+  render->add_option("--prompt", ro.prompt, "Prompt (UTF-8 text)")
+      ->required()
+      ->check(non_empty("some text to continue"));
   render->add_option("--steps", ro.steps, "Forwards to run (the prefill is the first)")->check(int_in(1, 1 << 20));
-  render->add_option("--ctx", ro.ctx, kCtxHelp)->check(int_in(2, 1 << 24));
+  render->add_option("--ctx", ro.ctx, kCtxHelp)->check(in_range(setting::kCtx));
   render->add_option("--out", ro.out, "PNG of the last step")->check(non_empty("a PNG file name"));
   render->add_option("--frames", ro.frames_dir, "Write one PNG per step into this folder")
       ->check(non_empty("a folder"));

@@ -244,7 +244,7 @@ void add_bench_command(CLI::App& app, BenchCommand& c) {
       ->check(int_in(1, 1 << 20));
   c.cmd->add_option("--reps", c.reps, "Repetitions (median)")->check(int_in(1, 1000));
   c.cmd->add_flag("--json", c.json, "Print JSON");
-  c.cmd->add_option("--ctx", c.ctx, kCtxHelp)->check(int_in(2, 1 << 24));
+  c.cmd->add_option("--ctx", c.ctx, kCtxHelp)->check(in_range(setting::kCtx));
   add_kv_flags(c.cmd, c.kv);
 }
 

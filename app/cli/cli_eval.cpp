@@ -11,6 +11,7 @@
 #include "model/core/file_io.h"
 #include "model/engine/engine.h"
 #include "model/kv/kv_eval.h"
+#include "model/tokenizer/tokenizer.h"
 
 namespace kvscope {
 
@@ -58,9 +59,8 @@ void add_kv_flags(CLI::App* cmd, KVFlags& f) {
                     ->check(int_in(0, 1 << 20));
   cmd->add_option("--kv-dtype", f.dtype, "K/V row format: f32|f16|q8_0|q4_0 (default f32)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
-  f.block_opt =
-      cmd->add_option("--kv-block", f.block, "Paged cache with B positions per block (1..the model's context)")
-          ->check(int_in(1, kv_block_max(nullptr)));
+  f.block_opt = cmd->add_option("--kv-block", f.block, "Paged cache with B positions per block")
+                    ->check(int_in(1, kv_block_max(nullptr), kKvBlockRangeText));
   add_kv_evict_flags(cmd, f);
 }
 
@@ -96,25 +96,6 @@ KVSettings kv_settings_or_throw(const KVFlags& f) {
 
 namespace {
 
-bool valid_utf8(const std::string& s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    int n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : -1;
-    if (n < 0 || (n == 1 && c < 0xC2) || (n == 3 && c > 0xF4) || i + n >= s.size() + (n == 0 ? 1 : 0)) return false;
-    uint32_t cp = n == 0 ? c : c & (0x3F >> n);
-    for (int k = 1; k <= n; ++k) {
-      const unsigned char d = static_cast<unsigned char>(s[i + k]);
-      if ((d >> 6) != 2) return false;
-      cp = (cp << 6) | (d & 0x3F);
-    }
-    if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
-      return false;
-    i += static_cast<size_t>(n) + 1;
-  }
-  return true;
-}
-
 // The model card's stream: [eos] d1 [eos] d2 ... dN [eos].
 std::vector<int> eval_stream(const Model& m, const std::string& text) {
   const int eos = m.config.eos_token_id;
@@ -138,7 +119,9 @@ std::vector<int> eval_stream(const Model& m, const std::string& text) {
 int cmd_eval(const EvalArgs& a, const std::string& default_model) {
   const std::string text = read_regular_file(a.file, "a UTF-8 text file to score");
   if (text.empty()) throw Error(a.file + ": the file is empty (expected UTF-8 text to score)");
-  if (!valid_utf8(text)) throw Error(a.file + ": not valid UTF-8 (expected UTF-8 text to score)");
+  if (const size_t at = first_invalid_utf8(text); at != std::string::npos) {
+    throw Error(a.file + ": byte " + std::to_string(at) + " is not valid UTF-8 (expected UTF-8 text to score)");
+  }
   auto m = load_model(a.model.empty() ? default_model : a.model);
   const Config& c = m->config;
   const KVLayout variant = a.kv.layout_for(c);

@@ -27,8 +27,8 @@ std::string format_bound(double x) {
   return buf;
 }
 
-CLI::Validator int_in(int64_t lo, int64_t hi) {
-  const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
+CLI::Validator int_in(int64_t lo, int64_t hi, const std::string& shown) {
+  const std::string range = shown.empty() ? std::to_string(lo) + ".." + std::to_string(hi) : shown;
   return CLI::Validator(
       [lo, hi, range](std::string& s) -> std::string {
         const size_t from = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;

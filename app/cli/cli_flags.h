@@ -12,8 +12,10 @@
 
 namespace kvscope {
 
-// A whole number in [lo, hi] (no fraction, no exponent).
-CLI::Validator int_in(int64_t lo, int64_t hi);
+// A whole number in [lo, hi] (no fraction, no exponent). `shown` replaces
+// "lo..hi" in --help and messages where the real bound is known only later
+// (the model's context).
+CLI::Validator int_in(int64_t lo, int64_t hi, const std::string& shown = "");
 // Any unsigned 64-bit integer, exactly: 0..18446744073709551615.
 CLI::Validator any_u64();
 // A finite decimal number in [lo, hi], or (lo, hi] when `lo_open`.

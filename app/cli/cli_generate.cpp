@@ -175,9 +175,11 @@ void add_generate_command(CLI::App& app, GenerateCommand& c) {
   auto* gen = c.cmd = app.add_subcommand("generate", "Generate text (no display needed)");
   gen->add_option("--model", g.model, "Model folder, GPT-2 or Llama/Mistral/Qwen2 (default: the embedded model)")
       ->check(non_empty("a model folder"));
-  gen->add_option("--prompt", g.prompt, "Text to continue")->required()->check(non_empty("some text to continue"));
-  gen->add_option("--max-new", g.max_new, "Maximum new tokens")->check(int_in(1, 1 << 20));
-  gen->add_option("--ctx", g.ctx, kCtxHelp)->check(int_in(2, 1 << 24));
+  gen->add_option("--prompt", g.prompt, "Text to continue (UTF-8)")
+      ->required()
+      ->check(non_empty("some text to continue"));
+  gen->add_option("--max-new", g.max_new, "Maximum new tokens")->check(in_range(setting::kMaxNew));
+  gen->add_option("--ctx", g.ctx, kCtxHelp)->check(in_range(setting::kCtx));
   add_sampling_flags(gen, c);
   gen->add_option("--stop", g.stop, "Stop when this string is generated (repeatable)")
       ->check(non_empty("the text to stop at"));

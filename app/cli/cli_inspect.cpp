@@ -38,15 +38,17 @@ json inspect_json(const Model& m) {
           {"n_params", m.n_params},
           {"dtype", m.stored_dtype},
           {"weight_bytes", m.weight_bytes()},
+          {"stored_bytes", m.stored_bytes},
           {"kv_bytes_per_token", kv_bytes_per_position(c)},
           {"kv_bytes_full_context", kv_bytes_per_position(c) * static_cast<uint64_t>(T)},
           {"decode_flops", {{"kv_cache", {{"T1", kv1}, {"Tmax", kvT}}}, {"no_cache", {{"T1", nc1}, {"Tmax", ncT}}}}},
           {"load_seconds", m.load_seconds}};
 }
 
-// The model card. "resident" is Model::weight_bytes(): the weights as the
-// engine holds them, every architecture's matrices in their stored dtype
-// (F32, F16 or BF16) and the vectors in f32, so it is what loading costs.
+// The model card. "stored" is the parameters' bytes in the file (2 a value
+// for F16 and BF16, 4 for F32); "resident" is Model::weight_bytes(): the
+// weights as the engine holds them, matrices in their stored dtype and the
+// vectors in f32, so it is what loading costs.
 void print_inspect(const Model& m) {
   const Config& c = m.config;
   const int T = c.n_positions;
@@ -56,8 +58,9 @@ void print_inspect(const Model& m) {
   std::printf("architecture   %s: %d layers, %d heads x %d (%d K/V heads), width %d, vocab %d\n",
               c.is_llama() ? c.model_type.c_str() : "GPT-2", c.n_layer, c.n_head, c.head_dim(), c.kv_heads(), c.n_embd,
               c.vocab_size);
-  std::printf("parameters     %" PRIu64 " (%s resident, stored %s)\n", m.n_params,
-              format_bytes(static_cast<double>(m.weight_bytes())).c_str(), m.stored_dtype.c_str());
+  std::printf("parameters     %" PRIu64 " (%s stored %s, %s resident)\n", m.n_params,
+              format_bytes(static_cast<double>(m.stored_bytes)).c_str(), m.stored_dtype.c_str(),
+              format_bytes(static_cast<double>(m.weight_bytes())).c_str());
   if (c.n_positions < c.max_position_embeddings) {
     std::printf("context        %d positions (the model allows %d; --ctx N reserves for N)\n", c.n_positions,
                 c.max_position_embeddings);
@@ -81,12 +84,13 @@ void add_tokenize_command(CLI::App& app, TokenizeCommand& c) {
   c.cmd = app.add_subcommand("tokenize", "Show the token ids and pieces of a text");
   c.cmd->add_option("--model", c.model, "Folder with tokenizer.json, or vocab.json and merges.txt")
       ->check(non_empty("a model folder"));
-  c.cmd->add_option("--text", c.text, "Text to tokenize")->required();
+  c.cmd->add_option("--text", c.text, "Text to tokenize (UTF-8)")->required();
   c.cmd->add_flag("--json", c.json, "Print {\"ids\":[...],\"pieces\":[...]}");
 }
 
 int run_tokenize_command(const TokenizeCommand& c) {
   const Tokenizer tok = Tokenizer::load(c.model.empty() ? default_model_dir() : c.model);
+  require_utf8(c.text, "--text");  // the prompt's rule: what the tokenizer is given is UTF-8 text
   const std::vector<int> ids = tok.encode(c.text);
   std::vector<std::string> pieces;
   json bytes = json::array();
@@ -111,7 +115,7 @@ void add_inspect_command(CLI::App& app, InspectCommand& c) {
   c.cmd->add_option("--model", c.model, "Model folder (GPT-2, Llama, Mistral, Qwen2)")
       ->check(non_empty("a model folder"));
   c.cmd->add_flag("--json", c.json, "Print JSON");
-  c.cmd->add_option("--ctx", c.ctx, kCtxHelp)->check(int_in(2, 1 << 24));
+  c.cmd->add_option("--ctx", c.ctx, kCtxHelp)->check(in_range(setting::kCtx));
 }
 
 int run_inspect_command(const InspectCommand& c) {

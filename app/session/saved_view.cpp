@@ -8,6 +8,7 @@
 #include "model/core/error.h"
 #include "model/core/file_io.h"
 #include "model/decoding/sampler_json.h"
+#include "model/decoding/setting_ranges.h"
 
 namespace kvscope {
 namespace {
@@ -149,7 +150,8 @@ SavedView view_from_json(const std::string& text, const std::string& origin) {
   v.step = static_cast<int>(rd.integer(j, "step", "step", 0, 1 << 24, 0));
   v.prompt = rd.string(j, "prompt", "prompt", "");
   v.model = rd.string(j, "model", "model", "");
-  v.max_new = static_cast<int>(rd.integer(j, "max_new", "max_new", 1, 1 << 24, v.max_new));
+  v.max_new =
+      static_cast<int>(rd.integer(j, "max_new", "max_new", setting::kMaxNew.lo, setting::kMaxNew.hi, v.max_new));
   const std::string cache = rd.string(j, "cache", "cache", "kv_cache");
   if (cache == "kv_cache") {
     v.cache = CacheMode::kKV;

@@ -249,6 +249,7 @@ LlamaLoadResult load_llama_weights(const std::string& dir, const Config& c, cons
   // Check everything before reading anything.
   const WantedTotals totals = check_wanted(ow, wanted);
   r.n_params = totals.n_params;
+  r.stored_bytes = totals.file_bytes;
   r.stored_dtype = totals.stored_dtype;
   r.need_bytes = check_memory(dir, c, totals.resident);
 

@@ -12,9 +12,10 @@ namespace kvscope {
 
 struct LlamaLoadResult {
   LlamaWeights weights;
-  uint64_t n_params = 0;     // a tied head counted once
-  std::string stored_dtype;  // "F32", "F16", "BF16" or "mixed"
-  uint64_t need_bytes = 0;   // what the memory check counted: weights as kept + f32 KV cache at full context
+  uint64_t n_params = 0;      // a tied head counted once
+  uint64_t stored_bytes = 0;  // those parameters' bytes in the files, at their stored dtypes
+  std::string stored_dtype;   // "F32", "F16", "BF16" or "mixed"
+  uint64_t need_bytes = 0;    // what the memory check counted: weights as kept + f32 KV cache at full context
 };
 
 // Reads `dir`/model.safetensors or the shards of `dir`/model.safetensors.index.json

@@ -75,6 +75,7 @@ class TensorReader {
     std::vector<float> v = st_.to_f32(full);
     check_finite(v, full, it->second.shape);
     n_params += v.size();
+    stored_bytes += it->second.end - it->second.begin;
     done_bytes_ += it->second.end - it->second.begin;
     if (control_ && control_->on_progress && total_bytes_) {
       control_->on_progress(static_cast<float>(static_cast<double>(done_bytes_) / static_cast<double>(total_bytes_)));
@@ -102,6 +103,7 @@ class TensorReader {
 
   std::set<std::string> dtypes;
   uint64_t n_params = 0;
+  uint64_t stored_bytes = 0;  // the parameters' bytes in the file, at their stored dtypes
 
  private:
   // One NaN or infinity in a weight turns every logit into NaN: refuse the
@@ -132,7 +134,7 @@ class TensorReader {
 };
 
 Weights read_weights(const SafeTensors& st, const Config& c, std::set<std::string>* dtypes, uint64_t* n_params,
-                     const LoadControl* control) {
+                     uint64_t* stored_bytes, const LoadControl* control) {
   const std::string prefix = st.has("transformer.wte.weight") ? "transformer." : "";
   TensorReader r(st, prefix, control);
   const int64_t d = c.n_embd, V = c.vocab_size;
@@ -162,6 +164,7 @@ Weights read_weights(const SafeTensors& st, const Config& c, std::set<std::strin
   if (st.has("lm_head.weight")) w.lm_head = r.mat("lm_head.weight", V, d, false);
   if (dtypes) *dtypes = r.dtypes;
   if (n_params) *n_params = r.n_params;
+  if (stored_bytes) *stored_bytes = r.stored_bytes;
   return w;
 }
 
@@ -176,6 +179,7 @@ void load_llama(const std::string& dir, Model& m, const LoadControl& control) {
   LlamaLoadResult r = load_llama_weights(dir, m.config, control);  // checks `control.cancel` first
   m.llama = std::move(r.weights);
   m.n_params = r.n_params;
+  m.stored_bytes = r.stored_bytes;
   m.stored_dtype = r.stored_dtype;
   if (control.cancel && control.cancel->load()) throw Error(dir + ": loading cancelled");
   m.tokenizer = Tokenizer::load(dir);
@@ -202,7 +206,7 @@ uint64_t Weights::bytes() const {
 
 Weights load_weights(const std::string& safetensors_path, const Config& config) {
   const SafeTensors st = SafeTensors::open(safetensors_path);
-  return read_weights(st, config, nullptr, nullptr, nullptr);
+  return read_weights(st, config, nullptr, nullptr, nullptr, nullptr);
 }
 
 uint64_t available_memory_bytes() {
@@ -298,7 +302,7 @@ std::shared_ptr<const Model> load_model(const std::string& dir_or_id, const Load
     const SafeTensors st = SafeTensors::open(st_path, control.cancel);
     if (control.cancel && control.cancel->load()) throw Error(st_path + ": loading cancelled");
     std::set<std::string> dtypes;
-    m->weights = read_weights(st, m->config, &dtypes, &m->n_params, &control);
+    m->weights = read_weights(st, m->config, &dtypes, &m->n_params, &m->stored_bytes, &control);
     m->stored_dtype = dtypes.size() == 1 ? *dtypes.begin() : "mixed";
   }
   m->tokenizer = Tokenizer::load(dir);

@@ -52,8 +52,9 @@ struct Model {
   Weights weights;     // GPT-2 (config.arch == Arch::kGpt2)
   LlamaWeights llama;  // Llama, Mistral, Qwen2 (config.arch == Arch::kLlama)
   Tokenizer tokenizer;
-  uint64_t n_params = 0;     // as stored (a tied head counted once)
-  std::string stored_dtype;  // "F32", "F16", "BF16" or "mixed" (for display)
+  uint64_t n_params = 0;      // as stored (a tied head counted once)
+  uint64_t stored_bytes = 0;  // those parameters' bytes in the file(s): n_params x 2 for an F16 file
+  std::string stored_dtype;   // "F32", "F16", "BF16" or "mixed" (for display)
   // Resident bytes of the weights (matrices as stored, vectors in f32).
   uint64_t weight_bytes() const { return config.is_llama() ? llama.bytes() : weights.bytes(); }
   double load_seconds = 0;

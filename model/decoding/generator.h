@@ -11,6 +11,7 @@
 #include "model/arch/model.h"
 #include "model/core/index_check.h"
 #include "model/decoding/sampler.h"
+#include "model/decoding/setting_ranges.h"
 #include "model/engine/engine.h"
 
 namespace kvscope {
@@ -162,7 +163,7 @@ struct StepRecord {
 using RecordPtr = std::shared_ptr<const StepRecord>;
 
 // The most new tokens one generation (or one served request) may ask for.
-inline constexpr int kMaxNewLimit = 1 << 20;
+inline constexpr int kMaxNewLimit = static_cast<int>(setting::kMaxNew.hi);
 
 struct GenerateOptions {
   int max_new = 64;               // new tokens, including the prefill's

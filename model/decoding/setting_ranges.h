@@ -30,6 +30,10 @@ inline constexpr RealSetting kRepetitionPenalty{"--repetition-penalty", 0.01, 10
 inline constexpr IntSetting kBeams{"--beams", 1, 8};
 inline constexpr RealSetting kLengthPenalty{"--length-penalty", -100, 100, false};
 inline constexpr IntSetting kSpeculate{"--speculate", 1, 16};
+// New tokens of one generation or served request (the window: also at most its model's context).
+inline constexpr IntSetting kMaxNew{"--max-new", 1, 1 << 20};
+// Llama family: positions reserved for the KV cache (also at most max_position_embeddings, checked on load).
+inline constexpr IntSetting kCtx{"--ctx", 2, 1 << 24};
 }  // namespace setting
 
 }  // namespace kvscope

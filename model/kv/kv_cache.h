@@ -144,6 +144,8 @@ inline constexpr int kKvBlockMaxNoModel = 1 << 20;
 constexpr int kv_block_max(const Config* c) {
   return c ? c->n_positions : kKvBlockMaxNoModel;
 }
+// That range as --help states it before a model is loaded.
+inline constexpr const char* kKvBlockRangeText = "1..the model's context";
 
 // The one range of a page size (--kv-block, the Cache panel, beam search):
 // 0 (not paged) or 1..kv_block_max(&c). Throws UsageError naming --kv-block

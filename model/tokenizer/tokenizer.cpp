@@ -389,16 +389,29 @@ std::vector<std::string> pretokenize(const std::string& text) {
   return out;
 }
 
-std::vector<int> Tokenizer::encode_prompt(const std::string& text) const {
-  if (pipeline_) {
-    if (const std::size_t at = detail::first_invalid_utf8(text); at != std::string::npos) {
-      char byte[8];
-      std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned>(static_cast<unsigned char>(text[at])));
-      throw UsageError("--prompt: byte " + std::to_string(at) + " (" + byte +
-                       ") is not valid UTF-8; this model's tokenizer.json takes Unicode text (a GPT-2 vocab.json "
-                       "tokenizer takes any bytes)");
-    }
+std::size_t first_invalid_utf8(const std::string& text) {
+  const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
+  std::size_t i = 0;
+  while (i < text.size()) {
+    utf8proc_int32_t cp = -1;
+    const utf8proc_ssize_t n = utf8proc_iterate(p + i, static_cast<utf8proc_ssize_t>(text.size() - i), &cp);
+    if (n <= 0 || cp < 0) return i;
+    i += static_cast<std::size_t>(n);
   }
+  return std::string::npos;
+}
+
+void require_utf8(const std::string& text, const std::string& what) {
+  const std::size_t at = first_invalid_utf8(text);
+  if (at == std::string::npos) return;
+  char byte[8];
+  std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned>(static_cast<unsigned char>(text[at])));
+  throw UsageError(what + ": byte " + std::to_string(at) + " (" + byte +
+                   ") is not valid UTF-8 (expected UTF-8 text, for every model's tokenizer)");
+}
+
+std::vector<int> Tokenizer::encode_prompt(const std::string& text) const {
+  require_utf8(text, "--prompt");
   std::vector<int> ids = encode(text);
   if (bos_prefix_id_ >= 0) ids.insert(ids.begin(), bos_prefix_id_);
   return ids;

@@ -31,10 +31,10 @@ class Tokenizer {
   std::vector<int> encode(const std::string& text) const;
   // A prompt as the model was trained to see a text: encode() with the
   // post-processor's leading token (bos_prefix_id()) in front, if any.
-  // The prompt rule: nothing is changed silently. A byte-level vocab.json +
-  // merges.txt tokenizer (GPT-2) keeps every byte, valid UTF-8 or not; a
-  // tokenizer.json takes Unicode text, so invalid UTF-8 throws UsageError
-  // naming --prompt and the byte (rather than becoming U+FFFD).
+  // The prompt rule, the same for both families: a prompt is UTF-8 text.
+  // Invalid UTF-8 throws UsageError naming --prompt and the first invalid
+  // byte (require_utf8), rather than becoming U+FFFD (tokenizer.json) or
+  // raw byte tokens (GPT-2's vocab.json) silently.
   std::vector<int> encode_prompt(const std::string& text) const;
   // ids -> raw bytes (may be incomplete UTF-8 at token boundaries): the
   // tokens' bytes concatenated, as a continuation of earlier text reads them.
@@ -105,5 +105,13 @@ std::vector<std::string> pretokenize(const std::string& text);
 
 // Escapes bytes that are not part of complete UTF-8 sequences as \xNN.
 std::string escape_invalid_utf8(const std::string& bytes);
+
+// Offset of the first byte that starts no valid UTF-8 character (overlong
+// forms, surrogates and code points above U+10FFFF are invalid), npos if none.
+std::size_t first_invalid_utf8(const std::string& text);
+// The one text rule for what a user hands the tokenizer (a prompt, tokenize's
+// --text): valid UTF-8. Throws UsageError "WHAT: byte N (0xXX) is not valid
+// UTF-8 ...", N counted from 0.
+void require_utf8(const std::string& text, const std::string& what);
 
 }  // namespace kvscope

@@ -42,18 +42,6 @@ char32_t char_at(const std::string& s, std::size_t i) {
   return static_cast<char32_t>(cp);
 }
 
-std::size_t first_invalid_utf8(const std::string& text) {
-  const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
-  std::size_t i = 0;
-  while (i < text.size()) {
-    utf8proc_int32_t cp = -1;
-    const utf8proc_ssize_t n = utf8proc_iterate(p + i, static_cast<utf8proc_ssize_t>(text.size() - i), &cp);
-    if (n <= 0 || cp < 0) return i;
-    i += static_cast<std::size_t>(n);
-  }
-  return std::string::npos;
-}
-
 // Invalid UTF-8 bytes become U+FFFD: tokenizer.json models take Unicode text.
 std::string to_valid_utf8(const std::string& text) {
   std::string out;

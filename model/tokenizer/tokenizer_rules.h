@@ -23,8 +23,6 @@ std::size_t char_len(const std::string& s, std::size_t i);
 char32_t char_at(const std::string& s, std::size_t i);
 // Invalid UTF-8 bytes become U+FFFD: tokenizer.json models take Unicode text.
 std::string to_valid_utf8(const std::string& text);
-// Offset of the first byte that starts no valid UTF-8 character, npos if none.
-std::size_t first_invalid_utf8(const std::string& text);
 std::string replace_all(const std::string& s, const std::string& from, const std::string& to);
 
 // Optional fields; a present one of the wrong type throws kvscope::Error naming `where` and the key.
