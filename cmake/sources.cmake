@@ -26,6 +26,7 @@ set(KVSCOPE_MODEL_SRC
   model/engine/llama_layers.cpp
   model/engine/llama_ops.cpp
   model/kv/kv_cache.cpp
+  model/kv/kv_layout.cpp
   model/kv/kv_evict.cpp
   model/kv/kv_eval.cpp
   model/kv/kv_quant.cpp

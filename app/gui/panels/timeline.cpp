@@ -119,14 +119,10 @@ Commands panel_timeline(const EngineState& engine, UiState& ui, float reserve) {
 
 // --- branches -------------------------------------------------------------------
 
-Commands panel_branches(const EngineState& engine, UiState& ui) {
-  const Palette& pal = palette_for(ui.colour_blind);
-  Commands cmds;
-  (void)ui;
-  if (engine.tree.size() == 0) {
-    ImGui::TextDisabled("(no generation yet)");
-    return cmds;
-  }
+namespace {
+
+// What forking does and what it saved: over every fork, then the current branch's.
+void branches_summary(const EngineState& engine, const Palette& pal) {
   text_wrapped_wordsf(
       "Click a candidate in the Next-token panel to force it at the shown step: generation forks there. "
       "Click a branch to return to it.");
@@ -144,6 +140,17 @@ Commands panel_branches(const EngineState& engine, UiState& ui) {
                           format_flops(f.flops_recompute).c_str());
     ImGui::Text("shares %d positions with its parent", engine.tree.shared_positions(cur.id, cur.parent));
   }
+}
+
+}  // namespace
+
+Commands panel_branches(const EngineState& engine, UiState& ui) {
+  Commands cmds;
+  if (engine.tree.size() == 0) {
+    ImGui::TextDisabled("(no generation yet)");
+    return cmds;
+  }
+  branches_summary(engine, palette_for(ui.colour_blind));
   ImGui::Separator();
   // In a narrow column (text scale 2.5) each branch's numbers go on a line
   // under its text instead of squeezing either into a cut column.
