@@ -20,7 +20,7 @@ target_link_libraries(kvscope_imgui INTERFACE ${IMGUI_LINK_LIBRARIES} glfw OpenG
 
 # Shaders live in shaders/ but are embedded into the binary at build time.
 set(KVSCOPE_SHADERS
-  ${CMAKE_SOURCE_DIR}/shaders/beams.vert ${CMAKE_SOURCE_DIR}/shaders/beams.frag
+  ${CMAKE_SOURCE_DIR}/shaders/rays.vert ${CMAKE_SOURCE_DIR}/shaders/rays.frag
   ${CMAKE_SOURCE_DIR}/shaders/blocks.vert ${CMAKE_SOURCE_DIR}/shaders/blocks.frag
   ${CMAKE_SOURCE_DIR}/shaders/grid.vert ${CMAKE_SOURCE_DIR}/shaders/grid.frag)
 set(KVSCOPE_SHADER_HEADER ${CMAKE_BINARY_DIR}/generated/kvscope_shaders.h)

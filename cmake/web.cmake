@@ -73,7 +73,7 @@ set(WEB_DESKTOP_ONLY render/gl/gl_context.cpp app/gui/render_subcommand.cpp app/
     app/platform/window.cpp)
 set(WEB_APP_SRC ${KVSCOPE_GL_SRC} ${KVSCOPE_GUI_SRC})
 list(REMOVE_ITEM WEB_APP_SRC ${WEB_DESKTOP_ONLY})
-set(KVSCOPE_SHADERS shaders/beams.vert shaders/beams.frag shaders/blocks.vert shaders/blocks.frag shaders/grid.vert
+set(KVSCOPE_SHADERS shaders/rays.vert shaders/rays.frag shaders/blocks.vert shaders/blocks.frag shaders/grid.vert
     shaders/grid.frag)
 list(TRANSFORM KVSCOPE_SHADERS PREPEND ${CMAKE_SOURCE_DIR}/)
 set(KVSCOPE_SHADER_HEADER ${CMAKE_BINARY_DIR}/generated/kvscope_shaders.h)

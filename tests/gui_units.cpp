@@ -212,6 +212,18 @@ TEST(Timeline, PredictHidesTheNewestStepOfEveryStrategy) {
   EXPECT_FALSE(prediction_hidden(engine, ui));  // the past is never hidden
 }
 
+// "Show attention rays" is saved as "rays"; files written before named it "beams" and keep it.
+TEST(Settings, AttentionRaysKeepTheirOlderName) {
+  UiState ui;
+  WindowSettings win;
+  std::string err;
+  ASSERT_TRUE(settings_from_json(R"({"beams": false})", "old.json", ui, win, err)) << err;
+  EXPECT_FALSE(ui.rays);
+  UiState fresh;
+  ASSERT_TRUE(settings_from_json(R"({"rays": false})", "new.json", fresh, win, err)) << err;
+  EXPECT_FALSE(fresh.rays);
+}
+
 TEST(Settings, RoundTripAndBadFiles) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("kvscope-settings-" + std::to_string(::getpid()));

@@ -41,7 +41,7 @@ TEST_F(RenderPixels, BackgroundAndBlockColoursWhereTheSceneSays) {
   const Palette& pal = palette_for(false);
   auto h = make_history(6, {CacheMode::kKV, CacheMode::kKV, CacheMode::kKV});
   ViewOptions v;
-  v.beams = false;
+  v.rays = false;
   const Scene s = build_scene(h, h.size(), v, 1.0f);
   const Camera cam = preset_camera(CameraPreset::kFront, s, static_cast<float>(kW) / kH);
   const auto img = render(s, cam);
@@ -106,10 +106,10 @@ TEST_F(RenderPixels, BeamGoesFromTheWriteHeadToTheKeyItNames) {
   v.head = 0;
   v.min_weight = 0.05f;
   const Scene with = build_scene(h, h.size(), v, 1.0f);
-  ASSERT_EQ(with.beams.size(), 1u);
-  ASSERT_EQ(with.beams[0].key, key);
-  EXPECT_FLOAT_EQ(with.beams[0].weight, 0.9f);
-  v.beams = false;
+  ASSERT_EQ(with.rays.size(), 1u);
+  ASSERT_EQ(with.rays[0].key, key);
+  EXPECT_FLOAT_EQ(with.rays[0].weight, 0.9f);
+  v.rays = false;
   const Scene without = build_scene(h, h.size(), v, 1.0f);
   // Side view: the arc is not hidden behind its own end points.
   const Camera cam = preset_camera(CameraPreset::kSide, with, static_cast<float>(kW) / kH);
@@ -119,8 +119,8 @@ TEST_F(RenderPixels, BeamGoesFromTheWriteHeadToTheKeyItNames) {
   double energy = 0, added_r = 0, added_g = 0, added_b = 0;
   int near_target = 0, near_head = 0;
   int tx, ty, hx, hy;
-  ASSERT_TRUE(screen(cam, with.beams[0].to, tx, ty));
-  ASSERT_TRUE(screen(cam, with.beams[0].from, hx, hy));
+  ASSERT_TRUE(screen(cam, with.rays[0].to, tx, ty));
+  ASSERT_TRUE(screen(cam, with.rays[0].from, hx, hy));
   // The beam starts inside the write head's cube: it is seen from the cube's
   // edge on, however large the framing draws the cube.
   float head_r = 0;
@@ -152,10 +152,10 @@ TEST_F(RenderPixels, BeamGoesFromTheWriteHeadToTheKeyItNames) {
 
   // A weaker weight draws a thinner, dimmer beam.
   for (int k = 0; k < T; ++k) last->attn[k] = k == key ? 0.2f : 0.8f / (T - 1);
-  v.beams = true;
+  v.rays = true;
   v.min_weight = 0.15f;
   const Scene weak = build_scene(h, h.size(), v, 1.0f);
-  ASSERT_EQ(weak.beams.size(), 1u);
+  ASSERT_EQ(weak.rays.size(), 1u);
   const auto c = render(weak, cam);
   double weak_energy = 0;
   for (int y = 0; y < kH; ++y)
@@ -170,7 +170,7 @@ TEST_F(RenderPixels, BeamGoesFromTheWriteHeadToTheKeyItNames) {
 TEST_F(RenderPixels, NoCacheFlashesRedThenKeepsOnlyOutlines) {
   auto h = make_history(6, {CacheMode::kKV, CacheMode::kNoCache});
   ViewOptions v;
-  v.beams = false;
+  v.rays = false;
   const Scene flash = build_scene(h, h.size(), v, 0.0f);
   const Scene rest = build_scene(h, h.size(), v, 1.0f);
   const Camera cam = preset_camera(CameraPreset::kFront, rest, static_cast<float>(kW) / kH);
@@ -207,7 +207,7 @@ TEST_F(RenderPixels, GridAndManyBlocksDrawWithoutErrors) {
   const DrawStats& st = renderer_->stats();
   EXPECT_EQ(st.blocks + st.blocks_culled, static_cast<int>(s.tokens.size() + s.kv.size() + s.markers.size()));
   EXPECT_GT(st.blocks_culled, st.blocks);
-  EXPECT_EQ(renderer_->stats().beams, static_cast<int>(s.beams.size()));
+  EXPECT_EQ(renderer_->stats().rays, static_cast<int>(s.rays.size()));
   // Grid + one instanced draw per block kind (tokens, solid KV blocks, empty
   // KV slots as outlines, markers) + one for all beams.
   EXPECT_EQ(renderer_->stats().draw_calls, 6);
@@ -252,7 +252,7 @@ TEST_F(TeachPixels, HeatmapCellsShowEveryRowsRealAttentionWeight) {
             want = glm::vec3(14, 16, 26) / 255.0f;  // the causal mask: no weight above the diagonal
           } else {
             const float w = r.attention(l, hd, row, k);
-            want = glm::mix(pal.background, pal.beam, std::sqrt(w));
+            want = glm::mix(pal.background, pal.ray, std::sqrt(w));
           }
           const float err = std::max({std::abs(got.r - want.r), std::abs(got.g - want.g), std::abs(got.b - want.b)});
           EXPECT_LT(err, 2.5f / 255.0f) << "layer " << l << " head " << hd << " query " << q << " key " << k;

@@ -399,15 +399,15 @@ TEST(LabelLayout, BeamWeightsSitOnTheirArcsOffTheStacksAndTokens) {
         }
         int shown = 0;
         for (const Label& l : s.labels) {
-          if (l.kind != LabelKind::kBeam) continue;
-          const BeamInstance* beam = nullptr;
-          for (const BeamInstance& b : s.beams)
+          if (l.kind != LabelKind::kRay) continue;
+          const RayInstance* beam = nullptr;
+          for (const RayInstance& b : s.rays)
             if (b.key == l.pos) beam = &b;
           ASSERT_NE(beam, nullptr) << l.text;
           std::vector<glm::vec2> spots;
           for (float t : {0.55f, 0.45f, 0.65f, 0.35f, 0.75f, 0.25f, 0.85f, 0.15f}) {
             glm::vec2 at;
-            if (project(vp, beam_arc_point(*beam, t, kBeamArc, cam.stretch_y), view.x, view.y, at)) spots.push_back(at);
+            if (project(vp, ray_arc_point(*beam, t, kRayArc, cam.stretch_y), view.x, view.y, at)) spots.push_back(at);
           }
           const glm::vec2 size(static_cast<float>(l.text.size()) * fs * 0.85f * 0.6f + 8, fs * 0.85f * 1.2f + 2);
           // Then under the stacks, below the position numbers or in their row.

@@ -31,7 +31,7 @@ TEST(Scene, EmptyBeforePrefill) {
   EXPECT_EQ(s.phase, Phase::kNone);
   EXPECT_TRUE(s.tokens.empty());
   EXPECT_TRUE(s.kv.empty());
-  EXPECT_TRUE(s.beams.empty());
+  EXPECT_TRUE(s.rays.empty());
 }
 
 TEST(Scene, PrefillBurstLightsEveryPromptPositionAtOnce) {
@@ -192,7 +192,7 @@ TEST(Scene, BeamWeightsAreTheRecordsAttentionWeights) {
       v.layer = layer;
       v.head = head;
       Scene s = build_scene(h, h.size(), v, 1.0f, L);
-      ASSERT_EQ(s.beams.size(), static_cast<size_t>(T)) << layer << "," << head;
+      ASSERT_EQ(s.rays.size(), static_cast<size_t>(T)) << layer << "," << head;
       float sum = 0;
       for (int key = 0; key < T; ++key) {
         // Independent of attention_weight(): read the raw array.
@@ -205,7 +205,7 @@ TEST(Scene, BeamWeightsAreTheRecordsAttentionWeights) {
             ++n;
           }
         expect /= n;
-        const BeamInstance& b = s.beams[key];
+        const RayInstance& b = s.rays[key];
         EXPECT_EQ(b.key, key);
         EXPECT_NEAR(b.weight, expect, 1e-6);
         sum += b.weight;
@@ -232,10 +232,10 @@ TEST(Scene, MinWeightHidesWeakBeams) {
   int expect = 0;
   for (int key = 0; key < r.seq_len; ++key)
     if (r.attention(1, 0, 0, key) >= 0.1f) ++expect;
-  EXPECT_EQ(s.beams.size(), static_cast<size_t>(expect));
-  for (const auto& b : s.beams) EXPECT_GE(b.weight, 0.1f);
-  v.beams = false;
-  EXPECT_TRUE(build_scene(h, h.size(), v).beams.empty());
+  EXPECT_EQ(s.rays.size(), static_cast<size_t>(expect));
+  for (const auto& b : s.rays) EXPECT_GE(b.weight, 0.1f);
+  v.rays = false;
+  EXPECT_TRUE(build_scene(h, h.size(), v).rays.empty());
 }
 
 TEST(Scene, OutOfRangeLayerOrHeadFallsBackToTheMean) {
@@ -245,8 +245,8 @@ TEST(Scene, OutOfRangeLayerOrHeadFallsBackToTheMean) {
   bad.head = kHeads;
   Scene s = build_scene(h, h.size(), bad);
   Scene mean = build_scene(h, h.size(), ViewOptions());
-  ASSERT_EQ(s.beams.size(), mean.beams.size());
-  for (size_t i = 0; i < s.beams.size(); ++i) EXPECT_FLOAT_EQ(s.beams[i].weight, mean.beams[i].weight);
+  ASSERT_EQ(s.rays.size(), mean.rays.size());
+  for (size_t i = 0; i < s.rays.size(); ++i) EXPECT_FLOAT_EQ(s.rays[i].weight, mean.rays[i].weight);
 }
 
 TEST(Scene, PrefillBeamsUseTheLastPromptRow) {
@@ -257,9 +257,9 @@ TEST(Scene, PrefillBeamsUseTheLastPromptRow) {
   v.layer = 2;
   v.head = 1;
   Scene s = build_scene(h, 1, v);
-  ASSERT_EQ(s.beams.size(), static_cast<size_t>(P));
+  ASSERT_EQ(s.rays.size(), static_cast<size_t>(P));
   for (int key = 0; key < P; ++key)
-    EXPECT_FLOAT_EQ(s.beams[key].weight, r.attn[((2 * kHeads + 1) * P + (P - 1)) * P + key]);
+    EXPECT_FLOAT_EQ(s.rays[key].weight, r.attn[((2 * kHeads + 1) * P + (P - 1)) * P + key]);
 }
 
 TEST(Scene, NewTokenDropsInFromTheWriteHead) {
@@ -273,8 +273,8 @@ TEST(Scene, NewTokenDropsInFromTheWriteHead) {
   EXPECT_EQ(end.tokens[slot].center, L.token_center(slot, kLayers));
   EXPECT_FLOAT_EQ(end.tokens[slot].size.x, L.block_w);
   // Beams fade in; settled they are fully visible.
-  EXPECT_FLOAT_EQ(start.beams[0].colour.a, 0.0f);
-  EXPECT_FLOAT_EQ(end.beams[0].colour.a, 1.0f);
+  EXPECT_FLOAT_EQ(start.rays[0].colour.a, 0.0f);
+  EXPECT_FLOAT_EQ(end.rays[0].colour.a, 1.0f);
   // In between, nothing jumps: the token moves monotonically down the x = slot line.
   float prev_z = start.tokens[slot].center.z;
   for (float a = 0.5f; a <= 1.0f; a += 0.05f) {
@@ -318,10 +318,10 @@ TEST(Scene, ManyTokensStayCheap) {
   all.max_columns = 0;
   Scene s = build_scene(h, h.size(), all);
   EXPECT_EQ(s.kv.size(), static_cast<size_t>((P + 2) * kLayers));
-  EXPECT_EQ(s.beams.size(), static_cast<size_t>(P + 1));
+  EXPECT_EQ(s.rays.size(), static_cast<size_t>(P + 1));
   s = build_scene(h, h.size(), ViewOptions());
   EXPECT_LE(s.kv.size(), static_cast<size_t>(ViewOptions().max_columns * kLayers));
-  EXPECT_LE(s.beams.size(), static_cast<size_t>(ViewOptions().max_columns));
+  EXPECT_LE(s.rays.size(), static_cast<size_t>(ViewOptions().max_columns));
 }
 
 TEST(Scene, PickFindsTheBlockUnderTheRay) {
@@ -367,7 +367,7 @@ TEST(Scene, PredictModeHidesOnlyTheNewestToken) {
   EXPECT_EQ(found, 1);
   // The KV cache and the beams still show what ran.
   EXPECT_EQ(hidden.kv.size(), shown.kv.size());
-  EXPECT_EQ(hidden.beams.size(), shown.beams.size());
+  EXPECT_EQ(hidden.rays.size(), shown.rays.size());
 }
 
 // Predict mode: the write head's tag (drawn by the overlay in normal and

@@ -47,9 +47,9 @@ TEST(SceneGqa, KvHeadsAreSubBlocksAndBeamsLandOnTheSharedOne) {
     // The K/V head that query head 5 does not read is dimmed.
     EXPECT_LE(s.kv[i].colour.r, s.kv[i + 1].colour.r);
   }
-  ASSERT_FALSE(s.beams.empty());
-  for (const BeamInstance& b : s.beams) {
-    EXPECT_FLOAT_EQ(b.to.x, L.beam_target(b.key, view.layer, n_layer).x + L.kv_head_dx(1, 2));
+  ASSERT_FALSE(s.rays.empty());
+  for (const RayInstance& b : s.rays) {
+    EXPECT_FLOAT_EQ(b.to.x, L.ray_target(b.key, view.layer, n_layer).x + L.kv_head_dx(1, 2));
   }
   // A ray straight down onto sub-block 0 of position 2, layer 0.
   const BlockInstance* target = nullptr;

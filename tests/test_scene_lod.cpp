@@ -128,7 +128,7 @@ TEST(SceneLod, SmolLm2ShapedAt4096PositionsStaysBoundedAndLegible) {
   EXPECT_LE(s.columns.count(), max_cols);
   EXPECT_LE(s.tokens.size(), static_cast<size_t>(max_cols));
   EXPECT_LE(s.kv.size(), static_cast<size_t>(max_cols) * kL * kG);
-  EXPECT_LE(s.beams.size(), static_cast<size_t>(max_cols));
+  EXPECT_LE(s.rays.size(), static_cast<size_t>(max_cols));
   size_t token_labels = 0;
   for (const Label& l : s.labels) token_labels += l.kind == LabelKind::kToken;
   EXPECT_LE(token_labels, static_cast<size_t>(max_cols));
@@ -188,7 +188,7 @@ TEST(SceneLod, BeamsToAggregatedColumnsCarryTheSummedWeight) {
     const Scene s = build_scene(h, h.size(), view, 1.0f);
     double total = 0;
     int summed = 0;
-    for (const BeamInstance& b : s.beams) {
+    for (const RayInstance& b : s.rays) {
       EXPECT_NEAR(b.weight, summed_attention(last, layer, head, b.key, b.key + b.span), 1e-5)
           << "keys " << b.key << "+" << b.span;
       total += b.weight;
@@ -199,7 +199,7 @@ TEST(SceneLod, BeamsToAggregatedColumnsCarryTheSummedWeight) {
     EXPECT_NEAR(total, 1.0, 1e-4) << "layer " << layer << " head " << head;
     // The strongest beam (the sink's column) is labelled as a sum.
     bool sigma = false;
-    for (const Label& l : s.labels) sigma |= l.kind == LabelKind::kBeam && l.text.rfind("\xCE\xA3", 0) == 0;
+    for (const Label& l : s.labels) sigma |= l.kind == LabelKind::kRay && l.text.rfind("\xCE\xA3", 0) == 0;
     EXPECT_TRUE(sigma);
   }
 }
@@ -224,7 +224,7 @@ TEST(SceneLod, ShortSequencesKeepAColumnPerPosition) {
   EXPECT_FALSE(s.columns.binned());
   EXPECT_EQ(s.tokens.size(), 44u);
   EXPECT_EQ(s.kv.size(), 44u * kL * kG);
-  for (const BeamInstance& b : s.beams) EXPECT_EQ(b.span, 1);
+  for (const RayInstance& b : s.rays) EXPECT_EQ(b.span, 1);
 }
 
 TEST(SceneLod, InstanceCountDoesNotGrowWithContext) {

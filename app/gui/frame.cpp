@@ -18,7 +18,7 @@ FrameSpec frame_spec(const Session& s, float anim, int hover_pos) {
   f.view.layer = ui.layer;
   f.view.head = ui.head;
   f.view.min_weight = ui.min_weight;
-  f.view.beams = ui.beams;
+  f.view.rays = ui.rays;
   f.view.palette = palette_for(ui.colour_blind);
   f.view.hide_newest = prediction_hidden(engine, ui);
   f.anim = anim;

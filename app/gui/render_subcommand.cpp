@@ -316,7 +316,7 @@ FrameTimes time_frames_under_load(const BenchFrames& b, int n, const Model& mode
 
 void print_bench_report(const FrameTimes& idle, const FrameTimes& busy, int forwards) {
   const Percentiles &i = idle.total, &b = busy.total;
-  std::printf("  scene: %d blocks, %d beams, %d draw calls\n", idle.stats.blocks, idle.stats.beams,
+  std::printf("  scene: %d blocks, %d rays, %d draw calls\n", idle.stats.blocks, idle.stats.rays,
               idle.stats.draw_calls);
   std::printf("  %-34s %8s %8s %8s %8s\n", "frame time (ms)", "mean", "p50", "p95", "max");
   std::printf("  %-34s %8.1f %8.1f %8.1f %8.1f\n", "idle", i.mean, i.p50, i.p95, i.max);

@@ -261,7 +261,7 @@ void Session::execute(const UiCommand& given, double now) {
                  [&](const cmd::SelectHead& h) {
                    ui.layer = h.layer;
                    ui.head = h.head;
-                   ui.beams = true;
+                   ui.rays = true;
                  },
                  [&](const cmd::Presentation&) { toggle_presentation(); },
                  [&](const cmd::Predict&) {

@@ -192,7 +192,8 @@ bool settings_from_json(const std::string& text, const std::string& path, UiStat
   get(j, "layer", ui.layer);
   get(j, "head", ui.head);
   get(j, "min_weight", ui.min_weight);
-  get(j, "beams", ui.beams);
+  get(j, "beams", ui.rays);  // (the name settings files written before used)
+  get(j, "rays", ui.rays);
   std::string sampler_problem = sampler_from_settings(j, ui.sampler);
   get(j, "model_dir_input", ui.model_dir_input);
   std::string cam;
@@ -239,7 +240,7 @@ bool save_settings(const std::string& path, const UiState& ui, const WindowSetti
       {"layer", ui.layer},
       {"head", ui.head},
       {"min_weight", ui.min_weight},
-      {"beams", ui.beams},
+      {"rays", ui.rays},
       {"sampler", sampler_to_json(ui.sampler)},
       {"model_dir_input", ui.model_dir_input},
       {"camera", to_string(ui.camera)},

@@ -131,7 +131,7 @@ struct UiState {
   // Attention
   int layer = -1, head = -1;
   float min_weight = kDefaultMinWeight;
-  bool beams = true;
+  bool rays = true;
   // Sampling (applies from the next step)
   SamplerSettings sampler;
   // Decoding strategy being edited in the Decoding panel (sent with cmd::SetDecoding).

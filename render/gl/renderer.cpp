@@ -21,14 +21,14 @@ struct GpuBlock {
   float glow;
   float bands;  // stripes across a quantized row (0: none)
 };
-struct GpuBeam {
+struct GpuRay {
   float from[3];
   float to[3];
   float weight;
   float colour[4];  // rgb + fade
 };
 static_assert(sizeof(GpuBlock) == 12 * sizeof(float), "tightly packed");
-static_assert(sizeof(GpuBeam) == 11 * sizeof(float), "tightly packed");
+static_assert(sizeof(GpuRay) == 11 * sizeof(float), "tightly packed");
 
 constexpr int kArcSegments = 20;  // smooth enough; each segment costs triangle setup on llvmpipe
 
@@ -109,7 +109,7 @@ Renderer::Renderer() {
   kv_ = make_block_batch();
   markers_ = make_block_batch();
   outlines_ = make_block_batch();
-  make_beam_batch();
+  make_ray_batch();
   make_ground();
   gl::check_errors("Renderer::Renderer");
 }
@@ -122,7 +122,7 @@ void Renderer::link_programs() {
   const size_t eol = frag.find('\n');
   frag.insert(eol + 1, "#define KVSCOPE_OUTLINE 1\n");
   outline_prog_ = gl::link_program(src(shaders::kShaderBlocksVert), frag, "blocks_outline");
-  beams_prog_ = gl::link_program(src(shaders::kShaderBeamsVert), src(shaders::kShaderBeamsFrag), "beams");
+  rays_prog_ = gl::link_program(src(shaders::kShaderRaysVert), src(shaders::kShaderRaysFrag), "rays");
   grid_prog_ = gl::link_program(src(shaders::kShaderGridVert), src(shaders::kShaderGridFrag), "grid");
 }
 
@@ -146,8 +146,8 @@ std::unique_ptr<Renderer::Batch> Renderer::make_block_batch() {
   return b;
 }
 
-// Beams: a strip of (t, side) pairs shared by every instance, one GpuBeam per instance.
-void Renderer::make_beam_batch() {
+// Rays: a strip of (t, side) pairs shared by every instance, one GpuRay per instance.
+void Renderer::make_ray_batch() {
   std::vector<float> strip;
   for (int i = 0; i <= kArcSegments; ++i) {
     const float t = static_cast<float>(i) / kArcSegments;
@@ -157,17 +157,17 @@ void Renderer::make_beam_batch() {
   strip_vbo_ = gl::make_buffer();
   glBindBuffer(GL_ARRAY_BUFFER, strip_vbo_.id());
   glBufferData(GL_ARRAY_BUFFER, static_cast<GLsizeiptr>(strip.size() * sizeof(float)), strip.data(), GL_STATIC_DRAW);
-  beams_ = std::make_unique<Batch>();
-  beams_->vao = gl::make_vertex_array();
-  beams_->instances = gl::make_buffer();
-  glBindVertexArray(beams_->vao.id());
+  rays_ = std::make_unique<Batch>();
+  rays_->vao = gl::make_vertex_array();
+  rays_->instances = gl::make_buffer();
+  glBindVertexArray(rays_->vao.id());
   glBindBuffer(GL_ARRAY_BUFFER, strip_vbo_.id());
   attrib(0, 2, 2 * sizeof(float), 0, false);
-  glBindBuffer(GL_ARRAY_BUFFER, beams_->instances.id());
-  attrib(1, 3, sizeof(GpuBeam), offsetof(GpuBeam, from), true);
-  attrib(2, 3, sizeof(GpuBeam), offsetof(GpuBeam, to), true);
-  attrib(3, 1, sizeof(GpuBeam), offsetof(GpuBeam, weight), true);
-  attrib(4, 4, sizeof(GpuBeam), offsetof(GpuBeam, colour), true);
+  glBindBuffer(GL_ARRAY_BUFFER, rays_->instances.id());
+  attrib(1, 3, sizeof(GpuRay), offsetof(GpuRay, from), true);
+  attrib(2, 3, sizeof(GpuRay), offsetof(GpuRay, to), true);
+  attrib(3, 1, sizeof(GpuRay), offsetof(GpuRay, weight), true);
+  attrib(4, 4, sizeof(GpuRay), offsetof(GpuRay, colour), true);
   glBindVertexArray(0);
 }
 
@@ -246,7 +246,7 @@ void Renderer::draw(const Scene& scene, const Camera& camera, int x, int y, int 
 
   if (style.grid) draw_ground(scene, vp);
   draw_all_blocks(scene, camera, vp, style);
-  draw_beams(scene, camera, vp, width, height, style);
+  draw_rays(scene, camera, vp, width, height, style);
   glBindVertexArray(0);
   glUseProgram(0);
   glBindBuffer(GL_ARRAY_BUFFER, 0);
@@ -296,33 +296,33 @@ void Renderer::draw_all_blocks(const Scene& scene, const Camera& camera, const g
   glDisable(GL_CULL_FACE);
 }
 
-// Beams: additive light, tested against the blocks but not occluding.
-void Renderer::draw_beams(const Scene& scene, const Camera& camera, const glm::mat4& vp, int width, int height,
-                          const RenderStyle& style) {
-  if (scene.beams.empty()) return;
-  std::vector<GpuBeam> gpu(scene.beams.size());
-  for (size_t i = 0; i < scene.beams.size(); ++i) {
-    const BeamInstance& b = scene.beams[i];
-    gpu[i] = GpuBeam{{b.from.x, b.from.y, b.from.z},
-                     {b.to.x, b.to.y, b.to.z},
-                     b.weight,
-                     {b.colour.r, b.colour.g, b.colour.b, b.colour.a}};
+// Rays: additive light, tested against the blocks but not occluding.
+void Renderer::draw_rays(const Scene& scene, const Camera& camera, const glm::mat4& vp, int width, int height,
+                         const RenderStyle& style) {
+  if (scene.rays.empty()) return;
+  std::vector<GpuRay> gpu(scene.rays.size());
+  for (size_t i = 0; i < scene.rays.size(); ++i) {
+    const RayInstance& b = scene.rays[i];
+    gpu[i] = GpuRay{{b.from.x, b.from.y, b.from.z},
+                    {b.to.x, b.to.y, b.to.z},
+                    b.weight,
+                    {b.colour.r, b.colour.g, b.colour.b, b.colour.a}};
   }
-  glBindBuffer(GL_ARRAY_BUFFER, beams_->instances.id());
-  glBufferData(GL_ARRAY_BUFFER, static_cast<GLsizeiptr>(gpu.size() * sizeof(GpuBeam)), gpu.data(), GL_STREAM_DRAW);
-  glUseProgram(beams_prog_.id());
-  glUniformMatrix4fv(uniform(beams_prog_, "u_view_proj"), 1, GL_FALSE, glm::value_ptr(vp));
-  glUniform2f(uniform(beams_prog_, "u_viewport"), static_cast<float>(width), static_cast<float>(height));
-  glUniform1f(uniform(beams_prog_, "u_width_scale"), style.beam_width_px * style.dpi_scale);
-  glUniform1f(uniform(beams_prog_, "u_arc"), style.beam_arc);
-  glUniform1f(uniform(beams_prog_, "u_stretch_y"), camera.stretch_y);
+  glBindBuffer(GL_ARRAY_BUFFER, rays_->instances.id());
+  glBufferData(GL_ARRAY_BUFFER, static_cast<GLsizeiptr>(gpu.size() * sizeof(GpuRay)), gpu.data(), GL_STREAM_DRAW);
+  glUseProgram(rays_prog_.id());
+  glUniformMatrix4fv(uniform(rays_prog_, "u_view_proj"), 1, GL_FALSE, glm::value_ptr(vp));
+  glUniform2f(uniform(rays_prog_, "u_viewport"), static_cast<float>(width), static_cast<float>(height));
+  glUniform1f(uniform(rays_prog_, "u_width_scale"), style.ray_width_px * style.dpi_scale);
+  glUniform1f(uniform(rays_prog_, "u_arc"), style.ray_arc);
+  glUniform1f(uniform(rays_prog_, "u_stretch_y"), camera.stretch_y);
   glEnable(GL_BLEND);
   glBlendFunc(GL_ONE, GL_ONE);
   glDepthMask(GL_FALSE);
-  glBindVertexArray(beams_->vao.id());
+  glBindVertexArray(rays_->vao.id());
   glDrawArraysInstanced(GL_TRIANGLE_STRIP, 0, strip_vertices_, static_cast<GLsizei>(gpu.size()));
   stats_.draw_calls++;
-  stats_.beams = static_cast<int>(gpu.size());
+  stats_.rays = static_cast<int>(gpu.size());
   glDepthMask(GL_TRUE);
   glDisable(GL_BLEND);
 }

@@ -1,5 +1,5 @@
 // Draws a Scene with OpenGL 3.3 core: the ground grid, every kind of block in
-// one instanced draw each, all attention beams in one instanced draw. This is
+// one instanced draw each, all attention rays in one instanced draw. This is
 // the only file that issues draw calls for the 3D view; text goes through
 // the ImGui overlay (render/overlay/overlay.h).
 #pragma once
@@ -13,9 +13,9 @@
 namespace kvscope {
 
 struct RenderStyle {
-  float beam_width_px = 26.0f;  // extra width of a beam of weight 1 (pixels, before dpi scale; by sqrt(weight))
-  float beam_arc = kBeamArc;    // arc height per unit of beam length (beam_arc_point)
-  float dpi_scale = 1.0f;       // multiplies pixel sizes (projectors, HiDPI)
+  float ray_width_px = 26.0f;  // extra width of a ray of weight 1 (pixels, before dpi scale; by sqrt(weight))
+  float ray_arc = kRayArc;     // arc height per unit of ray length (ray_arc_point)
+  float dpi_scale = 1.0f;      // multiplies pixel sizes (projectors, HiDPI)
   bool grid = true;
   bool fog = true;  // distant blocks fade towards the background
 };
@@ -24,7 +24,7 @@ struct DrawStats {
   int draw_calls = 0;
   int blocks = 0;         // drawn (inside the view)
   int blocks_culled = 0;  // outside the view, not sent
-  int beams = 0;
+  int rays = 0;
 };
 
 class Renderer {
@@ -51,22 +51,22 @@ class Renderer {
   // Set-up: the shaders, the shared geometry and one vertex array per batch.
   void link_programs();
   std::unique_ptr<Batch> make_block_batch();
-  void make_beam_batch();
+  void make_ray_batch();
   void make_ground();
   // The passes of draw(), in order; vp = projection * view.
   void draw_ground(const Scene& scene, const glm::mat4& vp);
   void draw_all_blocks(const Scene& scene, const Camera& camera, const glm::mat4& vp, const RenderStyle& style);
-  void draw_beams(const Scene& scene, const Camera& camera, const glm::mat4& vp, int width, int height,
-                  const RenderStyle& style);
+  void draw_rays(const Scene& scene, const Camera& camera, const glm::mat4& vp, int width, int height,
+                 const RenderStyle& style);
   // Uploads the blocks inside the view (`planes`: the frustum) and draws
   // them: the solid ones in one instanced call, outline-only ones (empty
   // slots, fill 0) in a second one with the outline shader.
   void draw_blocks(Batch& batch, const std::vector<BlockInstance>& blocks, const glm::vec4 (&planes)[6]);
   void upload_and_draw(Batch& batch, const std::vector<float>& packed, int count);
 
-  gl::Program blocks_prog_, outline_prog_, beams_prog_, grid_prog_;
+  gl::Program blocks_prog_, outline_prog_, rays_prog_, grid_prog_;
   gl::Buffer cube_vbo_, cube_ebo_, strip_vbo_, quad_vbo_;
-  std::unique_ptr<Batch> tokens_, kv_, markers_, outlines_, beams_;
+  std::unique_ptr<Batch> tokens_, kv_, markers_, outlines_, rays_;
   gl::VertexArray grid_vao_;
   int strip_vertices_ = 0;
   DrawStats stats_;

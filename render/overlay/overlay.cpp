@@ -1,5 +1,5 @@
 // The overlay's text on the scene: token labels through the label layout,
-// layer numbers, position ticks, the write head's and the beams' tags; the
+// layer numbers, position ticks, the write head's and the rays' tags; the
 // boxes at the view's edges are in overlay_boxes.cpp.
 #include "render/overlay/overlay.h"
 
@@ -137,7 +137,7 @@ void draw_token_labels(ImDrawList* dl, const Scene& scene, const Projector& proj
       continue;
     }
     // Slanted: the text shortened to the length that fits, on a plate like
-    // the flat ones (it may cross the beams and the grid).
+    // the flat ones (it may cross the rays and the grid).
     std::string text = slanted_text[i];
     if (p.length < req[i].slanted.x) text = fit_utf8(font, fs, text, p.length - 3.5f);
     const ImVec2 c[4] = {ImVec2(p.box.c[0].x, p.box.c[0].y), ImVec2(p.box.c[1].x, p.box.c[1].y),
@@ -150,7 +150,7 @@ void draw_token_labels(ImDrawList* dl, const Scene& scene, const Projector& proj
   }
 }
 
-// Layer numbers and row captions; their boxes go into `drawn` (the beam
+// Layer numbers and row captions; their boxes go into `drawn` (the ray
 // weights keep clear of them).
 // Seen from above (`from_above`) the stacks hide under the tokens: only the
 // tokens' caption is drawn (the stacks' captions and the layer numbers, their
@@ -208,7 +208,7 @@ void draw_ticks(ImDrawList* dl, const Scene& scene, const Projector& proj, const
                 std::vector<ScreenBox>& drawn) {
   if (scene.slot < 0) return;
   // An aggregated column is ticked with its first position (scenes without
-  // columns, beam and speculative ones, have one per position).
+  // columns, ray and speculative ones, have one per position).
   Layout L;
   L.columns = scene.columns;
   if (L.columns.n_pos <= 0) L.columns.n_pos = scene.slot + 1;
@@ -311,7 +311,7 @@ ImVec4 newest_label_room(const Scene& scene, const Projector& proj, const Overla
 // size, a tag with a wide form (short_text: fewer, longer lines) tries it
 // where its tall form does not fit. `from_above`: the camera looks down on
 // the row, where the head projects onto the tokens (its tag then keeps off
-// them). Each tag's box goes into `taken`; `zone` receives, for the beams'
+// them). Each tag's box goes into `taken`; `zone` receives, for the rays'
 // weights to keep well clear of, each tag with a margin and the line from it
 // down to its anchor. Returns the font size drawn.
 float draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj, const OverlayFonts& fonts,
@@ -321,7 +321,7 @@ float draw_head_label(ImDrawList* dl, const Scene& scene, const Projector& proj,
   const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
   // Under a banner over the view nothing can be read.
   const float top = cmin.y + 4.0f + (banner_over_view ? banner_band(scene, fonts, cmax.x - cmin.x) : 0.0f);
-  // A score beside its beam's tip reads as that beam's while it stays on
+  // A score beside its ray's tip reads as that ray's while it stays on
   // the tip's row and off every token (close lanes at a large text scale).
   std::vector<ScreenBox> tokens;
   std::vector<ImVec4> token_rects;
@@ -430,33 +430,33 @@ std::vector<ScreenBox> draw_cache_mark_labels(ImDrawList* dl, const Scene& scene
   return drawn;
 }
 
-// The points a beam's weight (a plate `h` pixels high) may sit at, best
+// The points a ray's weight (a plate `h` pixels high) may sit at, best
 // first: along its arc from the middle outwards, then right under where the
-// beam lands, below the stacks' position numbers (`ticks` pixels high) or,
+// ray lands, below the stacks' position numbers (`ticks` pixels high) or,
 // in a short view, in their row (they give way); the first `on_arc` are on
 // the arc.
-std::vector<glm::vec2> beam_tag_spots(const BeamInstance& beam, const Projector& proj, const Camera& camera,
-                                      const ScreenBox& stacks, float ticks, float h, size_t& on_arc) {
+std::vector<glm::vec2> ray_tag_spots(const RayInstance& ray, const Projector& proj, const Camera& camera,
+                                     const ScreenBox& stacks, float ticks, float h, size_t& on_arc) {
   std::vector<glm::vec2> spots;
   for (float t : {0.55f, 0.45f, 0.65f, 0.35f, 0.75f, 0.25f, 0.85f, 0.15f}) {
     ImVec2 p;
-    if (proj(beam_arc_point(beam, t, kBeamArc, camera.stretch_y), p)) spots.push_back(gv(p));
+    if (proj(ray_arc_point(ray, t, kRayArc, camera.stretch_y), p)) spots.push_back(gv(p));
   }
   on_arc = spots.size();
   ImVec2 end;
-  if (proj(beam.to, end))
+  if (proj(ray.to, end))
     for (float below : {ticks + 5.0f, 5.0f}) spots.push_back(glm::vec2(end.x, stacks.c[2].y + below + h * 0.5f));
   return spots;
 }
 
-// The strongest beams' weights (two at a large text scale), each small, on
-// a translucent plate on its own beam's arc, clear of the stacks, the tokens
+// The strongest rays' weights (two at a large text scale), each small, on
+// a translucent plate on its own ray's arc, clear of the stacks, the tokens
 // and `keep_off` (the labels and tags drawn before), so no weight hides a
 // K/V column or a token; where the arc has no room (the front camera, whose
 // arcs run over the stacks), under the stacks with a thin line up to where
-// the beam lands; else left out. Their boxes go into `taken`.
-void draw_beam_labels(ImDrawList* dl, const Scene& scene, const Projector& proj, const Camera& camera,
-                      const OverlayFonts& fonts, std::vector<ScreenBox> keep_off, std::vector<ScreenBox>& taken) {
+// the ray lands; else left out. Their boxes go into `taken`.
+void draw_ray_labels(ImDrawList* dl, const Scene& scene, const Projector& proj, const Camera& camera,
+                     const OverlayFonts& fonts, std::vector<ScreenBox> keep_off, std::vector<ScreenBox>& taken) {
   ImFont* f = fonts.small;
   const float fs = std::max(11.0f, f->FontSize * 0.85f);
   const ImVec2 cmin = dl->GetClipRectMin(), cmax = dl->GetClipRectMax();
@@ -466,14 +466,14 @@ void draw_beam_labels(ImDrawList* dl, const Scene& scene, const Projector& proj,
   const int most = fonts.scale >= 1.75f ? 2 : 3;
   int shown = 0;
   for (const Label& l : scene.labels) {
-    if (l.kind != LabelKind::kBeam || shown >= most) continue;
-    const auto beam =
-        std::find_if(scene.beams.begin(), scene.beams.end(), [&](const BeamInstance& b) { return b.key == l.pos; });
-    if (beam == scene.beams.end()) continue;
+    if (l.kind != LabelKind::kRay || shown >= most) continue;
+    const auto ray =
+        std::find_if(scene.rays.begin(), scene.rays.end(), [&](const RayInstance& b) { return b.key == l.pos; });
+    if (ray == scene.rays.end()) continue;
     const ImVec2 ts = f->CalcTextSizeA(fs, 1e9f, 0.0f, l.text.c_str());
     size_t on_arc = 0;
     const std::vector<glm::vec2> spots =
-        beam_tag_spots(*beam, proj, camera, stacks, f->FontSize * 1.2f, ts.y + 2, on_arc);
+        ray_tag_spots(*ray, proj, camera, stacks, f->FontSize * 1.2f, ts.y + 2, on_arc);
     ScreenBox box;
     const int at = place_at_spots(spots, glm::vec2(ts.x + 8, ts.y + 2), keep_off,
                                   glm::vec4(cmin.x, cmin.y, cmax.x, cmax.y), 3.0f, &box);
@@ -483,7 +483,7 @@ void draw_beam_labels(ImDrawList* dl, const Scene& scene, const Projector& proj,
     ++shown;
     const ImVec2 a(box.c[0].x, box.c[0].y), b(box.c[2].x, box.c[2].y);
     ImVec2 end;
-    if (static_cast<size_t>(at) >= on_arc && proj(beam->to, end))
+    if (static_cast<size_t>(at) >= on_arc && proj(ray->to, end))
       dl->AddLine(ImVec2((a.x + b.x) * 0.5f, a.y), end, col4(l.colour * glm::vec4(1, 1, 1, 0.55f)), 1.0f);
     dl->AddRectFilled(a, b, IM_COL32(30, 6, 28, 140), 4.0f);
     dl->AddRect(a, b, col4(l.colour * glm::vec4(1, 1, 1, 0.7f)), 4.0f, 0, 1.0f);
@@ -500,7 +500,7 @@ void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVe
   std::vector<ScreenBox> side;
   draw_side_labels(dl, scene, proj, fonts, camera.pitch > 1.0f, side);
   // The head's tag first: the token labels keep clear of it and of the side
-  // labels; the beams' weights then find room on their arcs around them all.
+  // labels; the rays' weights then find room on their arcs around them all.
   std::vector<ScreenBox> taken, head_zone;
   const float tag_px =
       draw_head_label(dl, scene, proj, fonts, opt.banner && opt.top <= 0, camera.pitch > 1.0f, taken, head_zone);
@@ -518,12 +518,12 @@ void draw_overlay(ImDrawList* dl, const Scene& scene, const Camera& camera, ImVe
   keep_off.insert(keep_off.end(), labels.begin(), labels.end());
   const size_t head_tags = taken.size();
   // The weights also keep well clear of the head's tag and the glowing head
-  // itself, where every beam starts: a number there reads as the tag's.
-  std::vector<ScreenBox> beam_keep_off = keep_off;
-  beam_keep_off.insert(beam_keep_off.end(), head_zone.begin(), head_zone.end());
+  // itself, where every ray starts: a number there reads as the tag's.
+  std::vector<ScreenBox> ray_keep_off = keep_off;
+  ray_keep_off.insert(ray_keep_off.end(), head_zone.begin(), head_zone.end());
   for (const BlockInstance& m : scene.markers)  // the head (not the flat plate on the ground under its slot)
-    if (m.size.y > 0.1f) beam_keep_off.push_back(blocks_box({m}, proj, dl->GetClipRectMin(), dl->GetClipRectMax()));
-  draw_beam_labels(dl, scene, proj, camera, fonts, beam_keep_off, taken);
+    if (m.size.y > 0.1f) ray_keep_off.push_back(blocks_box({m}, proj, dl->GetClipRectMin(), dl->GetClipRectMax()));
+  draw_ray_labels(dl, scene, proj, camera, fonts, ray_keep_off, taken);
   keep_off.insert(keep_off.end(), taken.begin() + static_cast<long>(head_tags), taken.end());
   const std::vector<ScreenBox> captions = draw_cache_mark_labels(dl, scene, proj, fonts, keep_off);
   std::vector<ScreenBox> tick_keep_off = captions;  // the ticks say least: they give way to captions and tags

@@ -73,7 +73,7 @@ float banner_band(const Scene& scene, const OverlayFonts& fonts, float width, fl
 // Where the overlay put its parts (pixels), for the layout tests.
 struct OverlayLayout {
   std::vector<ScreenBox> labels;    // every token label drawn
-  std::vector<ScreenBox> tags;      // the head's (or drafted tokens') tags, then the beams' weights drawn
+  std::vector<ScreenBox> tags;      // the head's (or drafted tokens') tags, then the rays' weights drawn
   size_t head_tags = 0;             // how many of `tags` are the head's or drafted tokens'
   float tag_px = 0;                 // those tags' font size
   std::vector<ScreenBox> side;      // the layer numbers and row captions drawn

@@ -55,7 +55,7 @@ glm::vec3 phase_colour(Phase p, const Palette& pal) {
 }
 
 struct LegendEntry {
-  int kind;  // 0 solid, 1 gradient, 2 outline, 3 beam, 4 hollow red, 5 striped (kv_bands stripes)
+  int kind;  // 0 solid, 1 gradient, 2 outline, 3 ray, 4 hollow red, 5 striped (kv_bands stripes)
   glm::vec3 c;
   std::string text;
   int bands = 0;
@@ -115,7 +115,7 @@ std::vector<LegendEntry> legend_entries(const Scene& scene, bool terse) {
   bool scores = false;  // eviction by score: held blocks are coloured by their score
   for (const BlockInstance& b : scene.cache_marks) scores |= b.mark == CacheMark::kScore;
   if ((held || prefill || refill || fresh) && scores)
-    entries.push_back({1, pal.beam, "K/V held: colour, bar = the score its layer keeps it by (height = |K|)"});
+    entries.push_back({1, pal.ray, "K/V held: colour, bar = the score its layer keeps it by (height = |K|)"});
   else if (held || prefill || refill || fresh)
     entries.push_back({1, pal.cache_high, "K/V held in the cache (height, colour = |K|)"});
   if (prefill) entries.push_back({0, pal.prefill, "prefill: all prompt K/V in one pass"});
@@ -126,7 +126,7 @@ std::vector<LegendEntry> legend_entries(const Scene& scene, bool terse) {
   if (recomputed) entries.push_back({4, pal.recomputed, "recomputed, then thrown away (NO CACHE)"});
   cache_legend_entries(scene, entries);
   entries.push_back({2, pal.empty, "empty cache slot"});
-  if (!scene.beams.empty()) entries.push_back({3, pal.beam, "attention of the newest token (width = weight)"});
+  if (!scene.rays.empty()) entries.push_back({3, pal.ray, "attention of the newest token (width = weight)"});
   if (terse)
     for (LegendEntry& e : entries) e.text = e.text.substr(0, e.text.find(" ("));
   return entries;
@@ -331,7 +331,7 @@ ImVec4 draw_legend(ImDrawList* dl, const Scene& scene, ImVec2 origin, ImVec2 siz
         dl->AddRectFilled(a, b, to_imcolor(e.c), 2.0f);
         break;
       case 1:
-        // The gradient of held blocks: low to e.c (|K|: cache_high; a score: the beams' colour).
+        // The gradient of held blocks: low to e.c (|K|: cache_high; a score: the rays' colour).
         dl->AddRectFilledMultiColor(a, b, to_imcolor(e.c), to_imcolor(e.c), to_imcolor(pal.cache_low),
                                     to_imcolor(pal.cache_low));
         break;
@@ -456,7 +456,7 @@ std::vector<LinePiece> line_pieces(const Scene& scene) {
 
 // Where the line goes: its first piece shown and its plate. Along the top
 // edge in its widest free stretch, else along the bottom edge where
-// `bottom_ok` (where the beams' weights go); only in a stretch of at least
+// `bottom_ok` (where the rays' weights go); only in a stretch of at least
 // 40 % of the width, or that holds the whole line.
 bool line_spot(const std::vector<float>& widths, float lead, float h, float pad, const glm::vec4& clip, bool bottom_ok,
                const std::vector<ScreenBox>& keep_off, size_t* first, ScreenBox* out) {

@@ -1,5 +1,5 @@
 // Tags on plates over the 3D view, placed by draw_overlay: the write head's
-// "next:" tag, beam scores, the drafted tokens' p and q. Placement only (the
+// "next:" tag, ray scores, the drafted tokens' p and q. Placement only (the
 // text measured with the overlay's font); render/overlay/overlay.cpp draws them.
 #pragma once
 

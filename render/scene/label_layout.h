@@ -88,7 +88,7 @@ struct CaptionPlacement {
 CaptionPlacement place_captions(const std::vector<CaptionRequest>& req, const std::vector<ScreenBox>& keep_off,
                                 const glm::vec4& clip, float gap);
 
-// A tag at the first free one of `spots` (a beam's weight: points along its
+// A tag at the first free one of `spots` (a ray's weight: points along its
 // arc, then spots under the stacks; in order of preference): centred where
 // its plate of `size` lies inside `clip` and clear by `gap` of every box in
 // `keep_off` (the stacks, the tokens, the labels and tags already drawn).
@@ -143,7 +143,7 @@ struct LabelLayoutOptions {
   float angle = -65.0f * 3.14159265f / 180.0f;  // slanted labels
   float gap = 2.0f;                             // pixels kept between two labels
   float min_slanted = 0;  // a slanted label shorter than this (it would be cut to a stub) is hidden
-  // Already on screen (the tags, beam weights, layer numbers): kept clear.
+  // Already on screen (the tags, ray weights, layer numbers): kept clear.
   std::vector<ScreenBox> obstacles;
 };
 

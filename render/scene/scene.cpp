@@ -44,32 +44,32 @@ bool is_held(KvState s) {
 
 namespace {
 
-// The weight of the `n` strongest beams, written where they land.
-void label_strongest_beams(Scene& s, int n) {
+// The weight of the `n` strongest rays, written where they land.
+void label_strongest_rays(Scene& s, int n) {
   const Palette& pal = s.palette;
-  std::vector<const BeamInstance*> order;
-  for (const BeamInstance& b : s.beams) order.push_back(&b);
+  std::vector<const RayInstance*> order;
+  for (const RayInstance& b : s.rays) order.push_back(&b);
   const size_t k = std::min(order.size(), static_cast<size_t>(std::max(0, n)));
   std::partial_sort(order.begin(), order.begin() + static_cast<long>(k), order.end(),
-                    [](const BeamInstance* a, const BeamInstance* b) { return a->weight > b->weight; });
+                    [](const RayInstance* a, const RayInstance* b) { return a->weight > b->weight; });
   for (size_t i = 0; i < k; ++i) {
     Label lab;
-    lab.kind = LabelKind::kBeam;
+    lab.kind = LabelKind::kRay;
     lab.pos = order[i]->key;
     char text[24];
-    // An aggregated column's beam carries the sum over its keys.
+    // An aggregated column's ray carries the sum over its keys.
     std::snprintf(text, sizeof(text), order[i]->span > 1 ? "\xCE\xA3 %.2f" : "%.2f",
                   static_cast<double>(order[i]->weight));
     lab.text = text;
     lab.anchor = order[i]->to + glm::vec3(0.0f, 0.0f, 0.45f);
-    lab.colour = glm::vec4(pal.beam, 1.0f);
+    lab.colour = glm::vec4(pal.ray, 1.0f);
     s.labels.push_back(std::move(lab));
   }
 }
 
 }  // namespace
 
-glm::vec3 beam_arc_point(const BeamInstance& b, float t, float arc, float stretch_y) {
+glm::vec3 ray_arc_point(const RayInstance& b, float t, float arc, float stretch_y) {
   const glm::vec3 mid = 0.5f * (b.from + b.to);
   const float len = glm::length(b.to - b.from);
   const glm::vec3 ctrl =
@@ -78,7 +78,7 @@ glm::vec3 beam_arc_point(const BeamInstance& b, float t, float arc, float stretc
   return s * s * b.from + 2.0f * s * t * ctrl + t * t * b.to;
 }
 
-glm::vec3 Layout::beam_target(int pos, int layer, int n_layer) const {
+glm::vec3 Layout::ray_target(int pos, int layer, int n_layer) const {
   const int l = layer >= 0 ? layer : n_layer / 2;
   return {x(pos), kv_bottom(l) + kv_h * 0.5f, block_w * 0.5f};
 }
@@ -217,7 +217,7 @@ float column_knorm(const SequenceState& seq, int p0, int p1, int layer) {
 void style_kv_block(BlockInstance& b, const Palette& pal, const Layout& L, KvState st, float frac, float flash,
                     float heat = -1.0f) {
   const float h = frac >= 0 ? L.kv_h * (L.kv_min_frac + (1.0f - L.kv_min_frac) * frac) : L.kv_h * 0.5f;
-  const glm::vec3 held = heat >= 0 ? glm::mix(pal.cache_low, pal.beam, heat)
+  const glm::vec3 held = heat >= 0 ? glm::mix(pal.cache_low, pal.ray, heat)
                                    : glm::mix(pal.cache_low, pal.cache_high, std::max(frac, 0.0f));
   const glm::vec3 centre = b.center;  // x and z of the column
   float y_shift = 0;
@@ -377,7 +377,7 @@ void add_tokens(Scene& s, const SequenceState& seq, const ViewOptions& view, con
   lab.kind = LabelKind::kCacheMark;
   lab.pos = 0;
   lab.text = "positions 0\xE2\x80\x93" + std::to_string(cols.n_binned - 1) + ": " + std::to_string(cols.bin) +
-             " per column \xC2\xB7 mean |K| \xC2\xB7 beams summed";
+             " per column \xC2\xB7 mean |K| \xC2\xB7 rays summed";
   lab.anchor = {0.5f * (L.x(0) + L.x(cols.n_binned - 1)), L.token_bottom(NL) + L.token_h + 0.5f, 0.0f};
   lab.colour = glm::vec4(0.75f, 0.8f, 0.9f, 1.0f);
   s.labels.push_back(std::move(lab));
@@ -409,32 +409,32 @@ void add_write_head(Scene& s, const StepRecord& r, const Layout& L, float flash,
   s.labels.push_back(std::move(lab));
 }
 
-// Attention beams: the newest query reading every cached key of the chosen
-// layer (the weight is the record's, unscaled; an aggregated column's beam
+// Attention rays: the newest query reading every cached key of the chosen
+// layer (the weight is the record's, unscaled; an aggregated column's ray
 // carries the sum over its keys).
-void add_beams(Scene& s, const StepRecord& r, const ViewOptions& view, const Layout& L, int n_layer, float read_dx,
-               float fade) {
+void add_rays(Scene& s, const StepRecord& r, const ViewOptions& view, const Layout& L, int n_layer, float read_dx,
+              float fade) {
   const Palette& pal = s.palette;
   const Columns& cols = L.columns;
   const int T = r.seq_len;
-  s.beams.reserve(static_cast<size_t>(std::min(T, cols.count())));
+  s.rays.reserve(static_cast<size_t>(std::min(T, cols.count())));
   for (int col = 0; col < cols.count(); ++col) {
     const int k0 = cols.first(col), k1 = std::min(cols.end(col), T);
     if (k0 >= T) break;
     double w = 0;
     for (int key = k0; key < k1; ++key) w += attention_weight(r, view.layer, view.head, key);
     if (static_cast<float>(w) < view.min_weight) continue;
-    BeamInstance b;
+    RayInstance b;
     b.from = s.head_pos;
-    b.to = L.beam_target(k0, view.layer, n_layer);
+    b.to = L.ray_target(k0, view.layer, n_layer);
     b.to.x += read_dx;  // grouped-query: lands on the K/V head it reads
     b.weight = static_cast<float>(w);
-    b.colour = glm::vec4(pal.beam, fade);
+    b.colour = glm::vec4(pal.ray, fade);
     b.key = k0;
     b.span = k1 - k0;
-    s.beams.push_back(b);
+    s.rays.push_back(b);
   }
-  label_strongest_beams(s, view.label_beams);
+  label_strongest_rays(s, view.label_rays);
 }
 
 // Row captions and layer numbers on the left.
@@ -477,7 +477,7 @@ void add_layer_labels(Scene& s, const Layout& L, int n_layer, int highlighted) {
     lab.pos = l;
     lab.text = "L" + std::to_string(l);
     lab.anchor = {left, L.kv_bottom(l) + L.kv_h * 0.5f, 0.0f};
-    lab.colour = glm::vec4(highlighted == l ? pal.beam : glm::vec3(0.6f, 0.65f, 0.75f), 1.0f);
+    lab.colour = glm::vec4(highlighted == l ? pal.ray : glm::vec3(0.6f, 0.65f, 0.75f), 1.0f);
     s.labels.push_back(std::move(lab));
   }
 }
@@ -506,7 +506,7 @@ Scene build_scene(const SequenceState& seq, const ViewOptions& view_in, float an
   set_banner(s, r);
 
   const float flash = 1.0f - smoothstep(0.0f, AnimTiming::kFlashEnd, anim);
-  const float beam_fade = smoothstep(AnimTiming::kBeamStart, AnimTiming::kBeamEnd, anim);
+  const float ray_fade = smoothstep(AnimTiming::kRayStart, AnimTiming::kRayEnd, anim);
   const float drop = ease_out_cubic((anim - AnimTiming::kDropStart) / (1.0f - AnimTiming::kDropStart));
 
   const int G = seq.n_kv_head;
@@ -519,8 +519,8 @@ Scene build_scene(const SequenceState& seq, const ViewOptions& view_in, float an
   s.head_pos = L.write_head(slot, NL);
   add_tokens(s, seq, view, L, drop);
   add_write_head(s, r, L, flash, view.hide_newest);
-  if (view.beams && r.n_rows > 0)
-    add_beams(s, r, view, L, NL, read_head >= 0 ? L.kv_head_dx(read_head, G) : 0.0f, beam_fade);
+  if (view.rays && r.n_rows > 0)
+    add_rays(s, r, view, L, NL, read_head >= 0 ? L.kv_head_dx(read_head, G) : 0.0f, ray_fade);
   add_side_labels(s, seq, view, L, read_head);
 
   const float left = L.x(0) - L.pitch * 0.9f;

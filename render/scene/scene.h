@@ -7,7 +7,7 @@
 //   KV stack of position p: layer l is a block at y in [l * layer_pitch, ...)
 //   token block of position p sits on top of its stack
 //   the write head hovers in front (+z) of the slot being generated and fans
-//   attention beams back to the selected layer's KV block of every earlier
+//   attention rays back to the selected layer's KV block of every earlier
 //   position.
 #pragma once
 
@@ -117,7 +117,7 @@ struct Palette {
   glm::vec3 refill;
   glm::vec3 recomputed;
   glm::vec3 empty;
-  glm::vec3 beam;
+  glm::vec3 ray;
   glm::vec3 head;
   glm::vec3 evicted;  // K/V evicted by the sliding window
   glm::vec3 sink;     // sink positions, kept forever
@@ -127,22 +127,22 @@ struct Palette {
 // The default colours, or (true) a colour-blind-safe, projector-safe set.
 const Palette& palette_for(bool colour_blind);
 
-// Attention beams below this weight are hidden unless the user asks for them
+// Attention rays below this weight are hidden unless the user asks for them
 // (the window's default and `kvscope render`'s).
 inline constexpr float kDefaultMinWeight = 0.005f;
 
 struct ViewOptions {
   int layer = -1;           // -1 = mean over layers
   int head = -1;            // -1 = mean over heads
-  float min_weight = 0.0f;  // beams below this weight are not drawn
-  bool beams = true;
+  float min_weight = 0.0f;  // rays below this weight are not drawn
+  bool rays = true;
   // Predict mode (the class guesses first): the newest step's chosen token(s)
   // are a grey "?" until revealed, and no label, tag or banner of any builder
   // (build_scene, build_beam_scene, build_spec_scene) names them or their
   // probability. The one place the scene learns it: every producer of
   // next-token text reads this flag.
   bool hide_newest = false;
-  int label_beams = 3;  // the strongest beams get their weight written at the key (0 = none)
+  int label_rays = 3;  // the strongest rays get their weight written at the key (0 = none)
   // Level of detail (scene_lod.h): at most this many columns of stacks (0 =
   // one per position, however many), the newest `detail` positions one each.
   int max_columns = 160;
@@ -160,7 +160,7 @@ struct Layout {
   float token_gap = 0.4f;    // between the top of the stack and the token block
   float token_h = 0.9f;
   float head_z = 1.1f;       // write head a little in front of the row
-  float head_lift = 2.7f;    // write head raised above the token row centre: the beams fan down from it
+  float head_lift = 2.7f;    // write head raised above the token row centre: the rays fan down from it
   float drop_height = 3.5f;  // where a new token starts its fall
   Columns columns;           // which column each position is drawn in (default: its own)
 
@@ -174,9 +174,9 @@ struct Layout {
   glm::vec3 kv_center(int pos, int layer, float height) const {
     return {x(pos), kv_bottom(layer) + height * 0.5f, 0.0f};
   }
-  // Where beams land on position `pos`: the front face of the layer's block
+  // Where rays land on position `pos`: the front face of the layer's block
   // (for the mean over layers, the block of the middle layer).
-  glm::vec3 beam_target(int pos, int layer, int n_layer) const;
+  glm::vec3 ray_target(int pos, int layer, int n_layer) const;
   // Grouped-query models split a KV block into n_kv_head sub-blocks side by
   // side: the x offset of sub-block g's centre from the block's, and its width.
   float kv_head_dx(int g, int n_kv_head) const {
@@ -208,23 +208,23 @@ struct BlockInstance {
   double score = 0;  // kScore: the score itself (TOVA: weight; H2O: accumulated weight)
 };
 
-struct BeamInstance {
+struct RayInstance {
   glm::vec3 from{0.0f}, to{0.0f};
   float weight = 0;        // the real attention weight (exact, unscaled)
   glm::vec4 colour{1.0f};  // alpha = animation fade
-  int key = 0;             // the key position the beam lands on (an aggregated column's first)
+  int key = 0;             // the key position the ray lands on (an aggregated column's first)
   int span = 1;            // keys [key, key + span): weight is their summed attention
 };
 
-// How high a beam's arc bows per unit of its length (the renderer's default).
-constexpr float kBeamArc = 0.16f;
-// The point at `t` along a beam's arc (0: the write head, 1: the key's
-// block): the quadratic curve the beams' vertex shader draws (bowed up and
+// How high a ray's arc bows per unit of its length (the renderer's default).
+constexpr float kRayArc = 0.16f;
+// The point at `t` along a ray's arc (0: the write head, 1: the key's
+// block): the quadratic curve the rays' vertex shader draws (bowed up and
 // towards the viewer's side of the row, `arc` per unit of length; up divided
-// by the camera's vertical `stretch_y`), so tags can sit on their beam.
-glm::vec3 beam_arc_point(const BeamInstance& b, float t, float arc = kBeamArc, float stretch_y = 1.0f);
+// by the camera's vertical `stretch_y`), so tags can sit on their ray.
+glm::vec3 ray_arc_point(const RayInstance& b, float t, float arc = kRayArc, float stretch_y = 1.0f);
 
-enum class LabelKind { kToken, kLayer, kCaption, kHead, kBeam, kCacheMark };
+enum class LabelKind { kToken, kLayer, kCaption, kHead, kRay, kCacheMark };
 
 struct Label {
   glm::vec3 anchor{0.0f};
@@ -233,7 +233,7 @@ struct Label {
   LabelKind kind = LabelKind::kToken;
   int pos = -1;
   // Tags (kHead): drawn right of the anchor, centred on it vertically, rather
-  // than above it (a beam's score beside its tip, clear of the tip's label).
+  // than above it (a ray's score beside its tip, clear of the tip's label).
   bool beside = false;
   // Tokens in a scene of several lanes (the beam tree): how far (world units
   // toward -z, the next lane) the label may reach before it would cover
@@ -260,7 +260,7 @@ struct Scene {
   // The cache's layout on the ground and around the stacks: sink and window
   // bars, page frames (outlines) of a paged cache, shared pages highlighted.
   std::vector<BlockInstance> cache_marks;
-  std::vector<BeamInstance> beams;  // one per key position over min_weight
+  std::vector<RayInstance> rays;  // one per key position over min_weight
   std::vector<Label> labels;
   glm::vec3 bounds_min{0.0f}, bounds_max{0.0f};
   glm::vec3 head_pos{0.0f};
@@ -278,13 +278,13 @@ float attention_weight(const StepRecord& rec, int layer, int head, int key);
 // Animation timing: `anim` runs from 0 (the record just arrived) to 1 (settled).
 struct AnimTiming {
   static constexpr float kFlashEnd = 0.55f;   // compute flash fades by here
-  static constexpr float kBeamStart = 0.15f;  // beams fade in from here...
-  static constexpr float kBeamEnd = 0.5f;     // ...to here
+  static constexpr float kRayStart = 0.15f;   // rays fade in from here...
+  static constexpr float kRayEnd = 0.5f;      // ...to here
   static constexpr float kDropStart = 0.45f;  // the new token starts falling
 };
 
 // The layer numbers L0.. left of the KV stacks, as every scene builder
-// draws them; layer `highlighted` (-1: none) in the beams' colour.
+// draws them; layer `highlighted` (-1: none) in the rays' colour.
 void add_layer_labels(Scene& s, const Layout& L, int n_layer, int highlighted = -1);
 
 // The scene for `seq` (as of its current record), animation phase in [0, 1].

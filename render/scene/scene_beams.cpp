@@ -191,13 +191,13 @@ void add_branch(Scene& s, const BeamDraw& d, const BeamNode& n, const BlockInsta
   auto pit = d.by_id.find(n.parent_id);
   if (n.prompt || pit == d.by_id.end()) return;
   const BeamNode& p = *pit->second;
-  BeamInstance e;
+  RayInstance e;
   e.from = d.L.token_center(p.pos, d.n_layer) + glm::vec3(d.L.block_w * 0.5f, 0.0f, d.z_of(p));
   e.to = t.center - glm::vec3(d.L.block_w * 0.5f, 0.0f, 0.0f);
   e.weight = n.alive ? 1.0f : 0.3f;
-  e.colour = glm::vec4(pal.beam, 0.85f * vis);
+  e.colour = glm::vec4(pal.ray, 0.85f * vis);
   e.key = n.pos;
-  s.beams.push_back(e);
+  s.rays.push_back(e);
 }
 
 // The banner: the step, its candidates, and the K/V bytes sharing saves.

@@ -165,7 +165,7 @@ std::vector<glm::vec3> side_outline(const Scene& scene, const glm::vec3& lo, con
 // blocks stand (seen from above, the box's higher corners would frame it
 // wider than the row) and with two positions' room on the left of the row
 // for the layer number; the right end keeps the box's room (the head, the
-// beam candidates' tags).
+// ray candidates' tags).
 std::vector<glm::vec3> top_outline(const Scene& scene, const glm::vec3& lo, const glm::vec3& hi) {
   float x0 = hi.x, top = lo.y;
   for (const auto* list : {&scene.tokens, &scene.kv, &scene.markers})
@@ -204,7 +204,7 @@ Camera preset_camera(CameraPreset p, const Scene& scene, float aspect) {
       cam.yaw = 0.0f;
       cam.pitch = kMaxPitch;
       // A long, thin row: framed on its own outline (below), across nearly
-      // the whole width; the labels above it and the beams' arcs in front
+      // the whole width; the labels above it and the rays' arcs in front
       // have the height to spare.
       margin = 0.94f;
       cam.fov_y = 0.45f;  // from further away: the row's near and far ends alike in size

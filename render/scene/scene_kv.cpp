@@ -248,7 +248,7 @@ void add_score_bars(Scene& s, const SequenceState& seq, const Layout& L, float f
       frame.size.z -= 0.04f;
       bar.size.x = std::max(0.02f, L.block_w * frac);
       bar.center.x = L.x(p) - L.block_w * 0.5f + bar.size.x * 0.5f;
-      bar.colour = glm::vec4(now ? pal.evicted : glm::mix(pal.cache_low, pal.beam, frac), 1.0f);
+      bar.colour = glm::vec4(now ? pal.evicted : glm::mix(pal.cache_low, pal.ray, frac), 1.0f);
       bar.glow = now ? 0.6f * flash : 0.2f * frac;
       s.cache_marks.push_back(bar);
       s.cache_marks.push_back(frame);
@@ -272,7 +272,7 @@ void add_evict_caption(Scene& s, const StepRecord& r, const Layout& L, int n_pos
     short_text = "H2O N = " + n + " \xC2\xB7 colour = accumulated";
   }
   const float x = 0.5f * (L.x(0) + L.x(std::max(0, n_pos - 1)));
-  add_label(s, {x, kLabelY, L.block_w * 0.5f + kBarLabelDz}, std::move(text), s.palette.beam, 0, std::move(short_text));
+  add_label(s, {x, kLabelY, L.block_w * 0.5f + kBarLabelDz}, std::move(text), s.palette.ray, 0, std::move(short_text));
 }
 
 }  // namespace

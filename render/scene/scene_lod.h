@@ -7,7 +7,7 @@
 // bins from the detailed positions.
 //
 // An aggregated column shows what its positions hold together: the mean K
-// norm, the state of its newest position, and beams carrying the summed
+// norm, the state of its newest position, and rays carrying the summed
 // attention weight of its keys.
 #pragma once
 

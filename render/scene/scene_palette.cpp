@@ -17,7 +17,7 @@ Palette standard_palette() {
   p.refill = {0.72f, 0.50f, 1.00f};
   p.recomputed = {1.00f, 0.16f, 0.14f};
   p.empty = {0.34f, 0.36f, 0.42f};
-  p.beam = {1.00f, 0.32f, 0.86f};
+  p.ray = {1.00f, 0.32f, 0.86f};
   p.head = {1.00f, 0.40f, 0.90f};
   p.evicted = {0.70f, 0.26f, 0.28f};
   p.sink = {1.00f, 0.80f, 0.25f};
@@ -41,7 +41,7 @@ Palette colour_blind_palette() {
   p.refill = {0.80f, 0.47f, 0.65f};      // reddish purple
   p.recomputed = {0.84f, 0.37f, 0.00f};  // vermillion
   p.empty = {0.45f, 0.47f, 0.52f};
-  p.beam = {1.00f, 1.00f, 1.00f};  // white: brightness = weight
+  p.ray = {1.00f, 1.00f, 1.00f};  // white: brightness = weight
   p.head = {0.80f, 0.47f, 0.65f};
   p.evicted = {0.84f, 0.37f, 0.00f};  // vermillion, like thrown-away K/V
   p.sink = {0.94f, 0.89f, 0.26f};

@@ -242,13 +242,14 @@ void eviction_lesson_section(const EngineState& engine, const Palette& pal) {
   ImGui::PushStyleColor(ImGuiCol_Text, v4(e.misses.empty() ? pal.cache_high : pal.evicted));
   text_wrapped_wordsf("%s", eviction_fails_text(e).c_str());
   ImGui::PopStyleColor();
-  text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled),
-                        e.rule == KVEvict::kTova
-                            ? "In the 3D view: a block's colour and the bar under it are its score, pink = the layer's "
-                              "highest (TOVA: the beams of that layer, mean of its heads, are the same weights); "
-                              "hover a hole for when and why it was dropped."
-                            : "In the 3D view: a block's colour and the bar under it are its accumulated score, pink = "
-                              "the layer's highest; hover a hole for when and why it was dropped.");
+  text_wrapped_coloured(
+      ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled),
+      e.rule == KVEvict::kTova
+          ? "In the 3D view: a block's colour and the bar under it are its score, pink = the layer's "
+            "highest (TOVA: the attention rays of that layer, mean of its heads, are the same weights); "
+            "hover a hole for when and why it was dropped."
+          : "In the 3D view: a block's colour and the bar under it are its accumulated score, pink = "
+            "the layer's highest; hover a hole for when and why it was dropped.");
   ImGui::Separator();
 }
 

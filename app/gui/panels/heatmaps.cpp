@@ -88,14 +88,14 @@ HeatmapHit draw_heatmap_grid(ImDrawList* dl, ImVec2 p0, ImVec2 size, const std::
   for (int h = 0; h < H; ++h) {
     std::snprintf(buf, sizeof(buf), "H%d", h);
     dl->AddText(font, font_size, ImVec2(p0.x + label_w + h * (cell + gap) + cell * 0.5f - font_size * 0.6f, p0.y),
-                h == sel_head ? to_imcolor(pal.beam) : text, buf);
+                h == sel_head ? to_imcolor(pal.ray) : text, buf);
   }
-  const glm::vec3 lo = pal.background, hi = pal.beam;
+  const glm::vec3 lo = pal.background, hi = pal.ray;
   for (int l = 0; l < L; ++l) {
     const float y0 = p0.y + label_h + l * (cell + gap);
     std::snprintf(buf, sizeof(buf), "L%d", l);
     dl->AddText(font, font_size, ImVec2(p0.x, y0 + cell * 0.5f - font_size * 0.5f),
-                l == sel_layer ? to_imcolor(pal.beam) : text, buf);
+                l == sel_layer ? to_imcolor(pal.ray) : text, buf);
     for (int h = 0; h < H; ++h) {
       const float x0 = p0.x + label_w + h * (cell + gap);
       dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x0 + cell, y0 + cell), IM_COL32(14, 16, 26, 255));
@@ -116,7 +116,7 @@ HeatmapHit draw_heatmap_grid(ImDrawList* dl, ImVec2 p0, ImVec2 size, const std::
       const bool sel =
           (sel_layer < 0 || sel_layer == l) && (sel_head < 0 || sel_head == h) && !(sel_layer < 0 && sel_head < 0);
       if (sel)
-        dl->AddRect(ImVec2(x0 - 2, y0 - 2), ImVec2(x0 + cell + 2, y0 + cell + 2), to_imcolor(pal.beam), 0, 0, 2.0f);
+        dl->AddRect(ImVec2(x0 - 2, y0 - 2), ImVec2(x0 + cell + 2, y0 + cell + 2), to_imcolor(pal.ray), 0, 0, 2.0f);
       if (mouse.x >= x0 && mouse.x < x0 + cell && mouse.y >= y0 && mouse.y < y0 + cell) {
         hit.layer = l;
         hit.head = h;
@@ -157,7 +157,7 @@ Commands panel_heatmaps(const EngineState& engine, UiState& ui) {
                         ImGui::GetFont(), ImGui::GetFontSize(), palette_for(ui.colour_blind), ui.memo.heat);
   if (hit.layer >= 0) {
     begin_wrapped_tooltip();
-    ImGui::Text("layer %d, head %d (click: show its beams)", hit.layer, hit.head);
+    ImGui::Text("layer %d, head %d (click: show its rays)", hit.layer, hit.head);
     if (hit.query >= 0 && hit.known) {
       auto piece = [&](int p) {
         return p >= 0 && p < static_cast<int>(engine.seq.tokens.size()) ? visible_piece(engine.seq.tokens[p].piece)
@@ -175,7 +175,7 @@ Commands panel_heatmaps(const EngineState& engine, UiState& ui) {
   }
   text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled),
                         "Attention of every layer (rows) and head (columns) up to the shown step: row = query "
-                        "position, column = key; brightness = sqrt(weight). Click one to show its beams.");
+                        "position, column = key; brightness = sqrt(weight). Click one to show its rays.");
   return cmds;
 }
 

@@ -31,7 +31,7 @@ void aggregated_tooltip(const SequenceState& seq, const Pick& pick, int layer, i
   if (r && r->n_rows > 0) {
     double w = 0;
     for (int p = p0; p < std::min(p1, r->seq_len); ++p) w += attention_weight(*r, layer, head, p);
-    ImGui::Text("beam from the newest token: weight %.4f summed over these keys (%s, %s)", w,
+    ImGui::Text("ray from the newest token: weight %.4f summed over these keys (%s, %s)", w,
                 layer < 0 ? "mean of layers" : ("layer " + std::to_string(layer)).c_str(),
                 head < 0 ? "mean of heads" : ("head " + std::to_string(head)).c_str());
   }
@@ -104,7 +104,7 @@ void hover_tooltip(const EngineState& engine, const Pick& pick, int layer, int h
     const StepRecord* r = seq.current.get();
     if (r && r->n_rows > 0 && pick.pos < r->seq_len) {
       const float w = attention_weight(*r, layer, head, pick.pos);
-      ImGui::Text("beam from the newest token \"%s\": weight %.4f (%s, %s)",
+      ImGui::Text("ray from the newest token \"%s\": weight %.4f (%s, %s)",
                   newest_hidden ? "?" : visible_piece(seq.tokens[static_cast<size_t>(r->seq_len)].piece).c_str(), w,
                   layer < 0 ? "mean of layers" : ("layer " + std::to_string(layer)).c_str(),
                   head < 0 ? "mean of heads" : ("head " + std::to_string(head)).c_str());

@@ -45,7 +45,7 @@ void evict_tooltip(const SequenceState& seq, const StepRecord& r, int pos, int l
   ImGui::Text("held by layer %d under %s (budget %d): score %.4f", layer, rule, lay.budget, score);
   ImGui::TextDisabled("score = %s; the block's colour and bar show it against the layer's highest (%.4f)", what,
                       max_held_score(r, layer));
-  if (tova) ImGui::TextDisabled("(the beams of layer %d show the same weights: choose layer %d)", layer, layer);
+  if (tova) ImGui::TextDisabled("(the rays of layer %d show the same weights: choose layer %d)", layer, layer);
 }
 
 }  // namespace
@@ -102,7 +102,7 @@ std::string layout_name(const KVLayout& l) {
 glm::vec3 curve_colour(size_t i, const KVLayout& l, const Palette& pal) {
   if (i == 0) return glm::vec3(0.72f, 0.74f, 0.80f);  // dense f32
   if (l.windowed()) return l.sinks > 0 ? pal.sink : pal.evicted;
-  if (l.evicting()) return l.evict == KVEvict::kTova ? pal.beam : pal.new_kv;
+  if (l.evicting()) return l.evict == KVEvict::kTova ? pal.ray : pal.new_kv;
   return pal.cache_high;
 }
 

@@ -325,18 +325,18 @@ Commands panel_attention(const EngineState& engine, UiState& ui) {
   combo("##head", &ui.head, n_head, "heads", n_kv_head > 0 && n_kv_head < n_head ? n_head / n_kv_head : 1);
   ImGui::SetNextItemWidth(-1);
   ImGui::SliderFloat("##min", &ui.min_weight, 0.0f, 0.5f,
-                     fitting_label({"beams with weight \xE2\x89\xA5 %.3f", "beams \xE2\x89\xA5 %.3f"}),
+                     fitting_label({"rays with weight \xE2\x89\xA5 %.3f", "rays \xE2\x89\xA5 %.3f"}),
                      ImGuiSliderFlags_Logarithmic);
-  hover_help("Beams are drawn for the cached positions with at least this attention weight.");
-  checkbox_wrapped("show beams", &ui.beams);
+  hover_help("Attention rays are drawn for the cached positions with at least this attention weight.");
+  checkbox_wrapped("show attention rays", &ui.rays);
   // Spelled out where it takes up to three lines; at a large text scale (six lines pushing the
   // Q·K·V inspector off the window) it is the checkbox's tooltip.
-  const char* beams_help =
-      "Beams: the newest token's attention over every cached position; width and brightness = weight.";
-  if (ImGui::CalcTextSize(beams_help).x > 3 * ImGui::GetContentRegionAvail().x)
-    hover_help(beams_help);
+  const char* rays_help =
+      "Attention rays: the newest token's attention over every cached position; width and brightness = weight.";
+  if (ImGui::CalcTextSize(rays_help).x > 3 * ImGui::GetContentRegionAvail().x)
+    hover_help(rays_help);
   else
-    ImGui::TextWrapped("%s", beams_help);
+    ImGui::TextWrapped("%s", rays_help);
   return cmds;
 }
 

@@ -86,7 +86,7 @@ void score_table(const EngineState& engine, const QkvInspection& in, const Palet
     const ImVec2 p = ImGui::GetCursorScreenPos();
     const float w = ImGui::GetContentRegionAvail().x * in.weights[static_cast<size_t>(j)] / wmax;
     ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + std::max(1.0f, w), p.y + ImGui::GetTextLineHeight()),
-                                              to_imcolor(pal.beam));
+                                              to_imcolor(pal.ray));
     ImGui::Dummy(ImVec2(1, ImGui::GetTextLineHeight()));
   }
   ImGui::EndTable();
@@ -97,7 +97,7 @@ void score_table(const EngineState& engine, const QkvInspection& in, const Palet
 Commands panel_qkv(const EngineState& engine, UiState& ui) {
   Commands cmds;
   if (ui.layer < 0 || ui.head < 0) {
-    ImGui::TextWrapped("The beams show a mean. Pick one layer and one head to open its arithmetic:");
+    ImGui::TextWrapped("The attention rays show a mean. Pick one layer and one head to open its arithmetic:");
     if (ImGui::Button("inspect layer 0, head 0", ImVec2(-1, 0)))
       cmds.push_back(cmd::SelectHead{std::max(0, ui.layer), std::max(0, ui.head)});
     return cmds;
@@ -112,7 +112,7 @@ Commands panel_qkv(const EngineState& engine, UiState& ui) {
   const ImVec4 dim = ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled);
   text_wrapped_coloured(dim, "q (the new token's query)");
   vector_strip("##q", in.q);
-  text_wrapped_wordsf("scores = q\xC2\xB7K^T / \xE2\x88\x9A%d, weights = softmax(scores) (the beams); strongest first:",
+  text_wrapped_wordsf("scores = q\xC2\xB7K^T / \xE2\x88\x9A%d, weights = softmax(scores) (the rays); strongest first:",
                       in.head_dim);
   score_table(engine, in, palette_for(ui.colour_blind));
   text_wrapped_coloured(dim, "output = \xCE\xA3 weight \xC3\x97 v (this head's share, before the projection)");

@@ -92,7 +92,7 @@ Commands panel_timeline(const EngineState& engine, UiState& ui, float reserve) {
   const bool live = ui.view_step < 0 || s == n - 1;
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip(
-        "%sScrub through the generation: scene, beams, cache, counters and bars show that step.\n"
+        "%sScrub through the generation: scene, rays, cache, counters and bars show that step.\n"
         "\xE2\x86\x90 / \xE2\x86\x92 one step, Shift+arrow 10 steps; \xE2\x86\x92 at the newest step "
         "computes the next one.",
         tight && n > 0 ? (std::to_string(s) + " / " + std::to_string(n - 1) + (live ? " LIVE\n" : " PAST\n")).c_str()

@@ -1,6 +1,6 @@
-// Attention beams: one instanced triangle strip per beam, bent into a
+// Attention rays: one instanced triangle strip per ray, bent into a
 // quadratic arc from the write head to a key's KV block. Width and brightness
-// grow with the beam's real attention weight.
+// grow with the ray's real attention weight.
 layout(location = 0) in vec2 a_param;   // x: t along the arc in [0, 1], y: side -1 / +1
 layout(location = 1) in vec3 i_from;
 layout(location = 2) in vec3 i_to;
@@ -20,9 +20,9 @@ out float v_t;
 vec3 arc(float t) {
   vec3 mid = 0.5 * (i_from + i_to);
   float len = length(i_to - i_from);
-  // Bowed up and towards the viewer's side of the row, so beams reach the
+  // Bowed up and towards the viewer's side of the row, so rays reach the
   // blocks' front faces instead of cutting through the stacks (the same
-  // curve as beam_arc_point in render/scene/scene.cpp, where tags sit on it).
+  // curve as ray_arc_point in render/scene/scene.cpp, where tags sit on it).
   vec3 ctrl = mid + vec3(0.0, (u_arc * len * 0.5 + 0.2) / u_stretch_y, min(u_arc * len * 0.6, 3.0));
   float s = 1.0 - t;
   return s * s * i_from + 2.0 * s * t * ctrl + t * t * i_to;

@@ -1,4 +1,4 @@
-// Additive blending: overlapping beams add up, like light.
+// Additive blending: overlapping rays add up, like light.
 in vec4 v_colour;
 in float v_side;
 in float v_t;
