@@ -322,7 +322,8 @@ void EngineWorker::on_step() {
                                   },
                                   driver_);
   if (!stepped) return;
-  publish(std::move(ev));
+  // (a driver that had nothing more to give returns null: no record to publish)
+  if (std::visit([](const auto& out) { return out != nullptr; }, ev.step)) publish(std::move(ev));
   if (done) {
     WorkerEvent d;
     d.kind = WorkerEvent::Kind::kDone;
