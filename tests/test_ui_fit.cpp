@@ -92,7 +92,7 @@ TEST(FitChoices, EveryValueOutOfRangeIsBroughtBackAndNamed) {
   for (const char* field : {"prompt preset",
                             "speed",
                             "max new tokens",
-                            "minimum beam weight",
+                            "minimum ray weight",
                             "layer",
                             "head",
                             "temperature",
@@ -193,7 +193,7 @@ TEST(FitChoices, TheSettingsReaderFitsAndNamesTheFileAndFields) {
   for (const char* needle :
        {"/cfg/settings.json: speed 100 is outside 0.25..8; using 8", "max new tokens -4", "head -9",
         "temperature 3 is outside 0.05..2", "top-p 0.01", "text scale 0.01", "KV calculator format 12", "tab 99",
-        "prompt preset -3", "minimum beam weight -1", "KV calculator tokens -1", "repetition penalty 9"})
+        "prompt preset -3", "minimum ray weight -1", "KV calculator tokens -1", "repetition penalty 9"})
     EXPECT_NE(err.find(needle), std::string::npos) << needle << " not in:\n" << err;
   EXPECT_EQ(ui.speed, 8.0f);
   EXPECT_EQ(ui.layer, 4095);  // a layer this high may exist: the model decides once it has loaded

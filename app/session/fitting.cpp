@@ -193,7 +193,7 @@ std::vector<std::string> fit_choices(UiState& ui, const FitContext& ctx, int* pe
   f.text(ui.view_path, "the saved view's path");
   f.range(ui.speed, ui_range::kSpeedMin, ui_range::kSpeedMax, "speed", UiState().speed);
   f.range(ui.max_new, 0, c ? c->n_positions : ui_range::kMaxNewMax, "max new tokens");
-  f.range(ui.min_weight, 0.0f, ui_range::kMinWeightMax, "minimum beam weight", UiState().min_weight);
+  f.range(ui.min_weight, 0.0f, ui_range::kMinWeightMax, "minimum ray weight", UiState().min_weight);
   if (c) {
     f.model_index(ui.layer, c->n_layer, "layer");
     f.model_index(ui.head, c->n_head, "head");

@@ -151,7 +151,7 @@ SavedView view_from_json(const std::string& text, const std::string& origin) {
   v.prompt = rd.string(j, "prompt", "prompt", "");
   v.model = rd.string(j, "model", "model", "");
   v.max_new =
-      static_cast<int>(rd.integer(j, "max_new", "max_new", setting::kMaxNew.lo, setting::kMaxNew.hi, v.max_new));
+      static_cast<int>(rd.integer(j, "max_new", "max_new", 0, setting::kMaxNew.hi, v.max_new));  // 0: fill the context
   const std::string cache = rd.string(j, "cache", "cache", "kv_cache");
   if (cache == "kv_cache") {
     v.cache = CacheMode::kKV;

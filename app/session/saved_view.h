@@ -13,6 +13,7 @@
 
 #include "model/decoding/generator.h"
 #include "model/decoding/sampler.h"
+#include "render/scene/view_defaults.h"
 
 namespace kvscope {
 
@@ -25,20 +26,29 @@ struct SavedCamera {
   std::string preset;   // "front" / "top" / "side" / "follow", or "" for a free camera
 };
 
-struct SavedView {
+// The user's choices a saved view restores. The window's UiState is built on
+// it (app/session/state.h), as SavedView is, so saving and loading copy it
+// whole (`choices()`) and a new choice is added here once.
+struct ViewChoices {
+  int max_new = 0;  // 0 = fill the context (the window's own default cap)
+  SamplerSettings sampler;
+  int layer = -1;                        // -1 = mean over layers
+  int head = -1;                         // -1 = mean over heads
+  float min_weight = kDefaultMinWeight;  // attention rays below it are hidden
+  float text_scale = 1.0f;
+  bool presentation = false;
+  bool predict = false;  // the newest token stays hidden until revealed
+
+  ViewChoices& choices() { return *this; }
+  const ViewChoices& choices() const { return *this; }
+};
+
+struct SavedView : ViewChoices {
   SavedCamera camera;
   int step = 0;        // the timeline position (record index)
   std::string prompt;  // the generation the step belongs to
   std::string model;   // model folder; "" = the embedded default
-  int max_new = 64;
   CacheMode cache = CacheMode::kKV;
-  SamplerSettings sampler;
-  int layer = -1;           // -1 = mean over layers
-  int head = -1;            // -1 = mean over heads
-  float min_weight = 0.0f;  // beams below it are hidden
-  float text_scale = 1.0f;
-  bool presentation = false;
-  bool predict = false;
 };
 
 constexpr int kSavedViewVersion = 1;

@@ -13,6 +13,7 @@ namespace kvscope {
 
 namespace {
 
+// The camera as a saved view writes it and back: the one pair of conversions.
 SavedCamera to_saved(const Camera& c, const UiState& ui) {
   SavedCamera s;
   s.target[0] = c.target.x;
@@ -24,6 +25,16 @@ SavedCamera to_saved(const Camera& c, const UiState& ui) {
   s.fov_y = c.fov_y;
   s.preset = ui.auto_camera ? to_string(ui.camera) : "";
   return s;
+}
+
+// `c` looking as `s` says (its vertical stretch is the view's, not saved).
+Camera from_saved(const SavedCamera& s, Camera c) {
+  c.target = {s.target[0], s.target[1], s.target[2]};
+  c.distance = s.distance;
+  c.yaw = s.yaw;
+  c.pitch = s.pitch;
+  c.fov_y = s.fov_y;
+  return c;
 }
 
 }  // namespace
@@ -436,19 +447,13 @@ void Session::fit_to_model(const std::string& origin) {
 
 void Session::save_view_to(const std::string& path) {
   SavedView v;
+  v.choices() = ui.choices();
+  v.max_new = effective_max_new();
   v.camera = to_saved(view.camera, ui);
   v.step = std::max(0, shown_step(engine, ui));
   v.prompt = ui.active_prompt;
   v.model = engine.model ? engine.model->dir : "";
-  v.max_new = effective_max_new();
   v.cache = engine.mode;
-  v.sampler = ui.sampler;
-  v.layer = ui.layer;
-  v.head = ui.head;
-  v.min_weight = ui.min_weight;
-  v.text_scale = ui.text_scale;
-  v.presentation = ui.presentation;
-  v.predict = ui.predict;
   try {
     save_view(v, path);
     ui.status =
@@ -457,6 +462,21 @@ void Session::save_view_to(const std::string& path) {
   } catch (const std::exception& e) {
     ui.errors.push_back(e.what());
   }
+}
+
+// A saved camera: its preset when it names one, else its orbit (fitted).
+void Session::restore_camera(SavedCamera cam, const FitContext& ctx) {
+  CameraPreset preset;
+  if (!cam.preset.empty() && parse_camera(cam.preset, preset)) {
+    ui.camera = preset;
+    ui.auto_camera = true;
+    return;
+  }
+  for (const std::string& n : fit_camera(cam, ctx)) ui.errors.push_back(n);
+  view.camera = from_saved(cam, view.camera);
+  view.goal = view.camera;
+  view.camera_init = true;
+  ui.auto_camera = false;
 }
 
 void Session::load_view_from(const std::string& path, double now) {
@@ -469,12 +489,7 @@ void Session::load_view_from(const std::string& path, double now) {
   }
   // The view's choices, fitted to their ranges and the model before any is used.
   UiState fitted = ui;
-  fitted.sampler = v.sampler;
-  fitted.layer = v.layer;
-  fitted.head = v.head;
-  fitted.min_weight = v.min_weight;
-  fitted.text_scale = v.text_scale;
-  fitted.max_new = v.max_new;
+  fitted.choices() = v.choices();
   int step = v.step;
   FitContext ctx;
   ctx.model = engine.model.get();
@@ -483,29 +498,14 @@ void Session::load_view_from(const std::string& path, double now) {
   ui.errors.insert(ui.errors.end(), notes.begin(), notes.end());
   if (!engine.model) unfitted_origin_ = path;  // the model's limits once it has loaded
   v.step = step;
-  v.max_new = fitted.max_new;
-  ui.sampler = fitted.sampler;
-  ui.layer = fitted.layer;
-  ui.head = fitted.head;
-  ui.min_weight = fitted.min_weight;
-  ui.predict = v.predict;
-  if (v.presentation != ui.presentation) toggle_presentation();
-  if (fitted.text_scale != ui.text_scale) set_text_scale(fitted.text_scale);
-  CameraPreset preset;
-  if (!v.camera.preset.empty() && parse_camera(v.camera.preset, preset)) {
-    ui.camera = preset;
-    ui.auto_camera = true;
-  } else {
-    for (const std::string& n : fit_camera(v.camera, ctx)) ui.errors.push_back(n);
-    view.camera.target = {v.camera.target[0], v.camera.target[1], v.camera.target[2]};
-    view.camera.distance = v.camera.distance;
-    view.camera.yaw = v.camera.yaw;
-    view.camera.pitch = v.camera.pitch;
-    view.camera.fov_y = v.camera.fov_y;
-    view.goal = view.camera;
-    view.camera_init = true;
-    ui.auto_camera = false;
-  }
+  // Presentation and the text scale change the window too: through their commands.
+  const ViewChoices chosen = fitted.choices();
+  fitted.presentation = ui.presentation;
+  fitted.text_scale = ui.text_scale;
+  ui.choices() = fitted.choices();
+  if (chosen.presentation != ui.presentation) toggle_presentation();
+  if (chosen.text_scale != ui.text_scale) set_text_scale(chosen.text_scale);
+  restore_camera(v.camera, ctx);
   if (v.cache != engine.mode) toggle_cache();
   execute(cmd::SetSampler{}, now);
   // The step: this generation when it is the same prompt, else generate it again.
@@ -513,7 +513,6 @@ void Session::load_view_from(const std::string& path, double now) {
     if (v.prompt != ui.active_prompt && engine.model) {
       ui.preset = kNumPresets;
       ui.custom_prompt = v.prompt;
-      ui.max_new = v.max_new;
       start_generation(v.prompt);
     }
     engine.pending_view_step = v.step;

@@ -124,6 +124,7 @@ class Session {
   void set_text_scale(float scale);
   void save_view_to(const std::string& path);
   void load_view_from(const std::string& path, double now);
+  void restore_camera(SavedCamera cam, const FitContext& ctx);
   void score_kv_layouts();
   // The Serving view (session_serving.cpp).
   void serve_update(double now);

@@ -16,6 +16,7 @@
 #include "app/lessons/training.h"
 #include "app/session/branches.h"
 #include "app/session/commands.h"
+#include "app/session/saved_view.h"
 #include "app/worker/decoding.h"
 #include "app/worker/kv_scoring.h"
 #include "app/worker/serve_runner.h"
@@ -118,7 +119,11 @@ struct PanelMemo {
   } kv_configs;
 };
 
-struct UiState {
+// What the user chose. The choices a saved view restores (max_new — 0 fills
+// the context, capped by kDefaultMaxNew —, sampler settings applying from the
+// next step, attention layer/head/threshold, text scale, presentation mode
+// (F5: panels hidden behind a compact HUD), predict) are its ViewChoices base.
+struct UiState : ViewChoices {
   // Prompt
   int preset = 0;  // kNumPresets = custom
   std::string custom_prompt = "In a distant galaxy";
@@ -127,13 +132,8 @@ struct UiState {
   bool playing = true;
   float speed = 2.0f;  // tokens per second
   bool fastest = false;
-  int max_new = 0;  // 0 = fill the context (capped by kDefaultMaxNew)
-  // Attention
-  int layer = -1, head = -1;
-  float min_weight = kDefaultMinWeight;
+  // Attention (the layer, head and ray threshold are ViewChoices)
   bool rays = true;
-  // Sampling (applies from the next step)
-  SamplerSettings sampler;
   // Decoding strategy being edited in the Decoding panel (sent with cmd::SetDecoding).
   DecodeSettings decoding;
   SpecStage spec_stage = SpecStage::kAnimate;  // speculative: hold the shown iteration at a stage
@@ -147,7 +147,6 @@ struct UiState {
   bool auto_camera = true;  // false once the user orbits/pans/zooms
   bool labels = true, legend = true, grid = true;
   bool hud = false;  // the overlay's counters (the Cache panel shows them already)
-  float text_scale = 1.0f;
   bool fullscreen = false;
   bool show_panels = true;
   bool left_open = true, right_open = true;  // sidebars (folded: a narrow strip)
@@ -169,11 +168,8 @@ struct UiState {
   bool ignore_eos = false;       // --soak-rounds: generate past end-of-text, up to the context limit
   // Timeline: the shown step (record index); -1 = follow the newest.
   int view_step = -1;
-  // Presentation mode (F5): panels hidden behind a compact HUD.
-  bool presentation = false;
   bool colour_blind = false;  // projector-safe, colour-blind-safe palette
-  // Predict: the newest token and its bars stay hidden until revealed (Enter).
-  bool predict = false;
+  // Predict (ViewChoices::predict): the newest record index the class has seen.
   int revealed_step = -1;  // newest record index the class has seen
   // KV memory calculator.
   int kv_context = 100000;  // tokens

@@ -19,6 +19,7 @@
 #include "model/core/index_check.h"
 #include "model/decoding/generator.h"
 #include "render/scene/scene_lod.h"
+#include "render/scene/view_defaults.h"
 
 namespace kvscope {
 
@@ -126,10 +127,6 @@ struct Palette {
 };
 // The default colours, or (true) a colour-blind-safe, projector-safe set.
 const Palette& palette_for(bool colour_blind);
-
-// Attention rays below this weight are hidden unless the user asks for them
-// (the window's default and `kvscope render`'s).
-inline constexpr float kDefaultMinWeight = 0.005f;
 
 struct ViewOptions {
   int layer = -1;           // -1 = mean over layers
