@@ -137,14 +137,15 @@ TEST(CachePanel, OtherModeCurveFollowsTheFormula) {
   GenerateOptions opt;
   opt.max_new = 12;
   g.start("Once upon a time", opt);
-  while (RecordPtr r = g.step()) engine.records.push_back(r);
-  ASSERT_GE(engine.records.size(), 2u);
+  engine.tree.start();
+  while (RecordPtr r = g.step()) engine.tree.push(r);
+  ASSERT_GE(engine.records().size(), 2u);
   const Config& c = engine.model->config;
   const auto no_cache = computed_flops(engine, CacheMode::kNoCache);
   const auto kv = computed_flops(engine, CacheMode::kKV);
-  ASSERT_EQ(no_cache.size(), engine.records.size());
-  for (size_t i = 0; i < engine.records.size(); ++i) {
-    const RecordPtr& r = engine.records[i];
+  ASSERT_EQ(no_cache.size(), engine.records().size());
+  for (size_t i = 0; i < engine.records().size(); ++i) {
+    const RecordPtr& r = engine.records()[i];
     const uint64_t T = r->seq_len;
     EXPECT_EQ(static_cast<uint64_t>(no_cache[i]), formula(c, T, T)) << i;
     EXPECT_EQ(static_cast<uint64_t>(kv[i]), r->prefill ? formula(c, T, T) : formula(c, 1, T)) << i;
@@ -166,7 +167,6 @@ TEST(Timeline, ShownStepAndPredictHiding) {
     r->prefill = i == 0;
     engine.tree.push(RecordPtr(r));
   }
-  engine.records = engine.tree.current_history().records();
   EXPECT_EQ(shown_step(engine, ui), 4);  // -1 follows the newest
   ui.view_step = 2;
   EXPECT_EQ(shown_step(engine, ui), 2);

@@ -469,7 +469,8 @@ TEST_F(TeachPixels, HoverTooltipsStayInsideTheWindow) {
   EngineState engine;
   const auto h = make_history(12, std::vector<CacheMode>(20, CacheMode::kKV));
   engine.seq = build_sequence(h, h.size());
-  engine.records = h;
+  engine.tree.start();
+  for (const RecordPtr& r : h) engine.tree.push(r);
   int checked = 0;
   for (Pick::Kind kind : {Pick::kToken, Pick::kKv}) {
     for (ImVec2 mouse : {ImVec2(1275, 400), ImVec2(640, 700), ImVec2(5, 5)}) {

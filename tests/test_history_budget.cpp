@@ -74,7 +74,6 @@ TEST(HistoryBudget, ThousandsOfStepsAtLongContextStayWithinTheBudget) {
   GenerateOptions opt;
   opt.max_new = kSteps;
   opt.ignore_eos = true;
-  opt.keep_history = false;  // the tree owns the records, as in the window
   opt.sampler.greedy = true;
   gen.start_tokens({1, 2, 3, 4, 5}, opt);
 
@@ -205,19 +204,21 @@ TEST(HistoryBudget, PagedStepsKeepTheirPagesWhenTheirRowsAreDropped) {
   GenerateOptions opt;
   opt.max_new = kSteps;
   opt.ignore_eos = true;
-  opt.keep_history = true;  // the whole records, to compare with
   opt.sampler.greedy = true;
   opt.kv.block = 4;
   gen.start_tokens({1, 2, 3, 4, 5, 6}, opt);
-  BranchTree tree(1, 4);  // a budget nothing but the newest records can meet
-  while (RecordPtr r = gen.step()) tree.push(r);
+  BranchTree tree(1, 4);       // a budget nothing but the newest records can meet
+  std::vector<RecordPtr> all;  // the records whole, to compare with
+  while (RecordPtr r = gen.step()) {
+    all.push_back(r);
+    tree.push(r);
+  }
   const History& h = tree.current_history();
-  ASSERT_EQ(h.size(), gen.history().size());
+  ASSERT_EQ(h.size(), all.size());
 
   // A budget that holds exactly every record without its K/V rows (page
   // runs kept) and the newest four whole: every older step loses its rows.
   constexpr int kRecent = 4;
-  const std::vector<RecordPtr>& all = gen.history();
   uint64_t budget = 0;
   for (size_t i = 0; i < all.size(); ++i) {
     budget += i + kRecent < all.size()
@@ -229,7 +230,7 @@ TEST(HistoryBudget, PagedStepsKeepTheirPagesWhenTheirRowsAreDropped) {
   const History& k = kept.current_history();
   int checked = 0;
   for (size_t i = 0; i + kRecent < k.size(); ++i) {
-    const StepRecord& whole = *gen.history()[i];
+    const StepRecord& whole = *all[i];
     const StepRecord& light = *k[i];
     ASSERT_TRUE(whole.kv_layout.paged());
     ASSERT_EQ(detail_of(light) & kDetailKV, 0u) << i;
@@ -238,7 +239,7 @@ TEST(HistoryBudget, PagedStepsKeepTheirPagesWhenTheirRowsAreDropped) {
     EXPECT_EQ(page_runs(light), page_runs(whole)) << i;
     // The picture: the same frames and labels, scrubbed back to step i.
     ViewOptions view;
-    const Scene a = build_scene(gen.history(), i + 1, view), b = build_scene(k.records(), i + 1, view);
+    const Scene a = build_scene(all, i + 1, view), b = build_scene(k.records(), i + 1, view);
     ASSERT_EQ(a.cache_marks.size(), b.cache_marks.size()) << i;
     ASSERT_GT(a.cache_marks.size(), 0u) << i;
     for (size_t j = 0; j < a.cache_marks.size(); ++j) {

@@ -40,15 +40,15 @@ TEST(KvScoring, BatchedScoresMatchTheGenerationStepByStep) {
     opt.ignore_eos = true;
     opt.kv = kv;
     gen.start_tokens({3, 1, 4, 1, 5}, opt);
-    while (gen.step()) {
-    }
+    std::vector<RecordPtr> recs;
+    while (RecordPtr r = gen.step()) recs.push_back(r);
     const KVLayout lay = kv.layout_for(m->config);
     Engine engine(*m);
     KVCache cache(lay), dense(KVLayout::for_model(m->config));
     const LayoutScores sc = score_layout(engine, cache, &dense, gen.tokens());
     ASSERT_EQ(sc.nll.size(), gen.tokens().size() - 1);
     ASSERT_EQ(sc.kl.size(), sc.nll.size());
-    for (const RecordPtr& r : gen.history()) {
+    for (const RecordPtr& r : recs) {
       const size_t i = static_cast<size_t>(r->seq_len - 1);  // the position that chose r->token
       EXPECT_NEAR(sc.nll[i], nll_of(r->logits, r->token), 1e-4) << lay.describe() << " position " << i;
       EXPECT_GE(sc.kl[i], -1e-9);

@@ -35,9 +35,9 @@ std::vector<RecordPtr> generate(const std::string& dir, KVEvict rule, int budget
   opt.kv.budget = budget;
   opt.kv.block = block;
   gen.start_tokens({1, 2, 3, 4, 5, 6, 7}, opt);
-  while (gen.step()) {
-  }
-  return gen.history();
+  std::vector<RecordPtr> out;
+  while (RecordPtr r = gen.step()) out.push_back(r);
+  return out;
 }
 
 bool holds(const StepRecord& r, int layer, int pos) {

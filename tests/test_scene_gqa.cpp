@@ -20,7 +20,6 @@ std::vector<RecordPtr> gqa_records() {
   GenerateOptions opt;
   opt.max_new = 3;
   opt.sampler.greedy = true;
-  opt.keep_history = true;
   gen.start_tokens({1, 2, 3, 4, 5}, opt);
   std::vector<RecordPtr> out;
   while (RecordPtr r = gen.step()) out.push_back(r);

@@ -32,11 +32,14 @@ std::vector<RecordPtr> generate(const KVSettings& kv, int steps, const std::vect
   opt.ignore_eos = true;
   opt.kv = kv;
   gen.start_tokens({1, 2, 3, 4, 5, 6}, opt);
+  std::vector<RecordPtr> out;
   for (size_t s = 0;; ++s) {
     if (s < modes.size()) gen.set_mode(modes[s]);
-    if (!gen.step()) break;
+    RecordPtr r = gen.step();
+    if (!r) break;
+    out.push_back(r);
   }
-  return gen.history();
+  return out;
 }
 
 // Positions a cache with window W and S sinks holds after a forward over T

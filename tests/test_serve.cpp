@@ -191,7 +191,6 @@ void check_against_generate(const std::string& dir, KVDtype dtype) {
       opt.sampler = reqs[i].sampler;
       opt.kv.dtype = dtype;
       opt.kv.block = block;
-      opt.keep_history = false;
       Generator g(m);
       g.start_tokens(reqs[i].prompt, opt);
       while (g.step()) {

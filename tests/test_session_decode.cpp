@@ -102,7 +102,7 @@ TEST(SessionDecoding, BeamSearchInTheSessionIsTheEnginesBeamSearch) {
   start(s, d, "abc ab", 7);
   run_to_end(s);
   EXPECT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
-  EXPECT_TRUE(s.engine.records.empty()) << "beam search keeps its own records";
+  EXPECT_TRUE(s.engine.records().empty()) << "beam search keeps its own records";
 
   // The engine alone, same model, prompt and settings.
   BeamGenerator ref(s.engine.model);
@@ -166,8 +166,8 @@ TEST(SessionDecoding, TheTimelineScrubsBeamStepsAndSamplingOnlyControlsStandAsid
   s.ui.playing = false;
   run_to_end(s);
   EXPECT_TRUE(s.engine.tree.beam_records().empty());
-  EXPECT_EQ(s.engine.timeline_size(), static_cast<int>(s.engine.records.size()));
-  EXPECT_GE(s.engine.records.size(), 1u);
+  EXPECT_EQ(s.engine.timeline_size(), static_cast<int>(s.engine.records().size()));
+  EXPECT_GE(s.engine.records().size(), 1u);
   EXPECT_TRUE(s.ui.errors.empty());
 }
 
@@ -176,7 +176,7 @@ TEST(SessionDecoding, GreedySpeculationInTheSessionWritesPlainGreedyTokens) {
   Session plain;
   start(plain, DecodeSettings(), "abc", 12);
   run_to_end(plain);
-  ASSERT_FALSE(plain.engine.records.empty());
+  ASSERT_FALSE(plain.engine.records().empty());
   std::vector<int> want;
   for (const TokenInfo& t : plain.engine.seq.tokens) want.push_back(t.id);
 
@@ -249,7 +249,7 @@ TEST(SessionDecoding, AMissingDraftFolderIsAnErrorNamingItAndTheSessionCarriesOn
   s.execute(cmd::SetDecoding{DecodeSettings()}, 0);
   s.ui.playing = false;
   run_to_end(s);
-  EXPECT_FALSE(s.engine.records.empty());
+  EXPECT_FALSE(s.engine.records().empty());
 }
 
 }  // namespace
@@ -293,10 +293,10 @@ TEST(SessionDecoding, EvictionByScoreRunsPlainDecodingAndIsRefusedWithBeamsAndDr
   start(s, DecodeSettings(), "abcdefg", 6);
   run_to_end(s);
   ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
-  ASSERT_FALSE(s.engine.records.empty());
-  const StepRecord& r = *s.engine.records.back();
+  ASSERT_FALSE(s.engine.records().empty());
+  const StepRecord& r = *s.engine.records().back();
   ASSERT_EQ(r.kv_held_by_layer.size(), 2u);
-  const Scene scene = build_scene(s.engine.records, s.engine.records.size(), ViewOptions());
+  const Scene scene = build_scene(s.engine.records(), s.engine.records().size(), ViewOptions());
   for (const BlockInstance& b : scene.kv) {
     if (b.pos >= r.seq_len) continue;
     const std::vector<int>& h = r.kv_held_by_layer[static_cast<size_t>(b.layer)];
@@ -317,7 +317,7 @@ TEST(SessionDecoding, ARefusedStrategyChangeLeavesTheRunningGenerationAsItWas) {
     s.execute(cmd::Scrub{1}, 0);
     settle(s);
   }
-  const std::vector<RecordPtr> before = s.engine.records;
+  const std::vector<RecordPtr> before = s.engine.records();
   ASSERT_GE(before.size(), 2u);
   const uint64_t generation = s.engine.generation;
   DecodeSettings beams;
@@ -331,14 +331,14 @@ TEST(SessionDecoding, ARefusedStrategyChangeLeavesTheRunningGenerationAsItWas) {
   EXPECT_EQ(s.ui.decoding.mode, DecodeMode::kSample);
   EXPECT_TRUE(s.engine.started);
   EXPECT_EQ(s.engine.generation, generation);
-  EXPECT_EQ(s.engine.records, before);
+  EXPECT_EQ(s.engine.records(), before);
   EXPECT_EQ(s.engine.seq_count, before.size());
   s.ui.errors.clear();
   s.execute(cmd::Scrub{1}, 0);  // the next step of the same generation
   settle(s);
-  ASSERT_EQ(s.engine.records.size(), before.size() + 1);
-  EXPECT_EQ(s.engine.records[before.size() - 1], before.back());
-  EXPECT_EQ(s.engine.records.back()->index, before.back()->index + 1);
+  ASSERT_EQ(s.engine.records().size(), before.size() + 1);
+  EXPECT_EQ(s.engine.records()[before.size() - 1], before.back());
+  EXPECT_EQ(s.engine.records().back()->index, before.back()->index + 1);
   EXPECT_TRUE(s.ui.errors.empty());
 }
 
@@ -355,7 +355,7 @@ TEST(SessionDecoding, ARefusedStartChangesNothingAndEveryControlStillWorks) {
   ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
   s.execute(cmd::Scrub{1}, 0);
   settle(s);
-  const std::vector<RecordPtr> before = s.engine.records;
+  const std::vector<RecordPtr> before = s.engine.records();
   const uint64_t request = s.engine.start_request, generation = s.engine.generation;
   s.ui.camera = CameraPreset::kFront;
   s.ui.auto_camera = true;
@@ -370,13 +370,13 @@ TEST(SessionDecoding, ARefusedStartChangesNothingAndEveryControlStillWorks) {
   EXPECT_EQ(s.ui.decoding.mode, DecodeMode::kSample);
   EXPECT_EQ(s.ui.camera, CameraPreset::kFront);
   EXPECT_TRUE(s.engine.started);
-  EXPECT_EQ(s.engine.records, before);
+  EXPECT_EQ(s.engine.records(), before);
   settle(s);
   EXPECT_EQ(s.ui.errors.size(), 1u);
   s.ui.errors.clear();
   s.execute(cmd::Scrub{1}, 0);  // right arrow: the next step of the same generation
   settle(s);
-  ASSERT_EQ(s.engine.records.size(), before.size() + 1);
+  ASSERT_EQ(s.engine.records().size(), before.size() + 1);
   EXPECT_EQ(s.engine.generation, generation);
   s.execute(cmd::PlayPause{}, 0);  // Space
   EXPECT_TRUE(s.ui.playing);
@@ -426,8 +426,8 @@ uint64_t position_bytes(const Config& c, KVDtype d) {
 const StepRecord& step_beside_a_kept_branch(Session& s, size_t records) {
   s.execute(cmd::Scrub{1}, 0);
   settle(s);
-  EXPECT_EQ(s.engine.records.size(), records);
-  const StepRecord& r = *s.engine.records.back();
+  EXPECT_EQ(s.engine.records().size(), records);
+  const StepRecord& r = *s.engine.records().back();
   EXPECT_FALSE(r.refill);
   EXPECT_EQ(r.n_new, 1);
   EXPECT_EQ(r.kv_sequences, 2);
@@ -450,22 +450,22 @@ TEST(SessionDecoding, ABranchSharesItsPrefixPagesWithTheBranchItLeft) {
       s.ui.ignore_eos = true;
       start(s, DecodeSettings(), "abc ab", 16);
       for (int i = 0; i < 8; ++i) {  // the first branch: 8 records (the prefill and 7 steps)
-        if (static_cast<int>(s.engine.records.size()) >= 8) break;
+        if (static_cast<int>(s.engine.records().size()) >= 8) break;
         s.execute(cmd::Scrub{1}, 0);
         settle(s);
       }
       ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
-      ASSERT_EQ(s.engine.records.size(), 8u);
-      const int old_len = s.engine.records.back()->seq_len;  // positions the first branch's cache holds
-      const RecordPtr at = s.engine.records[3];
+      ASSERT_EQ(s.engine.records().size(), 8u);
+      const int old_len = s.engine.records().back()->seq_len;  // positions the first branch's cache holds
+      const RecordPtr at = s.engine.records()[3];
       const int p = at->seq_len;
       int token = at->top[0].token == at->token ? at->top[1].token : at->top[0].token;
       s.execute(cmd::ScrubTo{3}, 0);
       s.execute(cmd::Fork{token}, 0);
       settle(s);
       ASSERT_EQ(s.engine.tree.size(), 2u);
-      ASSERT_EQ(s.engine.records.size(), 4u);
-      EXPECT_EQ(s.engine.records.back()->kv_sequences, 2) << "the fork keeps the branch it left";
+      ASSERT_EQ(s.engine.records().size(), 4u);
+      EXPECT_EQ(s.engine.records().back()->kv_sequences, 2) << "the fork keeps the branch it left";
       const StepRecord& r = step_beside_a_kept_branch(s, 5);  // the new branch's first step
       EXPECT_EQ(r.seq_len, p + 1);
       const uint64_t per = position_bytes(s.engine.model->config, dtype);
@@ -492,7 +492,7 @@ TEST(SessionDecoding, ABranchSharesItsPrefixPagesWithTheBranchItLeft) {
       s.execute(cmd::SelectBranch{0}, 0);
       settle(s);
       EXPECT_EQ(s.engine.tree.current(), 0);
-      ASSERT_EQ(s.engine.records.size(), 8u);
+      ASSERT_EQ(s.engine.records().size(), 8u);
       const StepRecord& back = step_beside_a_kept_branch(s, 9);
       EXPECT_EQ(back.seq_len, old_len + 1);
       const int back_pages = (old_len + 1 + B - 1) / B;

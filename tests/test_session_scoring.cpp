@@ -64,7 +64,7 @@ TEST(SessionScoring, ScoringStartsOnlyOnTheCommand) {
     s.execute(cmd::Step{}, 0);
     ASSERT_TRUE(frames_until(s, [&] { return s.engine_idle() && !s.engine.step_in_flight; }));
   }
-  ASSERT_GE(s.engine.records.size(), 3u);
+  ASSERT_GE(s.engine.records().size(), 3u);
   // A stopped or paused generation on screen, many frames: nothing is scored.
   for (int i = 0; i < 50; ++i) s.update(1e9);
   EXPECT_FALSE(s.engine.kv_scoring);
@@ -81,7 +81,7 @@ TEST(SessionScoring, ScoringStartsOnlyOnTheCommand) {
   ASSERT_EQ(dense.nll.size(), res.request.tokens.size() - 1);
   // The generation ran dense f32 (the default layout): each record's logits
   // give the NLL of the token it chose at its position.
-  for (const RecordPtr& r : s.engine.records) {
+  for (const RecordPtr& r : s.engine.records()) {
     const size_t i = static_cast<size_t>(r->seq_len - 1);
     EXPECT_NEAR(dense.nll[i], nll_of(r->logits, r->token), 1e-4) << "position " << i;
   }

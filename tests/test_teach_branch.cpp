@@ -245,7 +245,6 @@ void check_generator_fork(const std::shared_ptr<const Model>& m) {
     GenerateOptions o;
     o.max_new = 20;
     o.mode = mode;
-    o.keep_history = false;  // as in the window: the tree keeps the records
     g.start_tokens(test_prompt(), o);
     BranchTree tree;
     const int root = tree.start();

@@ -66,7 +66,7 @@ void update_until(Session& s, F done) {
 
 std::vector<int> generated(const Session& s) {
   std::vector<int> out;
-  for (const RecordPtr& r : s.engine.records) out.push_back(r->token);
+  for (const RecordPtr& r : s.engine.records()) out.push_back(r->token);
   return out;
 }
 
@@ -119,15 +119,15 @@ TEST(TrainingSession, PickingACheckpointRegeneratesTheSamePromptWithItsWeights) 
   ASSERT_TRUE(s.engine.training) << "the run's record beside the final model";
   EXPECT_EQ(s.engine.checkpoint, 2);
   const std::vector<int> final_tokens = generated(s);
-  const std::vector<int> prompt = s.engine.records.at(0)->prompt_tokens;
-  const std::vector<float> final_logits = s.engine.records[0]->logits;
+  const std::vector<int> prompt = s.engine.records().at(0)->prompt_tokens;
+  const std::vector<float> final_logits = s.engine.records()[0]->logits;
 
   pick(s, 0, fs::weakly_canonical(run.dirs[0]).string());
   ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
   EXPECT_EQ(s.engine.checkpoint, 0);
   ASSERT_TRUE(s.engine.training) << "the record stays while a checkpoint is loaded";
   EXPECT_EQ(s.ui.active_prompt, "Once upon a time");
-  const StepRecord& first = *s.engine.records.at(0);
+  const StepRecord& first = *s.engine.records().at(0);
   EXPECT_EQ(first.prompt_tokens, prompt);
   EXPECT_EQ(first.sampler.seed, 77u);
   EXPECT_FLOAT_EQ(first.sampler.temperature, 0.9f);
@@ -136,7 +136,7 @@ TEST(TrainingSession, PickingACheckpointRegeneratesTheSamePromptWithItsWeights) 
 
   pick(s, 1, fs::weakly_canonical(run.dirs[1]).string());
   EXPECT_EQ(s.engine.checkpoint, 1);
-  expect_prefill_from(*s.engine.records.at(0), run.dirs[1], run.tmp);
+  expect_prefill_from(*s.engine.records().at(0), run.dirs[1], run.tmp);
 
   // Back to the final model: the same tokens as the first time.
   pick(s, 2, fs::weakly_canonical(run.final_dir).string());

@@ -140,17 +140,17 @@ int scrub(const StepRecord& r) {
 // session shows must stay complete and consistent.
 void check_shown(const Session& s) {
   const EngineState& engine = s.engine;
-  if (engine.records.empty()) return;
-  const RecordPtr& first = engine.records.front();
-  for (size_t i = 0; i < engine.records.size(); ++i) {
-    const StepRecord& r = *engine.records[i];
+  if (engine.records().empty()) return;
+  const RecordPtr& first = engine.records().front();
+  for (size_t i = 0; i < engine.records().size(); ++i) {
+    const StepRecord& r = *engine.records()[i];
     ASSERT_EQ(r.index, static_cast<int>(i)) << "records arrive in order, none lost";
     ASSERT_EQ(r.seq_len, first->seq_len + static_cast<int>(i));
     ASSERT_EQ(r.n_layer, first->n_layer) << "one generation, one model";
   }
   ASSERT_TRUE(engine.model);
-  check_complete(*engine.records.back(), engine.model->config);
-  ASSERT_LE(engine.seq_count, engine.records.size());
+  check_complete(*engine.records().back(), engine.model->config);
+  ASSERT_LE(engine.seq_count, engine.records().size());
 }
 
 TEST(WorkerThreads, SessionStepsToggleScrubResetAndModelSwitchesRaceFree) {
@@ -214,12 +214,12 @@ TEST(WorkerThreads, SessionStepsToggleScrubResetAndModelSwitchesRaceFree) {
       last_stop = s.engine.stop;
       if (last_stop == StopReason::kContextFull) {
         ++n_context_full;
-        ASSERT_FALSE(s.engine.records.empty());
-        ASSERT_EQ(s.engine.records.back()->seq_len, s.engine.model->config.n_positions);
+        ASSERT_FALSE(s.engine.records().empty());
+        ASSERT_EQ(s.engine.records().back()->seq_len, s.engine.model->config.n_positions);
       }
     }
     // Scrub (reading every byte of the shown record), of this or an earlier generation.
-    const int n = static_cast<int>(s.engine.records.size());
+    const int n = static_cast<int>(s.engine.records().size());
     if (n > 0 && chance(20)) {
       s.execute(cmd::ScrubTo{static_cast<int>(rng() % n)}, now());
       if (s.engine.seq.current) bad_numbers += scrub(*s.engine.seq.current);
@@ -244,7 +244,7 @@ TEST(WorkerThreads, SessionStepsToggleScrubResetAndModelSwitchesRaceFree) {
     }
     if (s.engine.model && (chance(1) || (s.engine.stop != StopReason::kNone && chance(20)))) {  // reset
       if (old_records.size() > 64) old_records.erase(old_records.begin(), old_records.begin() + 32);
-      old_records.insert(old_records.end(), s.engine.records.begin(), s.engine.records.end());
+      old_records.insert(old_records.end(), s.engine.records().begin(), s.engine.records().end());
       s.ui.custom_prompt = chance(50) ? "Once upon" : "xyz 123";
       s.execute(cmd::Start{s.ui.custom_prompt}, now());
     }
@@ -454,14 +454,14 @@ TEST(Session, ArrowAfterResetWhilePausedRunsThePrefill) {
   load_paused(s, models().a);
   s.execute(cmd::Reset{}, 0);
   s.execute(cmd::Scrub{1}, 0);  // before the worker accepted the start
-  update_until(s, [&] { return s.engine.records.size() == 1; });
-  EXPECT_TRUE(s.engine.records[0]->prefill);
+  update_until(s, [&] { return s.engine.records().size() == 1; });
+  EXPECT_TRUE(s.engine.records()[0]->prefill);
   EXPECT_FALSE(s.ui.playing);
   s.execute(cmd::Scrub{1}, 1);  // and after: one decode step each
-  update_until(s, [&] { return s.engine.records.size() == 2; });
-  EXPECT_FALSE(s.engine.records[1]->prefill);
+  update_until(s, [&] { return s.engine.records().size() == 2; });
+  EXPECT_FALSE(s.engine.records()[1]->prefill);
   for (int i = 0; i < 50; ++i) s.update(2);
-  EXPECT_EQ(s.engine.records.size(), 2u) << "paused: no more steps than asked for";
+  EXPECT_EQ(s.engine.records().size(), 2u) << "paused: no more steps than asked for";
   EXPECT_TRUE(s.ui.errors.empty());
 }
 
@@ -475,9 +475,9 @@ TEST(Session, OnlyTheNewestStartsRecordsReachTheTimeline) {
   s.execute(cmd::Step{}, 0);
   start_paused(s, "Once upon");
   s.execute(cmd::Step{}, 0);
-  update_until(s, [&] { return !s.engine.records.empty() && s.engine_idle(); });
-  ASSERT_EQ(s.engine.records.size(), 1u);
-  const StepRecord& r = *s.engine.records[0];
+  update_until(s, [&] { return !s.engine.records().empty() && s.engine_idle(); });
+  ASSERT_EQ(s.engine.records().size(), 1u);
+  const StepRecord& r = *s.engine.records()[0];
   EXPECT_EQ(r.index, 0);
   const std::vector<int> want = s.engine.model->tokenizer.encode("Once upon");
   EXPECT_EQ(r.prompt_tokens, want);
@@ -524,8 +524,8 @@ TEST(Session, ViewsAndIndicesFromAnotherModelAreFittedToTheLoadedOne) {
   s.ui.playing = true;
   s.ui.fastest = true;
   update_until(s, [&] { return s.engine.stop != StopReason::kNone && s.engine.pending_view_step < 0; });
-  EXPECT_EQ(s.ui.view_step, static_cast<int>(s.engine.records.size()) - 1);
-  EXPECT_LE(static_cast<int>(s.engine.records.size()), s.engine.model->config.n_positions);
+  EXPECT_EQ(s.ui.view_step, static_cast<int>(s.engine.records().size()) - 1);
+  EXPECT_LE(static_cast<int>(s.engine.records().size()), s.engine.model->config.n_positions);
 }
 
 // Models a (2 layers, 2 heads, 32 wide, 48 positions) and b (3 layers, 4
@@ -592,7 +592,7 @@ TEST(Session, AModelSwitchReclampsWhatTheLargerModelAllowed) {
   EXPECT_EQ(s.ui.kv_layout.sinks, 2);
   EXPECT_NE(s.ui.status.find("kv_layout.dtype q8_0 does not fit"), std::string::npos) << s.ui.status;
   s.execute(cmd::Step{}, 1);
-  update_until(s, [&] { return !s.engine.records.empty() && s.engine_idle(); });
+  update_until(s, [&] { return !s.engine.records().empty() && s.engine_idle(); });
   EXPECT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
 }
 
@@ -623,10 +623,10 @@ TEST(Session, AViewRestoredBeforeTheModelLoadedIsFittedToIt) {
 
 // Steps the session's generation until the timeline holds `n` records.
 void step_to(Session& s, size_t n) {
-  while (s.engine.records.size() < n && s.engine.stop == StopReason::kNone) {
-    const size_t have = s.engine.records.size();
+  while (s.engine.records().size() < n && s.engine.stop == StopReason::kNone) {
+    const size_t have = s.engine.records().size();
     s.execute(cmd::Step{}, 0);
-    update_until(s, [&] { return s.engine.records.size() > have || s.engine.stop != StopReason::kNone; });
+    update_until(s, [&] { return s.engine.records().size() > have || s.engine.stop != StopReason::kNone; });
   }
 }
 
@@ -640,10 +640,10 @@ TEST(Session, HistoryBudgetDropsOldDetailWhileGenerating) {
   load_paused(s, models().a);
   start_paused(s, "Hello");
   step_to(s, 30);
-  ASSERT_EQ(s.engine.records.size(), 30u);
+  ASSERT_EQ(s.engine.records().size(), 30u);
   EXPECT_FALSE(s.engine.tree.trimmed().any()) << "the default budget holds a small model's whole context";
   uint64_t full = 0;
-  for (const RecordPtr& r : s.engine.records) full += record_bytes(*r);
+  for (const RecordPtr& r : s.engine.records()) full += record_bytes(*r);
   EXPECT_EQ(s.engine.tree.bytes(), full);
 
   const uint64_t budget = full / 3;
@@ -655,22 +655,22 @@ TEST(Session, HistoryBudgetDropsOldDetailWhileGenerating) {
     // After every record: within the budget, or nothing left to drop but
     // the newest 8 records, which stay whole.
     if (s.engine.tree.bytes() <= budget) continue;
-    for (size_t i = 0; i + 8 < s.engine.records.size(); ++i)
-      ASSERT_EQ(detail_of(*s.engine.records[i]), 0u) << "over the budget at " << n << " records, record " << i;
+    for (size_t i = 0; i + 8 < s.engine.records().size(); ++i)
+      ASSERT_EQ(detail_of(*s.engine.records()[i]), 0u) << "over the budget at " << n << " records, record " << i;
   }
-  ASSERT_EQ(s.engine.records.size(), 30u);
+  ASSERT_EQ(s.engine.records().size(), 30u);
   const TrimReport& t = s.engine.tree.trimmed();
   EXPECT_TRUE(t.any());
   EXPECT_GT(t.attention_dropped, 0);
   EXPECT_GT(t.bytes_freed, 0u);
-  for (size_t i = 0; i < s.engine.records.size(); ++i) {
-    const StepRecord& r = *s.engine.records[i];
+  for (size_t i = 0; i < s.engine.records().size(); ++i) {
+    const StepRecord& r = *s.engine.records()[i];
     EXPECT_EQ(r.index, static_cast<int>(i));
     EXPECT_FALSE(r.top.empty()) << "candidates stay: " << i;
     if (static_cast<int>(i) < t.first_full) {
       EXPECT_EQ(r.n_rows, 0) << "attention dropped: " << i;
     }
-    if (i + 8 >= s.engine.records.size()) {
+    if (i + 8 >= s.engine.records().size()) {
       EXPECT_EQ(detail_of(r), static_cast<unsigned>(kDetailAll)) << i;
     }
   }

@@ -225,7 +225,6 @@ PlainRun run_plain(const std::shared_ptr<const Model>& target, const DecodeArgs&
   GenerateOptions g;
   g.max_new = a.max_new;
   g.sampler = a.sampler;
-  g.keep_history = false;
   g.max_prefill_attn_bytes = 0;
   g.kv = a.kv;  // the same cache layout as the speculative run
   Generator plain(target);

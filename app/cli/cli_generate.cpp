@@ -40,7 +40,6 @@ GenerateOptions generate_options(const GenerateArgs& a, bool sampling_requested)
   opt.stop = a.stop;
   opt.mode = a.no_cache ? CacheMode::kNoCache : CacheMode::kKV;
   opt.kv = a.kv;
-  opt.keep_history = false;
   opt.sampler = sampler_settings(a, sampling_requested);
   // The attention rows of a long prompt are not printed by the CLI.
   opt.max_prefill_attn_bytes = 0;

@@ -232,7 +232,6 @@ FilledContext fill_context(const std::shared_ptr<const Model>& model, const std:
   GenerateOptions go;
   go.max_new = c.n_positions - fill;
   go.mode = CacheMode::kKV;
-  go.keep_history = false;  // the scene needs the sequence state only
   gen.start_tokens(tokens, go);
   const auto t_gen = Clock::now();
   while (RecordPtr r = gen.step()) append_record(f.seq, r);
@@ -470,8 +469,10 @@ struct GenerationFrames {
   const RenderOptions& o;
   CameraPreset preset;
   const Model& model;
-  const Generator& gen;
   const SequenceState& seq;
+  // Every step's record so far, for the heatmap grid only (kept whole, a
+  // long generation's records grow with the square of its length).
+  const std::vector<RecordPtr>& history;
   OffscreenGl& offscreen;
 
   std::vector<uint8_t> draw(int steps, float anim) const {
@@ -500,8 +501,7 @@ struct GenerationFrames {
     offscreen.renderer->draw(fr.scene, cam, 0, static_cast<int>(fr.overlay.band), vw, static_cast<int>(vh));
     offscreen.imgui->draw([&](ImDrawList* dl, const OverlayFonts& fonts) {
       draw_frame_text(dl, fr, spec, cam, ImVec2(0, fr.overlay.top), ImVec2(static_cast<float>(vw), vh), fonts);
-      if (o.heatmaps)
-        draw_heatmap_panel(dl, fonts, gen.history(), view.layer, view.head, static_cast<float>(view_w), W, H);
+      if (o.heatmaps) draw_heatmap_panel(dl, fonts, history, view.layer, view.head, static_cast<float>(view_w), W, H);
     });
     gl::check_errors("render");
     return offscreen.target.read_rgba();
@@ -510,13 +510,15 @@ struct GenerationFrames {
 
 // Runs the generation step by step: each step's PNG into --frames and its
 // animation into the video; the last step to --out. Returns the steps run.
-int write_generation(const GenerationFrames& frames, Generator& gen, SequenceState& seq, VideoPipe* video) {
+int write_generation(const GenerationFrames& frames, Generator& gen, SequenceState& seq,
+                     std::vector<RecordPtr>& history, VideoPipe* video) {
   const RenderOptions& o = frames.o;
   int steps = 0;
   for (int i = 0; i < o.steps; ++i) {
     RecordPtr r = gen.step();
     if (!r) break;
     append_record(seq, r);
+    if (o.heatmaps) history.push_back(r);
     ++steps;
     if (video) {
       for (int k = 0; k < kVideoFramesPerStep; ++k)
@@ -548,18 +550,16 @@ int render_generation(const RenderOptions& o, std::shared_ptr<const Model> model
   go.max_new = std::max(1, o.steps);
   go.mode = o.no_cache ? CacheMode::kNoCache : CacheMode::kKV;
   go.kv = o.kv;
-  // Every step's record only for the heatmap grid: kept whole, a long
-  // generation's records grow with the square of its length.
-  go.keep_history = o.heatmaps;
   gen.start(o.prompt, go);
 
   OffscreenGl offscreen(o.width, o.height, render_text_scale(o),
                         /*window_samples=*/false);
   SequenceState seq;
-  const GenerationFrames frames{o, preset, *model, gen, seq, offscreen};
+  std::vector<RecordPtr> history;
+  const GenerationFrames frames{o, preset, *model, seq, history, offscreen};
   std::unique_ptr<VideoPipe> video;
   if (!o.video.empty()) video = std::make_unique<VideoPipe>(ffmpeg, o.video, o.width, o.height, kVideoFps);
-  const int steps = write_generation(frames, gen, seq, video.get());
+  const int steps = write_generation(frames, gen, seq, history, video.get());
   if (offscreen.report_messages()) throw Error("OpenGL reported errors while rendering (above)");
   std::fprintf(stderr, "kvscope: rendered %d step%s (%d positions) with %s\n", steps, steps == 1 ? "" : "s",
                seq.seq_len(), offscreen.ctx.description().c_str());

@@ -70,8 +70,8 @@ std::vector<UiCommand> SoakRun::frame(const EngineState& engine, bool engine_idl
   handled_generation_ = engine.generation;
   Round r;
   r.stop = engine.stop;
-  r.mode = engine.records.empty() ? engine.mode : engine.records.back()->mode;
-  r.positions = engine.records.empty() ? 0 : engine.records.back()->seq_len;
+  r.mode = engine.records().empty() ? engine.mode : engine.records().back()->mode;
+  r.positions = engine.records().empty() ? 0 : engine.records().back()->seq_len;
   r.context = engine.model ? engine.model->config.n_positions : 0;
   r.rss = resident_bytes();
   for (int i = 0; i < gl::kNumObjectKinds; ++i) r.gl_live += gl::object_count(static_cast<gl::ObjectKind>(i)).live();

@@ -155,7 +155,7 @@ SamplingExplain explain_sampling(const std::vector<float>& logits, const std::ve
 SamplingExplain explain_record(const StepRecord& rec, const std::vector<int>& history, int n_top) {
   if (rec.logits.empty()) {
     throw Error("step " + std::to_string(rec.index) +
-                ": its logits were not kept (keep_history off, or dropped by the history's memory limit)");
+                ": its logits were not kept (dropped by the timeline's memory limit)");
   }
   SamplingExplain e = explain_sampling(rec.logits, history, rec.sampler, rec.draw, n_top);
   if (!e.greedy && e.token != rec.token) {
@@ -188,7 +188,7 @@ SamplingExplain explain_with_settings(const StepRecord& rec, const std::vector<i
                                       const SamplerSettings& settings, int n_top, double draw_if_none) {
   if (rec.logits.empty()) {
     throw Error("step " + std::to_string(rec.index) +
-                ": its logits were not kept (keep_history off, or dropped by the history's memory limit)");
+                ": its logits were not kept (dropped by the timeline's memory limit)");
   }
   const double draw = rec.draw >= 0 ? static_cast<double>(rec.draw) : draw_if_none;
   return explain_sampling(rec.logits, history, settings, draw, n_top);

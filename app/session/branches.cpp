@@ -65,6 +65,11 @@ const Branch& BranchTree::branch(int id) const {
   return const_cast<BranchTree*>(this)->mutable_branch(id);
 }
 
+const std::vector<RecordPtr>& BranchTree::current_records() const {
+  static const std::vector<RecordPtr> kNone;
+  return current_ < 0 ? kNone : current_history().records();
+}
+
 void BranchTree::select(int id) {
   current_ = mutable_branch(id).id;
 }

@@ -84,6 +84,8 @@ class BranchTree {
   const Branch& branch(int id) const;
   const Branch& current_branch() const { return branch(current_); }
   const History& current_history() const { return branch(current_).history; }
+  // The current branch's records; empty when there is no branch (cleared).
+  const std::vector<RecordPtr>& current_records() const;
   std::vector<int> children(int id) const;
   std::vector<TreeRow> rows() const;  // depth-first, children in creation order
   // Positions two branches share (their common token prefix, prompt included):

@@ -80,7 +80,7 @@ Commands feature_script(int frame, int total, const EngineState& engine, const s
   if (demo_view.rfind("serving", 0) == 0) return serving_script(frame, total, engine, demo_view);
   Commands cmds;
   auto at = [&](double f) { return frame == static_cast<int>(f * total); };
-  const int n = static_cast<int>(engine.records.size());
+  const int n = static_cast<int>(engine.records().size());
   const int n_steps = engine.timeline_size();
   if (demo_view == "timeline" || demo_view == "sampling") {
     if (at(0.45)) cmds.push_back(cmd::ScrubTo{std::max(1, n / 3)});
@@ -92,7 +92,7 @@ Commands feature_script(int frame, int total, const EngineState& engine, const s
       // The most uncertain step of this branch: the widest distribution to look at.
       int flattest = 0;
       for (int i = 1; i < n; ++i)
-        if (engine.records[i]->top[0].prob < engine.records[flattest]->top[0].prob) flattest = i;
+        if (engine.records()[i]->top[0].prob < engine.records()[flattest]->top[0].prob) flattest = i;
       cmds.push_back(cmd::ScrubTo{flattest});
     }
   }

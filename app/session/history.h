@@ -7,8 +7,8 @@
 //
 // Records are immutable and shared (RecordPtr); dropping detail replaces the
 // History's pointer with a lighter copy. The memory is returned only when no
-// one else holds the original, so the window runs the Generator with
-// keep_history = false: the tree is the owner.
+// one else holds the original: the tree is the records' one owner (the
+// Generator hands each record out and keeps none).
 #pragma once
 
 #include <cstdint>

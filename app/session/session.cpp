@@ -71,13 +71,13 @@ WindowRequests Session::take_window_requests() {
 // Appended incrementally while following the newest record, rebuilt when
 // scrubbing or after a fork.
 void Session::sync_shown() {
-  const size_t n = engine.records.size();
+  const size_t n = engine.records().size();
   const size_t want = ui.view_step < 0 ? n : std::min(n, static_cast<size_t>(ui.view_step) + 1);
   if (engine.seq_version == engine.tree_version && want == engine.seq_count) return;
   if (engine.seq_version == engine.tree_version && want == engine.seq_count + 1)
-    append_record(engine.seq, engine.records[want - 1]);
+    append_record(engine.seq, engine.records()[want - 1]);
   else
-    engine.seq = build_sequence(engine.records, want);
+    engine.seq = build_sequence(engine.records(), want);
   engine.seq_count = want;
   engine.seq_version = engine.tree_version;
 }
@@ -107,10 +107,10 @@ void Session::update(double now) {
   serve_update(now);
   // A restored view's step, once generated (or the last one, when the
   // generation stopped before reaching it).
-  if (engine.pending_view_step >= 0 && engine.stop != StopReason::kNone && !engine.records.empty() &&
-      static_cast<int>(engine.records.size()) <= engine.pending_view_step)
-    engine.pending_view_step = static_cast<int>(engine.records.size()) - 1;
-  if (engine.pending_view_step >= 0 && static_cast<int>(engine.records.size()) > engine.pending_view_step) {
+  if (engine.pending_view_step >= 0 && engine.stop != StopReason::kNone && !engine.records().empty() &&
+      static_cast<int>(engine.records().size()) <= engine.pending_view_step)
+    engine.pending_view_step = static_cast<int>(engine.records().size()) - 1;
+  if (engine.pending_view_step >= 0 && static_cast<int>(engine.records().size()) > engine.pending_view_step) {
     ui.view_step = engine.pending_view_step;
     ui.playing = false;
     engine.pending_view_step = -1;
@@ -139,7 +139,6 @@ void Session::take_event(WorkerEvent& ev, double now) {
         // (refused by the KV layout: the worker dropped the old model's generation all the same)
         engine.tree.clear();
         engine.tree_version++;
-        engine.records.clear();
         engine.started = false;
       }
       break;
@@ -164,7 +163,6 @@ void Session::take_event(WorkerEvent& ev, double now) {
         ui.errors.push_back(std::string("timeline: ") + e.what());
         break;
       }
-      engine.records = engine.tree.current_history().records();
       engine.total_records++;
       if (ui.view_step < 0) engine.last_record_time = now;  // animate only what is on screen
       break;
@@ -197,11 +195,10 @@ void Session::on_forked(const WorkerEvent& ev, double now) {
     ui.errors.push_back(std::string("branching: ") + e.what());
   }
   engine.pending_select = -1;
-  engine.records = engine.tree.current_history().records();
   engine.tree_version++;
-  engine.stop = engine.records.empty() ? StopReason::kNone : engine.records.back()->stop;
+  engine.stop = engine.records().empty() ? StopReason::kNone : engine.records().back()->stop;
   ui.view_step = -1;
-  ui.revealed_step = static_cast<int>(engine.records.size()) - 1;  // the user chose this token
+  ui.revealed_step = static_cast<int>(engine.records().size()) - 1;  // the user chose this token
   engine.last_record_time = now;
 }
 
@@ -353,7 +350,7 @@ void Session::fork(int token) {
   if (engine.decoding.mode != DecodeMode::kSample) return;  // the strategies choose their own tokens
   const int s = shown_step(engine, ui);
   if (s < 0 || engine.pending_forks > 0 || !engine.started) return;
-  const RecordPtr at = engine.records[static_cast<size_t>(s)];
+  const RecordPtr at = engine.records()[static_cast<size_t>(s)];
   if (token == at->token) return;
   const int existing = engine.tree.find_fork(engine.tree.current(), s, token);
   if (existing >= 0) {
@@ -509,7 +506,7 @@ void Session::load_view_from(const std::string& path, double now) {
   if (v.cache != engine.mode) toggle_cache();
   execute(cmd::SetSampler{}, now);
   // The step: this generation when it is the same prompt, else generate it again.
-  if (v.prompt != ui.active_prompt || static_cast<int>(engine.records.size()) <= v.step) {
+  if (v.prompt != ui.active_prompt || static_cast<int>(engine.records().size()) <= v.step) {
     if (v.prompt != ui.active_prompt && engine.model) {
       ui.preset = kNumPresets;
       ui.custom_prompt = v.prompt;
@@ -518,7 +515,7 @@ void Session::load_view_from(const std::string& path, double now) {
     engine.pending_view_step = v.step;
     ui.playing = true;
   } else {
-    ui.view_step = v.step >= static_cast<int>(engine.records.size()) - 1 ? -1 : v.step;
+    ui.view_step = v.step >= static_cast<int>(engine.records().size()) - 1 ? -1 : v.step;
     ui.playing = false;
   }
   ui.status = "view loaded from " + path;

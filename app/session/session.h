@@ -46,7 +46,6 @@ struct WindowRequests {
 struct ReplacedGeneration {
   uint64_t request = 0;  // the start that replaced it
   BranchTree tree;
-  std::vector<RecordPtr> records;
   DecodeSettings decoding;
   StopReason stop = StopReason::kNone;
   std::string active_prompt;

@@ -22,8 +22,13 @@ bool Session::start_generation(const std::string& prompt, const DecodeSettings* 
   // screen, its strategy and its controls as they were.
   if (!running && refused_start(engine.decoding)) return false;
   if (engine.started && !replaced_) {  // (a start over a pending one keeps what the first replaced)
-    replaced_ = ReplacedGeneration{0,           engine.tree,      engine.records, running ? *running : engine.decoding,
-                                   engine.stop, ui.active_prompt, ui.view_step,   ui.revealed_step,
+    replaced_ = ReplacedGeneration{0,
+                                   engine.tree,
+                                   running ? *running : engine.decoding,
+                                   engine.stop,
+                                   ui.active_prompt,
+                                   ui.view_step,
+                                   ui.revealed_step,
                                    ui.playing};
   }
   worker_.cancel_steps();
@@ -34,7 +39,6 @@ bool Session::start_generation(const std::string& prompt, const DecodeSettings* 
   c.options.sampler = ui.sampler;
   c.options.kv = ui.kv_layout;
   c.options.ignore_eos = ui.ignore_eos;
-  c.options.keep_history = false;                        // the BranchTree owns the records (and their memory budget)
   c.options.branch_cache_budget = engine.tree.budget();  // branches keep their K/V under the same budget
   c.decoding = engine.decoding;
   c.request = ++engine.start_request;
@@ -43,7 +47,6 @@ bool Session::start_generation(const std::string& prompt, const DecodeSettings* 
   engine.tree.clear();
   engine.tree.start();
   engine.tree_version++;
-  engine.records.clear();
   engine.seq = SequenceState();
   engine.seq_count = 0;
   engine.pending_forks = 0;
@@ -66,7 +69,6 @@ void Session::restore_replaced(const WorkerEvent& ev) {
   replaced_.reset();
   engine.tree = std::move(r.tree);
   engine.tree_version++;
-  engine.records = std::move(r.records);
   engine.decoding = ui.decoding = r.decoding;
   engine.stop = r.stop;
   engine.started = true;

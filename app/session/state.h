@@ -52,9 +52,8 @@ struct EngineState {
   bool started = false;        // the worker accepted the prompt
   uint64_t start_request = 0;  // id of the newest kStart sent; older starts' kStarted are ignored
   // Every explored branch of this generation (the timeline's memory budget
-  // lives there); `records` is the current branch's history (same pointers).
+  // lives there): the one store of its records.
   BranchTree tree;
-  std::vector<RecordPtr> records;
   int total_records = 0;  // over every generation of this run
   SequenceState seq;      // state at the shown step (the timeline), records [0, seq_count)
   size_t seq_count = 0;
@@ -87,6 +86,8 @@ struct EngineState {
 
   // Steps on the timeline, whatever the strategy.
   int timeline_size() const { return tree.timeline_size(); }
+  // The current branch's records (sampling; empty while beams or a draft run).
+  const std::vector<RecordPtr>& records() const { return tree.current_records(); }
 };
 
 // What panels derive from the engine state and keep between frames rather than

@@ -35,12 +35,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 // One tensor the model needs and where it goes.
 struct Wanted {
   std::string name;
@@ -137,13 +131,9 @@ WeightFiles find_weight_files(const std::string& dir, const std::atomic<bool>* c
   return wf;
 }
 
-StoredType stored_type(const std::string& dtype) {
-  return dtype == "F16" ? StoredType::kF16 : dtype == "BF16" ? StoredType::kBF16 : StoredType::kF32;
-}
-
 void read_matrix(const SafeTensors& st, const std::string& name, const TensorInfo& info, WeightMatrix& m,
                  const std::function<void(uint64_t)>& on_chunk) {
-  m.type = stored_type(info.dtype);
+  m.type = weight_type(info.dtype).value_or(StoredType::kF32);  // (checked when the tensor was found)
   m.rows = info.shape[0];
   m.cols = info.shape[1];
   const size_t n = static_cast<size_t>(m.rows * m.cols);
@@ -196,7 +186,7 @@ WantedTotals check_wanted(const OpenedWeights& ow, const std::vector<Wanted>& wa
                   shape_str(w.shape) + " (from config.json)");
     }
     const std::string& d = it->second.dtype;
-    if (d != "F32" && d != "F16" && d != "BF16") {
+    if (!weight_type(d)) {
       throw Error(*file + ": tensor \"" + w.name + "\" has dtype " + d + ", expected F32, F16 or BF16");
     }
     dtypes.insert(d);

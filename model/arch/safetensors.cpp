@@ -22,12 +22,6 @@ size_t dtype_size(const std::string& d) {
   return 0;
 }
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 uint64_t read_u64_le(const std::string& b) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[static_cast<size_t>(i)]);
@@ -35,6 +29,19 @@ uint64_t read_u64_le(const std::string& b) {
 }
 
 }  // namespace
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+std::optional<StoredType> weight_type(const std::string& dtype) {
+  if (dtype == "F32") return StoredType::kF32;
+  if (dtype == "F16") return StoredType::kF16;
+  if (dtype == "BF16") return StoredType::kBF16;
+  return std::nullopt;
+}
 
 SafeTensors SafeTensors::open(const std::string& path, const std::atomic<bool>* cancel) {
   // Straight into one buffer of the file's size (a stringstream would hold

@@ -5,10 +5,19 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "model/core/numeric.h"
+
 namespace kvscope {
+
+// "[768, 2304]": a tensor's shape as every loader's messages print it.
+std::string shape_str(const std::vector<int64_t>& s);
+// The precision a weight is kept at for its stored dtype ("F32", "F16",
+// "BF16"); none for any other dtype (integers, F64, FP8).
+std::optional<StoredType> weight_type(const std::string& dtype);
 
 struct TensorInfo {
   std::string dtype;  // "F32", "F16", "BF16", ...

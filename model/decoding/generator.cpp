@@ -107,7 +107,6 @@ void Generator::start_tokens(const std::vector<int>& prompt, const GenerateOptio
   opt_ = opt;
   tokens_ = prompt;
   n_prompt_ = static_cast<int>(prompt.size());
-  history_.clear();
   reason_ = StopReason::kNone;
   flops_total_ = 0;
   ms_total_ = 0;
@@ -122,7 +121,7 @@ void Generator::start_tokens(const std::vector<int>& prompt, const GenerateOptio
     cache_.clear();
   }
   seq_ = -1;
-  kept_.clear();
+  prefixes_.clear();
 }
 
 ForwardOutput Generator::run_forward(KVCache& cache, SeqId seq, int first, bool keep_all) {
@@ -200,7 +199,7 @@ ForwardOutput Generator::forward_step(StepRecord& rec) {
     refuse_no_cache(cache_.layout());
     if (seq_ >= 0) cache_.release(seq_);
     seq_ = -1;
-    release_kept();
+    release_prefixes();
     if (!scratch_.ready() || scratch_.layout() != cache_.layout()) scratch_.reset(cache_.layout());
     scratch_.clear();
     const SeqId s = scratch_.add_sequence();
@@ -264,7 +263,6 @@ RecordPtr Generator::step() {
   rec->ms_total = ms_total_;
 
   RecordPtr ptr = rec;
-  if (opt_.keep_history) history_.push_back(ptr);
   return ptr;
 }
 
@@ -343,27 +341,24 @@ RecordPtr Generator::fork(const std::vector<int>& prefix, const StepRecord& at, 
   tokens_.push_back(token);
   computed_upto_ = p;  // position p now holds another token: its K/V are new
   n_forwards_ = at.index + 1;
-  // The totals continue from the record forked, whoever keeps the history.
+  // The totals continue from the record forked.
   flops_total_ = at.flops_total;
   ms_total_ = at.ms_total;
-  if (opt_.keep_history && history_.size() > static_cast<size_t>(at.index))
-    history_.resize(static_cast<size_t>(at.index));
   // The branch left keeps its sequence only for what the new one lacks.
-  kept_.erase(std::remove_if(kept_.begin(), kept_.end(),
-                             [&](const KeptBranch& k) {
-                               const bool redundant = k.tokens.size() <= tokens_.size() &&
-                                                      std::equal(k.tokens.begin(), k.tokens.end(), tokens_.begin());
-                               if (redundant) cache_.release(k.seq);
-                               return redundant;
-                             }),
-              kept_.end());
+  prefixes_.erase(std::remove_if(prefixes_.begin(), prefixes_.end(),
+                                 [&](const CachedPrefix& k) {
+                                   const bool redundant = k.tokens.size() <= tokens_.size() &&
+                                                          std::equal(k.tokens.begin(), k.tokens.end(), tokens_.begin());
+                                   if (redundant) cache_.release(k.seq);
+                                   return redundant;
+                                 }),
+                  prefixes_.end());
   enforce_branch_budget();
   if (seq_ >= 0) fill_cache_fields(*rec);
   reason_ = StopReason::kNone;
   stop_cut_ = std::string::npos;
   update_stop(token, p);
   rec->stop = reason_;
-  if (opt_.keep_history) history_.push_back(rec);
   return rec;
 }
 
@@ -376,7 +371,7 @@ RecordPtr make_forced_record(const StepRecord& at, int token, const std::vector<
 void Generator::keep_current() {
   if (seq_ < 0) return;
   const int n = std::min(cache_.length(seq_), static_cast<int>(tokens_.size()));
-  kept_.push_back(KeptBranch{seq_, std::vector<int>(tokens_.begin(), tokens_.begin() + n), ++use_clock_});
+  prefixes_.push_back(CachedPrefix{seq_, std::vector<int>(tokens_.begin(), tokens_.begin() + n), ++use_clock_});
   seq_ = -1;
 }
 
@@ -387,36 +382,36 @@ void Generator::keep_current() {
 SeqId Generator::take_prefix(const std::vector<int>& prefix) {
   const int p = static_cast<int>(prefix.size());
   int best = -1;
-  for (size_t i = 0; i < kept_.size(); ++i) {
-    const KeptBranch& k = kept_[i];
+  for (size_t i = 0; i < prefixes_.size(); ++i) {
+    const CachedPrefix& k = prefixes_[i];
     if (static_cast<int>(k.tokens.size()) < p || !std::equal(prefix.begin(), prefix.end(), k.tokens.begin()) ||
         !cache_.can_truncate(k.seq, p))
       continue;
     const bool exact = static_cast<int>(k.tokens.size()) == p;
     if (exact) {
       const SeqId s = k.seq;
-      kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(i));
+      prefixes_.erase(prefixes_.begin() + static_cast<std::ptrdiff_t>(i));
       return s;
     }
-    if (best < 0 || k.used > kept_[static_cast<size_t>(best)].used) best = static_cast<int>(i);
+    if (best < 0 || k.used > prefixes_[static_cast<size_t>(best)].used) best = static_cast<int>(i);
   }
   if (best < 0) return -1;
-  KeptBranch& from = kept_[static_cast<size_t>(best)];
+  CachedPrefix& from = prefixes_[static_cast<size_t>(best)];
   from.used = ++use_clock_;
   return cache_.fork(from.seq, p);
 }
 
-void Generator::release_kept() {
-  for (const KeptBranch& k : kept_) cache_.release(k.seq);
-  kept_.clear();
+void Generator::release_prefixes() {
+  for (const CachedPrefix& k : prefixes_) cache_.release(k.seq);
+  prefixes_.clear();
 }
 
 void Generator::enforce_branch_budget() {
-  while (!kept_.empty() && cache_.bytes() > opt_.branch_cache_budget) {
-    const auto oldest = std::min_element(kept_.begin(), kept_.end(),
-                                         [](const KeptBranch& a, const KeptBranch& b) { return a.used < b.used; });
+  while (!prefixes_.empty() && cache_.bytes() > opt_.branch_cache_budget) {
+    const auto oldest = std::min_element(prefixes_.begin(), prefixes_.end(),
+                                         [](const CachedPrefix& a, const CachedPrefix& b) { return a.used < b.used; });
     cache_.release(oldest->seq);
-    kept_.erase(oldest);
+    prefixes_.erase(oldest);
   }
 }
 

@@ -1,6 +1,7 @@
 // One generation: prompt -> prefill -> decode steps, in KV CACHE or NO CACHE
 // mode (switchable between any two steps). Each forward yields an immutable
-// StepRecord; readers (CLI, UI, renderer) only ever see those records.
+// StepRecord, handed out and not kept: the caller owns the history (the
+// window's BranchTree, a CLI stream). Readers only ever see those records.
 #pragma once
 
 #include <cstdint>
@@ -170,9 +171,8 @@ struct GenerateOptions {
   std::vector<std::string> stop;  // stop strings
   SamplerSettings sampler;
   CacheMode mode = CacheMode::kKV;
-  bool keep_history = true;  // keep every record (the CLI streams and needs none)
-  bool ignore_eos = false;   // keep going past the end-of-text token (soak runs fill the context)
-  KVSettings kv;             // cache layout: dtype, window + sinks, paging (both modes run it)
+  bool ignore_eos = false;  // keep going past the end-of-text token (soak runs fill the context)
+  KVSettings kv;            // cache layout: dtype, window + sinks, paging (both modes run it)
   // Branching keeps the sequences of branches left by fork() in the cache
   // (a paged cache shares their common prefix pages) while the whole cache
   // holds at most this many bytes; beyond, least recently used ones go first.
@@ -211,7 +211,7 @@ class Generator {
   // the at.seq_len tokens before it chose (History::tokens_before(at.index));
   // `at` may come from another branch of the same prompt. Returns the forced
   // record (a copy of `at` choosing `token`; prob from at's logits, else its
-  // top candidates) and makes it the last: history() keeps [0, at.index) + it.
+  // top candidates); the next step() continues from it.
   // KV CACHE: when a sequence of the cache holds `prefix` (this branch's, or
   // one kept for an earlier branch) the new branch takes it, forked at
   // at.seq_len (KVCache::fork, sharing the prefix) unless it holds exactly
@@ -229,7 +229,6 @@ class Generator {
   bool fork_reused_cache() const { return fork_reused_cache_; }
   const GenerateOptions& options() const { return opt_; }
 
-  const std::vector<RecordPtr>& history() const { return history_; }
   const std::vector<int>& tokens() const { return tokens_; }  // prompt + generated
   int n_prompt() const { return n_prompt_; }
   int n_generated() const { return static_cast<int>(tokens_.size()) - n_prompt_; }
@@ -242,15 +241,19 @@ class Generator {
   const Model& model() const { return *model_; }
 
  private:
-  // A sequence of the cache kept for a branch other than the current one.
-  struct KeptBranch {
+  // A sequence of the cache kept after a fork, by the tokens it holds: KV
+  // memory that lets a later fork at any of its prefixes compute one position
+  // instead of refilling (a prefix cache, per sequence). It names no branch:
+  // the branches themselves (ids, parents, records) are the caller's (the
+  // window's BranchTree); this is only which cached rows are worth keeping.
+  struct CachedPrefix {
     SeqId seq = -1;
     std::vector<int> tokens;  // the tokens of its cached positions [0, length)
     uint64_t used = 0;        // when it last served a fork (least recently used go first)
   };
   void keep_current();
   SeqId take_prefix(const std::vector<int>& prefix);
-  void release_kept();
+  void release_prefixes();
   void enforce_branch_budget();
   void fill_cache_fields(StepRecord& rec) const;
   void update_stop(int token, int seq_len);
@@ -266,20 +269,19 @@ class Generator {
   KVCache cache_;
   KVCache scratch_;  // NO CACHE: filled by one forward, emptied after it
   SeqId seq_ = -1;
-  std::vector<KeptBranch> kept_;  // other branches' sequences in cache_
+  std::vector<CachedPrefix> prefixes_;  // sequences of cache_ other than seq_
   uint64_t use_clock_ = 0;
   Sampler sampler_;
   GenerateOptions opt_;
   std::vector<int> tokens_;
   int n_prompt_ = 0;
-  std::vector<RecordPtr> history_;
   StopReason reason_ = StopReason::kNone;
   uint64_t flops_total_ = 0;
   double ms_total_ = 0;
   int computed_upto_ = 0;                // positions [0, computed_upto_) have been computed at least once
   size_t stop_cut_ = std::string::npos;  // byte offset of the first stop string in text()
   bool started_ = false;
-  int n_forwards_ = 0;  // forwards run in this generation (history_ may be trimmed)
+  int n_forwards_ = 0;  // forwards run in this generation (records are handed out, not kept)
   bool fork_reused_cache_ = false;
 };
 

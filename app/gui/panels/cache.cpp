@@ -196,7 +196,7 @@ std::vector<double> computed_flops(const EngineState& engine, CacheMode mode) {
   std::vector<double> out;
   if (!engine.model) return out;
   const Config& c = engine.model->config;
-  for (const RecordPtr& r : engine.records) {
+  for (const RecordPtr& r : engine.records()) {
     const int T = r->seq_len;
     uint64_t f = 0;
     if (r->prefill || mode == CacheMode::kNoCache)
@@ -239,7 +239,7 @@ Commands panel_cache(const EngineState& engine, UiState& ui) {
     // Tokens per second over this branch's decode steps up to the shown one
     // (engine time only): its total less the prefill's.
     const int n = r ? r->index : 0;
-    const double ms = n > 0 && !engine.records.empty() ? r->ms_total - engine.records.front()->ms : 0;
+    const double ms = n > 0 && !engine.records().empty() ? r->ms_total - engine.records().front()->ms : 0;
     if (n > 0) std::snprintf(buf, sizeof(buf), "%.1f tokens/s", 1000.0 * n / std::max(ms, 1e-6));
     counter_row("engine speed", n > 0 ? buf : "-");
     ImGui::EndTable();
@@ -248,7 +248,7 @@ Commands panel_cache(const EngineState& engine, UiState& ui) {
   kv_loss_plot(engine, pal, cmds);
   std::vector<double> per, cum;
   std::vector<CacheMode> modes;
-  for (const RecordPtr& rec : engine.records) {
+  for (const RecordPtr& rec : engine.records()) {
     per.push_back(static_cast<double>(rec->flops));
     cum.push_back(static_cast<double>(rec->flops_total));
     modes.push_back(rec->mode);

@@ -43,7 +43,7 @@ Commands panel_phases(const EngineState& engine, UiState& ui) {
   Commands cmds;
   const int s = shown_step_or_note(engine, ui);
   if (s < 0) return cmds;
-  const PhaseReport rep = measure_phases(engine.records, static_cast<size_t>(s) + 1);
+  const PhaseReport rep = measure_phases(engine.records(), static_cast<size_t>(s) + 1);
   if (rep.has_prefill) {
     char ttft[64];
     std::snprintf(ttft, sizeof ttft, "time to first token: %.2f ms", rep.ttft_ms);
@@ -232,7 +232,7 @@ namespace {
 // Eviction by score, when the shown step runs it: what the rule keeps, what it
 // costs, where it fails, with this run's numbers (app/lessons/eviction.h).
 void eviction_lesson_section(const EngineState& engine, const Palette& pal) {
-  const EvictionLesson e = eviction_lesson(engine.records, engine.seq_count);
+  const EvictionLesson e = eviction_lesson(engine.records(), engine.seq_count);
   if (!e.active) return;
   if (!ImGui::CollapsingHeader(header_label("Eviction by score: this run", "Eviction").c_str(),
                                ImGuiTreeNodeFlags_DefaultOpen))

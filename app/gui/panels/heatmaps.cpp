@@ -144,8 +144,8 @@ Commands panel_heatmaps(const EngineState& engine, UiState& ui) {
   // The maps first, at least two text lines tall each (so their head labels stay apart), the
   // explanation under them: in a short lesson strip (a large text scale) the lesson scrolls to it.
   const float fs = ImGui::GetFontSize();
-  const float rows = static_cast<size_t>(s) < engine.records.size()
-                         ? static_cast<float>(engine.records[static_cast<size_t>(s)]->n_layer)
+  const float rows = static_cast<size_t>(s) < engine.records().size()
+                         ? static_cast<float>(engine.records()[static_cast<size_t>(s)]->n_layer)
                          : 1.0f;
   const ImVec2 size(
       avail.x, std::max({60.0f, avail.y - 2 * ImGui::GetTextLineHeightWithSpacing(), fs * 1.3f + rows * fs * 2.3f}));
@@ -153,7 +153,7 @@ Commands panel_heatmaps(const EngineState& engine, UiState& ui) {
   const bool hovered = ImGui::IsItemHovered();
   const ImVec2 mouse = hovered ? ImGui::GetIO().MousePos : ImVec2(-1e9f, -1e9f);
   const HeatmapHit hit =
-      draw_heatmap_grid(ImGui::GetWindowDrawList(), p0, size, engine.records, s, ui.layer, ui.head, mouse,
+      draw_heatmap_grid(ImGui::GetWindowDrawList(), p0, size, engine.records(), s, ui.layer, ui.head, mouse,
                         ImGui::GetFont(), ImGui::GetFontSize(), palette_for(ui.colour_blind), ui.memo.heat);
   if (hit.layer >= 0) {
     begin_wrapped_tooltip();

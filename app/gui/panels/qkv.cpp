@@ -102,7 +102,7 @@ Commands panel_qkv(const EngineState& engine, UiState& ui) {
       cmds.push_back(cmd::SelectHead{std::max(0, ui.layer), std::max(0, ui.head)});
     return cmds;
   }
-  const QkvInspection in = inspect_qkv(engine.records, shown_step(engine, ui), ui.layer, ui.head);
+  const QkvInspection in = inspect_qkv(engine.records(), shown_step(engine, ui), ui.layer, ui.head);
   if (!in.ok) {
     text_wrapped_words(in.missing);
     return cmds;
@@ -128,7 +128,7 @@ Commands panel_qkv(const EngineState& engine, UiState& ui) {
 void kv_rows_tooltip(const EngineState& engine, int layer, int head, int pos, int step) {
   std::vector<float> k, v;
   const int h = std::max(0, head);
-  if (!kv_rows_of(engine.records, step, layer, h, pos, k, v)) return;
+  if (!kv_rows_of(engine.records(), step, layer, h, pos, k, v)) return;
   ImGui::Text("head %d: k = %s", h, first_values(k.data(), static_cast<int>(k.size()), 8).c_str());
   ImGui::Text("        v = %s", first_values(v.data(), static_cast<int>(v.size()), 8).c_str());
 }

@@ -24,7 +24,7 @@ bool same_settings(const SamplerSettings& a, const SamplerSettings& b) {
 // The explanation of the shown step, kept in `c` while neither the step nor the settings change.
 const PanelMemo::Explain& explain_for(PanelMemo::Explain& c, const EngineState& engine, int step,
                                       const SamplerSettings& settings) {
-  const RecordPtr& rec = engine.records[static_cast<size_t>(step)];
+  const RecordPtr& rec = engine.records()[static_cast<size_t>(step)];
   if (c.rec == rec && same_settings(c.settings, settings) && c.settings.seed == settings.seed) return c;
   c = PanelMemo::Explain();
   c.rec = rec;
@@ -278,7 +278,7 @@ Commands panel_next_token(const EngineState& engine, UiState& ui) {
   if (!sample) return panel_decode_step(engine, ui);
   const int step = shown_step_or_note(engine, ui);
   if (step >= 0) {
-    explained_step(engine, ui, step, *engine.records[static_cast<size_t>(step)], cmds);
+    explained_step(engine, ui, step, *engine.records()[static_cast<size_t>(step)], cmds);
   }
   ImGui::Separator();
   sampler_controls(ui, cmds);

@@ -166,13 +166,13 @@ Commands panel_branches(const EngineState& engine, UiState& ui) {
     }
     ImGui::TableHeadersRow();
     // Predict mode: the branch on screen without its newest token (nor the probability that includes it).
-    const bool hidden = prediction_hidden(engine, ui) && !engine.records.empty();
+    const bool hidden = prediction_hidden(engine, ui) && !engine.records().empty();
     for (const TreeRow& row : engine.tree.rows()) {
       const Branch& b = engine.tree.branch(row.id);
       const bool guessing = hidden && b.id == engine.tree.current();
       std::string text = b.text;
       if (guessing) {
-        const std::string& newest = engine.records.back()->raw_piece;
+        const std::string& newest = engine.records().back()->raw_piece;
         if (text.size() >= newest.size() && text.compare(text.size() - newest.size(), newest.size(), newest) == 0)
           text.resize(text.size() - newest.size());
         text += " ?";

@@ -109,7 +109,7 @@ void legend_entry(ImU32 col, const char* text) {
 void spread_line(const EngineState& engine, const UiState& ui) {
   const int s = shown_step(engine, ui);
   if (s < 0) return;
-  const AttentionSpread a = attention_spread(*engine.records[static_cast<size_t>(s)]);
+  const AttentionSpread a = attention_spread(*engine.records()[static_cast<size_t>(s)]);
   text_wrapped_wordsf("Step %d attention: %.1f bits/head (even spread: %.1f), top ray %.0f%%", s, a.mean_bits,
                       a.uniform_bits, 100.0 * a.mean_top);
   if (ImGui::IsItemHovered())

@@ -75,10 +75,10 @@ json state_of(const Session& s) {
   json j = json::object();
   const int step = shown_step(s.engine, s.ui);
   std::vector<int> generated;
-  if (s.engine.model && step >= 0 && step < static_cast<int>(s.engine.records.size())) {
+  if (s.engine.model && step >= 0 && step < static_cast<int>(s.engine.records().size())) {
     const Tokenizer& tok = s.engine.model->tokenizer;
-    j = step_json(*s.engine.records[static_cast<size_t>(step)], tok);
-    for (int i = 0; i <= step; ++i) generated.push_back(s.engine.records[static_cast<size_t>(i)]->token);
+    j = step_json(*s.engine.records()[static_cast<size_t>(step)], tok);
+    for (int i = 0; i <= step; ++i) generated.push_back(s.engine.records()[static_cast<size_t>(i)]->token);
     j["text"] = tok.decode_text(generated);
   } else {
     j["event"] = nullptr;
