@@ -1,53 +1,101 @@
-#The headless libraries' source lists, relative to the source root, one list
-#per library and folder(docs / architecture.md).Read by CMakeLists.txt(the
-#libraries) and tests / fuzz / CMakeLists.txt(the same code built with
-#libFuzzer), so a new file is added once and both builds get it.
+# The headless libraries' source lists, relative to the source root, one list
+# per library and folder (docs/architecture.md). Read by CMakeLists.txt (the
+# libraries) and tests/fuzz/CMakeLists.txt (the same code built with
+# libFuzzer), so a new file is added once and both builds get it.
 
-#model / : the engine(Eigen + std + JSON + utf8proc + PCRE2), by concern.
-set(KVSCOPE_MODEL_SRC model / core / file_io.cpp model / core / numeric.cpp model / core / thread_pool.cpp model /
-    core / units.cpp model / tokenizer / tokenizer.cpp model / tokenizer / tokenizer_json.cpp model / tokenizer /
-    tokenizer_rules.cpp model / arch / config.cpp model / arch / hf_cache.cpp model / arch / gpt2_loader.cpp model /
-    arch / llama_loader.cpp model / arch / model.cpp model / arch / weight_matrix.cpp model / arch /
-    safetensors.cpp model / engine / engine.cpp model / engine / kernels.cpp model / engine / kernels_attend.cpp model /
-    engine / linear.cpp model / engine / linear_kernels.cpp model / engine / llama_layers.cpp model / engine /
-    llama_ops.cpp model / kv / kv_cache.cpp model / kv / kv_layout.cpp model / kv / kv_evict.cpp model / kv /
-    kv_eval.cpp model / kv / kv_quant.cpp model / decoding / beam_generator.cpp model / decoding /
-    beam_search.cpp model / decoding / generator.cpp model / decoding / sampler.cpp model / decoding /
-    sampler_json.cpp model / decoding / speculative_accept.cpp model / decoding / speculative_generator.cpp model /
-    serving / block_pool.cpp model / serving / requests.cpp model / serving / scheduler.cpp model / serving /
-    server.cpp)
+# model/: the engine (Eigen + std + JSON + utf8proc + PCRE2), by concern.
+set(KVSCOPE_MODEL_SRC
+  model/core/file_io.cpp
+  model/core/numeric.cpp
+  model/core/thread_pool.cpp
+  model/core/units.cpp
+  model/tokenizer/tokenizer.cpp
+  model/tokenizer/tokenizer_json.cpp
+  model/tokenizer/tokenizer_rules.cpp
+  model/arch/config.cpp
+  model/arch/hf_cache.cpp
+  model/arch/gpt2_loader.cpp
+  model/arch/llama_loader.cpp
+  model/arch/model.cpp
+  model/arch/weight_matrix.cpp
+  model/arch/safetensors.cpp
+  model/engine/engine.cpp
+  model/engine/kernels.cpp
+  model/engine/kernels_attend.cpp
+  model/engine/linear.cpp
+  model/engine/linear_kernels.cpp
+  model/engine/llama_layers.cpp
+  model/engine/llama_ops.cpp
+  model/kv/kv_cache.cpp
+  model/kv/kv_layout.cpp
+  model/kv/kv_evict.cpp
+  model/kv/kv_eval.cpp
+  model/kv/kv_quant.cpp
+  model/decoding/beam_generator.cpp
+  model/decoding/beam_search.cpp
+  model/decoding/generator.cpp
+  model/decoding/sampler.cpp
+  model/decoding/sampler_json.cpp
+  model/decoding/speculative_accept.cpp
+  model/decoding/speculative_generator.cpp
+  model/serving/block_pool.cpp
+  model/serving/requests.cpp
+  model/serving/scheduler.cpp
+  model/serving/server.cpp)
 
-#render / scene / : the scene builder, pure, no GL.
-    set(KVSCOPE_SCENE_SRC render / scene / label_layout.cpp render / scene / scene.cpp render / scene /
-        scene_beams.cpp render / scene / scene_camera.cpp render / scene / scene_format.cpp render / scene /
-        scene_kv.cpp render / scene / scene_lod.cpp render / scene / scene_palette.cpp render / scene /
-        scene_sequence.cpp render / scene / scene_serve.cpp render / scene / scene_serve_layout.cpp render / scene /
-        scene_spec.cpp)
+# render/scene/: the scene builder, pure, no GL.
+set(KVSCOPE_SCENE_SRC
+  render/scene/label_layout.cpp
+  render/scene/scene.cpp
+  render/scene/scene_beams.cpp
+  render/scene/scene_camera.cpp
+  render/scene/scene_format.cpp
+  render/scene/scene_kv.cpp
+  render/scene/scene_lod.cpp
+  render/scene/scene_palette.cpp
+  render/scene/scene_sequence.cpp
+  render/scene/scene_serve.cpp
+  render/scene/scene_serve_layout.cpp
+  render/scene/scene_spec.cpp)
 
-#app / platform / assets : data files found relative to the executable.
-        set(KVSCOPE_ASSETS_SRC app / platform / assets.cpp)
+# app/platform/assets: data files found relative to the executable.
+set(KVSCOPE_ASSETS_SRC app/platform/assets.cpp)
 
-#app / lessons / : the teaching logic, headless(no GL, no ImGui).
-            set(KVSCOPE_LESSONS_SRC app / lessons / decode.cpp app / lessons / eviction.cpp app / lessons /
-                kv_memory.cpp app / lessons / phases.cpp app / lessons / qkv.cpp app / lessons / sampling.cpp app /
-                lessons / serve_presets.cpp app / lessons / training.cpp)
+# app/lessons/: the teaching logic, headless (no GL, no ImGui).
+set(KVSCOPE_LESSONS_SRC
+  app/lessons/decode.cpp
+  app/lessons/eviction.cpp
+  app/lessons/kv_memory.cpp
+  app/lessons/phases.cpp
+  app/lessons/qkv.cpp
+  app/lessons/sampling.cpp
+  app/lessons/serve_presets.cpp
+  app/lessons/training.cpp)
 
-#app / cli / : the command line.
-                set(KVSCOPE_CLI_SRC app / cli / cli.cpp app / cli / cli_bench.cpp app / cli / cli_decode.cpp app / cli /
-                    cli_eval.cpp app / cli / cli_flags.cpp app / cli / cli_generate.cpp app / cli /
-                    cli_inspect.cpp app / cli / cli_serve.cpp app / cli / record_json.cpp)
+# app/cli/: the command line.
+set(KVSCOPE_CLI_SRC
+  app/cli/cli.cpp
+  app/cli/cli_bench.cpp
+  app/cli/cli_decode.cpp
+  app/cli/cli_eval.cpp
+  app/cli/cli_flags.cpp
+  app/cli/cli_generate.cpp
+  app/cli/cli_inspect.cpp
+  app/cli/cli_serve.cpp
+  app/cli/record_json.cpp)
 
-#app / worker / : the window's engine threads (no GL).
-                    set(KVSCOPE_WORKER_SRC app / worker / worker.cpp app / worker / kv_scoring.cpp app / worker /
-                        serve_runner.cpp)
+# app/worker/: the window's engine threads (no GL).
+set(KVSCOPE_WORKER_SRC app/worker/worker.cpp app/worker/kv_scoring.cpp app/worker/serve_runner.cpp)
 
-#app / session /'s data: the settings file, the fitting of restored values, the
-#timeline, the branches and saved views.GL - free and thread - free : part of the
-#session library, and fuzzed as the readers of the files the window saves.
-                        set(KVSCOPE_SESSION_DATA_SRC app / session / branches.cpp app / session / fitting.cpp app /
-                            session / history.cpp app / session / saved_view.cpp app / session / settings.cpp)
+# app/session/'s data: the settings file, the fitting of restored values, the
+# timeline, the branches and saved views. GL-free and thread-free: part of the
+# session library, and fuzzed as the readers of the files the window saves.
+set(KVSCOPE_SESSION_DATA_SRC
+  app/session/branches.cpp
+  app/session/fitting.cpp
+  app/session/history.cpp
+  app/session/saved_view.cpp
+  app/session/settings.cpp)
 
-#app / session / : the window's controller (state, worker, event intake, typed commands, demo).
-                            set(KVSCOPE_SESSION_SRC app / session / session.cpp app / session /
-                                session_serving.cpp app / session / session_start.cpp app / session /
-                                demo_script.cpp ${KVSCOPE_SESSION_DATA_SRC})
+# app/session/: the window's controller (state, worker, event intake, typed commands, demo).
+set(KVSCOPE_SESSION_SRC app/session/session.cpp app/session/session_serving.cpp app/session/session_start.cpp app/session/demo_script.cpp ${KVSCOPE_SESSION_DATA_SRC})
