@@ -38,6 +38,7 @@ set(KVSCOPE_MODEL_SRC
   model/decoding/sampler_json.cpp
   model/decoding/speculative_accept.cpp
   model/decoding/speculative_generator.cpp
+  model/decoding/step_record.cpp
   model/serving/block_pool.cpp
   model/serving/requests.cpp
   model/serving/scheduler.cpp

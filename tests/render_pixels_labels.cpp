@@ -2,6 +2,7 @@
 // projector text scales, every camera preset): token labels, row captions,
 // beam weights, page captions and the text line keep inside the view and
 // off each other and the blocks. Built into kvscope_render_tests.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -215,13 +216,10 @@ TEST_F(TeachPixels, PageCaptionsStayWholeInsideTheViewAndClearOfOtherText) {
     auto paged = std::make_shared<StepRecord>(*r);
     paged->kv_layout.block = 4;
     paged->kv_held.clear();
-    paged->kv_held_block.clear();
-    paged->kv_held_refs.clear();
-    for (int p = 0; p < paged->seq_len; ++p) {
-      paged->kv_held.push_back(p);
-      paged->kv_held_block.push_back(p / 4);
-      paged->kv_held_refs.push_back(p / 4 % 2 == 0 ? 2 : 1);
-    }
+    paged->kv_page_runs.clear();
+    for (int p = 0; p < paged->seq_len; ++p) paged->kv_held.push_back(p);
+    for (int p = 0; p < paged->seq_len; p += 4)
+      paged->kv_page_runs.push_back({p, std::min(4, paged->seq_len - p), p / 4, p / 4 % 2 == 0 ? 2 : 1});
     r = paged;
   }
   const SequenceState seq = build_sequence(h, h.size());

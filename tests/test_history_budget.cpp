@@ -102,7 +102,20 @@ TEST(HistoryBudget, ThousandsOfStepsAtLongContextStayWithinTheBudget) {
   for (size_t i = 1; i < h.size(); ++i) ASSERT_EQ(h[i]->token, gen.tokens()[5 + i]) << i;
   for (size_t i = h.size() - kKeepRecent; i < h.size(); ++i) EXPECT_EQ(h.detail(i), unsigned{kDetailAll}) << i;
   EXPECT_EQ(h.detail(kSteps / 2) & kDetailAttention, 0u);
-  EXPECT_EQ(h.detail(1) & kDetailKV, 0u);  // the oldest went further: K/V rows and the cache map too
+  // Dropping attention and logits is enough here: what is left of a step
+  // (its K/V rows, a fixed size per step, and its cache picture, one run)
+  // does not grow with the context, so the K/V rows stay (pass 2 runs only
+  // when pass 1 was not enough; PagedStepsKeepTheirPagesWhenTheirRowsAreDropped
+  // makes it run). Held positions stored one int each, 2200 steps would hold
+  // 9.7 MB of them: the oldest steps' K/V rows would have had to go.
+  EXPECT_EQ(tree.trimmed().kv_dropped, 0) << tree.bytes();
+  EXPECT_NE(h.detail(1) & kDetailKV, 0u);
+  // Every step keeps its cache picture, which does not grow with the
+  // context: a dense cache holds [0, seq_len), one run.
+  for (size_t i = 0; i < h.size(); ++i) {
+    ASSERT_EQ(h[i]->kv_held.runs().size(), 1u) << i;
+    ASSERT_EQ(h[i]->kv_held.runs()[0], (PositionRuns::Run{0, h[i]->seq_len})) << i;
+  }
   // The heap agrees with the count: what the history holds grew by no more
   // than the budget (the engine's scratch and the generator's token list aside).
   expect_heap_growth_within(heap0, kBudget);
@@ -234,9 +247,10 @@ TEST(HistoryBudget, PagedStepsKeepTheirPagesWhenTheirRowsAreDropped) {
     const StepRecord& light = *k[i];
     ASSERT_TRUE(whole.kv_layout.paged());
     ASSERT_EQ(detail_of(light) & kDetailKV, 0u) << i;
-    EXPECT_TRUE(light.k.empty() && light.kv_held_block.empty()) << i;
+    EXPECT_TRUE(light.k.empty() && light.v.empty()) << i;
     EXPECT_FALSE(light.kv_page_runs.empty()) << i;
-    EXPECT_EQ(page_runs(light), page_runs(whole)) << i;
+    EXPECT_EQ(light.kv_page_runs, whole.kv_page_runs) << i;
+    EXPECT_EQ(light.kv_held, whole.kv_held) << i;
     // The picture: the same frames and labels, scrubbed back to step i.
     ViewOptions view;
     const Scene a = build_scene(all, i + 1, view), b = build_scene(k.records(), i + 1, view);
@@ -265,10 +279,19 @@ TEST(HistoryBudget, PagedStepsKeepTheirPagesWhenTheirRowsAreDropped) {
   }
   EXPECT_EQ(checked, static_cast<int>(k.size()) - kRecent);
 
-  // A budget too small even for the runs drops them last, oldest first.
-  EXPECT_EQ(h.detail(1) & kDetailPages, 0u);
-  EXPECT_GT(tree.trimmed().pages_dropped, 0);
-  EXPECT_EQ(kept.trimmed().pages_dropped, 0);
+  // A budget too small for anything but the newest records still keeps
+  // every record's pages (a run per page, never dropped): pages of 4 hold
+  // ceil(seq_len / 4) runs, each page's positions consecutive.
+  EXPECT_GT(tree.trimmed().kv_dropped, 0);
+  for (size_t i = 0; i < h.size(); ++i) {
+    const StepRecord& r = *h[i];
+    EXPECT_EQ(r.kv_page_runs, all[i]->kv_page_runs) << i;
+    ASSERT_EQ(r.kv_page_runs.size(), static_cast<size_t>((r.seq_len + 3) / 4)) << i;
+    for (size_t j = 0; j < r.kv_page_runs.size(); ++j) {
+      EXPECT_EQ(r.kv_page_runs[j].pos, static_cast<int>(j) * 4) << i;
+      EXPECT_EQ(r.kv_page_runs[j].n, std::min(4, r.seq_len - static_cast<int>(j) * 4)) << i;
+    }
+  }
 }
 
 }  // namespace

@@ -316,8 +316,9 @@ TEST(KVCache, GeneratorForkKeepsTheOldBranchSharingThePrefix) {
       continue;
     }
     EXPECT_EQ(forced->kv_sequences, 2);
-    for (size_t i = 0; i < forced->kv_held.size(); ++i)
-      EXPECT_EQ(forced->kv_held_refs[i], 2) << "at the fork every page of the prefix is shared";
+    ASSERT_FALSE(forced->kv_page_runs.empty());
+    for (const PageRun& run : forced->kv_page_runs)
+      EXPECT_EQ(run.refs, 2) << "at the fork every page of the prefix is shared";
     EXPECT_EQ(gen.cache().sequences().size(), 2u);
     EXPECT_EQ(next->kv_sequences, 2);
     EXPECT_EQ(gen.cache().blocks_copied(), copies + 1) << "the shared partial page, copied on first write";
@@ -325,8 +326,12 @@ TEST(KVCache, GeneratorForkKeepsTheOldBranchSharingThePrefix) {
     EXPECT_EQ(next->kv_bytes, static_cast<uint64_t>(old_pages + new_pages - shared) * page);
     EXPECT_EQ(next->kv_bytes_separate, static_cast<uint64_t>(old_pages + new_pages) * page);
     EXPECT_EQ(next->kv_bytes, gen.cache().bytes());
-    ASSERT_EQ(next->kv_held_refs.size(), static_cast<size_t>(p + 1));
-    for (int q = 0; q <= p; ++q) EXPECT_EQ(next->kv_held_refs[static_cast<size_t>(q)], q < shared * 4 ? 2 : 1) << q;
+    ASSERT_EQ(next->kv_held.count(), p + 1);
+    for (int q = 0; q <= p; ++q) {
+      const PageRun* run = next->page_at(q);
+      ASSERT_NE(run, nullptr) << q;
+      EXPECT_EQ(run->refs, q < shared * 4 ? 2 : 1) << q;
+    }
     // Back to the old branch's end: its kept sequence is taken over, no refill.
     std::vector<int> old_prefix(prefix);
     for (size_t i = 5; i < recs.size(); ++i) old_prefix.push_back(recs[i - 1]->token);

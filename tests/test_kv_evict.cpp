@@ -65,7 +65,7 @@ void check_counters(const EvictCase& ec, const Config& c, const StepRecord& r, i
     rows += h.size();
     widest = std::max(widest, static_cast<int>(h.size()));
   }
-  EXPECT_EQ(r.kv_held, std::vector<int>(all.begin(), all.end())) << where;
+  EXPECT_EQ(r.kv_held.positions(), std::vector<int>(all.begin(), all.end())) << where;
   if (ec.block) {
     // Pages hold every layer's rows; a dropped row's slot is taken by the next
     // position of its layer, so no layer needs more slots than it ever held at once.

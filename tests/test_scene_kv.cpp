@@ -217,8 +217,8 @@ TEST(SceneKv, PagesFrameTheirPositions) {
   // captions where it has no room for all.
   auto shared = std::make_shared<StepRecord>(r);
   const int last_page = (T - 1) / B * B;
-  for (size_t i = 0; i < shared->kv_held.size(); ++i)
-    if (shared->kv_held[i] >= last_page) shared->kv_held_refs[i] = 2;
+  for (PageRun& run : shared->kv_page_runs)
+    if (run.pos >= last_page) run.refs = 2;
   std::vector<RecordPtr> recs2(recs.begin(), recs.end() - 1);
   recs2.push_back(shared);
   const Scene s2 = build_scene(recs2, recs2.size(), ViewOptions());

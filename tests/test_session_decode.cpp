@@ -480,8 +480,12 @@ TEST(SessionDecoding, ABranchSharesItsPrefixPagesWithTheBranchItLeft) {
       EXPECT_EQ(r.kv_bytes, static_cast<uint64_t>(old_pages + new_pages - shared) * B * per);
       EXPECT_EQ(r.kv_bytes_separate, static_cast<uint64_t>(old_pages + new_pages) * B * per);
       EXPECT_EQ(r.kv_rows, old_len + (p + 1 - shared * B));
-      ASSERT_EQ(r.kv_held_refs.size(), static_cast<size_t>(p + 1));
-      for (int q = 0; q <= p; ++q) EXPECT_EQ(r.kv_held_refs[static_cast<size_t>(q)], q < shared * B ? 2 : 1) << q;
+      ASSERT_EQ(r.kv_held.count(), p + 1);
+      for (int q = 0; q <= p; ++q) {
+        const PageRun* run = r.page_at(q);
+        ASSERT_NE(run, nullptr) << q;
+        EXPECT_EQ(run->refs, q < shared * B ? 2 : 1) << q;
+      }
       // The scene frames the shared pages as shared.
       const Scene scene = build_scene(s.engine.seq, ViewOptions());
       int shared_frames = 0;

@@ -8,7 +8,7 @@ using nlohmann::json;
 
 namespace {
 
-json top_json(const StepRecord& r, const Tokenizer& tok) {
+json top_json(const StepChoice& r, const Tokenizer& tok) {
   json top = json::array();
   for (const Candidate& c : r.top) {
     top.push_back({{"token", c.token},

@@ -10,7 +10,7 @@ namespace kvscope {
 
 namespace {
 
-bool holds(const StepRecord& r, int layer, int pos) {
+bool holds(const StepCache& r, int layer, int pos) {
   if (static_cast<size_t>(layer) >= r.kv_held_by_layer.size()) return true;  // not recorded: assume held
   const std::vector<int>& h = r.kv_held_by_layer[static_cast<size_t>(layer)];
   return std::binary_search(h.begin(), h.end(), pos);

@@ -18,10 +18,11 @@ const char* const kNoCacheExplain =
 
 namespace {
 
-void add(PhaseStats& s, const StepRecord& r) {
+// A forward over `positions` new positions, with what it ran.
+void add(PhaseStats& s, int positions, const StepCounters& r) {
   s.records += 1;
   s.tokens += 1;
-  s.positions += r.n_new;
+  s.positions += positions;
   s.flops += r.flops;
   s.ms += r.ms;
   s.read_bytes += r.read_bytes;
@@ -34,18 +35,18 @@ PhaseReport measure_phases(const std::vector<RecordPtr>& records, size_t count) 
   count = std::min(count, records.size());
   for (size_t i = 0; i < count; ++i) {
     const StepRecord& r = *records[i];
-    add(rep.all, r);
+    add(rep.all, r.n_new, r);
     if (r.prefill) {
       rep.has_prefill = true;
       rep.ttft_ms = r.ms;
       rep.prompt_tokens = r.n_prompt;
-      add(rep.prefill, r);
+      add(rep.prefill, r.n_new, r);
     } else if (r.mode == CacheMode::kNoCache) {
-      add(rep.no_cache, r);
+      add(rep.no_cache, r.n_new, r);
     } else if (r.refill) {
-      add(rep.refill, r);
+      add(rep.refill, r.n_new, r);
     } else {
-      add(rep.decode, r);
+      add(rep.decode, r.n_new, r);
     }
   }
   return rep;

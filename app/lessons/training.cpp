@@ -176,7 +176,7 @@ bool find_training_record(const std::string& model_dir, TrainingRecord& out) {
   return false;
 }
 
-AttentionSpread attention_spread(const StepRecord& r) {
+AttentionSpread attention_spread(const StepForward& r) {
   AttentionSpread s;
   s.keys = r.seq_len;
   s.uniform_bits = r.seq_len > 0 ? std::log2(static_cast<double>(r.seq_len)) : 0;

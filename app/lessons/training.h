@@ -74,7 +74,7 @@ struct AttentionSpread {
   double uniform_bits = 0;  // log2(keys)
   double mean_top = 0;      // mean over layers and heads of the largest weight
 };
-AttentionSpread attention_spread(const StepRecord& r);
+AttentionSpread attention_spread(const StepForward& r);
 
 // --- the plot ---------------------------------------------------------------
 struct PlotPoint {

@@ -118,8 +118,8 @@ class BranchTree {
   // The one memory policy of the timeline (pushes and forks call it): drops
   // detail, oldest step first across every branch, until bytes() <= budget();
   // the current branch's newest keep_recent records are never touched. Pass 1
-  // drops attention and logits, pass 2 (only if still over) the K/V rows
-  // (a paged record keeps its pages as runs), pass 3 those page runs. A
+  // drops attention and logits, pass 2 (only if still over) the K/V rows;
+  // the cache picture (held positions and pages, as runs) always stays. A
   // record shared by several branches is stripped once, the same lighter copy
   // given to each. Beam-search steps, oldest first and the newest
   // keep_recent aside, drop their beams' token sequences (the candidates

@@ -22,44 +22,29 @@ constexpr uint64_t kControlBlock = 32;  // make_shared's control block, roughly
 
 }  // namespace
 
-uint64_t attention_bytes(const StepRecord& r) {
+uint64_t attention_bytes(const StepForward& r) {
   return vec_bytes(r.attn) + vec_bytes(r.q);  // the weights and the query rows they came from
 }
-uint64_t logits_bytes(const StepRecord& r) {
+uint64_t logits_bytes(const StepChoice& r) {
   return vec_bytes(r.logits);
 }
-namespace {
-// A window's or a score rule's kv_held says which positions were evicted: a
-// light record keeps it (a dense cache's is every position, so it goes).
-bool keeps_held(const StepRecord& r) {
-  return r.kv_layout.windowed() || r.kv_layout.evicting();
+uint64_t kv_rows_bytes(const StepForward& r) {
+  return vec_bytes(r.k) + vec_bytes(r.v);
 }
-// Eviction by score: each layer's held positions, their scores and its drops (kept).
-uint64_t evict_bytes(const StepRecord& r) {
-  uint64_t b = vec_bytes(r.kv_held_by_layer) + vec_bytes(r.kv_score_by_layer) + vec_bytes(r.kv_dropped_by_layer);
+
+uint64_t cache_bytes(const StepCache& r) {
+  uint64_t b = vec_bytes(r.kv_held.runs()) + vec_bytes(r.kv_page_runs) + vec_bytes(r.kv_qerr);
+  b += vec_bytes(r.kv_held_by_layer) + vec_bytes(r.kv_score_by_layer) + vec_bytes(r.kv_dropped_by_layer);
   for (const auto& v : r.kv_held_by_layer) b += vec_bytes(v);
   for (const auto& v : r.kv_score_by_layer) b += vec_bytes(v);
   for (const auto& v : r.kv_dropped_by_layer) b += vec_bytes(v);
   return b;
 }
-}  // namespace
-
-uint64_t kv_rows_bytes(const StepRecord& r) {
-  uint64_t b = vec_bytes(r.k) + vec_bytes(r.v) + vec_bytes(r.kv_held_block) + vec_bytes(r.kv_held_refs);
-  if (!keeps_held(r)) b += vec_bytes(r.kv_held);
-  return b;
-}
-
-uint64_t page_runs_bytes(const StepRecord& r) {
-  return vec_bytes(r.kv_page_runs);
-}
 
 uint64_t record_bytes(const StepRecord& r) {
   uint64_t b = sizeof(StepRecord) + kControlBlock;
-  b += attention_bytes(r) + logits_bytes(r) + kv_rows_bytes(r) + page_runs_bytes(r);
-  b += vec_bytes(r.top) + vec_bytes(r.prompt_tokens) + vec_bytes(r.prompt_pieces) + vec_bytes(r.kv_qerr);
-  if (keeps_held(r)) b += vec_bytes(r.kv_held);  // (otherwise counted in kv_rows_bytes)
-  b += evict_bytes(r);
+  b += attention_bytes(r) + logits_bytes(r) + kv_rows_bytes(r) + cache_bytes(r);
+  b += vec_bytes(r.top) + vec_bytes(r.prompt_tokens) + vec_bytes(r.prompt_pieces);
   for (const std::string& s : r.prompt_pieces) b += string_heap(s);
   b += string_heap(r.piece) + string_heap(r.raw_piece);
   return b;
@@ -121,7 +106,6 @@ unsigned detail_of(const StepRecord& r) {
   if (!r.attn.empty() && r.n_rows > 0) d |= kDetailAttention;
   if (!r.logits.empty()) d |= kDetailLogits;
   if (!r.k.empty() || !r.v.empty()) d |= kDetailKV;
-  if (!r.kv_page_runs.empty()) d |= kDetailPages;
   return d;
 }
 
@@ -134,18 +118,9 @@ RecordPtr strip_detail(const StepRecord& r, unsigned drop) {
   }
   if (drop & kDetailLogits) std::vector<float>().swap(out->logits);
   if (drop & kDetailKV) {
-    // The step's picture of pages stays, a run per page instead of an entry per position.
-    if (!(drop & kDetailPages)) {
-      out->kv_page_runs = page_runs(r);
-      out->kv_page_runs.shrink_to_fit();
-    }
     std::vector<float>().swap(out->k);
     std::vector<float>().swap(out->v);
-    std::vector<int>().swap(out->kv_held_block);
-    std::vector<int>().swap(out->kv_held_refs);
-    if (!keeps_held(r)) std::vector<int>().swap(out->kv_held);
   }
-  if (drop & kDetailPages) std::vector<PageRun>().swap(out->kv_page_runs);
   return out;
 }
 

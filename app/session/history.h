@@ -25,9 +25,10 @@ namespace kvscope {
 constexpr uint64_t kDefaultHistoryBudget = 256ull << 20;  // 256 MiB
 
 // Bytes a record holds: the struct plus every vector's and string's heap
-// storage (capacity), the cache map (kv_held*, kv_qerr) included: a decode
-// step's attention and held positions grow with the context, so over a long
-// generation the records together grow with its square.
+// storage (capacity). A decode step's attention grows with the context, so
+// over a long generation the records' attention together grows with its
+// square; its cache picture does not (held positions are runs, pages a run
+// each), except eviction by score's per-layer lists, bounded by its budget.
 uint64_t record_bytes(const StepRecord& r);
 // The same for beam search's steps and speculative decoding's iterations.
 // A beam step's beams and hypotheses hold their whole token sequences, so
@@ -44,33 +45,25 @@ uint64_t beam_tokens_bytes(const BeamStepRecord& r);
 // candidates (beam_tokens in app/lessons/decode.h).
 BeamRecordPtr strip_beam_tokens(const BeamStepRecord& r);
 
-// Bytes of the heavy detail only, by kind.
-uint64_t attention_bytes(const StepRecord& r);  // attn + q
-uint64_t logits_bytes(const StepRecord& r);     // logits
-uint64_t kv_rows_bytes(const StepRecord& r);    // k + v and the cache map dropped with them
-uint64_t page_runs_bytes(const StepRecord& r);  // kv_page_runs
+// Bytes of the heavy detail only, by kind, and of the cache picture (kept).
+uint64_t attention_bytes(const StepForward& r);  // attn + q
+uint64_t logits_bytes(const StepChoice& r);      // logits
+uint64_t kv_rows_bytes(const StepForward& r);    // k + v
+uint64_t cache_bytes(const StepCache& r);        // held runs, page runs, eviction lists, kv_qerr
 
 // Which heavy detail a record still has.
 enum DetailBits : unsigned {
   kDetailAttention = 1u << 0,  // attn (n_rows > 0)
   kDetailLogits = 1u << 1,     // logits
-  // k, v; dropping them also drops the per-position cache map that only the
-  // step's own picture reads: pages (kv_held_block, kv_held_refs) and,
-  // without a sliding window or eviction by score, kv_held (then every
-  // position up to seq_len is held). The picture keeps its pages as runs
-  // (kv_page_runs, a few ints per page), and an evicting layout's kv_held
-  // (and kv_held_by_layer, its scores) stays: it says which were evicted.
-  kDetailKV = 1u << 2,
+  kDetailKV = 1u << 2,         // k, v (the cache picture, StepCache, always stays)
   kDetailAll = kDetailAttention | kDetailLogits | kDetailKV,
-  // The page runs a paged record keeps without its K/V rows: the last thing
-  // dropped, only when the budget cannot hold them either.
-  kDetailPages = 1u << 3,
 };
 unsigned detail_of(const StepRecord& r);  // bits of what is non-empty
 
 // A copy of `r` without the detail in `drop`: vectors emptied (and freed),
 // n_rows = 0 when attention goes (so readers that check n_rows see none);
-// n_kv, tokens, top candidates, prompt, sampler settings and counters stay.
+// n_kv, tokens, top candidates, prompt, sampler settings, the cache picture
+// (StepCache) and counters stay.
 RecordPtr strip_detail(const StepRecord& r, unsigned drop);
 
 // What the memory policy did (cumulative since the last clear()).
@@ -78,17 +71,15 @@ struct TrimReport {
   int attention_dropped = 0;    // records whose attention was dropped
   int logits_dropped = 0;       // records whose logits were dropped
   int kv_dropped = 0;           // records whose K/V rows were dropped
-  int pages_dropped = 0;        // records whose page runs were dropped too
   int beam_tokens_dropped = 0;  // beam-search steps whose beams' token sequences were dropped
   uint64_t bytes_freed = 0;
   int first_full = 0;  // records [first_full, size) still have all their detail
-  bool any() const { return attention_dropped || logits_dropped || kv_dropped || pages_dropped || beam_tokens_dropped; }
+  bool any() const { return attention_dropped || logits_dropped || kv_dropped || beam_tokens_dropped; }
   // Accumulates another trim's counts (first_full is each owner's own business).
   void add_counts(const TrimReport& o) {
     attention_dropped += o.attention_dropped;
     logits_dropped += o.logits_dropped;
     kv_dropped += o.kv_dropped;
-    pages_dropped += o.pages_dropped;
     beam_tokens_dropped += o.beam_tokens_dropped;
     bytes_freed += o.bytes_freed;
   }

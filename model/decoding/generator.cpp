@@ -8,26 +8,6 @@
 
 namespace kvscope {
 
-const char* to_string(CacheMode m) {
-  return m == CacheMode::kKV ? "kv_cache" : "no_cache";
-}
-
-const char* to_string(StopReason r) {
-  switch (r) {
-    case StopReason::kNone:
-      return "";
-    case StopReason::kEos:
-      return "eos";
-    case StopReason::kMaxNew:
-      return "max_new";
-    case StopReason::kContextFull:
-      return "context_full";
-    case StopReason::kStop:
-      return "stop";
-  }
-  return "";
-}
-
 std::string generated_text(const Model& m, const std::vector<int>& tokens, int n_prompt, bool stopped_on_eos) {
   const size_t first = std::min(tokens.size(), static_cast<size_t>(std::max(0, n_prompt)));
   std::vector<int> gen(tokens.begin() + static_cast<std::ptrdiff_t>(first), tokens.end());
@@ -419,7 +399,8 @@ void Generator::enforce_branch_budget() {
 void Generator::fill_cache_fields(StepRecord& rec) const {
   rec.kv_bytes = cache_.bytes();
   rec.kv_positions = cache_.n_held(seq_);
-  rec.kv_held = cache_.positions(seq_);
+  const std::vector<int> held = cache_.positions(seq_);
+  rec.kv_held = PositionRuns::from_sorted(held);
   rec.kv_held_by_layer.clear();
   rec.kv_score_by_layer.clear();
   rec.kv_dropped_by_layer.clear();
@@ -435,37 +416,28 @@ void Generator::fill_cache_fields(StepRecord& rec) const {
   rec.kv_sequences = static_cast<int>(seqs.size());
   rec.kv_bytes_separate = 0;
   for (SeqId s : seqs) rec.kv_bytes_separate += cache_.bytes_alone(s);
-  rec.kv_held_block.clear();
-  rec.kv_held_refs.clear();
+  rec.kv_page_runs.clear();
   rec.kv_blocks = rec.kv_slots_wasted = 0;
   if (!cache_.layout().paged()) return;
   rec.kv_blocks = cache_.blocks_held();
   rec.kv_slots_wasted = cache_.slots_wasted();
-  for (int p : rec.kv_held) {
+  // One run per stretch of consecutive positions in one block.
+  for (int p : held) {
     const int b = cache_.slot_of(seq_, p).block;
-    rec.kv_held_block.push_back(b);
-    rec.kv_held_refs.push_back(cache_.block_refs(b));
+    PageRun* last = rec.kv_page_runs.empty() ? nullptr : &rec.kv_page_runs.back();
+    if (last && last->block == b && last->pos + last->n == p) {
+      ++last->n;
+      continue;
+    }
+    rec.kv_page_runs.push_back({p, 1, b, cache_.block_refs(b)});
   }
+  rec.kv_page_runs.shrink_to_fit();
 }
 
 std::string Generator::text() const {
   std::string t = generated_text(*model_, tokens_, n_prompt_, reason_ == StopReason::kEos);
   if (stop_cut_ != std::string::npos && stop_cut_ < t.size()) t.resize(stop_cut_);
   return t;
-}
-
-std::vector<PageRun> page_runs(const StepRecord& r) {
-  if (!r.kv_layout.paged()) return {};
-  const size_t n = r.kv_held.size();
-  if (n == 0 || r.kv_held_block.size() != n || r.kv_held_refs.size() != n) return r.kv_page_runs;
-  std::vector<PageRun> out;
-  for (size_t i = 0; i < n;) {
-    size_t j = i + 1;
-    while (j < n && r.kv_held_block[j] == r.kv_held_block[i] && r.kv_held[j] == r.kv_held[j - 1] + 1) ++j;
-    out.push_back({r.kv_held[i], static_cast<int>(j - i), r.kv_held_block[i], r.kv_held_refs[i]});
-    i = j;
-  }
-  return out;
 }
 
 }  // namespace kvscope

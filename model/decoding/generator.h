@@ -1,6 +1,6 @@
 // One generation: prompt -> prefill -> decode steps, in KV CACHE or NO CACHE
 // mode (switchable between any two steps). Each forward yields an immutable
-// StepRecord, handed out and not kept: the caller owns the history (the
+// StepRecord (model/decoding/step_record.h), handed out and not kept: the caller owns the history (the
 // window's BranchTree, a CLI stream). Readers only ever see those records.
 #pragma once
 
@@ -10,18 +10,12 @@
 #include <vector>
 
 #include "model/arch/model.h"
-#include "model/core/index_check.h"
 #include "model/decoding/sampler.h"
 #include "model/decoding/setting_ranges.h"
+#include "model/decoding/step_record.h"
 #include "model/engine/engine.h"
 
 namespace kvscope {
-
-enum class CacheMode { kKV, kNoCache };
-enum class StopReason { kNone, kEos, kMaxNew, kContextFull, kStop };
-
-const char* to_string(CacheMode m);   // "kv_cache" / "no_cache"
-const char* to_string(StopReason r);  // "" / "eos" / "max_new" / "context_full" / "stop"
 
 // The one rule for how a stop token ends a generation's text, for every
 // decoding strategy (plain, beams, speculative, serving) and output form
@@ -31,135 +25,6 @@ const char* to_string(StopReason r);  // "" / "eos" / "max_new" / "context_full"
 // the generation (or beam hypothesis) ended because of that token; with
 // ignore_eos a stop id is an ordinary token and stays in the text.
 std::string generated_text(const Model& m, const std::vector<int>& tokens, int n_prompt, bool stopped_on_eos);
-
-// Paged: held positions [pos, pos + n), consecutive and in one page (pool
-// block), and how many sequences reference that page (> 1: shared).
-struct PageRun {
-  int pos = 0, n = 0;
-  int block = 0, refs = 0;
-  bool operator==(const PageRun& o) const { return pos == o.pos && n == o.n && block == o.block && refs == o.refs; }
-};
-
-struct StepRecord {
-  int index = 0;         // 0 = the prefill, then 1, 2, ...
-  bool prefill = false;  // the forward over the whole prompt
-  bool refill = false;   // a KV CACHE forward that had to rebuild the cache (after NO CACHE)
-  CacheMode mode = CacheMode::kKV;
-
-  // The forward computed positions [first, first + n_new) of a sequence of
-  // seq_len tokens (prefill: first = 0, n_new = seq_len = prompt length).
-  int first = 0, n_new = 0, seq_len = 0;
-  int n_prompt = 0;
-
-  std::vector<int> prompt_tokens;          // prefill only
-  std::vector<std::string> prompt_pieces;  // prefill only, display-safe
-
-  // The token this forward chose; it lands at position seq_len.
-  int token = 0;
-  std::string piece;      // display-safe (partial UTF-8 escaped as \xNN)
-  std::string raw_piece;  // the token's raw bytes
-  float prob = 0;
-  std::vector<Candidate> top;  // >= 10 entries, best first
-  float draw = -1;             // uniform draw of the sampler, -1 when greedy
-  std::vector<float> logits;   // (vocab) raw logits of the last position, before the sampler
-  SamplerSettings sampler;     // the settings the token was drawn with
-
-  // Attention of the query rows [seq_len - n_rows, seq_len) over keys
-  // [0, seq_len), every layer and head (prefill: every prompt row).
-  int n_layer = 0, n_head = 0, n_embd = 0;
-  int n_kv_head = 0, head_dim = 0;  // K/V heads (grouped-query: fewer than n_head) and their width
-  int n_rows = 0;
-  std::vector<float> attn;  // (layer, head, n_rows, seq_len)
-  // Query rows of the attention rows above (the Q in Q.K^T).
-  std::vector<float> q;  // (layer, n_rows, n_head * head_dim)
-
-  // K and V rows of positions that are new to the sequence, [seq_len - n_kv, seq_len),
-  // as computed (before the cache quantizes them; K after RoPE for Llama-family models).
-  int n_kv = 0;
-  std::vector<float> k, v;  // (layer, n_kv, n_kv_head * head_dim); GPT-2: n_embd wide
-
-  // The cache after this forward (KV CACHE; NO CACHE keeps nothing: all 0 / empty).
-  // It may also hold other branches of this generation (Generator::fork keeps
-  // them, sharing their common prefix): kv_bytes counts every row once.
-  KVLayout kv_layout;              // the layout the forward ran with (also in NO CACHE)
-  int kv_sequences = 0;            // sequences in the cache: this branch + the branches kept beside it
-  int kv_rows = 0;                 // distinct rows held over every sequence (a shared row once)
-  uint64_t kv_bytes_separate = 0;  // what the sequences would hold as separate caches (KVCache::bytes_alone)
-  int kv_positions = 0;            // positions held
-  int evicted = 0;                 // positions this forward's window evicted
-  std::vector<int> kv_held;        // the positions held, ascending
-  // Eviction by score: (layer) the positions each layer holds, ascending
-  // (kv_held is their union). Empty for other layouts.
-  std::vector<std::vector<int>> kv_held_by_layer;
-  // Eviction by score: (layer, held) the score of each kv_held_by_layer
-  // position, the one the rule ranks by (TOVA: this forward's last query's
-  // weight averaged over the query heads; H2O: that weight accumulated over
-  // every query so far); and (layer) the positions this forward dropped, with
-  // the score that ranked each. Empty for other layouts.
-  std::vector<std::vector<double>> kv_score_by_layer;
-  std::vector<std::vector<KVDrop>> kv_dropped_by_layer;
-  int kv_blocks = 0;        // paged: blocks held
-  int kv_slots_wasted = 0;  // paged: allocated slots holding nothing
-  // Paged: for each kv_held position, its block (page id) and how many
-  // sequences reference that block (> 1: shared with a fork, copied on first write).
-  std::vector<int> kv_held_block, kv_held_refs;
-  // The same pages a run each (a few per page, not one entry per position):
-  // what a record keeps of them once the lists above are dropped with its
-  // K/V rows to keep the step history within its memory budget.
-  std::vector<PageRun> kv_page_runs;
-  // Quantization error of the new rows above (dtypes other than f32): the
-  // stored row read back (dequantized) minus the row as computed.
-  // (layer, n_kv, 4): K max|d|, K rms d, V max|d|, V rms d; -1 where the row
-  // was evicted before it could be read back. Empty for f32.
-  std::vector<float> kv_qerr;
-
-  // Counters, from what ran.
-  uint64_t flops = 0;        // this forward
-  uint64_t flops_total = 0;  // every forward of this generation so far
-  uint64_t kv_bytes = 0;     // resident cache after this forward (0 in NO CACHE)
-  int recomputed = 0;        // positions computed that had been computed before
-  uint64_t read_bytes = 0;   // weights + cached K/V this forward had to read (forward_read_bytes)
-  double ms = 0;             // wall time of the forward + sampling
-  double ms_total = 0;       // this branch's forwards so far, this one included (a fork continues its parent's)
-
-  StopReason stop = StopReason::kNone;  // set on the last record
-
-  float attention(int layer, int head, int row, int key) const {
-    KVSCOPE_CHECK_INDEX("attention layer", layer, n_layer);
-    KVSCOPE_CHECK_INDEX("attention head", head, n_head);
-    KVSCOPE_CHECK_INDEX("attention row", row, n_rows);
-    KVSCOPE_CHECK_INDEX("attention key", key, seq_len);
-    return attn[((static_cast<size_t>(layer) * n_head + head) * n_rows + row) * seq_len + key];
-  }
-  // The K/V head query head `head` reads (grouped-query: n_head / n_kv_head share one).
-  int kv_head_of(int head) const {
-    KVSCOPE_CHECK_INDEX("query head", head, n_head);
-    return head / (n_head / n_kv_head);
-  }
-  // Head `head`'s slice of query row `row` at `layer` (head_dim floats).
-  const float* q_row(int layer, int row, int head) const {
-    KVSCOPE_CHECK_INDEX("query layer", layer, n_layer);
-    KVSCOPE_CHECK_INDEX("query row", row, n_rows);
-    KVSCOPE_CHECK_INDEX("query head", head, n_head);
-    const size_t at = ((static_cast<size_t>(layer) * n_rows + row) * n_head + head) * head_dim;
-    KVSCOPE_CHECK_INDEX("query row end", at + head_dim - 1, q.size());
-    return q.data() + at;
-  }
-  // K/V head `kv_head`'s slice of new row `i` (position seq_len - n_kv + i) at `layer` (head_dim floats).
-  const float* k_row(int layer, int i, int kv_head) const { return kv_row(k, "K", layer, i, kv_head); }
-  const float* v_row(int layer, int i, int kv_head) const { return kv_row(v, "V", layer, i, kv_head); }
-
- private:
-  const float* kv_row(const std::vector<float>& rows, const char* what, int layer, int i, int kv_head) const {
-    (void)what;  // (only the checks name it)
-    KVSCOPE_CHECK_INDEX(what, layer, n_layer);
-    KVSCOPE_CHECK_INDEX(what, i, n_kv);
-    KVSCOPE_CHECK_INDEX(what, kv_head, n_kv_head);
-    const size_t at = ((static_cast<size_t>(layer) * n_kv + i) * n_kv_head + kv_head) * head_dim;
-    KVSCOPE_CHECK_INDEX(what, at + head_dim - 1, rows.size());
-    return rows.data() + at;
-  }
-};
 
 using RecordPtr = std::shared_ptr<const StepRecord>;
 
@@ -284,10 +149,6 @@ class Generator {
   int n_forwards_ = 0;  // forwards run in this generation (records are handed out, not kept)
   bool fork_reused_cache_ = false;
 };
-
-// A paged record's pages as runs: from kv_held, kv_held_block and kv_held_refs
-// where it holds them, else its kv_page_runs. Empty when not paged.
-std::vector<PageRun> page_runs(const StepRecord& r);
 
 // The record of a forced choice (what Generator::fork returns): a copy of
 // record `at` (its forward, logits, attention and counters are what ran) with

@@ -12,10 +12,10 @@ bool evicted_from_cache(const StepRecord& r, int pos, int layer) {
     const std::vector<int>& h = r.kv_held_by_layer[static_cast<size_t>(layer)];
     return !std::binary_search(h.begin(), h.end(), pos);
   }
-  return !std::binary_search(r.kv_held.begin(), r.kv_held.end(), pos);
+  return !r.kv_held.contains(pos);
 }
 
-bool held_score(const StepRecord& r, int pos, int layer, double* score) {
+bool held_score(const StepCache& r, int pos, int layer, double* score) {
   if (layer < 0 || static_cast<size_t>(layer) >= r.kv_held_by_layer.size() ||
       static_cast<size_t>(layer) >= r.kv_score_by_layer.size())
     return false;
@@ -27,7 +27,7 @@ bool held_score(const StepRecord& r, int pos, int layer, double* score) {
   return true;
 }
 
-double max_held_score(const StepRecord& r, int layer) {
+double max_held_score(const StepCache& r, int layer) {
   if (layer < 0 || static_cast<size_t>(layer) >= r.kv_score_by_layer.size()) return 0;
   const std::vector<double>& sc = r.kv_score_by_layer[static_cast<size_t>(layer)];
   return sc.empty() ? 0.0 : *std::max_element(sc.begin(), sc.end());
@@ -105,14 +105,12 @@ void append_cache_state(SequenceState& seq, const StepRecord& r) {
   append_dropped(seq, r);
 }
 
-bool page_of(const StepRecord& r, int pos, int* page, int* refs) {
-  for (const PageRun& run : page_runs(r)) {
-    if (pos < run.pos || pos >= run.pos + run.n) continue;
-    *page = run.block;
-    *refs = run.refs;
-    return true;
-  }
-  return false;
+bool page_of(const StepCache& r, int pos, int* page, int* refs) {
+  const PageRun* run = r.kv_layout.paged() ? r.page_at(pos) : nullptr;
+  if (!run) return false;
+  *page = run->block;
+  *refs = run->refs;
+  return true;
 }
 
 namespace {
@@ -295,7 +293,7 @@ void add_cache_marks(Scene& s, const SequenceState& seq, const Layout& L, float 
     add_score_bars(s, seq, L, flash);
     add_evict_caption(s, r, L, T);
   }
-  if (lay.paged()) add_page_frames(s, page_runs(r), L, seq.n_layer, flash);
+  if (lay.paged()) add_page_frames(s, r.kv_page_runs, L, seq.n_layer, flash);
 }
 
 }  // namespace kvscope

@@ -16,9 +16,9 @@ bool evicted_from_cache(const StepRecord& r, int pos, int layer = -1);
 
 // Evicting by score: the score layer `layer` ranks held position `pos` by
 // after the record's forward (kv_score_by_layer); false when it is not held.
-bool held_score(const StepRecord& r, int pos, int layer, double* score);
+bool held_score(const StepCache& r, int pos, int layer, double* score);
 // The highest score layer `layer` holds after the record's forward (0: none).
-double max_held_score(const StepRecord& r, int layer);
+double max_held_score(const StepCache& r, int layer);
 
 // Stripes drawn across a stored row of this dtype: its bits per value
 // (f16 16, q8_0 8, q4_0 4), 0 for f32.
@@ -33,7 +33,7 @@ void append_cache_state(SequenceState& seq, const StepRecord& r);
 // The page (block of the pool) holding `pos` after the record's forward and
 // how many sequences reference it; false when the cache is not paged or no
 // longer holds `pos`.
-bool page_of(const StepRecord& r, int pos, int* page, int* refs);
+bool page_of(const StepCache& r, int pos, int* page, int* refs);
 
 // Sink and window bars under the stacks and, for a paged cache, an outline
 // frame around each page's positions (shared pages highlighted), with labels.

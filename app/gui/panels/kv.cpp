@@ -1,6 +1,6 @@
 // The KV cache's layout in the window: what a KV block's tooltip says about
 // eviction, sinks, pages and the stored row's quantization error. Every
-// number comes from the step records (StepRecord::kv_held*, kv_qerr).
+// number comes from the step records (their StepCache: kv_held, pages, kv_qerr).
 #include <imgui.h>
 
 #include <algorithm>

@@ -42,7 +42,6 @@ HistoryText history_text(const EngineState& engine) {
                               : "attention of " + std::to_string(t.attention_dropped) +
                                     " oldest steps dropped, logits of " + std::to_string(t.logits_dropped) +
                                     ", K/V of " + std::to_string(t.kv_dropped);
-    if (t.pages_dropped > 0) dropped += ", pages of " + std::to_string(t.pages_dropped);
     h.full = "history " + held + " of " + budget + ": " + dropped;
   } else {
     const size_t n = engine.tree.size();
