@@ -469,6 +469,9 @@ void linear_rows(const WeightView& W, const float* X, int64_t n, int64_t ldx, co
   return linear_detail::rows_packed(W, X, n, ldx, b, Y, ldy, r0, r1);
 #else
   if (n > kDirectMaxN) return linear_detail::rows_packed(W, X, n, ldx, b, Y, ldy, r0, r1);
+#ifdef __wasm_simd128__
+  if (n <= kRowStreamMaxN) return linear_detail::rows_simd128(W, X, n, ldx, b, Y, ldy, r0, r1);
+#endif
   linear_detail::rows_generic(W, X, n, ldx, b, Y, ldy, r0, r1);
 #endif
 }
