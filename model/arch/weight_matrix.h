@@ -47,7 +47,8 @@ struct WeightMatrix {
 // step (4 integer/float operations per 4 weights) costs more than reading
 // f32 from cache for a cache-sized model, so the page keeps f32 copies of a
 // 16-bit model whose weights take at most this many bytes in its file (the
-// embedded kvscope-tiny: 3.9 MB -> 7.8 MB more memory). Larger models
+// embedded kvscope-tiny: 7.6 MB of copies beside 3.8 MB of f16; at most
+// 128 MiB, which the loaders' memory check does not count). Larger models
 // (memory-bound) stay 16-bit. Native builds convert in registers (F16C,
 // AVX-512) and never keep copies.
 constexpr uint64_t kWideMaxStoredBytes = 64ull << 20;
