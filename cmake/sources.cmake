@@ -24,6 +24,7 @@ set(KVSCOPE_MODEL_SRC
   model/engine/kernels_attend.cpp
   model/engine/linear.cpp
   model/engine/linear_kernels.cpp
+  model/engine/linear_simd128.cpp
   model/engine/llama_layers.cpp
   model/engine/llama_ops.cpp
   model/kv/kv_cache.cpp

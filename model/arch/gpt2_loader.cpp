@@ -82,11 +82,15 @@ class TensorReader {
   // Conv1D weight stored (in, out); kept transposed as (out, in), in its stored dtype.
   WeightMatrix conv1d_t(const std::string& name, int64_t in, int64_t out) {
     std::vector<float> v = get(name, {in, out});
-    return WeightMatrix::from_f32(v.data(), in, out, last_type_, true);
+    WeightMatrix m = WeightMatrix::from_f32(v.data(), in, out, last_type_, true);
+    m.widen_if(total_bytes_);
+    return m;
   }
   WeightMatrix mat(const std::string& name, int64_t rows, int64_t cols, bool use_prefix = true) {
     std::vector<float> v = get(name, {rows, cols}, use_prefix);
-    return WeightMatrix::from_f32(v.data(), rows, cols, last_type_);
+    WeightMatrix m = WeightMatrix::from_f32(v.data(), rows, cols, last_type_);
+    m.widen_if(total_bytes_);
+    return m;
   }
   MatrixRM mat_f32(const std::string& name, int64_t rows, int64_t cols) {
     std::vector<float> v = get(name, {rows, cols});

@@ -256,6 +256,7 @@ LlamaLoadResult load_llama_weights(const std::string& dir, const Config& c, cons
     const TensorInfo& info = st.tensors().at(t.name);
     if (t.matrix) {
       read_matrix(st, t.name, info, *t.matrix, progress);  // progress per chunk
+      t.matrix->widen_if(totals.file_bytes);
     } else {
       *t.vec = st.to_f32(t.name);  // a vector: one small read
       progress(info.end - info.begin);

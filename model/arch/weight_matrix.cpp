@@ -49,4 +49,10 @@ WeightMatrix WeightMatrix::from_f32(const float* v, int64_t rows, int64_t cols, 
   return m;
 }
 
+void WeightMatrix::widen_if(uint64_t model_stored_bytes) {
+  if (type == StoredType::kF32 || !keep_wide(model_stored_bytes)) return;
+  wide.resize(half.size());
+  rows_to_f32(0, rows, wide.data());
+}
+
 }  // namespace kvscope

@@ -1,6 +1,7 @@
 // One weight matrix of either model family, kept at its checkpoint's
 // precision: F32 stays f32, F16 and BF16 stay 16-bit (no f32 copy), so every
-// forward reads each weight once at its stored width.
+// forward reads each weight once at its stored width. One exception, the
+// WebAssembly build's small models (keep_wide below).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,10 @@ struct WeightMatrix {
   int64_t rows = 0, cols = 0;
   std::vector<float> f32;      // (rows, cols) when type == kF32
   std::vector<uint16_t> half;  // (rows, cols) IEEE binary16 or bfloat16 otherwise
+  // (rows, cols) an f32 copy of `half`, kept only where keep_wide() said so:
+  // the products read it instead (linear.cpp). bytes() and the counters
+  // still count the stored dtype, which the model's file holds.
+  std::vector<float> wide;
 
   bool empty() const { return rows == 0; }
   uint64_t bytes() const { return type == StoredType::kF32 ? f32.size() * 4ull : half.size() * 2ull; }
@@ -33,6 +38,27 @@ struct WeightMatrix {
   // were read from a tensor of that dtype); `transpose` stores the
   // (cols, rows) transpose instead (GPT-2's Conv1D weights, stored (in, out)).
   static WeightMatrix from_f32(const float* v, int64_t rows, int64_t cols, StoredType type, bool transpose = false);
+
+  // Fills `wide` from `half` (exact) when keep_wide(stored_bytes) holds.
+  void widen_if(uint64_t model_stored_bytes);
 };
+
+// WebAssembly SIMD128 has no f16 conversion: converting every weight on each
+// step (4 integer/float operations per 4 weights) costs more than reading
+// f32 from cache for a cache-sized model, so the page keeps f32 copies of a
+// 16-bit model whose weights take at most this many bytes in its file (the
+// embedded kvscope-tiny: 7.6 MB of copies beside 3.8 MB of f16; at most
+// 128 MiB, which the loaders' memory check does not count). Larger models
+// (memory-bound) stay 16-bit. Native builds convert in registers (F16C,
+// AVX-512) and never keep copies.
+constexpr uint64_t kWideMaxStoredBytes = 64ull << 20;
+constexpr bool keep_wide(uint64_t model_stored_bytes) {
+#ifdef __wasm__
+  return model_stored_bytes <= kWideMaxStoredBytes;
+#else
+  static_cast<void>(model_stored_bytes);
+  return false;
+#endif
+}
 
 }  // namespace kvscope

@@ -50,7 +50,7 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t cost) {
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t cost) noexcept {
   const int64_t max_parts = std::min<int64_t>({static_cast<int64_t>(size()), n, cost / kMinShareCost});
   const int parts = static_cast<int>(std::max<int64_t>(1, max_parts));
   if (parts == 1 || cost < kMinParallelCost) {

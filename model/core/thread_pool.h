@@ -26,8 +26,10 @@ class ThreadPool {
   // `cost` (multiply-adds, roughly) below kMinParallelCost runs on the
   // caller alone: waking a thread costs more than a tiny product. Above it,
   // each share gets at least kMinShareCost, so on many cores a small product
-  // is split only as far as that pays.
-  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t cost = INT64_MAX);
+  // is split only as far as that pays. fn must not throw: an exception
+  // ends the program (as it would on a worker thread). noexcept also spares
+  // the WebAssembly build's JS exception handling a trampoline per call.
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t cost = INT64_MAX) noexcept;
   static constexpr int64_t kMinParallelCost = 1 << 16;
   static constexpr int64_t kMinShareCost = 1 << 15;
   int size() const { return static_cast<int>(workers_.size()) + 1; }

@@ -47,6 +47,6 @@ struct KVRunsView {
   size_t stride = 0;  // bytes from one row of a run to the next
   int col = 0;
 };
-void attend_runs(const float* q, const KVRunsView& view, int hd, int len, float scale, float* p, float* out);
+void attend_runs(const float* q, const KVRunsView& view, int hd, int len, float scale, float* p, float* out) noexcept;
 
 }  // namespace kvscope

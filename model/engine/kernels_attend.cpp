@@ -395,6 +395,35 @@ void attend_portable(const float* q, const Runs& runs, const Deq& deq, int hd, i
   }
 }
 
+// attend_portable's arithmetic (the same sums in the same order, so the same
+// result) for f32 rows, read in place: no copy through a call per 8 values,
+// and whole 8-value chunks the compiler vectorises (WebAssembly's default layout).
+void attend_f32(const float* q, const Runs& runs, int col, int hd, int len, float scale, float* p, float* out) {
+  const size_t stride = runs.stride / sizeof(float);
+  const int whole = hd & ~7;
+  float* pj = p;
+  for (int r = 0; r < runs.n_runs; ++r) {
+    const float* k = reinterpret_cast<const float*>(runs.runs[r].k) + col;
+    for (int j = 0; j < runs.runs[r].n; ++j, k += stride) {
+      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (int i = 0; i < whole; i += 8)
+        for (int t = 0; t < 8; ++t) acc[t] += k[i + t] * q[i + t];
+      for (int t = 0; whole + t < hd; ++t) acc[t] += k[whole + t] * q[whole + t];
+      *pj++ = (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))) * scale;
+    }
+  }
+  softmax(p, len);
+  std::fill(out, out + hd, 0.0f);
+  pj = p;
+  for (int r = 0; r < runs.n_runs; ++r) {
+    const float* v = reinterpret_cast<const float*>(runs.runs[r].v) + col;
+    for (int j = 0; j < runs.runs[r].n; ++j, v += stride) {
+      const float w = *pj++;
+      for (int i = 0; i < hd; ++i) out[i] += w * v[i];
+    }
+  }
+}
+
 void dequantize_slice(KVDtype d, const uint8_t* row, int col, int n, float* out) {
   switch (d) {
     case KVDtype::kF32:
@@ -414,7 +443,7 @@ void dequantize_slice(KVDtype d, const uint8_t* row, int col, int n, float* out)
 
 }  // namespace
 
-void attend_runs(const float* q, const KVRunsView& view, int hd, int len, float scale, float* p, float* out) {
+void attend_runs(const float* q, const KVRunsView& view, int hd, int len, float scale, float* p, float* out) noexcept {
   const Runs runs{view.runs, view.n_runs, view.stride};
 #ifdef KVSCOPE_ATTEND_CHUNKS
   using D = KVDtype;
@@ -424,6 +453,7 @@ void attend_runs(const float* q, const KVRunsView& view, int hd, int len, float 
                                                : attend_vector<D::kQ4_0>;
   if (vector(q, runs, view.col, hd, len, scale, p, out)) return;
 #endif
+  if (view.dtype == KVDtype::kF32) return attend_f32(q, runs, view.col, hd, len, scale, p, out);
   attend_portable(
       q, runs,
       [&](const uint8_t* row, int i, int n, float* dst) { dequantize_slice(view.dtype, row, view.col + i, n, dst); },

@@ -12,8 +12,8 @@ namespace kvscope {
 namespace {
 // WebAssembly (the page) has no AVX kernels: decode's portable matvec there
 // converts each f16 weight through a function call in a scalar loop (~500x
-// slower than native, docs/web.md); the blocked kernels of linear_kernels.h
-// vectorise for simd128 (16-lane accumulators, branch-free conversion).
+// slower than native, docs/web.md); linear_rows has SIMD128 kernels for it
+// (linear_simd128.cpp).
 #ifdef __wasm_simd128__
 constexpr bool kMatvecForDecode = false;
 #else
@@ -45,8 +45,10 @@ void linear(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const fl
         },
         out * in);
   } else if (n > 0) {
-    // Several positions: shares of whole row blocks, each row read once for all n.
-    const WeightView view{W.type, W.data(), W.rows, W.cols};
+    // Several positions (and decode on WebAssembly): shares of whole row
+    // blocks, each row read once for all n; the f32 copy where one is kept.
+    const WeightView view = W.wide.empty() ? WeightView{W.type, W.data(), W.rows, W.cols}
+                                           : WeightView{StoredType::kF32, W.wide.data(), W.rows, W.cols};
     const int64_t blocks = (out + kLinearRowBlock - 1) / kLinearRowBlock;
     pool.parallel_for(
         blocks,

@@ -61,6 +61,12 @@ void rows_packed(const WeightView& W, const float* X, int64_t n, int64_t ldx, co
                  int64_t r0, int64_t r1);
 void rows_generic(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
                   int64_t r0, int64_t r1);  // the portable path, whatever the target
+#ifdef __wasm_simd128__
+// n <= kDirectMaxN on WebAssembly: SIMD128 intrinsics, one position at a
+// time (linear_simd128.cpp).
+void rows_simd128(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
+                  int64_t r0, int64_t r1);
+#endif
 }  // namespace linear_detail
 
 }  // namespace kvscope

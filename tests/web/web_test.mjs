@@ -18,6 +18,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { hubChecks } from './hub_checks.mjs';
+import { speedChecks } from './speed_checks.mjs';
 import { trainingChecks } from './training_checks.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -220,57 +221,6 @@ async function viewportShots(browser, url, logs) {
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const median = (a) => { const t = [...a].sort((x, y) => x - y); return t[Math.floor(t.length / 2)]; };
-const BENCH_NEW = 64;
-const benchArgs = (model) => ['generate', '--json', '--prompt', PROMPT, '--max-new', String(BENCH_NEW), '--model', model];
-const parseRecords = (lines) => lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l))
-  .filter((r) => r.event !== 'done');
-// Decode tokens/s from records: the median step after the prefill.
-const tokensPerS = (recs) => 1000 / median(recs.slice(1).map((r) => r.ms));
-
-// Decode speed (info lines, not a timed test): the same `generate` in the
-// page's WebAssembly (kvscope.cli, no frame drawn meanwhile), under node
-// (kvscope-node.js, when --node-cli is given) and natively with one thread;
-// and the records' times while the page draws. The page's generate must
-// produce the native tokens (a check).
-async function decodeSpeed(page, drawnRecs) {
-  const model = path.join(ROOT, 'assets/models/kvscope-tiny');
-  const native = () => parseRecords(execFileSync(CLI, benchArgs(model), { encoding: 'utf8',
-    env: { ...process.env, KVSCOPE_THREADS: '1' } }).split('\n'));
-  const inPage = async () => {
-    const r = await page.evaluate((a) => globalThis.kvscope.cli(a), benchArgs('/assets/models/kvscope-tiny'));
-    if (r.rc !== 0) throw new Error('kvscope.cli generate: exit ' + r.rc + ' ' + r.lines.join(' '));
-    return parseRecords(r.lines);
-  };
-  const nodeRun = () => (args['node-cli'] ? parseRecords(execFileSync('node', ['--no-experimental-fetch',
-    path.resolve(args['node-cli']), ...benchArgs(model)], { encoding: 'utf8',
-    env: { ...process.env, KVSCOPE_THREADS: '1' } }).split('\n')) : null);
-  await command(page, { cmd: 'pause' });
-  // Interleaved, three rounds each, so the machine's load falls on all alike.
-  const t = { native: [], page: [], node: [] };
-  let nat = null, pg = null;
-  for (let round = 0; round < 3; round++) {
-    nat = native();
-    t.native.push(tokensPerS(nat));
-    pg = await inPage();
-    t.page.push(tokensPerS(pg));
-    const nd = nodeRun();
-    if (nd) t.node.push(tokensPerS(nd));
-  }
-  check('decode in the page (kvscope.cli generate) gives the native tokens',
-    JSON.stringify(pg.map((r) => r.token)) === JSON.stringify(nat.map((r) => r.token)),
-    `page ${pg.length} tokens, native ${nat.length}`);
-  const best = (a) => Math.max(...a);
-  const fmt = (a) => a.map((v) => v.toFixed(0)).join(' / ');
-  console.log(`info decode kvscope-tiny, tokens/s (median step of ${BENCH_NEW}, 3 rounds, best of 3 in []): ` +
-    `native KVSCOPE_THREADS=1 ${fmt(t.native)} [${best(t.native).toFixed(0)}]; ` +
-    `page kvscope.cli ${fmt(t.page)} [${best(t.page).toFixed(0)}] = ` +
-    `${(100 * best(t.page) / best(t.native)).toFixed(0)} % of native` +
-    (t.node.length ? `; node kvscope-node.js ${fmt(t.node)} [${best(t.node).toFixed(0)}]` : '') +
-    `; page while drawing (records' ms, ${await page.evaluate(() => navigator.hardwareConcurrency)} cores seen) ` +
-    `${tokensPerS(drawnRecs).toFixed(0)}`);
-}
-
 async function waitForFile(dir, re, ms = 10000) {
   for (let t = 0; t < ms; t += 100) {
     const f = fs.readdirSync(dir).filter((n) => re.test(n) && !n.endsWith('.crdownload'));
@@ -469,6 +419,14 @@ async function main() {
       process.exitCode = failed ? 1 : 0;
       return;
     }
+    const speedContext = (page) => ({ root: ROOT, cli: CLI, nodeCli: args['node-cli'], page, command, check });
+    if (args.only === 'speed') {
+      const { page } = await openPage(browser, coi.url, { width: 1280, height: 720, deviceScaleFactor: 1 }, logs);
+      await speedChecks(speedContext(page), null, Number(args.rounds || 3));
+      console.log(`web tests (speed only): ${passed} passed, ${failed} failed`);
+      process.exitCode = failed ? 1 : 0;
+      return;
+    }
     if (args.only === 'kv') {
       const { page } = await openPage(browser, coi.url, { width: 1280, height: 720, deviceScaleFactor: 1 }, logs);
       await kvLayout(page);
@@ -481,7 +439,7 @@ async function main() {
     console.log(`info time from page open to the first generated token: ${firstTokenS.toFixed(2)} s`);
     const recs = await pageRecords(page);
     compareRecords('coi', recs, cliKv);
-    await decodeSpeed(page, recs);
+    await speedChecks(speedContext(page), recs);
     // NO CACHE from a mid-sequence step: the next step recomputes every position.
     const k = 4;
     await command(page, { cmd: 'pause' });
