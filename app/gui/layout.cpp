@@ -361,8 +361,11 @@ void fold_to_fit(UiState& ui, float W, float H) {
 
 ViewRect layout_panels(const EngineState& engine, UiState& ui, float W, float H, Commands& cmds) {
   ViewRect r{0, 0, std::max(1.0f, W), std::max(1.0f, H)};
-  if (ui.serving.open) {  // the Serving view takes the window
+  if (ui.serving.open) {  // the Serving view takes the window, but for the selected request's 3D view
     append(cmds, panel_serving(engine, ui));
+    if (ui.serving.view_w > 0)
+      r = ViewRect{ui.serving.view_x, ui.serving.view_y, std::max(1.0f, ui.serving.view_w),
+                   std::max(1.0f, ui.serving.view_h)};
     return r;
   }
   if (!ui.show_panels || W <= 0) return r;
