@@ -125,7 +125,9 @@ void controls(const EngineState& engine, UiState& ui, Commands& cmds) {
     text_wrapped_words(request_text(*run, ui.serving.selected, shown));
     if (ui.serving.view_w <= 0) {
       ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-      text_wrapped_words("no attention rays: no step has computed it yet, or its rows were not kept");
+      text_wrapped_words(ui.memo.serve_request.view.seq.current
+                             ? "its attention rays: no room for the 3D view at this text scale and window height"
+                             : "no attention rays: no step has computed it yet, or its rows were not kept");
       ImGui::PopStyleColor();
     }
   } else
