@@ -19,8 +19,15 @@ void append(Commands& to, Commands more) {
   to.insert(to.end(), more.begin(), more.end());
 }
 
+// A folded sidebar's strip: the arrow with a thin margin. At a large text
+// scale the style's paddings (scaled with it) would make two strips take
+// half of a phone's width; the strip keeps its small-scale width or the
+// arrow's own, whichever is wider.
+constexpr float kFoldedPad = 3.0f;  // the strip's window padding and the button's side padding, pixels
 float folded_width() {
-  return ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().WindowPadding.x;
+  const float usual = ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().WindowPadding.x;
+  const float narrow = ImGui::CalcTextSize("\xE2\x96\xB6").x + 4 * kFoldedPad;
+  return std::min(usual, std::max(narrow, 36.0f));
 }
 
 // The bottom strip's height: the timeline row, and (`full`) a row with the
@@ -42,11 +49,18 @@ float folded_strip(const char* id, const char* arrow, float x, float H, bool& op
   const float w = folded_width();
   ImGui::SetNextWindowPos(ImVec2(x, 0), ImGuiCond_Always, ImVec2(x > 0 ? 1.0f : 0.0f, 0));
   ImGui::SetNextWindowSize(ImVec2(w, H), ImGuiCond_Always);
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowMinSize, ImVec2(1, 1));
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(std::min(kFoldedPad, ImGui::GetStyle().WindowPadding.x),
+                                                          ImGui::GetStyle().WindowPadding.y));
   if (ImGui::Begin(id, nullptr, kDocked | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoScrollbar)) {
+    ImGui::PushStyleVar(ImGuiStyleVar_FramePadding, ImVec2(std::min(kFoldedPad, ImGui::GetStyle().FramePadding.x),
+                                                           ImGui::GetStyle().FramePadding.y));
     if (ImGui::Button(arrow, ImVec2(-1, ImGui::GetFrameHeight() * 2))) open = true;
+    ImGui::PopStyleVar();
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("show the panels");
   }
   ImGui::End();
+  ImGui::PopStyleVar(2);
   return w;
 }
 
