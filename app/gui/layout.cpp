@@ -19,15 +19,22 @@ void append(Commands& to, Commands more) {
   to.insert(to.end(), more.begin(), more.end());
 }
 
-// A folded sidebar's strip: the arrow with a thin margin. At a large text
-// scale the style's paddings (scaled with it) would make two strips take
-// half of a phone's width; the strip keeps its small-scale width or the
-// arrow's own, whichever is wider.
-constexpr float kFoldedPad = 3.0f;  // the strip's window padding and the button's side padding, pixels
+// A folded sidebar's strip as the fitting rules count it: the frame height
+// and the window paddings, at this text scale. What decides which panels
+// fold (fold_to_fit) counts this, so a sidebar that would be too narrow to
+// read beside it folds as before.
 float folded_width() {
-  const float usual = ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().WindowPadding.x;
+  return ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().WindowPadding.x;
+}
+
+// The strip as drawn: the arrow with a thin margin. At a large text scale
+// the scaled paddings would make two strips take half of a phone's width;
+// the strip keeps the width above or the arrow's own (at least 36 px),
+// whichever is narrower, and the 3D view gets the rest.
+constexpr float kFoldedPad = 3.0f;  // the strip's window padding and the button's side padding, pixels
+float folded_strip_width() {
   const float narrow = ImGui::CalcTextSize("\xE2\x96\xB6").x + 4 * kFoldedPad;
-  return std::min(usual, std::max(narrow, 36.0f));
+  return std::min(folded_width(), std::max(narrow, 36.0f));
 }
 
 // The bottom strip's height: the timeline row, and (`full`) a row with the
@@ -46,7 +53,7 @@ float bottom_height(bool lessons, bool full, float H) {
 
 // A folded sidebar: a strip with one button that opens it again.
 float folded_strip(const char* id, const char* arrow, float x, float H, bool& open) {
-  const float w = folded_width();
+  const float w = folded_strip_width();
   ImGui::SetNextWindowPos(ImVec2(x, 0), ImGuiCond_Always, ImVec2(x > 0 ? 1.0f : 0.0f, 0));
   ImGui::SetNextWindowSize(ImVec2(w, H), ImGuiCond_Always);
   ImGui::PushStyleVar(ImGuiStyleVar_WindowMinSize, ImVec2(1, 1));
