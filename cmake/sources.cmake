@@ -58,6 +58,7 @@ set(KVSCOPE_SCENE_SRC
   render/scene/scene_sequence.cpp
   render/scene/scene_serve.cpp
   render/scene/scene_serve_layout.cpp
+  render/scene/scene_serve_request.cpp
   render/scene/scene_spec.cpp)
 
 # app/platform/assets: data files found relative to the executable.

@@ -208,6 +208,10 @@ TEST(ServeView, LayoutStaysInsideTheCanvas) {
           EXPECT_LE(t.pos.x + o.text_width(t.text), w + 0.01f) << t.text << " line " << line;
           EXPECT_LE(t.pos.y + line, h + 0.01f) << t.text << " line " << line;
         }
+        // The plot's two curves (one point per step) are there at both text scales.
+        int curves = 0;
+        for (const ServeLine& l : sc.lines) curves += l.points.size() == s->steps.size() ? 1 : 0;
+        EXPECT_EQ(curves, 2) << "line " << line << " lanes " << sc.lanes.size() << " step " << k;
       }
     }
   }

@@ -40,6 +40,17 @@ FrameSpec frame_spec(const Session& s, float anim, int hover_pos) {
     f.message = engine.loading_model ? "loading the model\xE2\x80\xA6"
                 : !engine.model      ? "no model: open a model folder (GPT-2, Llama, Mistral, Qwen2) in the Model panel"
                                      : "paused before the first step: \xE2\x86\x92 or Space runs the prefill";
+  const ServeRequestView& served = ui.memo.serve_request.view;
+  if (ui.serving.open && ui.serving.view_w > 0 && served.seq.current) {  // the Serving view's selected request
+    f.seq = &served.seq;
+    f.timeline = nullptr;
+    f.view.hide_newest = false;
+    f.hud = f.presentation = false;
+    f.step = served.record;
+    f.message.clear();
+    f.banner = served.banner;
+    f.banner_sub = served.banner_sub;
+  }
   return f;
 }
 
@@ -120,15 +131,21 @@ void place_banner(const Scene& scene, const OverlayFonts& fonts, float view_w, f
 // The scene of the shown step, from the same pure builders `kvscope render` uses.
 Scene frame_scene(const FrameSpec& f) {
   const StrategyTimeline none;
-  return std::visit(overloaded{
-                        [&](std::monostate) { return build_scene(*f.seq, f.view, f.anim); },
-                        [&](const BeamTimeline& beams) {
-                          if (!f.model) return build_scene(*f.seq, f.view, f.anim);  // (its depth is the model's)
-                          return build_beam_scene(beams, f.decode_count, f.model->config.n_layer, f.anim, f.view);
-                        },
-                        [&](const SpecTimeline& its) { return build_spec_scene(its, f.decode_count, f.anim, f.view); },
-                    },
-                    f.timeline ? *f.timeline : none);
+  Scene s =
+      std::visit(overloaded{
+                     [&](std::monostate) { return build_scene(*f.seq, f.view, f.anim); },
+                     [&](const BeamTimeline& beams) {
+                       if (!f.model) return build_scene(*f.seq, f.view, f.anim);  // (its depth is the model's)
+                       return build_beam_scene(beams, f.decode_count, f.model->config.n_layer, f.anim, f.view);
+                     },
+                     [&](const SpecTimeline& its) { return build_spec_scene(its, f.decode_count, f.anim, f.view); },
+                 },
+                 f.timeline ? *f.timeline : none);
+  if (!f.banner.empty()) {
+    s.banner = f.banner;
+    s.banner_sub = f.banner_sub;
+  }
+  return s;
 }
 
 ComposedFrame compose_frame(const FrameSpec& f, const OverlayFonts& fonts, float view_w, float avail_h) {

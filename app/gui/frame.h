@@ -33,6 +33,8 @@ struct FrameSpec {
   bool live = true;            // the shown step is the newest
   int hover_pos = -1;
   std::string message;  // centred over the view while there is no step ("" = none)
+  // In place of the scene's banner when not empty (the Serving view's request: its place in the batch).
+  std::string banner, banner_sub;
 };
 
 // What the window shows for the session's state.

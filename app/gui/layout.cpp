@@ -19,8 +19,22 @@ void append(Commands& to, Commands more) {
   to.insert(to.end(), more.begin(), more.end());
 }
 
+// A folded sidebar's strip as the fitting rules count it: the frame height
+// and the window paddings, at this text scale. What decides which panels
+// fold (fold_to_fit) counts this, so a sidebar that would be too narrow to
+// read beside it folds as before.
 float folded_width() {
   return ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().WindowPadding.x;
+}
+
+// The strip as drawn: the arrow with a thin margin. At a large text scale
+// the scaled paddings would make two strips take half of a phone's width;
+// the strip keeps the width above or the arrow's own (at least 36 px),
+// whichever is narrower, and the 3D view gets the rest.
+constexpr float kFoldedPad = 3.0f;  // the strip's window padding and the button's side padding, pixels
+float folded_strip_width() {
+  const float narrow = ImGui::CalcTextSize("\xE2\x96\xB6").x + 4 * kFoldedPad;
+  return std::min(folded_width(), std::max(narrow, 36.0f));
 }
 
 // The bottom strip's height: the timeline row, and (`full`) a row with the
@@ -39,14 +53,21 @@ float bottom_height(bool lessons, bool full, float H) {
 
 // A folded sidebar: a strip with one button that opens it again.
 float folded_strip(const char* id, const char* arrow, float x, float H, bool& open) {
-  const float w = folded_width();
+  const float w = folded_strip_width();
   ImGui::SetNextWindowPos(ImVec2(x, 0), ImGuiCond_Always, ImVec2(x > 0 ? 1.0f : 0.0f, 0));
   ImGui::SetNextWindowSize(ImVec2(w, H), ImGuiCond_Always);
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowMinSize, ImVec2(1, 1));
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(std::min(kFoldedPad, ImGui::GetStyle().WindowPadding.x),
+                                                          ImGui::GetStyle().WindowPadding.y));
   if (ImGui::Begin(id, nullptr, kDocked | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoScrollbar)) {
+    ImGui::PushStyleVar(ImGuiStyleVar_FramePadding, ImVec2(std::min(kFoldedPad, ImGui::GetStyle().FramePadding.x),
+                                                           ImGui::GetStyle().FramePadding.y));
     if (ImGui::Button(arrow, ImVec2(-1, ImGui::GetFrameHeight() * 2))) open = true;
+    ImGui::PopStyleVar();
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("show the panels");
   }
   ImGui::End();
+  ImGui::PopStyleVar(2);
   return w;
 }
 
@@ -361,8 +382,11 @@ void fold_to_fit(UiState& ui, float W, float H) {
 
 ViewRect layout_panels(const EngineState& engine, UiState& ui, float W, float H, Commands& cmds) {
   ViewRect r{0, 0, std::max(1.0f, W), std::max(1.0f, H)};
-  if (ui.serving.open) {  // the Serving view takes the window
+  if (ui.serving.open) {  // the Serving view takes the window, but for the selected request's 3D view
     append(cmds, panel_serving(engine, ui));
+    if (ui.serving.view_w > 0)
+      r = ViewRect{ui.serving.view_x, ui.serving.view_y, std::max(1.0f, ui.serving.view_w),
+                   std::max(1.0f, ui.serving.view_h)};
     return r;
   }
   if (!ui.show_panels || W <= 0) return r;

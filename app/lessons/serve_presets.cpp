@@ -89,6 +89,10 @@ SchedulerConfig serve_preset_config(int index) {
 std::vector<ServeRunSpec> serve_preset_runs(int index, const Model& model) {
   ServeRunSpec run;
   run.options.sched = serve_preset_config(index);
+  // The view draws the selected request's attention rays at any step: every
+  // request's rows are kept (a few MB on the embedded model; a large model's
+  // later steps keep none once this is spent, and the view says so).
+  run.options.attention_budget = int64_t{256} << 20;
   const std::string file = std::string("the \"") + serve_presets().at(static_cast<size_t>(index)).name + "\" preset";
   run.requests =
       parse_requests(serve_preset_lines(index), file, model, run.options.sched.pool_blocks, run.options.sched.block);

@@ -29,8 +29,8 @@ struct ServeRunSpec {
 };
 
 // The runs of preset `index` on `model` (one; two for static vs continuous,
-// static first). Throws kvscope::Error (a UsageError naming the preset and
-// the line) when the model cannot take them.
+// static first), keeping attention rows for the view (ServeOptions::attention_budget). Throws kvscope::Error (a
+// UsageError naming the preset and the line) when the model cannot take them.
 std::vector<ServeRunSpec> serve_preset_runs(int index, const Model& model);
 
 // The requests-file text of preset `index` (JSON Lines), and its scheduler configuration.

@@ -28,6 +28,7 @@
 #include "model/decoding/speculative_generator.h"
 #include "render/scene/scene.h"
 #include "render/scene/scene_camera.h"
+#include "render/scene/scene_serve.h"
 
 namespace kvscope {
 
@@ -112,6 +113,13 @@ struct PanelMemo {
     std::vector<uint8_t> known;  // (bin_q): some row of the bin is held
     std::vector<int> bin_start;  // (bins + 1): first position of each bin
   } heat;
+  // The Serving view's selected request in the 3D view's terms (serve_request_view),
+  // kept while the runs, the run and step shown and the selection stay.
+  struct ServeRequest3D {
+    uint64_t version = 0;
+    int run = -1, shown = -1, req = -1;
+    ServeRequestView view;
+  } serve_request;
   // The KV calculator's published configurations (assets/kv_configs.json), read once.
   struct KvConfigs {
     bool loaded = false;
@@ -196,6 +204,9 @@ struct UiState : ViewChoices {
     int view_step = -1;       // the shown record; -1 = follow the newest
     int run = 0;              // the run shown (static vs continuous: 0 static, 1 continuous)
     int selected = -1;        // the selected lane's request (-1: none)
+    // Where the panel leaves the 3D view for the selected request (its
+    // attention rays): window pixels; w = 0 while none is drawn.
+    float view_x = 0, view_y = 0, view_w = 0, view_h = 0;
   } serving;
   PanelMemo memo;
 };

@@ -42,7 +42,8 @@ Server::Server(std::shared_ptr<const Model> model, std::vector<ServeRequest> req
       results_(reqs_.size()),
       seq_(reqs_.size(), -1),
       phys_(static_cast<size_t>(opt.sched.pool_blocks), -1),
-      retained_(static_cast<size_t>(opt.sched.pool_blocks), false) {
+      retained_(static_cast<size_t>(opt.sched.pool_blocks), false),
+      attention_left_(opt.attention_budget) {
   const Config& c = model_->config;
   for (const ServeRequest& r : reqs_) {
     const int n = static_cast<int>(r.prompt.size());
@@ -133,7 +134,8 @@ std::vector<Sampled> Server::sample(const Plan& p, const ForwardOutput& out, Ser
     const auto first = out.logits.begin() + static_cast<std::ptrdiff_t>(row * vocab);
     const std::vector<float> logits(first, first + static_cast<std::ptrdiff_t>(vocab));
     ++row;
-    const int token = samplers_[static_cast<size_t>(c.req)].sample(logits, sched_.tokens(c.req), 1).token;
+    const SampleResult drawn = samplers_[static_cast<size_t>(c.req)].sample(logits, sched_.tokens(c.req), 1);
+    const int token = drawn.token;
     const StopReason why = stop_reason(c.req, token);
     ServeResult& res = results_[static_cast<size_t>(c.req)];
     res.tokens.push_back(token);
@@ -144,9 +146,35 @@ std::vector<Sampled> Server::sample(const Plan& p, const ForwardOutput& out, Ser
       rec.finished.push_back(c.req);
     }
     rec.entries[i].token = token;
+    rec.entries[i].prob = drawn.prob;
     sampled.push_back(Sampled{c.req, token, why != StopReason::kNone});
   }
   return sampled;
+}
+
+// Each entry's newest query row, cut to the request's own keys [0, first +
+// n) (the batch's rows are as wide as its longest sequence, zero past a
+// request's own keys), while the budget lasts: a step keeps all its rows or none.
+void Server::keep_attention(const ForwardOutput& out, ServeStep& rec) {
+  const Config& c = model_->config;
+  const size_t LH = static_cast<size_t>(c.n_layer) * c.n_head;
+  int64_t bytes = 0;
+  for (const ServeEntry& e : rec.entries) bytes += static_cast<int64_t>(LH * (e.first + e.n) * sizeof(float));
+  if (out.n_rows != static_cast<int>(rec.entries.size()) || bytes > attention_left_) {
+    attention_left_ = 0;  // spent: later steps tap nothing
+    return;
+  }
+  attention_left_ -= bytes;
+  const size_t width = static_cast<size_t>(out.width), rows = static_cast<size_t>(out.n_rows);
+  for (size_t i = 0; i < rec.entries.size(); ++i) {
+    ServeEntry& e = rec.entries[i];
+    const size_t keys = static_cast<size_t>(e.first + e.n);
+    e.attn.resize(LH * keys);
+    for (size_t lh = 0; lh < LH; ++lh) {
+      const float* src = &out.attn[(lh * rows + i) * width];
+      std::copy(src, src + keys, &e.attn[lh * keys]);
+    }
+  }
 }
 
 SlotCounts Server::slot_counts() const {
@@ -203,12 +231,18 @@ std::shared_ptr<const ServeStep> Server::step() {
   sync_retained();
   open_sequences(p);
   std::vector<BatchEntry> batch;
+  const bool tap = attention_left_ > 0;  // each chunk's last position: one attention row per entry, in order
   for (const Chunk& c : p.chunks) {
     const std::vector<int>& toks = sched_.tokens(c.req);
     for (int pos = c.first; pos < c.first + c.n; ++pos)
       batch.push_back(BatchEntry{seq_[static_cast<size_t>(c.req)], pos, toks[static_cast<size_t>(pos)],
-                                 c.samples && pos == c.first + c.n - 1, false});
-    rec->entries.push_back(ServeEntry{c.req, c.prefill(), c.first, c.n, -1});
+                                 c.samples && pos == c.first + c.n - 1, tap && pos == c.first + c.n - 1});
+    ServeEntry e;
+    e.req = c.req;
+    e.prefill = c.prefill();
+    e.first = c.first;
+    e.n = c.n;
+    rec->entries.push_back(std::move(e));
     rec->positions += c.n;
   }
   rec->running = sched_.running();
@@ -217,9 +251,11 @@ std::shared_ptr<const ServeStep> Server::step() {
   rec->preempted = p.preempted;
   rec->prefix_hit_blocks = p.prefix_hit_blocks;
   ForwardTaps taps;
-  taps.attention = taps.kv = taps.query = false;
+  taps.attention = tap;
+  taps.kv = taps.query = false;
   ForwardOutput out;
   if (!batch.empty()) out = engine_.forward(batch, cache_, taps);
+  if (tap) keep_attention(out, *rec);
   for (const Chunk& c : p.chunks) map_blocks(c.req);
   const std::vector<Sampled> sampled = sample(p, out, *rec);
   sched_.complete(p, sampled);

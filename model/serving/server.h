@@ -33,6 +33,10 @@ struct ServeRequest {
 struct ServeOptions {
   KVDtype kv_dtype = KVDtype::kF32;
   SchedulerConfig sched;  // sched.block = the cache's page size
+  // Bytes of attention rows the records may keep (ServeEntry::attn), over
+  // the whole run: the view's rays. 0 (the CLI's): none, and the forward
+  // copies none out.
+  int64_t attention_budget = 0;
 };
 
 // One request's positions [first, first + n) in a step's batch.
@@ -41,6 +45,14 @@ struct ServeEntry {
   bool prefill = false;  // a prompt chunk (or recompute), else one decode token
   int first = 0, n = 0;
   int token = -1;  // the token its last position's logits chose, -1 when none (mid-prompt chunk)
+  float prob = 0;  // the probability its sampler gave `token`
+  // The attention of its last position (the newest query) over the request's
+  // keys [0, first + n), every layer and head, as this step's batched forward
+  // computed it; empty when not kept (ServeOptions::attention_budget).
+  std::vector<float> attn;  // (layer, head, first + n)
+  float attention(int n_head, int layer, int head, int key) const {
+    return attn[(static_cast<size_t>(layer) * n_head + head) * static_cast<size_t>(first + n) + key];
+  }
 };
 
 // Pool occupancy in slots (positions): what tokens hold, what the paged pool
@@ -114,6 +126,7 @@ class Server {
   void map_blocks(int req);
   void open_sequences(const Plan& p);
   std::vector<Sampled> sample(const Plan& p, const ForwardOutput& out, ServeStep& rec);
+  void keep_attention(const ForwardOutput& out, ServeStep& rec);
   StopReason stop_reason(int req, int token) const;
   SlotCounts slot_counts() const;
 
@@ -129,6 +142,7 @@ class Server {
   std::vector<int> phys_;       // (pool block) the cache block holding its rows, -1 when never written
   std::vector<bool> retained_;  // (pool block) its cache block retained for the prefix cache
   int step_ = 0;
+  int64_t attention_left_ = 0;  // bytes of ServeOptions::attention_budget not spent yet
   std::chrono::steady_clock::time_point t0_;
 };
 

@@ -384,6 +384,8 @@ void add_tokens(Scene& s, const SequenceState& seq, const ViewOptions& view, con
 }
 
 // `hidden` (predict mode): the tag names neither the token nor its probability.
+// A negative prob: the next token was not chosen by this step (a served
+// request's prompt chunk that stops mid-prompt feeds its next prompt token).
 void add_write_head(Scene& s, const StepRecord& r, const Layout& L, float flash, bool hidden) {
   const Palette& pal = s.palette;
   BlockInstance head;
@@ -403,6 +405,7 @@ void add_write_head(Scene& s, const StepRecord& r, const Layout& L, float flash,
   lab.pos = s.slot;
   char prob[32];
   std::snprintf(prob, sizeof(prob), "  %.0f%%", static_cast<double>(r.prob) * 100.0);
+  if (r.prob < 0) prob[0] = '\0';
   lab.text = hidden ? std::string("next: ?") : "next: " + visible_piece(r.piece) + prob;
   lab.anchor = s.head_pos + glm::vec3(0.0f, 0.45f, 0.0f);
   lab.colour = glm::vec4(pal.head, 1.0f);

@@ -112,4 +112,18 @@ glm::vec3 serve_block_colour(BlockLook look, int owner, const Palette& pal, bool
 
 ServeScene build_serve_scene(const ServeSceneInput& in, const ServeViewOptions& opt);
 
+// One request in the plain generation view's terms, for build_scene to draw
+// (its tokens, K/V stacks, write head and attention rays; one builder for
+// both views): the newest step at or before the shown one whose batch
+// computed positions for `req` and kept their attention (ServeEntry::attn),
+// as a StepRecord of that request alone. Its rays' weights are the attention
+// of the request's newest query in that batched forward. K norms are not
+// kept by serving: the stacks are drawn at the unknown height.
+struct ServeRequestView {
+  SequenceState seq;               // seq.current null: nothing to draw (not computed yet, or no attention kept)
+  int record = -1;                 // index into *in.steps of the step drawn
+  std::string banner, banner_sub;  // in place of the scene's own: the request's place in the batch
+};
+ServeRequestView serve_request_view(const ServeSceneInput& in, int req, const Config& c);
+
 }  // namespace kvscope

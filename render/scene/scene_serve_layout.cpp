@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "render/scene/scene_format.h"
 #include "render/scene/scene_serve.h"
@@ -33,6 +37,9 @@ struct Builder {
   ServeScene& sc;
   float y = 0;
   float plot_top_ = 0;
+  // The column the pool, its legend and the plot go in: the canvas's width,
+  // or (side by side, where stacked they leave the plot no room) a part of it.
+  float x0_ = 0, w_ = 0;
 
   float tw(const std::string& s) const { return opt.text_width(s); }
   float pad() const { return opt.line_h * 0.3f; }
@@ -61,7 +68,10 @@ struct Builder {
   void pool(float cell);
   float legend_rows(bool brief) const;
   void legend();
+  std::vector<std::pair<std::string, glm::vec3>> plot_keys(bool brief) const;
+  float plot_key_lines(bool brief) const;
   void plot(float h);
+  void body();
 };
 
 // The counters as two sentences, or (`brief`, where those would take more
@@ -175,7 +185,8 @@ void Builder::lanes(float lane_h) {
 // dim with an outline, free dark.
 void Builder::pool(float cell) {
   const ServeStep& s = *in.steps->at(static_cast<size_t>(in.shown));
-  text(0, y, fmt("KV pool: %.0f blocks of %.0f positions", in.config.pool_blocks, in.config.block), kText);
+  const std::string title = fmt("KV pool: %.0f blocks of %.0f positions", in.config.pool_blocks, in.config.block);
+  text(x0_, y, tw(title) <= w_ ? title : fmt("KV pool: %.0f blocks", in.config.pool_blocks), kText);
   y += opt.line_h * 1.1f;
   std::vector<int> owner(sc.blocks.size(), -1), count(sc.blocks.size(), 0);
   for (size_t j = 0; j < s.tables.size() && j < s.running_after.size(); ++j)
@@ -185,9 +196,9 @@ void Builder::pool(float cell) {
         count[static_cast<size_t>(b)]++;
       }
   const float gap = std::max(2.0f, cell * 0.1f);
-  const int cols = std::max(1, static_cast<int>((opt.width + gap) / (cell + gap)));
+  const int cols = std::max(1, static_cast<int>((w_ + gap) / (cell + gap)));
   for (size_t b = 0; b < sc.blocks.size(); ++b) {
-    const float x = static_cast<float>(b % static_cast<size_t>(cols)) * (cell + gap);
+    const float x = x0_ + static_cast<float>(b % static_cast<size_t>(cols)) * (cell + gap);
     const float by = y + static_cast<float>(b / static_cast<size_t>(cols)) * (cell + gap);
     const BlockLook look = sc.blocks[b];
     ServeRect& r = rect(x, by, cell, cell, serve_block_colour(look, owner[b], pal, opt.colour_blind));
@@ -227,7 +238,7 @@ float Builder::legend_rows(bool brief) const {
   float x = 0, rows = 1;
   for (const LegendItem& it : kLegend) {
     const float w = opt.line_h * 0.8f + 3 * pad() + tw(brief ? it.brief : it.name);
-    if (x > 0 && x + w > opt.width) {
+    if (x > 0 && x + w > w_) {
       x = 0;
       rows++;
     }
@@ -243,14 +254,15 @@ void Builder::legend() {
   for (const LegendItem& it : kLegend) {
     const char* name = brief ? it.brief : it.name;
     const float w = sw + 3 * pad() + tw(name);
-    if (x > 0 && x + w > opt.width) {
+    if (x > 0 && x + w > w_) {
       x = 0;
       y += opt.line_h * 1.15f;
     }
-    ServeRect& r = rect(x, y + (opt.line_h - sw) * 0.5f, sw, sw, serve_block_colour(it.look, 0, pal, opt.colour_blind));
+    ServeRect& r =
+        rect(x0_ + x, y + (opt.line_h - sw) * 0.5f, sw, sw, serve_block_colour(it.look, 0, pal, opt.colour_blind));
     r.border = it.look == BlockLook::kCached ? pal.page : pal.empty * 0.6f;
     r.border_w = it.look == BlockLook::kCached ? 2.0f : 1.0f;
-    text(x + sw + pad(), y, name, kText);
+    text(x0_ + x + sw + pad(), y, name, kText);
     x += w;
   }
   y += opt.line_h * 1.3f;
@@ -259,30 +271,52 @@ void Builder::legend() {
 // Over every step so far: pool blocks used (of the pool) and positions
 // computed (of the step's budget), preemptions as red ticks, prefix hits
 // as white ones, and the shown step as a vertical line.
+// The plot's key: what each line and tick is (brief where the full names
+// would take more than two lines).
+std::vector<std::pair<std::string, glm::vec3>> Builder::plot_keys(bool brief) const {
+  if (brief)
+    return {{"pool used", pal.cache_high},
+            {"positions", pal.generated_token},
+            {"preempted", pal.recomputed},
+            {"prefix hit", pal.shared}};
+  return {{fmt("pool used (of %.0f blocks)", in.config.pool_blocks), pal.cache_high},
+          {fmt("positions computed (of budget %.0f)", in.config.max_batch_tokens), pal.generated_token},
+          {"preemption", pal.recomputed},
+          {"prefix hit", pal.shared}};
+}
+
+float Builder::plot_key_lines(bool brief) const {
+  float x = 0, lines = 1;
+  for (const auto& [s, c] : plot_keys(brief)) {
+    if (x > 0 && x + tw(s) > w_) {
+      x = 0;
+      lines++;
+    }
+    x += tw(s) + opt.line_h * 0.5f;
+  }
+  return lines;
+}
+
 void Builder::plot(float h) {
   const std::vector<std::shared_ptr<const ServeStep>>& steps = *in.steps;
   const glm::vec3 used_c = pal.cache_high, pos_c = pal.generated_token;
   float x = 0;
-  for (const auto& [s, c] :
-       {std::pair<std::string, glm::vec3>{fmt("pool used (of %.0f blocks)", in.config.pool_blocks), used_c},
-        {fmt("positions computed (of budget %.0f)", in.config.max_batch_tokens), pos_c},
-        {"preemption", pal.recomputed},
-        {"prefix hit", pal.shared}}) {
-    if (x > 0 && x + tw(s) > opt.width) {
+  for (const auto& [s, c] : plot_keys(plot_key_lines(false) > 2)) {
+    if (x > 0 && x + tw(s) > w_) {
       x = 0;
       y += opt.line_h;
     }
-    text(x, y, s, c);
-    x += tw(s) + opt.line_h;
+    text(x0_ + x, y, s, c);
+    x += tw(s) + opt.line_h * 0.5f;
   }
   y += opt.line_h * 1.1f;
   const float ph = std::max(opt.line_h, h - (y - plot_top_));
-  ServeRect& frame = rect(0, y, opt.width, ph, glm::vec3(0.07f, 0.08f, 0.10f));
+  ServeRect& frame = rect(x0_, y, w_, ph, glm::vec3(0.07f, 0.08f, 0.10f));
   frame.border = pal.empty * 0.6f;
   frame.border_w = 1;
   const size_t n = steps.size();
   auto px = [&](size_t k) {
-    return n <= 1 ? opt.width * 0.5f : opt.width * static_cast<float>(k) / static_cast<float>(n - 1);
+    return x0_ + (n <= 1 ? w_ * 0.5f : w_ * static_cast<float>(k) / static_cast<float>(n - 1));
   };
   ServeLine used{{}, used_c, 2}, pos{{}, pos_c, 2};
   for (size_t k = 0; k < n; ++k) {
@@ -301,6 +335,68 @@ void Builder::plot(float h) {
   y += ph;
 }
 
+// Room: the lanes get 1.6 lines each and the pool's cells 1.8 lines, both
+// shrinking (cells to 0.6 lines, unlabelled) until lanes and what goes
+// below them fit. Stacked, the plot gets what is left under the pool (at
+// least 4.5 lines). Where that leaves it too little (a large text scale),
+// the pool and the plot go side by side under the lanes, the pool's legend
+// under the pool only where it fits (a cell's tooltip says what it is);
+// where even that does not fit, no plot.
+void Builder::body() {
+  const float L = opt.line_h, left = opt.height - y;
+  const float n = static_cast<float>(sc.lanes.size()), blocks = static_cast<float>(sc.blocks.size());
+  auto legend_h = [&] {  // in the column w_ wide
+    return (std::min(legend_rows(false), std::max(2.0f, legend_rows(true))) - 1) * L * 1.15f + L * 1.3f;
+  };
+  auto grid_h = [&](float cell) {  // title and grid, in the column w_ wide
+    const float gap = std::max(2.0f, cell * 0.1f);
+    const float cols = std::max(1.0f, std::floor((w_ + gap) / (cell + gap)));
+    return L * 1.1f + std::ceil(blocks / cols) * (cell + gap) + gap;
+  };
+  float lane_h = L * 1.6f, cell = L * 1.8f;
+  auto fit = [&](const std::function<float(float)>& below) {
+    lane_h = L * 1.6f, cell = L * 1.8f;
+    while (n * lane_h + L * 0.3f + below(cell) > left && (lane_h > L * 1.1f || cell > L * 0.6f)) {
+      lane_h = std::max(L * 1.1f, lane_h - L * 0.05f);
+      cell = std::max(L * 0.6f, cell - L * 0.05f);
+    }
+    if (n > 0 && n * lane_h + L * 0.3f + below(cell) > left) lane_h = std::max(L, (left - L * 0.3f - below(cell)) / n);
+    return left - n * lane_h - L * 0.3f - below(cell);  // what is left under them
+  };
+  const float rest = fit([&](float c) { return grid_h(c) + legend_h(); });
+  const float full_w = w_, col_w = (opt.width - L) * 0.45f;  // the pool's; the plot's is wider (its key)
+  w_ = opt.width - L - col_w;
+  const float plot_min = (plot_key_lines(plot_key_lines(false) > 2) + 2.5f) * L;
+  bool with_legend = true;
+  const bool side = rest < L * 4.5f && col_w >= L * 7.0f && [&] {
+    w_ = col_w;
+    if (fit([&](float c) { return std::max(grid_h(c) + legend_h(), plot_min); }) >= -0.01f) return true;
+    with_legend = false;
+    return fit([&](float c) { return std::max(grid_h(c), plot_min); }) >= -0.01f;
+  }();
+  if (side) {  // side by side: the plot beside the pool
+    lanes(lane_h);
+    const float top = y;
+    pool(cell);
+    if (with_legend) legend();
+    y = top;
+    x0_ = col_w + L;
+    w_ = opt.width - x0_;
+    plot_top_ = top;
+    plot(opt.height - top);
+    return;
+  }
+  w_ = full_w;
+  fit([&](float c) { return grid_h(c) + legend_h(); });
+  lanes(lane_h);
+  pool(cell);
+  legend();
+  if (opt.height - y >= L * 4.5f) {
+    plot_top_ = y;
+    plot(std::min(opt.height - y, std::max(L * 4.5f, opt.height * 0.3f)));
+  }
+}
+
 }  // namespace
 
 ServeScene build_serve_scene(const ServeSceneInput& in, const ServeViewOptions& opt) {
@@ -312,33 +408,9 @@ ServeScene build_serve_scene(const ServeSceneInput& in, const ServeViewOptions& 
   sc.counters = serve_counters(at);
   sc.blocks = serve_block_looks(*at.steps->at(static_cast<size_t>(at.shown)), at.config.pool_blocks);
   Builder b{at, opt, *opt.palette, sc};
+  b.w_ = opt.width;
   b.header();
-  // Room: the lanes get 1.6 lines each and the pool's cells 1.8 lines, both
-  // shrinking (cells to 0.6 lines, unlabelled) until lanes and pool fit;
-  // the plot gets what is left (at least 4.5 lines, else none).
-  const float L = opt.line_h, left = opt.height - b.y;
-  const float n = static_cast<float>(sc.lanes.size()), blocks = static_cast<float>(sc.blocks.size());
-  const float legend_h =
-      (std::min(b.legend_rows(false), std::max(2.0f, b.legend_rows(true))) - 1) * L * 1.15f + L * 1.3f;
-  auto pool_h = [&](float cell) {
-    const float gap = std::max(2.0f, cell * 0.1f);
-    const float cols = std::max(1.0f, std::floor((opt.width + gap) / (cell + gap)));
-    return L * 1.1f + std::ceil(blocks / cols) * (cell + gap) + gap + legend_h;  // title, grid, legend
-  };
-  float lane_h = L * 1.6f, cell = L * 1.8f;
-  while (n * lane_h + L * 0.3f + pool_h(cell) > left && (lane_h > L * 1.1f || cell > L * 0.6f)) {
-    lane_h = std::max(L * 1.1f, lane_h - L * 0.05f);
-    cell = std::max(L * 0.6f, cell - L * 0.05f);
-  }
-  if (n > 0 && n * lane_h + L * 0.3f + pool_h(cell) > left) lane_h = std::max(L, (left - L * 0.3f - pool_h(cell)) / n);
-  b.lanes(lane_h);
-  b.pool(cell);
-  b.legend();
-  const float rest = opt.height - b.y;
-  if (rest >= L * 4.5f) {
-    b.plot_top_ = b.y;
-    b.plot(std::min(rest, std::max(L * 4.5f, opt.height * 0.3f)));
-  }
+  b.body();
   return sc;
 }
 

@@ -6,6 +6,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -120,9 +121,16 @@ void controls(const EngineState& engine, UiState& ui, Commands& cmds) {
   const int shown = shown_index(*run, ui);
   if (shown < 0) return;
   heading("Request");
-  if (ui.serving.selected >= 0 && ui.serving.selected < static_cast<int>(run->info->requests.size()))
+  if (ui.serving.selected >= 0 && ui.serving.selected < static_cast<int>(run->info->requests.size())) {
     text_wrapped_words(request_text(*run, ui.serving.selected, shown));
-  else
+    if (ui.serving.view_w <= 0) {
+      ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+      text_wrapped_words(ui.memo.serve_request.view.seq.current
+                             ? "its attention rays: no room for the 3D view at this text scale and window height"
+                             : "no attention rays: no step has computed it yet, or its rows were not kept");
+      ImGui::PopStyleColor();
+    }
+  } else
     ImGui::TextDisabled("click a lane for its text");
 }
 
@@ -157,9 +165,45 @@ void block_tooltip(const ServeRun& run, const ServeStep& s, int block, BlockLook
   end_wrapped_tooltip();
 }
 
+// The selected request in the 3D view's terms, rebuilt only when what it
+// is built from changed; null while there is nothing to draw.
+const ServeRequestView* request_view(const EngineState& engine, UiState& ui, const ServeRun& run, int shown) {
+  PanelMemo::ServeRequest3D& m = ui.memo.serve_request;
+  const int req = ui.serving.selected;
+  if (m.version != engine.serving.version || m.run != ui.serving.run || m.shown != shown || m.req != req) {
+    ServeSceneInput in;
+    in.requests = &run.info->requests;
+    in.steps = &run.steps;
+    in.shown = shown;
+    const Tokenizer& tok = run.info->model->tokenizer;
+    in.token_text = [&tok](int t) { return tok.display_piece(t); };
+    m.view = serve_request_view(in, req, run.info->model->config);
+    m.version = engine.serving.version, m.run = ui.serving.run, m.shown = shown, m.req = req;
+  }
+  return m.view.seq.current ? &m.view : nullptr;
+}
+
+// The part of the canvas left to the 3D view of the selected request (its
+// attention rays, drawn by the window's renderer under this panel): the
+// lower part, where the canvas is tall enough for both; the canvas keeps the rest.
+ImVec2 split_for_3d(const EngineState& engine, UiState& ui, ImVec2 o, ImVec2 size) {
+  ui.serving.view_w = 0;
+  const ServeRun* run = shown_run(engine, ui);
+  if (!run || run->steps.empty() || ui.serving.selected < 0) return size;
+  if (!request_view(engine, ui, *run, shown_index(*run, ui))) return size;
+  const float h = std::floor(size.y * 0.45f);
+  if (h < 8 * ImGui::GetTextLineHeight()) return size;
+  ui.serving.view_x = o.x;
+  ui.serving.view_y = o.y + size.y - h;
+  ui.serving.view_w = size.x;
+  ui.serving.view_h = h;
+  return ImVec2(size.x, size.y - h - ImGui::GetStyle().ItemSpacing.y);
+}
+
 void canvas(const EngineState& engine, UiState& ui) {
   const ServeRun* run = shown_run(engine, ui);
-  const ImVec2 o = ImGui::GetCursorScreenPos(), size = ImGui::GetContentRegionAvail();
+  const ImVec2 o = ImGui::GetCursorScreenPos();
+  const ImVec2 size = split_for_3d(engine, ui, o, ImGui::GetContentRegionAvail());
   if (!run || run->steps.empty()) {
     ImGui::TextDisabled("%s", engine.serving.busy ? "computing the first step..." : "choose a preset");
     return;
@@ -208,10 +252,11 @@ Commands panel_serving(const EngineState& engine, UiState& ui) {
   const ImVec2 ds = ImGui::GetIO().DisplaySize;
   ImGui::SetNextWindowPos(ImVec2(0, 0), ImGuiCond_Always);
   ImGui::SetNextWindowSize(ds, ImGuiCond_Always);
-  ImGui::SetNextWindowBgAlpha(1.0f);  // the 3D view's text layer stays behind it
+  // Its background is painted below (opaque: the 3D view's text layer stays
+  // behind it), all but the selected request's 3D view.
   const ImGuiWindowFlags flags = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                                  ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoBringToFrontOnFocus |
-                                 ImGuiWindowFlags_NoScrollbar;
+                                 ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoBackground;
   if (ImGui::Begin("Serving", nullptr, flags)) {
     const float side = std::clamp(260.0f * ui.text_scale, std::min(240.0f, ds.x * 0.3f), ds.x * 0.34f);
     if (ImGui::BeginChild("##serve_controls", ImVec2(side, 0))) controls(engine, ui, cmds);
@@ -220,6 +265,19 @@ Commands panel_serving(const EngineState& engine, UiState& ui) {
     if (ImGui::BeginChild("##serve_canvas_child", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollbar))
       canvas(engine, ui);
     ImGui::EndChild();
+    // (the window's own draw list is drawn before its children's)
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    ImVec4 bg = ImGui::GetStyleColorVec4(ImGuiCol_WindowBg);
+    bg.w = 1.0f;
+    const ImU32 bgc = ImGui::ColorConvertFloat4ToU32(bg);
+    const UiState::Serving& sv = ui.serving;
+    if (sv.view_w <= 0) {
+      dl->AddRectFilled(ImVec2(0, 0), ds, bgc);
+    } else {  // around the 3D view: above it, left of it and right of it
+      dl->AddRectFilled(ImVec2(0, 0), ImVec2(ds.x, sv.view_y), bgc);
+      dl->AddRectFilled(ImVec2(0, sv.view_y), ImVec2(sv.view_x, ds.y), bgc);
+      dl->AddRectFilled(ImVec2(sv.view_x + sv.view_w, sv.view_y), ds, bgc);
+    }
   }
   ImGui::End();
   return cmds;
