@@ -279,17 +279,22 @@ TEST(HistoryBudget, PagedStepsKeepTheirPagesWhenTheirRowsAreDropped) {
   }
   EXPECT_EQ(checked, static_cast<int>(k.size()) - kRecent);
 
-  // A budget too small for anything but the newest records still keeps
-  // every record's pages (a run per page, never dropped): pages of 4 hold
-  // ceil(seq_len / 4) runs, each page's positions consecutive.
+  // A budget too small for anything but the newest records drops the older
+  // records' page runs last, after their K/V rows; the newest four keep
+  // theirs. Pages of 4 hold ceil(seq_len / 4) runs, each page's positions consecutive.
   EXPECT_GT(tree.trimmed().kv_dropped, 0);
+  EXPECT_GT(tree.trimmed().pages_dropped, 0);
   for (size_t i = 0; i < h.size(); ++i) {
-    const StepRecord& r = *h[i];
-    EXPECT_EQ(r.kv_page_runs, all[i]->kv_page_runs) << i;
+    const StepRecord& r = *all[i];
     ASSERT_EQ(r.kv_page_runs.size(), static_cast<size_t>((r.seq_len + 3) / 4)) << i;
     for (size_t j = 0; j < r.kv_page_runs.size(); ++j) {
       EXPECT_EQ(r.kv_page_runs[j].pos, static_cast<int>(j) * 4) << i;
       EXPECT_EQ(r.kv_page_runs[j].n, std::min(4, r.seq_len - static_cast<int>(j) * 4)) << i;
+    }
+    if (i + 4 >= h.size()) {
+      EXPECT_EQ(h[i]->kv_page_runs, r.kv_page_runs) << i;
+    } else {
+      EXPECT_TRUE(h[i]->kv_page_runs.empty()) << i;
     }
   }
 }

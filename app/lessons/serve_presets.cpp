@@ -91,8 +91,11 @@ std::vector<ServeRunSpec> serve_preset_runs(int index, const Model& model) {
   run.options.sched = serve_preset_config(index);
   // The view draws the selected request's attention rays at any step: every
   // request's rows are kept (a few MB on the embedded model; a large model's
-  // later steps keep none once this is spent, and the view says so).
-  run.options.attention_budget = int64_t{256} << 20;
+  // later steps keep none once this is spent, and the view says so). One
+  // budget per preset, shared by its runs (static vs continuous has two).
+  constexpr int64_t kPresetAttentionBytes = int64_t{256} << 20;
+  const int n_runs = index == 3 ? 2 : 1;
+  run.options.attention_budget = kPresetAttentionBytes / n_runs;
   const std::string file = std::string("the \"") + serve_presets().at(static_cast<size_t>(index)).name + "\" preset";
   run.requests =
       parse_requests(serve_preset_lines(index), file, model, run.options.sched.pool_blocks, run.options.sched.block);

@@ -252,7 +252,7 @@ TrimReport BranchTree::enforce_budget() {
   if (budget_ == 0) return now;
   uint64_t total = bytes();
   if (total <= budget_) return now;
-  const unsigned passes[2] = {kDetailAttention | kDetailLogits, kDetailKV};
+  const unsigned passes[3] = {kDetailAttention | kDetailLogits, kDetailKV, kDetailPages};
   for (unsigned drop : passes) {
     trim_branches(drop, total, now);
     if (total <= budget_) break;
@@ -295,6 +295,7 @@ void BranchTree::trim_branches(unsigned drop, uint64_t& total, TrimReport& now) 
         if (have & kDetailAttention) ++now.attention_dropped;
         if (have & kDetailLogits) ++now.logits_dropped;
         if (have & kDetailKV) ++now.kv_dropped;
+        if (have & kDetailPages) ++now.pages_dropped;
         it = stripped.emplace(r.get(), std::move(light)).first;
       }
       b.history.replace(i, it->second);

@@ -106,6 +106,7 @@ unsigned detail_of(const StepRecord& r) {
   if (!r.attn.empty() && r.n_rows > 0) d |= kDetailAttention;
   if (!r.logits.empty()) d |= kDetailLogits;
   if (!r.k.empty() || !r.v.empty()) d |= kDetailKV;
+  if (!r.kv_page_runs.empty()) d |= kDetailPages;
   return d;
 }
 
@@ -121,6 +122,7 @@ RecordPtr strip_detail(const StepRecord& r, unsigned drop) {
     std::vector<float>().swap(out->k);
     std::vector<float>().swap(out->v);
   }
+  if (drop & kDetailPages) std::vector<PageRun>().swap(out->kv_page_runs);
   return out;
 }
 

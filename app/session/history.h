@@ -27,8 +27,9 @@ constexpr uint64_t kDefaultHistoryBudget = 256ull << 20;  // 256 MiB
 // Bytes a record holds: the struct plus every vector's and string's heap
 // storage (capacity). A decode step's attention grows with the context, so
 // over a long generation the records' attention together grows with its
-// square; its cache picture does not (held positions are runs, pages a run
-// each), except eviction by score's per-layer lists, bounded by its budget.
+// square. Its cache picture is small but not constant: held positions are a
+// run or two, eviction by score's per-layer lists are bounded by its budget,
+// and a paged cache's pages are a run each, seq_len / block of them.
 uint64_t record_bytes(const StepRecord& r);
 // The same for beam search's steps and speculative decoding's iterations.
 // A beam step's beams and hypotheses hold their whole token sequences, so
@@ -55,15 +56,19 @@ uint64_t cache_bytes(const StepCache& r);        // held runs, page runs, evicti
 enum DetailBits : unsigned {
   kDetailAttention = 1u << 0,  // attn (n_rows > 0)
   kDetailLogits = 1u << 1,     // logits
-  kDetailKV = 1u << 2,         // k, v (the cache picture, StepCache, always stays)
+  kDetailKV = 1u << 2,         // k, v
   kDetailAll = kDetailAttention | kDetailLogits | kDetailKV,
+  // A paged record's page runs (seq_len / block of them: a block of 1 over
+  // a long context adds up): the last thing dropped, only when the budget
+  // cannot hold them either. The rest of the cache picture always stays.
+  kDetailPages = 1u << 3,
 };
 unsigned detail_of(const StepRecord& r);  // bits of what is non-empty
 
 // A copy of `r` without the detail in `drop`: vectors emptied (and freed),
 // n_rows = 0 when attention goes (so readers that check n_rows see none);
 // n_kv, tokens, top candidates, prompt, sampler settings, the cache picture
-// (StepCache) and counters stay.
+// (StepCache; its page runs unless kDetailPages) and counters stay.
 RecordPtr strip_detail(const StepRecord& r, unsigned drop);
 
 // What the memory policy did (cumulative since the last clear()).
@@ -71,15 +76,17 @@ struct TrimReport {
   int attention_dropped = 0;    // records whose attention was dropped
   int logits_dropped = 0;       // records whose logits were dropped
   int kv_dropped = 0;           // records whose K/V rows were dropped
+  int pages_dropped = 0;        // records whose page runs were dropped too
   int beam_tokens_dropped = 0;  // beam-search steps whose beams' token sequences were dropped
   uint64_t bytes_freed = 0;
   int first_full = 0;  // records [first_full, size) still have all their detail
-  bool any() const { return attention_dropped || logits_dropped || kv_dropped || beam_tokens_dropped; }
+  bool any() const { return attention_dropped || logits_dropped || kv_dropped || pages_dropped || beam_tokens_dropped; }
   // Accumulates another trim's counts (first_full is each owner's own business).
   void add_counts(const TrimReport& o) {
     attention_dropped += o.attention_dropped;
     logits_dropped += o.logits_dropped;
     kv_dropped += o.kv_dropped;
+    pages_dropped += o.pages_dropped;
     beam_tokens_dropped += o.beam_tokens_dropped;
     bytes_freed += o.bytes_freed;
   }

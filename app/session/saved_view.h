@@ -3,7 +3,7 @@
 // this file needs neither GLM nor the renderer:
 //   {"kvscope_view": 1, "camera": {"target": [x, y, z], "distance": ..,
 //    "yaw": .., "pitch": .., "fov_y": .., "preset": "front"}, "step": 12,
-//    "prompt": "...", "model": "", "max_new": 64, "cache": "kv_cache",
+//    "prompt": "...", "model": "", "max_new": 64 (0: fill the context), "cache": "kv_cache",
 //    "sampler": {...}, "attention": {"layer": -1, "head": -1, "min_weight": 0},
 //    "text_scale": 1, "presentation": false, "predict": false}
 #pragma once

@@ -444,8 +444,7 @@ void Session::fit_to_model(const std::string& origin) {
 
 void Session::save_view_to(const std::string& path) {
   SavedView v;
-  v.choices() = ui.choices();
-  v.max_new = effective_max_new();
+  v.choices() = ui.choices();  // (max_new as chosen: 0 fills the context, as in the window)
   v.camera = to_saved(view.camera, ui);
   v.step = std::max(0, shown_step(engine, ui));
   v.prompt = ui.active_prompt;

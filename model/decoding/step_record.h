@@ -9,8 +9,8 @@
 // StepRecord derives from all four, so `rec.token` and `rec.kv_held` read as
 // before. Held positions are intervals (PositionRuns) and pages runs
 // (PageRun): a dense cache holds one run, a window with sinks two, a paged
-// cache a few per page, so a record's cache picture does not grow with the
-// context (only eviction by score keeps per-position lists: see StepCache).
+// cache one per page (seq_len / block of them, which the timeline's budget
+// drops last). Only eviction by score keeps per-position lists (StepCache).
 #pragma once
 
 #include <cstddef>

@@ -10,6 +10,7 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "model/engine/kernels.h"  // IWYU pragma: associated
@@ -424,6 +425,19 @@ void attend_f32(const float* q, const Runs& runs, int col, int hd, int len, floa
   }
 }
 
+// attend_f32 reads the rows as floats where they lie: only when every row
+// starts on a float's alignment (a byte stride and run starts that are
+// multiples of 4); other views go through the copying path.
+bool floats_in_place(const Runs& runs) {
+  if (runs.stride % sizeof(float) != 0) return false;
+  for (int r = 0; r < runs.n_runs; ++r) {
+    if (reinterpret_cast<uintptr_t>(runs.runs[r].k) % alignof(float) != 0 ||
+        reinterpret_cast<uintptr_t>(runs.runs[r].v) % alignof(float) != 0)
+      return false;
+  }
+  return true;
+}
+
 void dequantize_slice(KVDtype d, const uint8_t* row, int col, int n, float* out) {
   switch (d) {
     case KVDtype::kF32:
@@ -453,7 +467,8 @@ void attend_runs(const float* q, const KVRunsView& view, int hd, int len, float 
                                                : attend_vector<D::kQ4_0>;
   if (vector(q, runs, view.col, hd, len, scale, p, out)) return;
 #endif
-  if (view.dtype == KVDtype::kF32) return attend_f32(q, runs, view.col, hd, len, scale, p, out);
+  if (view.dtype == KVDtype::kF32 && floats_in_place(runs))
+    return attend_f32(q, runs, view.col, hd, len, scale, p, out);
   attend_portable(
       q, runs,
       [&](const uint8_t* row, int i, int n, float* dst) { dequantize_slice(view.dtype, row, view.col + i, n, dst); },

@@ -41,7 +41,8 @@ HistoryText history_text(const EngineState& engine) {
                               ? "beam sequences of " + std::to_string(t.beam_tokens_dropped) + " oldest steps dropped"
                               : "attention of " + std::to_string(t.attention_dropped) +
                                     " oldest steps dropped, logits of " + std::to_string(t.logits_dropped) +
-                                    ", K/V of " + std::to_string(t.kv_dropped);
+                                    ", K/V of " + std::to_string(t.kv_dropped) +
+                                    (t.pages_dropped > 0 ? ", pages of " + std::to_string(t.pages_dropped) : "");
     h.full = "history " + held + " of " + budget + ": " + dropped;
   } else {
     const size_t n = engine.tree.size();
