@@ -7,6 +7,8 @@
 
 #include <Eigen/Core>
 
+#include "model/engine/linear_elements.h"
+
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__F16C__)
 #include <immintrin.h>
 #define KVSCOPE_LINEAR_AVX512 1
@@ -22,42 +24,6 @@ namespace kvscope {
 namespace linear_detail {
 
 namespace {
-
-inline float bits_to_f32(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-inline uint32_t f32_to_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-// Element types: the conversion each dtype needs.
-struct F16 {
-  uint16_t bits;
-};
-struct Bf16 {
-  uint16_t bits;
-};
-
-// Branch-free (vectorisable) conversions, exact for every value.
-inline float to_f32(float v) {
-  return v;
-}
-inline float to_f32(F16 v) {
-  const uint32_t sign = static_cast<uint32_t>(v.bits & 0x8000u) << 16;
-  const uint32_t em = v.bits & 0x7fffu;
-  // Exponent and mantissa shifted into an f32 and scaled by 2^(127 - 15):
-  // exact for normals and subnormals alike.
-  uint32_t bits = f32_to_bits(bits_to_f32(em << 13) * 0x1p112f);
-  if (em >= 0x7c00u) bits = 0x7f800000u | (em << 13);  // inf, nan
-  return bits_to_f32(bits | sign);
-}
-inline float to_f32(Bf16 v) {
-  return bits_to_f32(static_cast<uint32_t>(v.bits) << 16);
-}
 
 // ---------------------------------------------------------------------------
 // Portable path: blocks of R weight rows x NB positions, accumulators as

@@ -10,6 +10,7 @@
 // by 2^112 (exact for normals, subnormals and zero; no f16 instruction in
 // SIMD128), plus an i16x8.max_u over |h| that flags a block holding inf/NaN,
 // which is then recomputed by the exact portable path.
+#include "model/engine/linear_elements.h"
 #include "model/engine/linear_kernels.h"
 
 #ifdef __wasm_simd128__
@@ -19,23 +20,6 @@ namespace kvscope {
 namespace linear_detail {
 
 namespace {
-
-struct F16 {
-  uint16_t bits;
-};
-struct Bf16 {
-  uint16_t bits;
-};
-
-inline float scalar_f32(float v) {
-  return v;
-}
-inline float scalar_f32(F16 v) {
-  return f16_to_f32(v.bits);
-}
-inline float scalar_f32(Bf16 v) {
-  return bf16_to_f32(v.bits);
-}
 
 // 8 consecutive weights as two f32x4 (lanes 0-3, 4-7).
 inline void load8(const float* p, v128_t& lo, v128_t& hi, v128_t&) {
@@ -85,7 +69,7 @@ inline bool block(const T* w, int64_t ldw, int64_t cols, const float* x, const f
   if (wasm_v128_any_true(wasm_i16x8_gt(big, wasm_i16x8_const_splat(0x7bff)))) return false;
   for (int i = 0; i < R; ++i) {
     float s = hsum(wasm_f32x4_add(a0[i], a1[i]));
-    for (int64_t k = full; k < cols; ++k) s += scalar_f32(w[i * ldw + k]) * x[k];
+    for (int64_t k = full; k < cols; ++k) s += to_f32(w[i * ldw + k]) * x[k];
     y[r + i] = s + (b ? b[r + i] : 0.0f);
   }
   return true;
