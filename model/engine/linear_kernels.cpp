@@ -2,7 +2,9 @@
 #include "model/engine/linear_kernels.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Core>
@@ -167,27 +169,29 @@ inline void rowstream_block(const T* W, int64_t ldw, int64_t cols, const float* 
   }
 }
 
+// Every group of up to 16 positions in one pass over W: one weight stream
+// from memory whatever n, each chunk converted once. U chunks per step keep
+// at most 16 accumulators live (2 x 8, 4 x 4, 16 x 1).
+template <typename T, int NB>
+void rowstream_group(const T* W, int64_t ldw, int64_t cols, const float* X, int64_t ldx, const float* b, float* Y,
+                     int64_t ldy, int64_t r0, int64_t r1) {
+  constexpr int U = NB <= 4 ? 4 : NB <= 8 ? 2 : 1;
+  rowstream_block<T, NB, U>(W, ldw, cols, X, ldx, b, Y, ldy, r0, r1);
+}
+
+template <typename T, int... NB>
+constexpr auto rowstream_table(std::integer_sequence<int, NB...>) {
+  using Fn =
+      void (*)(const T*, int64_t, int64_t, const float*, int64_t, const float*, float*, int64_t, int64_t, int64_t);
+  return std::array<Fn, sizeof...(NB)>{rowstream_group<T, NB + 1>...};
+}
+
 template <typename T>
 void rowstream_rows(const T* W, int64_t ldw, int64_t cols, const float* X, int64_t n, int64_t ldx, const float* b,
                     float* Y, int64_t ldy, int64_t r0, int64_t r1) {
-  for (int64_t p = 0; p < n;) {
-    const int64_t left = n - p;
-    const float* x = X + p * ldx;
-    float* y = Y + p * ldy;
-    if (left >= 16) {
-      rowstream_block<T, 16, 1>(W, ldw, cols, x, ldx, b, y, ldy, r0, r1), p += 16;
-    } else if (left >= 8) {
-      rowstream_block<T, 8, 2>(W, ldw, cols, x, ldx, b, y, ldy, r0, r1), p += 8;
-    } else if (left >= 4) {
-      rowstream_block<T, 4, 4>(W, ldw, cols, x, ldx, b, y, ldy, r0, r1), p += 4;
-    } else if (left == 3) {
-      rowstream_block<T, 3, 4>(W, ldw, cols, x, ldx, b, y, ldy, r0, r1), p += 3;
-    } else if (left == 2) {
-      rowstream_block<T, 2, 4>(W, ldw, cols, x, ldx, b, y, ldy, r0, r1), p += 2;
-    } else {
-      rowstream_block<T, 1, 4>(W, ldw, cols, x, ldx, b, y, ldy, r0, r1), p += 1;
-    }
-  }
+  static constexpr auto kGroups = rowstream_table<T>(std::make_integer_sequence<int, 16>{});
+  for (int64_t p = 0; p < n; p += 16)
+    kGroups[std::min<int64_t>(16, n - p) - 1](W, ldw, cols, X + p * ldx, ldx, b, Y + p * ldy, ldy, r0, r1);
 }
 
 // R weight rows x NB positions: each 16-column chunk of a row is loaded and

@@ -4,7 +4,9 @@
 // Every weight is read from memory once per call, whatever n is:
 //  - n <= kRowStreamMaxN: one W row at a time (a single sequential stream,
 //    like decode's matvec in kernels.h, which the engine uses for n == 1),
-//    each 16-column chunk converted once and FMA'd into n accumulators;
+//    each 16-column chunk converted once and FMA'd into n accumulators, all
+//    n in one pass (the 4-row blocks below take 5-6 positions as a 4-tile
+//    and a 1-tile, converting every chunk twice: 1.2-1.3x slower there);
 //  - kRowStreamMaxN < n <= kDirectMaxN: blocks of 4 W rows are converted to f32 in
 //    registers, 16 columns at a time, and each converted chunk is FMA'd
 //    into 4 rows x up to 4 positions of accumulators (positions tiled by 4,
@@ -46,8 +48,10 @@ void linear_rows(const WeightView& W, const float* X, int64_t n, int64_t ldx, co
 // on whole panels (any split is correct; this one wastes nothing).
 constexpr int64_t kLinearRowBlock = 32;
 
-// Largest n the row-streaming path takes (one W row at a time x all n).
-constexpr int64_t kRowStreamMaxN = 4;
+// Largest n the row-streaming path takes (one W row at a time x all n). Past
+// it the x loads (n per converted chunk) bound the row stream and the 4 x 4
+// blocks (8 loads per 16 FMAs) win.
+constexpr int64_t kRowStreamMaxN = 6;
 // Largest n the direct (register-blocked, no scratch) path takes.
 constexpr int64_t kDirectMaxN = 16;
 
