@@ -336,6 +336,78 @@ TEST(Kernels, LinearEveryPathMatchesDoubleReference) {
   }
 }
 
+// The panel layout (weight_matrix.h): the same products from the same values
+// reordered, for every dtype, tails of a panel (rows % 32) and of a column
+// chunk, and shares that start at a panel boundary; rows outside untouched.
+TEST(Kernels, LinearOnPanelsMatchesDoubleReference) {
+  std::mt19937 rng(11);
+  const int64_t shapes[][2] = {{1, 1}, {3, 5}, {37, 17}, {33, 100}, {70, 768}, {45, 1037}, {96, 300}};
+  for (const auto& s : shapes) {
+    const int64_t rows = s[0], cols = s[1];
+    const auto w = randn(static_cast<size_t>(rows * cols), rng);
+    for (StoredType t : {StoredType::kF32, StoredType::kF16, StoredType::kBF16}) {
+      const StoredCopy rm = store(w, t, rows, cols, cols);
+      std::vector<float> pf(rm.f32.size());
+      std::vector<uint16_t> pb(rm.bits.size());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          const size_t from = static_cast<size_t>(r * cols + c), to = panel_index(r, c, rows, cols);
+          pf[to] = rm.f32[from];
+          if (t != StoredType::kF32) pb[to] = rm.bits[from];
+        }
+      const WeightView P{t,   t == StoredType::kF32 ? static_cast<const void*>(pf.data()) : pb.data(), rows, cols, 0,
+                         true};
+      for (int64_t n : {1, 2, 3, 4, 5, 7, 8, 9, 12, 16, 17, 33, 130}) {
+        if (n == 130 && rows * cols > 40000) continue;
+        const int64_t ldx = cols + 1, ldy = rows + 3, r0 = rows > kPanelRows ? kPanelRows : 0;
+        const auto X = randn(static_cast<size_t>(n * ldx), rng), b = randn(static_cast<size_t>(rows), rng);
+        const bool bias = n % 2 == 1;
+        std::vector<float> Y(static_cast<size_t>(n * ldy), 12345.0f);
+        linear_rows(P, X.data(), n, ldx, bias ? b.data() : nullptr, Y.data(), ldy, r0, rows);
+        double worst = 0;
+        for (int64_t p = 0; p < n; ++p)
+          for (int64_t r = 0; r < ldy; ++r) {
+            const float y = Y[static_cast<size_t>(p * ldy + r)];
+            if (r < r0 || r >= rows) {
+              ASSERT_EQ(y, 12345.0f) << "wrote row " << r;
+              continue;
+            }
+            double acc = bias ? b[static_cast<size_t>(r)] : 0.0, mag = std::fabs(acc);
+            for (int64_t k = 0; k < cols; ++k) {
+              const double v =
+                  static_cast<double>(rm.f32[static_cast<size_t>(r * cols + k)]) * X[static_cast<size_t>(p * ldx + k)];
+              acc += v;
+              mag += std::fabs(v);
+            }
+            worst = std::max(worst, std::fabs(y - acc) / (mag + 1e-30));
+          }
+        EXPECT_LT(worst, 2e-6) << to_string(t) << " " << rows << "x" << cols << " n " << n;
+      }
+    }
+  }
+}
+
+// A loaded matrix reads back its values wherever it is stored (panels here
+// when the AVX-512 kernels are built, row-major elsewhere).
+TEST(Kernels, WeightMatrixReadsBackAsStored) {
+  std::mt19937 rng(12);
+  const int64_t rows = 77, cols = 9;
+  const auto w = randn(static_cast<size_t>(rows * cols), rng);
+  const WeightMatrix W = WeightMatrix::from_f32(w.data(), rows, cols, StoredType::kF32);
+  EXPECT_EQ(W.panels, kPanelWeights);
+  std::vector<float> row(static_cast<size_t>(cols)), all(w.size());
+  W.rows_to_f32(0, rows, all.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    W.row_to_f32(r, row.data());
+    for (int64_t c = 0; c < cols; ++c) {
+      const float want = w[static_cast<size_t>(r * cols + c)];
+      ASSERT_EQ(W.at(r, c), want) << r << "," << c;
+      ASSERT_EQ(row[static_cast<size_t>(c)], want) << r << "," << c;
+      ASSERT_EQ(all[static_cast<size_t>(r * cols + c)], want) << r << "," << c;
+    }
+  }
+}
+
 // IEEE binary16, decoded from its fields alone: (-1)^s * m * 2^(e - 25) with
 // the implicit bit (e > 0), m * 2^-24 when subnormal (e = 0); e = 31 is Inf/NaN.
 bool f16_reference(uint16_t h, float* out) {
@@ -386,6 +458,20 @@ TEST(Kernels, LinearConvertsEveryHalfPatternExactly) {
           ASSERT_EQ(Y[static_cast<size_t>(p * kRows + r)], want[i]) << to_string(t) << " pattern 0x" << std::hex << i;
         }
     }
+    // The same patterns stored as panels.
+    std::vector<uint16_t> panel_bits(bits.size());
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t c = 0; c < kCols; ++c)
+        panel_bits[panel_index(r, c, kRows, kCols)] = bits[static_cast<size_t>(r * kCols + c)];
+    std::vector<float> Y(static_cast<size_t>(kCols * kRows));
+    linear_rows(WeightView{t, panel_bits.data(), kRows, kCols, 0, true}, X.data(), kCols, kCols, nullptr, Y.data(),
+                kRows, 0, kRows);
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t p = 0; p < kCols; ++p) {
+        const size_t i = static_cast<size_t>(r * kCols + p);
+        ASSERT_EQ(Y[static_cast<size_t>(p * kRows + r)], want[i])
+            << to_string(t) << " panels, pattern 0x" << std::hex << i;
+      }
   }
 }
 

@@ -138,10 +138,18 @@ TEST(Loader, Gpt2F16KeepsOnlyTheStoredHalves) {
       EXPECT_EQ(x->half.size(), static_cast<size_t>(x->rows * x->cols));
     }
   }
-  // The embedding's bits are the file's bits (the file stores wte (vocab, d) as is).
+  // The embedding's bits are the file's bits (the file stores wte (vocab, d)
+  // row-major; the matrix may hold them as panels, weight_matrix.h).
   std::vector<uint16_t> raw(static_cast<size_t>(w.wte.rows * w.wte.cols));
   st.read_raw("wte.weight", raw.data());
-  EXPECT_EQ(w.wte.half, raw);
+  std::vector<uint16_t> held(raw.size());
+  for (int64_t r = 0; r < w.wte.rows; ++r)
+    for (int64_t k = 0; k < w.wte.cols; ++k)
+      held[static_cast<size_t>(r * w.wte.cols + k)] =
+          w.wte
+              .half[w.wte.panels ? panel_index(r, k, w.wte.rows, w.wte.cols) : static_cast<size_t>(r * w.wte.cols + k)];
+  EXPECT_EQ(held, raw);
+  EXPECT_EQ(w.wte.panels, kPanelWeights);
   const uint64_t d = static_cast<uint64_t>(c.n_embd), L = static_cast<uint64_t>(c.n_layer);
   const uint64_t head = w.lm_head.empty() ? 0 : static_cast<uint64_t>(c.vocab_size) * d * 2;
   const uint64_t want = L * (12 * d * d * 2 + 13 * d * 4) + static_cast<uint64_t>(c.vocab_size) * d * 2 + head +

@@ -6,7 +6,11 @@
 # accepted), with Leviathan et al.'s prediction from the measured α and
 # cost ratio. Rounds run everything back to back; the tables give medians
 # over rounds. BEFORE=path/to/an/older/kvscope adds its prefill and
-# speculative numbers, measured in the same rounds.
+# speculative numbers, measured in the same rounds. Where Debian's python3-torch
+# is installed (KVSCOPE_TRAINING=1 scripts/install-deps.sh), each round also
+# times PyTorch's prefill on the same files and thread count
+# (tools/torch_bench.py: GPT-2 F32 and F16 computed in f32; the Llama shape in
+# f32 and in bf16), beside kvscope's on a GPT-2 F32 file too.
 # Usage: [BEFORE=old/kvscope] [BENCH_ROUNDS=3] tools/bench_batching.sh [path/to/kvscope]
 set -euo pipefail
 # shellcheck source=tools/bench_common.sh
@@ -17,6 +21,10 @@ D="$OUT/gpt2-2layer-random-f16"
 S="$OUT/smollm2-135m-random-bf16"
 make_gpt2 "$G" 12 F16
 make_gpt2 "$D" 2 F16 7
+TORCH=0
+$PY -c "import torch" 2>/dev/null && TORCH=1
+F="$OUT/gpt2-124m-random-f32"
+[ "$TORCH" = 0 ] || make_gpt2 "$F" 12 F32
 [ -f "$S/model.safetensors" ] ||
   $PY tools/numpy_ref_llama.py make --out "$S" --layers 30 --heads 9 --kv-heads 3 \
       --embd 576 --inner 1536 --ctx 8192 --vocab 49152 --dtype BF16 --std 0.02 --rope-theta 100000 \
@@ -39,6 +47,18 @@ for r in $(seq 1 "$ROUNDS"); do
   if [ -n "$BEFORE" ]; then
     "$BEFORE" bench --model "$G" --lengths 128 512 --reps 1 --json > "$R/pre.gpt2.before.$r.json"
     "$BEFORE" bench --model "$S" --lengths 128 512 --reps 1 --json > "$R/pre.smol.before.$r.json"
+  fi
+  if [ "$TORCH" = 1 ]; then
+    echo "== round $r/$ROUNDS: prefill, PyTorch" >&2
+    "$KV" bench --model "$F" --lengths 128 512 --reps 1 --json > "$R/pre.gpt2f32.after.$r.json"
+    torch_pre() {  # model tag dtype
+      $PY tools/torch_bench.py bench --model "$1" --lengths 128 512 --decode 1 --reps 1 --threads "$THREADS" \
+        --dtype "$3" --skip-no-cache > "$R/torch.$2.$3.$r.json"
+    }
+    torch_pre "$F" gpt2f32 f32
+    torch_pre "$G" gpt2 f32
+    torch_pre "$S" smol f32
+    torch_pre "$S" smol bf16
   fi
   echo "== round $r/$ROUNDS: speculative K=4" >&2
   spec "$KV" after "$r"

@@ -62,6 +62,26 @@ for name, label in (("gpt2", "GPT-2-124M F16"), ("smol", "SmolLM2-135M BF16")):
         else:
             print(f"| {label} | {row['T']} | {med(a):.0f} | – | – |")
 
+# Prefill beside PyTorch's (the better of its f32 and bf16 paths per round).
+if load("torch.gpt2.f32"):
+    print("\n| model | T | kvscope prefill tok/s | PyTorch prefill tok/s (its best path) | kvscope / PyTorch |")
+    print("|---|---|---|---|---|")
+    for name, label in (("gpt2f32", "GPT-2-124M F32"), ("gpt2", "GPT-2-124M F16"), ("smol", "SmolLM2-135M BF16")):
+        ks, tf, tb = load(f"pre.{name}.after"), load(f"torch.{name}.f32"), load(f"torch.{name}.bf16")
+        if not ks or not tf:
+            continue
+        for i, row in enumerate(ks[0]["rows"]):
+            k = [x["rows"][i]["prefill_tokens_per_s"] for x in ks]
+            t = [max(x["rows"][i]["prefill_tokens_per_s"] for x in group if x) for group in
+                 zip(tf, tb or [None] * len(tf))]
+            best = "bf16" if tb and med(y["rows"][i]["prefill_tokens_per_s"] for y in tb) > med(
+                y["rows"][i]["prefill_tokens_per_s"] for y in tf) else "f32"
+            ratios = [x / y for x, y in zip(k, t)]
+            print(f"| {label} | {row['T']} | {med(k):.0f} | {med(t):.0f} ({best}) | {med(ratios):.2f}x "
+                  f"({min(ratios):.2f}–{max(ratios):.2f}) |")
+    print(f"\n(PyTorch {tf[0]['torch']} on CPU, tools/torch_bench.py, {tf[0]['threads']} threads, the better of "
+          "OpenMP's active and passive waiting; one forward over the whole prompt)")
+
 print("\n| speculative K=4, 124M F16 target / 2-layer draft | α | cost ratio c | verify / decode step v | "
       "plain tok/s | speculative tok/s | measured speed-up | Leviathan (1-α^5)/((1-α)(4c+1)) | "
       "with the verify's cost (1-α^5)/((1-α)(4c+v)) |")

@@ -144,6 +144,7 @@ void read_matrix(const SafeTensors& st, const std::string& name, const TensorInf
     m.half.resize(n);
     st.read_raw(name, m.half.data(), on_chunk);
   }
+  m.to_panels();
 }
 
 // The weight files' headers, opened once, and which file holds a tensor.

@@ -5,12 +5,17 @@
 namespace kvscope {
 
 float WeightMatrix::at(int64_t r, int64_t c) const {
-  const size_t i = static_cast<size_t>(r * cols + c);
+  const size_t i = panels ? panel_index(r, c, rows, cols) : static_cast<size_t>(r * cols + c);
   if (type == StoredType::kF32) return f32[i];
   return type == StoredType::kF16 ? f16_to_f32(half[i]) : bf16_to_f32(half[i]);
 }
 
 void WeightMatrix::rows_to_f32(int64_t r0, int64_t r1, float* out) const {
+  if (panels) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = 0; c < cols; ++c) out[(r - r0) * cols + c] = at(r, c);
+    return;
+  }
   const size_t begin = static_cast<size_t>(r0 * cols), end = static_cast<size_t>(r1 * cols);
   if (type == StoredType::kF32) {
     std::copy(f32.begin() + static_cast<std::ptrdiff_t>(begin), f32.begin() + static_cast<std::ptrdiff_t>(end), out);
@@ -19,6 +24,25 @@ void WeightMatrix::rows_to_f32(int64_t r0, int64_t r1, float* out) const {
   } else {
     for (size_t i = begin; i < end; ++i) out[i - begin] = bf16_to_f32(half[i]);
   }
+}
+
+namespace {
+template <typename T>
+void reorder_to_panels(std::vector<T>& v, int64_t rows, int64_t cols) {
+  std::vector<T> p(v.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) p[panel_index(r, c, rows, cols)] = v[static_cast<size_t>(r * cols + c)];
+  v.swap(p);
+}
+}  // namespace
+
+void WeightMatrix::to_panels() {
+  if (!kPanelWeights || panels) return;
+  if (type == StoredType::kF32)
+    reorder_to_panels(f32, rows, cols);
+  else
+    reorder_to_panels(half, rows, cols);
+  panels = true;
 }
 
 void WeightMatrix::row_to_f32(int64_t r, float* out) const {
@@ -46,6 +70,7 @@ WeightMatrix WeightMatrix::from_f32(const float* v, int64_t rows, int64_t cols, 
         m.half[static_cast<size_t>(r * m.cols + c)] = f16 ? f32_to_f16(x) : f32_to_bf16(x);
       }
   }
+  m.to_panels();
   return m;
 }
 

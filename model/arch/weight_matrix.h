@@ -4,6 +4,8 @@
 // WebAssembly build's small models (keep_wide below).
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -11,10 +13,32 @@
 
 namespace kvscope {
 
-// A (rows, cols) row-major matrix in its stored dtype.
+// Where the AVX-512 kernels run (linear_kernels.cpp), the loaders store each
+// matrix as panels of kPanelRows rows, interleaved by column: panel p holds
+// rows [32 p, 32 p + m), m = min(32, rows - 32 p), as (cols, m), so element
+// (r, c) is at 32 p cols + c m + r - 32 p. The same bytes as row-major, in
+// another order: one product step loads the 32 rows' weights of one column in
+// one read and multiplies them by one broadcast input value for each
+// position, so a batch of positions costs few loads per multiply-add and no
+// horizontal sums, and the panel is one sequential stream from memory.
+constexpr int64_t kPanelRows = 32;
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__F16C__)
+constexpr bool kPanelWeights = true;
+#else
+constexpr bool kPanelWeights = false;
+#endif
+
+// Index of element (r, c) of a (rows, cols) matrix stored as panels.
+inline size_t panel_index(int64_t r, int64_t c, int64_t rows, int64_t cols) {
+  const int64_t p0 = r / kPanelRows * kPanelRows, m = std::min(kPanelRows, rows - p0);
+  return static_cast<size_t>(p0 * cols + c * m + (r - p0));
+}
+
+// A (rows, cols) matrix in its stored dtype, row-major or as panels.
 struct WeightMatrix {
   StoredType type = StoredType::kF32;
   int64_t rows = 0, cols = 0;
+  bool panels = false;         // the layout of f32 / half: row-major, or panels (above)
   std::vector<float> f32;      // (rows, cols) when type == kF32
   std::vector<uint16_t> half;  // (rows, cols) IEEE binary16 or bfloat16 otherwise
   // (rows, cols) an f32 copy of `half`, kept only where keep_wide() said so:
@@ -38,6 +62,10 @@ struct WeightMatrix {
   // were read from a tensor of that dtype); `transpose` stores the
   // (cols, rows) transpose instead (GPT-2's Conv1D weights, stored (in, out)).
   static WeightMatrix from_f32(const float* v, int64_t rows, int64_t cols, StoredType type, bool transpose = false);
+
+  // Reorders a row-major matrix into panels where kPanelWeights holds (the
+  // loaders call it once per matrix; a no-op elsewhere and when done).
+  void to_panels();
 
   // Fills `wide` from `half` (exact) when keep_wide(stored_bytes) holds.
   void widen_if(uint64_t model_stored_bytes);

@@ -29,7 +29,7 @@ void linear(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const fl
                 ") does not match weight of shape (" + std::to_string(out) + ", " + std::to_string(in) +
                 "): expected " + std::to_string(in) + " input columns");
   Y.resize(n, out);
-  if (n == 1 && kMatvecForDecode) {
+  if (n == 1 && kMatvecForDecode && !W.panels) {
     // Decode: the matrix-vector kernels (kernels.h), split on rows.
     pool.parallel_for(
         out,
@@ -45,9 +45,12 @@ void linear(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const fl
         },
         out * in);
   } else if (n > 0) {
-    // Several positions (and decode on WebAssembly): shares of whole row
-    // blocks, each row read once for all n; the f32 copy where one is kept.
-    const WeightView view = W.wide.empty() ? WeightView{W.type, W.data(), W.rows, W.cols}
+    // Several positions, decode on panels, and decode on WebAssembly: shares
+    // of whole row blocks (whole panels), each weight read once for all n;
+    // the f32 copy where one is kept.
+    // (Panels and the f32 copies never meet: copies are kept only where
+    // the AVX-512 kernels that read panels are not built.)
+    const WeightView view = W.wide.empty() ? WeightView{W.type, W.data(), W.rows, W.cols, 0, W.panels}
                                            : WeightView{StoredType::kF32, W.wide.data(), W.rows, W.cols};
     const int64_t blocks = (out + kLinearRowBlock - 1) / kLinearRowBlock;
     pool.parallel_for(
