@@ -118,7 +118,7 @@ void Builder::header() {
 float Builder::lane_label_width() const {
   float w = 0;
   for (const ServeRequest& q : *in.requests) w = std::max(w, tw(q.id));
-  return w + opt.line_h * 0.8f;  // and the owner swatch
+  return w + opt.line_h * 0.8f + pad();  // and the owner swatch
 }
 
 // One request's lane: its colour, id, state, and its tokens as chips (the
