@@ -25,6 +25,7 @@
 #include "model/arch/model.h"
 #include "model/decoding/generator.h"
 #include "render/overlay/overlay.h"
+#include "session_clock.h"
 
 namespace kvscope {
 namespace {
@@ -432,19 +433,10 @@ TEST(Settings, WindowFitsTheWorkArea) {
 // window's own layout_panels and view_mouse, frame by frame.
 TEST(ServingInput, DragOrbitsAndWheelZoomsTheRequestView) {
   Session s;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto now = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  auto wait = [&](const std::function<bool()>& ok) {
-    while (!ok() && now() < 60) {
-      s.update(now());
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    return ok();
-  };
-  s.load_model(std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/kvscope-tiny");
-  ASSERT_TRUE(wait([&] { return s.engine.model != nullptr; }));
-  s.execute(Commands{cmd::ServeOpen{true}}, now());
-  ASSERT_TRUE(wait([&] { return s.engine.serving.steps() >= 1 && !s.engine.serving.busy; }));
+  SessionClock clock{s};
+  auto now = [&] { return clock.now(); };
+  auto wait = [&](const std::function<bool()>& ok) { return clock.wait(ok); };
+  ASSERT_TRUE(clock.serve_tiny());
   s.execute(Commands{cmd::ServeStep{2}}, now());
   ASSERT_TRUE(wait([&] { return s.engine.serving.steps() >= 3 && !s.engine.serving.busy; }));
   s.ui.serving.selected = 0;

@@ -19,6 +19,7 @@
 #include "app/worker/serve_runner.h"
 #include "model/arch/model.h"
 #include "render/scene/scene_serve.h"
+#include "session_clock.h"
 
 namespace kvscope {
 namespace {
@@ -292,20 +293,11 @@ TEST(ServeView, RunnerStepsOnRequest) {
 // step and scrub it, Play runs it to the end.
 TEST(ServeView, SessionDrivesTheView) {
   Session s;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto now = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  auto wait = [&](const std::function<bool()>& ok) {
-    while (!ok() && now() < 60) {
-      s.update(now());
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    return ok();
-  };
-  s.load_model(std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/kvscope-tiny");
-  ASSERT_TRUE(wait([&] { return s.engine.model != nullptr; }));
-  s.execute(Commands{cmd::ServeOpen{true}}, now());
+  SessionClock clock{s};
+  auto now = [&] { return clock.now(); };
+  auto wait = [&](const std::function<bool()>& ok) { return clock.wait(ok); };
+  ASSERT_TRUE(clock.serve_tiny());
   EXPECT_FALSE(s.ui.playing);
-  ASSERT_TRUE(wait([&] { return s.engine.serving.steps() >= 1 && !s.engine.serving.busy; }));
   EXPECT_EQ(s.engine.serving.steps(), 1);
   s.execute(Commands{cmd::Step{}}, now());  // → ServeStep{1}
   ASSERT_TRUE(wait([&] { return s.engine.serving.steps() >= 2 && !s.engine.serving.busy; }));
