@@ -10,16 +10,22 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <utility>
 
+#include "app/gui/input.h"
+#include "app/gui/layout.h"
 #include "app/gui/panels/panels.h"
+#include "app/session/session.h"
 #include "app/session/settings.h"
 #include "app/session/state.h"
 #include "app/worker/worker.h"
 #include "model/arch/model.h"
 #include "model/decoding/generator.h"
+#include "render/overlay/overlay.h"
+#include "session_clock.h"
 
 namespace kvscope {
 namespace {
@@ -418,6 +424,65 @@ TEST(Settings, WindowFitsTheWorkArea) {
   r = fit_window(small, {100, 0, 1366, 768});
   EXPECT_EQ(r.x, 100 + (1366 - 800) / 2);
   EXPECT_EQ(r.y, (768 - 500) / 2);
+}
+
+// The Serving view is one ImGui window over the whole window, the selected
+// request's 3D view a hole in it: a left drag there orbits the one camera
+// (the plain view's) and the wheel zooms it; the same drag on the lanes'
+// canvas above it moves nothing. ImGui is driven headless (no display): the
+// window's own layout_panels and view_mouse, frame by frame.
+TEST(ServingInput, DragOrbitsAndWheelZoomsTheRequestView) {
+  Session s;
+  SessionClock clock{s};
+  auto now = [&] { return clock.now(); };
+  auto wait = [&](const std::function<bool()>& ok) { return clock.wait(ok); };
+  ASSERT_TRUE(clock.serve_tiny());
+  s.execute(Commands{cmd::ServeStep{2}}, now());
+  ASSERT_TRUE(wait([&] { return s.engine.serving.steps() >= 3 && !s.engine.serving.busy; }));
+  s.ui.serving.selected = 0;
+  ImGuiContext* ctx = ImGui::CreateContext();
+  ImGuiIO& io = ImGui::GetIO();
+  io.IniFilename = nullptr;
+  io.DisplaySize = ImVec2(1280, 720);
+  load_fonts(1.0f);
+  unsigned char* px = nullptr;
+  int tw = 0, th = 0;
+  io.Fonts->GetTexDataAsRGBA32(&px, &tw, &th);  // (built: no renderer needed)
+  auto frame = [&](ImVec2 mouse, bool down, float wheel) {
+    io.DeltaTime = 1.0f / 60.0f;
+    io.MousePos = mouse;
+    io.MouseDown[0] = down;
+    io.MouseWheel = wheel;
+    ImGui::NewFrame();
+    Commands cmds;
+    const ViewRect v = layout_panels(s.engine, s.ui, 1280, 720, cmds);
+    view_mouse(s, Scene{}, v, false);
+    ImGui::EndFrame();
+  };
+  auto drag = [&](ImVec2 from) {
+    frame(from, false, 0);
+    frame(from, true, 0);
+    for (int i = 1; i <= 4; ++i) frame(ImVec2(from.x + 20.0f * i, from.y + 5.0f * i), true, 0);
+    frame(ImVec2(from.x + 80, from.y + 20), false, 0);
+  };
+  frame(ImVec2(-1, -1), false, 0);
+  frame(ImVec2(-1, -1), false, 0);
+  const UiState::Serving& sv = s.ui.serving;
+  ASSERT_GT(sv.view_w, 0.0f);
+  const Camera before = s.view.camera;
+  drag(ImVec2(sv.view_x + sv.view_w * 0.5f, 12));  // the counters' line, over the lanes
+  EXPECT_EQ(s.view.camera.yaw, before.yaw);
+  EXPECT_EQ(s.view.camera.distance, before.distance);
+  EXPECT_EQ(s.ui.serving.selected, 0);
+  const ImVec2 mid(sv.view_x + sv.view_w * 0.5f, sv.view_y + sv.view_h * 0.5f);
+  drag(mid);
+  EXPECT_NE(s.view.camera.yaw, before.yaw);
+  EXPECT_FALSE(s.ui.auto_camera);
+  const float d = s.view.camera.distance;
+  frame(mid, false, 1.0f);
+  EXPECT_LT(s.view.camera.distance, d);  // wheel up: closer, as in the plain view
+  EXPECT_EQ(s.ui.serving.selected, 0);   // (nothing clicked a lane)
+  ImGui::DestroyContext(ctx);
 }
 
 }  // namespace

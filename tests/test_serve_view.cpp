@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "app/lessons/serve_presets.h"
@@ -18,6 +19,7 @@
 #include "app/worker/serve_runner.h"
 #include "model/arch/model.h"
 #include "render/scene/scene_serve.h"
+#include "session_clock.h"
 
 namespace kvscope {
 namespace {
@@ -186,33 +188,70 @@ TEST(ServeView, CountersAgreeWithTheServer) {
   }
 }
 
+// Everything in `sc` is drawn inside [0, w] x [0, bottom].
+void expect_inside(const ServeScene& sc, const ServeViewOptions& o, float bottom, const std::string& what) {
+  ASSERT_FALSE(sc.rects.empty()) << what;
+  for (const ServeRect& r : sc.rects) {
+    EXPECT_GE(r.pos.x, -0.01f) << what;
+    EXPECT_GE(r.pos.y, -0.01f) << what;
+    EXPECT_LE(r.pos.x + r.size.x, o.width + 0.01f) << what;
+    EXPECT_LE(r.pos.y + r.size.y, bottom + 0.01f) << what;
+  }
+  for (const ServeText& t : sc.texts) {
+    EXPECT_LE(t.pos.x + o.text_width(t.text), o.width + 0.01f) << t.text << " " << what;
+    EXPECT_LE(t.pos.y + o.line_h, bottom + 0.01f) << t.text << " " << what;
+  }
+}
+
 // Everything drawn stays inside the canvas at a projector's text size too:
-// eight lanes, and six under the static vs continuous caption.
+// eight lanes, and six under the static vs continuous caption; the sizes
+// include the window's canvas at 1280x720 (text scale 1: 16-pixel lines;
+// 2.5: 40). With a lane selected, its 3D view (the attention rays) gets a
+// usable part of the canvas at every size: its whole width, at least 8
+// lines and 45 % of the height, under everything else drawn; the selected
+// lane stays in sight and every other request keeps a rect to click.
 TEST(ServeView, LayoutStaysInsideTheCanvas) {
   const Served eight = serve(0), six = serve(3, 1);
   for (const Served* s : {&eight, &six}) {
-    for (const auto& [w, h, line] : {std::tuple{980.0f, 700.0f, 17.0f}, std::tuple{820.0f, 700.0f, 42.0f}}) {
-      const ServeViewOptions o = options(w, h, line);
-      for (int k : {0, static_cast<int>(s->steps.size()) / 2}) {
-        ServeSceneInput in = input(*s, k);
-        if (s == &six) in.caption = {"static: 28 steps", "continuous: 16 steps so far"};
-        const ServeScene sc = build_serve_scene(in, o);
-        ASSERT_FALSE(sc.rects.empty());
-        for (const ServeRect& r : sc.rects) {
-          EXPECT_GE(r.pos.x, -0.01f);
-          EXPECT_GE(r.pos.y, -0.01f);
-          EXPECT_LE(r.pos.x + r.size.x, w + 0.01f) << "line " << line;
-          EXPECT_LE(r.pos.y + r.size.y, h + 0.01f) << "line " << line;
+    for (const auto& [w, h, line] : {std::tuple{980.0f, 700.0f, 17.0f}, std::tuple{996.0f, 704.0f, 16.0f},
+                                     std::tuple{820.0f, 700.0f, 42.0f}, std::tuple{785.0f, 680.0f, 40.0f}}) {
+      ServeViewOptions o = options(w, h, line);
+      for (int k : {0, static_cast<int>(s->steps.size()) / 2})
+        for (int selected : {-1, 1}) {
+          ServeSceneInput in = input(*s, k);
+          if (s == &six) in.caption = {"static: 28 steps", "continuous: 16 steps so far"};
+          o.selected = selected;
+          o.request_3d = selected >= 0;
+          const ServeScene sc = build_serve_scene(in, o);
+          const std::string what = "line " + std::to_string(line) + " lanes " + std::to_string(sc.lanes.size()) +
+                                   " step " + std::to_string(k) + " selected " + std::to_string(selected);
+          if (selected < 0) {
+            EXPECT_EQ(sc.view_size.y, 0.0f) << what;
+            expect_inside(sc, o, h, what);
+            // The plot's two curves (one point per step) are there at both text scales.
+            int curves = 0;
+            for (const ServeLine& l : sc.lines) curves += l.points.size() == s->steps.size() ? 1 : 0;
+            EXPECT_EQ(curves, 2) << what;
+            continue;
+          }
+          EXPECT_NEAR(sc.view_pos.x, 0.0f, 0.01f) << what;
+          EXPECT_NEAR(sc.view_size.x, w, 0.01f) << what;
+          EXPECT_GE(sc.view_size.y, std::max(8 * line, 0.45f * h) - 0.01f) << what;
+          EXPECT_LE(sc.view_pos.y + sc.view_size.y, h + 0.01f) << what;
+          expect_inside(sc, o, sc.view_pos.y, what);
+          std::vector<int> clickable(sc.lanes.size(), 0);
+          for (const ServeRect& r : sc.rects)
+            if (r.lane >= 0 && r.block < 0) clickable.at(static_cast<size_t>(r.lane))++;
+          for (size_t i = 0; i < clickable.size(); ++i) EXPECT_GT(clickable[i], 0) << "request " << i << " " << what;
+          // The selected lane is drawn whole (the canvas's width), its state written in it.
+          float top = -1, bottom = -1;
+          for (const ServeRect& r : sc.rects)
+            if (r.lane == 1 && r.block < 0 && !r.tile && r.size.x > w - 0.01f) top = r.pos.y, bottom = top + r.size.y;
+          bool said = false;
+          for (const ServeText& t : sc.texts)
+            said = said || (t.text.rfind(to_string(sc.lanes[1].state), 0) == 0 && t.pos.y >= top && t.pos.y < bottom);
+          EXPECT_TRUE(said) << what;
         }
-        for (const ServeText& t : sc.texts) {
-          EXPECT_LE(t.pos.x + o.text_width(t.text), w + 0.01f) << t.text << " line " << line;
-          EXPECT_LE(t.pos.y + line, h + 0.01f) << t.text << " line " << line;
-        }
-        // The plot's two curves (one point per step) are there at both text scales.
-        int curves = 0;
-        for (const ServeLine& l : sc.lines) curves += l.points.size() == s->steps.size() ? 1 : 0;
-        EXPECT_EQ(curves, 2) << "line " << line << " lanes " << sc.lanes.size() << " step " << k;
-      }
     }
   }
 }
@@ -254,20 +293,11 @@ TEST(ServeView, RunnerStepsOnRequest) {
 // step and scrub it, Play runs it to the end.
 TEST(ServeView, SessionDrivesTheView) {
   Session s;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto now = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  auto wait = [&](const std::function<bool()>& ok) {
-    while (!ok() && now() < 60) {
-      s.update(now());
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    return ok();
-  };
-  s.load_model(std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/kvscope-tiny");
-  ASSERT_TRUE(wait([&] { return s.engine.model != nullptr; }));
-  s.execute(Commands{cmd::ServeOpen{true}}, now());
+  SessionClock clock{s};
+  auto now = [&] { return clock.now(); };
+  auto wait = [&](const std::function<bool()>& ok) { return clock.wait(ok); };
+  ASSERT_TRUE(clock.serve_tiny());
   EXPECT_FALSE(s.ui.playing);
-  ASSERT_TRUE(wait([&] { return s.engine.serving.steps() >= 1 && !s.engine.serving.busy; }));
   EXPECT_EQ(s.engine.serving.steps(), 1);
   s.execute(Commands{cmd::Step{}}, now());  // → ServeStep{1}
   ASSERT_TRUE(wait([&] { return s.engine.serving.steps() >= 2 && !s.engine.serving.busy; }));

@@ -46,6 +46,7 @@ FrameSpec frame_spec(const Session& s, float anim, int hover_pos) {
     f.timeline = nullptr;
     f.view.hide_newest = false;
     f.hud = f.presentation = false;
+    f.legend = f.legend && !ui.serving.folded;  // (folded: the picture needs the room more than the key)
     f.step = served.record;
     f.message.clear();
     f.banner = served.banner;

@@ -40,7 +40,10 @@ int view_mouse(Session& s, const Scene& scene, const ViewRect& r, bool newest_hi
   const ImGuiIO& io = ImGui::GetIO();
   const ImVec2 mouse = io.MousePos;
   const bool inside = mouse.x >= r.x && mouse.x < r.x + r.w && mouse.y >= r.y && mouse.y < r.y + r.h;
-  if (io.WantCaptureMouse || !inside) return -1;
+  // The Serving view is one ImGui window over the whole window: its 3D view
+  // is a button the panel reports as hovered (or held in a drag).
+  const bool serving = s.ui.serving.open;
+  if (serving ? !s.ui.serving.view_hovered : io.WantCaptureMouse || !inside) return -1;
   Camera& cam = s.view.camera;
   const ImVec2 d = io.MouseDelta;
   if (ImGui::IsMouseDragging(ImGuiMouseButton_Left, 1.0f) && !io.KeyShift) {
@@ -56,8 +59,9 @@ int view_mouse(Session& s, const Scene& scene, const ViewRect& r, bool newest_hi
     cam.zoom(io.MouseWheel);
     s.ui.auto_camera = false;
   }
-  // (the strategies' scenes are not one sequence: no per-position tooltip)
-  if (s.engine.decoding.mode != DecodeMode::kSample) return -1;
+  // (the strategies' scenes are not one sequence, and the served request's
+  // is not the engine's: no per-position tooltip)
+  if (serving || s.engine.decoding.mode != DecodeMode::kSample) return -1;
   glm::vec3 origin, dir;
   screen_ray(cam, r.w / r.h, mouse.x - r.x, mouse.y - r.y, r.w, r.h, origin, dir);
   const Pick p = pick(scene, origin, dir);

@@ -205,8 +205,11 @@ struct UiState : ViewChoices {
     int run = 0;              // the run shown (static vs continuous: 0 static, 1 continuous)
     int selected = -1;        // the selected lane's request (-1: none)
     // Where the panel leaves the 3D view for the selected request (its
-    // attention rays): window pixels; w = 0 while none is drawn.
+    // attention rays): window pixels; w = 0 while none is drawn. The pointer
+    // is on it (it orbits and zooms the camera there); the lanes are folded
+    // to the selected one and a strip (ServeScene::folded).
     float view_x = 0, view_y = 0, view_w = 0, view_h = 0;
+    bool view_hovered = false, folded = false;
   } serving;
   PanelMemo memo;
 };

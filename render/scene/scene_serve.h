@@ -69,6 +69,9 @@ struct ServeViewOptions {
   const Palette* palette = nullptr;
   bool colour_blind = false;
   int selected = -1;  // a lane to highlight (-1: none)
+  // The selected request has a 3D view to show (serve_request_view found a
+  // step to draw): the canvas leaves it a part (ServeScene::view_pos/size).
+  bool request_3d = false;
 };
 
 struct ServeRect {
@@ -79,6 +82,7 @@ struct ServeRect {
   float border_w = 0;  // 0: none
   int lane = -1;       // the request whose lane this is (hit-testing)
   int block = -1;      // the pool block it draws
+  bool tile = false;   // a folded lane's tile in the strip (its state is in its tooltip)
 };
 struct ServeText {
   glm::vec2 pos{0};  // top-left
@@ -98,6 +102,13 @@ struct ServeScene {
   std::vector<ServeRect> rects;   // drawn in order
   std::vector<ServeText> texts;   // drawn after the rects
   std::vector<ServeLine> lines;
+  // The part of the canvas left to the selected request's 3D view (the
+  // window's renderer draws it there, under the panel); size 0: none. Where
+  // the lanes, pool and plot leave it too little, the lanes fold to the
+  // selected one and a strip of tiles for the others (`folded`), and the
+  // pool and plot give way.
+  glm::vec2 view_pos{0}, view_size{0};
+  bool folded = false;
 };
 
 // The lanes, counters and pool looks alone (what build_serve_scene draws).

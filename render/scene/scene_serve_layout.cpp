@@ -37,6 +37,7 @@ struct Builder {
   ServeScene& sc;
   float y = 0;
   float plot_top_ = 0;
+  float bottom_ = 0;  // where the lanes, pool and plot end (above the 3D view, if any)
   // The column the pool, its legend and the plot go in: the canvas's width,
   // or (side by side, where stacked they leave the plot no room) a part of it.
   float x0_ = 0, w_ = 0;
@@ -62,7 +63,9 @@ struct Builder {
     }
   }
   void header();
+  void folded_header();
   float lane_label_width() const;
+  float state_width() const;
   void lane(const ServeLane& l, float ly, float h, float label_w, float state_w);
   void lanes(float lane_h);
   void pool(float cell);
@@ -71,7 +74,13 @@ struct Builder {
   std::vector<std::pair<std::string, glm::vec3>> plot_keys(bool brief) const;
   float plot_key_lines(bool brief) const;
   void plot(float h);
+  float grid_h(float cell) const;
+  bool fits_above(float bottom) const;
   void body();
+  std::vector<std::pair<std::string, std::vector<const ServeLane*>>> strip_groups() const;
+  float strip(bool draw, bool labels);
+  void folded();
+  void place_3d();
 };
 
 // The counters as two sentences, or (`brief`, where those would take more
@@ -109,7 +118,7 @@ void Builder::header() {
 float Builder::lane_label_width() const {
   float w = 0;
   for (const ServeRequest& q : *in.requests) w = std::max(w, tw(q.id));
-  return w + opt.line_h * 0.8f;  // and the owner swatch
+  return w + opt.line_h * 0.8f + pad();  // and the owner swatch
 }
 
 // One request's lane: its colour, id, state, and its tokens as chips (the
@@ -167,12 +176,15 @@ void Builder::lane(const ServeLane& l, float ly, float h, float label_w, float s
   }
 }
 
-void Builder::lanes(float lane_h) {
-  const float label_w = lane_label_width();
-  float state_w = 0;
+float Builder::state_width() const {
+  float w = 0;
   for (LaneState s : {LaneState::kNotArrived, LaneState::kPreempted, LaneState::kDecoding})
-    state_w = std::max(state_w, tw(to_string(s)));
-  state_w = std::max(state_w, tw("prefill 00-00")) + 3 * pad();
+    w = std::max(w, tw(to_string(s)));
+  return std::max(w, tw("prefill 00-00")) + 3 * pad();
+}
+
+void Builder::lanes(float lane_h) {
+  const float label_w = lane_label_width(), state_w = state_width();
   for (const ServeLane& l : sc.lanes) {
     lane(l, y, lane_h, label_w, state_w);
     y += lane_h;
@@ -335,6 +347,20 @@ void Builder::plot(float h) {
   y += ph;
 }
 
+// The pool's title and grid of `cell`-wide cells, in the column w_ wide.
+float Builder::grid_h(float cell) const {
+  const float gap = std::max(2.0f, cell * 0.1f);
+  const float cols = std::max(1.0f, std::floor((w_ + gap) / (cell + gap)));
+  return opt.line_h * 1.1f + std::ceil(static_cast<float>(sc.blocks.size()) / cols) * (cell + gap) + gap;
+}
+
+// Whether every lane (at its smallest, 1.1 lines) and the pool's grid (at
+// its smallest cells) fit between y and `bottom`.
+bool Builder::fits_above(float bottom) const {
+  const float L = opt.line_h;
+  return static_cast<float>(sc.lanes.size()) * L * 1.1f + L * 0.3f + grid_h(L * 0.6f) <= bottom - y;
+}
+
 // Room: the lanes get 1.6 lines each and the pool's cells 1.8 lines, both
 // shrinking (cells to 0.6 lines, unlabelled) until lanes and what goes
 // below them fit. Stacked, the plot gets what is left under the pool (at
@@ -343,15 +369,10 @@ void Builder::plot(float h) {
 // under the pool only where it fits (a cell's tooltip says what it is);
 // where even that does not fit, no plot.
 void Builder::body() {
-  const float L = opt.line_h, left = opt.height - y;
-  const float n = static_cast<float>(sc.lanes.size()), blocks = static_cast<float>(sc.blocks.size());
+  const float L = opt.line_h, left = bottom_ - y;
+  const float n = static_cast<float>(sc.lanes.size());
   auto legend_h = [&] {  // in the column w_ wide
     return (std::min(legend_rows(false), std::max(2.0f, legend_rows(true))) - 1) * L * 1.15f + L * 1.3f;
-  };
-  auto grid_h = [&](float cell) {  // title and grid, in the column w_ wide
-    const float gap = std::max(2.0f, cell * 0.1f);
-    const float cols = std::max(1.0f, std::floor((w_ + gap) / (cell + gap)));
-    return L * 1.1f + std::ceil(blocks / cols) * (cell + gap) + gap;
   };
   float lane_h = L * 1.6f, cell = L * 1.8f;
   auto fit = [&](const std::function<float(float)>& below) {
@@ -383,7 +404,7 @@ void Builder::body() {
     x0_ = col_w + L;
     w_ = opt.width - x0_;
     plot_top_ = top;
-    plot(opt.height - top);
+    plot(bottom_ - top);
     return;
   }
   w_ = full_w;
@@ -391,14 +412,106 @@ void Builder::body() {
   lanes(lane_h);
   pool(cell);
   legend();
-  if (opt.height - y >= L * 4.5f) {
+  if (bottom_ - y >= L * 4.5f) {
     plot_top_ = y;
-    plot(std::min(opt.height - y, std::max(L * 4.5f, opt.height * 0.3f)));
+    plot(std::min(bottom_ - y, std::max(L * 4.5f, bottom_ * 0.3f)));
   }
+}
+
+// Folded, the counters in one line: the step and the pool, then what fits
+// of preemptions and prefix hits (where there are any), throughput and TTFT.
+void Builder::folded_header() {
+  const ServeCounters& c = sc.counters;
+  std::vector<std::string> parts = {fmt("step %.0f of %.0f", in.shown + 1, static_cast<double>(in.steps->size())),
+                                    fmt("pool %.0f/%.0f", c.blocks_used, c.pool_blocks)};
+  if (c.preemptions > 0) parts.push_back(fmt("preempted %.0f", c.preemptions));
+  if (c.prefix_hit_blocks > 0) parts.push_back(fmt("hits %.0f", c.prefix_hit_blocks));
+  parts.push_back(fmt("%.0f tok/s", c.tokens_per_s));
+  if (c.ttft_count > 0) parts.push_back(fmt("TTFT %.1f steps", c.ttft_steps_mean));
+  std::string line = parts[0];
+  for (size_t i = 1; i < parts.size() && tw(line + " \xC2\xB7 " + parts[i]) <= opt.width; ++i)
+    line += " \xC2\xB7 " + parts[i];
+  text(0, y, line, kText);
+  y += opt.line_h * 1.3f;
+}
+
+// The requests other than the selected one, grouped by their state at the
+// shown step (the groups in the order a request goes through them).
+std::vector<std::pair<std::string, std::vector<const ServeLane*>>> Builder::strip_groups() const {
+  std::vector<std::pair<std::string, std::vector<const ServeLane*>>> groups;
+  for (LaneState st : {LaneState::kPrefill, LaneState::kDecoding, LaneState::kIdle, LaneState::kPreempted,
+                       LaneState::kWaiting, LaneState::kNotArrived, LaneState::kDone}) {
+    std::vector<const ServeLane*> ls;
+    for (const ServeLane& l : sc.lanes)
+      if (l.state == st && l.req != opt.selected) ls.push_back(&l);
+    if (!ls.empty()) groups.emplace_back(to_string(st), std::move(ls));
+  }
+  return groups;
+}
+
+// The strip of the other requests under the selected lane: each state's name
+// (`labels`) in its colour, then its requests as tiles (owner colour and id,
+// in the state's colour as the lanes' badges are); a click on a tile selects
+// it. Wraps at the canvas's width; returns its height (drawn when `draw`).
+float Builder::strip(bool draw, bool labels) {
+  const float L = opt.line_h, row_h = L * 1.3f, row_gap = L * 0.15f;
+  float x = 0, ry = y;
+  auto place = [&](float w) {
+    if (x > 0 && x + w > opt.width) {
+      x = 0;
+      ry += row_h + row_gap;
+    }
+    const float at = x;
+    x += w + pad();
+    return at;
+  };
+  auto tile_w = [&](const ServeLane* l) {
+    return L * 0.4f + 3 * pad() + tw((*in.requests)[static_cast<size_t>(l->req)].id);
+  };
+  for (const auto& [label, ls] : strip_groups()) {
+    const glm::vec3 c = serve_state_colour(ls[0]->state, pal);
+    const float lw = labels ? tw(label) + pad() : 0;
+    for (size_t i = 0; i < ls.size(); ++i) {
+      const float w = tile_w(ls[i]);
+      float at = place(i == 0 ? lw + w : w);  // a state's name stays with its first tile
+      if (!draw) continue;
+      if (i == 0 && labels) {
+        text(at, ry + (row_h - L) * 0.5f, label, c);
+        at += lw;
+      }
+      ServeRect& r = rect(at, ry, w, row_h, c * 0.35f);
+      r.border = c;
+      r.border_w = 1.5f;
+      r.lane = ls[i]->req;
+      r.tile = true;
+      rect(at + pad(), ry + row_h * 0.2f, L * 0.4f, row_h * 0.6f, serve_owner_colour(ls[i]->req, opt.colour_blind));
+      text(at + L * 0.4f + 2 * pad(), ry + (row_h - L) * 0.5f, (*in.requests)[static_cast<size_t>(ls[i]->req)].id,
+           kText);
+    }
+    x += pad();  // groups stand further apart than tiles
+  }
+  return x > 0 ? ry + row_h - y : 0;
+}
+
+// The lanes folded: the counters in a line, the selected request's lane
+// whole, the others in a strip (their states named where two rows hold the
+// names, else in their tiles' colours and tooltips). No pool, no plot.
+void Builder::folded() {
+  const float L = opt.line_h;
+  folded_header();
+  lane(sc.lanes.at(static_cast<size_t>(opt.selected)), y, L * 1.6f, lane_label_width(), state_width());
+  y += L * 1.6f + pad();
+  const bool labels = strip(false, true) <= L * 2.75f;
+  y += strip(true, labels);
 }
 
 }  // namespace
 
+// The selected request's 3D view goes under the rest: the lower 45 % of the
+// canvas (at least 8 lines) where every lane and the pool fit above it (the
+// plot where it still fits, beside the pool at a large text scale); else the
+// lanes fold (folded()) and it takes what is left, where that is 8 lines;
+// else there is none.
 ServeScene build_serve_scene(const ServeSceneInput& in, const ServeViewOptions& opt) {
   ServeScene sc;
   if (!in.requests || !in.steps || in.steps->empty() || !opt.palette || !opt.text_width) return sc;
@@ -407,9 +520,35 @@ ServeScene build_serve_scene(const ServeSceneInput& in, const ServeViewOptions& 
   sc.lanes = serve_lanes(at);
   sc.counters = serve_counters(at);
   sc.blocks = serve_block_looks(*at.steps->at(static_cast<size_t>(at.shown)), at.config.pool_blocks);
+  const float L = opt.line_h, gap = L * 0.3f, view_h = std::max(8 * L, std::ceil(opt.height * 0.45f));
+  const bool view = opt.request_3d && opt.selected >= 0 && opt.selected < static_cast<int>(sc.lanes.size());
+  if (view && !sc.lanes.empty()) {  // folded, where the full picture leaves the view too little
+    ServeScene fold = sc;
+    Builder f{at, opt, *opt.palette, fold};
+    f.w_ = opt.width;
+    ServeScene probe = sc;  // (the full picture's header, measured)
+    Builder b{at, opt, *opt.palette, probe};
+    b.w_ = opt.width;
+    b.header();
+    if (!b.fits_above(opt.height - view_h - gap)) {
+      f.folded();
+      if (opt.height - f.y - gap >= 8 * L) {
+        fold.folded = true;
+        fold.view_pos = {0, f.y + gap};
+        fold.view_size = {opt.width, opt.height - f.y - gap};
+        return fold;
+      }
+    }
+  }
   Builder b{at, opt, *opt.palette, sc};
   b.w_ = opt.width;
+  b.bottom_ = opt.height;
   b.header();
+  if (view && b.fits_above(opt.height - view_h - gap)) {
+    sc.view_pos = {0, opt.height - view_h};
+    sc.view_size = {opt.width, view_h};
+    b.bottom_ = opt.height - view_h - gap;
+  }
   b.body();
   return sc;
 }

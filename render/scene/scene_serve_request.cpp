@@ -36,9 +36,12 @@ void set_banner(const ServeSceneInput& in, int req, int k, const ServeEntry& e, 
   const ServeStep& s = *(*in.steps)[static_cast<size_t>(k)];
   const std::string id = (*in.requests)[static_cast<size_t>(req)].id;
   const int end = e.first + e.n;
-  const std::string batch = " in one batched forward with " + std::to_string(s.entries.size() - 1) +
-                            (s.entries.size() == 2 ? " other request" : " other requests") + " (" +
-                            std::to_string(s.positions) + " positions)";
+  const std::string batch = s.entries.size() == 1
+                                ? " in a forward of its own (" + std::to_string(s.positions) +
+                                      (s.positions == 1 ? " position)" : " positions)")
+                                : " in one batched forward with " + std::to_string(s.entries.size() - 1) +
+                                      (s.entries.size() == 2 ? " other request" : " other requests") + " (" +
+                                      std::to_string(s.positions) + " positions)";
   if (e.prefill) {
     v.banner = "REQUEST " + id + " \xC2\xB7 PREFILL";
     v.banner_sub = "positions " + std::to_string(e.first) + "\xE2\x80\x93" + std::to_string(end - 1) + batch;

@@ -129,6 +129,10 @@ void controls(const EngineState& engine, UiState& ui, Commands& cmds) {
                              ? "its attention rays: no room for the 3D view at this text scale and window height"
                              : "no attention rays: no step has computed it yet, or its rows were not kept");
       ImGui::PopStyleColor();
+    } else if (ui.serving.folded) {
+      ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+      text_wrapped_words("click its lane again for every lane, the pool and the plot");
+      ImGui::PopStyleColor();
     }
   } else
     ImGui::TextDisabled("click a lane for its text");
@@ -165,6 +169,14 @@ void block_tooltip(const ServeRun& run, const ServeStep& s, int block, BlockLook
   end_wrapped_tooltip();
 }
 
+// A folded lane's tile: whose it is and where it stands.
+void lane_tooltip(const ServeRun& run, const ServeLane& l) {
+  begin_wrapped_tooltip();
+  ImGui::Text("%s: %s", run.info->requests.at(static_cast<size_t>(l.req)).id.c_str(), to_string(l.state));
+  ImGui::TextUnformatted("click: its tokens and attention in the 3D view");
+  end_wrapped_tooltip();
+}
+
 // The selected request in the 3D view's terms, rebuilt only when what it
 // is built from changed; null while there is nothing to draw.
 const ServeRequestView* request_view(const EngineState& engine, UiState& ui, const ServeRun& run, int shown) {
@@ -183,27 +195,45 @@ const ServeRequestView* request_view(const EngineState& engine, UiState& ui, con
   return m.view.seq.current ? &m.view : nullptr;
 }
 
-// The part of the canvas left to the 3D view of the selected request (its
-// attention rays, drawn by the window's renderer under this panel): the
-// lower part, where the canvas is tall enough for both; the canvas keeps the rest.
-ImVec2 split_for_3d(const EngineState& engine, UiState& ui, ImVec2 o, ImVec2 size) {
-  ui.serving.view_w = 0;
-  const ServeRun* run = shown_run(engine, ui);
-  if (!run || run->steps.empty() || ui.serving.selected < 0) return size;
-  if (!request_view(engine, ui, *run, shown_index(*run, ui))) return size;
-  const float h = std::floor(size.y * 0.45f);
-  if (h < 8 * ImGui::GetTextLineHeight()) return size;
-  ui.serving.view_x = o.x;
-  ui.serving.view_y = o.y + size.y - h;
-  ui.serving.view_w = size.x;
-  ui.serving.view_h = h;
-  return ImVec2(size.x, size.y - h - ImGui::GetStyle().ItemSpacing.y);
+// Where the scene leaves the selected request's 3D view (drawn by the
+// window's renderer under this panel, in window pixels for layout_panels),
+// and a button over it: the pointer on it orbits and zooms the one camera
+// (app/gui/input.cpp's view_mouse), as in the plain view.
+void view_3d(const ServeScene& sc, ImVec2 o, UiState& ui) {
+  UiState::Serving& sv = ui.serving;
+  sv.view_w = sc.view_size.x > 0 && sc.view_size.y > 0 ? sc.view_size.x : 0;
+  sv.view_hovered = false;
+  sv.folded = sc.folded;
+  if (sv.view_w <= 0) return;
+  sv.view_x = o.x + sc.view_pos.x;
+  sv.view_y = o.y + sc.view_pos.y;
+  sv.view_h = sc.view_size.y;
+  ImGui::SetCursorScreenPos(ImVec2(sv.view_x, sv.view_y));
+  ImGui::InvisibleButton(
+      "##serve_3d", ImVec2(sc.view_size.x, sc.view_size.y),
+      ImGuiButtonFlags_MouseButtonLeft | ImGuiButtonFlags_MouseButtonRight | ImGuiButtonFlags_MouseButtonMiddle);
+  sv.view_hovered = ImGui::IsItemHovered() || ImGui::IsItemActive();
+}
+
+ServeViewOptions view_options(const EngineState& engine, UiState& ui, const ServeRun& run, int shown, ImVec2 size) {
+  ServeViewOptions opt;
+  opt.width = size.x;
+  opt.height = size.y;
+  opt.line_h = ImGui::GetTextLineHeight();
+  opt.text_width = [](const std::string& s) { return ImGui::CalcTextSize(s.c_str()).x; };
+  opt.palette = &palette_for(ui.colour_blind);
+  opt.colour_blind = ui.colour_blind;
+  opt.selected = ui.serving.selected;
+  opt.request_3d = ui.serving.selected >= 0 && request_view(engine, ui, run, shown) != nullptr;
+  return opt;
 }
 
 void canvas(const EngineState& engine, UiState& ui) {
   const ServeRun* run = shown_run(engine, ui);
   const ImVec2 o = ImGui::GetCursorScreenPos();
-  const ImVec2 size = split_for_3d(engine, ui, o, ImGui::GetContentRegionAvail());
+  const ImVec2 size = ImGui::GetContentRegionAvail();
+  ui.serving.view_w = 0;
+  ui.serving.view_hovered = ui.serving.folded = false;
   if (!run || run->steps.empty()) {
     ImGui::TextDisabled("%s", engine.serving.busy ? "computing the first step..." : "choose a preset");
     return;
@@ -219,17 +249,12 @@ void canvas(const EngineState& engine, UiState& ui) {
                            (r.done ? " steps" : " steps so far"));
   const Tokenizer& tok = run->info->model->tokenizer;
   in.token_text = [&tok](int t) { return tok.display_piece(t); };
-  ServeViewOptions opt;
-  opt.width = size.x;
-  opt.height = size.y;
-  opt.line_h = ImGui::GetTextLineHeight();
-  opt.text_width = [](const std::string& s) { return ImGui::CalcTextSize(s.c_str()).x; };
-  opt.palette = &palette_for(ui.colour_blind);
-  opt.colour_blind = ui.colour_blind;
-  opt.selected = ui.serving.selected;
-  const ServeScene sc = build_serve_scene(in, opt);
-  ImGui::InvisibleButton("##serve_canvas", size);
+  const ServeScene sc = build_serve_scene(in, view_options(engine, ui, *run, in.shown, size));
+  // The lanes, pool and plot: all of the canvas but the 3D view under them.
+  const ImVec2 top(size.x, sc.view_size.y > 0 ? std::max(1.0f, sc.view_pos.y) : size.y);
+  ImGui::InvisibleButton("##serve_canvas", top);
   const bool clicked = ImGui::IsItemClicked(), hovered = ImGui::IsItemHovered();
+  view_3d(sc, o, ui);
   draw_scene(sc, o, ImGui::GetWindowDrawList());
   if (!hovered) return;
   const ImVec2 m = ImGui::GetIO().MousePos;
@@ -240,6 +265,7 @@ void canvas(const EngineState& engine, UiState& ui) {
     if (it->block >= 0)
       block_tooltip(*run, *run->steps[static_cast<size_t>(in.shown)], it->block,
                     sc.blocks[static_cast<size_t>(it->block)]);
+    if (it->tile) lane_tooltip(*run, sc.lanes.at(static_cast<size_t>(it->lane)));
     if (clicked && it->lane >= 0) ui.serving.selected = ui.serving.selected == it->lane ? -1 : it->lane;
     if (it->lane >= 0 || it->block >= 0) break;
   }
@@ -262,7 +288,8 @@ Commands panel_serving(const EngineState& engine, UiState& ui) {
     if (ImGui::BeginChild("##serve_controls", ImVec2(side, 0))) controls(engine, ui, cmds);
     ImGui::EndChild();
     ImGui::SameLine();
-    if (ImGui::BeginChild("##serve_canvas_child", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollbar))
+    if (ImGui::BeginChild("##serve_canvas_child", ImVec2(0, 0), false,
+                          ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse))
       canvas(engine, ui);
     ImGui::EndChild();
     // (the window's own draw list is drawn before its children's)
