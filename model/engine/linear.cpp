@@ -30,10 +30,12 @@ void linear(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const fl
                 "): expected " + std::to_string(in) + " input columns");
   Y.resize(n, out);
   if (n == 1 && kMatvecForDecode) {
-    // Decode: the matrix-vector kernels (kernels.h), split on rows.
+    // Decode: the matrix-vector kernels (kernels.h), split on rows; the f32
+    // copy where one is kept (WeightMatrix::product_bytes counts what is read).
     pool.parallel_for(
         out,
         [&](int64_t r0, int64_t r1) {
+          if (!W.wide.empty()) return matvec_f32(W.wide.data(), in, X.data(), b, Y.data(), r0, r1);
           switch (W.type) {
             case StoredType::kF32:
               return matvec_f32(W.f32.data(), in, X.data(), b, Y.data(), r0, r1);
