@@ -17,6 +17,7 @@ set(KVSCOPE_MODEL_SRC
   model/arch/gpt2_loader.cpp
   model/arch/llama_loader.cpp
   model/arch/model.cpp
+  model/arch/tensor_checks.cpp
   model/arch/weight_matrix.cpp
   model/arch/safetensors.cpp
   model/engine/engine.cpp

@@ -29,6 +29,7 @@
 #include "model/core/file_io.h"
 #include "model/decoding/generator.h"
 #include "model/decoding/sampler.h"
+#include "model/serving/server.h"
 #include "model/tokenizer/tokenizer.h"
 #include "numpy_ref_util.h"
 
@@ -524,6 +525,24 @@ TEST(RecordIndexChecks, QueryAndKvRowsOfAGroupedQueryRecord) {
   EXPECT_DEATH((void)r.kv_head_of(4), "query head = 4");
   r.v.resize(5);  // a V buffer shorter than its shape says
   EXPECT_DEATH((void)r.v_row(1, 1, 1), "V = ");
+#endif
+}
+
+// A serving step's entry keeps its last position's attention over its own
+// keys [0, first + n), every layer and head: read at the right offset, and
+// an index outside it aborts where checks are compiled in, as StepRecord's.
+TEST(RecordIndexChecks, ServeEntryAttentionOutsideTheEntryAborts) {
+  ServeEntry e;
+  e.first = 2;
+  e.n = 1;  // keys 0..2
+  const int n_head = 2;
+  for (int i = 0; i < 2 * n_head * 3; ++i) e.attn.push_back(static_cast<float>(i));  // 2 layers
+  EXPECT_EQ(e.attention(n_head, 1, 1, 2), static_cast<float>((1 * n_head + 1) * 3 + 2));
+#if !defined(NDEBUG) || defined(KVSCOPE_INDEX_CHECKS)
+  EXPECT_DEATH((void)e.attention(n_head, 2, 0, 0), "attention layer = 2, expected 0..1");
+  EXPECT_DEATH((void)e.attention(n_head, 0, 2, 0), "attention head = 2, expected 0..1");
+  EXPECT_DEATH((void)e.attention(n_head, 0, 0, 3), "attention key = 3, expected 0..2");
+  EXPECT_DEATH((void)e.attention(n_head, 0, 0, -1), "attention key = -1");
 #endif
 }
 

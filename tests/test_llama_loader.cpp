@@ -4,6 +4,8 @@
 // file, tensor or field, what was expected and what was found.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -233,7 +235,7 @@ TEST_P(LlamaSuite, LoadsEveryTensorAsStored) {
   EXPECT_EQ(w.layers[0].w_gate.rows, c.n_inner);
   EXPECT_EQ(w.lm_head.empty(), c.tie_word_embeddings);
   EXPECT_EQ(w.layers[0].bq.empty(), !c.qkv_bias);
-  EXPECT_EQ(w.bytes(), r.need_bytes - 2ull * c.n_layer * c.kv_heads() * c.head_dim() * 4 * c.n_positions);
+  EXPECT_EQ(w.resident_bytes(), r.need_bytes - 2ull * c.n_layer * c.kv_heads() * c.head_dim() * 4 * c.n_positions);
   // Values: the stored bits, decoded, against the file read independently as f32.
   const std::string file =
       fs::exists(dir + "/model.safetensors")
@@ -336,6 +338,44 @@ TEST(LlamaLoaderErrors, BadRopeScaling) {
   Copy c(kSharded);
   c.edit_json("config.json", [](json& j) { j["rope_scaling"]["factor"] = -1; });
   expect_error([&] { load_config(c.dir + "/config.json"); }, {"config.json", "rope_scaling", "factor"});
+}
+
+// Writes `bits` (the tensor's element size) over element `index` of tensor
+// `name` in the safetensors file `path`.
+void poke(const std::string& path, const std::string& name, size_t index, const void* bits, size_t size) {
+  std::string bytes = testutil::read_file(path);
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);
+  const json header = json::parse(bytes.substr(8, header_len));
+  const size_t at = 8 + header_len + header[name]["data_offsets"][0].get<size_t>() + index * size;
+  std::memcpy(&bytes[at], bits, size);
+  testutil::write_file(path, bytes);
+}
+
+// A NaN or infinity in any weight the model reads is refused as GPT-2's
+// loader refuses it: the file, the tensor, its shape, the value and where.
+TEST(LlamaLoaderErrors, NonFiniteWeights) {
+  {  // F32 matrix (model.layers.0.mlp.up_proj.weight is (64, 32)): row 1, column 5
+    Copy c(kSingle);
+    const float nan = std::nanf("");
+    poke(c.dir + "/model.safetensors", "model.layers.0.mlp.up_proj.weight", 32 + 5, &nan, 4);
+    expect_error([&] { c.load(); }, {"model.safetensors", "\"model.layers.0.mlp.up_proj.weight\" [64, 32]", "NaN",
+                                     "element 37 (row 1, column 5)", "expected finite weights"});
+  }
+  {  // F32 vector: -inf
+    Copy c(kSingle);
+    const float ninf = -INFINITY;
+    poke(c.dir + "/model.safetensors", "model.norm.weight", 3, &ninf, 4);
+    expect_error([&] { c.load(); }, {"model.safetensors", "\"model.norm.weight\"", "-inf", "element 3"});
+  }
+  {  // BF16 matrix in a shard: +inf (0x7f80), checked on the stored bits
+    Copy c(kSharded);
+    const std::string name = "model.layers.1.self_attn.o_proj.weight";
+    const std::string shard = read_json(c.dir + "/model.safetensors.index.json")["weight_map"][name];
+    const uint16_t inf = 0x7f80;
+    poke(c.dir + "/" + shard, name, 2, &inf, 2);
+    expect_error([&] { c.load(); }, {shard, "\"" + name + "\"", "+inf", "element 2 (row 0, column 2)"});
+  }
 }
 
 TEST(LlamaLoaderErrors, ModelLoadNeedsTokenizerJson) {

@@ -38,7 +38,7 @@ json inspect_json(const Model& m) {
           {"n_params", m.n_params},
           {"dtype", m.stored_dtype},
           {"weight_bytes", m.weight_bytes()},
-          {"stored_bytes", m.stored_bytes},
+          {"stored_bytes", m.file_bytes},
           {"kv_bytes_per_token", kv_bytes_per_position(c)},
           {"kv_bytes_full_context", kv_bytes_per_position(c) * static_cast<uint64_t>(T)},
           {"decode_flops", {{"kv_cache", {{"T1", kv1}, {"Tmax", kvT}}}, {"no_cache", {{"T1", nc1}, {"Tmax", ncT}}}}},
@@ -47,7 +47,8 @@ json inspect_json(const Model& m) {
 
 // The model card. "stored" is the parameters' bytes in the file (2 a value
 // for F16 and BF16, 4 for F32); "resident" is Model::weight_bytes(): the
-// weights as the engine holds them, matrices in their stored dtype and the
+// weights as the engine holds them, matrices in their stored dtype (and the
+// f32 copies the WebAssembly build keeps of a small 16-bit model's) and the
 // vectors in f32, so it is what loading costs.
 void print_inspect(const Model& m) {
   const Config& c = m.config;
@@ -59,7 +60,7 @@ void print_inspect(const Model& m) {
               c.is_llama() ? c.model_type.c_str() : "GPT-2", c.n_layer, c.n_head, c.head_dim(), c.kv_heads(), c.n_embd,
               c.vocab_size);
   std::printf("parameters     %" PRIu64 " (%s stored %s, %s resident)\n", m.n_params,
-              format_bytes(static_cast<double>(m.stored_bytes)).c_str(), m.stored_dtype.c_str(),
+              format_bytes(static_cast<double>(m.file_bytes)).c_str(), m.stored_dtype.c_str(),
               format_bytes(static_cast<double>(m.weight_bytes())).c_str());
   if (c.n_positions < c.max_position_embeddings) {
     std::printf("context        %d positions (the model allows %d; --ctx N reserves for N)\n", c.n_positions,

@@ -4,13 +4,12 @@
 #include "model/arch/gpt2_loader.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <set>
 
 #include "model/arch/safetensors.h"
+#include "model/arch/tensor_checks.h"
 #include "model/core/error.h"
 #include "model/core/file_io.h"
 #include "model/core/units.h"
@@ -19,32 +18,11 @@
 namespace kvscope {
 namespace {
 
-// Index of the first NaN or infinity in x[0, n), or n. Tests the exponent
-// bits (all ones) in blocks with no early exit inside a block, so the loop
-// vectorises (AVX2 at -O3): 124M floats (GPT-2-124M) in 0.24 s on a busy
-// 2-core machine, small next to reading and converting the file.
-size_t first_non_finite(const float* x, size_t n) {
-  constexpr size_t kBlock = 4096;
-  for (size_t b = 0; b < n; b += kBlock) {
-    const size_t e = std::min(n, b + kBlock);
-    uint32_t any = 0;
-    for (size_t i = b; i < e; ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, x + i, 4);
-      any |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
-    }
-    if (!any) continue;
-    for (size_t i = b; i < e; ++i)
-      if (!std::isfinite(x[i])) return i;
-  }
-  return n;
-}
-
 // Reads tensors by their GPT-2 name, checking shape; tracks dtypes + counts.
 class TensorReader {
  public:
-  TensorReader(const SafeTensors& st, std::string prefix, const LoadControl* control)
-      : st_(st), prefix_(std::move(prefix)), control_(control) {
+  TensorReader(const SafeTensors& st, std::string prefix, bool wide, const LoadControl* control)
+      : st_(st), prefix_(std::move(prefix)), wide_(wide), control_(control) {
     for (const auto& kv : st.tensors()) total_bytes_ += kv.second.end - kv.second.begin;
   }
 
@@ -65,9 +43,9 @@ class TensorReader {
     dtypes.insert(d);
     last_type_ = *type;
     std::vector<float> v = st_.to_f32(full);
-    check_finite(v, full, it->second.shape);
+    check_finite(StoredType::kF32, v.data(), v.size(), st_.origin(), full, it->second.shape);
     n_params += v.size();
-    stored_bytes += it->second.end - it->second.begin;
+    file_bytes += it->second.end - it->second.begin;
     done_bytes_ += it->second.end - it->second.begin;
     if (control_ && control_->on_progress && total_bytes_) {
       control_->on_progress(static_cast<float>(static_cast<double>(done_bytes_) / static_cast<double>(total_bytes_)));
@@ -83,13 +61,13 @@ class TensorReader {
   WeightMatrix conv1d_t(const std::string& name, int64_t in, int64_t out) {
     std::vector<float> v = get(name, {in, out});
     WeightMatrix m = WeightMatrix::from_f32(v.data(), in, out, last_type_, true);
-    m.widen_if(total_bytes_);
+    if (wide_) m.widen();
     return m;
   }
   WeightMatrix mat(const std::string& name, int64_t rows, int64_t cols, bool use_prefix = true) {
     std::vector<float> v = get(name, {rows, cols}, use_prefix);
     WeightMatrix m = WeightMatrix::from_f32(v.data(), rows, cols, last_type_);
-    m.widen_if(total_bytes_);
+    if (wide_) m.widen();
     return m;
   }
   MatrixRM mat_f32(const std::string& name, int64_t rows, int64_t cols) {
@@ -99,40 +77,23 @@ class TensorReader {
 
   std::set<std::string> dtypes;
   uint64_t n_params = 0;
-  uint64_t stored_bytes = 0;  // the parameters' bytes in the file, at their stored dtypes
+  uint64_t file_bytes = 0;  // the parameters' bytes in the file, at their stored dtypes
 
  private:
-  // One NaN or infinity in a weight turns every logit into NaN: refuse the
-  // file, naming the tensor and the first bad element.
-  void check_finite(const std::vector<float>& v, const std::string& name, const std::vector<int64_t>& shape) const {
-    const size_t bad = first_non_finite(v.data(), v.size());
-    if (bad == v.size()) return;
-    std::string at = std::to_string(bad);
-    if (shape.size() == 2 && shape[1] > 0) {
-      const uint64_t cols = static_cast<uint64_t>(shape[1]);
-      at += " (row " + std::to_string(bad / cols) + ", column " + std::to_string(bad % cols) + ")";
-    }
-    const float x = v[bad];
-    throw Error(st_.origin() + ": tensor \"" + name + "\" " + shape_str(shape) + " holds " +
-                (std::isnan(x) ? std::string("NaN")
-                 : x > 0       ? std::string("+inf")
-                               : std::string("-inf")) +
-                " at element " + at +
-                " (expected finite weights; the file is damaged or was saved after a "
-                "diverged training run)");
-  }
-
   const SafeTensors& st_;
   std::string prefix_;
+  bool wide_;  // keep f32 copies of 16-bit matrices (KeptWeights::wide)
   const LoadControl* control_;
   StoredType last_type_ = StoredType::kF32;  // the dtype of the tensor get() read last
   uint64_t total_bytes_ = 0, done_bytes_ = 0;
 };
 
-Weights read_weights(const SafeTensors& st, const Config& c, std::set<std::string>* dtypes, uint64_t* n_params,
-                     uint64_t* stored_bytes, const LoadControl* control) {
+// Reads every tensor GPT-2 needs from `st` (the whole file), keeping f32
+// copies of the 16-bit matrices when `wide` (the plan's decision).
+Weights read_weights(const SafeTensors& st, const Config& c, bool wide, std::set<std::string>* dtypes,
+                     uint64_t* n_params, uint64_t* file_bytes, const LoadControl* control) {
   const std::string prefix = st.has("transformer.wte.weight") ? "transformer." : "";
-  TensorReader r(st, prefix, control);
+  TensorReader r(st, prefix, wide, control);
   const int64_t d = c.n_embd, V = c.vocab_size;
   Weights w;
   w.wte = r.mat("wte.weight", V, d);
@@ -160,15 +121,54 @@ Weights read_weights(const SafeTensors& st, const Config& c, std::set<std::strin
   if (st.has("lm_head.weight")) w.lm_head = r.mat("lm_head.weight", V, d, false);
   if (dtypes) *dtypes = r.dtypes;
   if (n_params) *n_params = r.n_params;
-  if (stored_bytes) *stored_bytes = r.stored_bytes;
+  if (file_bytes) *file_bytes = r.file_bytes;
   return w;
+}
+
+// The weight matrices GPT-2 reads (the embedding, each layer's four Conv1D
+// weights, an untied head) with the dtypes `st` stores them in and the
+// config's shapes, and the values it keeps in f32 (the position table, norm
+// weights, biases); buffers and unknown tensors are not read. A matrix
+// missing from the file or of another dtype counts as F32 here (reading it
+// then fails, naming it).
+KeptWeights plan_kept(const SafeTensors& st, const Config& c, uint64_t wide_max_bytes) {
+  const std::string prefix = st.has("transformer.wte.weight") ? "transformer." : "";
+  const uint64_t d = static_cast<uint64_t>(c.n_embd), V = static_cast<uint64_t>(c.vocab_size);
+  auto stored = [&](const std::string& name, uint64_t numel) {
+    auto it = st.tensors().find(name);
+    const std::optional<StoredType> t = it == st.tensors().end() ? std::nullopt : weight_type(it->second.dtype);
+    return StoredMatrix{t.value_or(StoredType::kF32), numel};
+  };
+  std::vector<StoredMatrix> matrices = {stored(prefix + "wte.weight", V * d)};
+  for (int i = 0; i < c.n_layer; ++i) {
+    const std::string p = prefix + "h." + std::to_string(i) + ".";
+    matrices.push_back(stored(p + "attn.c_attn.weight", 3 * d * d));
+    matrices.push_back(stored(p + "attn.c_proj.weight", d * d));
+    matrices.push_back(stored(p + "mlp.c_fc.weight", 4 * d * d));
+    matrices.push_back(stored(p + "mlp.c_proj.weight", 4 * d * d));
+  }
+  if (st.has("lm_head.weight")) matrices.push_back(stored("lm_head.weight", V * d));
+  const uint64_t f32_values =
+      static_cast<uint64_t>(c.n_positions) * d + static_cast<uint64_t>(c.n_layer) * 13 * d + 2 * d;
+  return plan_kept_weights(matrices, f32_values, wide_max_bytes);
 }
 
 }  // namespace
 
+Gpt2LoadPlan plan_gpt2_load(const std::string& st_path, const Config& c, uint64_t wide_max_bytes) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  Gpt2LoadPlan plan;
+  plan.kept = plan_kept(SafeTensors::open_header(st_path), c, wide_max_bytes);
+  const uint64_t vd = static_cast<uint64_t>(c.vocab_size) * static_cast<uint64_t>(c.n_embd);
+  plan.need_bytes = fs::file_size(st_path, ec) + plan.kept.resident + 4 * vd +
+                    kv_bytes_per_position(c) * static_cast<uint64_t>(c.n_positions);
+  return plan;
+}
+
 Weights load_weights(const std::string& safetensors_path, const Config& config) {
   const SafeTensors st = SafeTensors::open(safetensors_path);
-  return read_weights(st, config, nullptr, nullptr, nullptr, nullptr);
+  return read_weights(st, config, plan_kept(st, config, kWideMaxMatrixBytes).wide, nullptr, nullptr, nullptr, nullptr);
 }
 
 void load_gpt2_weights(const std::string& dir, Model& m, const LoadControl& control) {
@@ -179,27 +179,17 @@ void load_gpt2_weights(const std::string& dir, Model& m, const LoadControl& cont
     throw Error(st_path + ": missing (expected the weights as model.safetensors; convert a pytorch_model.bin first)");
   }
   require_regular_file(st_path, "the weights as a model.safetensors file");
-  // The file is read whole and the weights kept at its precision, both at
-  // once, with one tensor's f32 conversion (at most the embedding) and a KV
-  // cache at full context. The config gives the weights' count; a file
-  // well under 4 bytes a weight keeps them at 2.
-  const uint64_t file_bytes = fs::file_size(st_path, ec);
-  const Config& c = m.config;
-  const uint64_t d = static_cast<uint64_t>(c.n_embd), vd = static_cast<uint64_t>(c.vocab_size) * d;
-  const uint64_t f32_bytes =
-      4 * (vd + static_cast<uint64_t>(c.n_positions) * d + static_cast<uint64_t>(c.n_layer) * (12 * d * d + 13 * d));
-  const uint64_t kept = file_bytes >= f32_bytes / 4 * 3 ? f32_bytes : f32_bytes / 2;
-  const uint64_t need = file_bytes + kept + 4 * vd + kv_bytes_per_position(c) * static_cast<uint64_t>(c.n_positions);
+  const Gpt2LoadPlan plan = plan_gpt2_load(st_path, m.config, control.wide_max_bytes);
   const uint64_t avail = available_memory_bytes();
-  if (avail && need > avail) {
-    throw Error(st_path + ": loading needs about " + format_bytes(static_cast<double>(need)) +
-                " (file + weights + KV cache), but only " + format_bytes(static_cast<double>(avail)) +
-                " of memory is available");
+  if (avail && plan.need_bytes > avail) {
+    throw Error(st_path + ": loading needs about " + format_bytes(static_cast<double>(plan.need_bytes)) +
+                " (file + weights as kept" + (plan.kept.wide ? ", with f32 copies of the 16-bit matrices," : "") +
+                " + KV cache), but only " + format_bytes(static_cast<double>(avail)) + " of memory is available");
   }
   const SafeTensors st = SafeTensors::open(st_path, control.cancel);
   if (control.cancel && control.cancel->load()) throw Error(st_path + ": loading cancelled");
   std::set<std::string> dtypes;
-  m.weights = read_weights(st, m.config, &dtypes, &m.n_params, &m.stored_bytes, &control);
+  m.weights = read_weights(st, m.config, plan.kept.wide, &dtypes, &m.n_params, &m.file_bytes, &control);
   m.stored_dtype = dtypes.size() == 1 ? *dtypes.begin() : "mixed";
 }
 

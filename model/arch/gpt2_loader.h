@@ -9,8 +9,20 @@
 
 namespace kvscope {
 
+// What loading a GPT-2 model.safetensors for config `c` keeps and holds at
+// its peak: the weights as kept (KeptWeights: f32 copies of 16-bit matrices
+// where the plan keeps them, wide_max_bytes as in LoadControl), and what
+// the memory check compares with the memory available: the file read
+// whole, the weights as kept, one tensor's f32 conversion (at most the
+// embedding) and the KV cache at full context. Reads only the header.
+struct Gpt2LoadPlan {
+  KeptWeights kept;
+  uint64_t need_bytes = 0;
+};
+Gpt2LoadPlan plan_gpt2_load(const std::string& st_path, const Config& c, uint64_t wide_max_bytes);
+
 // Reads `dir`/model.safetensors into m.weights (with m.n_params,
-// m.stored_bytes, m.stored_dtype) for m.config. Throws kvscope::Error naming
+// m.file_bytes, m.stored_dtype) for m.config. Throws kvscope::Error naming
 // the file and tensor, expected and actual, on a missing, misshapen, wrongly
 // typed or non-finite tensor, or when the file, the weights as kept and the KV
 // cache at full context exceed the memory available.

@@ -10,23 +10,35 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "model/arch/llama_loader.h"
 #include "model/arch/safetensors.h"
+#include "model/arch/tensor_checks.h"
 #include "model/core/error.h"
 #include "model/core/file_io.h"
 #include "model/core/units.h"
 
 namespace kvscope {
 
-uint64_t LlamaWeights::bytes() const {
+std::vector<const WeightMatrix*> LlamaWeights::layer_matrices() const {
+  std::vector<const WeightMatrix*> out;
+  for (const LlamaLayer& L : layers)
+    for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) out.push_back(m);
+  return out;
+}
+
+uint64_t LlamaWeights::vector_bytes() const {
   auto vec = [](const std::vector<float>& v) { return v.size() * 4ull; };
-  uint64_t b = embed.bytes() + lm_head.bytes() + vec(norm);
-  for (const LlamaLayer& L : layers) {
-    b += vec(L.attn_norm) + vec(L.mlp_norm) + vec(L.bq) + vec(L.bk) + vec(L.bv);
-    for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) b += m->bytes();
-  }
+  uint64_t b = vec(norm);
+  for (const LlamaLayer& L : layers) b += vec(L.attn_norm) + vec(L.mlp_norm) + vec(L.bq) + vec(L.bk) + vec(L.bv);
+  return b;
+}
+
+uint64_t LlamaWeights::resident_bytes() const {
+  uint64_t b = embed.resident_bytes() + lm_head.resident_bytes() + vector_bytes();
+  for (const WeightMatrix* m : layer_matrices()) b += m->resident_bytes();
   return b;
 }
 
@@ -144,6 +156,7 @@ void read_matrix(const SafeTensors& st, const std::string& name, const TensorInf
     m.half.resize(n);
     st.read_raw(name, m.half.data(), on_chunk);
   }
+  check_finite(m.type, m.data(), n, st.origin(), name, info.shape);
   m.to_panels();
 }
 
@@ -161,15 +174,18 @@ struct OpenedWeights {
 
 // What the wanted tensors will take once read.
 struct WantedTotals {
-  uint64_t resident = 0;    // bytes kept: matrices as stored, vectors in f32
+  KeptWeights kept;         // the matrices as stored (+ f32 copies where kept), vectors in f32
   uint64_t file_bytes = 0;  // bytes read from the files
   uint64_t n_params = 0;
   std::string stored_dtype;  // the one dtype stored, or "mixed"
 };
 
-// Checks every wanted tensor's file, name, dtype and shape before anything is read.
-WantedTotals check_wanted(const OpenedWeights& ow, const std::vector<Wanted>& wanted) {
+// Checks every wanted tensor's file, name, dtype and shape before anything
+// is read, and plans what they will take (plan_kept_weights).
+WantedTotals check_wanted(const OpenedWeights& ow, const std::vector<Wanted>& wanted, uint64_t wide_max_bytes) {
   WantedTotals t;
+  std::vector<StoredMatrix> matrices;
+  uint64_t f32_values = 0;
   std::set<std::string> dtypes;
   for (const Wanted& w : wanted) {
     const std::string* file = ow.file_of(w.name);
@@ -187,30 +203,37 @@ WantedTotals check_wanted(const OpenedWeights& ow, const std::vector<Wanted>& wa
                   shape_str(w.shape) + " (from config.json)");
     }
     const std::string& d = it->second.dtype;
-    if (!weight_type(d)) {
+    const std::optional<StoredType> type = weight_type(d);
+    if (!type) {
       throw Error(*file + ": tensor \"" + w.name + "\" has dtype " + d + ", expected F32, F16 or BF16");
     }
     dtypes.insert(d);
     uint64_t numel = 1;
     for (int64_t s : w.shape) numel *= static_cast<uint64_t>(s);
     t.n_params += numel;
-    t.resident += w.vec ? 4 * numel : (d == "F32" ? 4 : 2) * numel;
+    if (w.vec) {
+      f32_values += numel;
+    } else {
+      matrices.push_back({*type, numel});
+    }
     t.file_bytes += it->second.end - it->second.begin;
   }
   t.stored_dtype = dtypes.size() == 1 ? *dtypes.begin() : "mixed";
+  t.kept = plan_kept_weights(matrices, f32_values, wide_max_bytes);
   return t;
 }
 
-// What loading will hold (the weights as stored + an f32 cache over the
+// What loading will hold (the weights as kept + an f32 cache over the
 // whole context), refused when the machine does not have it available.
-uint64_t check_memory(const std::string& dir, const Config& c, uint64_t resident) {
+uint64_t check_memory(const std::string& dir, const Config& c, const KeptWeights& kept) {
   const uint64_t kv = 2ull * static_cast<uint64_t>(c.n_layer) * static_cast<uint64_t>(c.kv_heads()) *
                       static_cast<uint64_t>(c.head_dim()) * 4ull * static_cast<uint64_t>(c.n_positions);
-  const uint64_t need = resident + kv;
+  const uint64_t need = kept.resident + kv;
   const uint64_t avail = available_memory_bytes();
   if (avail && need > avail) {
     throw Error(dir + ": loading needs about " + format_bytes(static_cast<double>(need)) + " (" +
-                format_bytes(static_cast<double>(resident)) + " of weights kept as stored + " +
+                format_bytes(static_cast<double>(kept.resident)) + " of weights kept as stored" +
+                (kept.wide ? " with f32 copies of the 16-bit matrices" : "") + " + " +
                 format_bytes(static_cast<double>(kv)) + " of f32 KV cache for " + std::to_string(c.n_positions) +
                 " positions), but only " + format_bytes(static_cast<double>(avail)) + " of memory is available");
   }
@@ -238,11 +261,12 @@ LlamaLoadResult load_llama_weights(const std::string& dir, const Config& c, cons
   std::vector<Wanted> wanted = wanted_tensors(c, r.weights, read_head);
 
   // Check everything before reading anything.
-  const WantedTotals totals = check_wanted(ow, wanted);
+  const WantedTotals totals = check_wanted(ow, wanted, control.wide_max_bytes);
   r.n_params = totals.n_params;
-  r.stored_bytes = totals.file_bytes;
+  r.file_bytes = totals.file_bytes;
   r.stored_dtype = totals.stored_dtype;
-  r.need_bytes = check_memory(dir, c, totals.resident);
+  r.kept = totals.kept;
+  r.need_bytes = check_memory(dir, c, totals.kept);
 
   uint64_t done = 0;
   auto progress = [&](uint64_t bytes) {
@@ -257,9 +281,10 @@ LlamaLoadResult load_llama_weights(const std::string& dir, const Config& c, cons
     const TensorInfo& info = st.tensors().at(t.name);
     if (t.matrix) {
       read_matrix(st, t.name, info, *t.matrix, progress);  // progress per chunk
-      t.matrix->widen_if(totals.file_bytes);
+      if (totals.kept.wide) t.matrix->widen();
     } else {
       *t.vec = st.to_f32(t.name);  // a vector: one small read
+      check_finite(StoredType::kF32, t.vec->data(), t.vec->size(), st.origin(), t.name, info.shape);
       progress(info.end - info.begin);
     }
   }

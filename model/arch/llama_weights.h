@@ -26,7 +26,9 @@ struct LlamaWeights {
   std::vector<float> norm;  // (d) model.norm.weight
   WeightMatrix lm_head;     // (vocab, d); empty when tied to embed
   const WeightMatrix& head() const { return lm_head.empty() ? embed : lm_head; }
-  uint64_t bytes() const;  // resident bytes of everything above
+  std::vector<const WeightMatrix*> layer_matrices() const;  // every layer's seven, in order
+  uint64_t vector_bytes() const;                            // the norm weights and biases (f32)
+  uint64_t resident_bytes() const;                          // everything above as held (f32 copies included)
 };
 
 }  // namespace kvscope

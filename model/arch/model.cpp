@@ -25,7 +25,7 @@ void load_llama(const std::string& dir, Model& m, const LoadControl& control) {
   LlamaLoadResult r = load_llama_weights(dir, m.config, control);  // checks `control.cancel` first
   m.llama = std::move(r.weights);
   m.n_params = r.n_params;
-  m.stored_bytes = r.stored_bytes;
+  m.file_bytes = r.file_bytes;
   m.stored_dtype = r.stored_dtype;
   if (control.cancel && control.cancel->load()) throw Error(dir + ": loading cancelled");
   m.tokenizer = Tokenizer::load(dir);
@@ -39,14 +39,26 @@ void load_llama(const std::string& dir, Model& m, const LoadControl& control) {
 
 }  // namespace
 
-uint64_t Weights::bytes() const {
+std::vector<const WeightMatrix*> Weights::layer_matrices() const {
+  std::vector<const WeightMatrix*> out;
+  for (const LayerWeights& L : layers)
+    for (const WeightMatrix* m : {&L.attn_w_t, &L.attn_proj_w_t, &L.fc_w_t, &L.mlp_proj_w_t}) out.push_back(m);
+  return out;
+}
+
+uint64_t Weights::vector_bytes() const {
   auto vec = [](const Vector& v) { return static_cast<uint64_t>(v.size()) * 4; };
-  uint64_t b = wte.bytes() + lm_head.bytes() + static_cast<uint64_t>(wpe.size()) * 4 + vec(ln_f_g) + vec(ln_f_b);
+  uint64_t b = vec(ln_f_g) + vec(ln_f_b);
   for (const LayerWeights& L : layers) {
-    b += L.attn_w_t.bytes() + L.attn_proj_w_t.bytes() + L.fc_w_t.bytes() + L.mlp_proj_w_t.bytes();
     b += vec(L.ln_1_g) + vec(L.ln_1_b) + vec(L.attn_b) + vec(L.attn_proj_b) + vec(L.ln_2_g) + vec(L.ln_2_b) +
          vec(L.fc_b) + vec(L.mlp_proj_b);
   }
+  return b;
+}
+
+uint64_t Weights::resident_bytes() const {
+  uint64_t b = wte.resident_bytes() + lm_head.resident_bytes() + static_cast<uint64_t>(wpe.size()) * 4 + vector_bytes();
+  for (const WeightMatrix* m : layer_matrices()) b += m->resident_bytes();
   return b;
 }
 

@@ -42,7 +42,9 @@ struct Weights {
   Vector ln_f_g, ln_f_b;  // (d)
   WeightMatrix lm_head;   // (vocab, d); empty when tied to wte
   const WeightMatrix& head() const { return lm_head.empty() ? wte : lm_head; }
-  uint64_t bytes() const;  // resident bytes of everything above
+  std::vector<const WeightMatrix*> layer_matrices() const;  // every layer's four, in order
+  uint64_t vector_bytes() const;                            // the norm weights and biases (f32)
+  uint64_t resident_bytes() const;                          // everything above as held (f32 copies included)
 };
 
 struct Model {
@@ -52,11 +54,12 @@ struct Model {
   Weights weights;     // GPT-2 (config.arch == Arch::kGpt2)
   LlamaWeights llama;  // Llama, Mistral, Qwen2 (config.arch == Arch::kLlama)
   Tokenizer tokenizer;
-  uint64_t n_params = 0;      // as stored (a tied head counted once)
-  uint64_t stored_bytes = 0;  // those parameters' bytes in the file(s): n_params x 2 for an F16 file
-  std::string stored_dtype;   // "F32", "F16", "BF16" or "mixed" (for display)
-  // Resident bytes of the weights (matrices as stored, vectors in f32).
-  uint64_t weight_bytes() const { return config.is_llama() ? llama.bytes() : weights.bytes(); }
+  uint64_t n_params = 0;     // as stored (a tied head counted once)
+  uint64_t file_bytes = 0;   // those parameters' bytes in the file(s): n_params x 2 for an F16 file
+  std::string stored_dtype;  // "F32", "F16", "BF16" or "mixed" (for display)
+  // Resident bytes of the weights: matrices as stored (and their f32 copies
+  // where the WebAssembly build keeps them, WeightMatrix::wide), vectors in f32.
+  uint64_t weight_bytes() const { return config.is_llama() ? llama.resident_bytes() : weights.resident_bytes(); }
   double load_seconds = 0;
 };
 
@@ -68,6 +71,10 @@ struct LoadControl {
   // Llama family: positions to run and reserve the KV cache for (the CLI's
   // --ctx), at most max_position_embeddings; 0 = min(that, kLlamaContextCap).
   int context = 0;
+  // f32 copies of the 16-bit matrices for a model whose weight matrices take
+  // at most this many bytes (plan_kept_weights): the build's rule unless a
+  // test sets it (native builds keep none; tests exercise the copies natively).
+  uint64_t wide_max_bytes = kWideMaxMatrixBytes;
 };
 
 // Loads config.json, model.safetensors, vocab.json and merges.txt from

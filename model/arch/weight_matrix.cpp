@@ -74,10 +74,23 @@ WeightMatrix WeightMatrix::from_f32(const float* v, int64_t rows, int64_t cols, 
   return m;
 }
 
-void WeightMatrix::widen_if(uint64_t model_stored_bytes) {
-  if (type == StoredType::kF32 || !keep_wide(model_stored_bytes)) return;
+uint64_t WeightMatrix::resident_bytes() const {
+  return matrix_resident_bytes(type, static_cast<uint64_t>(rows * cols), !wide.empty());
+}
+
+void WeightMatrix::widen() {
+  if (type == StoredType::kF32) return;
   wide.resize(half.size());
   rows_to_f32(0, rows, wide.data());
+}
+
+KeptWeights plan_kept_weights(const std::vector<StoredMatrix>& matrices, uint64_t f32_values, uint64_t wide_max_bytes) {
+  KeptWeights k;
+  for (const StoredMatrix& m : matrices) k.matrix_bytes += m.numel * static_cast<uint64_t>(stored_bytes(m.type));
+  k.wide = k.matrix_bytes > 0 && k.matrix_bytes <= wide_max_bytes;
+  k.resident = 4 * f32_values;
+  for (const StoredMatrix& m : matrices) k.resident += matrix_resident_bytes(m.type, m.numel, k.wide);
+  return k;
 }
 
 }  // namespace kvscope

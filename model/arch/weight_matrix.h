@@ -1,7 +1,7 @@
 // One weight matrix of either model family, kept at its checkpoint's
 // precision: F32 stays f32, F16 and BF16 stay 16-bit (no f32 copy), so every
 // forward reads each weight once at its stored width. One exception, the
-// WebAssembly build's small models (keep_wide below).
+// WebAssembly build's small models (kWideMaxMatrixBytes below).
 #pragma once
 
 #include <algorithm>
@@ -41,13 +41,20 @@ struct WeightMatrix {
   bool panels = false;         // the layout of f32 / half: row-major, or panels (above)
   std::vector<float> f32;      // (rows, cols) when type == kF32
   std::vector<uint16_t> half;  // (rows, cols) IEEE binary16 or bfloat16 otherwise
-  // (rows, cols) an f32 copy of `half`, kept only where keep_wide() said so:
-  // the products read it instead (linear.cpp). bytes() and the counters
-  // still count the stored dtype, which the model's file holds.
+  // (rows, cols) an f32 copy of `half`, kept only where the loader's plan
+  // said so (KeptWeights::wide): the products read it instead (linear.cpp).
   std::vector<float> wide;
 
   bool empty() const { return rows == 0; }
+  // Bytes of the values at the stored dtype (what the model's file holds).
   uint64_t bytes() const { return type == StoredType::kF32 ? f32.size() * 4ull : half.size() * 2ull; }
+  // Bytes held in memory: the stored values and the f32 copy, if kept.
+  uint64_t resident_bytes() const;
+  // Bytes one product with every row reads (linear): the f32 copy where one
+  // is kept, else the stored values.
+  uint64_t product_bytes() const { return wide.empty() ? bytes() : wide.size() * 4ull; }
+  // Bytes one row lookup reads (row_to_f32, an embedding): a stored row.
+  uint64_t row_bytes() const { return static_cast<uint64_t>(cols) * static_cast<uint64_t>(stored_bytes(type)); }
   const void* data() const {
     return type == StoredType::kF32 ? static_cast<const void*>(f32.data()) : static_cast<const void*>(half.data());
   }
@@ -67,26 +74,51 @@ struct WeightMatrix {
   // loaders call it once per matrix; a no-op elsewhere and when done).
   void to_panels();
 
-  // Fills `wide` from `half` (exact) when keep_wide(stored_bytes) holds.
-  void widen_if(uint64_t model_stored_bytes);
+  // Fills `wide` from `half` (exact); an F32 matrix keeps no copy.
+  void widen();
 };
 
 // WebAssembly SIMD128 has no f16 conversion: converting every weight on each
 // step (4 integer/float operations per 4 weights) costs more than reading
-// f32 from cache for a cache-sized model, so the page keeps f32 copies of a
-// 16-bit model whose weights take at most this many bytes in its file (the
-// embedded kvscope-tiny: 7.6 MB of copies beside 3.8 MB of f16; at most
-// 128 MiB, which the loaders' memory check does not count). Larger models
-// (memory-bound) stay 16-bit. Native builds convert in registers (F16C,
-// AVX-512) and never keep copies.
-constexpr uint64_t kWideMaxStoredBytes = 64ull << 20;
-constexpr bool keep_wide(uint64_t model_stored_bytes) {
+// f32 from cache for a cache-sized model, so the page keeps f32 copies of
+// the 16-bit matrices of a model whose weight matrices (those it reads, at
+// their stored dtypes) take at most this many bytes (the embedded
+// kvscope-tiny: 7.6 MB of copies beside 3.8 MB of f16; at most 128 MiB of
+// copies, which the resident size, the bytes read per step and the memory
+// check count). Larger models (memory-bound) stay 16-bit. Native builds
+// convert in registers (F16C, AVX-512) and keep no copies (0: none).
 #ifdef __wasm__
-  return model_stored_bytes <= kWideMaxStoredBytes;
+constexpr uint64_t kWideMaxMatrixBytes = 64ull << 20;
 #else
-  static_cast<void>(model_stored_bytes);
-  return false;
+constexpr uint64_t kWideMaxMatrixBytes = 0;
 #endif
+
+// Bytes a (type, numel) matrix holds in memory, with or without an f32 copy
+// of its 16-bit values (an F32 matrix never has one).
+inline uint64_t matrix_resident_bytes(StoredType type, uint64_t numel, bool wide) {
+  const uint64_t copy = wide && type != StoredType::kF32 ? 4ull * numel : 0ull;
+  return numel * static_cast<uint64_t>(stored_bytes(type)) + copy;
 }
+
+// A weight matrix the model will read, as its file stores it: known from
+// the files' headers before anything is read.
+struct StoredMatrix {
+  StoredType type = StoredType::kF32;
+  uint64_t numel = 0;
+};
+
+// What a loader keeps of a model, decided before it reads the weights.
+struct KeptWeights {
+  uint64_t matrix_bytes = 0;  // the matrices the model reads, at their stored dtypes
+  bool wide = false;          // keep f32 copies of the 16-bit ones: 0 < matrix_bytes <= the limit
+  uint64_t resident = 0;      // bytes held: the matrices (+ copies) and the tensors kept in f32
+};
+
+// The one rule both loaders follow: f32 copies when the model's weight
+// matrices (`matrices`, every one the model reads, nothing else in the
+// files) take at most `wide_max_bytes` (kWideMaxMatrixBytes unless a test
+// says otherwise); `f32_values` counts the values kept in f32 besides
+// (norm weights, biases, GPT-2's position table).
+KeptWeights plan_kept_weights(const std::vector<StoredMatrix>& matrices, uint64_t f32_values, uint64_t wide_max_bytes);
 
 }  // namespace kvscope

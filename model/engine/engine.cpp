@@ -41,21 +41,22 @@ uint64_t forward_flops(const Config& c, int n_new, int seq_len) {
 }
 
 uint64_t forward_read_bytes(const Model& m, uint64_t cache_read_bytes) {
-  const Config& c = m.config;
-  if (c.is_llama()) {
-    // Every matrix as stored (a tied head is the embedding, read once), the vectors, one embedding row.
+  // Every layer matrix and the head once, as the products read them (the f32
+  // copy where one is kept: WeightMatrix::product_bytes; a tied head is the
+  // embedding, read once), one embedding row as stored, the f32 vectors.
+  auto matrices = [](const std::vector<const WeightMatrix*>& ms, const WeightMatrix& head) {
+    uint64_t bytes = head.product_bytes();
+    for (const WeightMatrix* x : ms) bytes += x->product_bytes();
+    return bytes;
+  };
+  if (m.config.is_llama()) {
     const LlamaWeights& lw = m.llama;
-    uint64_t bytes = lw.bytes() - lw.embed.bytes() - lw.lm_head.bytes() + lw.head().bytes();
-    bytes += lw.embed.bytes() / static_cast<uint64_t>(std::max<int64_t>(1, lw.embed.rows));
-    return bytes + cache_read_bytes;
+    return matrices(lw.layer_matrices(), lw.head()) + lw.embed.row_bytes() + lw.vector_bytes() + cache_read_bytes;
   }
-  // Every matrix as stored (a tied head is the embedding, read once), the vectors, one wte and one wpe row.
+  // GPT-2 also reads one row of its f32 position table.
   const Weights& w = m.weights;
-  uint64_t bytes = w.bytes() - w.wte.bytes() - w.lm_head.bytes() + w.head().bytes();
-  bytes -= static_cast<uint64_t>(w.wpe.size()) * 4;
-  bytes += w.wte.bytes() / static_cast<uint64_t>(std::max<int64_t>(1, w.wte.rows));
-  bytes += static_cast<uint64_t>(c.n_embd) * 4;
-  return bytes + cache_read_bytes;
+  return matrices(w.layer_matrices(), w.head()) + w.wte.row_bytes() + w.vector_bytes() +
+         static_cast<uint64_t>(m.config.n_embd) * 4 + cache_read_bytes;
 }
 
 int engine_threads() {

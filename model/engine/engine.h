@@ -79,8 +79,9 @@ class Engine {
 uint64_t forward_flops(const Config& c, int n_new, int seq_len);
 
 // Bytes a forward must read from memory at least once: every weight matrix at
-// the width the engine keeps it (2 bytes per value for F16 checkpoints, else
-// 4), the vectors, one embedding row per position (counted once), and
+// the width the products read it (2 bytes per value for F16 and BF16
+// checkpoints, else 4; 4 where the WebAssembly build keeps an f32 copy,
+// WeightMatrix::product_bytes), the vectors, one embedding row per position (counted once), and
 // `cache_read_bytes` of K/V read from the cache (a decode step at length T
 // over a cache of layout L: L.bytes_per_position() * L.visible_count(T - 1)).
 // A cached decode step reads exactly this, each byte once, so bytes / step

@@ -29,11 +29,14 @@ void linear(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const fl
                 ") does not match weight of shape (" + std::to_string(out) + ", " + std::to_string(in) +
                 "): expected " + std::to_string(in) + " input columns");
   Y.resize(n, out);
-  if (n == 1 && kMatvecForDecode && !W.panels) {
-    // Decode: the matrix-vector kernels (kernels.h), split on rows.
+  if (n == 1 && kMatvecForDecode && (!W.panels || !W.wide.empty())) {
+    // Decode on row-major weights: the matrix-vector kernels (kernels.h),
+    // split on rows; the f32 copy where one is kept (WeightMatrix::product_bytes
+    // counts what is read).
     pool.parallel_for(
         out,
         [&](int64_t r0, int64_t r1) {
+          if (!W.wide.empty()) return matvec_f32(W.wide.data(), in, X.data(), b, Y.data(), r0, r1);
           switch (W.type) {
             case StoredType::kF32:
               return matvec_f32(W.f32.data(), in, X.data(), b, Y.data(), r0, r1);
@@ -48,8 +51,7 @@ void linear(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const fl
     // Several positions, decode on panels, and decode on WebAssembly: shares
     // of whole row blocks (whole panels), each weight read once for all n;
     // the f32 copy where one is kept.
-    // (Panels and the f32 copies never meet: copies are kept only where
-    // the AVX-512 kernels that read panels are not built.)
+    // (A copy is row-major whatever the stored layout: rows_to_f32.)
     const WeightView view = W.wide.empty() ? WeightView{W.type, W.data(), W.rows, W.cols, 0, W.panels}
                                            : WeightView{StoredType::kF32, W.wide.data(), W.rows, W.cols};
     const int64_t blocks = (out + kLinearRowBlock - 1) / kLinearRowBlock;

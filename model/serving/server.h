@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model/arch/model.h"
+#include "model/core/index_check.h"
 #include "model/decoding/generator.h"
 #include "model/decoding/sampler.h"
 #include "model/engine/engine.h"
@@ -51,6 +52,11 @@ struct ServeEntry {
   // computed it; empty when not kept (ServeOptions::attention_budget).
   std::vector<float> attn;  // (layer, head, first + n)
   float attention(int n_head, int layer, int head, int key) const {
+    KVSCOPE_CHECK_INDEX("attention head", head, n_head);
+    KVSCOPE_CHECK_INDEX("attention key", key, first + n);
+    // (the layers the buffer holds: the head and key checks above rule out an empty row)
+    KVSCOPE_CHECK_INDEX("attention layer", layer,
+                        attn.size() / (static_cast<size_t>(n_head) * static_cast<size_t>(first + n)));
     return attn[(static_cast<size_t>(layer) * n_head + head) * static_cast<size_t>(first + n) + key];
   }
 };

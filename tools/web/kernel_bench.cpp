@@ -1,13 +1,13 @@
 // The decode products of kvscope-tiny's shapes (4 layers x {480x160, 160x160,
 // 640x160, 160x640} + the 4257x160 head, random f16 weights), each kernel
 // path timed alone: best of 400 single passes (the machine's other load falls
-// on the slower passes). One position, or N with an argument N. Built by hand
-// from the repository root (docs/web.md), with
+// on the slower passes). One position, or N with an argument N. The native
+// build is part of the normal one (build/kvscope_kernel_bench [N]); the
+// WebAssembly one is by hand from the repository root (docs/web.md), with
 // E = "-std=c++17 -I. -I/usr/include/eigen3 tools/web/kernel_bench.cpp" and
 // S = "model/engine/linear_kernels.cpp model/core/numeric.cpp":
 //   NODE_PATH=/usr/share/nodejs em++ -O3 -DNDEBUG -msimd128 -sALLOW_MEMORY_GROWTH=1 $E $S
 //       model/engine/linear_simd128.cpp -o /tmp/kb.js && node --no-experimental-fetch /tmp/kb.js [N]
-//   g++ -O3 -march=native -DNDEBUG $E $S model/engine/kernels.cpp -o /tmp/kb && /tmp/kb
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

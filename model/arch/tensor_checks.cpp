@@ -1,0 +1,78 @@
+#include "model/arch/tensor_checks.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "model/arch/safetensors.h"
+#include "model/core/error.h"
+
+namespace kvscope {
+namespace {
+
+// A value is NaN or infinite when its exponent bits are all ones: F32
+// 0x7f800000, F16 0x7c00, BF16 0x7f80 (the upper half of an f32).
+template <typename Bits>
+size_t first_all_ones_exponent(const void* data, size_t n, Bits mask) {
+  // Tested in blocks with no early exit inside a block, so the loop
+  // vectorises (AVX2 at -O3): 124M floats (GPT-2-124M) in 0.24 s on a busy
+  // 2-core machine, small next to reading the file.
+  constexpr size_t kBlock = 4096;
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  auto bits_at = [&](size_t i) {
+    Bits b;
+    std::memcpy(&b, bytes + i * sizeof(Bits), sizeof(Bits));
+    return b;
+  };
+  for (size_t b = 0; b < n; b += kBlock) {
+    const size_t e = std::min(n, b + kBlock);
+    uint32_t any = 0;
+    for (size_t i = b; i < e; ++i) any |= static_cast<uint32_t>((bits_at(i) & mask) == mask);
+    if (!any) continue;
+    for (size_t i = b; i < e; ++i)
+      if ((bits_at(i) & mask) == mask) return i;
+  }
+  return n;
+}
+
+float value_at(StoredType type, const void* data, size_t i) {
+  if (type == StoredType::kF32) {
+    float x;
+    std::memcpy(&x, static_cast<const unsigned char*>(data) + 4 * i, 4);
+    return x;
+  }
+  uint16_t h;
+  std::memcpy(&h, static_cast<const unsigned char*>(data) + 2 * i, 2);
+  return type == StoredType::kF16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+
+}  // namespace
+
+size_t first_non_finite(StoredType type, const void* data, size_t n) {
+  switch (type) {
+    case StoredType::kF32:
+      return first_all_ones_exponent<uint32_t>(data, n, 0x7f800000u);
+    case StoredType::kF16:
+      return first_all_ones_exponent<uint16_t>(data, n, static_cast<uint16_t>(0x7c00u));
+    case StoredType::kBF16:
+      return first_all_ones_exponent<uint16_t>(data, n, static_cast<uint16_t>(0x7f80u));
+  }
+  return n;
+}
+
+void check_finite(StoredType type, const void* data, size_t n, const std::string& origin, const std::string& name,
+                  const std::vector<int64_t>& shape) {
+  const size_t bad = first_non_finite(type, data, n);
+  if (bad == n) return;
+  std::string at = std::to_string(bad);
+  if (shape.size() == 2 && shape[1] > 0) {
+    const uint64_t cols = static_cast<uint64_t>(shape[1]);
+    at += " (row " + std::to_string(bad / cols) + ", column " + std::to_string(bad % cols) + ")";
+  }
+  const float x = value_at(type, data, bad);
+  const std::string what = std::isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf";
+  throw Error(origin + ": tensor \"" + name + "\" " + shape_str(shape) + " holds " + what + " at element " + at +
+              " (expected finite weights; the file is damaged or was saved after a diverged training run)");
+}
+
+}  // namespace kvscope

@@ -1,0 +1,24 @@
+// Checks both loaders run on every weight they keep (GPT-2 and the Llama
+// family): one NaN or infinity in a weight turns every logit into NaN.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/core/numeric.h"
+
+namespace kvscope {
+
+// Index of the first NaN or infinity among the n values at `data` (floats
+// for kF32, the 16-bit patterns for kF16 / kBF16), or n.
+size_t first_non_finite(StoredType type, const void* data, size_t n);
+
+// Throws kvscope::Error naming `origin` (the file), the tensor, its shape,
+// the value (NaN, +inf, -inf) and the first bad element (with its row and
+// column for a matrix) when any of the n values is not finite.
+void check_finite(StoredType type, const void* data, size_t n, const std::string& origin, const std::string& name,
+                  const std::vector<int64_t>& shape);
+
+}  // namespace kvscope
