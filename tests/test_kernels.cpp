@@ -311,11 +311,8 @@ TEST(Kernels, LinearEveryPathMatchesDoubleReference) {
   const struct {
     const char* name;
     LinearPath fn;
-  } paths[] = {{"linear_rows", linear_rows},
-               {"rowstream", linear_detail::rows_rowstream},
-               {"direct", linear_detail::rows_direct},
-               {"packed", linear_detail::rows_packed},
-               {"generic", linear_detail::rows_generic}};
+  } paths[] = {
+      {"linear_rows", linear_rows}, {"packed", linear_detail::rows_packed}, {"generic", linear_detail::rows_generic}};
   std::vector<int64_t> ns;
   for (int64_t n = 1; n <= 17; ++n) ns.push_back(n);
   ns.push_back(33);
@@ -448,8 +445,7 @@ TEST(Kernels, LinearConvertsEveryHalfPatternExactly) {
     // 2 * 31 * 1024 finite binary16 patterns, 2 * 255 * 128 finite bfloat16 ones.
     ASSERT_EQ(finite, t == StoredType::kF16 ? 63488 : 65280);
     const WeightView W{t, bits.data(), kRows, kCols};
-    for (LinearPath fn : {linear_rows, linear_detail::rows_rowstream, linear_detail::rows_direct,
-                          linear_detail::rows_packed, linear_detail::rows_generic}) {
+    for (LinearPath fn : {linear_rows, linear_detail::rows_packed, linear_detail::rows_generic}) {
       std::vector<float> Y(static_cast<size_t>(kCols * kRows));
       fn(W, X.data(), kCols, kCols, nullptr, Y.data(), kRows, 0, kRows);
       for (int64_t r = 0; r < kRows; ++r)

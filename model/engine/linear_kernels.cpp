@@ -1,11 +1,7 @@
-// linear_rows (linear_kernels.h): AVX-512 paths and a portable one.
+// linear_rows (linear_kernels.h): the AVX-512 panel kernel and the portable paths.
 #include "model/engine/linear_kernels.h"
 
 #include <algorithm>
-#include <array>
-#include <cstring>
-#include <utility>
-#include <vector>
 
 #include <Eigen/Core>
 
@@ -97,267 +93,6 @@ inline __m512 load16(const F16* p, __mmask16 m) {
 inline __m512 load16(const Bf16* p, __mmask16 m) {
   const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
   return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-}
-
-// The sum of a register's 16 floats (shuffles only: GCC 12's
-// _mm512_reduce_add_ps trips -Wuninitialized, GCC bug 105593).
-inline float hsum(__m512 v) {
-  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
-  v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
-  v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm512_cvtss_f32(v);
-}
-
-// Lane j of the result = the sum of v[j]'s 16 lanes.
-inline __m512 hsum16x16(const __m512* v) {
-  __m512 t[8], u[4];
-  for (int i = 0; i < 8; ++i)
-    t[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
-  for (int i = 0; i < 4; ++i) {
-    const __m512d a = _mm512_castps_pd(t[2 * i]), c = _mm512_castps_pd(t[2 * i + 1]);
-    u[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, c)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, c)));
-  }
-  const __m512 w0 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                  _mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  const __m512 w1 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(2, 0, 2, 0)),
-                                  _mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(3, 1, 3, 1)));
-  return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, _MM_SHUFFLE(2, 0, 2, 0)),
-                       _mm512_shuffle_f32x4(w0, w1, _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
-// One weight row at a time (one sequential stream, which the prefetcher
-// follows best) x NB positions, U chunks of 16 columns per step: each chunk
-// is loaded and converted once and FMA'd into NB accumulators.
-template <typename T, int NB, int U>
-inline void rowstream_block(const T* W, int64_t ldw, int64_t cols, const float* X, int64_t ldx, const float* b,
-                            float* Y, int64_t ldy, int64_t r0, int64_t r1) {
-  const int64_t fullU = cols - cols % (16 * U), full = cols & ~int64_t{15};
-  const __mmask16 tail = static_cast<__mmask16>((1u << (cols - full)) - 1u);
-  for (int64_t r = r0; r < r1; ++r) {
-    const T* w = W + r * ldw;
-    __m512 acc[U][NB];
-    for (int u = 0; u < U; ++u)
-      for (int p = 0; p < NB; ++p) acc[u][p] = _mm512_setzero_ps();
-    int64_t k = 0;
-    for (; k < fullU; k += 16 * U) {
-      for (int u = 0; u < U; ++u) {
-        const __m512 wv = load16(w + k + 16 * u);
-        for (int p = 0; p < NB; ++p)
-          acc[u][p] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(X + p * ldx + k + 16 * u), acc[u][p]);
-      }
-    }
-    for (; k < full; k += 16) {
-      const __m512 wv = load16(w + k);
-      for (int p = 0; p < NB; ++p) acc[0][p] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(X + p * ldx + k), acc[0][p]);
-    }
-    if (tail) {
-      const __m512 wv = load16(w + full, tail);
-      for (int p = 0; p < NB; ++p)
-        acc[U - 1][p] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(tail, X + p * ldx + full), acc[U - 1][p]);
-    }
-    for (int u = 1; u < U; ++u)
-      for (int p = 0; p < NB; ++p) acc[0][p] = _mm512_add_ps(acc[0][p], acc[u][p]);
-    const float bias = b ? b[r] : 0.0f;
-    if constexpr (NB == 16) {
-      alignas(64) float s[16];
-      _mm512_store_ps(s, hsum16x16(acc[0]));
-      for (int p = 0; p < NB; ++p) Y[p * ldy + r] = s[p] + bias;
-    } else {
-      for (int p = 0; p < NB; ++p) Y[p * ldy + r] = hsum(acc[0][p]) + bias;
-    }
-  }
-}
-
-// Every group of up to 16 positions in one pass over W: one weight stream
-// from memory whatever n, each chunk converted once. U chunks per step keep
-// at most 16 accumulators live (2 x 8, 4 x 4, 16 x 1).
-template <typename T, int NB>
-void rowstream_group(const T* W, int64_t ldw, int64_t cols, const float* X, int64_t ldx, const float* b, float* Y,
-                     int64_t ldy, int64_t r0, int64_t r1) {
-  constexpr int U = NB <= 4 ? 4 : NB <= 8 ? 2 : 1;
-  rowstream_block<T, NB, U>(W, ldw, cols, X, ldx, b, Y, ldy, r0, r1);
-}
-
-template <typename T, int... NB>
-constexpr auto rowstream_table(std::integer_sequence<int, NB...>) {
-  using Fn =
-      void (*)(const T*, int64_t, int64_t, const float*, int64_t, const float*, float*, int64_t, int64_t, int64_t);
-  return std::array<Fn, sizeof...(NB)>{rowstream_group<T, NB + 1>...};
-}
-
-template <typename T>
-void rowstream_rows(const T* W, int64_t ldw, int64_t cols, const float* X, int64_t n, int64_t ldx, const float* b,
-                    float* Y, int64_t ldy, int64_t r0, int64_t r1) {
-  static constexpr auto kGroups = rowstream_table<T>(std::make_integer_sequence<int, 16>{});
-  for (int64_t p = 0; p < n; p += 16)
-    kGroups[std::min<int64_t>(16, n - p) - 1](W, ldw, cols, X + p * ldx, ldx, b, Y + p * ldy, ldy, r0, r1);
-}
-
-// R weight rows x NB positions: each 16-column chunk of a row is loaded and
-// converted once and FMA'd into NB accumulators.
-template <typename T, int R, int NB>
-inline void direct_block(const T* w, int64_t ldw, int64_t cols, const float* X, int64_t ldx, const float* b, float* Y,
-                         int64_t ldy, int64_t r) {
-  __m512 acc[R * NB];
-  for (int i = 0; i < R * NB; ++i) acc[i] = _mm512_setzero_ps();
-  const int64_t full = cols & ~int64_t{15};
-  for (int64_t k = 0; k < full; k += 16) {
-    __m512 wv[R];
-    for (int i = 0; i < R; ++i) wv[i] = load16(w + i * ldw + k);
-    for (int p = 0; p < NB; ++p) {
-      const __m512 xv = _mm512_loadu_ps(X + p * ldx + k);
-      for (int i = 0; i < R; ++i) acc[p * R + i] = _mm512_fmadd_ps(wv[i], xv, acc[p * R + i]);
-    }
-  }
-  if (full < cols) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (cols - full)) - 1u);
-    __m512 wv[R];
-    for (int i = 0; i < R; ++i) wv[i] = load16(w + i * ldw + full, m);
-    for (int p = 0; p < NB; ++p) {
-      const __m512 xv = _mm512_maskz_loadu_ps(m, X + p * ldx + full);
-      for (int i = 0; i < R; ++i) acc[p * R + i] = _mm512_fmadd_ps(wv[i], xv, acc[p * R + i]);
-    }
-  }
-  if constexpr (R * NB == 16) {
-    alignas(64) float s[16];
-    _mm512_store_ps(s, hsum16x16(acc));
-    for (int p = 0; p < NB; ++p)
-      for (int i = 0; i < R; ++i) Y[p * ldy + r + i] = s[p * R + i] + (b ? b[r + i] : 0.0f);
-  } else {
-    for (int p = 0; p < NB; ++p)
-      for (int i = 0; i < R; ++i) Y[p * ldy + r + i] = hsum(acc[p * R + i]) + (b ? b[r + i] : 0.0f);
-  }
-}
-
-template <typename T, int R>
-inline void direct_rowblock(const T* w, int64_t ldw, int64_t cols, const float* X, int64_t n, int64_t ldx,
-                            const float* b, float* Y, int64_t ldy, int64_t r) {
-  constexpr int NB = 16 / R;
-  int64_t p = 0;
-  for (; p + NB <= n; p += NB) direct_block<T, R, NB>(w, ldw, cols, X + p * ldx, ldx, b, Y + p * ldy, ldy, r);
-  const int64_t left = n - p;
-  X += p * ldx;
-  Y += p * ldy;
-  // The remaining positions (fewer than NB) in one block.
-  if constexpr (NB > 1) {
-    if (left >= NB / 2) {
-      direct_block<T, R, NB / 2>(w, ldw, cols, X, ldx, b, Y, ldy, r);
-      X += NB / 2 * ldx;
-      Y += NB / 2 * ldy;
-      if (left > NB / 2) direct_rowblock<T, R>(w, ldw, cols, X, left - NB / 2, ldx, b, Y, ldy, r);
-    } else if (left > 0) {
-      if constexpr (NB >= 4) {
-        if (left >= NB / 4) {
-          direct_block<T, R, NB / 4>(w, ldw, cols, X, ldx, b, Y, ldy, r);
-          if (left > NB / 4)
-            direct_rowblock<T, R>(w, ldw, cols, X + NB / 4 * ldx, left - NB / 4, ldx, b, Y + NB / 4 * ldy, ldy, r);
-          return;
-        }
-      }
-      for (int64_t q = 0; q < left; ++q) direct_block<T, R, 1>(w, ldw, cols, X + q * ldx, ldx, b, Y + q * ldy, ldy, r);
-    }
-  }
-}
-
-template <typename T>
-void direct_rows(const T* W, int64_t ldw, int64_t cols, const float* X, int64_t n, int64_t ldx, const float* b,
-                 float* Y, int64_t ldy, int64_t r0, int64_t r1) {
-  int64_t r = r0;
-  for (; r + 4 <= r1; r += 4) direct_rowblock<T, 4>(W + r * ldw, ldw, cols, X, n, ldx, b, Y, ldy, r);
-  for (; r < r1; ++r) direct_rowblock<T, 1>(W + r * ldw, ldw, cols, X, n, ldx, b, Y, ldy, r);
-}
-
-// Packed path: panels of kNr = 32 weight rows x kKc columns converted to f32
-// and transposed (Wp[k][j] = W[row j][k]), then MR x 32 tiles of Y from MR
-// broadcast X values and two loads of Wp per k.
-constexpr int kNr = 32;
-constexpr int kMr = 12;
-constexpr int64_t kKc = 512;  // 32 x 512 x 4 = 64 KiB of panel
-
-template <int MR>
-inline void micro_kernel(const float* Wp, int64_t kc, const float* X, int64_t ldx, float* Y, int64_t ldy,
-                         const float* b, __mmask16 m0, __mmask16 m1, bool first) {
-  __m512 c0[MR], c1[MR];
-  for (int i = 0; i < MR; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < kc; ++k) {
-    const __m512 w0 = _mm512_load_ps(Wp + k * kNr), w1 = _mm512_load_ps(Wp + k * kNr + 16);
-    for (int i = 0; i < MR; ++i) {
-      const __m512 x = _mm512_set1_ps(X[i * ldx + k]);
-      c0[i] = _mm512_fmadd_ps(w0, x, c0[i]);
-      c1[i] = _mm512_fmadd_ps(w1, x, c1[i]);
-    }
-  }
-  __m512 b0 = _mm512_setzero_ps(), b1 = b0;
-  if (first && b) {
-    b0 = _mm512_maskz_loadu_ps(m0, b);
-    b1 = _mm512_maskz_loadu_ps(m1, b + 16);
-  }
-  for (int i = 0; i < MR; ++i) {
-    float* y = Y + i * ldy;
-    if (first) {
-      _mm512_mask_storeu_ps(y, m0, _mm512_add_ps(c0[i], b0));
-      _mm512_mask_storeu_ps(y + 16, m1, _mm512_add_ps(c1[i], b1));
-    } else {
-      _mm512_mask_storeu_ps(y, m0, _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(m0, y)));
-      _mm512_mask_storeu_ps(y + 16, m1, _mm512_add_ps(c1[i], _mm512_maskz_loadu_ps(m1, y + 16)));
-    }
-  }
-}
-
-using MicroFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, const float*, __mmask16,
-                         __mmask16, bool);
-constexpr MicroFn kMicro[kMr + 1] = {nullptr,         micro_kernel<1>, micro_kernel<2>,  micro_kernel<3>,
-                                     micro_kernel<4>, micro_kernel<5>, micro_kernel<6>,  micro_kernel<7>,
-                                     micro_kernel<8>, micro_kernel<9>, micro_kernel<10>, micro_kernel<11>,
-                                     micro_kernel<12>};
-
-// Rows [r, r + m) (m <= 32), columns [k0, k0 + kc) of W as f32, transposed
-// into Wp (kc x 32; rows past m are zero).
-template <typename T>
-void pack_panel(const T* W, int64_t ldw, int64_t r, int m, int64_t k0, int64_t kc, float* Wp) {
-  alignas(64) float blk[16][16];
-  for (int64_t kb = 0; kb < kc; kb += 16) {
-    const int kw = static_cast<int>(std::min<int64_t>(16, kc - kb));
-    const __mmask16 km = static_cast<__mmask16>((1u << kw) - 1u);
-    for (int half = 0; half < 2; ++half) {
-      for (int j = 0; j < 16; ++j) {
-        const int row = half * 16 + j;
-        _mm512_store_ps(blk[j], row < m ? load16(W + (r + row) * ldw + k0 + kb, km) : _mm512_setzero_ps());
-      }
-      // Column kk of the 16 x 16 block: one gather from L1.
-      const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                             _mm512_set1_epi32(16));
-      for (int kk = 0; kk < kw; ++kk)
-        _mm512_store_ps(Wp + (kb + kk) * kNr + half * 16, _mm512_i32gather_ps(idx, &blk[0][kk], 4));
-    }
-  }
-}
-
-float* panel_buffer() {
-  thread_local std::vector<float> buf;
-  if (buf.size() < static_cast<size_t>(kNr * kKc + 16)) buf.resize(kNr * kKc + 16);
-  float* p = buf.data();
-  return p + (16 - (reinterpret_cast<uintptr_t>(p) / sizeof(float)) % 16) % 16;
-}
-
-template <typename T>
-void packed_rows(const T* W, int64_t ldw, int64_t cols, const float* X, int64_t n, int64_t ldx, const float* b,
-                 float* Y, int64_t ldy, int64_t r0, int64_t r1) {
-  float* Wp = panel_buffer();
-  for (int64_t r = r0; r < r1; r += kNr) {
-    const int m = static_cast<int>(std::min<int64_t>(kNr, r1 - r));
-    const __mmask16 m0 = static_cast<__mmask16>(m >= 16 ? 0xffffu : (1u << m) - 1u);
-    const __mmask16 m1 = static_cast<__mmask16>(m >= 32 ? 0xffffu : m > 16 ? (1u << (m - 16)) - 1u : 0u);
-    for (int64_t k0 = 0; k0 < cols; k0 += kKc) {
-      const int64_t kc = std::min(kKc, cols - k0);
-      pack_panel(W, ldw, r, m, k0, kc, Wp);
-      for (int64_t p = 0; p < n; p += kMr) {
-        const int mr = static_cast<int>(std::min<int64_t>(kMr, n - p));
-        kMicro[mr](Wp, kc, X + p * ldx + k0, ldx, Y + p * ldy + r, ldy, b ? b + r : nullptr, m0, m1, k0 == 0);
-      }
-    }
-  }
 }
 
 // ---------------------------------------------------------------------------
@@ -493,29 +228,7 @@ void rows_generic(const WeightView& W, const float* X, int64_t n, int64_t ldx, c
   with_type(W, [&](auto* w) { generic_rows(w, W.stride(), W.cols, X, n, ldx, b, Y, ldy, r0, r1); });
 }
 
-#ifdef KVSCOPE_LINEAR_AVX512
-void rows_direct(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
-                 int64_t r0, int64_t r1) {
-  with_type(W, [&](auto* w) { direct_rows(w, W.stride(), W.cols, X, n, ldx, b, Y, ldy, r0, r1); });
-}
-void rows_rowstream(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
-                    int64_t r0, int64_t r1) {
-  with_type(W, [&](auto* w) { rowstream_rows(w, W.stride(), W.cols, X, n, ldx, b, Y, ldy, r0, r1); });
-}
-void rows_packed(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
-                 int64_t r0, int64_t r1) {
-  with_type(W, [&](auto* w) { packed_rows(w, W.stride(), W.cols, X, n, ldx, b, Y, ldy, r0, r1); });
-}
-#else
-void rows_rowstream(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
-                    int64_t r0, int64_t r1) {
-  rows_generic(W, X, n, ldx, b, Y, ldy, r0, r1);
-}
-void rows_direct(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
-                 int64_t r0, int64_t r1) {
-  rows_generic(W, X, n, ldx, b, Y, ldy, r0, r1);
-}
-// Many positions without AVX-512: each panel of kLinearRowBlock W rows is
+// Many positions on row-major weights: each block of kLinearRowBlock W rows is
 // converted once into a thread_local f32 buffer (cols x 32 floats, never the
 // whole matrix) and multiplied by Eigen's register-blocked GEMM. Panels start
 // at multiples of kLinearRowBlock, so the result does not depend on the split.
@@ -538,7 +251,6 @@ void rows_packed(const WeightView& W, const float* X, int64_t n, int64_t ldx, co
     }
   });
 }
-#endif
 
 }  // namespace linear_detail
 
@@ -546,17 +258,12 @@ void linear_rows(const WeightView& W, const float* X, int64_t n, int64_t ldx, co
                  int64_t r0, int64_t r1) {
   if (n <= 0 || r1 <= r0) return;
   if (W.panels) return linear_detail::rows_panels(W, X, n, ldx, b, Y, ldy, r0, r1);
-#ifdef KVSCOPE_LINEAR_AVX512
-  if (n <= kRowStreamMaxN) return linear_detail::rows_rowstream(W, X, n, ldx, b, Y, ldy, r0, r1);
-  if (n <= kDirectMaxN) return linear_detail::rows_direct(W, X, n, ldx, b, Y, ldy, r0, r1);
-  return linear_detail::rows_packed(W, X, n, ldx, b, Y, ldy, r0, r1);
-#else
   if (n > kDirectMaxN) return linear_detail::rows_packed(W, X, n, ldx, b, Y, ldy, r0, r1);
 #ifdef __wasm_simd128__
-  // One position at a time: 1.2-7x faster than the portable blocks for 1 to
+  // One position at a time: 1.2-3x faster than the portable blocks for 1 to
   // 16 positions under V8 (tools/web/kernel_bench.cpp, docs/web.md).
-  if (n <= kDirectMaxN) return linear_detail::rows_simd128(W, X, n, ldx, b, Y, ldy, r0, r1);
-#endif
+  return linear_detail::rows_simd128(W, X, n, ldx, b, Y, ldy, r0, r1);
+#else
   linear_detail::rows_generic(W, X, n, ldx, b, Y, ldy, r0, r1);
 #endif
 }
