@@ -338,7 +338,10 @@ TEST(Kernels, LinearEveryPathMatchesDoubleReference) {
 // chunk, and shares that start at a panel boundary; rows outside untouched.
 TEST(Kernels, LinearOnPanelsMatchesDoubleReference) {
   std::mt19937 rng(11);
-  const int64_t shapes[][2] = {{1, 1}, {3, 5}, {37, 17}, {33, 100}, {70, 768}, {45, 1037}, {96, 300}};
+  // Last panels of 1, 3, 5, 1, 6, 13, 16, 18, 31 and 32 rows (16 and more fill
+  // the first 16-lane half and part of the second).
+  const int64_t shapes[][2] = {{1, 1},     {3, 5},   {37, 17}, {33, 100}, {70, 768},
+                               {45, 1037}, {48, 40}, {50, 33}, {127, 70}, {96, 300}};
   for (const auto& s : shapes) {
     const int64_t rows = s[0], cols = s[1];
     const auto w = randn(static_cast<size_t>(rows * cols), rng);
@@ -356,16 +359,19 @@ TEST(Kernels, LinearOnPanelsMatchesDoubleReference) {
                          true};
       for (int64_t n : {1, 2, 3, 4, 5, 7, 8, 9, 12, 16, 17, 33, 130}) {
         if (n == 130 && rows * cols > 40000) continue;
+        // A share from the second panel to the end, or (even n, 96 rows and
+        // more) one panel in the middle, whose neighbours must stay untouched.
         const int64_t ldx = cols + 1, ldy = rows + 3, r0 = rows > kPanelRows ? kPanelRows : 0;
+        const int64_t r1 = rows >= 3 * kPanelRows && n % 2 == 0 ? 2 * kPanelRows : rows;
         const auto X = randn(static_cast<size_t>(n * ldx), rng), b = randn(static_cast<size_t>(rows), rng);
         const bool bias = n % 2 == 1;
         std::vector<float> Y(static_cast<size_t>(n * ldy), 12345.0f);
-        linear_rows(P, X.data(), n, ldx, bias ? b.data() : nullptr, Y.data(), ldy, r0, rows);
+        linear_rows(P, X.data(), n, ldx, bias ? b.data() : nullptr, Y.data(), ldy, r0, r1);
         double worst = 0;
         for (int64_t p = 0; p < n; ++p)
           for (int64_t r = 0; r < ldy; ++r) {
             const float y = Y[static_cast<size_t>(p * ldy + r)];
-            if (r < r0 || r >= rows) {
+            if (r < r0 || r >= r1) {
               ASSERT_EQ(y, 12345.0f) << "wrote row " << r;
               continue;
             }
@@ -390,7 +396,9 @@ TEST(Kernels, WeightMatrixReadsBackAsStored) {
   std::mt19937 rng(12);
   const int64_t rows = 77, cols = 9;
   const auto w = randn(static_cast<size_t>(rows * cols), rng);
-  const WeightMatrix W = WeightMatrix::from_f32(w.data(), rows, cols, StoredType::kF32);
+  WeightMatrix W = WeightMatrix::from_f32(w.data(), rows, cols, StoredType::kF32);
+  EXPECT_FALSE(W.panels);
+  W.to_panels();
   EXPECT_EQ(W.panels, kPanelWeights);
   std::vector<float> row(static_cast<size_t>(cols)), all(w.size());
   W.rows_to_f32(0, rows, all.data());
@@ -499,7 +507,8 @@ TEST(Kernels, LinearOverThePoolMatchesDoubleReference) {
   const int64_t rows = 300, cols = 200;
   const auto w = randn(static_cast<size_t>(rows * cols), rng), b = randn(static_cast<size_t>(rows), rng);
   for (StoredType t : {StoredType::kF32, StoredType::kF16, StoredType::kBF16}) {
-    const WeightMatrix W = WeightMatrix::from_f32(store(w, t, rows, cols, cols).f32.data(), rows, cols, t);
+    WeightMatrix W = WeightMatrix::from_f32(store(w, t, rows, cols, cols).f32.data(), rows, cols, t);
+    W.to_panels();  // as the loaders keep it
     ASSERT_EQ(W.bytes(), static_cast<uint64_t>(rows * cols * stored_bytes(t)));
     for (int64_t n : {1, 3, 8, 40}) {
       MatrixRM X(n, cols), Y;

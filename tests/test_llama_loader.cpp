@@ -234,6 +234,13 @@ TEST_P(LlamaSuite, LoadsEveryTensorAsStored) {
   EXPECT_EQ(w.layers[0].wq.rows, static_cast<int64_t>(c.n_head) * c.head_dim());
   EXPECT_EQ(w.layers[0].w_gate.rows, c.n_inner);
   EXPECT_EQ(w.lm_head.empty(), c.tie_word_embeddings);
+  // Panels (where built) for what the products read; an untied embedding is
+  // only looked up a row at a time and stays row-major.
+  EXPECT_EQ(w.embed.panels, kPanelWeights && c.tie_word_embeddings);
+  EXPECT_EQ(w.layers[0].wq.panels, kPanelWeights);
+  if (!w.lm_head.empty()) {
+    EXPECT_EQ(w.lm_head.panels, kPanelWeights);
+  }
   EXPECT_EQ(w.layers[0].bq.empty(), !c.qkv_bias);
   EXPECT_EQ(w.resident_bytes(), r.need_bytes - 2ull * c.n_layer * c.kv_heads() * c.head_dim() * 4 * c.n_positions);
   // Values: the stored bits, decoded, against the file read independently as f32.

@@ -13,16 +13,24 @@ def load(name):
     return [json.load(open(p)) for p in rs if os.path.exists(p)]
 
 
-print("| positions n | GPT-2-124M F16: forward / decode step | SmolLM2-135M BF16: forward / decode step |")
-print("|---|---|---|")
 g, s = load("pos.gpt2"), load("pos.smol")
+gb, sb = load("pos.gpt2.before"), load("pos.smol.before")
+before_cols = " | GPT-2, before | SmolLM2, before" if gb and sb else ""
+print("| positions n | GPT-2-124M F16: forward / decode step | SmolLM2-135M BF16: forward / decode step" + before_cols + " |")
+print("|---|---|---" + ("|---|---" if before_cols else "") + "|")
 step_g = [x["positions"][0]["forward_ms"] / x["positions"][0]["decode_steps"] for x in g]
 step_s = [x["positions"][0]["forward_ms"] / x["positions"][0]["decode_steps"] for x in s]
-print(f"| 1 | 1.00 ({med(step_g):.1f} ms) | 1.00 ({med(step_s):.1f} ms) |")
+print(f"| 1 | 1.00 ({med(step_g):.1f} ms) | 1.00 ({med(step_s):.1f} ms)" + (" | 1.00 | 1.00" if before_cols else "") + " |")
+
+
+def cell(runs, i):
+    r = [x["positions"][i]["decode_steps"] for x in runs]
+    return f"{med(r):.2f} ({min(r):.2f}–{max(r):.2f})"
+
+
 for i, row in enumerate(g[0]["positions"]):
-    rg = [x["positions"][i]["decode_steps"] for x in g]
-    rs = [x["positions"][i]["decode_steps"] for x in s]
-    print(f"| {row['n']} | {med(rg):.2f} ({min(rg):.2f}–{max(rg):.2f}) | {med(rs):.2f} ({min(rs):.2f}–{max(rs):.2f}) |")
+    extra = f" | {cell(gb, i)} | {cell(sb, i)}" if before_cols else ""
+    print(f"| {row['n']} | {cell(g, i)} | {cell(s, i)}{extra} |")
 print(f"\n(medians over {len(g)} rounds, range in brackets; {g[0]['threads']} threads; "
       "each forward after a cached prefix of 64 tokens, all n logits computed)\n")
 

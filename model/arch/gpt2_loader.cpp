@@ -62,12 +62,17 @@ class TensorReader {
     std::vector<float> v = get(name, {in, out});
     WeightMatrix m = WeightMatrix::from_f32(v.data(), in, out, last_type_, true);
     if (wide_) m.widen();
+    m.to_panels();
     return m;
   }
-  WeightMatrix mat(const std::string& name, int64_t rows, int64_t cols, bool use_prefix = true) {
+  // A matrix the products read (as panels where they are built), or one only
+  // looked up a row at a time (an untied embedding: row-major, one read a row).
+  enum class Use { kProduct, kLookup };
+  WeightMatrix mat(const std::string& name, int64_t rows, int64_t cols, Use use, bool use_prefix = true) {
     std::vector<float> v = get(name, {rows, cols}, use_prefix);
     WeightMatrix m = WeightMatrix::from_f32(v.data(), rows, cols, last_type_);
     if (wide_) m.widen();
+    if (use == Use::kProduct) m.to_panels();
     return m;
   }
   MatrixRM mat_f32(const std::string& name, int64_t rows, int64_t cols) {
@@ -96,7 +101,8 @@ Weights read_weights(const SafeTensors& st, const Config& c, bool wide, std::set
   TensorReader r(st, prefix, wide, control);
   const int64_t d = c.n_embd, V = c.vocab_size;
   Weights w;
-  w.wte = r.mat("wte.weight", V, d);
+  const bool untied = st.has("lm_head.weight");
+  w.wte = r.mat("wte.weight", V, d, untied ? TensorReader::Use::kLookup : TensorReader::Use::kProduct);
   w.wpe = r.mat_f32("wpe.weight", c.n_positions, d);
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (int i = 0; i < c.n_layer; ++i) {
@@ -118,7 +124,7 @@ Weights read_weights(const SafeTensors& st, const Config& c, bool wide, std::set
   w.ln_f_g = r.vec("ln_f.weight", d);
   w.ln_f_b = r.vec("ln_f.bias", d);
   // An untied head is stored without the prefix by HF's GPT2LMHeadModel.
-  if (st.has("lm_head.weight")) w.lm_head = r.mat("lm_head.weight", V, d, false);
+  if (untied) w.lm_head = r.mat("lm_head.weight", V, d, TensorReader::Use::kProduct, false);
   if (dtypes) *dtypes = r.dtypes;
   if (n_params) *n_params = r.n_params;
   if (file_bytes) *file_bytes = r.file_bytes;

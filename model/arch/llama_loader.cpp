@@ -157,7 +157,6 @@ void read_matrix(const SafeTensors& st, const std::string& name, const TensorInf
     st.read_raw(name, m.half.data(), on_chunk);
   }
   check_finite(m.type, m.data(), n, st.origin(), name, info.shape);
-  m.to_panels();
 }
 
 // The weight files' headers, opened once, and which file holds a tensor.
@@ -282,6 +281,9 @@ LlamaLoadResult load_llama_weights(const std::string& dir, const Config& c, cons
     if (t.matrix) {
       read_matrix(st, t.name, info, *t.matrix, progress);  // progress per chunk
       if (totals.kept.wide) t.matrix->widen();
+      // Panels for what the products read; an untied embedding is only ever
+      // looked up a row at a time, which row-major keeps in one read.
+      if (t.matrix != &r.weights.embed || !read_head) t.matrix->to_panels();
     } else {
       *t.vec = st.to_f32(t.name);  // a vector: one small read
       check_finite(StoredType::kF32, t.vec->data(), t.vec->size(), st.origin(), t.name, info.shape);

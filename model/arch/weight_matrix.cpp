@@ -27,12 +27,19 @@ void WeightMatrix::rows_to_f32(int64_t r0, int64_t r1, float* out) const {
 }
 
 namespace {
+// In place, one panel at a time: a panel takes the same index range in both
+// layouts ([32 p cols, (32 p + m) cols)), so a scratch block of 32 rows is
+// all the extra memory loading needs, however large the matrix.
 template <typename T>
 void reorder_to_panels(std::vector<T>& v, int64_t rows, int64_t cols) {
-  std::vector<T> p(v.size());
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) p[panel_index(r, c, rows, cols)] = v[static_cast<size_t>(r * cols + c)];
-  v.swap(p);
+  std::vector<T> block(static_cast<size_t>(std::min(kPanelRows, rows) * cols));  // (m, cols) row-major
+  for (int64_t p0 = 0; p0 < rows; p0 += kPanelRows) {
+    const int64_t m = std::min(kPanelRows, rows - p0);
+    T* base = v.data() + p0 * cols;
+    std::copy(base, base + m * cols, block.begin());
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t c = 0; c < cols; ++c) base[c * m + r] = block[static_cast<size_t>(r * cols + c)];
+  }
 }
 }  // namespace
 
@@ -70,7 +77,6 @@ WeightMatrix WeightMatrix::from_f32(const float* v, int64_t rows, int64_t cols, 
         m.half[static_cast<size_t>(r * m.cols + c)] = f16 ? f32_to_f16(x) : f32_to_bf16(x);
       }
   }
-  m.to_panels();
   return m;
 }
 

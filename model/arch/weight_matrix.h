@@ -71,7 +71,8 @@ struct WeightMatrix {
   static WeightMatrix from_f32(const float* v, int64_t rows, int64_t cols, StoredType type, bool transpose = false);
 
   // Reorders a row-major matrix into panels where kPanelWeights holds (the
-  // loaders call it once per matrix; a no-op elsewhere and when done).
+  // loaders call it once for each matrix the products read; a no-op
+  // elsewhere and when done). from_f32 and the readers give row-major.
   void to_panels();
 
   // Fills `wide` from `half` (exact); an F32 matrix keeps no copy.

@@ -1,6 +1,8 @@
-// The engine's inner loops for one new position (decode): matrix-vector
-// products y = W x + b with W row-major (rows, cols), in f32 or as stored
-// IEEE binary16, and one query's attention over the cached keys/values.
+// The engine's inner loops for one new position (decode) on row-major
+// weights (builds without AVX-512, and the f32 copies; AVX-512 builds store
+// panels and decode through linear_kernels.h): matrix-vector products
+// y = W x + b with W (rows, cols), in f32 or as stored IEEE binary16, and one
+// query's attention over the cached keys/values.
 // Decode streams every weight once per token, so the products run at memory
 // (or cache) bandwidth when several rows share each load of x and each row
 // has its own accumulator chain.

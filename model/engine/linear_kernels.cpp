@@ -5,6 +5,7 @@
 
 #include <Eigen/Core>
 
+#include "model/core/index_check.h"
 #include "model/engine/linear_elements.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__F16C__)
@@ -104,7 +105,7 @@ inline __m512 load16(const Bf16* p, __mmask16 m) {
 // the thread split. A software prefetch kPanelPrefetch columns ahead keeps
 // the weights streaming from memory while the multiply-adds of a batch run
 // (without it, 5 positions cost 1.75 decode steps instead of 1.2 in a
-// single-thread A/B on GPT-2-124M F16 shapes).
+// single-thread A/B on GPT-2-124M F16 shapes, measured once while writing it).
 constexpr int64_t kPanelKc = 256;       // 32 x 256 f16 = 16 KiB: stays in L1 for every group of positions
 constexpr int kPanelGroup = 8;          // positions per pass: 8 x 2 halves = 16 accumulators
 constexpr int64_t kPanelPrefetch = 32;  // columns ahead: 2 KiB of f16
@@ -216,6 +217,10 @@ void panel_rows_plain(const T* W, int64_t rows, int64_t cols, const float* X, in
 
 void rows_panels(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
                  int64_t r0, int64_t r1) {
+  // A share must start on a panel and end on one (or at the last row): the
+  // kernel computes whole panels.
+  KVSCOPE_CHECK_INDEX("panel share start r0 % 32", r0 % kPanelRows, 1);
+  KVSCOPE_CHECK_INDEX("panel share end r1 % 32", r1 == W.rows ? 0 : r1 % kPanelRows, 1);
 #ifdef KVSCOPE_LINEAR_AVX512
   with_type(W, [&](auto* w) { panel_rows(w, W.rows, W.cols, X, n, ldx, b, Y, ldy, r0, r1); });
 #else
@@ -230,22 +235,22 @@ void rows_generic(const WeightView& W, const float* X, int64_t n, int64_t ldx, c
 
 // Many positions on row-major weights: each block of kLinearRowBlock W rows is
 // converted once into a thread_local f32 buffer (cols x 32 floats, never the
-// whole matrix) and multiplied by Eigen's register-blocked GEMM. Panels start
+// whole matrix) and multiplied by Eigen's register-blocked GEMM. Blocks start
 // at multiples of kLinearRowBlock, so the result does not depend on the split.
 void rows_packed(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
                  int64_t r0, int64_t r1) {
   using Rows = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using Strided = Eigen::OuterStride<Eigen::Dynamic>;
-  thread_local Rows panel;  // (m, cols)
+  thread_local Rows block;  // (m, cols)
   const Eigen::Map<const Rows, 0, Strided> x(X, n, W.cols, Strided(ldx));
   with_type(W, [&](auto* w) {
     for (int64_t r = r0; r < r1;) {
       const int64_t m = std::min(r1, (r / kLinearRowBlock + 1) * kLinearRowBlock) - r;
-      panel.resize(m, W.cols);
+      block.resize(m, W.cols);
       for (int64_t i = 0; i < m; ++i)
-        for (int64_t k = 0; k < W.cols; ++k) panel(i, k) = to_f32(w[(r + i) * W.stride() + k]);
+        for (int64_t k = 0; k < W.cols; ++k) block(i, k) = to_f32(w[(r + i) * W.stride() + k]);
       Eigen::Map<Rows, 0, Strided> y(Y + r, n, m, Strided(ldy));
-      y.noalias() = x * panel.transpose();
+      y.noalias() = x * block.transpose();
       if (b) y.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(b + r, m);
       r += m;
     }

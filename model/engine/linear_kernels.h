@@ -8,9 +8,9 @@
 //    converted once and multiplied by each position's broadcast input
 //    (groups of up to 8 positions over an L1-resident chunk of 256 columns),
 //    with a software prefetch that keeps the weights streaming while a
-//    batch's multiply-adds run. On GPT-2-124M F16 shapes 5 positions cost
-//    about 1.2 decode steps and 8 about 1.6 (1.9 and 2.9 with the row-major
-//    AVX-512 kernels these replaced; docs/batching.md).
+//    batch's multiply-adds run. On GPT-2-124M F16 a 5-position forward
+//    costs about 1.2 decode steps and 8 about 1.5 (1.83 and 2.28 with the
+//    row-major AVX-512 kernels these replaced; docs/batching.md).
 //  - Row-major weights (builds without AVX-512, the page included; tests):
 //    n <= kDirectMaxN: blocks of 4 rows x 4 positions of accumulators, as
 //    plain loops the compiler vectorises for any SIMD width (SSE, AVX2), or
