@@ -279,11 +279,13 @@ StoredCopy store(const std::vector<float>& w, StoredType t, int64_t rows, int64_
 }
 
 // Runs `fn` on rows [r0, r1) and checks them against the double reference
-// (relative to sum |w x|); the rows outside and the padding stay untouched.
-void check_linear(LinearPath fn, const char* name, const StoredCopy& W, int64_t n, bool bias, std::mt19937& rng) {
+// over W.f32 (row-major, W.view.stride() apart; the view may hold the same
+// values as panels), relative to sum |w x|; the rows outside and the padding
+// stay untouched.
+void check_linear_share(LinearPath fn, const char* name, const StoredCopy& W, int64_t n, bool bias, std::mt19937& rng,
+                        int64_t r0, int64_t r1) {
   const int64_t rows = W.view.rows, cols = W.view.cols, ldw = W.view.stride(), ldx = cols + 1, ldy = rows + 3;
   const auto X = randn(static_cast<size_t>(n * ldx), rng), b = randn(static_cast<size_t>(rows), rng);
-  const int64_t r0 = rows > 8 ? 3 : 0, r1 = rows > 8 ? rows - 2 : rows;
   std::vector<float> Y(static_cast<size_t>(n * ldy), 12345.0f);
   fn(W.view, X.data(), n, ldx, bias ? b.data() : nullptr, Y.data(), ldy, r0, r1);
   double worst = 0;
@@ -305,6 +307,21 @@ void check_linear(LinearPath fn, const char* name, const StoredCopy& W, int64_t 
     }
   }
   EXPECT_LT(worst, 2e-6) << name << " " << to_string(W.view.dtype) << " " << rows << "x" << cols << " n " << n;
+}
+
+// The same on rows [3, rows - 2) (all rows when there are 8 or fewer).
+void check_linear(LinearPath fn, const char* name, const StoredCopy& W, int64_t n, bool bias, std::mt19937& rng) {
+  const int64_t rows = W.view.rows;
+  check_linear_share(fn, name, W, n, bias, rng, rows > 8 ? 3 : 0, rows > 8 ? rows - 2 : rows);
+}
+
+// A row-major (rows, cols) array reordered as panels (weight_matrix.h).
+template <typename T>
+std::vector<T> panel_order(const std::vector<T>& v, int64_t rows, int64_t cols) {
+  std::vector<T> out(v.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[panel_index(r, c, rows, cols)] = v[static_cast<size_t>(r * cols + c)];
+  return out;
 }
 
 TEST(Kernels, LinearEveryPathMatchesDoubleReference) {
@@ -346,45 +363,17 @@ TEST(Kernels, LinearOnPanelsMatchesDoubleReference) {
     const int64_t rows = s[0], cols = s[1];
     const auto w = randn(static_cast<size_t>(rows * cols), rng);
     for (StoredType t : {StoredType::kF32, StoredType::kF16, StoredType::kBF16}) {
-      const StoredCopy rm = store(w, t, rows, cols, cols);
-      std::vector<float> pf(rm.f32.size());
-      std::vector<uint16_t> pb(rm.bits.size());
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c) {
-          const size_t from = static_cast<size_t>(r * cols + c), to = panel_index(r, c, rows, cols);
-          pf[to] = rm.f32[from];
-          if (t != StoredType::kF32) pb[to] = rm.bits[from];
-        }
-      const WeightView P{t,   t == StoredType::kF32 ? static_cast<const void*>(pf.data()) : pb.data(), rows, cols, 0,
-                         true};
+      StoredCopy W = store(w, t, rows, cols, cols);  // W.f32: the reference, row-major
+      const std::vector<float> pf = panel_order(W.f32, rows, cols);
+      const std::vector<uint16_t> pb = t == StoredType::kF32 ? W.bits : panel_order(W.bits, rows, cols);
+      W.view = {t, t == StoredType::kF32 ? static_cast<const void*>(pf.data()) : pb.data(), rows, cols, 0, true};
       for (int64_t n : {1, 2, 3, 4, 5, 7, 8, 9, 12, 16, 17, 33, 130}) {
         if (n == 130 && rows * cols > 40000) continue;
         // A share from the second panel to the end, or (even n, 96 rows and
         // more) one panel in the middle, whose neighbours must stay untouched.
-        const int64_t ldx = cols + 1, ldy = rows + 3, r0 = rows > kPanelRows ? kPanelRows : 0;
+        const int64_t r0 = rows > kPanelRows ? kPanelRows : 0;
         const int64_t r1 = rows >= 3 * kPanelRows && n % 2 == 0 ? 2 * kPanelRows : rows;
-        const auto X = randn(static_cast<size_t>(n * ldx), rng), b = randn(static_cast<size_t>(rows), rng);
-        const bool bias = n % 2 == 1;
-        std::vector<float> Y(static_cast<size_t>(n * ldy), 12345.0f);
-        linear_rows(P, X.data(), n, ldx, bias ? b.data() : nullptr, Y.data(), ldy, r0, r1);
-        double worst = 0;
-        for (int64_t p = 0; p < n; ++p)
-          for (int64_t r = 0; r < ldy; ++r) {
-            const float y = Y[static_cast<size_t>(p * ldy + r)];
-            if (r < r0 || r >= r1) {
-              ASSERT_EQ(y, 12345.0f) << "wrote row " << r;
-              continue;
-            }
-            double acc = bias ? b[static_cast<size_t>(r)] : 0.0, mag = std::fabs(acc);
-            for (int64_t k = 0; k < cols; ++k) {
-              const double v =
-                  static_cast<double>(rm.f32[static_cast<size_t>(r * cols + k)]) * X[static_cast<size_t>(p * ldx + k)];
-              acc += v;
-              mag += std::fabs(v);
-            }
-            worst = std::max(worst, std::fabs(y - acc) / (mag + 1e-30));
-          }
-        EXPECT_LT(worst, 2e-6) << to_string(t) << " " << rows << "x" << cols << " n " << n;
+        check_linear_share(linear_rows, "panels", W, n, n % 2 == 1, rng, r0, r1);
       }
     }
   }
@@ -463,10 +452,7 @@ TEST(Kernels, LinearConvertsEveryHalfPatternExactly) {
         }
     }
     // The same patterns stored as panels.
-    std::vector<uint16_t> panel_bits(bits.size());
-    for (int64_t r = 0; r < kRows; ++r)
-      for (int64_t c = 0; c < kCols; ++c)
-        panel_bits[panel_index(r, c, kRows, kCols)] = bits[static_cast<size_t>(r * kCols + c)];
+    const std::vector<uint16_t> panel_bits = panel_order(bits, kRows, kCols);
     std::vector<float> Y(static_cast<size_t>(kCols * kRows));
     linear_rows(WeightView{t, panel_bits.data(), kRows, kCols, 0, true}, X.data(), kCols, kCols, nullptr, Y.data(),
                 kRows, 0, kRows);
