@@ -98,6 +98,19 @@ TEST(WideCopies, Gpt2DecidesByTheMatricesItReads) {
   }
 }
 
+// An all-F32 model under the limit is `wide` by the rule, but there is
+// nothing to copy: no copy bytes, and the memory check's message says none.
+TEST(WideCopies, AnF32ModelHasNoCopiesToCount) {
+  const KeptWeights k = plan_kept_weights({{StoredType::kF32, 1000}, {StoredType::kF32, 24}}, 10, kAlways);
+  EXPECT_TRUE(k.wide);
+  EXPECT_EQ(k.resident_copies, 0u);
+  EXPECT_FALSE(k.copies());
+  EXPECT_EQ(k.resident, 4u * 1034u);
+  const KeptWeights h = plan_kept_weights({{StoredType::kF32, 1000}, {StoredType::kBF16, 24}}, 0, kAlways);
+  EXPECT_EQ(h.resident_copies, 4u * 24u);
+  EXPECT_EQ(h.resident, 4u * 1000u + 6u * 24u);
+}
+
 // The Llama family decides by the same rule: its matrices (the norm weights
 // are not matrices), whether in one file or in shards.
 TEST(WideCopies, LlamaDecidesByTheMatricesItReads) {
@@ -150,6 +163,9 @@ TEST(WideCopies, Gpt2ResidentBytesReadAndMemoryCheckCountTheCopies) {
   EXPECT_EQ(with.need_bytes, file + wide->weight_bytes() + 4 * V * d + kv);
   EXPECT_EQ(without.need_bytes, file + plain->weight_bytes() + 4 * V * d + kv);
   EXPECT_EQ(with.need_bytes - without.need_bytes, 4 * values);
+  EXPECT_EQ(with.kept.resident_copies, 4 * values);
+  EXPECT_TRUE(with.kept.copies());
+  EXPECT_FALSE(without.kept.copies());
 
   // The records (the Cost panel's "bytes read") count what the step read.
   std::vector<int> prompt = {1, 2, 3, 4};

@@ -189,7 +189,7 @@ void load_gpt2_weights(const std::string& dir, Model& m, const LoadControl& cont
   const uint64_t avail = available_memory_bytes();
   if (avail && plan.need_bytes > avail) {
     throw Error(st_path + ": loading needs about " + format_bytes(static_cast<double>(plan.need_bytes)) +
-                " (file + weights as kept" + (plan.kept.wide ? ", with f32 copies of the 16-bit matrices," : "") +
+                " (file + weights as kept" + (plan.kept.copies() ? ", with f32 copies of the 16-bit matrices," : "") +
                 " + KV cache), but only " + format_bytes(static_cast<double>(avail)) + " of memory is available");
   }
   const SafeTensors st = SafeTensors::open(st_path, control.cancel);

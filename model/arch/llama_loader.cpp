@@ -232,7 +232,7 @@ uint64_t check_memory(const std::string& dir, const Config& c, const KeptWeights
   if (avail && need > avail) {
     throw Error(dir + ": loading needs about " + format_bytes(static_cast<double>(need)) + " (" +
                 format_bytes(static_cast<double>(kept.resident)) + " of weights kept as stored" +
-                (kept.wide ? " with f32 copies of the 16-bit matrices" : "") + " + " +
+                (kept.copies() ? " with f32 copies of the 16-bit matrices" : "") + " + " +
                 format_bytes(static_cast<double>(kv)) + " of f32 KV cache for " + std::to_string(c.n_positions) +
                 " positions), but only " + format_bytes(static_cast<double>(avail)) + " of memory is available");
   }

@@ -4,6 +4,11 @@
 #include <filesystem>
 #include <fstream>
 
+#ifdef __EMSCRIPTEN__
+#include <emscripten/heap.h>
+#include <malloc.h>
+#endif
+
 #include "model/arch/gpt2_loader.h"
 #include "model/arch/hf_cache.h"
 #include "model/arch/llama_loader.h"
@@ -63,6 +68,13 @@ uint64_t Weights::resident_bytes() const {
 }
 
 uint64_t available_memory_bytes() {
+#ifdef __EMSCRIPTEN__
+  // The page's memory is the WebAssembly heap, which grows up to its maximum
+  // (4 GB): what is left is that maximum less what malloc has handed out.
+  const uint64_t max = emscripten_get_heap_max();
+  const uint64_t used = static_cast<uint64_t>(mallinfo().uordblks);
+  return max > used ? max - used : 1;
+#else
   std::ifstream f("/proc/meminfo");
   std::string key;
   uint64_t kib = 0;
@@ -71,6 +83,7 @@ uint64_t available_memory_bytes() {
     if (key == "MemAvailable:") return kib * 1024;
   }
   return 0;
+#endif
 }
 
 void apply_context(Config& c, int context, const std::string& dir) {

@@ -86,7 +86,8 @@ struct LoadControl {
 // Face cache (model/arch/hf_cache.h).
 std::shared_ptr<const Model> load_model(const std::string& dir_or_id, const LoadControl& control = {});
 
-// Bytes of memory available to a new allocation (Linux MemAvailable), 0 if unknown.
+// Bytes of memory available to a new allocation, 0 if unknown: Linux MemAvailable natively; in the page, the
+// WebAssembly heap's maximum less what is allocated.
 uint64_t available_memory_bytes();
 
 // Weights-only loader used by tests with an explicit config.

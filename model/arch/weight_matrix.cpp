@@ -95,7 +95,11 @@ KeptWeights plan_kept_weights(const std::vector<StoredMatrix>& matrices, uint64_
   for (const StoredMatrix& m : matrices) k.matrix_bytes += m.numel * static_cast<uint64_t>(stored_bytes(m.type));
   k.wide = k.matrix_bytes > 0 && k.matrix_bytes <= wide_max_bytes;
   k.resident = 4 * f32_values;
-  for (const StoredMatrix& m : matrices) k.resident += matrix_resident_bytes(m.type, m.numel, k.wide);
+  for (const StoredMatrix& m : matrices) {
+    const uint64_t kept = matrix_resident_bytes(m.type, m.numel, k.wide);
+    k.resident += kept;
+    k.resident_copies += kept - matrix_resident_bytes(m.type, m.numel, false);
+  }
   return k;
 }
 

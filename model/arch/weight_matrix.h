@@ -110,9 +110,11 @@ struct StoredMatrix {
 
 // What a loader keeps of a model, decided before it reads the weights.
 struct KeptWeights {
-  uint64_t matrix_bytes = 0;  // the matrices the model reads, at their stored dtypes
-  bool wide = false;          // keep f32 copies of the 16-bit ones: 0 < matrix_bytes <= the limit
-  uint64_t resident = 0;      // bytes held: the matrices (+ copies) and the tensors kept in f32
+  uint64_t matrix_bytes = 0;     // the matrices the model reads, at their stored dtypes
+  bool wide = false;             // keep f32 copies of the 16-bit ones: 0 < matrix_bytes <= the limit
+  uint64_t resident = 0;         // bytes held: the matrices (+ copies) and the tensors kept in f32
+  uint64_t resident_copies = 0;  // of which the f32 copies (0 for an all-F32 model, even where `wide`)
+  bool copies() const { return resident_copies > 0; }
 };
 
 // The one rule both loaders follow: f32 copies when the model's weight

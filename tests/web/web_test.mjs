@@ -168,13 +168,17 @@ async function colours(page, png) {
 function makeModels() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kvscope-web-models-'));
   const gpt2 = path.join(dir, 'random-gpt2'), llama = path.join(dir, 'random-llama'), bad = path.join(dir, 'bad');
+  const long = path.join(dir, 'long-llama');
   execFileSync('/usr/bin/python3', [path.join(ROOT, 'tools/numpy_ref.py'), 'make', '--out', gpt2, '--layers', '2',
     '--heads', '2', '--embd', '32', '--ctx', '64', '--seed', '5']);
   execFileSync('/usr/bin/python3', [path.join(ROOT, 'tools/numpy_ref_llama.py'), 'make', '--out', llama, '--seed', '3']);
+  // 2^24 positions: an f32 cache over all of them (2 layers x 4 K/V heads of 8) is 8 GiB, past the page's heap.
+  execFileSync('/usr/bin/python3', [path.join(ROOT, 'tools/numpy_ref_llama.py'), 'make', '--out', long, '--seed', '4',
+    '--kv-heads', '4', '--ctx', String(2 ** 24)]);
   fs.mkdirSync(bad);
   fs.copyFileSync(path.join(gpt2, 'config.json'), path.join(bad, 'config.json'));
   fs.writeFileSync(path.join(bad, 'model.safetensors'), 'not a safetensors file');
-  return { gpt2, llama, bad };
+  return { gpt2, llama, bad, long };
 }
 
 async function pickFolder(page, dir) {
@@ -198,6 +202,16 @@ async function userModels(page) {
       JSON.stringify(recs.map((r) => r.token)) === JSON.stringify(ref.map((r) => r.token)),
       `page ${JSON.stringify(recs.map((r) => r.token))} cli ${JSON.stringify(ref.map((r) => r.token))}`);
   }
+  // The loader's memory check in the page measures the WebAssembly heap (its maximum less what is allocated):
+  // the whole context of the long model asks for more than that, refused before any weight is read.
+  await pickFolder(page, m.long);
+  const dir = (await state(page)).model_dir;
+  const r = await page.evaluate((a) => globalThis.kvscope.cli(a),
+    ['generate', '--model', dir, '--ctx', String(2 ** 24), '--max-new', '1', '--prompt', 'a']);
+  const out = r.errors.join(' ');
+  const avail = /but only ([\d.]+) (MB|GB|MiB|GiB) of memory is available/.exec(out);
+  check('a context past the page\'s WebAssembly memory is refused by the loader, naming the heap left',
+    r.rc === 1 && avail && out.includes(dir) && /GB|GiB/.test(avail[2]) && Number(avail[1]) <= 4.3, `rc ${r.rc}: ${out}`);
   await pickFolder(page, m.bad);
   const s = await state(page);
   check('a bad folder shows the error panel (model_error / errors)', s.model_error !== '' || s.errors.length > 0,
@@ -424,6 +438,13 @@ async function main() {
       const { page } = await openPage(browser, coi.url, { width: 1280, height: 720, deviceScaleFactor: 1 }, logs);
       await speedChecks(speedContext(page), null, Number(args.rounds || 3));
       console.log(`web tests (speed only): ${passed} passed, ${failed} failed`);
+      process.exitCode = failed ? 1 : 0;
+      return;
+    }
+    if (args.only === 'models') {
+      const { page } = await openPage(browser, coi.url, { width: 1280, height: 720, deviceScaleFactor: 1 }, logs);
+      await userModels(page);
+      console.log(`web tests (models only): ${passed} passed, ${failed} failed`);
       process.exitCode = failed ? 1 : 0;
       return;
     }

@@ -155,14 +155,16 @@
     command: (obj) => (page.isReady
       ? Module.ccall('kvscope_command_json', 'string', ['string'], [JSON.stringify(obj)])
       : 'kvscope is still starting'),
-    // `kvscope ...args` in the page (e.g. ['generate', '--json', ...]): {rc, lines}
+    // `kvscope ...args` in the page (e.g. ['generate', '--json', ...]): {rc, lines, errors} (stdout, stderr)
     cli: (args) => {
       page.printSink = [];
+      page.errSink = [];
       try {
         const rc = Module.ccall('kvscope_cli', 'number', ['string'], [JSON.stringify(args)]);
-        return { rc, lines: page.printSink };
+        return { rc, lines: page.printSink, errors: page.errSink };
       } finally {
         page.printSink = null;
+        page.errSink = null;
       }
     },
     page,
@@ -172,7 +174,7 @@
   globalThis.Module = {
     canvas: document.getElementById('canvas'),
     print: (t) => (page.printSink ? page.printSink.push(t) : console.log(t)),
-    printErr: (t) => console.warn(t),
+    printErr: (t) => (page.errSink ? page.errSink.push(t) : console.warn(t)),
     setStatus: (t) => { if (!page.isReady && t) setStatus('loading kvscope… ' + t.replace(/\(.*\)/, '')); },
     onAbort: (what) => page.fatal(String(what)),
     // Settings (the desktop's ~/.config/kvscope) live in IndexedDB: read before
