@@ -70,10 +70,19 @@ void expect_copies(const std::vector<const WeightMatrix*>& ms, bool wide, const 
   }
 }
 
+// The matrices the products read: the layers', the head, and the embedding
+// where it is the (tied) head. An untied embedding is only looked up a row
+// at a time and never has a copy, whatever the rule decides.
 std::vector<const WeightMatrix*> all_matrices(const Model& m) {
   std::vector<const WeightMatrix*> ms = m.config.is_llama() ? m.llama.layer_matrices() : m.weights.layer_matrices();
-  ms.push_back(m.config.is_llama() ? &m.llama.embed : &m.weights.wte);
-  ms.push_back(m.config.is_llama() ? &m.llama.lm_head : &m.weights.lm_head);
+  const WeightMatrix& embed = m.config.is_llama() ? m.llama.embed : m.weights.wte;
+  const WeightMatrix& head = m.config.is_llama() ? m.llama.lm_head : m.weights.lm_head;
+  if (head.empty()) {
+    ms.push_back(&embed);
+  } else {
+    EXPECT_TRUE(embed.wide.empty()) << "an untied embedding has no f32 copy";
+    ms.push_back(&head);
+  }
   return ms;
 }
 
@@ -125,8 +134,14 @@ TEST(WideCopies, LlamaDecidesByTheMatricesItReads) {
     EXPECT_EQ(r.kept.matrix_bytes, matrix_bytes) << name;
     EXPECT_TRUE(r.kept.wide) << name;
     std::vector<const WeightMatrix*> ms = r.weights.layer_matrices();
-    ms.push_back(&r.weights.embed);
-    ms.push_back(&r.weights.lm_head);
+    if (c.tie_word_embeddings) {
+      ms.push_back(&r.weights.embed);
+    } else {
+      EXPECT_TRUE(r.weights.embed.wide.empty()) << name << ": an untied embedding is only looked up, never copied";
+      EXPECT_EQ(r.kept.resident_copies, 4 * (llama_matrix_values(c) - static_cast<uint64_t>(c.vocab_size * c.n_embd)))
+          << name;
+      ms.push_back(&r.weights.lm_head);
+    }
     expect_copies(ms, true, name + " at its matrices' bytes");
     ctl.wide_max_bytes = matrix_bytes - 1;
     const LlamaLoadResult under = load_llama_weights(dir, c, ctl);

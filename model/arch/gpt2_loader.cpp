@@ -71,8 +71,10 @@ class TensorReader {
   WeightMatrix mat(const std::string& name, int64_t rows, int64_t cols, Use use, bool use_prefix = true) {
     std::vector<float> v = get(name, {rows, cols}, use_prefix);
     WeightMatrix m = WeightMatrix::from_f32(v.data(), rows, cols, last_type_);
-    if (wide_) m.widen();
-    if (use == Use::kProduct) m.to_panels();
+    if (use == Use::kProduct) {
+      if (wide_) m.widen();
+      m.to_panels();
+    }
     return m;
   }
   MatrixRM mat_f32(const std::string& name, int64_t rows, int64_t cols) {
@@ -140,12 +142,13 @@ Weights read_weights(const SafeTensors& st, const Config& c, bool wide, std::set
 KeptWeights plan_kept(const SafeTensors& st, const Config& c, uint64_t wide_max_bytes) {
   const std::string prefix = st.has("transformer.wte.weight") ? "transformer." : "";
   const uint64_t d = static_cast<uint64_t>(c.n_embd), V = static_cast<uint64_t>(c.vocab_size);
-  auto stored = [&](const std::string& name, uint64_t numel) {
+  auto stored = [&](const std::string& name, uint64_t numel, bool lookup = false) {
     auto it = st.tensors().find(name);
     const std::optional<StoredType> t = it == st.tensors().end() ? std::nullopt : weight_type(it->second.dtype);
-    return StoredMatrix{t.value_or(StoredType::kF32), numel};
+    return StoredMatrix{t.value_or(StoredType::kF32), numel, lookup};
   };
-  std::vector<StoredMatrix> matrices = {stored(prefix + "wte.weight", V * d)};
+  // An untied wte is only looked up (read_weights: TensorReader::Use::kLookup).
+  std::vector<StoredMatrix> matrices = {stored(prefix + "wte.weight", V * d, st.has("lm_head.weight"))};
   for (int i = 0; i < c.n_layer; ++i) {
     const std::string p = prefix + "h." + std::to_string(i) + ".";
     matrices.push_back(stored(p + "attn.c_attn.weight", 3 * d * d));

@@ -53,6 +53,7 @@ struct Wanted {
   std::vector<int64_t> shape;
   WeightMatrix* matrix = nullptr;     // a matrix kept as stored
   std::vector<float>* vec = nullptr;  // or a vector kept in f32
+  bool lookup = false;                // an untied embedding: looked up a row at a time, row-major, no f32 copy
 };
 
 std::vector<Wanted> wanted_tensors(const Config& c, LlamaWeights& w, bool read_head) {
@@ -60,7 +61,7 @@ std::vector<Wanted> wanted_tensors(const Config& c, LlamaWeights& w, bool read_h
   const int64_t q = static_cast<int64_t>(c.n_head) * c.head_dim(),
                 kv = static_cast<int64_t>(c.kv_heads()) * c.head_dim();
   std::vector<Wanted> out;
-  out.push_back({"model.embed_tokens.weight", {V, d}, &w.embed, nullptr});
+  out.push_back({"model.embed_tokens.weight", {V, d}, &w.embed, nullptr, read_head});
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (int i = 0; i < c.n_layer; ++i) {
     LlamaLayer& L = w.layers[static_cast<size_t>(i)];
@@ -213,7 +214,7 @@ WantedTotals check_wanted(const OpenedWeights& ow, const std::vector<Wanted>& wa
     if (w.vec) {
       f32_values += numel;
     } else {
-      matrices.push_back({*type, numel});
+      matrices.push_back({*type, numel, w.lookup});
     }
     t.file_bytes += it->second.end - it->second.begin;
   }
@@ -280,10 +281,12 @@ LlamaLoadResult load_llama_weights(const std::string& dir, const Config& c, cons
     const TensorInfo& info = st.tensors().at(t.name);
     if (t.matrix) {
       read_matrix(st, t.name, info, *t.matrix, progress);  // progress per chunk
-      if (totals.kept.wide) t.matrix->widen();
-      // Panels for what the products read; an untied embedding is only ever
-      // looked up a row at a time, which row-major keeps in one read.
-      if (t.matrix != &r.weights.embed || !read_head) t.matrix->to_panels();
+      // Copies and panels for what the products read; an untied embedding is
+      // only ever looked up a row at a time, which row-major keeps in one read.
+      if (!t.lookup) {
+        if (totals.kept.wide) t.matrix->widen();
+        t.matrix->to_panels();
+      }
     } else {
       *t.vec = st.to_f32(t.name);  // a vector: one small read
       check_finite(StoredType::kF32, t.vec->data(), t.vec->size(), st.origin(), t.name, info.shape);

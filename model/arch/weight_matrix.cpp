@@ -96,7 +96,7 @@ KeptWeights plan_kept_weights(const std::vector<StoredMatrix>& matrices, uint64_
   k.wide = k.matrix_bytes > 0 && k.matrix_bytes <= wide_max_bytes;
   k.resident = 4 * f32_values;
   for (const StoredMatrix& m : matrices) {
-    const uint64_t kept = matrix_resident_bytes(m.type, m.numel, k.wide);
+    const uint64_t kept = matrix_resident_bytes(m.type, m.numel, k.wide && !m.lookup);
     k.resident += kept;
     k.resident_copies += kept - matrix_resident_bytes(m.type, m.numel, false);
   }

@@ -106,6 +106,7 @@ inline uint64_t matrix_resident_bytes(StoredType type, uint64_t numel, bool wide
 struct StoredMatrix {
   StoredType type = StoredType::kF32;
   uint64_t numel = 0;
+  bool lookup = false;  // only looked up a row at a time (an untied embedding): never copied
 };
 
 // What a loader keeps of a model, decided before it reads the weights.
