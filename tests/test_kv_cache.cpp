@@ -168,6 +168,10 @@ TEST(KVCache, PagedForkCopiesOneBlockOnFirstWrite) {
   eng.forward(step, cache);
   EXPECT_EQ(cache.blocks_copied(), 1u);
   EXPECT_EQ(cache.blocks_held(), 4);
+  // Rows shared by both sequences count once: 8 in the two shared blocks,
+  // 2 + 3 in a's and b's own copies of the third.
+  EXPECT_EQ(cache.slots_used(), 13);
+  EXPECT_EQ(static_cast<size_t>(cache.slots_used()), cache.cells().size());
   const std::vector<int> ta = cache.block_table(a), tb = cache.block_table(b);
   EXPECT_EQ(ta[0], tb[0]);
   EXPECT_EQ(ta[1], tb[1]);

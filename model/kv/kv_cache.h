@@ -289,6 +289,16 @@ class KVCache {
     Slab& operator=(const Slab& o);
     Slab& operator=(Slab&&) = default;
   };
+  // A live sequence's held position and the row it lives in; `key` =
+  // block * slots_per_block() + slot is the same for every sequence sharing
+  // that row.
+  struct HeldRow {
+    SeqId seq;
+    int pos;
+    KVSlot at;
+    size_t key;
+  };
+  std::vector<HeldRow> held_rows() const;  // by sequence, then position
   // Evicting layouts: what one layer of a sequence holds. Slot g of the
   // sequence is slot g % B of block table[g / B].
   struct LayerHeld {
