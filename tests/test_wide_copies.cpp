@@ -99,7 +99,9 @@ TEST(WideCopies, Gpt2DecidesByTheMatricesItReads) {
     LoadControl ctl;
     ctl.wide_max_bytes = matrix_bytes;
     const auto wide = load_model(dir, ctl);
-    EXPECT_EQ(plan_gpt2_load(dir + "/model.safetensors", c, matrix_bytes).kept.matrix_bytes, matrix_bytes) << name;
+    const KeptWeights kept = plan_gpt2_load(dir + "/model.safetensors", c, matrix_bytes).kept;
+    EXPECT_EQ(kept.matrix_bytes, matrix_bytes) << name;
+    EXPECT_EQ(kept.resident, wide->weight_bytes()) << name << ": the plan is what the loader kept";
     expect_copies(all_matrices(*wide), true, name + " at its matrices' bytes");
     ctl.wide_max_bytes = matrix_bytes - 1;
     expect_copies(all_matrices(*load_model(dir, ctl)), false, name + " one byte under");
@@ -108,7 +110,8 @@ TEST(WideCopies, Gpt2DecidesByTheMatricesItReads) {
 }
 
 // An all-F32 model under the limit is `wide` by the rule, but there is
-// nothing to copy: no copy bytes, and the memory check's message says none.
+// nothing to copy: no copy bytes (so the memory check names none); a
+// lookup-only matrix is never copied either, though it counts for the limit.
 TEST(WideCopies, AnF32ModelHasNoCopiesToCount) {
   const KeptWeights k = plan_kept_weights({{StoredType::kF32, 1000}, {StoredType::kF32, 24}}, 10, kAlways);
   EXPECT_TRUE(k.wide);
@@ -118,6 +121,11 @@ TEST(WideCopies, AnF32ModelHasNoCopiesToCount) {
   const KeptWeights h = plan_kept_weights({{StoredType::kF32, 1000}, {StoredType::kBF16, 24}}, 0, kAlways);
   EXPECT_EQ(h.resident_copies, 4u * 24u);
   EXPECT_EQ(h.resident, 4u * 1000u + 6u * 24u);
+  const KeptWeights u = plan_kept_weights({{StoredType::kF16, 100, true}, {StoredType::kF16, 24}}, 0, 248);
+  EXPECT_TRUE(u.wide);
+  EXPECT_EQ(u.resident_copies, 4u * 24u);
+  EXPECT_EQ(u.resident, 2u * 124u + 4u * 24u);
+  EXPECT_FALSE(plan_kept_weights({{StoredType::kF16, 100, true}, {StoredType::kF16, 24}}, 0, 247).wide);
 }
 
 // The Llama family decides by the same rule: its matrices (the norm weights
@@ -132,6 +140,7 @@ TEST(WideCopies, LlamaDecidesByTheMatricesItReads) {
     ctl.wide_max_bytes = matrix_bytes;
     const LlamaLoadResult r = load_llama_weights(dir, c, ctl);
     EXPECT_EQ(r.kept.matrix_bytes, matrix_bytes) << name;
+    EXPECT_EQ(r.kept.resident, r.weights.resident_bytes()) << name << ": the plan is what the loader kept";
     EXPECT_TRUE(r.kept.wide) << name;
     std::vector<const WeightMatrix*> ms = r.weights.layer_matrices();
     if (c.tie_word_embeddings) {

@@ -1,5 +1,6 @@
 #include "model/arch/model.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -7,6 +8,7 @@
 #ifdef __EMSCRIPTEN__
 #include <emscripten/heap.h>
 #include <malloc.h>
+#include <unistd.h>
 #endif
 
 #include "model/arch/gpt2_loader.h"
@@ -70,10 +72,13 @@ uint64_t Weights::resident_bytes() const {
 uint64_t available_memory_bytes() {
 #ifdef __EMSCRIPTEN__
   // The page's memory is the WebAssembly heap, which grows up to its maximum
-  // (4 GB): what is left is that maximum less what malloc has handed out.
+  // (4 GB): what is left is that maximum above the heap's top, plus the free
+  // chunks below it. (mallinfo's fields are ints: read as 32-bit unsigned,
+  // exact below 4 GB.)
   const uint64_t max = emscripten_get_heap_max();
-  const uint64_t used = static_cast<uint64_t>(mallinfo().uordblks);
-  return max > used ? max - used : 1;
+  const uint64_t top = reinterpret_cast<uintptr_t>(sbrk(0));
+  const uint64_t free_below = static_cast<uint32_t>(mallinfo().fordblks);
+  return max > top ? max - top + free_below : std::max<uint64_t>(free_below, 1);
 #else
   std::ifstream f("/proc/meminfo");
   std::string key;

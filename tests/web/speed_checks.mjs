@@ -27,7 +27,7 @@ function runners(ctx) {
     .split('\n'));
   const inPage = async (a) => {
     const r = await ctx.page.evaluate((x) => globalThis.kvscope.cli(x), [...a, '--model', '/assets/models/kvscope-tiny']);
-    if (r.rc !== 0) throw new Error('kvscope.cli generate: exit ' + r.rc + ' ' + r.lines.join(' '));
+    if (r.rc !== 0) throw new Error('kvscope.cli generate: exit ' + r.rc + ' ' + [...r.lines, ...r.errors].join(' '));
     return parseRecords(r.lines);
   };
   const node = (a) => (ctx.nodeCli ? parseRecords(execFileSync('node', ['--no-experimental-fetch',

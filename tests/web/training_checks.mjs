@@ -70,7 +70,7 @@ export async function trainingChecks(ctx) {
     `(±${TOL})`, inPage.rc === 0 && near(pageEval.nll_per_token, native.nll_per_token) &&
     near(pageEval.nll_per_token, recorded) && near(cp.val_loss.stories, pageEval.nll_per_token),
   `page ${pageEval.nll_per_token} native ${native.nll_per_token} training.json ${recorded} ` +
-    `tab ${cp.val_loss.stories} (rc ${inPage.rc})`);
+    `tab ${cp.val_loss.stories} (rc ${inPage.rc}${inPage.errors.length ? ': ' + inPage.errors.join(' ') : ''})`);
 
   // 4. Loading that checkpoint from the tab: its weights generate what the CLI generates with them.
   await command(page, { cmd: 'load_checkpoint', index: i });
