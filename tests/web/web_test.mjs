@@ -405,116 +405,108 @@ async function settingsPersist(browser, url, logs) {
   await second.page.close();
 }
 
+// `--only NAME`: one group of checks alone (while working on it).
+async function runOnly(name, c) {
+  const page = async () => (await openPage(c.browser, c.coi.url, { width: 1280, height: 720, deviceScaleFactor: 1 },
+    c.logs)).page;
+  const groups = {
+    touch: () => touch(c.browser, c.coi.url, c.logs),
+    hub: () => hubChecks(c.hubContext(c.plain.url)),
+    training: () => trainingChecks(c.trainingContext),
+    settings: () => settingsPersist(c.browser, c.coi.url, c.logs),
+    speed: async () => speedChecks(c.speedContext(await page()), null, Number(args.rounds || 3)),
+    models: async () => userModels(await page()),
+    kv: async () => kvLayout(await page()),
+  };
+  if (!groups[name]) throw new Error(`--only ${name}: expected one of ${Object.keys(groups).join(', ')}`);
+  await groups[name]();
+  console.log(`web tests (${name} only): ${passed} passed, ${failed} failed`);
+  process.exitCode = failed ? 1 : 0;
+}
+
+// Served with COOP/COEP: the records against the CLI's, NO CACHE mid-sequence, screenshots, the KV layout,
+// saved views, presentation mode, an unknown command, the frame time.
+async function isolatedChecks(c) {
+  const { browser, coi, logs, cliKv, cliNoCache, speedContext } = c;
+  const { page, firstTokenS } = await openPage(browser, coi.url, { width: 1280, height: 720, deviceScaleFactor: 1 },
+    logs);
+  check('coi: page is cross-origin isolated', await page.evaluate(() => self.crossOriginIsolated === true));
+  console.log(`info time from page open to the first generated token: ${firstTokenS.toFixed(2)} s`);
+  const recs = await pageRecords(page);
+  compareRecords('coi', recs, cliKv);
+  await speedChecks(speedContext(page), recs);
+  // NO CACHE from a mid-sequence step: the next step recomputes every position.
+  const k = 4;
+  await command(page, { cmd: 'pause' });
+  await command(page, { cmd: 'prompt', text: PROMPT });
+  await waitFor(page, () => globalThis.kvscope.state().steps >= 1, null, 30000, 'the prefill');
+  for (let i = 1; i < k; i++) {
+    await command(page, { cmd: 'step' });
+    await waitFor(page, (i) => globalThis.kvscope.state().steps > i && globalThis.kvscope.state().engine_idle, i,
+      30000, 'step ' + i);
+  }
+  const err = await command(page, { cmd: 'cache', mode: 'no_cache' });
+  await command(page, { cmd: 'step' });
+  await waitFor(page, (k) => globalThis.kvscope.state().steps > k, k, 30000, 'the no-cache step');
+  const nc = await state(page);
+  const ref = cliNoCache[k];
+  check('C / cache mode switches to NO CACHE and the recomputed positions show',
+    !err && nc.mode === 'no_cache' && nc.recomputed === ref.recomputed && nc.recomputed > 0 &&
+    nc.flops === ref.flops && nc.kv_bytes === ref.kv_bytes && nc.token === ref.token,
+    `page mode ${nc.mode} recomputed ${nc.recomputed} flops ${nc.flops}; cli --no-cache step ${k}: ` +
+    `recomputed ${ref.recomputed} flops ${ref.flops}`);
+  await command(page, { cmd: 'cache', mode: 'kv_cache' });
+  await command(page, { cmd: 'play' });
+  await new Promise((r) => setTimeout(r, 1500));
+  const png = await page.screenshot({ path: path.join(OUT, 'page-1280x720.png') });
+  const n = await colours(page, png);
+  check('screenshot is a real scene (many colours)', n > 500, `${n} colours`);
+  // The window's screenshot (F12) arrives as a PNG download.
+  const dl = fs.mkdtempSync(path.join(OUT, 'download-'));
+  const cdp = await page.createCDPSession();
+  await cdp.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: dl });
+  await command(page, { cmd: 'screenshot' });
+  let pngs = [];
+  for (let i = 0; i < 100 && pngs.length === 0; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    pngs = fs.readdirSync(dl).filter((f) => /^kvscope-.*\.png$/.test(f));
+  }
+  const head = pngs.length ? fs.readFileSync(path.join(dl, pngs[0])).subarray(0, 8).toString('hex') : '';
+  check('screenshot command downloads a PNG', head === '89504e470d0a1a0a', pngs.join(', ') || 'no download');
+  await kvLayout(page);
+  await savedViews(page, dl);
+  await presentationKey(page);
+  const bad = await command(page, { cmd: 'no_such_command' });
+  check('an unknown command is refused with a message', /unknown cmd/.test(bad), bad);
+  // Frame time while generating.
+  const ft = await page.evaluate(() => { const t = [...globalThis.kvscopePage.frameTimes].slice(-120).sort((a, b) => a - b);
+    return t.length ? t[Math.floor(t.length / 2)] : 0; });
+  console.log(`info median frame time (last 120 frames): ${ft.toFixed(1)} ms`);
+  await page.close();
+
+}
+
 async function main() {
   const cliKv = cliRecords(null), cliNoCache = cliRecords(null, ['--no-cache']);
   const coi = await serve(true), plain = await serve(false);
   const browser = await launch();
   const logs = [];
+  const hubContext = (url) => ({ root: ROOT, browser, url, logs, openPage, state, command, pageRecords, cliRecords,
+    check, waitFor });
+  const trainingContext = { root: ROOT, site: SITE, cli: CLI, browser, url: coi.url, logs, openPage, state, command,
+    pageRecords, cliRecords, check, waitFor };
+  const speedContext = (page) => ({ root: ROOT, cli: CLI, nodeCli: args['node-cli'], page, command, check });
+  const c = { browser, coi, plain, logs, cliKv, cliNoCache, hubContext, trainingContext, speedContext };
   try {
-    if (args.only === 'touch') { await touch(browser, coi.url, logs); return; }
-    const hubContext = (url) => ({ root: ROOT, browser, url, logs, openPage, state, command, pageRecords, cliRecords,
-      check, waitFor });
-    if (args.only === 'hub') {
-      await hubChecks(hubContext(plain.url));
-      console.log(`web tests (hub only): ${passed} passed, ${failed} failed`);
-      process.exitCode = failed ? 1 : 0;
+    if (args.only) {
+      await runOnly(args.only, c);
       return;
     }
-    const trainingContext = { root: ROOT, site: SITE, cli: CLI, browser, url: coi.url, logs, openPage, state, command,
-      pageRecords, cliRecords, check, waitFor };
-    if (args.only === 'training') {
-      await trainingChecks(trainingContext);
-      console.log(`web tests (training only): ${passed} passed, ${failed} failed`);
-      process.exitCode = failed ? 1 : 0;
-      return;
-    }
-    if (args.only === 'settings') {
-      await settingsPersist(browser, coi.url, logs);
-      console.log(`web tests (settings only): ${passed} passed, ${failed} failed`);
-      process.exitCode = failed ? 1 : 0;
-      return;
-    }
-    const speedContext = (page) => ({ root: ROOT, cli: CLI, nodeCli: args['node-cli'], page, command, check });
-    if (args.only === 'speed') {
-      const { page } = await openPage(browser, coi.url, { width: 1280, height: 720, deviceScaleFactor: 1 }, logs);
-      await speedChecks(speedContext(page), null, Number(args.rounds || 3));
-      console.log(`web tests (speed only): ${passed} passed, ${failed} failed`);
-      process.exitCode = failed ? 1 : 0;
-      return;
-    }
-    if (args.only === 'models') {
-      const { page } = await openPage(browser, coi.url, { width: 1280, height: 720, deviceScaleFactor: 1 }, logs);
-      await userModels(page);
-      console.log(`web tests (models only): ${passed} passed, ${failed} failed`);
-      process.exitCode = failed ? 1 : 0;
-      return;
-    }
-    if (args.only === 'kv') {
-      const { page } = await openPage(browser, coi.url, { width: 1280, height: 720, deviceScaleFactor: 1 }, logs);
-      await kvLayout(page);
-      return;
-    }
-    // 1. served with COOP/COEP
-    const { page, firstTokenS } = await openPage(browser, coi.url, { width: 1280, height: 720, deviceScaleFactor: 1 },
-      logs);
-    check('coi: page is cross-origin isolated', await page.evaluate(() => self.crossOriginIsolated === true));
-    console.log(`info time from page open to the first generated token: ${firstTokenS.toFixed(2)} s`);
-    const recs = await pageRecords(page);
-    compareRecords('coi', recs, cliKv);
-    await speedChecks(speedContext(page), recs);
-    // NO CACHE from a mid-sequence step: the next step recomputes every position.
-    const k = 4;
-    await command(page, { cmd: 'pause' });
-    await command(page, { cmd: 'prompt', text: PROMPT });
-    await waitFor(page, () => globalThis.kvscope.state().steps >= 1, null, 30000, 'the prefill');
-    for (let i = 1; i < k; i++) {
-      await command(page, { cmd: 'step' });
-      await waitFor(page, (i) => globalThis.kvscope.state().steps > i && globalThis.kvscope.state().engine_idle, i,
-        30000, 'step ' + i);
-    }
-    const err = await command(page, { cmd: 'cache', mode: 'no_cache' });
-    await command(page, { cmd: 'step' });
-    await waitFor(page, (k) => globalThis.kvscope.state().steps > k, k, 30000, 'the no-cache step');
-    const nc = await state(page);
-    const ref = cliNoCache[k];
-    check('C / cache mode switches to NO CACHE and the recomputed positions show',
-      !err && nc.mode === 'no_cache' && nc.recomputed === ref.recomputed && nc.recomputed > 0 &&
-      nc.flops === ref.flops && nc.kv_bytes === ref.kv_bytes && nc.token === ref.token,
-      `page mode ${nc.mode} recomputed ${nc.recomputed} flops ${nc.flops}; cli --no-cache step ${k}: ` +
-      `recomputed ${ref.recomputed} flops ${ref.flops}`);
-    await command(page, { cmd: 'cache', mode: 'kv_cache' });
-    await command(page, { cmd: 'play' });
-    await new Promise((r) => setTimeout(r, 1500));
-    const png = await page.screenshot({ path: path.join(OUT, 'page-1280x720.png') });
-    const n = await colours(page, png);
-    check('screenshot is a real scene (many colours)', n > 500, `${n} colours`);
-    // The window's screenshot (F12) arrives as a PNG download.
-    const dl = fs.mkdtempSync(path.join(OUT, 'download-'));
-    const cdp = await page.createCDPSession();
-    await cdp.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: dl });
-    await command(page, { cmd: 'screenshot' });
-    let pngs = [];
-    for (let i = 0; i < 100 && pngs.length === 0; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      pngs = fs.readdirSync(dl).filter((f) => /^kvscope-.*\.png$/.test(f));
-    }
-    const head = pngs.length ? fs.readFileSync(path.join(dl, pngs[0])).subarray(0, 8).toString('hex') : '';
-    check('screenshot command downloads a PNG', head === '89504e470d0a1a0a', pngs.join(', ') || 'no download');
-    await kvLayout(page);
-    await savedViews(page, dl);
-    await presentationKey(page);
-    const bad = await command(page, { cmd: 'no_such_command' });
-    check('an unknown command is refused with a message', /unknown cmd/.test(bad), bad);
-    // Frame time while generating.
-    const ft = await page.evaluate(() => { const t = [...globalThis.kvscopePage.frameTimes].slice(-120).sort((a, b) => a - b);
-      return t.length ? t[Math.floor(t.length / 2)] : 0; });
-    console.log(`info median frame time (last 120 frames): ${ft.toFixed(1)} ms`);
-    await page.close();
-
+    await isolatedChecks(c);
     await touch(browser, coi.url, logs);
     await trainingChecks(trainingContext);
     if (args.shots) await viewportShots(browser, coi.url, logs);
-    // 2. served without the headers: the service worker adds them and reloads once.
+    // Served without the headers: the service worker adds them and reloads once.
     const p2 = await openPage(browser, plain.url, { width: 1024, height: 640, deviceScaleFactor: 2 }, logs);
     const iso = await p2.page.evaluate(() => self.crossOriginIsolated === true);
     const recs2 = await pageRecords(p2.page);
