@@ -61,8 +61,7 @@ class TensorReader {
   WeightMatrix conv1d_t(const std::string& name, int64_t in, int64_t out) {
     std::vector<float> v = get(name, {in, out});
     WeightMatrix m = WeightMatrix::from_f32(v.data(), in, out, last_type_, true);
-    if (wide_) m.widen();
-    m.to_panels();
+    m.keep_for_products(wide_);
     return m;
   }
   // A matrix the products read (as panels where they are built), or one only
@@ -71,10 +70,7 @@ class TensorReader {
   WeightMatrix mat(const std::string& name, int64_t rows, int64_t cols, Use use, bool use_prefix = true) {
     std::vector<float> v = get(name, {rows, cols}, use_prefix);
     WeightMatrix m = WeightMatrix::from_f32(v.data(), rows, cols, last_type_);
-    if (use == Use::kProduct) {
-      if (wide_) m.widen();
-      m.to_panels();
-    }
+    if (use == Use::kProduct) m.keep_for_products(wide_);
     return m;
   }
   MatrixRM mat_f32(const std::string& name, int64_t rows, int64_t cols) {

@@ -281,12 +281,9 @@ LlamaLoadResult load_llama_weights(const std::string& dir, const Config& c, cons
     const TensorInfo& info = st.tensors().at(t.name);
     if (t.matrix) {
       read_matrix(st, t.name, info, *t.matrix, progress);  // progress per chunk
-      // Copies and panels for what the products read; an untied embedding is
-      // only ever looked up a row at a time, which row-major keeps in one read.
-      if (!t.lookup) {
-        if (totals.kept.wide) t.matrix->widen();
-        t.matrix->to_panels();
-      }
+      // An untied embedding is only ever looked up a row at a time, which
+      // row-major keeps in one read.
+      if (!t.lookup) t.matrix->keep_for_products(totals.kept.wide);
     } else {
       *t.vec = st.to_f32(t.name);  // a vector: one small read
       check_finite(StoredType::kF32, t.vec->data(), t.vec->size(), st.origin(), t.name, info.shape);

@@ -84,6 +84,11 @@ uint64_t WeightMatrix::resident_bytes() const {
   return matrix_resident_bytes(type, static_cast<uint64_t>(rows * cols), !wide.empty());
 }
 
+void WeightMatrix::keep_for_products(bool wide_copy) {
+  if (wide_copy) widen();
+  to_panels();
+}
+
 void WeightMatrix::widen() {
   if (type == StoredType::kF32) return;
   wide.resize(half.size());

@@ -71,12 +71,18 @@ struct WeightMatrix {
   static WeightMatrix from_f32(const float* v, int64_t rows, int64_t cols, StoredType type, bool transpose = false);
 
   // Reorders a row-major matrix into panels where kPanelWeights holds (the
-  // loaders call it once for each matrix the products read; a no-op
-  // elsewhere and when done). from_f32 and the readers give row-major.
+  // loaders, through keep_for_products, once for each matrix the products
+  // read; a no-op elsewhere and when done). from_f32 and the readers give
+  // row-major.
   void to_panels();
 
   // Fills `wide` from `half` (exact); an F32 matrix keeps no copy.
   void widen();
+
+  // Keeps a matrix the products read as they read it: the f32 copy where the
+  // loader's plan keeps copies (`wide_copy`: KeptWeights::wide), then panels.
+  // A matrix only looked up a row at a time (an untied embedding) needs neither.
+  void keep_for_products(bool wide_copy);
 };
 
 // WebAssembly SIMD128 has no f16 conversion: converting every weight on each
