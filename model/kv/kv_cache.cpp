@@ -386,32 +386,17 @@ int KVCache::commit(SeqId s) {
 
 // --- counters -----------------------------------------------------------------
 
-std::vector<KVCache::HeldRow> KVCache::held_rows() const {
-  std::vector<HeldRow> out;
-  const size_t B = static_cast<size_t>(slots_per_block());
-  for (size_t si = 0; si < seqs_.size(); ++si) {
-    const Sequence& q = seqs_[si];
-    if (!q.live) continue;
-    for (int p = 0; p < q.length; ++p) {
-      if (!held(q, p)) continue;
-      const KVSlot at = slot_of(static_cast<SeqId>(si), p);
-      out.push_back({static_cast<SeqId>(si), p, at, static_cast<size_t>(at.block) * B + static_cast<size_t>(at.slot)});
-    }
-  }
-  return out;
-}
-
 std::vector<KVCell> KVCache::cells() const {
   std::vector<KVCell> out;
   std::vector<int> owner;  // per key: index into out, -1 none yet
-  for (const HeldRow& h : held_rows()) {
-    if (owner.size() <= h.key) owner.resize(h.key + 1, -1);
-    if (owner[h.key] < 0) {
-      owner[h.key] = static_cast<int>(out.size());
-      out.push_back(KVCell{h.pos, h.at.block, h.at.slot, {}});
+  for_each_held_row([&](SeqId seq, int pos, KVSlot at, size_t key) {
+    if (owner.size() <= key) owner.resize(key + 1, -1);
+    if (owner[key] < 0) {
+      owner[key] = static_cast<int>(out.size());
+      out.push_back(KVCell{pos, at.block, at.slot, {}});
     }
-    out[static_cast<size_t>(owner[h.key])].seqs.push_back(h.seq);
-  }
+    out[static_cast<size_t>(owner[key])].seqs.push_back(seq);
+  });
   std::sort(out.begin(), out.end(),
             [](const KVCell& a, const KVCell& b) { return a.block != b.block ? a.block < b.block : a.slot < b.slot; });
   return out;
@@ -422,11 +407,11 @@ std::vector<KVCell> KVCache::cells() const {
 int KVCache::slots_used() const {
   std::vector<uint8_t> seen;  // per key
   int n = 0;
-  for (const HeldRow& h : held_rows()) {
-    if (seen.size() <= h.key) seen.resize(h.key + 1, 0);
-    n += seen[h.key] == 0;
-    seen[h.key] = 1;
-  }
+  for_each_held_row([&](SeqId, int, KVSlot, size_t key) {
+    if (seen.size() <= key) seen.resize(key + 1, 0);
+    n += seen[key] == 0;
+    seen[key] = 1;
+  });
   return n;
 }
 

@@ -289,16 +289,23 @@ class KVCache {
     Slab& operator=(const Slab& o);
     Slab& operator=(Slab&&) = default;
   };
-  // A live sequence's held position and the row it lives in; `key` =
-  // block * slots_per_block() + slot is the same for every sequence sharing
-  // that row.
-  struct HeldRow {
-    SeqId seq;
-    int pos;
-    KVSlot at;
-    size_t key;
-  };
-  std::vector<HeldRow> held_rows() const;  // by sequence, then position
+  // Calls f(seq, pos, slot, key) for every live sequence's held position, by
+  // sequence then position; key = block * slots_per_block() + slot is the
+  // same for every sequence sharing that row. Nothing is built: the record's
+  // counters walk every held position each step.
+  template <typename F>
+  void for_each_held_row(F&& f) const {
+    const size_t B = static_cast<size_t>(slots_per_block());
+    for (size_t si = 0; si < seqs_.size(); ++si) {
+      const Sequence& q = seqs_[si];
+      if (!q.live) continue;
+      for (int p = 0; p < q.length; ++p) {
+        if (!held(q, p)) continue;
+        const KVSlot at = slot_of(static_cast<SeqId>(si), p);
+        f(static_cast<SeqId>(si), p, at, static_cast<size_t>(at.block) * B + static_cast<size_t>(at.slot));
+      }
+    }
+  }
   // Evicting layouts: what one layer of a sequence holds. Slot g of the
   // sequence is slot g % B of block table[g / B].
   struct LayerHeld {
