@@ -53,6 +53,24 @@ TEST(Sampler, SoftmaxMatchesDefinition) {
   EXPECT_FALSE(std::isnan(p[0]));
 }
 
+// Equal logits get equal probabilities wherever they stand (a vectorised exp
+// must not treat an unaligned head or tail differently from the rest).
+TEST(Sampler, SoftmaxGivesEqualLogitsEqualProbabilities) {
+  const std::vector<float> values = random_logits(61, 11);
+  for (size_t n : {1003u, 1008u, 37u}) {
+    std::vector<float> l(n);
+    for (size_t i = 0; i < n; ++i) l[i] = values[(i * 7) % values.size()];
+    const std::vector<float> p = softmax(l, 0.8f);
+    std::map<float, float> first;  // logit -> its probability where first seen
+    for (size_t i = 0; i < n; ++i) {
+      const auto [it, fresh] = first.emplace(l[i], p[i]);
+      if (!fresh) {
+        ASSERT_EQ(p[i], it->second) << "n=" << n << " i=" << i;
+      }
+    }
+  }
+}
+
 TEST(Sampler, GreedyIsArgmax) {
   SamplerSettings s;
   s.greedy = true;
@@ -119,6 +137,24 @@ TEST(Sampler, KeptIndicesTopK) {
   // Off (0) or larger than the vocabulary: everything, best first.
   EXPECT_EQ(kept_indices(probs, 0, 1.0f), (std::vector<int>{1, 3, 4, 0, 2}));
   EXPECT_EQ(kept_indices(probs, 99, 1.0f), (std::vector<int>{1, 3, 4, 0, 2}));
+}
+
+// Over a GPT-2-sized vocabulary, with many exact ties and zeros, top-k keeps
+// exactly the first k of a stable sort by probability (ties: the lower id),
+// the rule the draw and the panels' top lists rely on.
+TEST(Sampler, KeptIndicesTopKMatchesAStableSortWithTies) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> level(0, 400);
+  std::vector<float> probs(50257);
+  for (float& p : probs) p = level(rng) < 40 ? 0.0f : static_cast<float>(level(rng)) * 1e-6f;
+  probs[50256] = 1e-3f;  // the best at the very end
+  std::vector<int> sorted(probs.size());
+  std::iota(sorted.begin(), sorted.end(), 0);
+  std::stable_sort(sorted.begin(), sorted.end(), [&](int a, int b) { return probs[a] > probs[b]; });
+  for (int k : {1, 2, 16, 40, 3000, 3141}) {
+    const std::vector<int> kept = kept_indices(probs, k, 1.0f);
+    EXPECT_EQ(kept, std::vector<int>(sorted.begin(), sorted.begin() + k)) << "k=" << k;
+  }
 }
 
 TEST(Sampler, KeptIndicesTopPSmallestSetReachingP) {

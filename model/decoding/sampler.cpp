@@ -2,8 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
 #include <numeric>
 #include <unordered_set>
+
+#include <Eigen/Core>
 
 #include "model/core/error.h"
 
@@ -21,30 +26,122 @@ void apply_repetition_penalty(std::vector<float>& logits, const std::vector<int>
 }
 
 std::vector<float> softmax(const std::vector<float>& logits, float temperature) {
+  // Vectorised (Eigen's exp is within 2 ulp of std::exp): over GPT-2's 50 257
+  // logits a scalar std::exp loop took 0.2 ms a token, as long as a quarter of
+  // a decode step of the 124M model, paid once per request in a batch.
+  const int n = static_cast<int>(logits.size());
   std::vector<float> p(logits.size());
-  if (logits.empty()) return p;
-  const float mx = *std::max_element(logits.begin(), logits.end());
-  double sum = 0;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    p[i] = std::exp((logits[i] - mx) / temperature);
-    sum += p[i];
+  if (n == 0) return p;
+  const float mx = Eigen::Map<const Eigen::ArrayXf>(logits.data(), n).maxCoeff();
+  // Sixteen at a time through an aligned chunk of whole packets (the last one
+  // padded), so every value takes the packet exp: on an unaligned vector
+  // Eigen would peel a scalar head and tail (std::exp), and a value's
+  // probability would depend on where the logits lie in memory.
+  constexpr int kChunk = 16;
+  alignas(64) float chunk[kChunk];
+  Eigen::Map<Eigen::Array<float, kChunk, 1>, Eigen::Aligned64> e(chunk);
+  // The sum in double, in independent running sums (one chain of dependent
+  // adds was a fifth of the time).
+  double part[kChunk] = {};
+  auto keep = [&](int i, int m) {
+    for (int j = 0; j < m; ++j) {
+      p[static_cast<size_t>(i + j)] = chunk[j];
+      part[j] += chunk[j];
+    }
+  };
+  int i = 0;
+  for (; i + kChunk <= n; i += kChunk) {
+    e = ((Eigen::Map<const Eigen::Array<float, kChunk, 1>>(logits.data() + i) - mx) / temperature).exp();
+    keep(i, kChunk);
   }
-  for (float& x : p) x = static_cast<float>(x / sum);
+  const int m = n - i;
+  for (int j = 0; j < kChunk; ++j)
+    chunk[j] =
+        j < m ? (logits[static_cast<size_t>(i + j)] - mx) / temperature : -std::numeric_limits<float>::infinity();
+  e = e.exp();
+  keep(i, m);
+  double sum = 0;
+  for (double x : part) sum += x;
+  Eigen::Map<Eigen::ArrayXf>(p.data(), n) *= static_cast<float>(1.0 / sum);
   return p;
 }
 
-std::vector<int> kept_indices(const std::vector<float>& probs, int top_k, float top_p) {
-  std::vector<int> idx(probs.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  // Ties keep the lower id first, so the order (and the draw) is deterministic.
-  auto better = [&](int a, int b) {
-    return probs[static_cast<size_t>(a)] > probs[static_cast<size_t>(b)] ||
-           (probs[static_cast<size_t>(a)] == probs[static_cast<size_t>(b)] && a < b);
+namespace {
+
+// Ties keep the lower id first, so the order (and the draw) is deterministic.
+struct Better {
+  const std::vector<float>& probs;
+  bool operator()(int a, int b) const {
+    const float pa = probs[static_cast<size_t>(a)], pb = probs[static_cast<size_t>(b)];
+    return pa > pb || (pa == pb && a < b);
+  }
+};
+
+// Probabilities are >= 0, whose IEEE bit patterns order as unsigned integers
+// do: an integer maximum, which compilers vectorise (a float one they may not
+// reorder), finds a chunk's largest.
+uint32_t float_bits(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+template <int kChunk>
+uint32_t chunk_max_bits(const float* p) {
+  uint32_t bits[kChunk];
+  std::memcpy(bits, p, sizeof bits);
+  uint32_t m = 0;
+  for (uint32_t b : bits) m = std::max(m, b);
+  return m;
+}
+
+// The k best ids, best first, in one pass holding the k best so far in a heap
+// (worst at its front): the same ids and order as sorting every id, without
+// building and sorting an index over the whole vocabulary each token. Once k
+// are held, a chunk whose largest value does not beat the worst one held is
+// skipped whole (an equal value loses the tie: its id is larger).
+std::vector<int> best_k(const std::vector<float>& probs, size_t k, Better better) {
+  constexpr int kChunk = 16;
+  std::vector<int> heap;
+  heap.reserve(k);
+  auto offer = [&](int i) {
+    if (heap.size() < k) {
+      heap.push_back(i);
+      std::push_heap(heap.begin(), heap.end(), better);
+    } else if (better(i, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), better);
+      heap.back() = i;
+      std::push_heap(heap.begin(), heap.end(), better);
+    }
   };
-  size_t keep = idx.size();
+  const int n = static_cast<int>(probs.size());
+  int i = 0;
+  for (; i + kChunk <= n; i += kChunk) {
+    if (heap.size() == k &&
+        chunk_max_bits<kChunk>(probs.data() + i) <= float_bits(probs[static_cast<size_t>(heap.front())]))
+      continue;
+    for (int j = i; j < i + kChunk; ++j) offer(j);
+  }
+  for (; i < n; ++i) offer(i);
+  std::sort_heap(heap.begin(), heap.end(), better);
+  return heap;
+}
+
+}  // namespace
+
+std::vector<int> kept_indices(const std::vector<float>& probs, int top_k, float top_p) {
+  const Better better{probs};
+  size_t keep = probs.size();
   if (top_k > 0 && static_cast<size_t>(top_k) < keep) keep = static_cast<size_t>(top_k);
-  std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(keep), idx.end(), better);
-  idx.resize(keep);
+  std::vector<int> idx;
+  if (keep * 16 <= probs.size()) {
+    idx = best_k(probs, keep, better);
+  } else {
+    idx.resize(probs.size());
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(keep), idx.end(), better);
+    idx.resize(keep);
+  }
   if (top_p < 1.0f) {
     // Smallest prefix whose mass reaches top_p (renormalised over what top-k kept).
     double total = 0;
