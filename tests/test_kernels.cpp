@@ -465,6 +465,24 @@ TEST(Kernels, LinearConvertsEveryHalfPatternExactly) {
   }
 }
 
+// transposed() moves element (r, c) to (c, r) at the stored dtype, bit for
+// bit, for every dtype and for shapes that are not multiples of anything.
+TEST(Kernels, TransposedKeepsEveryValueAtItsStoredDtype) {
+  std::mt19937 rng(9);
+  const int64_t rows = 37, cols = 70;
+  const auto w = randn(static_cast<size_t>(rows * cols), rng);
+  for (StoredType t : {StoredType::kF32, StoredType::kF16, StoredType::kBF16}) {
+    const WeightMatrix W = WeightMatrix::from_f32(store(w, t, rows, cols, cols).f32.data(), rows, cols, t);
+    const WeightMatrix T = W.transposed();
+    ASSERT_EQ(T.type, t);
+    ASSERT_EQ(T.rows, cols);
+    ASSERT_EQ(T.cols, rows);
+    ASSERT_EQ(T.bytes(), W.bytes());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(T.at(c, r), W.at(r, c)) << to_string(t) << " " << r << "," << c;
+  }
+}
+
 // linear() refuses an input whose width is not the weight's, naming both shapes
 // (the kernels would read each input row past its end).
 TEST(Kernels, LinearRefusesAnInputOfTheWrongWidth) {

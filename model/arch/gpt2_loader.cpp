@@ -26,30 +26,12 @@ class TensorReader {
     for (const auto& kv : st.tensors()) total_bytes_ += kv.second.end - kv.second.begin;
   }
 
+  // A vector or small matrix as f32 (layer norms, biases, positions).
   std::vector<float> get(const std::string& name, const std::vector<int64_t>& shape, bool use_prefix = true) {
-    const std::string full = (use_prefix ? prefix_ : "") + name;
-    auto it = st_.tensors().find(full);
-    if (it == st_.tensors().end()) {
-      throw Error(st_.origin() + ": missing tensor \"" + full + "\" (expected shape " + shape_str(shape) + ")");
-    }
-    if (it->second.shape != shape) {
-      throw Error(st_.origin() + ": tensor \"" + full + "\" has shape " + shape_str(it->second.shape) + ", expected " +
-                  shape_str(shape));
-    }
-    const std::string& d = it->second.dtype;
-    const std::optional<StoredType> type = weight_type(d);
-    if (!type) throw Error(st_.origin() + ": tensor \"" + full + "\" has dtype " + d + ", expected F32, F16 or BF16");
-    if (control_ && control_->cancel && control_->cancel->load()) throw Error(st_.origin() + ": loading cancelled");
-    dtypes.insert(d);
-    last_type_ = *type;
+    const std::string full = find(name, shape, use_prefix);
     std::vector<float> v = st_.to_f32(full);
-    check_finite(StoredType::kF32, v.data(), v.size(), st_.origin(), full, it->second.shape);
-    n_params += v.size();
-    file_bytes += it->second.end - it->second.begin;
-    done_bytes_ += it->second.end - it->second.begin;
-    if (control_ && control_->on_progress && total_bytes_) {
-      control_->on_progress(static_cast<float>(static_cast<double>(done_bytes_) / static_cast<double>(total_bytes_)));
-    }
+    check_finite(StoredType::kF32, v.data(), v.size(), st_.origin(), full, shape);
+    count(full);
     return v;
   }
 
@@ -59,8 +41,7 @@ class TensorReader {
   }
   // Conv1D weight stored (in, out); kept transposed as (out, in), in its stored dtype.
   WeightMatrix conv1d_t(const std::string& name, int64_t in, int64_t out) {
-    std::vector<float> v = get(name, {in, out});
-    WeightMatrix m = WeightMatrix::from_f32(v.data(), in, out, last_type_, true);
+    WeightMatrix m = stored(name, {in, out}, true).transposed();
     m.keep_for_products(wide_);
     return m;
   }
@@ -68,8 +49,7 @@ class TensorReader {
   // looked up a row at a time (an untied embedding: row-major, one read a row).
   enum class Use { kProduct, kLookup };
   WeightMatrix mat(const std::string& name, int64_t rows, int64_t cols, Use use, bool use_prefix = true) {
-    std::vector<float> v = get(name, {rows, cols}, use_prefix);
-    WeightMatrix m = WeightMatrix::from_f32(v.data(), rows, cols, last_type_);
+    WeightMatrix m = stored(name, {rows, cols}, use_prefix);
     if (use == Use::kProduct) m.keep_for_products(wide_);
     return m;
   }
@@ -83,11 +63,52 @@ class TensorReader {
   uint64_t file_bytes = 0;  // the parameters' bytes in the file, at their stored dtypes
 
  private:
+  // The tensor's full name, after checking that it exists with `shape` and
+  // a weight dtype.
+  std::string find(const std::string& name, const std::vector<int64_t>& shape, bool use_prefix) {
+    const std::string full = (use_prefix ? prefix_ : "") + name;
+    auto it = st_.tensors().find(full);
+    if (it == st_.tensors().end()) {
+      throw Error(st_.origin() + ": missing tensor \"" + full + "\" (expected shape " + shape_str(shape) + ")");
+    }
+    if (it->second.shape != shape) {
+      throw Error(st_.origin() + ": tensor \"" + full + "\" has shape " + shape_str(it->second.shape) + ", expected " +
+                  shape_str(shape));
+    }
+    const std::string& d = it->second.dtype;
+    if (!weight_type(d))
+      throw Error(st_.origin() + ": tensor \"" + full + "\" has dtype " + d + ", expected F32, F16 or BF16");
+    if (control_ && control_->cancel && control_->cancel->load()) throw Error(st_.origin() + ": loading cancelled");
+    return full;
+  }
+
+  // Counts the tensor `full` just read and reports progress.
+  void count(const std::string& full) {
+    const TensorInfo& info = st_.tensors().at(full);
+    dtypes.insert(info.dtype);
+    uint64_t numel = 1;
+    for (int64_t x : info.shape) numel *= static_cast<uint64_t>(x);
+    n_params += numel;
+    file_bytes += info.end - info.begin;
+    done_bytes_ += info.end - info.begin;
+    if (control_ && control_->on_progress && total_bytes_) {
+      control_->on_progress(static_cast<float>(static_cast<double>(done_bytes_) / static_cast<double>(total_bytes_)));
+    }
+  }
+
+  // A matrix as its file stores it (its dtype, row-major), checked finite.
+  WeightMatrix stored(const std::string& name, const std::vector<int64_t>& shape, bool use_prefix) {
+    const std::string full = find(name, shape, use_prefix);
+    WeightMatrix m;
+    read_matrix(st_, full, st_.tensors().at(full), m);
+    count(full);
+    return m;
+  }
+
   const SafeTensors& st_;
   std::string prefix_;
   bool wide_;  // keep f32 copies of 16-bit matrices (KeptWeights::wide)
   const LoadControl* control_;
-  StoredType last_type_ = StoredType::kF32;  // the dtype of the tensor get() read last
   uint64_t total_bytes_ = 0, done_bytes_ = 0;
 };
 

@@ -144,22 +144,6 @@ WeightFiles find_weight_files(const std::string& dir, const std::atomic<bool>* c
   return wf;
 }
 
-void read_matrix(const SafeTensors& st, const std::string& name, const TensorInfo& info, WeightMatrix& m,
-                 const std::function<void(uint64_t)>& on_chunk) {
-  m.type = weight_type(info.dtype).value_or(StoredType::kF32);  // (checked when the tensor was found)
-  m.rows = info.shape[0];
-  m.cols = info.shape[1];
-  const size_t n = static_cast<size_t>(m.rows * m.cols);
-  if (m.type == StoredType::kF32) {
-    m.f32.resize(n);
-    st.read_raw(name, m.f32.data(), on_chunk);
-  } else {
-    m.half.resize(n);
-    st.read_raw(name, m.half.data(), on_chunk);
-  }
-  check_finite(m.type, m.data(), n, st.origin(), name, info.shape);
-}
-
 // The weight files' headers, opened once, and which file holds a tensor.
 struct OpenedWeights {
   WeightFiles wf;

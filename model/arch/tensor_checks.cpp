@@ -75,4 +75,20 @@ void check_finite(StoredType type, const void* data, size_t n, const std::string
               " (expected finite weights; the file is damaged or was saved after a diverged training run)");
 }
 
+void read_matrix(const SafeTensors& st, const std::string& name, const TensorInfo& info, WeightMatrix& m,
+                 const std::function<void(uint64_t)>& on_chunk) {
+  m.type = weight_type(info.dtype).value_or(StoredType::kF32);  // (checked when the tensor was found)
+  m.rows = info.shape[0];
+  m.cols = info.shape[1];
+  const size_t n = static_cast<size_t>(m.rows * m.cols);
+  if (m.type == StoredType::kF32) {
+    m.f32.resize(n);
+    st.read_raw(name, m.f32.data(), on_chunk);
+  } else {
+    m.half.resize(n);
+    st.read_raw(name, m.half.data(), on_chunk);
+  }
+  check_finite(m.type, m.data(), n, st.origin(), name, info.shape);
+}
+
 }  // namespace kvscope

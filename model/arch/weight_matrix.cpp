@@ -1,6 +1,8 @@
 #include "model/arch/weight_matrix.h"
 
+#include <Eigen/Core>
 #include <algorithm>
+#include <stdexcept>
 
 namespace kvscope {
 
@@ -56,26 +58,41 @@ void WeightMatrix::row_to_f32(int64_t r, float* out) const {
   rows_to_f32(r, r + 1, out);
 }
 
-WeightMatrix WeightMatrix::from_f32(const float* v, int64_t rows, int64_t cols, StoredType type, bool transpose) {
+namespace {
+template <typename T>
+std::vector<T> transpose_values(const std::vector<T>& v, int64_t rows, int64_t cols) {
+  using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  std::vector<T> out(v.size());
+  Eigen::Map<RowMajor>(out.data(), cols, rows) = Eigen::Map<const RowMajor>(v.data(), rows, cols).transpose();
+  return out;
+}
+}  // namespace
+
+WeightMatrix WeightMatrix::transposed() const {
+  if (panels || !wide.empty()) throw std::logic_error("WeightMatrix::transposed: only a matrix as read");
+  WeightMatrix t;
+  t.type = type;
+  t.rows = cols;
+  t.cols = rows;
+  if (type == StoredType::kF32)
+    t.f32 = transpose_values(f32, rows, cols);
+  else
+    t.half = transpose_values(half, rows, cols);
+  return t;
+}
+
+WeightMatrix WeightMatrix::from_f32(const float* v, int64_t rows, int64_t cols, StoredType type) {
   WeightMatrix m;
   m.type = type;
-  m.rows = transpose ? cols : rows;
-  m.cols = transpose ? rows : cols;
+  m.rows = rows;
+  m.cols = cols;
   const size_t n = static_cast<size_t>(rows * cols);
-  // Element (r, c) of the result comes from v[src(r, c)].
-  auto src = [&](int64_t r, int64_t c) { return static_cast<size_t>(transpose ? c * cols + r : r * cols + c); };
   if (type == StoredType::kF32) {
-    m.f32.resize(n);
-    for (int64_t r = 0; r < m.rows; ++r)
-      for (int64_t c = 0; c < m.cols; ++c) m.f32[static_cast<size_t>(r * m.cols + c)] = v[src(r, c)];
+    m.f32.assign(v, v + n);
   } else {
     m.half.resize(n);
     const bool f16 = type == StoredType::kF16;
-    for (int64_t r = 0; r < m.rows; ++r)
-      for (int64_t c = 0; c < m.cols; ++c) {
-        const float x = v[src(r, c)];
-        m.half[static_cast<size_t>(r * m.cols + c)] = f16 ? f32_to_f16(x) : f32_to_bf16(x);
-      }
+    for (size_t i = 0; i < n; ++i) m.half[i] = f16 ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
   }
   return m;
 }

@@ -65,10 +65,14 @@ struct WeightMatrix {
   // Rows [r0, r1) as f32, (r1 - r0, cols) row-major.
   void rows_to_f32(int64_t r0, int64_t r1, float* out) const;
 
-  // From f32 values (rows, cols) row-major that `type` holds exactly (they
-  // were read from a tensor of that dtype); `transpose` stores the
-  // (cols, rows) transpose instead (GPT-2's Conv1D weights, stored (in, out)).
-  static WeightMatrix from_f32(const float* v, int64_t rows, int64_t cols, StoredType type, bool transpose = false);
+  // From f32 values (rows, cols) row-major that `type` holds exactly (the
+  // tests build matrices so; the loaders read them at their stored dtype).
+  static WeightMatrix from_f32(const float* v, int64_t rows, int64_t cols, StoredType type);
+
+  // The (cols, rows) transpose at the same dtype, of a row-major matrix with
+  // no f32 copy (as read from its file: GPT-2's Conv1D weights, stored (in,
+  // out), are kept (out, in)).
+  WeightMatrix transposed() const;
 
   // Reorders a row-major matrix into panels where kPanelWeights holds (the
   // loaders, through keep_for_products, once for each matrix the products
