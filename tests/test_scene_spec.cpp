@@ -119,6 +119,39 @@ TEST(SceneSpec, PredictModeHoldsTheIterationAtItsDraft) {
   }
 }
 
+// Where a draft is rejected, the replacement drawn from max(0, p - q) takes
+// its place, under the rejected token's tag: the tag names the replacement
+// ("no -> piece"), once the verdict is in and not before.
+TEST(SceneSpec, TheRejectedTokensTagNamesItsReplacement) {
+  const std::string root = std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/";
+  SpeculativeDecoder d(load_model(root + "kvscope-tiny"), load_model(root + "kvscope-draft"));
+  SpecOptions opt;
+  opt.k = 4;
+  opt.max_new = 16;
+  d.start("Once upon a time", opt);
+  std::vector<SpecIterationPtr> its;
+  while (SpecIterationPtr it = d.step()) its.push_back(it);
+  int replaced = 0;
+  for (size_t c = 1; c <= its.size(); ++c) {
+    const SpecIteration& it = *its[c - 1];
+    if (it.bonus || it.n_accepted >= it.k) continue;
+    const std::string names = "no \xE2\x86\x92 " + visible_piece(it.next_piece);
+    for (const float anim : {0.3f, 1.0f}) {
+      const Scene s = build_spec_scene(its, c, anim, ViewOptions{});
+      int tags = 0;
+      for (const Label& l : s.labels)
+        if (l.kind == LabelKind::kHead && l.text.find(names) != std::string::npos) {
+          ++tags;
+          EXPECT_EQ(l.pos, it.first + it.n_accepted) << l.text;
+          EXPECT_NE(l.short_text.find(names), std::string::npos) << l.short_text;
+        }
+      EXPECT_EQ(tags, anim < 1.0f ? 0 : 1) << "iteration " << it.index << " at " << anim;
+    }
+    ++replaced;
+  }
+  EXPECT_GT(replaced, 0);
+}
+
 // Nothing drafted: a draft whose context (4 positions, as --ctx 4 loads it)
 // is shorter than the prompt drafts nothing, and the banner says so while the
 // iteration runs instead of "the draft proposes 0 tokens"; with nothing

@@ -134,13 +134,21 @@ Label draft_tag(const SpecIteration& it, int i, const SpecStages& st, bool accep
   Label pq;
   pq.kind = LabelKind::kHead;
   pq.pos = it.first + i;
-  const char* verdict = !st.resolved ? "" : (d.r < 0 ? "\nuntested" : (d.accepted ? "\nok" : "\nno"));
+  // The first rejected token's place is taken by the replacement drawn from
+  // max(0, p - q), whose own label this tag would cover: the tag names it.
+  const bool replaced = st.resolved && !it.bonus && i == it.n_accepted;
+  const std::string verdict =
+      !st.resolved
+          ? ""
+          : (d.r < 0 ? "untested"
+                     : (d.accepted ? "ok" : (replaced ? "no \xE2\x86\x92 " + visible_piece(it.next_piece) : "no")));
   const std::string piece = visible_piece(it.drafted_pieces[static_cast<size_t>(i)]);
-  pq.text = piece + "\n" + (st.verifying ? fmt2("p %.2f\nq %.2f", d.p, d.q) : fmt2("q %.2f", d.q, 0.0)) + verdict;
+  pq.text = piece + "\n" + (st.verifying ? fmt2("p %.2f\nq %.2f", d.p, d.q) : fmt2("q %.2f", d.q, 0.0)) +
+            (verdict.empty() ? "" : "\n" + verdict);
   // Its wide form, two lines (the token and its verdict over p and q), for
   // the overlay where the tall one would have to shrink (little room above
   // the row at a large text scale).
-  pq.short_text = piece + (verdict[0] ? std::string("  ") + (verdict + 1) : std::string()) + "\n" +
+  pq.short_text = piece + (verdict.empty() ? "" : "  " + verdict) + "\n" +
                   (st.verifying ? fmt2("p %.2f q %.2f", d.p, d.q) : fmt2("q %.2f", d.q, 0.0));
   pq.anchor = L.token_center(pq.pos, it.n_target_layers) + glm::vec3(0.0f, L.token_h * 0.5f + 0.12f, 0.0f);
   // The verdict of the tested, rejected token stays readable after it fell.
