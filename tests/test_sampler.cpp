@@ -53,6 +53,66 @@ TEST(Sampler, SoftmaxMatchesDefinition) {
   EXPECT_FALSE(std::isnan(p[0]));
 }
 
+// Every chunk of the vectorised softmax, the full ones and the padded last,
+// against the definition in double; far below the largest logit a
+// probability is exactly 0 (the same in every build).
+TEST(Sampler, SoftmaxMatchesADoubleReferenceInEveryChunk) {
+  for (size_t n : {37u, 1003u, 50257u}) {
+    const std::vector<float> l = random_logits(static_cast<int>(n), 40 + static_cast<uint32_t>(n), 4.0f);
+    for (float t : {1.0f, 0.7f}) {
+      const std::vector<float> p = softmax(l, t);
+      const double mx = *std::max_element(l.begin(), l.end());
+      double z = 0, sum = 0;
+      for (float x : l) z += std::exp((static_cast<double>(x) - mx) / t);
+      for (size_t i = 0; i < n; ++i) {
+        const double arg = (static_cast<double>(l[i]) - mx) / t, want = std::exp(arg) / z;
+        // exp's argument is rounded to float first: a relative error of up
+        // to |arg| 2^-24 in the result, beside exp's own few ulp.
+        ASSERT_NEAR(p[i], want, want * (1e-6 + 1.2e-7 * std::fabs(arg)) + 1e-30)
+            << "n=" << n << " t=" << t << " i=" << i;
+        sum += p[i];
+      }
+      EXPECT_NEAR(sum, 1.0, 1e-5) << "n=" << n;
+    }
+  }
+  std::vector<float> far(40, 0.0f);
+  far[3] = -90.0f;   // exp(-90) is below the smallest normal float
+  far[33] = -1e30f;  // in the padded last chunk
+  const std::vector<float> p = softmax(far);
+  EXPECT_EQ(p[3], 0.0f);
+  EXPECT_EQ(p[33], 0.0f);
+  EXPECT_NEAR(p[0], 1.0 / 38.0, 1e-7);
+}
+
+// Top-p after the one-pass top-k (a large vocabulary): the smallest prefix of
+// the stable order reaching p of what top-k kept.
+TEST(Sampler, KeptIndicesTopPAfterTopKOverALargeVocabulary) {
+  const std::vector<float> probs = softmax(random_logits(50257, 3, 2.0f));
+  std::vector<int> sorted(probs.size());
+  std::iota(sorted.begin(), sorted.end(), 0);
+  std::stable_sort(sorted.begin(), sorted.end(), [&](int a, int b) { return probs[a] > probs[b]; });
+  for (int k : {5, 50}) {
+    double total = 0;
+    for (int i = 0; i < k; ++i) total += probs[sorted[i]];
+    for (float top_p : {0.3f, 0.9f}) {
+      size_t n = 0;
+      double cum = 0;
+      while (n < static_cast<size_t>(k) && cum < top_p) cum += probs[sorted[n++]] / total;
+      EXPECT_EQ(kept_indices(probs, k, top_p), std::vector<int>(sorted.begin(), sorted.begin() + n))
+          << "k=" << k << " p=" << top_p;
+    }
+  }
+}
+
+// A -0 among the probabilities (its sign bit set) ranks as 0, not above every
+// positive value.
+TEST(Sampler, KeptIndicesRanksNegativeZeroAsZero) {
+  std::vector<float> probs(64, -0.0f);
+  probs[40] = 0.5f;
+  probs[63] = 0.25f;
+  EXPECT_EQ(kept_indices(probs, 2, 1.0f), (std::vector<int>{40, 63}));
+}
+
 // Equal logits get equal probabilities wherever they stand (a vectorised exp
 // must not treat an unaligned head or tail differently from the rest).
 TEST(Sampler, SoftmaxGivesEqualLogitsEqualProbabilities) {

@@ -186,9 +186,9 @@ Gpt2LoadPlan plan_gpt2_load(const std::string& st_path, const Config& c, uint64_
   std::error_code ec;
   Gpt2LoadPlan plan;
   plan.kept = plan_kept(SafeTensors::open_header(st_path), c, wide_max_bytes);
-  const uint64_t vd = static_cast<uint64_t>(c.vocab_size) * static_cast<uint64_t>(c.n_embd);
-  plan.need_bytes = fs::file_size(st_path, ec) + plan.kept.resident + 4 * vd +
-                    kv_bytes_per_position(c) * static_cast<uint64_t>(c.n_positions);
+  const uint64_t d = static_cast<uint64_t>(c.n_embd), positions = static_cast<uint64_t>(c.n_positions);
+  const uint64_t scratch = std::max(4 * 4 * d * d, 2 * 4 * positions * d);
+  plan.need_bytes = fs::file_size(st_path, ec) + plan.kept.resident + scratch + kv_bytes_per_position(c) * positions;
   return plan;
 }
 

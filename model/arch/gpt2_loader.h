@@ -13,8 +13,10 @@ namespace kvscope {
 // its peak: the weights as kept (KeptWeights: f32 copies of 16-bit matrices
 // where the plan keeps them, wide_max_bytes as in LoadControl), and what
 // the memory check compares with the memory available: the file read
-// whole, the weights as kept, one tensor's f32 conversion (at most the
-// embedding) and the KV cache at full context. Reads only the header.
+// whole, the weights as kept, the largest temporary of reading them (a
+// Conv1D weight's transposed copy, 4 d^2 values, or the position table in
+// f32 twice over, counted at 4 bytes a value) and the KV cache at full
+// context. Reads only the header.
 struct Gpt2LoadPlan {
   KeptWeights kept;
   uint64_t need_bytes = 0;

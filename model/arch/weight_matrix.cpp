@@ -1,8 +1,9 @@
 #include "model/arch/weight_matrix.h"
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <stdexcept>
+
+#include <Eigen/Core>
 
 namespace kvscope {
 
