@@ -134,21 +134,13 @@ Label draft_tag(const SpecIteration& it, int i, const SpecStages& st, bool accep
   Label pq;
   pq.kind = LabelKind::kHead;
   pq.pos = it.first + i;
-  // The first rejected token's place is taken by the replacement drawn from
-  // max(0, p - q), whose own label this tag would cover: the tag names it.
-  const bool replaced = st.resolved && !it.bonus && i == it.n_accepted;
-  const std::string verdict =
-      !st.resolved
-          ? ""
-          : (d.r < 0 ? "untested"
-                     : (d.accepted ? "ok" : (replaced ? "no \xE2\x86\x92 " + visible_piece(it.next_piece) : "no")));
+  const char* verdict = !st.resolved ? "" : (d.r < 0 ? "\nuntested" : (d.accepted ? "\nok" : "\nno"));
   const std::string piece = visible_piece(it.drafted_pieces[static_cast<size_t>(i)]);
-  pq.text = piece + "\n" + (st.verifying ? fmt2("p %.2f\nq %.2f", d.p, d.q) : fmt2("q %.2f", d.q, 0.0)) +
-            (verdict.empty() ? "" : "\n" + verdict);
+  pq.text = piece + "\n" + (st.verifying ? fmt2("p %.2f\nq %.2f", d.p, d.q) : fmt2("q %.2f", d.q, 0.0)) + verdict;
   // Its wide form, two lines (the token and its verdict over p and q), for
   // the overlay where the tall one would have to shrink (little room above
   // the row at a large text scale).
-  pq.short_text = piece + (verdict.empty() ? "" : "  " + verdict) + "\n" +
+  pq.short_text = piece + (verdict[0] ? std::string("  ") + (verdict + 1) : std::string()) + "\n" +
                   (st.verifying ? fmt2("p %.2f q %.2f", d.p, d.q) : fmt2("q %.2f", d.q, 0.0));
   pq.anchor = L.token_center(pq.pos, it.n_target_layers) + glm::vec3(0.0f, L.token_h * 0.5f + 0.12f, 0.0f);
   // The verdict of the tested, rejected token stays readable after it fell.
@@ -213,13 +205,15 @@ void set_spec_banner(Scene& s, const SpecIteration& it, const SpecStages& st) {
     s.banner_sub = "the target checks all " + std::to_string(k) + " drafted tokens in ONE forward over " +
                    std::to_string(it.target_positions) + " positions";
   } else {
-    s.banner_sub =
-        std::to_string(it.n_accepted) + " of " + std::to_string(k) + " accepted" +
-        (it.bonus ? ", bonus token"
-                  : ", replacement drawn, " + std::to_string(it.target_rolled_back) + " K/V rows rolled back") +
-        " \xC2\xB7 \xCE\xB1 = " + rate_text(alpha, 2) + " \xC2\xB7 target forwards " +
-        std::to_string(it.target_forwards) + " for " + std::to_string(it.generated) + " tokens (" +
-        std::to_string(std::max(0, it.generated - it.target_forwards)) + " saved)";
+    s.banner_sub = std::to_string(it.n_accepted) + " of " + std::to_string(k) + " accepted" +
+                   // The emitted token by name: the replacement drops in under the
+                   // rejected token's tag, which covers its label.
+                   (it.bonus ? ", bonus token " + visible_piece(it.next_piece)
+                             : ", replaced by " + visible_piece(it.next_piece) + ", " +
+                                   std::to_string(it.target_rolled_back) + " K/V rows rolled back") +
+                   " \xC2\xB7 \xCE\xB1 = " + rate_text(alpha, 2) + " \xC2\xB7 target forwards " +
+                   std::to_string(it.target_forwards) + " for " + std::to_string(it.generated) + " tokens (" +
+                   std::to_string(std::max(0, it.generated - it.target_forwards)) + " saved)";
   }
 }
 
