@@ -94,10 +94,8 @@ uint32_t float_bits(float x) {
 
 template <int kChunk>
 uint32_t chunk_max_bits(const float* p) {
-  uint32_t bits[kChunk];
-  std::memcpy(bits, p, sizeof bits);
   uint32_t m = 0;
-  for (uint32_t b : bits) m = std::max(m, b & 0x7fffffffu);
+  for (int j = 0; j < kChunk; ++j) m = std::max(m, float_bits(p[j]));
   return m;
 }
 
