@@ -22,6 +22,19 @@ size_t count_state(const Scene& s, KvState st) {
   return n;
 }
 
+// Every iteration of the shipped pair, greedy, K = 4, from "Once upon a time".
+std::vector<SpecIterationPtr> greedy_pair_iterations(int max_new) {
+  const std::string root = std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/";
+  SpeculativeDecoder d(load_model(root + "kvscope-tiny"), load_model(root + "kvscope-draft"));
+  SpecOptions opt;
+  opt.k = 4;
+  opt.max_new = max_new;
+  d.start("Once upon a time", opt);
+  std::vector<SpecIterationPtr> its;
+  while (SpecIterationPtr it = d.step()) its.push_back(it);
+  return its;
+}
+
 TEST(SceneSpec, StagesFollowTheIteration) {
   const std::string root = std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/";
   auto target = load_model(root + "kvscope-tiny");
@@ -85,14 +98,7 @@ TEST(SceneSpec, StagesFollowTheIteration) {
 // draft stage, so no label names the target's p, a verdict or the token it
 // emits, and the banner does not say how many were accepted, at any phase.
 TEST(SceneSpec, PredictModeHoldsTheIterationAtItsDraft) {
-  const std::string root = std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/";
-  SpeculativeDecoder d(load_model(root + "kvscope-tiny"), load_model(root + "kvscope-draft"));
-  SpecOptions opt;
-  opt.k = 4;
-  opt.max_new = 12;
-  d.start("Once upon a time", opt);
-  std::vector<SpecIterationPtr> its;
-  while (SpecIterationPtr it = d.step()) its.push_back(it);
+  const std::vector<SpecIterationPtr> its = greedy_pair_iterations(12);
   ASSERT_GE(its.size(), 2u);
   for (size_t c = 1; c <= its.size(); ++c) {
     const SpecIteration& it = *its[c - 1];
@@ -123,14 +129,7 @@ TEST(SceneSpec, PredictModeHoldsTheIterationAtItsDraft) {
 // replacement drawn from max(0, p - q), or the bonus token): the replacement
 // drops in under the rejected token's tag, which covers its own label.
 TEST(SceneSpec, TheBannerNamesTheReplacementOrBonusToken) {
-  const std::string root = std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/";
-  SpeculativeDecoder d(load_model(root + "kvscope-tiny"), load_model(root + "kvscope-draft"));
-  SpecOptions opt;
-  opt.k = 4;
-  opt.max_new = 16;
-  d.start("Once upon a time", opt);
-  std::vector<SpecIterationPtr> its;
-  while (SpecIterationPtr it = d.step()) its.push_back(it);
+  const std::vector<SpecIterationPtr> its = greedy_pair_iterations(16);
   int replaced = 0;
   for (size_t c = 1; c <= its.size(); ++c) {
     const SpecIteration& it = *its[c - 1];
