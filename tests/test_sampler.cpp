@@ -84,6 +84,27 @@ TEST(Sampler, SoftmaxMatchesADoubleReferenceInEveryChunk) {
   EXPECT_NEAR(p[0], 1.0 / 38.0, 1e-7);
 }
 
+// log softmax in double against the definition in long double, and the same
+// values wherever the logits lie in memory (one element further on).
+TEST(Sampler, LogSoftmaxMatchesALongDoubleReferenceAtAnyAddress) {
+  for (size_t n : {1u, 37u, 50257u}) {
+    const std::vector<float> l = random_logits(static_cast<int>(n), 7 + static_cast<uint32_t>(n), 4.0f);
+    long double mx = l[0], z = 0;
+    for (float x : l) mx = std::max<long double>(mx, x);
+    for (float x : l) z += std::exp(static_cast<long double>(x) - mx);
+    const std::vector<double> got = log_softmax(l.data(), n);
+    ASSERT_EQ(got.size(), n);
+    for (size_t i = 0; i < n; ++i) {
+      const long double want = static_cast<long double>(l[i]) - mx - std::log(z);
+      ASSERT_NEAR(got[i], static_cast<double>(want), 1e-12) << "n=" << n << " i=" << i;
+    }
+    std::vector<float> shifted(n + 1);
+    std::copy(l.begin(), l.end(), shifted.begin() + 1);
+    EXPECT_EQ(log_softmax(shifted.data() + 1, n), got) << "n=" << n;
+  }
+  EXPECT_TRUE(log_softmax(nullptr, 0).empty());
+}
+
 // Top-p after the one-pass top-k (a large vocabulary): the smallest prefix of
 // the stable order reaching p of what top-k kept.
 TEST(Sampler, KeptIndicesTopPAfterTopKOverALargeVocabulary) {

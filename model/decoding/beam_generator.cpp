@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "model/core/error.h"
+#include "model/decoding/sampler.h"
 #include "model/decoding/setting_ranges.h"
 
 namespace kvscope {
@@ -86,9 +87,7 @@ BeamRecordPtr BeamGenerator::step() {
     const auto it = std::find(out.logit_entries.begin(), out.logit_entries.end(), static_cast<int>(want));
     if (it == out.logit_entries.end()) throw Error("beam search: the forward returned no logits for a beam");
     const size_t row = static_cast<size_t>(it - out.logit_entries.begin());
-    rows.push_back(
-        log_softmax(std::vector<float>(out.logits.begin() + static_cast<std::ptrdiff_t>(row * vocab),
-                                       out.logits.begin() + static_cast<std::ptrdiff_t>((row + 1) * vocab))));
+    rows.push_back(log_softmax(out.logits.data() + row * vocab, vocab));
   }
   rec->candidates = search_->step(rows);
   const Tokenizer& tok = model_->tokenizer;

@@ -9,17 +9,6 @@
 
 namespace kvscope {
 
-std::vector<double> log_softmax(const std::vector<float>& logits) {
-  std::vector<double> out(logits.size());
-  if (logits.empty()) return out;
-  const double mx = *std::max_element(logits.begin(), logits.end());
-  double sum = 0;
-  for (float x : logits) sum += std::exp(static_cast<double>(x) - mx);
-  const double lse = mx + std::log(sum);
-  for (size_t i = 0; i < logits.size(); ++i) out[i] = static_cast<double>(logits[i]) - lse;
-  return out;
-}
-
 BeamSearch::BeamSearch(const BeamSettings& s, const std::vector<int>& prompt) : s_(s) {
   if (s.n_beams < 1) throw Error("beam search: the number of beams must be at least 1");
   if (prompt.empty()) throw Error("beam search: the prompt is empty");

@@ -93,7 +93,4 @@ class BeamSearch {
   BeamStop stop_ = BeamStop::kNone;
 };
 
-// log-softmax of raw logits, in double.
-std::vector<double> log_softmax(const std::vector<float>& logits);
-
 }  // namespace kvscope

@@ -25,6 +25,20 @@ void apply_repetition_penalty(std::vector<float>& logits, const std::vector<int>
   }
 }
 
+std::vector<double> log_softmax(const float* logits, size_t n) {
+  std::vector<double> out(n);
+  if (n == 0) return out;
+  const auto x = Eigen::Map<const Eigen::ArrayXf>(logits, static_cast<Eigen::Index>(n));
+  const double mx = x.maxCoeff();
+  // An aligned temporary, so the packet exp covers the same indices wherever
+  // the logits lie (a log probability must not depend on an address); in
+  // double, Eigen's packet exp halves std::exp's time over 50 257 logits.
+  const Eigen::ArrayXd shifted = x.cast<double>() - mx;
+  const double lse = mx + std::log(shifted.exp().sum());
+  Eigen::Map<Eigen::ArrayXd>(out.data(), static_cast<Eigen::Index>(n)) = x.cast<double>() - lse;
+  return out;
+}
+
 std::vector<float> softmax(const std::vector<float>& logits, float temperature) {
   // Vectorised (Eigen's packet exp is within 2 ulp of std::exp for normal
   // results): over GPT-2's 50 257 logits a scalar std::exp loop took 0.2 ms

@@ -67,6 +67,9 @@ class Sampler {
 // Pure helpers (tested on their own).
 void apply_repetition_penalty(std::vector<float>& logits, const std::vector<int>& history, float penalty);
 std::vector<float> softmax(const std::vector<float>& logits, float temperature = 1.0f);
+// (n) logits -> (n) log probabilities in double, x - log(sum(exp(x))): where
+// log probabilities are added up (beam scores, a text's NLL, KL).
+std::vector<double> log_softmax(const float* logits, size_t n);
 // Indices kept by top-k then top-p over `probs` (probabilities: finite, >= 0),
 // best first; ties keep the lower id first.
 std::vector<int> kept_indices(const std::vector<float>& probs, int top_k, float top_p);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/decoding/sampler.h"
+
 namespace kvscope {
 
 namespace {
@@ -34,17 +36,6 @@ std::vector<float> all_logits(Engine& engine, KVCache& cache, const std::vector<
   return logits;
 }
 
-// log softmax of one row, in double.
-void log_softmax(const float* row, size_t V, std::vector<double>& out) {
-  double mx = row[0];
-  for (size_t v = 1; v < V; ++v) mx = std::max<double>(mx, row[v]);
-  double z = 0;
-  for (size_t v = 0; v < V; ++v) z += std::exp(row[v] - mx);
-  const double lz = mx + std::log(z);
-  out.resize(V);
-  for (size_t v = 0; v < V; ++v) out[v] = row[v] - lz;
-}
-
 }  // namespace
 
 LayoutScores score_layout(Engine& engine, KVCache& cache, KVCache* dense, const std::vector<int>& tokens) {
@@ -57,12 +48,12 @@ LayoutScores score_layout(Engine& engine, KVCache& cache, KVCache* dense, const 
   std::vector<double> lv, ld;
   for (size_t i = 0; i < n; ++i) {
     const float* row = &lv_all[i * V];
-    log_softmax(row, V, lv);
+    lv = log_softmax(row, V);
     const size_t next = static_cast<size_t>(tokens[i + 1]);
     s.nll.push_back(-lv[next]);
     if (!dense) continue;
     const float* drow = &ld_all[i * V];
-    log_softmax(drow, V, ld);
+    ld = log_softmax(drow, V);
     double kl = 0, dl = 0;
     size_t top_v = 0, top_d = 0;
     for (size_t v = 0; v < V; ++v) {
