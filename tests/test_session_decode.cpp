@@ -348,6 +348,21 @@ TEST(SessionDecoding, ARefusedStrategyChangeLeavesTheRunningGenerationAsItWas) {
 // works on the generation on screen: Space plays it, the right arrow steps it, R and
 // Generate restart it with the strategy that runs. A window chosen while
 // beams run refuses R the same way, and the beams stay on screen.
+// After the end the Playback button reads Play and plays again, whether or not
+// the session was playing when the generation stopped (it was: Pause did nothing).
+TEST(SessionDecoding, PlayAfterTheEndPlaysAgainEvenWhilePlaying) {
+  for (bool playing : {true, false}) {
+    Session s;
+    start(s, DecodeSettings{}, "abc", 3);
+    run_to_end(s);
+    s.ui.playing = playing;
+    const uint64_t request = s.engine.start_request;
+    s.execute(cmd::PlayPause{}, 0);  // Space
+    EXPECT_EQ(s.engine.start_request, request + 1) << "playing=" << playing;
+    EXPECT_TRUE(s.ui.playing) << "playing=" << playing;
+  }
+}
+
 TEST(SessionDecoding, ARefusedStartChangesNothingAndEveryControlStillWorks) {
   Session s;
   s.ui.kv_layout.window = 8;

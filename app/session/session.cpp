@@ -249,10 +249,10 @@ void Session::execute(const UiCommand& given, double now) {
                    if (engine.model) start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt);
                  },
                  [&](const cmd::PlayPause&) {
-                   ui.playing = !ui.playing;
-                   if (ui.playing && engine.stop != StopReason::kNone && engine.model &&
-                       !start_generation(ui.active_prompt))  // play after the end = again
-                     ui.playing = false;
+                   // After the end the button reads Play (whatever ui.playing was): play again.
+                   const bool ended = engine.stop != StopReason::kNone;
+                   ui.playing = ended || !ui.playing;
+                   if (ended && (!engine.model || !start_generation(ui.active_prompt))) ui.playing = false;
                  },
                  [&](const cmd::Step&) { step(now); },
                  [&](const cmd::ToggleCache&) { toggle_cache(); },

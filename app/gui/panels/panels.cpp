@@ -265,8 +265,10 @@ Commands panel_playback(const EngineState& engine, UiState& ui) {
   Commands cmds;
   // (measured with the wider of Play / Pause, so the row does not jump when it toggles)
   const ButtonRow row = button_row({"Pause (Space)", "Step (\xE2\x86\x92)"});
-  if (big_button(ui.playing ? "Pause (Space)" : "Play (Space)",
-                 ui.playing ? glm::vec3(0.8f, 0.7f, 0.3f) : glm::vec3(0.3f, 0.9f, 0.4f), row.size))
+  // Stopped, the button plays again (cmd::PlayPause), so it reads Play.
+  const bool pausable = ui.playing && engine.stop == StopReason::kNone;
+  if (big_button(pausable ? "Pause (Space)" : "Play (Space)",
+                 pausable ? glm::vec3(0.8f, 0.7f, 0.3f) : glm::vec3(0.3f, 0.9f, 0.4f), row.size))
     cmds.push_back(cmd::PlayPause{});
   row.next();
   if (ImGui::Button("Step (\xE2\x86\x92)", ImVec2(-1, 0))) cmds.push_back(cmd::Step{});
@@ -283,7 +285,14 @@ Commands panel_playback(const EngineState& engine, UiState& ui) {
     cmds.push_back(cmd::SetMaxNew{max_new});
   }
   const int n_new = new_tokens(engine);
-  if (engine.stop != StopReason::kNone) {
+  const int n = engine.timeline_size(), s = shown_step(engine, ui);
+  if (n > 0 && s >= 0 && s < n - 1) {
+    // Looking at the past: the stop (or the play state) belongs to the newest step, not to this one.
+    text_wrapped_coloured(ImVec4(1, 0.8f, 0.4f, 1), "showing step " + std::to_string(s) + " of 0\xE2\x80\x93" +
+                                                        std::to_string(n - 1) + " (the timeline below)");
+    if (engine.stop != StopReason::kNone)
+      text_wrapped_coloured(ImGui::GetStyle().Colors[ImGuiCol_TextDisabled], stop_text(engine.stop));
+  } else if (engine.stop != StopReason::kNone) {
     text_wrapped_coloured(ImVec4(1, 0.8f, 0.4f, 1),
                           std::string(stop_text(engine.stop)) + " (" + std::to_string(n_new) + " new)");
   } else if (engine.started) {
