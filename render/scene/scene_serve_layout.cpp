@@ -143,7 +143,8 @@ void Builder::lane(const ServeLane& l, float ly, float h, float label_w, float s
   badge.border_w = 1.5f;
   text(label_w + pad(), ty, state, kText);
   // The chips, newest first from the right edge; a word's pieces touch, words
-  // stand apart (a leading space is the gap, not a '·').
+  // stand apart, and a leading space is a '·' as on the 3D view's labels (the
+  // chips' own padding alone read "te ac her" as three words).
   const int n_prompt = static_cast<int>(q.prompt.size());
   const int n = n_prompt + static_cast<int>(l.generated.size());
   const float x0 = label_w + state_w + pad();
@@ -152,9 +153,8 @@ void Builder::lane(const ServeLane& l, float ly, float h, float label_w, float s
   for (int p = n - 1; p >= 0; --p) {
     const int tok = p < n_prompt ? q.prompt[static_cast<size_t>(p)] : l.generated[static_cast<size_t>(p - n_prompt)];
     std::string piece = in.token_text ? in.token_text(tok) : std::to_string(tok);
-    const size_t lead = piece.find_first_not_of(' ');
-    const bool word = lead != 0 && !piece.empty();
-    piece = lead == std::string::npos ? "\xC2\xB7" : visible_piece(piece.substr(lead));
+    const bool word = !piece.empty() && piece[0] == ' ';
+    piece = visible_piece(piece);
     const float w = std::max(tw(piece), opt.line_h * 0.4f) + 2 * pad();
     if (x - w < x0 + (p > 0 ? tw("\xE2\x80\xA6") + pad() : 0)) {
       text(x0, ty, "\xE2\x80\xA6", kText);

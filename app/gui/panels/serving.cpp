@@ -68,9 +68,10 @@ void playback(const EngineState& engine, UiState& ui, const ServeRun& run, Comma
   ImGui::SetNextItemWidth(-1);
   ImGui::SliderFloat("##serve_speed", &ui.serving.speed, 0.25f, 20.0f, "%.2g steps/s", ImGuiSliderFlags_Logarithmic);
   const int n = engine.serving.steps();
-  int shown = shown_index(run, ui);
+  // Counted from 1, as the canvas' "step 5 of 13" (the records' "step" counts from 0).
+  int shown = shown_index(run, ui) + 1;
   ImGui::SetNextItemWidth(-1);
-  if (n > 1 && ImGui::SliderInt("##serve_step", &shown, 0, n - 1, "step %d")) cmds.push_back(cmd::ServeScrubTo{shown});
+  if (n > 1 && ImGui::SliderInt("##serve_step", &shown, 1, n, "step %d")) cmds.push_back(cmd::ServeScrubTo{shown - 1});
   if (engine.serving.busy) ImGui::TextDisabled("computing...");
 }
 
