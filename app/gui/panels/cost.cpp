@@ -17,15 +17,19 @@ namespace kvscope {
 
 namespace {
 
-const char* const kPhaseHeads[] = {"phase",    "forwards", "positions", "ms / token",
+const char* const kPhaseHeads[] = {"phase",    "forwards", "positions", "ms / forward", "positions/s",
                                    "tokens/s", "GFLOP/s",  "MB read",   "GB/s"};
+constexpr int kPhaseColumns = static_cast<int>(sizeof(kPhaseHeads) / sizeof(kPhaseHeads[0]));
 // What each column of the phases table means (its header's tooltip).
 const char* const kPhaseHeadHelp[] = {
     "Hover a phase for what its forwards do.",
     "Forward passes run in this phase (one per chosen token).",
     "Positions whose K/V the phase computed (the prefill: the whole prompt at once).",
-    "Mean wall time per forward (forward + sampling): for decode, the time per generated token.",
-    "Chosen tokens per second of wall time.",
+    "Mean wall time per forward (forward + sampling): for decode, the time per generated token; for the "
+    "prefill, the time to the first token.",
+    "Positions computed per second of wall time: the prefill computes the whole prompt in one forward, so its "
+    "positions/s is far above decode's one position per forward.",
+    "Chosen tokens per second of wall time (one per forward).",
     "Counted FLOPs of the phase's forwards divided by their wall time.",
     "Bytes one forward had to read from memory, on average: every weight once (at the width the engine keeps "
     "it) plus, with the cache, every cached K/V row. Prefill reads them once for the whole prompt; decode reads "
@@ -33,6 +37,7 @@ const char* const kPhaseHeadHelp[] = {
     "Those bytes divided by the wall time. With weights too big for the CPU caches (GPT-2 124M: 500 MB in f32) "
     "decode runs near the memory's read bandwidth - that is its limit - while prefill stays far below it (its "
     "limit is arithmetic). A small model that fits in the caches reads them faster than memory could."};
+static_assert(sizeof(kPhaseHeadHelp) / sizeof(kPhaseHeadHelp[0]) == kPhaseColumns, "a tooltip per column");
 
 }  // namespace
 
@@ -71,11 +76,11 @@ Commands panel_phases(const EngineState& engine, UiState& ui) {
   for (const Row& r : rows) shown_rows += !(r.st->records == 0 && r.st != &rep.decode);
   const ImGuiStyle& st = ImGui::GetStyle();
   const ImVec2 outer(0, shown_rows * (ImGui::GetTextLineHeight() + 2 * st.CellPadding.y) + st.ScrollbarSize + 4);
-  if (ImGui::BeginTable("phases", 8, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_ScrollX,
-                        outer)) {
+  if (ImGui::BeginTable("phases", kPhaseColumns,
+                        ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_ScrollX, outer)) {
     for (const char* h : kPhaseHeads) ImGui::TableSetupColumn(h);
     ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < kPhaseColumns; ++i) {
       ImGui::TableSetColumnIndex(i);
       ImGui::TableHeader(kPhaseHeads[i]);
       hover_help(kPhaseHeadHelp[i]);
@@ -93,12 +98,14 @@ Commands panel_phases(const EngineState& engine, UiState& ui) {
       ImGui::TableSetColumnIndex(3);
       ImGui::Text("%.2f", r.st->mean_ms());
       ImGui::TableSetColumnIndex(4);
-      ImGui::Text("%.1f", r.st->tokens_per_s());
+      ImGui::Text("%.0f", r.st->positions_per_s());
       ImGui::TableSetColumnIndex(5);
-      ImGui::Text("%.2f", r.st->gflops_per_s());
+      ImGui::Text("%.1f", r.st->tokens_per_s());
       ImGui::TableSetColumnIndex(6);
-      ImGui::Text("%.1f", r.st->mean_read_bytes() / 1e6);
+      ImGui::Text("%.2f", r.st->gflops_per_s());
       ImGui::TableSetColumnIndex(7);
+      ImGui::Text("%.1f", r.st->mean_read_bytes() / 1e6);
+      ImGui::TableSetColumnIndex(8);
       ImGui::Text("%.1f", r.st->gb_per_s());
     }
     ImGui::EndTable();
