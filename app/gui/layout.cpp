@@ -6,6 +6,7 @@
 
 #include "app/gui/panels/lesson_panels.h"
 #include "app/gui/panels/panels.h"
+#include "app/platform/user_files.h"
 #include "app/session/fitting.h"
 
 namespace kvscope {
@@ -86,6 +87,28 @@ float sidebar_width(const UiState& ui, float W, bool alone) {
   return std::clamp(290.0f * ui.text_scale, lo, std::max(lo, cap));
 }
 
+// The page's two ways to a model of one's own, at the sidebar's top where a
+// first-time visitor looks (corner buttons over the canvas covered the
+// timeline): the browser's folder picker, and a model by its hub id.
+void page_model_buttons(const EngineState& engine) {
+  const char* open = "Open model\xE2\x80\xA6";
+  const char* hub = "From the hub\xE2\x80\xA6";
+  const ImGuiStyle& st = ImGui::GetStyle();
+  const float half = (ImGui::GetContentRegionAvail().x - st.ItemSpacing.x) / 2;
+  // Side by side where both labels fit whole, else one under the other (a phone's narrow sidebar).
+  const bool side_by_side =
+      std::max(ImGui::CalcTextSize(open).x, ImGui::CalcTextSize(hub).x) + 2 * st.FramePadding.x <= half;
+  const float w = side_by_side ? half : -1;
+  const float label = (side_by_side ? half : ImGui::GetContentRegionAvail().x) - 2 * st.FramePadding.x;
+  ImGui::BeginDisabled(engine.loading_model);
+  if (ImGui::Button(fit_text(open, label).c_str(), ImVec2(w, 0))) ask_user_for_model_folder();
+  hover_help("Open a GPT-2 or Llama-family model folder (or drop one onto the page).");
+  if (side_by_side) ImGui::SameLine();
+  if (ImGui::Button(fit_text(hub, label).c_str(), ImVec2(-1, 0))) ask_user_for_hub_model();
+  hover_help("Fetch a model from the Hugging Face hub by its id (kept in the browser for the next visit).");
+  ImGui::EndDisabled();
+}
+
 float left_sidebar(const EngineState& engine, UiState& ui, float W, float H, Commands& cmds) {
   if (!ui.left_open) return folded_strip("##left_folded", "\xE2\x96\xB6", 0, H, ui.left_open);
   ImGui::SetNextWindowPos(ImVec2(0, 0), ImGuiCond_Always);
@@ -93,6 +116,7 @@ float left_sidebar(const EngineState& engine, UiState& ui, float W, float H, Com
   float w = 0;
   if (ImGui::Begin("Generation", nullptr, kDocked | ImGuiWindowFlags_NoResize)) {
     fold_button("\xE2\x97\x80 fold", ui.left_open);
+    if (kFilesThroughBrowser) page_model_buttons(engine);
     if (ImGui::Button(fit_text("Serving: many requests \xE2\x96\xB6", ImGui::GetContentRegionAvail().x).c_str(),
                       ImVec2(-1, 0)))
       cmds.push_back(cmd::ServeOpen{true});

@@ -59,4 +59,15 @@ inline void ask_user_for_model_folder() {
 #endif
 }
 
+// The page's field for a model by its Hugging Face id (kvscope-hub.js), shown
+// over the view; the files it fetches load as a picked folder. Nothing on the
+// desktop (--model ORG/NAME finds a model in the local Hugging Face cache).
+inline void ask_user_for_hub_model() {
+#ifdef __EMSCRIPTEN__
+  EM_ASM({
+    if (globalThis.kvscopePage && globalThis.kvscopePage.showHub) globalThis.kvscopePage.showHub();
+  });
+#endif
+}
+
 }  // namespace kvscope

@@ -90,7 +90,7 @@ export async function hubChecks(t) {
         .observe(document.getElementById('hub-progress'), { childList: true, characterData: true, subtree: true });
     });
     await command(page, { cmd: 'pause' });
-    await page.click('#hub-open');
+    await page.evaluate(() => globalThis.kvscopePage.showHub());  // what the Generation panel's button calls
     await page.type('#hub-id', 'test-org/random-llama');
     await page.click('#hub-load');
     await waitFor(page, () => globalThis.kvscopePage.hub.busy || globalThis.kvscope.state().loading, null, 10000,

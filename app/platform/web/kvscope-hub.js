@@ -225,14 +225,20 @@
   }
   globalThis.kvscope.loadHub = loadHub;
 
+  // The field, shown by the app's From the hub button (app/platform/user_files.h).
   const form = document.getElementById('hub');
-  document.getElementById('hub-open').addEventListener('click', () => {
-    form.classList.toggle('shown');
-    if (form.classList.contains('shown')) document.getElementById('hub-id').focus();
+  const hideHub = () => form.classList.remove('shown');
+  page.showHub = () => {
+    form.classList.add('shown');
+    document.getElementById('hub-id').focus();
+  };
+  document.getElementById('hub-cancel').addEventListener('click', hideHub);
+  form.addEventListener('keydown', (ev) => {
+    if (ev.key === 'Escape') hideHub();
   });
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
-    form.classList.remove('shown');  // the progress line takes its place
+    hideHub();  // the progress line takes its place
     loadHub(document.getElementById('hub-id').value);
   });
 })();

@@ -104,8 +104,7 @@
   }
   page.loadFiles = loadFiles;
   const picker = document.getElementById('picker');
-  page.openModel = () => picker.click();  // also the Model panel's button (app/platform/user_files.h)
-  document.getElementById('open').addEventListener('click', page.openModel);
+  page.openModel = () => picker.click();  // the app's Open model buttons (app/platform/user_files.h)
   picker.addEventListener('change', async () => {
     await loadFiles([...picker.files].map((f) => [f.webkitRelativePath || f.name, f]));
     picker.value = '';
