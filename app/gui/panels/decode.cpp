@@ -273,12 +273,14 @@ void panel_spec_iteration(const EngineState& engine, UiState& ui, int step) {
     CandidateRow row;
     row.cells = {i < it.drafted_pieces.size() ? visible_piece(it.drafted_pieces[i]) : "?", fixed("%.3f", v.q),
                  fixed("%.3f", v.p),
-                 v.r < 0 ? std::string("not tested") : fixed("%.2f ", v.r) + (v.accepted ? "accept" : "reject")};
+                 // Self-describing: in lines (a narrow sidebar) the column's header is not shown.
+                 v.r < 0 ? std::string("not tested")
+                         : fixed("r %.2f ", v.r) + (v.accepted ? "< p/q: accept" : "\xE2\x89\xA5 p/q: reject")};
     row.first = v4(kDraftColour);
     row.last = v.r < 0 ? ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled) : v.accepted ? kGood : kBad;
     rows.push_back(row);
   }
-  rows_or_lines("spec_drafts", {"drafted", "q draft", "p model", "r < p/q ?"}, rows);
+  rows_or_lines("spec_drafts", {"drafted", "q draft", "p model", "uniform draw r"}, rows);
   if (it.draft_context_full)
     text_wrapped_words("the draft's context is shorter than the text: nothing drafted, the model decodes alone");
   text_wrapped_wordsf("%s %s (p = %.3f)", it.bonus ? "bonus token from p:" : "replacement from norm(max(0, p - q)):",
