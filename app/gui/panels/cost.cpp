@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "app/lessons/eviction.h"
 #include "app/lessons/phases.h"
+#include "app/session/fitting.h"
 #include "model/core/units.h"
 #include "model/engine/engine.h"
 
@@ -17,19 +19,19 @@ namespace kvscope {
 
 namespace {
 
-const char* const kPhaseHeads[] = {"phase",    "forwards", "positions", "ms / forward", "positions/s",
-                                   "tokens/s", "GFLOP/s",  "MB read",   "GB/s"};
+// (no tokens/s: one token per forward, so it is 1000 / ms per forward)
+const char* const kPhaseHeads[] = {"phase",       "forwards", "positions", "ms / forward",
+                                   "positions/s", "GFLOP/s",  "MB read",   "GB/s"};
 constexpr int kPhaseColumns = static_cast<int>(sizeof(kPhaseHeads) / sizeof(kPhaseHeads[0]));
 // What each column of the phases table means (its header's tooltip).
 const char* const kPhaseHeadHelp[] = {
     "Hover a phase for what its forwards do.",
     "Forward passes run in this phase (one per chosen token).",
     "Positions whose K/V the phase computed (the prefill: the whole prompt at once).",
-    "Mean wall time per forward (forward + sampling): for decode, the time per generated token; for the "
-    "prefill, the time to the first token.",
+    "Mean wall time per forward (forward + sampling): one token per forward, so for decode the time per "
+    "generated token; for the prefill, the time to the first token.",
     "Positions computed per second of wall time: the prefill computes the whole prompt in one forward, so its "
     "positions/s is far above decode's one position per forward.",
-    "Chosen tokens per second of wall time (one per forward).",
     "Counted FLOPs of the phase's forwards divided by their wall time.",
     "Bytes one forward had to read from memory, on average: every weight once (at the width the engine keeps "
     "it) plus, with the cache, every cached K/V row. Prefill reads them once for the whole prompt; decode reads "
@@ -38,6 +40,124 @@ const char* const kPhaseHeadHelp[] = {
     "decode runs near the memory's read bandwidth - that is its limit - while prefill stays far below it (its "
     "limit is arithmetic). A small model that fits in the caches reads them faster than memory could."};
 static_assert(sizeof(kPhaseHeadHelp) / sizeof(kPhaseHeadHelp[0]) == kPhaseColumns, "a tooltip per column");
+
+struct PhaseRow {
+  const char* name;
+  const char* short_name;  // a column's header when the table is turned
+  const PhaseStats* st;
+  const char* explain;
+  glm::vec3 colour;
+};
+
+// A phase's cells, one per column of kPhaseHeads.
+std::vector<std::string> phase_cells(const PhaseRow& r) {
+  const PhaseStats& st = *r.st;
+  char b[7][32];
+  std::snprintf(b[0], sizeof b[0], "%d", st.records);
+  std::snprintf(b[1], sizeof b[1], "%lld", static_cast<long long>(st.positions));
+  std::snprintf(b[2], sizeof b[2], "%.2f", st.mean_ms());
+  std::snprintf(b[3], sizeof b[3], "%.0f", st.positions_per_s());
+  std::snprintf(b[4], sizeof b[4], "%.2f", st.gflops_per_s());
+  std::snprintf(b[5], sizeof b[5], "%.1f", st.mean_read_bytes() / 1e6);
+  std::snprintf(b[6], sizeof b[6], "%.1f", st.gb_per_s());
+  std::vector<std::string> cells = {r.name};
+  for (const auto& c : b) cells.emplace_back(c);
+  return cells;
+}
+
+// Each phase as lines, its numbers named by their headers.
+void phases_lines(const std::vector<PhaseRow>& rows, const std::vector<std::vector<std::string>>& cells) {
+  const float indent = ImGui::GetFontSize() * 0.6f;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ImGui::TextColored(v4(rows[i].colour), "%s", rows[i].name);
+    hover_help(rows[i].explain);
+    ImGui::Indent(indent);
+    for (int c = 1; c < kPhaseColumns; ++c) {
+      ImGui::TextDisabled("%s", kPhaseHeads[c]);
+      hover_help(kPhaseHeadHelp[c]);
+      ImGui::SameLine();
+      ImGui::TextUnformatted(cells[i][static_cast<size_t>(c)].c_str());
+    }
+    ImGui::Unindent(indent);
+  }
+}
+
+// The table turned: a row per quantity, a column per phase.
+void phases_turned(const std::vector<PhaseRow>& rows, const std::vector<std::vector<std::string>>& cells) {
+  if (!ImGui::BeginTable("phases_turned", static_cast<int>(rows.size()) + 1,
+                         ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit))
+    return;
+  ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ImGui::TableSetColumnIndex(static_cast<int>(i) + 1);
+    ImGui::TextColored(v4(rows[i].colour), "%s", rows[i].short_name);
+    hover_help(rows[i].explain);
+  }
+  for (int c = 1; c < kPhaseColumns; ++c) {
+    ImGui::TableNextRow();
+    ImGui::TableSetColumnIndex(0);
+    ImGui::TextDisabled("%s", kPhaseHeads[c]);
+    hover_help(kPhaseHeadHelp[c]);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      ImGui::TableSetColumnIndex(static_cast<int>(i) + 1);
+      ImGui::TextUnformatted(cells[i][static_cast<size_t>(c)].c_str());
+    }
+  }
+  ImGui::EndTable();
+}
+
+// The phases as a table where its columns fit the strip, else turned (a
+// column per phase), else as lines: a narrow column at text scale 2.5
+// showed the phases' names alone, their numbers scrolled off to the right.
+void phases_table_or_lines(const std::vector<PhaseRow>& rows) {
+  std::vector<std::vector<std::string>> cells;
+  std::vector<std::vector<float>> widths(1);
+  for (const char* h : kPhaseHeads) widths[0].push_back(ImGui::CalcTextSize(h).x);
+  for (const PhaseRow& r : rows) {
+    cells.push_back(phase_cells(r));
+    widths.emplace_back();
+    for (const std::string& c : cells.back()) widths.back().push_back(ImGui::CalcTextSize(c.c_str()).x);
+  }
+  const float pad = 2 * ImGui::GetStyle().CellPadding.x + 2, avail = ImGui::GetContentRegionAvail().x;
+  if (!columns_fit(widths, pad, avail)) {
+    // Turned: a row per quantity, a column per phase, side by side to compare.
+    std::vector<std::vector<float>> turned(static_cast<size_t>(kPhaseColumns));
+    turned[0].push_back(0);
+    for (const PhaseRow& r : rows) turned[0].push_back(ImGui::CalcTextSize(r.short_name).x);
+    for (int c = 1; c < kPhaseColumns; ++c) {
+      turned[static_cast<size_t>(c)].push_back(ImGui::CalcTextSize(kPhaseHeads[c]).x);
+      for (size_t i = 0; i < rows.size(); ++i)
+        turned[static_cast<size_t>(c)].push_back(widths[i + 1][static_cast<size_t>(c)]);
+    }
+    if (columns_fit(turned, pad, avail)) {
+      phases_turned(rows, cells);
+    } else {
+      phases_lines(rows, cells);
+    }
+    return;
+  }
+  if (!ImGui::BeginTable("phases", kPhaseColumns, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) return;
+  for (const char* h : kPhaseHeads) ImGui::TableSetupColumn(h);
+  ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
+  for (int i = 0; i < kPhaseColumns; ++i) {
+    ImGui::TableSetColumnIndex(i);
+    ImGui::TableHeader(kPhaseHeads[i]);
+    hover_help(kPhaseHeadHelp[i]);
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ImGui::TableNextRow();
+    for (int c = 0; c < kPhaseColumns; ++c) {
+      ImGui::TableSetColumnIndex(c);
+      if (c > 0) {
+        ImGui::TextUnformatted(cells[i][static_cast<size_t>(c)].c_str());
+        continue;
+      }
+      ImGui::TextColored(v4(rows[i].colour), "%s", rows[i].name);
+      hover_help(rows[i].explain);
+    }
+  }
+  ImGui::EndTable();
+}
 
 }  // namespace
 
@@ -58,58 +178,16 @@ Commands panel_phases(const EngineState& engine, UiState& ui) {
     same_line_if_fits(ImGui::CalcTextSize(prompt.c_str()).x);
     ImGui::TextDisabled("%s", prompt.c_str());
   }
-  struct Row {
-    const char* name;
-    const PhaseStats* st;
-    const char* explain;
-    glm::vec3 colour;
+  const PhaseRow rows[] = {
+      {"prefill", "prefill", &rep.prefill, kPrefillExplain, pal.prefill},
+      {"decode (KV cache)", "decode", &rep.decode, kDecodeExplain, pal.cache_high},
+      {"refill", "refill", &rep.refill, kRefillExplain, pal.refill},
+      {"no cache", "no cache", &rep.no_cache, kNoCacheExplain, pal.recomputed},
   };
-  const Row rows[] = {
-      {"prefill", &rep.prefill, kPrefillExplain, pal.prefill},
-      {"decode (KV cache)", &rep.decode, kDecodeExplain, pal.cache_high},
-      {"refill", &rep.refill, kRefillExplain, pal.refill},
-      {"no cache", &rep.no_cache, kNoCacheExplain, pal.recomputed},
-  };
-  // Columns keep their headers' width and the table scrolls sideways when the
-  // strip is narrower (text scale 2.5), rather than cutting every header.
-  int shown_rows = 1;
-  for (const Row& r : rows) shown_rows += !(r.st->records == 0 && r.st != &rep.decode);
-  const ImGuiStyle& st = ImGui::GetStyle();
-  const ImVec2 outer(0, shown_rows * (ImGui::GetTextLineHeight() + 2 * st.CellPadding.y) + st.ScrollbarSize + 4);
-  if (ImGui::BeginTable("phases", kPhaseColumns,
-                        ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_ScrollX, outer)) {
-    for (const char* h : kPhaseHeads) ImGui::TableSetupColumn(h);
-    ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
-    for (int i = 0; i < kPhaseColumns; ++i) {
-      ImGui::TableSetColumnIndex(i);
-      ImGui::TableHeader(kPhaseHeads[i]);
-      hover_help(kPhaseHeadHelp[i]);
-    }
-    for (const Row& r : rows) {
-      if (r.st->records == 0 && r.st != &rep.decode) continue;
-      ImGui::TableNextRow();
-      ImGui::TableSetColumnIndex(0);
-      ImGui::TextColored(v4(r.colour), "%s", r.name);
-      hover_help(r.explain);
-      ImGui::TableSetColumnIndex(1);
-      ImGui::Text("%d", r.st->records);
-      ImGui::TableSetColumnIndex(2);
-      ImGui::Text("%lld", static_cast<long long>(r.st->positions));
-      ImGui::TableSetColumnIndex(3);
-      ImGui::Text("%.2f", r.st->mean_ms());
-      ImGui::TableSetColumnIndex(4);
-      ImGui::Text("%.0f", r.st->positions_per_s());
-      ImGui::TableSetColumnIndex(5);
-      ImGui::Text("%.1f", r.st->tokens_per_s());
-      ImGui::TableSetColumnIndex(6);
-      ImGui::Text("%.2f", r.st->gflops_per_s());
-      ImGui::TableSetColumnIndex(7);
-      ImGui::Text("%.1f", r.st->mean_read_bytes() / 1e6);
-      ImGui::TableSetColumnIndex(8);
-      ImGui::Text("%.1f", r.st->gb_per_s());
-    }
-    ImGui::EndTable();
-  }
+  std::vector<PhaseRow> shown;
+  for (const PhaseRow& r : rows)
+    if (r.st->records > 0 || r.st == &rep.decode) shown.push_back(r);
+  phases_table_or_lines(shown);
   // The contrast in words, from the numbers above.
   const std::string summary = phases_summary(rep);
   if (!summary.empty()) {
