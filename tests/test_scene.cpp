@@ -26,6 +26,17 @@ const BlockInstance* kv_block(const Scene& s, int pos, int layer) {
   return nullptr;
 }
 
+// Rounding never turns an uncertain token into a certainty, or a possible one into 0.
+TEST(SceneFormat, WholePercentNeverRoundsToACertaintyOrToZero) {
+  EXPECT_EQ(whole_percent(0.63), "63%");
+  EXPECT_EQ(whole_percent(1.0), "100%");
+  EXPECT_EQ(whole_percent(0.9996), ">99%");
+  EXPECT_EQ(whole_percent(0.994), "99%");
+  EXPECT_EQ(whole_percent(0.0), "0%");
+  EXPECT_EQ(whole_percent(0.004), "<1%");
+  EXPECT_EQ(whole_percent(0.006), "1%");
+}
+
 TEST(Scene, EmptyBeforePrefill) {
   Scene s = build_scene(std::vector<RecordPtr>{}, 0, ViewOptions());
   EXPECT_EQ(s.phase, Phase::kNone);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "render/scene/scene_format.h"
 #include "render/scene/scene_kv.h"
 
 namespace kvscope {
@@ -403,9 +404,7 @@ void add_write_head(Scene& s, const StepRecord& r, const Layout& L, float flash,
   Label lab;
   lab.kind = LabelKind::kHead;
   lab.pos = s.slot;
-  char prob[32];
-  std::snprintf(prob, sizeof(prob), "  %.0f%%", static_cast<double>(r.prob) * 100.0);
-  if (r.prob < 0) prob[0] = '\0';
+  const std::string prob = r.prob < 0 ? std::string() : "  " + whole_percent(r.prob);
   lab.text = hidden ? std::string("next: ?") : "next: " + visible_piece(r.piece) + prob;
   lab.anchor = s.head_pos + glm::vec3(0.0f, 0.45f, 0.0f);
   lab.colour = glm::vec4(pal.head, 1.0f);

@@ -5,6 +5,15 @@
 
 namespace kvscope {
 
+std::string whole_percent(double p) {
+  const double pct = 100.0 * p;
+  if (pct < 100.0 && pct >= 99.5) return ">99%";
+  if (pct > 0.0 && pct < 0.5) return "<1%";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f%%", pct);
+  return buf;
+}
+
 std::string format_hex_bytes(const std::string& raw) {
   std::string out;
   char buf[4];

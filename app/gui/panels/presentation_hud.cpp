@@ -10,6 +10,7 @@
 
 #include "app/session/fitting.h"
 #include "model/core/units.h"
+#include "render/scene/scene_format.h"
 
 namespace kvscope {
 
@@ -48,9 +49,7 @@ std::string fit_piece(const ImFont* f, float size, const std::string& text, floa
 }
 
 std::string card_title(const StepRecord& r) {
-  char title[160];
-  std::snprintf(title, sizeof(title), "next: %s  %.0f%%", visible_piece(r.piece).c_str(), 100.0 * r.prob);
-  return title;
+  return "next: " + visible_piece(r.piece) + "  " + whole_percent(r.prob);
 }
 
 // The card in the right column (the 3D view is drawn left of it): the next
