@@ -210,6 +210,23 @@ TEST_F(TeachPixels, BeamTokenLabelsAndTextLineFromTheFront) {
   EXPECT_EQ(checked, 4);
 }
 
+// An early training checkpoint's weights are named on the banner's second
+// line (so its odd text reads as the lesson); the Serving view's own banner
+// is left as it is.
+TEST_F(TeachPixels, AnEarlyCheckpointIsNamedOnTheBanner) {
+  const auto h = make_history(6, std::vector<CacheMode>(6, CacheMode::kKV));
+  const SequenceState seq = build_sequence(h, h.size());
+  FrameSpec spec;
+  spec.seq = &seq;
+  const std::string plain = frame_scene(spec).banner_sub;
+  ASSERT_FALSE(plain.empty());
+  spec.weights_note = "weights from training step 300 of 7200";
+  EXPECT_EQ(frame_scene(spec).banner_sub, plain + " \xC2\xB7 weights from training step 300 of 7200");
+  spec.banner = "REQUEST q2";
+  spec.banner_sub = "its place in the batch";
+  EXPECT_EQ(frame_scene(spec).banner_sub, "its place in the batch");
+}
+
 TEST_F(TeachPixels, PageCaptionsStayWholeInsideTheViewAndClearOfOtherText) {
   auto h = make_history(12, std::vector<CacheMode>(30, CacheMode::kKV));
   for (RecordPtr& r : h) {  // pages of 4 positions, every other one shared by two sequences

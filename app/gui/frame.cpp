@@ -40,6 +40,11 @@ FrameSpec frame_spec(const Session& s, float anim, int hover_pos) {
     f.message = engine.loading_model ? "loading the model\xE2\x80\xA6"
                 : !engine.model      ? "no model: open a model folder (GPT-2, Llama, Mistral, Qwen2) in the Model panel"
                                      : "paused before the first step: \xE2\x86\x92 or Space runs the prefill";
+  if (engine.training && engine.checkpoint >= 0 &&
+      engine.checkpoint + 1 < static_cast<int>(engine.training->checkpoints.size()))
+    f.weights_note = "weights from training step " +
+                     std::to_string(engine.training->checkpoints[static_cast<size_t>(engine.checkpoint)].step) +
+                     " of " + std::to_string(engine.training->checkpoints.back().step);
   const ServeRequestView& served = ui.memo.serve_request.view;
   if (ui.serving.open && ui.serving.view_w > 0 && served.seq.current) {  // the Serving view's selected request
     f.seq = &served.seq;
@@ -145,6 +150,8 @@ Scene frame_scene(const FrameSpec& f) {
   if (!f.banner.empty()) {
     s.banner = f.banner;
     s.banner_sub = f.banner_sub;
+  } else if (!f.weights_note.empty() && !s.banner.empty()) {
+    s.banner_sub += (s.banner_sub.empty() ? "" : " \xC2\xB7 ") + f.weights_note;
   }
   return s;
 }

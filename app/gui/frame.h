@@ -35,6 +35,10 @@ struct FrameSpec {
   std::string message;  // centred over the view while there is no step ("" = none)
   // In place of the scene's banner when not empty (the Serving view's request: its place in the batch).
   std::string banner, banner_sub;
+  // Added to the banner's second line when not empty: an early training
+  // checkpoint is loaded ("weights from training step 300 of 7200"), so its
+  // odd text reads as the lesson, not as the model.
+  std::string weights_note;
 };
 
 // What the window shows for the session's state.
