@@ -56,12 +56,13 @@ void score_table(const EngineState& engine, const QkvInspection& in, const Palet
                          ImVec2(0, ImGui::GetTextLineHeightWithSpacing() * rows)))
     return;
   // Fixed columns sized to their numbers; a narrow sidebar (text scale 2.5)
-  // scrolls them sideways with the key column frozen, rather than cutting them.
+  // scrolls them sideways with the key column frozen, rather than cutting
+  // them. The weight (what the rays draw) comes first, so it stays in view.
   ImGui::TableSetupScrollFreeze(1, 1);
   ImGui::TableSetupColumn("key");
-  ImGui::TableSetupColumn("score");
   ImGui::TableSetupColumn("weight");
   ImGui::TableSetupColumn("", ImGuiTableColumnFlags_WidthFixed, ImGui::CalcTextSize("0.0000").x);
+  ImGui::TableSetupColumn("score");
   ImGui::TableHeadersRow();
   float wmax = 1e-9f;
   for (float w : in.weights) wmax = std::max(wmax, w);
@@ -79,8 +80,6 @@ void score_table(const EngineState& engine, const QkvInspection& in, const Palet
       ImGui::SetTooltip("k = %s\nv = %s", first_values(in.k_row(j), in.head_dim, 8).c_str(),
                         first_values(in.v_row(j), in.head_dim, 8).c_str());
     ImGui::TableNextColumn();
-    ImGui::Text("%.3f", in.scores[static_cast<size_t>(j)]);
-    ImGui::TableNextColumn();
     ImGui::Text("%.4f", in.weights[static_cast<size_t>(j)]);
     ImGui::TableNextColumn();
     const ImVec2 p = ImGui::GetCursorScreenPos();
@@ -88,6 +87,8 @@ void score_table(const EngineState& engine, const QkvInspection& in, const Palet
     ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + std::max(1.0f, w), p.y + ImGui::GetTextLineHeight()),
                                               to_imcolor(pal.ray));
     ImGui::Dummy(ImVec2(1, ImGui::GetTextLineHeight()));
+    ImGui::TableNextColumn();
+    ImGui::Text("%.3f", in.scores[static_cast<size_t>(j)]);
   }
   ImGui::EndTable();
 }
