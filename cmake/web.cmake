@@ -117,7 +117,7 @@ target_link_options(kvscope PRIVATE -fexceptions -sALLOW_MEMORY_GROWTH=1 -sMAXIM
   -sINITIAL_MEMORY=128MB -sDEFAULT_PTHREAD_STACK_SIZE=4MB
   -sPTHREAD_POOL_SIZE=${KVSCOPE_WEB_POOL} -sFORCE_FILESYSTEM=1 -lidbfs.js
   -sEXPORTED_RUNTIME_METHODS=FS,ccall,cwrap,UTF8ToString
-  "-sEXPORTED_FUNCTIONS=_main,_kvscope_state_json,_kvscope_command_json,_kvscope_load_folder,_kvscope_report_error,_kvscope_training_progress,_kvscope_training_fetched,_kvscope_save_settings,_kvscope_tap,_kvscope_cli,_malloc,_free"
+  "-sEXPORTED_FUNCTIONS=_main,_kvscope_state_json,_kvscope_command_json,_kvscope_load_folder,_kvscope_report_error,_kvscope_training_progress,_kvscope_training_fetched,_kvscope_save_settings,_kvscope_tap,_kvscope_touch_seen,_kvscope_cli,_malloc,_free"
   -Wno-pthreads-mem-growth
   "--preload-file=${WEB_ASSETS}/kv_configs.json@/assets/kv_configs.json"
   "--preload-file=${WEB_ASSETS}/models/kvscope-tiny@/assets/models/kvscope-tiny"

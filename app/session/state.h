@@ -141,6 +141,9 @@ struct UiState : ViewChoices {
   bool playing = true;
   float speed = 2.0f;  // tokens per second
   bool fastest = false;
+  // A touch screen (the page saw a touch, or its pointer cannot hover): the
+  // buttons leave out their keyboard keys ("Play", not "Play (Space)").
+  bool touch = false;
   // Attention (the layer, head and ray threshold are ViewChoices)
   bool rays = true;
   // Decoding strategy being edited in the Decoding panel (sent with cmd::SetDecoding).

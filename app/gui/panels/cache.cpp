@@ -218,8 +218,10 @@ Commands panel_cache(const EngineState& engine, UiState& ui) {
   }
   Commands cmds;
   const bool kv = engine.mode == CacheMode::kKV;
-  const char* label = kv ? fitting_label({"KV CACHE  (C to switch)", "KV CACHE  (C)", "KV CACHE"})
-                         : fitting_label({"NO CACHE  (C to switch)", "NO CACHE  (C)", "NO CACHE"});
+  const char* label = ui.touch ? (kv ? fitting_label({"KV CACHE  (tap to switch)", "KV CACHE"})
+                                     : fitting_label({"NO CACHE  (tap to switch)", "NO CACHE"}))
+                      : kv     ? fitting_label({"KV CACHE  (C to switch)", "KV CACHE  (C)", "KV CACHE"})
+                               : fitting_label({"NO CACHE  (C to switch)", "NO CACHE  (C)", "NO CACHE"});
   if (big_button(label, kv ? pal.cache_high : pal.recomputed, ImVec2(-1, ImGui::GetFrameHeight() * 1.5f)))
     cmds.push_back(cmd::ToggleCache{});
   hover_help("Switch between the KV cache and recomputing every position (C).");

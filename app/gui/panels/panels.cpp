@@ -254,24 +254,28 @@ Commands panel_prompt(const EngineState& engine, UiState& ui) {
     ImGui::InputTextMultiline("##custom", &ui.custom_prompt, ImVec2(-1, ImGui::GetTextLineHeight() * 3.2f));
   }
   const std::string prompt = ui.preset < kNumPresets ? kPromptPresets[ui.preset].text : ui.custom_prompt;
-  const ButtonRow row = button_row({"Generate", "Reset (R)"});
+  const char* reset = ui.touch ? "Reset" : "Reset (R)";
+  const ButtonRow row = button_row({"Generate", reset});
   if (big_button("Generate", pal.generated_token, row.size)) cmds.push_back(cmd::Start{prompt});
   row.next();
-  if (ImGui::Button("Reset (R)", ImVec2(-1, 0))) cmds.push_back(cmd::Reset{});
+  if (ImGui::Button(reset, ImVec2(-1, 0))) cmds.push_back(cmd::Reset{});
   return cmds;
 }
 
 Commands panel_playback(const EngineState& engine, UiState& ui) {
   Commands cmds;
   // (measured with the wider of Play / Pause, so the row does not jump when it toggles)
-  const ButtonRow row = button_row({"Pause (Space)", "Step (\xE2\x86\x92)"});
+  // (keys named where there is a keyboard; "###" keeps each button's id whatever its label)
+  const bool keys = !ui.touch;
+  const ButtonRow row = button_row({keys ? "Pause (Space)" : "Pause", keys ? "Step (\xE2\x86\x92)" : "Step"});
   // Stopped, the button plays again (cmd::PlayPause), so it reads Play.
   const bool pausable = ui.playing && engine.stop == StopReason::kNone;
-  if (big_button(pausable ? "Pause (Space)" : "Play (Space)",
-                 pausable ? glm::vec3(0.8f, 0.7f, 0.3f) : glm::vec3(0.3f, 0.9f, 0.4f), row.size))
+  const char* play =
+      pausable ? (keys ? "Pause (Space)###play" : "Pause###play") : (keys ? "Play (Space)###play" : "Play###play");
+  if (big_button(play, pausable ? glm::vec3(0.8f, 0.7f, 0.3f) : glm::vec3(0.3f, 0.9f, 0.4f), row.size))
     cmds.push_back(cmd::PlayPause{});
   row.next();
-  if (ImGui::Button("Step (\xE2\x86\x92)", ImVec2(-1, 0))) cmds.push_back(cmd::Step{});
+  if (ImGui::Button(keys ? "Step (\xE2\x86\x92)" : "Step", ImVec2(-1, 0))) cmds.push_back(cmd::Step{});
   ImGui::BeginDisabled(ui.fastest);
   ImGui::SetNextItemWidth(-1);
   ImGui::SliderFloat("##speed", &ui.speed, 0.25f, 8.0f, "%.2f tokens/s", ImGuiSliderFlags_Logarithmic);

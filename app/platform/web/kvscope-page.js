@@ -20,7 +20,15 @@
   globalThis.kvscopePage = page;
 
   page.fatal = (msg) => { page.fatalError = msg; setStatus('kvscope cannot run here: ' + msg); };
-  page.started = () => { page.isReady = true; page.readyAt = performance.now(); setStatus(''); };
+  // A touch screen: the app's buttons then leave out their keyboard keys.
+  const touchSeen = () => { if (page.isReady) Module.ccall('kvscope_touch_seen', null, [], []); };
+  page.started = () => {
+    page.isReady = true;
+    page.readyAt = performance.now();
+    setStatus('');
+    if (matchMedia('(hover: none) and (pointer: coarse)').matches) touchSeen();
+  };
+  window.addEventListener('touchstart', touchSeen, { capture: true, passive: true });
   page.frame = (presentation) => {
     followPresentation(presentation);
     const now = performance.now();

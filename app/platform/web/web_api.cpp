@@ -102,6 +102,7 @@ json state_of(const Session& s) {
   j["camera_distance"] = s.view.camera.distance;
   j["camera_yaw"] = s.view.camera.yaw;
   j["text_scale"] = s.ui.text_scale;
+  j["touch"] = s.ui.touch;  // the buttons leave out their keyboard keys
   j["status"] = s.ui.status;
   j["training"] = training_json(s);
   j["training_fetch"] = s.ui.training_fetch;
@@ -250,6 +251,11 @@ EMSCRIPTEN_KEEPALIVE int kvscope_tap() {
   if (!run || ImGui::GetIO().WantCaptureMouse) return 0;
   gui_session(*run).execute(cmd::Step{}, glfwGetTime());
   return 1;
+}
+
+// A touch screen (kvscope-page.js: the first touch, or a pointer that cannot hover).
+EMSCRIPTEN_KEEPALIVE void kvscope_touch_seen() {
+  if (GuiRun* run = web_run()) gui_session(*run).ui.touch = true;
 }
 
 EMSCRIPTEN_KEEPALIVE void kvscope_load_folder(const char* dir) {
