@@ -484,6 +484,30 @@ TEST_F(BadInputs, SafeWriteReplacesOrKeepsTheOldFile) {
   EXPECT_TRUE(temp_files(dir).empty());
 }
 
+// A FIFO or device node where the file should go is refused, not renamed
+// over; a symbolic link to a file is written through and stays a link.
+TEST_F(BadInputs, SafeWriteRefusesSpecialFilesAndFollowsLinks) {
+  const std::string dir = *tmp_ / "special";
+  fs::create_directory(dir);
+  const std::string fifo = dir + "/fifo.png";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_error([&] { write_file_atomic(fifo, "x"); }, {{fifo}, {"FIFO"}, {"not a regular file"}}, "FIFO target");
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  const std::string to_fifo = dir + "/to-fifo.png";
+  fs::create_symlink("fifo.png", to_fifo);
+  expect_error([&] { write_file_atomic(to_fifo, "x"); }, {{to_fifo}, {"FIFO"}}, "link to a FIFO");
+  EXPECT_TRUE(fs::is_symlink(to_fifo));
+  EXPECT_TRUE(fs::is_fifo(fifo));
+
+  const std::string real = dir + "/real.json", link = dir + "/link.json";
+  testutil::write_file(real, "old\n");
+  fs::create_symlink("real.json", link);
+  write_file_atomic(link, "new\n");
+  EXPECT_TRUE(fs::is_symlink(link)) << "the link was replaced by a file";
+  EXPECT_EQ(testutil::read_file(real), "new\n");
+  EXPECT_TRUE(temp_files(dir).empty());
+}
+
 // Record accessors check their indices where checks are compiled in (Debug
 // builds, or KVSCOPE_INDEX_CHECKS): an index restored from a file and never validated
 // aborts with the values instead of reading outside the buffer.

@@ -102,6 +102,30 @@ void write_all(int fd, std::string_view bytes, const std::string& path, const st
   }
 }
 
+// The file a write replaces: `path` itself, or what its symbolic links lead
+// to, so that a link to a settings file stays a link and its target gets the
+// bytes. Throws when that is something other than a regular file, which a
+// rename would silently replace (a FIFO, a device node) or fail on (a folder).
+std::string write_destination(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::string at = path;
+  for (int hops = 0; hops < 40; ++hops) {
+    struct stat st {};
+    if (::lstat(at.c_str(), &st) != 0) return at;  // a new file (or a dangling link's target)
+    if (!S_ISLNK(st.st_mode)) {
+      if (std::string why = not_regular(st.st_mode); !why.empty())
+        throw Error(path + ": cannot write: " + (at == path ? "it " : at + " ") + why +
+                    ", not a regular file (expected a file name to create or replace)");
+      return at;
+    }
+    std::error_code ec;
+    const fs::path target = fs::read_symlink(at, ec);
+    if (ec) throw Error(path + ": cannot write: cannot read the link " + at + " (" + ec.message() + ")");
+    at = target.is_absolute() ? target.string() : (fs::path(at).parent_path() / target).string();
+  }
+  throw Error(path + ": cannot write: " + errno_text(ELOOP));
+}
+
 }  // namespace
 
 void require_regular_file(const std::string& path, const std::string& expected) {
@@ -120,8 +144,9 @@ bool read_regular_file_if_exists(const std::string& path, const std::string& exp
   return read_impl(path, expected, true, out, nullptr);
 }
 
-void write_file_atomic(const std::string& path, std::string_view bytes) {
-  if (path.empty()) throw Error("cannot write a file with an empty name");
+void write_file_atomic(const std::string& path_given, std::string_view bytes) {
+  if (path_given.empty()) throw Error("cannot write a file with an empty name");
+  const std::string path = write_destination(path_given);
   const std::filesystem::path p(path);
   if (p.has_parent_path()) {
     struct stat st {};

@@ -33,8 +33,11 @@ std::string read_regular_file(const std::string& path, const std::string& expect
 bool read_regular_file_if_exists(const std::string& path, const std::string& expected, std::string& out);
 
 // Replaces `path` with `bytes` atomically (temp file + rename in the same
-// folder). The folder must exist: it is never created here. Throws
-// kvscope::Error naming `path`; the old file survives any failure.
+// folder). The folder must exist: it is never created here. A symbolic link
+// is written through (its target gets the bytes, the link stays); a path that
+// is, or leads to, anything but a regular file (a folder, FIFO, device) is
+// refused, never replaced. Throws kvscope::Error naming `path`; the old file
+// survives any failure.
 void write_file_atomic(const std::string& path, std::string_view bytes);
 
 }  // namespace kvscope
