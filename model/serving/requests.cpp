@@ -1,12 +1,12 @@
 #include "model/serving/requests.h"
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "model/core/error.h"
+#include "model/core/file_io.h"
 #include "model/decoding/generator.h"
 #include "model/decoding/sampler_json.h"
 
@@ -113,11 +113,8 @@ std::vector<ServeRequest> parse_requests(const std::string& text, const std::str
 }
 
 std::vector<ServeRequest> read_requests(const std::string& path, const Model& model, int pool_blocks, int block) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(path + ": cannot read the requests file");
-  std::ostringstream s;
-  s << f.rdbuf();
-  return parse_requests(s.str(), path, model, pool_blocks, block);
+  return parse_requests(read_regular_file(path, "a requests file, one JSON object a line"), path, model, pool_blocks,
+                        block);
 }
 
 }  // namespace kvscope
