@@ -126,6 +126,12 @@ TEST(ServeCli, MalformedRequestsFileNamesTheLine) {
       {"{\"id\": \"b\", \"prompt\": \"hi\", \"max_new\": 60}\n", ":1: request \"b\" could never fit the pool"},
       {"{\"id\": \"b\", \"prompt\": \"" + long_prompt + "\", \"max_new\": 1}\n", ":1: field \"prompt\": "},
       {"[1, 2]\n", ":1: expected a JSON object"},
+      {ok + "{\"id\": \"b\", \"prompt\": \"hi\", \"max_new\": 1e400}\n", ":2: field \"max_new\": a number too large"},
+      {"{\"id\": \"b\", \"prompt\": \"hi\", \"max_new\": 2, \"temperature\": 1e400}\n",
+       ":1: field \"temperature\": a number too large"},
+      {"{\"id\": \"b\", \"prompt\": \"hi\", \"max_new\": 2, \"max_new\": 3}\n", ":1: field \"max_new\" appears twice"},
+      {"{\"id\": \"b\", \"prompt\": \"hi\", \"max_new\": 2, \"temperature\": null}\n",
+       ":1: field \"temperature\": expected a value, got null"},
       {"\n\n", ": no requests"},
   };
   const std::string file = tmp / "bad.jsonl";

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "model/core/error.h"
 #include "model/core/file_io.h"
@@ -36,6 +37,11 @@ int64_t whole(const json& j, const char* name, int64_t lo, int64_t hi, const Lin
 }
 
 SamplerSettings sampler_of(const json& j, const LineError& fail) {
+  // sampler_fields_from_json reads null as "not set" (the window's settings
+  // file); in a request it is more likely a mistake than a wish for the default.
+  for (const char* key : {"temperature", "top_k", "top_p", "repetition_penalty", "seed", "greedy"})
+    if (j.contains(key) && j[key].is_null())
+      fail(std::string("field \"") + key + "\": expected a value, got null (leave the field out for the default)");
   SamplerSettings s;
   const bool sampling = j.contains("temperature") || j.contains("top_k") || j.contains("top_p");
   try {
@@ -87,6 +93,32 @@ ServeRequest request_of(const json& j, const Model& model, int pool_blocks, int 
   return r;
 }
 
+// One line's object. Refuses what nlohmann's parse takes silently or reports
+// without the line: a key twice in one object (the last one would win) and a
+// number beyond a double (named by the field it belongs to).
+json parse_line(const std::string& line, const LineError& fail) {
+  std::vector<std::set<std::string>> keys;  // the keys of each object still open
+  std::string key;
+  const json::parser_callback_t seen = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) keys.emplace_back();
+    if (event == json::parse_event_t::object_end) keys.pop_back();
+    if (event == json::parse_event_t::key) {
+      key = parsed.get<std::string>();
+      if (!keys.back().insert(key).second)
+        fail("field \"" + key + "\" appears twice in the object (expected each field at most once)");
+    }
+    return true;
+  };
+  try {
+    return json::parse(line, seen);
+  } catch (const json::parse_error& e) {
+    fail(std::string("not valid JSON (") + e.what() + ")");
+  } catch (const json::out_of_range& e) {
+    fail((key.empty() ? std::string() : "field \"" + key + "\": ") +
+         "a number too large for a double (expected a value in the field's range; " + e.what() + ")");
+  }
+}
+
 }  // namespace
 
 std::vector<ServeRequest> parse_requests(const std::string& text, const std::string& file, const Model& model,
@@ -98,13 +130,7 @@ std::vector<ServeRequest> parse_requests(const std::string& text, const std::str
   for (int no = 1; std::getline(in, line); ++no) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const LineError fail{file + ":" + std::to_string(no)};
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::parse_error& e) {
-      fail(std::string("not valid JSON (") + e.what() + ")");
-    }
-    ServeRequest r = request_of(j, model, pool_blocks, block, fail);
+    ServeRequest r = request_of(parse_line(line, fail), model, pool_blocks, block, fail);
     if (!ids.insert(r.id).second) fail("duplicate id \"" + r.id + "\"");
     out.push_back(std::move(r));
   }
