@@ -143,6 +143,22 @@ TEST(CliMessages, HelpAndRangesAgreeAcrossCommands) {
   }
   ASSERT_EQ(run("render --help", out, tmp), 0) << out;
   EXPECT_NE(out.find("[0.001, 1000]"), std::string::npos) << out;
+  // A top-p above 0 that is 0 as the float the sampler holds is out of
+  // (0, 1] at the flag and in a serve request, not a runtime error later;
+  // the smallest float above 0 is in.
+  for (const char* tiny : {"1e-300", "1e-46"}) {
+    EXPECT_EQ(run(std::string("generate --prompt hi --max-new 2 --top-p ") + tiny, out, tmp), 2) << tiny << out;
+    EXPECT_NE(out.find(std::string("--top-p: ") + tiny + " is below the range (0, 1] once held as a float"),
+              std::string::npos)
+        << out;
+    testutil::write_file(tmp / "r.jsonl",
+                         std::string("{\"id\": 1, \"prompt\": \"hi\", \"max_new\": 1, \"top_p\": ") + tiny + "}\n");
+    EXPECT_EQ(run("serve --requests " + (tmp / "r.jsonl"), out, tmp), 2) << tiny << out;
+    EXPECT_NE(out.find("r.jsonl:1: field \"top_p\""), std::string::npos) << out;
+  }
+  EXPECT_EQ(run("generate --prompt hi --max-new 2 --top-p 1.5e-45", out, tmp), 0) << out;
+  static_assert(!setting::kTopP.contains(1e-300) && setting::kTopP.contains(1.5e-45));
+  static_assert(setting::kRepetitionPenalty.contains(0.01), "a closed bound is compared as given");
 }
 
 // One range per setting, for every command: each command's --help that

@@ -63,9 +63,11 @@ CLI::Validator real_in(double lo, double hi, bool lo_open) {
             s.empty() || std::isspace(static_cast<unsigned char>(s[0])) ? NAN : std::strtod(s.c_str(), &end);
         if (!end || *end != '\0' || !std::isfinite(x))
           return in_quotes(s) + " is not a finite number (expected " + range + ")";
-        if (x < lo || (lo_open && x == lo)) return s + " is below the range " + range;
         if (x > hi) return s + " is above the range " + range;
-        return "";
+        if (RealSetting{"", lo, hi, lo_open}.contains(x)) return "";
+        // Above an open bound as a double, on it as a float (--top-p 1e-300).
+        const std::string rounds = x > lo ? " once held as a float (it rounds to " + format_bound(lo) + ")" : "";
+        return s + " is below the range " + range + rounds;
       },
       range);
 }

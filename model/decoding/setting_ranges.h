@@ -19,7 +19,13 @@ struct RealSetting {
   const char* flag;
   double lo, hi;  // [lo, hi], or (lo, hi] when lo_open
   bool lo_open;
-  constexpr bool contains(double x) const { return (lo_open ? x > lo : x >= lo) && x <= hi; }
+  // Settings are held as float: with an open bound, the float must be above
+  // it too (top_p 1e-300 is above 0 as a double, 0 as a float, and would pass
+  // here only for the sampler to refuse it). The cast comes last: x is in
+  // float range by then.
+  constexpr bool contains(double x) const {
+    return lo_open ? x > lo && x <= hi && static_cast<float>(x) > lo : x >= lo && x <= hi;
+  }
 };
 
 namespace setting {
