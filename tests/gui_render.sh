@@ -40,11 +40,15 @@ for cam in front top side follow; do
 done
 
 # Mistakes get one clear line and exit code 1 (runtime) or 2 (usage).
-set +e
-"$kvscope" render --model "$MODEL" --prompt "x" --steps 2 --layer 99 --out "$tmp/x.png" 2> "$tmp/err"; rc=$?
-set -e
-[[ $rc -eq 1 ]] || fail "--layer 99: exit $rc, expected 1"
-grep -q "layers" "$tmp/err" || fail "--layer 99: message does not name the layers: $(cat "$tmp/err")"
+# A layer or head the model lacks is a usage error, like --layer -1.
+for bad in "--layer 99:layers" "--head 99:heads" "--layer -1:layer/head index"; do
+  flags="${bad%%:*}" named="${bad#*:}"
+  set +e
+  "$kvscope" render --model "$MODEL" --prompt "x" --steps 2 $flags --out "$tmp/x.png" 2> "$tmp/err"; rc=$?
+  set -e
+  [[ $rc -eq 2 ]] || fail "$flags: exit $rc, expected 2"
+  grep -q -- "${flags%% *}.*$named" "$tmp/err" || fail "$flags: message does not name the $named: $(cat "$tmp/err")"
+done
 set +e
 "$kvscope" render --model "$MODEL" --prompt "x" --steps 2 --out /proc/kvscope-cannot-write.png 2> "$tmp/err"; rc=$?
 set -e

@@ -180,11 +180,11 @@ void draw_heatmap_panel(ImDrawList* dl, const OverlayFonts& fonts, const std::ve
 void check_view(const Model& model, int layer, int head) {
   const Config& c = model.config;
   if (layer >= c.n_layer)
-    throw Error("--layer " + std::to_string(layer) + ": the model has " + std::to_string(c.n_layer) + " layers (0-" +
-                std::to_string(c.n_layer - 1) + ") or \"mean\"");
+    throw UsageError("--layer " + std::to_string(layer) + ": the model has " + std::to_string(c.n_layer) +
+                     " layers (0-" + std::to_string(c.n_layer - 1) + ") or \"mean\"");
   if (head >= c.n_head)
-    throw Error("--head " + std::to_string(head) + ": the model has " + std::to_string(c.n_head) + " heads (0-" +
-                std::to_string(c.n_head - 1) + ") or \"mean\"");
+    throw UsageError("--head " + std::to_string(head) + ": the model has " + std::to_string(c.n_head) + " heads (0-" +
+                     std::to_string(c.n_head - 1) + ") or \"mean\"");
 }
 
 struct Percentiles {
