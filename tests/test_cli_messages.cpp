@@ -121,6 +121,18 @@ TEST(CliMessages, InvalidUtf8InAPromptFollowsOneRule) {
   }
 }
 
+// The window saves --screenshot after its --demo-frames: without a positive
+// count it would run until closed, so the pair is checked before it opens.
+TEST(CliMessages, ScreenshotNeedsDemoFrames) {
+  testutil::TempDir tmp("cli-screenshot");
+  std::string out;
+  for (const std::string frames : {"", " --demo-frames 0"}) {
+    EXPECT_EQ(run("--screenshot " + (tmp / "s.png") + frames, out, tmp), 2) << frames << out;
+    EXPECT_NE(out.find("--screenshot needs --demo-frames N with N >= 1"), std::string::npos) << out;
+    EXPECT_FALSE(fs::exists(tmp / "s.png"));
+  }
+}
+
 // One definition per setting: `render` and `generate` state and enforce the
 // same --temperature range (model/decoding/setting_ranges.h); eval's --model
 // takes any supported folder.

@@ -42,6 +42,10 @@ void add_window_flags(CLI::App& app, GuiOptions& gui) {
 }
 
 int run_window(const GuiOptions& gui, const AppHooks& hooks) {
+  // The screenshot is taken when the demo's frames run out: without them the
+  // window would run until closed and never write it.
+  if (!gui.screenshot.empty() && gui.demo_frames <= 0)
+    throw UsageError("--screenshot needs --demo-frames N with N >= 1 (the last of the N frames is saved)");
   if (gui.ctx > 0) check_window_context(gui.model_dir, gui.ctx);
   if (!hooks.gui) throw Error("this kvscope was built without the GUI (KVSCOPE_GUI=OFF); use a subcommand, see --help");
   return hooks.gui(gui);
