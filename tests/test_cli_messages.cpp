@@ -113,6 +113,10 @@ TEST(CliMessages, InvalidUtf8InAPromptFollowsOneRule) {
               2)
         << out;
     EXPECT_NE(out.find("--prompt: byte 6 (0xED) is not valid UTF-8"), std::string::npos) << out;
+    // A stop string is held to the same rule.
+    EXPECT_EQ(run("generate --max-new 1 --model " + model + " --prompt hi --stop \"$(printf 'x\377')\"", out, tmp), 2)
+        << out;
+    EXPECT_NE(out.find("--stop: byte 1 (0xFF) is not valid UTF-8"), std::string::npos) << out;
     EXPECT_EQ(run("tokenize --model " + model + " --text \"$(printf 'x\\300\\257')\"", out, tmp), 2) << out;
     EXPECT_NE(out.find("--text: byte 1 (0xC0) is not valid UTF-8"), std::string::npos) << out;
     // Well-formed multi-byte text passes: "café" is 5 bytes of UTF-8.

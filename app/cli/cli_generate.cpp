@@ -192,6 +192,8 @@ int run_generate_command(GenerateCommand& c) {
   GenerateArgs& g = c.args;
   g.kv = kv_settings_or_throw(c.kv);
   refuse_no_cache_evict(g.no_cache, g.kv);
+  // The prompt's rule: a stop string is compared with the decoded text, which is UTF-8.
+  for (const std::string& s : g.stop) require_utf8(s, "--stop");
   const bool sampling = c.temperature->count() > 0 || c.top_k->count() > 0 || c.top_p->count() > 0;
   const bool beams = c.beams->count() > 0, draft = c.draft->count() > 0;
   if (!beams && !draft && !c.length_penalty->count() && !c.speculate->count()) return cmd_generate(g, sampling);
