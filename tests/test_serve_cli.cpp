@@ -100,6 +100,23 @@ TEST(ServeCli, TextFormShowsStepsRequestsAndSummary) {
   EXPECT_NE(out.find("summary: 1 requests, 3 steps, 3 tokens"), std::string::npos) << out;
 }
 
+// One-token requests finish in the step that admits them, so no step ends
+// holding a slot: nothing reserved is nothing wasted (0, not 0/0 read as 1).
+TEST(ServeCli, NothingHeldReportsNoWaste) {
+  testutil::TempDir tmp("serve-cli-waste");
+  std::string body;
+  for (int i = 0; i < 20; ++i) body += "{\"id\": " + std::to_string(i) + ", \"prompt\": \"hi\", \"max_new\": 1}\n";
+  testutil::write_file(tmp / "one.jsonl", body);
+  std::string out;
+  ASSERT_EQ(run("serve --json --requests " + (tmp / "one.jsonl"), out, tmp), 0) << out;
+  const json sum = lines_of(out).back();
+  ASSERT_EQ(sum.at("event"), "summary") << out;
+  ASSERT_EQ(sum.at("slots_paged_mean").get<double>(), 0.0) << sum.dump();
+  ASSERT_EQ(sum.at("slots_contiguous_mean").get<double>(), 0.0) << sum.dump();
+  EXPECT_EQ(sum.at("paged_wasted_frac").get<double>(), 0.0) << sum.dump();
+  EXPECT_EQ(sum.at("contiguous_wasted_frac").get<double>(), 0.0) << sum.dump();
+}
+
 // Each malformed file: exit 2, the message names FILE:LINE and what was expected.
 TEST(ServeCli, MalformedRequestsFileNamesTheLine) {
   testutil::TempDir tmp("serve-cli-bad");

@@ -58,6 +58,12 @@ double ratio(double a, double b) {
   return b > 0 ? a / b : 0.0;
 }
 
+// The share of `held` slots holding no token; none held wastes none (one-token
+// requests finish in the step that admits them and hold nothing after it).
+double wasted_frac(double live, double held) {
+  return held > 0 ? 1.0 - live / held : 0.0;
+}
+
 json done_json(const Server& s, int req) {
   const ServeRequest& q = s.requests()[static_cast<size_t>(req)];
   const ServeResult& r = s.result(req);
@@ -115,8 +121,8 @@ json summary_json(const Server& s, const ServeTotals& t) {
           {"slots_live_mean", ratio(live, t.steps)},
           {"slots_paged_mean", ratio(static_cast<double>(t.slots_sum.paged), t.steps)},
           {"slots_contiguous_mean", ratio(static_cast<double>(t.slots_sum.contiguous), t.steps)},
-          {"paged_wasted_frac", 1.0 - ratio(live, static_cast<double>(t.slots_sum.paged))},
-          {"contiguous_wasted_frac", 1.0 - ratio(live, static_cast<double>(t.slots_sum.contiguous))},
+          {"paged_wasted_frac", wasted_frac(live, static_cast<double>(t.slots_sum.paged))},
+          {"contiguous_wasted_frac", wasted_frac(live, static_cast<double>(t.slots_sum.contiguous))},
           {"flops_total", t.flops}};
 }
 
