@@ -109,6 +109,24 @@ TEST(CliContext, GenerationThatWouldNotFitNamesCtx) {
   EXPECT_TRUE(out.find("context_full") != std::string::npos || out.find("\"eos\"") != std::string::npos) << out;
 }
 
+// bench --positions runs after a cached prefix of 64 tokens: a context of 64
+// has no room for it, said as such rather than as an empty range "1..0".
+TEST(CliContext, BenchPositionsNeedsAContextBeyondItsPrefix) {
+  testutil::TempDir tmp("cli-ctx-bench");
+  const std::string dir = with_max_positions(tmp, 64);
+  std::string out;
+  EXPECT_EQ(run("bench --positions 1 --reps 1 --model " + dir, out, tmp), 2) << out;
+  EXPECT_NE(out.find("--positions: "), std::string::npos) << out;
+  EXPECT_NE(out.find("context is 64 positions, too short for bench's cached prefix of 64 tokens"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("1..0"), std::string::npos) << out;
+  EXPECT_EQ(out.find("layers, width"), std::string::npos) << "checked before the header: " << out;
+  const std::string longer = with_max_positions(tmp, 72);
+  ASSERT_EQ(run("bench --positions 8 --reps 1 --json --model " + longer, out, tmp), 0) << out;
+  EXPECT_EQ(run("bench --positions 9 --reps 1 --model " + longer, out, tmp), 2) << out;
+  EXPECT_NE(out.find("--positions: 9 is outside 1..8"), std::string::npos) << out;
+}
+
 #ifdef KVSCOPE_TESTS_RENDERER
 constexpr bool kRenderer = true;
 #else

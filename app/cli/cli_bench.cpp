@@ -147,18 +147,30 @@ json bench_row(const Model& m, const KVLayout& layout, int T, const LengthTimes&
 // stays near 1; it grows once the multiply-adds take longer than the reads.
 constexpr int kPositionsPrefix = 64;
 
-json bench_positions(const Model& m, Engine& engine, KVCache& cache, const std::vector<int>& all,
-                     const std::vector<int>& positions, int reps, bool as_json) {
+// Each --positions n fits after the prefix; checked before anything is printed.
+void check_positions(const Model& m, const std::vector<int>& positions) {
   const int ctx = m.config.n_positions;
-  std::vector<double> ms;
-  std::vector<int> ns{1};
-  ns.insert(ns.end(), positions.begin(), positions.end());
-  for (int n : ns) {
+  // Else the range below would read 1..0 (or less), naming no reason.
+  if (ctx <= kPositionsPrefix)
+    throw UsageError("--positions: " + m.name + "'s context is " + std::to_string(ctx) +
+                     " positions, too short for bench's cached prefix of " + std::to_string(kPositionsPrefix) +
+                     " tokens plus 1 new position (expected a context of at least " +
+                     std::to_string(kPositionsPrefix + 1) + "; --ctx where the model allows more)");
+  for (int n : positions) {
     if (n < 1 || kPositionsPrefix + n > ctx) {
       throw UsageError("--positions: " + std::to_string(n) + " is outside 1.." +
                        std::to_string(ctx - kPositionsPrefix) + " (the context less a prefix of " +
                        std::to_string(kPositionsPrefix) + ")");
     }
+  }
+}
+
+json bench_positions(Engine& engine, KVCache& cache, const std::vector<int>& all, const std::vector<int>& positions,
+                     int reps, bool as_json) {
+  std::vector<double> ms;
+  std::vector<int> ns{1};
+  ns.insert(ns.end(), positions.begin(), positions.end());
+  for (int n : ns) {
     const std::vector<int> seq(all.begin(), all.begin() + kPositionsPrefix + n);
     cache.clear();
     engine.forward(seq, 0, &cache, false);
@@ -184,6 +196,7 @@ int cmd_bench(const BenchCommand& b, const KVSettings& kv_settings, const std::f
   auto m = load_cli_model(b.model, b.ctx);
   const Config& c = m->config;
   const std::vector<int> lengths = bench_lengths(*m, b.lengths);
+  if (!b.positions.empty()) check_positions(*m, b.positions);
   Engine engine(*m);
   const KVLayout layout = kv_settings.layout_for(c);
   KVCache cache(layout);
@@ -200,7 +213,7 @@ int cmd_bench(const BenchCommand& b, const KVSettings& kv_settings, const std::f
                   "NO CACHE tok/s", "time ratio", "FLOP ratio");
   }
   if (!b.positions.empty()) {
-    const json rows = bench_positions(*m, engine, cache, all, b.positions, b.reps, b.json);
+    const json rows = bench_positions(engine, cache, all, b.positions, b.reps, b.json);
     if (b.json)
       std::cout << json{{"model", m->name}, {"threads", engine_threads()}, {"positions", rows}}.dump(2) << '\n';
     return 0;
