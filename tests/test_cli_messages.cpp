@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -135,6 +136,25 @@ TEST(CliMessages, ScreenshotNeedsDemoFrames) {
     EXPECT_NE(out.find("--screenshot needs --demo-frames N with N >= 1"), std::string::npos) << out;
     EXPECT_FALSE(fs::exists(tmp / "s.png"));
   }
+}
+
+// A bad $KVSCOPE_THREADS is refused like a bad flag, not passed over.
+TEST(CliMessages, ThreadsEnvIsCheckedLikeAFlag) {
+  testutil::TempDir tmp("cli-threads");
+  const char* old = std::getenv("KVSCOPE_THREADS");
+  const std::string saved = old ? old : "";
+  std::string out;
+  for (const char* bad : {"abc", "0", ""}) {
+    setenv("KVSCOPE_THREADS", bad, 1);
+    EXPECT_EQ(run("generate --prompt hi --max-new 1", out, tmp), 2) << bad << out;
+    EXPECT_NE(out.find("KVSCOPE_THREADS: expected a whole number of threads in 1..256"), std::string::npos) << out;
+  }
+  setenv("KVSCOPE_THREADS", "2", 1);
+  EXPECT_EQ(run("generate --prompt hi --max-new 1", out, tmp), 0) << out;
+  if (old)
+    setenv("KVSCOPE_THREADS", saved.c_str(), 1);
+  else
+    unsetenv("KVSCOPE_THREADS");
 }
 
 // One definition per setting: `render` and `generate` state and enforce the

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -102,6 +104,29 @@ TEST(ThreadPool, BackToBackJobsNeverMix) {
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[static_cast<size_t>(i)], round * 1000 + i) << "round " << round;
     for (int64_t i = n; i < 600; ++i) ASSERT_EQ(out[static_cast<size_t>(i)], -1) << "round " << round;
   }
+}
+
+// $KVSCOPE_THREADS is a whole number in 1..kMaxThreads; anything else is
+// named for the front end to report and never sizes a pool.
+TEST(ThreadPool, ThreadsEnvOutsideItsRangeIsNamed) {
+  const char* old = std::getenv("KVSCOPE_THREADS");
+  const std::string saved = old ? old : "";
+  for (const char* bad : {"abc", "-1", "0", "", "100000", "257", "4x", " 4"}) {
+    setenv("KVSCOPE_THREADS", bad, 1);
+    const std::string p = ThreadPool::threads_env_problem();
+    EXPECT_NE(p.find("KVSCOPE_THREADS: expected a whole number of threads in 1..256, got \"" + std::string(bad) + "\""),
+              std::string::npos)
+        << bad << ": " << p;
+    EXPECT_GE(ThreadPool::default_threads(), 1);
+  }
+  for (const char* good : {"1", "16", "256"}) {
+    setenv("KVSCOPE_THREADS", good, 1);
+    EXPECT_EQ(ThreadPool::threads_env_problem(), "") << good;
+    EXPECT_TRUE(ThreadPool::default_threads_chosen());
+  }
+  unsetenv("KVSCOPE_THREADS");
+  EXPECT_EQ(ThreadPool::threads_env_problem(), "");
+  if (old) setenv("KVSCOPE_THREADS", saved.c_str(), 1);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "model/arch/model.h"
 #include "model/arch/model_context.h"
 #include "model/core/error.h"
+#include "model/core/thread_pool.h"
 #include "model/core/units.h"
 
 namespace kvscope {
@@ -179,6 +180,9 @@ struct Commands {
 };
 
 int run_parsed(Commands& c, const AppHooks& hooks) {
+  // Checked here, once, as a flag would be: the pools read it later, where a
+  // bad value could only be passed over.
+  if (const std::string p = ThreadPool::threads_env_problem(); !p.empty()) throw UsageError(p);
   if (*c.eval.cmd) {
     c.eval.args.kv = kv_settings_or_throw(c.eval.kv);
     return cmd_eval(c.eval.args, default_model_dir());

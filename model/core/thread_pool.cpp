@@ -14,23 +14,35 @@ constexpr auto kSpin = std::chrono::microseconds(50);
 
 std::atomic<int> g_default_threads{0};  // set_default_threads' n; 0: not set
 
+// $KVSCOPE_THREADS: 0 when unset, -1 unless digits only, 1..kMaxThreads.
+int env_threads() {
+  const char* env = std::getenv("KVSCOPE_THREADS");
+  if (!env) return 0;
+  const std::string s = env;
+  if (s.empty() || s.size() > 3 || s.find_first_not_of("0123456789") != std::string::npos) return -1;
+  const int n = std::stoi(s);
+  return n >= 1 && n <= ThreadPool::kMaxThreads ? n : -1;
+}
+
 }  // namespace
 
 void ThreadPool::set_default_threads(int n) {
-  g_default_threads = std::clamp(n, 1, 256);
+  g_default_threads = std::clamp(n, 1, kMaxThreads);
 }
 
 bool ThreadPool::default_threads_chosen() {
-  const char* env = std::getenv("KVSCOPE_THREADS");
-  return g_default_threads.load() > 0 || (env && *env);
+  return g_default_threads.load() > 0 || env_threads() > 0;
+}
+
+std::string ThreadPool::threads_env_problem() {
+  if (env_threads() >= 0) return "";
+  return "KVSCOPE_THREADS: expected a whole number of threads in 1.." + std::to_string(kMaxThreads) + ", got \"" +
+         std::getenv("KVSCOPE_THREADS") + "\" (unset it for the default)";
 }
 
 int ThreadPool::default_threads() {
   if (const int n = g_default_threads.load(); n > 0) return n;
-  if (const char* env = std::getenv("KVSCOPE_THREADS"); env && *env) {
-    const int n = std::atoi(env);
-    if (n >= 1 && n <= 256) return n;
-  }
+  if (const int n = env_threads(); n > 0) return n;
   const unsigned hc = std::thread::hardware_concurrency();
   return hc ? static_cast<int>(hc) : 1;
 }

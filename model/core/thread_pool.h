@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -37,10 +38,15 @@ class ThreadPool {
   // The size of a pool built with 0: set_default_threads' n when set, else
   // $KVSCOPE_THREADS, else the number of cores.
   static int default_threads();
-  // For pools built from now on (the window leaves a core to its renderer). n in [1, 256].
+  // For pools built from now on (the window leaves a core to its renderer). n in [1, kMaxThreads].
   static void set_default_threads(int n);
-  // True when set_default_threads or $KVSCOPE_THREADS chose the size.
+  // True when set_default_threads or a valid $KVSCOPE_THREADS chose the size.
   static bool default_threads_chosen();
+  // "" when $KVSCOPE_THREADS is unset or a whole number in 1..kMaxThreads,
+  // else a one-line message naming it and that range. default_threads()
+  // passes over a bad value; a front end reports it (the CLI: a usage error).
+  static std::string threads_env_problem();
+  static constexpr int kMaxThreads = 256;
 
  private:
   void worker_loop(int index);
