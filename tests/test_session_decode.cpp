@@ -342,27 +342,32 @@ TEST(SessionDecoding, ARefusedStrategyChangeLeavesTheRunningGenerationAsItWas) {
   EXPECT_TRUE(s.ui.errors.empty());
 }
 
+// The end of the generation stops playback: the Playback button reads Play,
+// the page's "pause" does nothing, and Play plays the prompt again.
+TEST(SessionDecoding, TheEndStopsPlaybackAndPlayPlaysAgain) {
+  Session s;
+  start(s, DecodeSettings{}, "abc", 3);
+  s.ui.fastest = true;
+  s.ui.playing = true;  // played, not stepped, to the end
+  double t = 0;
+  update_until(s, [&] {
+    s.update(t += 1.0);
+    return s.engine.stop != StopReason::kNone && s.engine_idle();
+  });
+  ASSERT_EQ(s.engine.records().size(), 3u);
+  EXPECT_FALSE(s.ui.playing);
+  const uint64_t request = s.engine.start_request;
+  s.execute(cmd::PlayPause{}, 0);  // Space
+  EXPECT_EQ(s.engine.start_request, request + 1);
+  EXPECT_TRUE(s.ui.playing);
+}
+
 // The same refusal is decided before anything changes (the controller asks
 // strategy_refusal before it sends the engine a start): no start reaches the
 // engine, the camera stays, and every control the user reaches for next
 // works on the generation on screen: Space plays it, the right arrow steps it, R and
 // Generate restart it with the strategy that runs. A window chosen while
 // beams run refuses R the same way, and the beams stay on screen.
-// After the end the Playback button reads Play and plays again, whether or not
-// the session was playing when the generation stopped (it was: Pause did nothing).
-TEST(SessionDecoding, PlayAfterTheEndPlaysAgainEvenWhilePlaying) {
-  for (bool playing : {true, false}) {
-    Session s;
-    start(s, DecodeSettings{}, "abc", 3);
-    run_to_end(s);
-    s.ui.playing = playing;
-    const uint64_t request = s.engine.start_request;
-    s.execute(cmd::PlayPause{}, 0);  // Space
-    EXPECT_EQ(s.engine.start_request, request + 1) << "playing=" << playing;
-    EXPECT_TRUE(s.ui.playing) << "playing=" << playing;
-  }
-}
-
 TEST(SessionDecoding, ARefusedStartChangesNothingAndEveryControlStillWorks) {
   Session s;
   s.ui.kv_layout.window = 8;

@@ -171,7 +171,10 @@ void Session::take_event(WorkerEvent& ev, double now) {
       break;
     case WorkerEvent::Kind::kDone:
       // (not a generation that ended just as the UI restarted: it would stop the new one)
-      if (ev.generation == engine.generation && engine.started) engine.stop = ev.reason;
+      if (ev.generation == engine.generation && engine.started) {
+        engine.stop = ev.reason;
+        ui.playing = false;  // played to the end: the button reads Play, and plays again
+      }
       break;
     case WorkerEvent::Kind::kError:
       on_error(ev);
@@ -249,10 +252,10 @@ void Session::execute(const UiCommand& given, double now) {
                    if (engine.model) start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt);
                  },
                  [&](const cmd::PlayPause&) {
-                   // After the end the button reads Play (whatever ui.playing was): play again.
-                   const bool ended = engine.stop != StopReason::kNone;
-                   ui.playing = ended || !ui.playing;
-                   if (ended && (!engine.model || !start_generation(ui.active_prompt))) ui.playing = false;
+                   ui.playing = !ui.playing;
+                   if (ui.playing && engine.stop != StopReason::kNone && engine.model &&
+                       !start_generation(ui.active_prompt))  // play after the end = again
+                     ui.playing = false;
                  },
                  [&](const cmd::Step&) { step(now); },
                  [&](const cmd::ToggleCache&) { toggle_cache(); },
