@@ -34,7 +34,7 @@ void add_window_flags(CLI::App& app, GuiOptions& gui) {
   app.add_option("--ctx", gui.ctx, kCtxHelp)->check(in_range(setting::kCtx));
   app.add_option("--demo-frames", gui.demo_frames, "Run a scripted demo for N frames, then exit (smoke tests)")
       ->check(int_in(0, 1 << 24));
-  app.add_option("--screenshot", gui.screenshot, "With --demo-frames: save the last frame to this PNG")
+  app.add_option("--screenshot", gui.screenshot, "With --demo-frames or --soak-rounds: save the last frame to this PNG")
       ->check(non_empty("a PNG file name"));
   app.add_option("--soak-rounds", gui.soak_rounds,
                  "Generate to the full context, switch the cache mode and reset, N times; report resident memory "
@@ -43,10 +43,12 @@ void add_window_flags(CLI::App& app, GuiOptions& gui) {
 }
 
 int run_window(const GuiOptions& gui, const AppHooks& hooks) {
-  // The screenshot is taken when the demo's frames run out: without them the
-  // window would run until closed and never write it.
-  if (!gui.screenshot.empty() && gui.demo_frames <= 0)
-    throw UsageError("--screenshot needs --demo-frames N with N >= 1 (the last of the N frames is saved)");
+  // The screenshot is taken when a scripted run ends (the demo's frames run
+  // out, or the soak's rounds): without one the window would run until
+  // closed and never write it.
+  if (!gui.screenshot.empty() && gui.demo_frames <= 0 && gui.soak_rounds <= 0)
+    throw UsageError(
+        "--screenshot needs --demo-frames N or --soak-rounds N with N >= 1 (the last frame of that run is saved)");
   if (gui.ctx > 0) check_window_context(gui.model_dir, gui.ctx);
   if (!hooks.gui) throw Error("this kvscope was built without the GUI (KVSCOPE_GUI=OFF); use a subcommand, see --help");
   return hooks.gui(gui);

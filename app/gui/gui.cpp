@@ -200,11 +200,11 @@ int report_scripted(const Session& s, int frames, const FrameStats& stats, const
   std::fprintf(stderr, "kvscope: demo: %d frames, %d steps (%d positions now), final mode %s\n", frames,
                s.engine.total_records, s.engine.seq.seq_len(), to_string(s.engine.mode));
   std::fprintf(stderr, "kvscope: %s\n", stats.summary().c_str());
-  // A smoke test that ran nothing fails, and says why.
-  if (s.engine.total_records == 0)
+  // A smoke test that ran nothing fails, and says why (unless an error above already did).
+  if (s.engine.total_records == 0 && s.ui.errors.empty() && gl_msgs.empty())
     std::fprintf(stderr,
-                 "kvscope: error: --demo-frames %d: no step ran (loading the model and starting the demo take a "
-                 "few frames: give it more, e.g. 20)\n",
+                 "kvscope: error: no step ran in %d frames (loading the model and starting take a few frames: "
+                 "give --demo-frames more, e.g. 20)\n",
                  frames);
   return !gl_msgs.empty() || !s.ui.errors.empty() || s.engine.total_records == 0 ? 1 : 0;
 }
