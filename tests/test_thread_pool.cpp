@@ -111,14 +111,19 @@ TEST(ThreadPool, BackToBackJobsNeverMix) {
 TEST(ThreadPool, ThreadsEnvOutsideItsRangeIsNamed) {
   const char* old = std::getenv("KVSCOPE_THREADS");
   const std::string saved = old ? old : "";
-  for (const char* bad : {"abc", "-1", "0", "", "100000", "257", "4x", " 4"}) {
+  unsetenv("KVSCOPE_THREADS");
+  const int fallback = ThreadPool::default_threads();
+  for (const char* bad : {"abc", "-1", "0", "100000", "257", "4x", " 4"}) {
     setenv("KVSCOPE_THREADS", bad, 1);
     const std::string p = ThreadPool::threads_env_problem();
     EXPECT_NE(p.find("KVSCOPE_THREADS: expected a whole number of threads in 1..256, got \"" + std::string(bad) + "\""),
               std::string::npos)
         << bad << ": " << p;
-    EXPECT_GE(ThreadPool::default_threads(), 1);
+    EXPECT_EQ(ThreadPool::default_threads(), fallback) << bad << ": passed over, as if unset";
   }
+  setenv("KVSCOPE_THREADS", "", 1);  // empty reads as unset, as for every KVSCOPE_ variable
+  EXPECT_EQ(ThreadPool::threads_env_problem(), "");
+  EXPECT_EQ(ThreadPool::default_threads(), fallback);
   for (const char* good : {"1", "16", "256"}) {
     setenv("KVSCOPE_THREADS", good, 1);
     EXPECT_EQ(ThreadPool::threads_env_problem(), "") << good;

@@ -14,12 +14,12 @@ constexpr auto kSpin = std::chrono::microseconds(50);
 
 std::atomic<int> g_default_threads{0};  // set_default_threads' n; 0: not set
 
-// $KVSCOPE_THREADS: 0 when unset, -1 unless digits only, 1..kMaxThreads.
+// $KVSCOPE_THREADS: 0 when unset or empty, -1 unless digits only, 1..kMaxThreads.
 int env_threads() {
   const char* env = std::getenv("KVSCOPE_THREADS");
-  if (!env) return 0;
+  if (!env || !*env) return 0;
   const std::string s = env;
-  if (s.empty() || s.size() > 3 || s.find_first_not_of("0123456789") != std::string::npos) return -1;
+  if (s.size() > 3 || s.find_first_not_of("0123456789") != std::string::npos) return -1;
   const int n = std::stoi(s);
   return n >= 1 && n <= ThreadPool::kMaxThreads ? n : -1;
 }
