@@ -404,7 +404,7 @@ void add_write_head(Scene& s, const StepRecord& r, const Layout& L, float flash,
   Label lab;
   lab.kind = LabelKind::kHead;
   lab.pos = s.slot;
-  const std::string prob = r.prob < 0 ? std::string() : "  " + whole_percent(r.prob);
+  const std::string prob = r.prob < 0 ? std::string() : "  " + percent_text(r.prob, 0);
   lab.text = hidden ? std::string("next: ?") : "next: " + visible_piece(r.piece) + prob;
   lab.anchor = s.head_pos + glm::vec3(0.0f, 0.45f, 0.0f);
   lab.colour = glm::vec4(pal.head, 1.0f);

@@ -5,13 +5,18 @@
 
 namespace kvscope {
 
-std::string whole_percent(double p) {
-  const double pct = 100.0 * p;
-  if (pct < 100.0 && pct >= 99.5) return ">99%";
-  if (pct > 0.0 && pct < 0.5) return "<1%";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.0f%%", pct);
-  return buf;
+std::string percent_text(double p, int decimals) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, 100.0 * p);
+  const std::string shown = buf;
+  // Judged on the text itself, so printf's rounding (half to even) cannot slip past.
+  const std::string hundred = decimals > 0 ? "100." + std::string(static_cast<size_t>(decimals), '0') : "100";
+  const std::string zero = decimals > 0 ? "0." + std::string(static_cast<size_t>(decimals), '0') : "0";
+  const std::string step = decimals > 0 ? "0." + std::string(static_cast<size_t>(decimals - 1), '0') + "1" : "1";
+  const std::string top = decimals > 0 ? "99." + std::string(static_cast<size_t>(decimals), '9') : "99";
+  if (p < 1.0 && shown == hundred) return ">" + top + "%";
+  if (p > 0.0 && shown == zero) return "<" + step + "%";
+  return shown + "%";
 }
 
 std::string format_hex_bytes(const std::string& raw) {

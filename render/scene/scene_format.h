@@ -8,10 +8,10 @@
 
 namespace kvscope {
 
-// A probability as a whole percent, "63%", except where rounding would
-// overstate it: ">99%" below 1 (a 99.96 % token is not a certainty), "<1%"
-// above 0.
-std::string whole_percent(double p);
+// A probability as a percent with `decimals` decimals ("63%", "62.7%"),
+// except where rounding would overstate it: ">99%" / ">99.9%" below 1 (a
+// 99.96 % token is not a certainty), "<1%" / "<0.1%" above 0.
+std::string percent_text(double p, int decimals);
 
 // Hex dump of raw bytes: "e2 80 99".
 std::string format_hex_bytes(const std::string& raw);

@@ -87,7 +87,7 @@ void hover_tooltip(const EngineState& engine, const Pick& pick, int layer, int h
     if (t.prompt) {
       ImGui::TextUnformatted("part of the prompt");
     } else {
-      ImGui::Text("chosen at step %d with probability %.1f%%", t.chosen_at, 100.0 * t.prob);
+      ImGui::Text("chosen at step %d with probability %s", t.chosen_at, percent_text(t.prob, 1).c_str());
     }
     if (pick.pos == seq.seq_len()) ImGui::TextUnformatted("newest: its K/V are computed in the next step");
   } else {

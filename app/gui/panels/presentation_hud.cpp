@@ -49,7 +49,7 @@ std::string fit_piece(const ImFont* f, float size, const std::string& text, floa
 }
 
 std::string card_title(const StepRecord& r) {
-  return "next: " + visible_piece(r.piece) + "  " + whole_percent(r.prob);
+  return "next: " + visible_piece(r.piece) + "  " + percent_text(r.prob, 0);
 }
 
 // The card in the right column (the 3D view is drawn left of it): the next
@@ -75,7 +75,6 @@ void draw_card(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& f
   dl->AddText(big, bs, ImVec2(a.x + pad, a.y + pad), to_imcolor(pal.new_token), card_title(*r).c_str());
   const float piece_w = g.piece_w * g.rows_k, percent_w = g.percent_w * g.rows_k;
   const float bar_x = a.x + pad + piece_w, bar_w = std::max(ss, w - pad * 2 - piece_w - percent_w);
-  char buf[32];
   for (size_t i = 0; i < n; ++i) {
     const float y = a.y + pad + bs * 1.3f + ss * 1.25f * static_cast<float>(i);
     const bool chosen = r->top[i].token == r->token;
@@ -85,8 +84,7 @@ void draw_card(ImDrawList* dl, ImVec2 origin, ImVec2 size, const OverlayFonts& f
     dl->AddRectFilled(ImVec2(bar_x, y + ss * 0.1f),
                       ImVec2(bar_x + std::max(2.0f, bar_w * r->top[i].prob), y + ss * 0.95f),
                       chosen ? to_imcolor(pal.new_token) : to_imcolor(pal.prompt_token), 2.0f);
-    std::snprintf(buf, sizeof(buf), "%.1f%%", 100.0 * r->top[i].prob);
-    dl->AddText(small, ss, ImVec2(bar_x + bar_w + ss * 0.4f, y), col, buf);
+    dl->AddText(small, ss, ImVec2(bar_x + bar_w + ss * 0.4f, y), col, percent_text(r->top[i].prob, 1).c_str());
   }
 }
 

@@ -11,6 +11,7 @@
 #include "app/gui/panels/panels.h"
 #include "app/lessons/sampling.h"
 #include "app/session/fitting.h"
+#include "render/scene/scene_format.h"
 
 namespace kvscope {
 
@@ -62,10 +63,8 @@ void bar_tooltip(const EngineState& engine, const TokenBar& b, const SamplingExp
 
 // A candidate's percentage after temperature, with what touched or cut it.
 std::string bar_tag(const TokenBar& b) {
-  char tag[48];
-  std::snprintf(tag, sizeof(tag), "%.1f%%%s%s%s", 100.0 * b.p_temp, b.penalized ? " pen" : "",
-                b.cut_by_top_k ? " k" : "", b.cut_by_top_p ? " p" : "");
-  return tag;
+  return percent_text(b.p_temp, 1) + (b.penalized ? " pen" : "") + (b.cut_by_top_k ? " k" : "") +
+         (b.cut_by_top_p ? " p" : "");
 }
 
 // Where the candidates' parts go (fit_candidate_rows) and how tall a row is.
@@ -195,10 +194,8 @@ void kept_mass_bar(const EngineState& engine, const SamplingExplain& e, const Pa
 // The shown step's choice, explained by the sampler's trace under the panel's settings.
 void explained_step(const EngineState& engine, UiState& ui, int step, const StepRecord& r, Commands& cmds) {
   const PanelMemo::Explain& ex = explain_for(ui.memo.explain, engine, step, ui.sampler);
-  char chose[160];
-  std::snprintf(chose, sizeof(chose), "step %d chose: %s (%.1f%%)", step, visible_piece(r.piece).c_str(),
-                100.0 * r.prob);
-  text_wrapped_words(chose);
+  text_wrapped_words("step " + std::to_string(step) + " chose: " + visible_piece(r.piece) + " (" +
+                     percent_text(r.prob, 1) + ")");
   if (!ex.ok) {
     ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.4f, 1), "(%s)", ex.error.c_str());
     return;
