@@ -154,15 +154,20 @@ void print_done_text(const Server& s, int req) {
 }
 
 void print_summary_text(const json& j) {
+  // (no slot held at a step's end, one-token requests: no share to speak of)
+  char slots[160] = "no slots held at a step's end";
+  if (j["slots_paged_mean"].get<double>() > 0)
+    std::snprintf(slots, sizeof slots,
+                  "slots holding tokens: %.0f%% of the paged pool's, %.0f%% of one contiguous context per request",
+                  100 * (1 - j["paged_wasted_frac"].get<double>()),
+                  100 * (1 - j["contiguous_wasted_frac"].get<double>()));
   std::printf(
       "summary: %d requests, %d steps, %lld tokens in %.1f ms = %.1f tokens/s; mean TTFT %.1f ms, latency %.1f ms; "
-      "%d preemptions, %d prefix-hit blocks; pool %.0f%% used on average (peak %.0f%%); slots holding tokens: "
-      "%.0f%% of the paged pool's, %.0f%% of one contiguous context per request\n",
+      "%d preemptions, %d prefix-hit blocks; pool %.0f%% used on average (peak %.0f%%); %s\n",
       j["requests"].get<int>(), j["steps"].get<int>(), static_cast<long long>(j["generated"].get<int64_t>()),
       j["ms_total"].get<double>(), j["tokens_per_s"].get<double>(), j["ttft_ms_mean"].get<double>(),
       j["latency_ms_mean"].get<double>(), j["preemptions"].get<int>(), j["prefix_hit_blocks"].get<int>(),
-      100 * j["pool_occupancy_mean"].get<double>(), 100 * j["pool_occupancy_peak"].get<double>(),
-      100 * (1 - j["paged_wasted_frac"].get<double>()), 100 * (1 - j["contiguous_wasted_frac"].get<double>()));
+      100 * j["pool_occupancy_mean"].get<double>(), 100 * j["pool_occupancy_peak"].get<double>(), slots);
 }
 
 ServeOptions serve_options(const ServeCommand& c) {
