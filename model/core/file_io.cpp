@@ -147,13 +147,15 @@ bool read_regular_file_if_exists(const std::string& path, const std::string& exp
 void write_file_atomic(const std::string& path_given, std::string_view bytes) {
   if (path_given.empty()) throw Error("cannot write a file with an empty name");
   const std::string path = write_destination(path_given);
+  // Messages name the path given, and where its links led.
+  const std::string shown = path == path_given ? path : path_given + " (a link to " + path + ")";
   const std::filesystem::path p(path);
   if (p.has_parent_path()) {
     struct stat st {};
     const std::string dir = p.parent_path().string();
     if (::stat(dir.c_str(), &st) != 0)
-      throw Error(path + ": cannot write: the folder " + dir + " does not exist (" + errno_text(errno) + ")");
-    if (!S_ISDIR(st.st_mode)) throw Error(path + ": cannot write: " + dir + " is not a folder");
+      throw Error(shown + ": cannot write: the folder " + dir + " does not exist (" + errno_text(errno) + ")");
+    if (!S_ISDIR(st.st_mode)) throw Error(shown + ": cannot write: " + dir + " is not a folder");
   }
   std::string tmp;
   int fd = -1;
@@ -162,23 +164,23 @@ void write_file_atomic(const std::string& path_given, std::string_view bytes) {
     fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && errno != EEXIST) break;
   }
-  if (fd < 0) throw Error(path + ": cannot write: " + errno_text(errno) + " (creating a temporary file next to it)");
-  write_all(fd, bytes, path, tmp);
+  if (fd < 0) throw Error(shown + ": cannot write: " + errno_text(errno) + " (creating a temporary file next to it)");
+  write_all(fd, bytes, shown, tmp);
   if (::fsync(fd) != 0) {
     const int e = errno;
     ::close(fd);
     ::unlink(tmp.c_str());
-    throw Error(path + ": cannot write: " + errno_text(e) + " (the previous file, if any, is unchanged)");
+    throw Error(shown + ": cannot write: " + errno_text(e) + " (the previous file, if any, is unchanged)");
   }
   if (::close(fd) != 0) {
     const int e = errno;
     ::unlink(tmp.c_str());
-    throw Error(path + ": cannot write: " + errno_text(e) + " (the previous file, if any, is unchanged)");
+    throw Error(shown + ": cannot write: " + errno_text(e) + " (the previous file, if any, is unchanged)");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int e = errno;
     ::unlink(tmp.c_str());
-    throw Error(path + ": cannot replace it: " + errno_text(e) + " (the previous file, if any, is unchanged)");
+    throw Error(shown + ": cannot replace it: " + errno_text(e) + " (the previous file, if any, is unchanged)");
   }
 }
 
