@@ -137,6 +137,8 @@ TEST(ServeCli, MalformedRequestsFileNamesTheLine) {
       {"{\"id\": \"b\", \"prompt\": \"hi\", \"max_new\": 2, \"arrive\": -1}\n", ":1: field \"arrive\""},
       {"{\"id\": \"b\", \"prompt\": \"hi\", \"max_new\": 2, \"temperature\": 0}\n", ":1: field \"temperature\""},
       {"{\"id\": \"b\", \"prompt\": \"hi\", \"max_new\": 2, \"top_p\": 1.5}\n", ":1: field \"top_p\""},
+      {"{\"id\": \"b\", \"prompt\": \"hi\", \"max_new\": 2, \"top_p\": 1e-300}\n",
+       ":1: field \"top_p\": 1e-300 is out of range (expected (0.0, 1.0]; held as a float it rounds to 0.0)"},
       {"{\"id\": \"b\", \"prompt\": \"hi\", \"max_new\": 2, \"greedy\": true, \"top_k\": 3}\n", ":1: field \"greedy\""},
       {"{\"id\": \"b\", \"prompt\": \"hi\", \"max_new\": 2, \"temprature\": 1}\n", ":1: unknown field \"temprature\""},
       {ok + ok, ":2: duplicate id \"a\""},

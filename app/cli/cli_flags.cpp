@@ -64,9 +64,11 @@ CLI::Validator real_in(double lo, double hi, bool lo_open) {
         if (!end || *end != '\0' || !std::isfinite(x))
           return in_quotes(s) + " is not a finite number (expected " + range + ")";
         if (x > hi) return s + " is above the range " + range;
-        if (RealSetting{"", lo, hi, lo_open}.contains(x)) return "";
+        const RealSetting r{"", lo, hi, lo_open};
+        if (r.contains(x)) return "";
         // Above an open bound as a double, on it as a float (--top-p 1e-300).
-        const std::string rounds = x > lo ? " once held as a float (it rounds to " + format_bound(lo) + ")" : "";
+        const std::string rounds =
+            r.rounds_to_bound(x) ? " once held as a float (it rounds to " + format_bound(lo) + ")" : "";
         return s + " is below the range " + range + rounds;
       },
       range);

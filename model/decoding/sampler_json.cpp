@@ -26,7 +26,10 @@ void real(const json& obj, const std::string& prefix, const RealSetting& r, cons
   const std::string range = (r.lo_open ? "(" : "[") + json(r.lo).dump() + ", " + json(r.hi).dump() + "]";
   if (!v->is_number()) fail(prefix, key, "expected a number in " + range + ", got " + v->dump());
   const double x = v->get<double>();
-  if (!std::isfinite(x) || !r.contains(x)) fail(prefix, key, v->dump() + " is out of range (expected " + range + ")");
+  if (!std::isfinite(x) || !r.contains(x))
+    fail(prefix, key,
+         v->dump() + " is out of range (expected " + range +
+             (r.rounds_to_bound(x) ? "; held as a float it rounds to " + json(r.lo).dump() : std::string()) + ")");
   out = static_cast<float>(x);
 }
 

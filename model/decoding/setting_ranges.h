@@ -26,6 +26,9 @@ struct RealSetting {
   constexpr bool contains(double x) const {
     return lo_open ? x > lo && x <= hi && static_cast<float>(x) > lo : x >= lo && x <= hi;
   }
+  // In the range as a double but on its open bound as a float: what an error
+  // explains ("it rounds to 0"), since the value looks inside the range.
+  constexpr bool rounds_to_bound(double x) const { return lo_open && x > lo && x <= hi && !contains(x); }
 };
 
 namespace setting {
