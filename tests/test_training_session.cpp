@@ -118,6 +118,7 @@ TEST(TrainingSession, PickingACheckpointRegeneratesTheSamePromptWithItsWeights) 
   update_until(s, [&] { return s.engine.model && s.engine.stop != StopReason::kNone && s.engine_idle(); });
   ASSERT_TRUE(s.engine.training) << "the run's record beside the final model";
   EXPECT_EQ(s.engine.checkpoint, 2);
+  EXPECT_EQ(checkpoint_note(s.engine), "") << "the final model is the model";
   const std::vector<int> final_tokens = generated(s);
   const std::vector<int> prompt = s.engine.records().at(0)->prompt_tokens;
   const std::vector<float> final_logits = s.engine.records()[0]->logits;
@@ -125,6 +126,7 @@ TEST(TrainingSession, PickingACheckpointRegeneratesTheSamePromptWithItsWeights) 
   pick(s, 0, fs::weakly_canonical(run.dirs[0]).string());
   ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
   EXPECT_EQ(s.engine.checkpoint, 0);
+  EXPECT_EQ(checkpoint_note(s.engine), "weights from training step 0 of 200");
   ASSERT_TRUE(s.engine.training) << "the record stays while a checkpoint is loaded";
   EXPECT_EQ(s.ui.active_prompt, "Once upon a time");
   const StepRecord& first = *s.engine.records().at(0);

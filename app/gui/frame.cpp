@@ -40,11 +40,7 @@ FrameSpec frame_spec(const Session& s, float anim, int hover_pos) {
     f.message = engine.loading_model ? "loading the model\xE2\x80\xA6"
                 : !engine.model      ? "no model: open a model folder (GPT-2, Llama, Mistral, Qwen2) in the Model panel"
                                      : "paused before the first step: \xE2\x86\x92 or Space runs the prefill";
-  if (engine.training && engine.checkpoint >= 0 &&
-      engine.checkpoint + 1 < static_cast<int>(engine.training->checkpoints.size()))
-    f.weights_note = "weights from training step " +
-                     std::to_string(engine.training->checkpoints[static_cast<size_t>(engine.checkpoint)].step) +
-                     " of " + std::to_string(engine.training->checkpoints.back().step);
+  f.weights_note = checkpoint_note(engine);
   const ServeRequestView& served = ui.memo.serve_request.view;
   if (ui.serving.open && ui.serving.view_w > 0 && served.seq.current) {  // the Serving view's selected request
     f.seq = &served.seq;

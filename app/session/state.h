@@ -221,6 +221,18 @@ inline constexpr int kDefaultMaxNew = 200;
 
 // New tokens so far: of the shown step (sampling), of every running beam
 // (beam search) or of the newest iteration (speculative decoding).
+// "weights from training step 300 of 7200" while an early training
+// checkpoint is loaded (the banner names it, so its odd text reads as the
+// lesson, not as the model); "" for the final model or none.
+inline std::string checkpoint_note(const EngineState& engine) {
+  if (!engine.training || engine.checkpoint < 0 ||
+      engine.checkpoint + 1 >= static_cast<int>(engine.training->checkpoints.size()))
+    return "";
+  return "weights from training step " +
+         std::to_string(engine.training->checkpoints[static_cast<size_t>(engine.checkpoint)].step) + " of " +
+         std::to_string(engine.training->checkpoints.back().step);
+}
+
 inline int new_tokens(const EngineState& engine) {
   return std::visit(overloaded{
                         [&](std::monostate) {
