@@ -29,6 +29,7 @@ set(KVSCOPE_GUI_SRC
   app/gui/panels/qkv.cpp
   app/gui/panels/sampling.cpp
   app/gui/panels/serving.cpp
+  app/gui/panels/table_or_lines.cpp
   app/gui/panels/timeline.cpp
   app/gui/panels/training.cpp
   app/platform/png_file.cpp

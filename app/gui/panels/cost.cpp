@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "app/gui/panels/table_or_lines.h"
 #include "app/lessons/eviction.h"
 #include "app/lessons/phases.h"
-#include "app/session/fitting.h"
 #include "model/core/units.h"
 #include "model/engine/engine.h"
 
@@ -43,7 +43,6 @@ static_assert(sizeof(kPhaseHeadHelp) / sizeof(kPhaseHeadHelp[0]) == kPhaseColumn
 
 struct PhaseRow {
   const char* name;
-  const char* short_name;  // a column's header when the table is turned
   const PhaseStats* st;
   const char* explain;
   glm::vec3 colour;
@@ -65,98 +64,19 @@ std::vector<std::string> phase_cells(const PhaseRow& r) {
   return cells;
 }
 
-// Each phase as lines, its numbers named by their headers.
-void phases_lines(const std::vector<PhaseRow>& rows, const std::vector<std::vector<std::string>>& cells) {
-  const float indent = ImGui::GetFontSize() * 0.6f;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    ImGui::TextColored(v4(rows[i].colour), "%s", rows[i].name);
-    hover_help(rows[i].explain);
-    ImGui::Indent(indent);
-    for (int c = 1; c < kPhaseColumns; ++c) {
-      ImGui::TextDisabled("%s", kPhaseHeads[c]);
-      hover_help(kPhaseHeadHelp[c]);
-      ImGui::SameLine();
-      ImGui::TextUnformatted(cells[i][static_cast<size_t>(c)].c_str());
-    }
-    ImGui::Unindent(indent);
-  }
-}
-
-// The table turned: a row per quantity, a column per phase.
-void phases_turned(const std::vector<PhaseRow>& rows, const std::vector<std::vector<std::string>>& cells) {
-  if (!ImGui::BeginTable("phases_turned", static_cast<int>(rows.size()) + 1,
-                         ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit))
-    return;
-  ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    ImGui::TableSetColumnIndex(static_cast<int>(i) + 1);
-    ImGui::TextColored(v4(rows[i].colour), "%s", rows[i].short_name);
-    hover_help(rows[i].explain);
-  }
-  for (int c = 1; c < kPhaseColumns; ++c) {
-    ImGui::TableNextRow();
-    ImGui::TableSetColumnIndex(0);
-    ImGui::TextDisabled("%s", kPhaseHeads[c]);
-    hover_help(kPhaseHeadHelp[c]);
-    for (size_t i = 0; i < rows.size(); ++i) {
-      ImGui::TableSetColumnIndex(static_cast<int>(i) + 1);
-      ImGui::TextUnformatted(cells[i][static_cast<size_t>(c)].c_str());
-    }
-  }
-  ImGui::EndTable();
-}
-
-// The phases as a table where its columns fit the strip, else turned (a
-// column per phase), else as lines: a narrow column at text scale 2.5
-// showed the phases' names alone, their numbers scrolled off to the right.
+// The phases in one table_or_lines: as lines (a narrow column at text scale
+// 2.5) each phase's numbers are named by their headers, where a sideways
+// scroll once showed the phases' names alone.
 void phases_table_or_lines(const std::vector<PhaseRow>& rows) {
-  std::vector<std::vector<std::string>> cells;
-  std::vector<std::vector<float>> widths(1);
-  for (const char* h : kPhaseHeads) widths[0].push_back(ImGui::CalcTextSize(h).x);
-  for (const PhaseRow& r : rows) {
-    cells.push_back(phase_cells(r));
-    widths.emplace_back();
-    for (const std::string& c : cells.back()) widths.back().push_back(ImGui::CalcTextSize(c.c_str()).x);
-  }
-  const float pad = 2 * ImGui::GetStyle().CellPadding.x + 2, avail = ImGui::GetContentRegionAvail().x;
-  if (!columns_fit(widths, pad, avail)) {
-    // Turned: a row per quantity, a column per phase, side by side to compare.
-    std::vector<std::vector<float>> turned(static_cast<size_t>(kPhaseColumns));
-    turned[0].push_back(0);
-    for (const PhaseRow& r : rows) turned[0].push_back(ImGui::CalcTextSize(r.short_name).x);
-    for (int c = 1; c < kPhaseColumns; ++c) {
-      turned[static_cast<size_t>(c)].push_back(ImGui::CalcTextSize(kPhaseHeads[c]).x);
-      for (size_t i = 0; i < rows.size(); ++i)
-        turned[static_cast<size_t>(c)].push_back(widths[i + 1][static_cast<size_t>(c)]);
-    }
-    if (columns_fit(turned, pad, avail)) {
-      phases_turned(rows, cells);
-    } else {
-      phases_lines(rows, cells);
-    }
-    return;
-  }
-  if (!ImGui::BeginTable("phases", kPhaseColumns, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) return;
-  for (const char* h : kPhaseHeads) ImGui::TableSetupColumn(h);
-  ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
-  for (int i = 0; i < kPhaseColumns; ++i) {
-    ImGui::TableSetColumnIndex(i);
-    ImGui::TableHeader(kPhaseHeads[i]);
-    hover_help(kPhaseHeadHelp[i]);
-  }
-  for (size_t i = 0; i < rows.size(); ++i) {
-    ImGui::TableNextRow();
-    for (int c = 0; c < kPhaseColumns; ++c) {
-      ImGui::TableSetColumnIndex(c);
-      if (c > 0) {
-        ImGui::TextUnformatted(cells[i][static_cast<size_t>(c)].c_str());
-        continue;
-      }
-      ImGui::TextColored(v4(rows[i].colour), "%s", rows[i].name);
-      hover_help(rows[i].explain);
-    }
-  }
-  ImGui::EndTable();
+  TableSpec spec;
+  spec.id = "phases";
+  spec.headers.assign(std::begin(kPhaseHeads), std::end(kPhaseHeads));
+  spec.header_help.assign(std::begin(kPhaseHeadHelp), std::end(kPhaseHeadHelp));
+  spec.fate = false;
+  std::vector<TableRow> table;
+  for (const PhaseRow& r : rows)
+    table.push_back({phase_cells(r), v4(r.colour), ImGui::GetStyleColorVec4(ImGuiCol_Text), r.explain});
+  table_or_lines(spec, table);
 }
 
 }  // namespace
@@ -179,10 +99,10 @@ Commands panel_phases(const EngineState& engine, UiState& ui) {
     ImGui::TextDisabled("%s", prompt.c_str());
   }
   const PhaseRow rows[] = {
-      {"prefill", "prefill", &rep.prefill, kPrefillExplain, pal.prefill},
-      {"decode (KV cache)", "decode", &rep.decode, kDecodeExplain, pal.cache_high},
-      {"refill", "refill", &rep.refill, kRefillExplain, pal.refill},
-      {"no cache", "no cache", &rep.no_cache, kNoCacheExplain, pal.recomputed},
+      {"prefill", &rep.prefill, kPrefillExplain, pal.prefill},
+      {"decode (KV cache)", &rep.decode, kDecodeExplain, pal.cache_high},
+      {"refill", &rep.refill, kRefillExplain, pal.refill},
+      {"no cache", &rep.no_cache, kNoCacheExplain, pal.recomputed},
   };
   std::vector<PhaseRow> shown;
   for (const PhaseRow& r : rows)

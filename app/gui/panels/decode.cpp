@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "app/gui/panels/panels.h"
+#include "app/gui/panels/table_or_lines.h"
 #include "app/lessons/decode.h"
 #include "app/platform/assets.h"
 #include "app/session/fitting.h"
@@ -43,64 +44,6 @@ bool begin_headed_table(const char* id, std::initializer_list<const char*> heade
 void section(const char* title) {
   ImGui::Separator();
   text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled), title);
-}
-
-// A candidate of the shown step: its cells' texts, the first what it is (a
-// token), the last what became of it, each in its colour.
-struct CandidateRow {
-  std::vector<std::string> cells;
-  ImVec4 first, last;
-};
-
-// The candidates as a table where its columns fit the sidebar (columns_fit),
-// else each as lines: what it is, an arrow to its fate, then its numbers
-// named by their headers, so a narrow sidebar at a large text scale cuts none.
-void rows_or_lines(const char* id, const std::vector<const char*>& headers, const std::vector<CandidateRow>& rows) {
-  const float pad = 2 * ImGui::GetStyle().CellPadding.x + 2;
-  std::vector<std::vector<float>> widths(1);
-  for (const char* h : headers) widths[0].push_back(ImGui::CalcTextSize(h).x);
-  for (const CandidateRow& r : rows) {
-    widths.emplace_back();
-    for (const std::string& c : r.cells) widths.back().push_back(ImGui::CalcTextSize(c.c_str()).x);
-  }
-  if (columns_fit(widths, pad, ImGui::GetContentRegionAvail().x)) {
-    if (!ImGui::BeginTable(id, static_cast<int>(headers.size()),
-                           ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_RowBg))
-      return;
-    for (const char* h : headers) ImGui::TableSetupColumn(h);
-    ImGui::TableHeadersRow();
-    for (const CandidateRow& r : rows) {
-      ImGui::TableNextRow();
-      for (size_t c = 0; c < r.cells.size(); ++c) {
-        ImGui::TableNextColumn();
-        const bool coloured = c == 0 || c + 1 == r.cells.size();
-        ImGui::TextColored(coloured ? (c == 0 ? r.first : r.last) : ImGui::GetStyleColorVec4(ImGuiCol_Text), "%s",
-                           r.cells[c].c_str());
-      }
-    }
-    ImGui::EndTable();
-    return;
-  }
-  for (const CandidateRow& r : rows) {
-    if (r.cells.empty()) continue;
-    ImGui::TextColored(r.first, "%s", r.cells.front().c_str());
-    same_line_if_fits(ImGui::CalcTextSize(("\xE2\x86\x92 " + r.cells.back()).c_str()).x);
-    ImGui::TextColored(r.last, "\xE2\x86\x92 %s", r.cells.back().c_str());
-    // One a line, held whole by no-break spaces where it fits ("Σ log p -1.24"), else
-    // broken between its words, never inside the number.
-    const float indent = ImGui::GetFontSize() * 0.6f;
-    std::string numbers;
-    for (size_t c = 1; c + 1 < r.cells.size() && c < headers.size(); ++c) {
-      std::string line = std::string(headers[c]) + " " + r.cells[c];
-      if (ImGui::CalcTextSize(line.c_str()).x < ImGui::GetContentRegionAvail().x - indent - 1)
-        for (size_t at = line.find(' '); at != std::string::npos; at = line.find(' ', at))
-          line.replace(at, 1, "\xC2\xA0");
-      numbers += (numbers.empty() ? "" : "\n") + line;
-    }
-    ImGui::Indent(indent);
-    text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled), numbers);
-    ImGui::Unindent(indent);
-  }
 }
 
 std::string fixed(const char* f, double v) {
@@ -204,12 +147,12 @@ void panel_beam_candidates(const EngineState& engine, int step) {
   text_wrapped_wordsf("step %d: %d beam%s expanded, the %d best (beam, token) kept:", step,
                       static_cast<int>(r.expanded.size()), r.expanded.size() == 1 ? "" : "s",
                       static_cast<int>(r.candidates.size()));
-  std::vector<CandidateRow> rows;
+  std::vector<TableRow> rows;
   for (size_t i = 0; i < r.candidates.size(); ++i) {
     const BeamCandidate& c = r.candidates[i];
     const int parent_id = c.parent < static_cast<int>(r.expanded.size()) ? r.expanded[c.parent].id : -1;
     const std::string piece = i < r.candidate_pieces.size() ? visible_piece(r.candidate_pieces[i]) : "?";
-    CandidateRow row;
+    TableRow row;
     row.cells = {(parent_id > 0 ? "b" + std::to_string(parent_id) : std::string("prompt")) + " + " + piece,
                  fixed("%.2f", c.token_logprob), fixed("%.2f", c.logprob),
                  c.running    ? "b" + std::to_string(c.beam_id)
@@ -220,7 +163,7 @@ void panel_beam_candidates(const EngineState& engine, int step) {
     row.last = c.running ? kGood : c.finished ? kGold : ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled);
     rows.push_back(row);
   }
-  rows_or_lines("beam_cands", {"beam + token", "log p", "\xCE\xA3 log p", "kept as"}, rows);
+  table_or_lines({"beam_cands", {"beam + token", "log p", "\xCE\xA3 log p", "kept as"}, {}, true}, rows);
 }
 
 void panel_beam_state(const EngineState& engine, int step) {
@@ -267,10 +210,10 @@ void panel_spec_iteration(const EngineState& engine, UiState& ui, int step) {
       "Hold the shown iteration at one stage: the draft's ghost tokens, the target's one verify forward "
       "lighting all their K/V columns, or the verdict (accepted solidify, rejected fall, their K/V rolls back).");
   text_wrapped_wordsf("iteration %d: drafted %d, accepted %d", it.index, it.k, it.n_accepted);
-  std::vector<CandidateRow> rows;
+  std::vector<TableRow> rows;
   for (size_t i = 0; i < it.drafted.size(); ++i) {
     const DraftVerdict& v = it.drafted[i];
-    CandidateRow row;
+    TableRow row;
     row.cells = {i < it.drafted_pieces.size() ? visible_piece(it.drafted_pieces[i]) : "?", fixed("%.3f", v.q),
                  fixed("%.3f", v.p),
                  // Self-describing: in lines (a narrow sidebar) the column's header is not shown.
@@ -280,7 +223,7 @@ void panel_spec_iteration(const EngineState& engine, UiState& ui, int step) {
     row.last = v.r < 0 ? ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled) : v.accepted ? kGood : kBad;
     rows.push_back(row);
   }
-  rows_or_lines("spec_drafts", {"drafted", "q draft", "p model", "uniform draw r"}, rows);
+  table_or_lines({"spec_drafts", {"drafted", "q draft", "p model", "uniform draw r"}, {}, true}, rows);
   if (it.draft_context_full)
     text_wrapped_words("the draft's context is shorter than the text: nothing drafted, the model decodes alone");
   text_wrapped_wordsf("%s %s (p = %.3f)", it.bonus ? "bonus token from p:" : "replacement from norm(max(0, p - q)):",
