@@ -109,8 +109,13 @@ Commands panel_qkv(const EngineState& engine, UiState& ui) {
     return cmds;
   }
   // (its own key and those before it: the banner's "reads N cached K/V rows" counts only the earlier ones)
-  text_wrapped_wordsf("layer %d, head %d: the query of position %d against %d keys, its own and %d before it (d = %d)",
-                      in.layer, in.head, in.query_pos, in.n(), in.n() - 1, in.head_dim);
+  if (in.n() > 1)
+    text_wrapped_wordsf(
+        "layer %d, head %d: the query of position %d against %d keys, its own and %d before it (d = %d)", in.layer,
+        in.head, in.query_pos, in.n(), in.n() - 1, in.head_dim);
+  else
+    text_wrapped_wordsf("layer %d, head %d: the query of position %d against its own key alone (d = %d)", in.layer,
+                        in.head, in.query_pos, in.head_dim);
   const ImVec4 dim = ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled);
   text_wrapped_coloured(dim, "q (the new token's query)");
   vector_strip("##q", in.q);
