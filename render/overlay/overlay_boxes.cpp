@@ -249,7 +249,9 @@ BannerLayout layout_banner(const Scene& scene, const OverlayFonts& fonts, float 
     b.title_fs *= room / b.title.x;
     b.title = measure(b.title_lines);
   }
-  b.sub_fs = fonts.small->FontSize * 1.05f * k;
+  // The second line never outgrows a title shrunk to fit a narrow view (a
+  // phone at text scale 2.5 drew it larger than the title above it).
+  b.sub_fs = std::min(fonts.small->FontSize * 1.05f * k, b.title_fs * 0.85f);
   b.sub_lines = wrap_banner_line(scene.banner_sub, fonts.small, b.sub_fs, room);
   float sub_w = 0;
   for (const std::string& l : b.sub_lines)
