@@ -329,7 +329,7 @@ async function touch(browser, url, logs) {
     globalThis.kvscopePage.lastTouch, globalThis.kvscopePage.tapRefused]);
   check('touch: a tap on the scene steps once', afterTap.steps === before.steps + 1,
     `steps ${before.steps} -> ${afterTap.steps} (taps seen ${taps[0]}, stepped ${taps[1]}, last: ${taps[2]}, refused: ${taps[3]})`);
-  check('touch: on a touch screen the buttons leave out their keyboard keys ("Play", not "Play (Space)")',
+  check('touch: the page marks a touch screen (state().touch), which drops the keys from the buttons\' labels',
     afterTap.touch === true, `state().touch ${afterTap.touch}`);
   await touchEv('touchStart', [[x - 80, y]]);
   for (let i = 1; i <= 8; i++) { await touchEv('touchMove', [[x - 80 + 20 * i, y]]); await sleep(30); }
