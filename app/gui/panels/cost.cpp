@@ -51,17 +51,14 @@ struct PhaseRow {
 // A phase's cells, one per column of kPhaseHeads.
 std::vector<std::string> phase_cells(const PhaseRow& r) {
   const PhaseStats& st = *r.st;
-  char b[7][32];
-  std::snprintf(b[0], sizeof b[0], "%d", st.records);
-  std::snprintf(b[1], sizeof b[1], "%lld", static_cast<long long>(st.positions));
-  std::snprintf(b[2], sizeof b[2], "%.2f", st.mean_ms());
-  std::snprintf(b[3], sizeof b[3], "%.0f", st.positions_per_s());
-  std::snprintf(b[4], sizeof b[4], "%.2f", st.gflops_per_s());
-  std::snprintf(b[5], sizeof b[5], "%.1f", st.mean_read_bytes() / 1e6);
-  std::snprintf(b[6], sizeof b[6], "%.1f", st.gb_per_s());
-  std::vector<std::string> cells = {r.name};
-  for (const auto& c : b) cells.emplace_back(c);
-  return cells;
+  return {r.name,
+          std::to_string(st.records),
+          std::to_string(st.positions),
+          fixed("%.2f", st.mean_ms()),
+          fixed("%.0f", st.positions_per_s()),
+          fixed("%.2f", st.gflops_per_s()),
+          fixed("%.1f", st.mean_read_bytes() / 1e6),
+          fixed("%.1f", st.gb_per_s())};
 }
 
 // The phases in one table_or_lines: as lines (a narrow column at text scale

@@ -46,12 +46,6 @@ void section(const char* title) {
   text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled), title);
 }
 
-std::string fixed(const char* f, double v) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 // A shipped model by name, or a path; "" when none is set. (A few stat calls:
 // the name is read from the file system, through links and relative paths.)
 std::string model_label(const std::string& dir) {
@@ -251,12 +245,6 @@ void panel_spec_counters(const EngineState& engine, int step) {
 
 namespace {
 
-std::string fmt(const char* f, double a) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, a);
-  return buf;
-}
-
 std::string of(int i, int n) {
   return std::to_string(i) + " of " + std::to_string(n);
 }
@@ -276,11 +264,11 @@ void beam_counters(const EngineState& engine, int step, const Palette& pal) {
   counter_row("FLOPs so far", format_flops(t.flops));
   counter_row("K/V shared", format_bytes(t.kv_shared), &cyan);
   counter_row("a cache per beam", format_bytes(t.kv_separate));
-  counter_row("saved", fmt("%.0f %%", 100.0 * t.saved_fraction()), t.saved_fraction() > 0 ? &green : nullptr);
+  counter_row("saved", fixed("%.0f %%", 100.0 * t.saved_fraction()), t.saved_fraction() > 0 ? &green : nullptr);
   counter_row("blocks copied",
               std::to_string(t.cow_copies) + (t.block > 0 ? " (B = " + std::to_string(t.block) + ")" : ""));
-  counter_row("step time", fmt("%.2f ms", t.ms_step));
-  counter_row("engine time", fmt("%.1f ms", t.ms));
+  counter_row("step time", fixed("%.2f ms", t.ms_step));
+  counter_row("engine time", fixed("%.1f ms", t.ms));
 }
 
 // Speculative decoding's counters: the model's and the draft's forwards, caches and times.
@@ -295,13 +283,13 @@ void spec_counters(const EngineState& engine, int step, const Palette& pal) {
   counter_row("draft forwards", std::to_string(t.draft_forwards), &draft);
   counter_row("accepted", std::to_string(t.accepted) + " of " + std::to_string(t.drafted));
   counter_row("\xCE\xB1", rate_text(t.alpha(), 2));
-  counter_row("tokens/forward", fmt("%.2f", t.tokens_per_target_forward()));
+  counter_row("tokens/forward", fixed("%.2f", t.tokens_per_target_forward()));
   counter_row("rolled back",
               std::to_string(t.rolled_back_target) + " + " + std::to_string(t.rolled_back_draft) + " draft");
   counter_row("model K/V", format_bytes(t.target_kv), &cyan);
   counter_row("draft K/V", format_bytes(t.draft_kv), &draft);
-  counter_row("draft forward", t.draft_timed ? fmt("%.2f ms", t.draft_forward_ms()) : "-");
-  counter_row("verify forward", t.target_timed ? fmt("%.2f ms", t.target_forward_ms()) : "-");
+  counter_row("draft forward", t.draft_timed ? fixed("%.2f ms", t.draft_forward_ms()) : "-");
+  counter_row("verify forward", t.target_timed ? fixed("%.2f ms", t.target_forward_ms()) : "-");
 }
 
 }  // namespace

@@ -143,6 +143,16 @@ const char* fitting_label(const std::vector<const char*>& labels) {
   return labels.empty() ? "" : labels.back();
 }
 
+std::string fixed(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string keyed(const UiState& ui, const std::string& label, const char* key) {
+  return ui.touch ? label : label + " (" + key + ")";
+}
+
 std::string fit_text(const std::string& text, float width) {
   if (ImGui::CalcTextSize(text.c_str()).x <= width) return text;
   const char* ellipsis = "\xE2\x80\xA6";
@@ -254,28 +264,26 @@ Commands panel_prompt(const EngineState& engine, UiState& ui) {
     ImGui::InputTextMultiline("##custom", &ui.custom_prompt, ImVec2(-1, ImGui::GetTextLineHeight() * 3.2f));
   }
   const std::string prompt = ui.preset < kNumPresets ? kPromptPresets[ui.preset].text : ui.custom_prompt;
-  const char* reset = ui.touch ? "Reset" : "Reset (R)";
-  const ButtonRow row = button_row({"Generate", reset});
+  const std::string reset = keyed(ui, "Reset", "R");
+  const ButtonRow row = button_row({"Generate", reset.c_str()});
   if (big_button("Generate", pal.generated_token, row.size)) cmds.push_back(cmd::Start{prompt});
   row.next();
-  if (ImGui::Button(reset, ImVec2(-1, 0))) cmds.push_back(cmd::Reset{});
+  if (ImGui::Button(reset.c_str(), ImVec2(-1, 0))) cmds.push_back(cmd::Reset{});
   return cmds;
 }
 
 Commands panel_playback(const EngineState& engine, UiState& ui) {
   Commands cmds;
   // (measured with the wider of Play / Pause, so the row does not jump when it toggles)
-  // (keys named where there is a keyboard; "###" keeps each button's id whatever its label)
-  const bool keys = !ui.touch;
-  const ButtonRow row = button_row({keys ? "Pause (Space)" : "Pause", keys ? "Step (\xE2\x86\x92)" : "Step"});
-  // Stopped, the button plays again (cmd::PlayPause), so it reads Play.
+  const std::string pause = keyed(ui, "Pause", "Space"), step = keyed(ui, "Step", "\xE2\x86\x92");
+  const ButtonRow row = button_row({pause.c_str(), step.c_str()});
+  // Stopped, the button plays again (cmd::PlayPause), so it reads Play; "###" keeps its id whatever its label.
   const bool pausable = ui.playing && engine.stop == StopReason::kNone;
-  const char* play =
-      pausable ? (keys ? "Pause (Space)###play" : "Pause###play") : (keys ? "Play (Space)###play" : "Play###play");
-  if (big_button(play, pausable ? glm::vec3(0.8f, 0.7f, 0.3f) : glm::vec3(0.3f, 0.9f, 0.4f), row.size))
+  const std::string play = (pausable ? pause : keyed(ui, "Play", "Space")) + "###play";
+  if (big_button(play.c_str(), pausable ? glm::vec3(0.8f, 0.7f, 0.3f) : glm::vec3(0.3f, 0.9f, 0.4f), row.size))
     cmds.push_back(cmd::PlayPause{});
   row.next();
-  if (ImGui::Button(keys ? "Step (\xE2\x86\x92)" : "Step", ImVec2(-1, 0))) cmds.push_back(cmd::Step{});
+  if (ImGui::Button(step.c_str(), ImVec2(-1, 0))) cmds.push_back(cmd::Step{});
   ImGui::BeginDisabled(ui.fastest);
   ImGui::SetNextItemWidth(-1);
   ImGui::SliderFloat("##speed", &ui.speed, 0.25f, 8.0f, "%.2f tokens/s", ImGuiSliderFlags_Logarithmic);

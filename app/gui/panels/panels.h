@@ -54,6 +54,11 @@ ButtonRow button_row(const std::vector<const char*>& labels);
 const char* fitting_label(const std::vector<const char*>& labels);
 // `text` cut to `width` with an ellipsis where it is wider (on a UTF-8 boundary).
 std::string fit_text(const std::string& text, float width);
+// One number by a printf format with a single double ("%.2f ms").
+std::string fixed(const char* format, double v);
+// A button's label with its keyboard key, "Play (Space)", or without it on a
+// touch screen (UiState::touch), where no key is at hand.
+std::string keyed(const UiState& ui, const std::string& label, const char* key);
 // A collapsing header's label: `full` where it fits the width, else
 // `brief`; the header's id stays `full`'s either way.
 std::string header_label(const char* full, const char* brief);
