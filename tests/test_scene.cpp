@@ -28,20 +28,18 @@ const BlockInstance* kv_block(const Scene& s, int pos, int layer) {
 
 // Rounding never turns an uncertain token into a certainty, or a possible one into 0.
 TEST(SceneFormat, PercentTextNeverRoundsToACertaintyOrToZero) {
-  EXPECT_EQ(percent_text(0.63, 0), "63%");
-  EXPECT_EQ(percent_text(1.0, 0), "100%");
-  EXPECT_EQ(percent_text(0.9996, 0), ">99%");
-  EXPECT_EQ(percent_text(0.994, 0), "99%");
-  EXPECT_EQ(percent_text(0.0, 0), "0%");
-  EXPECT_EQ(percent_text(0.004, 0), "<1%");
-  EXPECT_EQ(percent_text(0.005, 0), "<1%");  // printf rounds 0.5 to the even 0
-  EXPECT_EQ(percent_text(0.006, 0), "1%");
-  EXPECT_EQ(percent_text(0.627, 1), "62.7%");
-  EXPECT_EQ(percent_text(1.0, 1), "100.0%");
-  EXPECT_EQ(percent_text(0.99996, 1), ">99.9%");
-  EXPECT_EQ(percent_text(0.0, 1), "0.0%");
-  EXPECT_EQ(percent_text(0.0004, 1), "<0.1%");
-  EXPECT_EQ(percent_text(0.0006, 1), "0.1%");
+  struct Case {
+    double p;
+    int decimals;
+    const char* want;
+  };
+  const Case cases[] = {
+      {0.63, 0, "63%"}, {1.0, 0, "100%"},     {0.9996, 0, ">99%"}, {0.994, 0, "99%"},
+      {0.0, 0, "0%"},   {0.004, 0, "<1%"},    {0.005, 0, "<1%"},  // printf rounds 0.5 to the even 0
+      {0.006, 0, "1%"}, {0.627, 1, "62.7%"},  {1.0, 1, "100.0%"},  {0.99996, 1, ">99.9%"},
+      {0.0, 1, "0.0%"}, {0.0004, 1, "<0.1%"}, {0.0006, 1, "0.1%"},
+  };
+  for (const Case& c : cases) EXPECT_EQ(percent_text(c.p, c.decimals), c.want) << c.p << " " << c.decimals;
 }
 
 TEST(Scene, EmptyBeforePrefill) {
