@@ -12,7 +12,7 @@ tmp="$(mktemp -d "${TMPDIR:-/tmp}/kvscope-gui.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 export XDG_CONFIG_HOME="$tmp/config"  # never touch the user's settings
 
-# A bad $KVSCOPE_DEMO_VIEW is named with the views it takes and exits 1
+# A bad $KVSCOPE_DEMO_VIEW is named with the views it takes and exits 2 (a usage error)
 # before the window opens: no screenshot of the wrong view, scripted or not.
 for args in "--demo-frames 5 --screenshot $tmp/bad.png" ""; do
   set +e
@@ -20,7 +20,7 @@ for args in "--demo-frames 5 --screenshot $tmp/bad.png" ""; do
   KVSCOPE_DEMO_VIEW=bogus timeout 60 "$kvscope" --model "$MODEL" $args > /dev/null 2> "$tmp/bad_err"
   rc=$?
   set -e
-  [[ $rc -eq 1 ]] || { cat "$tmp/bad_err" >&2; echo "FAIL: KVSCOPE_DEMO_VIEW=bogus ${args:-(no flags)} exited $rc, not 1" >&2; exit 1; }
+  [[ $rc -eq 2 ]] || { cat "$tmp/bad_err" >&2; echo "FAIL: KVSCOPE_DEMO_VIEW=bogus ${args:-(no flags)} exited $rc, not 2" >&2; exit 1; }
   grep -q 'KVSCOPE_DEMO_VIEW: expected timeline, .*serving-static or predict, got "bogus"' "$tmp/bad_err" ||
     { cat "$tmp/bad_err" >&2; echo "FAIL: KVSCOPE_DEMO_VIEW=bogus is not named with the views it takes" >&2; exit 1; }
 done

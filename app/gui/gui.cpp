@@ -409,10 +409,11 @@ int close_gui(GuiRunPtr run) {
 }
 
 int run_gui(const GuiOptions& opt) {
-  // A bad $KVSCOPE_DEMO_* value: named, exit 1 before the window opens.
+  // A bad $KVSCOPE_DEMO_* value is a usage error, as a bad flag or
+  // $KVSCOPE_THREADS is: named, exit 2 before the window opens.
   const std::vector<std::string> problems = demo_env_problems([](const char* name) { return std::getenv(name); });
   for (const std::string& p : problems) std::fprintf(stderr, "kvscope: error: %s\n", p.c_str());
-  if (!problems.empty()) return 1;
+  if (!problems.empty()) return 2;
   GuiRunPtr run = open_gui(opt);
   while (gui_frame(*run)) {
   }
