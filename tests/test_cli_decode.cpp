@@ -103,12 +103,15 @@ TEST(CliDecode, SpeculativeJsonRecords) {
   const CliRun r = run("--prompt 'Once upon a time' --draft " + draft + " --speculate 4 --max-new 24 --json");
   ASSERT_EQ(r.rc, 0) << r.err;
   ASSERT_GE(r.events.size(), 2u);
-  std::vector<int> emitted;
+  std::vector<int> emitted, emitted_bytes;
   int drafted = 0, accepted = 0, forwards = 0;
   for (size_t i = 0; i + 1 < r.events.size(); ++i) {
     const json& e = r.events[i];
     EXPECT_EQ(e.at("event"), "iteration");
     EXPECT_EQ(e.at("target_forwards").get<int>(), ++forwards);
+    ASSERT_EQ(e.at("emitted_pieces_bytes").size(), e.at("emitted").size());
+    for (const json& b : e.at("emitted_pieces_bytes"))
+      for (int v : b) emitted_bytes.push_back(v);
     for (const json& d : e.at("drafted")) EXPECT_TRUE(d.contains("p") && d.contains("q") && d.contains("token"));
     EXPECT_TRUE(e.contains("replacement") || e.contains("bonus"));
     drafted += e.at("k").get<int>();
@@ -118,6 +121,8 @@ TEST(CliDecode, SpeculativeJsonRecords) {
   const json& done = r.events.back();
   EXPECT_EQ(done.at("event"), "done");
   EXPECT_EQ(emitted, greedy_tokens("Once upon a time", 24));
+  ASSERT_EQ(done.at("reason"), "max_new");  // so the text is every emitted token's bytes, in order
+  EXPECT_EQ(emitted_bytes, done.at("text_bytes").get<std::vector<int>>());
   EXPECT_TRUE(done.at("plain").at("same_tokens").get<bool>());
   EXPECT_EQ(done.at("drafted").get<int>(), drafted);
   EXPECT_EQ(done.at("accepted").get<int>(), accepted);

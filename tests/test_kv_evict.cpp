@@ -358,6 +358,10 @@ TEST(CliEvict, BadCombinationsAreUsageErrorsNamingTheFlags) {
       {gen + "--kv-evict h2o --kv-budget 4 --beams 2", {"--kv-evict", "--beams"}},
       {"eval --model " + dir + " --file " + dir + "/merges.txt --kv-evict tova --kv-budget 4 --kv-window 8",
        {"--kv-evict", "--kv-window"}},
+      // A model with its own sliding window (Mistral's): the user's rule against the model's.
+      {"generate --model " + testutil::llama_suite_dir() +
+           "/mistral_gqa4_bf16_untied_window --prompt 'The fox' --max-new 3 --kv-evict tova --kv-budget 4",
+       {"--kv-evict tova", "sliding_window = 8"}},
   };
   for (const Bad& b : bad) {
     std::string out;

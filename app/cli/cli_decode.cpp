@@ -128,6 +128,8 @@ int cmd_generate_beams(const DecodeArgs& a) {
 namespace {
 
 json iteration_json(const SpecIteration& it, const Tokenizer& tok) {
+  json emitted_bytes = json::array();  // the exact bytes beside each display piece, as generate's pieces_bytes
+  for (int t : it.emitted) emitted_bytes.push_back(bytes_json(tok.token_bytes(t)));
   json drafted = json::array();
   for (const DraftVerdict& d : it.drafted) {
     json j = {{"token", d.token},
@@ -158,6 +160,7 @@ json iteration_json(const SpecIteration& it, const Tokenizer& tok) {
           {"emitted", it.emitted},
           {"draft_context_full", it.draft_context_full},
           {"emitted_pieces", it.emitted_pieces},
+          {"emitted_pieces_bytes", emitted_bytes},
           {"target_forwards", it.target_forwards},
           {"draft_forwards", it.draft_forwards},
           {"target_positions", it.target_positions},

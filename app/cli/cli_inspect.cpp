@@ -86,7 +86,7 @@ void add_tokenize_command(CLI::App& app, TokenizeCommand& c) {
   c.cmd->add_option("--model", c.model, "Folder with tokenizer.json, or vocab.json and merges.txt")
       ->check(non_empty("a model folder"));
   c.cmd->add_option("--text", c.text, "Text to tokenize (UTF-8)")->required();
-  c.cmd->add_flag("--json", c.json, "Print {\"ids\":[...],\"pieces\":[...]}");
+  c.cmd->add_flag("--json", c.json, "Print {\"ids\", \"pieces\", \"bytes\", \"decoded\"} as JSON");
 }
 
 int run_tokenize_command(const TokenizeCommand& c) {

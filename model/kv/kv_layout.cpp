@@ -78,6 +78,10 @@ void check_kv_block(int block, const Config& c) {
 
 KVLayout KVSettings::layout_for(const Config& c) const {
   check_kv_block(block, c);
+  if (evict != KVEvict::kNone && c.sliding_window > 0)  // the user's choice against the model's: a usage error
+    throw UsageError(std::string("--kv-evict ") + to_string(evict) + ": this model has its own sliding window (" +
+                     "config.json sliding_window = " + std::to_string(c.sliding_window) +
+                     "), and one eviction rule applies at a time; drop --kv-evict for this model");
   KVLayout l = KVLayout::for_model(c);
   l.dtype = dtype;
   // A model's own window bounds the user's (a query never sees more than W positions).
