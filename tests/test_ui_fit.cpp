@@ -374,6 +374,26 @@ TEST(FitChoices, TheCacheControlsEndAtTheModelsContext) {
       << joined(notes);
 }
 
+// Eviction by score on a model with its own sliding window (Mistral's): one
+// rule at a time, so the model's window stays and the rest of the layout too.
+TEST(FitChoices, EvictionGivesWayToTheModelsOwnWindow) {
+  Model m = shaped(2, 4, 48, 40, 300);
+  m.config.sliding_window = 8;
+  UiState ui;
+  ui.kv_layout.evict = KVEvict::kTova;
+  ui.kv_layout.budget = 6;
+  ui.kv_layout.dtype = KVDtype::kF16;
+  const std::vector<std::string> notes = fit_choices(ui, FitContext{&m, "settings.json"});
+  ASSERT_EQ(notes.size(), 1u) << joined(notes);
+  EXPECT_TRUE(has_note(notes,
+                       "settings.json: kv_layout.evict tova: tiny has its own sliding window of 8 positions; "
+                       "one eviction rule at a time; using the model's window alone"))
+      << joined(notes);
+  EXPECT_EQ(ui.kv_layout.evict, KVEvict::kNone);
+  EXPECT_EQ(ui.kv_layout.budget, 0);
+  EXPECT_EQ(ui.kv_layout.dtype, KVDtype::kF16);  // kept: only the rule gave way
+}
+
 // A scripted window run takes its text scale and size from the environment
 // (no settings file): in range they apply; otherwise the message names the
 // variable, what it expects and what it got, and nothing changes.

@@ -91,6 +91,14 @@ void fit_kv_evict(KVSettings& k, Fitter& f, const KvLayoutLimits& lim, const std
     k.budget = 0;
     return;
   }
+  if (const Config* c = f.config(); c && c->sliding_window > 0) {
+    f.note(std::string("kv_layout.evict ") + to_string(k.evict) + ": " + f.model_name() +
+           " has its own sliding window of " + std::to_string(c->sliding_window) +
+           " positions; one eviction rule at a time; using the model's window alone");
+    k.evict = KVEvict::kNone;
+    k.budget = 0;
+    return;
+  }
   f.range(k.budget, 1, lim.window_max, "kv_layout.budget", within);
 }
 

@@ -102,19 +102,27 @@ void flop_plot(const char* id, const char* title, const std::vector<double>& act
 }
 
 // Eviction by attention score: off, TOVA or H2O, and the positions each
-// layer keeps (instead of a window: choosing one turns the window off).
-void evict_controls(KVSettings& k, int budget_hi) {
+// layer keeps (instead of a window: choosing one turns the window off). A
+// model with its own sliding window (Mistral's) already evicts by position:
+// one rule at a time, so the choice is off there.
+void evict_controls(KVSettings& k, int budget_hi, int model_window) {
   static const char* const kRules[] = {"off", "TOVA", "H2O"};
   int rule = static_cast<int>(k.evict);
   ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted("evict by score");
   ImGui::SameLine();
   ImGui::SetNextItemWidth(-1);
+  ImGui::BeginDisabled(model_window > 0);
   if (ImGui::Combo("##evict", &rule, kRules, 3)) {
     k.evict = static_cast<KVEvict>(rule);
     k.budget = k.evict == KVEvict::kNone ? 0 : (k.budget > 0 ? k.budget : std::min(16, budget_hi));
     if (k.evict != KVEvict::kNone) k.window = k.sinks = 0;
   }
+  ImGui::EndDisabled();
+  if (model_window > 0)
+    text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled),
+                          "off: this model slides its own window of " + std::to_string(model_window) +
+                              " positions (one eviction rule at a time)");
   if (k.evict == KVEvict::kNone) return;
   ImGui::SliderInt("##budget", &k.budget, 1, budget_hi, "keeps N %d per layer", ImGuiSliderFlags_AlwaysClamp);
   text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled),
@@ -159,7 +167,7 @@ void kv_layout_section(const EngineState& engine, UiState& ui) {
   } else {
     k.sinks = 0;
   }
-  evict_controls(k, window_hi);
+  evict_controls(k, window_hi, c ? c->sliding_window : 0);
   bool paged = k.block > 0;
   if (ImGui::Checkbox("paged", &paged)) k.block = paged ? std::min(16, block_hi) : 0;
   if (paged) ImGui::SliderInt("##block", &k.block, 1, block_hi, "block B %d", clamp);
