@@ -312,6 +312,8 @@ TEST(Scene, LabelsMakeSpacesVisible) {
   EXPECT_EQ(visible_piece(std::string(1, '\0')), "\\x00");
   EXPECT_EQ(visible_piece("a\xC2\x85"), "a\\xc2\\x85");  // U+0085 (NEL), a C1 control
   EXPECT_EQ(visible_piece("\xC2\xA0"), "\xC2\xA0");      // U+00A0 is printable: passes through
+  // Running text (a branch or a request in a panel): spaces stay, raw bytes cut mid-character escape too.
+  EXPECT_EQ(visible_text(std::string(" a\x0e b\xb8\n\xE2\x9C\xA8 ", 11)), " a\\x0e b\\xb8\xE2\x86\xB5\xE2\x9C\xA8 ");
   auto h = make_history(3, {CacheMode::kKV});
   Scene s = build_scene(h, h.size(), ViewOptions());
   int token_labels = 0;

@@ -102,6 +102,10 @@ SequenceState build_sequence(const std::vector<RecordPtr>& records, size_t count
 // other control characters (C0, DEL, C1) \xNN per byte. The rest passes
 // through (display_piece has already escaped invalid UTF-8 as \xNN).
 std::string visible_piece(const std::string& piece);
+// The same for running text (a branch, a beam, a request in a panel): spaces
+// stay spaces; the rest as visible_piece does. `text` is bytes as generated:
+// bytes that are not complete UTF-8 become \xNN here too.
+std::string visible_text(const std::string& text);
 
 // The scene's colours, a value: the builders take it in their options and
 // copy it into Scene::palette, so the overlay's legend, the renderer's

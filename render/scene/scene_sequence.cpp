@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "model/tokenizer/tokenizer.h"
 #include "render/scene/scene.h"
 #include "render/scene/scene_kv.h"
 
@@ -98,14 +99,14 @@ SequenceState build_sequence(const std::vector<RecordPtr>& records, size_t count
   return seq;
 }
 
-std::string visible_piece(const std::string& piece) {
+namespace {
+
+// Control characters of `piece` from `i` on made visible (visible_piece's rules after its leading spaces).
+void append_visible(const std::string& piece, size_t i, std::string& out) {
   auto hex = [](unsigned char b) {
     static const char* digits = "0123456789abcdef";
     return std::string{'\\', 'x', digits[b >> 4], digits[b & 15]};
   };
-  std::string out;
-  size_t i = 0;
-  for (; i < piece.size() && piece[i] == ' '; ++i) out += "\xC2\xB7";  // U+00B7
   for (; i < piece.size(); ++i) {
     const char c = piece[i];
     if (c == '\n') {
@@ -124,6 +125,21 @@ std::string visible_piece(const std::string& piece) {
       out += c;
     }
   }
+}
+
+}  // namespace
+
+std::string visible_piece(const std::string& piece) {
+  std::string out;
+  size_t i = 0;
+  for (; i < piece.size() && piece[i] == ' '; ++i) out += "\xC2\xB7";  // U+00B7
+  append_visible(piece, i, out);
+  return out;
+}
+
+std::string visible_text(const std::string& text) {
+  std::string out;
+  append_visible(escape_invalid_utf8(text), 0, out);
   return out;
 }
 

@@ -68,7 +68,9 @@ std::string describe(const DecodeSettings& d) {
 // The generated text of a token sequence (after the prompt).
 std::string tail_text(const EngineState& engine, const std::vector<int>& tokens, int n_prompt) {
   if (!engine.model || n_prompt >= static_cast<int>(tokens.size())) return "";
-  return engine.model->tokenizer.decode(std::vector<int>(tokens.begin() + std::max(0, n_prompt), tokens.end()));
+  // Bytes cut mid-character and control characters show as \xNN, as on the text line.
+  return visible_text(
+      engine.model->tokenizer.decode(std::vector<int>(tokens.begin() + std::max(0, n_prompt), tokens.end())));
 }
 
 // The draft model: one of the shipped models by its name, or another folder.

@@ -97,7 +97,8 @@ std::string request_text(const ServeRun& run, int req, int shown) {
     for (const ServeEntry& e : run.steps[static_cast<size_t>(k)]->entries)
       if (e.req == req && e.token >= 0) gen.push_back(e.token);
   const Tokenizer& tok = run.info->model->tokenizer;
-  return q.id + ": " + tok.decode(q.prompt) + " \xE2\x86\x92" + tok.decode(gen);
+  // Bytes cut mid-character and control characters show as \xNN, as on the text line.
+  return q.id + ": " + visible_text(tok.decode(q.prompt)) + " \xE2\x86\x92" + visible_text(tok.decode(gen));
 }
 
 void heading(const char* text) {

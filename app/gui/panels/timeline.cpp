@@ -10,6 +10,7 @@
 
 #include "app/session/fitting.h"
 #include "model/core/units.h"
+#include "render/scene/scene.h"
 
 namespace kvscope {
 
@@ -177,6 +178,7 @@ Commands panel_branches(const EngineState& engine, UiState& ui) {
           text.resize(text.size() - newest.size());
         text += " ?";
       }
+      text = visible_text(text);  // bytes cut mid-character and control characters as \xNN, as on the text line
       ImGui::TableNextRow();
       ImGui::TableSetColumnIndex(0);
       std::string label(static_cast<size_t>(row.depth) * 2, ' ');
