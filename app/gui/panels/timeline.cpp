@@ -94,6 +94,8 @@ Commands panel_timeline(const EngineState& engine, UiState& ui, float reserve) {
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip(
         "%sScrub through the generation: scene, rays, cache, counters and bars show that step.\n"
+        "Step 0 is the prefill (the whole prompt in one forward), which chose the first new token; "
+        "step s chose new token s + 1.\n"
         "\xE2\x86\x90 / \xE2\x86\x92 one step, Shift+arrow 10 steps; \xE2\x86\x92 at the newest step "
         "computes the next one.",
         tight && n > 0 ? (std::to_string(s) + " / " + std::to_string(n - 1) + (live ? " LIVE\n" : " PAST\n")).c_str()
@@ -111,8 +113,9 @@ Commands panel_timeline(const EngineState& engine, UiState& ui, float reserve) {
       ImGui::TextColored(colour, "%d/%d", s, n - 1);
     else
       ImGui::TextColored(colour, "%d / %d %s", s, n - 1, live ? "LIVE" : "PAST");
-    hover_help(((brief ? (live ? "LIVE: the newest step\n" : "PAST: an earlier step\n") : std::string()) +
-                history_text(engine).full)
+    hover_help(((brief ? (live ? "LIVE: the newest step\n" : "PAST: an earlier step\n") : std::string()) + "step " +
+                std::to_string(s) + " of 0\xE2\x80\x93" + std::to_string(n - 1) +
+                ": step 0 is the prefill, which chose the first new token\n" + history_text(engine).full)
                    .c_str());
   }
   return cmds;
