@@ -97,7 +97,7 @@ TEST(ServeCli, TextFormShowsStepsRequestsAndSummary) {
   EXPECT_NE(out.find("step 2 | a:decode@"), std::string::npos) << out;
   EXPECT_NE(out.find("done a (max_new, 3 tokens"), std::string::npos) << out;
   EXPECT_NE(out.find("): " + text + "\n"), std::string::npos) << out;
-  EXPECT_NE(out.find("summary: 1 requests, 3 steps, 3 tokens"), std::string::npos) << out;
+  EXPECT_NE(out.find("summary: 1 request, 3 steps, 3 tokens"), std::string::npos) << out;
 }
 
 // One-token requests finish in the step that admits them, so no step ends

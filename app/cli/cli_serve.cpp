@@ -144,13 +144,19 @@ void print_step_text(const Server& s, const ServeStep& r) {
               r.blocks_free - r.blocks_cached, r.prefix_hit_blocks, ids_text(s, r.preempted).c_str(), r.ms);
 }
 
+// "1 step", "2 steps".
+std::string counted(long long n, const char* noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 void print_done_text(const Server& s, int req) {
   const json d = done_json(s, req);
-  std::printf("done %s (%s, %zu tokens, TTFT %d steps / %.1f ms, latency %d steps / %.1f ms, %d preemptions): %s\n",
+  std::printf("done %s (%s, %s, TTFT %s / %.1f ms, latency %s / %.1f ms, %s): %s\n",
               s.requests()[static_cast<size_t>(req)].id.c_str(), d["reason"].get<std::string>().c_str(),
-              s.result(req).tokens.size(), d["ttft_steps"].get<int>(), d["ttft_ms"].get<double>(),
-              d["latency_steps"].get<int>(), d["latency_ms"].get<double>(), s.result(req).preemptions,
-              escape_invalid_utf8(s.text(req)).c_str());
+              counted(static_cast<long long>(s.result(req).tokens.size()), "token").c_str(),
+              counted(d["ttft_steps"].get<int>(), "step").c_str(), d["ttft_ms"].get<double>(),
+              counted(d["latency_steps"].get<int>(), "step").c_str(), d["latency_ms"].get<double>(),
+              counted(s.result(req).preemptions, "preemption").c_str(), escape_invalid_utf8(s.text(req)).c_str());
 }
 
 void print_summary_text(const json& j) {
@@ -162,11 +168,13 @@ void print_summary_text(const json& j) {
                   100 * (1 - j["paged_wasted_frac"].get<double>()),
                   100 * (1 - j["contiguous_wasted_frac"].get<double>()));
   std::printf(
-      "summary: %d requests, %d steps, %lld tokens in %.1f ms = %.1f tokens/s; mean TTFT %.1f ms, latency %.1f ms; "
-      "%d preemptions, %d prefix-hit blocks; pool %.0f%% used on average (peak %.0f%%); %s\n",
-      j["requests"].get<int>(), j["steps"].get<int>(), static_cast<long long>(j["generated"].get<int64_t>()),
-      j["ms_total"].get<double>(), j["tokens_per_s"].get<double>(), j["ttft_ms_mean"].get<double>(),
-      j["latency_ms_mean"].get<double>(), j["preemptions"].get<int>(), j["prefix_hit_blocks"].get<int>(),
+      "summary: %s, %s, %s in %.1f ms = %.1f tokens/s; mean TTFT %.1f ms, latency %.1f ms; "
+      "%s, %s; pool %.0f%% used on average (peak %.0f%%); %s\n",
+      counted(j["requests"].get<int>(), "request").c_str(), counted(j["steps"].get<int>(), "step").c_str(),
+      counted(j["generated"].get<int64_t>(), "token").c_str(), j["ms_total"].get<double>(),
+      j["tokens_per_s"].get<double>(), j["ttft_ms_mean"].get<double>(), j["latency_ms_mean"].get<double>(),
+      counted(j["preemptions"].get<int>(), "preemption").c_str(),
+      counted(j["prefix_hit_blocks"].get<int>(), "prefix-hit block").c_str(),
       100 * j["pool_occupancy_mean"].get<double>(), 100 * j["pool_occupancy_peak"].get<double>(), slots);
 }
 
