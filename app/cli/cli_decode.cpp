@@ -118,7 +118,7 @@ int cmd_generate_beams(const DecodeArgs& a) {
                      .dump()
               << '\n';
   } else {
-    std::cout << gen.text(best) << '\n';
+    std::cout << gen.text(best) << '\n' << std::flush;  // before the summary on stderr
     std::fprintf(stderr, "[%s] beam search, %d beams: best score %.4f (sum log p %.4f over %d tokens), stop: %s\n",
                  model->name.c_str(), a.beams, best.score, best.sum_logprob, best.gen_len, to_string(gen.reason()));
   }
@@ -332,7 +332,7 @@ int cmd_generate_speculative(const DecodeArgs& a) {
   if (a.json) {
     std::cout << spec_done_json(spec, tally, plain, s, a, *draft).dump() << '\n';
   } else {
-    std::cout << '\n';
+    std::cout << '\n' << std::flush;  // the text ends before the summary on stderr, piped or not
     const std::string predicted = std::isnan(s.predicted) ? "n/a" : rate_text(s.predicted, 2) + "x";
     std::fprintf(stderr,
                  "[%s drafted by %s] K=%d: %d new tokens, stop: %s; alpha %s (accepted %d of %d drafted), %.2f "

@@ -60,7 +60,7 @@ void print_generate_summary(const Generator& gen, const Model& model, bool as_js
               {"tokens_per_s", tps}};
     std::cout << j.dump() << '\n';
   } else {
-    std::cout << '\n';
+    std::cout << '\n' << std::flush;  // the text ends before the summary on stderr, piped or not
     std::fprintf(stderr, "[%s] %d new tokens, stop: %s, %.1f tokens/s, %s total, mode %s\n", model.name.c_str(),
                  gen.n_generated(), to_string(gen.reason()), tps,
                  format_flops(static_cast<double>(gen.flops_total())).c_str(),
