@@ -139,6 +139,22 @@ TEST(CliMessages, ScreenshotNeedsDemoFrames) {
   }
 }
 
+// Text output into one file (2>&1): each strategy's text ends its line
+// before the summary on stderr begins its own.
+TEST(CliMessages, TheSummaryStartsItsOwnLineAfterTheText) {
+  testutil::TempDir tmp("cli-summary-line");
+  const std::string gen = "generate --prompt 'Once upon a time' --max-new 6 ";
+  const std::string draft = std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/kvscope-draft";
+  for (const std::string& extra :
+       {std::string(), std::string("--beams 2"), "--draft " + testutil::shell_quote(draft)}) {
+    std::string out;
+    ASSERT_EQ(run(gen + extra, out, tmp), 0) << extra << out;
+    const size_t at = out.find("[kvscope-tiny");
+    ASSERT_NE(at, std::string::npos) << extra << out;
+    EXPECT_TRUE(at > 0 && out[at - 1] == '\n') << extra << out;
+  }
+}
+
 // A bad $KVSCOPE_THREADS is refused like a bad flag, not passed over.
 TEST(CliMessages, ThreadsEnvIsCheckedLikeAFlag) {
   testutil::TempDir tmp("cli-threads");
