@@ -9,6 +9,7 @@
 #include "model/arch/model.h"
 #include "model/core/error.h"
 #include "model/core/file_io.h"
+#include "model/core/units.h"
 #include "model/engine/engine.h"
 #include "model/kv/kv_eval.h"
 #include "model/tokenizer/tokenizer.h"
@@ -183,9 +184,8 @@ int cmd_eval(const EvalArgs& a, const std::string& default_model) {
     std::printf("  bits / byte        %.4f\n", bpb);
   else
     std::printf("  bits / byte        - (no text bytes, only end-of-text markers)\n");
-  std::printf("  KV bytes / position %llu; held after the longest window scored (%zu of %zu positions): %llu\n",
-              static_cast<unsigned long long>(variant.bytes_per_position()), longest, W,
-              static_cast<unsigned long long>(kv_bytes_max));
+  std::printf("  KV cache           %s per position; %s held after the longest window scored (%zu of %zu positions)\n",
+              format_bytes(variant.bytes_per_position()).c_str(), format_bytes(kv_bytes_max).c_str(), longest, W);
   if (compare) {
     std::printf("  vs dense f32: mean KL(dense || this) %.6f nats, top-1 agreement %.2f %%, max |dlogit| %.4f\n",
                 j["kl_dense_variant"].get<double>(), j["top1_agreement"].get<double>(), max_dlogit);
