@@ -155,6 +155,17 @@ TEST(CliMessages, TheSummaryStartsItsOwnLineAfterTheText) {
   }
 }
 
+// tokenize's text form quotes each token's exact bytes one way: a byte cut
+// from a character as \xNN, a literal backslash as \\ (so the two differ).
+TEST(CliMessages, TokenizeQuotesEachTokensBytesUnambiguously) {
+  testutil::TempDir tmp("cli-tokenize-text");
+  std::string out;
+  ASSERT_EQ(run("tokenize --text " + testutil::shell_quote("\xC3\xA7 \\xc3 \"q\"\n"), out, tmp), 0) << out;
+  EXPECT_NE(out.find("\"\\xc3\""), std::string::npos) << out;  // the embedded model splits c-cedilla into its bytes
+  EXPECT_NE(out.find("\"\\\\\""), std::string::npos) << out;   // the backslash alone
+  EXPECT_NE(out.find("decoded: \"\xC3\xA7 \\\\xc3 \\\"q\\\"\\n\""), std::string::npos) << out;
+}
+
 // A bad $KVSCOPE_THREADS is refused like a bad flag, not passed over.
 TEST(CliMessages, ThreadsEnvIsCheckedLikeAFlag) {
   testutil::TempDir tmp("cli-threads");

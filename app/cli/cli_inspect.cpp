@@ -89,6 +89,38 @@ void add_tokenize_command(CLI::App& app, TokenizeCommand& c) {
   c.cmd->add_flag("--json", c.json, "Print {\"ids\", \"pieces\", \"bytes\", \"decoded\"} as JSON");
 }
 
+namespace {
+
+// Exact bytes as a quoted C-style string: \" \\ \n \t \r, other control
+// bytes and bytes outside complete UTF-8 characters as \xNN, complete
+// characters as themselves. Unlike a display piece (where the byte 0xC3 and
+// the four characters \xc3 look alike), every text reads one way.
+std::string quoted_bytes(const std::string& raw) {
+  std::string out = "\"";
+  for (size_t i = 0; i < raw.size();) {
+    const auto b = static_cast<unsigned char>(raw[i]);
+    const size_t len = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;
+    if (b >= 0x80 && i + len <= raw.size() && first_invalid_utf8(raw.substr(i, len)) == std::string::npos) {
+      out.append(raw, i, len);  // a whole character
+      i += len;
+      continue;
+    }
+    char hex[5];
+    std::snprintf(hex, sizeof hex, "\\x%02x", b);
+    out += b == '"'                  ? "\\\""
+           : b == '\\'               ? "\\\\"
+           : b == '\n'               ? "\\n"
+           : b == '\t'               ? "\\t"
+           : b == '\r'               ? "\\r"
+           : (b < 0x20 || b >= 0x7f) ? hex
+                                     : std::string(1, static_cast<char>(b));
+    ++i;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
 int run_tokenize_command(const TokenizeCommand& c) {
   const Tokenizer tok = Tokenizer::load(c.model.empty() ? default_model_dir() : c.model);
   require_utf8(c.text, "--text");  // the prompt's rule: what the tokenizer is given is UTF-8 text
@@ -105,8 +137,8 @@ int run_tokenize_command(const TokenizeCommand& c) {
   if (c.json) {
     std::cout << json{{"ids", ids}, {"pieces", pieces}, {"bytes", bytes}, {"decoded", decoded}}.dump() << '\n';
   } else {
-    for (size_t i = 0; i < ids.size(); ++i) std::printf("%6d  %s\n", ids[i], json(pieces[i]).dump().c_str());
-    std::printf("%zu tokens, decoded: %s\n", ids.size(), json(decoded).dump().c_str());
+    for (int id : ids) std::printf("%6d  %s\n", id, quoted_bytes(tok.token_bytes(id)).c_str());
+    std::printf("%zu tokens, decoded: %s\n", ids.size(), quoted_bytes(tok.decode_text(ids)).c_str());
   }
   return 0;
 }
