@@ -102,4 +102,4 @@ set(KVSCOPE_SESSION_DATA_SRC
   app/session/settings.cpp)
 
 # app/session/: the window's controller (state, worker, event intake, typed commands, demo).
-set(KVSCOPE_SESSION_SRC app/session/session.cpp app/session/session_serving.cpp app/session/session_start.cpp app/session/demo_script.cpp ${KVSCOPE_SESSION_DATA_SRC})
+set(KVSCOPE_SESSION_SRC app/session/session.cpp app/session/session_serving.cpp app/session/session_start.cpp app/session/demo_script.cpp app/session/json_commands.cpp ${KVSCOPE_SESSION_DATA_SRC})

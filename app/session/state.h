@@ -128,6 +128,9 @@ struct PanelMemo {
   } kv_configs;
 };
 
+// UiState::bottom_tab of the Training tab (the page's commands open it).
+inline constexpr int kTrainingTab = 4;
+
 // What the user chose. The choices a saved view restores (max_new — 0 fills
 // the context, capped by kDefaultMaxNew —, sampler settings applying from the
 // next step, attention layer/head/threshold, text scale, presentation mode
@@ -187,7 +190,7 @@ struct UiState : ViewChoices {
   int kv_context = 100000;  // tokens
   int kv_dtype = 1;         // index into all_kv_dtypes() (model/kv/kv_cache.h): f16
   int kv_selected = -1;     // highlighted row of the table (-1: the loaded model)
-  int bottom_tab = 0;       // 0 branches, 1 phases, 2 KV memory, 3 attention heads, 4 training
+  int bottom_tab = 0;       // 0 branches, 1 phases, 2 KV memory, 3 attention heads, 4 training (kTrainingTab)
   bool select_tab = false;  // make bottom_tab the open tab next frame
   std::string view_path;    // saved view file
   int training_slice = -1;  // Training tab: validation slice shown (-1: their mean)

@@ -381,7 +381,7 @@ async function kvLayout(page) {
     flags.join(' '), !err && recs.length === ref.length && diffs.length === 0 &&
     ref.some((r) => r.evicted > 0), err || diffs.slice(0, 3).join('; ') || `${recs.length} vs ${ref.length} steps`);
   const bad = await command(page, { cmd: 'kv_layout', dtype: 'q3' });
-  check('kv_layout: an unknown dtype is refused with a message', /dtype must be/.test(bad), bad);
+  check('kv_layout: an unknown dtype is refused with a message naming the field', /kv_layout: "dtype" must be f32, f16, q8_0 or q4_0, got "q3"/.test(bad), bad);
   await command(page, { cmd: 'kv_layout', dtype: 'f32', window: 0, sinks: 0, block: 0 });
 }
 

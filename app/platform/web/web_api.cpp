@@ -19,7 +19,9 @@
 #include "app/gui/gui.h"
 #include "app/lessons/training.h"
 #include "app/platform/user_files.h"
+#include "app/session/json_commands.h"
 #include "app/session/session.h"
+#include "model/core/error.h"
 #include "model/core/thread_pool.h"
 #include "model/kv/kv_cache.h"
 
@@ -50,8 +52,6 @@ void web_frame_done(bool presentation) {
 }
 
 namespace {
-
-constexpr int kTrainingTab = 4;  // UiState::bottom_tab
 
 // The Training tab's record as the tab lists it: per checkpoint its step, folder
 // and validation losses (nats/token, training.json's), `shown` the loaded one.
@@ -109,83 +109,6 @@ json state_of(const Session& s) {
   return j;
 }
 
-// One JSON command -> the window's commands; throws std::runtime_error on bad input.
-Commands commands_of(const json& c, Session& s) {
-  const std::string name = c.at("cmd").get<std::string>();
-  if (name == "prompt") return {cmd::Start{c.at("text").get<std::string>()}};
-  if (name == "reset") return {cmd::Reset{}};
-  if (name == "play") return s.ui.playing ? Commands{} : Commands{cmd::PlayPause{}};
-  if (name == "pause") return s.ui.playing ? Commands{cmd::PlayPause{}} : Commands{};
-  if (name == "play_pause") return {cmd::PlayPause{}};
-  if (name == "step") return {cmd::Step{}};
-  if (name == "cache") {  // {"mode": "kv_cache" | "no_cache"}, or toggle without one
-    if (!c.contains("mode")) return {cmd::ToggleCache{}};
-    const std::string m = c.at("mode").get<std::string>();
-    if (m != "kv_cache" && m != "no_cache") throw std::runtime_error("cache: mode must be kv_cache or no_cache");
-    return m == to_string(s.engine.mode) ? Commands{} : Commands{cmd::ToggleCache{}};
-  }
-  if (name == "max_new") {  // as the Generate panel's field: the UI's value, then the command
-    s.ui.max_new = c.at("n").get<int>();
-    return {cmd::SetMaxNew{s.ui.max_new}};
-  }
-  if (name == "scrub") return {cmd::Scrub{c.at("steps").get<int>()}};
-  if (name == "scrub_to") return {cmd::ScrubTo{c.at("step").get<int>()}};
-  if (name == "load_model") return {cmd::LoadModel{c.at("dir").get<std::string>()}};
-  if (name == "head") return {cmd::SelectHead{c.value("layer", -1), c.value("head", -1)}};
-  if (name == "camera") {
-    CameraPreset p;
-    if (!parse_camera(c.at("preset").get<std::string>(), p))
-      throw std::runtime_error("camera: preset must be front, top, side or follow");
-    return {cmd::SetCamera{p}};
-  }
-  if (name == "text_scale") return {cmd::TextScale{c.at("scale").get<float>()}};
-  if (name == "decoding") {  // {"mode": "sample"|"beam"|"speculative", "beams", "k"}
-    DecodeSettings d = s.ui.decoding;
-    const std::string m = c.at("mode").get<std::string>();
-    if (m == "sample")
-      d.mode = DecodeMode::kSample;
-    else if (m == "beam")
-      d.mode = DecodeMode::kBeam;
-    else if (m == "speculative")
-      d.mode = DecodeMode::kSpeculative;
-    else
-      throw std::runtime_error("decoding: mode must be sample, beam or speculative");
-    d.beams = c.value("beams", d.beams);
-    d.k = c.value("k", d.k);
-    return {cmd::SetDecoding{d}};
-  }
-  if (name ==
-      "kv_layout") {  // {"dtype": "f32"|"f16"|"q8_0"|"q4_0", "window", "sinks", "block"}: from the next generation
-    KVSettings k = s.ui.kv_layout;
-    if (c.contains("dtype") && !parse_kv_dtype(c.at("dtype").get<std::string>(), &k.dtype))
-      throw std::runtime_error("kv_layout: dtype must be f32, f16, q8_0 or q4_0");
-    k.window = c.value("window", k.window);
-    k.sinks = c.value("sinks", k.sinks);
-    k.block = c.value("block", k.block);
-    if (s.engine.model) k.layout_for(s.engine.model->config);  // the CLI's checks: throws naming the value
-    s.ui.kv_layout = k;
-    return {};
-  }
-  if (name == "load_checkpoint") return {cmd::LoadCheckpoint{c.at("index").get<int>()}};
-  if (name == "tab") {  // {"name": "training"}: the teaching tabs open on it
-    if (c.at("name").get<std::string>() != "training") throw std::runtime_error("tab: name must be training");
-    s.ui.teach_open = true;
-    s.ui.bottom_tab = kTrainingTab;
-    s.ui.select_tab = true;
-    return {};
-  }
-  if (name == "save_view") return {cmd::SaveView{kBrowserViewFile}};  // a download
-  if (name == "open_view") return {cmd::LoadView{""}};                // the file picker
-  if (name == "load_view") return {cmd::LoadView{c.at("path").get<std::string>()}};
-  if (name == "screenshot") return {cmd::Screenshot{}};
-  if (name == "presentation") return {cmd::Presentation{}};
-  if (name == "palette") return {cmd::Palette{}};
-  if (name == "fit") return {cmd::Fit{}};
-  if (name == "dismiss_errors") return {cmd::DismissErrors{}};
-  if (name == "toggle_panels") return {cmd::TogglePanels{}};
-  throw std::runtime_error("unknown cmd \"" + name + "\"");
-}
-
 std::string g_out;
 
 }  // namespace
@@ -207,11 +130,16 @@ EMSCRIPTEN_KEEPALIVE const char* kvscope_command_json(const char* text) {
   if (!run) return "the window is not open";
   Session& s = gui_session(*run);
   try {
-    const Commands cmds = commands_of(json::parse(text), s);
-    s.execute(cmds, glfwGetTime());
+    json c;
+    try {
+      c = json::parse(text ? text : "");
+    } catch (const json::parse_error& e) {
+      throw UsageError(std::string("command: not a JSON object (") + e.what() + ")");
+    }
+    s.execute(commands_from_json(c, s), glfwGetTime());
     g_out.clear();
   } catch (const std::exception& e) {
-    g_out = std::string("command: ") + e.what();
+    g_out = e.what();  // each message names the command and the field
   }
   return g_out.c_str();
 }

@@ -1,0 +1,287 @@
+#include "app/session/json_commands.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "app/platform/user_files.h"
+#include "app/session/session.h"
+#include "app/session/text_scale.h"
+#include "model/core/error.h"
+#include "model/decoding/setting_ranges.h"
+#include "model/kv/kv_cache.h"
+
+namespace kvscope {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr int64_t kStepsMax = 1 << 24;
+
+// One command's fields, read with the command's name for the messages.
+class Fields {
+ public:
+  Fields(const json& c, std::string cmd) : c_(c), cmd_(std::move(cmd)) {}
+
+  bool has(const char* key) const { return c_.contains(key); }
+
+  std::string text(const char* key, const std::string& expected = "some text") const {
+    const json& v = get(key, expected);
+    if (!v.is_string() || v.get_ref<const std::string&>().empty()) bad(key, expected, v);
+    return v.get<std::string>();
+  }
+
+  // A whole number in [lo, hi] (5 and 5.0 alike; 1.5, "5", true or null are refused).
+  int integer(const char* key, int64_t lo, int64_t hi) const {
+    const std::string expected = "a whole number in " + std::to_string(lo) + ".." + std::to_string(hi);
+    const json& v = get(key, expected);
+    double x = std::numeric_limits<double>::quiet_NaN();
+    if (v.is_number_unsigned())
+      x = static_cast<double>(v.get<uint64_t>());
+    else if (v.is_number_integer())
+      x = static_cast<double>(v.get<int64_t>());
+    else if (v.is_number_float())
+      x = v.get<double>();
+    if (!(x >= static_cast<double>(lo) && x <= static_cast<double>(hi) && x == std::floor(x))) bad(key, expected, v);
+    return static_cast<int>(x);
+  }
+  int integer_or(const char* key, int64_t lo, int64_t hi, int otherwise) const {
+    return has(key) ? integer(key, lo, hi) : otherwise;
+  }
+
+  double real(const char* key, double lo, double hi) const {
+    char expected[96];
+    std::snprintf(expected, sizeof expected, "a number in %g..%g", lo, hi);
+    const json& v = get(key, expected);
+    if (!v.is_number() || !(v.get<double>() >= lo && v.get<double>() <= hi)) bad(key, expected, v);
+    return v.get<double>();
+  }
+
+  [[noreturn]] void bad(const char* key, const std::string& expected, const json& v) const {
+    std::string got = v.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (got.size() > 40) got = got.substr(0, 37) + "...";
+    if (v.is_null()) got += " (NaN and Infinity reach JSON as null)";
+    throw UsageError(cmd_ + ": \"" + key + "\" must be " + expected + ", got " + got);
+  }
+  [[noreturn]] void refuse(const std::string& why) const { throw UsageError(cmd_ + ": " + why); }
+
+ private:
+  const json& get(const char* key, const std::string& expected) const {
+    const auto it = c_.find(key);
+    if (it == c_.end()) throw UsageError(cmd_ + ": \"" + key + "\" is missing (expected " + expected + ")");
+    return *it;
+  }
+
+  const json& c_;
+  std::string cmd_;
+};
+
+Commands cache_command(const Fields& f, const Session& s) {  // {"mode": "kv_cache" | "no_cache"}, or toggle
+  if (!f.has("mode")) return {cmd::ToggleCache{}};
+  const std::string m = f.text("mode", "kv_cache or no_cache");
+  if (m != "kv_cache" && m != "no_cache") f.bad("mode", "kv_cache or no_cache", m);
+  return m == to_string(s.engine.mode) ? Commands{} : Commands{cmd::ToggleCache{}};
+}
+
+// {"layer": -1 (mean) .. layers-1, "head": -1 (mean) .. heads-1}, either left as it is when not given.
+Commands head_command(const Fields& f, const Session& s) {
+  if (!s.engine.model) f.refuse("no model is loaded yet");
+  const Config& c = s.engine.model->config;
+  return {cmd::SelectHead{f.integer_or("layer", -1, c.n_layer - 1, s.ui.layer),
+                          f.integer_or("head", -1, c.n_head - 1, s.ui.head)}};
+}
+
+Commands camera_command(const Fields& f) {
+  const char* expected = "front, top, side or follow";
+  const std::string name = f.text("preset", expected);
+  CameraPreset p;
+  if (!parse_camera(name, p)) f.bad("preset", expected, name);
+  return {cmd::SetCamera{p}};
+}
+
+// {"mode": "sample"|"beam"|"speculative", "beams", "k"}: restarts the generation with it.
+Commands decoding_command(const Fields& f, const Session& s) {
+  const char* expected = "sample, beam or speculative";
+  const std::string m = f.text("mode", expected);
+  DecodeSettings d = s.ui.decoding;
+  if (m == "sample")
+    d.mode = DecodeMode::kSample;
+  else if (m == "beam")
+    d.mode = DecodeMode::kBeam;
+  else if (m == "speculative")
+    d.mode = DecodeMode::kSpeculative;
+  else
+    f.bad("mode", expected, m);
+  d.beams = f.integer_or("beams", setting::kBeams.lo, setting::kBeams.hi, d.beams);
+  d.k = f.integer_or("k", setting::kSpeculate.lo, setting::kSpeculate.hi, d.k);
+  return {cmd::SetDecoding{d}};
+}
+
+// {"dtype", "window", "sinks", "block", "evict", "budget"}: the Cache panel's
+// layout, from the next generation; checked against the loaded model as the
+// CLI's flags are.
+Commands kv_layout_command(const Fields& f, Session& s) {
+  KVSettings k = s.ui.kv_layout;
+  if (f.has("dtype")) {
+    const char* expected = "f32, f16, q8_0 or q4_0";
+    const std::string name = f.text("dtype", expected);
+    if (!parse_kv_dtype(name, &k.dtype)) f.bad("dtype", expected, name);
+  }
+  if (f.has("evict")) {
+    const char* expected = "none, tova or h2o";
+    const std::string name = f.text("evict", expected);
+    if (!parse_kv_evict(name, &k.evict)) f.bad("evict", expected, name);
+  }
+  k.window = f.integer_or("window", 0, kStepsMax, k.window);
+  k.sinks = f.integer_or("sinks", 0, kStepsMax, k.sinks);
+  k.block = f.integer_or("block", 0, kStepsMax, k.block);
+  k.budget = f.integer_or("budget", 0, kStepsMax, k.budget);
+  if (s.engine.model) {
+    try {
+      (void)k.layout_for(s.engine.model->config);  // the CLI's checks, naming the value
+    } catch (const Error& e) {
+      f.refuse(e.what());
+    }
+  }
+  s.ui.kv_layout = k;
+  return {};
+}
+
+Commands checkpoint_command(const Fields& f, const Session& s) {
+  if (!s.engine.training) f.refuse("this model has no training record (training.json) beside it");
+  const int n = static_cast<int>(s.engine.training->checkpoints.size());
+  return {cmd::LoadCheckpoint{f.integer("index", 0, n - 1)}};
+}
+
+// The commands that take no field (or, for a few, one string).
+bool plain_command(const std::string& name, const Fields& f, const Session& s, Commands& out) {
+  if (name == "reset")
+    out = {cmd::Reset{}};
+  else if (name == "play")
+    out = s.ui.playing ? Commands{} : Commands{cmd::PlayPause{}};
+  else if (name == "pause")
+    out = s.ui.playing ? Commands{cmd::PlayPause{}} : Commands{};
+  else if (name == "play_pause")
+    out = {cmd::PlayPause{}};
+  else if (name == "step")
+    out = {cmd::Step{}};
+  else if (name == "load_model")
+    out = {cmd::LoadModel{f.text("dir", "a model folder")}};
+  else if (name == "save_view")
+    out = {cmd::SaveView{kBrowserViewFile}};  // a download
+  else if (name == "open_view")
+    out = {cmd::LoadView{""}};  // the file picker
+  else if (name == "load_view")
+    out = {cmd::LoadView{f.text("path", "a saved view's file")}};
+  else if (name == "screenshot")
+    out = {cmd::Screenshot{}};
+  else if (name == "presentation")
+    out = {cmd::Presentation{}};
+  else if (name == "palette")
+    out = {cmd::Palette{}};
+  else if (name == "fit")
+    out = {cmd::Fit{}};
+  else if (name == "dismiss_errors")
+    out = {cmd::DismissErrors{}};
+  else if (name == "toggle_panels")
+    out = {cmd::TogglePanels{}};
+  else
+    return false;
+  return true;
+}
+
+// Every command and the fields it takes: a field it does not take (a typo
+// such as "beam" for "beams") is refused rather than passed over.
+struct CommandFields {
+  const char* name;
+  std::vector<const char*> fields;
+};
+const std::vector<CommandFields> kCommands = {{"prompt", {"text"}},
+                                              {"reset", {}},
+                                              {"play", {}},
+                                              {"pause", {}},
+                                              {"play_pause", {}},
+                                              {"step", {}},
+                                              {"cache", {"mode"}},
+                                              {"max_new", {"n"}},
+                                              {"scrub", {"steps"}},
+                                              {"scrub_to", {"step"}},
+                                              {"head", {"layer", "head"}},
+                                              {"camera", {"preset"}},
+                                              {"text_scale", {"scale"}},
+                                              {"decoding", {"mode", "beams", "k"}},
+                                              {"kv_layout", {"dtype", "window", "sinks", "block", "evict", "budget"}},
+                                              {"load_checkpoint", {"index"}},
+                                              {"tab", {"name"}},
+                                              {"load_model", {"dir"}},
+                                              {"save_view", {}},
+                                              {"open_view", {}},
+                                              {"load_view", {"path"}},
+                                              {"screenshot", {}},
+                                              {"presentation", {}},
+                                              {"palette", {}},
+                                              {"fit", {}},
+                                              {"dismiss_errors", {}},
+                                              {"toggle_panels", {}}};
+
+// Throws unless `c` is an object naming a known command with only its own fields.
+void check_shape(const json& c) {
+  if (!c.is_object() || !c.contains("cmd") || !c.at("cmd").is_string()) {
+    std::string got = c.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (got.size() > 40) got = got.substr(0, 37) + "...";
+    throw UsageError("command: expected an object naming its command, such as {\"cmd\": \"step\"}, got " + got);
+  }
+  const std::string name = c.at("cmd").get<std::string>();
+  std::string names;
+  for (const CommandFields& k : kCommands) {
+    names += (names.empty() ? "" : &k == &kCommands.back() ? " or " : ", ") + std::string(k.name);
+    if (name != k.name) continue;
+    std::string takes;
+    for (const char* f : k.fields) takes += (takes.empty() ? "\"" : ", \"") + std::string(f) + "\"";
+    for (const auto& item : c.items())
+      if (item.key() != "cmd" && std::find(k.fields.begin(), k.fields.end(), item.key()) == k.fields.end())
+        throw UsageError(name + ": takes no field \"" + item.key() + "\" (" +
+                         (takes.empty() ? "it takes none" : "it takes " + takes) + ")");
+    return;
+  }
+  throw UsageError("command: unknown cmd \"" + name + "\" (expected " + names + ")");
+}
+
+}  // namespace
+
+Commands commands_from_json(const json& c, Session& s) {
+  check_shape(c);
+  const std::string name = c.at("cmd").get<std::string>();
+  const Fields f(c, name);
+  Commands out;
+  if (plain_command(name, f, s, out)) return out;
+  if (name == "prompt") return {cmd::Start{f.text("text")}};
+  if (name == "cache") return cache_command(f, s);
+  if (name == "max_new") {  // as the Generate panel's field: the UI's value, then the command
+    s.ui.max_new = f.integer("n", setting::kMaxNew.lo, setting::kMaxNew.hi);
+    return {cmd::SetMaxNew{s.ui.max_new}};
+  }
+  if (name == "scrub") return {cmd::Scrub{f.integer("steps", -kStepsMax, kStepsMax)}};
+  if (name == "scrub_to") return {cmd::ScrubTo{f.integer("step", 0, kStepsMax)}};
+  if (name == "head") return head_command(f, s);
+  if (name == "camera") return camera_command(f);
+  if (name == "text_scale") return {cmd::TextScale{static_cast<float>(f.real("scale", kMinTextScale, kMaxTextScale))}};
+  if (name == "decoding") return decoding_command(f, s);
+  if (name == "kv_layout") return kv_layout_command(f, s);
+  if (name == "load_checkpoint") return checkpoint_command(f, s);
+  if (name == "tab") {  // {"name": "training"}: the teaching tabs open on it
+    const std::string tab = f.text("name", "training");
+    if (tab != "training") f.bad("name", "training", tab);
+    s.ui.teach_open = true;
+    s.ui.bottom_tab = kTrainingTab;
+    s.ui.select_tab = true;
+    return {};
+  }
+  throw UsageError("command: \"" + name + "\" has no reader");  // (kCommands lists one that is not read above)
+}
+
+}  // namespace kvscope
