@@ -115,6 +115,15 @@ TEST(JsonCommands, StringsAndChoicesAreNamed) {
                 .find("kv_layout: \"window\" must be a whole number in 0.."),
             std::string::npos);
   EXPECT_EQ(s.ui.kv_layout, layout) << "nothing changes on a refusal";
+  // One eviction rule at a time, as in the Cache panel: choosing one turns the other off.
+  EXPECT_EQ(refusal({{"cmd", "kv_layout"}, {"evict", "tova"}, {"budget", 8}}, s), "");
+  EXPECT_EQ(s.ui.kv_layout.evict, KVEvict::kTova);
+  EXPECT_EQ(refusal({{"cmd", "kv_layout"}, {"window", 16}, {"sinks", 2}}, s), "");
+  EXPECT_EQ(s.ui.kv_layout.evict, KVEvict::kNone);
+  EXPECT_EQ(s.ui.kv_layout.budget, 0);
+  EXPECT_EQ(refusal({{"cmd", "kv_layout"}, {"evict", "h2o"}, {"budget", 8}}, s), "");
+  EXPECT_EQ(s.ui.kv_layout.window, 0);
+  EXPECT_EQ(s.ui.kv_layout.sinks, 0);
 }
 
 // Layers, heads, checkpoints and layouts are checked against the model loaded.
@@ -140,6 +149,9 @@ TEST(JsonCommands, ModelBoundFieldsFollowTheLoadedModel) {
       std::string::npos);
   EXPECT_EQ(refusal({{"cmd", "head"}, {"layer", c.n_layer - 1}, {"head", -1}}, s), "");
   EXPECT_NE(refusal({{"cmd", "kv_layout"}, {"block", c.n_positions + 1}}, s).find("kv_layout: --kv-block: "),
+            std::string::npos);
+  EXPECT_NE(refusal({{"cmd", "kv_layout"}, {"evict", "h2o"}, {"budget", 8}, {"window", 8}}, s)
+                .find("one eviction rule at a time"),
             std::string::npos);
   if (s.engine.training) {
     const int n = static_cast<int>(s.engine.training->checkpoints.size());

@@ -140,6 +140,9 @@ Commands kv_layout_command(const Fields& f, Session& s) {
   k.sinks = f.integer_or("sinks", 0, kStepsMax, k.sinks);
   k.block = f.integer_or("block", 0, kStepsMax, k.block);
   k.budget = f.integer_or("budget", 0, kStepsMax, k.budget);
+  // One eviction rule at a time, as in the Cache panel: choosing one turns the other off.
+  if (f.has("window") && k.window > 0 && !f.has("evict")) k.evict = KVEvict::kNone, k.budget = 0;
+  if (f.has("evict") && k.evict != KVEvict::kNone && !f.has("window")) k.window = k.sinks = 0;
   if (s.engine.model) {
     try {
       (void)k.layout_for(s.engine.model->config);  // the CLI's checks, naming the value
