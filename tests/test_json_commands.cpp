@@ -161,5 +161,51 @@ TEST(JsonCommands, ModelBoundFieldsFollowTheLoadedModel) {
   }
 }
 
+// kvscope.cli([...]): an array of strings naming a subcommand the page runs.
+TEST(JsonCommands, CliArgumentsAreStringsNamingASubcommand) {
+  auto refused = [](const json& args) {
+    try {
+      (void)cli_args_from_json(args);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(cli_args_from_json(json::array({"generate", "--prompt", "Hi"})),
+            (std::vector<std::string>{"generate", "--prompt", "Hi"}));
+  EXPECT_EQ(refused(json::array({"--help"})), "");
+  EXPECT_NE(refused("generate").find("kvscope.cli: expected an array of strings"), std::string::npos);
+  EXPECT_NE(refused(json::array({"generate", 1})).find("kvscope.cli: element 1 is 1, not a string"), std::string::npos);
+  EXPECT_NE(refused(json::array({"tokenize", "--text", std::string("a\0b", 3)}))
+                .find("kvscope.cli: element 2 holds a NUL character"),
+            std::string::npos);
+  EXPECT_NE(refused(json::array()).find("kvscope.cli: give a subcommand first"), std::string::npos);
+  EXPECT_NE(refused(json::array({"--max-new", "3"})).find("give a subcommand first"), std::string::npos);
+  EXPECT_NE(refused(json::array({"render", "--prompt", "a", "--out", "x.png"})).find("render draws with the desktop"),
+            std::string::npos);
+}
+
+// What the page sends is JSON.stringify's text: a lone surrogate (half a
+// character) and nothing at all are named as such.
+TEST(JsonCommands, PageJsonIsParsedWithErrorsInWords) {
+  auto refused = [](const char* text) {
+    try {
+      (void)parse_page_json(text, "command");
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(refused(R"({"cmd": "step"})"), "");
+  EXPECT_NE(refused(R"({"cmd": "prompt", "text": "\ud800"})").find("command: a string holds a lone UTF-16 surrogate"),
+            std::string::npos);
+  EXPECT_NE(refused(nullptr).find("command: nothing was given"), std::string::npos);
+  EXPECT_NE(refused("{cmd: step}").find("command: not JSON ("), std::string::npos);
+  Session s;
+  EXPECT_NE(refusal(json{{"cmd", std::string("step\0x", 6)}}, s).find(R"(unknown cmd "step\u0000x")"),
+            std::string::npos)
+      << "a NUL in a name is shown, not an end to the message";
+}
+
 }  // namespace
 }  // namespace kvscope

@@ -247,11 +247,11 @@ void check_shape(const json& c) {
     for (const char* f : k.fields) takes += (takes.empty() ? "\"" : ", \"") + std::string(f) + "\"";
     for (const auto& item : c.items())
       if (item.key() != "cmd" && std::find(k.fields.begin(), k.fields.end(), item.key()) == k.fields.end())
-        throw UsageError(name + ": takes no field \"" + item.key() + "\" (" +
+        throw UsageError(name + ": takes no field " + json(item.key()).dump() + " (" +
                          (takes.empty() ? "it takes none" : "it takes " + takes) + ")");
     return;
   }
-  throw UsageError("command: unknown cmd \"" + name + "\" (expected " + names + ")");
+  throw UsageError("command: unknown cmd " + json(name).dump() + " (expected " + names + ")");
 }
 
 }  // namespace
@@ -285,6 +285,51 @@ Commands commands_from_json(const json& c, Session& s) {
     return {};
   }
   throw UsageError("command: \"" + name + "\" has no reader");  // (kCommands lists one that is not read above)
+}
+
+std::vector<std::string> cli_args_from_json(const json& args) {
+  const char* expected = "an array of strings, such as [\"generate\", \"--prompt\", \"Hi\"]";
+  if (!args.is_array()) {
+    std::string got = args.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (got.size() > 40) got = got.substr(0, 37) + "...";
+    throw UsageError(std::string("kvscope.cli: expected ") + expected + ", got " + got);
+  }
+  std::vector<std::string> words;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const json& a = args[i];
+    if (!a.is_string())
+      throw UsageError("kvscope.cli: element " + std::to_string(i) + " is " + a.dump().substr(0, 40) +
+                       ", not a string (expected " + expected + ")");
+    if (a.get_ref<const std::string&>().find('\0') != std::string::npos)
+      throw UsageError("kvscope.cli: element " + std::to_string(i) +
+                       " holds a NUL character, which ends a command-line word (" + a.dump().substr(0, 40) + ")");
+    words.push_back(a.get<std::string>());
+  }
+  const std::vector<std::string> runs = {"generate", "tokenize", "inspect", "eval", "bench",
+                                         "serve",    "render",   "--help",  "-h",   "--version"};
+  if (std::none_of(words.begin(), words.end(),
+                   [&](const std::string& w) { return std::find(runs.begin(), runs.end(), w) != runs.end(); }))
+    throw UsageError(
+        "kvscope.cli: give a subcommand first (generate, tokenize, inspect, eval, bench or serve); the window is "
+        "this page");
+  if (words[0] == "render")
+    throw UsageError(
+        "kvscope.cli: render draws with the desktop's OpenGL; in the page, the screenshot command "
+        "downloads the canvas");
+  return words;
+}
+
+json parse_page_json(const char* text, const std::string& what) {
+  if (!text || !*text) throw UsageError(what + ": nothing was given (undefined?)");
+  try {
+    return json::parse(text ? text : "");
+  } catch (const json::parse_error& e) {
+    const std::string m = e.what();
+    if (m.find("surrogate") != std::string::npos)
+      throw UsageError(what + ": a string holds a lone UTF-16 surrogate (half of a character), which is not text (" +
+                       m + ")");
+    throw UsageError(what + ": not JSON (" + m + ")");
+  }
 }
 
 }  // namespace kvscope

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "app/session/commands.h"
 
@@ -18,5 +20,15 @@ class Session;
 // generation (kv_layout, max_new, tab) are written into s.ui here, after
 // every field passed; nothing changes when one does not.
 Commands commands_from_json(const nlohmann::json& c, Session& s);
+
+// The page's kvscope.cli([...]) arguments: an array of strings naming a
+// subcommand the page runs (not the window, which is the page itself, nor
+// render, which draws with the desktop's OpenGL). Throws UsageError naming
+// the element that is not a string or holds a NUL (argv ends a word there).
+std::vector<std::string> cli_args_from_json(const nlohmann::json& args);
+
+// A JSON text the page sent, parsed; a parse error becomes a UsageError that
+// says what is wrong in words (`what`: "command" or "kvscope.cli").
+nlohmann::json parse_page_json(const char* text, const std::string& what);
 
 }  // namespace kvscope

@@ -480,6 +480,12 @@ async function isolatedChecks(c) {
   await presentationKey(page);
   const bad = await command(page, { cmd: 'no_such_command' });
   check('an unknown command is refused with a message', /unknown cmd/.test(bad), bad);
+  // Bad values reach the page's API as JSON (NaN as null): each is named, with the range, and nothing changes.
+  const nan = await command(page, { cmd: 'max_new', n: NaN });
+  const cliBad = await page.evaluate(() => globalThis.kvscope.cli(['generate', 1]));
+  check('a bad command field or cli() argument is named, with what was expected',
+    /max_new: "n" must be a whole number in 1\.\.1048576, got null/.test(nan) && cliBad.rc === 2 &&
+    /kvscope\.cli: element 1 is 1, not a string/.test(cliBad.errors.join(' ')), `${nan} | ${cliBad.errors}`);
   // Frame time while generating.
   const ft = await page.evaluate(() => { const t = [...globalThis.kvscopePage.frameTimes].slice(-120).sort((a, b) => a - b);
     return t.length ? t[Math.floor(t.length / 2)] : 0; });

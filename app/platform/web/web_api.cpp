@@ -130,12 +130,7 @@ EMSCRIPTEN_KEEPALIVE const char* kvscope_command_json(const char* text) {
   if (!run) return "the window is not open";
   Session& s = gui_session(*run);
   try {
-    json c;
-    try {
-      c = json::parse(text ? text : "");
-    } catch (const json::parse_error& e) {
-      throw UsageError(std::string("command: not a JSON object (") + e.what() + ")");
-    }
+    const json c = parse_page_json(text, "command");
     s.execute(commands_from_json(c, s), glfwGetTime());
     g_out.clear();
   } catch (const std::exception& e) {
@@ -156,9 +151,9 @@ EMSCRIPTEN_KEEPALIVE void kvscope_save_settings() {
 EMSCRIPTEN_KEEPALIVE int kvscope_cli(const char* args) {
   std::vector<std::string> words{"kvscope"};
   try {
-    for (const json& a : json::parse(args)) words.push_back(a.get<std::string>());
+    for (std::string& w : cli_args_from_json(parse_page_json(args, "kvscope.cli"))) words.push_back(std::move(w));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "kvscope_cli: %s\n", e.what());
+    std::fprintf(stderr, "kvscope: error: %s\n", e.what());
     return 2;
   }
   std::vector<char*> argv;
