@@ -92,7 +92,7 @@ void add_tokenize_command(CLI::App& app, TokenizeCommand& c) {
 namespace {
 
 // Exact bytes as a quoted C-style string: \" \\ \n \t \r, other control
-// bytes and bytes outside complete UTF-8 characters as \xNN, complete
+// bytes (C0, DEL, and C1's two bytes) and bytes outside complete UTF-8 characters as \xNN, complete
 // characters as themselves. Unlike a display piece (where the byte 0xC3 and
 // the four characters \xc3 look alike), every text reads one way.
 std::string quoted_bytes(const std::string& raw) {
@@ -100,7 +100,8 @@ std::string quoted_bytes(const std::string& raw) {
   for (size_t i = 0; i < raw.size();) {
     const auto b = static_cast<unsigned char>(raw[i]);
     const size_t len = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;
-    if (b >= 0x80 && i + len <= raw.size() && first_invalid_utf8(raw.substr(i, len)) == std::string::npos) {
+    const bool c1 = b == 0xC2 && i + 1 < raw.size() && static_cast<unsigned char>(raw[i + 1]) < 0xA0;  // U+0080..9F
+    if (b >= 0x80 && !c1 && i + len <= raw.size() && first_invalid_utf8(raw.substr(i, len)) == std::string::npos) {
       out.append(raw, i, len);  // a whole character
       i += len;
       continue;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <vector>
@@ -21,6 +22,14 @@ using nlohmann::json;
 namespace {
 
 constexpr int64_t kStepsMax = 1 << 24;
+constexpr int kDefaultBudget = 16;  // positions per layer, as the Cache panel starts a rule
+
+// A value as a message shows it: JSON with non-ASCII escaped (so a cut
+// cannot split a character), cut to 40 characters.
+std::string shown(const json& v) {
+  std::string t = v.dump(-1, ' ', true, json::error_handler_t::replace);
+  return t.size() > 40 ? t.substr(0, 37) + "..." : t;
+}
 
 // One command's fields, read with the command's name for the messages.
 class Fields {
@@ -62,8 +71,7 @@ class Fields {
   }
 
   [[noreturn]] void bad(const char* key, const std::string& expected, const json& v) const {
-    std::string got = v.dump(-1, ' ', false, json::error_handler_t::replace);
-    if (got.size() > 40) got = got.substr(0, 37) + "...";
+    std::string got = shown(v);
     if (v.is_null()) got += " (NaN and Infinity reach JSON as null)";
     throw UsageError(cmd_ + ": \"" + key + "\" must be " + expected + ", got " + got);
   }
@@ -140,9 +148,19 @@ Commands kv_layout_command(const Fields& f, Session& s) {
   k.sinks = f.integer_or("sinks", 0, kStepsMax, k.sinks);
   k.block = f.integer_or("block", 0, kStepsMax, k.block);
   k.budget = f.integer_or("budget", 0, kStepsMax, k.budget);
-  // One eviction rule at a time, as in the Cache panel: choosing one turns the other off.
-  if (f.has("window") && k.window > 0 && !f.has("evict")) k.evict = KVEvict::kNone, k.budget = 0;
-  if (f.has("evict") && k.evict != KVEvict::kNone && !f.has("window")) k.window = k.sinks = 0;
+  // One eviction rule at a time, as in the Cache panel: choosing one turns the other off, and a rule
+  // turned off takes its budget along. Only fields the call did not give change; a call that gives
+  // both is refused by layout_for.
+  if (f.has("window") && k.window > 0 && !f.has("evict")) {
+    k.evict = KVEvict::kNone;
+    if (!f.has("budget")) k.budget = 0;
+  }
+  if (f.has("evict") && k.evict == KVEvict::kNone && !f.has("budget")) k.budget = 0;
+  if (f.has("evict") && k.evict != KVEvict::kNone) {
+    if (!f.has("window")) k.window = 0;
+    if (!f.has("window") && !f.has("sinks")) k.sinks = 0;
+    if (!f.has("budget") && k.budget == 0) k.budget = kDefaultBudget;  // the panel's first value
+  }
   if (s.engine.model) {
     try {
       (void)k.layout_for(s.engine.model->config);  // the CLI's checks, naming the value
@@ -234,9 +252,7 @@ const std::vector<CommandFields> kCommands = {{"prompt", {"text"}},
 // Throws unless `c` is an object naming a known command with only its own fields.
 void check_shape(const json& c) {
   if (!c.is_object() || !c.contains("cmd") || !c.at("cmd").is_string()) {
-    std::string got = c.dump(-1, ' ', false, json::error_handler_t::replace);
-    if (got.size() > 40) got = got.substr(0, 37) + "...";
-    throw UsageError("command: expected an object naming its command, such as {\"cmd\": \"step\"}, got " + got);
+    throw UsageError("command: expected an object naming its command, such as {\"cmd\": \"step\"}, got " + shown(c));
   }
   const std::string name = c.at("cmd").get<std::string>();
   std::string names;
@@ -247,11 +263,11 @@ void check_shape(const json& c) {
     for (const char* f : k.fields) takes += (takes.empty() ? "\"" : ", \"") + std::string(f) + "\"";
     for (const auto& item : c.items())
       if (item.key() != "cmd" && std::find(k.fields.begin(), k.fields.end(), item.key()) == k.fields.end())
-        throw UsageError(name + ": takes no field " + json(item.key()).dump() + " (" +
+        throw UsageError(name + ": takes no field " + shown(item.key()) + " (" +
                          (takes.empty() ? "it takes none" : "it takes " + takes) + ")");
     return;
   }
-  throw UsageError("command: unknown cmd " + json(name).dump() + " (expected " + names + ")");
+  throw UsageError("command: unknown cmd " + shown(name) + " (expected " + names + ")");
 }
 
 }  // namespace
@@ -265,7 +281,9 @@ Commands commands_from_json(const json& c, Session& s) {
   if (name == "prompt") return {cmd::Start{f.text("text")}};
   if (name == "cache") return cache_command(f, s);
   if (name == "max_new") {  // as the Generate panel's field: the UI's value, then the command
-    s.ui.max_new = f.integer("n", setting::kMaxNew.lo, setting::kMaxNew.hi);
+    const int64_t hi = s.engine.model ? std::min<int64_t>(setting::kMaxNew.hi, s.engine.model->config.n_positions)
+                                      : setting::kMaxNew.hi;  // as the panel's slider: at most the context
+    s.ui.max_new = f.integer("n", setting::kMaxNew.lo, hi);
     return {cmd::SetMaxNew{s.ui.max_new}};
   }
   if (name == "scrub") return {cmd::Scrub{f.integer("steps", -kStepsMax, kStepsMax)}};
@@ -290,32 +308,19 @@ Commands commands_from_json(const json& c, Session& s) {
 std::vector<std::string> cli_args_from_json(const json& args) {
   const char* expected = "an array of strings, such as [\"generate\", \"--prompt\", \"Hi\"]";
   if (!args.is_array()) {
-    std::string got = args.dump(-1, ' ', false, json::error_handler_t::replace);
-    if (got.size() > 40) got = got.substr(0, 37) + "...";
-    throw UsageError(std::string("kvscope.cli: expected ") + expected + ", got " + got);
+    throw UsageError(std::string("kvscope.cli: expected ") + expected + ", got " + shown(args));
   }
   std::vector<std::string> words;
   for (size_t i = 0; i < args.size(); ++i) {
     const json& a = args[i];
     if (!a.is_string())
-      throw UsageError("kvscope.cli: element " + std::to_string(i) + " is " + a.dump().substr(0, 40) +
-                       ", not a string (expected " + expected + ")");
+      throw UsageError("kvscope.cli: element " + std::to_string(i) + " is " + shown(a) + ", not a string (expected " +
+                       expected + ")");
     if (a.get_ref<const std::string&>().find('\0') != std::string::npos)
       throw UsageError("kvscope.cli: element " + std::to_string(i) +
-                       " holds a NUL character, which ends a command-line word (" + a.dump().substr(0, 40) + ")");
+                       " holds a NUL character, which ends a command-line word (" + shown(a) + ")");
     words.push_back(a.get<std::string>());
   }
-  const std::vector<std::string> runs = {"generate", "tokenize", "inspect", "eval", "bench",
-                                         "serve",    "render",   "--help",  "-h",   "--version"};
-  if (std::none_of(words.begin(), words.end(),
-                   [&](const std::string& w) { return std::find(runs.begin(), runs.end(), w) != runs.end(); }))
-    throw UsageError(
-        "kvscope.cli: give a subcommand first (generate, tokenize, inspect, eval, bench or serve); the window is "
-        "this page");
-  if (words[0] == "render")
-    throw UsageError(
-        "kvscope.cli: render draws with the desktop's OpenGL; in the page, the screenshot command "
-        "downloads the canvas");
   return words;
 }
 
@@ -323,7 +328,9 @@ json parse_page_json(const char* text, const std::string& what) {
   if (!text || !*text) throw UsageError(what + ": nothing was given (undefined?)");
   try {
     return json::parse(text ? text : "");
-  } catch (const json::parse_error& e) {
+  } catch (const json::out_of_range& e) {
+    throw UsageError(what + ": a number beyond a double (" + e.what() + ")");
+  } catch (const json::exception& e) {
     const std::string m = e.what();
     if (m.find("surrogate") != std::string::npos)
       throw UsageError(what + ": a string holds a lone UTF-16 surrogate (half of a character), which is not text (" +

@@ -21,10 +21,10 @@ class Session;
 // every field passed; nothing changes when one does not.
 Commands commands_from_json(const nlohmann::json& c, Session& s);
 
-// The page's kvscope.cli([...]) arguments: an array of strings naming a
-// subcommand the page runs (not the window, which is the page itself, nor
-// render, which draws with the desktop's OpenGL). Throws UsageError naming
-// the element that is not a string or holds a NUL (argv ends a word there).
+// The page's kvscope.cli([...]) arguments: an array of strings. Throws
+// UsageError naming the element that is not a string or holds a NUL (argv
+// ends a word there). Which subcommand they name is the CLI parser's call
+// (the page's hooks refuse the window and render, which it cannot run).
 std::vector<std::string> cli_args_from_json(const nlohmann::json& args);
 
 // A JSON text the page sent, parsed; a parse error becomes a UsageError that

@@ -483,9 +483,12 @@ async function isolatedChecks(c) {
   // Bad values reach the page's API as JSON (NaN as null): each is named, with the range, and nothing changes.
   const nan = await command(page, { cmd: 'max_new', n: NaN });
   const cliBad = await page.evaluate(() => globalThis.kvscope.cli(['generate', 1]));
-  check('a bad command field or cli() argument is named, with what was expected',
-    /max_new: "n" must be a whole number in 1\.\.1048576, got null/.test(nan) && cliBad.rc === 2 &&
-    /kvscope\.cli: element 1 is 1, not a string/.test(cliBad.errors.join(' ')), `${nan} | ${cliBad.errors}`);
+  const cliRender = await page.evaluate(() => globalThis.kvscope.cli(['render', '--prompt', 'a', '--out', 'a.png']));
+  check('a bad command field or cli() argument is named, with what was expected; render is refused as usage',
+    /max_new: "n" must be a whole number in 1\.\.\d+, got null/.test(nan) && cliBad.rc === 2 &&
+    /kvscope\.cli: element 1 is 1, not a string/.test(cliBad.errors.join(' ')) && cliRender.rc === 2 &&
+    /render draws with the desktop's OpenGL/.test(cliRender.errors.join(' ')),
+    `${nan} | ${cliBad.errors} | ${cliRender.rc} ${cliRender.errors}`);
   // Frame time while generating.
   const ft = await page.evaluate(() => { const t = [...globalThis.kvscopePage.frameTimes].slice(-120).sort((a, b) => a - b);
     return t.length ? t[Math.floor(t.length / 2)] : 0; });

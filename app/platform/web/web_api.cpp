@@ -161,7 +161,18 @@ EMSCRIPTEN_KEEPALIVE int kvscope_cli(const char* args) {
   // (pools built by the command: its own engine; the window's keep theirs)
   const int keep = ThreadPool::default_threads();
   ThreadPool::set_default_threads(1);
-  const int rc = run_cli(static_cast<int>(argv.size()), argv.data(), AppHooks{});
+  // The window is the page itself, and render draws with the desktop's OpenGL: both refused as usage.
+  AppHooks hooks;
+  hooks.gui = [](const GuiOptions&) -> int {
+    throw UsageError(
+        "kvscope.cli: give a subcommand (generate, tokenize, inspect, eval, bench or serve); the window is this page");
+  };
+  hooks.render = [](const RenderOptions&) -> int {
+    throw UsageError(
+        "kvscope.cli: render draws with the desktop's OpenGL; in the page, the screenshot command downloads the "
+        "canvas");
+  };
+  const int rc = run_cli(static_cast<int>(argv.size()), argv.data(), hooks);
   std::fflush(stdout);
   ThreadPool::set_default_threads(keep);
   return rc;
