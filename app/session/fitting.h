@@ -60,6 +60,9 @@ struct KvLayoutLimits {
   int block_max = 0;
 };
 KvLayoutLimits kv_layout_limits(const KVSettings& k, const Config* c);
+// Positions per layer a rule of eviction by score starts with when chosen
+// without a budget (the Cache panel, the page's kv_layout command).
+inline constexpr int kEvictBudgetStart = 16;
 
 struct WindowSettings;  // app/session/settings.h
 struct SavedCamera;     // app/session/saved_view.h

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "app/platform/user_files.h"
+#include "app/session/fitting.h"
 #include "app/session/session.h"
 #include "app/session/text_scale.h"
 #include "model/core/error.h"
@@ -22,7 +23,6 @@ using nlohmann::json;
 namespace {
 
 constexpr int64_t kStepsMax = 1 << 24;
-constexpr int kDefaultBudget = 16;  // positions per layer, as the Cache panel starts a rule
 
 // A value as a message shows it: JSON with non-ASCII escaped (so a cut
 // cannot split a character), cut to 40 characters.
@@ -159,7 +159,7 @@ Commands kv_layout_command(const Fields& f, Session& s) {
   if (f.has("evict") && k.evict != KVEvict::kNone) {
     if (!f.has("window")) k.window = 0;
     if (!f.has("window") && !f.has("sinks")) k.sinks = 0;
-    if (!f.has("budget") && k.budget == 0) k.budget = kDefaultBudget;  // the panel's first value
+    if (!f.has("budget") && k.budget == 0) k.budget = kEvictBudgetStart;  // as the panel starts a rule
   }
   if (s.engine.model) {
     try {

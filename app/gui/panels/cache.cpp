@@ -115,7 +115,7 @@ void evict_controls(KVSettings& k, int budget_hi, int model_window) {
   ImGui::BeginDisabled(model_window > 0);
   if (ImGui::Combo("##evict", &rule, kRules, 3)) {
     k.evict = static_cast<KVEvict>(rule);
-    k.budget = k.evict == KVEvict::kNone ? 0 : (k.budget > 0 ? k.budget : std::min(16, budget_hi));
+    k.budget = k.evict == KVEvict::kNone ? 0 : (k.budget > 0 ? k.budget : std::min(kEvictBudgetStart, budget_hi));
     if (k.evict != KVEvict::kNone) k.window = k.sinks = 0;
   }
   ImGui::EndDisabled();
