@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <fcntl.h>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -394,6 +395,24 @@ TEST_F(BadInputs, NotRegularFiles) {
   std::string out = "untouched";
   EXPECT_FALSE(read_regular_file_if_exists(*tmp_ / "absent.json", "settings", out));
   EXPECT_EQ(out, "untouched");
+}
+
+// Tensors are read from the file one at a time after its header: a range reads
+// exactly its bytes, and a file cut short meanwhile is named with the tensor.
+TEST_F(BadInputs, TensorReadsFromAFileCutShort) {
+  const std::string path = folder("cut") + "/model.safetensors";
+  const std::string whole = read_regular_file(path, "weights");
+  std::string mid(100, '\0');
+  ReadOnlyFile::open(path, "weights").read(1000, mid.size(), mid.data());
+  EXPECT_EQ(mid, whole.substr(1000, 100));
+  const SafeTensors st = SafeTensors::open_header(path);
+  const auto last = std::max_element(st.tensors().begin(), st.tensors().end(),
+                                     [](const auto& a, const auto& b) { return a.second.end < b.second.end; });
+  std::vector<char> buf(last->second.end - last->second.begin);
+  st.read_raw(last->first, buf.data());  // whole: fine
+  ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(whole.size() / 2)), 0);
+  expect_error([&] { st.read_raw(last->first, buf.data()); },
+               {{path}, {"ended early"}, {"tensor \"" + last->first + "\""}}, "a file cut short after its header");
 }
 
 // --- non-finite weights and logits -----------------------------------------------

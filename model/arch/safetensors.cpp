@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "model/core/error.h"
@@ -77,22 +76,16 @@ SafeTensors SafeTensors::from_bytes(std::string bytes, const std::string& origin
 }
 
 SafeTensors SafeTensors::open_header(const std::string& path, const std::atomic<bool>* cancel) {
-  require_regular_file(path, "a .safetensors file");
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) throw Error(path + ": cannot open (expected a .safetensors file)");
-  const std::streamoff size = f.tellg();
-  if (size < 0) throw Error(path + ": cannot determine the file size");
+  ReadOnlyFile file = ReadOnlyFile::open(path, "a .safetensors file");
+  const uint64_t size = file.size();
   std::string first8(8, '\0');
-  f.seekg(0);
-  f.read(first8.data(), std::min<std::streamoff>(8, size));
-  const uint64_t header_len = check_header_length(first8, static_cast<uint64_t>(size), path);
+  file.read(0, std::min<uint64_t>(8, size), first8.data());
+  const uint64_t header_len = check_header_length(first8, size, path);
   std::string header(header_len, '\0');
-  if (!f.read(header.data(), static_cast<std::streamsize>(header_len))) {
-    throw Error(path + ": read error in the safetensors header");
-  }
+  file.read(8, header_len, header.data(), cancel);
   SafeTensors st;
   st.origin_ = path;
-  st.path_ = path;
+  st.file_ = std::move(file);
   st.cancel_ = cancel;
   st.tensors_ = parse_safetensors_header(header.data(), header_len, static_cast<uint64_t>(size), path);
   st.data_offset_ = 8 + header_len;
@@ -178,24 +171,15 @@ void SafeTensors::read_raw(const std::string& name, void* dst, const std::functi
   const TensorInfo& t = it->second;
   const uint64_t nbytes = t.end - t.begin;
   if (nbytes == 0) return;
-  if (path_.empty()) {
+  if (!file_) {
     std::memcpy(dst, bytes_.data() + data_offset_ + t.begin, nbytes);
     return;
   }
-  std::ifstream f(path_, std::ios::binary);
-  f.seekg(static_cast<std::streamoff>(data_offset_ + t.begin));
   // In chunks, so a cancelled load stops within one chunk of a multi-GB tensor.
-  constexpr uint64_t kChunk = uint64_t{16} << 20;
-  char* out = static_cast<char*>(dst);
-  for (uint64_t done = 0; done < nbytes;) {
-    if (cancel_ && cancel_->load()) throw Error(origin_ + ": loading cancelled");
-    const uint64_t n = std::min(kChunk, nbytes - done);
-    if (!f || !f.read(out + done, static_cast<std::streamsize>(n))) {
-      throw Error(origin_ + ": tensor \"" + name + "\": read error (" + std::to_string(nbytes) + " bytes at offset " +
-                  std::to_string(data_offset_ + t.begin) + ")");
-    }
-    done += n;
-    if (on_chunk) on_chunk(n);
+  try {
+    file_->read(data_offset_ + t.begin, nbytes, dst, cancel_, on_chunk);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (tensor \"" + name + "\")");
   }
 }
 
@@ -205,11 +189,11 @@ std::vector<float> SafeTensors::to_f32(const std::string& name) const {
   const TensorInfo& t = it->second;
   const uint64_t nbytes = t.end - t.begin;
   std::string lazy;
-  if (!path_.empty()) {
+  if (file_) {
     lazy.resize(nbytes);
     read_raw(name, lazy.data());
   }
-  const char* p = path_.empty() ? bytes_.data() + data_offset_ + t.begin : lazy.data();
+  const char* p = !file_ ? bytes_.data() + data_offset_ + t.begin : lazy.data();
   std::vector<float> out;
   if (t.dtype == "F32") {
     out.resize(nbytes / 4);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "model/core/file_io.h"
 #include "model/core/numeric.h"
 
 namespace kvscope {
@@ -50,8 +51,8 @@ class SafeTensors {
 
  private:
   std::string origin_;
-  std::string bytes_;                          // whole file (empty after open_header: read from path_)
-  std::string path_;                           // set by open_header
+  std::string bytes_;                          // whole file (empty after open_header: read from file_)
+  std::optional<ReadOnlyFile> file_;           // set by open_header
   const std::atomic<bool>* cancel_ = nullptr;  // open_header's
   uint64_t data_offset_ = 0;                   // 8 + header length
   std::map<std::string, TensorInfo> tensors_;

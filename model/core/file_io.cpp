@@ -35,44 +35,14 @@ std::string not_regular(mode_t mode) {
   throw Error(path + ": " + why + (expected.empty() ? "" : " (expected " + expected + ")"));
 }
 
-// Closes on scope exit; close errors on a read-only descriptor carry no data loss.
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 // Returns false when the file does not exist (errno ENOENT) and `missing_ok`.
 bool read_impl(const std::string& path, const std::string& expected, bool missing_ok, std::string& out,
                const std::atomic<bool>* cancel) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    const int e = errno;
-    if (e == ENOENT && missing_ok) return false;
-    fail(path, "cannot open: " + errno_text(e), expected);
-  }
-  if (std::string why = not_regular(st.st_mode); !why.empty()) fail(path, why + ", not a regular file", expected);
-  // O_NONBLOCK: should the path have become a FIFO since the stat, open does not wait for a writer.
-  Fd f;
-  f.fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (f.fd < 0) fail(path, "cannot open: " + errno_text(errno), expected);
-  if (::fstat(f.fd, &st) != 0) fail(path, "cannot stat: " + errno_text(errno), expected);
-  if (std::string why = not_regular(st.st_mode); !why.empty()) fail(path, why + ", not a regular file", expected);
-  const size_t size = static_cast<size_t>(st.st_size);
-  std::string bytes(size, '\0');
-  size_t done = 0;
-  constexpr size_t kChunk = size_t{16} << 20;
-  while (done < size) {
-    if (cancel && cancel->load()) throw Error(path + ": loading cancelled");
-    const ssize_t n = ::read(f.fd, bytes.data() + done, std::min(kChunk, size - done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(path, "read error after " + std::to_string(done) + " bytes: " + errno_text(errno), expected);
-    if (n == 0) {
-      fail(path, "read " + std::to_string(done) + " of " + std::to_string(size) + " bytes (the file shrank)", expected);
-    }
-    done += static_cast<size_t>(n);
-  }
+  if (missing_ok && ::stat(path.c_str(), &st) != 0 && errno == ENOENT) return false;
+  const ReadOnlyFile f = ReadOnlyFile::open(path, expected);
+  std::string bytes(static_cast<size_t>(f.size()), '\0');
+  f.read(0, f.size(), bytes.data(), cancel);
   out = std::move(bytes);
   return true;
 }
@@ -138,6 +108,49 @@ std::string read_regular_file(const std::string& path, const std::string& expect
   std::string out;
   read_impl(path, expected, false, out, cancel);
   return out;
+}
+
+ReadOnlyFile ReadOnlyFile::open(const std::string& path, const std::string& expected) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) fail(path, "cannot open: " + errno_text(errno), expected);
+  if (std::string why = not_regular(st.st_mode); !why.empty()) fail(path, why + ", not a regular file", expected);
+  // O_NONBLOCK: should the path have become a FIFO since the stat, open does not wait for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) fail(path, "cannot open: " + errno_text(errno), expected);
+  // (closing a read-only descriptor loses no data: its result is not checked)
+  std::shared_ptr<const int> owner(new int(fd), [](const int* p) {
+    ::close(*p);
+    delete p;
+  });
+  if (::fstat(fd, &st) != 0) fail(path, "cannot stat: " + errno_text(errno), expected);
+  if (std::string why = not_regular(st.st_mode); !why.empty()) fail(path, why + ", not a regular file", expected);
+  ReadOnlyFile f;
+  f.fd_ = std::move(owner);
+  f.path_ = path;
+  f.expected_ = expected;
+  f.size_ = static_cast<uint64_t>(st.st_size);
+  return f;
+}
+
+void ReadOnlyFile::read(uint64_t offset, uint64_t n, void* dst, const std::atomic<bool>* cancel,
+                        const std::function<void(uint64_t)>& on_chunk) const {
+  char* out = static_cast<char*>(dst);
+  constexpr uint64_t kChunk = uint64_t{16} << 20;
+  for (uint64_t done = 0; done < n;) {
+    if (cancel && cancel->load()) throw Error(path_ + ": loading cancelled");
+    const uint64_t want = std::min(kChunk, n - done);
+    const ssize_t got = ::pread(*fd_, out + done, static_cast<size_t>(want), static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) fail(path_, "read error after " + std::to_string(done) + " bytes: " + errno_text(errno), expected_);
+    if (got == 0) {
+      fail(path_,
+           "read " + std::to_string(done) + " of " + std::to_string(n) + " bytes from byte " + std::to_string(offset) +
+               " (the file ended early)",
+           expected_);
+    }
+    done += static_cast<uint64_t>(got);
+    if (on_chunk) on_chunk(static_cast<uint64_t>(got));
+  }
 }
 
 bool read_regular_file_if_exists(const std::string& path, const std::string& expected, std::string& out) {

@@ -17,6 +17,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { bigModelChecks } from './big_model_checks.mjs';
 import { hubChecks } from './hub_checks.mjs';
 import { speedChecks } from './speed_checks.mjs';
 import { trainingChecks } from './training_checks.mjs';
@@ -181,12 +182,12 @@ function makeModels() {
   return { gpt2, llama, bad, long };
 }
 
-async function pickFolder(page, dir) {
+async function pickFolder(page, dir, timeoutMs = 60000) {
   const input = await page.$('#picker');
   await input.uploadFile(dir);
   const name = path.basename(dir);
   await waitFor(page, (name) => { const s = globalThis.kvscope.state();
-    return !s.loading && (s.model_dir.endsWith('/' + name) || s.model_error !== ''); }, name, 60000, 'loading ' + name);
+    return !s.loading && (s.model_dir.endsWith('/' + name) || s.model_error !== ''); }, name, timeoutMs, 'loading ' + name);
 }
 
 async function userModels(page) {
@@ -419,6 +420,8 @@ async function runOnly(name, c) {
     speed: async () => speedChecks(c.speedContext(await page()), null, Number(args.rounds || 3)),
     models: async () => userModels(await page()),
     kv: async () => kvLayout(await page()),
+    big: async () => bigModelChecks({ root: ROOT, dir: args['big-dir'], page: await page(), pickFolder, pageRecords,
+      cliRecords, state, check }),
   };
   if (!groups[name]) throw new Error(`--only ${name}: expected one of ${Object.keys(groups).join(', ')}`);
   await groups[name]();

@@ -105,7 +105,8 @@
     for (const [rel, f] of files) {
       const path = root + '/' + rel;
       mkdirs(path);
-      FS.writeFile(path, new Uint8Array(await f.arrayBuffer()));
+      // canOwn: the file system keeps this buffer rather than a copy (a 700 MB model is held once).
+      FS.writeFile(path, new Uint8Array(await f.arrayBuffer()), { canOwn: true });
     }
     Module.ccall('kvscope_load_folder', null, ['string'], [top ? root + '/' + top : root]);
     return '';
