@@ -112,7 +112,7 @@ class TensorReader {
   uint64_t total_bytes_ = 0, done_bytes_ = 0;
 };
 
-// Reads every tensor GPT-2 needs from `st` (the whole file), keeping f32
+// Reads every tensor GPT-2 needs from `st` (a file read whole, or its header), keeping f32
 // copies of the 16-bit matrices when `wide` (the plan's decision).
 Weights read_weights(const SafeTensors& st, const Config& c, bool wide, std::set<std::string>* dtypes,
                      uint64_t* n_params, uint64_t* file_bytes, const LoadControl* control) {
@@ -182,13 +182,11 @@ KeptWeights plan_kept(const SafeTensors& st, const Config& c, uint64_t wide_max_
 }  // namespace
 
 Gpt2LoadPlan plan_gpt2_load(const std::string& st_path, const Config& c, uint64_t wide_max_bytes) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
   Gpt2LoadPlan plan;
   plan.kept = plan_kept(SafeTensors::open_header(st_path), c, wide_max_bytes);
   const uint64_t d = static_cast<uint64_t>(c.n_embd), positions = static_cast<uint64_t>(c.n_positions);
-  const uint64_t scratch = std::max(4 * 4 * d * d, 2 * 4 * positions * d);
-  plan.need_bytes = fs::file_size(st_path, ec) + plan.kept.resident + scratch + kv_bytes_per_position(c) * positions;
+  const uint64_t scratch = std::max(4 * 4 * d * d, 3 * 4 * positions * d);
+  plan.need_bytes = plan.kept.resident + scratch + kv_bytes_per_position(c) * positions;
   return plan;
 }
 
@@ -199,7 +197,6 @@ Weights load_weights(const std::string& safetensors_path, const Config& config) 
 
 void load_gpt2_weights(const std::string& dir, Model& m, const LoadControl& control) {
   namespace fs = std::filesystem;
-  std::error_code ec;
   const std::string st_path = (fs::path(dir) / "model.safetensors").string();
   if (!fs::exists(st_path)) {
     throw Error(st_path + ": missing (expected the weights as model.safetensors; convert a pytorch_model.bin first)");
@@ -209,11 +206,12 @@ void load_gpt2_weights(const std::string& dir, Model& m, const LoadControl& cont
   const uint64_t avail = available_memory_bytes();
   if (avail && plan.need_bytes > avail) {
     throw Error(st_path + ": loading needs about " + format_bytes(static_cast<double>(plan.need_bytes)) +
-                " (file + weights as kept" + (plan.kept.copies() ? ", with f32 copies of the 16-bit matrices," : "") +
+                " (weights as kept" + (plan.kept.copies() ? ", with f32 copies of the 16-bit matrices," : "") +
                 " + KV cache), but only " + format_bytes(static_cast<double>(avail)) + " of memory is available");
   }
-  const SafeTensors st = SafeTensors::open(st_path, control.cancel);
-  if (control.cancel && control.cancel->load()) throw Error(st_path + ": loading cancelled");
+  // The header only: each tensor is then read from the file into its place, so the file is never held whole
+  // beside the weights (half the peak memory, which the page's 4 GB heap needs).
+  const SafeTensors st = SafeTensors::open_header(st_path, control.cancel);
   std::set<std::string> dtypes;
   m.weights = read_weights(st, m.config, plan.kept.wide, &dtypes, &m.n_params, &m.file_bytes, &control);
   m.stored_dtype = dtypes.size() == 1 ? *dtypes.begin() : "mixed";

@@ -12,11 +12,12 @@ namespace kvscope {
 // What loading a GPT-2 model.safetensors for config `c` keeps and holds at
 // its peak: the weights as kept (KeptWeights: f32 copies of 16-bit matrices
 // where the plan keeps them, wide_max_bytes as in LoadControl), and what
-// the memory check compares with the memory available: the file read
-// whole, the weights as kept, the largest temporary of reading them (a
-// Conv1D weight's transposed copy, 4 d^2 values, or the position table in
-// f32 twice over, counted at 4 bytes a value) and the KV cache at full
-// context. Reads only the header.
+// the memory check compares with the memory available: the weights as kept
+// (read one tensor at a time from the file, never held whole), the largest
+// temporary of reading them (a Conv1D weight's transposed copy, 4 d^2
+// values, or the position table as read, in f32 and copied, 3 P d values;
+// counted at 4 bytes a value) and the KV cache at full context. Reads only
+// the header.
 struct Gpt2LoadPlan {
   KeptWeights kept;
   uint64_t need_bytes = 0;
@@ -26,8 +27,8 @@ Gpt2LoadPlan plan_gpt2_load(const std::string& st_path, const Config& c, uint64_
 // Reads `dir`/model.safetensors into m.weights (with m.n_params,
 // m.file_bytes, m.stored_dtype) for m.config. Throws kvscope::Error naming
 // the file and tensor, expected and actual, on a missing, misshapen, wrongly
-// typed or non-finite tensor, or when the file, the weights as kept and the KV
-// cache at full context exceed the memory available.
+// typed or non-finite tensor, or when the weights as kept and the KV cache at
+// full context exceed the memory available.
 void load_gpt2_weights(const std::string& dir, Model& m, const LoadControl& control);
 
 }  // namespace kvscope
