@@ -90,7 +90,7 @@ float sidebar_width(const UiState& ui, float W, bool alone) {
 // The page's two ways to a model of one's own, at the sidebar's top where a
 // first-time visitor looks (corner buttons over the canvas covered the
 // timeline): the browser's folder picker, and a model by its hub id.
-void page_model_buttons(const EngineState& engine) {
+void page_model_buttons(const EngineState& engine, Commands& cmds) {
   const char* open = "Open model\xE2\x80\xA6";
   const char* hub = "From the hub\xE2\x80\xA6";
   const ImGuiStyle& st = ImGui::GetStyle();
@@ -107,6 +107,7 @@ void page_model_buttons(const EngineState& engine) {
   if (ImGui::Button(fit_text(hub, label).c_str(), ImVec2(-1, 0))) ask_user_for_hub_model();
   hover_help("Fetch a model from the Hugging Face hub by its id (kept in the browser for the next visit).");
   ImGui::EndDisabled();
+  model_load_progress(engine, cmds);
 }
 
 float left_sidebar(const EngineState& engine, UiState& ui, float W, float H, Commands& cmds) {
@@ -116,7 +117,7 @@ float left_sidebar(const EngineState& engine, UiState& ui, float W, float H, Com
   float w = 0;
   if (ImGui::Begin("Generation", nullptr, kDocked | ImGuiWindowFlags_NoResize)) {
     fold_button("\xE2\x97\x80 fold", ui.left_open);
-    if (kFilesThroughBrowser) page_model_buttons(engine);
+    if (kFilesThroughBrowser) page_model_buttons(engine, cmds);
     if (ImGui::Button(fit_text("Serving: many requests \xE2\x96\xB6", ImGui::GetContentRegionAvail().x).c_str(),
                       ImVec2(-1, 0)))
       cmds.push_back(cmd::ServeOpen{true});

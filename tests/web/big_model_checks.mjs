@@ -2,7 +2,8 @@
 // user's own folder: a random GPT-2-124M-shaped checkpoint at F32 (≈ 500 MB)
 // and a random SmolLM2-360M-shaped Llama at BF16 (≈ 720 MB), made by
 // tools/numpy_ref*.py. Each loads in the page and generates what the native
-// CLI generates for the folder; the load time and the page's decode step are
+// CLI generates for the folder, with the copy's progress line moving through
+// the weights file; the load time and the page's decode step are
 // printed (info), not tested. Not part of `make test` (about 1.2 GB written
 // and copied into the page's memory); run it alone:
 //   node tests/web/web_test.mjs --only big [--big-dir DIR]
@@ -40,6 +41,7 @@ export async function bigModelChecks(c) {
     const dir = path.join(base, m.name);
     makeModel(c.root, dir, m);
     const mb = (folderBytes(dir) / 1e6).toFixed(0);
+    await c.watchProgress(page);
     const t0 = Date.now();
     await c.pickFolder(page, dir, 300000);
     const loadS = (Date.now() - t0) / 1000;
@@ -47,6 +49,12 @@ export async function bigModelChecks(c) {
     c.check(`folder picker: a ${m.label} checkpoint (${mb} MB) loads in the page`,
       s.model_error === '' && s.model_dir.endsWith('/' + m.name), s.model_error || s.errors.join('; '));
     if (s.model_error !== '') continue;
+    // The copy's line moves through the one large file (read in slices), not only between files.
+    const lines = await c.progressLines(page);
+    const mid = lines.map((l) => /^Copying [\w.-]+ into the page: ([\d.]+) MiB of ([\d.]+) MiB$/.exec(l))
+      .filter((x) => x && Number(x[1]) > 100 && Number(x[1]) < Number(x[2]) - 100);
+    c.check(`${m.label}: the copy's progress line moves within the weights file`, mid.length > 0,
+      lines.slice(0, 8).join(' | '));
     console.log(`info ${m.label}, ${mb} MB: folder picked to model loaded in ${loadS.toFixed(1)} s`);
     const recs = await c.pageRecords(page);
     const ref = c.cliRecords(dir);

@@ -154,7 +154,7 @@ export async function hubChecks(t) {
     e = await errorOf('test-org/too-big');
     const bigGets = e.requests.filter((l) => l.startsWith('GET') && l.endsWith('.safetensors'));
     check('hub id: a model too big for the page is refused before downloading, by the sizes the hub reports',
-      /test-org\/too-big: .*3072 MB.*model\.safetensors 3072 MB.*nothing was downloaded/.test(e.errors) &&
+      /test-org\/too-big: .*3072 MiB.*model\.safetensors 3072 MiB.*nothing was downloaded/.test(e.errors) &&
       bigGets.length === 0, `${e.errors || e.ret}; weight requests: ${bigGets.join(', ')}`);
     await command(p2, { cmd: 'dismiss_errors' });
     await p2.close();

@@ -48,7 +48,7 @@ export async function trainingChecks(ctx) {
   const s = await waitFor(page, () => { const s = globalThis.kvscope.state(); return s.training ? s : null; }, null,
     120000, 'the training checkpoints');
   check('training: the Training tab shows the fetch progress, then the record',
-    !err && (seen.done || /Fetching the training checkpoints: .* of .* MB/.test(seen.fetch)) &&
+    !err && (seen.done || /Fetching the training checkpoints: .* of .* MiB/.test(seen.fetch)) &&
     s.training.tab_open && s.training_fetch === '', err || JSON.stringify(seen));
   const pageSteps = s.training.checkpoints.map((c) => c.step);
   check('training: the page lists the checkpoints of assets/models/kvscope-tiny-training',

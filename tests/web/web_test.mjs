@@ -182,6 +182,15 @@ function makeModels() {
   return { gpt2, llama, bad, long };
 }
 
+// The lines of the page's progress overlay from now on (read with progressLines).
+const watchProgress = (page) => page.evaluate(() => {
+  globalThis.kvscopeProgressLines = [];
+  const el = document.getElementById('hub-progress');
+  new MutationObserver(() => globalThis.kvscopeProgressLines.push(el.textContent))
+    .observe(el, { childList: true, characterData: true, subtree: true });
+});
+const progressLines = (page) => page.evaluate(() => globalThis.kvscopeProgressLines);
+
 async function pickFolder(page, dir, timeoutMs = 60000) {
   const input = await page.$('#picker');
   await input.uploadFile(dir);
@@ -192,6 +201,7 @@ async function pickFolder(page, dir, timeoutMs = 60000) {
 
 async function userModels(page) {
   const m = makeModels();
+  await watchProgress(page);
   for (const [kind, dir] of [['GPT-2', m.gpt2], ['Llama', m.llama]]) {
     await pickFolder(page, dir);
     const s = await state(page);
@@ -203,6 +213,9 @@ async function userModels(page) {
       JSON.stringify(recs.map((r) => r.token)) === JSON.stringify(ref.map((r) => r.token)),
       `page ${JSON.stringify(recs.map((r) => r.token))} cli ${JSON.stringify(ref.map((r) => r.token))}`);
   }
+  const lines = await progressLines(page);
+  check('folder picker: a line over the view says how much of the folder is copied into the page',
+    lines.some((l) => /^Copying random-gpt2 into the page: [\d.]+ KiB of [\d.]+ KiB$/.test(l)), lines.join(' | '));
   // The loader's memory check in the page measures the WebAssembly heap (its maximum, 4 GiB less a page, less
   // what is allocated: a running page holds some, so below 4.00 GiB): the whole context of the long model asks
   // for more than that, refused before any weight is read.
@@ -421,7 +434,7 @@ async function runOnly(name, c) {
     models: async () => userModels(await page()),
     kv: async () => kvLayout(await page()),
     big: async () => bigModelChecks({ root: ROOT, dir: args['big-dir'], page: await page(), pickFolder, pageRecords,
-      cliRecords, state, check }),
+      cliRecords, state, check, watchProgress, progressLines }),
   };
   if (!groups[name]) throw new Error(`--only ${name}: expected one of ${Object.keys(groups).join(', ')}`);
   await groups[name]();

@@ -363,6 +363,19 @@ Commands panel_attention(const EngineState& engine, UiState& ui) {
 
 // panel_next_token: app/gui/panels/sampling.cpp
 
+void model_load_progress(const EngineState& engine, Commands& cmds) {
+  if (!engine.loading_model) return;
+  // The load runs on its own thread; the current model keeps generating.
+  char pct[32];
+  std::snprintf(pct, sizeof(pct), "loading %.0f%%", 100.0 * engine.load_progress);
+  const float spacing = ImGui::GetStyle().ItemSpacing.x;
+  ImGui::ProgressBar(engine.load_progress, ImVec2(-(button_width("Cancel") + spacing), 0), pct);
+  ImGui::SameLine();
+  if (ImGui::Button("Cancel", ImVec2(-1, 0))) cmds.push_back(cmd::CancelLoad{});
+  text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled),
+                        "(the current model keeps working until the new one is ready)");
+}
+
 Commands panel_model(const EngineState& engine, UiState& ui) {
   const Palette& pal = palette_for(ui.colour_blind);
   Commands cmds;
@@ -412,16 +425,7 @@ Commands panel_model(const EngineState& engine, UiState& ui) {
       cmds.push_back(cmd::LoadModel{ui.model_dir_input});
     ImGui::EndDisabled();
   }
-  if (engine.loading_model) {
-    // The load runs on its own thread; the current model keeps generating.
-    char pct[32];
-    std::snprintf(pct, sizeof(pct), "loading %.0f%%", 100.0 * engine.load_progress);
-    ImGui::ProgressBar(engine.load_progress, ImVec2(-(button_width("Cancel") + spacing), 0), pct);
-    ImGui::SameLine();
-    if (ImGui::Button("Cancel", ImVec2(-1, 0))) cmds.push_back(cmd::CancelLoad{});
-    text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled),
-                          "(the current model keeps working until the new one is ready)");
-  }
+  model_load_progress(engine, cmds);
   if (!engine.model_error.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, v4(pal.recomputed));
     text_wrapped_wordsf("Could not load: %s", engine.model_error.c_str());

@@ -21,6 +21,9 @@ Commands panel_cache(const EngineState& engine, UiState& ui);  // toggle, counte
 Commands panel_attention(const EngineState& engine, UiState& ui);
 Commands panel_next_token(const EngineState& engine, UiState& ui);  // top-10 bars + sampling
 Commands panel_model(const EngineState& engine, UiState& ui);
+// While a model loads: its progress bar, Cancel, and that the current model
+// keeps working (the Model panel, and the page's sidebar under its Open buttons).
+void model_load_progress(const EngineState& engine, Commands& cmds);
 // Sampling, beam search or speculative decoding (app/gui/panels/decode.cpp).
 Commands panel_decoding(const EngineState& engine, UiState& ui);
 // The Next-token panel under beam search (2N candidates, beams, hypotheses)

@@ -21,8 +21,7 @@
 
   const hubBase = (opt) => String((opt && opt.hub) || new URLSearchParams(location.search).get('hub') ||
     (globalThis.kvscopeOptions && globalThis.kvscopeOptions.hub) || 'https://huggingface.co').replace(/\/+$/, '');
-  const mb = (n) => (n < 2 ** 20 ? (n / 2 ** 10).toFixed(0) + ' KB'
-    : (n / 2 ** 20).toFixed(n < 10 * 2 ** 20 ? 1 : 0) + ' MB');
+  const mb = page.mb;
   // The size the hub reports (X-Linked-Size on its redirect, else Content-Length); null if none.
   const sizeOf = (r) => {
     const h = r.headers.get('x-linked-size') || r.headers.get('content-length');
@@ -31,11 +30,7 @@
 
   function showProgress(text, frac) {
     hub.progress = text;
-    document.getElementById('hub-progress').textContent = text;
-    document.getElementById('hub-status').hidden = !text;
-    const bar = document.getElementById('hub-bar');
-    bar.hidden = frac === null || !text;
-    if (frac !== null) bar.value = frac;
+    page.showProgress(text, frac);
   }
 
   // One request to the hub; a network failure (offline, no CORS headers) is an error naming the file.

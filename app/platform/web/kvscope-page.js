@@ -13,11 +13,27 @@
   // WebAssembly memory is at most 4 GB; model files plus the app's copy of the
   // weights must fit, so a folder above this is refused before it is read.
   const kMaxModelBytes = 1536 * 1024 * 1024;
+  const kCopySlice = 32 * 1024 * 1024;  // a model file is read into the page this much at a time
   const page = {
     isReady: false, frames: 0, fatalError: '', openedAt: performance.now(), readyAt: 0,
     frameTimes: [], lastFrame: 0, loadError: '', folders: 0, maxModelBytes: kMaxModelBytes, setStatus,
   };
   globalThis.kvscopePage = page;
+
+  // A line and a bar over the top of the view while files come into the page
+  // (a folder copied, a model downloaded from the hub); '' hides it.
+  page.progress = '';
+  page.showProgress = (text, frac) => {
+    page.progress = text;
+    document.getElementById('hub-progress').textContent = text;
+    document.getElementById('hub-status').hidden = !text;
+    const bar = document.getElementById('hub-bar');
+    bar.hidden = frac === null || !text;
+    if (frac !== null) bar.value = frac;
+  };
+  // Sizes in binary units, as the app's panels print them (format_bytes).
+  page.mb = (n) => (n < 2 ** 20 ? (n / 2 ** 10).toFixed(0) + ' KiB'
+    : (n / 2 ** 20).toFixed(n < 10 * 2 ** 20 ? 1 : 0) + ' MiB');
 
   page.fatal = (msg) => { page.fatalError = msg; setStatus('kvscope cannot run here: ' + msg); };
   // A touch screen: the app's buttons then leave out their keyboard keys.
@@ -94,20 +110,33 @@
     if (files.length === 0) return (page.loadError = 'the folder is empty');
     const total = files.reduce((n, [, f]) => n + f.size, 0);
     if (total > kMaxModelBytes) {
-      page.loadError = `this model folder holds ${(total / 2 ** 20).toFixed(0)} MB; the browser's WebAssembly ` +
-        `memory allows models up to ${(kMaxModelBytes / 2 ** 20).toFixed(0)} MB (use the desktop app for larger ones)`;
+      page.loadError = `this model folder holds ${page.mb(total)}; the browser's WebAssembly ` +
+        `memory allows models up to ${page.mb(kMaxModelBytes)} (use the desktop app for larger ones)`;
       setStatus(page.loadError);
       setTimeout(() => setStatus(''), 8000);
       return page.loadError;
     }
     const root = '/models/' + (++page.folders);
     const top = files[0][0].includes('/') ? files[0][0].split('/')[0] : '';
+    const name = top || 'the model';
+    let done = 0;
+    const shown = (n) => page.showProgress(`Copying ${name} into the page: ${page.mb(n)} of ${page.mb(total)}`,
+      total ? n / total : 0);
     for (const [rel, f] of files) {
       const path = root + '/' + rel;
       mkdirs(path);
+      // In slices, so that the line moves through a single 700 MB file.
+      const bytes = new Uint8Array(f.size);
+      for (let at = 0; at < f.size; at += kCopySlice) {
+        shown(done + at);
+        const end = Math.min(f.size, at + kCopySlice);
+        bytes.set(new Uint8Array(await f.slice(at, end).arrayBuffer()), at);
+      }
       // canOwn: the file system keeps this buffer rather than a copy (a 700 MB model is held once).
-      FS.writeFile(path, new Uint8Array(await f.arrayBuffer()), { canOwn: true });
+      FS.writeFile(path, bytes, { canOwn: true });
+      done += f.size;
     }
+    page.showProgress('', null);
     Module.ccall('kvscope_load_folder', null, ['string'], [top ? root + '/' + top : root]);
     return '';
   }

@@ -10,7 +10,6 @@
 (() => {
   const page = globalThis.kvscopePage;
   const kManifest = 'training-files.json';
-  const mb = (n) => (n / 2 ** 20).toFixed(1);
   const progress = (t) => Module.ccall('kvscope_training_progress', null, ['string'], [t]);
   const get = async (url) => {
     const r = await fetch(url);
@@ -38,9 +37,9 @@
         FS.mkdirTree('/' + rel.slice(0, rel.lastIndexOf('/')));
         FS.writeFile('/' + rel, bytes);
         done += f.size;
-        progress(`Fetching the training checkpoints: ${mb(done)} of ${mb(total)} MB`);
+        progress(`Fetching the training checkpoints: ${page.mb(done)} of ${page.mb(total)}`);
       };
-      progress(`Fetching the training checkpoints: 0.0 of ${mb(total)} MB`);
+      progress(`Fetching the training checkpoints: 0 KiB of ${page.mb(total)}`);
       // The record (training.json, listed last) is written only once every
       // checkpoint it names is there.
       const record = list.files[list.files.length - 1];
