@@ -114,6 +114,9 @@ TEST(JsonCommands, StringsAndChoicesAreNamed) {
   EXPECT_NE(refusal({{"cmd", "kv_layout"}, {"dtype", "q8_0"}, {"window", -4}}, s)
                 .find("kv_layout: \"window\" must be a whole number in 0.."),
             std::string::npos);
+  // The layout's own checks run before a model loads too, naming this command's fields, not the CLI's flags.
+  EXPECT_EQ(refusal({{"cmd", "kv_layout"}, {"sinks", 2}}, s),
+            "kv_layout: \"sinks\": sinks need a window (\"window\" W, with sinks < W)");
   EXPECT_EQ(s.ui.kv_layout, layout) << "nothing changes on a refusal";
   // One eviction rule at a time, as in the Cache panel: choosing one turns the other off.
   EXPECT_EQ(refusal({{"cmd", "kv_layout"}, {"evict", "tova"}, {"budget", 8}}, s), "");
@@ -160,7 +163,7 @@ TEST(JsonCommands, ModelBoundFieldsFollowTheLoadedModel) {
   // Turning a rule off on a loaded model is accepted (its budget goes with it).
   EXPECT_EQ(refusal({{"cmd", "kv_layout"}, {"evict", "tova"}, {"budget", 8}}, s), "");
   EXPECT_EQ(refusal({{"cmd", "kv_layout"}, {"evict", "none"}}, s), "");
-  EXPECT_NE(refusal({{"cmd", "kv_layout"}, {"block", c.n_positions + 1}}, s).find("kv_layout: --kv-block: "),
+  EXPECT_NE(refusal({{"cmd", "kv_layout"}, {"block", c.n_positions + 1}}, s).find("kv_layout: \"block\": "),
             std::string::npos);
   EXPECT_NE(refusal({{"cmd", "kv_layout"}, {"evict", "h2o"}, {"budget", 8}, {"window", 8}}, s)
                 .find("one eviction rule at a time"),

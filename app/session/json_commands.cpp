@@ -1,5 +1,7 @@
 #include "app/session/json_commands.h"
 
+#include <cctype>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -129,6 +131,20 @@ Commands decoding_command(const Fields& f, const Session& s) {
   return {cmd::SetDecoding{d}};
 }
 
+// The layout checks name the CLI's flags (--kv-window ...); here they name
+// this command's fields ("window" ...).
+std::string as_layout_fields(std::string message) {
+  const std::string flag = "--kv-";
+  for (size_t at = message.find(flag); at != std::string::npos; at = message.find(flag, at)) {
+    size_t end = at + flag.size();
+    while (end < message.size() && std::islower(static_cast<unsigned char>(message[end]))) ++end;
+    const std::string name = "\"" + message.substr(at + flag.size(), end - at - flag.size()) + "\"";
+    message.replace(at, end - at, name);
+    at += name.size();
+  }
+  return message;
+}
+
 // {"dtype", "window", "sinks", "block", "evict", "budget"}: the Cache panel's
 // layout, from the next generation; checked against the loaded model as the
 // CLI's flags are.
@@ -161,12 +177,13 @@ Commands kv_layout_command(const Fields& f, Session& s) {
     if (!f.has("window") && !f.has("sinks")) k.sinks = 0;
     if (!f.has("budget") && k.budget == 0) k.budget = kEvictBudgetStart;  // as the panel starts a rule
   }
-  if (s.engine.model) {
-    try {
-      (void)k.layout_for(s.engine.model->config);  // the CLI's checks, naming the value
-    } catch (const Error& e) {
-      f.refuse(e.what());
-    }
+  try {  // the CLI's checks, naming the value (those that need no model while none is loaded)
+    if (s.engine.model)
+      (void)k.layout_for(s.engine.model->config);
+    else
+      k.check_without_model();
+  } catch (const Error& e) {
+    f.refuse(as_layout_fields(e.what()));
   }
   s.ui.kv_layout = k;
   return {};
@@ -175,6 +192,7 @@ Commands kv_layout_command(const Fields& f, Session& s) {
 Commands checkpoint_command(const Fields& f, const Session& s) {
   if (!s.engine.training) f.refuse("this model has no training record (training.json) beside it");
   const int n = static_cast<int>(s.engine.training->checkpoints.size());
+  if (n == 0) f.refuse("the training record (training.json) lists no checkpoints");
   return {cmd::LoadCheckpoint{f.integer("index", 0, n - 1)}};
 }
 

@@ -94,6 +94,19 @@ KVLayout KVSettings::layout_for(const Config& c) const {
   return l;
 }
 
+void KVSettings::check_without_model() const {
+  KVLayout l;
+  l.n_layer = l.n_kv_head = l.n_ctx = 1;
+  l.head_dim = kQuantBlock;  // (whether a quantized row fits depends on the model)
+  l.dtype = dtype;
+  l.window = window;
+  l.sinks = sinks;
+  l.block = block;
+  l.evict = evict;
+  l.budget = budget;
+  l.validate();
+}
+
 int KVLayout::visible_count(int pos) const {
   if (evicting()) return std::min(pos + 1, budget + 1);
   if (!windowed()) return pos + 1;
