@@ -70,6 +70,21 @@ KVLayout KVLayout::for_model(const Config& c) {
   return l;
 }
 
+namespace {
+
+// `l` (a model's shape) with the settings `k`, as given.
+KVLayout settings_on(const KVSettings& k, KVLayout l) {
+  l.dtype = k.dtype;
+  l.window = k.window;
+  l.sinks = k.sinks;
+  l.block = k.block;
+  l.evict = k.evict;
+  l.budget = k.budget;
+  return l;
+}
+
+}  // namespace
+
 void check_kv_block(int block, const Config& c) {
   if (block == 0 || (block >= 1 && block <= kv_block_max(&c))) return;
   throw UsageError("--kv-block: " + std::to_string(block) + " is outside 1.." + std::to_string(kv_block_max(&c)) +
@@ -82,29 +97,19 @@ KVLayout KVSettings::layout_for(const Config& c) const {
     throw UsageError(std::string("--kv-evict ") + to_string(evict) + ": this model has its own sliding window (" +
                      "config.json sliding_window = " + std::to_string(c.sliding_window) +
                      "), and one eviction rule applies at a time; drop --kv-evict for this model");
-  KVLayout l = KVLayout::for_model(c);
-  l.dtype = dtype;
+  KVLayout l = settings_on(*this, KVLayout::for_model(c));
   // A model's own window bounds the user's (a query never sees more than W positions).
-  l.window = window == 0 ? l.window : l.window == 0 ? window : std::min(window, l.window);
-  l.sinks = sinks;
-  l.block = block;
-  l.evict = evict;
-  l.budget = budget;
+  const int own = c.sliding_window;
+  l.window = window == 0 ? own : own == 0 ? window : std::min(window, own);
   l.validate();
   return l;
 }
 
 void KVSettings::check_without_model() const {
-  KVLayout l;
-  l.n_layer = l.n_kv_head = l.n_ctx = 1;
-  l.head_dim = kQuantBlock;  // (whether a quantized row fits depends on the model)
-  l.dtype = dtype;
-  l.window = window;
-  l.sinks = sinks;
-  l.block = block;
-  l.evict = evict;
-  l.budget = budget;
-  l.validate();
+  KVLayout shape;
+  shape.n_layer = shape.n_kv_head = shape.n_ctx = 1;
+  shape.head_dim = kQuantBlock;  // (whether a quantized row fits depends on the model)
+  settings_on(*this, shape).validate();
 }
 
 int KVLayout::visible_count(int pos) const {
