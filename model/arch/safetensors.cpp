@@ -56,6 +56,13 @@ uint64_t check_header_length(const std::string& first8, uint64_t size, const std
                 " bytes, expected at least 8 (the header length)");
   }
   const uint64_t header_len = read_u64_le(first8);
+  // The format's own bound (the reference reader refuses longer headers): a
+  // damaged length never asks for gigabytes of memory.
+  constexpr uint64_t kMaxHeader = 100'000'000;
+  if (header_len > kMaxHeader && header_len <= size - 8) {
+    throw Error(origin + ": safetensors header length " + std::to_string(header_len) +
+                " is over the format's limit of " + std::to_string(kMaxHeader) + " bytes");
+  }
   if (header_len > size - 8) {
     throw Error(origin + ": safetensors header length " + std::to_string(header_len) + " runs past the end of the " +
                 std::to_string(size) + "-byte file (expected at most " + std::to_string(size - 8) + ")");
@@ -176,11 +183,7 @@ void SafeTensors::read_raw(const std::string& name, void* dst, const std::functi
     return;
   }
   // In chunks, so a cancelled load stops within one chunk of a multi-GB tensor.
-  try {
-    file_->read(data_offset_ + t.begin, nbytes, dst, cancel_, on_chunk);
-  } catch (const Error& e) {
-    throw Error(std::string(e.what()) + " (tensor \"" + name + "\")");
-  }
+  file_->read(data_offset_ + t.begin, nbytes, dst, cancel_, on_chunk, "tensor \"" + name + "\"");
 }
 
 std::vector<float> SafeTensors::to_f32(const std::string& name) const {

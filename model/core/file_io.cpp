@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 
 #include "model/core/error.h"
 
@@ -41,6 +43,8 @@ bool read_impl(const std::string& path, const std::string& expected, bool missin
   struct stat st {};
   if (missing_ok && ::stat(path.c_str(), &st) != 0 && errno == ENOENT) return false;
   const ReadOnlyFile f = ReadOnlyFile::open(path, expected);
+  if (f.size() > std::string().max_size())  // (a 32-bit build: WebAssembly)
+    fail(path, "is " + std::to_string(f.size()) + " bytes, more than this build can hold in memory", expected);
   std::string bytes(static_cast<size_t>(f.size()), '\0');
   f.read(0, f.size(), bytes.data(), cancel);
   out = std::move(bytes);
@@ -110,6 +114,15 @@ std::string read_regular_file(const std::string& path, const std::string& expect
   return out;
 }
 
+// The open descriptor, closed with the last copy of its file (closing a
+// read-only descriptor loses no data: its result is not checked).
+struct ReadOnlyFile::Descriptor {
+  int fd = -1;
+  std::mutex seek;  // (WebAssembly: lseek + read, see read)
+  explicit Descriptor(int f) : fd(f) {}
+  ~Descriptor() { ::close(fd); }
+};
+
 ReadOnlyFile ReadOnlyFile::open(const std::string& path, const std::string& expected) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) fail(path, "cannot open: " + errno_text(errno), expected);
@@ -117,36 +130,57 @@ ReadOnlyFile ReadOnlyFile::open(const std::string& path, const std::string& expe
   // O_NONBLOCK: should the path have become a FIFO since the stat, open does not wait for a writer.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) fail(path, "cannot open: " + errno_text(errno), expected);
-  // (closing a read-only descriptor loses no data: its result is not checked)
-  std::shared_ptr<const int> owner(new int(fd), [](const int* p) {
-    ::close(*p);
-    delete p;
-  });
+  ReadOnlyFile f;
+  try {
+    f.fd_ = std::make_shared<Descriptor>(fd);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
   if (::fstat(fd, &st) != 0) fail(path, "cannot stat: " + errno_text(errno), expected);
   if (std::string why = not_regular(st.st_mode); !why.empty()) fail(path, why + ", not a regular file", expected);
-  ReadOnlyFile f;
-  f.fd_ = std::move(owner);
   f.path_ = path;
-  f.expected_ = expected;
   f.size_ = static_cast<uint64_t>(st.st_size);
   return f;
 }
 
+namespace {
+
+// One read() of up to `n` bytes at `offset`. Emscripten 3.1.6's pread keeps
+// only the low 31 bits of the offset (a model past 2 GiB would read wrong bytes
+// silently), while its lseek takes the whole offset: there, past 2 GiB, lseek +
+// read under the descriptor's lock (two calls to the page's thread, not one).
+ssize_t read_at(int fd, std::mutex& seek, char* out, size_t n, uint64_t offset) {
+#ifdef __EMSCRIPTEN__
+  if (offset + n > uint64_t{INT32_MAX}) {
+    std::lock_guard<std::mutex> lock(seek);
+    if (::lseek(fd, static_cast<off_t>(offset), SEEK_SET) < 0) return -1;
+    return ::read(fd, out, n);
+  }
+#endif
+  (void)seek;
+  return ::pread(fd, out, n, static_cast<off_t>(offset));
+}
+
+}  // namespace
+
 void ReadOnlyFile::read(uint64_t offset, uint64_t n, void* dst, const std::atomic<bool>* cancel,
-                        const std::function<void(uint64_t)>& on_chunk) const {
+                        const std::function<void(uint64_t)>& on_chunk, const std::string& what) const {
   char* out = static_cast<char*>(dst);
+  const std::string about = what.empty() ? "" : what + ": ";
   constexpr uint64_t kChunk = uint64_t{16} << 20;
   for (uint64_t done = 0; done < n;) {
     if (cancel && cancel->load()) throw Error(path_ + ": loading cancelled");
     const uint64_t want = std::min(kChunk, n - done);
-    const ssize_t got = ::pread(*fd_, out + done, static_cast<size_t>(want), static_cast<off_t>(offset + done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) fail(path_, "read error after " + std::to_string(done) + " bytes: " + errno_text(errno), expected_);
+    const ssize_t got = read_at(fd_->fd, fd_->seek, out + done, static_cast<size_t>(want), offset + done);
+    const int e = errno;
+    if (got < 0 && e == EINTR) continue;
+    if (got < 0) fail(path_, about + "read error after " + std::to_string(done) + " bytes: " + errno_text(e), "");
     if (got == 0) {
       fail(path_,
-           "read " + std::to_string(done) + " of " + std::to_string(n) + " bytes from byte " + std::to_string(offset) +
-               " (the file ended early)",
-           expected_);
+           about + "read " + std::to_string(done) + " of " + std::to_string(n) + " bytes from byte " +
+               std::to_string(offset) + " (the file ended early)",
+           "");
     }
     done += static_cast<uint64_t>(got);
     if (on_chunk) on_chunk(static_cast<uint64_t>(got));

@@ -37,25 +37,28 @@ bool read_regular_file_if_exists(const std::string& path, const std::string& exp
 
 // A regular file open for reading (the checks of require_regular_file, made
 // again on the open descriptor), shared by its copies and closed with the last.
-// Reads go at an offset (pread: no shared position), 16 MiB a call straight
-// into the destination: a buffered stream reads 4 KiB at a time, and in the
-// page every read is a call from the loading thread to the page's own thread
-// (a 725 MB model took 180 000 of them).
+// Reads go at an offset, 16 MiB a call straight into the destination: a
+// buffered stream reads 4 KiB at a time, and in the page every read is a call
+// from the loading thread to the page's own thread (a 725 MB model took
+// 180 000 of them).
 class ReadOnlyFile {
  public:
   // Throws kvscope::Error naming `path`; `expected` completes "(expected ...)".
   static ReadOnlyFile open(const std::string& path, const std::string& expected);
   const std::string& path() const { return path_; }
   uint64_t size() const { return size_; }
-  // `n` bytes from byte `offset` into `dst`. `on_chunk` gets each chunk's
-  // bytes (progress); once `cancel` is true, the next chunk throws "loading
-  // cancelled". Throws naming the path, also when the file ends early.
+  // `n` bytes from byte `offset` into `dst`; `what` names them in messages
+  // (e.g. tensor "wte"). `on_chunk` gets each chunk's bytes (progress); once
+  // `cancel` is true, the next chunk throws "loading cancelled". Throws naming
+  // the path, also when the file ends early. Safe from several threads.
   void read(uint64_t offset, uint64_t n, void* dst, const std::atomic<bool>* cancel = nullptr,
-            const std::function<void(uint64_t)>& on_chunk = {}) const;
+            const std::function<void(uint64_t)>& on_chunk = {}, const std::string& what = "") const;
 
  private:
-  std::shared_ptr<const int> fd_;
-  std::string path_, expected_;
+  struct Descriptor;
+  ReadOnlyFile() = default;
+  std::shared_ptr<Descriptor> fd_;
+  std::string path_;
   uint64_t size_ = 0;
 };
 

@@ -126,8 +126,9 @@ struct KVSettings {
   int budget = 0;
   // The model's layout with these settings (validated: throws kvscope::Error).
   KVLayout layout_for(const Config& c) const;
-  // The checks that need no model (sinks need a window, one eviction rule at
-  // a time, a budget needs a rule, ...), for settings made before one loads.
+  // The checks that need no model (one eviction rule at a time, a budget
+  // needs a rule, sinks fewer than the window, ...), for settings made before
+  // one loads.
   void check_without_model() const;
   bool is_default() const {
     return dtype == KVDtype::kF32 && window == 0 && sinks == 0 && block == 0 && evict == KVEvict::kNone;

@@ -109,7 +109,10 @@ void KVSettings::check_without_model() const {
   KVLayout shape;
   shape.n_layer = shape.n_kv_head = shape.n_ctx = 1;
   shape.head_dim = kQuantBlock;  // (whether a quantized row fits depends on the model)
-  settings_on(*this, shape).validate();
+  KVLayout l = settings_on(*this, shape);
+  // Sinks without a window wait for the model: its own sliding window may be the window.
+  if (l.window == 0 && l.sinks > 0) l.window = l.sinks + 1;
+  l.validate();
 }
 
 int KVLayout::visible_count(int pos) const {

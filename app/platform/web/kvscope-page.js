@@ -122,21 +122,28 @@
     let done = 0;
     const shown = (n) => page.showProgress(`Copying ${name} into the page: ${page.mb(n)} of ${page.mb(total)}`,
       total ? n / total : 0);
-    for (const [rel, f] of files) {
-      const path = root + '/' + rel;
-      mkdirs(path);
-      // In slices, so that the line moves through a single 700 MB file.
-      const bytes = new Uint8Array(f.size);
-      for (let at = 0; at < f.size; at += kCopySlice) {
-        shown(done + at);
-        const end = Math.min(f.size, at + kCopySlice);
-        bytes.set(new Uint8Array(await f.slice(at, end).arrayBuffer()), at);
+    try {
+      for (const [rel, f] of files) {
+        const path = root + '/' + rel;
+        mkdirs(path);
+        // In slices, so that the line moves through a single 700 MB file.
+        const bytes = new Uint8Array(f.size);
+        for (let at = 0; at < f.size; at += kCopySlice) {
+          shown(done + at);
+          const end = Math.min(f.size, at + kCopySlice);
+          bytes.set(new Uint8Array(await f.slice(at, end).arrayBuffer()), at);
+        }
+        // canOwn: the file system keeps this buffer rather than a copy (a 700 MB model is held once).
+        FS.writeFile(path, bytes, { canOwn: true });
+        done += f.size;
       }
-      // canOwn: the file system keeps this buffer rather than a copy (a 700 MB model is held once).
-      FS.writeFile(path, bytes, { canOwn: true });
-      done += f.size;
+    } catch (e) {  // a file changed or removed since it was picked, or no memory for it
+      page.loadError = `${name}: its files could not be copied into the page (${e.message || e})`;
+      Module.ccall('kvscope_report_error', null, ['string'], [page.loadError]);
+      return page.loadError;
+    } finally {
+      page.showProgress('', null);
     }
-    page.showProgress('', null);
     Module.ccall('kvscope_load_folder', null, ['string'], [top ? root + '/' + top : root]);
     return '';
   }
