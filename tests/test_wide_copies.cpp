@@ -99,7 +99,7 @@ TEST(WideCopies, Gpt2DecidesByTheMatricesItReads) {
     LoadControl ctl;
     ctl.wide_max_bytes = matrix_bytes;
     const auto wide = load_model(dir, ctl);
-    const KeptWeights kept = plan_gpt2_load(dir + "/model.safetensors", c, matrix_bytes).kept;
+    const KeptWeights kept = plan_gpt2_load(SafeTensors::open_header(dir + "/model.safetensors"), c, matrix_bytes).kept;
     EXPECT_EQ(kept.matrix_bytes, matrix_bytes) << name;
     EXPECT_EQ(kept.resident, wide->weight_bytes()) << name << ": the plan is what the loader kept";
     expect_copies(all_matrices(*wide), true, name + " at its matrices' bytes");
@@ -181,7 +181,8 @@ TEST(WideCopies, Gpt2ResidentBytesReadAndMemoryCheckCountTheCopies) {
 
   const std::string st = dir + "/model.safetensors";
   const uint64_t kv = kv_bytes_per_position(c) * P;
-  const Gpt2LoadPlan with = plan_gpt2_load(st, c, kAlways), without = plan_gpt2_load(st, c, 0);
+  const SafeTensors header = SafeTensors::open_header(st);
+  const Gpt2LoadPlan with = plan_gpt2_load(header, c, kAlways), without = plan_gpt2_load(header, c, 0);
   EXPECT_TRUE(with.kept.wide);
   EXPECT_FALSE(without.kept.wide);
   // The largest temporary: a Conv1D weight (d, 4d) transposed, or the

@@ -181,9 +181,9 @@ KeptWeights plan_kept(const SafeTensors& st, const Config& c, uint64_t wide_max_
 
 }  // namespace
 
-Gpt2LoadPlan plan_gpt2_load(const std::string& st_path, const Config& c, uint64_t wide_max_bytes) {
+Gpt2LoadPlan plan_gpt2_load(const SafeTensors& st, const Config& c, uint64_t wide_max_bytes) {
   Gpt2LoadPlan plan;
-  plan.kept = plan_kept(SafeTensors::open_header(st_path), c, wide_max_bytes);
+  plan.kept = plan_kept(st, c, wide_max_bytes);
   const uint64_t d = static_cast<uint64_t>(c.n_embd), positions = static_cast<uint64_t>(c.n_positions);
   const uint64_t scratch = std::max(4 * 4 * d * d, 3 * 4 * positions * d);
   plan.need_bytes = plan.kept.resident + scratch + kv_bytes_per_position(c) * positions;
@@ -202,16 +202,16 @@ void load_gpt2_weights(const std::string& dir, Model& m, const LoadControl& cont
     throw Error(st_path + ": missing (expected the weights as model.safetensors; convert a pytorch_model.bin first)");
   }
   require_regular_file(st_path, "the weights as a model.safetensors file");
-  const Gpt2LoadPlan plan = plan_gpt2_load(st_path, m.config, control.wide_max_bytes);
+  // The header only: each tensor is then read from the file into its place, so the file is never held whole
+  // beside the weights (half the peak memory, which the page's 4 GB heap needs).
+  const SafeTensors st = SafeTensors::open_header(st_path, control.cancel);
+  const Gpt2LoadPlan plan = plan_gpt2_load(st, m.config, control.wide_max_bytes);
   const uint64_t avail = available_memory_bytes();
   if (avail && plan.need_bytes > avail) {
     throw Error(st_path + ": loading needs about " + format_bytes(static_cast<double>(plan.need_bytes)) +
                 " (weights as kept" + (plan.kept.copies() ? ", with f32 copies of the 16-bit matrices," : "") +
                 " + KV cache), but only " + format_bytes(static_cast<double>(avail)) + " of memory is available");
   }
-  // The header only: each tensor is then read from the file into its place, so the file is never held whole
-  // beside the weights (half the peak memory, which the page's 4 GB heap needs).
-  const SafeTensors st = SafeTensors::open_header(st_path, control.cancel);
   std::set<std::string> dtypes;
   m.weights = read_weights(st, m.config, plan.kept.wide, &dtypes, &m.n_params, &m.file_bytes, &control);
   m.stored_dtype = dtypes.size() == 1 ? *dtypes.begin() : "mixed";

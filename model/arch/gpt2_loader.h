@@ -6,6 +6,7 @@
 
 #include "model/arch/config.h"
 #include "model/arch/model.h"
+#include "model/arch/safetensors.h"
 
 namespace kvscope {
 
@@ -16,13 +17,13 @@ namespace kvscope {
 // (read one tensor at a time from the file, never held whole), the largest
 // temporary of reading them (a Conv1D weight's transposed copy, 4 d^2
 // values, or the position table as read, in f32 and copied, 3 P d values;
-// counted at 4 bytes a value) and the KV cache at full context. Reads only
-// the header.
+// counted at 4 bytes a value) and the KV cache at full context. `st`: the
+// file's header (SafeTensors::open_header).
 struct Gpt2LoadPlan {
   KeptWeights kept;
   uint64_t need_bytes = 0;
 };
-Gpt2LoadPlan plan_gpt2_load(const std::string& st_path, const Config& c, uint64_t wide_max_bytes);
+Gpt2LoadPlan plan_gpt2_load(const SafeTensors& st, const Config& c, uint64_t wide_max_bytes);
 
 // Reads `dir`/model.safetensors into m.weights (with m.n_params,
 // m.file_bytes, m.stored_dtype) for m.config. Throws kvscope::Error naming

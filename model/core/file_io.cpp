@@ -124,9 +124,7 @@ struct ReadOnlyFile::Descriptor {
 };
 
 ReadOnlyFile ReadOnlyFile::open(const std::string& path, const std::string& expected) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) fail(path, "cannot open: " + errno_text(errno), expected);
-  if (std::string why = not_regular(st.st_mode); !why.empty()) fail(path, why + ", not a regular file", expected);
+  require_regular_file(path, expected);
   // O_NONBLOCK: should the path have become a FIFO since the stat, open does not wait for a writer.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) fail(path, "cannot open: " + errno_text(errno), expected);
@@ -137,6 +135,7 @@ ReadOnlyFile ReadOnlyFile::open(const std::string& path, const std::string& expe
     ::close(fd);
     throw;
   }
+  struct stat st {};
   if (::fstat(fd, &st) != 0) fail(path, "cannot stat: " + errno_text(errno), expected);
   if (std::string why = not_regular(st.st_mode); !why.empty()) fail(path, why + ", not a regular file", expected);
   f.path_ = path;
