@@ -24,6 +24,7 @@ set(KVSCOPE_MODEL_SRC
   model/engine/kernels.cpp
   model/engine/kernels_attend.cpp
   model/engine/linear.cpp
+  model/engine/linear_bf16.cpp
   model/engine/linear_kernels.cpp
   model/engine/linear_simd128.cpp
   model/engine/llama_layers.cpp

@@ -53,6 +53,21 @@ TEST(CliMessages, InspectPrintsTheStoredSizeOfF16Weights) {
   EXPECT_EQ(l.at("stored_bytes").get<double>(), 4 * l.at("n_params").get<double>());
 }
 
+// --bf16-products on a model that stores no BF16 matrix: exit 2 naming the
+// flag, the folder, its dtype and what was expected; on a BF16 one, bench
+// says the products are on.
+TEST(CliMessages, Bf16ProductsNeedABf16Checkpoint) {
+  testutil::TempDir tmp("cli-bf16-products");
+  const std::string f32 = testutil::llama_suite_dir() + "/llama_gqa1_f32_tied_single";
+  std::string out;
+  ASSERT_EQ(run("generate --prompt 'hello there' --max-new 2 --bf16-products --model " + f32, out, tmp), 2) << out;
+  for (const std::string& needle : {std::string("--bf16-products"), f32, std::string("F32"), std::string("BF16")})
+    EXPECT_NE(out.find(needle), std::string::npos) << needle << " not in: " << out;
+  const std::string bf16 = testutil::llama_suite_dir() + "/llama_gqa3_bf16_products";
+  ASSERT_EQ(run("bench --lengths 8 --reps 1 --json --bf16-products --model " + bf16, out, tmp), 0) << out;
+  EXPECT_TRUE(json::parse(out).at("bf16_products").get<bool>()) << out;
+}
+
 // --ctx's hint sizes the KV cache it would reserve with the unit formatter:
 // 2 (K, V) x layers x K/V width x 4 bytes x positions, never "0 MiB".
 TEST(CliMessages, CtxHintSizesTheKvCacheReadably) {

@@ -543,5 +543,51 @@ TEST(Kernels, LinearOverThePoolMatchesDoubleReference) {
   }
 }
 
+// BF16 products (WeightMatrix::bf16_products): the inputs rounded to bf16,
+// then exact products summed in f32, against double loops over the rounded
+// inputs, on panels (AVX512_BF16's dot products where built) and row-major
+// (the rounded inputs through the f32 path), odd and even widths, partial
+// panels, decode and batches; an F16 matrix ignores the flag.
+TEST(Kernels, Bf16ProductsRoundTheInputsOnly) {
+  std::mt19937 rng(7);
+  ThreadPool pool(2);
+  const int64_t shapes[][2] = {{48, 40}, {50, 33}, {127, 70}, {96, 300}, {70, 768}};
+  for (const auto& s : shapes) {
+    const int64_t rows = s[0], cols = s[1];
+    const auto w = randn(static_cast<size_t>(rows * cols), rng), b = randn(static_cast<size_t>(rows), rng);
+    for (StoredType t : {StoredType::kBF16, StoredType::kF16})
+      for (bool panels : {true, false}) {
+        WeightMatrix W = WeightMatrix::from_f32(store(w, t, rows, cols, cols).f32.data(), rows, cols, t);
+        if (panels) W.to_panels();
+        W.bf16_products = true;
+        for (int64_t n : {1, 2, 5, 8, 9, 17, 33}) {
+          MatrixRM X(n, cols), Y;
+          for (int64_t i = 0; i < X.size(); ++i) X.data()[i] = randn(1, rng)[0];
+          uint64_t flops = 0;
+          linear(pool, X, W, b.data(), Y, flops);
+          double worst = 0, moved = 0;  // vs the rounded inputs' sums; how far those are from the exact ones
+          for (int64_t p = 0; p < n; ++p)
+            for (int64_t r = 0; r < rows; ++r) {
+              double acc = b[static_cast<size_t>(r)], exact = acc, mag = std::fabs(acc);
+              for (int64_t k = 0; k < cols; ++k) {
+                const float x = t == StoredType::kBF16 ? bf16_to_f32(f32_to_bf16(X(p, k))) : X(p, k);
+                acc += static_cast<double>(W.at(r, k)) * x;
+                exact += static_cast<double>(W.at(r, k)) * X(p, k);
+                mag += std::fabs(static_cast<double>(W.at(r, k)) * x);
+              }
+              worst = std::max(worst, std::fabs(Y(p, r) - acc) / mag);
+              moved = std::max(moved, std::fabs(acc - exact) / mag);
+            }
+          const std::string what = std::string(to_string(t)) + (panels ? " panels " : " row-major ") +
+                                   std::to_string(rows) + "x" + std::to_string(cols) + " n " + std::to_string(n);
+          EXPECT_LT(worst, 2e-6) << what;
+          if (t == StoredType::kBF16) {
+            EXPECT_GT(moved, 1e-4) << what << ": the inputs were not rounded";
+          }
+        }
+      }
+  }
+}
+
 }  // namespace
 }  // namespace kvscope

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -196,6 +197,45 @@ TEST_P(LlamaReference, EveryCacheLayout) {
 }
 
 INSTANTIATE_TEST_SUITE_P(RandomCheckpoints, LlamaReference, ::testing::ValuesIn(kCheckpoints));
+
+// LoadControl::bf16_products (--bf16-products): every BF16 matrix product's
+// inputs rounded to bf16, against the reference that rounds them too. Logits
+// within kBf16Tol at every step in both modes, while the engine that keeps
+// f32 inputs lies further than kBf16Off from that reference (the rounding is
+// what both model, not noise); the reference's greedy tokens in both modes.
+TEST(LlamaReferenceBf16, ProductsMatchTheRoundedReference) {
+  constexpr double kBf16Tol = kTol, kBf16Off = 1e-2;
+  const Case rc = load_case("llama_gqa3_bf16_products");
+  LoadControl control;
+  control.bf16_products = true;
+  std::shared_ptr<const Model> m = load_model(rc.dir, control), f32_inputs = load_model(rc.dir);
+  ASSERT_TRUE(m->bf16_products);
+  const int V = m->config.vocab_size;
+  Engine eng(*m), eng_f32(*f32_inputs);
+  KVCache cache(KVLayout::for_model(m->config)), cache_f32(KVLayout::for_model(m->config));
+  std::vector<int> tokens = rc.prompt;
+  double worst = 0, off = 0;
+  for (int s = 0; s <= rc.n_steps; ++s) {
+    const Step& ref = rc.steps[static_cast<size_t>(s)];
+    const int first = s == 0 ? 0 : ref.seq_len - 1;
+    const ForwardOutput kv = eng.forward(tokens, first, &cache, false);
+    const ForwardOutput nc = eng.forward(tokens, 0, nullptr, false);
+    const ForwardOutput f32 = eng_f32.forward(tokens, first, &cache_f32, false);
+    worst = std::max({worst, max_abs_diff(kv.logits, ref.logits, V), max_abs_diff(nc.logits, ref.logits, V)});
+    off = std::max(off, max_abs_diff(f32.logits, ref.logits, V));
+    tokens.push_back(ref.token);
+  }
+  EXPECT_LE(worst, kBf16Tol);
+  EXPECT_GE(off, kBf16Off);
+  for (CacheMode mode : {CacheMode::kKV, CacheMode::kNoCache}) {
+    Generator gen(m);
+    gen.start_tokens(rc.prompt, greedy_options(rc, mode, KVSettings{}));
+    while (gen.step()) {
+    }
+    EXPECT_EQ(gen.tokens(), rc.tokens) << (mode == CacheMode::kKV ? "KV CACHE" : "NO CACHE");
+  }
+  std::printf("bf16 products: logits within %.2g of the rounded reference; f32 inputs %.2g away\n", worst, off);
+}
 
 }  // namespace
 }  // namespace kvscope

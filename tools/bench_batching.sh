@@ -10,7 +10,9 @@
 # is installed (KVSCOPE_TRAINING=1 scripts/install-deps.sh), each round also
 # times PyTorch's prefill on the same files and thread count
 # (tools/torch_bench.py: GPT-2 F32 and F16 computed in f32; the Llama shape in
-# f32 and in bf16), beside kvscope's on a GPT-2 F32 file too.
+# f32 and in bf16), beside kvscope's on a GPT-2 F32 file too. The Llama shape's
+# prefill also runs with --bf16-products (the inputs rounded to bf16, as
+# PyTorch's bf16 path does).
 # Usage: [BEFORE=old/kvscope] [BENCH_ROUNDS=3] tools/bench_batching.sh [path/to/kvscope]
 set -euo pipefail
 # shellcheck source=tools/bench_common.sh
@@ -41,6 +43,7 @@ for r in $(seq 1 "$ROUNDS"); do
   echo "== round $r/$ROUNDS: forward cost by positions" >&2
   "$KV" bench --model "$G" --positions 2 4 8 16 --reps 3 --json > "$R/pos.gpt2.$r.json"
   "$KV" bench --model "$S" --positions 2 4 8 16 --reps 3 --json > "$R/pos.smol.$r.json"
+  "$KV" bench --model "$S" --positions 2 4 8 16 --reps 3 --json --bf16-products > "$R/pos.smolbf16.$r.json"
   if [ -n "$BEFORE" ]; then
     "$BEFORE" bench --model "$G" --positions 2 4 8 16 --reps 3 --json > "$R/pos.gpt2.before.$r.json"
     "$BEFORE" bench --model "$S" --positions 2 4 8 16 --reps 3 --json > "$R/pos.smol.before.$r.json"
@@ -48,6 +51,7 @@ for r in $(seq 1 "$ROUNDS"); do
   echo "== round $r/$ROUNDS: prefill" >&2
   "$KV" bench --model "$G" --lengths 128 512 --reps 1 --json > "$R/pre.gpt2.after.$r.json"
   "$KV" bench --model "$S" --lengths 128 512 --reps 1 --json > "$R/pre.smol.after.$r.json"
+  "$KV" bench --model "$S" --lengths 128 512 --reps 1 --json --bf16-products > "$R/pre.smolbf16.after.$r.json"
   if [ -n "$BEFORE" ]; then
     "$BEFORE" bench --model "$G" --lengths 128 512 --reps 1 --json > "$R/pre.gpt2.before.$r.json"
     "$BEFORE" bench --model "$S" --lengths 128 512 --reps 1 --json > "$R/pre.smol.before.$r.json"

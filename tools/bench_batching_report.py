@@ -13,14 +13,18 @@ def load(name):
     return [json.load(open(p)) for p in rs if os.path.exists(p)]
 
 
-g, s = load("pos.gpt2"), load("pos.smol")
+g, s, sp = load("pos.gpt2"), load("pos.smol"), load("pos.smolbf16")
 gb, sb = load("pos.gpt2.before"), load("pos.smol.before")
 before_cols = " | GPT-2, before | SmolLM2, before" if gb and sb else ""
-print("| positions n | GPT-2-124M F16: forward / decode step | SmolLM2-135M BF16: forward / decode step" + before_cols + " |")
-print("|---|---|---" + ("|---|---" if before_cols else "") + "|")
+bf16_col = " | SmolLM2-135M BF16, `--bf16-products`" if sp else ""
+print("| positions n | GPT-2-124M F16: forward / decode step | SmolLM2-135M BF16: forward / decode step" + bf16_col +
+      before_cols + " |")
+print("|---|---|---" + ("|---" if sp else "") + ("|---|---" if before_cols else "") + "|")
 step_g = [x["positions"][0]["forward_ms"] / x["positions"][0]["decode_steps"] for x in g]
 step_s = [x["positions"][0]["forward_ms"] / x["positions"][0]["decode_steps"] for x in s]
-print(f"| 1 | 1.00 ({med(step_g):.1f} ms) | 1.00 ({med(step_s):.1f} ms)" + (" | 1.00 | 1.00" if before_cols else "") + " |")
+step_p = [x["positions"][0]["forward_ms"] / x["positions"][0]["decode_steps"] for x in sp]
+print(f"| 1 | 1.00 ({med(step_g):.1f} ms) | 1.00 ({med(step_s):.1f} ms)" +
+      (f" | 1.00 ({med(step_p):.1f} ms)" if sp else "") + (" | 1.00 | 1.00" if before_cols else "") + " |")
 
 
 def cell(runs, i):
@@ -29,7 +33,7 @@ def cell(runs, i):
 
 
 for i, row in enumerate(g[0]["positions"]):
-    extra = f" | {cell(gb, i)} | {cell(sb, i)}" if before_cols else ""
+    extra = (f" | {cell(sp, i)}" if sp else "") + (f" | {cell(gb, i)} | {cell(sb, i)}" if before_cols else "")
     print(f"| {row['n']} | {cell(g, i)} | {cell(s, i)}{extra} |")
 print(f"\n(medians over {len(g)} rounds, range in brackets; {g[0]['threads']} threads; "
       "each forward after a cached prefix of 64 tokens, all n logits computed)\n")
@@ -74,8 +78,10 @@ for name, label in (("gpt2", "GPT-2-124M F16"), ("smol", "SmolLM2-135M BF16")):
 if load("torch.gpt2.f32"):
     print("\n| model | T | kvscope prefill tok/s | PyTorch prefill tok/s (its best path) | kvscope / PyTorch |")
     print("|---|---|---|---|---|")
-    for name, label in (("gpt2f32", "GPT-2-124M F32"), ("gpt2", "GPT-2-124M F16"), ("smol", "SmolLM2-135M BF16")):
-        ks, tf, tb = load(f"pre.{name}.after"), load(f"torch.{name}.f32"), load(f"torch.{name}.bf16")
+    for name, torch, label in (("gpt2f32", "gpt2f32", "GPT-2-124M F32"), ("gpt2", "gpt2", "GPT-2-124M F16"),
+                               ("smol", "smol", "SmolLM2-135M BF16"),
+                               ("smolbf16", "smol", "SmolLM2-135M BF16, `--bf16-products`")):
+        ks, tf, tb = load(f"pre.{name}.after"), load(f"torch.{torch}.f32"), load(f"torch.{torch}.bf16")
         if not ks or not tf:
             continue
         for i, row in enumerate(ks[0]["rows"]):

@@ -211,9 +211,21 @@ def silu(x):
     return x / (1.0 + np.exp(-x))
 
 
-def forward(cfg, w, ids):
+def bf16_inputs(x):
+    """x rounded to bfloat16 (to nearest even, through float32): what kvscope's
+    --bf16-products does to the inputs of every matrix product."""
+    b = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    b = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16
+    return b.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def forward(cfg, w, ids, bf16=False):
     """Full causal forward. Returns logits (T, V), attention (layer, head, T, T),
-    k and v (layer, T, n_kv_head * hd), k after RoPE."""
+    k and v (layer, T, n_kv_head * hd), k after RoPE. bf16: every matrix
+    product's inputs rounded to bfloat16 first (the weights are the file's)."""
+    def mm(x, name):
+        return (bf16_inputs(x) if bf16 else x) @ w[name].T
+
     T = len(ids)
     H, Hkv = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
     hd = cfg.get("head_dim") or cfg["hidden_size"] // H
@@ -232,7 +244,7 @@ def forward(cfg, w, ids):
         h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
         proj = {}
         for n in ("q", "k", "v"):
-            proj[n] = h @ w[p + "self_attn.%s_proj.weight" % n].T
+            proj[n] = mm(h, p + "self_attn.%s_proj.weight" % n)
             if p + "self_attn.%s_proj.bias" % n in w:
                 proj[n] = proj[n] + w[p + "self_attn.%s_proj.bias" % n]
         q = rope(proj["q"].reshape(T, H, hd), pos, inv)
@@ -250,18 +262,18 @@ def forward(cfg, w, ids):
             a_l.append(a)
             o[:, head * hd:(head + 1) * hd] = a @ v[:, g, :]
         attn.append(np.array(a_l))
-        x = x + o @ w[p + "self_attn.o_proj.weight"].T
+        x = x + mm(o, p + "self_attn.o_proj.weight")
         h2 = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
-        m = silu(h2 @ w[p + "mlp.gate_proj.weight"].T) * (h2 @ w[p + "mlp.up_proj.weight"].T)
-        x = x + m @ w[p + "mlp.down_proj.weight"].T
-    logits = rms_norm(x, w["model.norm.weight"], eps) @ w["lm_head.weight"].T
+        m = silu(mm(h2, p + "mlp.gate_proj.weight")) * mm(h2, p + "mlp.up_proj.weight")
+        x = x + mm(m, p + "mlp.down_proj.weight")
+    logits = mm(rms_norm(x, w["model.norm.weight"], eps), "lm_head.weight")
     return logits, np.array(attn), np.array(ks), np.array(vs)
 
 
-def greedy_reference(cfg, w, prompt, n_steps, n_top=20):
+def greedy_reference(cfg, w, prompt, n_steps, n_top=20, bf16=False):
     tokens, steps = list(prompt), []
     for s in range(n_steps + 1):
-        logits, attn, ks, vs = forward(cfg, w, tokens)
+        logits, attn, ks, vs = forward(cfg, w, tokens, bf16)
         T = len(tokens)
         last = logits[-1]
         probs = base.softmax(last)
@@ -333,6 +345,9 @@ SUITE = [
     ("llama_gqa2_f16_headdim_linear", dict(model_type="llama", n_head=4, n_kv_head=2, n_embd=32, head_dim=16,
                                            dtype="F16", tied=True, shards=1,
                                            rope_scaling={"type": "linear", "factor": 2.0}), 7, 20),
+    # The reference of --bf16-products: every product's inputs rounded to bf16.
+    ("llama_gqa3_bf16_products", dict(model_type="llama", n_head=6, n_kv_head=2, n_embd=48, n_inner=96,
+                                      dtype="BF16", tied=False, shards=1, bf16_products=True), 10, 20),
 ]
 
 MIN_MARGIN = 2e-3
@@ -345,6 +360,8 @@ def build_suite(out_dir, only=None):
         if only and name not in only:
             continue
         cdir = os.path.join(out_dir, name)
+        opts = dict(opts)
+        bf16 = opts.pop("bf16_products", False)
         n_params = make_checkpoint(cdir, seed=200 + k, **opts)
         cfg, w = load_model(cdir)
         V = cfg["vocab_size"]
@@ -352,7 +369,7 @@ def build_suite(out_dir, only=None):
         ref, best = None, -1
         for _ in range(40):
             prompt = [int(t) for t in rng.integers(0, V - 1, size=n_prompt)]
-            cand = greedy_reference(cfg, w, prompt, n_steps)
+            cand = greedy_reference(cfg, w, prompt, n_steps, bf16=bf16)
             distinct = len(set(cand["tokens"][n_prompt:]))
             if cand["min_margin"] >= MIN_MARGIN and distinct > best:
                 ref, best = cand, distinct
@@ -362,7 +379,7 @@ def build_suite(out_dir, only=None):
             raise RuntimeError("%s: no prompt with a greedy margin >= %g" % (name, MIN_MARGIN))
         with open(os.path.join(cdir, "ref.json"), "w") as f:
             json.dump(ref, f)
-        index.append({"name": name, "dir": name, "dtype": opts["dtype"], "n_params": n_params,
+        index.append({"name": name, "dir": name, "dtype": opts["dtype"], "n_params": n_params, "bf16_products": bf16,
                       "prompt": ref["prompt"], "n_steps": n_steps, "config": cfg})
     with open(os.path.join(out_dir, "suite.json"), "w") as f:
         json.dump({"checkpoints": index}, f, indent=1)

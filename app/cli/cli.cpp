@@ -224,9 +224,10 @@ std::string default_model_dir() {
   return asset_path("models/kvscope-tiny");
 }
 
-std::shared_ptr<const Model> load_cli_model(const std::string& dir, int ctx) {
+std::shared_ptr<const Model> load_cli_model(const std::string& dir, int ctx, bool bf16_products) {
   LoadControl control;
   control.context = ctx;
+  control.bf16_products = bf16_products;
   return load_model(dir.empty() ? default_model_dir() : dir, control);
 }
 

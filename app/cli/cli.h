@@ -65,7 +65,8 @@ std::string default_model_dir();
 
 struct Model;
 // A subcommand's model: `dir` (empty = the default) at --ctx positions (0 = the default context).
-std::shared_ptr<const Model> load_cli_model(const std::string& dir, int ctx);
+// bf16_products: LoadControl::bf16_products (--bf16-products).
+std::shared_ptr<const Model> load_cli_model(const std::string& dir, int ctx, bool bf16_products = false);
 // A prompt plus --max-new new tokens needs prompt + max_new - 1 positions
 // (the last token is never run). Where that exceeds the context kvscope
 // reserved while the model allows more, throws UsageError naming --ctx, the

@@ -193,7 +193,7 @@ json bench_positions(Engine& engine, KVCache& cache, const std::vector<int>& all
 }
 
 int cmd_bench(const BenchCommand& b, const KVSettings& kv_settings, const std::function<double(int)>& read_bandwidth) {
-  auto m = load_cli_model(b.model, b.ctx);
+  auto m = load_cli_model(b.model, b.ctx, b.bf16_products);
   const Config& c = m->config;
   const std::vector<int> lengths = bench_lengths(*m, b.lengths);
   if (!b.positions.empty()) check_positions(*m, b.positions);
@@ -206,8 +206,8 @@ int cmd_bench(const BenchCommand& b, const KVSettings& kv_settings, const std::f
   for (int& t : all) t = pick(rng);
 
   if (!b.json) {
-    std::printf("%s: %d layers, width %d, %d threads, KV cache %s\n", m->name.c_str(), c.n_layer, c.n_embd,
-                engine_threads(), layout.describe().c_str());
+    std::printf("%s: %d layers, width %d, %d threads, KV cache %s%s\n", m->name.c_str(), c.n_layer, c.n_embd,
+                engine_threads(), layout.describe().c_str(), m->bf16_products ? ", bf16 products" : "");
     if (b.positions.empty())
       std::printf("%6s %14s %16s %14s %16s %12s %12s\n", "T", "prefill tok/s", "KV decode tok/s", "decode GB/s",
                   "NO CACHE tok/s", "time ratio", "FLOP ratio");
@@ -215,7 +215,12 @@ int cmd_bench(const BenchCommand& b, const KVSettings& kv_settings, const std::f
   if (!b.positions.empty()) {
     const json rows = bench_positions(engine, cache, all, b.positions, b.reps, b.json);
     if (b.json)
-      std::cout << json{{"model", m->name}, {"threads", engine_threads()}, {"positions", rows}}.dump(2) << '\n';
+      std::cout << json{{"model", m->name},
+                        {"threads", engine_threads()},
+                        {"bf16_products", m->bf16_products},
+                        {"positions", rows}}
+                       .dump(2)
+                << '\n';
     return 0;
   }
   json rows = json::array();
@@ -231,6 +236,7 @@ int cmd_bench(const BenchCommand& b, const KVSettings& kv_settings, const std::f
   } else {
     std::cout << json{{"model", m->name},
                       {"threads", engine_threads()},
+                      {"bf16_products", m->bf16_products},
                       {"kv_layout", layout.describe()},
                       {"read_bandwidth_gb_per_s", read_bandwidth(engine_threads())},
                       {"rows", rows}}
@@ -258,6 +264,7 @@ void add_bench_command(CLI::App& app, BenchCommand& c) {
   c.cmd->add_option("--reps", c.reps, "Repetitions (median)")->check(int_in(1, 1000));
   c.cmd->add_flag("--json", c.json, "Print JSON");
   c.cmd->add_option("--ctx", c.ctx, kCtxHelp)->check(in_range(setting::kCtx));
+  c.cmd->add_flag("--bf16-products", c.bf16_products, kBf16ProductsHelp);
   add_kv_flags(c.cmd, c.kv);
 }
 

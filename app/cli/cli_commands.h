@@ -18,6 +18,11 @@ namespace kvscope {
 inline constexpr const char* kCtxHelp =
     "Llama family: positions to reserve the KV cache for (default: max_position_embeddings, at most 8192)";
 
+// --bf16-products' help, the same for every subcommand that takes it.
+inline constexpr const char* kBf16ProductsHelp =
+    "BF16 checkpoints: round each product's inputs to bf16 and multiply with the CPU's bf16 dot products "
+    "(AVX512_BF16), as PyTorch's bf16 path does: faster prefill, slightly different logits (docs/batching.md)";
+
 // A sliding window cannot serve beam search or speculative decoding (forks and
 // rollbacks need positions it evicts): UsageError naming the window flag.
 // Refuses --kv-window/--kv-sinks/--kv-evict for `strategy`, giving why:
@@ -33,7 +38,8 @@ struct GenerateArgs {
   std::string model;
   std::string prompt;
   int max_new = 64;
-  int ctx = 0;  // --ctx (0 = the default context)
+  int ctx = 0;                 // --ctx (0 = the default context)
+  bool bf16_products = false;  // --bf16-products
   bool greedy = false;
   float temperature = 1.0f;
   int top_k = 0;
@@ -84,6 +90,7 @@ struct BenchCommand {
   int reps = 3;
   bool json = false;
   int ctx = 0;
+  bool bf16_products = false;
   KVFlags kv;
 };
 void add_bench_command(CLI::App& app, BenchCommand& c);
@@ -95,6 +102,7 @@ struct ServeCommand {
   CLI::App* cmd = nullptr;
   std::string requests, model, policy = "continuous";
   int ctx = 0;
+  bool bf16_products = false;
   int pool_blocks = SchedulerConfig{}.pool_blocks, max_batch_tokens = SchedulerConfig{}.max_batch_tokens,
       max_running = SchedulerConfig{}.max_running;
   bool prefix_caching = false, json = false;

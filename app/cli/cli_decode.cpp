@@ -82,7 +82,7 @@ json beam_step_json(const BeamStepRecord& r, const BeamGenerator& gen) {
 }  // namespace
 
 int cmd_generate_beams(const DecodeArgs& a) {
-  auto model = load_cli_model(a.model, a.ctx);
+  auto model = load_cli_model(a.model, a.ctx, a.bf16_products);
   check_context_fits(*model, a.prompt, a.max_new);
   BeamOptions opt;
   opt.n_beams = a.beams;
@@ -316,7 +316,7 @@ json spec_done_json(const SpeculativeDecoder& spec, const SpecTally& t, const Pl
 }  // namespace
 
 int cmd_generate_speculative(const DecodeArgs& a) {
-  auto target = load_cli_model(a.model, a.ctx);
+  auto target = load_cli_model(a.model, a.ctx, a.bf16_products);
   check_context_fits(*target, a.prompt, a.max_new);
   auto draft = load_cli_model(a.draft, a.ctx);
   SpecOptions opt;

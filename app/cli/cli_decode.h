@@ -15,7 +15,8 @@ struct DecodeArgs {
   std::string model;  // target (empty = the default model)
   std::string prompt;
   int max_new = 64;
-  int ctx = 0;  // --ctx (0 = the default context)
+  int ctx = 0;                 // --ctx (0 = the default context)
+  bool bf16_products = false;  // --bf16-products: the target's
   bool json = false;
   // Beam search
   int beams = 0;  // 0 = off

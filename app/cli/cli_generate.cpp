@@ -70,7 +70,7 @@ void print_generate_summary(const Generator& gen, const Model& model, bool as_js
 
 int cmd_generate(const GenerateArgs& a, bool sampling_requested) {
   if (a.prompt.empty()) throw UsageError("--prompt is empty (expected some text to continue)");
-  auto model = load_cli_model(a.model, a.ctx);
+  auto model = load_cli_model(a.model, a.ctx, a.bf16_products);
   check_context_fits(*model, a.prompt, a.max_new);
   Generator gen(model);
   gen.start(a.prompt, generate_options(a, sampling_requested));
@@ -179,6 +179,7 @@ void add_generate_command(CLI::App& app, GenerateCommand& c) {
       ->check(non_empty("some text to continue"));
   gen->add_option("--max-new", g.max_new, "Maximum new tokens")->check(in_range(setting::kMaxNew));
   gen->add_option("--ctx", g.ctx, kCtxHelp)->check(in_range(setting::kCtx));
+  gen->add_flag("--bf16-products", g.bf16_products, kBf16ProductsHelp);
   add_sampling_flags(gen, c);
   gen->add_option("--stop", g.stop, "Stop when this string is generated (repeatable)")
       ->check(non_empty("the text to stop at"));
@@ -206,6 +207,7 @@ int run_generate_command(GenerateCommand& c) {
   dec.prompt = g.prompt;
   dec.max_new = g.max_new;
   dec.ctx = g.ctx;
+  dec.bf16_products = g.bf16_products;
   dec.json = g.json;
   dec.sampler = sampler_settings(g, sampling);
   return beams ? cmd_generate_beams(dec) : cmd_generate_speculative(dec);

@@ -203,6 +203,7 @@ void add_serve_command(CLI::App& app, ServeCommand& c) {
       ->check(non_empty("a requests file"));
   s->add_option("--model", c.model, "Model folder (default: the embedded model)")->check(non_empty("a model folder"));
   s->add_option("--ctx", c.ctx, kCtxHelp)->check(in_range(setting::kCtx));
+  s->add_flag("--bf16-products", c.bf16_products, kBf16ProductsHelp);
   s->add_option("--pool-blocks", c.pool_blocks, "KV pool size in blocks")
       ->capture_default_str()
       ->check(int_in(1, 1 << 20));
@@ -224,7 +225,7 @@ void add_serve_command(CLI::App& app, ServeCommand& c) {
 
 int run_serve_command(const ServeCommand& c) {
   const ServeOptions opt = serve_options(c);
-  auto model = load_cli_model(c.model, c.ctx);
+  auto model = load_cli_model(c.model, c.ctx, c.bf16_products);
   check_kv_block(opt.sched.block, model->config);  // the one range, before the requests are sized or the pool built
   // A malformed line is a usage error (exit 2), a file that cannot be read a runtime one (exit 1).
   Server server(model, read_requests(c.requests, *model, opt.sched.pool_blocks, opt.sched.block), opt);

@@ -123,6 +123,21 @@ std::string why_not_a_folder(const std::string& dir) {
   return "not a directory";
 }
 
+// LoadControl::bf16_products: marks every BF16 matrix the products read
+// (the layers' and the head); a model with none is refused.
+void use_bf16_products(Model& m) {
+  std::vector<const WeightMatrix*> ms = m.config.is_llama() ? m.llama.layer_matrices() : m.weights.layer_matrices();
+  ms.push_back(m.config.is_llama() ? &m.llama.head() : &m.weights.head());
+  for (const WeightMatrix* w : ms) {
+    // The matrices belong to `m`, which is not const: the lists above only
+    // lend them as const.
+    if (w->type == StoredType::kBF16) const_cast<WeightMatrix*>(w)->bf16_products = m.bf16_products = true;
+  }
+  if (!m.bf16_products)
+    throw UsageError("--bf16-products: " + m.dir + " stores its weight matrices as " + m.stored_dtype +
+                     " (expected BF16: the flag rounds the inputs of BF16 matrices only)");
+}
+
 }  // namespace
 
 std::shared_ptr<const Model> load_model(const std::string& dir_or_id, const LoadControl& control) {
@@ -144,6 +159,7 @@ std::shared_ptr<const Model> load_model(const std::string& dir_or_id, const Load
   if (control.context > 0) apply_context(m->config, control.context, dir);
   if (m->config.is_llama()) {
     load_llama(dir, *m, control);
+    if (control.bf16_products) use_bf16_products(*m);
     m->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return m;
   }
@@ -155,6 +171,7 @@ std::shared_ptr<const Model> load_model(const std::string& dir_or_id, const Load
                 " (expected at most that many)");
   }
   // Unused tensors (attn.bias buffers) were counted in the total: finish at 1.
+  if (control.bf16_products) use_bf16_products(*m);
   if (control.on_progress) control.on_progress(1.0f);
   m->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return m;

@@ -54,9 +54,10 @@ struct Model {
   Weights weights;     // GPT-2 (config.arch == Arch::kGpt2)
   LlamaWeights llama;  // Llama, Mistral, Qwen2 (config.arch == Arch::kLlama)
   Tokenizer tokenizer;
-  uint64_t n_params = 0;     // as stored (a tied head counted once)
-  uint64_t file_bytes = 0;   // those parameters' bytes in the file(s): n_params x 2 for an F16 file
-  std::string stored_dtype;  // "F32", "F16", "BF16" or "mixed" (for display)
+  uint64_t n_params = 0;       // as stored (a tied head counted once)
+  uint64_t file_bytes = 0;     // those parameters' bytes in the file(s): n_params x 2 for an F16 file
+  std::string stored_dtype;    // "F32", "F16", "BF16" or "mixed" (for display)
+  bool bf16_products = false;  // its BF16 matrices take bf16 inputs (LoadControl::bf16_products)
   // Resident bytes of the weights: matrices as stored (and their f32 copies
   // where the WebAssembly build keeps them, WeightMatrix::wide), vectors in f32.
   uint64_t weight_bytes() const { return config.is_llama() ? llama.resident_bytes() : weights.resident_bytes(); }
@@ -75,6 +76,9 @@ struct LoadControl {
   // at most this many bytes (plan_kept_weights): the build's rule unless a
   // test sets it (native builds keep none; tests exercise the copies natively).
   uint64_t wide_max_bytes = kWideMaxMatrixBytes;
+  // BF16 matrices multiply inputs rounded to bf16 (WeightMatrix::bf16_products):
+  // the CLI's --bf16-products. A model with no BF16 matrix is refused.
+  bool bf16_products = false;
 };
 
 // Loads config.json, model.safetensors, vocab.json and merges.txt from

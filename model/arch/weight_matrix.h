@@ -44,6 +44,10 @@ struct WeightMatrix {
   // (rows, cols) an f32 copy of `half`, kept only where the loader's plan
   // said so (KeptWeights::wide): the products read it instead (linear.cpp).
   std::vector<float> wide;
+  // BF16 matrices only: products round their inputs to bf16 (as PyTorch's
+  // bf16 path does) and run AVX512_BF16 dot products where the CPU has them
+  // (linear.cpp). LoadControl::bf16_products sets it; off, inputs stay f32.
+  bool bf16_products = false;
 
   bool empty() const { return rows == 0; }
   // Bytes of the values at the stored dtype (what the model's file holds).

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace kvscope {
 
@@ -18,7 +19,15 @@ float f16_to_f32(uint16_t h);
 float bf16_to_f32(uint16_t h);
 // Round to nearest even; exact for every value an F16 tensor can hold.
 uint16_t f32_to_f16(float f);
-// Round to nearest even (NaN stays NaN); exact for every value a BF16 tensor can hold.
-uint16_t f32_to_bf16(float f);
+// Round to nearest even (NaN stays NaN); exact for every value a BF16 tensor
+// can hold. Inline and branch-free: the BF16 products round every input of a
+// matrix with it, and it vectorises.
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (x >> 16) | 0x40u;
+  return static_cast<uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+}
 
 }  // namespace kvscope

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "model/core/error.h"
 #include "model/engine/kernels.h"
@@ -19,16 +20,10 @@ constexpr bool kMatvecForDecode = false;
 #else
 constexpr bool kMatvecForDecode = true;
 #endif
-}  // namespace
 
-void linear(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const float* b, MatrixRM& Y, uint64_t& flops) {
+// Y = X W^T + b at the weights' stored dtype (linear's checks done).
+void stored_products(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const float* b, MatrixRM& Y) {
   const int64_t n = X.rows(), out = W.rows, in = W.cols;
-  // The kernels read `in` values from every row of X: a narrower X would be read past its end.
-  if (X.cols() != in)
-    throw Error("linear: input of shape (" + std::to_string(n) + ", " + std::to_string(X.cols()) +
-                ") does not match weight of shape (" + std::to_string(out) + ", " + std::to_string(in) +
-                "): expected " + std::to_string(in) + " input columns");
-  Y.resize(n, out);
   if (n == 1 && kMatvecForDecode && (!W.panels || !W.wide.empty())) {
     // Decode on row-major weights: the matrix-vector kernels (kernels.h),
     // split on rows; the f32 copy where one is kept (WeightMatrix::product_bytes
@@ -63,6 +58,54 @@ void linear(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const fl
         },
         n * out * in);
   }
+}
+
+// BF16 products: the inputs rounded to bf16 once per call, then AVX512_BF16's
+// dot products where the build has them (panels, no f32 copy, an even
+// number of columns: the instruction takes pairs), else the
+// rounded inputs through the stored products (the same products, summed in
+// another order).
+void bf16_products(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const float* b, MatrixRM& Y) {
+  const int64_t n = X.rows(), in = W.cols, ld = in + (in & 1);
+  thread_local std::vector<uint16_t> xb;  // (n, ld) the rounded inputs
+  xb.resize(static_cast<size_t>(n * ld));
+  linear_detail::round_rows_to_bf16(X.data(), n, in, in, xb.data(), ld);
+#if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  if (linear_detail::kBf16DotKernel && W.panels && W.wide.empty() && in % 2 == 0) {
+    const int64_t out = W.rows;
+    const uint16_t* xp = xb.data();  // the pool's threads have their own `xb`
+    const int64_t blocks = (out + kLinearRowBlock - 1) / kLinearRowBlock;
+    pool.parallel_for(
+        blocks,
+        [&](int64_t b0, int64_t b1) {
+          linear_detail::rows_panels_bf16(W.half.data(), out, in, xp, n, ld, b, Y.data(), out, b0 * kLinearRowBlock,
+                                          std::min(out, b1 * kLinearRowBlock));
+        },
+        n * out * in);
+    return;
+  }
+#endif
+  thread_local MatrixRM rounded;  // (n, in)
+  rounded.resize(n, in);
+  for (int64_t p = 0; p < n; ++p)
+    for (int64_t k = 0; k < in; ++k) rounded(p, k) = bf16_to_f32(xb[static_cast<size_t>(p * ld + k)]);
+  stored_products(pool, rounded, W, b, Y);
+}
+
+}  // namespace
+
+void linear(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const float* b, MatrixRM& Y, uint64_t& flops) {
+  const int64_t n = X.rows(), out = W.rows, in = W.cols;
+  // The kernels read `in` values from every row of X: a narrower X would be read past its end.
+  if (X.cols() != in)
+    throw Error("linear: input of shape (" + std::to_string(n) + ", " + std::to_string(X.cols()) +
+                ") does not match weight of shape (" + std::to_string(out) + ", " + std::to_string(in) +
+                "): expected " + std::to_string(in) + " input columns");
+  Y.resize(n, out);
+  if (W.bf16_products && W.type == StoredType::kBF16)
+    bf16_products(pool, X, W, b, Y);
+  else
+    stored_products(pool, X, W, b, Y);
   flops += 2ull * static_cast<uint64_t>(n) * static_cast<uint64_t>(in) * static_cast<uint64_t>(out);
 }
 

@@ -64,6 +64,21 @@ void rows_generic(const WeightView& W, const float* X, int64_t n, int64_t ldx, c
 // tests: no other build stores panels).
 void rows_panels(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
                  int64_t r0, int64_t r1);
+// BF16 products (WeightMatrix::bf16_products): each position's inputs
+// rounded to bf16 (to nearest even, as f32_to_bf16), its row padded with
+// zeros from cols to ldo.
+void round_rows_to_bf16(const float* X, int64_t n, int64_t ldx, int64_t cols, uint16_t* out, int64_t ldo);
+#if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+constexpr bool kBf16DotKernel = kPanelWeights;
+// BF16 panels times bf16 inputs X (n, ldx) with AVX512_BF16's dot product:
+// two exact products per lane and instruction, summed in f32 (twice the
+// multiply-adds per instruction of the f32 panels; a different order of
+// additions). Rows as rows_panels; cols must be even.
+void rows_panels_bf16(const uint16_t* W, int64_t rows, int64_t cols, const uint16_t* X, int64_t n, int64_t ldx,
+                      const float* b, float* Y, int64_t ldy, int64_t r0, int64_t r1);
+#else
+constexpr bool kBf16DotKernel = false;
+#endif
 #ifdef __wasm_simd128__
 // n <= kDirectMaxN on WebAssembly: SIMD128 intrinsics, one position at a
 // time (linear_simd128.cpp).

@@ -1,0 +1,132 @@
+// BF16 products (linear_kernels.h): activations rounded to bf16, multiplied
+// by BF16 panels with AVX512_BF16's dot-product instruction.
+#include <algorithm>
+#include <cstring>
+
+#include "model/core/index_check.h"
+#include "model/core/numeric.h"
+#include "model/engine/linear_kernels.h"
+
+#if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>
+#define KVSCOPE_LINEAR_BF16_DOT 1
+#endif
+
+namespace kvscope {
+namespace linear_detail {
+
+void round_rows_to_bf16(const float* X, int64_t n, int64_t ldx, int64_t cols, uint16_t* out, int64_t ldo) {
+  for (int64_t p = 0; p < n; ++p) {
+    const float* x = X + p * ldx;
+    uint16_t* o = out + p * ldo;
+    for (int64_t k = 0; k < cols; ++k) o[k] = f32_to_bf16(x[k]);
+    for (int64_t k = cols; k < ldo; ++k) o[k] = 0;
+  }
+}
+
+#ifdef KVSCOPE_LINEAR_BF16_DOT
+namespace {
+
+// The f32 panel kernel's chunking (linear_kernels.cpp): 256 columns of a
+// 32-row panel stay in L1 while every group of up to 8 positions reads them.
+constexpr int64_t kKc = 256;
+constexpr int kGroup = 8;
+constexpr int64_t kPrefetch = 32;  // columns ahead
+
+// Rows of a panel in the accumulators' lanes. unpacklo/hi_epi16 of two
+// columns interleave them within each 128-bit lane, so lane 4j + i of the
+// "lo" dot products holds row 8j + i and of the "hi" ones row 8j + 4 + i;
+// these indices (into lo, then hi = 16 + lane) put rows 0-15 and 16-31 back.
+inline __m512i rows_0_15() {
+  return _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+}
+inline __m512i rows_16_31() {
+  return _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+}
+
+// acc + the pairwise products of w's and x's bf16 pairs (vdpbf16ps), as
+// asm: with GCC 12's builtin, the loop below stores every accumulator to the
+// stack on every pair of columns (a third slower).
+inline __m512 dot_pairs(__m512 acc, __m512i w, __m512i x) {
+  asm("vdpbf16ps %2, %1, %0" : "+v"(acc) : "v"(w), "v"(x));
+  return acc;
+}
+
+// Two columns of a panel, interleaved as the dot product's pairs: "lo" holds
+// rows {0-3, 8-11, 16-19, 24-27}, "hi" the others (rows_0_15 above).
+struct ColumnPair {
+  __m512i lo, hi;
+};
+template <bool Full>
+inline ColumnPair column_pair(const uint16_t* w, int64_t m, __mmask32 mk) {
+  _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetch * m), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(w + (kPrefetch + 1) * m), _MM_HINT_T0);
+  const __m512i a = Full ? _mm512_loadu_si512(w) : _mm512_maskz_loadu_epi16(mk, w);
+  const __m512i c = Full ? _mm512_loadu_si512(w + m) : _mm512_maskz_loadu_epi16(mk, w + m);
+  return {_mm512_unpacklo_epi16(a, c), _mm512_unpackhi_epi16(a, c)};
+}
+
+// NB positions over kc columns of one panel (m rows), added into Y (or, on
+// the first chunk, the bias and the sum stored). Per pair of columns and
+// position: the position's (x[k], x[k + 1]) broadcast as one 32-bit lane
+// and one dot-product instruction per 16 rows.
+template <int NB, bool Full>
+void dot_group(const uint16_t* P, int64_t m, int64_t kc, const uint16_t* X, int64_t ldx, float* Y, int64_t ldy,
+               const float* b, bool first) {
+  const __mmask32 mk = Full ? ~0u : (1u << m) - 1u;
+  const __mmask16 m0 = static_cast<__mmask16>(mk), m1 = static_cast<__mmask16>(mk >> 16);
+  __m512 acc[NB][2];
+  for (int p = 0; p < NB; ++p) acc[p][0] = acc[p][1] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 2 <= kc; k += 2) {
+    const ColumnPair w = column_pair<Full>(P + k * m, m, mk);
+    for (int p = 0; p < NB; ++p) {
+      int32_t x2;
+      std::memcpy(&x2, X + p * ldx + k, 4);
+      const __m512i xb = _mm512_set1_epi32(x2);
+      acc[p][0] = dot_pairs(acc[p][0], w.lo, xb);
+      acc[p][1] = dot_pairs(acc[p][1], w.hi, xb);
+    }
+  }
+  const __m512i i0 = rows_0_15(), i1 = rows_16_31();
+  const __m512 b0 = first && b ? _mm512_maskz_loadu_ps(m0, b) : _mm512_setzero_ps();
+  const __m512 b1 = first && b ? _mm512_maskz_loadu_ps(m1, b + 16) : _mm512_setzero_ps();
+  for (int p = 0; p < NB; ++p) {
+    float* y = Y + p * ldy;
+    const __m512 y0 = _mm512_permutex2var_ps(acc[p][0], i0, acc[p][1]);
+    const __m512 y1 = _mm512_permutex2var_ps(acc[p][0], i1, acc[p][1]);
+    _mm512_mask_storeu_ps(y, m0, _mm512_add_ps(y0, first ? b0 : _mm512_maskz_loadu_ps(m0, y)));
+    _mm512_mask_storeu_ps(y + 16, m1, _mm512_add_ps(y1, first ? b1 : _mm512_maskz_loadu_ps(m1, y + 16)));
+  }
+}
+
+}  // namespace
+
+void rows_panels_bf16(const uint16_t* W, int64_t rows, int64_t cols, const uint16_t* X, int64_t n, int64_t ldx,
+                      const float* b, float* Y, int64_t ldy, int64_t r0, int64_t r1) {
+  KVSCOPE_CHECK_INDEX("panel share start r0 % 32", r0 % kPanelRows, 1);
+  KVSCOPE_CHECK_INDEX("panel share end r1 % 32", r1 == rows ? 0 : r1 % kPanelRows, 1);
+  using Group =
+      void (*)(const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t, float*, int64_t, const float*, bool);
+  constexpr Group kGroups[2][kGroup + 1] = {
+      {nullptr, dot_group<1, false>, dot_group<2, false>, dot_group<3, false>, dot_group<4, false>, dot_group<5, false>,
+       dot_group<6, false>, dot_group<7, false>, dot_group<8, false>},
+      {nullptr, dot_group<1, true>, dot_group<2, true>, dot_group<3, true>, dot_group<4, true>, dot_group<5, true>,
+       dot_group<6, true>, dot_group<7, true>, dot_group<8, true>}};
+  // Positions in equal groups of at most kGroup, as the f32 panels.
+  const int64_t groups = (n + kGroup - 1) / kGroup, g = (n + groups - 1) / groups;
+  for (int64_t r = r0; r < r1; r += kPanelRows) {
+    const int64_t m = std::min(kPanelRows, rows - r);
+    const uint16_t* P = W + r * cols;  // (cols, m)
+    for (int64_t k0 = 0; k0 < cols; k0 += kKc) {
+      const int64_t kc = std::min(kKc, cols - k0);
+      for (int64_t p = 0; p < n; p += g)
+        kGroups[m == kPanelRows][std::min(g, n - p)](P + k0 * m, m, kc, X + p * ldx + k0, ldx, Y + p * ldy + r, ldy,
+                                                     b ? b + r : nullptr, k0 == 0);
+    }
+  }
+}
+#endif  // KVSCOPE_LINEAR_BF16_DOT
+
+}  // namespace linear_detail
+}  // namespace kvscope
