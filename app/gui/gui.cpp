@@ -165,6 +165,7 @@ struct WindowSide {
       fonts = load_fonts(ui.text_scale);
       ImGui_ImplOpenGL3_CreateFontsTexture();
       apply_style(ui.text_scale);
+      window.set_text_scale(ui.text_scale);
     }
   }
 };
@@ -352,6 +353,7 @@ GuiRunPtr open_gui(const GuiOptions& opt) {
   gl::enable_debug_output(&run->st.gl_messages);
   run->side = std::make_unique<WindowSide>(
       WindowSide{*run->window, init_imgui(run->window->get(), run->setup, initial.text_scale), {}});
+  run->window->set_text_scale(initial.text_scale);
   if (opt.soak_rounds > 0) run->st.soak = std::make_unique<SoakRun>(opt.soak_rounds);
   run->renderer = std::make_unique<Renderer>();
   run->session = std::make_unique<Session>([] { glfwPostEmptyEvent(); });  // the engine thread wakes the loop

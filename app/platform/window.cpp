@@ -111,6 +111,8 @@ bool Window::fullscreen() const {
   return glfwGetWindowMonitor(win_) != nullptr;
 }
 
+void Window::set_text_scale(float) {}
+
 void Window::store_placement(WindowSettings& s) const {
   if (fullscreen()) return;
   s.maximized = glfwGetWindowAttrib(win_, GLFW_MAXIMIZED) == GLFW_TRUE;

@@ -41,6 +41,9 @@ class Window {
   bool fullscreen() const;
   // Size, position and maximized state to save (unchanged while fullscreen).
   void store_placement(WindowSettings& s) const;
+  // The text scale the panels use: the page sizes its own overlays (model
+  // copy progress, the hub's field, messages) by it; nothing on the desktop.
+  void set_text_scale(float scale);
 
  private:
   GLFWwindow* win_ = nullptr;

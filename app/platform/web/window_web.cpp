@@ -103,6 +103,11 @@ bool Window::fullscreen() const {
 // The page has no placement to keep.
 void Window::store_placement(WindowSettings&) const {}
 
+// index.html sizes its overlays in calc(N px * var(--text-scale)).
+void Window::set_text_scale(float scale) {
+  EM_ASM({ document.documentElement.style.setProperty('--text-scale', String($0)); }, scale);
+}
+
 std::string timestamped_png() {
   const std::time_t t = std::time(nullptr);
   char name[64];
