@@ -585,6 +585,10 @@ TEST(Kernels, Bf16ProductsRoundTheInputsOnly) {
             EXPECT_GT(moved, 1e-4) << what << ": the inputs were not rounded";
           }
         }
+        MatrixRM none(0, cols), Y;  // no positions: nothing to compute
+        uint64_t flops = 0;
+        linear(pool, none, W, b.data(), Y, flops);
+        EXPECT_EQ(Y.rows(), 0);
       }
   }
 }

@@ -20,8 +20,8 @@ inline constexpr const char* kCtxHelp =
 
 // --bf16-products' help, the same for every subcommand that takes it.
 inline constexpr const char* kBf16ProductsHelp =
-    "BF16 checkpoints: round each product's inputs to bf16 and multiply with the CPU's bf16 dot products "
-    "(AVX512_BF16), as PyTorch's bf16 path does: faster prefill, slightly different logits (docs/batching.md)";
+    "BF16 checkpoints: round each product's inputs to bf16 (as PyTorch's bf16 path does) and multiply with the "
+    "CPU's bf16 dot products (AVX512_BF16): faster prefill, slightly different logits (docs/batching.md)";
 
 // A sliding window cannot serve beam search or speculative decoding (forks and
 // rollbacks need positions it evicts): UsageError naming the window flag.

@@ -170,8 +170,8 @@ std::shared_ptr<const Model> load_model(const std::string& dir_or_id, const Load
                 " tokens, but config.json says vocab_size = " + std::to_string(m->config.vocab_size) +
                 " (expected at most that many)");
   }
-  // Unused tensors (attn.bias buffers) were counted in the total: finish at 1.
   if (control.bf16_products) use_bf16_products(*m);
+  // Unused tensors (attn.bias buffers) were counted in the total: finish at 1.
   if (control.on_progress) control.on_progress(1.0f);
   m->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return m;

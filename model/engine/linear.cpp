@@ -62,23 +62,24 @@ void stored_products(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W,
 
 // BF16 products: the inputs rounded to bf16 once per call, then AVX512_BF16's
 // dot products where the build has them (panels, no f32 copy, an even
-// number of columns: the instruction takes pairs), else the
-// rounded inputs through the stored products (the same products, summed in
-// another order).
+// number of columns: the instruction takes pairs), else the rounded inputs
+// through the stored products (the same products, summed in another order;
+// the instruction also flushes subnormal inputs and sums to zero).
 void bf16_products(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const float* b, MatrixRM& Y) {
-  const int64_t n = X.rows(), in = W.cols, ld = in + (in & 1);
-  thread_local std::vector<uint16_t> xb;  // (n, ld) the rounded inputs
-  xb.resize(static_cast<size_t>(n * ld));
-  linear_detail::round_rows_to_bf16(X.data(), n, in, in, xb.data(), ld);
+  const int64_t n = X.rows(), in = W.cols;
+  if (n == 0) return;
 #if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
   if (linear_detail::kBf16DotKernel && W.panels && W.wide.empty() && in % 2 == 0) {
+    thread_local std::vector<uint16_t> xb;  // (n, in) the rounded inputs
+    xb.resize(static_cast<size_t>(n * in));
+    linear_detail::round_rows_to_bf16(X.data(), n, in, in, xb.data());
     const int64_t out = W.rows;
     const uint16_t* xp = xb.data();  // the pool's threads have their own `xb`
     const int64_t blocks = (out + kLinearRowBlock - 1) / kLinearRowBlock;
     pool.parallel_for(
         blocks,
         [&](int64_t b0, int64_t b1) {
-          linear_detail::rows_panels_bf16(W.half.data(), out, in, xp, n, ld, b, Y.data(), out, b0 * kLinearRowBlock,
+          linear_detail::rows_panels_bf16(W.half.data(), out, in, xp, n, in, b, Y.data(), out, b0 * kLinearRowBlock,
                                           std::min(out, b1 * kLinearRowBlock));
         },
         n * out * in);
@@ -87,8 +88,7 @@ void bf16_products(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, c
 #endif
   thread_local MatrixRM rounded;  // (n, in)
   rounded.resize(n, in);
-  for (int64_t p = 0; p < n; ++p)
-    for (int64_t k = 0; k < in; ++k) rounded(p, k) = bf16_to_f32(xb[static_cast<size_t>(p * ld + k)]);
+  for (int64_t i = 0; i < n * in; ++i) rounded.data()[i] = bf16_to_f32(f32_to_bf16(X.data()[i]));
   stored_products(pool, rounded, W, b, Y);
 }
 

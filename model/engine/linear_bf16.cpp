@@ -15,23 +15,16 @@
 namespace kvscope {
 namespace linear_detail {
 
-void round_rows_to_bf16(const float* X, int64_t n, int64_t ldx, int64_t cols, uint16_t* out, int64_t ldo) {
+void round_rows_to_bf16(const float* X, int64_t n, int64_t ldx, int64_t cols, uint16_t* out) {
   for (int64_t p = 0; p < n; ++p) {
     const float* x = X + p * ldx;
-    uint16_t* o = out + p * ldo;
+    uint16_t* o = out + p * cols;
     for (int64_t k = 0; k < cols; ++k) o[k] = f32_to_bf16(x[k]);
-    for (int64_t k = cols; k < ldo; ++k) o[k] = 0;
   }
 }
 
 #ifdef KVSCOPE_LINEAR_BF16_DOT
 namespace {
-
-// The f32 panel kernel's chunking (linear_kernels.cpp): 256 columns of a
-// 32-row panel stay in L1 while every group of up to 8 positions reads them.
-constexpr int64_t kKc = 256;
-constexpr int kGroup = 8;
-constexpr int64_t kPrefetch = 32;  // columns ahead
 
 // Rows of a panel in the accumulators' lanes. unpacklo/hi_epi16 of two
 // columns interleave them within each 128-bit lane, so lane 4j + i of the
@@ -48,7 +41,7 @@ inline __m512i rows_16_31() {
 // asm: around GCC 12's builtin the loop below stored every accumulator to
 // the stack after each instruction; through asm they stay in registers.
 inline __m512 dot_pairs(__m512 acc, __m512i w, __m512i x) {
-  asm("vdpbf16ps %2, %1, %0" : "+v"(acc) : "v"(w), "v"(x));
+  asm("vdpbf16ps {%2, %1, %0|%0, %1, %2}" : "+v"(acc) : "v"(w), "v"(x));
   return acc;
 }
 
@@ -59,8 +52,8 @@ struct ColumnPair {
 };
 template <bool Full>
 inline ColumnPair column_pair(const uint16_t* w, int64_t m, __mmask32 mk) {
-  _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetch * m), _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(w + (kPrefetch + 1) * m), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(w + kPanelPrefetch * m), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(w + (kPanelPrefetch + 1) * m), _MM_HINT_T0);
   const __m512i a = Full ? _mm512_loadu_si512(w) : _mm512_maskz_loadu_epi16(mk, w);
   const __m512i c = Full ? _mm512_loadu_si512(w + m) : _mm512_maskz_loadu_epi16(mk, w + m);
   return {_mm512_unpacklo_epi16(a, c), _mm512_unpackhi_epi16(a, c)};
@@ -108,18 +101,17 @@ void rows_panels_bf16(const uint16_t* W, int64_t rows, int64_t cols, const uint1
   KVSCOPE_CHECK_INDEX("panel share end r1 % 32", r1 == rows ? 0 : r1 % kPanelRows, 1);
   using Group =
       void (*)(const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t, float*, int64_t, const float*, bool);
-  constexpr Group kGroups[2][kGroup + 1] = {
+  constexpr Group kGroups[2][kPanelGroup + 1] = {
       {nullptr, dot_group<1, false>, dot_group<2, false>, dot_group<3, false>, dot_group<4, false>, dot_group<5, false>,
        dot_group<6, false>, dot_group<7, false>, dot_group<8, false>},
       {nullptr, dot_group<1, true>, dot_group<2, true>, dot_group<3, true>, dot_group<4, true>, dot_group<5, true>,
        dot_group<6, true>, dot_group<7, true>, dot_group<8, true>}};
-  // Positions in equal groups of at most kGroup, as the f32 panels.
-  const int64_t groups = (n + kGroup - 1) / kGroup, g = (n + groups - 1) / groups;
+  const int64_t g = panel_group_size(n);
   for (int64_t r = r0; r < r1; r += kPanelRows) {
     const int64_t m = std::min(kPanelRows, rows - r);
     const uint16_t* P = W + r * cols;  // (cols, m)
-    for (int64_t k0 = 0; k0 < cols; k0 += kKc) {
-      const int64_t kc = std::min(kKc, cols - k0);
+    for (int64_t k0 = 0; k0 < cols; k0 += kPanelKc) {
+      const int64_t kc = std::min(kPanelKc, cols - k0);
       for (int64_t p = 0; p < n; p += g)
         kGroups[m == kPanelRows][std::min(g, n - p)](P + k0 * m, m, kc, X + p * ldx + k0, ldx, Y + p * ldy + r, ldy,
                                                      b ? b + r : nullptr, k0 == 0);

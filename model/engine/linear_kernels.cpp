@@ -106,9 +106,6 @@ inline __m512 load16(const Bf16* p, __mmask16 m) {
 // the weights streaming from memory while the multiply-adds of a batch run
 // (without it, 5 positions cost 1.75 decode steps instead of 1.2 in a
 // single-thread A/B on GPT-2-124M F16 shapes, measured once while writing it).
-constexpr int64_t kPanelKc = 256;       // 32 x 256 f16 = 16 KiB: stays in L1 for every group of positions
-constexpr int kPanelGroup = 8;          // positions per pass: 8 x 2 halves = 16 accumulators
-constexpr int64_t kPanelPrefetch = 32;  // columns ahead: 2 KiB of f16
 
 // One column k of a panel into one set of accumulators (Full: m == 32).
 template <typename T, int NB, bool Full>
@@ -171,8 +168,7 @@ void panel_rows(const T* W, int64_t rows, int64_t cols, const float* X, int64_t 
        panel_group<T, 5, false>, panel_group<T, 6, false>, panel_group<T, 7, false>, panel_group<T, 8, false>},
       {nullptr, panel_group<T, 1, true>, panel_group<T, 2, true>, panel_group<T, 3, true>, panel_group<T, 4, true>,
        panel_group<T, 5, true>, panel_group<T, 6, true>, panel_group<T, 7, true>, panel_group<T, 8, true>}};
-  // Positions in equal groups of at most kPanelGroup (12 = 6 + 6, not 8 + 4).
-  const int64_t groups = (n + kPanelGroup - 1) / kPanelGroup, g = (n + groups - 1) / groups;
+  const int64_t g = panel_group_size(n);
   for (int64_t r = r0; r < r1; r += kPanelRows) {
     const int64_t m = std::min(kPanelRows, rows - r);
     const __mmask16 m0 = static_cast<__mmask16>(m >= 16 ? 0xffffu : (1u << m) - 1u);

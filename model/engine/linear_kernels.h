@@ -64,10 +64,23 @@ void rows_generic(const WeightView& W, const float* X, int64_t n, int64_t ldx, c
 // tests: no other build stores panels).
 void rows_panels(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
                  int64_t r0, int64_t r1);
+// The panel kernels' (f32 and bf16) blocking, chosen on this project's Zen 4
+// (docs/batching.md): a chunk of kPanelKc columns of a panel (32 x 256 f16 =
+// 16 KiB) stays in L1 while every group of up to kPanelGroup positions reads
+// it (8 x 2 halves = 16 accumulators); a prefetch kPanelPrefetch columns
+// ahead (2 KiB of f16) keeps the stream going while a group computes.
+constexpr int64_t kPanelKc = 256;
+constexpr int kPanelGroup = 8;
+constexpr int64_t kPanelPrefetch = 32;
+// Positions in equal groups of at most kPanelGroup (12 = 6 + 6, not 8 + 4): the group size for n.
+inline int64_t panel_group_size(int64_t n) {
+  const int64_t groups = (n + kPanelGroup - 1) / kPanelGroup;
+  return (n + groups - 1) / groups;
+}
+
 // BF16 products (WeightMatrix::bf16_products): each position's inputs
-// rounded to bf16 (to nearest even, as f32_to_bf16), its row padded with
-// zeros from cols to ldo.
-void round_rows_to_bf16(const float* X, int64_t n, int64_t ldx, int64_t cols, uint16_t* out, int64_t ldo);
+// rounded to bf16 (to nearest even, as f32_to_bf16), (n, cols) row-major.
+void round_rows_to_bf16(const float* X, int64_t n, int64_t ldx, int64_t cols, uint16_t* out);
 #if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 constexpr bool kBf16DotKernel = kPanelWeights;
 // BF16 panels times bf16 inputs X (n, ldx) with AVX512_BF16's dot product:
