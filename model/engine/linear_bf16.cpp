@@ -59,26 +59,47 @@ inline ColumnPair column_pair(const uint16_t* w, int64_t m, __mmask32 mk) {
   return {_mm512_unpacklo_epi16(a, c), _mm512_unpackhi_epi16(a, c)};
 }
 
-// NB positions over kc columns of one panel (m rows), added into Y (or, on
-// the first chunk, the bias and the sum stored). Per pair of columns and
-// position: the position's (x[k], x[k + 1]) broadcast as one 32-bit lane
-// and one dot-product instruction per 16 rows.
+// Columns k, k + 1 of a panel into one set of NB positions' accumulators:
+// each position's (x[k], x[k + 1]) broadcast as one 32-bit lane and one
+// dot-product instruction per 16 rows.
+template <int NB, bool Full>
+inline void pair_step(const uint16_t* P, int64_t k, int64_t m, __mmask32 mk, const uint16_t* X, int64_t ldx,
+                      __m512 (&acc)[NB][2]) {
+  const ColumnPair w = column_pair<Full>(P + k * m, m, mk);
+  for (int p = 0; p < NB; ++p) {
+    int32_t x2;
+    std::memcpy(&x2, X + p * ldx + k, 4);
+    const __m512i xb = _mm512_set1_epi32(x2);
+    acc[p][0] = dot_pairs(acc[p][0], w.lo, xb);
+    acc[p][1] = dot_pairs(acc[p][1], w.hi, xb);
+  }
+}
+
+// NB positions over kc (even) columns of one panel (m rows), added into Y
+// (or, on the first chunk, the bias and the sum stored). Up to 4 positions,
+// pairs of columns alternate between two sets of accumulators (the
+// instruction's latency: one position is only 2 chains), as the f32 panels do.
 template <int NB, bool Full>
 void dot_group(const uint16_t* P, int64_t m, int64_t kc, const uint16_t* X, int64_t ldx, float* Y, int64_t ldy,
                const float* b, bool first) {
+  constexpr bool kTwoSets = NB <= 4;
   const __mmask32 mk = Full ? ~0u : (1u << m) - 1u;
   const __mmask16 m0 = static_cast<__mmask16>(mk), m1 = static_cast<__mmask16>(mk >> 16);
-  __m512 acc[NB][2];
+  __m512 acc[NB][2], acc2[kTwoSets ? NB : 1][2];
   for (int p = 0; p < NB; ++p) acc[p][0] = acc[p][1] = _mm512_setzero_ps();
+  for (auto& a : acc2) a[0] = a[1] = _mm512_setzero_ps();
   int64_t k = 0;
-  for (; k + 2 <= kc; k += 2) {
-    const ColumnPair w = column_pair<Full>(P + k * m, m, mk);
+  if constexpr (kTwoSets) {
+    for (; k + 4 <= kc; k += 4) {
+      pair_step<NB, Full>(P, k, m, mk, X, ldx, acc);
+      pair_step<NB, Full>(P, k + 2, m, mk, X, ldx, acc2);
+    }
+  }
+  for (; k + 2 <= kc; k += 2) pair_step<NB, Full>(P, k, m, mk, X, ldx, acc);
+  if constexpr (kTwoSets) {
     for (int p = 0; p < NB; ++p) {
-      int32_t x2;
-      std::memcpy(&x2, X + p * ldx + k, 4);
-      const __m512i xb = _mm512_set1_epi32(x2);
-      acc[p][0] = dot_pairs(acc[p][0], w.lo, xb);
-      acc[p][1] = dot_pairs(acc[p][1], w.hi, xb);
+      acc[p][0] = _mm512_add_ps(acc[p][0], acc2[p][0]);
+      acc[p][1] = _mm512_add_ps(acc[p][1], acc2[p][1]);
     }
   }
   const __m512i i0 = rows_0_15(), i1 = rows_16_31();
