@@ -93,9 +93,9 @@ ServeOptions options(const ServeRun& r, int block, KVDtype dtype = KVDtype::kF32
 
 // Requests whose prompts are prefixes of the reference sequence (so their
 // greedy continuations are the reference's rest, and they share prefixes),
-// arriving spread over the first steps.
-void check_against_reference(const RefCase& rc) {
-  std::shared_ptr<const Model> m = load_model(rc.dir);
+// arriving spread over the first steps. `control`: how the model loads.
+void check_against_reference(const RefCase& rc, const LoadControl& control = {}) {
+  std::shared_ptr<const Model> m = load_model(rc.dir, control);
   const int extra[] = {0, 2, 5, 9, 13, 4}, arrive[] = {0, 0, 1, 3, 4, 6};
   int max_new[] = {12, 10, 8, 9, 11, 6};
   std::vector<ServeRequest> reqs;
@@ -150,6 +150,13 @@ TEST(Serve, LlamaMatchesNumpyReference) {
 
 TEST(Serve, QwenMatchesNumpyReference) {
   check_against_reference(load_ref(testutil::llama_suite_dir() + "/qwen2_gqa4_f32_bias_sharded"));
+}
+
+// --bf16-products: against the reference that rounds every product's inputs to bf16.
+TEST(Serve, Bf16ProductsMatchTheRoundedReference) {
+  LoadControl control;
+  control.bf16_products = true;
+  check_against_reference(load_ref(testutil::llama_suite_dir() + "/llama_gqa3_bf16_products"), control);
 }
 
 // Sampled requests (each with its own seed) sharing a system prompt: each
