@@ -120,6 +120,7 @@ void rows_panels_bf16(const uint16_t* W, int64_t rows, int64_t cols, const uint1
                       const float* b, float* Y, int64_t ldy, int64_t r0, int64_t r1) {
   KVSCOPE_CHECK_INDEX("panel share start r0 % 32", r0 % kPanelRows, 1);
   KVSCOPE_CHECK_INDEX("panel share end r1 % 32", r1 == rows ? 0 : r1 % kPanelRows, 1);
+  KVSCOPE_CHECK_INDEX("bf16 panel columns cols % 2", cols % 2, 1);  // the instruction takes pairs
   using Group =
       void (*)(const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t, float*, int64_t, const float*, bool);
   constexpr Group kGroups[2][kPanelGroup + 1] = {
