@@ -1,6 +1,5 @@
 // BF16 products (linear_kernels.h): activations rounded to bf16, multiplied
 // by BF16 panels with AVX512_BF16's dot-product instruction.
-#include <algorithm>
 #include <cstring>
 
 #include "model/core/index_check.h"
@@ -128,17 +127,10 @@ void rows_panels_bf16(const uint16_t* W, int64_t rows, int64_t cols, const uint1
        dot_group<6, false>, dot_group<7, false>, dot_group<8, false>},
       {nullptr, dot_group<1, true>, dot_group<2, true>, dot_group<3, true>, dot_group<4, true>, dot_group<5, true>,
        dot_group<6, true>, dot_group<7, true>, dot_group<8, true>}};
-  const int64_t g = panel_group_size(n);
-  for (int64_t r = r0; r < r1; r += kPanelRows) {
-    const int64_t m = std::min(kPanelRows, rows - r);
-    const uint16_t* P = W + r * cols;  // (cols, m)
-    for (int64_t k0 = 0; k0 < cols; k0 += kPanelKc) {
-      const int64_t kc = std::min(kPanelKc, cols - k0);
-      for (int64_t p = 0; p < n; p += g)
-        kGroups[m == kPanelRows][std::min(g, n - p)](P + k0 * m, m, kc, X + p * ldx + k0, ldx, Y + p * ldy + r, ldy,
-                                                     b ? b + r : nullptr, k0 == 0);
-    }
-  }
+  walk_panels(rows, cols, n, r0, r1, [&](int64_t r, int64_t m, int64_t k0, int64_t kc, int64_t p, int64_t np) {
+    const uint16_t* P = W + r * cols + k0 * m;  // the chunk of the panel's (cols, m)
+    kGroups[m == kPanelRows][np](P, m, kc, X + p * ldx + k0, ldx, Y + p * ldy + r, ldy, b ? b + r : nullptr, k0 == 0);
+  });
 }
 #endif  // KVSCOPE_LINEAR_BF16_DOT
 

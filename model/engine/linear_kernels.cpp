@@ -168,19 +168,13 @@ void panel_rows(const T* W, int64_t rows, int64_t cols, const float* X, int64_t 
        panel_group<T, 5, false>, panel_group<T, 6, false>, panel_group<T, 7, false>, panel_group<T, 8, false>},
       {nullptr, panel_group<T, 1, true>, panel_group<T, 2, true>, panel_group<T, 3, true>, panel_group<T, 4, true>,
        panel_group<T, 5, true>, panel_group<T, 6, true>, panel_group<T, 7, true>, panel_group<T, 8, true>}};
-  const int64_t g = panel_group_size(n);
-  for (int64_t r = r0; r < r1; r += kPanelRows) {
-    const int64_t m = std::min(kPanelRows, rows - r);
+  walk_panels(rows, cols, n, r0, r1, [&](int64_t r, int64_t m, int64_t k0, int64_t kc, int64_t p, int64_t np) {
     const __mmask16 m0 = static_cast<__mmask16>(m >= 16 ? 0xffffu : (1u << m) - 1u);
     const __mmask16 m1 = static_cast<__mmask16>(m >= 32 ? 0xffffu : m > 16 ? (1u << (m - 16)) - 1u : 0u);
-    const T* P = W + r * cols;  // (cols, m)
-    for (int64_t k0 = 0; k0 < cols; k0 += kPanelKc) {
-      const int64_t kc = std::min(kPanelKc, cols - k0);
-      for (int64_t p = 0; p < n; p += g)
-        kGroups[m == kPanelRows][std::min(g, n - p)](P + k0 * m, m, kc, X + p * ldx + k0, ldx, Y + p * ldy + r, ldy,
-                                                     b ? b + r : nullptr, m0, m1, k0 == 0);
-    }
-  }
+    const T* P = W + r * cols + k0 * m;  // the chunk of the panel's (cols, m)
+    kGroups[m == kPanelRows][np](P, m, kc, X + p * ldx + k0, ldx, Y + p * ldy + r, ldy, b ? b + r : nullptr, m0, m1,
+                                 k0 == 0);
+  });
 }
 #endif  // KVSCOPE_LINEAR_AVX512
 

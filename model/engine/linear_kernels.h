@@ -72,10 +72,21 @@ void rows_panels(const WeightView& W, const float* X, int64_t n, int64_t ldx, co
 constexpr int64_t kPanelKc = 256;
 constexpr int kPanelGroup = 8;
 constexpr int64_t kPanelPrefetch = 32;
-// Positions in equal groups of at most kPanelGroup (12 = 6 + 6, not 8 + 4): the group size for n.
-inline int64_t panel_group_size(int64_t n) {
-  const int64_t groups = (n + kPanelGroup - 1) / kPanelGroup;
-  return (n + groups - 1) / groups;
+// The panel kernels' walk over rows [r0, r1) of a (rows, cols) matrix of
+// panels and n positions: for each panel (its first row r, m rows), each
+// chunk of kc <= kPanelKc columns from k0, and each group of np positions
+// from p, f(r, m, k0, kc, p, np). Positions go in equal groups of at most
+// kPanelGroup (12 = 6 + 6, not 8 + 4).
+template <class F>
+inline void walk_panels(int64_t rows, int64_t cols, int64_t n, int64_t r0, int64_t r1, const F& f) {
+  const int64_t groups = (n + kPanelGroup - 1) / kPanelGroup, g = (n + groups - 1) / groups;
+  for (int64_t r = r0; r < r1; r += kPanelRows) {
+    const int64_t m = rows - r < kPanelRows ? rows - r : kPanelRows;
+    for (int64_t k0 = 0; k0 < cols; k0 += kPanelKc) {
+      const int64_t kc = cols - k0 < kPanelKc ? cols - k0 : kPanelKc;
+      for (int64_t p = 0; p < n; p += g) f(r, m, k0, kc, p, n - p < g ? n - p : g);
+    }
+  }
 }
 
 // BF16 products (WeightMatrix::bf16_products): each position's inputs
