@@ -57,7 +57,8 @@ uint64_t tensor_bytes_in_files(const std::string& dir) {
   return total;
 }
 
-// Every matrix has an exact f32 copy of its 16-bit values, or none has one.
+// Every matrix has an exact f32 copy of its 16-bit values in their layout
+// (row-major or panels), or none has one.
 void expect_copies(const std::vector<const WeightMatrix*>& ms, bool wide, const std::string& where) {
   for (const WeightMatrix* m : ms) {
     if (m->empty()) continue;
@@ -66,7 +67,11 @@ void expect_copies(const std::vector<const WeightMatrix*>& ms, bool wide, const 
       continue;
     }
     ASSERT_EQ(m->wide.size(), static_cast<size_t>(m->rows * m->cols)) << where;
-    for (int64_t r = 0; r < m->rows; r += 3) ASSERT_EQ(m->wide[static_cast<size_t>(r * m->cols)], m->at(r, 0)) << where;
+    for (int64_t r = 0; r < m->rows; r += 3) {
+      const int64_t c = r % m->cols;
+      const size_t i = m->panels ? panel_index(r, c, m->rows, m->cols) : static_cast<size_t>(r * m->cols + c);
+      ASSERT_EQ(m->wide[i], m->at(r, c)) << where;
+    }
   }
 }
 

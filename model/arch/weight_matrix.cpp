@@ -31,7 +31,7 @@ void WeightMatrix::rows_to_f32(int64_t r0, int64_t r1, float* out) const {
 
 namespace {
 // In place, one panel at a time: a panel takes the same index range in both
-// layouts ([32 p cols, (32 p + m) cols)), so a scratch block of 32 rows is
+// layouts ([R p cols, (R p + m) cols)), so a scratch block of kPanelRows rows is
 // all the extra memory loading needs, however large the matrix.
 template <typename T>
 void reorder_to_panels(std::vector<T>& v, int64_t rows, int64_t cols) {
@@ -103,14 +103,15 @@ uint64_t WeightMatrix::resident_bytes() const {
 }
 
 void WeightMatrix::keep_for_products(bool wide_copy) {
-  if (wide_copy) widen();
   to_panels();
+  if (wide_copy) widen();
 }
 
 void WeightMatrix::widen() {
   if (type == StoredType::kF32) return;
   wide.resize(half.size());
-  rows_to_f32(0, rows, wide.data());
+  const bool f16 = type == StoredType::kF16;
+  for (size_t i = 0; i < half.size(); ++i) wide[i] = f16 ? f16_to_f32(half[i]) : bf16_to_f32(half[i]);
 }
 
 KeptWeights plan_kept_weights(const std::vector<StoredMatrix>& matrices, uint64_t f32_values, uint64_t wide_max_bytes) {

@@ -13,18 +13,25 @@
 
 namespace kvscope {
 
-// Where the AVX-512 kernels run (linear_kernels.cpp), the loaders store each
-// matrix as panels of kPanelRows rows, interleaved by column: panel p holds
-// rows [32 p, 32 p + m), m = min(32, rows - 32 p), as (cols, m), so element
-// (r, c) is at 32 p cols + c m + r - 32 p. The same bytes as row-major, in
-// another order: one product step loads the 32 rows' weights of one column in
-// one read and multiplies them by one broadcast input value for each
-// position, so a batch of positions costs few loads per multiply-add and no
-// horizontal sums, and the panel is one sequential stream from memory.
-constexpr int64_t kPanelRows = 32;
+// Where the AVX-512 kernels run (linear_kernels.cpp) and in WebAssembly
+// (linear_simd128.cpp), the loaders store each matrix as panels of kPanelRows
+// rows, interleaved by column: panel p holds rows [R p, R p + m), m = min(R,
+// rows - R p), as (cols, m), so element (r, c) is at R p cols + c m + r - R p
+// (R = kPanelRows). The same bytes as row-major, in another order: one product
+// step loads the R rows' weights of one column in one read and multiplies
+// them by one broadcast input value for each position, so a batch of
+// positions costs few loads per multiply-add and no horizontal sums, and the
+// panel is one sequential stream from memory. R is two AVX-512 registers of
+// f32 natively; in WebAssembly four SIMD128 registers (16 rows: 32 spilled
+// under V8, docs/web.md).
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__F16C__)
+constexpr int64_t kPanelRows = 32;
+constexpr bool kPanelWeights = true;
+#elif defined(__wasm_simd128__)
+constexpr int64_t kPanelRows = 16;
 constexpr bool kPanelWeights = true;
 #else
+constexpr int64_t kPanelRows = 32;
 constexpr bool kPanelWeights = false;
 #endif
 
@@ -41,8 +48,9 @@ struct WeightMatrix {
   bool panels = false;         // the layout of f32 / half: row-major, or panels (above)
   std::vector<float> f32;      // (rows, cols) when type == kF32
   std::vector<uint16_t> half;  // (rows, cols) IEEE binary16 or bfloat16 otherwise
-  // (rows, cols) an f32 copy of `half`, kept only where the loader's plan
-  // said so (KeptWeights::wide): the products read it instead (linear.cpp).
+  // An f32 copy of `half` in its layout (row-major or panels), kept only
+  // where the loader's plan said so (KeptWeights::wide): the products read it
+  // instead (linear.cpp).
   std::vector<float> wide;
   // BF16 matrices only: products round their inputs to bf16 (as PyTorch's
   // bf16 path does) and run AVX512_BF16 dot products where the CPU has them
@@ -84,11 +92,12 @@ struct WeightMatrix {
   // row-major.
   void to_panels();
 
-  // Fills `wide` from `half` (exact); an F32 matrix keeps no copy.
+  // Fills `wide` from `half` (exact, element by element: the same layout);
+  // an F32 matrix keeps no copy.
   void widen();
 
-  // Keeps a matrix the products read as they read it: the f32 copy where the
-  // loader's plan keeps copies (`wide_copy`: KeptWeights::wide), then panels.
+  // Keeps a matrix the products read as they read it: panels, then the f32
+  // copy where the loader's plan keeps copies (`wide_copy`: KeptWeights::wide).
   // A matrix only looked up a row at a time (an untied embedding) needs neither.
   void keep_for_products(bool wide_copy);
 };

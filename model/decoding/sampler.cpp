@@ -11,6 +11,7 @@
 #include <Eigen/Core>
 
 #include "model/core/error.h"
+#include "model/core/exp_simd128.h"
 
 namespace kvscope {
 
@@ -69,15 +70,25 @@ std::vector<float> softmax(const std::vector<float>& logits, float temperature) 
     }
   };
   int i = 0;
+  // In WebAssembly Eigen has no packets (its exp is expf, a value at a
+  // time): exp_simd128.h there.
+  auto exp_chunk = [&] {
+#ifdef __wasm_simd128__
+    exp_in_place_simd128(chunk, kChunk);
+#else
+    e = e.exp();
+#endif
+  };
   for (; i + kChunk <= n; i += kChunk) {
-    e = ((Eigen::Map<const Eigen::Array<float, kChunk, 1>>(logits.data() + i) - mx) / temperature).exp();
+    e = (Eigen::Map<const Eigen::Array<float, kChunk, 1>>(logits.data() + i) - mx) / temperature;
+    exp_chunk();
     keep(i, kChunk);
   }
   const int m = n - i;
   for (int j = 0; j < kChunk; ++j)
     chunk[j] =
         j < m ? (logits[static_cast<size_t>(i + j)] - mx) / temperature : -std::numeric_limits<float>::infinity();
-  e = e.exp();
+  exp_chunk();
   keep(i, m);
   double sum = 0;
   for (double x : part) sum += x;

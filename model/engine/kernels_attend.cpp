@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "model/core/exp_simd128.h"
 #include "model/engine/kernels.h"  // IWYU pragma: associated
 #include "model/engine/kernels_simd.h"
 #include "model/kv/kv_quant.h"
@@ -23,7 +24,12 @@ namespace {
 // Softmax of p[0, len) in place, scaled: p[j] = exp(p[j] - max) / sum.
 void softmax(float* p, int len) {
   Eigen::Map<Eigen::ArrayXf> a(p, len);
+#ifdef __wasm_simd128__
+  a -= a.maxCoeff();
+  exp_in_place_simd128(p, len);  // (Eigen's exp is scalar expf there)
+#else
   a = (a - a.maxCoeff()).exp();
+#endif
   a *= 1.0f / a.sum();
 }
 

@@ -13,8 +13,8 @@ namespace kvscope {
 namespace {
 // WebAssembly (the page) has no AVX kernels: decode's portable matvec there
 // converts each f16 weight through a function call in a scalar loop (~500x
-// slower than native, docs/web.md); linear_rows has SIMD128 kernels for it
-// (linear_simd128.cpp).
+// slower than native, docs/web.md); its weights are panels, which linear_rows
+// multiplies with SIMD128 (linear_simd128.cpp).
 #ifdef __wasm_simd128__
 constexpr bool kMatvecForDecode = false;
 #else
@@ -24,7 +24,7 @@ constexpr bool kMatvecForDecode = true;
 // Y = X W^T + b at the weights' stored dtype (linear's checks done).
 void stored_products(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const float* b, MatrixRM& Y) {
   const int64_t n = X.rows(), out = W.rows, in = W.cols;
-  if (n == 1 && kMatvecForDecode && (!W.panels || !W.wide.empty())) {
+  if (n == 1 && kMatvecForDecode && !W.panels) {
     // Decode on row-major weights: the matrix-vector kernels (kernels.h),
     // split on rows; the f32 copy where one is kept (WeightMatrix::product_bytes
     // counts what is read).
@@ -45,10 +45,9 @@ void stored_products(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W,
   } else if (n > 0) {
     // Several positions, decode on panels, and decode on WebAssembly: shares
     // of whole row blocks (whole panels), each weight read once for all n;
-    // the f32 copy where one is kept.
-    // (A copy is row-major whatever the stored layout: rows_to_f32.)
+    // the f32 copy (in the stored layout) where one is kept.
     const WeightView view = W.wide.empty() ? WeightView{W.type, W.data(), W.rows, W.cols, 0, W.panels}
-                                           : WeightView{StoredType::kF32, W.wide.data(), W.rows, W.cols};
+                                           : WeightView{StoredType::kF32, W.wide.data(), W.rows, W.cols, 0, W.panels};
     const int64_t blocks = (out + kLinearRowBlock - 1) / kLinearRowBlock;
     pool.parallel_for(
         blocks,

@@ -191,7 +191,8 @@ void with_type(const WeightView& W, F&& f) {
   }
 }
 
-// Panels without AVX-512 (only tests build them there): one output at a time.
+// Panels without AVX-512 or SIMD128 (only tests build them there): one output
+// at a time.
 template <typename T>
 void panel_rows_plain(const T* W, int64_t rows, int64_t cols, const float* X, int64_t n, int64_t ldx, const float* b,
                       float* Y, int64_t ldy, int64_t r0, int64_t r1) {
@@ -209,10 +210,12 @@ void rows_panels(const WeightView& W, const float* X, int64_t n, int64_t ldx, co
                  int64_t r0, int64_t r1) {
   // A share must start on a panel and end on one (or at the last row): the
   // kernel computes whole panels.
-  KVSCOPE_CHECK_INDEX("panel share start r0 % 32", r0 % kPanelRows, 1);
-  KVSCOPE_CHECK_INDEX("panel share end r1 % 32", r1 == W.rows ? 0 : r1 % kPanelRows, 1);
+  KVSCOPE_CHECK_INDEX("panel share start r0 % kPanelRows", r0 % kPanelRows, 1);
+  KVSCOPE_CHECK_INDEX("panel share end r1 % kPanelRows", r1 == W.rows ? 0 : r1 % kPanelRows, 1);
 #ifdef KVSCOPE_LINEAR_AVX512
   with_type(W, [&](auto* w) { panel_rows(w, W.rows, W.cols, X, n, ldx, b, Y, ldy, r0, r1); });
+#elif defined(__wasm_simd128__)
+  rows_panels_simd128(W, X, n, ldx, b, Y, ldy, r0, r1);
 #else
   with_type(W, [&](auto* w) { panel_rows_plain(w, W.rows, W.cols, X, n, ldx, b, Y, ldy, r0, r1); });
 #endif
@@ -254,13 +257,7 @@ void linear_rows(const WeightView& W, const float* X, int64_t n, int64_t ldx, co
   if (n <= 0 || r1 <= r0) return;
   if (W.panels) return linear_detail::rows_panels(W, X, n, ldx, b, Y, ldy, r0, r1);
   if (n > kDirectMaxN) return linear_detail::rows_packed(W, X, n, ldx, b, Y, ldy, r0, r1);
-#ifdef __wasm_simd128__
-  // One position at a time: 1.2-3x faster than the portable blocks for 1 to
-  // 16 positions under V8 (tools/web/kernel_bench.cpp, docs/web.md).
-  return linear_detail::rows_simd128(W, X, n, ldx, b, Y, ldy, r0, r1);
-#else
   linear_detail::rows_generic(W, X, n, ldx, b, Y, ldy, r0, r1);
-#endif
 }
 
 }  // namespace kvscope

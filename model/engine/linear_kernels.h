@@ -60,8 +60,8 @@ void rows_packed(const WeightView& W, const float* X, int64_t n, int64_t ldx, co
                  int64_t r0, int64_t r1);  // row-major: 32-row f32 blocks and Eigen's GEMM
 void rows_generic(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
                   int64_t r0, int64_t r1);  // row-major: the portable blocks
-// A panel view (AVX-512: the broadcast kernel; elsewhere a plain loop, for
-// tests: no other build stores panels).
+// A panel view (AVX-512 and WebAssembly SIMD128: the broadcast kernels;
+// elsewhere a plain loop, for tests: no other build stores panels).
 void rows_panels(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
                  int64_t r0, int64_t r1);
 // The panel kernels' (f32 and bf16) blocking, chosen on this project's Zen 4
@@ -104,10 +104,9 @@ void rows_panels_bf16(const uint16_t* W, int64_t rows, int64_t cols, const uint1
 constexpr bool kBf16DotKernel = false;
 #endif
 #ifdef __wasm_simd128__
-// n <= kDirectMaxN on WebAssembly: SIMD128 intrinsics, one position at a
-// time (linear_simd128.cpp).
-void rows_simd128(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
-                  int64_t r0, int64_t r1);
+// Panels on WebAssembly: SIMD128 intrinsics, any n (linear_simd128.cpp).
+void rows_panels_simd128(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y,
+                         int64_t ldy, int64_t r0, int64_t r1);
 #endif
 }  // namespace linear_detail
 

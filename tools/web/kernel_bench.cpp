@@ -5,17 +5,22 @@
 // build is part of the normal one (build/kvscope_kernel_bench [N]); the
 // WebAssembly one is by hand from the repository root (docs/web.md), with
 // E = "-std=c++17 -I. -I/usr/include/eigen3 tools/web/kernel_bench.cpp" and
-// S = "model/engine/linear_kernels.cpp model/core/numeric.cpp":
-//   NODE_PATH=/usr/share/nodejs em++ -O3 -DNDEBUG -msimd128 -sALLOW_MEMORY_GROWTH=1 $E $S
-//       model/engine/linear_simd128.cpp -o /tmp/kb.js && node --no-experimental-fetch /tmp/kb.js [N]
+// S = "model/engine/linear_kernels.cpp model/engine/linear_simd128.cpp
+//      model/core/numeric.cpp model/arch/weight_matrix.cpp":
+//   NODE_PATH=/usr/share/nodejs em++ -O3 -DNDEBUG -msimd128 -sALLOW_MEMORY_GROWTH=1 -sEXIT_RUNTIME=1
+//       $E $S -o /tmp/kb/kb.js && node tools/web/run_in_chromium.mjs /tmp/kb/kb.js [N]
+// (Chromium's V8, as the page; `node /tmp/kb/kb.js` runs it on node's, which
+// is older and up to 1.6x slower on these loops.)
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <random>
 #include <vector>
 
+#include "model/arch/weight_matrix.h"
 #include "model/core/numeric.h"
 #include "model/engine/kernels.h"
 #include "model/engine/linear_kernels.h"
@@ -28,6 +33,7 @@ struct Mat {
   int rows, cols;
   std::vector<uint16_t> h;  // (rows, cols) f16
   std::vector<float> f;     // the same values as f32
+  WeightMatrix ph, pf;      // the same as panels (f16, f32), as the loaders keep them
 };
 
 double best_ms(const std::function<void()>& pass) {
@@ -48,13 +54,17 @@ int main(int argc, char** argv) {
   std::normal_distribution<float> nd(0, 0.05f);
   std::vector<Mat> ms;
   for (int l = 0; l < 4; ++l)
-    for (auto [r, c] : {std::pair{480, 160}, {160, 160}, {640, 160}, {160, 640}}) ms.push_back({r, c, {}, {}});
-  ms.push_back({4257, 160, {}, {}});
+    for (auto [r, c] : {std::pair{480, 160}, {160, 160}, {640, 160}, {160, 640}}) ms.push_back({r, c, {}, {}, {}, {}});
+  ms.push_back({4257, 160, {}, {}, {}, {}});
   double macs = 0;
   for (Mat& m : ms) {
     m.h.resize(static_cast<size_t>(m.rows) * m.cols);
     m.f.resize(m.h.size());
     for (size_t i = 0; i < m.h.size(); ++i) m.f[i] = f16_to_f32(m.h[i] = f32_to_f16(nd(rng)));
+    m.ph = WeightMatrix::from_f32(m.f.data(), m.rows, m.cols, StoredType::kF16);
+    m.pf = WeightMatrix::from_f32(m.f.data(), m.rows, m.cols, StoredType::kF32);
+    m.ph.to_panels();
+    m.pf.to_panels();
     macs += static_cast<double>(m.rows) * m.cols;
   }
   std::vector<float> x(640 * n), y(4257 * n), b(4257, 0.0f);
@@ -75,12 +85,32 @@ int main(int argc, char** argv) {
       }
     });
   };
+  auto panels = [&](bool f32) {
+    return best_ms([&] {
+      for (const Mat& m : ms) {
+        const WeightMatrix& w = f32 ? m.pf : m.ph;
+        const WeightView v{w.type, w.data(), w.rows, w.cols, 0, w.panels};
+        linear_rows(v, x.data(), n, 640, b.data(), y.data(), 4257, 0, m.rows);
+      }
+    });
+  };
   report("portable (generic) f16", rows(linear_detail::rows_generic, false));
   report("portable (generic) f32", rows(linear_detail::rows_generic, true));
-#ifdef __wasm_simd128__
-  report("simd128 f16", rows(linear_detail::rows_simd128, false));
-  report("simd128 f32", rows(linear_detail::rows_simd128, true));
-#else
+  if (kPanelWeights) {  // what the products run: AVX-512 natively, SIMD128 in the page
+    report("panels f16", panels(false));
+    report("panels f32", panels(true));  // the page's f32 copy of a small model
+    // The last matrix (the head) both ways: the same sums in another order.
+    const Mat& m = ms.back();
+    std::vector<float> ref(y.size());
+    linear_detail::rows_generic({StoredType::kF32, m.f.data(), m.rows, m.cols}, x.data(), n, 640, b.data(), ref.data(),
+                                4257, 0, m.rows);
+    panels(false);
+    double diff = 0;
+    for (int p = 0; p < n; ++p)
+      for (int r = 0; r < m.rows; ++r) diff = std::max(diff, std::abs(double(ref[p * 4257 + r]) - y[p * 4257 + r]));
+    std::printf("panels f16 vs portable f32, the head: largest difference %.3g\n", diff);
+  }
+#ifndef __wasm_simd128__
   if (n > 1) return 0;
   report("native matvec_f16 (decode)", best_ms([&] {
            for (const Mat& m : ms) matvec_f16(m.h.data(), m.cols, x.data(), b.data(), y.data(), 0, m.rows);
