@@ -163,6 +163,17 @@ target_link_options(kvscope-node PRIVATE -fexceptions -sNODERAWFS=1 -sENVIRONMEN
   -sPTHREAD_POOL_SIZE=${KVSCOPE_WEB_POOL} -Wno-pthreads-mem-growth
   "--pre-js=${CMAKE_SOURCE_DIR}/app/platform/web/node_env.js")
 
+# The page's products against a double-precision loop, under node
+# (tests/web/linear_check.cpp; tests/web/web_test.mjs runs it). Linked at -O1:
+# its objects are the page's own, already optimised.
+add_executable(kvscope_linear_check tests/web/linear_check.cpp $<TARGET_OBJECTS:web_engine>)
+set_target_properties(kvscope_linear_check PROPERTIES SUFFIX ".js")
+target_include_directories(kvscope_linear_check PRIVATE ${CMAKE_SOURCE_DIR} ${WEB_HDR})
+target_compile_options(kvscope_linear_check PRIVATE -Wall -Wextra -Werror -Wno-pthreads-mem-growth)
+target_link_libraries(kvscope_linear_check PRIVATE web_utf8proc web_pcre2)
+target_link_options(kvscope_linear_check PRIVATE -O1 -fexceptions -sENVIRONMENT=node,worker -sEXIT_RUNTIME=1
+  -sALLOW_MEMORY_GROWTH=1 -Wno-pthreads-mem-growth)
+
 # The default model's training checkpoints (16 MB; the Training tab) as plain
 # files beside the app, not in kvscope.data: the page fetches them after its
 # first token (app/platform/web/kvscope-training.js) from the list in

@@ -227,7 +227,7 @@ void rows_generic(const WeightView& W, const float* X, int64_t n, int64_t ldx, c
 }
 
 // Many positions on row-major weights: each block of kLinearRowBlock W rows is
-// converted once into a thread_local f32 buffer (cols x 32 floats, never the
+// converted once into a thread_local f32 buffer (cols x kLinearRowBlock floats, never the
 // whole matrix) and multiplied by Eigen's register-blocked GEMM. Blocks start
 // at multiples of kLinearRowBlock, so the result does not depend on the split.
 void rows_packed(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,

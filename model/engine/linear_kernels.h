@@ -1,22 +1,23 @@
 // Rows r0..r1 of Y = X W^T + b for n rows of X, with W (rows, cols) in its
 // stored dtype (F32, F16 = IEEE binary16, BF16 = upper half of an f32),
-// row-major or as panels of 32 rows (weight_matrix.h).
+// row-major or as panels of kPanelRows rows (weight_matrix.h: 32 natively,
+// 16 in WebAssembly).
 //
 // Every weight is read from memory once per call, whatever n is.
-//  - Panels (what the loaders store where AVX-512 is built) take every n,
-//    decode included: per column, the 32 rows' weights are loaded and
-//    converted once and multiplied by each position's broadcast input
+//  - Panels (what the loaders store where AVX-512 is built, and in
+//    WebAssembly: linear_simd128.cpp) take every n, decode included: per
+//    column, the panel's weights are loaded and converted once per group of
+//    positions and multiplied by each position's broadcast input
 //    (groups of up to 8 positions over an L1-resident chunk of 256 columns),
 //    with a software prefetch that keeps the weights streaming while a
 //    batch's multiply-adds run. On GPT-2-124M F16 a 5-position forward
 //    costs about 1.2 decode steps and 8 about 1.5 (1.83 and 2.28 with the
 //    row-major AVX-512 kernels these replaced; docs/batching.md).
-//  - Row-major weights (builds without AVX-512, the page included; tests):
+//  - Row-major weights (builds without AVX-512 or SIMD128; tests):
 //    n <= kDirectMaxN: blocks of 4 rows x 4 positions of accumulators, as
-//    plain loops the compiler vectorises for any SIMD width (SSE, AVX2), or
-//    SIMD128 intrinsics in WebAssembly (linear_simd128.cpp); n > kDirectMaxN:
-//    a block of 32 rows converted once into a thread_local f32 buffer and
-//    multiplied by Eigen's GEMM.
+//    plain loops the compiler vectorises for any SIMD width (SSE, AVX2);
+//    n > kDirectMaxN: a block of kLinearRowBlock rows converted once into a
+//    thread_local f32 buffer and multiplied by Eigen's GEMM.
 // Results do not depend on how [r0, r1) is split among threads; f32 results
 // for different n differ only by summation order (rel. error ~1e-6).
 // X, Y, b need no alignment. Thread safety: the row-major GEMM path uses a
@@ -57,7 +58,7 @@ constexpr int64_t kDirectMaxN = 16;
 namespace linear_detail {
 // The individual paths, for benchmarks and tests (any n >= 1).
 void rows_packed(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
-                 int64_t r0, int64_t r1);  // row-major: 32-row f32 blocks and Eigen's GEMM
+                 int64_t r0, int64_t r1);  // row-major: kLinearRowBlock-row f32 blocks and Eigen's GEMM
 void rows_generic(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
                   int64_t r0, int64_t r1);  // row-major: the portable blocks
 // A panel view (AVX-512 and WebAssembly SIMD128: the broadcast kernels;
@@ -66,7 +67,7 @@ void rows_panels(const WeightView& W, const float* X, int64_t n, int64_t ldx, co
                  int64_t r0, int64_t r1);
 // The panel kernels' (f32 and bf16) blocking, chosen on this project's Zen 4
 // (docs/batching.md): a chunk of kPanelKc columns of a panel (32 x 256 f16 =
-// 16 KiB) stays in L1 while every group of up to kPanelGroup positions reads
+// 16 KiB; in WebAssembly 16 x 256 f32, the same) stays in L1 while every group of up to kPanelGroup positions reads
 // it (8 x 2 halves = 16 accumulators); a prefetch kPanelPrefetch columns
 // ahead (2 KiB of f16) keeps the stream going while a group computes.
 constexpr int64_t kPanelKc = 256;

@@ -1,12 +1,12 @@
 // linear_detail::rows_panels_simd128 (linear_kernels.h): the products on
 // WebAssembly, on panels of kPanelRows = 16 rows (weight_matrix.h), written
 // with SIMD128 intrinsics. For each column k the panel's 16 weights are four
-// f32x4 (converted once from f16 / bf16), and each position's x[k] is one
-// splat: per 16 multiply-adds 4 loads, 4 f32x4.mul, 4 f32x4.add (no FMA in
+// f32x4 (converted from f16 / bf16 once per pair of positions), and each
+// position's x[k] is one splat: per 16 multiply-adds 4 loads, 4 f32x4.mul, 4 f32x4.add (no FMA in
 // SIMD128) and no horizontal sums. Positions go two at a time (8
 // accumulators); one position alone alternates two sets of accumulators by
 // column (the add's latency). 16-row panels measured 1.6x the row-major
-// 4-row blocks for one position and 2.7x Eigen's GEMM for a prefill under
+// 4-row blocks for one position and 2.8x Eigen's GEMM for a prefill under
 // Chromium's V8; 32-row panels spilled (tools/web/kernel_bench.cpp,
 // docs/web.md).
 //

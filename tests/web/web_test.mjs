@@ -422,10 +422,26 @@ async function settingsPersist(browser, url, logs) {
 }
 
 // `--only NAME`: one group of checks alone (while working on it).
+// The page's products (16-row SIMD128 panels) against a double-precision loop:
+// tests/web/linear_check.cpp, built beside the site by `make web`, under node.
+function linearCheck() {
+  const js = path.join(path.dirname(SITE), 'kvscope_linear_check.js');
+  let out, ok = true;
+  try {
+    out = execFileSync('node', ['--no-experimental-fetch', js], { encoding: 'utf8' });
+  } catch (e) {
+    ok = false;
+    out = `${e.message} ${e.stdout || ''}`;
+  }
+  check('the page\'s products (SIMD128 panels) match a double-precision loop: F32, F16, BF16, f32 copies, ' +
+    'partial panels, 1-17 positions, inf/NaN', ok && /0 failed/.test(out), out.trim().split('\n').slice(-3).join(' | '));
+}
+
 async function runOnly(name, c) {
   const page = async () => (await openPage(c.browser, c.coi.url, { width: 1280, height: 720, deviceScaleFactor: 1 },
     c.logs)).page;
   const groups = {
+    linear: async () => linearCheck(),
     touch: () => touch(c.browser, c.coi.url, c.logs),
     hub: () => hubChecks(c.hubContext(c.plain.url)),
     training: () => trainingChecks(c.trainingContext),
@@ -529,6 +545,7 @@ async function main() {
       await runOnly(args.only, c);
       return;
     }
+    linearCheck();
     await isolatedChecks(c);
     await touch(browser, coi.url, logs);
     await trainingChecks(trainingContext);
