@@ -7,6 +7,17 @@
 
 namespace kvscope {
 
+namespace {
+// n F16 or BF16 values (`type`) as f32, in the order they lie.
+void halves_to_f32(StoredType type, const uint16_t* h, size_t n, float* out) {
+  if (type == StoredType::kF16) {
+    for (size_t i = 0; i < n; ++i) out[i] = f16_to_f32(h[i]);
+  } else {
+    for (size_t i = 0; i < n; ++i) out[i] = bf16_to_f32(h[i]);
+  }
+}
+}  // namespace
+
 float WeightMatrix::at(int64_t r, int64_t c) const {
   const size_t i = panels ? panel_index(r, c, rows, cols) : static_cast<size_t>(r * cols + c);
   if (type == StoredType::kF32) return f32[i];
@@ -20,13 +31,10 @@ void WeightMatrix::rows_to_f32(int64_t r0, int64_t r1, float* out) const {
     return;
   }
   const size_t begin = static_cast<size_t>(r0 * cols), end = static_cast<size_t>(r1 * cols);
-  if (type == StoredType::kF32) {
+  if (type == StoredType::kF32)
     std::copy(f32.begin() + static_cast<std::ptrdiff_t>(begin), f32.begin() + static_cast<std::ptrdiff_t>(end), out);
-  } else if (type == StoredType::kF16) {
-    for (size_t i = begin; i < end; ++i) out[i - begin] = f16_to_f32(half[i]);
-  } else {
-    for (size_t i = begin; i < end; ++i) out[i - begin] = bf16_to_f32(half[i]);
-  }
+  else
+    halves_to_f32(type, half.data() + begin, end - begin, out);
 }
 
 namespace {
@@ -110,8 +118,7 @@ void WeightMatrix::keep_for_products(bool wide_copy) {
 void WeightMatrix::widen() {
   if (type == StoredType::kF32) return;
   wide.resize(half.size());
-  const bool f16 = type == StoredType::kF16;
-  for (size_t i = 0; i < half.size(); ++i) wide[i] = f16 ? f16_to_f32(half[i]) : bf16_to_f32(half[i]);
+  halves_to_f32(type, half.data(), half.size(), wide.data());
 }
 
 KeptWeights plan_kept_weights(const std::vector<StoredMatrix>& matrices, uint64_t f32_values, uint64_t wide_max_bytes) {

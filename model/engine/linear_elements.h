@@ -1,10 +1,13 @@
 // The weight kernels' element types (linear_kernels.cpp, linear_simd128.cpp):
 // a tag per stored dtype and its one scalar conversion to f32, branch-free so
-// it vectorises, exact for every value (normals, subnormals, inf, NaN).
+// it vectorises, exact for every value (normals, subnormals, inf, NaN); and
+// the one dispatch from a stored dtype to its tag (with_type).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+
+#include "model/core/numeric.h"
 
 namespace kvscope {
 namespace linear_detail {
@@ -41,6 +44,19 @@ inline float to_f32(F16 v) {
 }
 inline float to_f32(Bf16 v) {
   return bits_to_f32(static_cast<uint32_t>(v.bits) << 16);
+}
+
+// Calls f with `data` as a pointer to its element type.
+template <typename F>
+void with_type(StoredType dtype, const void* data, F&& f) {
+  switch (dtype) {
+    case StoredType::kF32:
+      return f(static_cast<const float*>(data));
+    case StoredType::kF16:
+      return f(static_cast<const F16*>(data));
+    case StoredType::kBF16:
+      return f(static_cast<const Bf16*>(data));
+  }
 }
 
 }  // namespace linear_detail

@@ -178,19 +178,6 @@ void panel_rows(const T* W, int64_t rows, int64_t cols, const float* X, int64_t 
 }
 #endif  // KVSCOPE_LINEAR_AVX512
 
-// Calls f with W's data as its element type.
-template <typename F>
-void with_type(const WeightView& W, F&& f) {
-  switch (W.dtype) {
-    case StoredType::kF32:
-      return f(static_cast<const float*>(W.data));
-    case StoredType::kF16:
-      return f(static_cast<const F16*>(W.data));
-    case StoredType::kBF16:
-      return f(static_cast<const Bf16*>(W.data));
-  }
-}
-
 // Panels without AVX-512 or SIMD128 (only tests build them there): one output
 // at a time.
 template <typename T>
@@ -213,17 +200,17 @@ void rows_panels(const WeightView& W, const float* X, int64_t n, int64_t ldx, co
   KVSCOPE_CHECK_INDEX("panel share start r0 % kPanelRows", r0 % kPanelRows, 1);
   KVSCOPE_CHECK_INDEX("panel share end r1 % kPanelRows", r1 == W.rows ? 0 : r1 % kPanelRows, 1);
 #ifdef KVSCOPE_LINEAR_AVX512
-  with_type(W, [&](auto* w) { panel_rows(w, W.rows, W.cols, X, n, ldx, b, Y, ldy, r0, r1); });
+  with_type(W.dtype, W.data, [&](auto* w) { panel_rows(w, W.rows, W.cols, X, n, ldx, b, Y, ldy, r0, r1); });
 #elif defined(__wasm_simd128__)
   rows_panels_simd128(W, X, n, ldx, b, Y, ldy, r0, r1);
 #else
-  with_type(W, [&](auto* w) { panel_rows_plain(w, W.rows, W.cols, X, n, ldx, b, Y, ldy, r0, r1); });
+  with_type(W.dtype, W.data, [&](auto* w) { panel_rows_plain(w, W.rows, W.cols, X, n, ldx, b, Y, ldy, r0, r1); });
 #endif
 }
 
 void rows_generic(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
                   int64_t r0, int64_t r1) {
-  with_type(W, [&](auto* w) { generic_rows(w, W.stride(), W.cols, X, n, ldx, b, Y, ldy, r0, r1); });
+  with_type(W.dtype, W.data, [&](auto* w) { generic_rows(w, W.stride(), W.cols, X, n, ldx, b, Y, ldy, r0, r1); });
 }
 
 // Many positions on row-major weights: each block of kLinearRowBlock W rows is
@@ -236,7 +223,7 @@ void rows_packed(const WeightView& W, const float* X, int64_t n, int64_t ldx, co
   using Strided = Eigen::OuterStride<Eigen::Dynamic>;
   thread_local Rows block;  // (m, cols)
   const Eigen::Map<const Rows, 0, Strided> x(X, n, W.cols, Strided(ldx));
-  with_type(W, [&](auto* w) {
+  with_type(W.dtype, W.data, [&](auto* w) {
     for (int64_t r = r0; r < r1;) {
       const int64_t m = std::min(r1, (r / kLinearRowBlock + 1) * kLinearRowBlock) - r;
       block.resize(m, W.cols);

@@ -67,8 +67,9 @@ void rows_panels(const WeightView& W, const float* X, int64_t n, int64_t ldx, co
                  int64_t r0, int64_t r1);
 // The panel kernels' (f32 and bf16) blocking, chosen on this project's Zen 4
 // (docs/batching.md): a chunk of kPanelKc columns of a panel (32 x 256 f16 =
-// 16 KiB; in WebAssembly 16 x 256 f32, the same) stays in L1 while every group of up to kPanelGroup positions reads
-// it (8 x 2 halves = 16 accumulators); a prefetch kPanelPrefetch columns
+// 16 KiB; in WebAssembly 16 x 256 f32, the same) stays in L1 while every
+// group of up to kPanelGroup positions reads it (8 x 2 halves = 16
+// accumulators); a prefetch kPanelPrefetch columns
 // ahead (2 KiB of f16) keeps the stream going while a group computes.
 constexpr int64_t kPanelKc = 256;
 constexpr int kPanelGroup = 8;

@@ -2,8 +2,8 @@
 // WebAssembly, on panels of kPanelRows = 16 rows (weight_matrix.h), written
 // with SIMD128 intrinsics. For each column k the panel's 16 weights are four
 // f32x4 (converted from f16 / bf16 once per pair of positions), and each
-// position's x[k] is one splat: per 16 multiply-adds 4 loads, 4 f32x4.mul, 4 f32x4.add (no FMA in
-// SIMD128) and no horizontal sums. Positions go two at a time (8
+// position's x[k] is one splat: per 16 multiply-adds 4 loads, 4 f32x4.mul,
+// 4 f32x4.add (no FMA in SIMD128) and no horizontal sums. Positions go two at a time (8
 // accumulators); one position alone alternates two sets of accumulators by
 // column (the add's latency). 16-row panels measured 1.6x the row-major
 // 4-row blocks for one position and 2.8x Eigen's GEMM for a prefill under
@@ -131,14 +131,7 @@ void panel_rows(const T* W, int64_t rows, int64_t cols, const float* X, int64_t 
 
 void rows_panels_simd128(const WeightView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y,
                          int64_t ldy, int64_t r0, int64_t r1) {
-  switch (W.dtype) {
-    case StoredType::kF32:
-      return panel_rows(static_cast<const float*>(W.data), W.rows, W.cols, X, n, ldx, b, Y, ldy, r0, r1);
-    case StoredType::kF16:
-      return panel_rows(static_cast<const F16*>(W.data), W.rows, W.cols, X, n, ldx, b, Y, ldy, r0, r1);
-    case StoredType::kBF16:
-      return panel_rows(static_cast<const Bf16*>(W.data), W.rows, W.cols, X, n, ldx, b, Y, ldy, r0, r1);
-  }
+  with_type(W.dtype, W.data, [&](auto* w) { panel_rows(w, W.rows, W.cols, X, n, ldx, b, Y, ldy, r0, r1); });
 }
 
 }  // namespace linear_detail
