@@ -10,8 +10,8 @@
 
 namespace kvscope {
 
-// True on Mesa's llvmpipe/softpipe (the current context's GL_RENDERER), where
-// multisampling roughly doubles the frame time.
+// True on a software rasteriser (gl::is_software_rasterizer of the current
+// context's GL_RENDERER), where multisampling roughly doubles the frame time.
 bool is_software_renderer();
 
 // While the window draws, the engine's thread pools leave one core to the

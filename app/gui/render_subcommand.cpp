@@ -350,9 +350,7 @@ int run_bench(const RenderOptions& o, std::shared_ptr<const Model> model, Camera
 
 bool is_software_renderer() {
   const GLubyte* r = glGetString(GL_RENDERER);
-  const std::string name = r ? reinterpret_cast<const char*>(r) : "";
-  return name.find("llvmpipe") != std::string::npos || name.find("softpipe") != std::string::npos ||
-         name.find("Software") != std::string::npos;
+  return gl::is_software_rasterizer(r ? reinterpret_cast<const char*>(r) : "");
 }
 
 namespace {

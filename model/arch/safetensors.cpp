@@ -82,9 +82,18 @@ SafeTensors SafeTensors::from_bytes(std::string bytes, const std::string& origin
   return st;
 }
 
-SafeTensors SafeTensors::open_header(const std::string& path, const std::atomic<bool>* cancel) {
+SafeTensors SafeTensors::open_header(const std::string& path, const std::atomic<bool>* cancel,
+                                     uint64_t read_whole_up_to) {
   ReadOnlyFile file = ReadOnlyFile::open(path, "a .safetensors file");
   const uint64_t size = file.size();
+  // A small file is read whole, in one call: in the page every read is a call
+  // to the page's thread that waits for the frame it is drawing, and a small
+  // model's tensors would cost one each (kvscope-tiny: 50 calls, about a second).
+  if (size <= read_whole_up_to) {
+    std::string bytes(static_cast<size_t>(size), '\0');
+    file.read(0, size, bytes.data(), cancel);
+    return from_bytes(std::move(bytes), path);
+  }
   std::string first8(8, '\0');
   file.read(0, std::min<uint64_t>(8, size), first8.data());
   const uint64_t header_len = check_header_length(first8, size, path);
@@ -180,6 +189,7 @@ void SafeTensors::read_raw(const std::string& name, void* dst, const std::functi
   if (nbytes == 0) return;
   if (!file_) {
     std::memcpy(dst, bytes_.data() + data_offset_ + t.begin, nbytes);
+    if (on_chunk) on_chunk(nbytes);
     return;
   }
   // In chunks, so a cancelled load stops within one chunk of a multi-GB tensor.

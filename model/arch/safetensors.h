@@ -37,8 +37,11 @@ class SafeTensors {
   // Reads only the header (validated as above against the file's size);
   // tensors are then read from the file one at a time (read_raw), so a
   // multi-GB checkpoint never sits in memory twice. Once `cancel` is set,
-  // reads stop at the next 16 MiB chunk with "loading cancelled".
-  static SafeTensors open_header(const std::string& path, const std::atomic<bool>* cancel = nullptr);
+  // reads stop at the next 16 MiB chunk with "loading cancelled". A file of
+  // at most `read_whole_up_to` bytes is read whole instead (as open does).
+  static constexpr uint64_t kReadWholeUpTo = uint64_t{64} << 20;
+  static SafeTensors open_header(const std::string& path, const std::atomic<bool>* cancel = nullptr,
+                                 uint64_t read_whole_up_to = kReadWholeUpTo);
 
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
   bool has(const std::string& name) const { return tensors_.count(name) != 0; }

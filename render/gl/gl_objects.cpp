@@ -159,6 +159,12 @@ std::vector<uint8_t> read_back_buffer(int w, int h) {
   return px;
 }
 
+bool is_software_rasterizer(const std::string& renderer) {
+  for (const char* name : {"llvmpipe", "softpipe", "Software", "SwiftShader"})
+    if (renderer.find(name) != std::string::npos) return true;
+  return false;
+}
+
 int max_image_side() {
   GLint rb = 0, vp[2] = {0, 0};
   glGetIntegerv(GL_MAX_RENDERBUFFER_SIZE, &rb);

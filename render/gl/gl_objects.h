@@ -122,8 +122,12 @@ void check_errors(const char* where);
 // the context supports it; returns false when it does not.
 bool enable_debug_output(std::vector<std::string>* sink);
 
-// An offscreen colour + depth target, multisampled when samples > 1, with a
-// single-sampled resolve target to read pixels back from.
+// True when `renderer` (GL_RENDERER, or WebGL's unmasked renderer) names a
+// software rasteriser: Mesa's llvmpipe/softpipe, or SwiftShader (headless
+// browsers, and browsers that block the machine's GPU). There 4x
+// multisampling roughly doubles the frame time, so windows go without it.
+bool is_software_rasterizer(const std::string& renderer);
+
 // The largest width and height an offscreen image may have on this driver:
 // the smaller of GL_MAX_RENDERBUFFER_SIZE and GL_MAX_VIEWPORT_DIMS (a context
 // must be current).
@@ -133,6 +137,8 @@ int max_image_side();
 // top to bottom with alpha 255: a screenshot's pixels on the desktop and in the page.
 std::vector<uint8_t> read_back_buffer(int w, int h);
 
+// An offscreen colour + depth target, multisampled when samples > 1, with a
+// single-sampled resolve target to read pixels back from.
 class OffscreenTarget {
  public:
   // Throws GlError naming the limit when width or height exceeds max_image_side().

@@ -13,7 +13,10 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <ctime>
+#include <string>
 #include <vector>
 
 #include "app/platform/png_file.h"
@@ -37,6 +40,33 @@ CssSize page_size() {
   return c;
 }
 
+// WebGL's GL_RENDERER is masked ("WebKit WebGL"): the unmasked name, from a
+// throwaway context on a canvas of its own (a canvas keeps the attributes of
+// its first context, so the page's must be asked for with the right ones).
+std::string webgl_renderer() {
+  const uintptr_t at = static_cast<uintptr_t>(EM_ASM_INT({
+    var r = "";
+    try {
+      var gl = document.createElement("canvas").getContext("webgl2");
+      if (gl) {
+        var ext = gl.getExtension("WEBGL_debug_renderer_info");
+        r = String(gl.getParameter(ext ? ext.UNMASKED_RENDERER_WEBGL : gl.RENDERER));
+        var lose = gl.getExtension("WEBGL_lose_context");
+        if (lose) lose.loseContext();
+      }
+    } catch (e) {
+    }
+    var n = lengthBytesUTF8(r) + 1;
+    var p = _malloc(n);
+    if (p) stringToUTF8(r, p, n);
+    return p;
+  }));
+  char* name = reinterpret_cast<char*>(at);
+  std::string r = name ? name : "";
+  free(name);
+  return r;
+}
+
 }  // namespace
 
 Window::Window(const WindowSettings&, bool) {
@@ -44,7 +74,10 @@ Window::Window(const WindowSettings&, bool) {
   const CssSize c = page_size();
   glfwWindowHint(GLFW_CLIENT_API, GLFW_OPENGL_ES_API);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
-  glfwWindowHint(GLFW_SAMPLES, 4);
+  // 4x multisampling, except on a software rasteriser, as on the desktop: in
+  // headless Chromium (SwiftShader) it made each frame, and so the proxied
+  // file reads of a model loading meanwhile, about twice as slow.
+  glfwWindowHint(GLFW_SAMPLES, gl::is_software_rasterizer(webgl_renderer()) ? 0 : 4);
   win_ = glfwCreateWindow(static_cast<int>(std::lround(c.w * c.dpr)), static_cast<int>(std::lround(c.h * c.dpr)),
                           "kvscope", nullptr, nullptr);
   if (!win_) {
