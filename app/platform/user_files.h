@@ -5,6 +5,7 @@
 // Header-only so the headless session library needs no platform library.
 #pragma once
 
+#include <cctype>
 #include <string>
 
 #ifdef __EMSCRIPTEN__
@@ -68,6 +69,25 @@ inline void ask_user_for_hub_model() {
     if (globalThis.kvscopePage && globalThis.kvscopePage.showHub) globalThis.kvscopePage.showHub();
   });
 #endif
+}
+
+// A message about a model folder the user picked or dropped in the page names
+// the folder as the user knows it ("gpt2-small/config.json"), not the copy
+// the page made of it in its memory ("/models/3/gpt2-small/config.json", see
+// kvscope-page.js). On the desktop, messages keep the path the user gave.
+inline std::string as_user_named(std::string message) {
+#ifdef __EMSCRIPTEN__
+  const std::string root = "/models/";
+  for (size_t at = message.find(root); at != std::string::npos; at = message.find(root, at)) {
+    size_t end = at + root.size();
+    while (end < message.size() && std::isdigit(static_cast<unsigned char>(message[end]))) ++end;
+    if (end > at + root.size() && end < message.size() && message[end] == '/')
+      message.erase(at, end + 1 - at);
+    else
+      at = end;
+  }
+#endif
+  return message;
 }
 
 }  // namespace kvscope

@@ -209,8 +209,8 @@ void Session::on_error(const WorkerEvent& ev) {
   switch (ev.failed) {
     case WorkerOp::kLoadModel:
       engine.loading_model = false;
-      engine.model_error = ev.message;
-      if (!engine.model) ui.errors.push_back("Could not load the model: " + ev.message);
+      engine.model_error = as_user_named(ev.message);
+      if (!engine.model) ui.errors.push_back("Could not load the model: " + engine.model_error);
       break;
     case WorkerOp::kFork:
       engine.pending_forks = std::max(0, engine.pending_forks - 1);

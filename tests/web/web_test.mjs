@@ -229,8 +229,9 @@ async function userModels(page) {
     r.rc === 1 && avail && out.includes(dir) && avail[2] === 'GiB' && Number(avail[1]) < 3.995, `rc ${r.rc}: ${out}`);
   await pickFolder(page, m.bad);
   const s = await state(page);
-  check('a bad folder shows the error panel (model_error / errors)', s.model_error !== '' || s.errors.length > 0,
-    s.model_error || s.errors.join('; '));
+  const shown = s.model_error || s.errors.join('; ');
+  check('a bad folder shows the error panel, naming its file as the user knows it (bad/model.safetensors)',
+    /^bad\/model\.safetensors: /.test(s.model_error) && !shown.includes('/models/'), shown);
 }
 
 // The page at a projector's and a phone's size, text scale 1 and 2.5 (PNGs in --out to look at).
