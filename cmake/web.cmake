@@ -163,10 +163,10 @@ target_link_options(kvscope-node PRIVATE -fexceptions -sNODERAWFS=1 -sENVIRONMEN
   -sPTHREAD_POOL_SIZE=${KVSCOPE_WEB_POOL} -Wno-pthreads-mem-growth
   "--pre-js=${CMAKE_SOURCE_DIR}/app/platform/web/node_env.js")
 
-# The page's products against a double-precision loop, under node
-# (tests/web/linear_check.cpp; tests/web/web_test.mjs runs it). Linked at -O1:
+# The page's products and attention against double-precision loops, under node
+# (tests/web/linear_check.cpp, attend_check.cpp; tests/web/web_test.mjs runs it). Linked at -O1:
 # its objects are the page's own, already optimised.
-add_executable(kvscope_linear_check tests/web/linear_check.cpp $<TARGET_OBJECTS:web_engine>)
+add_executable(kvscope_linear_check tests/web/linear_check.cpp tests/web/attend_check.cpp $<TARGET_OBJECTS:web_engine>)
 set_target_properties(kvscope_linear_check PROPERTIES SUFFIX ".js")
 target_include_directories(kvscope_linear_check PRIVATE ${CMAKE_SOURCE_DIR} ${WEB_HDR})
 target_compile_options(kvscope_linear_check PRIVATE -Wall -Wextra -Werror -Wno-pthreads-mem-growth)

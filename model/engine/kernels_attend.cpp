@@ -431,6 +431,96 @@ void attend_f32(const float* q, const Runs& runs, int col, int hd, int len, floa
   }
 }
 
+#ifdef __wasm_simd128__
+// attend_f32 in SIMD128 registers, for head widths of 8 * NC8 values: the same
+// products, sums and order (so the same weights as every other layout in the
+// page), four keys a pass. a = values 8c..8c+3, b = 8c+4..8c+7 of a key's
+// eight running sums (attend_portable's acc[0..3], acc[4..7]).
+struct Acc8 {
+  v128_t a, b;
+};
+
+// [(s0 + s1), (s2 + s3), (s4 + s5), (s6 + s7)] of a key's eight sums.
+inline v128_t pair_sums(const Acc8& s) {
+  return wasm_f32x4_add(wasm_i32x4_shuffle(s.a, s.b, 0, 2, 4, 6), wasm_i32x4_shuffle(s.a, s.b, 1, 3, 5, 7));
+}
+
+// Two keys' pair sums x, y -> [x0 + x1, x2 + x3, y0 + y1, y2 + y3].
+inline v128_t halves(v128_t x, v128_t y) {
+  return wasm_f32x4_add(wasm_i32x4_shuffle(x, y, 0, 2, 4, 6), wasm_i32x4_shuffle(x, y, 1, 3, 5, 7));
+}
+
+template <int NC8>
+Acc8 dot8(const float* k, const v128_t* qa, const v128_t* qb) {
+  Acc8 s{wasm_f32x4_splat(0.0f), wasm_f32x4_splat(0.0f)};
+  for (int c = 0; c < NC8; ++c) {
+    s.a = wasm_f32x4_add(s.a, wasm_f32x4_mul(wasm_v128_load(k + 8 * c), qa[c]));
+    s.b = wasm_f32x4_add(s.b, wasm_f32x4_mul(wasm_v128_load(k + 8 * c + 4), qb[c]));
+  }
+  return s;
+}
+
+template <int NC8>
+void attend_f32_simd128(const float* q, const Runs& runs, int col, int len, float scale, float* p, float* out) {
+  const size_t stride = runs.stride / sizeof(float);
+  v128_t qa[NC8], qb[NC8];
+  for (int c = 0; c < NC8; ++c) qa[c] = wasm_v128_load(q + 8 * c), qb[c] = wasm_v128_load(q + 8 * c + 4);
+  const v128_t sc = wasm_f32x4_splat(scale);
+  float* pj = p;
+  for (int r = 0; r < runs.n_runs; ++r) {
+    const float* k = reinterpret_cast<const float*>(runs.runs[r].k) + col;
+    const int n = runs.runs[r].n;
+    int j = 0;
+    for (; j + 4 <= n; j += 4, k += 4 * stride, pj += 4) {
+      const v128_t z0 = pair_sums(dot8<NC8>(k, qa, qb)), z1 = pair_sums(dot8<NC8>(k + stride, qa, qb));
+      const v128_t z2 = pair_sums(dot8<NC8>(k + 2 * stride, qa, qb)), z3 = pair_sums(dot8<NC8>(k + 3 * stride, qa, qb));
+      wasm_v128_store(pj, wasm_f32x4_mul(halves(halves(z0, z1), halves(z2, z3)), sc));
+    }
+    for (; j < n; ++j, k += stride) {
+      const v128_t z = halves(pair_sums(dot8<NC8>(k, qa, qb)), wasm_f32x4_splat(0.0f));
+      *pj++ = (wasm_f32x4_extract_lane(z, 0) + wasm_f32x4_extract_lane(z, 1)) * scale;
+    }
+  }
+  softmax(p, len);
+  v128_t oa[NC8], ob[NC8];
+  for (int c = 0; c < NC8; ++c) oa[c] = ob[c] = wasm_f32x4_splat(0.0f);
+  pj = p;
+  for (int r = 0; r < runs.n_runs; ++r) {
+    const float* v = reinterpret_cast<const float*>(runs.runs[r].v) + col;
+    for (int j = 0; j < runs.runs[r].n; ++j, v += stride) {
+      const v128_t w = wasm_f32x4_splat(*pj++);
+      for (int c = 0; c < NC8; ++c) {
+        oa[c] = wasm_f32x4_add(oa[c], wasm_f32x4_mul(w, wasm_v128_load(v + 8 * c)));
+        ob[c] = wasm_f32x4_add(ob[c], wasm_f32x4_mul(w, wasm_v128_load(v + 8 * c + 4)));
+      }
+    }
+  }
+  for (int c = 0; c < NC8; ++c) wasm_v128_store(out + 8 * c, oa[c]), wasm_v128_store(out + 8 * c + 4, ob[c]);
+}
+
+// Head widths that are whole 8-value chunks, up to 128; false otherwise.
+bool attend_f32_vector(const float* q, const Runs& runs, int col, int hd, int len, float scale, float* p, float* out) {
+  if (hd % 8 != 0) return false;
+  switch (hd / 8) {
+#define KVSCOPE_NC8(n)                                       \
+  case n:                                                    \
+    attend_f32_simd128<n>(q, runs, col, len, scale, p, out); \
+    return true;
+    KVSCOPE_NC8(1)
+    KVSCOPE_NC8(2)
+    KVSCOPE_NC8(3)
+    KVSCOPE_NC8(4)
+    KVSCOPE_NC8(5)
+    KVSCOPE_NC8(6)
+    KVSCOPE_NC8(8)
+    KVSCOPE_NC8(16)
+#undef KVSCOPE_NC8
+    default:
+      return false;
+  }
+}
+#endif
+
 // attend_f32 reads the rows as floats where they lie: only when every row
 // starts on a float's alignment (a byte stride and run starts that are
 // multiples of 4); other views go through the copying path.
@@ -473,8 +563,12 @@ void attend_runs(const float* q, const KVRunsView& view, int hd, int len, float 
                                                : attend_vector<D::kQ4_0>;
   if (vector(q, runs, view.col, hd, len, scale, p, out)) return;
 #endif
-  if (view.dtype == KVDtype::kF32 && floats_in_place(runs))
+  if (view.dtype == KVDtype::kF32 && floats_in_place(runs)) {
+#ifdef __wasm_simd128__
+    if (attend_f32_vector(q, runs, view.col, hd, len, scale, p, out)) return;
+#endif
     return attend_f32(q, runs, view.col, hd, len, scale, p, out);
+  }
   attend_portable(
       q, runs,
       [&](const uint8_t* row, int i, int n, float* dst) { dequantize_slice(view.dtype, row, view.col + i, n, dst); },

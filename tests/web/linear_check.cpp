@@ -4,7 +4,8 @@
 // the page's f32 copies; partial last panels, odd widths, chunks of columns
 // past kPanelKc, 1-17 positions, shares split on panel boundaries; an F16
 // inf and NaN in a later chunk, which the exact fallback must carry.
-// `make web` builds it; tests/web/web_test.mjs runs it under node
+// `make web` builds it, with the attention's check (attend_check.cpp);
+// tests/web/web_test.mjs runs it under node
 // (`node build-web/kvscope_linear_check.js`; exit 0 when every case holds).
 #include <cmath>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "model/arch/weight_matrix.h"
 #include "model/core/numeric.h"
 #include "model/engine/linear_kernels.h"
+#include "tests/web/web_checks.h"
 
 using namespace kvscope;
 
@@ -101,5 +103,9 @@ int main() {
   }
   std::printf("linear_check: %d cases on %lld-row panels, %d failed, largest relative error %.3g\n", g_cases,
               static_cast<long long>(kPanelRows), g_failed, g_worst);
-  return g_failed ? 1 : 0;
+  const web_checks::Tally a = web_checks::attend_check(rng);
+  std::printf(
+      "attend_check: %d cases (f32 cache, SIMD128 and portable paths), %d failed, largest relative error %.3g\n",
+      a.cases, a.failed, a.worst);
+  return g_failed || a.failed ? 1 : 0;
 }

@@ -423,8 +423,8 @@ async function settingsPersist(browser, url, logs) {
 }
 
 // `--only NAME`: one group of checks alone (while working on it).
-// The page's products (16-row SIMD128 panels) against a double-precision loop:
-// tests/web/linear_check.cpp, built beside the site by `make web`, under node.
+// The page's products (16-row SIMD128 panels) and attention against double-precision loops:
+// tests/web/linear_check.cpp and attend_check.cpp, built beside the site by `make web`, under node.
 function linearCheck() {
   const js = path.join(path.dirname(SITE), 'kvscope_linear_check.js');
   let out, ok = true;
@@ -434,8 +434,14 @@ function linearCheck() {
     ok = false;
     out = `${e.message} ${e.stdout || ''}`;
   }
+  const lines = out.trim().split('\n');
+  const line = (name) => lines.find((l) => l.startsWith(name + ':'));
+  const passed = (name) => ok && / 0 failed/.test(line(name) || '');
+  const detail = (name) => line(name) || lines.slice(-3).join(' | ');
   check('the page\'s products (SIMD128 panels) match a double-precision loop: F32, F16, BF16, f32 copies, ' +
-    'partial panels, 1-17 positions, inf/NaN', ok && /0 failed/.test(out), out.trim().split('\n').slice(-3).join(' | '));
+    'partial panels, 1-17 positions, inf/NaN', passed('linear_check'), detail('linear_check'));
+  check('the page\'s attention over an f32 cache (SIMD128) matches a double-precision loop and, bit for bit, ' +
+    'the portable path: head widths 8-128, pages, 1-100 keys', passed('attend_check'), detail('attend_check'));
 }
 
 async function runOnly(name, c) {

@@ -1,0 +1,24 @@
+// The page's kernel checks, one executable (kvscope_linear_check, built by
+// make web, run under node by tests/web/web_test.mjs): the products
+// (linear_check.cpp, which holds main) and the attention (attend_check.cpp).
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+
+namespace kvscope::web_checks {
+
+struct Tally {
+  int cases = 0, failed = 0;
+  double worst = 0;  // the largest relative error seen
+  void add(bool ok, double error) {
+    ++cases;
+    failed += ok ? 0 : 1;
+    worst = std::max(worst, error);
+  }
+};
+
+Tally attend_check(std::mt19937& rng);
+
+}  // namespace kvscope::web_checks
