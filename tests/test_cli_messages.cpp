@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -63,6 +65,21 @@ TEST(CliMessages, Bf16ProductsNeedABf16Checkpoint) {
   ASSERT_EQ(run("generate --prompt 'hello there' --max-new 2 --bf16-products --model " + f32, out, tmp), 2) << out;
   for (const std::string& needle : {std::string("--bf16-products"), f32, std::string("F32"), std::string("BF16")})
     EXPECT_NE(out.find(needle), std::string::npos) << needle << " not in: " << out;
+  // Refused from the files' headers, before any weight is read: a NaN in a
+  // weight (which reading would report, exit 1) is never reached.
+  const std::string nan_dir = tmp / "f32-with-a-nan";
+  fs::copy(f32, nan_dir, fs::copy_options::recursive);
+  std::string st = testutil::read_file(nan_dir + "/model.safetensors");
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, st.data(), 8);
+  const json header = json::parse(st.substr(8, header_len));
+  const uint64_t begin = header.at("model.layers.0.self_attn.q_proj.weight").at("data_offsets").at(0);
+  const float nan = std::nanf("");
+  std::memcpy(&st[8 + header_len + begin], &nan, 4);
+  testutil::write_file(nan_dir + "/model.safetensors", st);
+  ASSERT_EQ(run("generate --prompt 'hello there' --max-new 2 --model " + nan_dir, out, tmp), 1) << out;
+  ASSERT_EQ(run("generate --prompt 'hello there' --max-new 2 --bf16-products --model " + nan_dir, out, tmp), 2) << out;
+  EXPECT_NE(out.find("--bf16-products: " + nan_dir), std::string::npos) << out;
   const std::string bf16 = testutil::llama_suite_dir() + "/llama_gqa3_bf16_products";
   ASSERT_EQ(run("bench --lengths 8 --reps 1 --json --bf16-products --model " + bf16, out, tmp), 0) << out;
   EXPECT_TRUE(json::parse(out).at("bf16_products").get<bool>()) << out;

@@ -206,6 +206,7 @@ void load_gpt2_weights(const std::string& dir, Model& m, const LoadControl& cont
   // beside the weights (half the peak memory, which the page's 4 GB heap needs).
   const SafeTensors st = SafeTensors::open_header(st_path, control.cancel);
   const Gpt2LoadPlan plan = plan_gpt2_load(st, m.config, control.wide_max_bytes);
+  if (control.bf16_products) require_bf16_products(plan.kept, dir);
   const uint64_t avail = available_memory_bytes();
   if (avail && plan.need_bytes > avail) {
     throw Error(st_path + ": loading needs about " + format_bytes(static_cast<double>(plan.need_bytes)) +

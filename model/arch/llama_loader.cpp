@@ -246,6 +246,7 @@ LlamaLoadResult load_llama_weights(const std::string& dir, const Config& c, cons
 
   // Check everything before reading anything.
   const WantedTotals totals = check_wanted(ow, wanted, control.wide_max_bytes);
+  if (control.bf16_products) require_bf16_products(totals.kept, dir);
   r.n_params = totals.n_params;
   r.file_bytes = totals.file_bytes;
   r.stored_dtype = totals.stored_dtype;

@@ -124,7 +124,8 @@ std::string why_not_a_folder(const std::string& dir) {
 }
 
 // LoadControl::bf16_products: marks every BF16 matrix the products read
-// (the layers' and the head); a model with none is refused.
+// (the layers' and the head). A model with none was refused by its loader,
+// before reading it (require_bf16_products).
 void use_bf16_products(Model& m) {
   std::vector<const WeightMatrix*> ms = m.config.is_llama() ? m.llama.layer_matrices() : m.weights.layer_matrices();
   ms.push_back(m.config.is_llama() ? &m.llama.head() : &m.weights.head());
@@ -133,9 +134,6 @@ void use_bf16_products(Model& m) {
     // lend them as const.
     if (w->type == StoredType::kBF16) const_cast<WeightMatrix*>(w)->bf16_products = m.bf16_products = true;
   }
-  if (!m.bf16_products)
-    throw UsageError("--bf16-products: " + m.dir + " stores its weight matrices as " + m.stored_dtype +
-                     " (expected BF16: the flag rounds the inputs of BF16 matrices only)");
 }
 
 }  // namespace

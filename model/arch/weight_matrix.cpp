@@ -5,6 +5,8 @@
 
 #include <Eigen/Core>
 
+#include "model/core/error.h"
+
 namespace kvscope {
 
 namespace {
@@ -130,8 +132,18 @@ KeptWeights plan_kept_weights(const std::vector<StoredMatrix>& matrices, uint64_
     const uint64_t kept = matrix_resident_bytes(m.type, m.numel, k.wide && !m.lookup);
     k.resident += kept;
     k.resident_copies += kept - matrix_resident_bytes(m.type, m.numel, false);
+    if (m.lookup) continue;
+    k.bf16_products = k.bf16_products || m.type == StoredType::kBF16;
+    const std::string name = to_string(m.type);
+    k.products_dtype = k.products_dtype.empty() || k.products_dtype == name ? name : "mixed";
   }
   return k;
+}
+
+void require_bf16_products(const KeptWeights& kept, const std::string& dir) {
+  if (!kept.bf16_products)
+    throw UsageError("--bf16-products: " + dir + " stores its weight matrices as " + kept.products_dtype +
+                     " (expected BF16: the flag rounds the inputs of BF16 matrices only)");
 }
 
 }  // namespace kvscope

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "model/core/numeric.h"
@@ -138,6 +139,8 @@ struct KeptWeights {
   bool wide = false;             // keep f32 copies of the 16-bit ones: 0 < matrix_bytes <= the limit
   uint64_t resident = 0;         // bytes held: the matrices (+ copies) and the tensors kept in f32
   uint64_t resident_copies = 0;  // of which the f32 copies (0 for an all-F32 model, even where `wide`)
+  std::string products_dtype;    // of the matrices the products read: "F32", "F16", "BF16" or "mixed"
+  bool bf16_products = false;    // one of those is BF16 (what LoadControl::bf16_products needs)
   bool copies() const { return resident_copies > 0; }
 };
 
@@ -147,5 +150,10 @@ struct KeptWeights {
 // says otherwise); `f32_values` counts the values kept in f32 besides
 // (norm weights, biases, GPT-2's position table).
 KeptWeights plan_kept_weights(const std::vector<StoredMatrix>& matrices, uint64_t f32_values, uint64_t wide_max_bytes);
+
+// LoadControl::bf16_products on a model whose products read no BF16 matrix:
+// a UsageError naming the flag, `dir` and the dtype it stores, thrown by the
+// loaders from their plan, before any weight is read.
+void require_bf16_products(const KeptWeights& kept, const std::string& dir);
 
 }  // namespace kvscope
