@@ -5,13 +5,16 @@
 // alignment: every cache layout must give the same weights. Head widths
 // 8-128 and two the vector path leaves to the scalar one (12, 72); one run of
 // keys and pages of 3; 1-100 keys; a slice of a row holding several heads.
-// Run with linear_check (same executable, tests/web/web_test.mjs).
+// Also the sampler's softmax (sampler.cpp, its exp exp_simd128.h) against a
+// double-precision one. Run with linear_check (same executable,
+// tests/web/web_test.mjs).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "model/decoding/sampler.h"
 #include "model/engine/kernels.h"
 #include "tests/web/web_checks.h"
 
@@ -94,6 +97,42 @@ Tally attend_check(std::mt19937& rng) {
     for (int len : {1, 2, 3, 4, 5, 7, 8, 9, 33, 100})
       for (int block : {3, 1 << 20})
         for (int heads : {1, 3}) one_case({hd, len, block, heads}, rng, t);
+  return t;
+}
+
+Tally softmax_check(std::mt19937& rng) {
+  Tally t;
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int n : {1, 3, 15, 16, 17, 33, 4257, 50257})
+    for (float temperature : {1.0f, 0.7f, 1.3f})
+      for (float spread : {1.0f, 30.0f}) {  // 30: most values far below the largest (exps that flush to 0)
+        std::vector<float> logits(static_cast<size_t>(n));
+        for (float& x : logits) x = spread * nd(rng);
+        const std::vector<float> p = softmax(logits, temperature);
+        double mx = -1e300, sum = 0;
+        for (float x : logits) mx = std::max(mx, static_cast<double>(x));
+        std::vector<double> ref(logits.size());
+        // x - max and / T in float as the softmax computes them (their rounding is the softmax's
+        // definition, not the page's error); the exp, sum and scale in double.
+        for (size_t i = 0; i < ref.size(); ++i)
+          sum += (ref[i] = std::exp(static_cast<double>((logits[i] - static_cast<float>(mx)) / temperature)));
+        double worst = 0;
+        bool ok = p.size() == ref.size();
+        for (size_t i = 0; ok && i < ref.size(); ++i) {
+          ref[i] /= sum;
+          // Below the smallest normal float the exp is 0 in every build.
+          if (ref[i] < 1e-36) {
+            ok = p[i] >= 0 && p[i] < 1e-36;
+            continue;
+          }
+          worst = std::max(worst, std::fabs(p[i] - ref[i]) / ref[i]);
+        }
+        ok = ok && worst <= 1e-6;
+        t.add(ok, worst);
+        if (!ok)
+          std::printf("softmax_check FAILED: %d logits, T %.1f, spread %.0f: error %.3g\n", n, temperature, spread,
+                      worst);
+      }
   return t;
 }
 

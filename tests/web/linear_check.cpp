@@ -107,5 +107,8 @@ int main() {
   std::printf(
       "attend_check: %d cases (f32 cache, SIMD128 and portable paths), %d failed, largest relative error %.3g\n",
       a.cases, a.failed, a.worst);
-  return g_failed || a.failed ? 1 : 0;
+  const web_checks::Tally sm = web_checks::softmax_check(rng);
+  std::printf("softmax_check: %d cases (the sampler's softmax, SIMD128 exp), %d failed, largest relative error %.3g\n",
+              sm.cases, sm.failed, sm.worst);
+  return g_failed || a.failed || sm.failed ? 1 : 0;
 }

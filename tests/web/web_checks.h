@@ -1,6 +1,7 @@
 // The page's kernel checks, one executable (kvscope_linear_check, built by
 // make web, run under node by tests/web/web_test.mjs): the products
-// (linear_check.cpp, which holds main) and the attention (attend_check.cpp).
+// (linear_check.cpp, which holds main), the attention and the sampler's
+// softmax (attend_check.cpp).
 #pragma once
 
 #include <algorithm>
@@ -20,5 +21,6 @@ struct Tally {
 };
 
 Tally attend_check(std::mt19937& rng);
+Tally softmax_check(std::mt19937& rng);
 
 }  // namespace kvscope::web_checks

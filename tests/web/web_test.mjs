@@ -442,6 +442,8 @@ function linearCheck() {
     'partial panels, 1-17 positions, inf/NaN', passed('linear_check'), detail('linear_check'));
   check('the page\'s attention over an f32 cache (SIMD128) matches a double-precision loop and, bit for bit, ' +
     'the portable path: head widths 8-128, pages, 1-100 keys', passed('attend_check'), detail('attend_check'));
+  check('the sampler\'s softmax in the page (its SIMD128 exp) matches a double-precision one: 1-50 257 logits, three ' +
+    'temperatures, values whose exps flush to 0', passed('softmax_check'), detail('softmax_check'));
 }
 
 async function runOnly(name, c) {
