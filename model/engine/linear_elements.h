@@ -59,5 +59,22 @@ void with_type(StoredType dtype, const void* data, F&& f) {
   }
 }
 
+// One chunk of a panel (walk_panels: kc columns of a panel of m rows, stored
+// column by column, P = (kc, m)) for np positions, one multiply-add at a
+// time: exact for any weight, inf and NaN included. Y (np, ldy) gets the
+// bias (first chunk) or its running sums plus this chunk's. The panel
+// kernels' fallback and the panels of builds with neither AVX-512 nor SIMD128.
+template <typename T>
+void panel_chunk_exact(const T* P, int64_t m, int64_t kc, const float* X, int64_t ldx, int64_t np, float* Y,
+                       int64_t ldy, const float* b, bool first) {
+  for (int64_t p = 0; p < np; ++p)
+    for (int64_t i = 0; i < m; ++i) {
+      float s = 0;
+      for (int64_t k = 0; k < kc; ++k) s += to_f32(P[k * m + i]) * X[p * ldx + k];
+      float& y = Y[p * ldy + i];
+      y = s + (first ? (b ? b[i] : 0.0f) : y);
+    }
+}
+
 }  // namespace linear_detail
 }  // namespace kvscope

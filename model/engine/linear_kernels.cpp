@@ -178,17 +178,15 @@ void panel_rows(const T* W, int64_t rows, int64_t cols, const float* X, int64_t 
 }
 #endif  // KVSCOPE_LINEAR_AVX512
 
-// Panels without AVX-512 or SIMD128 (only tests build them there): one output
-// at a time.
+// Panels without AVX-512 or SIMD128 (only tests build them there): the
+// exact chunk loop over every chunk.
 template <typename T>
 void panel_rows_plain(const T* W, int64_t rows, int64_t cols, const float* X, int64_t n, int64_t ldx, const float* b,
                       float* Y, int64_t ldy, int64_t r0, int64_t r1) {
-  for (int64_t p = 0; p < n; ++p)
-    for (int64_t r = r0; r < r1; ++r) {
-      float s = 0;
-      for (int64_t k = 0; k < cols; ++k) s += to_f32(W[panel_index(r, k, rows, cols)]) * X[p * ldx + k];
-      Y[p * ldy + r] = s + (b ? b[r] : 0.0f);
-    }
+  walk_panels(rows, cols, n, r0, r1, [&](int64_t r, int64_t m, int64_t k0, int64_t kc, int64_t p, int64_t np) {
+    panel_chunk_exact(W + r * cols + k0 * m, m, kc, X + p * ldx + k0, ldx, np, Y + p * ldy + r, ldy,
+                      b ? b + r : nullptr, k0 == 0);
+  });
 }
 
 }  // namespace

@@ -93,20 +93,6 @@ bool panel_group(const T* P, int64_t kc, const float* X, int64_t ldx, float* Y, 
   return true;
 }
 
-// The same chunk for a panel of m <= 16 rows (the last one, or one whose
-// F16 weights hold inf/NaN), one scalar multiply-add at a time, exact.
-template <typename T>
-void panel_chunk_exact(const T* P, int64_t m, int64_t kc, const float* X, int64_t ldx, int64_t np, float* Y,
-                       int64_t ldy, const float* b, bool first) {
-  for (int64_t p = 0; p < np; ++p)
-    for (int64_t i = 0; i < m; ++i) {
-      float s = 0;
-      for (int64_t k = 0; k < kc; ++k) s += to_f32(P[k * m + i]) * X[p * ldx + k];
-      float& y = Y[p * ldy + i];
-      y = s + (first ? (b ? b[i] : 0.0f) : y);
-    }
-}
-
 template <typename T>
 void panel_rows(const T* W, int64_t rows, int64_t cols, const float* X, int64_t n, int64_t ldx, const float* b,
                 float* Y, int64_t ldy, int64_t r0, int64_t r1) {
@@ -122,7 +108,8 @@ void panel_rows(const T* W, int64_t rows, int64_t cols, const float* X, int64_t 
                          : panel_group<T, 1>(P, kc, x + q * ldx, ldx, y + q * ldy, ldy, br, first);
     }
     // A group returns false before writing, and only the first can (the
-    // same chunk for every group): recompute all np positions exactly.
+    // same chunk for every group): all np positions exactly, for a panel of
+    // m < 16 rows (the last one) or F16 weights holding inf/NaN.
     if (!done) panel_chunk_exact(P, m, kc, x, ldx, np, y, ldy, br, first);
   });
 }
