@@ -65,8 +65,8 @@ TEST(CliMessages, Bf16ProductsNeedABf16Checkpoint) {
   ASSERT_EQ(run("generate --prompt 'hello there' --max-new 2 --bf16-products --model " + f32, out, tmp), 2) << out;
   for (const std::string& needle : {std::string("--bf16-products"), f32, std::string("F32"), std::string("BF16")})
     EXPECT_NE(out.find(needle), std::string::npos) << needle << " not in: " << out;
-  // Refused from the files' headers, before any weight is read: a NaN in a
-  // weight (which reading would report, exit 1) is never reached.
+  // Refused from the files' headers, before the weights are read into the
+  // model: a NaN in a weight (which reading them reports, exit 1) is never reached.
   const std::string nan_dir = tmp / "f32-with-a-nan";
   fs::copy(f32, nan_dir, fs::copy_options::recursive);
   std::string st = testutil::read_file(nan_dir + "/model.safetensors");

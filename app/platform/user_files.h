@@ -74,17 +74,22 @@ inline void ask_user_for_hub_model() {
 // A message about a model folder the user picked or dropped in the page names
 // the folder as the user knows it ("gpt2-small/config.json"), not the copy
 // the page made of it in its memory ("/models/3/gpt2-small/config.json", see
-// kvscope-page.js). On the desktop, messages keep the path the user gave.
+// kvscope-page.js); loose files picked without a folder lie in "/models/3"
+// itself, named "the picked files". Only paths that start there (at the
+// start of the message or after a space, quote or bracket) are the page's.
+// On the desktop, messages keep the path the user gave.
 inline std::string as_user_named(std::string message) {
 #ifdef __EMSCRIPTEN__
   const std::string root = "/models/";
-  for (size_t at = message.find(root); at != std::string::npos; at = message.find(root, at)) {
+  for (size_t at = message.find(root); at != std::string::npos; at = message.find(root, at + 1)) {
+    if (at > 0 && std::string(" '\"(").find(message[at - 1]) == std::string::npos) continue;
     size_t end = at + root.size();
     while (end < message.size() && std::isdigit(static_cast<unsigned char>(message[end]))) ++end;
-    if (end > at + root.size() && end < message.size() && message[end] == '/')
+    if (end == at + root.size()) continue;  // not the page's copy
+    if (end < message.size() && message[end] == '/')
       message.erase(at, end + 1 - at);
     else
-      at = end;
+      message.replace(at, end - at, "the picked files");
   }
 #endif
   return message;

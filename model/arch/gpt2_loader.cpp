@@ -202,8 +202,9 @@ void load_gpt2_weights(const std::string& dir, Model& m, const LoadControl& cont
     throw Error(st_path + ": missing (expected the weights as model.safetensors; convert a pytorch_model.bin first)");
   }
   require_regular_file(st_path, "the weights as a model.safetensors file");
-  // The header only: each tensor is then read from the file into its place, so the file is never held whole
-  // beside the weights (half the peak memory, which the page's 4 GB heap needs).
+  // The header only: each tensor is then read from the file into its place, so a large file is never held
+  // whole beside the weights (half the peak memory, which the page's 4 GB heap needs); a file of at most
+  // SafeTensors::kReadWholeUpTo bytes is read whole, in fewer reads.
   const SafeTensors st = SafeTensors::open_header(st_path, control.cancel);
   const Gpt2LoadPlan plan = plan_gpt2_load(st, m.config, control.wide_max_bytes);
   if (control.bf16_products) require_bf16_products(plan.kept, dir);

@@ -236,15 +236,19 @@ LlamaLoadResult load_llama_weights(const std::string& dir, const Config& c, cons
   check_cancel();
   OpenedWeights ow;
   ow.wf = find_weight_files(dir, control.cancel);
+  // A single small file is read whole (one read instead of one per tensor);
+  // shards always a tensor at a time, so the headers held here never hold
+  // several shards' bytes at once beside the weights.
+  const uint64_t read_whole_up_to = ow.wf.files.size() == 1 ? SafeTensors::kReadWholeUpTo : 0;
   for (const std::string& f : ow.wf.files) {
     check_cancel();
-    ow.headers.emplace(f, SafeTensors::open_header(f, control.cancel));
+    ow.headers.emplace(f, SafeTensors::open_header(f, control.cancel, read_whole_up_to));
   }
   // An untied head must be there; a tied one is ignored when stored anyway.
   const bool read_head = !c.tie_word_embeddings;
   std::vector<Wanted> wanted = wanted_tensors(c, r.weights, read_head);
 
-  // Check everything before reading anything.
+  // Check everything before reading the weights into the model.
   const WantedTotals totals = check_wanted(ow, wanted, control.wide_max_bytes);
   if (control.bf16_products) require_bf16_products(totals.kept, dir);
   r.n_params = totals.n_params;

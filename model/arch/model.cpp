@@ -125,7 +125,7 @@ std::string why_not_a_folder(const std::string& dir) {
 
 // LoadControl::bf16_products: marks every BF16 matrix the products read
 // (the layers' and the head). A model with none was refused by its loader,
-// before reading it (require_bf16_products).
+// from its plan (require_bf16_products).
 void use_bf16_products(Model& m) {
   std::vector<const WeightMatrix*> ms = m.config.is_llama() ? m.llama.layer_matrices() : m.weights.layer_matrices();
   ms.push_back(m.config.is_llama() ? &m.llama.head() : &m.weights.head());

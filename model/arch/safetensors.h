@@ -38,7 +38,8 @@ class SafeTensors {
   // tensors are then read from the file one at a time (read_raw), so a
   // multi-GB checkpoint never sits in memory twice. Once `cancel` is set,
   // reads stop at the next 16 MiB chunk with "loading cancelled". A file of
-  // at most `read_whole_up_to` bytes is read whole instead (as open does).
+  // at most `read_whole_up_to` bytes is read whole instead (as open does): a
+  // small model then sits in memory twice while it loads.
   static constexpr uint64_t kReadWholeUpTo = uint64_t{64} << 20;
   static SafeTensors open_header(const std::string& path, const std::atomic<bool>* cancel = nullptr,
                                  uint64_t read_whole_up_to = kReadWholeUpTo);

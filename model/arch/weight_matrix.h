@@ -153,7 +153,8 @@ KeptWeights plan_kept_weights(const std::vector<StoredMatrix>& matrices, uint64_
 
 // LoadControl::bf16_products on a model whose products read no BF16 matrix:
 // a UsageError naming the flag, `dir` and the dtype it stores, thrown by the
-// loaders from their plan, before any weight is read.
+// loaders from their plan, before the weights are read into the model (a
+// file of at most SafeTensors::kReadWholeUpTo bytes has been read whole).
 void require_bf16_products(const KeptWeights& kept, const std::string& dir);
 
 }  // namespace kvscope

@@ -498,7 +498,8 @@ void attend_f32_simd128(const float* q, const Runs& runs, int col, int len, floa
   for (int c = 0; c < NC8; ++c) wasm_v128_store(out + 8 * c, oa[c]), wasm_v128_store(out + 8 * c + 4, ob[c]);
 }
 
-// Head widths that are whole 8-value chunks, up to 128; false otherwise.
+// Head widths 8-48, 64 and 128 (the models' widths: kvscope-tiny 40, GPT-2 and
+// SmolLM2 64, Llama 128); false otherwise (attend_f32 takes them).
 bool attend_f32_vector(const float* q, const Runs& runs, int col, int hd, int len, float scale, float* p, float* out) {
   if (hd % 8 != 0) return false;
   switch (hd / 8) {

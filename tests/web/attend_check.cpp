@@ -82,7 +82,11 @@ void one_case(const Case& c, std::mt19937& rng, Tally& t) {
     worst = std::max(worst, std::fabs(out[i] - ref) / (mag + 1e-30));
   }
   for (int j = 0; j < c.len; ++j) worst = std::max(worst, std::fabs(p[j] - w[j] / sum));
-  const bool same = p == p2 && out == out2;
+  // Bit for bit (== would let -0 equal +0 and fail any NaN).
+  const auto bits_equal = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  const bool same = bits_equal(p, p2) && bits_equal(out, out2);
   t.add(worst <= 1e-5 && same, worst);
   if (worst > 1e-5 || !same)
     std::printf("attend_check FAILED: hd %d, %d keys, pages of %d, %d heads: error %.3g, %s the portable path\n", c.hd,

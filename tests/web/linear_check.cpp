@@ -104,9 +104,8 @@ int main() {
   std::printf("linear_check: %d cases on %lld-row panels, %d failed, largest relative error %.3g\n", g_cases,
               static_cast<long long>(kPanelRows), g_failed, g_worst);
   const web_checks::Tally a = web_checks::attend_check(rng);
-  std::printf(
-      "attend_check: %d cases (f32 cache, SIMD128 and portable paths), %d failed, largest relative error %.3g\n",
-      a.cases, a.failed, a.worst);
+  std::printf("attend_check: %d cases (f32 cache, SIMD128 and portable paths), %d failed, largest error %.3g\n",
+              a.cases, a.failed, a.worst);
   const web_checks::Tally sm = web_checks::softmax_check(rng);
   std::printf("softmax_check: %d cases (the sampler's softmax, SIMD128 exp), %d failed, largest relative error %.3g\n",
               sm.cases, sm.failed, sm.worst);

@@ -12,7 +12,7 @@ namespace kvscope::web_checks {
 
 struct Tally {
   int cases = 0, failed = 0;
-  double worst = 0;  // the largest relative error seen
+  double worst = 0;  // the largest error seen (relative, or absolute for attention weights and probabilities <= 1)
   void add(bool ok, double error) {
     ++cases;
     failed += ok ? 0 : 1;
