@@ -25,7 +25,7 @@ struct Case {
   int hd, len, block, heads;
 };
 
-// Runs of `block` keys (a paged cache) over rows of `row_bytes` at `base`.
+// Runs of `block` keys (a paged cache) over rows of `row_bytes` from k and v.
 std::vector<KVRowRun> runs_over(const uint8_t* k, const uint8_t* v, size_t row_bytes, int len, int block) {
   std::vector<KVRowRun> runs;
   for (int at = 0; at < len; at += block) {
