@@ -63,6 +63,11 @@ TEST(PositionRuns, RefusesPositionsOutOfOrder) {
   EXPECT_THROW(r.push_back(3), Error);
   EXPECT_THROW(r.push_back(1), Error);
   EXPECT_THROW(PositionRuns::from_sorted({5, 2}), Error);
+  // from_sorted reads stretches of consecutive positions: a repeat or a step
+  // back right after one is refused too.
+  EXPECT_THROW(PositionRuns::from_sorted({1, 2, 3, 3}), Error);
+  EXPECT_THROW(PositionRuns::from_sorted({1, 2, 3, 2, 3}), Error);
+  EXPECT_THROW(PositionRuns::from_sorted({7, 8, 0, 1}), Error);
 }
 
 }  // namespace

@@ -133,25 +133,30 @@ std::vector<int> best_k(const std::vector<float>& probs, size_t k, Better better
   constexpr int kChunk = 16;
   std::vector<int> heap;
   heap.reserve(k);
-  auto offer = [&](int i) {
-    if (heap.size() < k) {
-      heap.push_back(i);
-      std::push_heap(heap.begin(), heap.end(), better);
-    } else if (better(i, heap.front())) {
+  // Takes id i, which beats the worst held (or the heap is not full yet).
+  auto take = [&](int i) {
+    if (heap.size() == k) {
       std::pop_heap(heap.begin(), heap.end(), better);
-      heap.back() = i;
-      std::push_heap(heap.begin(), heap.end(), better);
+      heap.pop_back();
     }
+    heap.push_back(i);
+    std::push_heap(heap.begin(), heap.end(), better);
   };
+  // Most ids lose to the worst held: tested here, so only the few taken
+  // reach a call (in WebAssembly each such call from here passes through a
+  // JavaScript exception trampoline).
+  auto wins = [&](int i) { return heap.size() < k || better(i, heap.front()); };
   const int n = static_cast<int>(probs.size());
   int i = 0;
   for (; i + kChunk <= n; i += kChunk) {
     if (heap.size() == k &&
         chunk_max_bits<kChunk>(probs.data() + i) <= float_bits(probs[static_cast<size_t>(heap.front())]))
       continue;
-    for (int j = i; j < i + kChunk; ++j) offer(j);
+    for (int j = i; j < i + kChunk; ++j)
+      if (wins(j)) take(j);
   }
-  for (; i < n; ++i) offer(i);
+  for (; i < n; ++i)
+    if (wins(i)) take(i);
   std::sort_heap(heap.begin(), heap.end(), better);
   return heap;
 }

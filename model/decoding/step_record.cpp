@@ -27,27 +27,37 @@ const char* to_string(StopReason r) {
 }
 
 PositionRuns PositionRuns::from_sorted(const std::vector<int>& ascending) {
+  // A call per stretch of consecutive positions, not per position (a cache's
+  // held positions are one to three stretches; in WebAssembly each call from
+  // here passes through a JavaScript exception trampoline).
   PositionRuns out;
-  for (int p : ascending) out.push_back(p);
+  for (size_t i = 0, j; i < ascending.size(); i = j) {
+    for (j = i + 1; j < ascending.size() && ascending[j] == ascending[j - 1] + 1;) ++j;
+    out.push_run(ascending[i], static_cast<int>(j - i));
+  }
   return out;
 }
 
 void PositionRuns::push_back(int pos) {
+  push_run(pos, 1);
+}
+
+void PositionRuns::push_run(int first, int n) {
   if (!runs_.empty()) {
     Run& last = runs_.back();
     const int end = last.first + last.n;
-    if (pos < end) {
-      throw Error("PositionRuns::push_back: position " + std::to_string(pos) + " after " + std::to_string(end - 1) +
+    if (first < end) {
+      throw Error("PositionRuns::push_back: position " + std::to_string(first) + " after " + std::to_string(end - 1) +
                   " (expected ascending, distinct positions)");
     }
-    if (pos == end) {
-      ++last.n;
-      ++count_;
+    if (first == end) {
+      last.n += n;
+      count_ += n;
       return;
     }
   }
-  runs_.push_back({pos, 1});
-  ++count_;
+  runs_.push_back({first, n});
+  count_ += n;
 }
 
 bool PositionRuns::contains(int pos) const {

@@ -94,6 +94,8 @@ class PositionRuns {
   const_iterator end() const { return const_iterator(&runs_, runs_.size()); }
 
  private:
+  void push_run(int first, int n);  // positions [first, first + n), checked as push_back's
+
   std::vector<Run> runs_;
   int count_ = 0;
 };
