@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -492,6 +493,26 @@ TEST(Reference, HalfFloatConversions) {
   EXPECT_EQ(bf16_to_f32(0xC0A0), -5.0f);
   EXPECT_EQ(bf16_to_f32(0x0001), std::ldexp(1.0f, -133));
   EXPECT_TRUE(std::isinf(bf16_to_f32(0xFF80)));
+}
+
+// Every f16 value against IEEE binary16's definition: (-1)^s x 2^(e-15) x
+// 1.m for 0 < e < 31, 2^-14 x 0.m for e = 0, inf or NaN (payload kept) for e = 31.
+TEST(Reference, F16ToF32MatchesTheDefinitionForEveryValue) {
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    const uint32_t s = h >> 15, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    const float got = f16_to_f32(static_cast<uint16_t>(h));
+    if (e == 31) {
+      uint32_t bits;
+      std::memcpy(&bits, &got, 4);
+      ASSERT_EQ(bits, (s << 31) | 0x7f800000u | (m << 13)) << std::hex << h;
+      continue;
+    }
+    const double mag = e == 0 ? std::ldexp(static_cast<double>(m), -24)
+                              : std::ldexp(static_cast<double>(1024 + m), static_cast<int>(e) - 25);
+    const double want = s ? -mag : mag;
+    ASSERT_EQ(static_cast<double>(got), want) << std::hex << h;
+    ASSERT_EQ(std::signbit(got), s == 1) << std::hex << h;
+  }
 }
 
 // Every stored value reaches the engine unchanged (Conv1D (in, out) transposed

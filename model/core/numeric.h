@@ -15,8 +15,30 @@ inline int64_t stored_bytes(StoredType t) {
   return t == StoredType::kF32 ? 4 : 2;
 }
 
-float f16_to_f32(uint16_t h);
-float bf16_to_f32(uint16_t h);
+// Exact for every value (normals, subnormals, inf, NaN with its payload).
+// Inline and branch-free: the exponent and mantissa shifted into an f32 and
+// scaled by 2^(127 - 15), which is exact for normals and subnormals alike, so
+// the weight kernels' loops over many halves vectorise it.
+inline float f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t em = h & 0x7fffu;
+  uint32_t scaled_bits = em << 13;
+  float f;
+  std::memcpy(&f, &scaled_bits, 4);
+  f *= 0x1p112f;
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if (em >= 0x7c00u) bits = 0x7f800000u | (em << 13);  // inf, NaN
+  bits |= sign;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+inline float bf16_to_f32(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
 // Round to nearest even; exact for every value an F16 tensor can hold.
 uint16_t f32_to_f16(float f);
 // Round to nearest even (NaN stays NaN); exact for every value a BF16 tensor

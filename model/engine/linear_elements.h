@@ -1,6 +1,6 @@
 // The weight kernels' element types (linear_kernels.cpp, linear_simd128.cpp):
-// a tag per stored dtype and its one scalar conversion to f32, branch-free so
-// it vectorises, exact for every value (normals, subnormals, inf, NaN); and
+// a tag per stored dtype and its scalar conversion to f32 (numeric.h's, which
+// is branch-free, so it vectorises); and
 // the one dispatch from a stored dtype to its tag (with_type).
 #pragma once
 
@@ -11,17 +11,6 @@
 
 namespace kvscope {
 namespace linear_detail {
-
-inline float bits_to_f32(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-inline uint32_t f32_to_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
 
 struct F16 {
   uint16_t bits;
@@ -34,16 +23,10 @@ inline float to_f32(float v) {
   return v;
 }
 inline float to_f32(F16 v) {
-  const uint32_t sign = static_cast<uint32_t>(v.bits & 0x8000u) << 16;
-  const uint32_t em = v.bits & 0x7fffu;
-  // Exponent and mantissa shifted into an f32 and scaled by 2^(127 - 15):
-  // exact for normals and subnormals alike.
-  uint32_t bits = f32_to_bits(bits_to_f32(em << 13) * 0x1p112f);
-  if (em >= 0x7c00u) bits = 0x7f800000u | (em << 13);  // inf, nan
-  return bits_to_f32(bits | sign);
+  return f16_to_f32(v.bits);
 }
 inline float to_f32(Bf16 v) {
-  return bits_to_f32(static_cast<uint32_t>(v.bits) << 16);
+  return bf16_to_f32(v.bits);
 }
 
 // Calls f with `data` as a pointer to its element type.
