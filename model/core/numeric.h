@@ -18,7 +18,9 @@ inline int64_t stored_bytes(StoredType t) {
 // Exact for every value (normals, subnormals, inf, NaN with its payload).
 // Inline and branch-free: the exponent and mantissa shifted into an f32 and
 // scaled by 2^(127 - 15), which is exact for normals and subnormals alike, so
-// the weight kernels' loops over many halves vectorise it.
+// the weight kernels' loops over many halves vectorise it. (The product is
+// a subnormal f32 times 2^112 for a subnormal half: exact as long as nothing
+// sets the CPU to flush subnormal inputs to zero, and nothing in kvscope does.)
 inline float f16_to_f32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t em = h & 0x7fffu;

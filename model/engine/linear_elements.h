@@ -1,11 +1,10 @@
 // The weight kernels' element types (linear_kernels.cpp, linear_simd128.cpp):
 // a tag per stored dtype and its scalar conversion to f32 (numeric.h's, which
-// is branch-free, so it vectorises); and
-// the one dispatch from a stored dtype to its tag (with_type).
+// is branch-free, so it vectorises); and the one dispatch from a stored dtype
+// to its tag (with_type).
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 #include "model/core/numeric.h"
 

@@ -70,7 +70,8 @@ void rows_panels(const WeightView& W, const float* X, int64_t n, int64_t ldx, co
 // 16 KiB; in WebAssembly 16 x 256 f32, the same) stays in L1 while every
 // group of up to kPanelGroup positions reads it (8 x 2 halves = 16
 // accumulators); a prefetch kPanelPrefetch columns
-// ahead (2 KiB of f16) keeps the stream going while a group computes.
+// ahead (2 KiB of f16) keeps the stream going while a group computes (and in
+// the bf16 kernel a chunk's later groups fetch the next chunk into L2).
 constexpr int64_t kPanelKc = 256;
 constexpr int kPanelGroup = 8;
 constexpr int64_t kPanelPrefetch = 32;
