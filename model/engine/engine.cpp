@@ -382,15 +382,15 @@ ForwardOutput Engine::forward(const std::vector<BatchEntry>& batch, KVCache& cac
     MatrixRM sel(static_cast<Eigen::Index>(out.logit_entries.size()), d);
     for (size_t r = 0; r < out.logit_entries.size(); ++r)
       sel.row(static_cast<Eigen::Index>(r)) = ws.x.row(out.logit_entries[r]);
-    MatrixRM logits_rows;
+    const WeightMatrix& head = c.is_llama() ? model_.llama.head() : model_.weights.head();
+    out.logits.resize(out.logit_entries.size() * static_cast<size_t>(head.rows));  // (logit_entries, vocab)
     if (c.is_llama()) {
-      detail::llama_logits(model_, ws, sel, logits_rows, flops);
+      detail::llama_logits(model_, ws, sel, out.logits.data(), flops);
     } else {
       const Weights& w = model_.weights;
       layer_norm(sel, w.ln_f_g, w.ln_f_b, c.layer_norm_epsilon, ws.h);
-      linear(ws.pool, ws.h, w.head(), nullptr, logits_rows, flops);
+      linear(ws.pool, ws.h, head, nullptr, out.logits.data(), flops);
     }
-    out.logits.assign(logits_rows.data(), logits_rows.data() + logits_rows.size());
   }
   out.flops = flops;
   return out;

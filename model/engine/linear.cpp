@@ -22,7 +22,7 @@ constexpr bool kMatvecForDecode = true;
 #endif
 
 // Y = X W^T + b at the weights' stored dtype (linear's checks done).
-void stored_products(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const float* b, MatrixRM& Y) {
+void stored_products(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const float* b, float* Y) {
   const int64_t n = X.rows(), out = W.rows, in = W.cols;
   if (n == 1 && kMatvecForDecode && !W.panels) {
     // Decode on row-major weights: the matrix-vector kernels (kernels.h),
@@ -31,14 +31,14 @@ void stored_products(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W,
     pool.parallel_for(
         out,
         [&](int64_t r0, int64_t r1) {
-          if (!W.wide.empty()) return matvec_f32(W.wide.data(), in, X.data(), b, Y.data(), r0, r1);
+          if (!W.wide.empty()) return matvec_f32(W.wide.data(), in, X.data(), b, Y, r0, r1);
           switch (W.type) {
             case StoredType::kF32:
-              return matvec_f32(W.f32.data(), in, X.data(), b, Y.data(), r0, r1);
+              return matvec_f32(W.f32.data(), in, X.data(), b, Y, r0, r1);
             case StoredType::kF16:
-              return matvec_f16(W.half.data(), in, X.data(), b, Y.data(), r0, r1);
+              return matvec_f16(W.half.data(), in, X.data(), b, Y, r0, r1);
             case StoredType::kBF16:
-              return matvec_bf16(W.half.data(), in, X.data(), b, Y.data(), r0, r1);
+              return matvec_bf16(W.half.data(), in, X.data(), b, Y, r0, r1);
           }
         },
         out * in);
@@ -52,8 +52,7 @@ void stored_products(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W,
     pool.parallel_for(
         blocks,
         [&](int64_t b0, int64_t b1) {
-          linear_rows(view, X.data(), n, in, b, Y.data(), out, b0 * kLinearRowBlock,
-                      std::min(out, b1 * kLinearRowBlock));
+          linear_rows(view, X.data(), n, in, b, Y, out, b0 * kLinearRowBlock, std::min(out, b1 * kLinearRowBlock));
         },
         n * out * in);
   }
@@ -64,7 +63,7 @@ void stored_products(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W,
 // number of columns: the instruction takes pairs), else the rounded inputs
 // through the stored products (the same products, summed in another order;
 // the instruction also flushes subnormal inputs and sums to zero).
-void bf16_products(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const float* b, MatrixRM& Y) {
+void bf16_products(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const float* b, float* Y) {
   const int64_t n = X.rows(), in = W.cols;
   if (n == 0) return;
 #if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -78,7 +77,7 @@ void bf16_products(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, c
     pool.parallel_for(
         blocks,
         [&](int64_t b0, int64_t b1) {
-          linear_detail::rows_panels_bf16(W.half.data(), out, in, xp, n, in, b, Y.data(), out, b0 * kLinearRowBlock,
+          linear_detail::rows_panels_bf16(W.half.data(), out, in, xp, n, in, b, Y, out, b0 * kLinearRowBlock,
                                           std::min(out, b1 * kLinearRowBlock));
         },
         n * out * in);
@@ -94,13 +93,17 @@ void bf16_products(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, c
 }  // namespace
 
 void linear(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const float* b, MatrixRM& Y, uint64_t& flops) {
+  Y.resize(X.rows(), W.rows);
+  linear(pool, X, W, b, Y.data(), flops);
+}
+
+void linear(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const float* b, float* Y, uint64_t& flops) {
   const int64_t n = X.rows(), out = W.rows, in = W.cols;
   // The kernels read `in` values from every row of X: a narrower X would be read past its end.
   if (X.cols() != in)
     throw Error("linear: input of shape (" + std::to_string(n) + ", " + std::to_string(X.cols()) +
                 ") does not match weight of shape (" + std::to_string(out) + ", " + std::to_string(in) +
                 "): expected " + std::to_string(in) + " input columns");
-  Y.resize(n, out);
   if (W.bf16_products && W.type == StoredType::kBF16)
     bf16_products(pool, X, W, b, Y);
   else

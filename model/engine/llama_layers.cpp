@@ -51,7 +51,7 @@ void llama_layer(const Model& m, Workspace& ws, KVCache& cache, BatchPlan& plan,
   ws.x += ws.tmp;
 }
 
-void llama_logits(const Model& m, Workspace& ws, const MatrixRM& sel, MatrixRM& logits, uint64_t& flops) {
+void llama_logits(const Model& m, Workspace& ws, const MatrixRM& sel, float* logits, uint64_t& flops) {
   rms_norm(sel, m.llama.norm, m.config.layer_norm_epsilon, ws.h);
   linear(ws.pool, ws.h, m.llama.head(), nullptr, logits, flops);
 }
