@@ -256,6 +256,28 @@ TEST(ServeView, LayoutStaysInsideTheCanvas) {
   }
 }
 
+// At a projector's text size with a lane selected (the lanes folded), the
+// pool's cells stay in the picture, every block once, above the 3D view,
+// which keeps its 45 % of the canvas (1280x720 at text scale 2.5).
+TEST(ServeView, FoldedViewKeepsThePool) {
+  const Served eight = serve(0);
+  ServeViewOptions o = options(785.0f, 680.0f, 40.0f);
+  o.selected = 1;
+  o.request_3d = true;
+  for (int k : {0, static_cast<int>(eight.steps.size()) / 2}) {
+    const ServeScene sc = build_serve_scene(input(eight, k), o);
+    ASSERT_TRUE(sc.folded) << "step " << k;
+    std::vector<int> drawn(sc.blocks.size(), 0);
+    for (const ServeRect& r : sc.rects) {
+      if (r.block < 0) continue;
+      drawn.at(static_cast<size_t>(r.block))++;
+      EXPECT_LE(r.pos.y + r.size.y, sc.view_pos.y) << "block " << r.block << " step " << k;
+    }
+    for (size_t b = 0; b < drawn.size(); ++b) EXPECT_EQ(drawn[b], 1) << "block " << b << " step " << k;
+    EXPECT_GE(sc.view_size.y, 0.45f * 680.0f - 0.01f) << "step " << k;
+  }
+}
+
 // The engine thread computes the steps asked for, and the same records as a
 // Server run directly.
 TEST(ServeView, RunnerStepsOnRequest) {

@@ -69,6 +69,8 @@ struct Builder {
   void lane(const ServeLane& l, float ly, float h, float label_w, float state_w);
   void lanes(float lane_h);
   void pool(float cell);
+  void cells(float cell);
+  bool pool_rows();
   float legend_rows(bool brief) const;
   void legend();
   std::vector<std::pair<std::string, glm::vec3>> plot_keys(bool brief) const;
@@ -79,7 +81,7 @@ struct Builder {
   void body();
   std::vector<std::pair<std::string, std::vector<const ServeLane*>>> strip_groups() const;
   float strip(bool draw, bool labels);
-  void folded();
+  void folded(bool with_pool);
   void place_3d();
 };
 
@@ -196,10 +198,15 @@ void Builder::lanes(float lane_h) {
 // fits), shared blocks white with their number of owners, cached-but-free
 // dim with an outline, free dark.
 void Builder::pool(float cell) {
-  const ServeStep& s = *in.steps->at(static_cast<size_t>(in.shown));
   const std::string title = fmt("KV pool: %.0f blocks of %.0f positions", in.config.pool_blocks, in.config.block);
   text(x0_, y, tw(title) <= w_ ? title : fmt("KV pool: %.0f blocks", in.config.pool_blocks), kText);
   y += opt.line_h * 1.1f;
+  cells(cell);
+}
+
+// The pool's cells, `cell` wide, wrapped in the column from x0_, w_ wide.
+void Builder::cells(float cell) {
+  const ServeStep& s = *in.steps->at(static_cast<size_t>(in.shown));
   std::vector<int> owner(sc.blocks.size(), -1), count(sc.blocks.size(), 0);
   for (size_t j = 0; j < s.tables.size() && j < s.running_after.size(); ++j)
     for (int b : s.tables[j])
@@ -231,6 +238,26 @@ void Builder::pool(float cell) {
   }
   const int rows = (static_cast<int>(sc.blocks.size()) + cols - 1) / cols;
   y += static_cast<float>(rows) * (cell + gap) + gap;
+}
+
+// Folded, the pool in at most two rows beside its name, its cells at most a
+// line and at least 0.45 lines wide (a projector's text scale keeps the
+// picture of paging: whose blocks, shared, cached, free). False, drawing
+// nothing, where they would be narrower.
+bool Builder::pool_rows() {
+  const float L = opt.line_h, name_w = tw("KV pool") + 2 * pad();
+  const float w = opt.width - name_w, n = static_cast<float>(sc.blocks.size());
+  for (float cell = L; cell >= L * 0.45f; cell -= 1.0f) {
+    const float gap = std::max(2.0f, cell * 0.1f);
+    if (std::ceil(n / std::max(1.0f, std::floor((w + gap) / (cell + gap)))) > 2) continue;
+    y += pad();
+    text(0, y + (cell - L) * 0.5f, "KV pool", kText);
+    x0_ = name_w, w_ = w;
+    cells(cell);
+    x0_ = 0, w_ = opt.width;
+    return true;
+  }
+  return false;
 }
 
 // What the pool's colours mean, as swatches with their names, wrapped.
@@ -495,14 +522,16 @@ float Builder::strip(bool draw, bool labels) {
 
 // The lanes folded: the counters in a line, the selected request's lane
 // whole, the others in a strip (their states named where two rows hold the
-// names, else in their tiles' colours and tooltips). No pool, no plot.
-void Builder::folded() {
+// names, else in their tiles' colours and tooltips), then (`with_pool`) the
+// pool's cells in a row or two where they fit. No legend, no plot.
+void Builder::folded(bool with_pool) {
   const float L = opt.line_h;
   folded_header();
   lane(sc.lanes.at(static_cast<size_t>(opt.selected)), y, L * 1.6f, lane_label_width(), state_width());
   y += L * 1.6f + pad();
   const bool labels = strip(false, true) <= L * 2.75f;
   y += strip(true, labels);
+  if (with_pool && pool_rows()) y += pad();
 }
 
 }  // namespace
@@ -510,8 +539,8 @@ void Builder::folded() {
 // The selected request's 3D view goes under the rest: the lower 45 % of the
 // canvas (at least 8 lines) where every lane and the pool fit above it (the
 // plot where it still fits, beside the pool at a large text scale); else the
-// lanes fold (folded()) and it takes what is left, where that is 8 lines;
-// else there is none.
+// lanes fold (folded(), with the pool's cells where the view keeps its 45 %)
+// and it takes what is left, where that is 8 lines; else there is none.
 ServeScene build_serve_scene(const ServeSceneInput& in, const ServeViewOptions& opt) {
   ServeScene sc;
   if (!in.requests || !in.steps || in.steps->empty() || !opt.palette || !opt.text_width) return sc;
@@ -523,20 +552,23 @@ ServeScene build_serve_scene(const ServeSceneInput& in, const ServeViewOptions& 
   const float L = opt.line_h, gap = L * 0.3f, view_h = std::max(8 * L, std::ceil(opt.height * 0.45f));
   const bool view = opt.request_3d && opt.selected >= 0 && opt.selected < static_cast<int>(sc.lanes.size());
   if (view && !sc.lanes.empty()) {  // folded, where the full picture leaves the view too little
-    ServeScene fold = sc;
-    Builder f{at, opt, *opt.palette, fold};
-    f.w_ = opt.width;
+    ServeScene fold;
     ServeScene probe = sc;  // (the full picture's header, measured)
     Builder b{at, opt, *opt.palette, probe};
     b.w_ = opt.width;
     b.header();
     if (!b.fits_above(opt.height - view_h - gap)) {
-      f.folded();
-      if (opt.height - f.y - gap >= 8 * L) {
-        fold.folded = true;
-        fold.view_pos = {0, f.y + gap};
-        fold.view_size = {opt.width, opt.height - f.y - gap};
-        return fold;
+      for (bool with_pool : {true, false}) {  // the pool's cells where the view keeps its share
+        fold = sc;
+        Builder f{at, opt, *opt.palette, fold};
+        f.w_ = opt.width;
+        f.folded(with_pool);
+        if (opt.height - f.y - gap >= (with_pool ? view_h : 8 * L)) {
+          fold.folded = true;
+          fold.view_pos = {0, f.y + gap};
+          fold.view_size = {opt.width, opt.height - f.y - gap};
+          return fold;
+        }
       }
     }
   }
