@@ -22,6 +22,7 @@ set(KVSCOPE_MODEL_SRC
   model/arch/safetensors.cpp
   model/engine/engine.cpp
   model/engine/kernels.cpp
+  model/engine/kernel_peaks.cpp
   model/engine/kernels_attend.cpp
   model/engine/linear.cpp
   model/engine/linear_bf16.cpp
@@ -81,6 +82,7 @@ set(KVSCOPE_LESSONS_SRC
 set(KVSCOPE_CLI_SRC
   app/cli/cli.cpp
   app/cli/cli_bench.cpp
+  app/cli/cli_bench_kernels.cpp
   app/cli/cli_decode.cpp
   app/cli/cli_eval.cpp
   app/cli/cli_flags.cpp

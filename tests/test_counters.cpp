@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "model/core/error.h"
 #include "model/decoding/generator.h"
 #include "model/engine/engine.h"
+#include "model/engine/linear_kernels.h"
 #include "numpy_ref_util.h"
 
 namespace kvscope {
@@ -455,6 +457,33 @@ TEST(Counters, CliBenchJsonReportsConventionAndTraffic) {
   EXPECT_EQ(forward_read_bytes(*m, 2 * L * 9 * d * 4), L * (12 * d * d * 2 + 13 * d * 4) +
                                                            static_cast<uint64_t>(c.vocab_size) * d * 2 + 3 * d * 4 +
                                                            d * 2 + 2 * L * 9 * d * 4);
+}
+
+// `kvscope bench --kernels --json`: every kernel at every n once, each rate
+// positive, the peaks positive where the build has the instruction (speed
+// itself belongs in benchmarks: docs/batching.md).
+TEST(Counters, CliBenchKernelsReportsEveryKernelAtEveryN) {
+  using testutil::json;
+  const std::string exe = std::string(KVSCOPE_BUILD_DIR) + "/kvscope";
+  ASSERT_TRUE(testutil::fs::exists(exe)) << exe << " not built (make test builds it with the tests)";
+  testutil::TempDir tmp("cli-bench-kernels");
+  const std::string out = tmp / "kernels.json";
+  const std::string cmd =
+      testutil::shell_quote(exe) + " bench --kernels --reps 1 --json > " + testutil::shell_quote(out) + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n" << testutil::read_file(out);
+  const json j = json::parse(testutil::read_file(out));
+  std::map<std::string, std::vector<int>> ns;
+  for (const json& r : j.at("rows")) {
+    ns[r.at("kernel").get<std::string>()].push_back(r.at("n").get<int>());
+    EXPECT_GT(r.at("gmacs").get<double>(), 0.0) << r.dump();
+  }
+  const std::vector<int> all{1, 2, 4, 8, 16};
+  for (const char* k : {"f32 weights", "f16 weights", "bf16 weights"}) EXPECT_EQ(ns[k], all) << k;
+  EXPECT_EQ(ns.count("bf16 dot products") > 0, linear_detail::kBf16DotKernel);
+#ifdef __AVX512F__
+  EXPECT_GT(j.at("fma_peak_gmacs").get<double>(), 0.0);
+#endif
+  EXPECT_EQ(j.at("bf16_dot_peak_gmacs").get<double>() > 0.0, linear_detail::kBf16DotKernel);
 }
 
 }  // namespace

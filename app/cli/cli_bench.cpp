@@ -270,10 +270,20 @@ void add_bench_command(CLI::App& app, BenchCommand& c) {
   c.cmd->add_flag("--json", c.json, "Print JSON");
   c.cmd->add_option("--ctx", c.ctx, kCtxHelp)->check(in_range(setting::kCtx));
   c.cmd->add_flag("--bf16-products", c.bf16_products, kBf16ProductsHelp);
+  c.cmd->add_flag("--kernels", c.kernels,
+                  "Instead of a model's speed: one core's multiply-add rates, the linear kernels' at 1-16 positions "
+                  "(weights in the CPU's cache) against the f32 FMA and bf16 dot product peaks");
   add_kv_flags(c.cmd, c.kv);
 }
 
 int run_bench_command(const BenchCommand& c, const std::function<double(int)>& read_bandwidth) {
+  if (c.kernels) {
+    if (!c.model.empty() || !c.lengths.empty() || !c.positions.empty() || c.bf16_products)
+      throw UsageError(
+          "--kernels: times the kernels alone, with no model; drop --model, --lengths, --positions and "
+          "--bf16-products");
+    return bench_kernels(c.reps, c.json);
+  }
   const KVSettings kv = kv_settings_or_throw(c.kv);
   if (kv.evict != KVEvict::kNone)
     throw UsageError("--kv-evict: not available with bench (it times NO CACHE too, which eviction by score refuses)");

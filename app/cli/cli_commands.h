@@ -91,9 +91,12 @@ struct BenchCommand {
   bool json = false;
   int ctx = 0;
   bool bf16_products = false;
+  bool kernels = false;  // --kernels: one core's multiply-add rates, no model
   KVFlags kv;
 };
 void add_bench_command(CLI::App& app, BenchCommand& c);
+// `bench --kernels` (cli_bench_kernels.cpp).
+int bench_kernels(int reps, bool as_json);
 // `read_bandwidth`: GB/s with n threads; null = the real probe.
 int run_bench_command(const BenchCommand& c, const std::function<double(int)>& read_bandwidth);
 
