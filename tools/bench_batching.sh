@@ -48,6 +48,7 @@ for r in $(seq 1 "$ROUNDS"); do
     "$BEFORE" bench --model "$G" --positions 2 4 8 16 --reps 3 --json > "$R/pos.gpt2.before.$r.json"
     "$BEFORE" bench --model "$S" --positions 2 4 8 16 --reps 3 --json > "$R/pos.smol.before.$r.json"
   fi
+  "$KV" bench --kernels --json > "$R/kernels.$r.json"
   echo "== round $r/$ROUNDS: prefill" >&2
   "$KV" bench --model "$G" --lengths 128 512 --reps 1 --json > "$R/pre.gpt2.after.$r.json"
   "$KV" bench --model "$S" --lengths 128 512 --reps 1 --json > "$R/pre.smol.after.$r.json"
