@@ -69,21 +69,24 @@ json kernel_rows(int reps) {
       {"f32 weights", {StoredType::kF32, in.f32.data(), kRows, kCols, 0, kPanelWeights}},
       {"f16 weights", {StoredType::kF16, in.f16.data(), kRows, kCols, 0, kPanelWeights}},
       {"bf16 weights", {StoredType::kBF16, in.bf16.data(), kRows, kCols, 0, kPanelWeights}}};
-  for (const auto& [name, view] : views)
-    for (int n : kPositions)
-      rows.push_back({{"kernel", name}, {"n", n}, {"gmacs", rate(reps, n, [&] {
-                                                              linear_rows(view, in.x.data(), n, kCols, nullptr,
-                                                                          y.data(), kRows, 0, kRows);
-                                                            }) / 1e9}});
+  for (const auto& named : views) {
+    const WeightView& view = named.second;  // (a structured binding cannot be captured in C++17)
+    for (int n : kPositions) {
+      const double r =
+          rate(reps, n, [&] { linear_rows(view, in.x.data(), n, kCols, nullptr, y.data(), kRows, 0, kRows); });
+      rows.push_back({{"kernel", named.first}, {"n", n}, {"gmacs", r / 1e9}});
+    }
+  }
 #if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-  if (linear_detail::kBf16DotKernel)
-    for (int n : kPositions)
-      rows.push_back({{"kernel", "bf16 dot products"}, {"n", n}, {"gmacs", rate(reps, n, [&] {
-                                                                             linear_detail::rows_panels_bf16(
-                                                                                 in.bf16.data(), kRows, kCols,
-                                                                                 in.x_bf16.data(), n, kCols, nullptr,
-                                                                                 y.data(), kRows, 0, kRows);
-                                                                           }) / 1e9}});
+  if (linear_detail::kBf16DotKernel) {
+    for (int n : kPositions) {
+      const double r = rate(reps, n, [&] {
+        linear_detail::rows_panels_bf16(in.bf16.data(), kRows, kCols, in.x_bf16.data(), n, kCols, nullptr, y.data(),
+                                        kRows, 0, kRows);
+      });
+      rows.push_back({{"kernel", "bf16 dot products"}, {"n", n}, {"gmacs", r / 1e9}});
+    }
+  }
 #endif
   return rows;
 }

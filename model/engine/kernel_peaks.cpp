@@ -8,6 +8,8 @@
 #endif
 
 namespace kvscope {
+
+#if defined(__AVX512F__)
 namespace {
 
 // 16 chains: more than the FMA's latency times its rate, so the loop runs at
@@ -26,7 +28,6 @@ double best_rate(int reps, double macs_per_run, const Run& run) {
   return macs_per_run / best_s;
 }
 
-#if defined(__AVX512F__)
 // The accumulators' sum leaves the loop (a lane of it, to a volatile), so
 // the loop is not optimised away; summed first, they stay in registers.
 void keep(__m512 sum) {
@@ -35,11 +36,9 @@ void keep(__m512 sum) {
   volatile float sink = lanes[0];
   (void)sink;
 }
-#endif
 
 }  // namespace
 
-#if defined(__AVX512F__)
 double fma_peak_macs_per_s(int reps) {
   return best_rate(reps, 16.0 * kChains * kIterations, [] {
     __m512 acc[kChains];
