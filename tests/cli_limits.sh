@@ -54,6 +54,7 @@ expect 2 "--reps" bench --reps 0
 expect 2 "--lengths" bench --lengths 1
 expect 2 "--kernels" bench --kernels --lengths 8
 expect 2 "--kernels" bench --kernels --model "$src/tests/fuzz/micro-model"
+expect 2 "drop --kv-dtype" bench --kernels --kv-dtype f16
 expect 2 "--width" render --prompt x --out "$tmp/x.png" --width 100000
 expect 2 "--steps" render --prompt x --out "$tmp/x.png" --steps -3
 # Text that must not be empty.

@@ -12,7 +12,9 @@
 # (tools/torch_bench.py: GPT-2 F32 and F16 computed in f32; the Llama shape in
 # f32 and in bf16), beside kvscope's on a GPT-2 F32 file too. The Llama shape's
 # prefill also runs with --bf16-products (the inputs rounded to bf16, as
-# PyTorch's bf16 path does).
+# PyTorch's bf16 path does). Each round also runs `kvscope bench --kernels`
+# (one core's multiply-add rates), from which the report gives each forward's
+# floor: its products alone on every core at those rates.
 # Usage: [BEFORE=old/kvscope] [BENCH_ROUNDS=3] tools/bench_batching.sh [path/to/kvscope]
 set -euo pipefail
 # shellcheck source=tools/bench_common.sh

@@ -64,24 +64,33 @@ if kern:
     def rate(kernel, n):
         return med(r["gmacs"] for k in kern for r in k["rows"] if r["kernel"] == kernel and r["n"] == n) * 1e9
 
+    def linear_macs(name):
+        # A position's multiply-adds in the matrix products alone: the decode
+        # FLOPs at T = 128 and 512 (the prefill rows) less attention's share,
+        # which grows linearly with T, so extrapolated to T = 0; halved.
+        f = {r["T"]: r["kv_flops"] for r in load(f"pre.{name}.after")[0]["rows"]}
+        return (f[128] - 128 * (f[512] - f[128]) / 384) / 2
+
+    print()
     cols = [("GPT-2-124M F16", "gpt2", g, "f16 weights"), ("SmolLM2-135M BF16", "smol", s, "bf16 weights")]
     dot_rows = any(r["kernel"] == "bf16 dot products" for r in kern[0]["rows"])
     if sp and dot_rows:
         cols.append(("SmolLM2-135M BF16, `--bf16-products`", "smol", sp, "bf16 dot products"))
     print("| positions n | " + " | ".join(f"{c[0]}: measured / products alone" for c in cols) + " |")
     print("|---" * (len(cols) + 1) + "|")
+    macs = {name: linear_macs(name) for _, name, _, _ in cols}
     for i, row in enumerate(g[0]["positions"]):
         n, cells = row["n"], []
         for label, name, runs, kernel in cols:
-            macs = load(f"pre.{name}.after")[0]["rows"][0]["kv_flops"] / 2
             step = med(x["positions"][0]["forward_ms"] / x["positions"][0]["decode_steps"] for x in runs) / 1e3
-            floor = n * macs / (runs[0]["threads"] * rate(kernel, n)) / step
+            floor = n * macs[name] / (runs[0]["threads"] * rate(kernel, n)) / step
             cells.append(f"{med(x['positions'][i]['decode_steps'] for x in runs):.2f} / {floor:.2f}")
         print(f"| {n} | " + " | ".join(cells) + " |")
     peak = med(k["fma_peak_gmacs"] for k in kern)
     dot = med(k["bf16_dot_peak_gmacs"] for k in kern)
-    print(f"\n(one core: f32 FMA peak {peak:.1f} GMAC/s, bf16 dot product peak {dot:.1f}; at 8 positions the f16 "
-          f"panels run at {rate('f16 weights', 8) / 1e9:.1f}, the bf16 ones at {rate('bf16 weights', 8) / 1e9:.1f}, "
+    print(f"\n(one core: f32 FMA peak {peak:.1f} GMAC/s, bf16 dot product peak {dot:.1f}; at 8 positions the f32 "
+          f"panels run at {rate('f32 weights', 8) / 1e9:.1f}, the f16 ones at {rate('f16 weights', 8) / 1e9:.1f}, "
+          f"the bf16 ones at {rate('bf16 weights', 8) / 1e9:.1f}, "
           f"the dot products at {rate('bf16 dot products', 8) / 1e9 if dot_rows else 0:.1f})\n")
 bw = [x["read_bandwidth_gb_per_s"] for x in load("pre.gpt2.after")]
 if bw:

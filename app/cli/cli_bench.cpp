@@ -278,10 +278,10 @@ void add_bench_command(CLI::App& app, BenchCommand& c) {
 
 int run_bench_command(const BenchCommand& c, const std::function<double(int)>& read_bandwidth) {
   if (c.kernels) {
-    if (!c.model.empty() || !c.lengths.empty() || !c.positions.empty() || c.bf16_products)
-      throw UsageError(
-          "--kernels: times the kernels alone, with no model; drop --model, --lengths, --positions and "
-          "--bf16-products");
+    for (const char* flag : {"--model", "--lengths", "--positions", "--bf16-products", "--ctx", "--kv-window",
+                             "--kv-sinks", "--kv-dtype", "--kv-block", "--kv-evict", "--kv-budget"})
+      if (c.cmd && c.cmd->count(flag) > 0)
+        throw UsageError(std::string("--kernels: times the kernels alone, with no model; drop ") + flag);
     return bench_kernels(c.reps, c.json);
   }
   const KVSettings kv = kv_settings_or_throw(c.kv);

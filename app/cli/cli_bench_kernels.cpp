@@ -104,9 +104,16 @@ void print_table(double fma, double dot, const json& rows) {
     std::printf(" %8.1f", r.at("gmacs").get<double>());
     last = k;
   }
-  std::printf("\nf32 FMA peak: %.1f GMAC/s (16 lanes an instruction)", fma / 1e9);
-  if (dot > 0) std::printf("; bf16 dot product peak: %.1f GMAC/s (32 an instruction)", dot / 1e9);
-  std::printf("\n");
+  const auto peak = [](double macs, const char* per) {
+    char buf[96];
+    if (macs > 0)
+      std::snprintf(buf, sizeof(buf), "%.1f GMAC/s (%s an instruction)", macs / 1e9, per);
+    else
+      std::snprintf(buf, sizeof(buf), "not in this build");
+    return std::string(buf);
+  };
+  std::printf("\nf32 FMA peak: %s; bf16 dot product peak: %s\n", peak(fma, "16 lanes").c_str(),
+              peak(dot, "32 products").c_str());
 }
 
 }  // namespace

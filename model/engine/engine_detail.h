@@ -70,6 +70,7 @@ void store_and_attend(const Config& c, Workspace& ws, KVCache& cache, BatchPlan&
 void llama_embed(const LlamaWeights& w, const std::vector<BatchEntry>& batch, MatrixRM& x);
 void llama_layer(const Model& m, Workspace& ws, KVCache& cache, BatchPlan& plan, const std::vector<BatchEntry>& batch,
                  int l, const ForwardTaps& taps, ForwardOutput& out, uint64_t& flops);
+// logits: (sel.rows(), vocab) row-major, the caller's storage.
 void llama_logits(const Model& m, Workspace& ws, const MatrixRM& sel, float* logits, uint64_t& flops);
 
 }  // namespace detail

@@ -58,28 +58,49 @@ double fma_peak_macs_per_s(int) {
 }
 #endif
 
-#if defined(__AVX512BF16__) && defined(__AVX512F__)
+#if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 double bf16_dot_peak_macs_per_s(int reps) {
   return best_rate(reps, 32.0 * kChains * kIterations, [] {
     const __m512i w = _mm512_set1_epi16(0x3c00), x = _mm512_set1_epi16(0x3a00);  // bf16 0.0078, 0.00049
     long left = kIterations;
-    // The loop as one asm block on 16 registers: around the instruction (as
-    // builtin or asm) GCC 12 kept an array of chains in memory here.
+    // The loop as one asm block on 16 registers (AT&T | Intel operand order):
+    // around the instruction (as builtin or asm) GCC 12 kept an array of
+    // chains in memory here.
     asm volatile(
-        "vpxord %%zmm16, %%zmm16, %%zmm16\n\tvmovaps %%zmm16, %%zmm17\n\tvmovaps %%zmm16, %%zmm18\n\t"
-        "vmovaps %%zmm16, %%zmm19\n\tvmovaps %%zmm16, %%zmm20\n\tvmovaps %%zmm16, %%zmm21\n\t"
-        "vmovaps %%zmm16, %%zmm22\n\tvmovaps %%zmm16, %%zmm23\n\tvmovaps %%zmm16, %%zmm24\n\t"
-        "vmovaps %%zmm16, %%zmm25\n\tvmovaps %%zmm16, %%zmm26\n\tvmovaps %%zmm16, %%zmm27\n\t"
-        "vmovaps %%zmm16, %%zmm28\n\tvmovaps %%zmm16, %%zmm29\n\tvmovaps %%zmm16, %%zmm30\n\t"
-        "vmovaps %%zmm16, %%zmm31\n"
+        "vpxord {%%zmm16, %%zmm16, %%zmm16|zmm16, zmm16, zmm16}\n\t"
+        "vmovaps {%%zmm16, %%zmm17|zmm17, zmm16}\n\t"
+        "vmovaps {%%zmm16, %%zmm18|zmm18, zmm16}\n\t"
+        "vmovaps {%%zmm16, %%zmm19|zmm19, zmm16}\n\t"
+        "vmovaps {%%zmm16, %%zmm20|zmm20, zmm16}\n\t"
+        "vmovaps {%%zmm16, %%zmm21|zmm21, zmm16}\n\t"
+        "vmovaps {%%zmm16, %%zmm22|zmm22, zmm16}\n\t"
+        "vmovaps {%%zmm16, %%zmm23|zmm23, zmm16}\n\t"
+        "vmovaps {%%zmm16, %%zmm24|zmm24, zmm16}\n\t"
+        "vmovaps {%%zmm16, %%zmm25|zmm25, zmm16}\n\t"
+        "vmovaps {%%zmm16, %%zmm26|zmm26, zmm16}\n\t"
+        "vmovaps {%%zmm16, %%zmm27|zmm27, zmm16}\n\t"
+        "vmovaps {%%zmm16, %%zmm28|zmm28, zmm16}\n\t"
+        "vmovaps {%%zmm16, %%zmm29|zmm29, zmm16}\n\t"
+        "vmovaps {%%zmm16, %%zmm30|zmm30, zmm16}\n\t"
+        "vmovaps {%%zmm16, %%zmm31|zmm31, zmm16}\n\t"
         "1:\n\t"
-        "vdpbf16ps %2, %1, %%zmm16\n\tvdpbf16ps %2, %1, %%zmm17\n\tvdpbf16ps %2, %1, %%zmm18\n\t"
-        "vdpbf16ps %2, %1, %%zmm19\n\tvdpbf16ps %2, %1, %%zmm20\n\tvdpbf16ps %2, %1, %%zmm21\n\t"
-        "vdpbf16ps %2, %1, %%zmm22\n\tvdpbf16ps %2, %1, %%zmm23\n\tvdpbf16ps %2, %1, %%zmm24\n\t"
-        "vdpbf16ps %2, %1, %%zmm25\n\tvdpbf16ps %2, %1, %%zmm26\n\tvdpbf16ps %2, %1, %%zmm27\n\t"
-        "vdpbf16ps %2, %1, %%zmm28\n\tvdpbf16ps %2, %1, %%zmm29\n\tvdpbf16ps %2, %1, %%zmm30\n\t"
-        "vdpbf16ps %2, %1, %%zmm31\n\t"
-        "dec %0\n\tjnz 1b"
+        "vdpbf16ps {%2, %1, %%zmm16|zmm16, %1, %2}\n\t"
+        "vdpbf16ps {%2, %1, %%zmm17|zmm17, %1, %2}\n\t"
+        "vdpbf16ps {%2, %1, %%zmm18|zmm18, %1, %2}\n\t"
+        "vdpbf16ps {%2, %1, %%zmm19|zmm19, %1, %2}\n\t"
+        "vdpbf16ps {%2, %1, %%zmm20|zmm20, %1, %2}\n\t"
+        "vdpbf16ps {%2, %1, %%zmm21|zmm21, %1, %2}\n\t"
+        "vdpbf16ps {%2, %1, %%zmm22|zmm22, %1, %2}\n\t"
+        "vdpbf16ps {%2, %1, %%zmm23|zmm23, %1, %2}\n\t"
+        "vdpbf16ps {%2, %1, %%zmm24|zmm24, %1, %2}\n\t"
+        "vdpbf16ps {%2, %1, %%zmm25|zmm25, %1, %2}\n\t"
+        "vdpbf16ps {%2, %1, %%zmm26|zmm26, %1, %2}\n\t"
+        "vdpbf16ps {%2, %1, %%zmm27|zmm27, %1, %2}\n\t"
+        "vdpbf16ps {%2, %1, %%zmm28|zmm28, %1, %2}\n\t"
+        "vdpbf16ps {%2, %1, %%zmm29|zmm29, %1, %2}\n\t"
+        "vdpbf16ps {%2, %1, %%zmm30|zmm30, %1, %2}\n\t"
+        "vdpbf16ps {%2, %1, %%zmm31|zmm31, %1, %2}\n\t"
+        "dec {%0|%0}\n\tjnz 1b"
         : "+r"(left)
         : "v"(w), "v"(x)
         : "zmm16", "zmm17", "zmm18", "zmm19", "zmm20", "zmm21", "zmm22", "zmm23", "zmm24", "zmm25", "zmm26", "zmm27",

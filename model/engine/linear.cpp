@@ -90,20 +90,25 @@ void bf16_products(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, c
   stored_products(pool, rounded, W, b, Y);
 }
 
+// The kernels read W.cols values from every row of X: a narrower X would be read past its end.
+void check_input(const MatrixRM& X, const WeightMatrix& W) {
+  if (X.cols() != W.cols)
+    throw Error("linear: input of shape (" + std::to_string(X.rows()) + ", " + std::to_string(X.cols()) +
+                ") does not match weight of shape (" + std::to_string(W.rows) + ", " + std::to_string(W.cols) +
+                "): expected " + std::to_string(W.cols) + " input columns");
+}
+
 }  // namespace
 
 void linear(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const float* b, MatrixRM& Y, uint64_t& flops) {
+  check_input(X, W);  // before Y is resized: a refused call leaves it as it was
   Y.resize(X.rows(), W.rows);
   linear(pool, X, W, b, Y.data(), flops);
 }
 
 void linear(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const float* b, float* Y, uint64_t& flops) {
   const int64_t n = X.rows(), out = W.rows, in = W.cols;
-  // The kernels read `in` values from every row of X: a narrower X would be read past its end.
-  if (X.cols() != in)
-    throw Error("linear: input of shape (" + std::to_string(n) + ", " + std::to_string(X.cols()) +
-                ") does not match weight of shape (" + std::to_string(out) + ", " + std::to_string(in) +
-                "): expected " + std::to_string(in) + " input columns");
+  check_input(X, W);
   if (W.bf16_products && W.type == StoredType::kBF16)
     bf16_products(pool, X, W, b, Y);
   else

@@ -233,7 +233,7 @@ void Builder::cells(float cell) {
     std::string label = look == BlockLook::kShared  ? fmt("x%.0f", count[b])
                         : look == BlockLook::kOwned ? (*in.requests)[static_cast<size_t>(owner[b])].id
                                                     : std::string();
-    if (!label.empty() && tw(label) <= cell - 2)
+    if (!label.empty() && tw(label) <= cell - 2 && opt.line_h <= cell)
       text(x + (cell - tw(label)) * 0.5f, by + (cell - opt.line_h) * 0.5f, label, kDark);
   }
   const int rows = (static_cast<int>(sc.blocks.size()) + cols - 1) / cols;
