@@ -278,6 +278,36 @@ TEST(ServeView, FoldedViewKeepsThePool) {
   }
 }
 
+// Folded at other heights: the pool's row only where the 3D view keeps its
+// share (45 % of the canvas, at least 8 lines); where it would not, the lanes
+// fold without it and the view keeps 8 lines (the fallback), which some of
+// these heights reach.
+TEST(ServeView, FoldedViewDropsThePoolBeforeTheViewsShare) {
+  const Served eight = serve(0);
+  const float line = 40.0f;
+  int with_pool = 0, without = 0;
+  for (float h = 520.0f; h <= 1000.0f; h += 10.0f) {
+    ServeViewOptions o = options(785.0f, h, line);
+    o.selected = 1;
+    o.request_3d = true;
+    const ServeScene sc = build_serve_scene(input(eight, static_cast<int>(eight.steps.size()) / 2), o);
+    if (!sc.folded) continue;
+    int blocks = 0;
+    for (const ServeRect& r : sc.rects) blocks += r.block >= 0;
+    const std::string what = "height " + std::to_string(h);
+    if (blocks > 0) {
+      EXPECT_EQ(blocks, static_cast<int>(sc.blocks.size())) << what;
+      EXPECT_GE(sc.view_size.y, 0.45f * h - 0.01f) << what;
+      ++with_pool;
+    } else {
+      EXPECT_GE(sc.view_size.y, 8 * line - 0.01f) << what;
+      ++without;
+    }
+  }
+  EXPECT_GT(with_pool, 0);
+  EXPECT_GT(without, 0);
+}
+
 // The engine thread computes the steps asked for, and the same records as a
 // Server run directly.
 TEST(ServeView, RunnerStepsOnRequest) {
