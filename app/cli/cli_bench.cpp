@@ -16,6 +16,7 @@
 #include "model/arch/model.h"
 #include "model/core/error.h"
 #include "model/engine/engine.h"
+#include "model/engine/kernel_peaks.h"
 
 namespace kvscope {
 namespace {
@@ -39,9 +40,7 @@ double read_bandwidth_gb_per_s(int threads) {
   const size_t n = (size_t{256} << 20) / sizeof(float);
   std::vector<float> a(n, 1.0f);
   std::vector<float> sums(static_cast<size_t>(threads));
-  double best_s = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto t0 = Clock::now();
+  const double bytes_per_s = best_rate(5, static_cast<double>(n * sizeof(float)), [&] {
     std::vector<std::thread> readers;
     for (int t = 0; t < threads; ++t) {
       readers.emplace_back([&, t] {
@@ -51,12 +50,11 @@ double read_bandwidth_gb_per_s(int threads) {
       });
     }
     for (auto& r : readers) r.join();
-    best_s = std::min(best_s, std::chrono::duration<double>(Clock::now() - t0).count());
-  }
+  });
   // The sums feed the result (by a zero-weight term) so the reads cannot be optimised away.
   float total = 0;
   for (float v : sums) total += v;
-  return static_cast<double>(n * sizeof(float)) / best_s / 1e9 + 0.0 * total;
+  return bytes_per_s / 1e9 + 0.0 * total;
 }
 
 // --lengths as given (each within 2..context), or the defaults that fit.

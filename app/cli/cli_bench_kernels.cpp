@@ -5,7 +5,6 @@
 // than a decode step. These rates say at which n that happens on this machine
 // (docs/batching.md).
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -28,17 +27,13 @@ using nlohmann::json;
 constexpr int64_t kRows = 256, kCols = 768;
 constexpr int kPositions[] = {1, 2, 4, 8, 16};
 
-// Best of `reps` timed runs of `calls` calls (each run ~1 ms or more), in multiply-adds a second.
+// Best of `reps` (at least 3) timed runs of `calls` calls (each run ~1 ms or more), in multiply-adds a second.
 template <class Call>
 double rate(int reps, int n, const Call& call) {
   const int calls = std::max(1, static_cast<int>(200000 / (kRows * n)));
-  double best_s = 1e30;
-  for (int r = 0; r < std::max(3, reps); ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
+  return best_rate(std::max(3, reps), static_cast<double>(kRows * kCols) * n * calls, [&] {
     for (int c = 0; c < calls; ++c) call();
-    best_s = std::min(best_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return static_cast<double>(kRows * kCols) * n * calls / best_s;
+  });
 }
 
 struct Inputs {

@@ -1,8 +1,5 @@
 #include "model/engine/kernel_peaks.h"
 
-#include <algorithm>
-#include <chrono>
-
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -16,17 +13,6 @@ namespace {
 // the instruction's throughput, not its latency.
 constexpr int kChains = 16;
 constexpr long kIterations = 1L << 20;  // 16 M instructions: ~5 ms a run at 3.5 G a second
-
-template <class Run>
-double best_rate(int reps, double macs_per_run, const Run& run) {
-  double best_s = 1e30;
-  for (int r = 0; r < std::max(1, reps); ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    run();
-    best_s = std::min(best_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return macs_per_run / best_s;
-}
 
 // The accumulators' sum leaves the loop (a lane of it, to a volatile), so
 // the loop is not optimised away; summed first, they stay in registers.

@@ -68,6 +68,17 @@ struct Builder {
   float state_width() const;
   void lane(const ServeLane& l, float ly, float h, float label_w, float state_w);
   void lanes(float lane_h);
+  // The pool's cells `cell` wide in a column `w` wide: the gap between them,
+  // how many a row holds and how many rows they take.
+  struct Grid {
+    float gap;
+    int cols, rows;
+  };
+  Grid grid(float cell, float w) const {
+    const float gap = std::max(2.0f, cell * 0.1f);
+    const int cols = std::max(1, static_cast<int>((w + gap) / (cell + gap)));
+    return {gap, cols, (static_cast<int>(sc.blocks.size()) + cols - 1) / cols};
+  }
   void pool(float cell);
   void cells(float cell);
   bool pool_rows();
@@ -214,11 +225,11 @@ void Builder::cells(float cell) {
         owner[static_cast<size_t>(b)] = s.running_after[j];
         count[static_cast<size_t>(b)]++;
       }
-  const float gap = std::max(2.0f, cell * 0.1f);
-  const int cols = std::max(1, static_cast<int>((w_ + gap) / (cell + gap)));
+  const Grid g = grid(cell, w_);
+  const size_t cols = static_cast<size_t>(g.cols);
   for (size_t b = 0; b < sc.blocks.size(); ++b) {
-    const float x = x0_ + static_cast<float>(b % static_cast<size_t>(cols)) * (cell + gap);
-    const float by = y + static_cast<float>(b / static_cast<size_t>(cols)) * (cell + gap);
+    const float x = x0_ + static_cast<float>(b % cols) * (cell + g.gap);
+    const float by = y + static_cast<float>(b / cols) * (cell + g.gap);
     const BlockLook look = sc.blocks[b];
     ServeRect& r = rect(x, by, cell, cell, serve_block_colour(look, owner[b], pal, opt.colour_blind));
     r.block = static_cast<int>(b);
@@ -236,8 +247,7 @@ void Builder::cells(float cell) {
     if (!label.empty() && tw(label) <= cell - 2 && opt.line_h <= cell)
       text(x + (cell - tw(label)) * 0.5f, by + (cell - opt.line_h) * 0.5f, label, kDark);
   }
-  const int rows = (static_cast<int>(sc.blocks.size()) + cols - 1) / cols;
-  y += static_cast<float>(rows) * (cell + gap) + gap;
+  y += static_cast<float>(g.rows) * (cell + g.gap) + g.gap;
 }
 
 // Folded, the pool in at most two rows beside its name, its cells at most a
@@ -246,10 +256,9 @@ void Builder::cells(float cell) {
 // nothing, where they would be narrower.
 bool Builder::pool_rows() {
   const float L = opt.line_h, name_w = tw("KV pool") + 2 * pad();
-  const float w = opt.width - name_w, n = static_cast<float>(sc.blocks.size());
+  const float w = opt.width - name_w;
   for (float cell = L; cell >= L * 0.45f; cell -= 1.0f) {
-    const float gap = std::max(2.0f, cell * 0.1f);
-    if (std::ceil(n / std::max(1.0f, std::floor((w + gap) / (cell + gap)))) > 2) continue;
+    if (grid(cell, w).rows > 2) continue;
     y += pad();
     text(0, y + (cell - L) * 0.5f, "KV pool", kText);
     x0_ = name_w, w_ = w;
@@ -260,7 +269,6 @@ bool Builder::pool_rows() {
   return false;
 }
 
-// What the pool's colours mean, as swatches with their names, wrapped.
 // What the pool's colours mean, as swatches with their names, wrapped
 // (brief names where the full ones would take more than two rows).
 struct LegendItem {
@@ -376,9 +384,8 @@ void Builder::plot(float h) {
 
 // The pool's title and grid of `cell`-wide cells, in the column w_ wide.
 float Builder::grid_h(float cell) const {
-  const float gap = std::max(2.0f, cell * 0.1f);
-  const float cols = std::max(1.0f, std::floor((w_ + gap) / (cell + gap)));
-  return opt.line_h * 1.1f + std::ceil(static_cast<float>(sc.blocks.size()) / cols) * (cell + gap) + gap;
+  const Grid g = grid(cell, w_);
+  return opt.line_h * 1.1f + static_cast<float>(g.rows) * (cell + g.gap) + g.gap;
 }
 
 // Whether every lane (at its smallest, 1.1 lines) and the pool's grid (at
