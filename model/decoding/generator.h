@@ -26,8 +26,6 @@ namespace kvscope {
 // ignore_eos a stop id is an ordinary token and stays in the text.
 std::string generated_text(const Model& m, const std::vector<int>& tokens, int n_prompt, bool stopped_on_eos);
 
-using RecordPtr = std::shared_ptr<const StepRecord>;
-
 // The most new tokens one generation (or one served request) may ask for.
 inline constexpr int kMaxNewLimit = static_cast<int>(setting::kMaxNew.hi);
 

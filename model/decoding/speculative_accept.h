@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/decoding/sampler.h"
+#include "model/decoding/spec_record.h"
 
 namespace kvscope {
 
@@ -44,14 +45,6 @@ class UniformSource {
 
  private:
   std::mt19937_64 rng_;
-};
-
-// One drafted token's verdict.
-struct DraftVerdict {
-  int token = 0;
-  double p = 0, q = 0;  // target and draft probability of `token`
-  double r = -1;        // the uniform draw it was tested with (-1: not tested)
-  bool accepted = false;
 };
 
 // The outcome of verifying K drafted tokens.

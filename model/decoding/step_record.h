@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -240,5 +241,8 @@ struct StepCounters {
 };
 
 struct StepRecord : StepForward, StepChoice, StepCache, StepCounters {};
+
+// Records are shared and never change once a driver hands them out.
+using RecordPtr = std::shared_ptr<const StepRecord>;
 
 }  // namespace kvscope

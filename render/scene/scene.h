@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "model/core/index_check.h"
-#include "model/decoding/generator.h"
+#include "model/decoding/step_record.h"
 #include "render/scene/scene_lod.h"
 #include "render/scene/view_defaults.h"
 

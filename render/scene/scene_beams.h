@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "model/decoding/beam_generator.h"
+#include "model/decoding/beam_record.h"
 #include "render/scene/scene.h"
 
 namespace kvscope {

@@ -12,7 +12,7 @@
 
 #include <vector>
 
-#include "model/decoding/speculative_generator.h"
+#include "model/decoding/spec_record.h"
 #include "render/scene/scene.h"
 
 namespace kvscope {
