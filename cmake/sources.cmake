@@ -43,6 +43,7 @@ set(KVSCOPE_MODEL_SRC
   model/decoding/speculative_accept.cpp
   model/decoding/speculative_generator.cpp
   model/decoding/step_record.cpp
+  model/decoding/strategy.cpp
   model/serving/block_pool.cpp
   model/serving/requests.cpp
   model/serving/scheduler.cpp
@@ -101,6 +102,7 @@ set(KVSCOPE_SESSION_DATA_SRC
   app/session/branches.cpp
   app/session/fitting.cpp
   app/session/history.cpp
+  app/session/choices.cpp
   app/session/saved_view.cpp
   app/session/settings.cpp)
 

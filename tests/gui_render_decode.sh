@@ -47,4 +47,24 @@ set +e
 rc=$?
 set -e
 [[ $rc -eq 2 ]] && grep -q -- "--kv-window: not available with --beams" "$tmp/err" || fail "--beams with --kv-window: exit $rc, $(cat "$tmp/err")"
+
+# Every flag render takes is used or refused (exit 2, naming it): --bench times the sampling view on a dense
+# cache, so what would choose or save something else is refused with it; --temperature samples the draft's
+# iterations only; the strategies always run on the KV cache.
+refused() {  # refused FLAG-NAMED-IN-THE-MESSAGE ARGS...
+  local name="$1"; shift
+  set +e
+  "$kvscope" render --model "$MODEL" --prompt x "$@" 2> "$tmp/err"
+  local rc=$?
+  set -e
+  [[ $rc -eq 2 ]] && grep -q -- "$name" "$tmp/err" || fail "render $*: exit $rc, expected 2 naming $name: $(cat "$tmp/err")"
+}
+refused "--beams: not used with --bench" --bench --beams 2
+refused "--draft: not used with --bench" --bench --draft /nonexistent
+refused "--kv-block: not used with --bench" --bench --kv-block 4
+refused "--kv-window: not used with --bench" --bench --kv-window 8
+refused "--out: not used with --bench" --bench --out "$tmp/nowhere/x.png"
+refused "--temperature needs --draft" --temperature 0.7 --out "$tmp/x.png"
+refused "--no-cache: not available with --beams" --beams 2 --no-cache --out "$tmp/x.png"
+refused "--length-penalty needs --beams" --length-penalty 2 --out "$tmp/x.png"
 echo "render --beams / --draft: ok"

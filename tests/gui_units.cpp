@@ -196,7 +196,7 @@ TEST(Timeline, PredictHidesTheNewestStepOfEveryStrategy) {
   EngineState engine;
   UiState ui;
   ui.predict = true;
-  engine.decoding.mode = DecodeMode::kBeam;
+  engine.strategy = strategy::Beam{};
   for (int i = 0; i < 3; ++i) {
     auto r = std::make_shared<BeamStepRecord>();
     r->index = i;
@@ -206,7 +206,7 @@ TEST(Timeline, PredictHidesTheNewestStepOfEveryStrategy) {
   EXPECT_TRUE(prediction_hidden(engine, ui));  // beam step 2 not yet revealed (no sampling record at all)
   ui.revealed_step = 2;
   EXPECT_FALSE(prediction_hidden(engine, ui));
-  engine.decoding.mode = DecodeMode::kSpeculative;
+  engine.strategy = strategy::Speculative{};
   engine.tree.clear();  // (a new generation: one strategy per timeline)
   for (int i = 0; i < 4; ++i) {
     auto it = std::make_shared<SpecIteration>();

@@ -88,6 +88,13 @@ TEST(JsonCommands, NumbersMustBeWholeAndInTheSettingsRange) {
   EXPECT_NE(refusal({{"cmd", "decoding"}, {"mode", "beam"}, {"beams", 9}}, s)
                 .find("decoding: \"beams\" must be a whole number in 1..8, got 9"),
             std::string::npos);
+  // A field of another strategy is refused rather than passed over.
+  EXPECT_NE(refusal({{"cmd", "decoding"}, {"mode", "sample"}, {"beams", 3}}, s)
+                .find("decoding: \"beams\" applies to mode beam only"),
+            std::string::npos);
+  EXPECT_NE(refusal({{"cmd", "decoding"}, {"mode", "beam"}, {"k", 3}}, s)
+                .find("decoding: \"k\" applies to mode speculative only"),
+            std::string::npos);
   EXPECT_NE(refusal({{"cmd", "scrub_to"}, {"step", -1}}, s).find("scrub_to: \"step\" must be a whole number in 0.."),
             std::string::npos);
 }

@@ -10,11 +10,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "app/session/session.h"
 #include "model/decoding/beam_generator.h"
+#include "model/decoding/setting_ranges.h"
+#include "model/decoding/strategy.h"
 #include "numpy_ref_util.h"
 #include "render/scene/scene.h"
 
@@ -58,15 +62,14 @@ void update_until(Session& s, F done) {
 }
 
 // A paused session on `target` (default: the pair's), running `d` on `prompt`.
-void start(Session& s, const DecodeSettings& d, const std::string& prompt, int max_new,
-           const std::string& target = "") {
+void start(Session& s, const Strategy& d, const std::string& prompt, int max_new, const std::string& target = "") {
   s.ui.playing = false;
   s.ui.max_new = max_new;
   s.ui.preset = kNumPresets;
   s.ui.custom_prompt = prompt;
   s.load_model(target.empty() ? pair().target : target);
   update_until(s, [&] { return s.engine.model != nullptr && s.engine.started; });
-  s.execute(cmd::SetDecoding{d}, 0);
+  s.execute(cmd::SetStrategy{d}, 0);
   s.ui.playing = false;
   update_until(s, [&] { return s.engine_idle() && (s.engine.started || !s.ui.errors.empty()); });
 }
@@ -95,10 +98,7 @@ void run_to_end(Session& s) {
 
 TEST(SessionDecoding, BeamSearchInTheSessionIsTheEnginesBeamSearch) {
   Session s;
-  DecodeSettings d;
-  d.mode = DecodeMode::kBeam;
-  d.beams = 3;
-  d.length_penalty = 0.5f;
+  const Strategy d = strategy::Beam{3, 0.5};
   start(s, d, "abc ab", 7);
   run_to_end(s);
   EXPECT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
@@ -136,9 +136,7 @@ TEST(SessionDecoding, BeamSearchInTheSessionIsTheEnginesBeamSearch) {
 
 TEST(SessionDecoding, TheTimelineScrubsBeamStepsAndSamplingOnlyControlsStandAside) {
   Session s;
-  DecodeSettings d;
-  d.mode = DecodeMode::kBeam;
-  d.beams = 2;
+  const Strategy d = strategy::Beam{2, 1.0};
   start(s, d, "ab", 5);
   run_to_end(s);
   const int n = s.engine.timeline_size();
@@ -162,7 +160,7 @@ TEST(SessionDecoding, TheTimelineScrubsBeamStepsAndSamplingOnlyControlsStandAsid
   s.ui.playing = false;
   run_to_end(s);
   EXPECT_EQ(s.engine.timeline_size(), n);
-  s.execute(cmd::SetDecoding{DecodeSettings()}, 0);
+  s.execute(cmd::SetStrategy{Strategy()}, 0);
   s.ui.playing = false;
   run_to_end(s);
   EXPECT_TRUE(s.engine.tree.beam_records().empty());
@@ -174,7 +172,7 @@ TEST(SessionDecoding, TheTimelineScrubsBeamStepsAndSamplingOnlyControlsStandAsid
 TEST(SessionDecoding, GreedySpeculationInTheSessionWritesPlainGreedyTokens) {
   // Plain greedy decoding through the session first.
   Session plain;
-  start(plain, DecodeSettings(), "abc", 12);
+  start(plain, Strategy(), "abc", 12);
   run_to_end(plain);
   ASSERT_FALSE(plain.engine.records().empty());
   std::vector<int> want;
@@ -183,10 +181,7 @@ TEST(SessionDecoding, GreedySpeculationInTheSessionWritesPlainGreedyTokens) {
   for (int k : {1, 3, 5}) {
     SCOPED_TRACE("K = " + std::to_string(k));
     Session s;
-    DecodeSettings d;
-    d.mode = DecodeMode::kSpeculative;
-    d.k = k;
-    d.draft_dir = pair().draft;
+    const Strategy d = strategy::Speculative{pair().draft, k};
     start(s, d, "abc", 12);
     run_to_end(s);
     ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
@@ -210,7 +205,7 @@ TEST(SessionDecoding, SpeculationOnAModelWithItsOwnWindowWritesPlainGreedyTokens
   const std::string suite = testutil::llama_suite_dir();
   const std::string target = suite + "/mistral_gqa4_bf16_untied_window";
   Session plain;
-  start(plain, DecodeSettings(), "one two three", 24, target);
+  start(plain, Strategy(), "one two three", 24, target);
   run_to_end(plain);
   ASSERT_TRUE(plain.ui.errors.empty()) << plain.ui.errors.front();
   std::vector<int> want;
@@ -218,10 +213,7 @@ TEST(SessionDecoding, SpeculationOnAModelWithItsOwnWindowWritesPlainGreedyTokens
   ASSERT_GT(want.size(), 8u + 4u) << "the run must outgrow the window";
 
   Session s;
-  DecodeSettings d;
-  d.mode = DecodeMode::kSpeculative;
-  d.k = 4;
-  d.draft_dir = suite + "/llama_gqa1_f32_tied_single";
+  const Strategy d = strategy::Speculative{suite + "/llama_gqa1_f32_tied_single", 4};
   start(s, d, "one two three", 24, target);
   run_to_end(s);
   ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
@@ -237,16 +229,14 @@ TEST(SessionDecoding, SpeculationOnAModelWithItsOwnWindowWritesPlainGreedyTokens
 
 TEST(SessionDecoding, AMissingDraftFolderIsAnErrorNamingItAndTheSessionCarriesOn) {
   Session s;
-  DecodeSettings d;
-  d.mode = DecodeMode::kSpeculative;
-  d.draft_dir = "/nonexistent/draft-folder";
+  const Strategy d = strategy::Speculative{"/nonexistent/draft-folder", 4};
   start(s, d, "abc", 4);
   update_until(s, [&] { return !s.ui.errors.empty(); });
   EXPECT_NE(s.ui.errors.front().find("/nonexistent/draft-folder"), std::string::npos) << s.ui.errors.front();
   EXPECT_NE(s.ui.errors.front().find("draft model"), std::string::npos) << s.ui.errors.front();
   // Back to sampling: a generation runs.
   s.ui.errors.clear();
-  s.execute(cmd::SetDecoding{DecodeSettings()}, 0);
+  s.execute(cmd::SetStrategy{Strategy()}, 0);
   s.ui.playing = false;
   run_to_end(s);
   EXPECT_FALSE(s.engine.records().empty());
@@ -261,8 +251,7 @@ namespace {
 TEST(SessionDecoding, ASlidingWindowWithBeamsIsRefusedInTheErrorPanel) {
   Session s;
   s.ui.kv_layout.window = 8;  // the KV memory layout section
-  DecodeSettings d;
-  d.mode = DecodeMode::kBeam;
+  const Strategy d = strategy::Beam{};
   start(s, d, "abc", 4);
   update_until(s, [&] { return !s.ui.errors.empty(); });
   EXPECT_NE(s.ui.errors.front().find("sliding window"), std::string::npos) << s.ui.errors.front();
@@ -275,13 +264,10 @@ TEST(SessionDecoding, ASlidingWindowWithBeamsIsRefusedInTheErrorPanel) {
 // the rule may have dropped), as the CLI refuses them; plain decoding runs it,
 // and the scene shows each layer's own survivors.
 TEST(SessionDecoding, EvictionByScoreRunsPlainDecodingAndIsRefusedWithBeamsAndDrafts) {
-  for (DecodeMode mode : {DecodeMode::kBeam, DecodeMode::kSpeculative}) {
+  for (const Strategy& d : {Strategy(strategy::Beam{}), Strategy(strategy::Speculative{pair().draft, 4})}) {
     Session s;
     s.ui.kv_layout.evict = KVEvict::kH2O;
     s.ui.kv_layout.budget = 4;
-    DecodeSettings d;
-    d.mode = mode;
-    d.draft_dir = pair().draft;
     start(s, d, "abc", 4);
     update_until(s, [&] { return !s.ui.errors.empty(); });
     EXPECT_NE(s.ui.errors.front().find("eviction by score (h2o)"), std::string::npos) << s.ui.errors.front();
@@ -290,7 +276,7 @@ TEST(SessionDecoding, EvictionByScoreRunsPlainDecodingAndIsRefusedWithBeamsAndDr
   Session s;
   s.ui.kv_layout.evict = KVEvict::kTova;
   s.ui.kv_layout.budget = 3;
-  start(s, DecodeSettings(), "abcdefg", 6);
+  start(s, Strategy(), "abcdefg", 6);
   run_to_end(s);
   ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
   ASSERT_FALSE(s.engine.records().empty());
@@ -311,7 +297,7 @@ TEST(SessionDecoding, EvictionByScoreRunsPlainDecodingAndIsRefusedWithBeamsAndDr
 TEST(SessionDecoding, ARefusedStrategyChangeLeavesTheRunningGenerationAsItWas) {
   Session s;
   s.ui.kv_layout.window = 8;
-  start(s, DecodeSettings(), "abc", 6);
+  start(s, Strategy(), "abc", 6);
   ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
   for (int i = 0; i < 2; ++i) {
     s.execute(cmd::Scrub{1}, 0);
@@ -320,15 +306,13 @@ TEST(SessionDecoding, ARefusedStrategyChangeLeavesTheRunningGenerationAsItWas) {
   const std::vector<RecordPtr> before = s.engine.records();
   ASSERT_GE(before.size(), 2u);
   const uint64_t generation = s.engine.generation;
-  DecodeSettings beams;
-  beams.mode = DecodeMode::kBeam;
-  beams.beams = 4;
-  s.execute(cmd::SetDecoding{beams}, 0);
+  const Strategy beams = strategy::Beam{4, 1.0};
+  s.execute(cmd::SetStrategy{beams}, 0);
   update_until(s, [&] { return !s.ui.errors.empty(); });
   settle(s);
   EXPECT_NE(s.ui.errors.front().find("sliding window"), std::string::npos) << s.ui.errors.front();
-  EXPECT_EQ(s.engine.decoding.mode, DecodeMode::kSample);
-  EXPECT_EQ(s.ui.decoding.mode, DecodeMode::kSample);
+  EXPECT_TRUE(is_sampling(s.engine.strategy));
+  EXPECT_TRUE(is_sampling(s.ui.strategy));
   EXPECT_TRUE(s.engine.started);
   EXPECT_EQ(s.engine.generation, generation);
   EXPECT_EQ(s.engine.records(), before);
@@ -346,7 +330,7 @@ TEST(SessionDecoding, ARefusedStrategyChangeLeavesTheRunningGenerationAsItWas) {
 // the page's "pause" does nothing, and Play plays the prompt again.
 TEST(SessionDecoding, TheEndStopsPlaybackAndPlayPlaysAgain) {
   Session s;
-  start(s, DecodeSettings{}, "abc", 3);
+  start(s, Strategy{}, "abc", 3);
   s.ui.fastest = true;
   s.ui.playing = true;  // played, not stepped, to the end
   double t = 0;
@@ -371,7 +355,7 @@ TEST(SessionDecoding, TheEndStopsPlaybackAndPlayPlaysAgain) {
 TEST(SessionDecoding, ARefusedStartChangesNothingAndEveryControlStillWorks) {
   Session s;
   s.ui.kv_layout.window = 8;
-  start(s, DecodeSettings(), "abc", 12);
+  start(s, Strategy(), "abc", 12);
   ASSERT_TRUE(s.ui.errors.empty()) << s.ui.errors.front();
   s.execute(cmd::Scrub{1}, 0);
   settle(s);
@@ -379,15 +363,14 @@ TEST(SessionDecoding, ARefusedStartChangesNothingAndEveryControlStillWorks) {
   const uint64_t request = s.engine.start_request, generation = s.engine.generation;
   s.ui.camera = CameraPreset::kFront;
   s.ui.auto_camera = true;
-  DecodeSettings beams;
-  beams.mode = DecodeMode::kBeam;
-  s.ui.decoding = beams;  // the Decoding panel's radio button, then Restart
-  s.execute(cmd::SetDecoding{beams}, 0);
+  const Strategy beams = strategy::Beam{};
+  s.ui.strategy = beams;  // the Decoding panel's radio button, then Restart
+  s.execute(cmd::SetStrategy{beams}, 0);
   ASSERT_EQ(s.ui.errors.size(), 1u);  // at once, not from the engine thread
   EXPECT_NE(s.ui.errors.front().find("beam search: the sliding window"), std::string::npos) << s.ui.errors.front();
   EXPECT_EQ(s.engine.start_request, request);
-  EXPECT_EQ(s.engine.decoding.mode, DecodeMode::kSample);
-  EXPECT_EQ(s.ui.decoding.mode, DecodeMode::kSample);
+  EXPECT_TRUE(is_sampling(s.engine.strategy));
+  EXPECT_TRUE(is_sampling(s.ui.strategy));
   EXPECT_EQ(s.ui.camera, CameraPreset::kFront);
   EXPECT_TRUE(s.engine.started);
   EXPECT_EQ(s.engine.records(), before);
@@ -424,7 +407,7 @@ TEST(SessionDecoding, ARefusedStartChangesNothingAndEveryControlStillWorks) {
   EXPECT_NE(b.ui.errors.front().find("set the window to 0"), std::string::npos) << b.ui.errors.front();
   EXPECT_EQ(b.engine.start_request, beam_request);
   EXPECT_EQ(b.engine.tree.beam_records(), beam_before);
-  EXPECT_EQ(b.engine.decoding.mode, DecodeMode::kBeam);
+  EXPECT_TRUE(is_beam(b.engine.strategy));
   EXPECT_TRUE(b.engine.started);
 }
 
@@ -468,7 +451,7 @@ TEST(SessionDecoding, ABranchSharesItsPrefixPagesWithTheBranchItLeft) {
       s.ui.kv_layout.dtype = dtype;
       s.ui.kv_layout.block = block;
       s.ui.ignore_eos = true;
-      start(s, DecodeSettings(), "abc ab", 16);
+      start(s, Strategy(), "abc ab", 16);
       for (int i = 0; i < 8; ++i) {  // the first branch: 8 records (the prefill and 7 steps)
         if (static_cast<int>(s.engine.records().size()) >= 8) break;
         s.execute(cmd::Scrub{1}, 0);
@@ -523,6 +506,46 @@ TEST(SessionDecoding, ABranchSharesItsPrefixPagesWithTheBranchItLeft) {
       EXPECT_EQ(back.kv_bytes, static_cast<uint64_t>(back_pages + new_pages - shared) * B * per);
     }
   }
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// The strategy is one type with one refusal (said in the window's words and
+// the CLI's), one clamp into the CLI's ranges and one JSON name per kind.
+TEST(Strategy, OneRefusalOneClampOneName) {
+  KVSettings window;
+  window.window = 8;
+  std::optional<StrategyRefusal> r = strategy_refusal(strategy::Beam{}, window);
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->usage.find("--kv-window: not available with --beams"), std::string::npos) << r->usage;
+  EXPECT_NE(r->message.find("beam search: the sliding window"), std::string::npos) << r->message;
+  KVSettings evict;
+  evict.evict = KVEvict::kTova;
+  evict.budget = 4;
+  r = strategy_refusal(strategy::Speculative{"draft", 4}, evict);
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->usage.find("--kv-evict: not available with --draft"), std::string::npos) << r->usage;
+  EXPECT_NE(r->message.find("eviction by score (tova)"), std::string::npos) << r->message;
+  EXPECT_FALSE(strategy_refusal(strategy::Sample{}, window));
+  EXPECT_FALSE(strategy_refusal(strategy::Beam{}, KVSettings{}));
+
+  EXPECT_EQ(clamp_strategy(strategy::Beam{0, std::nan("")}), Strategy(strategy::Beam{1, 1.0}));
+  EXPECT_EQ(clamp_strategy(strategy::Beam{99, 1e9}),
+            Strategy(strategy::Beam{static_cast<int>(setting::kBeams.hi), setting::kLengthPenalty.hi}));
+  EXPECT_EQ(clamp_strategy(strategy::Speculative{"d", 0}), Strategy(strategy::Speculative{"d", 1}));
+  EXPECT_EQ(clamp_strategy(strategy::Sample{}), Strategy(strategy::Sample{}));
+
+  for (const Strategy& s :
+       {Strategy(strategy::Sample{}), Strategy(strategy::Beam{}), Strategy(strategy::Speculative{})}) {
+    const std::optional<Strategy> back = strategy_of_key(strategy_key(s));
+    ASSERT_TRUE(back) << strategy_key(s);
+    EXPECT_EQ(back->index(), s.index());
+  }
+  EXPECT_FALSE(strategy_of_key("greedy"));
 }
 
 }  // namespace

@@ -104,7 +104,9 @@ TEST(SavedViewFile, ErrorsNameFileAndField) {
       {R"({"kvscope_view": 1, "sampler": {"temperature": 0}})", {"v.json", "sampler.temperature"}},
       {R"({"kvscope_view": 1, "sampler": {"seed": -1}})", {"v.json", "sampler.seed"}},
       {R"({"kvscope_view": 1, "sampler": {"greedy": 1}})", {"v.json", "sampler.greedy", "true or false"}},
-      {R"({"kvscope_view": 1, "attention": {"layer": -3}})", {"v.json", "attention.layer"}},
+      {R"({"kvscope_view": 1, "attention": {"layer": 1.5}})", {"v.json", "attention.layer", "integer"}},
+      {R"({"kvscope_view": 1, "attention": 4})", {"v.json", "attention", "object"}},
+      {R"({"kvscope_view": 1, "text_scale": "big"})", {"v.json", "text_scale", "number"}},
       {R"({"kvscope_view": 1, "presentation": "yes"})", {"v.json", "presentation"}},
   };
   for (const Bad& b : bad) expect_error([&] { view_from_json(b.json, "v.json"); }, b.needles, b.json);

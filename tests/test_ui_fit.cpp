@@ -10,11 +10,13 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "app/session/choices.h"
 #include "app/session/demo_script.h"
 #include "app/session/fitting.h"
 #include "app/session/saved_view.h"
 #include "app/session/session.h"
 #include "app/session/settings.h"
+#include "model/core/overloaded.h"
 #include "numpy_ref_util.h"
 
 namespace kvscope {
@@ -84,10 +86,8 @@ TEST(FitChoices, EveryValueOutOfRangeIsBroughtBackAndNamed) {
   ui.kv_layout.sinks = 8;
   ui.kv_layout.block = 1 << 30;
   ui.custom_prompt.assign((1 << 16) + 5, 'x');
-  ui.decoding.mode = static_cast<DecodeMode>(9);
-  ui.decoding.beams = 0;
-  ui.decoding.length_penalty = std::numeric_limits<float>::quiet_NaN();
-  ui.decoding.k = 99;
+  ui.strategy = strategy::Beam{0, std::numeric_limits<double>::quiet_NaN()};
+  ui.draft_dir.assign((1 << 16) + 5, 'd');
   const std::vector<std::string> notes = fit_choices(ui, FitContext{nullptr, "s.json"});
   for (const char* field : {"prompt preset",
                             "speed",
@@ -109,10 +109,9 @@ TEST(FitChoices, EveryValueOutOfRangeIsBroughtBackAndNamed) {
                             "kv_layout.sinks",
                             "kv_layout.block",
                             "custom prompt",
-                            "decoding strategy",
-                            "beams",
-                            "length penalty",
-                            "drafted tokens K"}) {
+                            "beam search with beams N = 0",
+                            "length penalty L = nan",
+                            "the draft model folder"}) {
     EXPECT_TRUE(has_note(notes, field)) << field << " not named in:\n" << joined(notes);
   }
   for (const std::string& n : notes) EXPECT_EQ(n.rfind("s.json: ", 0), 0u) << n;
@@ -136,12 +135,15 @@ TEST(FitChoices, EveryValueOutOfRangeIsBroughtBackAndNamed) {
   EXPECT_EQ(ui.kv_layout.sinks, 0);
   EXPECT_EQ(ui.kv_layout.block, ui_range::kKvBlockMax);
   EXPECT_EQ(ui.custom_prompt.size(), ui_range::kTextMax);
-  EXPECT_EQ(ui.decoding.mode, DecodeMode::kSpeculative);
-  EXPECT_EQ(ui.decoding.beams, 1);
-  EXPECT_EQ(ui.decoding.length_penalty, 1.0f);
-  EXPECT_EQ(ui.decoding.k, 16);
+  EXPECT_EQ(ui.strategy, Strategy(strategy::Beam{1, 1.0}));
+  EXPECT_EQ(ui.draft_dir.size(), ui_range::kTextMax);
   // Fitted values fit: a second pass changes nothing.
   EXPECT_TRUE(fit_choices(ui, FitContext{nullptr, "s.json"}).empty());
+  // Speculative decoding's K, by the same clamp.
+  ui.strategy = strategy::Speculative{"draft", 99};
+  const std::vector<std::string> k_notes = fit_choices(ui, FitContext{nullptr, "s.json"});
+  EXPECT_TRUE(has_note(k_notes, "drafted tokens K = 99")) << joined(k_notes);
+  EXPECT_EQ(ui.strategy, Strategy(strategy::Speculative{"draft", 16}));
 }
 
 TEST(FitChoices, ASmallerModelReclampsWhatALargerOneAllowed) {
@@ -600,6 +602,65 @@ TEST(FitPanels, FoldingThatCannotHelpFoldsNothing) {
   PanelsOpen open{false, false, true};
   EXPECT_EQ(fit_panels(PanelRoom{1280, 720, 345, 60, 288, 288, 500}, open, false), "");
   EXPECT_TRUE(open.lessons);
+}
+
+// The remembered choices are one table (choices.h): every row with a settings
+// name survives a save and a load of the settings file, every row with a view
+// name a saved view, each at a value other than its default and inside its
+// range; and each row's range is the one fit_choices fits to (a value past it
+// is named by the row's label).
+TEST(Choices, EveryRowRoundTripsThroughTheSettingsFileAndSavedViewsAndFitsToItsRange) {
+  testutil::TempDir tmp("choices");
+  UiState set;
+  for (const ChoiceRow& row : choice_table()) {
+    std::visit(overloaded{[&](int UiState::*m) {
+                            set.*m = set.*m == static_cast<int>(row.hi) ? static_cast<int>(row.lo)
+                                                                        : static_cast<int>(row.hi);
+                          },
+                          [&](float UiState::*m) { set.*m = static_cast<float>(row.lo + row.hi) / 2; },
+                          [&](bool UiState::*m) { set.*m = !(set.*m); },
+                          [&](std::string UiState::*m) { set.*m = std::string("x/") + row.label; }},
+               row.member);
+  }
+  WindowSettings win;
+  std::string err;
+  const std::string path = tmp / "settings.json";
+  ASSERT_TRUE(save_settings(path, set, win, err)) << err;
+  UiState got;
+  ASSERT_TRUE(load_settings(path, got, win, err)) << err;
+  SavedView view;
+  view.choices() = set.choices();
+  const SavedView back = view_from_json(view_to_json(view), "v.json");
+  UiState from_view;
+  from_view.choices() = back.choices();
+  int in_settings = 0, in_views = 0;
+  for (const ChoiceRow& row : choice_table()) {
+    const bool same = std::visit([&](auto m) { return set.*m == got.*m; }, row.member);
+    const bool same_view = std::visit([&](auto m) { return set.*m == from_view.*m; }, row.member);
+    if (*row.key) {
+      EXPECT_TRUE(same) << row.key;
+      ++in_settings;
+    }
+    if (*row.view_key) {
+      EXPECT_TRUE(same_view) << row.view_key;
+      ++in_views;
+    }
+    EXPECT_TRUE(*row.key || *row.view_key) << row.label << " is kept nowhere";
+  }
+  EXPECT_GE(in_settings, 20);
+  EXPECT_GE(in_views, 7);
+  // Past each number's range: fitted back and named.
+  for (const ChoiceRow& row : choice_table()) {
+    UiState ui;
+    bool number = true;
+    std::visit(overloaded{[&](int UiState::*m) { ui.*m = static_cast<int>(row.hi) + 1; },
+                          [&](float UiState::*m) { ui.*m = static_cast<float>(row.hi) * 2 + 1; },
+                          [&](auto) { number = false; }},
+               row.member);
+    if (!number) continue;
+    const std::vector<std::string> notes = fit_choices(ui, FitContext{nullptr, "s.json"});
+    EXPECT_TRUE(has_note(notes, row.label)) << row.label << ":\n" << joined(notes);
+  }
 }
 
 }  // namespace

@@ -236,7 +236,7 @@ TEST(WorkerThreads, SessionStepsToggleScrubResetAndModelSwitchesRaceFree) {
       s.ui.sampler.greedy = false;
       s.ui.sampler.temperature = 0.5f + static_cast<float>(rng() % 100) / 100.0f;
       s.ui.sampler.seed = rng();
-      s.execute(cmd::SetSampler{}, now());
+      s.execute(cmd::SetSampler{s.ui.sampler}, now());
     }
     if (s.engine.seq.current && s.engine.seq.current->top.size() > 1 && chance(1)) {
       s.execute(cmd::Fork{s.engine.seq.current->top[1].token}, now());

@@ -79,6 +79,7 @@ struct RenderCommand {
   RenderOptions opts;
   std::string layer = "mean", head = "mean";
   KVFlags kv;
+  StrategyFlags strategy;  // --beams, --length-penalty, --draft, --speculate
   float temperature = 0;
   CLI::Option* temperature_opt = nullptr;
   CLI::Option* camera_opt = nullptr;
@@ -100,15 +101,9 @@ void add_render_view_flags(CLI::App* render, RenderCommand& c) {
   render->add_flag("--presentation", ro.presentation, "Presentation mode: compact HUD");
   render->add_flag("--heatmaps", ro.heatmaps, "Draw the attention heatmap grid (one per layer and head)");
   add_kv_flags(render, c.kv);
-  auto* beams = render->add_option("--beams", ro.beams, "Draw beam search with N beams as a tree (--steps = max new)")
-                    ->check(in_range(setting::kBeams));
-  auto* draft = render->add_option("--draft", ro.draft, "Draw speculative decoding with this draft model folder")
-                    ->check(non_empty("a draft model folder"));
-  render->add_option("--speculate", ro.speculate, "Tokens drafted per iteration with --draft (1-16)")
-      ->check(in_range(setting::kSpeculate));
+  add_strategy_flags(render, c.strategy, "Draw");
   c.temperature_opt = render->add_option("--temperature", c.temperature, "With --draft: sample at this temperature")
                           ->check(in_range(setting::kTemperature));
-  beams->excludes(draft);
 }
 
 void add_render_command(CLI::App& app, RenderCommand& c) {
@@ -148,13 +143,33 @@ int parse_index(const std::string& flag, const std::string& v) {
   throw UsageError(flag + ": \"" + v + "\" is not a layer/head index or \"mean\"");
 }
 
+// --bench times the sampling view's frames at full context on a dense cache (idle, then
+// while NO CACHE forwards run): a flag that would choose or save something else is refused.
+void refuse_unused_by_bench(const CLI::App& render) {
+  const std::vector<std::string> unused = {
+      "--steps",    "--out",   "--frames",         "--video", "--text-scale", "--presentation", "--heatmaps",
+      "--no-cache", "--beams", "--length-penalty", "--draft", "--speculate",  "--temperature"};
+  for (const CLI::Option* o : render.get_options()) {
+    const std::string name = o->get_name();
+    const bool kv = name.rfind("--kv-", 0) == 0;
+    if (o->count() && (kv || std::find(unused.begin(), unused.end(), name) != unused.end()))
+      throw UsageError(name +
+                       ": not used with --bench (it times the sampling view's frames at full context on a "
+                       "dense cache, idle and while NO CACHE forwards run)");
+  }
+}
+
 int run_render_command(RenderCommand& c, const AppHooks& hooks) {
   RenderOptions& ro = c.opts;
+  if (ro.bench) refuse_unused_by_bench(*c.cmd);
   if (!ro.bench && ro.out.empty() && ro.frames_dir.empty() && ro.video.empty()) {
     throw UsageError("render: give --out FILE.png, --frames DIR and/or --video FILE.mp4 (or --bench)");
   }
   if (ro.prompt.empty()) throw UsageError("--prompt is empty (expected some text to continue)");
+  ro.strategy = strategy_from_flags(c.strategy);
   if (c.temperature_opt->count()) {
+    if (!is_speculative(ro.strategy))
+      throw UsageError("--temperature needs --draft DIR (render samples only the draft's iterations)");
     ro.sampler.greedy = false;
     ro.sampler.temperature = c.temperature;
   }
@@ -162,9 +177,12 @@ int run_render_command(RenderCommand& c, const AppHooks& hooks) {
   ro.head = parse_index("--head", c.head);
   ro.kv = kv_settings_or_throw(c.kv);
   // As the window: the beams' lanes lie side by side in depth, seen from above.
-  if (ro.beams > 0 && c.camera_opt->count() == 0) ro.camera = "top";
+  if (is_beam(ro.strategy) && c.camera_opt->count() == 0) ro.camera = "top";
   refuse_no_cache_evict(ro.no_cache, ro.kv);
-  if (ro.beams > 0 || !ro.draft.empty()) refuse_window(ro.kv, ro.beams > 0 ? "--beams" : "--draft", kForkNeeds);
+  if (!is_sampling(ro.strategy) && ro.no_cache)
+    throw UsageError(std::string("--no-cache: not available with ") + (is_beam(ro.strategy) ? "--beams" : "--draft") +
+                     " (" + strategy_name(ro.strategy) + " always runs on the KV cache)");
+  if (const auto refused = strategy_refusal(ro.strategy, ro.kv)) throw UsageError(refused->usage);
   if (!hooks.render) throw Error("this kvscope was built without the renderer (KVSCOPE_GUI=OFF)");
   return hooks.render(ro);
 }

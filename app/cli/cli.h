@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/decoding/sampler.h"
+#include "model/decoding/strategy.h"
 #include "model/kv/kv_cache.h"
 
 namespace kvscope {
@@ -42,9 +43,7 @@ struct RenderOptions {
   std::string video;          // MP4 of the whole generation, frames piped to ffmpeg (needs ffmpeg)
   bool presentation = false;  // presentation mode: compact HUD instead of the legend
   bool heatmaps = false;      // the (layer, head) attention heatmap grid over the view
-  int beams = 0;              // > 0: draw beam search with this many beams as a tree
-  std::string draft;          // draw speculative decoding with this draft model
-  int speculate = 4;          // tokens drafted per iteration
+  Strategy strategy;          // beam search drawn as a tree, or speculative decoding's iterations
   SamplerSettings sampler;    // for --draft: greedy unless --temperature is given
   KVSettings kv;              // cache layout (--kv-window/--kv-sinks/--kv-dtype/--kv-block)
 };

@@ -23,12 +23,10 @@ inline constexpr const char* kBf16ProductsHelp =
     "BF16 checkpoints: round each product's inputs to bf16 (as PyTorch's bf16 path does) and multiply with the "
     "CPU's bf16 dot products (AVX512_BF16): faster prefill, slightly different logits (docs/batching.md)";
 
-// A sliding window cannot serve beam search or speculative decoding (forks and
-// rollbacks need positions it evicts): UsageError naming the window flag.
-// Refuses --kv-window/--kv-sinks/--kv-evict for `strategy`, giving why:
-// `needs` completes "... needs/need <these> positions a window evicts".
-void refuse_window(const KVSettings& kv, const char* strategy, const char* needs);
-constexpr const char* kForkNeeds = "forks and rollbacks need";
+// Refuses --kv-window/--kv-sinks/--kv-evict for `what` (serve), giving why:
+// `needs` completes "... needs/need <these> positions a window evicts". (The
+// decoding strategies' refusal is strategy_refusal, model/decoding/strategy.h.)
+void refuse_window(const KVSettings& kv, const char* what, const char* needs);
 // NO CACHE with eviction by score: a usage error naming both flags.
 void refuse_no_cache_evict(bool no_cache, const KVSettings& kv);
 
@@ -56,9 +54,8 @@ struct GenerateCommand {
   CLI::App* cmd = nullptr;
   GenerateArgs args;
   KVFlags kv;
-  DecodeArgs decode;  // --beams, --length-penalty, --draft, --speculate
+  StrategyFlags strategy;  // --beams, --length-penalty, --draft, --speculate
   CLI::Option *temperature = nullptr, *top_k = nullptr, *top_p = nullptr;
-  CLI::Option *beams = nullptr, *length_penalty = nullptr, *draft = nullptr, *speculate = nullptr;
 };
 void add_generate_command(CLI::App& app, GenerateCommand& c);
 int run_generate_command(GenerateCommand& c);

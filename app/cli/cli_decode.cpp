@@ -10,12 +10,15 @@
 #include <vector>
 
 #include "app/cli/cli.h"
+#include "app/cli/cli_flags.h"
 #include "app/cli/cli_json.h"
 #include "model/arch/model.h"
 #include "model/core/error.h"
+#include "model/core/overloaded.h"
 #include "model/decoding/beam_generator.h"
 #include "model/decoding/generator.h"
 #include "model/decoding/speculative_generator.h"
+#include "model/decoding/strategy.h"
 #include "model/tokenizer/tokenizer.h"
 
 namespace kvscope {
@@ -79,19 +82,8 @@ json beam_step_json(const BeamStepRecord& r, const BeamGenerator& gen) {
           {"ms", r.ms}};
 }
 
-}  // namespace
-
-int cmd_generate_beams(const DecodeArgs& a) {
-  auto model = load_cli_model(a.model, a.ctx, a.bf16_products);
-  check_context_fits(*model, a.prompt, a.max_new);
-  BeamOptions opt;
-  opt.n_beams = a.beams;
-  opt.length_penalty = a.length_penalty;
-  opt.max_new = a.max_new;
-  opt.dtype = a.kv.dtype;
-  if (a.kv.block > 0) opt.block = a.kv.block;
-  BeamGenerator gen(model);
-  gen.start(a.prompt, opt);
+// Streams beam search's steps, then the best hypothesis.
+int stream_beams(BeamGenerator& gen, const strategy::Beam& b, const DecodeArgs& a) {
   while (BeamRecordPtr r = gen.step()) {
     if (a.json) std::cout << beam_step_json(*r, gen).dump() << '\n' << std::flush;
   }
@@ -109,8 +101,8 @@ int cmd_generate_beams(const DecodeArgs& a) {
                       {"score", best.score},
                       {"sum_logprob", best.sum_logprob},
                       {"new_tokens", static_cast<int>(best.tokens.size()) - gen.n_prompt()},
-                      {"beams", a.beams},
-                      {"length_penalty", a.length_penalty},
+                      {"beams", b.beams},
+                      {"length_penalty", b.length_penalty},
                       {"hypotheses", hyps},
                       {"steps", gen.search().steps()},
                       {"flops_total", gen.flops_total()},
@@ -120,12 +112,11 @@ int cmd_generate_beams(const DecodeArgs& a) {
   } else {
     std::cout << gen.text(best) << '\n' << std::flush;  // before the summary on stderr
     std::fprintf(stderr, "[%s] beam search, %d beams: best score %.4f (sum log p %.4f over %d tokens), stop: %s\n",
-                 model->name.c_str(), a.beams, best.score, best.sum_logprob, best.gen_len, to_string(gen.reason()));
+                 gen.model().name.c_str(), b.beams, best.score, best.sum_logprob, best.gen_len,
+                 to_string(gen.reason()));
   }
   return 0;
 }
-
-namespace {
 
 json iteration_json(const SpecIteration& it, const Tokenizer& tok) {
   json emitted_bytes = json::array();  // the exact bytes beside each display piece, as generate's pieces_bytes
@@ -282,14 +273,14 @@ SpecSummary summarize(const SpeculativeDecoder& spec, const SpecTally& t, const 
 }
 
 json spec_done_json(const SpeculativeDecoder& spec, const SpecTally& t, const PlainRun& plain, const SpecSummary& s,
-                    const DecodeArgs& a, const Model& draft) {
+                    int k) {
   return {{"event", "done"},
           {"reason", to_string(spec.reason())},
           {"text", escape_invalid_utf8(spec.text())},
           {"text_bytes", bytes_json(spec.text())},
           {"new_tokens", spec.n_generated()},
-          {"k", a.speculate},
-          {"draft", draft.dir},
+          {"k", k},
+          {"draft", spec.draft().dir},
           {"drafted", spec.drafted_total()},
           {"tested", t.tested},
           {"accepted", spec.accepted_total()},
@@ -313,24 +304,16 @@ json spec_done_json(const SpeculativeDecoder& spec, const SpecTally& t, const Pl
           {"predicted_speedup", maybe_number(s.predicted)}};
 }
 
-}  // namespace
-
-int cmd_generate_speculative(const DecodeArgs& a) {
-  auto target = load_cli_model(a.model, a.ctx, a.bf16_products);
-  check_context_fits(*target, a.prompt, a.max_new);
-  auto draft = load_cli_model(a.draft, a.ctx);
-  SpecOptions opt;
-  opt.k = a.speculate;
-  opt.max_new = a.max_new;
-  opt.sampler = a.sampler;
-  opt.kv = a.kv;
-  SpeculativeDecoder spec(target, draft);
-  spec.start(a.prompt, opt);
-  const SpecTally tally = stream_speculative(spec, target->tokenizer, a.json);
-  const PlainRun plain = run_plain(target, a);
-  const SpecSummary s = summarize(spec, tally, plain, a.speculate);
+// Streams speculative decoding's iterations, then plain decoding of the same
+// prompt for the measured speed-up, and the summary.
+int run_speculative(SpeculativeDecoder& spec, const std::shared_ptr<const Model>& target_model,
+                    const strategy::Speculative& p, const DecodeArgs& a) {
+  const Model& target = *target_model;
+  const SpecTally tally = stream_speculative(spec, target.tokenizer, a.json);
+  const PlainRun plain = run_plain(target_model, a);
+  const SpecSummary s = summarize(spec, tally, plain, p.k);
   if (a.json) {
-    std::cout << spec_done_json(spec, tally, plain, s, a, *draft).dump() << '\n';
+    std::cout << spec_done_json(spec, tally, plain, s, p.k).dump() << '\n';
   } else {
     std::cout << '\n' << std::flush;  // the text ends before the summary on stderr, piped or not
     const std::string predicted = std::isnan(s.predicted) ? "n/a" : rate_text(s.predicted, 2) + "x";
@@ -338,12 +321,57 @@ int cmd_generate_speculative(const DecodeArgs& a) {
                  "[%s drafted by %s] K=%d: %d new tokens, stop: %s; alpha %s (accepted %d of %d drafted), %.2f "
                  "tokens per target forward; %.1f tokens/s vs %.1f plain: speed-up %.2fx (Leviathan et al. predict "
                  "%s from alpha %s per test and cost ratio %s)\n",
-                 target->name.c_str(), draft->name.c_str(), a.speculate, spec.n_generated(), to_string(spec.reason()),
+                 target.name.c_str(), spec.draft().name.c_str(), p.k, spec.n_generated(), to_string(spec.reason()),
                  ratio_text(s.alpha).c_str(), spec.accepted_total(), spec.drafted_total(), s.per_forward,
                  s.tokens_per_s, plain.tokens_per_s, s.speedup, predicted.c_str(), ratio_text(s.alpha_tested).c_str(),
                  ratio_text(s.cost_ratio).c_str());
   }
   return 0;
+}
+
+}  // namespace
+
+void add_strategy_flags(CLI::App* cmd, StrategyFlags& f, const std::string& verb) {
+  f.beams = cmd->add_option("--beams", f.beam.beams, verb + " beam search with N beams (1-8; Hugging Face conventions)")
+                ->check(in_range(setting::kBeams));
+  f.length_penalty = cmd->add_option("--length-penalty", f.beam.length_penalty,
+                                     "Beam score = sum log p / (generated length)^L (default 1.0)")
+                         ->check(in_range(setting::kLengthPenalty));
+  f.draft = cmd->add_option("--draft", f.spec.draft_dir, verb + " speculative decoding with this draft model folder")
+                ->check(non_empty("a draft model folder"));
+  f.speculate = cmd->add_option("--speculate", f.spec.k, "Tokens the draft proposes per iteration (1-16, default 4)")
+                    ->check(in_range(setting::kSpeculate));
+}
+
+Strategy strategy_from_flags(const StrategyFlags& f) {
+  const bool beams = f.beams->count() > 0, draft = f.draft->count() > 0;
+  if (beams && (draft || f.speculate->count()))
+    throw UsageError("--beams cannot be combined with --draft/--speculate (choose one strategy)");
+  if (f.length_penalty->count() && !beams) throw UsageError("--length-penalty needs --beams N");
+  if (f.speculate->count() && !draft) throw UsageError("--speculate needs --draft DIR (the draft model folder)");
+  if (beams) return f.beam;
+  if (draft) return f.spec;
+  return strategy::Sample{};
+}
+
+int cmd_generate_strategy(const DecodeArgs& a) {
+  auto target = load_cli_model(a.model, a.ctx, a.bf16_products);
+  check_context_fits(*target, a.prompt, a.max_new);
+  GenerateOptions opt;
+  opt.max_new = a.max_new;
+  opt.sampler = a.sampler;
+  opt.kv = a.kv;
+  opt.max_prefill_attn_bytes = 0;  // the attention rows of a long prompt are not printed
+  const DraftLoader draft = [&](const std::string& dir) { return load_cli_model(dir, a.ctx); };
+  Driver d = make_driver(a.strategy, target, draft, a.prompt, opt);
+  return std::visit(
+      overloaded{
+          [&](std::unique_ptr<BeamGenerator>& g) { return stream_beams(*g, std::get<strategy::Beam>(a.strategy), a); },
+          [&](std::unique_ptr<SpeculativeDecoder>& g) {
+            return run_speculative(*g, target, std::get<strategy::Speculative>(a.strategy), a);
+          },
+          [](std::unique_ptr<Generator>&) -> int { throw Error("generate: sampling runs without a strategy flag"); }},
+      d);
 }
 
 }  // namespace kvscope

@@ -96,11 +96,10 @@ int cmd_generate(const GenerateArgs& a, bool sampling_requested) {
 }
 
 // Beam search is deterministic and runs on the cache; speculative decoding
-// needs a draft. Combinations without a defined meaning are usage errors.
-void check_decode_flags(const CLI::App& gen, bool beams, bool draft, bool lpen, bool spec) {
+// needs a draft. Flags without a meaning for the chosen strategy are usage errors.
+void check_decode_flags(const CLI::App& gen, const Strategy& s) {
   auto given = [&](const char* flag) { return gen.get_option(flag)->count() > 0; };
-  if (beams) {
-    if (draft || spec) throw UsageError("--beams cannot be combined with --draft/--speculate (choose one strategy)");
+  if (is_beam(s)) {
     for (const char* f : {"--temperature", "--top-k", "--top-p", "--seed", "--repetition-penalty", "--no-cache",
                           "--stop", "--greedy"}) {
       if (given(f)) {
@@ -111,8 +110,6 @@ void check_decode_flags(const CLI::App& gen, bool beams, bool draft, bool lpen, 
     }
     return;
   }
-  if (lpen) throw UsageError("--length-penalty needs --beams N");
-  if (spec && !draft) throw UsageError("--speculate needs --draft DIR (the draft model folder)");
   for (const char* f : {"--no-cache", "--stop"}) {
     if (given(f)) throw UsageError(std::string("--draft cannot be combined with ") + f);
   }
@@ -133,21 +130,6 @@ void add_sampling_flags(CLI::App* gen, GenerateCommand& c) {
                   "Divide (multiply) positive (negative) logits of seen tokens (1 = off)")
       ->check(in_range(setting::kRepetitionPenalty));
   gen->add_option("--seed", g.seed, "Sampling seed")->check(any_u64());
-}
-
-// Beam search (--beams, --length-penalty) and speculative decoding (--draft, --speculate).
-void add_strategy_flags(CLI::App* gen, GenerateCommand& c) {
-  DecodeArgs& dec = c.decode;
-  c.beams = gen->add_option("--beams", dec.beams, "Beam search with N beams (1-8; Hugging Face conventions)")
-                ->check(in_range(setting::kBeams));
-  c.length_penalty = gen->add_option("--length-penalty", dec.length_penalty,
-                                     "Beam score = sum log p / (generated length)^L (default 1.0)")
-                         ->check(in_range(setting::kLengthPenalty));
-  c.draft = gen->add_option("--draft", dec.draft, "Speculative decoding with this draft model folder")
-                ->check(non_empty("a draft model folder"));
-  c.speculate =
-      gen->add_option("--speculate", dec.speculate, "Tokens the draft proposes per iteration (1-16, default 4)")
-          ->check(in_range(setting::kSpeculate));
 }
 
 }  // namespace
@@ -186,7 +168,7 @@ void add_generate_command(CLI::App& app, GenerateCommand& c) {
   gen->add_flag("--no-cache", g.no_cache, "Recompute the whole sequence every step");
   gen->add_flag("--json", g.json, "JSON Lines: prefill, steps, done");
   add_kv_flags(gen, c.kv);
-  add_strategy_flags(gen, c);
+  add_strategy_flags(gen, c.strategy, "Run");
 }
 
 int run_generate_command(GenerateCommand& c) {
@@ -196,12 +178,12 @@ int run_generate_command(GenerateCommand& c) {
   // The prompt's rule: a stop string is compared with the decoded text, which is UTF-8.
   for (const std::string& s : g.stop) require_utf8(s, "--stop");
   const bool sampling = c.temperature->count() > 0 || c.top_k->count() > 0 || c.top_p->count() > 0;
-  const bool beams = c.beams->count() > 0, draft = c.draft->count() > 0;
-  if (!beams && !draft && !c.length_penalty->count() && !c.speculate->count()) return cmd_generate(g, sampling);
-  check_decode_flags(*c.cmd, beams, draft, c.length_penalty->count() > 0, c.speculate->count() > 0);
-  refuse_window(g.kv, beams ? "--beams" : "--draft", kForkNeeds);
+  const Strategy strategy = strategy_from_flags(c.strategy);
+  if (is_sampling(strategy)) return cmd_generate(g, sampling);
+  check_decode_flags(*c.cmd, strategy);
+  if (const auto refused = strategy_refusal(strategy, g.kv)) throw UsageError(refused->usage);
   if (g.prompt.empty()) throw UsageError("--prompt is empty (expected some text to continue)");
-  DecodeArgs& dec = c.decode;
+  DecodeArgs dec;
   dec.kv = g.kv;
   dec.model = g.model;
   dec.prompt = g.prompt;
@@ -209,8 +191,9 @@ int run_generate_command(GenerateCommand& c) {
   dec.ctx = g.ctx;
   dec.bf16_products = g.bf16_products;
   dec.json = g.json;
+  dec.strategy = strategy;
   dec.sampler = sampler_settings(g, sampling);
-  return beams ? cmd_generate_beams(dec) : cmd_generate_speculative(dec);
+  return cmd_generate_strategy(dec);
 }
 
 }  // namespace kvscope

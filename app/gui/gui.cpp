@@ -104,7 +104,7 @@ RunSetup prepare(const GuiOptions& opt, UiState& ui) {
 // the three token periods it gets (Session::next_step_due).
 float anim_duration(const EngineState& engine, const UiState& ui) {
   const float d = ui.fastest ? 0.15f : std::clamp(0.85f / ui.speed, 0.15f, 0.9f);
-  return engine.decoding.mode == DecodeMode::kSpeculative ? 3.0f * d : d;
+  return is_speculative(engine.strategy) ? 3.0f * d : d;
 }
 
 // Sleeps while nothing moves (no animation, no step due), else polls.
@@ -361,8 +361,10 @@ GuiRunPtr open_gui(const GuiOptions& opt) {
   s.ui = initial;
   if (!run->setup.settings_path.empty()) s.fit_to_model(run->setup.settings_path);  // the model's limits, once loaded
   s.engine.mode = opt.no_cache ? CacheMode::kNoCache : CacheMode::kKV;
-  if (s.ui.decoding.draft_dir.empty()) s.ui.decoding.draft_dir = asset_path("models/kvscope-draft");
-  s.engine.decoding = s.ui.decoding;  // the first generation's strategy (a demo view may choose one)
+  if (s.ui.draft_dir.empty()) s.ui.draft_dir = asset_path("models/kvscope-draft");
+  if (auto* p = std::get_if<strategy::Speculative>(&s.ui.strategy); p && p->draft_dir.empty())
+    p->draft_dir = s.ui.draft_dir;
+  s.engine.strategy = s.ui.strategy;  // the first generation's strategy (a demo view may choose one)
   s.ui.active_prompt = s.selected_prompt();
   s.load_model(opt.model_dir.empty() ? default_model_dir() : opt.model_dir, opt.ctx);
   run->st.prev_time = glfwGetTime();

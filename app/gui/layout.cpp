@@ -126,7 +126,7 @@ float left_sidebar(const EngineState& engine, UiState& ui, float W, float H, Com
         "caching, preemption (the Serving view, over the whole window).");
     if (ImGui::CollapsingHeader("Prompt", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_prompt(engine, ui));
     if (ImGui::CollapsingHeader("Playback", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_playback(engine, ui));
-    if (engine.decoding.mode != DecodeMode::kSample) ImGui::SetNextItemOpen(true, ImGuiCond_Once);
+    if (!is_sampling(engine.strategy)) ImGui::SetNextItemOpen(true, ImGuiCond_Once);
     if (ImGui::CollapsingHeader("Decoding")) append(cmds, panel_decoding(engine, ui));
     if (ImGui::CollapsingHeader(header_label("Cache & compute", "Cache").c_str(), ImGuiTreeNodeFlags_DefaultOpen))
       append(cmds, panel_cache(engine, ui));
@@ -186,8 +186,8 @@ std::vector<Lesson> lessons_shown(const EngineState& engine) {
   // Beam search and speculative decoding keep records of their own: their
   // lesson replaces the lessons read from one sequence's records.
   std::vector<Lesson> out;
-  if (engine.decoding.mode == DecodeMode::kBeam) out.push_back({"Beam search", "Beams", -1});
-  if (engine.decoding.mode == DecodeMode::kSpeculative) out.push_back({"Speculative decoding", "Speculative", -1});
+  if (is_beam(engine.strategy)) out.push_back({"Beam search", "Beams", -1});
+  if (is_speculative(engine.strategy)) out.push_back({"Speculative decoding", "Speculative", -1});
   const Lesson all[] = {{"Branches", "Forks", 0},
                         {"Prefill vs decode", "Prefill", 1},
                         {"KV memory", "KV", 2},
@@ -273,8 +273,8 @@ void teach_tabs(const EngineState& engine, UiState& ui, Commands& cmds) {
 }
 
 const char* lessons_label(const EngineState& engine) {
-  return engine.decoding.mode == DecodeMode::kBeam ? "\xE2\x96\xB2 lessons: beam search, KV memory, training"
-         : engine.decoding.mode == DecodeMode::kSpeculative
+  return is_beam(engine.strategy) ? "\xE2\x96\xB2 lessons: beam search, KV memory, training"
+         : is_speculative(engine.strategy)
              ? "\xE2\x96\xB2 lessons: speculative decoding, KV memory, training"
              : "\xE2\x96\xB2 lessons: branches, prefill vs decode, KV memory, heads, training";
 }

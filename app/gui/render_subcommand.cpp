@@ -20,9 +20,8 @@
 #include "app/platform/png_file.h"
 #include "app/platform/video_pipe.h"
 #include "model/core/error.h"
-#include "model/decoding/beam_generator.h"
 #include "model/decoding/generator.h"
-#include "model/decoding/speculative_generator.h"
+#include "model/decoding/strategy.h"
 #include "render/gl/gl_context.h"
 #include "render/gl/gl_objects.h"
 #include "render/gl/renderer.h"
@@ -375,9 +374,9 @@ int run_render_decode(const RenderOptions& o, std::shared_ptr<const Model> model
     FrameSpec spec;
     spec.seq = &no_sequence;
     spec.model = model.get();
-    const StrategyTimeline timeline = o.beams > 0 ? StrategyTimeline(beam_recs) : StrategyTimeline(its);
+    const StrategyTimeline timeline = is_beam(o.strategy) ? StrategyTimeline(beam_recs) : StrategyTimeline(its);
     spec.timeline = &timeline;
-    spec.decode_count = o.beams > 0 ? beam_recs.size() : its.size();
+    spec.decode_count = is_beam(o.strategy) ? beam_recs.size() : its.size();
     spec.anim = anim;
     spec.legend = spec.hud = false;
     const float W = static_cast<float>(o.width), H = static_cast<float>(o.height);
@@ -401,43 +400,33 @@ int run_render_decode(const RenderOptions& o, std::shared_ptr<const Model> model
   };
   std::vector<uint8_t> last;
   int steps = 0;
-  if (o.beams > 0) {
-    BeamGenerator gen(model);
-    BeamOptions bo;
-    bo.n_beams = o.beams;
-    bo.max_new = std::max(1, o.steps);
-    bo.dtype = o.kv.dtype;
-    if (o.kv.block > 0) bo.block = o.kv.block;  // (0: the beams' default pages)
-    gen.start(o.prompt, bo);
-    while (BeamRecordPtr r = gen.step()) {
-      beam_recs.push_back(r);
+  GenerateOptions go;
+  go.max_new = std::max(1, o.steps);
+  go.sampler = o.sampler;
+  go.kv = o.kv;
+  const DraftLoader draft = [&](const std::string& dir) { return load_cli_model(dir, o.ctx); };
+  Driver driver = make_driver(o.strategy, model, draft, o.prompt, go);
+  for (StepOutput out = step_driver(driver); std::visit([](const auto& p) { return p != nullptr; }, out);
+       out = step_driver(driver)) {
+    if (const auto* r = std::get_if<BeamRecordPtr>(&out)) {
+      beam_recs.push_back(*r);
       char name[32];
-      std::snprintf(name, sizeof(name), "beam_%04d.png", r->index);
+      std::snprintf(name, sizeof(name), "beam_%04d.png", (*r)->index);
       last = save(name, 1.0f);
-      ++steps;
-    }
-  } else {
-    SpeculativeDecoder spec(model, load_cli_model(o.draft, o.ctx));
-    SpecOptions so;
-    so.k = o.speculate;
-    so.max_new = std::max(1, o.steps);
-    so.sampler = o.sampler;
-    so.kv = o.kv;
-    spec.start(o.prompt, so);
-    while (SpecIterationPtr it = spec.step()) {
-      its.push_back(it);
+    } else if (const auto* it = std::get_if<SpecIterationPtr>(&out)) {
+      its.push_back(*it);
       for (const auto& [stage, name_part] : {std::pair{0, "a_draft"}, {1, "b_verify"}, {2, "c_resolve"}}) {
         char name[48];
-        std::snprintf(name, sizeof(name), "spec_%04d_%s.png", it->index, name_part);
+        std::snprintf(name, sizeof(name), "spec_%04d_%s.png", (*it)->index, name_part);
         last = save(name, spec_stage_anim(stage));
       }
-      ++steps;
     }
+    ++steps;
   }
   if (!o.out.empty() && !last.empty()) write_png(o.out, o.width, o.height, last);
   if (offscreen.report_messages()) throw Error("OpenGL reported errors while rendering (above)");
-  std::fprintf(stderr, "kvscope: rendered %d %s with %s\n", steps, o.beams > 0 ? "beam-search steps" : "iterations",
-               offscreen.ctx.description().c_str());
+  std::fprintf(stderr, "kvscope: rendered %d %s with %s\n", steps,
+               is_beam(o.strategy) ? "beam-search steps" : "iterations", offscreen.ctx.description().c_str());
   return 0;
 }
 
@@ -573,7 +562,7 @@ int run_render(const RenderOptions& o) {
   check_view(*model, o.layer, o.head);
   if (!o.bench) check_context_fits(*model, o.prompt, std::max(1, o.steps), "--steps");
   if (o.bench) return run_bench(o, model, preset);
-  if (o.beams > 0 || !o.draft.empty()) return run_render_decode(o, model, preset);
+  if (!is_sampling(o.strategy)) return run_render_decode(o, model, preset);
   return render_generation(o, model, preset, ffmpeg);
 }
 

@@ -22,12 +22,14 @@ struct Reset {};  // restart from the active prompt
 struct PlayPause {};
 struct Step {};  // one forward (a generation is started first when none is)
 struct ToggleCache {};
-struct SetSampler {};  // UiState::sampler applies from the next step
+struct SetSampler {  // applies from the next step (and becomes UiState::sampler)
+  SamplerSettings sampler;
+};
 struct SetMaxNew {
   int max_new = 0;
 };
-struct SetDecoding {  // sampling, beam search or speculative decoding: restarts the generation with it
-  DecodeSettings decoding;
+struct SetStrategy {  // sampling, beam search or speculative decoding: restarts the generation with it
+  Strategy strategy;
 };
 struct LoadModel {
   std::string dir;
@@ -101,7 +103,7 @@ using UiCommand =
                  cmd::LoadModel, cmd::CancelLoad, cmd::Scrub, cmd::ScrubTo, cmd::Fork, cmd::SelectBranch,
                  cmd::SelectHead, cmd::Presentation, cmd::Predict, cmd::Reveal, cmd::Palette, cmd::SaveView,
                  cmd::LoadView, cmd::DismissErrors, cmd::TogglePanels, cmd::SetCamera, cmd::Fit, cmd::Screenshot,
-                 cmd::Fullscreen, cmd::TextScale, cmd::LoadCheckpoint, cmd::SetDecoding, cmd::ScoreKvLayouts,
+                 cmd::Fullscreen, cmd::TextScale, cmd::LoadCheckpoint, cmd::SetStrategy, cmd::ScoreKvLayouts,
                  cmd::ServeOpen, cmd::ServeStart, cmd::ServeStep, cmd::ServePlay, cmd::ServeScrubTo>;
 using Commands = std::vector<UiCommand>;
 

@@ -204,8 +204,7 @@ void setup_demo_view(const std::string& demo_view, UiState& ui) {
     ui.sampler.seed = 7;
   }
   if (demo_view == "beams") {
-    ui.decoding.mode = DecodeMode::kBeam;
-    ui.decoding.beams = 4;
+    ui.strategy = strategy::Beam{4, 1.0};
     ui.camera = CameraPreset::kTop;
     // Pages of 4 positions: beams that part inside a page copy only that
     // page, so the sharing shows (with 16, a short prompt's one page is
@@ -213,8 +212,7 @@ void setup_demo_view(const std::string& demo_view, UiState& ui) {
     ui.kv_layout.block = 4;
   }
   if (demo_view == "speculative") {  // the shipped draft (the window fills in its folder), held at the verify pass
-    ui.decoding.mode = DecodeMode::kSpeculative;
-    ui.decoding.k = 4;
+    ui.strategy = strategy::Speculative{"", 4};
     ui.spec_stage = SpecStage::kVerify;
     ui.sampler.greedy = false;  // sampled: p and q are distributions, not one-hot
     ui.sampler.temperature = 0.8f;

@@ -5,9 +5,11 @@
 #include <limits>
 #include <sstream>
 
+#include "app/session/choices.h"
 #include "app/session/saved_view.h"
 #include "app/session/settings.h"
 #include "model/core/error.h"
+#include "model/core/overloaded.h"
 #include "model/kv/kv_cache.h"
 #include "model/kv/kv_quant.h"
 
@@ -137,16 +139,14 @@ void fit_kv_layout(KVSettings& k, Fitter& f) {
   }
 }
 
-// Beam search and speculative decoding (the Decoding panel; CLI ranges).
-void fit_decoding(DecodeSettings& d, Fitter& f) {
-  int mode = static_cast<int>(d.mode);
-  f.range(mode, 0, static_cast<int>(DecodeMode::kSpeculative), "decoding strategy");
-  d.mode = static_cast<DecodeMode>(mode);
-  f.range(d.beams, static_cast<int>(setting::kBeams.lo), static_cast<int>(setting::kBeams.hi), "beams");
-  f.range(d.length_penalty, static_cast<float>(setting::kLengthPenalty.lo),
-          static_cast<float>(setting::kLengthPenalty.hi), "length penalty", 1.0f);
-  f.range(d.k, static_cast<int>(setting::kSpeculate.lo), static_cast<int>(setting::kSpeculate.hi), "drafted tokens K");
-  f.text(d.draft_dir, "the draft model folder");
+// Beam search and speculative decoding (the Decoding panel): the CLI's ranges, by the one clamp.
+void fit_strategy(Strategy& s, Fitter& f) {
+  const Strategy fitted = clamp_strategy(s);
+  if (!(fitted == s))
+    f.note(std::string(strategy_name(s)) + " with " + strategy_parameters(s) + " is outside the ranges of " +
+           strategy_ranges(s) + "; using " + strategy_parameters(fitted));
+  s = fitted;
+  if (auto* p = std::get_if<strategy::Speculative>(&s)) f.text(p->draft_dir, "the draft model folder");
 }
 
 }  // namespace
@@ -192,31 +192,40 @@ std::vector<std::string> fit_camera(SavedCamera& c, const FitContext& ctx) {
   return f.take();
 }
 
+namespace {
+
+// One row of the choices' table (choices.h) into its range, narrowed to the
+// loaded model where the row says so; a number that is not finite to its default.
+void fit_row(const ChoiceRow& row, UiState& ui, Fitter& f) {
+  const Config* c = f.config();
+  const UiState defaults;
+  std::visit(overloaded{[&](int UiState::*m) {
+                          if (c && row.model_limit == ModelLimit::kLayer)
+                            return f.model_index(ui.*m, c->n_layer, "layer");
+                          if (c && row.model_limit == ModelLimit::kHead) return f.model_index(ui.*m, c->n_head, "head");
+                          const int hi =
+                              c && row.model_limit == ModelLimit::kContext ? c->n_positions : static_cast<int>(row.hi);
+                          f.range(ui.*m, static_cast<int>(row.lo), hi, row.label);
+                        },
+                        [&](float UiState::*m) {
+                          f.range(ui.*m, static_cast<float>(row.lo), static_cast<float>(row.hi), row.label,
+                                  defaults.*m);
+                        },
+                        [](bool UiState::*) {}, [&](std::string UiState::*m) { f.text(ui.*m, row.label); }},
+             row.member);
+}
+
+}  // namespace
+
 std::vector<std::string> fit_choices(UiState& ui, const FitContext& ctx, int* pending_step) {
   Fitter f(ctx);
   const Config* c = f.config();
-  f.range(ui.preset, 0, kNumPresets, "prompt preset");
-  f.text(ui.custom_prompt, "the custom prompt");
-  f.text(ui.model_dir_input, "the model folder");
-  f.text(ui.view_path, "the saved view's path");
-  f.range(ui.speed, ui_range::kSpeedMin, ui_range::kSpeedMax, "speed", UiState().speed);
-  f.range(ui.max_new, 0, c ? c->n_positions : ui_range::kMaxNewMax, "max new tokens");
-  f.range(ui.min_weight, 0.0f, ui_range::kMinWeightMax, "minimum ray weight", UiState().min_weight);
-  if (c) {
-    f.model_index(ui.layer, c->n_layer, "layer");
-    f.model_index(ui.head, c->n_head, "head");
-  } else {
-    f.range(ui.layer, -1, ui_range::kHeadsMax - 1, "layer");
-    f.range(ui.head, -1, ui_range::kHeadsMax - 1, "head");
-  }
+  for (const ChoiceRow& row : choice_table()) fit_row(row, ui, f);
   fit_sampler(ui.sampler, f);
   fit_kv_layout(ui.kv_layout, f);
-  fit_decoding(ui.decoding, f);
-  f.range(ui.text_scale, kMinTextScale, kMaxTextScale, "text scale", 1.0f);
-  f.range(ui.kv_context, 1, ui_range::kKvContextMax, "KV calculator tokens");
-  f.range(ui.kv_dtype, 0, ui_range::kKvDtypes - 1, "KV calculator format");
+  fit_strategy(ui.strategy, f);
+  f.text(ui.draft_dir, "the draft model folder");
   f.range(ui.kv_selected, -1, std::numeric_limits<int>::max(), "KV calculator row");  // (the table checks its rows)
-  f.range(ui.bottom_tab, 0, ui_range::kBottomTabs - 1, "tab");
   if (pending_step && *pending_step >= 0) {
     // A step past what this model's context can generate: the last one it can.
     const int last = c ? c->n_positions - 1 : (1 << 24);

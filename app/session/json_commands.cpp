@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -113,22 +114,24 @@ Commands camera_command(const Fields& f) {
   return {cmd::SetCamera{p}};
 }
 
-// {"mode": "sample"|"beam"|"speculative", "beams", "k"}: restarts the generation with it.
+// {"mode": "sample"|"beam"|"speculative", "beams", "k"}: restarts the generation with it. The
+// strategy of that mode keeps what the Decoding panel holds of it (the draft model it offers).
 Commands decoding_command(const Fields& f, const Session& s) {
   const char* expected = "sample, beam or speculative";
   const std::string m = f.text("mode", expected);
-  DecodeSettings d = s.ui.decoding;
-  if (m == "sample")
-    d.mode = DecodeMode::kSample;
-  else if (m == "beam")
-    d.mode = DecodeMode::kBeam;
-  else if (m == "speculative")
-    d.mode = DecodeMode::kSpeculative;
-  else
-    f.bad("mode", expected, m);
-  d.beams = f.integer_or("beams", setting::kBeams.lo, setting::kBeams.hi, d.beams);
-  d.k = f.integer_or("k", setting::kSpeculate.lo, setting::kSpeculate.hi, d.k);
-  return {cmd::SetDecoding{d}};
+  std::optional<Strategy> d = strategy_of_key(m);
+  if (!d) f.bad("mode", expected, m);
+  if (d->index() == s.ui.strategy.index()) d = s.ui.strategy;
+  // A field of another strategy is refused rather than passed over.
+  if (f.has("beams") && !is_beam(*d)) f.refuse("\"beams\" applies to mode beam only");
+  if (f.has("k") && !is_speculative(*d)) f.refuse("\"k\" applies to mode speculative only");
+  if (auto* b = std::get_if<strategy::Beam>(&*d))
+    b->beams = f.integer_or("beams", setting::kBeams.lo, setting::kBeams.hi, b->beams);
+  if (auto* p = std::get_if<strategy::Speculative>(&*d)) {
+    p->k = f.integer_or("k", setting::kSpeculate.lo, setting::kSpeculate.hi, p->k);
+    if (p->draft_dir.empty()) p->draft_dir = s.ui.draft_dir;
+  }
+  return {cmd::SetStrategy{*d}};
 }
 
 // The layout checks name the CLI's flags (--kv-window ...); here they name

@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "app/session/choices.h"
 #include "model/core/error.h"
 #include "model/core/file_io.h"
 #include "model/decoding/sampler_json.h"
-#include "model/decoding/setting_ranges.h"
 
 namespace kvscope {
 namespace {
@@ -61,13 +61,6 @@ struct Reader {
     return x;
   }
 
-  bool boolean(const json& obj, const char* key, const std::string& path, bool fallback) const {
-    const json* v = find(obj, key);
-    if (!v) return fallback;
-    if (!v->is_boolean()) fail(path, "must be true or false, got " + v->dump());
-    return v->get<bool>();
-  }
-
   std::string string(const json& obj, const char* key, const std::string& path, const std::string& fallback) const {
     const json* v = find(obj, key);
     if (!v) return fallback;
@@ -98,13 +91,11 @@ std::string view_to_json(const SavedView& v) {
   j["step"] = v.step;
   j["prompt"] = v.prompt;
   j["model"] = v.model;
-  j["max_new"] = v.max_new;
   j["cache"] = to_string(v.cache);
   j["sampler"] = sampler_to_json(v.sampler);
-  j["attention"] = {{"layer", v.layer}, {"head", v.head}, {"min_weight", v.min_weight}};
-  j["text_scale"] = v.text_scale;
-  j["presentation"] = v.presentation;
-  j["predict"] = v.predict;
+  UiState choices;  // the table's view rows are ViewChoices members (choices.h)
+  choices.choices() = v.choices();
+  choices_to_json(choices, j, /*view=*/true);
   // Invalid UTF-8 in a prompt becomes U+FFFD rather than failing the save.
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
@@ -150,8 +141,6 @@ SavedView view_from_json(const std::string& text, const std::string& origin) {
   v.step = static_cast<int>(rd.integer(j, "step", "step", 0, 1 << 24, 0));
   v.prompt = rd.string(j, "prompt", "prompt", "");
   v.model = rd.string(j, "model", "model", "");
-  v.max_new =
-      static_cast<int>(rd.integer(j, "max_new", "max_new", 0, setting::kMaxNew.hi, v.max_new));  // 0: fill the context
   const std::string cache = rd.string(j, "cache", "cache", "kv_cache");
   if (cache == "kv_cache") {
     v.cache = CacheMode::kKV;
@@ -167,14 +156,7 @@ SavedView view_from_json(const std::string& text, const std::string& origin) {
       throw Error(origin + ": " + e.what());
     }
   }
-  if (const json* a = rd.object(j, "attention", "attention")) {
-    v.layer = static_cast<int>(rd.integer(*a, "layer", "attention.layer", -1, 4095, v.layer));
-    v.head = static_cast<int>(rd.integer(*a, "head", "attention.head", -1, 4095, v.head));
-    v.min_weight = rd.number(*a, "min_weight", "attention.min_weight", 0.0f, 1.0f, v.min_weight);
-  }
-  v.text_scale = rd.number(j, "text_scale", "text_scale", 0.25f, 8.0f, v.text_scale);
-  v.presentation = rd.boolean(j, "presentation", "presentation", v.presentation);
-  v.predict = rd.boolean(j, "predict", "predict", v.predict);
+  choices_from_view_json(j, origin, v);
   return v;
 }
 

@@ -58,7 +58,7 @@ std::string Session::selected_prompt() const {
 }
 
 double Session::next_step_due() const {
-  const double periods = engine.decoding.mode == DecodeMode::kSpeculative ? 3.0 : 1.0;
+  const double periods = is_speculative(engine.strategy) ? 3.0 : 1.0;
   return view.last_step_request + (ui.fastest ? 0.0 : periods / ui.speed);
 }
 
@@ -221,9 +221,9 @@ void Session::on_error(const WorkerEvent& ev) {
       break;
     case WorkerOp::kStart:
       restore_replaced(ev);
-      ui.errors.push_back((engine.decoding.mode == DecodeMode::kSample
+      ui.errors.push_back((is_sampling(engine.strategy)
                                ? std::string("Could not start with this prompt: ")
-                               : std::string("Could not start ") + to_string(engine.decoding.mode) + ": ") +
+                               : std::string("Could not start ") + strategy_name(engine.strategy) + ": ") +
                           ev.message);
       break;
     default:
@@ -259,7 +259,10 @@ void Session::execute(const UiCommand& given, double now) {
                  },
                  [&](const cmd::Step&) { step(now); },
                  [&](const cmd::ToggleCache&) { toggle_cache(); },
-                 [&](const cmd::SetSampler&) { worker_.send(wcmd::SetSampler{ui.sampler}); },
+                 [&](const cmd::SetSampler& c) {
+                   ui.sampler = c.sampler;
+                   worker_.send(wcmd::SetSampler{c.sampler});
+                 },
                  [&](const cmd::SetMaxNew& m) { worker_.send(wcmd::SetMaxNew{m.max_new}); },
                  [&](const cmd::LoadModel& m) { load_model(m.dir); },
                  [&](const cmd::CancelLoad&) { worker_.cancel_load(); },
@@ -298,7 +301,7 @@ void Session::execute(const UiCommand& given, double now) {
                  [&](const cmd::Screenshot&) { requests_.screenshot = true; },
                  [&](const cmd::Fullscreen&) { requests_.toggle_fullscreen = true; },
                  [&](const cmd::TextScale& t) { set_text_scale(t.scale); },
-                 [&](const cmd::SetDecoding& d) { set_decoding(d.decoding); },
+                 [&](const cmd::SetStrategy& d) { set_strategy(d.strategy); },
                  [&](const cmd::ServeOpen& o) { serve_open(o.open); },
                  [&](const cmd::ServeStart& st) { serve_start(st.preset); },
                  [&](const cmd::ServeStep& st) { serve_step(st.steps); },
@@ -350,7 +353,7 @@ void Session::scrub_to(int step) {
 }
 
 void Session::fork(int token) {
-  if (engine.decoding.mode != DecodeMode::kSample) return;  // the strategies choose their own tokens
+  if (!is_sampling(engine.strategy)) return;  // the strategies choose their own tokens
   const int s = shown_step(engine, ui);
   if (s < 0 || engine.pending_forks > 0 || !engine.started) return;
   const RecordPtr at = engine.records()[static_cast<size_t>(s)];
@@ -365,7 +368,7 @@ void Session::fork(int token) {
 }
 
 void Session::select_branch(int id) {
-  if (engine.decoding.mode != DecodeMode::kSample) return;
+  if (!is_sampling(engine.strategy)) return;
   if (engine.pending_forks > 0 || id < 0 || id >= static_cast<int>(engine.tree.size()) || !engine.started) return;
   const Branch& b = engine.tree.branch(id);
   if (b.history.empty()) return;
@@ -411,8 +414,8 @@ void Session::load_checkpoint(int index) {
 }
 
 void Session::toggle_cache() {
-  if (engine.decoding.mode != DecodeMode::kSample) {
-    ui.status = std::string(to_string(engine.decoding.mode)) + " always runs on the KV cache";
+  if (!is_sampling(engine.strategy)) {
+    ui.status = std::string(strategy_name(engine.strategy)) + " always runs on the KV cache";
     return;
   }
   engine.mode = engine.mode == CacheMode::kKV ? CacheMode::kNoCache : CacheMode::kKV;
@@ -506,7 +509,7 @@ void Session::load_view_from(const std::string& path, double now) {
   if (chosen.text_scale != ui.text_scale) set_text_scale(chosen.text_scale);
   restore_camera(v.camera, ctx);
   if (v.cache != engine.mode) toggle_cache();
-  execute(cmd::SetSampler{}, now);
+  execute(cmd::SetSampler{ui.sampler}, now);
   // The step: this generation when it is the same prompt, else generate it again.
   if (v.prompt != ui.active_prompt || static_cast<int>(engine.records().size()) <= v.step) {
     if (v.prompt != ui.active_prompt && engine.model) {

@@ -46,7 +46,7 @@ struct WindowRequests {
 struct ReplacedGeneration {
   uint64_t request = 0;  // the start that replaced it
   BranchTree tree;
-  DecodeSettings decoding;
+  Strategy strategy;
   StopReason stop = StopReason::kNone;
   std::string active_prompt;
   int view_step = -1, revealed_step = -1;
@@ -100,12 +100,12 @@ class Session {
 
  private:
   // `running` is the strategy of the generation on screen when the caller
-  // has already changed engine.decoding (set_decoding, which checked it).
+  // has already changed engine.strategy (set_strategy, which checked it).
   // False, with the reason in the error panel and nothing changed, when the
   // strategy cannot run on the chosen KV memory layout.
-  bool start_generation(const std::string& prompt, const DecodeSettings* running = nullptr);
+  bool start_generation(const std::string& prompt, const Strategy* running = nullptr);
   // True (and the reason in the error panel) when `d` cannot start on ui.kv_layout.
-  bool refused_start(const DecodeSettings& d);
+  bool refused_start(const Strategy& d);
   void restore_replaced(const WorkerEvent& ev);
   void take_event(WorkerEvent& ev, double now);
   void on_forked(const WorkerEvent& ev, double now);
@@ -118,7 +118,7 @@ class Session {
   void select_branch(int id);
   void send_fork(const History& h, const RecordPtr& at, int token);
   void toggle_cache();
-  void set_decoding(const DecodeSettings& d);
+  void set_strategy(const Strategy& d);
   void toggle_presentation();
   void set_text_scale(float scale);
   void save_view_to(const std::string& path);

@@ -2,29 +2,25 @@
 // the KV memory layout before anything changes, the generation on screen kept
 // until the engine thread accepts the new one (and shown again when it
 // refuses it), the Decoding panel's strategy change.
-#include <algorithm>
-#include <cmath>
-
 #include "app/session/session.h"
-#include "model/decoding/setting_ranges.h"
 
 namespace kvscope {
 
-bool Session::refused_start(const DecodeSettings& d) {
-  const std::string why = strategy_refusal(d, ui.kv_layout);
-  if (why.empty()) return false;
-  ui.errors.push_back(why + (engine.started ? " (the generation on screen goes on)" : ""));
+bool Session::refused_start(const Strategy& d) {
+  const auto why = strategy_refusal(d, ui.kv_layout);
+  if (!why) return false;
+  ui.errors.push_back(why->message + (engine.started ? " (the generation on screen goes on)" : ""));
   return true;
 }
 
-bool Session::start_generation(const std::string& prompt, const DecodeSettings* running) {
+bool Session::start_generation(const std::string& prompt, const Strategy* running) {
   // Checked before anything changes: a refused start leaves the generation on
   // screen, its strategy and its controls as they were.
-  if (!running && refused_start(engine.decoding)) return false;
+  if (!running && refused_start(engine.strategy)) return false;
   if (engine.started && !replaced_) {  // (a start over a pending one keeps what the first replaced)
     replaced_ = ReplacedGeneration{0,
                                    engine.tree,
-                                   running ? *running : engine.decoding,
+                                   running ? *running : engine.strategy,
                                    engine.stop,
                                    ui.active_prompt,
                                    ui.view_step,
@@ -40,7 +36,7 @@ bool Session::start_generation(const std::string& prompt, const DecodeSettings* 
   c.options.kv = ui.kv_layout;
   c.options.ignore_eos = ui.ignore_eos;
   c.options.branch_cache_budget = engine.tree.budget();  // branches keep their K/V under the same budget
-  c.decoding = engine.decoding;
+  c.strategy = engine.strategy;
   c.request = ++engine.start_request;
   if (replaced_) replaced_->request = c.request;
   worker_.send(std::move(c));
@@ -69,7 +65,7 @@ void Session::restore_replaced(const WorkerEvent& ev) {
   replaced_.reset();
   engine.tree = std::move(r.tree);
   engine.tree_version++;
-  engine.decoding = ui.decoding = r.decoding;
+  engine.strategy = ui.strategy = r.strategy;
   engine.stop = r.stop;
   engine.started = true;
   ui.active_prompt = r.active_prompt;
@@ -78,25 +74,20 @@ void Session::restore_replaced(const WorkerEvent& ev) {
   ui.playing = r.playing;
 }
 
-// Ranges as the CLI's --beams, --length-penalty and --speculate; the new
-// strategy starts over from the active prompt.
-void Session::set_decoding(const DecodeSettings& d) {
-  DecodeSettings next = d;
-  next.beams = static_cast<int>(std::clamp<int64_t>(d.beams, setting::kBeams.lo, setting::kBeams.hi));
-  next.k = static_cast<int>(std::clamp<int64_t>(d.k, setting::kSpeculate.lo, setting::kSpeculate.hi));
-  if (!std::isfinite(d.length_penalty)) next.length_penalty = 1.0f;
-  next.length_penalty = static_cast<float>(
-      std::clamp<double>(next.length_penalty, setting::kLengthPenalty.lo, setting::kLengthPenalty.hi));
+// The strategy within the CLI's ranges (clamp_strategy); it starts over from
+// the active prompt.
+void Session::set_strategy(const Strategy& d) {
+  const Strategy next = clamp_strategy(d);
   if (refused_start(next)) {  // nothing changes: the Decoding panel shows the strategy still running
-    ui.decoding = engine.decoding;
+    ui.strategy = engine.strategy;
     return;
   }
-  const DecodeSettings running = engine.decoding;
-  engine.decoding = next;
-  ui.decoding = engine.decoding;
+  const Strategy running = engine.strategy;
+  engine.strategy = next;
+  ui.strategy = engine.strategy;
+  if (const auto* p = std::get_if<strategy::Speculative>(&next)) ui.draft_dir = p->draft_dir;
   // The beams' lanes lie side by side in depth: seen from above.
-  if (d.mode == DecodeMode::kBeam && ui.auto_camera && ui.camera == CameraPreset::kFront)
-    ui.camera = CameraPreset::kTop;
+  if (is_beam(next) && ui.auto_camera && ui.camera == CameraPreset::kFront) ui.camera = CameraPreset::kTop;
   if (engine.model) start_generation(ui.active_prompt.empty() ? selected_prompt() : ui.active_prompt, &running);
 }
 

@@ -9,7 +9,9 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "app/session/choices.h"
 #include "app/session/fitting.h"
+#include "app/session/json_number.h"
 #include "model/core/error.h"
 #include "model/core/file_io.h"
 #include "model/decoding/sampler_json.h"
@@ -33,49 +35,6 @@ std::string config_dir() {
 }
 
 namespace {
-// A JSON number as T only when T holds it: json's own get<int>() casts a
-// double such as 1e12 unchecked (undefined behaviour), and an integer past
-// T's range wraps. Integral T takes integers and whole-valued doubles in
-// range; floating T takes finite values in range.
-template <class T>
-bool number_as(const json& v, T& out) {
-  if constexpr (std::is_same_v<T, bool> || !std::is_arithmetic_v<T>) {
-    return false;
-  } else if constexpr (std::is_integral_v<T>) {
-    if (v.is_number_unsigned()) {
-      const uint64_t x = v.get<uint64_t>();
-      if (x > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
-      out = static_cast<T>(x);
-      return true;
-    }
-    if (v.is_number_integer()) {
-      const int64_t x = v.get<int64_t>();
-      if constexpr (std::is_unsigned_v<T>) {
-        if (x < 0 || static_cast<uint64_t>(x) > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
-      } else if constexpr (sizeof(T) < sizeof(int64_t)) {
-        if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max()) return false;
-      }
-      out = static_cast<T>(x);
-      return true;
-    }
-    if (!v.is_number_float()) return false;
-    const double x = v.get<double>();
-    // 2^63 bounds every integral T's range check without overflowing it.
-    if (!std::isfinite(x) || x != std::floor(x) || std::fabs(x) >= 9.2e18) return false;
-    if (x < static_cast<double>(std::numeric_limits<T>::min()) ||
-        x > static_cast<double>(std::numeric_limits<T>::max()))
-      return false;
-    out = static_cast<T>(x);
-    return true;
-  } else {
-    if (!v.is_number()) return false;
-    const double x = v.get<double>();
-    if (!std::isfinite(x) || std::fabs(x) > static_cast<double>(std::numeric_limits<T>::max())) return false;
-    out = static_cast<T>(x);
-    return true;
-  }
-}
-
 template <class T>
 void get(const json& j, const char* key, T& out) {
   auto it = j.find(key);
@@ -184,32 +143,13 @@ bool settings_from_json(const std::string& text, const std::string& path, UiStat
   get(j, "window_maximized", win.maximized);
   get(j, "window_x", win.x);
   get(j, "window_y", win.y);
-  get(j, "preset", ui.preset);
-  get(j, "custom_prompt", ui.custom_prompt);
-  get(j, "speed", ui.speed);
-  get(j, "fastest", ui.fastest);
-  get(j, "max_new", ui.max_new);
-  get(j, "layer", ui.layer);
-  get(j, "head", ui.head);
-  get(j, "min_weight", ui.min_weight);
-  get(j, "beams", ui.rays);  // (the name settings files written before used)
-  get(j, "rays", ui.rays);
+  get(j, "beams", ui.rays);  // (the name settings files written before used for "rays")
+  choices_from_settings_json(j, ui);
   std::string sampler_problem = sampler_from_settings(j, ui.sampler);
-  get(j, "model_dir_input", ui.model_dir_input);
   std::string cam;
   get(j, "camera", cam);
   parse_camera(cam, ui.camera);
-  get(j, "labels", ui.labels);
-  get(j, "legend", ui.legend);
-  get(j, "hud", ui.hud);
-  get(j, "grid", ui.grid);
-  get(j, "text_scale", ui.text_scale);
-  get(j, "colour_blind", ui.colour_blind);
-  get(j, "kv_context", ui.kv_context);
-  get(j, "kv_dtype", ui.kv_dtype);
-  get(j, "bottom_tab", ui.bottom_tab);
   ui.select_tab = true;
-  get(j, "view_path", ui.view_path);
   // The KV layout as saved, then every choice's ranges now (the KV layout's
   // included) and the model's limits once one has loaded (Session::fit_to_model).
   std::string kv_problem;
@@ -232,28 +172,8 @@ bool save_settings(const std::string& path, const UiState& ui, const WindowSetti
       {"window_maximized", win.maximized},
       {"window_x", win.x},
       {"window_y", win.y},
-      {"preset", ui.preset},
-      {"custom_prompt", ui.custom_prompt},
-      {"speed", ui.speed},
-      {"fastest", ui.fastest},
-      {"max_new", ui.max_new},
-      {"layer", ui.layer},
-      {"head", ui.head},
-      {"min_weight", ui.min_weight},
-      {"rays", ui.rays},
       {"sampler", sampler_to_json(ui.sampler)},
-      {"model_dir_input", ui.model_dir_input},
       {"camera", to_string(ui.camera)},
-      {"labels", ui.labels},
-      {"legend", ui.legend},
-      {"hud", ui.hud},
-      {"grid", ui.grid},
-      {"text_scale", ui.text_scale},
-      {"colour_blind", ui.colour_blind},
-      {"kv_context", ui.kv_context},
-      {"kv_dtype", ui.kv_dtype},
-      {"bottom_tab", ui.bottom_tab},
-      {"view_path", ui.view_path},
       {"kv_layout",
        {{"dtype", to_string(ui.kv_layout.dtype)},
         {"window", ui.kv_layout.window},
@@ -262,6 +182,7 @@ bool save_settings(const std::string& path, const UiState& ui, const WindowSetti
         {"evict", to_string(ui.kv_layout.evict)},
         {"budget", ui.kv_layout.budget}}},
   };
+  choices_to_json(ui, j, /*view=*/false);
   try {
     // Invalid UTF-8 in a prompt becomes U+FFFD rather than failing the save.
     write_file_atomic(path, j.dump(2, ' ', false, json::error_handler_t::replace) + "\n");

@@ -73,11 +73,11 @@ struct EngineState {
   // loads: null for a model without one; `checkpoint`: the one loaded (-1: none).
   std::shared_ptr<const TrainingRecord> training;
   int checkpoint = -1;
-  // The strategy the current generation runs (cmd::SetDecoding). Beam search
+  // The strategy the current generation runs (cmd::SetStrategy). Beam search
   // and speculative decoding keep their own records, one per step or
   // iteration, in the tree's strategy timeline (BranchTree::timeline) beside
   // its (then empty) branches, under the same budget.
-  DecodeSettings decoding;
+  Strategy strategy;
   // The Cache panel's loss-per-position plot (cmd::ScoreKvLayouts): the
   // newest finished scoring (null before the first) and whether one runs.
   std::shared_ptr<const LayoutScoreResult> kv_scores;
@@ -149,8 +149,10 @@ struct UiState : ViewChoices {
   bool touch = false;
   // Attention (the layer, head and ray threshold are ViewChoices)
   bool rays = true;
-  // Decoding strategy being edited in the Decoding panel (sent with cmd::SetDecoding).
-  DecodeSettings decoding;
+  // Decoding strategy being edited in the Decoding panel (sent with cmd::SetStrategy),
+  // and the draft model it offers for speculative decoding (kept while another strategy runs).
+  Strategy strategy;
+  std::string draft_dir;
   SpecStage spec_stage = SpecStage::kAnimate;  // speculative: hold the shown iteration at a stage
   bool draft_other_folder = false;             // the draft picker shows a folder field, not the shipped models
   // KV cache layout (applies from the next generation)

@@ -232,47 +232,16 @@ std::shared_ptr<const Model> EngineWorker::draft_model(const std::string& dir) {
 }
 
 Generator* EngineWorker::sampling() {
-  std::unique_ptr<Generator>* g = std::get_if<std::unique_ptr<Generator>>(&driver_);
+  std::unique_ptr<Generator>* g = driver_ ? std::get_if<std::unique_ptr<Generator>>(&*driver_) : nullptr;
   return g ? g->get() : nullptr;
-}
-
-// The driver of the strategy `c` asks for, started on its prompt. Each throws
-// on an empty or too-long prompt (and the draft on a tokenizer that differs
-// from the target's).
-EngineWorker::Driver EngineWorker::make_driver(const wcmd::Start& c) {
-  const std::string refused = strategy_refusal(c.decoding, c.options.kv);
-  if (!refused.empty()) throw Error(refused);
-  if (c.decoding.mode == DecodeMode::kBeam) {
-    BeamOptions o;
-    o.n_beams = c.decoding.beams;
-    o.length_penalty = c.decoding.length_penalty;
-    o.max_new = c.options.max_new;
-    // The KV memory layout's row format and pages (0: the beams' default 16).
-    o.dtype = c.options.kv.dtype;
-    if (c.options.kv.block > 0) o.block = c.options.kv.block;
-    auto beam = std::make_unique<BeamGenerator>(model_);
-    beam->start(c.prompt, o);
-    return beam;
-  }
-  if (c.decoding.mode == DecodeMode::kSpeculative) {
-    SpecOptions o;
-    o.k = c.decoding.k;
-    o.max_new = c.options.max_new;
-    o.sampler = c.options.sampler;
-    o.ignore_eos = c.options.ignore_eos;
-    o.kv = c.options.kv;
-    auto spec = std::make_unique<SpeculativeDecoder>(model_, draft_model(c.decoding.draft_dir));
-    spec->start(c.prompt, o);
-    return spec;
-  }
-  auto gen = std::make_unique<Generator>(model_);
-  gen->start(c.prompt, c.options);
-  return gen;
 }
 
 void EngineWorker::on_start(const wcmd::Start& c) {
   if (!model_) throw Error("no model is loaded yet");
-  driver_ = make_driver(c);  // a refused start throws first: the current generation stays
+  // A refused start (the strategy against the KV layout, an empty or too long
+  // prompt, a draft with another tokenizer) throws first: the current generation stays.
+  driver_ = make_driver(
+      c.strategy, model_, [this](const std::string& dir) { return draft_model(dir); }, c.prompt, c.options);
   ++generation_;
   WorkerEvent ev;
   ev.kind = WorkerEvent::Kind::kStarted;
@@ -294,7 +263,7 @@ void EngineWorker::on_model_ready(const wcmd::ModelReady& c) {
   // Cancelled after the last tensor was read: still honour it.
   if (cancelled) throw Error(c.model->dir + ": loading cancelled");
   model_ = c.model;
-  driver_ = std::monostate{};
+  driver_.reset();
   ++generation_;  // the old generation is gone: its late commands fail under its id
   WorkerEvent ev;
   ev.kind = WorkerEvent::Kind::kModelLoaded;
@@ -310,18 +279,14 @@ void EngineWorker::on_step() {
   bool done = true;
   StopReason reason = StopReason::kNone;
   // Each record is complete before anyone else can see it.
-  const bool stepped = std::visit(overloaded{
-                                      [](std::monostate) { return false; },
-                                      [&](auto& driver) {
-                                        if (driver->done()) return false;
-                                        ev.step = driver->step();
-                                        done = driver->done();
-                                        reason = driver->reason();
-                                        return true;
-                                      },
-                                  },
-                                  driver_);
-  if (!stepped) return;
+  if (!driver_ || std::visit([](const auto& driver) { return driver->done(); }, *driver_)) return;
+  ev.step = step_driver(*driver_);
+  std::visit(
+      [&](const auto& driver) {
+        done = driver->done();
+        reason = driver->reason();
+      },
+      *driver_);
   // (a driver that had nothing more to give returns null: no record to publish)
   if (std::visit([](const auto& out) { return out != nullptr; }, ev.step)) publish(std::move(ev));
   if (done) {

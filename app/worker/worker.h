@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <variant>
@@ -37,7 +38,7 @@ struct LoadModel {  // loads in the background, then drops the current generatio
 struct Start {  // starts a new generation
   std::string prompt;
   GenerateOptions options;  // max_new, sampler, KV layout, ignore_eos apply to every strategy
-  DecodeSettings decoding;  // sampling, beam search or speculative decoding
+  Strategy strategy;        // sampling, beam search or speculative decoding
   // The sender's id for this start, echoed by its kStarted. Starts can
   // overtake each other's events (a second reset before the first one's
   // kStarted arrived); the sender keeps only the kStarted of its newest.
@@ -128,9 +129,6 @@ class EngineWorker {
   void cancel_load();
 
  private:
-  // A generation's driver: one of the three strategies, stepped through one std::visit.
-  using Driver = std::variant<std::monostate, std::unique_ptr<Generator>, std::unique_ptr<BeamGenerator>,
-                              std::unique_ptr<SpeculativeDecoder>>;
   struct LoadJob {
     uint64_t id = 0;
     std::string dir;
@@ -147,7 +145,6 @@ class EngineWorker {
   void on_model_ready(const wcmd::ModelReady& c);
   void on_start(const wcmd::Start& c);
   std::shared_ptr<const Model> draft_model(const std::string& dir);
-  Driver make_driver(const wcmd::Start& c);
   void on_step();
   void on_fork(const wcmd::Fork& c);
   void publish(WorkerEvent ev);
@@ -169,8 +166,8 @@ class EngineWorker {
 
   // Engine-thread state.
   std::shared_ptr<const Model> model_;
-  Driver driver_;         // the current generation's (none before the first start and after a model change)
-  Generator* sampling();  // the driver when it samples, else null
+  std::optional<Driver> driver_;  // the current generation's (none before the first start and after a model change)
+  Generator* sampling();          // the driver when it samples, else null
   std::shared_ptr<const Model> draft_;  // the last draft model loaded (kept for the next start)
   uint64_t generation_ = 0;
 

@@ -5,6 +5,7 @@
 
 #include "model/core/error.h"
 #include "model/decoding/setting_ranges.h"
+#include "model/decoding/strategy.h"
 
 namespace kvscope {
 namespace {
@@ -91,10 +92,8 @@ void SpeculativeDecoder::start_tokens(const std::vector<int>& prompt, const Spec
                 std::to_string(setting::kSpeculate.hi) + ", got " + std::to_string(opt.k));
   if (opt.max_new < 1) throw Error("max_new must be at least 1, got " + std::to_string(opt.max_new));
   Sampler check(opt.sampler);  // validates the settings
-  if (opt.kv.window > 0 || opt.kv.sinks > 0)
-    throw Error(
-        "speculative decoding: a sliding-window cache cannot be rolled back to the accepted prefix (the "
-        "window evicts positions a rollback needs); use the full cache");
+  if (const auto refused = strategy_refusal(strategy::Speculative{draft_->dir, opt.k}, opt.kv))
+    throw Error(refused->message);
   // Both layouts before anything changes: a refused start leaves the decoder as it was.
   const KVLayout target_layout = rollback_layout(opt.kv, *target_, "the target", opt.k);
   const KVLayout draft_layout = rollback_layout(opt.kv, *draft_, "the draft", opt.k);

@@ -218,7 +218,7 @@ std::vector<double> computed_flops(const EngineState& engine, CacheMode mode) {
 
 Commands panel_cache(const EngineState& engine, UiState& ui) {
   const Palette& pal = palette_for(ui.colour_blind);
-  if (engine.decoding.mode != DecodeMode::kSample) {
+  if (!is_sampling(engine.strategy)) {
     // The strategies' own counters; the layout (row format, pages) applies to them too.
     Commands cmds = panel_decode_cache(engine, ui);
     kv_layout_section(engine, ui);

@@ -18,6 +18,7 @@
 #include "app/lessons/decode.h"
 #include "app/platform/assets.h"
 #include "app/session/fitting.h"
+#include "model/core/overloaded.h"
 #include "model/core/units.h"
 #include "model/decoding/speculative_accept.h"
 #include "render/overlay/overlay.h"
@@ -53,16 +54,12 @@ std::string model_label(const std::string& dir) {
   return name.empty() ? dir : name;
 }
 
-// "running: beam search, N = 4, L = 1.00" for the settings a generation runs.
-std::string describe(const DecodeSettings& d) {
-  char buf[160];
-  if (d.mode == DecodeMode::kBeam)
-    std::snprintf(buf, sizeof buf, "beam search, N = %d, length penalty %.2f", d.beams, d.length_penalty);
-  else if (d.mode == DecodeMode::kSpeculative)
-    std::snprintf(buf, sizeof buf, "speculative, K = %d, draft %s", d.k, model_label(d.draft_dir).c_str());
-  else
-    std::snprintf(buf, sizeof buf, "sampling, one token per forward");
-  return buf;
+// "beam search, beams N = 4, length penalty L = 1.00" for the strategy a generation runs.
+std::string describe(const Strategy& d) {
+  if (is_sampling(d)) return "sampling, one token per forward";
+  std::string out = std::string(strategy_name(d)) + ", " + strategy_parameters(d);
+  if (const auto* p = std::get_if<strategy::Speculative>(&d)) out += ", draft " + model_label(p->draft_dir);
+  return out;
 }
 
 // The generated text of a token sequence (after the prompt).
@@ -75,7 +72,7 @@ std::string tail_text(const EngineState& engine, const std::vector<int>& tokens,
 
 // The draft model: one of the shipped models by its name, or another folder.
 // `other`: the folder field is shown rather than the shipped models (UiState::draft_other_folder).
-void draft_picker(DecodeSettings& d, bool& other) {
+void draft_picker(strategy::Speculative& d, bool& other) {
   const std::string shown = model_label(d.draft_dir);
   const bool shipped = !d.draft_dir.empty() && shown != d.draft_dir;
   ImGui::SetNextItemWidth(-1);
@@ -96,50 +93,62 @@ void draft_picker(DecodeSettings& d, bool& other) {
   ImGui::InputTextWithHint("##draft", "draft model folder", &d.draft_dir);
 }
 
+// The strategy of radio button `mode` (the Strategy's alternative index): the
+// one being edited when it is already of that kind, else the one running, else
+// its defaults with the draft model the panel offers.
+Strategy strategy_for_mode(int mode, const EngineState& engine, const UiState& ui) {
+  if (static_cast<size_t>(mode) == ui.strategy.index()) return ui.strategy;
+  if (static_cast<size_t>(mode) == engine.strategy.index()) return engine.strategy;
+  if (mode == 1) return strategy::Beam{};
+  if (mode == 2) return strategy::Speculative{ui.draft_dir, strategy::Speculative().k};
+  return strategy::Sample{};
+}
+
 }  // namespace
 
 Commands panel_decoding(const EngineState& engine, UiState& ui) {
   Commands cmds;
-  DecodeSettings& d = ui.decoding;
-  int mode = static_cast<int>(d.mode);
-  ImGui::RadioButton("sampling", &mode, static_cast<int>(DecodeMode::kSample));
+  int mode = static_cast<int>(ui.strategy.index());
+  ImGui::RadioButton("sampling", &mode, 0);
   hover_help("One token per forward, drawn by the sampler (Next token panel).");
   same_line_if_fits(checkbox_width("beams"));
-  ImGui::RadioButton("beams", &mode, static_cast<int>(DecodeMode::kBeam));
+  ImGui::RadioButton("beams", &mode, 1);
   hover_help(
       "Beam search: keep the N most probable sequences; every step expands each beam and keeps the 2N best "
       "(beam, token) candidates. The beams share the prompt's K/V (paged cache, copied on write).");
   same_line_if_fits(checkbox_width("speculative"));
-  ImGui::RadioButton("speculative", &mode, static_cast<int>(DecodeMode::kSpeculative));
+  ImGui::RadioButton("speculative", &mode, 2);
   hover_help(
       "A small draft model proposes K tokens; the model checks all of them in ONE forward, keeps the prefix "
       "the acceptance test passes, and replaces the first rejected token. Same output distribution as the "
       "model alone.");
-  d.mode = static_cast<DecodeMode>(mode);
+  ui.strategy = strategy_for_mode(mode, engine, ui);
   // Labels inside the sliders, so a narrow sidebar or a large text scale never clips them.
   ImGui::PushItemWidth(-1);
-  if (d.mode == DecodeMode::kBeam) {
-    ImGui::SliderInt("##beams", &d.beams, 1, 8, "beams N %d");
-    ImGui::SliderFloat("##length_penalty", &d.length_penalty, -1.0f, 3.0f,
-                       fitting_label({"length penalty L %.2f", "L %.2f"}));
+  if (auto* b = std::get_if<strategy::Beam>(&ui.strategy)) {
+    ImGui::SliderInt("##beams", &b->beams, 1, 8, "beams N %d");
+    float l = static_cast<float>(b->length_penalty);
+    if (ImGui::SliderFloat("##length_penalty", &l, -1.0f, 3.0f, fitting_label({"length penalty L %.2f", "L %.2f"})))
+      b->length_penalty = l;
     hover_help("A finished hypothesis scores sum log p / (generated length)^L: L > 0 favours longer ones.");
-  } else if (d.mode == DecodeMode::kSpeculative) {
-    ImGui::SliderInt("##drafted", &d.k, 1, 16, "drafted K %d");
-    draft_picker(d, ui.draft_other_folder);
+  } else if (auto* p = std::get_if<strategy::Speculative>(&ui.strategy)) {
+    ImGui::SliderInt("##drafted", &p->k, 1, 16, "drafted K %d");
+    draft_picker(*p, ui.draft_other_folder);
+    ui.draft_dir = p->draft_dir;
   }
   ImGui::PopItemWidth();
-  const bool changed = d != engine.decoding;
+  const bool changed = !(ui.strategy == engine.strategy);
   ImGui::BeginDisabled(!changed || !engine.model);
   if (ImGui::Button(changed ? fitting_label({"Restart with this strategy", "Restart"}) : "running", ImVec2(-1, 0)))
-    cmds.push_back(cmd::SetDecoding{d});
+    cmds.push_back(cmd::SetStrategy{ui.strategy});
   ImGui::EndDisabled();
-  text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled), "now: " + describe(engine.decoding));
+  text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled), "now: " + describe(engine.strategy));
   return cmds;
 }
 
 // Beam search: the shown step's 2N candidates, best first, and what became of each.
-void panel_beam_candidates(const EngineState& engine, int step) {
-  const BeamStepRecord& r = *engine.tree.beam_records()[static_cast<size_t>(step)];
+void panel_beam_candidates(const BeamTimeline& t, int step) {
+  const BeamStepRecord& r = *t[static_cast<size_t>(step)];
   text_wrapped_wordsf("step %d: %d beam%s expanded, the %d best (beam, token) kept:", step,
                       static_cast<int>(r.expanded.size()), r.expanded.size() == 1 ? "" : "s",
                       static_cast<int>(r.candidates.size()));
@@ -162,21 +171,20 @@ void panel_beam_candidates(const EngineState& engine, int step) {
   table_or_lines({"beam_cands", {"beam + token", "log p", "\xCE\xA3 log p", "kept as"}, {}, true}, rows);
 }
 
-void panel_beam_state(const EngineState& engine, int step) {
-  const BeamStepRecord& r = *engine.tree.beam_records()[static_cast<size_t>(step)];
-  const int n_prompt = static_cast<int>(engine.tree.beam_records().front()->prompt_pieces.size());
+void panel_beam_state(const EngineState& engine, const BeamTimeline& t, int step) {
+  const BeamStepRecord& r = *t[static_cast<size_t>(step)];
+  const int n_prompt = static_cast<int>(t.front()->prompt_pieces.size());
   section("running beams (\xCE\xA3 log p)");
   // (an old step's sequences may have been dropped by the history's budget: rebuilt from the steps)
   for (const Beam& b : r.running)
     text_wrapped_wordsf("b%d  %.3f  %s", b.id, b.logprob,
-                        tail_text(engine, beam_tokens(engine.tree.beam_records(), step, b.id), n_prompt).c_str());
+                        tail_text(engine, beam_tokens(t, step, b.id), n_prompt).c_str());
   if (r.running.empty()) ImGui::TextDisabled("(none: the search has ended)");
   if (!r.finished.empty()) {
     section("finished (score = \xCE\xA3 log p / length^L)");
     for (const Hypothesis& h : r.finished)
       text_wrapped_coloured(kGold,
-                            fixed("%.3f  ", h.score) +
-                                tail_text(engine, beam_tokens(engine.tree.beam_records(), step, h.beam_id), n_prompt));
+                            fixed("%.3f  ", h.score) + tail_text(engine, beam_tokens(t, step, h.beam_id), n_prompt));
   }
   const double saved = r.kv_bytes_independent > 0
                            ? 100.0 * (1.0 - static_cast<double>(r.kv_bytes_shared) / r.kv_bytes_independent)
@@ -190,8 +198,8 @@ void panel_beam_state(const EngineState& engine, int step) {
 }
 
 // Speculative decoding: the shown iteration's drafted tokens and the verdicts.
-void panel_spec_iteration(const EngineState& engine, UiState& ui, int step) {
-  const SpecIteration& it = *engine.tree.spec_iterations()[static_cast<size_t>(step)];
+void panel_spec_iteration(const SpecTimeline& t, UiState& ui, int step) {
+  const SpecIteration& it = *t[static_cast<size_t>(step)];
   int stage = static_cast<int>(ui.spec_stage);
   // (each on the next line where the sidebar has no room left for it)
   ImGui::RadioButton("play", &stage, -1);
@@ -226,8 +234,8 @@ void panel_spec_iteration(const EngineState& engine, UiState& ui, int step) {
                       visible_piece(it.next_piece).c_str(), it.next_prob);
 }
 
-void panel_spec_counters(const EngineState& engine, int step) {
-  const SpecIteration& it = *engine.tree.spec_iterations()[static_cast<size_t>(step)];
+void panel_spec_counters(const SpecTimeline& t, int step) {
+  const SpecIteration& it = *t[static_cast<size_t>(step)];
   section("so far");
   if (it.drafted_total > 0)
     text_wrapped_wordsf("acceptance \xCE\xB1 = %d / %d = %.2f", it.accepted_total, it.drafted_total,
@@ -253,10 +261,10 @@ std::string of(int i, int n) {
 
 // Beam search's counters: what the shown step's records say ran. Short
 // names and values: the sidebar is narrow.
-void beam_counters(const EngineState& engine, int step, const Palette& pal) {
-  const BeamTotals t = beam_totals(engine.tree.beam_records(), step);
+void beam_counters(const BeamTimeline& timeline, int step, const Palette& pal) {
+  const BeamTotals t = beam_totals(timeline, step);
   const ImVec4 cyan = v4(pal.cache_high), green = kGood;
-  counter_row("step", of(t.step, engine.timeline_size() - 1));
+  counter_row("step", of(t.step, static_cast<int>(timeline.size()) - 1));
   counter_row("running beams", std::to_string(t.running));
   counter_row("finished", std::to_string(t.finished));
   counter_row("forwards so far", std::to_string(t.forwards));
@@ -274,10 +282,10 @@ void beam_counters(const EngineState& engine, int step, const Palette& pal) {
 }
 
 // Speculative decoding's counters: the model's and the draft's forwards, caches and times.
-void spec_counters(const EngineState& engine, int step, const Palette& pal) {
-  const SpecTotals t = spec_totals(engine.tree.spec_iterations(), step);
+void spec_counters(const SpecTimeline& timeline, int step, const Palette& pal) {
+  const SpecTotals t = spec_totals(timeline, step);
   const ImVec4 cyan = v4(pal.cache_high), green = kGood, draft = v4(kDraftColour);
-  counter_row("iteration", of(t.iteration, engine.timeline_size() - 1));
+  counter_row("iteration", of(t.iteration, static_cast<int>(timeline.size()) - 1));
   counter_row("tokens", std::to_string(t.generated));
   counter_row("model forwards", std::to_string(t.target_forwards));
   counter_row("plain decoding", std::to_string(t.generated) + " forwards");
@@ -298,7 +306,7 @@ void spec_counters(const EngineState& engine, int step, const Palette& pal) {
 
 Commands panel_decode_cache(const EngineState& engine, UiState& ui) {
   const Palette& pal = palette_for(ui.colour_blind);
-  const bool beam = engine.decoding.mode == DecodeMode::kBeam;
+  const bool beam = is_beam(engine.strategy);
   text_wrapped_coloured(v4(pal.cache_high), beam ? "KV CACHE, one for all beams" : "KV CACHE in both models");
   text_wrapped_wordsf("%s", beam ? "The beams share the prompt's K/V and every common prefix (paged: a shared block "
                                    "is copied on its first write). Each step is ONE forward over every beam's new "
@@ -308,10 +316,9 @@ Commands panel_decode_cache(const EngineState& engine, UiState& ui) {
                                    "rolled back in both caches. Plain decoding: one model forward per token.");
   const int step = shown_step_or_note(engine, ui);
   if (step >= 0 && begin_counters("decode_counters")) {
-    if (beam)
-      beam_counters(engine, step, pal);
-    else
-      spec_counters(engine, step, pal);
+    std::visit(overloaded{[](std::monostate) {}, [&](const BeamTimeline& t) { beam_counters(t, step, pal); },
+                          [&](const SpecTimeline& t) { spec_counters(t, step, pal); }},
+               engine.tree.timeline());
     ImGui::EndTable();
   }
   return {};
@@ -333,8 +340,8 @@ void lesson_row(bool shown) {
   if (shown) ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg0, ImGui::GetColorU32(ImVec4(0.2f, 0.45f, 0.6f, 0.45f)));
 }
 
-void beam_lesson(const EngineState& engine, int step) {
-  const BeamTotals t = beam_totals(engine.tree.beam_records(), step);
+void beam_lesson(const BeamTimeline& timeline, int step) {
+  const BeamTotals t = beam_totals(timeline, step);
   text_wrapped_wordsf(
       "Beam search keeps the N most probable sequences. Each step runs ONE forward over the new position of every "
       "running beam (a batch), ranks all (beam, token) continuations by \xCE\xA3 log p, keeps the 2N best and "
@@ -348,9 +355,9 @@ void beam_lesson(const EngineState& engine, int step) {
   if (!begin_lesson_table("beam_lesson",
                           {"step", "beams run", "positions", "K/V shared", "one per beam", "saved", "copied"}))
     return;
-  for (int i = 0; i < static_cast<int>(engine.tree.beam_records().size()); ++i) {
-    const BeamStepRecord& r = *engine.tree.beam_records()[static_cast<size_t>(i)];
-    const BeamTotals row = beam_totals(engine.tree.beam_records(), i);
+  for (int i = 0; i < static_cast<int>(timeline.size()); ++i) {
+    const BeamStepRecord& r = *timeline[static_cast<size_t>(i)];
+    const BeamTotals row = beam_totals(timeline, i);
     lesson_row(i == step);
     ImGui::TableNextColumn();
     ImGui::Text(i == 0 ? "0 (prompt)" : "%d", i);
@@ -370,8 +377,8 @@ void beam_lesson(const EngineState& engine, int step) {
   ImGui::EndTable();
 }
 
-void spec_lesson(const EngineState& engine, int step) {
-  const SpecTotals t = spec_totals(engine.tree.spec_iterations(), step);
+void spec_lesson(const SpecTimeline& timeline, int step) {
+  const SpecTotals t = spec_totals(timeline, step);
   text_wrapped_wordsf(
       "Speculative decoding: a small draft model proposes K tokens, one cheap forward each; the model scores all "
       "of them in ONE forward; token i is kept when a uniform draw r < p/q, the first rejected one is replaced "
@@ -393,8 +400,8 @@ void spec_lesson(const EngineState& engine, int step) {
         rate_text(predicted_speedup(a, t.k, t.cost_ratio()), 2).c_str());
   if (!begin_lesson_table("spec_lesson", {"iteration", "drafted", "accepted", "then", "model forwards", "tokens"}))
     return;
-  for (int i = 0; i < static_cast<int>(engine.tree.spec_iterations().size()); ++i) {
-    const SpecIteration& it = *engine.tree.spec_iterations()[static_cast<size_t>(i)];
+  for (int i = 0; i < static_cast<int>(timeline.size()); ++i) {
+    const SpecIteration& it = *timeline[static_cast<size_t>(i)];
     lesson_row(i == step);
     ImGui::TableNextColumn();
     ImGui::Text("%d", i);
@@ -417,10 +424,9 @@ void spec_lesson(const EngineState& engine, int step) {
 Commands panel_decode_lesson(const EngineState& engine, UiState& ui) {
   const int step = shown_step_or_note(engine, ui);
   if (step < 0) return {};
-  if (engine.decoding.mode == DecodeMode::kBeam)
-    beam_lesson(engine, step);
-  else if (engine.decoding.mode == DecodeMode::kSpeculative)
-    spec_lesson(engine, step);
+  std::visit(overloaded{[](std::monostate) {}, [&](const BeamTimeline& t) { beam_lesson(t, step); },
+                        [&](const SpecTimeline& t) { spec_lesson(t, step); }},
+             engine.tree.timeline());
   return {};
 }
 
@@ -428,13 +434,16 @@ Commands panel_decode_lesson(const EngineState& engine, UiState& ui) {
 Commands panel_decode_step(const EngineState& engine, UiState& ui) {
   const int step = shown_step_or_note(engine, ui);
   if (step < 0) return {};
-  if (engine.decoding.mode == DecodeMode::kBeam) {
-    panel_beam_candidates(engine, step);
-    panel_beam_state(engine, step);
-  } else if (engine.decoding.mode == DecodeMode::kSpeculative) {
-    panel_spec_iteration(engine, ui, step);
-    panel_spec_counters(engine, step);
-  }
+  std::visit(overloaded{[](std::monostate) {},
+                        [&](const BeamTimeline& t) {
+                          panel_beam_candidates(t, step);
+                          panel_beam_state(engine, t, step);
+                        },
+                        [&](const SpecTimeline& t) {
+                          panel_spec_iteration(t, ui, step);
+                          panel_spec_counters(t, step);
+                        }},
+             engine.tree.timeline());
   return {};
 }
 

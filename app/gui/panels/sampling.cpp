@@ -251,7 +251,7 @@ void sampler_controls(UiState& ui, Commands& cmds) {
     ui.sampler.seed = static_cast<uint64_t>(std::max(0, seed));
     changed = true;
   }
-  if (changed) cmds.push_back(cmd::SetSampler{});
+  if (changed) cmds.push_back(cmd::SetSampler{ui.sampler});
 }
 
 }  // namespace
@@ -259,7 +259,7 @@ void sampler_controls(UiState& ui, Commands& cmds) {
 Commands panel_next_token(const EngineState& engine, UiState& ui) {
   const Palette& pal = palette_for(ui.colour_blind);
   Commands cmds;
-  const bool sample = engine.decoding.mode == DecodeMode::kSample;
+  const bool sample = is_sampling(engine.strategy);
   if (prediction_hidden(engine, ui)) {  // every strategy: the step's tokens, bars, beams and verdicts wait
     ImGui::TextColored(v4(pal.new_token), "next token: ?");
     ImGui::TextWrapped(sample ? "Predict mode: guess the next token, then press Enter (or the button) to reveal it "

@@ -19,6 +19,7 @@
 #include "app/gui/gui.h"
 #include "app/lessons/training.h"
 #include "app/platform/user_files.h"
+#include "app/session/choices.h"
 #include "app/session/json_commands.h"
 #include "app/session/session.h"
 #include "model/core/error.h"
@@ -106,6 +107,9 @@ json state_of(const Session& s) {
   j["status"] = s.ui.status;
   j["training"] = training_json(s);
   j["training_fetch"] = s.ui.training_fetch;
+  json remembered = json::object();  // every remembered choice, as the settings file names it
+  choices_to_json(s.ui, remembered, /*view=*/false);
+  j["choices"] = remembered;
   return j;
 }
 
