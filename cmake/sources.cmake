@@ -6,6 +6,7 @@
 # model/: the engine (Eigen + std + JSON + utf8proc + PCRE2), by concern.
 set(KVSCOPE_MODEL_SRC
   model/core/file_io.cpp
+  model/core/json_quote.cpp
   model/core/numeric.cpp
   model/core/thread_pool.cpp
   model/core/units.cpp

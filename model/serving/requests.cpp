@@ -8,6 +8,7 @@
 
 #include "model/core/error.h"
 #include "model/core/file_io.h"
+#include "model/core/json_quote.h"
 #include "model/decoding/generator.h"
 #include "model/decoding/sampler_json.h"
 
@@ -27,11 +28,11 @@ struct LineError {
 int64_t whole(const json& j, const char* name, int64_t lo, int64_t hi, const LineError& fail) {
   if (!j.is_number_integer())
     fail(std::string("field \"") + name + "\": expected a whole number in " + std::to_string(lo) + ".." +
-         std::to_string(hi) + ", got " + j.dump());
+         std::to_string(hi) + ", got " + json_quote(j));
   const int64_t x =
       j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : j.get<int64_t>();
   if (x < lo || x > hi)
-    fail(std::string("field \"") + name + "\": " + j.dump() + " is outside " + std::to_string(lo) + ".." +
+    fail(std::string("field \"") + name + "\": " + json_quote(j) + " is outside " + std::to_string(lo) + ".." +
          std::to_string(hi));
   return x;
 }
@@ -60,11 +61,11 @@ std::string id_of(const json& j, const LineError& fail) {
   const json& id = j["id"];
   if (id.is_string() && !id.get<std::string>().empty()) return id.get<std::string>();
   if (id.is_number_integer()) return id.dump();
-  fail("field \"id\": expected a non-empty string or a whole number, got " + id.dump());
+  fail("field \"id\": expected a non-empty string or a whole number, got " + json_quote(id));
 }
 
 ServeRequest request_of(const json& j, const Model& model, int pool_blocks, int block, const LineError& fail) {
-  if (!j.is_object()) fail("expected a JSON object {\"id\", \"prompt\", \"max_new\", ...}, got " + j.dump());
+  if (!j.is_object()) fail("expected a JSON object {\"id\", \"prompt\", \"max_new\", ...}, got " + json_quote(j));
   for (const auto& kv : j.items())
     if (!kFields.count(kv.key()))
       fail("unknown field \"" + kv.key() +
@@ -72,7 +73,8 @@ ServeRequest request_of(const json& j, const Model& model, int pool_blocks, int 
   ServeRequest r;
   r.id = id_of(j, fail);
   if (!j.contains("prompt") || !j["prompt"].is_string() || j["prompt"].get<std::string>().empty())
-    fail("field \"prompt\": expected a non-empty string" + (j.contains("prompt") ? ", got " + j["prompt"].dump() : ""));
+    fail("field \"prompt\": expected a non-empty string" +
+         (j.contains("prompt") ? ", got " + json_quote(j["prompt"]) : ""));
   if (!j.contains("max_new"))
     fail("missing field \"max_new\" (expected a whole number in 1.." + std::to_string(kMaxNewLimit) + ")");
   r.max_new = static_cast<int>(whole(j["max_new"], "max_new", 1, kMaxNewLimit, fail));
@@ -110,7 +112,11 @@ json parse_line(const std::string& line, const LineError& fail) {
     return true;
   };
   try {
-    return json::parse(line, seen);
+    return parse_json_bounded(line, kJsonMaxDepth, fail.where, seen);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {  // nested too deep: a request's values are numbers and strings
+    throw UsageError(e.what());
   } catch (const json::parse_error& e) {
     fail(std::string("not valid JSON (") + e.what() + ")");
   } catch (const json::out_of_range& e) {
