@@ -9,6 +9,7 @@
 
 #include "app/cli/cli_commands.h"
 #include "app/cli/cli_flags.h"
+#include "app/cli/cli_out.h"
 #include "app/platform/assets.h"
 #include "app/session/text_scale.h"
 #include "model/arch/hf_cache.h"
@@ -201,7 +202,9 @@ int run_parsed(Commands& c, const AppHooks& hooks) {
 // Runs and maps the errors to exit codes: 2 for usage, 1 for runtime.
 int run_reporting_errors(Commands& c, const AppHooks& hooks) {
   try {
-    return run_parsed(c, hooks);
+    const int rc = run_parsed(c, hooks);
+    check_stdout();  // what the command wrote without out_line (the window's and render's lines)
+    return rc;
   } catch (const UsageError& e) {
     std::fprintf(stderr, "kvscope: error: %s\n", e.what());
     return 2;
@@ -215,6 +218,19 @@ int run_reporting_errors(Commands& c, const AppHooks& hooks) {
     std::fprintf(stderr, "kvscope: error: %s\n", e.what());
     return 1;
   }
+}
+
+// CLI11 prints help and the version to std::cout; a failed write is exit 1
+// like any other.
+int checked_exit(CLI::App& app, const CLI::Error& e) {
+  const int rc = app.exit(e);
+  try {
+    check_stdout();
+  } catch (const Error& err) {
+    std::fprintf(stderr, "kvscope: error: %s\n", err.what());
+    return 1;
+  }
+  return rc;
 }
 
 }  // namespace
@@ -266,11 +282,11 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return checked_exit(app, e);
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return checked_exit(app, e);
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return checked_exit(app, e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "kvscope: error: %s (run kvscope --help)\n", e.what());
     return 2;

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -13,6 +12,7 @@
 #include "app/cli/cli.h"
 #include "app/cli/cli_commands.h"
 #include "app/cli/cli_flags.h"
+#include "app/cli/cli_out.h"
 #include "model/arch/model.h"
 #include "model/core/error.h"
 #include "model/engine/engine.h"
@@ -120,8 +120,8 @@ json bench_row(const Model& m, const KVLayout& layout, int T, const LengthTimes&
       forward_read_bytes(m, layout.bytes_per_position() * static_cast<uint64_t>(layout.visible_count(T - 1)));
   const double decode_gbps = static_cast<double>(decode_bytes) / (t.kv_ms / 1000) / 1e9;
   if (!as_json) {
-    std::printf("%6d %14.0f %16.1f %14.1f %16.1f %12.1f %12.1f\n", T, T / (t.prefill_ms / 1000), 1000 / t.kv_ms,
-                decode_gbps, 1000 / t.no_cache_ms, t.no_cache_ms / t.kv_ms, flop_ratio);
+    out_printf("%6d %14.0f %16.1f %14.1f %16.1f %12.1f %12.1f\n", T, T / (t.prefill_ms / 1000), 1000 / t.kv_ms,
+               decode_gbps, 1000 / t.no_cache_ms, t.no_cache_ms / t.kv_ms, flop_ratio);
     std::fflush(stdout);
   }
   return {{"T", T},
@@ -186,10 +186,10 @@ json bench_positions(Engine& engine, KVCache& cache, const std::vector<int>& all
   }
   std::vector<double> ms;
   for (auto& ti : t) ms.push_back(median(ti));
-  if (!as_json) std::printf("%10s %12s %14s\n", "positions", "forward ms", "decode steps");
+  if (!as_json) out_printf("%10s %12s %14s\n", "positions", "forward ms", "decode steps");
   json rows = json::array();
   for (size_t i = 1; i < ns.size(); ++i) {
-    if (!as_json) std::printf("%10d %12.2f %14.2f\n", ns[i], ms[i], ms[i] / ms[0]);
+    if (!as_json) out_printf("%10d %12.2f %14.2f\n", ns[i], ms[i], ms[i] / ms[0]);
     rows.push_back({{"n", ns[i]}, {"forward_ms", ms[i]}, {"decode_steps", ms[i] / ms[0]}});
   }
   return rows;
@@ -209,21 +209,18 @@ int cmd_bench(const BenchCommand& b, const KVSettings& kv_settings, const std::f
   for (int& t : all) t = pick(rng);
 
   if (!b.json) {
-    std::printf("%s: %d layers, width %d, %d threads, KV cache %s%s\n", m->name.c_str(), c.n_layer, c.n_embd,
-                engine_threads(), layout.describe().c_str(), m->bf16_products ? ", bf16 products" : "");
+    out_printf("%s: %d layers, width %d, %d threads, KV cache %s%s\n", m->name.c_str(), c.n_layer, c.n_embd,
+               engine_threads(), layout.describe().c_str(), m->bf16_products ? ", bf16 products" : "");
     if (b.positions.empty())
-      std::printf("%6s %14s %16s %14s %16s %12s %12s\n", "T", "prefill tok/s", "KV decode tok/s", "decode GB/s",
-                  "NO CACHE tok/s", "time ratio", "FLOP ratio");
+      out_printf("%6s %14s %16s %14s %16s %12s %12s\n", "T", "prefill tok/s", "KV decode tok/s", "decode GB/s",
+                 "NO CACHE tok/s", "time ratio", "FLOP ratio");
   }
   if (!b.positions.empty()) {
     const json rows = bench_positions(engine, cache, all, b.positions, b.reps, b.json);
     if (b.json)
-      std::cout << json{{"model", m->name},
-                        {"threads", engine_threads()},
-                        {"bf16_products", m->bf16_products},
-                        {"positions", rows}}
-                       .dump(2)
-                << '\n';
+      out_line(json{
+          {"model", m->name}, {"threads", engine_threads()}, {"bf16_products", m->bf16_products}, {"positions", rows}}
+                   .dump(2));
     return 0;
   }
   json rows = json::array();
@@ -232,19 +229,19 @@ int cmd_bench(const BenchCommand& b, const KVSettings& kv_settings, const std::f
     rows.push_back(bench_row(*m, layout, T, time_length(engine, cache, layout, seq, b.reps), b.json));
   }
   if (!b.json) {
-    std::printf(
+    out_printf(
         "memory read bandwidth with %d threads: %.1f GB/s (the ceiling for decode GB/s when the weights do "
         "not fit in the CPU caches)\n",
         engine_threads(), read_bandwidth(engine_threads()));
   } else {
-    std::cout << json{{"model", m->name},
-                      {"threads", engine_threads()},
-                      {"bf16_products", m->bf16_products},
-                      {"kv_layout", layout.describe()},
-                      {"read_bandwidth_gb_per_s", read_bandwidth(engine_threads())},
-                      {"rows", rows}}
-                     .dump(2)
-              << '\n';
+    out_line(json{
+        {"model", m->name},
+        {"threads", engine_threads()},
+        {"bf16_products", m->bf16_products},
+        {"kv_layout", layout.describe()},
+        {"read_bandwidth_gb_per_s", read_bandwidth(engine_threads())},
+        {"rows",
+         rows}}.dump(2));
   }
   return 0;
 }
