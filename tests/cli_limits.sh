@@ -51,6 +51,8 @@ expect 2 "--max-new" generate --prompt ab --max-new 0
 expect 2 "--max-new" generate --prompt ab --max-new 2.5
 expect 2 "--max-new" generate --prompt ab --max-new 99999999999999999999
 expect 2 "--reps" bench --reps 0
+# Every flag a subcommand takes is used or refused: --positions replaces the lengths table.
+expect 2 "excludes" bench --positions 4 --lengths 8
 expect 2 "--lengths" bench --lengths 1
 expect 2 "--kernels" bench --kernels --lengths 8
 expect 2 "--kernels" bench --kernels --model "$src/tests/fuzz/micro-model"

@@ -252,15 +252,17 @@ void add_bench_command(CLI::App& app, BenchCommand& c) {
   c.cmd = app.add_subcommand("bench", "Prefill and decode speed in both modes at several lengths");
   c.cmd->add_option("--model", c.model, "Model folder (GPT-2, Llama, Mistral, Qwen2)")
       ->check(non_empty("a model folder"));
-  c.cmd
-      ->add_option("--lengths", c.lengths,
-                   "Sequence lengths, each 2..the model's context (default 16 64 128 256 512 1024, those that fit)")
-      ->check(int_in(2, 1 << 20));
+  auto* lengths =
+      c.cmd
+          ->add_option("--lengths", c.lengths,
+                       "Sequence lengths, each 2..the model's context (default 16 64 128 256 512 1024, those that fit)")
+          ->check(int_in(2, 1 << 20));
   c.cmd
       ->add_option("--positions", c.positions,
                    "Instead of the lengths table: the time of a forward over each number of new positions, in "
                    "decode steps (after a cached prefix of 64 tokens)")
-      ->check(int_in(1, 1 << 20));
+      ->check(int_in(1, 1 << 20))
+      ->excludes(lengths);
   c.cmd->add_option("--reps", c.reps, "Repetitions (median)")->check(int_in(1, 1000));
   c.cmd->add_flag("--json", c.json, "Print JSON");
   c.cmd->add_option("--ctx", c.ctx, kCtxHelp)->check(in_range(setting::kCtx));

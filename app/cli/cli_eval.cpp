@@ -58,11 +58,15 @@ void add_kv_flags(CLI::App* cmd, KVFlags& f) {
           ->check(int_in(1, 1 << 20));
   f.sinks_opt = cmd->add_option("--kv-sinks", f.sinks, "With --kv-window: keep the first S positions too (0 <= S < W)")
                     ->check(int_in(0, 1 << 20));
+  add_kv_storage_flags(cmd, f);
+  add_kv_evict_flags(cmd, f);
+}
+
+void add_kv_storage_flags(CLI::App* cmd, KVFlags& f) {
   cmd->add_option("--kv-dtype", f.dtype, "K/V row format: f32|f16|q8_0|q4_0 (default f32)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
   f.block_opt = cmd->add_option("--kv-block", f.block, "Paged cache with B positions per block")
                     ->check(int_in(1, kv_block_max(nullptr), kKvBlockRangeText));
-  add_kv_evict_flags(cmd, f);
 }
 
 bool kv_settings_from_flags(const KVFlags& f, KVSettings* out, std::string* problem) {

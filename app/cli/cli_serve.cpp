@@ -180,9 +180,6 @@ void print_summary_text(const json& j) {
 
 ServeOptions serve_options(const ServeCommand& c) {
   const KVSettings kv = kv_settings_or_throw(c.kv);
-  refuse_window(kv, "serve",
-                "serving recomputes preempted requests from position 0 and shares prefix blocks across requests, "
-                "which need all");
   ServeOptions o;
   o.kv_dtype = kv.dtype;
   o.sched.block = kv.block > 0 ? kv.block : kDefaultKvBlock;
@@ -218,7 +215,7 @@ void add_serve_command(CLI::App& app, ServeCommand& c) {
       ->check(CLI::IsMember({"continuous", "static"}));
   s->add_flag("--prefix-caching", c.prefix_caching, "Share cached full blocks of common prompt prefixes");
   s->add_flag("--json", c.json, "JSON Lines: step, done, summary");
-  add_kv_flags(s, c.kv);
+  add_kv_storage_flags(s, c.kv);
   c.kv.block_opt->description("Positions per pool block B (serve always pages; default " +
                               std::to_string(kDefaultKvBlock) + ")");
 }

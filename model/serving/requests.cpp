@@ -44,15 +44,19 @@ SamplerSettings sampler_of(const json& j, const LineError& fail) {
     if (j.contains(key) && j[key].is_null())
       fail(std::string("field \"") + key + "\": expected a value, got null (leave the field out for the default)");
   SamplerSettings s;
-  const bool sampling = j.contains("temperature") || j.contains("top_k") || j.contains("top_p");
+  const bool sampling_fields = j.contains("temperature") || j.contains("top_k") || j.contains("top_p");
   try {
     sampler_fields_from_json(j, "", s);
   } catch (const Error& e) {
     fail(e.what());
   }
-  if (s.greedy && j.contains("greedy") && sampling)
+  const bool greedy_given = j.contains("greedy");
+  if (greedy_given && s.greedy && sampling_fields)
     fail("field \"greedy\": true cannot be combined with temperature, top_k or top_p");
-  s.greedy = !sampling;  // generate's rule: greedy unless a sampling flag is given
+  // generate's rule: greedy unless asked to sample (a sampling field, or "greedy": false).
+  s.greedy = !sampling_fields && !(greedy_given && !s.greedy);
+  if (s.greedy && j.contains("seed"))
+    fail("field \"seed\": used only when sampling (expected temperature, top_k, top_p or \"greedy\": false with it)");
   return s;
 }
 
