@@ -63,6 +63,8 @@ expect 2 "--steps" render --prompt x --out "$tmp/x.png" --steps -3
 expect 2 "--stop" "${gen[@]}" --stop ""
 expect 2 "--prompt" generate --prompt ""
 expect 2 "--prompt" --prompt ""
+# The window's prompt follows generate's rule: not UTF-8 is a usage error, before the window opens.
+expect 2 "--prompt: byte 0 (0xFF) is not valid UTF-8" --prompt $'\xff'
 expect 2 "--prompt" render --prompt "" --out "$tmp/x.png"
 # File and folder names that must not be empty (an empty --model is not the embedded model).
 for sub in generate inspect tokenize bench eval render; do

@@ -18,6 +18,7 @@
 #include "model/core/error.h"
 #include "model/core/thread_pool.h"
 #include "model/core/units.h"
+#include "model/tokenizer/tokenizer.h"
 
 namespace kvscope {
 namespace {
@@ -50,6 +51,7 @@ int run_window(const GuiOptions& gui, const AppHooks& hooks) {
   if (!gui.screenshot.empty() && gui.demo_frames <= 0 && gui.soak_rounds <= 0)
     throw UsageError(
         "--screenshot needs --demo-frames N or --soak-rounds N with N >= 1 (the last frame of that run is saved)");
+  if (!gui.prompt.empty()) require_utf8(gui.prompt, "--prompt");
   if (gui.ctx > 0) check_window_context(gui.model_dir, gui.ctx);
   if (!hooks.gui) throw Error("this kvscope was built without the GUI (KVSCOPE_GUI=OFF); use a subcommand, see --help");
   return hooks.gui(gui);
