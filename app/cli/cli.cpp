@@ -201,6 +201,12 @@ int run_parsed(Commands& c, const AppHooks& hooks) {
   return run_window(c.gui, hooks);
 }
 
+// One line on stderr, whatever the message quotes (a flag's bytes, a file's
+// name): invalid UTF-8 and control characters escaped.
+void print_error(const std::string& what, const char* after = "") {
+  std::fprintf(stderr, "kvscope: error: %s%s\n", terminal_safe(what).c_str(), after);
+}
+
 // Runs and maps the errors to exit codes: 2 for usage, 1 for runtime.
 int run_reporting_errors(Commands& c, const AppHooks& hooks) {
   try {
@@ -208,16 +214,16 @@ int run_reporting_errors(Commands& c, const AppHooks& hooks) {
     check_stdout();  // what the command wrote without out_line (the window's and render's lines)
     return rc;
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "kvscope: error: %s\n", e.what());
+    print_error(e.what());
     return 2;
   } catch (const Error& e) {
-    std::fprintf(stderr, "kvscope: error: %s\n", e.what());
+    print_error(e.what());
     return 1;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "kvscope: error: out of memory\n");
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "kvscope: error: %s\n", e.what());
+    print_error(e.what());
     return 1;
   }
 }
@@ -229,7 +235,7 @@ int checked_exit(CLI::App& app, const CLI::Error& e) {
   try {
     check_stdout();
   } catch (const Error& err) {
-    std::fprintf(stderr, "kvscope: error: %s\n", err.what());
+    print_error(err.what());
     return 1;
   }
   return rc;
@@ -290,7 +296,7 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   } catch (const CLI::CallForVersion& e) {
     return checked_exit(app, e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "kvscope: error: %s (run kvscope --help)\n", e.what());
+    print_error(e.what(), " (run kvscope --help)");
     return 2;
   }
   return run_reporting_errors(c, hooks);

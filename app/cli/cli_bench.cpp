@@ -146,7 +146,7 @@ json bench_row(const Model& m, const KVLayout& layout, int T, const LengthTimes&
 constexpr int kPositionsPrefix = 64;
 
 // Each --positions n fits after the prefix; checked before anything is printed.
-void check_positions(const Model& m, const std::vector<int>& positions) {
+void check_positions(const Model& m, const std::vector<int>& positions, const KVSettings& kv) {
   const int ctx = m.config.n_positions;
   // Else the range below would read 1..0 (or less), naming no reason.
   if (ctx <= kPositionsPrefix)
@@ -161,6 +161,14 @@ void check_positions(const Model& m, const std::vector<int>& positions) {
                        std::to_string(kPositionsPrefix) + ")");
     }
   }
+  // Each timing rolls the cache back to the prefix; a window has dropped
+  // positions by then, and a rollback cannot bring them back.
+  const int most = kPositionsPrefix + *std::max_element(positions.begin(), positions.end());
+  if (kv.window > 0 && kv.window < most)
+    throw UsageError("--kv-window " + std::to_string(kv.window) + ": bench --positions rolls the cache back to its " +
+                     std::to_string(kPositionsPrefix) +
+                     "-token prefix after each forward, which needs every position (" + std::to_string(most) +
+                     " here) held (expected --kv-window " + std::to_string(most) + " or more, or no window)");
 }
 
 json bench_positions(Engine& engine, KVCache& cache, const std::vector<int>& all, const std::vector<int>& positions,
@@ -199,7 +207,7 @@ int cmd_bench(const BenchCommand& b, const KVSettings& kv_settings, const std::f
   auto m = load_cli_model(b.model, b.ctx, b.bf16_products);
   const Config& c = m->config;
   const std::vector<int> lengths = bench_lengths(*m, b.lengths);
-  if (!b.positions.empty()) check_positions(*m, b.positions);
+  if (!b.positions.empty()) check_positions(*m, b.positions, kv_settings);
   Engine engine(*m);
   const KVLayout layout = kv_settings.layout_for(c);
   KVCache cache(layout);

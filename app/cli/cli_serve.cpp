@@ -128,14 +128,14 @@ json summary_json(const Server& s, const ServeTotals& t) {
 
 std::string ids_text(const Server& s, const std::vector<int>& reqs) {
   std::string out;
-  for (int r : reqs) out += (out.empty() ? "" : ",") + s.requests()[static_cast<size_t>(r)].id;
+  for (int r : reqs) out += (out.empty() ? "" : ",") + terminal_safe(s.requests()[static_cast<size_t>(r)].id);
   return out.empty() ? "-" : out;
 }
 
 void print_step_text(const Server& s, const ServeStep& r) {
   std::string batch;
   for (const ServeEntry& e : r.entries) {
-    batch += " " + s.requests()[static_cast<size_t>(e.req)].id +
+    batch += " " + terminal_safe(s.requests()[static_cast<size_t>(e.req)].id) +
              (e.prefill ? ":prefill[" + std::to_string(e.first) + "," + std::to_string(e.first + e.n) + ")"
                         : ":decode@" + std::to_string(e.first));
   }
@@ -152,11 +152,11 @@ std::string counted(long long n, const char* noun) {
 void print_done_text(const Server& s, int req) {
   const json d = done_json(s, req);
   out_printf("done %s (%s, %s, TTFT %s / %.1f ms, latency %s / %.1f ms, %s): %s\n",
-             s.requests()[static_cast<size_t>(req)].id.c_str(), d["reason"].get<std::string>().c_str(),
+             terminal_safe(s.requests()[static_cast<size_t>(req)].id).c_str(), d["reason"].get<std::string>().c_str(),
              counted(static_cast<long long>(s.result(req).tokens.size()), "token").c_str(),
              counted(d["ttft_steps"].get<int>(), "step").c_str(), d["ttft_ms"].get<double>(),
              counted(d["latency_steps"].get<int>(), "step").c_str(), d["latency_ms"].get<double>(),
-             counted(s.result(req).preemptions, "preemption").c_str(), escape_invalid_utf8(s.text(req)).c_str());
+             counted(s.result(req).preemptions, "preemption").c_str(), terminal_safe(s.text(req)).c_str());
 }
 
 void print_summary_text(const json& j) {

@@ -1,5 +1,6 @@
 #include "model/serving/requests.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -88,9 +89,15 @@ ServeRequest request_of(const json& j, const Model& model, int pool_blocks, int 
   const Config& c = model.config;
   const int n = static_cast<int>(r.prompt.size());
   if (n < 1) fail("field \"prompt\": encodes to no tokens");
-  if (n > c.n_positions)
-    fail("field \"prompt\": " + std::to_string(n) + " tokens, longer than the context (expected at most " +
-         std::to_string(c.n_positions) + ", the model's n_positions)");
+  if (n > c.n_positions) {
+    const int need = std::min(n + r.max_new - 1, c.max_position_embeddings);
+    fail("field \"prompt\": " + std::to_string(n) + " tokens, longer than the context of " +
+         std::to_string(c.n_positions) + " positions" +
+         (n <= c.max_position_embeddings && c.n_positions < c.max_position_embeddings
+              ? " kvscope reserves (--ctx; the model allows " + std::to_string(c.max_position_embeddings) +
+                    "): pass --ctx " + std::to_string(need) + " or a shorter prompt"
+              : " (the model's n_positions; expected a shorter prompt)"));
+  }
   const int need = blocks_needed(n, r.max_new, c.n_positions, block);
   if (need > pool_blocks)
     fail("request \"" + r.id + "\" could never fit the pool: its prompt (" + std::to_string(n) +
@@ -140,6 +147,9 @@ std::vector<ServeRequest> parse_requests(const std::string& text, const std::str
   for (int no = 1; std::getline(in, line); ++no) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const LineError fail{file + ":" + std::to_string(no)};
+    if (const size_t nul = line.find('\0'); nul != std::string::npos)
+      fail("a NUL byte at column " + std::to_string(nul + 1) +
+           " (expected one JSON object of text; a string writes it as \\u0000)");
     ServeRequest r = request_of(parse_line(line, fail), model, pool_blocks, block, fail);
     if (!ids.insert(r.id).second) fail("duplicate id \"" + r.id + "\"");
     out.push_back(std::move(r));
