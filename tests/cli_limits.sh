@@ -6,13 +6,7 @@
 # carries each token's exact bytes. Runs on the 1-layer micro model.
 # Args: KVSCOPE SOURCE_DIR BUILD_DIR.
 set -uo pipefail
-kvscope="$1" src="$2"
-export KVSCOPE_MODEL="$src/tests/fuzz/micro-model" KVSCOPE_THREADS=1
-unset DISPLAY WAYLAND_DISPLAY
-tmp="$(mktemp -d "${TMPDIR:-/tmp}/kvscope-cli-limits.XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+source "$(dirname "$0")/testlib_cli.sh"
 
 # expect CODE NEEDLE ARGS...: exit code CODE, stderr contains NEEDLE, one line under 200 characters.
 expect() {
@@ -133,8 +127,4 @@ done = lines[-1]
 assert text.startswith(bytes(done["text_bytes"])), (done["text_bytes"], text)
 PY
 
-if ((failures)); then
-  echo "cli_limits: $failures failure(s)" >&2
-  exit 1
-fi
-echo "cli_limits: ok"
+cli_test_end

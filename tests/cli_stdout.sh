@@ -5,13 +5,7 @@
 # Runs on the 1-layer micro model.
 # Args: KVSCOPE SOURCE_DIR BUILD_DIR.
 set -uo pipefail
-kvscope="$1" src="$2"
-export KVSCOPE_MODEL="$src/tests/fuzz/micro-model" KVSCOPE_THREADS=1
-unset DISPLAY WAYLAND_DISPLAY
-tmp="$(mktemp -d "${TMPDIR:-/tmp}/kvscope-cli-stdout.XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+source "$(dirname "$0")/testlib_cli.sh"
 needle="cannot write to standard output"
 
 # check HOW RC ARGS...: exit 1 and the message on stderr.
@@ -70,8 +64,4 @@ timeout 60 "$kvscope" serve --requests "$tmp/reqs.jsonl" --kv-block 4 --json 2>/
 /usr/bin/python3 -c 'import json,sys; json.loads(open(sys.argv[1]).read())' "$tmp/first" ||
   fail "serve --json | head -1 is not one whole JSON record: $(head -c 300 "$tmp/first")"
 
-if [[ $failures -gt 0 ]]; then
-  echo "$failures failure(s)" >&2
-  exit 1
-fi
-echo "cli_stdout: all checks passed"
+cli_test_end
