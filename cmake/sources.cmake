@@ -6,6 +6,7 @@
 # model/: the engine (Eigen + std + JSON + utf8proc + PCRE2), by concern.
 set(KVSCOPE_MODEL_SRC
   model/core/file_io.cpp
+  model/core/json_quote.cpp
   model/core/numeric.cpp
   model/core/thread_pool.cpp
   model/core/units.cpp
@@ -89,6 +90,7 @@ set(KVSCOPE_CLI_SRC
   app/cli/cli_flags.cpp
   app/cli/cli_generate.cpp
   app/cli/cli_inspect.cpp
+  app/cli/cli_out.cpp
   app/cli/cli_serve.cpp
   app/cli/record_json.cpp)
 

@@ -6,13 +6,7 @@
 # carries each token's exact bytes. Runs on the 1-layer micro model.
 # Args: KVSCOPE SOURCE_DIR BUILD_DIR.
 set -uo pipefail
-kvscope="$1" src="$2"
-export KVSCOPE_MODEL="$src/tests/fuzz/micro-model" KVSCOPE_THREADS=1
-unset DISPLAY WAYLAND_DISPLAY
-tmp="$(mktemp -d "${TMPDIR:-/tmp}/kvscope-cli-limits.XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+source "$(dirname "$0")/testlib_cli.sh"
 
 # expect CODE NEEDLE ARGS...: exit code CODE, stderr contains NEEDLE, one line under 200 characters.
 expect() {
@@ -51,6 +45,8 @@ expect 2 "--max-new" generate --prompt ab --max-new 0
 expect 2 "--max-new" generate --prompt ab --max-new 2.5
 expect 2 "--max-new" generate --prompt ab --max-new 99999999999999999999
 expect 2 "--reps" bench --reps 0
+# Every flag a subcommand takes is used or refused: --positions replaces the lengths table.
+expect 2 "excludes" bench --positions 4 --lengths 8
 expect 2 "--lengths" bench --lengths 1
 expect 2 "--kernels" bench --kernels --lengths 8
 expect 2 "--kernels" bench --kernels --model "$src/tests/fuzz/micro-model"
@@ -61,6 +57,8 @@ expect 2 "--steps" render --prompt x --out "$tmp/x.png" --steps -3
 expect 2 "--stop" "${gen[@]}" --stop ""
 expect 2 "--prompt" generate --prompt ""
 expect 2 "--prompt" --prompt ""
+# The window's prompt follows generate's rule: not UTF-8 is a usage error, before the window opens.
+expect 2 "--prompt: byte 0 (0xFF) is not valid UTF-8" --prompt $'\xff'
 expect 2 "--prompt" render --prompt "" --out "$tmp/x.png"
 # File and folder names that must not be empty (an empty --model is not the embedded model).
 for sub in generate inspect tokenize bench eval render; do
@@ -129,8 +127,4 @@ done = lines[-1]
 assert text.startswith(bytes(done["text_bytes"])), (done["text_bytes"], text)
 PY
 
-if ((failures)); then
-  echo "cli_limits: $failures failure(s)" >&2
-  exit 1
-fi
-echo "cli_limits: ok"
+cli_test_end

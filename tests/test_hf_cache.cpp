@@ -119,5 +119,57 @@ TEST(HubCache, AFolderOnDiskWinsAndAMissingIdIsNamed) {
   }
 }
 
+std::string message_of(const std::string& id) {
+  try {
+    resolve_model_dir(id);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(nothing thrown)";
+}
+
+// refs/main naming a snapshot that is not there: refused, naming both commits,
+// rather than loading the other snapshot (another commit of the model).
+TEST(HubCache, RefsMainNamingAMissingSnapshotIsRefused) {
+  TempDir tmp("hub");
+  make_hub_repo(tmp.path(), "models--org--m", "0123abcd", suite_checkpoint("l2h2d32_f32_prefix_buffers"), false);
+  fs::create_directories(tmp / "models--org--m/refs");
+  std::ofstream(tmp / "models--org--m/refs/main") << "deadbeef";
+  ScopedEnv hub("HF_HUB_CACHE", tmp.path());
+  const std::string msg = message_of("org/m");
+  EXPECT_NE(msg.find("refs/main names commit deadbeef, but snapshots/deadbeef does not exist"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("snapshots there: 0123abcd"), std::string::npos) << msg;
+  // A snapshot that is a link looping onto itself is named as such.
+  fs::create_symlink("deadbeef", tmp / "models--org--m/snapshots/deadbeef");
+  EXPECT_NE(message_of("org/m").find("snapshots/deadbeef is a symbolic link that loops"), std::string::npos)
+      << message_of("org/m");
+}
+
+// A snapshot link whose blob is missing is an interrupted download.
+TEST(HubCache, ADanglingBlobLinkIsAnIncompleteDownload) {
+  TempDir tmp("hub");
+  const std::string snap =
+      make_hub_repo(tmp.path(), "models--org--m", "abc", suite_checkpoint("l2h2d32_f32_prefix_buffers"), true);
+  const fs::path link = fs::path(snap) / "config.json";
+  const fs::path blob = fs::read_symlink(link);
+  fs::remove(link.parent_path() / blob);
+  ScopedEnv hub("HF_HUB_CACHE", tmp.path());
+  const std::string msg = message_of("org/m");
+  EXPECT_NE(msg.find(link.string() + ": an incomplete download, a dangling link to " + blob.string()),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("huggingface-cli download org/m"), std::string::npos) << msg;
+}
+
+// "org/m/" (a shell's completion of a folder name) is the id org/m.
+TEST(HubCache, ATrailingSlashIsTheSameId) {
+  TempDir tmp("hub");
+  const std::string engine =
+      make_hub_repo(tmp.path(), "models--org--m", "abc", suite_checkpoint("l2h2d32_f32_prefix_buffers"), true);
+  ScopedEnv hub("HF_HUB_CACHE", tmp.path());
+  EXPECT_EQ(resolve_model_dir("org/m/"), engine);
+}
+
 }  // namespace
 }  // namespace kvscope

@@ -83,6 +83,29 @@ TEST(ServeCli, EveryRequestWritesWhatGenerateWritesAlone) {
   }
 }
 
+// "greedy": false asks for sampling with the defaults (temperature 1), as
+// generate --temperature 1 does; the seed then draws what generate's draws.
+TEST(ServeCli, GreedyFalseSamplesWithTheSeed) {
+  testutil::TempDir tmp("serve-cli-greedy-false");
+  const std::string dir = testutil::suite_checkpoint("l2h2d32_f32_prefix_buffers");
+  const std::string file = tmp / "reqs.jsonl";
+  testutil::write_file(file,
+                       "{\"id\": \"s\", \"prompt\": \"def forward(x):\", \"max_new\": 12, \"greedy\": false, "
+                       "\"seed\": 3}\n");
+  std::string out, sampled, greedy;
+  ASSERT_EQ(run("serve --model " + dir + " --json --requests " + file, out, tmp), 0) << out;
+  ASSERT_EQ(run("generate --model " + dir + " --json --max-new 12 --prompt 'def forward(x):' --temperature 1 --seed 3",
+                sampled, tmp),
+            0);
+  ASSERT_EQ(run("generate --model " + dir + " --json --max-new 12 --prompt 'def forward(x):'", greedy, tmp), 0);
+  json done;
+  for (const json& r : lines_of(out))
+    if (r.at("event") == "done") done = r;
+  ASSERT_FALSE(done.is_null()) << out;
+  EXPECT_EQ(done.at("text"), lines_of(sampled).back().at("text"));
+  EXPECT_NE(done.at("text"), lines_of(greedy).back().at("text"));
+}
+
 // Without --json: a line per step, a line per finished request with its text, a summary.
 TEST(ServeCli, TextFormShowsStepsRequestsAndSummary) {
   testutil::TempDir tmp("serve-cli-text");
@@ -152,6 +175,10 @@ TEST(ServeCli, MalformedRequestsFileNamesTheLine) {
       {"{\"id\": \"b\", \"prompt\": \"hi\", \"max_new\": 2, \"temperature\": null}\n",
        ":1: field \"temperature\": expected a value, got null"},
       {"\n\n", ": no requests"},
+      {"{\"id\": \"b\", \"prompt\": \"hi\", \"max_new\": 2, \"seed\": 3}\n",
+       ":1: field \"seed\": used only when sampling"},
+      {"{\"id\": \"b\", \"prompt\": \"hi\", \"max_new\": 2, \"greedy\": true, \"seed\": 3}\n",
+       ":1: field \"seed\": used only when sampling"},
   };
   const std::string file = tmp / "bad.jsonl";
   for (const auto& c : cases) {
@@ -178,16 +205,18 @@ TEST(ServeCli, MalformedRequestsFileNamesTheLine) {
     EXPECT_NE(out.find(sp.path + ": " + sp.why), std::string::npos) << out;
   }
   testutil::write_file(file, ok);
-  // The window flags are refused for serving's own reason, not beam search's forks.
+  // serve has no window or eviction flags (its pool keeps every position): neither offered nor taken.
   const struct {
     const char *flags, *named;
-  } window_cases[] = {{"--kv-window 4", "--kv-window: "}, {"--kv-evict tova --kv-budget 8", "--kv-evict: "}};
+  } window_cases[] = {{"--kv-window 4", "--kv-window"}, {"--kv-evict tova --kv-budget 8", "--kv-evict"}};
   for (const auto& w : window_cases) {
     EXPECT_EQ(run("serve --model " + dir + " --requests " + file + " " + w.flags, out, tmp), 2) << out;
     EXPECT_NE(out.find(w.named), std::string::npos) << out;
-    EXPECT_NE(out.find("not available with serve (serving recomputes"), std::string::npos) << out;
-    EXPECT_EQ(out.find("forks and rollbacks"), std::string::npos) << out;
   }
+  ASSERT_EQ(run("serve --help", out, tmp), 0) << out;
+  for (const char* flag : {"--kv-window", "--kv-sinks", "--kv-evict", "--kv-budget"})
+    EXPECT_EQ(out.find(flag), std::string::npos) << flag << " offered by serve --help: " << out;
+  EXPECT_NE(out.find("--kv-block"), std::string::npos) << out;
   // A model with its own sliding window is refused up front, naming the folder and the field.
   const std::string windowed = testutil::llama_suite_dir() + "/mistral_gqa4_bf16_untied_window";
   testutil::write_file(file,

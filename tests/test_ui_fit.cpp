@@ -408,7 +408,10 @@ TEST(DemoWindow, TakesTheTextScaleAndSizeOrNamesTheVariable) {
   EXPECT_EQ(h, 768);
   EXPECT_EQ(apply_demo_window(nullptr, nullptr, ui, w, h), "");
   EXPECT_FLOAT_EQ(ui.text_scale, 2.5f);
-  for (const char* bad : {"3", "0.5", "big", "2.5x", "", "nan"}) {
+  EXPECT_EQ(apply_demo_window("", "", ui, w, h), "");  // empty reads as unset
+  EXPECT_FLOAT_EQ(ui.text_scale, 2.5f);
+  EXPECT_EQ(w, 1366);
+  for (const char* bad : {"3", "0.5", "big", "2.5x", "nan"}) {
     const std::string err = apply_demo_window(bad, nullptr, ui, w, h);
     EXPECT_NE(err.find("KVSCOPE_DEMO_TEXT_SCALE"), std::string::npos) << bad;
     EXPECT_NE(err.find("0.75 to 2.5"), std::string::npos) << bad;
@@ -429,7 +432,7 @@ TEST(DemoWindow, EndsOnTheCameraPresetOrNamesTheVariable) {
   std::optional<CameraPreset> camera;
   EXPECT_EQ(apply_demo_camera(nullptr, camera), "");
   EXPECT_FALSE(camera.has_value());
-  for (const char* bad : {"", "FRONT", "left", "top "}) {
+  for (const char* bad : {"FRONT", "left", "top "}) {
     const std::string err = apply_demo_camera(bad, camera);
     EXPECT_NE(err.find("KVSCOPE_DEMO_CAMERA"), std::string::npos) << bad;
     EXPECT_NE(err.find("front, top, side or follow"), std::string::npos) << bad;
@@ -531,7 +534,12 @@ TEST(DemoWindow, OpensTheNamedPanelsOrNamesTheVariable) {
   std::vector<std::string> panels;
   EXPECT_EQ(apply_demo_open(nullptr, panels), "");
   EXPECT_TRUE(panels.empty());
-  for (const char* bad : {"", "right,", "Right", "left,sidebar", "model qkv"}) {
+  EXPECT_EQ(apply_demo_open("", panels), "");  // empty reads as unset, as KVSCOPE_DEMO_VIEW="" does
+  EXPECT_TRUE(panels.empty());
+  std::optional<CameraPreset> camera;
+  EXPECT_EQ(apply_demo_camera("", camera), "");
+  EXPECT_FALSE(camera.has_value());
+  for (const char* bad : {"right,", "Right", "left,sidebar", "model qkv"}) {
     const std::string err = apply_demo_open(bad, panels);
     EXPECT_NE(err.find("KVSCOPE_DEMO_OPEN"), std::string::npos) << bad;
     EXPECT_NE(err.find("left, right, lessons, qkv, next and model"), std::string::npos) << bad;

@@ -9,6 +9,7 @@
 
 #include "app/cli/cli_commands.h"
 #include "app/cli/cli_flags.h"
+#include "app/cli/cli_out.h"
 #include "app/platform/assets.h"
 #include "app/session/text_scale.h"
 #include "model/arch/hf_cache.h"
@@ -17,6 +18,7 @@
 #include "model/core/error.h"
 #include "model/core/thread_pool.h"
 #include "model/core/units.h"
+#include "model/tokenizer/tokenizer.h"
 
 namespace kvscope {
 namespace {
@@ -49,6 +51,7 @@ int run_window(const GuiOptions& gui, const AppHooks& hooks) {
   if (!gui.screenshot.empty() && gui.demo_frames <= 0 && gui.soak_rounds <= 0)
     throw UsageError(
         "--screenshot needs --demo-frames N or --soak-rounds N with N >= 1 (the last frame of that run is saved)");
+  if (!gui.prompt.empty()) require_utf8(gui.prompt, "--prompt");
   if (gui.ctx > 0) check_window_context(gui.model_dir, gui.ctx);
   if (!hooks.gui) throw Error("this kvscope was built without the GUI (KVSCOPE_GUI=OFF); use a subcommand, see --help");
   return hooks.gui(gui);
@@ -216,23 +219,44 @@ int run_parsed(Commands& c, const AppHooks& hooks) {
   return run_window(c.gui, hooks);
 }
 
+// One line on stderr, whatever the message quotes (a flag's bytes, a file's
+// name): invalid UTF-8 and control characters escaped.
+void print_error(const std::string& what, const char* after = "") {
+  std::fprintf(stderr, "kvscope: error: %s%s\n", terminal_safe(what).c_str(), after);
+}
+
 // Runs and maps the errors to exit codes: 2 for usage, 1 for runtime.
 int run_reporting_errors(Commands& c, const AppHooks& hooks) {
   try {
-    return run_parsed(c, hooks);
+    const int rc = run_parsed(c, hooks);
+    check_stdout();  // what the command wrote without out_line (the window's and render's lines)
+    return rc;
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "kvscope: error: %s\n", e.what());
+    print_error(e.what());
     return 2;
   } catch (const Error& e) {
-    std::fprintf(stderr, "kvscope: error: %s\n", e.what());
+    print_error(e.what());
     return 1;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "kvscope: error: out of memory\n");
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "kvscope: error: %s\n", e.what());
+    print_error(e.what());
     return 1;
   }
+}
+
+// CLI11 prints help and the version to std::cout; a failed write is exit 1
+// like any other.
+int checked_exit(CLI::App& app, const CLI::Error& e) {
+  const int rc = app.exit(e);
+  try {
+    check_stdout();
+  } catch (const Error& err) {
+    print_error(err.what());
+    return 1;
+  }
+  return rc;
 }
 
 }  // namespace
@@ -284,13 +308,13 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return checked_exit(app, e);
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return checked_exit(app, e);
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return checked_exit(app, e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "kvscope: error: %s (run kvscope --help)\n", e.what());
+    print_error(e.what(), " (run kvscope --help)");
     return 2;
   }
   return run_reporting_errors(c, hooks);

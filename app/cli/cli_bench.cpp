@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -13,6 +12,7 @@
 #include "app/cli/cli.h"
 #include "app/cli/cli_commands.h"
 #include "app/cli/cli_flags.h"
+#include "app/cli/cli_out.h"
 #include "model/arch/model.h"
 #include "model/core/error.h"
 #include "model/engine/engine.h"
@@ -120,8 +120,8 @@ json bench_row(const Model& m, const KVLayout& layout, int T, const LengthTimes&
       forward_read_bytes(m, layout.bytes_per_position() * static_cast<uint64_t>(layout.visible_count(T - 1)));
   const double decode_gbps = static_cast<double>(decode_bytes) / (t.kv_ms / 1000) / 1e9;
   if (!as_json) {
-    std::printf("%6d %14.0f %16.1f %14.1f %16.1f %12.1f %12.1f\n", T, T / (t.prefill_ms / 1000), 1000 / t.kv_ms,
-                decode_gbps, 1000 / t.no_cache_ms, t.no_cache_ms / t.kv_ms, flop_ratio);
+    out_printf("%6d %14.0f %16.1f %14.1f %16.1f %12.1f %12.1f\n", T, T / (t.prefill_ms / 1000), 1000 / t.kv_ms,
+               decode_gbps, 1000 / t.no_cache_ms, t.no_cache_ms / t.kv_ms, flop_ratio);
     std::fflush(stdout);
   }
   return {{"T", T},
@@ -146,7 +146,7 @@ json bench_row(const Model& m, const KVLayout& layout, int T, const LengthTimes&
 constexpr int kPositionsPrefix = 64;
 
 // Each --positions n fits after the prefix; checked before anything is printed.
-void check_positions(const Model& m, const std::vector<int>& positions) {
+void check_positions(const Model& m, const std::vector<int>& positions, const KVSettings& kv) {
   const int ctx = m.config.n_positions;
   // Else the range below would read 1..0 (or less), naming no reason.
   if (ctx <= kPositionsPrefix)
@@ -161,6 +161,14 @@ void check_positions(const Model& m, const std::vector<int>& positions) {
                        std::to_string(kPositionsPrefix) + ")");
     }
   }
+  // Each timing rolls the cache back to the prefix; a window has dropped
+  // positions by then, and a rollback cannot bring them back.
+  const int most = kPositionsPrefix + *std::max_element(positions.begin(), positions.end());
+  if (kv.window > 0 && kv.window < most)
+    throw UsageError("--kv-window " + std::to_string(kv.window) + ": bench --positions rolls the cache back to its " +
+                     std::to_string(kPositionsPrefix) +
+                     "-token prefix after each forward, which needs every position (" + std::to_string(most) +
+                     " here) held (expected --kv-window " + std::to_string(most) + " or more, or no window)");
 }
 
 json bench_positions(Engine& engine, KVCache& cache, const std::vector<int>& all, const std::vector<int>& positions,
@@ -186,10 +194,10 @@ json bench_positions(Engine& engine, KVCache& cache, const std::vector<int>& all
   }
   std::vector<double> ms;
   for (auto& ti : t) ms.push_back(median(ti));
-  if (!as_json) std::printf("%10s %12s %14s\n", "positions", "forward ms", "decode steps");
+  if (!as_json) out_printf("%10s %12s %14s\n", "positions", "forward ms", "decode steps");
   json rows = json::array();
   for (size_t i = 1; i < ns.size(); ++i) {
-    if (!as_json) std::printf("%10d %12.2f %14.2f\n", ns[i], ms[i], ms[i] / ms[0]);
+    if (!as_json) out_printf("%10d %12.2f %14.2f\n", ns[i], ms[i], ms[i] / ms[0]);
     rows.push_back({{"n", ns[i]}, {"forward_ms", ms[i]}, {"decode_steps", ms[i] / ms[0]}});
   }
   return rows;
@@ -199,7 +207,7 @@ int cmd_bench(const BenchCommand& b, const KVSettings& kv_settings, const std::f
   auto m = load_cli_model(b.model, b.ctx, b.bf16_products);
   const Config& c = m->config;
   const std::vector<int> lengths = bench_lengths(*m, b.lengths);
-  if (!b.positions.empty()) check_positions(*m, b.positions);
+  if (!b.positions.empty()) check_positions(*m, b.positions, kv_settings);
   Engine engine(*m);
   const KVLayout layout = kv_settings.layout_for(c);
   KVCache cache(layout);
@@ -209,21 +217,18 @@ int cmd_bench(const BenchCommand& b, const KVSettings& kv_settings, const std::f
   for (int& t : all) t = pick(rng);
 
   if (!b.json) {
-    std::printf("%s: %d layers, width %d, %d threads, KV cache %s%s\n", m->name.c_str(), c.n_layer, c.n_embd,
-                engine_threads(), layout.describe().c_str(), m->bf16_products ? ", bf16 products" : "");
+    out_printf("%s: %d layers, width %d, %d threads, KV cache %s%s\n", m->name.c_str(), c.n_layer, c.n_embd,
+               engine_threads(), layout.describe().c_str(), m->bf16_products ? ", bf16 products" : "");
     if (b.positions.empty())
-      std::printf("%6s %14s %16s %14s %16s %12s %12s\n", "T", "prefill tok/s", "KV decode tok/s", "decode GB/s",
-                  "NO CACHE tok/s", "time ratio", "FLOP ratio");
+      out_printf("%6s %14s %16s %14s %16s %12s %12s\n", "T", "prefill tok/s", "KV decode tok/s", "decode GB/s",
+                 "NO CACHE tok/s", "time ratio", "FLOP ratio");
   }
   if (!b.positions.empty()) {
     const json rows = bench_positions(engine, cache, all, b.positions, b.reps, b.json);
     if (b.json)
-      std::cout << json{{"model", m->name},
-                        {"threads", engine_threads()},
-                        {"bf16_products", m->bf16_products},
-                        {"positions", rows}}
-                       .dump(2)
-                << '\n';
+      out_line(json{
+          {"model", m->name}, {"threads", engine_threads()}, {"bf16_products", m->bf16_products}, {"positions", rows}}
+                   .dump(2));
     return 0;
   }
   json rows = json::array();
@@ -232,19 +237,19 @@ int cmd_bench(const BenchCommand& b, const KVSettings& kv_settings, const std::f
     rows.push_back(bench_row(*m, layout, T, time_length(engine, cache, layout, seq, b.reps), b.json));
   }
   if (!b.json) {
-    std::printf(
+    out_printf(
         "memory read bandwidth with %d threads: %.1f GB/s (the ceiling for decode GB/s when the weights do "
         "not fit in the CPU caches)\n",
         engine_threads(), read_bandwidth(engine_threads()));
   } else {
-    std::cout << json{{"model", m->name},
-                      {"threads", engine_threads()},
-                      {"bf16_products", m->bf16_products},
-                      {"kv_layout", layout.describe()},
-                      {"read_bandwidth_gb_per_s", read_bandwidth(engine_threads())},
-                      {"rows", rows}}
-                     .dump(2)
-              << '\n';
+    out_line(json{
+        {"model", m->name},
+        {"threads", engine_threads()},
+        {"bf16_products", m->bf16_products},
+        {"kv_layout", layout.describe()},
+        {"read_bandwidth_gb_per_s", read_bandwidth(engine_threads())},
+        {"rows",
+         rows}}.dump(2));
   }
   return 0;
 }
@@ -255,15 +260,17 @@ void add_bench_command(CLI::App& app, BenchCommand& c) {
   c.cmd = app.add_subcommand("bench", "Prefill and decode speed in both modes at several lengths");
   c.cmd->add_option("--model", c.model, "Model folder (GPT-2, Llama, Mistral, Qwen2)")
       ->check(non_empty("a model folder"));
-  c.cmd
-      ->add_option("--lengths", c.lengths,
-                   "Sequence lengths, each 2..the model's context (default 16 64 128 256 512 1024, those that fit)")
-      ->check(int_in(2, 1 << 20));
+  auto* lengths =
+      c.cmd
+          ->add_option("--lengths", c.lengths,
+                       "Sequence lengths, each 2..the model's context (default 16 64 128 256 512 1024, those that fit)")
+          ->check(int_in(2, 1 << 20));
   c.cmd
       ->add_option("--positions", c.positions,
                    "Instead of the lengths table: the time of a forward over each number of new positions, in "
                    "decode steps (after a cached prefix of 64 tokens)")
-      ->check(int_in(1, 1 << 20));
+      ->check(int_in(1, 1 << 20))
+      ->excludes(lengths);
   c.cmd->add_option("--reps", c.reps, "Repetitions (median)")->check(int_in(1, 1000));
   c.cmd->add_flag("--json", c.json, "Print JSON");
   c.cmd->add_option("--ctx", c.ctx, kCtxHelp)->check(in_range(setting::kCtx));

@@ -6,13 +6,13 @@
 // (docs/batching.md).
 #include <algorithm>
 #include <cstdio>
-#include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "app/cli/cli_commands.h"
+#include "app/cli/cli_out.h"
 #include "model/core/numeric.h"
 #include "model/engine/kernel_peaks.h"
 #include "model/engine/linear_kernels.h"
@@ -87,16 +87,16 @@ json kernel_rows(int reps) {
 }
 
 void print_table(double fma, double dot, const json& rows) {
-  std::printf("one core, weights in its cache (%lld x %lld), multiply-adds a second (GMAC/s):\n",
-              static_cast<long long>(kRows), static_cast<long long>(kCols));
-  std::printf("%-20s", "kernel");
-  for (int n : kPositions) std::printf(" %8s", ("n=" + std::to_string(n)).c_str());
-  std::printf("\n");
+  out_printf("one core, weights in its cache (%lld x %lld), multiply-adds a second (GMAC/s):\n",
+             static_cast<long long>(kRows), static_cast<long long>(kCols));
+  out_printf("%-20s", "kernel");
+  for (int n : kPositions) out_printf(" %8s", ("n=" + std::to_string(n)).c_str());
+  out_printf("\n");
   std::string last;
   for (const json& r : rows) {
     const std::string k = r.at("kernel").get<std::string>();
-    if (k != last) std::printf("%s%-20s", last.empty() ? "" : "\n", k.c_str());
-    std::printf(" %8.1f", r.at("gmacs").get<double>());
+    if (k != last) out_printf("%s%-20s", last.empty() ? "" : "\n", k.c_str());
+    out_printf(" %8.1f", r.at("gmacs").get<double>());
     last = k;
   }
   const auto peak = [](double macs, const char* per) {
@@ -107,8 +107,8 @@ void print_table(double fma, double dot, const json& rows) {
       std::snprintf(buf, sizeof(buf), "not in this build");
     return std::string(buf);
   };
-  std::printf("\nf32 FMA peak: %s; bf16 dot product peak: %s\n", peak(fma, "16 lanes").c_str(),
-              peak(dot, "32 products").c_str());
+  out_printf("\nf32 FMA peak: %s; bf16 dot product peak: %s\n", peak(fma, "16 lanes").c_str(),
+             peak(dot, "32 products").c_str());
 }
 
 }  // namespace
@@ -117,9 +117,9 @@ int bench_kernels(int reps, bool as_json) {
   const double fma = fma_peak_macs_per_s(std::max(3, reps)), dot = bf16_dot_peak_macs_per_s(std::max(3, reps));
   const json rows = kernel_rows(reps);
   if (as_json)
-    std::cout << json{{"threads", 1}, {"fma_peak_gmacs", fma / 1e9}, {"bf16_dot_peak_gmacs", dot / 1e9}, {"rows", rows}}
-                     .dump(2)
-              << '\n';
+    out_line(
+        json{{"threads", 1}, {"fma_peak_gmacs", fma / 1e9}, {"bf16_dot_peak_gmacs", dot / 1e9}, {"rows", rows}}.dump(
+            2));
   else
     print_table(fma, dot, rows);
   return 0;

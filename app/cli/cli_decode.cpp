@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -12,6 +11,7 @@
 #include "app/cli/cli.h"
 #include "app/cli/cli_flags.h"
 #include "app/cli/cli_json.h"
+#include "app/cli/cli_out.h"
 #include "model/arch/model.h"
 #include "model/core/error.h"
 #include "model/core/overloaded.h"
@@ -85,7 +85,7 @@ json beam_step_json(const BeamStepRecord& r, const BeamGenerator& gen) {
 // Streams beam search's steps, then the best hypothesis.
 int stream_beams(BeamGenerator& gen, const strategy::Beam& b, const DecodeArgs& a) {
   while (BeamRecordPtr r = gen.step()) {
-    if (a.json) std::cout << beam_step_json(*r, gen).dump() << '\n' << std::flush;
+    if (a.json) out_line(beam_step_json(*r, gen).dump());
   }
   const std::vector<Hypothesis>& fin = gen.search().finished();
   if (fin.empty()) throw Error("beam search ended without a finished hypothesis");
@@ -93,24 +93,23 @@ int stream_beams(BeamGenerator& gen, const strategy::Beam& b, const DecodeArgs& 
   if (a.json) {
     json hyps = json::array();
     for (const Hypothesis& h : fin) hyps.push_back(hypothesis_json(h, gen));
-    std::cout << json{{"event", "done"},
-                      {"reason", to_string(gen.reason())},
-                      {"text", escape_invalid_utf8(gen.text(best))},
-                      {"text_bytes", bytes_json(gen.text(best))},
-                      {"tokens", generated(best.tokens, gen.n_prompt())},
-                      {"score", best.score},
-                      {"sum_logprob", best.sum_logprob},
-                      {"new_tokens", static_cast<int>(best.tokens.size()) - gen.n_prompt()},
-                      {"beams", b.beams},
-                      {"length_penalty", b.length_penalty},
-                      {"hypotheses", hyps},
-                      {"steps", gen.search().steps()},
-                      {"flops_total", gen.flops_total()},
-                      {"ms_total", gen.ms_total()}}
-                     .dump()
-              << '\n';
+    out_line(json{{"event", "done"},
+                  {"reason", to_string(gen.reason())},
+                  {"text", escape_invalid_utf8(gen.text(best))},
+                  {"text_bytes", bytes_json(gen.text(best))},
+                  {"tokens", generated(best.tokens, gen.n_prompt())},
+                  {"score", best.score},
+                  {"sum_logprob", best.sum_logprob},
+                  {"new_tokens", static_cast<int>(best.tokens.size()) - gen.n_prompt()},
+                  {"beams", b.beams},
+                  {"length_penalty", b.length_penalty},
+                  {"hypotheses", hyps},
+                  {"steps", gen.search().steps()},
+                  {"flops_total", gen.flops_total()},
+                  {"ms_total", gen.ms_total()}}
+                 .dump());
   } else {
-    std::cout << gen.text(best) << '\n' << std::flush;  // before the summary on stderr
+    out_line(gen.text(best));  // before the summary on stderr
     std::fprintf(stderr, "[%s] beam search, %d beams: best score %.4f (sum log p %.4f over %d tokens), stop: %s\n",
                  gen.model().name.c_str(), b.beams, best.score, best.sum_logprob, best.gen_len,
                  to_string(gen.reason()));
@@ -195,10 +194,10 @@ SpecTally stream_speculative(SpeculativeDecoder& spec, const Tokenizer& tok, boo
       ++t.verify_forwards;
     }
     if (as_json) {
-      std::cout << iteration_json(*it, tok).dump() << '\n' << std::flush;
+      out_line(iteration_json(*it, tok).dump());
     } else {
       const std::string text = spec.text();
-      if (text.size() > printed) std::cout << text.substr(printed) << std::flush;
+      if (text.size() > printed) out_text(text.substr(printed));
       printed = std::max(printed, text.size());
     }
   }
@@ -313,9 +312,9 @@ int run_speculative(SpeculativeDecoder& spec, const std::shared_ptr<const Model>
   const PlainRun plain = run_plain(target_model, a);
   const SpecSummary s = summarize(spec, tally, plain, p.k);
   if (a.json) {
-    std::cout << spec_done_json(spec, tally, plain, s, p.k).dump() << '\n';
+    out_line(spec_done_json(spec, tally, plain, s, p.k).dump());
   } else {
-    std::cout << '\n' << std::flush;  // the text ends before the summary on stderr, piped or not
+    out_text("\n");  // the text ends before the summary on stderr, piped or not
     const std::string predicted = std::isnan(s.predicted) ? "n/a" : rate_text(s.predicted, 2) + "x";
     std::fprintf(stderr,
                  "[%s drafted by %s] K=%d: %d new tokens, stop: %s; alpha %s (accepted %d of %d drafted), %.2f "

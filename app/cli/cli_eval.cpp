@@ -1,11 +1,11 @@
 #include <cmath>
 #include <cstdio>
-#include <iostream>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "app/cli/cli_flags.h"
 #include "app/cli/cli_kv.h"
+#include "app/cli/cli_out.h"
 #include "model/arch/model.h"
 #include "model/core/error.h"
 #include "model/core/file_io.h"
@@ -58,11 +58,15 @@ void add_kv_flags(CLI::App* cmd, KVFlags& f) {
           ->check(int_in(1, 1 << 20));
   f.sinks_opt = cmd->add_option("--kv-sinks", f.sinks, "With --kv-window: keep the first S positions too (0 <= S < W)")
                     ->check(int_in(0, 1 << 20));
+  add_kv_storage_flags(cmd, f);
+  add_kv_evict_flags(cmd, f);
+}
+
+void add_kv_storage_flags(CLI::App* cmd, KVFlags& f) {
   cmd->add_option("--kv-dtype", f.dtype, "K/V row format: f32|f16|q8_0|q4_0 (default f32)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
   f.block_opt = cmd->add_option("--kv-block", f.block, "Paged cache with B positions per block")
                     ->check(int_in(1, kv_block_max(nullptr), kKvBlockRangeText));
-  add_kv_evict_flags(cmd, f);
 }
 
 bool kv_settings_from_flags(const KVFlags& f, KVSettings* out, std::string* problem) {
@@ -173,22 +177,22 @@ int cmd_eval(const EvalArgs& a, const std::string& default_model) {
     j["max_abs_dlogit"] = max_dlogit;
   }
   if (a.json) {
-    std::cout << j.dump() << '\n';
+    out_line(j.dump());
     return 0;
   }
-  std::printf("%s on %s, KV cache %s\n", m->name.c_str(), a.file.c_str(), variant.describe().c_str());
-  std::printf("  predicted tokens   %llu\n", static_cast<unsigned long long>(predicted));
-  std::printf("  NLL / token        %.4f nats\n", nll);
-  std::printf("  perplexity         %.3f\n", std::exp(nll));
+  out_printf("%s on %s, KV cache %s\n", m->name.c_str(), a.file.c_str(), variant.describe().c_str());
+  out_printf("  predicted tokens   %llu\n", static_cast<unsigned long long>(predicted));
+  out_printf("  NLL / token        %.4f nats\n", nll);
+  out_printf("  perplexity         %.3f\n", std::exp(nll));
   if (bytes)
-    std::printf("  bits / byte        %.4f\n", bpb);
+    out_printf("  bits / byte        %.4f\n", bpb);
   else
-    std::printf("  bits / byte        - (no text bytes, only end-of-text markers)\n");
-  std::printf("  KV cache           %s per position; %s held after the longest window scored (%zu of %zu positions)\n",
-              format_bytes(variant.bytes_per_position()).c_str(), format_bytes(kv_bytes_max).c_str(), longest, W);
+    out_printf("  bits / byte        - (no text bytes, only end-of-text markers)\n");
+  out_printf("  KV cache           %s per position; %s held after the longest window scored (%zu of %zu positions)\n",
+             format_bytes(variant.bytes_per_position()).c_str(), format_bytes(kv_bytes_max).c_str(), longest, W);
   if (compare) {
-    std::printf("  vs dense f32: mean KL(dense || this) %.6f nats, top-1 agreement %.2f %%, max |dlogit| %.4f\n",
-                j["kl_dense_variant"].get<double>(), j["top1_agreement"].get<double>(), max_dlogit);
+    out_printf("  vs dense f32: mean KL(dense || this) %.6f nats, top-1 agreement %.2f %%, max |dlogit| %.4f\n",
+               j["kl_dense_variant"].get<double>(), j["top1_agreement"].get<double>(), max_dlogit);
   }
   return 0;
 }

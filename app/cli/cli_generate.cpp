@@ -3,13 +3,13 @@
 // speculative decoding run in cli_decode.cpp.
 #include <algorithm>
 #include <cstdio>
-#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "app/cli/cli.h"
 #include "app/cli/cli_commands.h"
 #include "app/cli/cli_flags.h"
 #include "app/cli/cli_json.h"
+#include "app/cli/cli_out.h"
 #include "app/cli/record_json.h"
 #include "model/arch/model.h"
 #include "model/core/error.h"
@@ -58,9 +58,9 @@ void print_generate_summary(const Generator& gen, const Model& model, bool as_js
               {"flops_total", gen.flops_total()},
               {"ms_total", gen.ms_total()},
               {"tokens_per_s", tps}};
-    std::cout << j.dump() << '\n';
+    out_line(j.dump());
   } else {
-    std::cout << '\n' << std::flush;  // the text ends before the summary on stderr, piped or not
+    out_text("\n");  // the text ends before the summary on stderr, piped or not
     std::fprintf(stderr, "[%s] %d new tokens, stop: %s, %.1f tokens/s, %s total, mode %s\n", model.name.c_str(),
                  gen.n_generated(), to_string(gen.reason()), tps,
                  format_flops(static_cast<double>(gen.flops_total())).c_str(),
@@ -80,13 +80,13 @@ int cmd_generate(const GenerateArgs& a, bool sampling_requested) {
   size_t printed = 0;
   while (RecordPtr r = gen.step()) {
     if (a.json) {
-      std::cout << step_json(*r, tok).dump() << '\n' << std::flush;
+      out_line(step_json(*r, tok).dump());
     } else {
       // Stream the text, holding back what a stop string could still cut.
       const std::string t = gen.text();
       const size_t end = gen.done() ? t.size() : (t.size() > hold ? t.size() - hold : 0);
       if (end > printed) {
-        std::cout << t.substr(printed, end - printed) << std::flush;
+        out_text(t.substr(printed, end - printed));
         printed = end;
       }
     }

@@ -2,13 +2,13 @@
 // tokenizer's ids for a text and its architecture, sizes and FLOPs per step.
 #include <cinttypes>
 #include <cstdio>
-#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "app/cli/cli.h"
 #include "app/cli/cli_commands.h"
 #include "app/cli/cli_flags.h"
 #include "app/cli/cli_json.h"
+#include "app/cli/cli_out.h"
 #include "model/arch/model.h"
 #include "model/core/units.h"
 #include "model/engine/engine.h"
@@ -55,28 +55,28 @@ void print_inspect(const Model& m) {
   const int T = c.n_positions;
   const uint64_t kv1 = forward_flops(c, 1, 1), kvT = forward_flops(c, 1, T);
   const uint64_t nc1 = forward_flops(c, 1, 1), ncT = forward_flops(c, T, T);
-  std::printf("model          %s (%s)\n", m.name.c_str(), m.dir.c_str());
-  std::printf("architecture   %s: %d layers, %d heads x %d (%d K/V heads), width %d, vocab %d\n",
-              c.is_llama() ? c.model_type.c_str() : "GPT-2", c.n_layer, c.n_head, c.head_dim(), c.kv_heads(), c.n_embd,
-              c.vocab_size);
-  std::printf("parameters     %" PRIu64 " (%s stored %s, %s resident)\n", m.n_params,
-              format_bytes(static_cast<double>(m.file_bytes)).c_str(), m.stored_dtype.c_str(),
-              format_bytes(static_cast<double>(m.weight_bytes())).c_str());
+  out_printf("model          %s (%s)\n", m.name.c_str(), m.dir.c_str());
+  out_printf("architecture   %s: %d layers, %d heads x %d (%d K/V heads), width %d, vocab %d\n",
+             c.is_llama() ? c.model_type.c_str() : "GPT-2", c.n_layer, c.n_head, c.head_dim(), c.kv_heads(), c.n_embd,
+             c.vocab_size);
+  out_printf("parameters     %" PRIu64 " (%s stored %s, %s resident)\n", m.n_params,
+             format_bytes(static_cast<double>(m.file_bytes)).c_str(), m.stored_dtype.c_str(),
+             format_bytes(static_cast<double>(m.weight_bytes())).c_str());
   if (c.n_positions < c.max_position_embeddings) {
-    std::printf("context        %d positions (the model allows %d; --ctx N reserves for N)\n", c.n_positions,
-                c.max_position_embeddings);
+    out_printf("context        %d positions (the model allows %d; --ctx N reserves for N)\n", c.n_positions,
+               c.max_position_embeddings);
   } else {
-    std::printf("context        %d positions\n", c.n_positions);
+    out_printf("context        %d positions\n", c.n_positions);
   }
-  std::printf("KV cache       %s per token (2 x %d layers x %d x 4 B), %s at full context\n",
-              format_bytes(static_cast<double>(kv_bytes_per_position(c))).c_str(), c.n_layer,
-              c.kv_heads() * c.head_dim(), format_bytes(static_cast<double>(kv_bytes_per_position(c)) * T).c_str());
-  std::printf("decode FLOPs   %-10s %18s %18s\n", "", "T = 1", ("T = " + std::to_string(T)).c_str());
-  std::printf("               %-10s %18s %18s\n", "KV CACHE", format_flops(static_cast<double>(kv1)).c_str(),
-              format_flops(static_cast<double>(kvT)).c_str());
-  std::printf("               %-10s %18s %18s\n", "NO CACHE", format_flops(static_cast<double>(nc1)).c_str(),
-              format_flops(static_cast<double>(ncT)).c_str());
-  std::printf("load time      %.3f s\n", m.load_seconds);
+  out_printf("KV cache       %s per token (2 x %d layers x %d x 4 B), %s at full context\n",
+             format_bytes(static_cast<double>(kv_bytes_per_position(c))).c_str(), c.n_layer,
+             c.kv_heads() * c.head_dim(), format_bytes(static_cast<double>(kv_bytes_per_position(c)) * T).c_str());
+  out_printf("decode FLOPs   %-10s %18s %18s\n", "", "T = 1", ("T = " + std::to_string(T)).c_str());
+  out_printf("               %-10s %18s %18s\n", "KV CACHE", format_flops(static_cast<double>(kv1)).c_str(),
+             format_flops(static_cast<double>(kvT)).c_str());
+  out_printf("               %-10s %18s %18s\n", "NO CACHE", format_flops(static_cast<double>(nc1)).c_str(),
+             format_flops(static_cast<double>(ncT)).c_str());
+  out_printf("load time      %.3f s\n", m.load_seconds);
 }
 
 }  // namespace
@@ -136,10 +136,10 @@ int run_tokenize_command(const TokenizeCommand& c) {
   // SentencePiece-style file strips the space its normalizer put in front).
   const std::string decoded = escape_invalid_utf8(tok.decode_text(ids));
   if (c.json) {
-    std::cout << json{{"ids", ids}, {"pieces", pieces}, {"bytes", bytes}, {"decoded", decoded}}.dump() << '\n';
+    out_line(json{{"ids", ids}, {"pieces", pieces}, {"bytes", bytes}, {"decoded", decoded}}.dump());
   } else {
-    for (int id : ids) std::printf("%6d  %s\n", id, quoted_bytes(tok.token_bytes(id)).c_str());
-    std::printf("%zu tokens, decoded: %s\n", ids.size(), quoted_bytes(tok.decode_text(ids)).c_str());
+    for (int id : ids) out_printf("%6d  %s\n", id, quoted_bytes(tok.token_bytes(id)).c_str());
+    out_printf("%zu tokens, decoded: %s\n", ids.size(), quoted_bytes(tok.decode_text(ids)).c_str());
   }
   return 0;
 }
@@ -155,7 +155,7 @@ void add_inspect_command(CLI::App& app, InspectCommand& c) {
 int run_inspect_command(const InspectCommand& c) {
   auto m = load_cli_model(c.model, c.ctx);
   if (c.json) {
-    std::cout << inspect_json(*m).dump(2) << '\n';
+    out_line(inspect_json(*m).dump(2));
   } else {
     print_inspect(*m);
   }

@@ -21,6 +21,9 @@ struct KVFlags {
 
 // Adds the flags to `cmd` (each with its range in --help).
 void add_kv_flags(CLI::App* cmd, KVFlags& f);
+// Only --kv-dtype and --kv-block: for serve, whose pool keeps every position
+// (a preempted request recomputes from 0, a shared prefix block is shared whole).
+void add_kv_storage_flags(CLI::App* cmd, KVFlags& f);
 // The settings, or a one-line message naming the flag and its accepted
 // range (S >= W, sinks without a window, an eviction rule without a budget
 // or beside a window): the caller's usage error.

@@ -2,13 +2,13 @@
 // static) batching, prefix caching, preemption by recompute; one batched
 // forward per engine step, streamed as text or JSON Lines (step, done, summary).
 #include <cstdio>
-#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "app/cli/cli.h"
 #include "app/cli/cli_commands.h"
 #include "app/cli/cli_flags.h"
 #include "app/cli/cli_json.h"
+#include "app/cli/cli_out.h"
 #include "model/arch/model.h"
 #include "model/core/error.h"
 #include "model/kv/kv_cache.h"
@@ -128,20 +128,20 @@ json summary_json(const Server& s, const ServeTotals& t) {
 
 std::string ids_text(const Server& s, const std::vector<int>& reqs) {
   std::string out;
-  for (int r : reqs) out += (out.empty() ? "" : ",") + s.requests()[static_cast<size_t>(r)].id;
+  for (int r : reqs) out += (out.empty() ? "" : ",") + terminal_safe(s.requests()[static_cast<size_t>(r)].id);
   return out.empty() ? "-" : out;
 }
 
 void print_step_text(const Server& s, const ServeStep& r) {
   std::string batch;
   for (const ServeEntry& e : r.entries) {
-    batch += " " + s.requests()[static_cast<size_t>(e.req)].id +
+    batch += " " + terminal_safe(s.requests()[static_cast<size_t>(e.req)].id) +
              (e.prefill ? ":prefill[" + std::to_string(e.first) + "," + std::to_string(e.first + e.n) + ")"
                         : ":decode@" + std::to_string(e.first));
   }
-  std::printf("step %d |%s | run %zu wait %zu | blocks %d used %d cached %d free | hits %d | preempted %s | %.2f ms\n",
-              r.step, batch.c_str(), r.running.size(), r.waiting.size(), r.blocks_used, r.blocks_cached,
-              r.blocks_free - r.blocks_cached, r.prefix_hit_blocks, ids_text(s, r.preempted).c_str(), r.ms);
+  out_printf("step %d |%s | run %zu wait %zu | blocks %d used %d cached %d free | hits %d | preempted %s | %.2f ms\n",
+             r.step, batch.c_str(), r.running.size(), r.waiting.size(), r.blocks_used, r.blocks_cached,
+             r.blocks_free - r.blocks_cached, r.prefix_hit_blocks, ids_text(s, r.preempted).c_str(), r.ms);
 }
 
 // "1 step", "2 steps".
@@ -151,12 +151,12 @@ std::string counted(long long n, const char* noun) {
 
 void print_done_text(const Server& s, int req) {
   const json d = done_json(s, req);
-  std::printf("done %s (%s, %s, TTFT %s / %.1f ms, latency %s / %.1f ms, %s): %s\n",
-              s.requests()[static_cast<size_t>(req)].id.c_str(), d["reason"].get<std::string>().c_str(),
-              counted(static_cast<long long>(s.result(req).tokens.size()), "token").c_str(),
-              counted(d["ttft_steps"].get<int>(), "step").c_str(), d["ttft_ms"].get<double>(),
-              counted(d["latency_steps"].get<int>(), "step").c_str(), d["latency_ms"].get<double>(),
-              counted(s.result(req).preemptions, "preemption").c_str(), escape_invalid_utf8(s.text(req)).c_str());
+  out_printf("done %s (%s, %s, TTFT %s / %.1f ms, latency %s / %.1f ms, %s): %s\n",
+             terminal_safe(s.requests()[static_cast<size_t>(req)].id).c_str(), d["reason"].get<std::string>().c_str(),
+             counted(static_cast<long long>(s.result(req).tokens.size()), "token").c_str(),
+             counted(d["ttft_steps"].get<int>(), "step").c_str(), d["ttft_ms"].get<double>(),
+             counted(d["latency_steps"].get<int>(), "step").c_str(), d["latency_ms"].get<double>(),
+             counted(s.result(req).preemptions, "preemption").c_str(), terminal_safe(s.text(req)).c_str());
 }
 
 void print_summary_text(const json& j) {
@@ -167,7 +167,7 @@ void print_summary_text(const json& j) {
                   "slots holding tokens: %.0f%% of the paged pool's, %.0f%% of one contiguous context per request",
                   100 * (1 - j["paged_wasted_frac"].get<double>()),
                   100 * (1 - j["contiguous_wasted_frac"].get<double>()));
-  std::printf(
+  out_printf(
       "summary: %s, %s, %s in %.1f ms = %.1f tokens/s; mean TTFT %.1f ms, latency %.1f ms; "
       "%s, %s; pool %.0f%% used on average (peak %.0f%%); %s\n",
       counted(j["requests"].get<int>(), "request").c_str(), counted(j["steps"].get<int>(), "step").c_str(),
@@ -180,9 +180,6 @@ void print_summary_text(const json& j) {
 
 ServeOptions serve_options(const ServeCommand& c) {
   const KVSettings kv = kv_settings_or_throw(c.kv);
-  refuse_window(kv, "serve",
-                "serving recomputes preempted requests from position 0 and shares prefix blocks across requests, "
-                "which need all");
   ServeOptions o;
   o.kv_dtype = kv.dtype;
   o.sched.block = kv.block > 0 ? kv.block : kDefaultKvBlock;
@@ -218,7 +215,7 @@ void add_serve_command(CLI::App& app, ServeCommand& c) {
       ->check(CLI::IsMember({"continuous", "static"}));
   s->add_flag("--prefix-caching", c.prefix_caching, "Share cached full blocks of common prompt prefixes");
   s->add_flag("--json", c.json, "JSON Lines: step, done, summary");
-  add_kv_flags(s, c.kv);
+  add_kv_storage_flags(s, c.kv);
   c.kv.block_opt->description("Positions per pool block B (serve always pages; default " +
                               std::to_string(kDefaultKvBlock) + ")");
 }
@@ -233,9 +230,8 @@ int run_serve_command(const ServeCommand& c) {
   while (auto r = server.step()) {
     totals.add(*r);
     if (c.json) {
-      std::cout << step_json(server, *r).dump() << '\n';
-      for (int f : r->finished) std::cout << done_json(server, f).dump() << '\n';
-      std::cout << std::flush;
+      out_line(step_json(server, *r).dump());
+      for (int f : r->finished) out_line(done_json(server, f).dump());
     } else {
       print_step_text(server, *r);
       for (int f : r->finished) print_done_text(server, f);
@@ -243,7 +239,7 @@ int run_serve_command(const ServeCommand& c) {
   }
   const json sum = summary_json(server, totals);
   if (c.json) {
-    std::cout << sum.dump() << '\n';
+    out_line(sum.dump());
   } else {
     print_summary_text(sum);
   }

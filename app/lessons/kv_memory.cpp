@@ -10,6 +10,7 @@
 
 #include "app/platform/assets.h"
 #include "model/core/error.h"
+#include "model/core/json_quote.h"
 
 namespace kvscope {
 namespace {
@@ -22,7 +23,7 @@ int get_int_field(const json& e, const std::string& where, const char* key, int 
     return 0;
   }
   const json& v = e[key];
-  if (!v.is_number_integer()) throw Error(where + ": field \"" + key + "\" must be an integer, got " + v.dump());
+  if (!v.is_number_integer()) throw Error(where + ": field \"" + key + "\" must be an integer, got " + json_quote(v));
   const int64_t x = v.get<int64_t>();
   if (x < lo || x > hi) {
     throw Error(where + ": field \"" + key + "\" = " + std::to_string(x) + " is out of range (expected " +
@@ -36,7 +37,7 @@ std::string get_string_field(const json& e, const std::string& where, const char
     if (required) throw Error(where + ": missing field \"" + key + "\" (expected a string)");
     return "";
   }
-  if (!e[key].is_string()) throw Error(where + ": field \"" + key + "\" must be a string, got " + e[key].dump());
+  if (!e[key].is_string()) throw Error(where + ": field \"" + key + "\" must be a string, got " + json_quote(e[key]));
   return e[key].get<std::string>();
 }
 
@@ -113,7 +114,7 @@ std::vector<KvModelSpec> parse_kv_configs(const std::string& json_text, const st
   for (size_t i = 0; i < arr.size(); ++i) {
     const json& e = arr[i];
     std::string where = origin + ": configs[" + std::to_string(i) + "]";
-    if (!e.is_object()) throw Error(where + ": expected an object, got " + e.dump());
+    if (!e.is_object()) throw Error(where + ": expected an object, got " + json_quote(e));
     KvModelSpec m;
     m.name = get_string_field(e, where, "name", true);
     if (m.name.empty()) throw Error(where + ": field \"name\" is empty");
@@ -132,7 +133,7 @@ std::vector<KvModelSpec> parse_kv_configs(const std::string& json_text, const st
     }
     if (!e.contains("params") || !e["params"].is_number_unsigned() || e["params"].get<uint64_t>() == 0) {
       throw Error(where + ": field \"params\" must be a positive integer (the parameter count), got " +
-                  (e.contains("params") ? e["params"].dump() : std::string("nothing")));
+                  (e.contains("params") ? json_quote(e["params"]) : std::string("nothing")));
     }
     m.params = e["params"].get<uint64_t>();
     m.source = get_string_field(e, where, "source", true);

@@ -8,6 +8,7 @@
 
 #include "model/core/error.h"
 #include "model/core/file_io.h"
+#include "model/core/json_quote.h"
 
 namespace kvscope {
 
@@ -23,7 +24,7 @@ struct Reader {
 
   [[noreturn]] void fail(const std::string& field, const std::string& expected, const json* got = nullptr) const {
     std::string msg = file + ": " + field + ": expected " + expected;
-    if (got) msg += ", got " + got->dump().substr(0, 80);
+    if (got) msg += ", got " + json_quote(*got, 80);
     throw Error(msg);
   }
   const json& member(const json& obj, const char* key, const std::string& where) const {

@@ -7,6 +7,7 @@
 #include "app/session/json_number.h"
 #include "app/session/text_scale.h"
 #include "model/core/error.h"
+#include "model/core/json_quote.h"
 
 namespace kvscope {
 
@@ -73,20 +74,20 @@ struct ViewReader {
   // Numbers are read as their member holds them; their range is fit_choices' (the restore names what it fits).
   void operator()(int UiState::*m, UiState& ui) const {
     int x = 0;
-    if (!v.is_number_integer() || !number_as(v, x)) fail("must be an integer, got " + v.dump());
+    if (!v.is_number_integer() || !number_as(v, x)) fail("must be an integer, got " + json_quote(v));
     ui.*m = x;
   }
   void operator()(float UiState::*m, UiState& ui) const {
     float x = 0;
-    if (!v.is_number() || !number_as(v, x)) fail("must be a number, got " + v.dump());
+    if (!v.is_number() || !number_as(v, x)) fail("must be a number, got " + json_quote(v));
     ui.*m = x;
   }
   void operator()(bool UiState::*m, UiState& ui) const {
-    if (!v.is_boolean()) fail("must be true or false, got " + v.dump());
+    if (!v.is_boolean()) fail("must be true or false, got " + json_quote(v));
     ui.*m = v.get<bool>();
   }
   void operator()(std::string UiState::*m, UiState& ui) const {
-    if (!v.is_string()) fail("must be a string, got " + v.dump());
+    if (!v.is_string()) fail("must be a string, got " + json_quote(v));
     ui.*m = v.get<std::string>();
   }
 };
@@ -136,7 +137,7 @@ void choices_from_view_json(const json& j, const std::string& origin, ViewChoice
     if (!parent) continue;
     if (!parent->is_object())
       throw Error(origin + ": field \"" + std::string(row.view_key, std::strchr(row.view_key, '.')) +
-                  "\" must be an object, got " + parent->dump());
+                  "\" must be an object, got " + json_quote(*parent));
     const auto it = parent->find(field);
     if (it == parent->end() || it->is_null()) continue;
     const ViewReader read{origin, row, *it};

@@ -259,7 +259,7 @@ std::string apply_demo_view(const char* name, std::string& view) {
 
 std::string apply_demo_camera(const char* name, std::optional<CameraPreset>& camera) {
   CameraPreset p = CameraPreset::kFront;
-  if (!name) return "";
+  if (!name || !*name) return "";  // unset or empty, as for every KVSCOPE_DEMO_* variable
   if (!parse_camera(name, p))
     return "KVSCOPE_DEMO_CAMERA: expected front, top, side or follow, got \"" + std::string(name) + "\"";
   camera = p;
@@ -267,7 +267,7 @@ std::string apply_demo_camera(const char* name, std::optional<CameraPreset>& cam
 }
 
 std::string apply_demo_open(const char* list, std::vector<std::string>& panels) {
-  if (!list) return "";
+  if (!list || !*list) return "";  // unset or empty: no panels opened
   const std::string s = list;
   std::vector<std::string> names;
   for (size_t i = 0; i <= s.size();) {
@@ -312,7 +312,7 @@ void open_demo_panels(const std::vector<std::string>& panels, UiState& ui) {
 
 std::string apply_demo_window(const char* text_scale, const char* size, UiState& ui, int& width, int& height) {
   std::string err;
-  if (text_scale) {
+  if (text_scale && *text_scale) {  // empty reads as unset, as for every KVSCOPE_DEMO_* variable
     char* end = nullptr;
     const float k = std::strtof(text_scale, &end);
     if (end != text_scale && *end == '\0' && k >= kMinTextScale && k <= kMaxTextScale)
@@ -320,7 +320,7 @@ std::string apply_demo_window(const char* text_scale, const char* size, UiState&
     else
       err = "KVSCOPE_DEMO_TEXT_SCALE: expected a number from 0.75 to 2.5, got \"" + std::string(text_scale) + "\"";
   }
-  if (size) {
+  if (size && *size) {
     int w = 0, h = 0, used = 0;
     if (std::sscanf(size, "%dx%d%n", &w, &h, &used) == 2 && size[used] == '\0' && w >= 320 && h >= 240 && w <= 7680 &&
         h <= 4320) {

@@ -16,6 +16,7 @@
 #include "app/session/session.h"
 #include "app/session/text_scale.h"
 #include "model/core/error.h"
+#include "model/core/json_quote.h"
 #include "model/decoding/setting_ranges.h"
 #include "model/kv/kv_cache.h"
 
@@ -26,13 +27,6 @@ using nlohmann::json;
 namespace {
 
 constexpr int64_t kStepsMax = 1 << 24;
-
-// A value as a message shows it: JSON with non-ASCII escaped (so a cut
-// cannot split a character), cut to 40 characters.
-std::string shown(const json& v) {
-  std::string t = v.dump(-1, ' ', true, json::error_handler_t::replace);
-  return t.size() > 40 ? t.substr(0, 37) + "..." : t;
-}
 
 // One command's fields, read with the command's name for the messages.
 class Fields {
@@ -74,7 +68,7 @@ class Fields {
   }
 
   [[noreturn]] void bad(const char* key, const std::string& expected, const json& v) const {
-    std::string got = shown(v);
+    std::string got = json_quote(v, 40);
     if (v.is_null()) got += " (NaN and Infinity reach JSON as null)";
     throw UsageError(cmd_ + ": \"" + key + "\" must be " + expected + ", got " + got);
   }
@@ -273,7 +267,8 @@ const std::vector<CommandFields> kCommands = {{"prompt", {"text"}},
 // Throws unless `c` is an object naming a known command with only its own fields.
 void check_shape(const json& c) {
   if (!c.is_object() || !c.contains("cmd") || !c.at("cmd").is_string()) {
-    throw UsageError("command: expected an object naming its command, such as {\"cmd\": \"step\"}, got " + shown(c));
+    throw UsageError("command: expected an object naming its command, such as {\"cmd\": \"step\"}, got " +
+                     json_quote(c, 40));
   }
   const std::string name = c.at("cmd").get<std::string>();
   std::string names;
@@ -284,11 +279,11 @@ void check_shape(const json& c) {
     for (const char* f : k.fields) takes += (takes.empty() ? "\"" : ", \"") + std::string(f) + "\"";
     for (const auto& item : c.items())
       if (item.key() != "cmd" && std::find(k.fields.begin(), k.fields.end(), item.key()) == k.fields.end())
-        throw UsageError(name + ": takes no field " + shown(item.key()) + " (" +
+        throw UsageError(name + ": takes no field " + json_quote(item.key(), 40) + " (" +
                          (takes.empty() ? "it takes none" : "it takes " + takes) + ")");
     return;
   }
-  throw UsageError("command: unknown cmd " + shown(name) + " (expected " + names + ")");
+  throw UsageError("command: unknown cmd " + json_quote(name, 40) + " (expected " + names + ")");
 }
 
 }  // namespace
@@ -329,17 +324,17 @@ Commands commands_from_json(const json& c, Session& s) {
 std::vector<std::string> cli_args_from_json(const json& args) {
   const char* expected = "an array of strings, such as [\"generate\", \"--prompt\", \"Hi\"]";
   if (!args.is_array()) {
-    throw UsageError(std::string("kvscope.cli: expected ") + expected + ", got " + shown(args));
+    throw UsageError(std::string("kvscope.cli: expected ") + expected + ", got " + json_quote(args, 40));
   }
   std::vector<std::string> words;
   for (size_t i = 0; i < args.size(); ++i) {
     const json& a = args[i];
     if (!a.is_string())
-      throw UsageError("kvscope.cli: element " + std::to_string(i) + " is " + shown(a) + ", not a string (expected " +
-                       expected + ")");
+      throw UsageError("kvscope.cli: element " + std::to_string(i) + " is " + json_quote(a, 40) +
+                       ", not a string (expected " + expected + ")");
     if (a.get_ref<const std::string&>().find('\0') != std::string::npos)
       throw UsageError("kvscope.cli: element " + std::to_string(i) +
-                       " holds a NUL character, which ends a command-line word (" + shown(a) + ")");
+                       " holds a NUL character, which ends a command-line word (" + json_quote(a, 40) + ")");
     words.push_back(a.get<std::string>());
   }
   return words;
@@ -348,7 +343,7 @@ std::vector<std::string> cli_args_from_json(const json& args) {
 json parse_page_json(const char* text, const std::string& what) {
   if (!text || !*text) throw UsageError(what + ": nothing was given (undefined?)");
   try {
-    return json::parse(text ? text : "");
+    return parse_json_bounded(text, kJsonMaxDepth, what);
   } catch (const json::out_of_range& e) {
     throw UsageError(what + ": a number beyond a double (" + e.what() + ")");
   } catch (const json::exception& e) {
@@ -357,6 +352,10 @@ json parse_page_json(const char* text, const std::string& what) {
       throw UsageError(what + ": a string holds a lone UTF-16 surrogate (half of a character), which is not text (" +
                        m + ")");
     throw UsageError(what + ": not JSON (" + m + ")");
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {  // nested too deep
+    throw UsageError(e.what());
   }
 }
 

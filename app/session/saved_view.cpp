@@ -8,6 +8,7 @@
 #include "app/session/choices.h"
 #include "model/core/error.h"
 #include "model/core/file_io.h"
+#include "model/core/json_quote.h"
 #include "model/decoding/sampler_json.h"
 
 namespace kvscope {
@@ -35,7 +36,7 @@ struct Reader {
   float number(const json& obj, const char* key, const std::string& path, float lo, float hi, float fallback) const {
     const json* v = find(obj, key);
     if (!v) return fallback;
-    if (!v->is_number()) fail(path, "must be a number, got " + v->dump());
+    if (!v->is_number()) fail(path, "must be a number, got " + json_quote(*v));
     const double x = v->get<double>();
     if (!std::isfinite(x) || x < lo || x > hi) {
       char buf[160];
@@ -50,7 +51,7 @@ struct Reader {
                   int64_t fallback) const {
     const json* v = find(obj, key);
     if (!v) return fallback;
-    if (!v->is_number_integer()) fail(path, "must be an integer, got " + v->dump());
+    if (!v->is_number_integer()) fail(path, "must be an integer, got " + json_quote(*v));
     const int64_t x = v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
                           ? INT64_MAX
                           : v->get<int64_t>();
@@ -64,13 +65,13 @@ struct Reader {
   std::string string(const json& obj, const char* key, const std::string& path, const std::string& fallback) const {
     const json* v = find(obj, key);
     if (!v) return fallback;
-    if (!v->is_string()) fail(path, "must be a string, got " + v->dump());
+    if (!v->is_string()) fail(path, "must be a string, got " + json_quote(*v));
     return v->get<std::string>();
   }
 
   const json* object(const json& obj, const char* key, const std::string& path) const {
     const json* v = find(obj, key);
-    if (v && !v->is_object()) fail(path, "must be an object, got " + v->dump());
+    if (v && !v->is_object()) fail(path, "must be an object, got " + json_quote(*v));
     return v;
   }
 };
@@ -103,7 +104,7 @@ std::string view_to_json(const SavedView& v) {
 SavedView view_from_json(const std::string& text, const std::string& origin) {
   json j;
   try {
-    j = json::parse(text);
+    j = parse_json_bounded(text, kJsonMaxDepth, origin);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e999
     throw Error(origin + ": not valid JSON (" + e.what() + ")");
   }
@@ -118,11 +119,12 @@ SavedView view_from_json(const std::string& text, const std::string& origin) {
   SavedView v;
   if (const json* cam = rd.object(j, "camera", "camera")) {
     if (const json* t = rd.find(*cam, "target")) {
-      if (!t->is_array() || t->size() != 3) rd.fail("camera.target", "must be an array of 3 numbers, got " + t->dump());
+      if (!t->is_array() || t->size() != 3)
+        rd.fail("camera.target", "must be an array of 3 numbers, got " + json_quote(*t));
       for (size_t i = 0; i < 3; ++i) {
         const json& x = (*t)[i];
         if (!x.is_number() || !std::isfinite(x.get<double>()) || std::fabs(x.get<double>()) > kAnyFloat)
-          rd.fail("camera.target[" + std::to_string(i) + "]", "must be a number, got " + x.dump());
+          rd.fail("camera.target[" + std::to_string(i) + "]", "must be a number, got " + json_quote(x));
         v.camera.target[i] = x.get<float>();
       }
     }

@@ -14,6 +14,7 @@
 #include "app/session/json_number.h"
 #include "model/core/error.h"
 #include "model/core/file_io.h"
+#include "model/core/json_quote.h"
 #include "model/decoding/sampler_json.h"
 
 namespace kvscope {
@@ -103,7 +104,7 @@ std::string sampler_from_settings(const json& j, SamplerSettings& out) {
   if (it == j.end()) return "";
   SamplerSettings s = out;
   try {
-    if (!it->is_object()) throw Error("field \"sampler\": expected an object, got " + it->dump());
+    if (!it->is_object()) throw Error("field \"sampler\": expected an object, got " + json_quote(*it));
     sampler_fields_from_json(*it, "sampler.", s);
   } catch (const Error& e) {
     return std::string(e.what()) + "; using the default sampler";
@@ -129,9 +130,12 @@ bool settings_from_json(const std::string& text, const std::string& path, UiStat
                         std::string& error) {
   json j;
   try {
-    j = json::parse(text);
+    j = parse_json_bounded(text, kJsonMaxDepth, "settings file " + path);
   } catch (const json::exception& e) {
     error = "settings file " + path + " is not valid JSON (" + e.what() + "); using defaults";
+    return false;
+  } catch (const Error& e) {
+    error = std::string(e.what()) + "; using defaults";
     return false;
   }
   if (!j.is_object()) {

@@ -6,6 +6,7 @@
 
 #include "model/core/error.h"
 #include "model/core/file_io.h"
+#include "model/core/json_quote.h"
 
 namespace kvscope {
 namespace {
@@ -19,7 +20,7 @@ int get_int(const json& j, const std::string& origin, const char* key, int lo, i
   }
   const json& v = j[key];
   if (!v.is_number_integer()) {
-    throw Error(origin + ": field \"" + key + "\" must be an integer, got " + v.dump());
+    throw Error(origin + ": field \"" + key + "\" must be an integer, got " + json_quote(v));
   }
   const int64_t x = v.get<int64_t>();
   if (x < lo || x > hi) {
@@ -38,7 +39,7 @@ double get_positive(const json& j, const std::string& origin, const char* key, d
   const double x = j[key].is_number() ? j[key].get<double>() : 0.0;
   if (!(x > 0) || x > std::numeric_limits<float>::max() || !(static_cast<float>(x) > 0)) {
     throw Error(origin + ": field \"" + key + "\" must be a positive number representable as a float, got " +
-                j[key].dump());
+                json_quote(j[key]));
   }
   return x;
 }
@@ -46,13 +47,14 @@ double get_positive(const json& j, const std::string& origin, const char* key, d
 // A string field (absent or null: `fallback`).
 std::string get_string(const json& j, const std::string& origin, const char* key, const std::string& fallback) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (!j[key].is_string()) throw Error(origin + ": field \"" + key + "\" must be a string, got " + j[key].dump());
+  if (!j[key].is_string()) throw Error(origin + ": field \"" + key + "\" must be a string, got " + json_quote(j[key]));
   return j[key].get<std::string>();
 }
 
 bool get_bool(const json& j, const std::string& origin, const char* key, bool fallback) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (!j[key].is_boolean()) throw Error(origin + ": field \"" + key + "\" must be true or false, got " + j[key].dump());
+  if (!j[key].is_boolean())
+    throw Error(origin + ": field \"" + key + "\" must be true or false, got " + json_quote(j[key]));
   return j[key].get<bool>();
 }
 
@@ -94,7 +96,7 @@ void parse_rope_scaling(const json& j, const std::string& origin, Config& c) {
   if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return;
   const json& r = j["rope_scaling"];
   const std::string where = origin + ": rope_scaling";
-  if (!r.is_object()) throw Error(where + " must be an object or null, got " + r.dump());
+  if (!r.is_object()) throw Error(where + " must be an object or null, got " + json_quote(r));
   std::string type;
   for (const char* key : {"rope_type", "type"}) {
     if (type.empty()) type = get_string(r, where, key, "");
@@ -125,7 +127,7 @@ void parse_eos(const json& j, const std::string& origin, Config& c) {
   const json list = e.is_array() ? e : json::array({e});
   for (const json& v : list) {
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.vocab_size) {
-      throw Error(origin + ": eos_token_id " + e.dump() + " must be an id (or a list of ids) below vocab_size (" +
+      throw Error(origin + ": eos_token_id " + json_quote(e) + " must be an id (or a list of ids) below vocab_size (" +
                   std::to_string(c.vocab_size) + ")");
     }
     c.eos_token_ids.push_back(v.get<int>());
@@ -225,7 +227,7 @@ Config parse_config(const std::string& json_text, const std::string& origin) try
     const double eps = j["layer_norm_epsilon"].is_number() ? j["layer_norm_epsilon"].get<double>() : 0.0;
     if (!(eps > 0) || eps > std::numeric_limits<float>::max() || !(static_cast<float>(eps) > 0)) {
       throw Error(origin + ": field \"layer_norm_epsilon\" must be a positive number representable as a float, got " +
-                  j["layer_norm_epsilon"].dump());
+                  json_quote(j["layer_norm_epsilon"]));
     }
     c.layer_norm_epsilon = static_cast<float>(eps);
   }

@@ -18,6 +18,7 @@
 #include "model/arch/tensor_checks.h"
 #include "model/core/error.h"
 #include "model/core/file_io.h"
+#include "model/core/json_quote.h"
 #include "model/core/units.h"
 
 namespace kvscope {
@@ -128,7 +129,7 @@ WeightFiles find_weight_files(const std::string& dir, const std::atomic<bool>* c
   for (const auto& [tensor, file] : j["weight_map"].items()) {
     if (!file.is_string() || file.get<std::string>().empty() ||
         file.get<std::string>().find('/') != std::string::npos || file.get<std::string>() == "..") {
-      throw Error(wf.index + ": weight_map[\"" + tensor + "\"] = " + file.dump() +
+      throw Error(wf.index + ": weight_map[\"" + tensor + "\"] = " + json_quote(file) +
                   " (expected a file name in the same folder)");
     }
     const std::string path = (fs::path(dir) / file.get<std::string>()).string();

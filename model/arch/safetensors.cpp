@@ -1,5 +1,6 @@
 #include "model/arch/safetensors.h"
 
+#include "model/core/json_quote.h"
 #include "model/core/numeric.h"
 
 #include <algorithm>
@@ -137,7 +138,7 @@ std::map<std::string, TensorInfo> parse_safetensors_header(const char* text, uin
     if (esize == 0) throw Error(where + ": unknown dtype \"" + info.dtype + "\"");
     uint64_t numel = 1;
     for (const auto& d : e["shape"]) {
-      if (!d.is_number_unsigned()) throw Error(where + ": shape must hold non-negative integers, got " + d.dump());
+      if (!d.is_number_unsigned()) throw Error(where + ": shape must hold non-negative integers, got " + json_quote(d));
       const uint64_t dim = d.get<uint64_t>();
       if (dim > (1ull << 40) || (dim && numel > (1ull << 40) / dim)) throw Error(where + ": shape is too large");
       info.shape.push_back(static_cast<int64_t>(dim));

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "model/core/error.h"
+#include "model/core/json_quote.h"
 #include "model/decoding/setting_ranges.h"
 
 namespace kvscope {
@@ -24,11 +25,11 @@ void real(const json& obj, const std::string& prefix, const RealSetting& r, cons
   const json* v = field(obj, key);
   if (!v) return;
   const std::string range = (r.lo_open ? "(" : "[") + json(r.lo).dump() + ", " + json(r.hi).dump() + "]";
-  if (!v->is_number()) fail(prefix, key, "expected a number in " + range + ", got " + v->dump());
+  if (!v->is_number()) fail(prefix, key, "expected a number in " + range + ", got " + json_quote(*v));
   const double x = v->get<double>();
   if (!std::isfinite(x) || !r.contains(x))
     fail(prefix, key,
-         v->dump() + " is out of range (expected " + range +
+         json_quote(*v) + " is out of range (expected " + range +
              (r.rounds_to_bound(x) ? "; held as a float it rounds to " + json(r.lo).dump() : std::string()) + ")");
   out = static_cast<float>(x);
 }
@@ -46,7 +47,7 @@ json sampler_to_json(const SamplerSettings& s) {
 
 void sampler_fields_from_json(const json& obj, const std::string& prefix, SamplerSettings& s) {
   if (const json* v = field(obj, "greedy")) {
-    if (!v->is_boolean()) fail(prefix, "greedy", "expected true or false, got " + v->dump());
+    if (!v->is_boolean()) fail(prefix, "greedy", "expected true or false, got " + json_quote(*v));
     s.greedy = v->get<bool>();
   }
   real(obj, prefix, setting::kTemperature, "temperature", s.temperature);
@@ -55,15 +56,16 @@ void sampler_fields_from_json(const json& obj, const std::string& prefix, Sample
   if (const json* v = field(obj, "top_k")) {
     const IntSetting& k = setting::kTopK;
     const std::string range = std::to_string(k.lo) + ".." + std::to_string(k.hi);
-    if (!v->is_number_integer()) fail(prefix, "top_k", "expected a whole number in " + range + ", got " + v->dump());
+    if (!v->is_number_integer())
+      fail(prefix, "top_k", "expected a whole number in " + range + ", got " + json_quote(*v));
     const bool big = v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(k.hi);
     if (big || v->get<int64_t>() < k.lo || v->get<int64_t>() > k.hi)
-      fail(prefix, "top_k", v->dump() + " is out of range (expected " + range + ")");
+      fail(prefix, "top_k", json_quote(*v) + " is out of range (expected " + range + ")");
     s.top_k = static_cast<int>(v->get<int64_t>());
   }
   if (const json* v = field(obj, "seed")) {
     if (!v->is_number_unsigned() && !(v->is_number_integer() && v->get<int64_t>() >= 0))
-      fail(prefix, "seed", "expected a whole number in 0..18446744073709551615, got " + v->dump());
+      fail(prefix, "seed", "expected a whole number in 0..18446744073709551615, got " + json_quote(*v));
     s.seed = v->get<uint64_t>();
   }
 }

@@ -1,5 +1,6 @@
 #include "model/serving/requests.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -8,6 +9,7 @@
 
 #include "model/core/error.h"
 #include "model/core/file_io.h"
+#include "model/core/json_quote.h"
 #include "model/decoding/generator.h"
 #include "model/decoding/sampler_json.h"
 
@@ -27,11 +29,11 @@ struct LineError {
 int64_t whole(const json& j, const char* name, int64_t lo, int64_t hi, const LineError& fail) {
   if (!j.is_number_integer())
     fail(std::string("field \"") + name + "\": expected a whole number in " + std::to_string(lo) + ".." +
-         std::to_string(hi) + ", got " + j.dump());
+         std::to_string(hi) + ", got " + json_quote(j));
   const int64_t x =
       j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : j.get<int64_t>();
   if (x < lo || x > hi)
-    fail(std::string("field \"") + name + "\": " + j.dump() + " is outside " + std::to_string(lo) + ".." +
+    fail(std::string("field \"") + name + "\": " + json_quote(j) + " is outside " + std::to_string(lo) + ".." +
          std::to_string(hi));
   return x;
 }
@@ -43,15 +45,19 @@ SamplerSettings sampler_of(const json& j, const LineError& fail) {
     if (j.contains(key) && j[key].is_null())
       fail(std::string("field \"") + key + "\": expected a value, got null (leave the field out for the default)");
   SamplerSettings s;
-  const bool sampling = j.contains("temperature") || j.contains("top_k") || j.contains("top_p");
+  const bool sampling_fields = j.contains("temperature") || j.contains("top_k") || j.contains("top_p");
   try {
     sampler_fields_from_json(j, "", s);
   } catch (const Error& e) {
     fail(e.what());
   }
-  if (s.greedy && j.contains("greedy") && sampling)
+  const bool greedy_given = j.contains("greedy");
+  if (greedy_given && s.greedy && sampling_fields)
     fail("field \"greedy\": true cannot be combined with temperature, top_k or top_p");
-  s.greedy = !sampling;  // generate's rule: greedy unless a sampling flag is given
+  // generate's rule: greedy unless asked to sample (a sampling field, or "greedy": false).
+  s.greedy = !sampling_fields && !(greedy_given && !s.greedy);
+  if (s.greedy && j.contains("seed"))
+    fail("field \"seed\": used only when sampling (expected temperature, top_k, top_p or \"greedy\": false with it)");
   return s;
 }
 
@@ -60,11 +66,11 @@ std::string id_of(const json& j, const LineError& fail) {
   const json& id = j["id"];
   if (id.is_string() && !id.get<std::string>().empty()) return id.get<std::string>();
   if (id.is_number_integer()) return id.dump();
-  fail("field \"id\": expected a non-empty string or a whole number, got " + id.dump());
+  fail("field \"id\": expected a non-empty string or a whole number, got " + json_quote(id));
 }
 
 ServeRequest request_of(const json& j, const Model& model, int pool_blocks, int block, const LineError& fail) {
-  if (!j.is_object()) fail("expected a JSON object {\"id\", \"prompt\", \"max_new\", ...}, got " + j.dump());
+  if (!j.is_object()) fail("expected a JSON object {\"id\", \"prompt\", \"max_new\", ...}, got " + json_quote(j));
   for (const auto& kv : j.items())
     if (!kFields.count(kv.key()))
       fail("unknown field \"" + kv.key() +
@@ -72,7 +78,8 @@ ServeRequest request_of(const json& j, const Model& model, int pool_blocks, int 
   ServeRequest r;
   r.id = id_of(j, fail);
   if (!j.contains("prompt") || !j["prompt"].is_string() || j["prompt"].get<std::string>().empty())
-    fail("field \"prompt\": expected a non-empty string" + (j.contains("prompt") ? ", got " + j["prompt"].dump() : ""));
+    fail("field \"prompt\": expected a non-empty string" +
+         (j.contains("prompt") ? ", got " + json_quote(j["prompt"]) : ""));
   if (!j.contains("max_new"))
     fail("missing field \"max_new\" (expected a whole number in 1.." + std::to_string(kMaxNewLimit) + ")");
   r.max_new = static_cast<int>(whole(j["max_new"], "max_new", 1, kMaxNewLimit, fail));
@@ -82,9 +89,15 @@ ServeRequest request_of(const json& j, const Model& model, int pool_blocks, int 
   const Config& c = model.config;
   const int n = static_cast<int>(r.prompt.size());
   if (n < 1) fail("field \"prompt\": encodes to no tokens");
-  if (n > c.n_positions)
-    fail("field \"prompt\": " + std::to_string(n) + " tokens, longer than the context (expected at most " +
-         std::to_string(c.n_positions) + ", the model's n_positions)");
+  if (n > c.n_positions) {
+    const int need = std::min(n + r.max_new - 1, c.max_position_embeddings);
+    fail("field \"prompt\": " + std::to_string(n) + " tokens, longer than the context of " +
+         std::to_string(c.n_positions) + " positions" +
+         (n <= c.max_position_embeddings && c.n_positions < c.max_position_embeddings
+              ? " kvscope reserves (--ctx; the model allows " + std::to_string(c.max_position_embeddings) +
+                    "): pass --ctx " + std::to_string(need) + " or a shorter prompt"
+              : " (the model's n_positions; expected a shorter prompt)"));
+  }
   const int need = blocks_needed(n, r.max_new, c.n_positions, block);
   if (need > pool_blocks)
     fail("request \"" + r.id + "\" could never fit the pool: its prompt (" + std::to_string(n) +
@@ -110,7 +123,11 @@ json parse_line(const std::string& line, const LineError& fail) {
     return true;
   };
   try {
-    return json::parse(line, seen);
+    return parse_json_bounded(line, kJsonMaxDepth, fail.where, seen);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {  // nested too deep: a request's values are numbers and strings
+    throw UsageError(e.what());
   } catch (const json::parse_error& e) {
     fail(std::string("not valid JSON (") + e.what() + ")");
   } catch (const json::out_of_range& e) {
@@ -130,6 +147,9 @@ std::vector<ServeRequest> parse_requests(const std::string& text, const std::str
   for (int no = 1; std::getline(in, line); ++no) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const LineError fail{file + ":" + std::to_string(no)};
+    if (const size_t nul = line.find('\0'); nul != std::string::npos)
+      fail("a NUL byte at column " + std::to_string(nul + 1) +
+           " (expected one JSON object of text; a string writes it as \\u0000)");
     ServeRequest r = request_of(parse_line(line, fail), model, pool_blocks, block, fail);
     if (!ids.insert(r.id).second) fail("duplicate id \"" + r.id + "\"");
     out.push_back(std::move(r));

@@ -13,6 +13,7 @@
 
 #include "model/core/error.h"
 #include "model/core/file_io.h"
+#include "model/core/json_quote.h"
 #include "model/tokenizer/tokenizer_detail.h"
 #include "model/tokenizer/tokenizer_rules.h"
 
@@ -249,7 +250,7 @@ nlohmann::json parse_vocab_json(const std::string& vocab_json, const std::string
   max_id = -1;
   for (const auto& [entry, value] : vocab.items()) {
     if (!value.is_number_integer() || value.get<long long>() < 0 || value.get<long long>() > kMaxId) {
-      throw Error(vocab_name + ": entry \"" + escape_invalid_utf8(entry) + "\" has id " + value.dump() +
+      throw Error(vocab_name + ": entry \"" + escape_invalid_utf8(entry) + "\" has id " + json_quote(value) +
                   "; expected an integer in [0, " + std::to_string(kMaxId) + "]");
     }
     max_id = std::max(max_id, value.get<long long>());

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/core/error.h"
+#include "model/core/json_quote.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model/tokenizer/tokenizer_detail.h"
 #include "model/tokenizer/tokenizer_rules.h"
@@ -102,7 +103,7 @@ std::vector<std::pair<std::string, int>> read_vocab(const json& model, const std
   entries.reserve(model["vocab"].size());
   for (const auto& [entry, value] : model["vocab"].items()) {
     if (!value.is_number_integer() || value.get<long long>() < 0 || value.get<long long>() >= (1 << 24)) {
-      throw Error(where + ".vocab: entry \"" + escape_invalid_utf8(entry) + "\" has id " + value.dump() +
+      throw Error(where + ".vocab: entry \"" + escape_invalid_utf8(entry) + "\" has id " + json_quote(value) +
                   "; expected an integer in [0, 16777215]");
     }
     entries.emplace_back(entry, value.get<int>());
@@ -116,14 +117,14 @@ std::pair<std::string, std::string> read_merge(const json& m, const std::string&
     const std::string s = m.get<std::string>();
     const std::size_t sp = s.find(' ');
     if (sp == std::string::npos || sp == 0 || sp + 1 >= s.size() || s.find(' ', sp + 1) != std::string::npos) {
-      throw Error(where + ": expected \"a b\" (two tokens, one space), got " + m.dump());
+      throw Error(where + ": expected \"a b\" (two tokens, one space), got " + json_quote(m));
     }
     return {s.substr(0, sp), s.substr(sp + 1)};
   }
   if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
     return {m[0].get<std::string>(), m[1].get<std::string>()};
   }
-  throw Error(where + ": expected \"a b\" or [\"a\", \"b\"], got " + m.dump());
+  throw Error(where + ": expected \"a b\" or [\"a\", \"b\"], got " + json_quote(m));
 }
 
 void check_model_options(const json& model, const std::string& where) {
@@ -134,7 +135,7 @@ void check_model_options(const json& model, const std::string& where) {
   }
   if (model.contains("dropout") && !model["dropout"].is_null() &&
       !(model["dropout"].is_number() && model["dropout"].get<double>() == 0.0)) {
-    throw Error(where + ": BPE dropout " + model["dropout"].dump() + " is not supported (expected null)");
+    throw Error(where + ": BPE dropout " + json_quote(model["dropout"]) + " is not supported (expected null)");
   }
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     if (!json_str(model, key, where).empty()) {
@@ -191,7 +192,7 @@ void parse_decoder(const json& d, const std::string& where, Tokenizer::Pipeline&
     for (const char* key : {"start", "stop"}) {
       const json& v = d.value(key, json(0));
       if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > 1024) {
-        throw Error(where + ": \"" + key + "\" must be an integer in [0, 1024], got " + v.dump());
+        throw Error(where + ": \"" + key + "\" must be an integer in [0, 1024], got " + json_quote(v));
       }
       (std::string(key) == "start" ? p.strip_start : p.strip_stop) = v.get<int>();
     }

@@ -12,6 +12,7 @@
 #include <cstdlib>
 
 #include "model/core/error.h"
+#include "model/core/json_quote.h"
 #include "model/tokenizer/tokenizer.h"
 
 namespace kvscope::detail {
@@ -143,18 +144,19 @@ class Regex {
 
 std::string json_str(const json& j, const char* key, const std::string& where, const std::string& fallback) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (!j[key].is_string()) throw Error(where + ": field \"" + key + "\" must be a string, got " + j[key].dump());
+  if (!j[key].is_string()) throw Error(where + ": field \"" + key + "\" must be a string, got " + json_quote(j[key]));
   return j[key].get<std::string>();
 }
 
 bool json_bool(const json& j, const char* key, const std::string& where, bool fallback) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (!j[key].is_boolean()) throw Error(where + ": field \"" + key + "\" must be true or false, got " + j[key].dump());
+  if (!j[key].is_boolean())
+    throw Error(where + ": field \"" + key + "\" must be true or false, got " + json_quote(j[key]));
   return j[key].get<bool>();
 }
 
 std::string type_of(const json& j, const std::string& where) {
-  if (!j.is_object()) throw Error(where + ": expected an object with a \"type\", got " + j.dump());
+  if (!j.is_object()) throw Error(where + ": expected an object with a \"type\", got " + json_quote(j));
   const std::string t = json_str(j, "type", where);
   if (t.empty()) throw Error(where + ": missing \"type\"");
   return t;
@@ -185,7 +187,7 @@ struct Pattern {
       p.literal = j["String"].get<std::string>();
       if (p.literal.empty()) throw Error(where + ": empty \"String\" pattern");
     } else {
-      throw Error(where + ": expected \"pattern\": {\"String\": ...} or {\"Regex\": ...}, got " + j.dump());
+      throw Error(where + ": expected \"pattern\": {\"String\": ...} or {\"Regex\": ...}, got " + json_quote(j));
     }
     return p;
   }

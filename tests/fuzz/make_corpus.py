@@ -126,6 +126,10 @@ def make_safetensors():
 # ---- config.json ------------------------------------------------------------------
 
 
+def deep(levels):
+    return "[" * levels + "1" + "]" * levels
+
+
 def make_config():
     gpt2 = {"activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1,
             "bos_token_id": 50256, "embd_pdrop": 0.1, "eos_token_id": 50256, "initializer_range": 0.02,
@@ -138,6 +142,7 @@ def make_config():
         write("config", "micro.json", f.read())
     n_ctx_only = {k: v for k, v in gpt2.items() if k != "n_positions"}
     write("config", "n_ctx_only.json", json.dumps(n_ctx_only))
+    write("config", "deep_value.json", '{"n_layer": ' + deep(1500) + "}")
     write("config", "minimal.json", '{"n_layer":1,"n_head":1,"n_embd":4,"n_positions":2,"vocab_size":257}')
     write("config", "nulls.json", '{"n_layer":2,"n_head":2,"n_embd":8,"n_positions":4,"vocab_size":300,'
           '"bos_token_id":null,"eos_token_id":null,"n_inner":null}')
@@ -292,6 +297,11 @@ def make_saved_files():
           json.dumps(dict(settings, speed="fast", layer=[1], camera=7, seed=-1)))
     write("saved_files", "not_an_object.json", "[1, 2, 3]")
     write("saved_files", "cut.json", json.dumps(settings)[:40])
+    # Values nested past the readers' depth limit where an error message
+    # quotes them (deep enough to matter, short enough for -max_len 4096).
+    write("saved_files", "settings_deep_sampler.json", '{"sampler": ' + deep(1500) + "}")
+    write("saved_files", "view_deep_camera.json", '{"kvscope_view": 1, "camera": ' + deep(1500) + "}")
+    write("saved_files", "view_deep_target.json", '{"kvscope_view": 1, "camera": {"target": [' + deep(12) + ", 0, 0]}}")
 
 
 if __name__ == "__main__":
