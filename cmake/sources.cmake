@@ -34,6 +34,7 @@ set(KVSCOPE_MODEL_SRC
   model/kv/kv_cache.cpp
   model/kv/kv_layout.cpp
   model/kv/kv_evict.cpp
+  model/kv/kv_snapkv.cpp
   model/kv/kv_eval.cpp
   model/kv/kv_quant.cpp
   model/decoding/beam_generator.cpp

@@ -53,6 +53,16 @@ expect 2 "--kernels" bench --kernels --model "$src/tests/fuzz/micro-model"
 expect 2 "drop --kv-dtype" bench --kernels --kv-dtype f16
 expect 2 "--width" render --prompt x --out "$tmp/x.png" --width 100000
 expect 2 "--steps" render --prompt x --out "$tmp/x.png" --steps -3
+# SnapKV: W < N, both >= 1, an odd kernel, max|avg, and its settings only with its rule.
+expect 2 "--kv-snap-window: expected 1 <= W < N = 4" "${gen[@]}" --kv-evict snapkv --kv-budget 4 --kv-snap-window 4
+expect 2 "--kv-snap-window" "${gen[@]}" --kv-evict snapkv --kv-budget 4 --kv-snap-window 0
+expect 2 "--kv-snap-pool: expected an odd kernel" "${gen[@]}" --kv-evict snapkv --kv-budget 4 --kv-snap-pool 6
+expect 2 "--kv-snap-pooling" "${gen[@]}" --kv-evict snapkv --kv-budget 4 --kv-snap-pooling median
+expect 2 "--kv-budget: SnapKV needs N >= 2" "${gen[@]}" --kv-evict snapkv --kv-budget 1
+expect 2 "--kv-snap-window: needs --kv-evict snapkv" "${gen[@]}" --kv-evict h2o --kv-budget 4 --kv-snap-window 2
+expect 2 "--kv-snap-pool" eval --file "$src/README.md" --kv-evict snapkv --kv-budget 8 --kv-snap-pool 0
+expect 2 "--kv-snap-window" render --prompt x --out "$tmp/x.png" --kv-evict snapkv --kv-budget 3 --kv-snap-window 5
+expect 0 "nothing compressed" "${gen[@]}" --kv-evict snapkv --kv-budget 8
 # Text that must not be empty.
 expect 2 "--stop" "${gen[@]}" --stop ""
 expect 2 "--prompt" generate --prompt ""

@@ -370,11 +370,21 @@ TEST(Settings, KvEvictionRoundTripsAndBadValuesAreNamed) {
   UiState back;
   ASSERT_TRUE(load_settings(path, back, win, err)) << err;
   EXPECT_EQ(back.kv_layout, ui.kv_layout);
+  // SnapKV's window, kernel and pooling are kept beside the rule.
+  UiState snap = ui;
+  snap.kv_layout.evict = KVEvict::kSnapKV;
+  snap.kv_layout.snap_window = 3;
+  snap.kv_layout.snap_pool = 5;
+  snap.kv_layout.snap_pooling = KVPooling::kAvg;
+  ASSERT_TRUE(save_settings(path, snap, win, err)) << err;
+  UiState snap_back;
+  ASSERT_TRUE(load_settings(path, snap_back, win, err)) << err;
+  EXPECT_EQ(snap_back.kv_layout, snap.kv_layout);
   { std::ofstream(path) << R"({"kv_layout": {"evict": "lru", "budget": 8}})"; }
   UiState lru;
   EXPECT_FALSE(load_settings(path, lru, win, err));
   EXPECT_EQ(err, "settings file " + path +
-                     ": kv_layout.evict: expected none, tova or h2o, got \"lru\"; using a dense f32 cache");
+                     ": kv_layout.evict: expected none, tova, h2o or snapkv, got \"lru\"; using a dense f32 cache");
   EXPECT_TRUE(lru.kv_layout.is_default());
   for (const auto& [bad, said] :
        {std::pair<const char*, const char*>{

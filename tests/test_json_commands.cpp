@@ -122,7 +122,8 @@ TEST(JsonCommands, StringsAndChoicesAreNamed) {
                 .find("kv_layout: \"window\" must be a whole number in 0.."),
             std::string::npos);
   // The layout's own checks run before a model loads too, naming this command's fields, not the CLI's flags.
-  EXPECT_EQ(refusal({{"cmd", "kv_layout"}, {"budget", 5}}, s), "kv_layout: \"budget\": needs \"evict\" tova|h2o");
+  EXPECT_EQ(refusal({{"cmd", "kv_layout"}, {"budget", 5}}, s),
+            "kv_layout: \"budget\": needs \"evict\" tova|h2o|snapkv");
   EXPECT_EQ(refusal({{"cmd", "kv_layout"}, {"window", 4}, {"sinks", 4}}, s),
             "kv_layout: \"sinks\": expected 0 <= S < W = 4, got 4");
   EXPECT_EQ(s.ui.kv_layout, layout) << "nothing changes on a refusal";

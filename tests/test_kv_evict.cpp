@@ -344,30 +344,23 @@ TEST(CliEvict, BadCombinationsAreUsageErrorsNamingTheFlags) {
   testutil::TempDir tmp("cli-evict-bad");
   const std::string dir = testutil::suite_checkpoint("l2h2d32_f32_prefix_buffers");
   const std::string gen = "generate --model " + dir + " --prompt 'The fox' --max-new 3 ";
-  struct Bad {
-    std::string args;
-    std::vector<std::string> named;
-  };
-  const std::vector<Bad> bad = {
-      {gen + "--kv-evict tova --kv-budget 4 --kv-window 8", {"--kv-evict", "--kv-window"}},
-      {gen + "--kv-evict tova", {"--kv-evict", "--kv-budget"}},
-      {gen + "--kv-budget 4", {"--kv-budget", "--kv-evict"}},
-      {gen + "--kv-evict lru --kv-budget 4", {"--kv-evict"}},
-      {gen + "--kv-evict h2o --kv-budget 0", {"--kv-budget"}},
-      {gen + "--kv-evict h2o --kv-budget 4 --no-cache", {"--no-cache", "--kv-evict"}},
-      {gen + "--kv-evict h2o --kv-budget 4 --beams 2", {"--kv-evict", "--beams"}},
-      {"eval --model " + dir + " --file " + dir + "/merges.txt --kv-evict tova --kv-budget 4 --kv-window 8",
-       {"--kv-evict", "--kv-window"}},
-      // A model with its own sliding window (Mistral's): the user's rule against the model's.
-      {"generate --model " + testutil::llama_suite_dir() +
-           "/mistral_gqa4_bf16_untied_window --prompt 'The fox' --max-new 3 --kv-evict tova --kv-budget 4",
-       {"--kv-evict tova", "sliding_window = 8"}},
-  };
-  for (const Bad& b : bad) {
-    std::string out;
-    EXPECT_EQ(run(b.args, out, tmp), 2) << b.args << "\n" << out;
-    for (const std::string& n : b.named) EXPECT_NE(out.find(n), std::string::npos) << b.args << "\n" << out;
-  }
+  testutil::expect_refused(
+      {
+          {gen + "--kv-evict tova --kv-budget 4 --kv-window 8", {"--kv-evict", "--kv-window"}},
+          {gen + "--kv-evict tova", {"--kv-evict", "--kv-budget"}},
+          {gen + "--kv-budget 4", {"--kv-budget", "--kv-evict"}},
+          {gen + "--kv-evict lru --kv-budget 4", {"--kv-evict"}},
+          {gen + "--kv-evict h2o --kv-budget 0", {"--kv-budget"}},
+          {gen + "--kv-evict h2o --kv-budget 4 --no-cache", {"--no-cache", "--kv-evict"}},
+          {gen + "--kv-evict h2o --kv-budget 4 --beams 2", {"--kv-evict", "--beams"}},
+          {"eval --model " + dir + " --file " + dir + "/merges.txt --kv-evict tova --kv-budget 4 --kv-window 8",
+           {"--kv-evict", "--kv-window"}},
+          // A model with its own sliding window (Mistral's): the user's rule against the model's.
+          {"generate --model " + testutil::llama_suite_dir() +
+               "/mistral_gqa4_bf16_untied_window --prompt 'The fox' --max-new 3 --kv-evict tova --kv-budget 4",
+           {"--kv-evict tova", "sliding_window = 8"}},
+      },
+      tmp);
 }
 
 }  // namespace

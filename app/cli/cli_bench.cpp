@@ -283,8 +283,9 @@ void add_bench_command(CLI::App& app, BenchCommand& c) {
 
 int run_bench_command(const BenchCommand& c, const std::function<double(int)>& read_bandwidth) {
   if (c.kernels) {
-    for (const char* flag : {"--model", "--lengths", "--positions", "--bf16-products", "--ctx", "--kv-window",
-                             "--kv-sinks", "--kv-dtype", "--kv-block", "--kv-evict", "--kv-budget"})
+    for (const char* flag :
+         {"--model", "--lengths", "--positions", "--bf16-products", "--ctx", "--kv-window", "--kv-sinks", "--kv-dtype",
+          "--kv-block", "--kv-evict", "--kv-budget", "--kv-snap-window", "--kv-snap-pool", "--kv-snap-pooling"})
       if (c.cmd && c.cmd->count(flag) > 0)
         throw UsageError(std::string("--kernels: times the kernels alone, with no model; drop ") + flag);
     return bench_kernels(c.reps, c.json);

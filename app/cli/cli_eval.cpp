@@ -21,16 +21,58 @@ namespace {
 void add_kv_evict_flags(CLI::App* cmd, KVFlags& f) {
   f.evict_opt = cmd->add_option("--kv-evict", f.evict,
                                 "Evict by attention score, each layer down to --kv-budget after every forward: "
-                                "tova|h2o (default none)")
-                    ->check(CLI::IsMember({"none", "tova", "h2o"}));
+                                "tova|h2o, or snapkv: once after the prefill, per K/V head (default none)")
+                    ->check(CLI::IsMember({"none", "tova", "h2o", "snapkv"}));
   f.budget_opt = cmd->add_option("--kv-budget", f.budget, "With --kv-evict: positions each layer keeps (N >= 1)")
                      ->check(int_in(1, 1 << 20));
+  // Ranges are checked with the budget (kv_snap_from_flags): their messages name what was expected.
+  f.snap_window_opt = cmd->add_option("--kv-snap-window", f.snap_window,
+                                      "With --kv-evict snapkv: the observation window W, 1 <= W < N (default 32; "
+                                      "max(1, N/4) when N <= 32)");
+  f.snap_pool_opt =
+      cmd->add_option("--kv-snap-pool", f.snap_pool, "With --kv-evict snapkv: the pooling kernel K, odd (default 7)");
+  f.snap_pooling_opt = cmd->add_option("--kv-snap-pooling", f.snap_pooling,
+                                       "With --kv-evict snapkv: max|avg pooling of the scores (default max)");
+}
+
+// SnapKV's window, kernel and pooling: only with --kv-evict snapkv, and in range.
+bool kv_snap_from_flags(const KVFlags& f, KVSettings* s, std::string* problem) {
+  const bool given = f.snap_window_opt && (*f.snap_window_opt || *f.snap_pool_opt || *f.snap_pooling_opt);
+  if (s->evict != KVEvict::kSnapKV) {
+    if (!given) return true;
+    *problem = std::string(*f.snap_window_opt ? "--kv-snap-window"
+                           : *f.snap_pool_opt ? "--kv-snap-pool"
+                                              : "--kv-snap-pooling") +
+               ": needs --kv-evict snapkv";
+    return false;
+  }
+  if (!parse_kv_pooling(f.snap_pooling, &s->snap_pooling)) {
+    *problem = "--kv-snap-pooling: \"" + f.snap_pooling + "\" is not one of max, avg";
+    return false;
+  }
+  const bool window_given = f.snap_window_opt && *f.snap_window_opt;
+  const int W = window_given ? f.snap_window : snap_default_window(f.budget);
+  if (W < 1 || W >= f.budget) {
+    *problem = window_given ? "--kv-snap-window: expected 1 <= W < N = " + std::to_string(f.budget) +
+                                  " (--kv-budget), got " + std::to_string(W)
+                            : "--kv-budget: SnapKV needs N >= 2 (its observation window W is at least 1 and below N), "
+                              "got " +
+                                  std::to_string(f.budget);
+    return false;
+  }
+  if (f.snap_pool_opt && *f.snap_pool_opt && (f.snap_pool < 1 || f.snap_pool % 2 == 0)) {
+    *problem = "--kv-snap-pool: expected an odd kernel K >= 1, got " + std::to_string(f.snap_pool);
+    return false;
+  }
+  s->snap_window = W;
+  s->snap_pool = f.snap_pool_opt && *f.snap_pool_opt ? f.snap_pool : kSnapPoolDefault;
+  return true;
 }
 
 // --kv-evict and --kv-budget come together, and not with a window (one eviction rule at a time).
 bool kv_evict_from_flags(const KVFlags& f, KVSettings* s, std::string* problem) {
   if (!parse_kv_evict(f.evict, &s->evict)) {
-    *problem = "--kv-evict: \"" + f.evict + "\" is not one of none, tova, h2o";
+    *problem = "--kv-evict: \"" + f.evict + "\" is not one of none, tova, h2o, snapkv";
     return false;
   }
   s->budget = s->evict == KVEvict::kNone ? 0 : f.budget;
@@ -39,7 +81,7 @@ bool kv_evict_from_flags(const KVFlags& f, KVSettings* s, std::string* problem) 
     return false;
   }
   if (s->evict == KVEvict::kNone && f.budget > 0) {
-    *problem = "--kv-budget: needs --kv-evict tova|h2o (the rule that decides which positions each layer keeps)";
+    *problem = "--kv-budget: needs --kv-evict tova|h2o|snapkv (the rule that decides which positions each layer keeps)";
     return false;
   }
   if (s->evict != KVEvict::kNone && (f.window > 0 || f.sinks > 0)) {
@@ -78,7 +120,7 @@ bool kv_settings_from_flags(const KVFlags& f, KVSettings* out, std::string* prob
   s.window = f.window;
   s.sinks = f.sinks;
   s.block = f.block;
-  if (!kv_evict_from_flags(f, &s, problem)) return false;
+  if (!kv_evict_from_flags(f, &s, problem) || !kv_snap_from_flags(f, &s, problem)) return false;
   if (f.sinks > 0 && f.window == 0) {
     *problem = "--kv-sinks: needs --kv-window W (sinks are kept besides a window; expected 0 <= S < W)";
     return false;

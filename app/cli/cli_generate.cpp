@@ -79,6 +79,10 @@ int cmd_generate(const GenerateArgs& a, bool sampling_requested) {
   for (const auto& s : a.stop) hold = std::max(hold, s.size());
   size_t printed = 0;
   while (RecordPtr r = gen.step()) {
+    if (r->index == 0 && r->kv_layout.per_head() && r->seq_len <= r->kv_layout.budget) {
+      std::fprintf(stderr, "[snapkv] the prompt's %d positions fit the budget of %d: nothing compressed\n", r->seq_len,
+                   r->kv_layout.budget);
+    }
     if (a.json) {
       out_line(step_json(*r, tok).dump());
     } else {

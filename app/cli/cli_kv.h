@@ -14,9 +14,13 @@ struct KVFlags {
   int window = 0, sinks = 0, block = 0;
   std::string dtype = "f32";
   CLI::Option *window_opt = nullptr, *sinks_opt = nullptr, *block_opt = nullptr;
-  std::string evict = "none";  // none|tova|h2o
+  std::string evict = "none";  // none|tova|h2o|snapkv
   int budget = 0;
   CLI::Option *evict_opt = nullptr, *budget_opt = nullptr;
+  // SnapKV: 0 = the default (kv_cache.h: snap_default_window, kSnapPoolDefault).
+  int snap_window = 0, snap_pool = 0;
+  std::string snap_pooling = "max";
+  CLI::Option *snap_window_opt = nullptr, *snap_pool_opt = nullptr, *snap_pooling_opt = nullptr;
 };
 
 // Adds the flags to `cmd` (each with its range in --help).

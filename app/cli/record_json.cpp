@@ -55,6 +55,13 @@ json step_json(const StepRecord& r, const Tokenizer& tok) {
       dropped.push_back(std::move(row));
     }
     j["dropped_by_layer"] = std::move(dropped);
+    if (r.kv_layout.per_head()) {
+      j["held_by_head"] = r.kv_held_by_head;  // (layer, kv_head) the positions each K/V head holds
+      // SnapKV compresses the prompt once, after the prefill: a prompt no longer than the budget keeps everything.
+      if (r.index == 0 && r.seq_len <= r.kv_layout.budget)
+        j["snapkv_note"] = "prompt of " + std::to_string(r.seq_len) + " positions <= budget " +
+                           std::to_string(r.kv_layout.budget) + ": nothing compressed";
+    }
   }
   if (r.kv_layout.paged()) {
     j["kv_blocks"] = r.kv_blocks;

@@ -103,7 +103,11 @@ EvictionLesson eviction_lesson(const std::vector<RecordPtr>& records, size_t cou
 std::string eviction_keeps_text(const EvictionLesson& e) {
   if (!e.active) return "";
   const std::string n = std::to_string(e.budget);
-  std::string s = e.rule == KVEvict::kTova
+  std::string s = e.rule == KVEvict::kSnapKV
+                      ? "SnapKV: after the prefill each K/V head kept the " + n +
+                            " prompt positions its query heads' last prompt queries weighted most (pooled over "
+                            "neighbours, the window kept whole); decoding drops nothing more."
+                  : e.rule == KVEvict::kTova
                       ? "TOVA: after every forward each layer keeps the " + n +
                             " positions its newest query weighted most (the weights averaged over the heads) and "
                             "drops the rest."

@@ -80,8 +80,12 @@ void fit_sampler(SamplerSettings& s, Fitter& f) {
 // without one, and never beside a window (one eviction rule at a time).
 void fit_kv_evict(KVSettings& k, Fitter& f, const KvLayoutLimits& lim, const std::string& within) {
   int ev = static_cast<int>(k.evict);
-  f.range(ev, 0, static_cast<int>(KVEvict::kH2O), "kv_layout.evict");
+  f.range(ev, 0, static_cast<int>(KVEvict::kSnapKV), "kv_layout.evict");
   k.evict = static_cast<KVEvict>(ev);
+  if (k.evict != KVEvict::kSnapKV) {
+    f.range(k.snap_window, 0, 0, "kv_layout.snap_window", " (a SnapKV setting)");
+    f.range(k.snap_pool, 0, 0, "kv_layout.snap_pool", " (a SnapKV setting)");
+  }
   if (k.evict == KVEvict::kNone) {
     f.range(k.budget, 0, 0, "kv_layout.budget", " (a budget needs an eviction rule)");
     return;
@@ -101,7 +105,16 @@ void fit_kv_evict(KVSettings& k, Fitter& f, const KvLayoutLimits& lim, const std
     k.budget = 0;
     return;
   }
-  f.range(k.budget, 1, lim.window_max, "kv_layout.budget", within);
+  f.range(k.budget, k.evict == KVEvict::kSnapKV ? 2 : 1, std::max(2, lim.window_max), "kv_layout.budget", within);
+  if (k.evict != KVEvict::kSnapKV) return;
+  // SnapKV: a window below the budget (0 = the default) and an odd kernel (0 = the default).
+  f.range(k.snap_window, 0, k.budget - 1, "kv_layout.snap_window", " (W < the budget; 0 = the default)");
+  f.range(k.snap_pool, 0, 63, "kv_layout.snap_pool");
+  if (k.snap_pool % 2 == 0 && k.snap_pool != 0) {
+    f.note("kv_layout.snap_pool " + std::to_string(k.snap_pool) + " is even (expected an odd kernel); using " +
+           std::to_string(kSnapPoolDefault));
+    k.snap_pool = 0;
+  }
 }
 
 // The cache layout (settings.json's kv_layout): its own ranges, then the

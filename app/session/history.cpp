@@ -38,6 +38,11 @@ uint64_t cache_bytes(const StepCache& r) {
   for (const auto& v : r.kv_held_by_layer) b += vec_bytes(v);
   for (const auto& v : r.kv_score_by_layer) b += vec_bytes(v);
   for (const auto& v : r.kv_dropped_by_layer) b += vec_bytes(v);
+  b += vec_bytes(r.kv_held_by_head);
+  for (const auto& l : r.kv_held_by_head) {
+    b += vec_bytes(l);
+    for (const auto& v : l) b += vec_bytes(v);
+  }
   return b;
 }
 

@@ -153,7 +153,7 @@ Commands kv_layout_command(const Fields& f, Session& s) {
     if (!parse_kv_dtype(name, &k.dtype)) f.bad("dtype", expected, name);
   }
   if (f.has("evict")) {
-    const char* expected = "none, tova or h2o";
+    const char* expected = "none, tova, h2o or snapkv";
     const std::string name = f.text("evict", expected);
     if (!parse_kv_evict(name, &k.evict)) f.bad("evict", expected, name);
   }
@@ -161,6 +161,13 @@ Commands kv_layout_command(const Fields& f, Session& s) {
   k.sinks = f.integer_or("sinks", 0, kStepsMax, k.sinks);
   k.block = f.integer_or("block", 0, kStepsMax, k.block);
   k.budget = f.integer_or("budget", 0, kStepsMax, k.budget);
+  k.snap_window = f.integer_or("snap_window", 0, kStepsMax, k.snap_window);
+  k.snap_pool = f.integer_or("snap_pool", 0, kStepsMax, k.snap_pool);
+  if (f.has("snap_pooling")) {
+    const char* expected = "max or avg";
+    const std::string name = f.text("snap_pooling", expected);
+    if (!parse_kv_pooling(name, &k.snap_pooling)) f.bad("snap_pooling", expected, name);
+  }
   // One eviction rule at a time, as in the Cache panel: choosing one turns the other off, and a rule
   // turned off takes its budget along. Only fields the call did not give change; a call that gives
   // both is refused by layout_for.
@@ -236,33 +243,34 @@ struct CommandFields {
   const char* name;
   std::vector<const char*> fields;
 };
-const std::vector<CommandFields> kCommands = {{"prompt", {"text"}},
-                                              {"reset", {}},
-                                              {"play", {}},
-                                              {"pause", {}},
-                                              {"play_pause", {}},
-                                              {"step", {}},
-                                              {"cache", {"mode"}},
-                                              {"max_new", {"n"}},
-                                              {"scrub", {"steps"}},
-                                              {"scrub_to", {"step"}},
-                                              {"head", {"layer", "head"}},
-                                              {"camera", {"preset"}},
-                                              {"text_scale", {"scale"}},
-                                              {"decoding", {"mode", "beams", "k"}},
-                                              {"kv_layout", {"dtype", "window", "sinks", "block", "evict", "budget"}},
-                                              {"load_checkpoint", {"index"}},
-                                              {"tab", {"name"}},
-                                              {"load_model", {"dir"}},
-                                              {"save_view", {}},
-                                              {"open_view", {}},
-                                              {"load_view", {"path"}},
-                                              {"screenshot", {}},
-                                              {"presentation", {}},
-                                              {"palette", {}},
-                                              {"fit", {}},
-                                              {"dismiss_errors", {}},
-                                              {"toggle_panels", {}}};
+const std::vector<CommandFields> kCommands = {
+    {"prompt", {"text"}},
+    {"reset", {}},
+    {"play", {}},
+    {"pause", {}},
+    {"play_pause", {}},
+    {"step", {}},
+    {"cache", {"mode"}},
+    {"max_new", {"n"}},
+    {"scrub", {"steps"}},
+    {"scrub_to", {"step"}},
+    {"head", {"layer", "head"}},
+    {"camera", {"preset"}},
+    {"text_scale", {"scale"}},
+    {"decoding", {"mode", "beams", "k"}},
+    {"kv_layout", {"dtype", "window", "sinks", "block", "evict", "budget", "snap_window", "snap_pool", "snap_pooling"}},
+    {"load_checkpoint", {"index"}},
+    {"tab", {"name"}},
+    {"load_model", {"dir"}},
+    {"save_view", {}},
+    {"open_view", {}},
+    {"load_view", {"path"}},
+    {"screenshot", {}},
+    {"presentation", {}},
+    {"palette", {}},
+    {"fit", {}},
+    {"dismiss_errors", {}},
+    {"toggle_panels", {}}};
 
 // Throws unless `c` is an object naming a known command with only its own fields.
 void check_shape(const json& c) {

@@ -60,7 +60,8 @@ int layout_int(const json& layout, const char* key) {
   return x;
 }
 
-// The KV cache layout, {"dtype", "window", "sinks", "block", "evict", "budget"} as in the Cache
+// The KV cache layout, {"dtype", "window", "sinks", "block", "evict", "budget",
+// "snap_window", "snap_pool", "snap_pooling"} as in the Cache
 // panel, read as saved: only what cannot be read (not an object, a field of
 // the wrong type, a row format kvscope does not know) is named here and
 // leaves dense f32. Ranges and the model's limits are fit_choices' (ui_fit).
@@ -69,7 +70,7 @@ bool kv_layout_from_json(const json& j, KVSettings& out, std::string& problem) {
   if (it == j.end()) return true;
   out = KVSettings();
   KVSettings k;
-  std::string dtype = "f32", evict = "none";
+  std::string dtype = "f32", evict = "none", pooling = "max";
   const std::string fallback = "; using a dense f32 cache";
   try {
     if (!it->is_object()) throw std::invalid_argument("not an object");
@@ -79,14 +80,22 @@ bool kv_layout_from_json(const json& j, KVSettings& out, std::string& problem) {
     k.block = layout_int(*it, "block");
     evict = it->value("evict", evict);
     k.budget = layout_int(*it, "budget");
+    k.snap_window = layout_int(*it, "snap_window");  // SnapKV; 0 = the default
+    k.snap_pool = layout_int(*it, "snap_pool");
+    pooling = it->value("snap_pooling", pooling);
   } catch (const std::exception&) {
     problem =
-        "kv_layout: expected {\"dtype\", \"evict\": strings, \"window\", \"sinks\", \"block\", \"budget\": integers}" +
+        "kv_layout: expected {\"dtype\", \"evict\", \"snap_pooling\": strings, \"window\", \"sinks\", \"block\", "
+        "\"budget\", \"snap_window\", \"snap_pool\": integers}" +
         fallback;
     return false;
   }
   if (!parse_kv_evict(evict, &k.evict)) {
-    problem = "kv_layout.evict: expected none, tova or h2o, got \"" + evict + "\"" + fallback;
+    problem = "kv_layout.evict: expected none, tova, h2o or snapkv, got \"" + evict + "\"" + fallback;
+    return false;
+  }
+  if (!parse_kv_pooling(pooling, &k.snap_pooling)) {
+    problem = "kv_layout.snap_pooling: expected max or avg, got \"" + pooling + "\"" + fallback;
     return false;
   }
   if (!parse_kv_dtype(dtype, &k.dtype)) {
@@ -184,7 +193,10 @@ bool save_settings(const std::string& path, const UiState& ui, const WindowSetti
         {"sinks", ui.kv_layout.sinks},
         {"block", ui.kv_layout.block},
         {"evict", to_string(ui.kv_layout.evict)},
-        {"budget", ui.kv_layout.budget}}},
+        {"budget", ui.kv_layout.budget},
+        {"snap_window", ui.kv_layout.snap_window},
+        {"snap_pool", ui.kv_layout.snap_pool},
+        {"snap_pooling", to_string(ui.kv_layout.snap_pooling)}}},
   };
   choices_to_json(ui, j, /*view=*/false);
   try {

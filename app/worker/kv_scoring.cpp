@@ -13,11 +13,13 @@ std::vector<KVLayout> layouts_to_compare(const KVLayout& run, const KVLayout& de
     KVLayout win = run;
     win.evict = KVEvict::kNone;
     win.budget = 0;
+    win.snap_window = win.snap_pool = 0;
     win.sinks = run.budget - 4 > 4 ? 4 : 0;  // (sinks < window)
     win.window = run.budget - win.sinks;
     out.push_back(win);
     KVLayout other = run;  // last: the plot marks where its budget starts to evict
     other.evict = run.evict == KVEvict::kTova ? KVEvict::kH2O : KVEvict::kTova;
+    other.snap_window = other.snap_pool = 0;  // SnapKV's run: compared with TOVA at the same budget
     out.push_back(other);
   }
   if (run.windowed() && run.window > 4) {

@@ -404,11 +404,16 @@ void Generator::fill_cache_fields(StepRecord& rec) const {
   rec.kv_held_by_layer.clear();
   rec.kv_score_by_layer.clear();
   rec.kv_dropped_by_layer.clear();
-  if (cache_.layout().evicting()) {
-    for (int l = 0; l < cache_.layout().n_layer; ++l) {
+  rec.kv_held_by_head.clear();
+  const KVLayout& lay = cache_.layout();
+  if (lay.evicting()) {
+    for (int l = 0; l < lay.n_layer; ++l) {
       rec.kv_held_by_layer.push_back(cache_.positions(seq_, l));
       rec.kv_score_by_layer.push_back(cache_.scores(seq_, l));
       rec.kv_dropped_by_layer.push_back(cache_.dropped(seq_, l));
+      if (!lay.per_head()) continue;
+      rec.kv_held_by_head.emplace_back();
+      for (int g = 0; g < lay.n_kv_head; ++g) rec.kv_held_by_head.back().push_back(cache_.positions(seq_, l, g));
     }
   }
   rec.kv_rows = cache_.slots_used();

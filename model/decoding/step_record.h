@@ -213,6 +213,9 @@ struct StepCache {
   std::vector<std::vector<int>> kv_held_by_layer;
   std::vector<std::vector<double>> kv_score_by_layer;
   std::vector<std::vector<KVDrop>> kv_dropped_by_layer;
+  // Per K/V head layouts (SnapKV): the positions each head of each layer
+  // holds, ascending (kv_held_by_layer is each layer's union). (layer, kv_head, pos)
+  std::vector<std::vector<std::vector<int>>> kv_held_by_head;
   int kv_blocks = 0;        // paged: blocks held
   int kv_slots_wasted = 0;  // paged: allocated slots holding nothing
   // Paged: the held positions as runs of one page each, with the page's

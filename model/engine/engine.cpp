@@ -187,7 +187,7 @@ BatchPlan plan_batch(const Config& c, const std::vector<BatchEntry>& batch, KVCa
   return plan;
 }
 
-void plan_runs(const KVCache& cache, BatchPlan& plan, int l) {
+void plan_runs(const KVCache& cache, BatchPlan& plan, int l, int kv_head) {
   const size_t n = plan.seq.size();
   plan.runs.resize(n);
   plan.n_keys.assign(n, 0);
@@ -195,7 +195,11 @@ void plan_runs(const KVCache& cache, BatchPlan& plan, int l) {
   plan.key_off.assign(n + 1, 0);
   for (size_t i = 0; i < n; ++i) {
     std::vector<KVRun>& runs = plan.runs[i];
-    cache.visible(plan.seq[i], l, plan.pos[i], runs);
+    if (kv_head >= 0) {
+      cache.visible(plan.seq[i], l, kv_head, plan.pos[i], runs);
+    } else {
+      cache.visible(plan.seq[i], l, plan.pos[i], runs);
+    }
     for (const KVRun& r : runs) plan.n_keys[i] += r.n;
     plan.run_off[i + 1] = plan.run_off[i] + runs.size();
     plan.key_off[i + 1] = plan.key_off[i] + static_cast<size_t>(plan.n_keys[i]);
@@ -270,6 +274,37 @@ void observe_weights(KVCache& cache, const BatchPlan& plan, int l, int H) {
   }
 }
 
+// SnapKV, in a sequence's prefill (every head holds the same positions):
+// each entry's weights per query head, handed to the cache in entry order.
+void observe_head_weights(KVCache& cache, const BatchPlan& plan, const BatchPlan& head0, size_t stride, int l, int H) {
+  std::vector<double> w;
+  for (size_t i = 0; i < plan.seq.size(); ++i) {
+    if (!cache.snap_pending(plan.seq[i])) continue;
+    const size_t k0 = head0.key_off[i], nk = head0.key_off[i + 1] - k0;
+    w.resize(static_cast<size_t>(H) * nk);
+    for (int h = 0; h < H; ++h)
+      std::copy_n(plan.weights.data() + static_cast<size_t>(h) * stride + k0, nk,
+                  w.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(h) * nk));
+    cache.observe_heads(plan.seq[i], l, plan.pos[i], static_cast<int>(nk), H, w.data());
+  }
+}
+
+// Per K/V head layouts (SnapKV): what each K/V head of layer l reads, its own
+// held positions, one plan per head; empty for the others.
+std::vector<BatchPlan> head_plans(const KVCache& cache, const BatchPlan& plan, int l) {
+  std::vector<BatchPlan> heads;
+  if (!cache.layout().per_head()) return heads;
+  heads.resize(static_cast<size_t>(cache.layout().n_kv_head));
+  for (size_t g = 0; g < heads.size(); ++g) {
+    heads[g].seq = plan.seq;
+    heads[g].pos = plan.pos;
+    heads[g].tap_row = plan.tap_row;
+    plan_runs(cache, heads[g], l, static_cast<int>(g));
+    layer_rows(cache, heads[g], l);
+  }
+  return heads;
+}
+
 }  // namespace
 
 void store_and_attend(const Config& c, Workspace& ws, KVCache& cache, BatchPlan& plan, int l, const RowsQKV& rows,
@@ -280,12 +315,26 @@ void store_and_attend(const Config& c, Workspace& ws, KVCache& cache, BatchPlan&
   const int group = H / lay.n_kv_head;  // query heads per K/V head
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   store_rows(c, cache, plan, l, rows, taps, out);
-  const bool scored = lay.evicting();
-  if (scored && l > 0) plan_runs(cache, plan, l);
+  if (lay.evicting() && l > 0) plan_runs(cache, plan, l);
   layer_rows(cache, plan, l);
-  int64_t keys = 0;
+  // Per K/V head (SnapKV) each head reads its own positions, and the weights
+  // are wanted only in a prefill, where every head holds the same.
+  const std::vector<BatchPlan> heads = head_plans(cache, plan, l);
+  const bool per_head = !heads.empty();
+  bool scored = lay.evicting() && !per_head;
+  for (size_t i = 0; per_head && i < plan.seq.size(); ++i) scored = scored || cache.snap_pending(plan.seq[i]);
+  const BatchPlan& head0 = per_head ? heads[0] : plan;
+  size_t stride = plan.key_off.back();  // (head, keys) weights: room for the head reading the most
+  for (const BatchPlan& hp : heads) stride = std::max(stride, hp.key_off.back());
+  int64_t keys = 0;  // summed over the query heads
   for (int len : plan.n_keys) keys += len;
-  if (scored) plan.weights.resize(static_cast<size_t>(H) * plan.key_off.back());
+  keys *= H;
+  if (per_head) {
+    keys = 0;
+    for (const BatchPlan& hp : heads)
+      for (int len : hp.n_keys) keys += static_cast<int64_t>(group) * len;
+  }
+  if (scored) plan.weights.resize(static_cast<size_t>(H) * stride);
   ws.att.resize(n, qd);
   // Heads are independent and equally costly: one share of heads per thread.
   ws.pool.parallel_for(
@@ -294,31 +343,32 @@ void store_and_attend(const Config& c, Workspace& ws, KVCache& cache, BatchPlan&
         std::vector<float> scratch;
         for (int64_t h = h0; h < h1; ++h) {
           const int kvh = static_cast<int>(h) / group;
+          const BatchPlan& hp = per_head ? heads[static_cast<size_t>(kvh)] : plan;
           for (int i = 0; i < n; ++i) {
-            const int len = plan.n_keys[static_cast<size_t>(i)];
+            const int len = hp.n_keys[static_cast<size_t>(i)];
             // Weights go to a 64-byte aligned buffer in every layout: the
             // softmax's vector reductions then add in the same order for all.
             scratch.resize(static_cast<size_t>(len) + 16);
             float* p = scratch.data();
             p += (16 - (reinterpret_cast<uintptr_t>(p) / sizeof(float)) % 16) % 16;
-            const size_t r0 = plan.run_off[static_cast<size_t>(i)], r1 = plan.run_off[static_cast<size_t>(i) + 1];
-            const KVRunsView view{lay.dtype, plan.rows.data() + r0, static_cast<int>(r1 - r0),
+            const size_t r0 = hp.run_off[static_cast<size_t>(i)], r1 = hp.run_off[static_cast<size_t>(i) + 1];
+            const KVRunsView view{lay.dtype, hp.rows.data() + r0, static_cast<int>(r1 - r0),
                                   static_cast<size_t>(lay.row_bytes()), kvh * hd};
             attend_runs(rows.q + static_cast<size_t>(i) * rows.q_stride + h * hd, view, hd, len, scale, p,
                         ws.att.data() + static_cast<size_t>(i) * qd + h * hd);
             if (taps.attention && plan.tap_row[static_cast<size_t>(i)] >= 0)
-              tap_weights(plan, l, H, static_cast<int>(h), i, p, out);
+              tap_weights(hp, l, H, static_cast<int>(h), i, p, out);
             if (scored)
-              std::copy(
-                  p, p + len,
-                  plan.weights.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(h) * plan.key_off.back() +
-                                                                     plan.key_off[static_cast<size_t>(i)]));
+              std::copy(p, p + len,
+                        plan.weights.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(h) * stride +
+                                                                           hp.key_off[static_cast<size_t>(i)]));
           }
         }
       },
-      2 * std::max<int64_t>(keys, n) * qd);
-  if (scored) observe_weights(cache, plan, l, H);
-  flops += 4ull * static_cast<uint64_t>(hd) * static_cast<uint64_t>(keys) * static_cast<uint64_t>(H);
+      2 * std::max<int64_t>(keys, static_cast<int64_t>(n) * H) * hd);
+  if (scored && per_head) observe_head_weights(cache, plan, head0, stride, l, H);
+  if (scored && !per_head) observe_weights(cache, plan, l, H);
+  flops += 4ull * static_cast<uint64_t>(hd) * static_cast<uint64_t>(keys);
 }
 
 }  // namespace detail

@@ -56,8 +56,9 @@ struct RowsQKV {
 BatchPlan plan_batch(const Config& c, const std::vector<BatchEntry>& batch, KVCache& cache, const ForwardTaps& taps,
                      ForwardOutput& out);
 
-// Fills plan's runs, key counts and offsets with what each entry reads at layer l.
-void plan_runs(const KVCache& cache, BatchPlan& plan, int l);
+// Fills plan's runs, key counts and offsets with what each entry reads at
+// layer l (K/V head kv_head's own positions where the layout holds per head).
+void plan_runs(const KVCache& cache, BatchPlan& plan, int l, int kv_head = -1);
 
 // Layer l: stores the K/V rows (and taps them), then every query head of
 // every entry attends over its visible keys (query head h reads K/V head

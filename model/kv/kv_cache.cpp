@@ -441,10 +441,15 @@ uint64_t KVCache::bytes() const {
 uint64_t KVCache::bytes_alone(SeqId s) const {
   const uint64_t per = layout_.bytes_per_position();
   if (!layout_.paged() && layout_.evicting()) {
-    // Each layer's K and V rows of the positions it holds.
+    // Each layer's K and V rows of the positions it holds; per K/V head, each
+    // head's slice of the row (whole quantization blocks: validate() checks).
     uint64_t rows = 0;
     for (const LayerHeld& h : seq(s).layers) rows += h.pos.size();
-    return rows * 2 * layout_.row_bytes();
+    if (!layout_.per_head()) return rows * 2 * layout_.row_bytes();
+    rows = 0;
+    for (const LayerHeld& h : seq(s).layers)
+      for (const std::vector<int>& hp : h.head_pos) rows += hp.size();
+    return rows * 2 * kv_row_bytes(layout_.dtype, static_cast<uint64_t>(layout_.head_dim));
   }
   if (!layout_.paged()) return static_cast<uint64_t>(n_held(s)) * per;
   const std::vector<int>& table = seq(s).table;

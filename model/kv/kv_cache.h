@@ -43,6 +43,14 @@
 //   older position. A dropped row's slot is reused by a later position of
 //   that layer; a page no layer uses any more goes back to the pool. Forks
 //   and rollbacks are refused (what a branch would need may be gone).
+// - SnapKV (evict = SnapKV, budget N, window W, kernel K): per K/V head. The
+//   first forward (the prefill) attends densely; the engine hands the cache
+//   each query's weights per query head (observe_heads), and commit() keeps,
+//   per K/V head, the N - W prompt positions the last W queries weighted most
+//   (pooled, averaged over the head's query heads) plus the window. Later
+//   forwards append to every head and drop nothing; attention reads each
+//   head's own positions (visible(seq, layer, kv_head, ...)). A layer's row
+//   slot lives while some head holds its position.
 // Shapes: a row is n_kv_head * head_dim values (all heads of one position);
 // query head h reads K/V head h / (n_head / n_kv_head).
 #pragma once
@@ -58,12 +66,26 @@
 namespace kvscope {
 
 enum class KVDtype { kF32, kF16, kQ8_0, kQ4_0 };
-// Eviction by attention score: none, TOVA (Oren et al. 2024), H2O (Zhang et al. 2023).
-enum class KVEvict { kNone, kTova, kH2O };
+// Eviction by attention score: none, TOVA (Oren et al. 2024), H2O (Zhang et al. 2023),
+// SnapKV (Li et al. 2024: once, after the prefill, per K/V head; kv_snapkv.cpp).
+enum class KVEvict { kNone, kTova, kH2O, kSnapKV };
+// SnapKV's pooling of the window's scores over positions.
+enum class KVPooling { kMax, kAvg };
 
-const char* to_string(KVEvict e);  // "none" / "tova" / "h2o"
+const char* to_string(KVEvict e);  // "none" / "tova" / "h2o" / "snapkv"
 // Parses one of the names above; false when unknown.
 bool parse_kv_evict(const std::string& name, KVEvict* out);
+const char* evict_name(KVEvict e);   // for people: "none" / "TOVA" / "H2O" / "SnapKV"
+const char* to_string(KVPooling p);  // "max" / "avg"
+bool parse_kv_pooling(const std::string& name, KVPooling* out);
+// SnapKV's defaults: the paper's LongBench runs use an observation window of
+// 32 and a pooling kernel of 7 with max pooling. The window must be shorter
+// than the budget N: for N <= 32 the default window is max(1, N / 4).
+inline constexpr int kSnapWindowDefault = 32;
+inline constexpr int kSnapPoolDefault = 7;
+constexpr int snap_default_window(int budget) {
+  return budget > kSnapWindowDefault ? kSnapWindowDefault : (budget / 4 > 1 ? budget / 4 : 1);
+}
 
 const char* to_string(KVDtype d);  // "f32" / "f16" / "q8_0" / "q4_0"
 // Parses one of the names above; false when unknown.
@@ -89,6 +111,9 @@ struct KVLayout {
   int rollback = 0;
   KVEvict evict = KVEvict::kNone;  // eviction by attention score (not with a window)
   int budget = 0;                  // with evict: positions each layer keeps after a forward, N >= 1
+  // SnapKV: the observation window W (1 <= W < N), the pooling kernel K (odd) and its kind.
+  int snap_window = 0, snap_pool = 0;
+  KVPooling snap_pooling = KVPooling::kMax;
 
   // The model's dense f32 cache (GPT-2: as many K/V heads as query heads).
   static KVLayout for_model(const Config& c);
@@ -97,6 +122,8 @@ struct KVLayout {
   bool paged() const { return block > 0; }
   bool windowed() const { return window > 0; }
   bool evicting() const { return evict != KVEvict::kNone; }
+  // Each K/V head of a layer holds its own positions (SnapKV).
+  bool per_head() const { return evict == KVEvict::kSnapKV; }
   bool is_default() const { return dtype == KVDtype::kF32 && window == 0 && sinks == 0 && block == 0 && !evicting(); }
   uint64_t row_bytes() const { return kv_row_bytes(dtype, kv_dim()); }
   // K and V of one position across every layer.
@@ -105,6 +132,7 @@ struct KVLayout {
   int visible_count(int pos) const;
   // Throws kvscope::Error naming the setting and the accepted range.
   void validate() const;
+  void validate_snap() const;    // SnapKV's window and kernel (validate() calls it)
   std::string describe() const;  // e.g. "q8_0, window 64 + 4 sinks, paged B=16"
   bool operator==(const KVLayout& o) const;
   bool operator!=(const KVLayout& o) const { return !(*this == o); }
@@ -124,6 +152,9 @@ struct KVSettings {
   int window = 0, sinks = 0, block = 0;  // as in KVLayout
   KVEvict evict = KVEvict::kNone;        // as in KVLayout
   int budget = 0;
+  // SnapKV (as in KVLayout); 0 = the default (snap_default_window(budget), kSnapPoolDefault).
+  int snap_window = 0, snap_pool = 0;
+  KVPooling snap_pooling = KVPooling::kMax;
   // The model's layout with these settings (validated: throws kvscope::Error).
   KVLayout layout_for(const Config& c) const;
   // The checks that need no model (one eviction rule at a time, a budget
@@ -135,7 +166,8 @@ struct KVSettings {
   }
   bool operator==(const KVSettings& o) const {
     return dtype == o.dtype && window == o.window && sinks == o.sinks && block == o.block && evict == o.evict &&
-           budget == o.budget;
+           budget == o.budget && snap_window == o.snap_window && snap_pool == o.snap_pool &&
+           snap_pooling == o.snap_pooling;
   }
   bool operator!=(const KVSettings& o) const { return !(*this == o); }
 };
@@ -206,8 +238,10 @@ class KVCache {
   bool holds(SeqId seq, int pos) const;
   std::vector<int> positions(SeqId seq) const;  // held, ascending (evicting: by any layer)
   // The positions `layer` holds, ascending (every layer holds the same
-  // unless the layout evicts by score).
+  // unless the layout evicts by score; per K/V head: their union).
   std::vector<int> positions(SeqId seq, int layer) const;
+  // The positions K/V head `kv_head` of `layer` holds (the layer's unless per_head()).
+  std::vector<int> positions(SeqId seq, int layer, int kv_head) const;
   // Evicting: the score each of positions(seq, layer) was last ranked by or
   // will be (TOVA: the last query's weight; H2O: accumulated). Else empty.
   std::vector<double> scores(SeqId seq, int layer) const;
@@ -258,6 +292,15 @@ class KVCache {
   void visible(SeqId seq, int pos, std::vector<KVRun>& out) const;
   // The same for one layer (evicting layouts: that layer's held positions <= pos).
   void visible(SeqId seq, int layer, int pos, std::vector<KVRun>& out) const;
+  // The same for one K/V head of a layer (per_head(): what that head holds).
+  void visible(SeqId seq, int layer, int kv_head, int pos, std::vector<KVRun>& out) const;
+  // SnapKV: whether `seq` is still in its prefill (its first forward), whose
+  // last W queries' weights decide what each head keeps.
+  bool snap_pending(SeqId seq) const;
+  // SnapKV, in the prefill: the query at `pos` attended to the layer's first
+  // n_keys held positions with weights w, (n_head, n_keys), per query head.
+  // Only the last W queries of the prefill count.
+  void observe_heads(SeqId seq, int layer, int pos, int n_keys, int n_head, const double* w);
   // Evicting: a query of `seq` attended to the first n_keys of the layer's
   // held positions (its visible runs) with weights w, averaged over the
   // query heads. TOVA keeps the weights of the latest query, H2O adds them.
@@ -313,11 +356,15 @@ class KVCache {
   // Evicting layouts: what one layer of a sequence holds. Slot g of the
   // sequence is slot g % B of block table[g / B].
   struct LayerHeld {
-    std::vector<int> pos;         // ascending
+    std::vector<int> pos;         // ascending (per K/V head: the union of the heads')
     std::vector<int> slot;        // (pos) where each row lives
-    std::vector<double> score;    // (pos) TOVA: the last query's weight; H2O: accumulated weight
+    std::vector<double> score;    // (pos) TOVA: the last query's weight; H2O: accumulated; SnapKV: best head's
     std::vector<uint8_t> used;    // (table.size() * B) 1 where a row of this layer lives
     std::vector<KVDrop> dropped;  // what the last commit dropped, ascending
+    // SnapKV only: what each K/V head holds, a subset of pos, and the
+    // prefill's window weights summed per query head.
+    std::vector<std::vector<int>> head_pos;  // (kv_head, held pos) ascending
+    std::vector<double> win;                 // (n_head, prefill length) summed over the window's queries
   };
   struct Sequence {
     bool live = false;
@@ -325,6 +372,7 @@ class KVCache {
     int lo = 0;                     // non-sink positions below lo are evicted
     std::vector<int> table;         // block per `slots_per_block()` positions, -1 = none
     std::vector<LayerHeld> layers;  // (n_layer) evicting layouts only
+    bool snapped = false;           // SnapKV: the prefill's compression is done
   };
   int slots_per_block() const { return layout_.paged() ? layout_.block : layout_.n_ctx; }
   // Paged: a full context's blocks per slab; contiguous: one reservation.
@@ -341,6 +389,11 @@ class KVCache {
   // Evicting layouts (kv_evict.cpp).
   KVSlot append_evicting(Sequence& s, int pos);
   int drop_to_budget(Sequence& s);
+  // Drops the entries of `h` whose keep is 0 (freeing their slots, noting them in
+  // h.dropped with their score); returns how many.
+  int drop_rows(LayerHeld& h, const std::vector<uint8_t>& keep);
+  int snap_compress(Sequence& s);          // kv_snapkv.cpp
+  void release_empty_blocks(Sequence& s);  // a block no layer holds a row in goes back to the pool
   const LayerHeld& layer_held(const Sequence& s, int layer) const;
 
   KVLayout layout_;

@@ -24,7 +24,19 @@ std::vector<float> all_logits(Engine& engine, KVCache& cache, const std::vector<
   if (cache.layout().evicting()) {
     // Eviction by score acts after each forward: one position per forward,
     // as generation runs, so every prediction is made from what survived.
-    for (const BatchEntry& e : batch) {
+    // SnapKV compresses a prompt once, after its prefill: the text's first
+    // half is the prompt (one forward, its predictions the dense ones), the
+    // rest decodes one position per forward.
+    size_t first = 0;
+    if (cache.layout().per_head()) {
+      first = std::max<size_t>(1, batch.size() / 2);
+      logits = engine
+                   .forward(std::vector<BatchEntry>(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(first)),
+                            cache, taps)
+                   .logits;
+    }
+    for (const BatchEntry& e :
+         std::vector<BatchEntry>(batch.begin() + static_cast<std::ptrdiff_t>(first), batch.end())) {
       const std::vector<float> row = engine.forward({e}, cache, taps).logits;
       logits.insert(logits.end(), row.begin(), row.end());
     }

@@ -18,12 +18,14 @@ const char* to_string(KVEvict e) {
       return "tova";
     case KVEvict::kH2O:
       return "h2o";
+    case KVEvict::kSnapKV:
+      return "snapkv";
   }
   return "?";
 }
 
 bool parse_kv_evict(const std::string& name, KVEvict* out) {
-  for (KVEvict e : {KVEvict::kNone, KVEvict::kTova, KVEvict::kH2O}) {
+  for (KVEvict e : {KVEvict::kNone, KVEvict::kTova, KVEvict::kH2O, KVEvict::kSnapKV}) {
     if (name == to_string(e)) {
       *out = e;
       return true;
@@ -45,6 +47,13 @@ std::vector<int> KVCache::positions(SeqId s, int layer) const {
     return positions(s);
   }
   return layer_held(q, layer).pos;
+}
+
+std::vector<int> KVCache::positions(SeqId s, int layer, int kv_head) const {
+  if (!layout_.per_head()) return positions(s, layer);
+  KVSCOPE_CHECK_INDEX("KV cache K/V head", kv_head, layout_.n_kv_head);
+  const LayerHeld& h = layer_held(seq(s), layer);
+  return h.head_pos.empty() ? std::vector<int>{} : h.head_pos[static_cast<size_t>(kv_head)];
 }
 
 std::vector<double> KVCache::scores(SeqId s, int layer) const {
@@ -74,7 +83,11 @@ KVSlot KVCache::slot_of(SeqId s, int layer, int pos) const {
 // reused); a slot in a block the sequence does not hold gets a fresh block.
 KVSlot KVCache::append_evicting(Sequence& q, int pos) {
   const int B = slots_per_block();
-  if (q.layers.empty()) q.layers.resize(static_cast<size_t>(layout_.n_layer));
+  if (q.layers.empty()) {
+    q.layers.resize(static_cast<size_t>(layout_.n_layer));
+    if (layout_.per_head())
+      for (LayerHeld& h : q.layers) h.head_pos.resize(static_cast<size_t>(layout_.n_kv_head));
+  }
   KVSlot first;
   for (size_t l = 0; l < q.layers.size(); ++l) {
     LayerHeld& h = q.layers[l];
@@ -88,33 +101,54 @@ KVSlot KVCache::append_evicting(Sequence& q, int pos) {
     h.pos.push_back(pos);
     h.slot.push_back(g);
     h.score.push_back(0.0);
+    for (std::vector<int>& hp : h.head_pos) hp.push_back(pos);  // a new row is every head's
     if (l == 0) first = KVSlot{q.table[bi], g % B};
   }
   q.length = pos + 1;
   return first;
 }
 
+namespace {
+
+// Runs of `want` (ascending positions <= pos, a subset of h_pos whose rows are
+// at h_slot): consecutive positions in consecutive slots of one block share a run.
+void runs_of(const std::vector<int>& want, const std::vector<int>& h_pos, const std::vector<int>& h_slot,
+             const std::vector<int>& table, int B, int pos, std::vector<KVRun>& out) {
+  out.clear();
+  size_t j = 0;
+  for (size_t i = 0; i < want.size() && want[i] <= pos; ++i) {
+    while (h_pos[j] != want[i]) ++j;
+    const int g = h_slot[j], b = table[static_cast<size_t>(g / B)];
+    if (!out.empty()) {
+      KVRun& r = out.back();
+      if (r.block == b && r.slot + r.n == g % B && r.first_pos + r.n == want[i]) {
+        ++r.n;
+        continue;
+      }
+    }
+    out.push_back(KVRun{b, g % B, want[i], 1});
+  }
+}
+
+}  // namespace
+
 void KVCache::visible(SeqId s, int layer, int pos, std::vector<KVRun>& out) const {
   if (!layout_.evicting()) {
     KVSCOPE_CHECK_INDEX("KV cache layer", layer, layout_.n_layer);
     return visible(s, pos, out);
   }
-  out.clear();
   const Sequence& q = seq(s);
   const LayerHeld& h = layer_held(q, layer);
-  const int B = slots_per_block();
-  // Held positions <= pos, in order; consecutive positions in consecutive slots of one block share a run.
-  for (size_t i = 0; i < h.pos.size() && h.pos[i] <= pos; ++i) {
-    const int g = h.slot[i], b = q.table[static_cast<size_t>(g / B)];
-    if (!out.empty()) {
-      KVRun& r = out.back();
-      if (r.block == b && r.slot + r.n == g % B && r.first_pos + r.n == h.pos[i]) {
-        ++r.n;
-        continue;
-      }
-    }
-    out.push_back(KVRun{b, g % B, h.pos[i], 1});
-  }
+  runs_of(h.pos, h.pos, h.slot, q.table, slots_per_block(), pos, out);
+}
+
+void KVCache::visible(SeqId s, int layer, int kv_head, int pos, std::vector<KVRun>& out) const {
+  if (!layout_.per_head()) return visible(s, layer, pos, out);
+  KVSCOPE_CHECK_INDEX("KV cache K/V head", kv_head, layout_.n_kv_head);
+  const Sequence& q = seq(s);
+  const LayerHeld& h = layer_held(q, layer);
+  if (h.head_pos.empty()) return out.clear();
+  runs_of(h.head_pos[static_cast<size_t>(kv_head)], h.pos, h.slot, q.table, slots_per_block(), pos, out);
 }
 
 void KVCache::observe(SeqId s, int layer, int n_keys, const double* w) {
@@ -159,28 +193,38 @@ std::vector<uint8_t> keep_mask(KVEvict rule, int budget, const std::vector<int>&
 }  // namespace
 
 int KVCache::drop_to_budget(Sequence& q) {
+  if (layout_.per_head()) return snap_compress(q);
   int dropped = 0;
   for (LayerHeld& h : q.layers) {
     h.dropped.clear();
     if (static_cast<int>(h.pos.size()) <= layout_.budget) continue;
-    const std::vector<uint8_t> keep = keep_mask(layout_.evict, layout_.budget, h.pos, h.score);
-    size_t w = 0;
-    for (size_t i = 0; i < h.pos.size(); ++i) {
-      if (!keep[i]) {
-        h.used[static_cast<size_t>(h.slot[i])] = 0;
-        h.dropped.push_back(KVDrop{h.pos[i], h.score[i]});
-        ++dropped;
-        continue;
-      }
-      h.pos[w] = h.pos[i];
-      h.slot[w] = h.slot[i];
-      h.score[w] = h.score[i];
-      ++w;
-    }
-    h.pos.resize(w);
-    h.slot.resize(w);
-    h.score.resize(w);
+    dropped += drop_rows(h, keep_mask(layout_.evict, layout_.budget, h.pos, h.score));
   }
+  release_empty_blocks(q);
+  return dropped;
+}
+
+int KVCache::drop_rows(LayerHeld& h, const std::vector<uint8_t>& keep) {
+  size_t w = 0;
+  for (size_t i = 0; i < h.pos.size(); ++i) {
+    if (!keep[i]) {
+      h.used[static_cast<size_t>(h.slot[i])] = 0;
+      h.dropped.push_back(KVDrop{h.pos[i], h.score[i]});
+      continue;
+    }
+    h.pos[w] = h.pos[i];
+    h.slot[w] = h.slot[i];
+    h.score[w] = h.score[i];
+    ++w;
+  }
+  const int n = static_cast<int>(h.pos.size() - w);
+  h.pos.resize(w);
+  h.slot.resize(w);
+  h.score.resize(w);
+  return n;
+}
+
+void KVCache::release_empty_blocks(Sequence& q) {
   // A block no layer holds a row in goes back to the pool (contiguous: the
   // one reservation stays while anything is held).
   const size_t B = static_cast<size_t>(slots_per_block());
@@ -195,7 +239,6 @@ int KVCache::drop_to_budget(Sequence& q) {
       q.table[i] = -1;
     }
   }
-  return dropped;
 }
 
 }  // namespace kvscope

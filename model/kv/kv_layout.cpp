@@ -80,6 +80,11 @@ KVLayout settings_on(const KVSettings& k, KVLayout l) {
   l.block = k.block;
   l.evict = k.evict;
   l.budget = k.budget;
+  if (l.per_head()) {
+    l.snap_window = k.snap_window ? k.snap_window : snap_default_window(k.budget);
+    l.snap_pool = k.snap_pool ? k.snap_pool : kSnapPoolDefault;
+    l.snap_pooling = k.snap_pooling;
+  }
   return l;
 }
 
@@ -116,6 +121,9 @@ void KVSettings::check_without_model() const {
 }
 
 int KVLayout::visible_count(int pos) const {
+  // SnapKV compresses the prompt once and then holds every decoded position:
+  // at most every position (what it holds depends on the prompt's length).
+  if (per_head()) return pos + 1;
   if (evicting()) return std::min(pos + 1, budget + 1);
   if (!windowed()) return pos + 1;
   const int lo = std::max(0, pos - window + 1);
@@ -142,11 +150,30 @@ void KVLayout::validate() const {
   if (rollback < 0) throw Error("KV cache layout: rollback must be 0 or more, got " + std::to_string(rollback));
   if (evicting() && budget < 1)
     throw Error("--kv-budget: expected at least 1 position per layer with --kv-evict, got " + std::to_string(budget));
-  if (!evicting() && budget != 0) throw Error("--kv-budget: needs --kv-evict tova|h2o");
+  if (!evicting() && budget != 0) throw Error("--kv-budget: needs --kv-evict tova|h2o|snapkv");
+  validate_snap();
   if (evicting() && windowed()) {
     throw Error(std::string("--kv-evict ") + to_string(evict) +
                 " and --kv-window: one eviction rule at a time (a window of " + std::to_string(window) +
                 " is set, by the flag or the model's sliding_window: drop one of them)");
+  }
+}
+
+void KVLayout::validate_snap() const {
+  if (!per_head()) {
+    if (snap_window != 0 || snap_pool != 0) throw Error("--kv-snap-window, --kv-snap-pool: need --kv-evict snapkv");
+    return;
+  }
+  if (snap_window < 1 || snap_window >= budget) {
+    throw Error("--kv-snap-window: expected 1 <= W < N = " + std::to_string(budget) + " (the budget), got " +
+                std::to_string(snap_window));
+  }
+  if (snap_pool < 1 || snap_pool % 2 == 0)
+    throw Error("--kv-snap-pool: expected an odd kernel K >= 1, got " + std::to_string(snap_pool));
+  // A head's row is a slice of the position's row: whole quantization blocks only.
+  if ((dtype == KVDtype::kQ8_0 || dtype == KVDtype::kQ4_0) && head_dim % kQuantBlock != 0) {
+    throw Error(std::string("--kv-evict snapkv with --kv-dtype ") + to_string(dtype) + ": a head holds " +
+                std::to_string(head_dim) + " values, not a multiple of 32 (the quantization block); use f32 or f16");
   }
 }
 
@@ -156,7 +183,12 @@ std::string KVLayout::describe() const {
     s += ", window " + std::to_string(window);
     if (sinks) s += " + " + std::to_string(sinks) + " sinks";
   }
-  if (evicting()) s += std::string(evict == KVEvict::kTova ? ", TOVA" : ", H2O") + " budget " + std::to_string(budget);
+  if (per_head()) {
+    s += ", SnapKV budget " + std::to_string(budget) + " window " + std::to_string(snap_window) + " pool " +
+         std::to_string(snap_pool) + " " + to_string(snap_pooling);
+  } else if (evicting()) {
+    s += std::string(", ") + evict_name(evict) + " budget " + std::to_string(budget);
+  }
   s += paged() ? ", paged B=" + std::to_string(block) : ", contiguous";
   return s;
 }
@@ -164,7 +196,8 @@ std::string KVLayout::describe() const {
 bool KVLayout::operator==(const KVLayout& o) const {
   return n_layer == o.n_layer && n_kv_head == o.n_kv_head && head_dim == o.head_dim && n_ctx == o.n_ctx &&
          dtype == o.dtype && window == o.window && sinks == o.sinks && block == o.block && rollback == o.rollback &&
-         evict == o.evict && budget == o.budget;
+         evict == o.evict && budget == o.budget && snap_window == o.snap_window && snap_pool == o.snap_pool &&
+         snap_pooling == o.snap_pooling;
 }
 
 }  // namespace kvscope

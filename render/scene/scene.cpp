@@ -152,7 +152,7 @@ namespace {
 std::string evict_banner_sub(const StepRecord& r) {
   const KVLayout& lay = r.kv_layout;
   const int T = r.seq_len;
-  const std::string rule = lay.evict == KVEvict::kTova ? "TOVA" : "H2O";
+  const std::string rule = evict_name(lay.evict);
   const std::string read = r.prefill ? std::to_string(T) + " prompt positions computed in one pass"
                                      : "1 new position \xC2\xB7 reads " + std::to_string(lay.visible_count(T - 1) - 1) +
                                            " cached K/V rows per layer";

@@ -263,6 +263,12 @@ void add_evict_caption(Scene& s, const StepRecord& r, const Layout& L, int n_pos
     text = "TOVA \xC2\xB7 each layer keeps the " + n +
            " keys its last query weighted most \xC2\xB7 colour, bar = that weight";
     short_text = "TOVA N = " + n + " \xC2\xB7 colour = last weight";
+  } else if (lay.per_head()) {
+    // A layer's stack shows the union of its K/V heads' positions (held_by_head has each head's).
+    text = "SnapKV \xC2\xB7 after the prefill each K/V head keeps " + std::to_string(lay.budget - lay.snap_window) +
+           " scored + the last " + std::to_string(lay.snap_window) +
+           " prompt keys \xC2\xB7 a layer shows its heads' union";
+    short_text = "SnapKV N = " + n + " \xC2\xB7 per head";
   } else {
     const std::string recent = std::to_string(lay.budget / 2), heavy = std::to_string(lay.budget - lay.budget / 2);
     text = "H2O \xC2\xB7 each layer keeps its " + recent + " newest + " + heavy +

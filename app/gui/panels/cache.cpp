@@ -101,22 +101,45 @@ void flop_plot(const char* id, const char* title, const std::vector<double>& act
   }
 }
 
+// SnapKV's budget (N >= 2), observation window (1..N-1, 0 = the default),
+// pooling kernel (odd) and pooling.
+void snap_controls(KVSettings& k, int budget_hi) {
+  ImGui::SliderInt("##budget", &k.budget, 2, std::max(2, budget_hi), "keeps N %d per K/V head",
+                   ImGuiSliderFlags_AlwaysClamp);
+  if (k.snap_window >= k.budget) k.snap_window = 0;
+  const int w_default = snap_default_window(k.budget);
+  ImGui::SliderInt("##snap_window", &k.snap_window, 0, k.budget - 1,
+                   k.snap_window == 0 ? ("window W: default " + std::to_string(w_default)).c_str() : "window W %d",
+                   ImGuiSliderFlags_AlwaysClamp);
+  int pool = k.snap_pool == 0 ? kSnapPoolDefault : k.snap_pool;
+  if (ImGui::SliderInt("##snap_pool", &pool, 1, 31, "pooling kernel K %d", ImGuiSliderFlags_AlwaysClamp))
+    k.snap_pool = pool % 2 ? pool : pool + 1;  // odd: centred on the position
+  int pooling = static_cast<int>(k.snap_pooling);
+  static const char* const kPooling[] = {"max pooling", "average pooling"};
+  if (ImGui::Combo("##snap_pooling", &pooling, kPooling, 2)) k.snap_pooling = static_cast<KVPooling>(pooling);
+  text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled),
+                        "SnapKV: after the prefill each K/V head keeps the N - W prompt positions the last W prompt "
+                        "queries of its query heads weighted most (pooled over K neighbours), and the window; "
+                        "decoding then evicts nothing");
+}
+
 // Eviction by attention score: off, TOVA or H2O, and the positions each
 // layer keeps (instead of a window: choosing one turns the window off). A
 // model with its own sliding window (Mistral's) already evicts by position:
 // one rule at a time, so the choice is off there.
 void evict_controls(KVSettings& k, int budget_hi, int model_window) {
-  static const char* const kRules[] = {"off", "TOVA", "H2O"};
+  static const char* const kRules[] = {"off", "TOVA", "H2O", "SnapKV"};
   int rule = static_cast<int>(k.evict);
   ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted("evict by score");
   ImGui::SameLine();
   ImGui::SetNextItemWidth(-1);
   ImGui::BeginDisabled(model_window > 0);
-  if (ImGui::Combo("##evict", &rule, kRules, 3)) {
+  if (ImGui::Combo("##evict", &rule, kRules, 4)) {
     k.evict = static_cast<KVEvict>(rule);
     k.budget = k.evict == KVEvict::kNone ? 0 : (k.budget > 0 ? k.budget : std::min(kEvictBudgetStart, budget_hi));
     if (k.evict != KVEvict::kNone) k.window = k.sinks = 0;
+    if (k.evict != KVEvict::kSnapKV) k.snap_window = k.snap_pool = 0;
   }
   ImGui::EndDisabled();
   if (model_window > 0)
@@ -124,6 +147,7 @@ void evict_controls(KVSettings& k, int budget_hi, int model_window) {
                           "off: this model slides its own window of " + std::to_string(model_window) +
                               " positions (one eviction rule at a time)");
   if (k.evict == KVEvict::kNone) return;
+  if (k.evict == KVEvict::kSnapKV) return snap_controls(k, budget_hi);
   ImGui::SliderInt("##budget", &k.budget, 1, budget_hi, "keeps N %d per layer", ImGuiSliderFlags_AlwaysClamp);
   text_wrapped_coloured(ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled),
                         k.evict == KVEvict::kTova

@@ -23,20 +23,30 @@ namespace {
 void evict_tooltip(const SequenceState& seq, const StepRecord& r, int pos, int layer, KvState state) {
   const KVLayout& lay = r.kv_layout;
   const bool tova = lay.evict == KVEvict::kTova;
-  const char* rule = tova ? "TOVA" : "H2O";
-  const char* what = tova ? "the last query's attention weight (mean over heads)"
-                          : "attention accumulated over every query so far (mean over heads)";
+  const bool snap = lay.per_head();
+  const char* rule = evict_name(lay.evict);
+  const char* what = tova   ? "the last query's attention weight (mean over heads)"
+                     : snap ? "the prompt window's attention, pooled, mean over a K/V head's query heads (best head)"
+                            : "attention accumulated over every query so far (mean over heads)";
   if (state == KvState::kEvicting || state == KvState::kEvicted) {
     const int at = seq.dropped_at_step(pos, layer);
     const double score = seq.dropped_with_score(pos, layer);
     ImGui::TextColored(ImVec4(1.0f, 0.55f, 0.5f, 1.0f), "dropped by %s from layer %d", rule, layer);
     if (at >= 0) ImGui::Text("at step %d%s", at, at == 0 ? " (the prefill)" : "");
     if (score >= 0) ImGui::Text("with score %.4f: %s", score, what);
-    text_wrapped_wordsf(tova ? "Layer %d keeps the %d keys its last query weighted most; this one ranked lower. Other "
-                               "layers decide for themselves."
-                             : "Layer %d keeps its newest %d/2 keys and the heaviest of the rest; this one was older "
-                               "and lighter. Other layers decide for themselves.",
-                        layer, lay.budget);
+    if (snap) {
+      text_wrapped_wordsf(
+          "After the prefill each K/V head of layer %d kept its %d best-scored prompt positions and "
+          "the window; no head of the layer kept this one.",
+          layer, lay.budget - lay.snap_window);
+    } else {
+      text_wrapped_wordsf(tova
+                              ? "Layer %d keeps the %d keys its last query weighted most; this one ranked lower. Other "
+                                "layers decide for themselves."
+                              : "Layer %d keeps its newest %d/2 keys and the heaviest of the rest; this one was older "
+                                "and lighter. Other layers decide for themselves.",
+                          layer, lay.budget);
+    }
     ImGui::TextDisabled("Its K/V rows are gone from this layer: a later query here cannot see it.");
     return;
   }
@@ -93,7 +103,7 @@ namespace {
 std::string layout_name(const KVLayout& l) {
   std::string s = to_string(l.dtype);
   if (l.windowed()) s += " W=" + std::to_string(l.window) + (l.sinks ? " +" + std::to_string(l.sinks) + " sinks" : "");
-  if (l.evicting()) s += std::string(l.evict == KVEvict::kTova ? " TOVA" : " H2O") + " N=" + std::to_string(l.budget);
+  if (l.evicting()) s += std::string(" ") + evict_name(l.evict) + " N=" + std::to_string(l.budget);
   if (l.paged()) s += " paged";
   if (l.is_default()) s += " dense";
   return s;
