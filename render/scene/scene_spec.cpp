@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <string>
 
+#include "model/decoding/speculative_accept.h"
+
 namespace kvscope {
 
 const glm::vec3 kDraftColour{0.62f, 0.45f, 1.00f};
