@@ -126,6 +126,10 @@ TEST(JsonCommands, StringsAndChoicesAreNamed) {
             "kv_layout: \"budget\": needs \"evict\" tova|h2o|snapkv");
   EXPECT_EQ(refusal({{"cmd", "kv_layout"}, {"window", 4}, {"sinks", 4}}, s),
             "kv_layout: \"sinks\": expected 0 <= S < W = 4, got 4");
+  // A flag of two words names its field with an underscore.
+  const std::string snap = refusal({{"cmd", "kv_layout"}, {"evict", "snapkv"}, {"budget", 4}, {"snap_window", 8}}, s);
+  EXPECT_NE(snap.find("\"snap_window\""), std::string::npos) << snap;
+  EXPECT_EQ(snap.find("--kv-"), std::string::npos) << snap;
   EXPECT_EQ(s.ui.kv_layout, layout) << "nothing changes on a refusal";
   // One eviction rule at a time, as in the Cache panel: choosing one turns the other off.
   EXPECT_EQ(refusal({{"cmd", "kv_layout"}, {"evict", "tova"}, {"budget", 8}}, s), "");

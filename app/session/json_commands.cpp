@@ -134,8 +134,14 @@ std::string as_layout_fields(std::string message) {
   const std::string flag = "--kv-";
   for (size_t at = message.find(flag); at != std::string::npos; at = message.find(flag, at)) {
     size_t end = at + flag.size();
-    while (end < message.size() && std::islower(static_cast<unsigned char>(message[end]))) ++end;
-    const std::string name = "\"" + message.substr(at + flag.size(), end - at - flag.size()) + "\"";
+    // --kv-snap-window names the field "snap_window".
+    while (end < message.size() && (std::islower(static_cast<unsigned char>(message[end])) ||
+                                    (message[end] == '-' && end + 1 < message.size() &&
+                                     std::islower(static_cast<unsigned char>(message[end + 1])))))
+      ++end;
+    std::string field = message.substr(at + flag.size(), end - at - flag.size());
+    std::replace(field.begin(), field.end(), '-', '_');
+    const std::string name = "\"" + field + "\"";
     message.replace(at, end - at, name);
     at += name.size();
   }
