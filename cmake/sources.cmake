@@ -15,8 +15,6 @@ set(KVSCOPE_MODEL_SRC
   model/tokenizer/tokenizer_rules.cpp
   model/arch/config.cpp
   model/arch/hf_cache.cpp
-  model/arch/gpt2_loader.cpp
-  model/arch/llama_loader.cpp
   model/arch/model.cpp
   model/arch/tensor_checks.cpp
   model/arch/weight_matrix.cpp
@@ -29,8 +27,8 @@ set(KVSCOPE_MODEL_SRC
   model/engine/linear_bf16.cpp
   model/engine/linear_kernels.cpp
   model/engine/linear_simd128.cpp
-  model/engine/llama_layers.cpp
-  model/engine/llama_ops.cpp
+  model/models/gpt2.cpp
+  model/models/llama.cpp
   model/kv/kv_cache.cpp
   model/kv/kv_layout.cpp
   model/kv/kv_evict.cpp

@@ -13,9 +13,10 @@
 #include <vector>
 
 #include "model/arch/config.h"
-#include "model/arch/llama_loader.h"
+#include "model/arch/model.h"
 #include "model/arch/safetensors.h"
 #include "model/core/error.h"
+#include "model/models/llama.h"
 #include "numpy_ref_util.h"
 
 namespace kvscope {
@@ -83,7 +84,7 @@ Config parse(const json& j) {
 
 TEST(LlamaConfig, ReadsEveryField) {
   const Config c = parse(llama_config());
-  EXPECT_TRUE(c.is_llama());
+  EXPECT_EQ(c.arch, Arch::kLlama);
   EXPECT_EQ(c.model_type, "llama");
   EXPECT_EQ(c.n_layer, 2);
   EXPECT_EQ(c.n_embd, 64);
@@ -134,7 +135,7 @@ TEST(LlamaConfig, GptTwoKeepsItsShape) {
   const Config c = parse_config(R"({"model_type": "gpt2", "n_layer": 2, "n_head": 4, "n_embd": 32,
                                     "n_positions": 64, "vocab_size": 300})",
                                 "gpt2/config.json");
-  EXPECT_FALSE(c.is_llama());
+  EXPECT_EQ(c.arch, Arch::kGpt2);
   EXPECT_EQ(c.kv_heads(), 4);
   EXPECT_EQ(c.n_inner, 128);
   EXPECT_EQ(c.head_dim(), 8);

@@ -129,9 +129,9 @@ TEST(Loader, Gpt2F16KeepsOnlyTheStoredHalves) {
   const std::string dir = suite_checkpoint("l3h4d48_f16_noprefix");
   auto m = load_model(dir);
   const Config& c = m->config;
-  const Weights& w = m->weights;
+  const Gpt2Weights& w = std::get<Gpt2Weights>(m->weights);
   const SafeTensors st = SafeTensors::open(dir + "/model.safetensors");
-  for (const LayerWeights& L : w.layers) {
+  for (const Gpt2Layer& L : w.layers) {
     for (const WeightMatrix* x : {&L.attn_w_t, &L.attn_proj_w_t, &L.fc_w_t, &L.mlp_proj_w_t, &w.wte}) {
       EXPECT_EQ(x->type, StoredType::kF16);
       EXPECT_TRUE(x->f32.empty());
@@ -154,7 +154,7 @@ TEST(Loader, Gpt2F16KeepsOnlyTheStoredHalves) {
   if (!w.lm_head.empty()) {
     EXPECT_EQ(w.lm_head.panels, kPanelWeights);
   }
-  for (const LayerWeights& L : w.layers) EXPECT_EQ(L.fc_w_t.panels, kPanelWeights);
+  for (const Gpt2Layer& L : w.layers) EXPECT_EQ(L.fc_w_t.panels, kPanelWeights);
   const uint64_t d = static_cast<uint64_t>(c.n_embd), L = static_cast<uint64_t>(c.n_layer);
   const uint64_t head = w.lm_head.empty() ? 0 : static_cast<uint64_t>(c.vocab_size) * d * 2;
   const uint64_t want = L * (12 * d * d * 2 + 13 * d * 4) + static_cast<uint64_t>(c.vocab_size) * d * 2 + head +

@@ -272,13 +272,13 @@ TEST_P(ReferenceP, LoadsConfigAndWeights) {
   EXPECT_EQ(m->n_params, rc.n_params);
   EXPECT_EQ(m->tokenizer.vocab_size(), c.vocab_size);
   EXPECT_EQ(m->tokenizer.token_id("<|endoftext|>"), c.eos_token_id);
-  const Weights& w = m->weights;
+  const Gpt2Weights& w = std::get<Gpt2Weights>(m->weights);
   const int d = c.n_embd;
   EXPECT_EQ(w.wte.rows, c.vocab_size);
   EXPECT_EQ(w.wte.cols, d);
   EXPECT_EQ(w.wpe.rows(), c.n_positions);
   ASSERT_EQ(static_cast<int>(w.layers.size()), c.n_layer);
-  for (const LayerWeights& l : w.layers) {
+  for (const Gpt2Layer& l : w.layers) {
     EXPECT_EQ(l.attn_w_t.rows, 3 * d);
     EXPECT_EQ(l.attn_w_t.cols, d);
     EXPECT_EQ(l.fc_w_t.rows, 4 * d);
@@ -526,14 +526,16 @@ TEST(Reference, WeightsTransposedFromConv1D) {
   ASSERT_EQ(c_attn.size(), static_cast<size_t>(d) * 3 * d);
   for (int i = 0; i < d; ++i)
     for (int o = 0; o < 3 * d; ++o)
-      ASSERT_EQ(m->weights.layers[1].attn_w_t.at(o, i), c_attn[static_cast<size_t>(i) * 3 * d + o]);
+      ASSERT_EQ(std::get<Gpt2Weights>(m->weights).layers[1].attn_w_t.at(o, i),
+                c_attn[static_cast<size_t>(i) * 3 * d + o]);
   const std::vector<float> fc = st.to_f32("transformer.h.0.mlp.c_fc.weight");  // (d, 4d)
   for (int i = 0; i < d; ++i)
     for (int o = 0; o < 4 * d; ++o)
-      ASSERT_EQ(m->weights.layers[0].fc_w_t.at(o, i), fc[static_cast<size_t>(i) * 4 * d + o]);
+      ASSERT_EQ(std::get<Gpt2Weights>(m->weights).layers[0].fc_w_t.at(o, i), fc[static_cast<size_t>(i) * 4 * d + o]);
   const std::vector<float> wte = st.to_f32("transformer.wte.weight");
   for (int r = 0; r < m->config.vocab_size; ++r)
-    for (int j = 0; j < d; ++j) ASSERT_EQ(m->weights.wte.at(r, j), wte[static_cast<size_t>(r) * d + j]);
+    for (int j = 0; j < d; ++j)
+      ASSERT_EQ(std::get<Gpt2Weights>(m->weights).wte.at(r, j), wte[static_cast<size_t>(r) * d + j]);
   // The buffers are listed but not used.
   EXPECT_TRUE(st.has("transformer.h.0.attn.bias"));
   EXPECT_TRUE(st.has("transformer.h.0.attn.masked_bias"));

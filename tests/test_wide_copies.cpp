@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "model/arch/gpt2_loader.h"
-#include "model/arch/llama_loader.h"
 #include "model/arch/model.h"
 #include "model/arch/safetensors.h"
 #include "model/decoding/generator.h"
 #include "model/engine/engine.h"
 #include "model/kv/kv_cache.h"
+#include "model/models/gpt2.h"
+#include "model/models/llama.h"
 #include "numpy_ref_util.h"
 
 namespace kvscope {
@@ -79,9 +79,9 @@ void expect_copies(const std::vector<const WeightMatrix*>& ms, bool wide, const 
 // where it is the (tied) head. An untied embedding is only looked up a row
 // at a time and never has a copy, whatever the rule decides.
 std::vector<const WeightMatrix*> all_matrices(const Model& m) {
-  std::vector<const WeightMatrix*> ms = m.config.is_llama() ? m.llama.layer_matrices() : m.weights.layer_matrices();
-  const WeightMatrix& embed = m.config.is_llama() ? m.llama.embed : m.weights.wte;
-  const WeightMatrix& head = m.config.is_llama() ? m.llama.lm_head : m.weights.lm_head;
+  std::vector<const WeightMatrix*> ms = std::visit([](const auto& w) { return w.layer_matrices(); }, m.weights);
+  const WeightMatrix& embed = std::visit([](const auto& w) -> const WeightMatrix& { return w.embedding(); }, m.weights);
+  const WeightMatrix& head = std::visit([](const auto& w) -> const WeightMatrix& { return w.lm_head; }, m.weights);
   if (head.empty()) {
     ms.push_back(&embed);
   } else {
@@ -175,7 +175,7 @@ TEST(WideCopies, Gpt2ResidentBytesReadAndMemoryCheckCountTheCopies) {
   const auto wide = load_model(dir, ctl);
   const auto plain = load_model(dir);
   const Config& c = wide->config;
-  ASSERT_TRUE(wide->weights.lm_head.empty());
+  ASSERT_TRUE(std::get<Gpt2Weights>(wide->weights).lm_head.empty());
   const uint64_t d = static_cast<uint64_t>(c.n_embd), L = static_cast<uint64_t>(c.n_layer);
   const uint64_t P = static_cast<uint64_t>(c.n_positions);
   const uint64_t values = gpt2_matrix_values(c, false), vectors = L * 13 * d + 2 * d;

@@ -57,11 +57,10 @@ void print_inspect(const Model& m) {
   const uint64_t nc1 = forward_flops(c, 1, 1), ncT = forward_flops(c, T, T);
   out_printf("model          %s (%s)\n", m.name.c_str(), m.dir.c_str());
   out_printf("architecture   %s: %d layers, %d heads x %d (%d K/V heads), width %d, vocab %d\n",
-             c.is_llama() ? c.model_type.c_str() : "GPT-2", c.n_layer, c.n_head, c.head_dim(), c.kv_heads(), c.n_embd,
-             c.vocab_size);
+              c.display_name.c_str(), c.n_layer, c.n_head, c.head_dim(), c.kv_heads(), c.n_embd, c.vocab_size);
   out_printf("parameters     %" PRIu64 " (%s stored %s, %s resident)\n", m.n_params,
-             format_bytes(static_cast<double>(m.file_bytes)).c_str(), m.stored_dtype.c_str(),
-             format_bytes(static_cast<double>(m.weight_bytes())).c_str());
+              format_bytes(static_cast<double>(m.file_bytes)).c_str(), m.stored_dtype.c_str(),
+              format_bytes(static_cast<double>(m.weight_bytes())).c_str());
   if (c.n_positions < c.max_position_embeddings) {
     out_printf("context        %d positions (the model allows %d; --ctx N reserves for N)\n", c.n_positions,
                c.max_position_embeddings);

@@ -1,5 +1,7 @@
 // Model hyper-parameters, read from a Hugging Face config.json: GPT-2, or a
-// Llama-architecture model (model_type llama, mistral, qwen2).
+// Llama-architecture model (model_type llama, mistral, qwen2). Each family
+// reads its own fields (parse_gpt2_config, parse_llama_config in
+// model/models/); the defaults here are GPT-2's.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +10,7 @@
 
 namespace kvscope {
 
+// The family: which loader load_model runs (model/models/gpt2.h, llama.h).
 enum class Arch { kGpt2, kLlama };
 
 // rope_scaling of a Llama config: none, "linear" (positions / factor) or
@@ -22,7 +25,8 @@ struct RopeScaling {
 
 struct Config {
   Arch arch = Arch::kGpt2;
-  std::string model_type = "gpt2";  // "gpt2", "llama", "mistral", "qwen2"
+  std::string model_type = "gpt2";     // "gpt2", "llama", "mistral", "qwen2"
+  std::string display_name = "GPT-2";  // for display: "GPT-2", or the Llama family's model_type
   int n_layer = 0;
   int n_head = 0;
   int n_embd = 0;
@@ -32,6 +36,8 @@ struct Config {
   int n_kv_head = 0;                // K/V heads (grouped-query attention); 0 means n_head
   int head_size = 0;                // per-head width when config.json gives head_dim; 0 means n_embd / n_head
   int n_inner = 0;                  // MLP width (intermediate_size)
+  int mlp_matrices = 2;             // (ff, d) matrices in the MLP: GPT-2's fc, proj; SwiGLU's gate, up, down
+  bool learned_positions = true;    // GPT-2: a learned table of n_positions rows fixes the context (no --ctx)
   int max_position_embeddings = 0;  // the model's own context limit
   double rope_theta = 10000.0;      // RoPE base
   RopeScaling rope_scaling;         // type "" = none
@@ -47,7 +53,6 @@ struct Config {
 
   int head_dim() const { return head_size > 0 ? head_size : n_embd / n_head; }
   int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
-  bool is_llama() const { return arch == Arch::kLlama; }
   // The one stop-token rule, for every decoding strategy and output form:
   // any id of eos_token_ids ends a generation, and is not part of its text.
   bool is_eos(int token) const {

@@ -4,6 +4,7 @@
 // WebAssembly build's small models (kWideMaxMatrixBytes below).
 #pragma once
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +14,12 @@
 #include "model/core/numeric.h"
 
 namespace kvscope {
+
+// The engine's f32 matrices. Row-major so that a weight stored transposed,
+// (out, in), gives contiguous dot products for decode (matrix-vector) and
+// plain GEMM for prefill.
+using MatrixRM = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Vector = Eigen::VectorXf;
 
 // Where the AVX-512 kernels run (linear_kernels.cpp) and in WebAssembly
 // (linear_simd128.cpp), the loaders store each matrix as panels of kPanelRows

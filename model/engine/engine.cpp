@@ -1,17 +1,16 @@
 #include "model/engine/engine.h"
 
 #include "model/engine/engine_detail.h"
-#include "model/engine/llama_ops.h"
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
+#include <variant>
 
 #include "model/core/error.h"
 #include "model/core/thread_pool.h"
 #include "model/engine/kernels.h"
-#include "model/engine/linear.h"
 
 namespace kvscope {
 
@@ -28,15 +27,14 @@ uint64_t forward_flops(const Config& c, int n_new, int seq_len) {
     for (uint64_t i = 0; i < n; ++i)
       sum_l += std::min<uint64_t>(first + i + 1, static_cast<uint64_t>(c.sliding_window));
   }
-  uint64_t per_layer;
-  if (c.is_llama()) {
-    // Q and O are (H hd) x d, K and V (Hkv hd) x d; gate, up, down are ff x d each.
-    const uint64_t hd = static_cast<uint64_t>(c.head_dim()), q = static_cast<uint64_t>(c.n_head) * hd;
-    const uint64_t kv = static_cast<uint64_t>(c.kv_heads()) * hd, ff = static_cast<uint64_t>(c.n_inner);
-    per_layer = 2 * n * d * (2 * q + 2 * kv) + 6 * n * d * ff + 4 * q * sum_l;
-  } else {
-    per_layer = 24 * n * d * d + 4 * d * sum_l;
-  }
+  // Q and O are (H hd) x d, K and V (Hkv hd) x d; the MLP's matrices ff x d
+  // each (GPT-2: q = kv = d, ff = 4d, two of them: 24 n d^2).
+  const uint64_t hd = static_cast<uint64_t>(c.head_dim()), q = static_cast<uint64_t>(c.n_head) * hd;
+  // (n_inner 0, a config built by hand, is GPT-2's 4d.)
+  const uint64_t kv = static_cast<uint64_t>(c.kv_heads()) * hd;
+  const uint64_t ff = static_cast<uint64_t>(c.n_inner > 0 ? c.n_inner : 4 * c.n_embd);
+  const uint64_t mlp = static_cast<uint64_t>(c.mlp_matrices);
+  const uint64_t per_layer = 2 * n * d * (2 * q + 2 * kv) + 2 * mlp * n * d * ff + 4 * q * sum_l;
   return static_cast<uint64_t>(c.n_layer) * per_layer + 2 * d * static_cast<uint64_t>(c.vocab_size);
 }
 
@@ -49,60 +47,18 @@ uint64_t forward_read_bytes(const Model& m, uint64_t cache_read_bytes) {
     for (const WeightMatrix* x : ms) bytes += x->product_bytes();
     return bytes;
   };
-  if (m.config.is_llama()) {
-    const LlamaWeights& lw = m.llama;
-    return matrices(lw.layer_matrices(), lw.head()) + lw.embed.row_bytes() + lw.vector_bytes() + cache_read_bytes;
-  }
-  // GPT-2 also reads one row of its f32 position table.
-  const Weights& w = m.weights;
-  return matrices(w.layer_matrices(), w.head()) + w.wte.row_bytes() + w.vector_bytes() +
-         static_cast<uint64_t>(m.config.n_embd) * 4 + cache_read_bytes;
+  return std::visit(
+      [&](const auto& w) {
+        return matrices(w.layer_matrices(), w.head()) + w.lookup_bytes() + w.vector_bytes() + cache_read_bytes;
+      },
+      m.weights);
 }
 
 int engine_threads() {
   return ThreadPool::default_threads();
 }
 
-namespace {
-
-const float* bias(const Vector& b) {
-  return b.size() ? b.data() : nullptr;
-}
-
-void layer_norm(const MatrixRM& X, const Vector& g, const Vector& b, float eps, MatrixRM& Y) {
-  Y.resize(X.rows(), X.cols());
-  const float inv_d = 1.0f / static_cast<float>(X.cols());
-  for (Eigen::Index i = 0; i < X.rows(); ++i) {
-    const auto row = X.row(i);
-    const float mean = row.sum() * inv_d;
-    const float var = (row.array() - mean).square().sum() * inv_d;
-    const float rstd = 1.0f / std::sqrt(var + eps);
-    Y.row(i) = ((row.array() - mean) * rstd * g.transpose().array() + b.transpose().array()).matrix();
-  }
-}
-
-// gelu_new: the tanh approximation GPT-2 was trained with. Eigen's packet
-// tanh (a rational approximation, float precision), not libm's scalar
-// tanhf: that one cost half of a small model's decode step.
-void gelu_new(ThreadPool& pool, MatrixRM& X) {
-  const float c = std::sqrt(2.0f / static_cast<float>(M_PI));
-  float* p = X.data();
-  auto run = [&](int64_t i0, int64_t i1) {
-    Eigen::Map<Eigen::ArrayXf> a(p + i0, i1 - i0);
-    a = 0.5f * a * (1.0f + (c * (a + 0.044715f * a.cube())).tanh());
-  };
-  if (X.size() > 65536) {
-    pool.parallel_for(X.size(), run);
-  } else {
-    run(0, X.size());
-  }
-}
-
-}  // namespace
-
-Engine::Engine(const Model& model) : model_(model), ws_(new Workspace) {
-  if (model.config.is_llama()) ws_->inv_freq = rope_inv_freq(model.config);
-}
+Engine::Engine(const Model& model) : model_(model), ws_(new Workspace) {}
 Engine::~Engine() {
   delete ws_;
 }
@@ -375,23 +331,21 @@ void store_and_attend(const Config& c, Workspace& ws, KVCache& cache, BatchPlan&
 
 namespace {
 
-// GPT-2's layer l: LayerNorm, fused QKV, attention, projection, GELU MLP.
-void gpt2_layer(const Config& c, const LayerWeights& L, Workspace& ws, KVCache& cache, detail::BatchPlan& plan, int l,
-                const ForwardTaps& taps, ForwardOutput& out, uint64_t& flops) {
-  const int d = c.n_embd;
-  layer_norm(ws.x, L.ln_1_g, L.ln_1_b, c.layer_norm_epsilon, ws.h);
-  linear(ws.pool, ws.h, L.attn_w_t, bias(L.attn_b), ws.qkv, flops);
-  const float* qkv = ws.qkv.data();
-  detail::store_and_attend(c, ws, cache, plan, l,
-                           {qkv, static_cast<size_t>(3 * d), qkv + d, qkv + 2 * d, static_cast<size_t>(3 * d)}, taps,
-                           out, flops);
-  linear(ws.pool, ws.att, L.attn_proj_w_t, bias(L.attn_proj_b), ws.tmp, flops);
-  ws.x += ws.tmp;
-  layer_norm(ws.x, L.ln_2_g, L.ln_2_b, c.layer_norm_epsilon, ws.h);
-  linear(ws.pool, ws.h, L.fc_w_t, bias(L.fc_b), ws.fc, flops);
-  gelu_new(ws.pool, ws.fc);
-  linear(ws.pool, ws.fc, L.mlp_proj_w_t, bias(L.mlp_proj_b), ws.tmp, flops);
-  ws.x += ws.tmp;
+// Each sequence's forward is over: evicts what its later queries cannot see.
+void commit_sequences(const std::vector<BatchEntry>& batch, KVCache& cache, ForwardOutput& out) {
+  std::vector<SeqId> done;
+  for (const BatchEntry& e : batch) {
+    if (std::find(done.begin(), done.end(), e.seq) != done.end()) continue;
+    done.push_back(e.seq);
+    out.evicted += cache.commit(e.seq);
+  }
+}
+
+// The rows of x whose logits were asked for: (logit_entries, d).
+MatrixRM logit_rows(const MatrixRM& x, const std::vector<int>& entries) {
+  MatrixRM sel(static_cast<Eigen::Index>(entries.size()), x.cols());
+  for (size_t r = 0; r < entries.size(); ++r) sel.row(static_cast<Eigen::Index>(r)) = x.row(entries[r]);
+  return sel;
 }
 
 }  // namespace
@@ -399,49 +353,24 @@ void gpt2_layer(const Config& c, const LayerWeights& L, Workspace& ws, KVCache& 
 ForwardOutput Engine::forward(const std::vector<BatchEntry>& batch, KVCache& cache, const ForwardTaps& taps) {
   const Config& c = model_.config;
   check_batch(c, batch, cache);
-  const int n = static_cast<int>(batch.size());
-  const int d = c.n_embd;
   ForwardOutput out;
   detail::BatchPlan plan = detail::plan_batch(c, batch, cache, taps, out);
   Workspace& ws = *ws_;
   uint64_t flops = 0;
-  if (c.is_llama()) {
-    detail::llama_embed(model_.llama, batch, ws.x);
-    for (int l = 0; l < c.n_layer; ++l) detail::llama_layer(model_, ws, cache, plan, batch, l, taps, out, flops);
-  } else {
-    const Weights& w = model_.weights;
-    ws.x.resize(n, d);
-    for (int i = 0; i < n; ++i) {
-      const BatchEntry& e = batch[static_cast<size_t>(i)];
-      w.wte.row_to_f32(e.token, ws.x.row(i).data());
-      ws.x.row(i) += w.wpe.row(e.pos);
-    }
-    for (int l = 0; l < c.n_layer; ++l)
-      gpt2_layer(c, w.layers[static_cast<size_t>(l)], ws, cache, plan, l, taps, out, flops);
-  }
-  // Each sequence's forward is over: evict what its later queries cannot see.
-  std::vector<SeqId> done;
-  for (const BatchEntry& e : batch) {
-    if (std::find(done.begin(), done.end(), e.seq) != done.end()) continue;
-    done.push_back(e.seq);
-    out.evicted += cache.commit(e.seq);
-  }
-
-  // The LM head only where asked (generation needs the last position).
-  if (!out.logit_entries.empty()) {
-    MatrixRM sel(static_cast<Eigen::Index>(out.logit_entries.size()), d);
-    for (size_t r = 0; r < out.logit_entries.size(); ++r)
-      sel.row(static_cast<Eigen::Index>(r)) = ws.x.row(out.logit_entries[r]);
-    const WeightMatrix& head = c.is_llama() ? model_.llama.head() : model_.weights.head();
-    out.logits.resize(out.logit_entries.size() * static_cast<size_t>(head.rows));  // (logit_entries, vocab)
-    if (c.is_llama()) {
-      detail::llama_logits(model_, ws, sel, out.logits.data(), flops);
-    } else {
-      const Weights& w = model_.weights;
-      layer_norm(sel, w.ln_f_g, w.ln_f_b, c.layer_norm_epsilon, ws.h);
-      linear(ws.pool, ws.h, head, nullptr, out.logits.data(), flops);
-    }
-  }
+  // The one place the engine picks a family: its embedding, layers and head
+  // (model/models/) around the shared loop, attention and products.
+  std::visit(
+      [&](const auto& w) {
+        embed(w, batch, ws.x);
+        detail::LayerPass pass{ws, cache, plan, batch, taps, out, flops};
+        for (int l = 0; l < c.n_layer; ++l) run_layer(c, w, pass, l);
+        commit_sequences(batch, cache, out);
+        // The LM head only where asked (generation needs the last position).
+        if (out.logit_entries.empty()) return;
+        out.logits.resize(out.logit_entries.size() * static_cast<size_t>(w.head().rows));  // (logit_entries, vocab)
+        head_logits(c, w, ws, logit_rows(ws.x, out.logit_entries), out.logits.data(), flops);
+      },
+      model_.weights);
   out.flops = flops;
   return out;
 }

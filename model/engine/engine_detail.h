@@ -1,6 +1,6 @@
-// The engine's private pieces, shared by engine.cpp (the batch plan, K/V
-// storage and attention over the cache, GPT-2's layers) and model/engine/llama_layers.cpp
-// (Llama-architecture layers). Not part of the library's interface.
+// The engine's private pieces: the batch plan, K/V storage and attention over
+// the cache (engine.cpp), and what every family's layer works on (LayerPass,
+// used by model/models/). Not part of the library's interface.
 #pragma once
 
 #include <cstdint>
@@ -15,15 +15,14 @@ namespace kvscope {
 struct Workspace {
   MatrixRM x;        // (n, d) residual stream
   MatrixRM h;        // (n, d) normed input
-  MatrixRM qkv;      // GPT-2: (n, 3d)
-  MatrixRM q, k, v;  // Llama: (n, H hd), (n, Hkv hd), (n, Hkv hd)
+  MatrixRM qkv;      // fused QKV (GPT-2): (n, 3d)
+  MatrixRM q, k, v;  // separate Q, K, V (Llama): (n, H hd), (n, Hkv hd), (n, Hkv hd)
   MatrixRM att;      // (n, H hd) attention output before the output projection
   MatrixRM tmp;      // (n, d) projection output
-  MatrixRM fc;       // (n, ff) MLP hidden (Llama: the gate)
-  MatrixRM up;       // Llama: (n, ff)
+  MatrixRM fc;       // (n, ff) MLP hidden (SwiGLU: the gate)
+  MatrixRM up;       // SwiGLU's up projection: (n, ff)
   ThreadPool pool;
-  KVCache scratch;               // NO CACHE: written by one forward, emptied after it
-  std::vector<double> inv_freq;  // Llama: RoPE frequencies (rope_inv_freq)
+  KVCache scratch;  // NO CACHE: written by one forward, emptied after it
 };
 
 namespace detail {
@@ -67,12 +66,22 @@ void plan_runs(const KVCache& cache, BatchPlan& plan, int l, int kv_head = -1);
 void store_and_attend(const Config& c, Workspace& ws, KVCache& cache, BatchPlan& plan, int l, const RowsQKV& rows,
                       const ForwardTaps& taps, ForwardOutput& out, uint64_t& flops);
 
-// Llama-architecture pieces (model/engine/llama_layers.cpp).
-void llama_embed(const LlamaWeights& w, const std::vector<BatchEntry>& batch, MatrixRM& x);
-void llama_layer(const Model& m, Workspace& ws, KVCache& cache, BatchPlan& plan, const std::vector<BatchEntry>& batch,
-                 int l, const ForwardTaps& taps, ForwardOutput& out, uint64_t& flops);
-// logits: (sel.rows(), vocab) row-major, the caller's storage.
-void llama_logits(const Model& m, Workspace& ws, const MatrixRM& sel, float* logits, uint64_t& flops);
+// What a family's layer (run_layer, model/models/) works on: the batch and
+// its residual stream and scratch (ws), the cache and what each entry reads
+// in it, the taps, the FLOP count.
+struct LayerPass {
+  Workspace& ws;
+  KVCache& cache;
+  BatchPlan& plan;
+  const std::vector<BatchEntry>& batch;
+  const ForwardTaps& taps;
+  ForwardOutput& out;
+  uint64_t& flops;
+  // Layer l's attention over the cache from its new rows (store_and_attend): ws.att (n, H hd).
+  void attend(const Config& c, int l, const RowsQKV& rows) {
+    store_and_attend(c, ws, cache, plan, l, rows, taps, out, flops);
+  }
+};
 
 }  // namespace detail
 }  // namespace kvscope

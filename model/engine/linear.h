@@ -7,7 +7,6 @@
 
 #include <cstdint>
 
-#include "model/arch/model.h"
 #include "model/arch/weight_matrix.h"
 #include "model/core/thread_pool.h"
 

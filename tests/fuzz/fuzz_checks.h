@@ -328,10 +328,10 @@ inline std::string check_config(const std::string& text) {
   // The head width: n_embd split into n_head heads, unless a Llama-family
   // config gives head_dim (then n_head * head_dim need not be n_embd).
   if (c.head_size == 0 && c.n_embd % c.n_head != 0) return "accepted n_embd not divisible by n_head without head_dim";
-  if (!c.is_llama() && c.head_size != 0) return "accepted a head_dim in a GPT-2 config";
+  if (c.arch == Arch::kGpt2 && c.head_size != 0) return "accepted a head_dim in a GPT-2 config";
   if (c.head_dim() < 1) return "accepted a head width below 1";
   if (c.n_head % c.kv_heads() != 0) return "accepted n_head that is not a multiple of the K/V heads";
-  if (c.is_llama() && c.head_dim() % 2 != 0) return "accepted an odd head width (RoPE rotates pairs)";
+  if (c.arch == Arch::kLlama && c.head_dim() % 2 != 0) return "accepted an odd head width (RoPE rotates pairs)";
   if (!std::isfinite(c.layer_norm_epsilon) || !(c.layer_norm_epsilon > 0)) {
     return "accepted layer_norm_epsilon that is not a finite positive float: " + std::to_string(c.layer_norm_epsilon);
   }

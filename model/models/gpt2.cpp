@@ -1,18 +1,26 @@
 // GPT-2: model.safetensors with the transformer's names (HF's GPT2LMHeadModel
 // with or without the "transformer." prefix), Conv1D weights stored (in, out)
-// and kept transposed at their stored precision.
-#include "model/arch/gpt2_loader.h"
+// and kept transposed at their stored precision; its layer of the forward.
+#include "model/models/gpt2.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 
+#include "model/arch/config_json.h"
+#include "model/arch/model.h"
 #include "model/arch/safetensors.h"
 #include "model/arch/tensor_checks.h"
 #include "model/core/error.h"
+#include "model/core/json_quote.h"
 #include "model/core/file_io.h"
 #include "model/core/units.h"
+#include "model/engine/engine_detail.h"
+#include "model/engine/linear.h"
 #include "model/kv/kv_cache.h"
 
 namespace kvscope {
@@ -114,19 +122,19 @@ class TensorReader {
 
 // Reads every tensor GPT-2 needs from `st` (a file read whole, or its header), keeping f32
 // copies of the 16-bit matrices when `wide` (the plan's decision).
-Weights read_weights(const SafeTensors& st, const Config& c, bool wide, std::set<std::string>* dtypes,
-                     uint64_t* n_params, uint64_t* file_bytes, const LoadControl* control) {
+Gpt2Weights read_weights(const SafeTensors& st, const Config& c, bool wide, std::set<std::string>* dtypes,
+                         uint64_t* n_params, uint64_t* file_bytes, const LoadControl* control) {
   const std::string prefix = st.has("transformer.wte.weight") ? "transformer." : "";
   TensorReader r(st, prefix, wide, control);
   const int64_t d = c.n_embd, V = c.vocab_size;
-  Weights w;
+  Gpt2Weights w;
   const bool untied = st.has("lm_head.weight");
   w.wte = r.mat("wte.weight", V, d, untied ? TensorReader::Use::kLookup : TensorReader::Use::kProduct);
   w.wpe = r.mat_f32("wpe.weight", c.n_positions, d);
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (int i = 0; i < c.n_layer; ++i) {
     const std::string p = "h." + std::to_string(i) + ".";
-    LayerWeights& L = w.layers[static_cast<size_t>(i)];
+    Gpt2Layer& L = w.layers[static_cast<size_t>(i)];
     L.ln_1_g = r.vec(p + "ln_1.weight", d);
     L.ln_1_b = r.vec(p + "ln_1.bias", d);
     L.attn_w_t = r.conv1d_t(p + "attn.c_attn.weight", d, 3 * d);
@@ -190,12 +198,7 @@ Gpt2LoadPlan plan_gpt2_load(const SafeTensors& st, const Config& c, uint64_t wid
   return plan;
 }
 
-Weights load_weights(const std::string& safetensors_path, const Config& config) {
-  const SafeTensors st = SafeTensors::open(safetensors_path);
-  return read_weights(st, config, plan_kept(st, config, kWideMaxMatrixBytes).wide, nullptr, nullptr, nullptr, nullptr);
-}
-
-void load_gpt2_weights(const std::string& dir, Model& m, const LoadControl& control) {
+void load_gpt2(const std::string& dir, Model& m, const LoadControl& control) {
   namespace fs = std::filesystem;
   const std::string st_path = (fs::path(dir) / "model.safetensors").string();
   if (!fs::exists(st_path)) {
@@ -217,6 +220,161 @@ void load_gpt2_weights(const std::string& dir, Model& m, const LoadControl& cont
   std::set<std::string> dtypes;
   m.weights = read_weights(st, m.config, plan.kept.wide, &dtypes, &m.n_params, &m.file_bytes, &control);
   m.stored_dtype = dtypes.size() == 1 ? *dtypes.begin() : "mixed";
+  load_tokenizer(m, dir, dir + "/vocab.json");
+  // Unused tensors (attn.bias buffers) were counted in the total: finish at 1.
+  if (control.on_progress) control.on_progress(1.0f);
+}
+
+std::vector<const WeightMatrix*> Gpt2Weights::layer_matrices() const {
+  std::vector<const WeightMatrix*> out;
+  for (const Gpt2Layer& L : layers)
+    for (const WeightMatrix* m : {&L.attn_w_t, &L.attn_proj_w_t, &L.fc_w_t, &L.mlp_proj_w_t}) out.push_back(m);
+  return out;
+}
+
+uint64_t Gpt2Weights::vector_bytes() const {
+  auto vec = [](const Vector& v) { return static_cast<uint64_t>(v.size()) * 4; };
+  uint64_t b = vec(ln_f_g) + vec(ln_f_b);
+  for (const Gpt2Layer& L : layers) {
+    b += vec(L.ln_1_g) + vec(L.ln_1_b) + vec(L.attn_b) + vec(L.attn_proj_b) + vec(L.ln_2_g) + vec(L.ln_2_b) +
+         vec(L.fc_b) + vec(L.mlp_proj_b);
+  }
+  return b;
+}
+
+uint64_t Gpt2Weights::resident_bytes() const {
+  uint64_t b = wte.resident_bytes() + lm_head.resident_bytes() + static_cast<uint64_t>(wpe.size()) * 4 + vector_bytes();
+  for (const WeightMatrix* m : layer_matrices()) b += m->resident_bytes();
+  return b;
+}
+
+namespace {
+
+// layer_norm_epsilon and activation_function, checked (the rest of GPT-2's fields: parse_gpt2_config).
+void parse_gpt2_norm_and_activation(const nlohmann::json& j, const std::string& origin, Config& c) {
+  if (j.contains("layer_norm_epsilon")) {
+    // It must survive the conversion to float: 1e-50 would become 0, 1e300 overflow.
+    const double eps = j["layer_norm_epsilon"].is_number() ? j["layer_norm_epsilon"].get<double>() : 0.0;
+    if (!(eps > 0) || eps > std::numeric_limits<float>::max() || !(static_cast<float>(eps) > 0)) {
+      throw Error(origin + ": field \"layer_norm_epsilon\" must be a positive number representable as a float, got " +
+                  json_quote(j["layer_norm_epsilon"]));
+    }
+    c.layer_norm_epsilon = static_cast<float>(eps);
+  }
+  if (j.contains("activation_function")) {
+    if (!j["activation_function"].is_string()) {
+      throw Error(origin + ": field \"activation_function\" must be a string");
+    }
+    c.activation_function = j["activation_function"].get<std::string>();
+    // gelu_new, gelu_pytorch_tanh and the tanh form are the same function; exact erf gelu differs.
+    if (c.activation_function != "gelu_new" && c.activation_function != "gelu_pytorch_tanh" &&
+        c.activation_function != "gelu_fast") {
+      throw Error(origin + ": activation_function \"" + c.activation_function +
+                  "\" is not supported (expected \"gelu_new\")");
+    }
+  }
+}
+
+}  // namespace
+
+Config parse_gpt2_config(const nlohmann::json& j, const std::string& origin) {
+  using namespace config_json;
+  Config c;
+  // HF GPT-2 names; n_ctx is an older alias of n_positions.
+  c.n_layer = get_int(j, origin, "n_layer", 1, 1024, true, 0);
+  c.n_head = get_int(j, origin, "n_head", 1, 1024, true, 0);
+  c.n_embd = get_int(j, origin, "n_embd", 1, 65536, true, 0);
+  const int n_ctx = get_int(j, origin, "n_ctx", 1, 1 << 20, false, 0);
+  c.n_positions = get_int(j, origin, "n_positions", 1, 1 << 20, n_ctx == 0, n_ctx);
+  c.vocab_size = get_int(j, origin, "vocab_size", 1, 1 << 24, true, 0);
+  c.bos_token_id = get_int(j, origin, "bos_token_id", -1, 1 << 24, false, -1);
+  // A list of ids is accepted as for Llama configs (PretrainedConfig allows it).
+  if (j.contains("eos_token_id") && j["eos_token_id"].is_array())
+    parse_eos(j, origin, c);
+  else
+    c.eos_token_id = get_int(j, origin, "eos_token_id", -1, 1 << 24, false, -1);
+  if (c.n_embd % c.n_head != 0) {
+    throw Error(origin + ": n_embd (" + std::to_string(c.n_embd) + ") must be divisible by n_head (" +
+                std::to_string(c.n_head) + ")");
+  }
+  parse_gpt2_norm_and_activation(j, origin, c);
+  if (c.eos_token_id >= c.vocab_size || c.bos_token_id >= c.vocab_size) {
+    throw Error(origin + ": bos_token_id/eos_token_id must be below vocab_size (" + std::to_string(c.vocab_size) + ")");
+  }
+  c.n_kv_head = c.n_head;
+  c.n_inner = 4 * c.n_embd;
+  c.max_position_embeddings = c.n_positions;
+  if (c.eos_token_ids.empty() && c.eos_token_id >= 0) c.eos_token_ids = {c.eos_token_id};
+  return c;
+}
+
+namespace {
+
+const float* bias(const Vector& b) {
+  return b.size() ? b.data() : nullptr;
+}
+
+void layer_norm(const MatrixRM& X, const Vector& g, const Vector& b, float eps, MatrixRM& Y) {
+  Y.resize(X.rows(), X.cols());
+  const float inv_d = 1.0f / static_cast<float>(X.cols());
+  for (Eigen::Index i = 0; i < X.rows(); ++i) {
+    const auto row = X.row(i);
+    const float mean = row.sum() * inv_d;
+    const float var = (row.array() - mean).square().sum() * inv_d;
+    const float rstd = 1.0f / std::sqrt(var + eps);
+    Y.row(i) = ((row.array() - mean) * rstd * g.transpose().array() + b.transpose().array()).matrix();
+  }
+}
+
+// gelu_new: the tanh approximation GPT-2 was trained with. Eigen's packet
+// tanh (a rational approximation, float precision), not libm's scalar
+// tanhf: that one cost half of a small model's decode step.
+void gelu_new(ThreadPool& pool, MatrixRM& X) {
+  const float c = std::sqrt(2.0f / static_cast<float>(M_PI));
+  float* p = X.data();
+  auto run = [&](int64_t i0, int64_t i1) {
+    Eigen::Map<Eigen::ArrayXf> a(p + i0, i1 - i0);
+    a = 0.5f * a * (1.0f + (c * (a + 0.044715f * a.cube())).tanh());
+  };
+  if (X.size() > 65536) {
+    pool.parallel_for(X.size(), run);
+  } else {
+    run(0, X.size());
+  }
+}
+
+}  // namespace
+
+void embed(const Gpt2Weights& w, const std::vector<BatchEntry>& batch, MatrixRM& x) {
+  x.resize(static_cast<Eigen::Index>(batch.size()), w.wte.cols);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Eigen::Index r = static_cast<Eigen::Index>(i);
+    w.wte.row_to_f32(batch[i].token, x.row(r).data());
+    x.row(r) += w.wpe.row(batch[i].pos);
+  }
+}
+
+void run_layer(const Config& c, const Gpt2Weights& w, detail::LayerPass& p, int l) {
+  const Gpt2Layer& L = w.layers[static_cast<size_t>(l)];
+  Workspace& ws = p.ws;
+  const int d = c.n_embd;
+  layer_norm(ws.x, L.ln_1_g, L.ln_1_b, c.layer_norm_epsilon, ws.h);
+  linear(ws.pool, ws.h, L.attn_w_t, bias(L.attn_b), ws.qkv, p.flops);
+  const float* qkv = ws.qkv.data();
+  p.attend(c, l, {qkv, static_cast<size_t>(3 * d), qkv + d, qkv + 2 * d, static_cast<size_t>(3 * d)});
+  linear(ws.pool, ws.att, L.attn_proj_w_t, bias(L.attn_proj_b), ws.tmp, p.flops);
+  ws.x += ws.tmp;
+  layer_norm(ws.x, L.ln_2_g, L.ln_2_b, c.layer_norm_epsilon, ws.h);
+  linear(ws.pool, ws.h, L.fc_w_t, bias(L.fc_b), ws.fc, p.flops);
+  gelu_new(ws.pool, ws.fc);
+  linear(ws.pool, ws.fc, L.mlp_proj_w_t, bias(L.mlp_proj_b), ws.tmp, p.flops);
+  ws.x += ws.tmp;
+}
+
+void head_logits(const Config& c, const Gpt2Weights& w, Workspace& ws, const MatrixRM& sel, float* logits,
+                 uint64_t& flops) {
+  layer_norm(sel, w.ln_f_g, w.ln_f_b, c.layer_norm_epsilon, ws.h);
+  linear(ws.pool, ws.h, w.head(), nullptr, logits, flops);
 }
 
 }  // namespace kvscope
