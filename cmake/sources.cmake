@@ -33,11 +33,11 @@ set(KVSCOPE_MODEL_SRC
   model/kv/kv_layout.cpp
   model/kv/kv_evict.cpp
   model/kv/kv_snapkv.cpp
-  model/kv/kv_eval.cpp
   model/kv/kv_quant.cpp
   model/decoding/beam_generator.cpp
   model/decoding/beam_search.cpp
   model/decoding/generator.cpp
+  model/decoding/kv_eval.cpp
   model/decoding/sampler.cpp
   model/decoding/sampler_json.cpp
   model/decoding/speculative_accept.cpp
@@ -86,6 +86,7 @@ set(KVSCOPE_CLI_SRC
   app/cli/cli_bench_kernels.cpp
   app/cli/cli_decode.cpp
   app/cli/cli_eval.cpp
+  app/cli/cli_kv.cpp
   app/cli/cli_flags.cpp
   app/cli/cli_generate.cpp
   app/cli/cli_inspect.cpp

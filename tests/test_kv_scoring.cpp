@@ -14,7 +14,7 @@
 #include "app/worker/kv_scoring.h"
 #include "model/arch/model.h"
 #include "model/decoding/generator.h"
-#include "model/kv/kv_eval.h"
+#include "model/decoding/kv_eval.h"
 #include "numpy_ref_util.h"
 
 namespace kvscope {

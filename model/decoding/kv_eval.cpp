@@ -1,4 +1,4 @@
-#include "model/kv/kv_eval.h"
+#include "model/decoding/kv_eval.h"
 
 #include <algorithm>
 #include <cmath>
