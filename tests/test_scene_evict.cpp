@@ -195,5 +195,17 @@ TEST(SceneEvict, CaptionNamesTheRuleAndTheBudget) {
   }
 }
 
+// SnapKV compresses the prompt once, per K/V head: the prefill's banner says what each head kept, a decode
+// step's that nothing is dropped (and its record drops nothing).
+TEST(SceneEvict, SnapKVBannerSaysThePromptIsCompressedOnce) {
+  const std::vector<RecordPtr> recs = generate(testutil::suite_checkpoint(kCkpt), KVEvict::kSnapKV, 4, 2);
+  ASSERT_GE(recs.size(), 2u);
+  const Scene prefill = build_scene(recs, 1, ViewOptions(), 1.0f);
+  EXPECT_NE(prefill.banner_sub.find("each K/V head keeps 4 (SnapKV)"), std::string::npos) << prefill.banner_sub;
+  const Scene decode = build_scene(recs, recs.size(), ViewOptions(), 1.0f);
+  EXPECT_NE(decode.banner_sub.find("decoding drops nothing"), std::string::npos) << decode.banner_sub;
+  EXPECT_EQ(recs.back()->evicted, 0);
+}
+
 }  // namespace
 }  // namespace kvscope

@@ -156,8 +156,14 @@ std::string evict_banner_sub(const StepRecord& r) {
   const std::string read = r.prefill ? std::to_string(T) + " prompt positions computed in one pass"
                                      : "1 new position \xC2\xB7 reads " + std::to_string(lay.visible_count(T - 1) - 1) +
                                            " cached K/V rows per layer";
-  return read + " \xC2\xB7 then each layer keeps " + std::to_string(lay.budget) + " (" + rule + "), dropped " +
-         std::to_string(r.evicted) + (r.evicted == 1 ? " row" : " rows");
+  const std::string dropped = std::to_string(r.evicted) + (r.evicted == 1 ? " row" : " rows");
+  // SnapKV compresses the prompt once, per K/V head, and evicts nothing while decoding.
+  if (lay.evict == KVEvict::kSnapKV)
+    return r.prefill ? read + " \xC2\xB7 then each K/V head keeps " + std::to_string(lay.budget) +
+                           " (SnapKV), dropped " + dropped + " of heads"
+                     : "1 new position \xC2\xB7 each K/V head reads the rows it kept \xC2\xB7 SnapKV compressed the "
+                       "prompt once: decoding drops nothing";
+  return read + " \xC2\xB7 then each layer keeps " + std::to_string(lay.budget) + " (" + rule + "), dropped " + dropped;
 }
 
 void set_banner(Scene& s, const StepRecord& r) {
