@@ -42,8 +42,14 @@ inline std::string check_saved_view(const std::string& text) {
   } catch (const std::exception& e) {
     return std::string("view_from_json threw a non-kvscope exception: ") + e.what();
   }
-  if (v.layer < -1 || v.layer > 4095 || v.head < -1 || v.head > 4095) return "saved view: layer/head out of range";
-  if (v.step < 0 || v.max_new < 0) return "saved view: step/max_new out of range";  // max_new 0: fill the context
+  if (v.step < 0) return "saved view: step out of range";
+  // The reader checks the remembered choices' types; their ranges are the one
+  // restore check's (fit_choices, one range per row of choices.h), as the window applies it.
+  UiState ui;
+  ui.choices() = v.choices();
+  (void)fit_choices(ui, FitContext{nullptr, "fuzz/view.json"});
+  if (ui.layer < -1 || ui.layer > 4095 || ui.head < -1 || ui.head > 4095) return "saved view: layer/head out of range";
+  if (ui.max_new < 0) return "saved view: max_new out of range";  // max_new 0: fill the context
   // The reader only checks that the camera's values are numbers; their ranges
   // are the one restore check's (ui_fit), as the window applies it.
   (void)fit_camera(v.camera, FitContext{nullptr, "fuzz/view.json"});
@@ -52,7 +58,8 @@ inline std::string check_saved_view(const std::string& text) {
   if (!in_range(v.camera.distance, 1e-4, 1e7) || !in_range(v.camera.fov_y, 0.01, 3.1) ||
       !in_range(v.camera.pitch, -1.5708, 1.5708) || !in_range(v.camera.yaw, -1e4, 1e4))
     return "saved view: camera out of range";
-  if (!in_range(v.min_weight, 0, 1) || !in_range(v.text_scale, 0.25, 8)) return "saved view: view option out of range";
+  if (!in_range(ui.min_weight, 0, 1) || !in_range(ui.text_scale, 0.75, 2.5))
+    return "saved view: view option out of range";
   if (std::string err = sampler_accepted(v.sampler, "saved view"); !err.empty()) return err;
   // What was read is what a save writes back.
   try {
