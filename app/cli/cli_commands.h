@@ -23,10 +23,6 @@ inline constexpr const char* kBf16ProductsHelp =
     "BF16 checkpoints: round each product's inputs to bf16 (as PyTorch's bf16 path does) and multiply with the "
     "CPU's bf16 dot products (AVX512_BF16): faster prefill, slightly different logits (docs/batching.md)";
 
-// Refuses --kv-window/--kv-sinks/--kv-evict for `what` (serve), giving why:
-// `needs` completes "... needs/need <these> positions a window evicts". (The
-// decoding strategies' refusal is strategy_refusal, model/decoding/strategy.h.)
-void refuse_window(const KVSettings& kv, const char* what, const char* needs);
 // NO CACHE with eviction by score: a usage error naming both flags.
 void refuse_no_cache_evict(bool no_cache, const KVSettings& kv);
 

@@ -146,15 +146,6 @@ void refuse_no_cache_evict(bool no_cache, const KVSettings& kv) {
   }
 }
 
-void refuse_window(const KVSettings& kv, const char* strategy, const char* needs) {
-  if (kv.evict != KVEvict::kNone)
-    throw UsageError(std::string("--kv-evict: not available with ") + strategy + " (" + needs +
-                     " positions that eviction by score drops; --kv-dtype and --kv-block combine)");
-  if (kv.window > 0 || kv.sinks > 0)
-    throw UsageError(std::string(kv.window > 0 ? "--kv-window" : "--kv-sinks") + ": not available with " + strategy +
-                     " (" + needs + " positions a sliding window evicts; --kv-dtype and --kv-block combine)");
-}
-
 void add_generate_command(CLI::App& app, GenerateCommand& c) {
   GenerateArgs& g = c.args;
   auto* gen = c.cmd = app.add_subcommand("generate", "Generate text (no display needed)");
