@@ -13,6 +13,14 @@ set(KVSCOPE_MODEL_SRC
   model/tokenizer/tokenizer.cpp
   model/tokenizer/tokenizer_json.cpp
   model/tokenizer/tokenizer_rules.cpp
+  model/chat/jinja_value.cpp
+  model/chat/jinja_lex.cpp
+  model/chat/jinja_parse.cpp
+  model/chat/jinja_eval.cpp
+  model/chat/jinja_ops.cpp
+  model/chat/jinja_filters.cpp
+  model/chat/jinja_text.cpp
+  model/chat/chat_template.cpp
   model/arch/config.cpp
   model/arch/hf_cache.cpp
   model/arch/model.cpp
