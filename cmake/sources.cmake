@@ -98,6 +98,7 @@ set(KVSCOPE_CLI_SRC
   app/cli/cli_flags.cpp
   app/cli/cli_generate.cpp
   app/cli/cli_inspect.cpp
+  app/cli/cli_chat.cpp
   app/cli/cli_out.cpp
   app/cli/cli_serve.cpp
   app/cli/record_json.cpp)

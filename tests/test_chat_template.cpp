@@ -67,14 +67,17 @@ TEST(ChatTemplate, RealTemplatesRenderAsTransformersDoes) {
   for (const Family& f : kFamilies) {
     for (const ordered_json& messages : conversations()) {
       for (bool gen : {true, false}) {
-        ordered_json vars = {{"messages", messages},     {"tools", nullptr},    {"documents", nullptr},
+        ordered_json vars = {{"messages", messages},         {"tools", nullptr},   {"documents", nullptr},
                              {"add_generation_prompt", gen}, {"bos_token", f.bos}, {"eos_token", f.eos}};
         cases.push_back({{"template", template_text(f.file)}, {"vars", vars}, {"file", f.file}});
       }
     }
     // The tools branch, where a template has one.
-    ordered_json vars = {{"messages", conversations()[1]}, {"tools", tools()}, {"add_generation_prompt", true},
-                         {"bos_token", f.bos},              {"eos_token", f.eos}};
+    ordered_json vars = {{"messages", conversations()[1]},
+                         {"tools", tools()},
+                         {"add_generation_prompt", true},
+                         {"bos_token", f.bos},
+                         {"eos_token", f.eos}};
     cases.push_back({{"template", template_text(f.file)}, {"vars", vars}, {"file", f.file}});
   }
   const ordered_json ref = testutil::jinja_reference(cases, tmp);
@@ -121,16 +124,20 @@ TEST_F(ChatFolder, TokenizerConfigTemplateRendersTheConversationAsJinja2Does) {
   const std::string got = render_chat(t, messages, true, testutil::fixed_now());
   ordered_json vars = {{"messages", ordered_json::parse(R"([{"role": "user", "content": "Hi"},
       {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Bye"}])")},
-                       {"tools", nullptr}, {"documents", nullptr}, {"add_generation_prompt", true},
-                       {"bos_token", "<|im_start|>"}, {"eos_token", "<|im_end|>"}};
+                       {"tools", nullptr},
+                       {"documents", nullptr},
+                       {"add_generation_prompt", true},
+                       {"bos_token", "<|im_start|>"},
+                       {"eos_token", "<|im_end|>"}};
   const ordered_json ref = testutil::jinja_reference(
       ordered_json::array({{{"template", template_text("smollm2.jinja")}, {"vars", vars}}}), tmp);
   EXPECT_EQ(got, ref[0]["text"].get<std::string>());
 }
 
 TEST_F(ChatFolder, NamedTemplatesUseDefaultAndFilesTakePrecedence) {
-  write("tokenizer_config.json", config(ordered_json::parse(
-                                     R"([{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}])")));
+  write(
+      "tokenizer_config.json",
+      config(ordered_json::parse(R"([{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}])")));
   EXPECT_EQ(render_chat(load_chat_template(tmp.path(), std::nullopt), {}, false, testutil::fixed_now()), "D");
   write("chat_template.json", R"({"chat_template": "J"})");
   EXPECT_EQ(render_chat(load_chat_template(tmp.path(), std::nullopt), {}, false, testutil::fixed_now()), "J");
@@ -182,20 +189,71 @@ TEST(ChatTemplate, BuiltinFormatsMatchTheFamiliesTemplates) {
     const char* file;
     bool with_system;
   };
-  for (const Pair& p : {Pair{ChatFormat::kChatML, "smollm2.jinja", true},
-                        Pair{ChatFormat::kZephyr, "zephyr-tinyllama.jinja", true},
-                        Pair{ChatFormat::kMistral, "mistral-v0.1.jinja", false}}) {
+  for (const Pair& p :
+       {Pair{ChatFormat::kChatML, "smollm2.jinja", true}, Pair{ChatFormat::kZephyr, "zephyr-tinyllama.jinja", true},
+        Pair{ChatFormat::kMistral, "mistral-v0.1.jinja", false}}) {
     SCOPED_TRACE(p.file);
     const ChatTemplate t = builtin_chat_template(p.format, {});
     const std::string got = render_chat(t, p.with_system ? messages : alternating, true, testutil::fixed_now());
-    ordered_json vars = {{"messages", p.with_system ? sys_msgs : alt_msgs}, {"add_generation_prompt", true},
-                         {"bos_token", "<s>"}, {"eos_token", "</s>"}};
+    ordered_json vars = {{"messages", p.with_system ? sys_msgs : alt_msgs},
+                         {"add_generation_prompt", true},
+                         {"bos_token", "<s>"},
+                         {"eos_token", "</s>"}};
     const ordered_json ref =
         testutil::jinja_reference(ordered_json::array({{{"template", template_text(p.file)}, {"vars", vars}}}), tmp);
     EXPECT_EQ(got, ref[0]["text"].get<std::string>());
   }
   EXPECT_EQ(builtin_chat_template(ChatFormat::kLlama3, {}).end_of_turn, std::vector<std::string>{"<|eot_id|>"});
   EXPECT_EQ(builtin_chat_template(ChatFormat::kMistral, {}).end_of_turn, std::vector<std::string>{"</s>"});
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// `kvscope chat-template` prints exactly the rendering (no newline added),
+// and refuses bad messages files naming the file and the message.
+TEST_F(ChatFolder, CliPrintsTheRenderingExactly) {
+  write("tokenizer_config.json", config(template_text("llama-3.2.jinja")));
+  const std::string msgs = R"([{"role": "system", "content": "Be kind."}, {"role": "user", "content": "Hi"}])";
+  write("m.json", msgs);
+  std::string out;
+  // stdout and stderr together: on success stderr says nothing.
+  ASSERT_EQ(testutil::run_kvscope("chat-template --model " + tmp.path() + " --messages " + (tmp / "m.json"), out,
+                                  tmp / "prompt.txt"),
+            0)
+      << out;
+  // Today's date is in the Llama 3.2 header: the reference gets the same clock.
+  std::time_t t = std::time(nullptr);
+  std::tm now{};
+  localtime_r(&t, &now);
+  ordered_json vars = {{"messages", ordered_json::parse(msgs)},
+                       {"tools", nullptr},
+                       {"documents", nullptr},
+                       {"add_generation_prompt", true},
+                       {"bos_token", "<|im_start|>"},
+                       {"eos_token", "<|im_end|>"}};
+  const ordered_json ref = testutil::jinja_reference(
+      ordered_json::array({{{"template", template_text("llama-3.2.jinja")},
+                            {"vars", vars},
+                            {"now", {now.tm_year + 1900, now.tm_mon + 1, now.tm_mday, 0, 0, 0}}}}),
+      tmp);
+  EXPECT_EQ(out, ref[0]["text"].get<std::string>());
+
+  write("bad.json", R"([{"role": "user", "content": "ok"}, {"role": "robot", "content": "x"}])");
+  EXPECT_EQ(
+      testutil::run_kvscope("chat-template --model " + tmp.path() + " --messages " + (tmp / "bad.json"), out, tmp), 2);
+  EXPECT_NE(out.find("bad.json: message 1: role must be"), std::string::npos) << out;
+  write("bad.json", R"({"role": "user"})");
+  EXPECT_EQ(
+      testutil::run_kvscope("chat-template --model " + tmp.path() + " --messages " + (tmp / "bad.json"), out, tmp), 2);
+  EXPECT_NE(out.find("expected a JSON list of messages"), std::string::npos) << out;
+  EXPECT_EQ(testutil::run_kvscope(
+                "chat-template --model " + tmp.path() + " --messages " + (tmp / "m.json") + " --chat-format vicuna",
+                out, tmp),
+            2);
 }
 
 }  // namespace

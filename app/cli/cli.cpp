@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "app/cli/cli_chat.h"
 #include "app/cli/cli_commands.h"
 #include "app/cli/cli_flags.h"
 #include "app/cli/cli_out.h"
@@ -200,6 +201,7 @@ struct Commands {
   EvalCommand eval;
   RenderCommand render;
   ServeCommand serve;
+  ChatTemplateCommand chat_template;
 };
 
 int run_parsed(Commands& c, const AppHooks& hooks) {
@@ -216,6 +218,7 @@ int run_parsed(Commands& c, const AppHooks& hooks) {
   if (*c.bench.cmd) return run_bench_command(c.bench, hooks.read_bandwidth);
   if (*c.render.cmd) return run_render_command(c.render, hooks);
   if (*c.serve.cmd) return run_serve_command(c.serve);
+  if (*c.chat_template.cmd) return run_chat_template_command(c.chat_template);
   return run_window(c.gui, hooks);
 }
 
@@ -305,6 +308,7 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   add_eval_command(app, c.eval);
   add_render_command(app, c.render);
   add_serve_command(app, c.serve);
+  add_chat_template_command(app, c.chat_template);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

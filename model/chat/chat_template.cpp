@@ -183,8 +183,10 @@ ChatTemplate load_chat_template(const std::string& dir, std::optional<ChatFormat
   if (cfg.contains("chat_template") && !cfg["chat_template"].is_null()) {
     return chat_template_from_text(template_field(cfg["chat_template"], cfg_path), cfg_path, std::move(special));
   }
-  throw Error(dir + ": the model has no chat template (no chat_template.jinja, chat_template.json or "
-                    "\"chat_template\" in tokenizer_config.json)" + override_hint());
+  throw Error(dir +
+              ": the model has no chat template (no chat_template.jinja, chat_template.json or "
+              "\"chat_template\" in tokenizer_config.json)" +
+              override_hint());
 }
 
 std::string render_chat_vars(const ChatTemplate& t, const ojson& vars, const std::tm& now) {
@@ -203,8 +205,10 @@ std::string render_chat_vars(const ChatTemplate& t, const ojson& vars, const std
   try {
     return jinja::render(*t.parsed, globals);
   } catch (const jinja::Unsupported& e) {
-    throw Error(t.origin + ": rendering the chat template needs what kvscope's template interpreter does not "
-                           "implement (" + e.what() + ")" + override_hint());
+    throw Error(t.origin +
+                ": rendering the chat template needs what kvscope's template interpreter does not "
+                "implement (" +
+                e.what() + ")" + override_hint());
   } catch (const jinja::RenderError& e) {
     throw Error(t.origin + ": the chat template refused the conversation: " + e.what());
   }

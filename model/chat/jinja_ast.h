@@ -27,13 +27,13 @@ struct Expr {
     kNot,
     kNeg,
     kPos,
-    kBinary,   // args[0] name args[1]: + - * / // % ** ~ == != < > <= >= in notin
+    kBinary,  // args[0] name args[1]: + - * / // % ** ~ == != < > <= >= in notin
     kAnd,
     kOr,
-    kCond,     // args[1] if args[0] else args[2] (args[2] null: undefined)
+    kCond,  // args[1] if args[0] else args[2] (args[2] null: undefined)
     kList,
     kTuple,
-    kDict,     // kwargs: key expression pairs as args (k0, v0, k1, v1, ...)
+    kDict,  // kwargs: key expression pairs as args (k0, v0, k1, v1, ...)
   };
   Op op = Op::kLiteral;
   std::string name;
@@ -59,12 +59,12 @@ struct Node {
     kMacro,     // macro name(params = defaults): body
     kBreak,
     kContinue,
-    kScope,     // a body rendered as is: {% generation %}
+    kScope,  // a body rendered as is: {% generation %}
   };
   Kind kind = Kind::kText;
   std::string text;
-  ExprPtr expr;   // kOutput, kFor's iterable, kSet's value
-  ExprPtr cond;   // kFor's filter
+  ExprPtr expr;  // kOutput, kFor's iterable, kSet's value
+  ExprPtr cond;  // kFor's filter
   std::vector<std::pair<ExprPtr, Body>> branches;
   std::vector<std::string> targets;  // kFor, kSet, kSetBlock; kMacro: its name then its parameters
   std::string attr;                  // kSet on a namespace: the attribute

@@ -249,8 +249,9 @@ Value Renderer::make_macro(const Node& n, Frame& f) {
     if (++depth_ > kMaxDepth) throw RenderError("macro recursion deeper than " + std::to_string(kMaxDepth));
     Frame scope{{}, defined_in};
     const size_t n_params = n.targets.size() - 1;
-    if (a.pos.size() > n_params) throw RenderError("macro '" + n.targets[0] + "' takes not more than " +
-                                                   std::to_string(n_params) + " argument(s)");
+    if (a.pos.size() > n_params)
+      throw RenderError("macro '" + n.targets[0] + "' takes not more than " + std::to_string(n_params) +
+                        " argument(s)");
     for (size_t k = 0; k < n_params; ++k) {
       const std::string& p = n.targets[k + 1];
       Value v = a.get(k, p.c_str());

@@ -135,7 +135,8 @@ Value f_replace(Args& a) {
 }
 Value f_int(Args& a) {
   const Value v = arg0(a);
-  if (v.kind == Value::Kind::kInt || v.kind == Value::Kind::kBool) return Value::integer(v.kind == Value::Kind::kInt ? v.i : v.b);
+  if (v.kind == Value::Kind::kInt || v.kind == Value::Kind::kBool)
+    return Value::integer(v.kind == Value::Kind::kInt ? v.i : v.b);
   if (v.kind == Value::Kind::kFloat && std::isfinite(v.f) && std::fabs(v.f) < 9e18) {
     return Value::integer(static_cast<int64_t>(v.f));
   }
@@ -235,13 +236,34 @@ Value f_unique(Args& a) {
 
 const std::map<std::string, FilterFn>& filters() {
   static const std::map<std::string, FilterFn> table = {
-      {"trim", f_trim},         {"upper", f_upper},       {"lower", f_lower},   {"capitalize", f_capitalize},
-      {"title", f_title},       {"length", f_length},     {"count", f_length},  {"string", f_string},
-      {"safe", f_safe},         {"tojson", f_tojson},     {"first", f_first},   {"last", f_last},
-      {"list", f_list},         {"reverse", f_reverse},   {"join", f_join},     {"default", f_default},
-      {"d", f_default},         {"items", f_items},       {"replace", f_replace}, {"int", f_int},
-      {"abs", f_abs},           {"indent", f_indent},     {"select", f_select}, {"reject", f_reject},
-      {"selectattr", f_selectattr}, {"rejectattr", f_rejectattr}, {"map", f_map}, {"unique", f_unique},
+      {"trim", f_trim},
+      {"upper", f_upper},
+      {"lower", f_lower},
+      {"capitalize", f_capitalize},
+      {"title", f_title},
+      {"length", f_length},
+      {"count", f_length},
+      {"string", f_string},
+      {"safe", f_safe},
+      {"tojson", f_tojson},
+      {"first", f_first},
+      {"last", f_last},
+      {"list", f_list},
+      {"reverse", f_reverse},
+      {"join", f_join},
+      {"default", f_default},
+      {"d", f_default},
+      {"items", f_items},
+      {"replace", f_replace},
+      {"int", f_int},
+      {"abs", f_abs},
+      {"indent", f_indent},
+      {"select", f_select},
+      {"reject", f_reject},
+      {"selectattr", f_selectattr},
+      {"rejectattr", f_rejectattr},
+      {"map", f_map},
+      {"unique", f_unique},
   };
   return table;
 }

@@ -245,15 +245,15 @@ Value dict_method(const Value& obj, const std::string& name, Args& a) {
 }
 
 const std::set<std::string>& str_methods() {
-  static const std::set<std::string> names = {"strip", "lstrip",  "rstrip",     "split", "startswith", "endswith",
-                                              "upper", "lower",   "title",      "capitalize", "replace", "find",
-                                              "count", "join",    "isdigit",    "isspace"};
+  static const std::set<std::string> names = {"strip", "lstrip", "rstrip",  "split",      "startswith", "endswith",
+                                              "upper", "lower",  "title",   "capitalize", "replace",    "find",
+                                              "count", "join",   "isdigit", "isspace"};
   return names;
 }
 
 // Python methods that change their object: the immutable sandbox refuses them.
 bool mutating(const std::string& name) {
-  static const std::set<std::string> names = {"append", "extend", "insert", "pop", "remove", "clear",
+  static const std::set<std::string> names = {"append", "extend",  "insert", "pop",        "remove", "clear",
                                               "sort",   "reverse", "update", "setdefault", "popitem"};
   return names.count(name) > 0;
 }

@@ -153,8 +153,7 @@ NodePtr Parser::parse_statement() {
     expect_block_end();
     return n;
   }
-  throw Unsupported("line " + std::to_string(cur().line) + ": the tag {% " + (tag.empty() ? cur().value : tag) +
-                    " %}");
+  throw Unsupported("line " + std::to_string(cur().line) + ": the tag {% " + (tag.empty() ? cur().value : tag) + " %}");
 }
 
 NodePtr Parser::parse_if() {

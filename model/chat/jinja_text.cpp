@@ -12,8 +12,7 @@ namespace {
 
 uint32_t code_point(const std::string& ch) {
   utf8proc_int32_t cp = -1;
-  utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(ch.data()), static_cast<utf8proc_ssize_t>(ch.size()),
-                   &cp);
+  utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(ch.data()), static_cast<utf8proc_ssize_t>(ch.size()), &cp);
   return cp < 0 ? 0xFFFD : static_cast<uint32_t>(cp);
 }
 

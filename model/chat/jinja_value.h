@@ -25,15 +25,27 @@ struct Args;
 using Function = std::function<Value(Args&)>;
 
 struct Value {
-  enum class Kind : uint8_t { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kTuple, kDict, kNamespace, kCallable };
+  enum class Kind : uint8_t {
+    kUndefined,
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kList,
+    kTuple,
+    kDict,
+    kNamespace,
+    kCallable
+  };
   Kind kind = Kind::kUndefined;
   bool b = false;
   int64_t i = 0;
   double f = 0.0;
-  std::string s;                  // kString; kUndefined: the name that was missing (for the error)
-  std::shared_ptr<List> list;     // kList, kTuple
-  std::shared_ptr<Dict> dict;     // kDict, kNamespace
-  std::shared_ptr<Function> fn;   // kCallable
+  std::string s;                 // kString; kUndefined: the name that was missing (for the error)
+  std::shared_ptr<List> list;    // kList, kTuple
+  std::shared_ptr<Dict> dict;    // kDict, kNamespace
+  std::shared_ptr<Function> fn;  // kCallable
 
   static Value undefined(std::string name = {});
   static Value none();
