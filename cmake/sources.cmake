@@ -21,6 +21,7 @@ set(KVSCOPE_MODEL_SRC
   model/chat/jinja_filters.cpp
   model/chat/jinja_text.cpp
   model/chat/chat_template.cpp
+  model/chat/conversation.cpp
   model/arch/config.cpp
   model/arch/hf_cache.cpp
   model/arch/model.cpp

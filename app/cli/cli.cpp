@@ -202,6 +202,7 @@ struct Commands {
   RenderCommand render;
   ServeCommand serve;
   ChatTemplateCommand chat_template;
+  ChatCommand chat;
 };
 
 int run_parsed(Commands& c, const AppHooks& hooks) {
@@ -219,6 +220,7 @@ int run_parsed(Commands& c, const AppHooks& hooks) {
   if (*c.render.cmd) return run_render_command(c.render, hooks);
   if (*c.serve.cmd) return run_serve_command(c.serve);
   if (*c.chat_template.cmd) return run_chat_template_command(c.chat_template);
+  if (*c.chat.cmd) return run_chat_command(c.chat);
   return run_window(c.gui, hooks);
 }
 
@@ -309,6 +311,7 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   add_render_command(app, c.render);
   add_serve_command(app, c.serve);
   add_chat_template_command(app, c.chat_template);
+  add_chat_command(app, c.chat);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

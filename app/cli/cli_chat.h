@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "app/cli/cli_commands.h"
 #include "model/chat/chat_template.h"
 
 namespace kvscope {
@@ -19,6 +20,19 @@ struct ChatTemplateCommand {
 };
 void add_chat_template_command(CLI::App& app, ChatTemplateCommand& c);
 int run_chat_template_command(const ChatTemplateCommand& c);
+
+// `chat`: one user turn per line of standard input, each answered by the
+// model through its chat template, the conversation kept as one KV cache.
+struct ChatCommand {
+  CLI::App* cmd = nullptr;
+  GenerateCommand gen;  // --model, --max-new, --ctx, the sampling flags, --no-cache, --json
+  std::string system, format;
+};
+void add_chat_command(CLI::App& app, ChatCommand& c);
+int run_chat_command(ChatCommand& c);
+// `generate --chat TEXT [--system TEXT]`: one turn of a new conversation,
+// printed as `chat` prints it.
+int run_chat_once(const GenerateCommand& c, const std::string& message);
 
 // --chat-format NAME, bound to `format` ("" = the model's own template).
 void add_chat_format_flag(CLI::App& cmd, std::string& format);

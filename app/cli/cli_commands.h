@@ -10,6 +10,7 @@
 
 #include "app/cli/cli_decode.h"
 #include "app/cli/cli_kv.h"
+#include "model/decoding/generator.h"
 #include "model/serving/scheduler.h"
 
 namespace kvscope {
@@ -44,6 +45,7 @@ struct GenerateArgs {
   bool no_cache = false;
   bool json = false;
   KVSettings kv;
+  std::string chat, system, chat_format;  // --chat TEXT: one chat turn instead of --prompt
 };
 
 struct GenerateCommand {
@@ -54,6 +56,13 @@ struct GenerateCommand {
   CLI::Option *temperature = nullptr, *top_k = nullptr, *top_p = nullptr;
 };
 void add_generate_command(CLI::App& app, GenerateCommand& c);
+// --greedy or --temperature/--top-k/--top-p (which exclude it),
+// --repetition-penalty and --seed, bound to c.args (generate and chat).
+void add_sampling_flags(CLI::App* cmd, GenerateCommand& c);
+// Whether --temperature, --top-k or --top-p asked for sampling (else greedy).
+bool sampling_requested(const GenerateCommand& c);
+// The generator's options from the flags.
+GenerateOptions generate_options(const GenerateArgs& a, bool sampling_requested);
 int run_generate_command(GenerateCommand& c);
 
 // `tokenize` and `inspect`: what a model folder holds.

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/cli.h"
+#include "app/cli/cli_chat.h"
 #include "app/cli/cli_commands.h"
 #include "app/cli/cli_flags.h"
 #include "app/cli/cli_json.h"
@@ -34,6 +35,8 @@ SamplerSettings sampler_settings(const GenerateArgs& a, bool sampling_requested)
   return s;
 }
 
+}  // namespace
+
 GenerateOptions generate_options(const GenerateArgs& a, bool sampling_requested) {
   GenerateOptions opt;
   opt.max_new = a.max_new;
@@ -45,6 +48,8 @@ GenerateOptions generate_options(const GenerateArgs& a, bool sampling_requested)
   opt.max_prefill_attn_bytes = 0;
   return opt;
 }
+
+namespace {
 
 // The last line: JSON's "done" event, or the text's newline and a summary on stderr.
 void print_generate_summary(const Generator& gen, const Model& model, bool as_json) {
@@ -119,7 +124,8 @@ void check_decode_flags(const CLI::App& gen, const Strategy& s) {
   }
 }
 
-// --greedy or the sampling flags (which exclude it), the repetition penalty and the seed.
+}  // namespace
+
 void add_sampling_flags(CLI::App* gen, GenerateCommand& c) {
   GenerateArgs& g = c.args;
   auto* greedy = gen->add_flag("--greedy", g.greedy, "Pick the most likely token (default)");
@@ -136,7 +142,9 @@ void add_sampling_flags(CLI::App* gen, GenerateCommand& c) {
   gen->add_option("--seed", g.seed, "Sampling seed")->check(any_u64());
 }
 
-}  // namespace
+bool sampling_requested(const GenerateCommand& c) {
+  return c.temperature->count() > 0 || c.top_k->count() > 0 || c.top_p->count() > 0;
+}
 
 void refuse_no_cache_evict(bool no_cache, const KVSettings& kv) {
   if (no_cache && kv.evict != KVEvict::kNone) {
@@ -151,9 +159,11 @@ void add_generate_command(CLI::App& app, GenerateCommand& c) {
   auto* gen = c.cmd = app.add_subcommand("generate", "Generate text (no display needed)");
   gen->add_option("--model", g.model, "Model folder, GPT-2 or Llama/Mistral/Qwen2 (default: the embedded model)")
       ->check(non_empty("a model folder"));
-  gen->add_option("--prompt", g.prompt, "Text to continue (UTF-8)")
-      ->required()
-      ->check(non_empty("some text to continue"));
+  gen->add_option("--prompt", g.prompt, "Text to continue (UTF-8)")->check(non_empty("some text to continue"));
+  gen->add_option("--chat", g.chat, "A message to an instruct model, through its chat template (instead of --prompt)")
+      ->check(non_empty("a message"));
+  gen->add_option("--system", g.system, "With --chat: the system prompt")->check(non_empty("a system prompt"));
+  add_chat_format_flag(*gen, g.chat_format);
   gen->add_option("--max-new", g.max_new, "Maximum new tokens")->check(in_range(setting::kMaxNew));
   gen->add_option("--ctx", g.ctx, kCtxHelp)->check(in_range(setting::kCtx));
   gen->add_flag("--bf16-products", g.bf16_products, kBf16ProductsHelp);
@@ -172,8 +182,22 @@ int run_generate_command(GenerateCommand& c) {
   refuse_no_cache_evict(g.no_cache, g.kv);
   // The prompt's rule: a stop string is compared with the decoded text, which is UTF-8.
   for (const std::string& s : g.stop) require_utf8(s, "--stop");
-  const bool sampling = c.temperature->count() > 0 || c.top_k->count() > 0 || c.top_p->count() > 0;
+  const bool sampling = sampling_requested(c);
   const Strategy strategy = strategy_from_flags(c.strategy);
+  auto given = [&](const char* flag) { return c.cmd->get_option(flag)->count() > 0; };
+  if (given("--chat")) {
+    if (given("--prompt")) {
+      throw UsageError(
+          "--chat and --prompt: give one (--chat sends a message through the model's chat template, "
+          "--prompt continues raw text)");
+    }
+    if (!is_sampling(strategy)) throw UsageError("--chat cannot be combined with --beams or --draft");
+    return run_chat_once(c, g.chat);
+  }
+  for (const char* f : {"--system", "--chat-format"}) {
+    if (given(f)) throw UsageError(std::string(f) + " needs --chat TEXT (a message through the chat template)");
+  }
+  if (!given("--prompt")) throw UsageError("--prompt TEXT or --chat TEXT is required");
   if (is_sampling(strategy)) return cmd_generate(g, sampling);
   check_decode_flags(*c.cmd, strategy);
   if (const auto refused = strategy_refusal(strategy, g.kv)) throw UsageError(refused->usage);

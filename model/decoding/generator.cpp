@@ -68,6 +68,25 @@ void Generator::start(const std::string& prompt, const GenerateOptions& opt) {
 }
 
 void Generator::start_tokens(const std::vector<int>& prompt, const GenerateOptions& opt) {
+  begin(prompt, opt, 0);
+}
+
+int Generator::continue_tokens(const std::vector<int>& prompt, const GenerateOptions& opt) {
+  int keep = 0;
+  if (started_ && seq_ >= 0 && opt.mode == CacheMode::kKV && cache_.ready() &&
+      cache_.layout() == opt.kv.layout_for(model_->config)) {
+    const int held = std::min(cache_.length(seq_), static_cast<int>(tokens_.size()));
+    while (keep < held && keep + 1 < static_cast<int>(prompt.size()) &&
+           tokens_[static_cast<size_t>(keep)] == prompt[static_cast<size_t>(keep)]) {
+      ++keep;
+    }
+    if (keep > 0 && !cache_.can_truncate(seq_, keep)) keep = 0;
+  }
+  begin(prompt, opt, keep);
+  return keep;
+}
+
+void Generator::begin(const std::vector<int>& prompt, const GenerateOptions& opt, int keep) {
   const Config& c = model_->config;
   if (prompt.empty()) throw Error("prompt is empty (expected at least one token)");
   if (static_cast<int>(prompt.size()) > c.n_positions) {
@@ -90,11 +109,17 @@ void Generator::start_tokens(const std::vector<int>& prompt, const GenerateOptio
   reason_ = StopReason::kNone;
   flops_total_ = 0;
   ms_total_ = 0;
-  computed_upto_ = 0;
+  computed_upto_ = keep;
   stop_cut_ = std::string::npos;
   started_ = true;
   n_forwards_ = 0;
   fork_reused_cache_ = false;
+  prefill_from_ = keep;
+  if (keep > 0) {  // continue_tokens checked the layout and that the sequence can be cut here
+    release_prefixes();
+    cache_.truncate(seq_, keep);
+    return;
+  }
   if (!cache_.ready() || cache_.layout() != layout) {
     cache_.reset(layout);
   } else {
@@ -165,7 +190,9 @@ ForwardOutput Generator::forward_step(StepRecord& rec) {
   ForwardOutput out;
   if (opt_.mode == CacheMode::kKV) {
     // The cache is stale after NO CACHE steps (or a fork it could not keep): rebuild it in one pass.
-    if (rec.prefill || seq_ < 0 || cache_.length(seq_) != seq_len - 1) {
+    if (rec.prefill && prefill_from_ > 0 && seq_ >= 0 && cache_.length(seq_) == prefill_from_) {
+      out = run_forward(cache_, seq_, prefill_from_, keep_all);  // a continuation: the kept prefix stays
+    } else if (rec.prefill || seq_ < 0 || cache_.length(seq_) != seq_len - 1) {
       if (seq_ >= 0) cache_.release(seq_);
       seq_ = cache_.add_sequence();
       rec.refill = !rec.prefill;
@@ -249,7 +276,8 @@ RecordPtr Generator::step() {
 void Generator::update_stop(int token, int seq_len) {
   const Config& c = model_->config;
   // Stop conditions, in order of precedence.
-  if (c.is_eos(token) && !opt_.ignore_eos) {
+  const bool stop_id = std::find(opt_.stop_ids.begin(), opt_.stop_ids.end(), token) != opt_.stop_ids.end();
+  if ((c.is_eos(token) || stop_id) && !opt_.ignore_eos) {
     reason_ = StopReason::kEos;
   } else {
     if (!opt_.stop.empty()) {

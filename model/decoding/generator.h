@@ -35,6 +35,9 @@ struct GenerateOptions {
   SamplerSettings sampler;
   CacheMode mode = CacheMode::kKV;
   bool ignore_eos = false;  // keep going past the end-of-text token (soak runs fill the context)
+  // More ids that end the text as eos_token_id's do (a chat template's
+  // end-of-turn token, e.g. <|im_end|>, where config.json names another).
+  std::vector<int> stop_ids;
   KVSettings kv;            // cache layout: dtype, window + sinks, paging (both modes run it)
   // Branching keeps the sequences of branches left by fork() in the cache
   // (a paged cache shares their common prefix pages) while the whole cache
@@ -54,6 +57,14 @@ class Generator {
   // no room in the context.
   void start(const std::string& prompt, const GenerateOptions& opt);
   void start_tokens(const std::vector<int>& prompt, const GenerateOptions& opt);
+  // As start_tokens, keeping what the cache already holds of `prompt`: the
+  // longest common prefix of the cached positions' tokens and `prompt` (at
+  // most all but its last token, whose logits the prefill must produce)
+  // stays, the rest of the sequence is dropped, and the prefill computes
+  // only the positions after it (a chat's next turn). KV CACHE with the
+  // same layout only, and a layout that can truncate (no window or
+  // eviction); otherwise nothing is kept. Returns the positions kept.
+  int continue_tokens(const std::vector<int>& prompt, const GenerateOptions& opt);
 
   // Runs the next forward (the prefill first). Returns nullptr once done.
   RecordPtr step();
@@ -114,6 +125,7 @@ class Generator {
     std::vector<int> tokens;  // the tokens of its cached positions [0, length)
     uint64_t used = 0;        // when it last served a fork (least recently used go first)
   };
+  void begin(const std::vector<int>& prompt, const GenerateOptions& opt, int keep);
   void keep_current();
   SeqId take_prefix(const std::vector<int>& prefix);
   void release_prefixes();
@@ -144,6 +156,7 @@ class Generator {
   int computed_upto_ = 0;                // positions [0, computed_upto_) have been computed at least once
   size_t stop_cut_ = std::string::npos;  // byte offset of the first stop string in text()
   bool started_ = false;
+  int prefill_from_ = 0;  // the prefill starts here: positions [0, prefill_from_) are kept in seq_
   int n_forwards_ = 0;  // forwards run in this generation (records are handed out, not kept)
   bool fork_reused_cache_ = false;
 };
