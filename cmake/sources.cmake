@@ -19,6 +19,9 @@ set(KVSCOPE_MODEL_SRC
   model/arch/tensor_checks.cpp
   model/arch/weight_matrix.cpp
   model/arch/safetensors.cpp
+  model/arch/gguf.cpp
+  model/arch/gguf_types.cpp
+  model/arch/gguf_value.cpp
   model/engine/engine.cpp
   model/engine/kernels.cpp
   model/engine/kernel_peaks.cpp
