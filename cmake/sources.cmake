@@ -20,6 +20,7 @@ set(KVSCOPE_MODEL_SRC
   model/arch/weight_matrix.cpp
   model/arch/safetensors.cpp
   model/arch/gguf.cpp
+  model/arch/gguf_config.cpp
   model/arch/gguf_types.cpp
   model/arch/gguf_value.cpp
   model/engine/engine.cpp
@@ -92,6 +93,7 @@ set(KVSCOPE_CLI_SRC
   app/cli/cli_kv.cpp
   app/cli/cli_flags.cpp
   app/cli/cli_generate.cpp
+  app/cli/cli_gguf.cpp
   app/cli/cli_inspect.cpp
   app/cli/cli_out.cpp
   app/cli/cli_serve.cpp

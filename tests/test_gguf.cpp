@@ -5,12 +5,15 @@
 // then each kind of bad file, made by corrupting a good one here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "model/arch/gguf.h"
+#include "model/arch/gguf_config.h"
 #include "model/core/error.h"
 #include "numpy_ref_util.h"
 
@@ -170,6 +173,77 @@ TEST(Gguf, DequantizeRowRefusesAPartialBlock) {
   EXPECT_THROW(dequantize_row(GgmlType::kQ4_K, blocks.data(), 100, out.data()), Error);
   dequantize_row(GgmlType::kQ4_K, blocks.data(), 256, out.data());
   EXPECT_EQ(out[255], 0.0f);
+}
+
+// Each architecture's hyperparameters, as the reference wrote them under
+// llama.cpp's key names, become the Config the config.json parsers give.
+TEST(Gguf, ConfigFromTheMetadataEqualsTheReference) {
+  for (const char* arch : {"gpt2", "llama", "qwen2"}) {
+    const json& r = suite_file(std::string(arch) + "_config.gguf")["config"];
+    const Config c = config_from_gguf(GgufFile::open(path_of(std::string(arch) + "_config.gguf")));
+    EXPECT_EQ(c.arch, std::string(arch) == "gpt2" ? Arch::kGpt2 : Arch::kLlama) << arch;
+    EXPECT_EQ(c.model_type, arch);
+    EXPECT_EQ(c.n_layer, r["n_layer"].get<int>()) << arch;
+    EXPECT_EQ(c.n_embd, r["n_embd"].get<int>()) << arch;
+    EXPECT_EQ(c.n_head, r["n_head"].get<int>()) << arch;
+    EXPECT_EQ(c.kv_heads(), r["n_kv_head"].get<int>()) << arch;
+    EXPECT_EQ(c.head_dim(), r["head_dim"].get<int>()) << arch;
+    EXPECT_EQ(c.n_inner, r["n_inner"].get<int>()) << arch;
+    EXPECT_EQ(c.vocab_size, r["vocab_size"].get<int>()) << arch;
+    EXPECT_EQ(c.max_position_embeddings, r["max_position_embeddings"].get<int>()) << arch;
+    EXPECT_EQ(c.n_positions, std::min(r["max_position_embeddings"].get<int>(),
+                                      std::string(arch) == "gpt2" ? 1 << 30 : kLlamaContextCap))
+        << arch;
+    EXPECT_EQ(c.bos_token_id, r["bos"].get<int>()) << arch;
+    EXPECT_TRUE(c.is_eos(r["eos"].get<int>())) << arch;
+    EXPECT_EQ(c.layer_norm_epsilon, r["eps"].get<float>()) << arch;
+    if (c.arch == Arch::kLlama) {
+      EXPECT_EQ(c.rope_theta, r["rope_theta"].get<double>()) << arch;
+      EXPECT_EQ(c.tie_word_embeddings, r["tie"].get<bool>()) << arch;
+      EXPECT_EQ(c.qkv_bias, r["qkv_bias"].get<bool>()) << arch;
+    }
+  }
+}
+
+// `kvscope inspect` lists a GGUF file's tensors as the reference wrote them,
+// found by its .gguf name, with no extension (an Ollama blob), and as the one
+// .gguf in a folder.
+TEST(Gguf, InspectListsTheTensorsOfAGgufFile) {
+  const json& ref = suite_file("all_types.gguf");
+  testutil::TempDir tmp("gguf-inspect");
+  std::filesystem::create_directories(tmp / "folder");
+  std::filesystem::copy_file(path_of("all_types.gguf"), tmp / "folder/model.gguf");
+  std::filesystem::copy_file(path_of("all_types.gguf"), tmp / "sha256-0123abcd");
+  for (const std::string& model : {path_of("all_types.gguf"), tmp / "folder", tmp / "sha256-0123abcd"}) {
+    std::string out;
+    ASSERT_EQ(testutil::run_kvscope("inspect --json --model " + testutil::shell_quote(model), out, tmp), 0) << out;
+    const json got = json::parse(out);
+    ASSERT_EQ(got["tensors"].size(), ref["tensors"].size());
+    for (size_t i = 0; i < got["tensors"].size(); ++i) {
+      const json& g = got["tensors"][i];
+      const json& r = ref["tensors"][i];
+      EXPECT_EQ(g["name"], r["name"]);
+      EXPECT_EQ(g["dims"], r["dims"]);
+      EXPECT_EQ(g["type"], r["type"]);
+      EXPECT_EQ(g["bytes"], r["n_bytes"]);
+    }
+    EXPECT_EQ(got["metadata"]["test.u32"], "u32 4294967295");
+    EXPECT_EQ(got["metadata"]["general.architecture"], "string \"llama\"");
+  }
+  std::string out;
+  ASSERT_EQ(testutil::run_kvscope("inspect --model " + testutil::shell_quote(path_of("all_types.gguf")), out, tmp), 0)
+      << out;
+  EXPECT_NE(out.find("\"q.Q4_K\""), std::string::npos) << out;
+  EXPECT_NE(out.find("[512, 2]"), std::string::npos) << out;
+  EXPECT_NE(out.find("256 weights in 144 bytes = 4.5 bits each"), std::string::npos) << out;
+  EXPECT_NE(out.find("array of 4 string: [\"a\", \"\", \"\\xc3\\xbc\\xc3\\x9f\", \"<|eot|>\"]"), std::string::npos)
+      << out;
+  // A bad file: exit 1, the message naming the file and the field.
+  std::string bad = testutil::read_file(path_of("all_types.gguf"));
+  bad[4] = 2;
+  testutil::write_file(tmp / "bad.gguf", bad);
+  EXPECT_EQ(testutil::run_kvscope("inspect --model " + testutil::shell_quote(tmp / "bad.gguf"), out, tmp), 1);
+  EXPECT_NE(out.find("bad.gguf: version: found 2, expected 3"), std::string::npos) << out;
 }
 
 }  // namespace

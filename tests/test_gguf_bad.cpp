@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/arch/gguf.h"
+#include "model/arch/gguf_config.h"
 #include "model/core/error.h"
 #include "numpy_ref_util.h"
 
@@ -188,6 +189,39 @@ TEST(GgufBadFiles, OffsetsAndAlignment) {
   // 32-byte alignment read where the file says 64: the offsets stay valid
   // multiples, but with alignment 128 one of them is not.
   expect_refused(a.with_u32(align_at, 128), {"offset", "not a multiple of the alignment 128"});
+}
+
+// A config key missing, out of the parsers' range, or an architecture
+// kvscope does not run: refused naming the file and the GGUF key.
+void expect_config_refused(const std::string& bytes, const std::vector<std::string>& named) {
+  testutil::TempDir tmp("gguf-config");
+  const std::string path = tmp / "config.gguf";
+  testutil::write_file(path, bytes);
+  try {
+    config_from_gguf(GgufFile::open(path));
+    ADD_FAILURE() << "accepted; expected an error naming " << named[0];
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    for (const std::string& n : named) EXPECT_NE(msg.find(n), std::string::npos) << "missing '" << n << "' in: " << msg;
+  }
+}
+
+TEST(GgufBadFiles, ConfigKeys) {
+  const Good g("llama_config.gguf");
+  std::string b = g.bytes;
+  const uint64_t key = g.kv_field("llama.block_count", "key_at") + 8;
+  b[key + std::string("llama.block_c").size()] = 'O';
+  expect_config_refused(b, {"metadata \"llama.block_count\" is missing", "expected a non-negative integer"});
+  expect_config_refused(g.with_u32(g.kv_field("llama.block_count", "value_at"), 0),
+                        {"num_hidden_layers", "out of range", "GGUF metadata llama.block_count"});
+  expect_config_refused(g.with_u32(g.kv_field("llama.block_count", "type_at"), 8), {"llama.block_count"});
+  b = g.bytes;
+  b[g.kv_field("general.architecture", "value_at") + 8 + 4] = 'x';
+  expect_config_refused(b, {"general.architecture", "\"llamx\"", "expected gpt2, llama or qwen2"});
+  const Good gpt2("gpt2_config.gguf");
+  expect_config_refused(gpt2.with_u32(gpt2.kv_field("gpt2.feed_forward_length", "value_at"), 65),
+                        {"gpt2.feed_forward_length", "found 65"});
 }
 
 }  // namespace

@@ -495,6 +495,38 @@ def suite(out_dir):
     write_file(out_dir, "big_header.gguf", w, data, files)
     files[-1]["spot_strings"] = {str(i): tokens[i] for i in [0, 1, 99_999, 150_001, 199_999]}
 
+    # 4. hyperparameters of each architecture kvscope runs, as llama.cpp's
+    # converter names them; "config" is what they say in kvscope's terms.
+    for arch, untied in [("gpt2", False), ("llama", True), ("qwen2", False)]:
+        w = Writer(32)
+        w.add("general.architecture", STRING, arch)
+        n_embd, vocab = 16, 24
+        meta = {"block_count": (U32, 3), "embedding_length": (U32, n_embd), "attention.head_count": (U32, 4),
+                "context_length": (U32, 64 if arch == "gpt2" else 32768)}
+        if arch == "gpt2":
+            meta["attention.layer_norm_epsilon"] = (F32, 1e-5)
+            meta["feed_forward_length"] = (U32, 4 * n_embd)
+        else:
+            meta.update({"attention.head_count_kv": (U32, 2), "feed_forward_length": (U32, 40),
+                         "attention.layer_norm_rms_epsilon": (F32, 1e-6), "rope.freq_base": (F32, 500000.0),
+                         "attention.key_length": (U32, 4)})
+        for k, (t, v) in meta.items():
+            w.add(f"{arch}.{k}", t, v)
+        w.add("tokenizer.ggml.tokens", ARRAY, [f"t{i}" for i in range(vocab)], elem=STRING)
+        w.add("tokenizer.ggml.bos_token_id", U32, 1)
+        w.add("tokenizer.ggml.eos_token_id", U32, 2)
+        w.add_tensor("token_embd.weight", [n_embd, vocab], "F32", rng.normal(0, 1, n_embd * vocab).astype("<f4").tobytes())
+        if untied:
+            w.add_tensor("output.weight", [n_embd, vocab], "F16", f16(rng.normal(0, 1, n_embd * vocab)).tobytes())
+        write_file(out_dir, f"{arch}_config.gguf", w, data, files)
+        files[-1]["config"] = {
+            "n_layer": 3, "n_embd": n_embd, "n_head": 4, "n_kv_head": 4 if arch == "gpt2" else 2,
+            "head_dim": 4, "n_inner": 4 * n_embd if arch == "gpt2" else 40, "vocab_size": vocab,
+            "max_position_embeddings": meta["context_length"][1], "bos": 1, "eos": 2,
+            "eps": float(np.float32(meta.get("attention.layer_norm_epsilon", meta.get(
+                "attention.layer_norm_rms_epsilon", (F32, 0)))[1])),
+            "rope_theta": 500000.0, "tie": not untied, "qkv_bias": arch == "qwen2"}
+
     types = [{"name": k, "id": v[0], "block_size": v[1], "block_bytes": v[2]} for k, v in TYPES.items()]
     with open(os.path.join(out_dir, "suite.json"), "w") as f:
         json.dump({"files": files, "types": types}, f)

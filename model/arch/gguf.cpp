@@ -255,6 +255,7 @@ class GgufParser {
   }
 
   void read_alignment() {
+    f_.alignment_ = kDefaultAlignment;
     const GgufValue* v = f_.find("general.alignment");
     if (!v) return;
     const std::string field = "metadata \"general.alignment\"";
