@@ -12,24 +12,18 @@
 #include <string>
 #include <vector>
 
+#include "gguf_test_util.h"
 #include "model/arch/gguf.h"
 #include "model/arch/gguf_config.h"
 #include "model/core/error.h"
-#include "numpy_ref_util.h"
 
 namespace kvscope {
 namespace {
 
 using testutil::json;
 
-const std::string& suite_dir() {
-  static const std::string dir =
-      testutil::generated_suite(std::string(KVSCOPE_SOURCE_DIR) + "/tools/numpy_gguf.py", "numpy_gguf");
-  return dir;
-}
-
 const json& suite() {
-  static const json j = testutil::read_json(suite_dir() + "/suite.json");
+  static const json j = testutil::read_json(testutil::gguf_suite_dir() + "/suite.json");
   return j;
 }
 
@@ -40,7 +34,7 @@ const json& suite_file(const std::string& name) {
 }
 
 std::string path_of(const std::string& name) {
-  return suite_dir() + "/" + name;
+  return testutil::gguf_suite_dir() + "/" + name;
 }
 
 std::vector<double> read_f64(const std::string& path) {
@@ -167,6 +161,17 @@ TEST(Gguf, FileAndMemoryReadersAgreeOnAHeaderLargerThanTheReadWindow) {
   }
 }
 
+// Names in messages and listings: whole UTF-8 characters kept, anything else
+// escaped, so the text is valid UTF-8 (JSON can hold it) and reads one way.
+TEST(Gguf, QuoteKeepsUtf8AndEscapesTheRest) {
+  EXPECT_EQ(gguf_quote("\u00fc\u00df\u2713"), "\"\u00fc\u00df\u2713\"");
+  EXPECT_EQ(gguf_quote(std::string("a\xc3", 2)), "\"a\\xc3\"");  // a cut character
+  EXPECT_EQ(gguf_quote("\xc0\xaf\xed\xa0\x80\xc2\x85"),
+            "\"\\xc0\\xaf\\xed\\xa0\\x80\\xc2\\x85\"");  // overlong, surrogate, C1
+  EXPECT_EQ(gguf_quote("q\"\\\n"), "\"q\\x22\\x5c\\x0a\"");
+  EXPECT_EQ(gguf_quote("ab\u00fc", 3), "\"ab...\"");  // never half a character
+}
+
 TEST(Gguf, DequantizeRowRefusesAPartialBlock) {
   std::vector<uint8_t> blocks(144, 0);
   std::vector<float> out(256);
@@ -236,8 +241,7 @@ TEST(Gguf, InspectListsTheTensorsOfAGgufFile) {
   EXPECT_NE(out.find("\"q.Q4_K\""), std::string::npos) << out;
   EXPECT_NE(out.find("[512, 2]"), std::string::npos) << out;
   EXPECT_NE(out.find("256 weights in 144 bytes = 4.5 bits each"), std::string::npos) << out;
-  EXPECT_NE(out.find("array of 4 string: [\"a\", \"\", \"\\xc3\\xbc\\xc3\\x9f\", \"<|eot|>\"]"), std::string::npos)
-      << out;
+  EXPECT_NE(out.find("array of 4 string: [\"a\", \"\", \"\u00fc\u00df\", \"<|eot|>\"]"), std::string::npos) << out;
   // A bad file: exit 1, the message naming the file and the field.
   std::string bad = testutil::read_file(path_of("all_types.gguf"));
   bad[4] = 2;

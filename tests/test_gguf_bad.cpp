@@ -11,25 +11,19 @@
 #include "model/arch/gguf.h"
 #include "model/arch/gguf_config.h"
 #include "model/core/error.h"
-#include "numpy_ref_util.h"
+#include "gguf_test_util.h"
 
 namespace kvscope {
 namespace {
 
 using testutil::json;
 
-const std::string& suite_dir() {
-  static const std::string dir =
-      testutil::generated_suite(std::string(KVSCOPE_SOURCE_DIR) + "/tools/numpy_gguf.py", "numpy_gguf");
-  return dir;
-}
-
 // A good file's bytes and its layout, to corrupt.
 struct Good {
   std::string bytes;
   json ref;
-  explicit Good(const std::string& name) : bytes(testutil::read_file(suite_dir() + "/" + name)) {
-    const json all = testutil::read_json(suite_dir() + "/suite.json");
+  explicit Good(const std::string& name) : bytes(testutil::read_file(testutil::gguf_suite_dir() + "/" + name)) {
+    const json all = testutil::read_json(testutil::gguf_suite_dir() + "/suite.json");
     for (const json& f : all["files"])
       if (f["file"] == name) ref = f;
   }

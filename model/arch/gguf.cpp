@@ -64,6 +64,9 @@ class Cursor {
   // Appends the next n bytes (any n the file still holds) to `out`.
   void append(std::string& out, uint64_t n, const std::string& field) {
     need(n, field);
+    if (n > out.max_size() - out.size()) {  // (a 32-bit build: WebAssembly)
+      throw Error(origin_ + ": " + field + ": " + std::to_string(n) + " bytes, more than this build can hold");
+    }
     if (n <= kWindow) {
       const uint8_t* p = take(n, field);
       out.append(reinterpret_cast<const char*>(p), static_cast<size_t>(n));
@@ -107,24 +110,6 @@ class Cursor {
   std::string window_;
   uint64_t window_start_ = 0;
 };
-
-int element_bytes(GgufValueType t) {
-  switch (t) {
-    case GgufValueType::kU8:
-    case GgufValueType::kI8:
-    case GgufValueType::kBool:
-      return 1;
-    case GgufValueType::kU16:
-    case GgufValueType::kI16:
-      return 2;
-    case GgufValueType::kU32:
-    case GgufValueType::kI32:
-    case GgufValueType::kF32:
-      return 4;
-    default:
-      return 8;  // u64, i64, f64; a string's length field
-  }
-}
 
 }  // namespace
 
@@ -228,7 +213,8 @@ class GgufParser {
              "found 9 (array), expected a scalar type: arrays of arrays are not supported");
       }
       v.count = c_.u64(field + " array length");
-      const int min_bytes = element_bytes(v.type);
+      // (a string takes at least its 8-byte length)
+      const int min_bytes = v.type == GgufValueType::kString ? 8 : gguf_scalar_bytes(v.type);
       check_count(v.count, static_cast<uint64_t>(min_bytes), field + " array length",
                   (std::string(to_string(v.type)) + " elements").c_str());
     }
@@ -241,7 +227,7 @@ class GgufParser {
       }
       return v;
     }
-    c_.append(v.bytes, v.count * static_cast<uint64_t>(element_bytes(v.type)), field + " value");
+    c_.append(v.bytes, v.count * static_cast<uint64_t>(gguf_scalar_bytes(v.type)), field + " value");
     if (v.type == GgufValueType::kBool) {
       for (uint64_t k = 0; k < v.count; ++k) {
         const auto b = static_cast<unsigned char>(v.bytes[static_cast<size_t>(k)]);
@@ -446,6 +432,10 @@ void GgufFile::read_raw(const GgufTensor& t, void* dst) const {
 std::vector<float> GgufFile::to_f32(const std::string& name) const {
   const GgufTensor* t = tensor(name);
   if (!t) throw Error(origin_ + ": missing tensor " + gguf_quote(name));
+  if (t->n_bytes > std::vector<uint8_t>().max_size() ||
+      static_cast<uint64_t>(t->n_elements) > std::vector<float>().max_size()) {  // (a 32-bit build)
+    throw Error(origin_ + ": tensor " + gguf_quote(name) + " is larger than this build can hold in memory");
+  }
   std::vector<uint8_t> raw(static_cast<size_t>(t->n_bytes));
   read_raw(*t, raw.data());
   std::vector<float> out(static_cast<size_t>(t->n_elements));

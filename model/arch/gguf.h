@@ -44,9 +44,12 @@ enum class GgufValueType : uint32_t {
   kF64 = 12,
 };
 const char* to_string(GgufValueType t);  // "u32", "string", "array", ...
+// Bytes of one number or bool of type t (1, 2, 4 or 8); 0 for string, array.
+int gguf_scalar_bytes(GgufValueType t);
 // A key, name or string value as messages and listings show it: in double
-// quotes, bytes outside printable ASCII (and quote, backslash) as \xNN, cut
-// after `max_bytes` bytes with "...".
+// quotes, printable ASCII and whole UTF-8 characters as themselves, every
+// other byte (and quote, backslash) as \xNN, so the text is valid UTF-8 and
+// reads one way; cut after at most `max_bytes` bytes with "...".
 std::string gguf_quote(std::string_view s, size_t max_bytes = 80);
 
 // One metadata value: a scalar, or an array of scalars of one type (an array

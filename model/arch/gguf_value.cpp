@@ -8,10 +8,8 @@
 #include "model/core/error.h"
 
 namespace kvscope {
-namespace {
 
-// Bytes per element of a number or bool type (strings: 0).
-int scalar_size(GgufValueType t) {
+int gguf_scalar_bytes(GgufValueType t) {
   switch (t) {
     case GgufValueType::kU8:
     case GgufValueType::kI8:
@@ -33,6 +31,8 @@ int scalar_size(GgufValueType t) {
   }
 }
 
+namespace {
+
 bool is_signed(GgufValueType t) {
   return t == GgufValueType::kI8 || t == GgufValueType::kI16 || t == GgufValueType::kI32 || t == GgufValueType::kI64;
 }
@@ -42,7 +42,7 @@ uint64_t raw_bits(const GgufValue& v, uint64_t i) {
   if (i >= v.count) {
     throw Error("element " + std::to_string(i) + " of a value of " + std::to_string(v.count) + " elements");
   }
-  const int size = scalar_size(v.type);
+  const int size = gguf_scalar_bytes(v.type);
   const auto* p = reinterpret_cast<const unsigned char*>(v.bytes.data()) + i * static_cast<uint64_t>(size);
   uint64_t bits = 0;
   for (int b = size - 1; b >= 0; --b) bits = (bits << 8) | p[b];
@@ -52,7 +52,7 @@ uint64_t raw_bits(const GgufValue& v, uint64_t i) {
 // Element i of an integer value, sign-extended when its type is signed.
 int64_t signed_value(const GgufValue& v, uint64_t i) {
   const uint64_t bits = raw_bits(v, i);
-  const int shift = 64 - 8 * scalar_size(v.type);
+  const int shift = 64 - 8 * gguf_scalar_bytes(v.type);
   return static_cast<int64_t>(bits << shift) >> shift;
 }
 
@@ -74,15 +74,43 @@ std::string scalar_text(const GgufValue& v, uint64_t i) {
 
 }  // namespace
 
+namespace {
+
+// The length of the whole, valid UTF-8 character of 2 to 4 bytes at s[k], or
+// 0 (ASCII, a stray or cut byte, an overlong form, a surrogate, a code point
+// above U+10FFFF, or a C1 control character, U+0080 to U+009F).
+size_t utf8_char(std::string_view s, size_t k) {
+  const auto b = static_cast<unsigned char>(s[k]);
+  const size_t len = (b >= 0xC2 && b < 0xE0) ? 2 : (b >= 0xE0 && b < 0xF0) ? 3 : (b >= 0xF0 && b <= 0xF4) ? 4 : 0;
+  if (len == 0 || k + len > s.size()) return 0;
+  for (size_t i = 1; i < len; ++i)
+    if ((static_cast<unsigned char>(s[k + i]) & 0xC0) != 0x80) return 0;
+  const auto c1 = static_cast<unsigned char>(s[k + 1]);
+  if ((b == 0xC2 && c1 < 0xA0) || (b == 0xE0 && c1 < 0xA0) || (b == 0xED && c1 >= 0xA0) || (b == 0xF0 && c1 < 0x90) ||
+      (b == 0xF4 && c1 >= 0x90))
+    return 0;
+  return len;
+}
+
+}  // namespace
+
 std::string gguf_quote(std::string_view s, size_t max_bytes) {
   std::string q = "\"";
-  for (size_t k = 0; k < s.size() && k < max_bytes; ++k) {
+  size_t k = 0;
+  while (k < s.size() && k < max_bytes) {
     const auto c = static_cast<unsigned char>(s[k]);
+    if (const size_t len = utf8_char(s, k); len > 0) {
+      if (k + len > max_bytes) break;
+      q.append(s.substr(k, len));
+      k += len;
+      continue;
+    }
     char hex[8];
     std::snprintf(hex, sizeof hex, "\\x%02x", c);
     q += (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') ? std::string(1, static_cast<char>(c)) : hex;
+    ++k;
   }
-  return q + (s.size() > max_bytes ? "...\"" : "\"");
+  return q + (k < s.size() ? "...\"" : "\"");
 }
 
 const char* to_string(GgufValueType t) {
@@ -93,7 +121,7 @@ const char* to_string(GgufValueType t) {
 }
 
 bool GgufValue::is_integer() const {
-  return scalar_size(type) > 0 && type != GgufValueType::kBool && !is_float();
+  return gguf_scalar_bytes(type) > 0 && type != GgufValueType::kBool && !is_float();
 }
 
 bool GgufValue::is_float() const {
