@@ -248,6 +248,11 @@ TEST(Gguf, InspectListsTheTensorsOfAGgufFile) {
   testutil::write_file(tmp / "bad.gguf", bad);
   EXPECT_EQ(testutil::run_kvscope("inspect --model " + testutil::shell_quote(tmp / "bad.gguf"), out, tmp), 1);
   EXPECT_NE(out.find("bad.gguf: version: found 2, expected 3"), std::string::npos) << out;
+  // The commands that run a model say that a GGUF file cannot run yet.
+  EXPECT_EQ(
+      testutil::run_kvscope("generate --prompt hi --model " + testutil::shell_quote(tmp / "sha256-0123abcd"), out, tmp),
+      1);
+  EXPECT_NE(out.find("a GGUF file, which `kvscope inspect --model"), std::string::npos) << out;
 }
 
 }  // namespace

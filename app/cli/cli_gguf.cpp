@@ -1,9 +1,7 @@
 #include "app/cli/cli_gguf.h"
 
-#include <cctype>
 #include <cinttypes>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -16,18 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-bool starts_with_magic(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  char magic[4] = {};
-  return f.read(magic, 4) && std::string(magic, 4) == "GGUF";
-}
-
-bool has_gguf_extension(const fs::path& p) {
-  std::string ext = p.extension().string();
-  for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return ext == ".gguf";
-}
 
 // "[576, 49152]"
 std::string dims_text(const std::vector<int64_t>& dims) {
@@ -95,11 +81,11 @@ void print_listing(const GgufFile& f) {
 std::string gguf_model_path(const std::string& model) {
   std::error_code ec;
   const fs::path p(model);
-  if (fs::is_regular_file(p, ec)) return has_gguf_extension(p) || starts_with_magic(p) ? model : "";
+  if (fs::is_regular_file(p, ec)) return looks_like_gguf(model) ? model : "";
   if (!fs::is_directory(p, ec) || fs::exists(p / "config.json", ec)) return "";
   std::string found;
   for (const auto& e : fs::directory_iterator(p, ec)) {
-    if (!e.is_regular_file(ec) || !has_gguf_extension(e.path())) continue;
+    if (!e.is_regular_file(ec) || e.path().extension() != ".gguf") continue;
     if (!found.empty()) return "";  // several: the user must name one
     found = e.path().string();
   }

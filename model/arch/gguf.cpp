@@ -1,7 +1,10 @@
 #include "model/arch/gguf.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 
 #include "model/core/error.h"
@@ -355,6 +358,17 @@ class GgufParser {
   Cursor& c_;
   uint64_t n_tensors_ = 0, n_kv_ = 0;
 };
+
+bool looks_like_gguf(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  std::string ext = std::filesystem::path(path).extension().string();
+  for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (ext == ".gguf") return true;
+  std::ifstream f(path, std::ios::binary);
+  char magic[4] = {};
+  return f.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
+}
 
 GgufFile GgufFile::open(const std::string& path, const std::atomic<bool>* cancel) {
   GgufFile f;

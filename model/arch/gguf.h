@@ -91,6 +91,10 @@ struct GgufTensor {
   int64_t row_length() const { return dims[0]; }
 };
 
+// True when `path` is a regular file named *.gguf (any case) or starting with
+// the GGUF magic (an Ollama blob has no extension). Reads at most 4 bytes.
+bool looks_like_gguf(const std::string& path);
+
 class GgufFile {
  public:
   // Reads and checks the header (metadata and tensor infos) from the file;
