@@ -28,6 +28,10 @@ set(KVSCOPE_MODEL_SRC
   model/arch/tensor_checks.cpp
   model/arch/weight_matrix.cpp
   model/arch/safetensors.cpp
+  model/arch/gguf.cpp
+  model/arch/gguf_config.cpp
+  model/arch/gguf_types.cpp
+  model/arch/gguf_value.cpp
   model/engine/engine.cpp
   model/engine/kernels.cpp
   model/engine/kernel_peaks.cpp
@@ -98,6 +102,7 @@ set(KVSCOPE_CLI_SRC
   app/cli/cli_kv.cpp
   app/cli/cli_flags.cpp
   app/cli/cli_generate.cpp
+  app/cli/cli_gguf.cpp
   app/cli/cli_inspect.cpp
   app/cli/cli_chat.cpp
   app/cli/cli_out.cpp

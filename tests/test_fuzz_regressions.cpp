@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_checks.h"
+#include "fuzz/fuzz_checks_gguf.h"
 #include "fuzz/fuzz_checks_saved.h"
 
 namespace kvscope {
@@ -76,6 +77,10 @@ TEST(FuzzRegressions, Cli) {
 
 TEST(FuzzRegressions, SavedFiles) {
   replay("saved_files", fuzz::check_saved_files, 1);
+}
+
+TEST(FuzzRegressions, Gguf) {
+  replay("gguf", fuzz::check_gguf, 0);
 }
 
 // The oracles themselves: a check that cannot fail proves nothing.

@@ -7,6 +7,7 @@
 #include "app/cli/cli.h"
 #include "app/cli/cli_commands.h"
 #include "app/cli/cli_flags.h"
+#include "app/cli/cli_gguf.h"
 #include "app/cli/cli_json.h"
 #include "app/cli/cli_out.h"
 #include "model/arch/model.h"
@@ -145,13 +146,15 @@ int run_tokenize_command(const TokenizeCommand& c) {
 
 void add_inspect_command(CLI::App& app, InspectCommand& c) {
   c.cmd = app.add_subcommand("inspect", "Architecture, parameters, KV bytes per token, FLOPs per step");
-  c.cmd->add_option("--model", c.model, "Model folder (GPT-2, Llama, Mistral, Qwen2)")
+  c.cmd->add_option("--model", c.model, "Model folder (GPT-2, Llama, Mistral, Qwen2), or a .gguf file to list")
       ->check(non_empty("a model folder"));
   c.cmd->add_flag("--json", c.json, "Print JSON");
   c.cmd->add_option("--ctx", c.ctx, kCtxHelp)->check(in_range(setting::kCtx));
 }
 
 int run_inspect_command(const InspectCommand& c) {
+  // A GGUF file is listed as stored (kvscope cannot run one yet).
+  if (const std::string gguf = gguf_model_path(c.model); !gguf.empty()) return inspect_gguf(gguf, c.json);
   auto m = load_cli_model(c.model, c.ctx);
   if (c.json) {
     out_line(inspect_json(*m).dump(2));

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #endif
 
+#include "model/arch/gguf.h"
 #include "model/arch/hf_cache.h"
 #include "model/arch/model_context.h"
 #include "model/core/error.h"
@@ -101,6 +102,11 @@ std::shared_ptr<const Model> load_model(const std::string& dir_or_id, const Load
   const std::string dir = resolve_model_dir(dir_or_id);
   const auto t0 = std::chrono::steady_clock::now();
   std::error_code ec;
+  if (!fs::is_directory(dir, ec) && looks_like_gguf(dir)) {
+    throw Error(dir + ": a GGUF file, which `kvscope inspect --model " + dir +
+                "` lists but kvscope cannot run yet (expected a model folder: config.json, model.safetensors and "
+                "vocab.json + merges.txt or tokenizer.json)");
+  }
   if (!fs::is_directory(dir, ec)) {
     throw Error(dir + ": " + why_not_a_folder(dir) +
                 " (expected a model folder: config.json, model.safetensors and vocab.json + "

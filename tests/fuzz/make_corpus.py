@@ -10,6 +10,8 @@ rerun after changing this file). Small valid and near-valid inputs:
   tokenizer_files  vocab.json + NUL + merges.txt
   tokenizer_text   text samples (UTF-8 and not)
   cli              argument lists, NUL-separated
+  gguf             tools/numpy_gguf.py's small files (every value and tensor
+                   type; alignment 64), an empty v3 header, a v2 header
 
 Run with Debian's interpreter: /usr/bin/python3 tests/fuzz/make_corpus.py
 """
@@ -304,6 +306,18 @@ def make_saved_files():
     write("saved_files", "view_deep_target.json", '{"kvscope_view": 1, "camera": {"target": [' + deep(12) + ", 0, 0]}}")
 
 
+def make_gguf():
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, os.path.join(ROOT, "tools", "numpy_gguf.py"), "suite", "--out", tmp],
+                       check=True)
+        for name in ["all_types.gguf", "aligned64.gguf"]:
+            with open(os.path.join(tmp, name), "rb") as f:
+                write("gguf", name, f.read())
+    header = b"GGUF" + struct.pack("<IQQ", 3, 0, 0)
+    write("gguf", "empty_v3.gguf", header)
+    write("gguf", "v2_refused.gguf", b"GGUF" + struct.pack("<IQQ", 2, 0, 0))
+
+
 if __name__ == "__main__":
     make_safetensors()
     make_config()
@@ -311,5 +325,6 @@ if __name__ == "__main__":
     make_text()
     make_cli()
     make_saved_files()
+    make_gguf()
     for t in sorted(os.listdir(CORPUS)):
         print(t, len(os.listdir(os.path.join(CORPUS, t))))
