@@ -3,7 +3,7 @@
 # for a set time, one after the other.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (default 60 s, all targets)
-#   targets: safetensors config tokenizer_files tokenizer_text cli saved_files gguf
+#   targets: safetensors config tokenizer_files tokenizer_text cli saved_files gguf chat_template
 #
 # Environment: FUZZ_BUILD (default build-fuzz), FUZZ_JOBS (build jobs, default 2),
 # FUZZ_FLAGS (extra libFuzzer flags).
@@ -17,7 +17,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 SECONDS_PER_TARGET="${1:-60}"
 shift $(( $# > 0 ? 1 : 0 ))
-ALL_TARGETS=(safetensors config tokenizer_files tokenizer_text cli saved_files gguf)
+ALL_TARGETS=(safetensors config tokenizer_files tokenizer_text cli saved_files gguf chat_template)
 TARGETS=("$@")
 [[ ${#TARGETS[@]} -eq 0 ]] && TARGETS=("${ALL_TARGETS[@]}")
 BUILD="${FUZZ_BUILD:-$ROOT/build-fuzz}"
@@ -74,6 +74,7 @@ max_len() {
     cli) echo 512 ;;
     saved_files) echo 4096 ;;
     gguf) echo 8192 ;;
+    chat_template) echo 4096 ;;
   esac
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_checks.h"
+#include "fuzz/fuzz_checks_chat.h"
 #include "fuzz/fuzz_checks_gguf.h"
 #include "fuzz/fuzz_checks_saved.h"
 
@@ -81,6 +82,10 @@ TEST(FuzzRegressions, SavedFiles) {
 
 TEST(FuzzRegressions, Gguf) {
   replay("gguf", fuzz::check_gguf, 0);
+}
+
+TEST(FuzzRegressions, ChatTemplate) {
+  replay("chat_template", fuzz::check_chat_template, 0);
 }
 
 // The oracles themselves: a check that cannot fail proves nothing.

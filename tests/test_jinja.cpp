@@ -160,6 +160,24 @@ TEST(Jinja, UnimplementedConstructsAreRefusedNeverApproximated) {
   }
 }
 
+TEST(Jinja, DeepNestingIsRefusedNotRecursedInto) {
+  for (const std::string& t :
+       {"{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}",
+        "{{ " + std::string(100000, '-') + "1 }}", "{{ " + std::string(50000, '[') + std::string(50000, ']') + " }}",
+        std::string(20000, ' ') + [] {
+          std::string s;
+          for (int k = 0; k < 5000; ++k) s += "{% if true %}";
+          return s;
+        }()}) {
+    try {
+      chat_template_from_text(t, "deep", {});
+      ADD_FAILURE() << "parsed";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("nesting deeper than"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Jinja, RunawayTemplatesStopWithAnError) {
   for (const char* t :
        {"{% for i in range(100000000) %}{% endfor %}", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",

@@ -13,6 +13,10 @@ namespace kvscope::jinja {
 
 namespace {
 
+// Nesting a real template never reaches: the parser and the evaluator
+// recurse once per level, so a hostile file must not choose the depth.
+constexpr int kMaxNesting = 128;
+
 class Parser {
  public:
   explicit Parser(std::vector<Token> toks) : t_(std::move(toks)) {}
@@ -21,6 +25,17 @@ class Parser {
  private:
   std::vector<Token> t_;
   size_t k_ = 0;
+  int depth_ = 0;
+  struct Nested {  // one level deeper for the guard's lifetime
+    explicit Nested(Parser& p) : p_(p) {
+      if (++p_.depth_ > kMaxNesting) {
+        throw Unsupported("line " + std::to_string(p_.cur().line) + ": nesting deeper than " +
+                          std::to_string(kMaxNesting) + " levels");
+      }
+    }
+    ~Nested() { --p_.depth_; }
+    Parser& p_;
+  };
 
   const Token& cur() const { return t_[k_]; }
   bool is_op(const char* op) const { return cur().type == Token::kOp && cur().value == op; }
@@ -132,6 +147,7 @@ Body Parser::parse_body(const std::set<std::string>& ends, std::string* ended_by
 }
 
 NodePtr Parser::parse_statement() {
+  const Nested guard(*this);
   const std::string tag = cur().type == Token::kName ? cur().value : "";
   auto simple = [&](Node::Kind kind) {
     auto n = std::make_unique<Node>();
@@ -264,6 +280,7 @@ ExprPtr Parser::parse_tuple(bool with_condexpr) {
 }
 
 ExprPtr Parser::parse_condexpr() {
+  const Nested guard(*this);
   ExprPtr e = parse_or();
   while (skip_name("if")) {
     auto c = node(Expr::Op::kCond);
@@ -361,6 +378,7 @@ ExprPtr Parser::parse_pow() {
 }
 
 ExprPtr Parser::parse_unary(bool with_filter) {
+  const Nested guard(*this);
   ExprPtr e;
   if (is_op("-") || is_op("+")) {
     e = node(t_[k_++].value == "-" ? Expr::Op::kNeg : Expr::Op::kPos);
