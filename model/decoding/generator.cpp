@@ -81,7 +81,7 @@ void Generator::start_tokens(const std::vector<int>& prompt, const GenerateOptio
     }
   }
   if (opt.max_new < 1) throw Error("max_new must be at least 1, got " + std::to_string(opt.max_new));
-  const KVLayout layout = opt.kv.layout_for(c);  // throws on a bad layout before anything changes
+  const KVLayout layout = opt.kv.on_model(c);  // throws on a bad layout before anything changes
   if (opt.mode == CacheMode::kNoCache) refuse_no_cache(layout);
   sampler_.set_settings(opt.sampler);
   opt_ = opt;

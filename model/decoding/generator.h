@@ -35,7 +35,7 @@ struct GenerateOptions {
   SamplerSettings sampler;
   CacheMode mode = CacheMode::kKV;
   bool ignore_eos = false;  // keep going past the end-of-text token (soak runs fill the context)
-  KVSettings kv;            // cache layout: dtype, window + sinks, paging (both modes run it)
+  KVLayout kv;              // cache layout: dtype, window + sinks, paging (both modes run it)
   // Branching keeps the sequences of branches left by fork() in the cache
   // (a paged cache shares their common prefix pages) while the whole cache
   // holds at most this many bytes; beyond, least recently used ones go first.
