@@ -44,6 +44,7 @@ set(KVSCOPE_MODEL_SRC
   model/models/llama.cpp
   model/kv/kv_cache.cpp
   model/kv/kv_layout.cpp
+  model/kv/kv_layout_json.cpp
   model/kv/kv_evict.cpp
   model/kv/kv_snapkv.cpp
   model/kv/kv_quant.cpp

@@ -114,7 +114,7 @@ TEST(JsonCommands, StringsAndChoicesAreNamed) {
   const std::string long_text(1000, 'x');
   const std::string m = refusal({{"cmd", "camera"}, {"preset", long_text}}, s);
   EXPECT_LT(m.size(), 200u) << "a long value is cut in the message";
-  const KVSettings layout = s.ui.kv_layout;
+  const KVLayout layout = s.ui.kv_layout;
   EXPECT_NE(refusal({{"cmd", "kv_layout"}, {"dtype", "q2_k"}}, s)
                 .find("kv_layout: \"dtype\" must be f32, f16, q8_0 or q4_0, got \"q2_k\""),
             std::string::npos);

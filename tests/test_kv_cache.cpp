@@ -35,12 +35,12 @@ std::vector<int> tokens(int n, int salt = 0) {
 }
 
 KVLayout layout(KVDtype dt = KVDtype::kF32, int window = 0, int sinks = 0, int block = 0) {
-  KVSettings s;
+  KVLayout s;
   s.dtype = dt;
   s.window = window;
   s.sinks = sinks;
   s.block = block;
-  return s.layout_for(model()->config);
+  return s.on_model(model()->config);
 }
 
 // Runs `toks` through `cache` sequence `seq`: a prefill of `prefill` positions, then one at a time.
@@ -60,25 +60,25 @@ std::vector<std::vector<float>> run(Engine& eng, KVCache& cache, SeqId seq, cons
 
 TEST(KVCache, LayoutValidationNamesTheSetting) {
   const Config& c = model()->config;
-  auto refuse = [&](KVSettings s, const std::string& needle) {
+  auto refuse = [&](KVLayout s, const std::string& needle) {
     try {
-      s.layout_for(c);
+      s.on_model(c);
       ADD_FAILURE() << "accepted " << needle;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  KVSettings s;
+  KVLayout s;
   s.window = -1;
   refuse(s, "--kv-window");
-  s = KVSettings();
+  s = KVLayout();
   s.window = 4;
   s.sinks = 4;
   refuse(s, "--kv-sinks");
-  s = KVSettings();
+  s = KVLayout();
   s.sinks = 2;
   refuse(s, "--kv-sinks");
-  s = KVSettings();
+  s = KVLayout();
   s.block = -3;
   refuse(s, "--kv-block");
   // A K/V row of 48 values cannot be cut into blocks of 32.
@@ -86,18 +86,18 @@ TEST(KVCache, LayoutValidationNamesTheSetting) {
   c48.n_embd = 48;
   c48.n_head = 4;
   for (KVDtype dt : {KVDtype::kQ8_0, KVDtype::kQ4_0}) {
-    KVSettings q;
+    KVLayout q;
     q.dtype = dt;
     try {
-      q.layout_for(c48);
+      q.on_model(c48);
       ADD_FAILURE() << "accepted " << to_string(dt) << " with n_embd 48";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("multiple of 32"), std::string::npos) << e.what();
     }
   }
-  KVSettings f16;
+  KVLayout f16;
   f16.dtype = KVDtype::kF16;
-  EXPECT_NO_THROW(f16.layout_for(c48));
+  EXPECT_NO_THROW(f16.on_model(c48));
 }
 
 TEST(KVCache, DtypeNamesAndRowBytes) {

@@ -251,7 +251,7 @@ void check_layout(const LayoutCase& lc) {
       // few 1e-4 (4.3e-4 seen with the portable kernels); any other format, 1e-4.
       EXPECT_LE(worst, lay_tol(opt.kv.dtype)) << where << " attention";
       // Counters: exactly what the window keeps, bytes from the format.
-      const KVLayout lay = opt.kv.layout_for(c);
+      const KVLayout lay = opt.kv.on_model(c);
       if (r->mode == CacheMode::kKV) {
         const int held = lc.window ? std::min(T, lc.window + lc.sinks) : T;
         EXPECT_EQ(r->kv_positions, held) << where;

@@ -31,8 +31,8 @@ double nll_of(const std::vector<float>& logits, int token) {
 
 TEST(KvScoring, BatchedScoresMatchTheGenerationStepByStep) {
   auto m = load_model(testutil::suite_checkpoint(kCkpt));
-  for (KVSettings kv :
-       {KVSettings{KVDtype::kF32, 3, 0, 0}, KVSettings{KVDtype::kQ8_0, 4, 1, 2}, KVSettings{KVDtype::kQ4_0, 0, 0, 0}}) {
+  for (KVLayout kv :
+       {KVLayout{KVDtype::kF32, 3, 0, 0}, KVLayout{KVDtype::kQ8_0, 4, 1, 2}, KVLayout{KVDtype::kQ4_0, 0, 0, 0}}) {
     Generator gen(m);
     GenerateOptions opt;
     opt.max_new = 8;
@@ -42,7 +42,7 @@ TEST(KvScoring, BatchedScoresMatchTheGenerationStepByStep) {
     gen.start_tokens({3, 1, 4, 1, 5}, opt);
     std::vector<RecordPtr> recs;
     while (RecordPtr r = gen.step()) recs.push_back(r);
-    const KVLayout lay = kv.layout_for(m->config);
+    const KVLayout lay = kv.on_model(m->config);
     Engine engine(*m);
     KVCache cache(lay), dense(KVLayout::for_model(m->config));
     const LayoutScores sc = score_layout(engine, cache, &dense, gen.tokens());

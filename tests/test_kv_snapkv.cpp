@@ -212,27 +212,27 @@ TEST(KVSnapRule, DefaultsAndRangesNameTheFlag) {
   c.n_head = 2;
   c.n_embd = 64;
   c.n_positions = 64;
-  KVSettings s;
+  KVLayout s;
   s.evict = KVEvict::kSnapKV;
   s.budget = 40;
-  KVLayout l = s.layout_for(c);
+  KVLayout l = s.on_model(c);
   EXPECT_EQ(l.snap_window, 32);
   EXPECT_EQ(l.snap_pool, 7);
   EXPECT_EQ(l.snap_pooling, KVPooling::kMax);
   s.budget = 8;
-  EXPECT_EQ(s.layout_for(c).snap_window, 2);
+  EXPECT_EQ(s.on_model(c).snap_window, 2);
   s.budget = 3;
-  EXPECT_EQ(s.layout_for(c).snap_window, 1);
+  EXPECT_EQ(s.on_model(c).snap_window, 1);
   s.snap_window = 3;
   try {
-    s.layout_for(c);
+    s.on_model(c);
     ADD_FAILURE() << "W = N accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--kv-snap-window"), std::string::npos) << e.what();
   }
   s.snap_window = 1;
   s.snap_pool = 4;
-  EXPECT_THROW(s.layout_for(c), Error);
+  EXPECT_THROW(s.on_model(c), Error);
 }
 
 // --- the CLI -------------------------------------------------------------------

@@ -117,7 +117,7 @@ TEST_P(LlamaReference, EngineMatchesBothModes) {
 }
 
 // Greedy decoding of the reference's number of steps, past any end-of-text.
-GenerateOptions greedy_options(const Case& rc, CacheMode mode, const KVSettings& kv) {
+GenerateOptions greedy_options(const Case& rc, CacheMode mode, const KVLayout& kv) {
   GenerateOptions opt;
   opt.max_new = rc.n_steps + 1;
   opt.sampler.greedy = true;
@@ -133,7 +133,7 @@ TEST_P(LlamaReference, GeneratorTokensBothModes) {
   std::shared_ptr<const Model> m = load_model(rc.dir);
   for (CacheMode mode : {CacheMode::kKV, CacheMode::kNoCache}) {
     Generator gen(m);
-    gen.start_tokens(rc.prompt, greedy_options(rc, mode, KVSettings{}));
+    gen.start_tokens(rc.prompt, greedy_options(rc, mode, KVLayout{}));
     while (gen.step()) {
     }
     EXPECT_EQ(gen.tokens(), rc.tokens) << GetParam() << (mode == CacheMode::kKV ? " KV CACHE" : " NO CACHE");
@@ -156,7 +156,7 @@ TEST_P(LlamaReference, EveryCacheLayout) {
   const Setting settings[] = {{KVDtype::kF32, 0, 0, 4},  {KVDtype::kF16, 0, 0, 0}, {KVDtype::kQ8_0, 0, 0, 8},
                               {KVDtype::kQ4_0, 0, 0, 0}, {KVDtype::kF32, 6, 2, 0}, {KVDtype::kF16, 5, 1, 4}};
   for (const Setting& st : settings) {
-    KVSettings kv;
+    KVLayout kv;
     kv.dtype = st.dtype;
     kv.window = st.window;
     kv.sinks = st.sinks;
@@ -165,10 +165,10 @@ TEST_P(LlamaReference, EveryCacheLayout) {
                               std::to_string(st.window) + " block " + std::to_string(st.block);
     const bool blocks = st.dtype == KVDtype::kQ8_0 || st.dtype == KVDtype::kQ4_0;
     if (blocks && kvd % 32 != 0) {
-      EXPECT_THROW(kv.layout_for(c), Error) << where;
+      EXPECT_THROW(kv.on_model(c), Error) << where;
       continue;
     }
-    const KVLayout lay = kv.layout_for(c);
+    const KVLayout lay = kv.on_model(c);
     EXPECT_EQ(lay.n_kv_head, c.kv_heads()) << where;
     EXPECT_EQ(lay.bytes_per_position(), 2ull * c.n_layer * kv_row_bytes(st.dtype, kvd)) << where;
     if (c.sliding_window > 0) {
@@ -229,7 +229,7 @@ TEST(LlamaReferenceBf16, ProductsMatchTheRoundedReference) {
   EXPECT_GE(off, kBf16Off);
   for (CacheMode mode : {CacheMode::kKV, CacheMode::kNoCache}) {
     Generator gen(m);
-    gen.start_tokens(rc.prompt, greedy_options(rc, mode, KVSettings{}));
+    gen.start_tokens(rc.prompt, greedy_options(rc, mode, KVLayout{}));
     while (gen.step()) {
     }
     EXPECT_EQ(gen.tokens(), rc.tokens) << (mode == CacheMode::kKV ? "KV CACHE" : "NO CACHE");

@@ -24,7 +24,7 @@ namespace {
 
 constexpr const char* kCkpt = "l2h2d32_f32_prefix_buffers";
 
-std::vector<RecordPtr> generate(const KVSettings& kv, int steps, const std::vector<CacheMode>& modes = {}) {
+std::vector<RecordPtr> generate(const KVLayout& kv, int steps, const std::vector<CacheMode>& modes = {}) {
   Generator gen(load_model(testutil::suite_checkpoint(kCkpt)));
   GenerateOptions opt;
   opt.max_new = steps + 1;
@@ -59,7 +59,7 @@ const BlockInstance* find_mark(const Scene& s, CacheMark m) {
 
 TEST(SceneKv, WindowEvictsWhatNoQueryCanSee) {
   const int W = 4, S = 1;
-  KVSettings kv;
+  KVLayout kv;
   kv.window = W;
   kv.sinks = S;
   const std::vector<CacheMode> modes = {CacheMode::kKV,      CacheMode::kKV, CacheMode::kKV,
@@ -125,7 +125,7 @@ TEST(SceneKv, WindowEvictsWhatNoQueryCanSee) {
 // reference quantizer's, row by row.
 TEST(SceneKv, QuantErrorMatchesReference) {
   for (KVDtype dt : {KVDtype::kF16, KVDtype::kQ8_0, KVDtype::kQ4_0}) {
-    KVSettings kv;
+    KVLayout kv;
     kv.dtype = dt;
     const auto recs = generate(kv, 3);
     const StepRecord& r0 = *recs[0];
@@ -174,14 +174,14 @@ TEST(SceneKv, QuantErrorMatchesReference) {
     }
   }
   // f32 rows are stored exactly: no error to show, no stripes.
-  const auto recs = generate(KVSettings(), 2);
+  const auto recs = generate(KVLayout(), 2);
   EXPECT_TRUE(recs.back()->kv_qerr.empty());
   for (const BlockInstance& b : build_scene(recs, recs.size(), ViewOptions()).kv) EXPECT_EQ(b.bands, 0.0f);
 }
 
 TEST(SceneKv, PagesFrameTheirPositions) {
   const int B = 4;
-  KVSettings kv;
+  KVLayout kv;
   kv.block = B;
   const auto recs = generate(kv, 5);
   const Scene s = build_scene(recs, recs.size(), ViewOptions());

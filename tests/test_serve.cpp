@@ -82,8 +82,8 @@ Totals serve_all(Server& s) {
 
 ServeOptions options(const ServeRun& r, int block, KVDtype dtype = KVDtype::kF32) {
   ServeOptions o;
-  o.kv_dtype = dtype;
-  o.sched.block = block;
+  o.kv.dtype = dtype;
+  o.kv.block = block;
   o.sched.pool_blocks = r.pool_blocks;
   o.sched.max_batch_tokens = r.max_batch_tokens;
   o.sched.max_running = r.max_running;
@@ -261,6 +261,30 @@ TEST(Serve, RefusesAModelWithItsOwnSlidingWindow) {
       ADD_FAILURE() << "not a usage error: " << e.what();
     }
   }
+}
+
+// Serving takes the one KV layout type, which can also hold a window or an
+// eviction rule (the CLI offers neither to serve): the Server refuses both as
+// a usage error naming the layout, since it keeps every position.
+TEST(Serve, RefusesALayoutThatDropsPositions) {
+  const RefCase rc = load_ref(testutil::suite_checkpoint("l2h2d32_f32_prefix_buffers"));
+  std::shared_ptr<const Model> m = load_model(rc.dir);
+  std::vector<ServeRequest> reqs(1);
+  reqs[0].id = "0";
+  reqs[0].prompt.assign(rc.tokens.begin(), rc.tokens.begin() + rc.n_prompt);
+  ServeOptions window = options(ServeRun{16, 64, 4, false}, 4), evict = window;
+  window.kv.window = 8;
+  evict.kv.evict = KVEvict::kTova;
+  evict.kv.budget = 8;
+  for (const ServeOptions& o : {window, evict}) {
+    try {
+      Server s(m, reqs, o);
+      ADD_FAILURE() << "expected a usage error for " << o.kv.describe();
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(o.kv.describe()), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(Server(m, reqs, options(ServeRun{16, 64, 4, false}, 4)));
 }
 
 TEST(Serve, SampledRequestsMatchGenerateAloneGpt2) {

@@ -23,7 +23,7 @@ std::vector<int> seq(int from, int n) {
 struct Harness {
   Scheduler s;
   std::vector<int> n_prompt, max_new;
-  explicit Harness(const SchedulerConfig& c) : s(c) {}
+  Harness(const SchedulerConfig& c, int block) : s(c, block) {}
   int add(const std::vector<int>& prompt, int max_new_tokens, int arrive = 0) {
     n_prompt.push_back(static_cast<int>(prompt.size()));
     max_new.push_back(max_new_tokens);
@@ -61,10 +61,9 @@ void expect_chunks(const Plan& p, const std::vector<Want>& want) {
   }
 }
 
-SchedulerConfig config(int pool, int block, int budget, int running) {
+SchedulerConfig config(int pool, int budget, int running) {
   SchedulerConfig c;
   c.pool_blocks = pool;
-  c.block = block;
   c.max_batch_tokens = budget;
   c.max_running = running;
   return c;
@@ -73,7 +72,7 @@ SchedulerConfig config(int pool, int block, int budget, int running) {
 // Running requests first, then waiting ones in arrival order, under the
 // step's token budget: a prompt longer than the budget is prefilled in chunks.
 TEST(ServeScheduler, ChunkedPrefillUnderTheTokenBudget) {
-  Harness h(config(16, 4, 8, 8));
+  Harness h(config(16, 8, 8), 4);
   const int a = h.add(seq(0, 10), 3), b = h.add(seq(100, 6), 2);
   expect_chunks(h.run(0), {{a, 0, 8, false}});  // the budget ends inside a's prompt; b waits
   EXPECT_EQ(h.s.waiting(), std::vector<int>{b});
@@ -88,7 +87,7 @@ TEST(ServeScheduler, ChunkedPrefillUnderTheTokenBudget) {
 // Admission takes the blocks needed now (not the whole future), --max-running
 // caps the running set, and an arrival enters the queue at its step.
 TEST(ServeScheduler, AdmissionByArrivalMaxRunningAndBlocksNeededNow) {
-  Harness h(config(16, 4, 64, 2));
+  Harness h(config(16, 64, 2), 4);
   const int a = h.add(seq(0, 3), 4), b = h.add(seq(10, 5), 1), c = h.add(seq(20, 2), 1, 1), d = h.add(seq(30, 2), 1, 1);
   Plan p = h.run(0);
   expect_chunks(p, {{a, 0, 3, true}, {b, 0, 5, true}});
@@ -106,7 +105,7 @@ TEST(ServeScheduler, AdmissionByArrivalMaxRunningAndBlocksNeededNow) {
 // and recomputes prompt + generated tokens on readmission; no admissions in
 // a step that preempted.
 TEST(ServeScheduler, PreemptsTheNewestAndRecomputes) {
-  Harness h(config(4, 2, 64, 8));
+  Harness h(config(4, 64, 8), 2);
   const int a = h.add(seq(0, 3), 4), b = h.add(seq(10, 3), 3), c = h.add(seq(20, 1), 1, 2);
   expect_chunks(h.run(0), {{a, 0, 3, true}, {b, 0, 3, true}});  // 2 blocks each: the pool is full
   expect_chunks(h.run(1), {{a, 3, 1, true}, {b, 3, 1, true}});  // position 3 fits the second blocks
@@ -130,7 +129,7 @@ TEST(ServeScheduler, PreemptsTheNewestAndRecomputes) {
 
 // The preempting request preempts itself when it is the newest.
 TEST(ServeScheduler, TheNewestPreemptsItself) {
-  Harness h(config(3, 2, 64, 8));
+  Harness h(config(3, 64, 8), 2);
   const int a = h.add(seq(0, 2), 3), b = h.add(seq(10, 2), 3);
   expect_chunks(h.run(0), {{a, 0, 2, true}, {b, 0, 2, true}});  // one block each, 1 free
   Plan p = h.run(1);  // a takes the free block; b finds none and is itself the newest
@@ -170,9 +169,9 @@ TEST(ServeScheduler, BlockPoolKeysAndLruEviction) {
 // (reference counted) and computes only the rest; the last prompt token is
 // always computed, so a fully cached prompt hits all but its last block.
 TEST(ServeScheduler, PrefixHitsShareFullBlocks) {
-  SchedulerConfig c = config(8, 4, 64, 8);
+  SchedulerConfig c = config(8, 64, 8);
   c.prefix_caching = true;
-  Harness h(c);
+  Harness h(c, 4);
   std::vector<int> pb = seq(0, 8);
   for (int t : seq(50, 3)) pb.push_back(t);
   const int a = h.add(seq(0, 10), 2), b = h.add(pb, 1, 1), d = h.add(seq(0, 8), 1, 2);
@@ -196,7 +195,7 @@ TEST(ServeScheduler, PrefixHitsShareFullBlocks) {
 
 // Without prefix caching nothing is shared.
 TEST(ServeScheduler, NoHitsWithoutPrefixCaching) {
-  Harness h(config(8, 4, 64, 8));
+  Harness h(config(8, 64, 8), 4);
   h.add(seq(0, 10), 1);
   h.add(seq(0, 10), 1, 1);
   h.run(0);
@@ -208,9 +207,9 @@ TEST(ServeScheduler, NoHitsWithoutPrefixCaching) {
 // Static batching: a batch holds its places until its longest request ends.
 TEST(ServeScheduler, StaticBatchWaitsForItsLongestRequest) {
   for (ServePolicy policy : {ServePolicy::kContinuous, ServePolicy::kStatic}) {
-    SchedulerConfig c = config(16, 4, 64, 2);
+    SchedulerConfig c = config(16, 64, 2);
     c.policy = policy;
-    Harness h(c);
+    Harness h(c, 4);
     const int a = h.add(seq(0, 2), 1), b = h.add(seq(10, 2), 4), late = h.add(seq(20, 2), 1, 1);
     h.run(0);  // a ends at once, b goes on
     const Plan p = h.run(1);

@@ -57,6 +57,7 @@ ServeSceneInput input(const Served& s, int shown) {
   ServeSceneInput in;
   in.requests = &s.server->requests();
   in.config = s.server->scheduler().config();
+  in.block = s.server->scheduler().block();
   in.steps = &s.steps;
   in.shown = shown;
   in.token_text = [](int t) { return tiny()->tokenizer.display_piece(t); };

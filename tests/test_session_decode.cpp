@@ -517,13 +517,13 @@ namespace {
 // The strategy is one type with one refusal (said in the window's words and
 // the CLI's), one clamp into the CLI's ranges and one JSON name per kind.
 TEST(Strategy, OneRefusalOneClampOneName) {
-  KVSettings window;
+  KVLayout window;
   window.window = 8;
   std::optional<StrategyRefusal> r = strategy_refusal(strategy::Beam{}, window);
   ASSERT_TRUE(r);
   EXPECT_NE(r->usage.find("--kv-window: not available with --beams"), std::string::npos) << r->usage;
   EXPECT_NE(r->message.find("beam search: the sliding window"), std::string::npos) << r->message;
-  KVSettings evict;
+  KVLayout evict;
   evict.evict = KVEvict::kTova;
   evict.budget = 4;
   r = strategy_refusal(strategy::Speculative{"draft", 4}, evict);
@@ -531,7 +531,7 @@ TEST(Strategy, OneRefusalOneClampOneName) {
   EXPECT_NE(r->usage.find("--kv-evict: not available with --draft"), std::string::npos) << r->usage;
   EXPECT_NE(r->message.find("eviction by score (tova)"), std::string::npos) << r->message;
   EXPECT_FALSE(strategy_refusal(strategy::Sample{}, window));
-  EXPECT_FALSE(strategy_refusal(strategy::Beam{}, KVSettings{}));
+  EXPECT_FALSE(strategy_refusal(strategy::Beam{}, KVLayout{}));
 
   EXPECT_EQ(clamp_strategy(strategy::Beam{0, std::nan("")}), Strategy(strategy::Beam{1, 1.0}));
   EXPECT_EQ(clamp_strategy(strategy::Beam{99, 1e9}),

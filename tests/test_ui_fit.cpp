@@ -133,7 +133,7 @@ TEST(FitChoices, EveryValueOutOfRangeIsBroughtBackAndNamed) {
   EXPECT_EQ(ui.kv_layout.dtype, KVDtype::kQ4_0);
   EXPECT_EQ(ui.kv_layout.window, 0);
   EXPECT_EQ(ui.kv_layout.sinks, 0);
-  EXPECT_EQ(ui.kv_layout.block, ui_range::kKvBlockMax);
+  EXPECT_EQ(ui.kv_layout.block, kKvBlockMaxNoModel);
   EXPECT_EQ(ui.custom_prompt.size(), ui_range::kTextMax);
   EXPECT_EQ(ui.strategy, Strategy(strategy::Beam{1, 1.0}));
   EXPECT_EQ(ui.draft_dir.size(), ui_range::kTextMax);
@@ -310,12 +310,12 @@ TEST(FitChoices, TheSavedKvLayoutIsFittedToItsRangesAndTheModel) {
     EXPECT_TRUE(found) << needle << " not in:\n" << joined(s.ui.errors);
   }
   EXPECT_EQ(s.ui.errors.size(), 4u) << joined(s.ui.errors);
-  const KVSettings fitted = s.ui.kv_layout;
+  const KVLayout fitted = s.ui.kv_layout;
   EXPECT_EQ(fitted.dtype, KVDtype::kF16);
   EXPECT_EQ(fitted.window, 128);
   EXPECT_EQ(fitted.sinks, 127);
   EXPECT_EQ(fitted.block, 128);
-  EXPECT_NO_THROW((void)fitted.layout_for(m->config));
+  EXPECT_NO_THROW((void)fitted.on_model(m->config));
   // A switch to a model with a shorter context re-fits what the first allowed
   // (said in the status line, not blamed on the file).
   s.ui.errors.clear();
@@ -334,7 +334,7 @@ TEST(FitChoices, TheSavedKvLayoutIsFittedToItsRangesAndTheModel) {
   EXPECT_NE(err.find("kv_layout.dtype: expected f32, f16, q8_0 or q4_0, got \"q2_k\"; using a dense f32 cache"),
             std::string::npos)
       << err;
-  EXPECT_EQ(other.kv_layout, KVSettings());
+  EXPECT_EQ(other.kv_layout, KVLayout());
 }
 
 // The Cache panel's window, sinks and page controls end where the model's
@@ -342,9 +342,9 @@ TEST(FitChoices, TheSavedKvLayoutIsFittedToItsRangesAndTheModel) {
 // at an end is kept silently, one past it comes back to it.
 TEST(FitChoices, TheCacheControlsEndAtTheModelsContext) {
   Model m = shaped(2, 4, 48, 40, 300);
-  KVSettings k;
+  KVLayout k;
   k.window = 16;
-  KvLayoutLimits lim = kv_layout_limits(k, &m.config);
+  KVLayoutLimits lim = kv_layout_limits(k, &m.config);
   EXPECT_EQ(lim.window_max, 40);
   EXPECT_EQ(lim.sinks_max, 15);  // sinks < the window
   EXPECT_EQ(lim.block_max, 40);
@@ -355,9 +355,9 @@ TEST(FitChoices, TheCacheControlsEndAtTheModelsContext) {
   m.config.sliding_window = 0;
   k.window = 0;
   EXPECT_EQ(kv_layout_limits(k, &m.config).sinks_max, 0);  // sinks need a window
-  const KvLayoutLimits none = kv_layout_limits(k, nullptr);
-  EXPECT_EQ(none.window_max, ui_range::kKvWindowMax);
-  EXPECT_EQ(none.block_max, ui_range::kKvBlockMax);
+  const KVLayoutLimits none = kv_layout_limits(k, nullptr);
+  EXPECT_EQ(none.window_max, kKvWindowMaxNoModel);
+  EXPECT_EQ(none.block_max, kKvBlockMaxNoModel);
 
   UiState ui;
   ui.kv_layout.window = lim.window_max;

@@ -61,8 +61,7 @@ int run_window(const GuiOptions& gui, const AppHooks& hooks) {
 // `eval`: a text's loss under a cache layout (scored in cli_eval.cpp).
 struct EvalCommand {
   CLI::App* cmd = nullptr;
-  EvalArgs args;
-  KVFlags kv;
+  EvalArgs args;  // args.kv: the --kv-* flags
 };
 
 void add_eval_command(CLI::App& app, EvalCommand& c) {
@@ -74,16 +73,15 @@ void add_eval_command(CLI::App& app, EvalCommand& c) {
   c.cmd->add_option("--model", c.args.model, "Model folder, GPT-2 or Llama/Mistral/Qwen2 (default: the embedded model)")
       ->check(non_empty("a model folder"));
   c.cmd->add_flag("--json", c.args.json, "Print JSON");
-  add_kv_flags(c.cmd, c.kv);
+  add_kv_flags(c.cmd, c.args.kv);
 }
 
 // `render`: the window's scene drawn offscreen (by the hook, which has GL).
 struct RenderCommand {
   CLI::App* cmd = nullptr;
   RenderOptions opts;
-  std::string layer = "mean", head = "mean";
-  KVFlags kv;
-  StrategyFlags strategy;  // --beams, --length-penalty, --draft, --speculate
+  std::string layer = "mean", head = "mean";  // opts.kv: the --kv-* flags
+  StrategyFlags strategy;                     // --beams, --length-penalty, --draft, --speculate
   float temperature = 0;
   CLI::Option* temperature_opt = nullptr;
   CLI::Option* camera_opt = nullptr;
@@ -104,7 +102,7 @@ void add_render_view_flags(CLI::App* render, RenderCommand& c) {
       ->check(not_an_option());
   render->add_flag("--presentation", ro.presentation, "Presentation mode: compact HUD");
   render->add_flag("--heatmaps", ro.heatmaps, "Draw the attention heatmap grid (one per layer and head)");
-  add_kv_flags(render, c.kv);
+  add_kv_flags(render, c.opts.kv);
   add_strategy_flags(render, c.strategy, "Draw");
   c.temperature_opt = render->add_option("--temperature", c.temperature, "With --draft: sample at this temperature")
                           ->check(in_range(setting::kTemperature));
@@ -179,7 +177,7 @@ int run_render_command(RenderCommand& c, const AppHooks& hooks) {
   }
   ro.layer = parse_index("--layer", c.layer);
   ro.head = parse_index("--head", c.head);
-  ro.kv = kv_settings_or_throw(c.kv);
+  check_kv_flags(*c.cmd, ro.kv);
   // As the window: the beams' lanes lie side by side in depth, seen from above.
   if (is_beam(ro.strategy) && c.camera_opt->count() == 0) ro.camera = "top";
   refuse_no_cache_evict(ro.no_cache, ro.kv);
@@ -210,7 +208,7 @@ int run_parsed(Commands& c, const AppHooks& hooks) {
   // bad value could only be passed over.
   if (const std::string p = ThreadPool::threads_env_problem(); !p.empty()) throw UsageError(p);
   if (*c.eval.cmd) {
-    c.eval.args.kv = kv_settings_or_throw(c.eval.kv);
+    check_kv_flags(*c.eval.cmd, c.eval.args.kv);
     return cmd_eval(c.eval.args, default_model_dir());
   }
   if (*c.generate.cmd) return run_generate_command(c.generate);

@@ -45,7 +45,7 @@ struct RenderOptions {
   bool heatmaps = false;      // the (layer, head) attention heatmap grid over the view
   Strategy strategy;          // beam search drawn as a tree, or speculative decoding's iterations
   SamplerSettings sampler;    // for --draft: greedy unless --temperature is given
-  KVSettings kv;              // cache layout (--kv-window/--kv-sinks/--kv-dtype/--kv-block)
+  KVLayout kv;                // cache layout (--kv-window/--kv-sinks/--kv-dtype/--kv-block)
 };
 
 struct AppHooks {

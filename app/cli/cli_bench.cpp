@@ -146,7 +146,7 @@ json bench_row(const Model& m, const KVLayout& layout, int T, const LengthTimes&
 constexpr int kPositionsPrefix = 64;
 
 // Each --positions n fits after the prefix; checked before anything is printed.
-void check_positions(const Model& m, const std::vector<int>& positions, const KVSettings& kv) {
+void check_positions(const Model& m, const std::vector<int>& positions, const KVLayout& kv) {
   const int ctx = m.config.n_positions;
   // Else the range below would read 1..0 (or less), naming no reason.
   if (ctx <= kPositionsPrefix)
@@ -203,13 +203,13 @@ json bench_positions(Engine& engine, KVCache& cache, const std::vector<int>& all
   return rows;
 }
 
-int cmd_bench(const BenchCommand& b, const KVSettings& kv_settings, const std::function<double(int)>& read_bandwidth) {
+int cmd_bench(const BenchCommand& b, const KVLayout& kv_settings, const std::function<double(int)>& read_bandwidth) {
   auto m = load_cli_model(b.model, b.ctx, b.bf16_products);
   const Config& c = m->config;
   const std::vector<int> lengths = bench_lengths(*m, b.lengths);
   if (!b.positions.empty()) check_positions(*m, b.positions, kv_settings);
   Engine engine(*m);
-  const KVLayout layout = kv_settings.layout_for(c);
+  const KVLayout layout = kv_settings.on_model(c);
   KVCache cache(layout);
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int> pick(0, c.vocab_size - 1);
@@ -290,7 +290,8 @@ int run_bench_command(const BenchCommand& c, const std::function<double(int)>& r
         throw UsageError(std::string("--kernels: times the kernels alone, with no model; drop ") + flag);
     return bench_kernels(c.reps, c.json);
   }
-  const KVSettings kv = kv_settings_or_throw(c.kv);
+  KVLayout kv = c.kv;
+  check_kv_flags(*c.cmd, kv);
   if (kv.evict != KVEvict::kNone)
     throw UsageError("--kv-evict: not available with bench (it times NO CACHE too, which eviction by score refuses)");
   return cmd_bench(c, kv, read_bandwidth ? read_bandwidth : read_bandwidth_gb_per_s);

@@ -25,7 +25,7 @@ inline constexpr const char* kBf16ProductsHelp =
     "CPU's bf16 dot products (AVX512_BF16): faster prefill, slightly different logits (docs/batching.md)";
 
 // NO CACHE with eviction by score: a usage error naming both flags.
-void refuse_no_cache_evict(bool no_cache, const KVSettings& kv);
+void refuse_no_cache_evict(bool no_cache, const KVLayout& kv);
 
 // `generate`: one token at a time, or beam search (--beams) or speculative
 // decoding (--draft).
@@ -44,14 +44,13 @@ struct GenerateArgs {
   std::vector<std::string> stop;
   bool no_cache = false;
   bool json = false;
-  KVSettings kv;
+  KVLayout kv;
   std::string chat, system, chat_format;  // --chat TEXT: one chat turn instead of --prompt
 };
 
 struct GenerateCommand {
   CLI::App* cmd = nullptr;
-  GenerateArgs args;
-  KVFlags kv;
+  GenerateArgs args;       // args.kv: the --kv-* flags
   StrategyFlags strategy;  // --beams, --length-penalty, --draft, --speculate
   CLI::Option *temperature = nullptr, *top_k = nullptr, *top_p = nullptr;
 };
@@ -94,7 +93,7 @@ struct BenchCommand {
   int ctx = 0;
   bool bf16_products = false;
   bool kernels = false;  // --kernels: one core's multiply-add rates, no model
-  KVFlags kv;
+  KVLayout kv;
 };
 void add_bench_command(CLI::App& app, BenchCommand& c);
 // `bench --kernels` (cli_bench_kernels.cpp).
@@ -111,7 +110,7 @@ struct ServeCommand {
   int pool_blocks = SchedulerConfig{}.pool_blocks, max_batch_tokens = SchedulerConfig{}.max_batch_tokens,
       max_running = SchedulerConfig{}.max_running;
   bool prefix_caching = false, json = false;
-  KVFlags kv;
+  KVLayout kv;  // --kv-dtype and --kv-block only (serve's default block is kDefaultKvBlock)
 };
 void add_serve_command(CLI::App& app, ServeCommand& c);
 int run_serve_command(const ServeCommand& c);

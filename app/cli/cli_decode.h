@@ -25,7 +25,7 @@ struct DecodeArgs {
   // --kv-dtype and --kv-block (beam search: block 0 = the default 16, as the
   // beams share pages); a window or a score rule is refused by the caller
   // (strategy_refusal).
-  KVSettings kv;
+  KVLayout kv;
 };
 
 // Runs a.strategy's driver (make_driver) to the end.

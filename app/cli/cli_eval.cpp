@@ -46,7 +46,7 @@ int cmd_eval(const EvalArgs& a, const std::string& default_model) {
   }
   auto m = load_model(a.model.empty() ? default_model : a.model);
   const Config& c = m->config;
-  const KVLayout variant = a.kv.layout_for(c);
+  const KVLayout variant = a.kv.on_model(c);
   const bool compare = !a.kv.is_default();
   const std::vector<int> stream = eval_stream(*m, text);
   if (stream.size() < 2) throw Error(a.file + ": no token to predict (the text encodes to fewer than 2 tokens)");

@@ -146,7 +146,7 @@ bool sampling_requested(const GenerateCommand& c) {
   return c.temperature->count() > 0 || c.top_k->count() > 0 || c.top_p->count() > 0;
 }
 
-void refuse_no_cache_evict(bool no_cache, const KVSettings& kv) {
+void refuse_no_cache_evict(bool no_cache, const KVLayout& kv) {
   if (no_cache && kv.evict != KVEvict::kNone) {
     throw UsageError(std::string("--no-cache and --kv-evict ") + to_string(kv.evict) +
                      ": not supported together (eviction decides each layer's held positions forward by forward, "
@@ -172,13 +172,13 @@ void add_generate_command(CLI::App& app, GenerateCommand& c) {
       ->check(non_empty("the text to stop at"));
   gen->add_flag("--no-cache", g.no_cache, "Recompute the whole sequence every step");
   gen->add_flag("--json", g.json, "JSON Lines: prefill, steps, done");
-  add_kv_flags(gen, c.kv);
+  add_kv_flags(gen, g.kv);
   add_strategy_flags(gen, c.strategy, "Run");
 }
 
 int run_generate_command(GenerateCommand& c) {
   GenerateArgs& g = c.args;
-  g.kv = kv_settings_or_throw(c.kv);
+  check_kv_flags(*c.cmd, g.kv);
   refuse_no_cache_evict(g.no_cache, g.kv);
   // The prompt's rule: a stop string is compared with the decoded text, which is UTF-8.
   for (const std::string& s : g.stop) require_utf8(s, "--stop");

@@ -1,5 +1,6 @@
-// The KV cache flags (cli_kv.h): what each accepts, and the settings they make,
-// checked without a model (the model's own limits are checked when it loads).
+// The KV cache flags (cli_kv.h): what each accepts, bound to a KVLayout's
+// choices, and their checks together without a model (the model's own limits
+// are checked when it loads, by KVLayout::on_model).
 #include <string>
 
 #include "app/cli/cli_flags.h"
@@ -10,127 +11,111 @@ namespace kvscope {
 
 namespace {
 
-void add_kv_evict_flags(CLI::App* cmd, KVFlags& f) {
-  f.evict_opt = cmd->add_option("--kv-evict", f.evict,
-                                "Evict by attention score, each layer down to --kv-budget after every forward: "
-                                "tova|h2o, or snapkv: once after the prefill, per K/V head (default none)")
-                    ->check(CLI::IsMember({"none", "tova", "h2o", "snapkv"}));
-  f.budget_opt = cmd->add_option("--kv-budget", f.budget, "With --kv-evict: positions each layer keeps (N >= 1)")
-                     ->check(int_in(1, 1 << 20));
-  // Ranges are checked with the budget (kv_snap_from_flags): their messages name what was expected.
-  f.snap_window_opt = cmd->add_option("--kv-snap-window", f.snap_window,
-                                      "With --kv-evict snapkv: the observation window W, 1 <= W < N (default 32; "
-                                      "max(1, N/4) when N <= 32)");
-  f.snap_pool_opt =
-      cmd->add_option("--kv-snap-pool", f.snap_pool, "With --kv-evict snapkv: the pooling kernel K, odd (default 7)");
-  f.snap_pooling_opt = cmd->add_option("--kv-snap-pooling", f.snap_pooling,
-                                       "With --kv-evict snapkv: max|avg pooling of the scores (default max)");
+// A name flag (--kv-dtype, --kv-evict, --kv-snap-pooling) parsed by `parse` into `*out`.
+template <class E>
+CLI::Option* add_name_flag(CLI::App* cmd, const std::string& flag, E* out, bool (*parse)(const std::string&, E*),
+                           const std::string& help) {
+  return cmd->add_option_function<std::string>(
+      flag, [out, parse](const std::string& v) { parse(v, out); }, help);
+}
+
+// Whether `cmd` has `flag` and it was given (serve has no eviction flags).
+bool given(const CLI::App& cmd, const char* flag) {
+  const CLI::Option* o = cmd.get_option_no_throw(flag);
+  return o && o->count() > 0;
+}
+
+void add_kv_evict_flags(CLI::App* cmd, KVLayout& kv) {
+  add_name_flag(cmd, "--kv-evict", &kv.evict, parse_kv_evict,
+                "Evict by attention score, each layer down to --kv-budget after every forward: "
+                "tova|h2o, or snapkv: once after the prefill, per K/V head (default none)")
+      ->check(CLI::IsMember({"none", "tova", "h2o", "snapkv"}));
+  cmd->add_option("--kv-budget", kv.budget, "With --kv-evict: positions each layer keeps (N >= 1)")
+      ->check(int_in(1, kKvWindowMaxNoModel));
+  // Ranges are checked with the budget (check_snap): their messages name what was expected.
+  cmd->add_option("--kv-snap-window", kv.snap_window,
+                  "With --kv-evict snapkv: the observation window W, 1 <= W < N (default 32; "
+                  "max(1, N/4) when N <= 32)");
+  cmd->add_option("--kv-snap-pool", kv.snap_pool, "With --kv-evict snapkv: the pooling kernel K, odd (default 7)");
+  const CLI::Validator pooling(
+      [](std::string& v) {
+        KVPooling p = KVPooling::kMax;
+        return parse_kv_pooling(v, &p) ? std::string() : "\"" + v + "\" is not one of max, avg";
+      },
+      "max|avg");
+  add_name_flag(cmd, "--kv-snap-pooling", &kv.snap_pooling, parse_kv_pooling,
+                "With --kv-evict snapkv: max|avg pooling of the scores (default max)")
+      ->check(pooling);
 }
 
 // SnapKV's window, kernel and pooling: only with --kv-evict snapkv, and in range.
-bool kv_snap_from_flags(const KVFlags& f, KVSettings* s, std::string* problem) {
-  const bool given = f.snap_window_opt && (*f.snap_window_opt || *f.snap_pool_opt || *f.snap_pooling_opt);
-  if (s->evict != KVEvict::kSnapKV) {
-    if (!given) return true;
-    *problem = std::string(*f.snap_window_opt ? "--kv-snap-window"
-                           : *f.snap_pool_opt ? "--kv-snap-pool"
-                                              : "--kv-snap-pooling") +
-               ": needs --kv-evict snapkv";
-    return false;
+void check_snap(const CLI::App& cmd, KVLayout& kv) {
+  const bool window_given = given(cmd, "--kv-snap-window"), pool_given = given(cmd, "--kv-snap-pool");
+  if (kv.evict != KVEvict::kSnapKV) {
+    const char* flag = window_given                      ? "--kv-snap-window"
+                       : pool_given                      ? "--kv-snap-pool"
+                       : given(cmd, "--kv-snap-pooling") ? "--kv-snap-pooling"
+                                                         : nullptr;
+    if (flag) throw UsageError(std::string(flag) + ": needs --kv-evict snapkv");
+    return;
   }
-  if (!parse_kv_pooling(f.snap_pooling, &s->snap_pooling)) {
-    *problem = "--kv-snap-pooling: \"" + f.snap_pooling + "\" is not one of max, avg";
-    return false;
+  const int W = window_given ? kv.snap_window : snap_default_window(kv.budget);
+  if (W < 1 || W >= kv.budget) {
+    throw UsageError(window_given ? "--kv-snap-window: expected 1 <= W < N = " + std::to_string(kv.budget) +
+                                        " (--kv-budget), got " + std::to_string(W)
+                                  : "--kv-budget: SnapKV needs N >= 2 (its observation window W is at least 1 and "
+                                    "below N), got " +
+                                        std::to_string(kv.budget));
   }
-  const bool window_given = f.snap_window_opt && *f.snap_window_opt;
-  const int W = window_given ? f.snap_window : snap_default_window(f.budget);
-  if (W < 1 || W >= f.budget) {
-    *problem = window_given ? "--kv-snap-window: expected 1 <= W < N = " + std::to_string(f.budget) +
-                                  " (--kv-budget), got " + std::to_string(W)
-                            : "--kv-budget: SnapKV needs N >= 2 (its observation window W is at least 1 and below N), "
-                              "got " +
-                                  std::to_string(f.budget);
-    return false;
-  }
-  if (f.snap_pool_opt && *f.snap_pool_opt && (f.snap_pool < 1 || f.snap_pool % 2 == 0)) {
-    *problem = "--kv-snap-pool: expected an odd kernel K >= 1, got " + std::to_string(f.snap_pool);
-    return false;
-  }
-  s->snap_window = W;
-  s->snap_pool = f.snap_pool_opt && *f.snap_pool_opt ? f.snap_pool : kSnapPoolDefault;
-  return true;
+  if (pool_given && (kv.snap_pool < 1 || kv.snap_pool % 2 == 0))
+    throw UsageError("--kv-snap-pool: expected an odd kernel K >= 1, got " + std::to_string(kv.snap_pool));
+  kv.snap_window = W;
+  if (!pool_given) kv.snap_pool = kSnapPoolDefault;
 }
 
 // --kv-evict and --kv-budget come together, and not with a window (one eviction rule at a time).
-bool kv_evict_from_flags(const KVFlags& f, KVSettings* s, std::string* problem) {
-  if (!parse_kv_evict(f.evict, &s->evict)) {
-    *problem = "--kv-evict: \"" + f.evict + "\" is not one of none, tova, h2o, snapkv";
-    return false;
+void check_evict(const KVLayout& kv) {
+  if (kv.evicting() && kv.budget < 1) {
+    throw UsageError(std::string("--kv-evict ") + to_string(kv.evict) +
+                     ": needs --kv-budget N (positions each layer keeps, N >= 1)");
   }
-  s->budget = s->evict == KVEvict::kNone ? 0 : f.budget;
-  if (s->evict != KVEvict::kNone && f.budget < 1) {
-    *problem = "--kv-evict " + f.evict + ": needs --kv-budget N (positions each layer keeps, N >= 1)";
-    return false;
+  if (!kv.evicting() && kv.budget > 0) {
+    throw UsageError(
+        "--kv-budget: needs --kv-evict tova|h2o|snapkv (the rule that decides which positions each layer keeps)");
   }
-  if (s->evict == KVEvict::kNone && f.budget > 0) {
-    *problem = "--kv-budget: needs --kv-evict tova|h2o|snapkv (the rule that decides which positions each layer keeps)";
-    return false;
+  if (kv.evicting() && (kv.window > 0 || kv.sinks > 0)) {
+    throw UsageError(std::string("--kv-evict and ") + (kv.window > 0 ? "--kv-window" : "--kv-sinks") +
+                     ": one eviction rule at a time (drop the window, or the eviction by score)");
   }
-  if (s->evict != KVEvict::kNone && (f.window > 0 || f.sinks > 0)) {
-    *problem = std::string("--kv-evict and ") + (f.window > 0 ? "--kv-window" : "--kv-sinks") +
-               ": one eviction rule at a time (drop the window, or the eviction by score)";
-    return false;
-  }
-  return true;
 }
 
 }  // namespace
 
-void add_kv_flags(CLI::App* cmd, KVFlags& f) {
-  f.window_opt =
-      cmd->add_option("--kv-window", f.window, "Sliding window: each query sees its last W positions (W >= 1)")
-          ->check(int_in(1, 1 << 20));
-  f.sinks_opt = cmd->add_option("--kv-sinks", f.sinks, "With --kv-window: keep the first S positions too (0 <= S < W)")
-                    ->check(int_in(0, 1 << 20));
-  add_kv_storage_flags(cmd, f);
-  add_kv_evict_flags(cmd, f);
+void add_kv_flags(CLI::App* cmd, KVLayout& kv) {
+  cmd->add_option("--kv-window", kv.window, "Sliding window: each query sees its last W positions (W >= 1)")
+      ->check(int_in(1, kKvWindowMaxNoModel));
+  cmd->add_option("--kv-sinks", kv.sinks, "With --kv-window: keep the first S positions too (0 <= S < W)")
+      ->check(int_in(0, kKvWindowMaxNoModel));
+  add_kv_storage_flags(cmd, kv);
+  add_kv_evict_flags(cmd, kv);
 }
 
-void add_kv_storage_flags(CLI::App* cmd, KVFlags& f) {
-  cmd->add_option("--kv-dtype", f.dtype, "K/V row format: f32|f16|q8_0|q4_0 (default f32)")
+CLI::Option* add_kv_storage_flags(CLI::App* cmd, KVLayout& kv) {
+  add_name_flag(cmd, "--kv-dtype", &kv.dtype, parse_kv_dtype, "K/V row format: f32|f16|q8_0|q4_0 (default f32)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
-  f.block_opt = cmd->add_option("--kv-block", f.block, "Paged cache with B positions per block")
-                    ->check(int_in(1, kv_block_max(nullptr), kKvBlockRangeText));
+  return cmd->add_option("--kv-block", kv.block, "Paged cache with B positions per block")
+      ->check(int_in(1, kv_block_max(nullptr), kKvBlockRangeText));
 }
 
-bool kv_settings_from_flags(const KVFlags& f, KVSettings* out, std::string* problem) {
-  KVSettings s;
-  if (!parse_kv_dtype(f.dtype, &s.dtype)) {
-    *problem = "--kv-dtype: \"" + f.dtype + "\" is not one of f32, f16, q8_0, q4_0";
-    return false;
+void check_kv_flags(const CLI::App& cmd, KVLayout& kv) {
+  check_evict(kv);
+  check_snap(cmd, kv);
+  if (kv.sinks > 0 && kv.window == 0)
+    throw UsageError("--kv-sinks: needs --kv-window W (sinks are kept besides a window; expected 0 <= S < W)");
+  if (kv.window > 0 && kv.sinks >= kv.window) {
+    throw UsageError("--kv-sinks: " + std::to_string(kv.sinks) + " is outside 0.." + std::to_string(kv.window - 1) +
+                     " (expected 0 <= S < W = " + std::to_string(kv.window) + ")");
   }
-  s.window = f.window;
-  s.sinks = f.sinks;
-  s.block = f.block;
-  if (!kv_evict_from_flags(f, &s, problem) || !kv_snap_from_flags(f, &s, problem)) return false;
-  if (f.sinks > 0 && f.window == 0) {
-    *problem = "--kv-sinks: needs --kv-window W (sinks are kept besides a window; expected 0 <= S < W)";
-    return false;
-  }
-  if (f.window > 0 && f.sinks >= f.window) {
-    *problem = "--kv-sinks: " + std::to_string(f.sinks) + " is outside 0.." + std::to_string(f.window - 1) +
-               " (expected 0 <= S < W = " + std::to_string(f.window) + ")";
-    return false;
-  }
-  *out = s;
-  return true;
-}
-
-KVSettings kv_settings_or_throw(const KVFlags& f) {
-  KVSettings k;
-  std::string problem;
-  if (!kv_settings_from_flags(f, &k, &problem)) throw UsageError(problem);
-  return k;
 }
 
 }  // namespace kvscope

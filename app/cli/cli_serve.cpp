@@ -102,7 +102,7 @@ json summary_json(const Server& s, const ServeTotals& t) {
           {"max_batch_tokens", c.max_batch_tokens},
           {"prefix_caching", c.prefix_caching},
           {"pool_blocks", c.pool_blocks},
-          {"block", c.block},
+          {"block", s.scheduler().block()},
           {"steps", t.steps},
           {"generated", t.generated},
           {"positions_computed", t.positions},
@@ -114,7 +114,7 @@ json summary_json(const Server& s, const ServeTotals& t) {
           {"latency_ms_mean", latency},
           {"preemptions", t.preemptions},
           {"prefix_hit_blocks", t.prefix_hit_blocks},
-          {"prefix_hit_positions", static_cast<int64_t>(t.prefix_hit_blocks) * c.block},
+          {"prefix_hit_positions", static_cast<int64_t>(t.prefix_hit_blocks) * s.scheduler().block()},
           {"pool_occupancy_mean",
            ratio(static_cast<double>(t.blocks_used_sum), static_cast<double>(t.steps) * c.pool_blocks)},
           {"pool_occupancy_peak", ratio(t.blocks_used_peak, c.pool_blocks)},
@@ -179,10 +179,10 @@ void print_summary_text(const json& j) {
 }
 
 ServeOptions serve_options(const ServeCommand& c) {
-  const KVSettings kv = kv_settings_or_throw(c.kv);
   ServeOptions o;
-  o.kv_dtype = kv.dtype;
-  o.sched.block = kv.block > 0 ? kv.block : kDefaultKvBlock;
+  o.kv = c.kv;
+  check_kv_flags(*c.cmd, o.kv);
+  if (!o.kv.paged()) o.kv.block = kDefaultKvBlock;
   o.sched.pool_blocks = c.pool_blocks;
   o.sched.max_batch_tokens = c.max_batch_tokens;
   o.sched.max_running = c.max_running;
@@ -215,17 +215,16 @@ void add_serve_command(CLI::App& app, ServeCommand& c) {
       ->check(CLI::IsMember({"continuous", "static"}));
   s->add_flag("--prefix-caching", c.prefix_caching, "Share cached full blocks of common prompt prefixes");
   s->add_flag("--json", c.json, "JSON Lines: step, done, summary");
-  add_kv_storage_flags(s, c.kv);
-  c.kv.block_opt->description("Positions per pool block B (serve always pages; default " +
-                              std::to_string(kDefaultKvBlock) + ")");
+  add_kv_storage_flags(s, c.kv)->description("Positions per pool block B (serve always pages; default " +
+                                             std::to_string(kDefaultKvBlock) + ")");
 }
 
 int run_serve_command(const ServeCommand& c) {
   const ServeOptions opt = serve_options(c);
   auto model = load_cli_model(c.model, c.ctx, c.bf16_products);
-  check_kv_block(opt.sched.block, model->config);  // the one range, before the requests are sized or the pool built
+  check_kv_block(opt.kv.block, model->config);  // the one range, before the requests are sized or the pool built
   // A malformed line is a usage error (exit 2), a file that cannot be read a runtime one (exit 1).
-  Server server(model, read_requests(c.requests, *model, opt.sched.pool_blocks, opt.sched.block), opt);
+  Server server(model, read_requests(c.requests, *model, opt.sched.pool_blocks, opt.kv.block), opt);
   ServeTotals totals;
   while (auto r = server.step()) {
     totals.add(*r);

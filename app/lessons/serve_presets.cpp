@@ -73,7 +73,6 @@ std::string serve_preset_lines(int index) {
 
 SchedulerConfig serve_preset_config(int index) {
   SchedulerConfig c;
-  c.block = 4;  // small blocks: a prompt spans several, so sharing and growth show
   c.pool_blocks = 40;
   c.max_batch_tokens = 32;
   c.max_running = 8;
@@ -89,6 +88,7 @@ SchedulerConfig serve_preset_config(int index) {
 std::vector<ServeRunSpec> serve_preset_runs(int index, const Model& model) {
   ServeRunSpec run;
   run.options.sched = serve_preset_config(index);
+  run.options.kv.block = kServePresetBlock;
   // The view draws the selected request's attention rays at any step: every
   // request's rows are kept (a few MB on the embedded model; a large model's
   // later steps keep none once this is spent, and the view says so). One
@@ -98,7 +98,7 @@ std::vector<ServeRunSpec> serve_preset_runs(int index, const Model& model) {
   run.options.attention_budget = kPresetAttentionBytes / n_runs;
   const std::string file = std::string("the \"") + serve_presets().at(static_cast<size_t>(index)).name + "\" preset";
   run.requests =
-      parse_requests(serve_preset_lines(index), file, model, run.options.sched.pool_blocks, run.options.sched.block);
+      parse_requests(serve_preset_lines(index), file, model, run.options.sched.pool_blocks, run.options.kv.block);
   std::vector<ServeRunSpec> runs = {run};
   if (index == 3) {
     run.options.sched.policy = ServePolicy::kContinuous;

@@ -33,6 +33,9 @@ struct ServeRunSpec {
 // UsageError naming the preset and the line) when the model cannot take them.
 std::vector<ServeRunSpec> serve_preset_runs(int index, const Model& model);
 
+// The presets' page size: small blocks, so that a prompt spans several and sharing and growth show.
+inline constexpr int kServePresetBlock = 4;
+
 // The requests-file text of preset `index` (JSON Lines), and its scheduler configuration.
 std::string serve_preset_lines(int index);
 SchedulerConfig serve_preset_config(int index);

@@ -4,9 +4,9 @@
 #include <nlohmann/json.hpp>
 
 #include "app/session/fitting.h"
-#include "app/session/json_number.h"
 #include "app/session/text_scale.h"
 #include "model/core/error.h"
+#include "model/core/json_number.h"
 #include "model/core/json_quote.h"
 
 namespace kvscope {

@@ -6,7 +6,7 @@
 // UiState and one row here (docs/architecture.md shows one added).
 // The choices with a shape of their own (the sampler, the KV layout, the
 // camera preset, the decoding strategy) keep their one JSON form beside it
-// (sampler_json.h, settings.cpp) and are fitted by fit_choices.
+// (sampler_json.h, kv_layout_json.h, settings.cpp) and are fitted by fit_choices.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

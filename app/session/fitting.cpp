@@ -78,7 +78,7 @@ void fit_sampler(SamplerSettings& s, Fitter& f) {
 
 // Eviction by score: a budget of 1..the context per layer with a rule, none
 // without one, and never beside a window (one eviction rule at a time).
-void fit_kv_evict(KVSettings& k, Fitter& f, const KvLayoutLimits& lim, const std::string& within) {
+void fit_kv_evict(KVLayout& k, Fitter& f, const KVLayoutLimits& lim, const std::string& within) {
   int ev = static_cast<int>(k.evict);
   f.range(ev, 0, static_cast<int>(KVEvict::kSnapKV), "kv_layout.evict");
   k.evict = static_cast<KVEvict>(ev);
@@ -121,12 +121,12 @@ void fit_kv_evict(KVSettings& k, Fitter& f, const KvLayoutLimits& lim, const std
 // model's, field by field, each change named with what is used instead:
 // block formats need K/V rows of whole 32-value blocks (else f16, which any
 // row width can store), the window, its sinks and a page fit the context.
-void fit_kv_layout(KVSettings& k, Fitter& f) {
+void fit_kv_layout(KVLayout& k, Fitter& f) {
   int dt = static_cast<int>(k.dtype);
   f.range(dt, 0, static_cast<int>(KVDtype::kQ4_0), "kv_layout.dtype");
   k.dtype = static_cast<KVDtype>(dt);
   const Config* c = f.config();
-  const KvLayoutLimits lim = kv_layout_limits(k, c);
+  const KVLayoutLimits lim = kv_layout_limits(k, c);
   const std::string within =
       c ? " (" + f.model_name() + "'s context is " + std::to_string(c->n_positions) + " positions)" : "";
   f.range(k.window, 0, lim.window_max, "kv_layout.window", within);
@@ -144,11 +144,11 @@ void fit_kv_layout(KVSettings& k, Fitter& f) {
     k.dtype = KVDtype::kF16;
   }
   try {
-    (void)k.layout_for(*c);  // anything the fields above do not cover
+    (void)k.on_model(*c);  // anything the fields above do not cover
   } catch (const Error& e) {
     f.note(std::string("the KV cache layout does not fit ") + f.model_name() + " (" + e.what() +
            "); using a dense f32 cache");
-    k = KVSettings();
+    k = KVLayout();
   }
 }
 
@@ -163,17 +163,6 @@ void fit_strategy(Strategy& s, Fitter& f) {
 }
 
 }  // namespace
-
-KvLayoutLimits kv_layout_limits(const KVSettings& k, const Config* c) {
-  KvLayoutLimits lim;
-  lim.window_max = c ? c->n_positions : ui_range::kKvWindowMax;
-  // Sinks sit inside the window the cache keeps (the model's own, if shorter).
-  const int window = std::clamp(k.window, 0, lim.window_max);
-  const int kept = c && c->sliding_window > 0 && window > 0 ? std::min(window, c->sliding_window) : window;
-  lim.sinks_max = std::max(0, kept - 1);
-  lim.block_max = kv_block_max(c);
-  return lim;
-}
 
 std::vector<std::string> fit_window_settings(WindowSettings& w, const FitContext& ctx) {
   Fitter f(ctx);

@@ -33,10 +33,9 @@ inline constexpr int kTopKMax = 100000;  // without a model; with one, its vocab
 inline constexpr float kMinWeightMax = 1.0f;
 inline constexpr int kMaxNewMax = kMaxNewLimit;  // without a model; with one, its context
 inline constexpr int kKvContextMax = 1 << 20;
-inline constexpr int kKvDtypes = 4;     // the KV calculator's formats: all_kv_dtypes(), f32 f16 q8_0 q4_0
-inline constexpr int kBottomTabs = 5;   // branches, phases, KV memory, attention heads, training
-inline constexpr int kHeadsMax = 4096;  // layers and heads without a model
-inline constexpr int kKvWindowMax = 1 << 20, kKvBlockMax = kv_block_max(nullptr);
+inline constexpr int kKvDtypes = 4;          // the KV calculator's formats: all_kv_dtypes(), f32 f16 q8_0 q4_0
+inline constexpr int kBottomTabs = 5;        // branches, phases, KV memory, attention heads, training
+inline constexpr int kHeadsMax = 4096;       // layers and heads without a model
 inline constexpr size_t kTextMax = 1 << 16;  // bytes of a restored prompt or path
 // The window (settings.json): its size, and a position on some monitor (-1 = centred).
 inline constexpr int kWindowWMin = 640, kWindowHMin = 400, kWindowSideMax = 16384;
@@ -49,17 +48,6 @@ inline constexpr float kCamTargetMax = 1e5f;                  // world units fro
 inline constexpr float kCamFovMin = 0.1f, kCamFovMax = 2.5f;  // radians
 }  // namespace ui_range
 
-// What the cache layout may choose for a model (null: the ranges alone): a
-// window of 1..window_max positions (0 = none), sinks 0..sinks_max for the
-// window `k.window` (fitted to window_max first), pages of 1..block_max
-// positions (0 = not paged). The Cache panel's controls end there and
-// fit_choices fits restored values to the same bounds.
-struct KvLayoutLimits {
-  int window_max = 0;
-  int sinks_max = 0;
-  int block_max = 0;
-};
-KvLayoutLimits kv_layout_limits(const KVSettings& k, const Config* c);
 // Positions per layer a rule of eviction by score starts with when chosen
 // without a budget (the Cache panel, the page's kv_layout command).
 inline constexpr int kEvictBudgetStart = 16;

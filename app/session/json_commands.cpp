@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@
 #include "model/core/json_quote.h"
 #include "model/decoding/setting_ranges.h"
 #include "model/kv/kv_cache.h"
+#include "model/kv/kv_layout_json.h"
 
 namespace kvscope {
 
@@ -148,11 +150,11 @@ std::string as_layout_fields(std::string message) {
   return message;
 }
 
-// {"dtype", "window", "sinks", "block", "evict", "budget"}: the Cache panel's
-// layout, from the next generation; checked against the loaded model as the
-// CLI's flags are.
+// The fields of the KV layout's JSON form (kv_layout_json.h) it gives, onto the
+// Cache panel's layout, from the next generation; checked against the loaded
+// model as the CLI's flags are.
 Commands kv_layout_command(const Fields& f, Session& s) {
-  KVSettings k = s.ui.kv_layout;
+  KVLayout k = s.ui.kv_layout;
   if (f.has("dtype")) {
     const char* expected = "f32, f16, q8_0 or q4_0";
     const std::string name = f.text("dtype", expected);
@@ -176,7 +178,7 @@ Commands kv_layout_command(const Fields& f, Session& s) {
   }
   // One eviction rule at a time, as in the Cache panel: choosing one turns the other off, and a rule
   // turned off takes its budget along. Only fields the call did not give change; a call that gives
-  // both is refused by layout_for.
+  // both is refused by on_model.
   if (f.has("window") && k.window > 0 && !f.has("evict")) {
     k.evict = KVEvict::kNone;
     if (!f.has("budget")) k.budget = 0;
@@ -189,7 +191,7 @@ Commands kv_layout_command(const Fields& f, Session& s) {
   }
   try {  // the CLI's checks, naming the value (those that need no model while none is loaded)
     if (s.engine.model)
-      (void)k.layout_for(s.engine.model->config);
+      (void)k.on_model(s.engine.model->config);
     else
       k.check_without_model();
   } catch (const Error& e) {
@@ -264,7 +266,7 @@ const std::vector<CommandFields> kCommands = {
     {"camera", {"preset"}},
     {"text_scale", {"scale"}},
     {"decoding", {"mode", "beams", "k"}},
-    {"kv_layout", {"dtype", "window", "sinks", "block", "evict", "budget", "snap_window", "snap_pool", "snap_pooling"}},
+    {"kv_layout", {std::begin(kKVLayoutFields), std::end(kKVLayoutFields)}},  // the layout's JSON form
     {"load_checkpoint", {"index"}},
     {"tab", {"name"}},
     {"load_model", {"dir"}},

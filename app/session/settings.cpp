@@ -11,11 +11,12 @@
 
 #include "app/session/choices.h"
 #include "app/session/fitting.h"
-#include "app/session/json_number.h"
 #include "model/core/error.h"
 #include "model/core/file_io.h"
+#include "model/core/json_number.h"
 #include "model/core/json_quote.h"
 #include "model/decoding/sampler_json.h"
+#include "model/kv/kv_layout_json.h"
 
 namespace kvscope {
 
@@ -51,59 +52,14 @@ void get(const json& j, const char* key, T& out) {
   }
 }
 
-// An optional integer field of the saved KV layout; throws when it is there
-// but is not an int.
-int layout_int(const json& layout, const char* key) {
-  int x = 0;
-  const auto it = layout.find(key);
-  if (it != layout.end() && !number_as(*it, x)) throw std::invalid_argument(key);
-  return x;
-}
-
-// The KV cache layout, {"dtype", "window", "sinks", "block", "evict", "budget",
-// "snap_window", "snap_pool", "snap_pooling"} as in the Cache
-// panel, read as saved: only what cannot be read (not an object, a field of
-// the wrong type, a row format kvscope does not know) is named here and
-// leaves dense f32. Ranges and the model's limits are fit_choices' (ui_fit).
-bool kv_layout_from_json(const json& j, KVSettings& out, std::string& problem) {
+// The KV cache layout as saved (kv_layout_json.h): what cannot be read is
+// named and leaves dense f32. Ranges and the model's limits are fit_choices'.
+bool kv_layout_from_settings(const json& j, KVLayout& out, std::string& problem) {
   const auto it = j.find("kv_layout");
   if (it == j.end()) return true;
-  out = KVSettings();
-  KVSettings k;
-  std::string dtype = "f32", evict = "none", pooling = "max";
-  const std::string fallback = "; using a dense f32 cache";
-  try {
-    if (!it->is_object()) throw std::invalid_argument("not an object");
-    dtype = it->value("dtype", dtype);
-    k.window = layout_int(*it, "window");
-    k.sinks = layout_int(*it, "sinks");
-    k.block = layout_int(*it, "block");
-    evict = it->value("evict", evict);
-    k.budget = layout_int(*it, "budget");
-    k.snap_window = layout_int(*it, "snap_window");  // SnapKV; 0 = the default
-    k.snap_pool = layout_int(*it, "snap_pool");
-    pooling = it->value("snap_pooling", pooling);
-  } catch (const std::exception&) {
-    problem =
-        "kv_layout: expected {\"dtype\", \"evict\", \"snap_pooling\": strings, \"window\", \"sinks\", \"block\", "
-        "\"budget\", \"snap_window\", \"snap_pool\": integers}" +
-        fallback;
-    return false;
-  }
-  if (!parse_kv_evict(evict, &k.evict)) {
-    problem = "kv_layout.evict: expected none, tova, h2o or snapkv, got \"" + evict + "\"" + fallback;
-    return false;
-  }
-  if (!parse_kv_pooling(pooling, &k.snap_pooling)) {
-    problem = "kv_layout.snap_pooling: expected max or avg, got \"" + pooling + "\"" + fallback;
-    return false;
-  }
-  if (!parse_kv_dtype(dtype, &k.dtype)) {
-    problem = "kv_layout.dtype: expected f32, f16, q8_0 or q4_0, got \"" + dtype + "\"" + fallback;
-    return false;
-  }
-  out = k;
-  return true;
+  if (kv_layout_from_json(*it, "kv_layout", out, problem)) return true;
+  problem += "; using a dense f32 cache";
+  return false;
 }
 
 // The sampler as saved ({"sampler": {...}}, sampler_json.h): one that cannot be
@@ -166,7 +122,7 @@ bool settings_from_json(const std::string& text, const std::string& path, UiStat
   // The KV layout as saved, then every choice's ranges now (the KV layout's
   // included) and the model's limits once one has loaded (Session::fit_to_model).
   std::string kv_problem;
-  const bool kv_ok = kv_layout_from_json(j, ui.kv_layout, kv_problem);
+  const bool kv_ok = kv_layout_from_settings(j, ui.kv_layout, kv_problem);
   if (!kv_ok) error = "settings file " + path + ": " + kv_problem;
   if (!sampler_problem.empty())
     error += (error.empty() ? "" : "\n") + ("settings file " + path + ": " + sampler_problem);
@@ -187,16 +143,7 @@ bool save_settings(const std::string& path, const UiState& ui, const WindowSetti
       {"window_y", win.y},
       {"sampler", sampler_to_json(ui.sampler)},
       {"camera", to_string(ui.camera)},
-      {"kv_layout",
-       {{"dtype", to_string(ui.kv_layout.dtype)},
-        {"window", ui.kv_layout.window},
-        {"sinks", ui.kv_layout.sinks},
-        {"block", ui.kv_layout.block},
-        {"evict", to_string(ui.kv_layout.evict)},
-        {"budget", ui.kv_layout.budget},
-        {"snap_window", ui.kv_layout.snap_window},
-        {"snap_pool", ui.kv_layout.snap_pool},
-        {"snap_pooling", to_string(ui.kv_layout.snap_pooling)}}},
+      {"kv_layout", kv_layout_to_json(ui.kv_layout)},
   };
   choices_to_json(ui, j, /*view=*/false);
   try {

@@ -156,7 +156,7 @@ struct UiState : ViewChoices {
   SpecStage spec_stage = SpecStage::kAnimate;  // speculative: hold the shown iteration at a stage
   bool draft_other_folder = false;             // the draft picker shows a folder field, not the shipped models
   // KV cache layout (applies from the next generation)
-  KVSettings kv_layout;
+  KVLayout kv_layout;
   // Model
   std::string model_dir_input;
   // View

@@ -26,6 +26,7 @@ void ServeRunner::start(std::shared_ptr<const Model> model, std::vector<std::uni
     auto info = std::make_shared<ServeRunInfo>();
     info->model = model;
     info->config = s->scheduler().config();
+    info->block = s->scheduler().block();
     info->requests = s->requests();
     runs.runs.push_back(ServeRun{info, {}, s->done()});
   }

@@ -26,6 +26,7 @@ using ServeStepPtr = std::shared_ptr<const ServeStep>;
 struct ServeRunInfo {
   std::shared_ptr<const Model> model;  // its tokenizer names the tokens
   SchedulerConfig config;
+  int block = 0;                       // positions per pool block
   std::vector<ServeRequest> requests;  // (request) id, prompt, max_new, arrive
 };
 

@@ -74,7 +74,7 @@ void Generator::start_tokens(const std::vector<int>& prompt, const GenerateOptio
 int Generator::continue_tokens(const std::vector<int>& prompt, const GenerateOptions& opt) {
   int keep = 0;
   if (started_ && seq_ >= 0 && opt.mode == CacheMode::kKV && cache_.ready() &&
-      cache_.layout() == opt.kv.layout_for(model_->config)) {
+      cache_.layout() == opt.kv.on_model(model_->config)) {
     const int held = std::min(cache_.length(seq_), static_cast<int>(tokens_.size()));
     while (keep < held && keep + 1 < static_cast<int>(prompt.size()) &&
            tokens_[static_cast<size_t>(keep)] == prompt[static_cast<size_t>(keep)]) {
@@ -100,7 +100,7 @@ void Generator::begin(const std::vector<int>& prompt, const GenerateOptions& opt
     }
   }
   if (opt.max_new < 1) throw Error("max_new must be at least 1, got " + std::to_string(opt.max_new));
-  const KVLayout layout = opt.kv.layout_for(c);  // throws on a bad layout before anything changes
+  const KVLayout layout = opt.kv.on_model(c);  // throws on a bad layout before anything changes
   if (opt.mode == CacheMode::kNoCache) refuse_no_cache(layout);
   sampler_.set_settings(opt.sampler);
   opt_ = opt;

@@ -38,7 +38,7 @@ struct GenerateOptions {
   // More ids that end the text as eos_token_id's do (a chat template's
   // end-of-turn token, e.g. <|im_end|>, where config.json names another).
   std::vector<int> stop_ids;
-  KVSettings kv;            // cache layout: dtype, window + sinks, paging (both modes run it)
+  KVLayout kv;  // cache layout: dtype, window + sinks, paging (both modes run it)
   // Branching keeps the sequences of branches left by fork() in the cache
   // (a paged cache shares their common prefix pages) while the whole cache
   // holds at most this many bytes; beyond, least recently used ones go first.

@@ -19,10 +19,10 @@ int held(const KVCache& c) {
 // an iteration rolls a cache back by at most k positions (the target's
 // verify forward runs k past the accepted prefix, the draft k - 1), so each
 // cache keeps k positions beyond the window.
-KVLayout rollback_layout(const KVSettings& kv, const Model& m, const char* role, int k) {
+KVLayout rollback_layout(const KVLayout& kv, const Model& m, const char* role, int k) {
   KVLayout l;
   try {
-    l = kv.layout_for(m.config);
+    l = kv.on_model(m.config);
   } catch (const UsageError& e) {  // two models: say whose layout it is
     throw UsageError(std::string(role) + " " + m.dir + ": " + e.what());
   } catch (const Error& e) {

@@ -27,7 +27,7 @@ struct SpecOptions {
   // Layout of both caches (row format, pages). No user window: a rollback
   // needs the positions the window would already have evicted. A model's
   // own sliding_window is kept, with K positions beyond it held for rollback.
-  KVSettings kv;
+  KVLayout kv;
 };
 
 // Throws kvscope::Error naming both folders when the two models do not share

@@ -70,7 +70,7 @@ Strategy clamp_strategy(Strategy s) {
   return s;
 }
 
-std::optional<StrategyRefusal> strategy_refusal(const Strategy& s, const KVSettings& kv) {
+std::optional<StrategyRefusal> strategy_refusal(const Strategy& s, const KVLayout& kv) {
   if (is_sampling(s)) return std::nullopt;
   const bool beam = is_beam(s);
   const std::string who = strategy_name(s);

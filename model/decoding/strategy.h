@@ -73,7 +73,7 @@ struct StrategyRefusal {
   std::string message;  // the window's words: names the KV memory layout's settings
   std::string usage;    // the CLI's words: names the flags (--kv-evict, --kv-window, --kv-sinks)
 };
-std::optional<StrategyRefusal> strategy_refusal(const Strategy& s, const KVSettings& kv);
+std::optional<StrategyRefusal> strategy_refusal(const Strategy& s, const KVLayout& kv);
 
 // A generation's driver, stepped through one std::visit, and what one step
 // yields (a null pointer once the generation is done).

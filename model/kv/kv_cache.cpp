@@ -165,7 +165,7 @@ void KVCache::truncate(SeqId s, int n) {
   if (q.lo > n) q.lo = n;
   // Blocks past the new end go back to the pool.
   const int B = slots_per_block();
-  const size_t keep = static_cast<size_t>((n + B - 1) / B);
+  const size_t keep = static_cast<size_t>(kv_pages(n, B));
   for (size_t i = keep; i < q.table.size(); ++i) unref(q.table[i]);
   if (q.table.size() > keep) q.table.resize(keep);
 }
@@ -186,7 +186,7 @@ SeqId KVCache::fork(SeqId from, int n) {
   dst.length = n;
   dst.lo = std::min(src.lo, n);
   const int B = slots_per_block();
-  const size_t nb = static_cast<size_t>((n + B - 1) / B);
+  const size_t nb = static_cast<size_t>(kv_pages(n, B));
   dst.table.assign(src.table.begin(), src.table.begin() + static_cast<std::ptrdiff_t>(std::min(nb, src.table.size())));
   for (int b : dst.table)
     if (b >= 0) ++refs_[static_cast<size_t>(b)];

@@ -1,11 +1,12 @@
-// The KV memory layout and its row formats (declared in kv_cache.h): names,
+// The KV memory layout and its row formats (declared in kv_layout.h): names,
 // byte counts, the layout a model's config and the user's settings give, and
 // its checks. The cache's storage is kv_cache.cpp.
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "model/core/error.h"
-#include "model/kv/kv_cache.h"
+#include "model/kv/kv_layout.h"
 #include "model/kv/kv_quant.h"
 
 namespace kvscope {
@@ -60,35 +61,47 @@ uint64_t kv_bytes_per_position(const Config& c, KVDtype d) {
   return l.bytes_per_position();
 }
 
-KVLayout KVLayout::for_model(const Config& c) {
-  KVLayout l;
+namespace {
+
+// `l` with the shape of model `c` (its choices as they are).
+KVLayout with_shape(KVLayout l, const Config& c) {
   l.n_layer = c.n_layer;
   l.n_kv_head = c.kv_heads();
   l.head_dim = c.head_dim();
   l.n_ctx = c.n_positions;
+  return l;
+}
+
+// SnapKV's 0s (the defaults) as the values they stand for; without SnapKV its
+// settings are not the layout's (a choice kept for when the rule is chosen again).
+void resolve_snap(KVLayout& l) {
+  if (!l.per_head()) {
+    l.snap_window = l.snap_pool = 0;
+    l.snap_pooling = KVPooling::kMax;
+    return;
+  }
+  if (l.snap_window == 0) l.snap_window = snap_default_window(l.budget);
+  if (l.snap_pool == 0) l.snap_pool = kSnapPoolDefault;
+}
+
+}  // namespace
+
+KVLayout KVLayout::for_model(const Config& c) {
+  KVLayout l = with_shape(KVLayout(), c);
   l.window = c.sliding_window;  // Mistral's: the model itself attends to the last W positions only
   return l;
 }
 
-namespace {
-
-// `l` (a model's shape) with the settings `k`, as given.
-KVLayout settings_on(const KVSettings& k, KVLayout l) {
-  l.dtype = k.dtype;
-  l.window = k.window;
-  l.sinks = k.sinks;
-  l.block = k.block;
-  l.evict = k.evict;
-  l.budget = k.budget;
-  if (l.per_head()) {
-    l.snap_window = k.snap_window ? k.snap_window : snap_default_window(k.budget);
-    l.snap_pool = k.snap_pool ? k.snap_pool : kSnapPoolDefault;
-    l.snap_pooling = k.snap_pooling;
-  }
-  return l;
+KVLayoutLimits kv_layout_limits(const KVLayout& k, const Config* c) {
+  KVLayoutLimits lim;
+  lim.window_max = c ? c->n_positions : kKvWindowMaxNoModel;
+  // Sinks sit inside the window the cache keeps (the model's own, if shorter).
+  const int window = std::clamp(k.window, 0, lim.window_max);
+  const int kept = c && c->sliding_window > 0 && window > 0 ? std::min(window, c->sliding_window) : window;
+  lim.sinks_max = std::max(0, kept - 1);
+  lim.block_max = kv_block_max(c);
+  return lim;
 }
-
-}  // namespace
 
 void check_kv_block(int block, const Config& c) {
   if (block == 0 || (block >= 1 && block <= kv_block_max(&c))) return;
@@ -96,13 +109,14 @@ void check_kv_block(int block, const Config& c) {
                    " (a block holds 1 up to the model's context of " + std::to_string(c.n_positions) + " positions)");
 }
 
-KVLayout KVSettings::layout_for(const Config& c) const {
+KVLayout KVLayout::on_model(const Config& c) const {
   check_kv_block(block, c);
-  if (evict != KVEvict::kNone && c.sliding_window > 0)  // the user's choice against the model's: a usage error
+  if (evicting() && c.sliding_window > 0)  // the user's choice against the model's: a usage error
     throw UsageError(std::string("--kv-evict ") + to_string(evict) + ": this model has its own sliding window (" +
                      "config.json sliding_window = " + std::to_string(c.sliding_window) +
                      "), and one eviction rule applies at a time; drop --kv-evict for this model");
-  KVLayout l = settings_on(*this, KVLayout::for_model(c));
+  KVLayout l = with_shape(*this, c);
+  resolve_snap(l);
   // A model's own window bounds the user's (a query never sees more than W positions).
   const int own = c.sliding_window;
   l.window = window == 0 ? own : own == 0 ? window : std::min(window, own);
@@ -110,11 +124,12 @@ KVLayout KVSettings::layout_for(const Config& c) const {
   return l;
 }
 
-void KVSettings::check_without_model() const {
-  KVLayout shape;
-  shape.n_layer = shape.n_kv_head = shape.n_ctx = 1;
-  shape.head_dim = kQuantBlock;  // (whether a quantized row fits depends on the model)
-  KVLayout l = settings_on(*this, shape);
+void KVLayout::check_without_model() const {
+  KVLayout l = *this;
+  l.n_layer = l.n_kv_head = l.n_ctx = 1;
+  l.head_dim = kQuantBlock;  // (whether a quantized row fits depends on the model)
+  l.rollback = 0;
+  resolve_snap(l);
   // Sinks without a window wait for the model: its own sliding window may be the window.
   if (l.window == 0 && l.sinks > 0) l.window = l.sinks + 1;
   l.validate();

@@ -11,8 +11,9 @@ const char* to_string(ServePolicy p) {
   return p == ServePolicy::kStatic ? "static" : "continuous";
 }
 
-Scheduler::Scheduler(const SchedulerConfig& c) : c_(c), pool_(c.pool_blocks, c.prefix_caching) {
-  if (c.pool_blocks < 1 || c.block < 1 || c.max_batch_tokens < 1 || c.max_running < 1)
+Scheduler::Scheduler(const SchedulerConfig& c, int block)
+    : c_(c), block_(block), pool_(c.pool_blocks, c.prefix_caching) {
+  if (c.pool_blocks < 1 || block < 1 || c.max_batch_tokens < 1 || c.max_running < 1)
     throw Error("scheduler: pool blocks, block size, token budget and max running must be >= 1");
 }
 
@@ -53,8 +54,8 @@ int64_t Scheduler::block_key(Req& r, int j) {
   while (static_cast<int>(r.keys.size()) <= j) {
     const size_t k = r.keys.size();
     const int64_t parent = k == 0 ? BlockPool::kNoKey : r.keys.back();
-    const auto first = r.tokens.begin() + static_cast<std::ptrdiff_t>(k * static_cast<size_t>(c_.block));
-    r.keys.push_back(pool_.key(parent, std::vector<int>(first, first + c_.block)));
+    const auto first = r.tokens.begin() + static_cast<std::ptrdiff_t>(k * static_cast<size_t>(block_));
+    r.keys.push_back(pool_.key(parent, std::vector<int>(first, first + block_)));
   }
   return r.keys[static_cast<size_t>(j)];
 }
@@ -98,7 +99,7 @@ bool Scheduler::schedule_running(Plan& p, int& budget) {
 int Scheduler::prefix_hits(Req& r, std::vector<int>& hit) {
   hit.clear();
   if (!c_.prefix_caching) return 0;
-  const int max_hits = (static_cast<int>(r.tokens.size()) - 1) / c_.block;
+  const int max_hits = (static_cast<int>(r.tokens.size()) - 1) / block_;
   for (int j = 0; j < max_hits; ++j) {
     const int b = pool_.lookup(block_key(r, j));
     if (b < 0) break;
@@ -114,7 +115,7 @@ void Scheduler::admit_waiting(Plan& p, int& budget) {
     const int id = waiting_.front();
     Req& r = reqs_[static_cast<size_t>(id)];
     const int hits = prefix_hits(r, hit);
-    const int computed = hits * c_.block, len = static_cast<int>(r.tokens.size());
+    const int computed = hits * block_, len = static_cast<int>(r.tokens.size());
     const int n = std::min(len - computed, budget);
     const int need = blocks_for(computed + n) - hits;
     const int hit_free =
@@ -155,7 +156,7 @@ void Scheduler::complete(const Plan& p, const std::vector<Sampled>& sampled) {
       throw Error("scheduler: completed chunk of request " + std::to_string(c.req) + " does not continue it");
     r.computed += c.n;
     if (!c_.prefix_caching) continue;
-    for (; r.keyed < r.computed / c_.block; ++r.keyed)
+    for (; r.keyed < r.computed / block_; ++r.keyed)
       pool_.set_key(r.blocks[static_cast<size_t>(r.keyed)], block_key(r, r.keyed));
   }
   for (const Sampled& s : sampled) {

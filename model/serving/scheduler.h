@@ -23,7 +23,7 @@
 #include <deque>
 #include <vector>
 
-#include "model/kv/kv_cache.h"
+#include "model/kv/kv_layout.h"
 #include "model/serving/block_pool.h"
 
 namespace kvscope {
@@ -32,10 +32,10 @@ enum class ServePolicy { kContinuous, kStatic };
 const char* to_string(ServePolicy p);  // "continuous" / "static"
 
 struct SchedulerConfig {
+  // The pool's page size is the cache layout's (KVLayout::block), given to the Scheduler beside this.
   int pool_blocks = 256;
-  int block = kDefaultKvBlock;  // positions per block
-  int max_batch_tokens = 512;   // T: positions one step computes at most
-  int max_running = 16;         // R
+  int max_batch_tokens = 512;  // T: positions one step computes at most
+  int max_running = 16;        // R
   ServePolicy policy = ServePolicy::kContinuous;
   bool prefix_caching = false;
 };
@@ -74,7 +74,8 @@ struct Sampled {
 
 class Scheduler {
  public:
-  explicit Scheduler(const SchedulerConfig& c);
+  // `block`: positions per pool block (the cache layout's page size).
+  Scheduler(const SchedulerConfig& c, int block);
 
   // Requests are numbered in the order added; arrival ties keep that order.
   int add(const SchedRequest& r);
@@ -92,6 +93,7 @@ class Scheduler {
   int next_arrival() const;
 
   const SchedulerConfig& config() const { return c_; }
+  int block() const { return block_; }
   const BlockPool& pool() const { return pool_; }
   ReqState state(int req) const { return reqs_.at(static_cast<size_t>(req)).state; }
   const std::vector<int>& tokens(int req) const { return reqs_.at(static_cast<size_t>(req)).tokens; }
@@ -114,7 +116,7 @@ class Scheduler {
     int keyed = 0;              // blocks[0, keyed) offered to the prefix cache
     int preemptions = 0;
   };
-  int blocks_for(int positions) const { return (positions + c_.block - 1) / c_.block; }
+  int blocks_for(int positions) const { return kv_pages(positions, block_); }
   int64_t block_key(Req& r, int j);
   void arrive(int step);
   bool schedule_running(Plan& p, int& budget);
@@ -123,6 +125,7 @@ class Scheduler {
   void preempt_last(Plan& p);
 
   SchedulerConfig c_;
+  int block_ = 0;
   BlockPool pool_;
   std::vector<Req> reqs_;
   std::vector<int> running_;  // admission order

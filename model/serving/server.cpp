@@ -9,7 +9,7 @@ namespace kvscope {
 
 int blocks_needed(int n_prompt, int max_new, int n_ctx, int block) {
   const int positions = std::min(n_prompt + max_new - 1, n_ctx);
-  return (positions + block - 1) / block;
+  return kv_pages(positions, block);
 }
 
 namespace {
@@ -17,17 +17,19 @@ namespace {
 // Serving recomputes a preempted request from position 0 and builds a prefix
 // hit's sequence on shared blocks: both need every position kept, which a
 // model's own sliding window evicts. Refused before any cache is built.
-KVLayout serve_layout(const Model& m, const ServeOptions& opt) {
+KVLayout serve_layout(const Model& m, const KVLayout& kv) {
   const Config& c = m.config;
   if (c.sliding_window > 0)
     throw UsageError("serve: the model " + m.dir +
                      " has its own sliding window (config.json sliding_window = " + std::to_string(c.sliding_window) +
                      "); serving recomputes preempted requests from position 0 and shares prefix blocks across "
                      "requests, which a window evicts (use generate for this model)");
-  KVSettings kv;
-  kv.dtype = opt.kv_dtype;
-  kv.block = opt.sched.block;
-  return kv.layout_for(c);
+  if (kv.windowed() || kv.evicting())  // (the CLI offers neither; a caller's layout could)
+    throw UsageError(
+        "serve: the cache keeps every position, for the same reasons: no window or eviction by score "
+        "(got " +
+        kv.describe() + ")");
+  return kv.on_model(c);
 }
 
 }  // namespace
@@ -37,8 +39,8 @@ Server::Server(std::shared_ptr<const Model> model, std::vector<ServeRequest> req
       reqs_(std::move(reqs)),
       opt_(opt),
       engine_(*model_),
-      cache_(serve_layout(*model_, opt)),
-      sched_(opt.sched),
+      cache_(serve_layout(*model_, opt.kv)),
+      sched_(opt.sched, opt.kv.block),
       results_(reqs_.size()),
       seq_(reqs_.size(), -1),
       phys_(static_cast<size_t>(opt.sched.pool_blocks), -1),
@@ -54,11 +56,10 @@ Server::Server(std::shared_ptr<const Model> model, std::vector<ServeRequest> req
       if (t < 0 || t >= c.vocab_size)
         throw Error("request " + r.id + ": token " + std::to_string(t) + " outside the vocabulary");
     if (r.max_new < 1) throw Error("request " + r.id + ": max_new must be at least 1");
-    const int need = blocks_needed(n, r.max_new, c.n_positions, opt.sched.block);
+    const int need = blocks_needed(n, r.max_new, c.n_positions, opt.kv.block);
     if (need > opt.sched.pool_blocks)
-      throw Error("request " + r.id + " needs " + std::to_string(need) + " blocks of " +
-                  std::to_string(opt.sched.block) + " positions at its longest, more than the pool's " +
-                  std::to_string(opt.sched.pool_blocks));
+      throw Error("request " + r.id + " needs " + std::to_string(need) + " blocks of " + std::to_string(opt.kv.block) +
+                  " positions at its longest, more than the pool's " + std::to_string(opt.sched.pool_blocks));
     sched_.add(SchedRequest{r.prompt, r.arrive});
     samplers_.emplace_back(r.sampler);
   }
@@ -105,7 +106,7 @@ void Server::open_sequences(const Plan& p) {
     seq_[static_cast<size_t>(r)] = -1;
   }
   for (int r : p.admitted) {
-    const int hits = sched_.computed(r) / opt_.sched.block;
+    const int hits = sched_.computed(r) / opt_.kv.block;
     std::vector<int> blocks;
     for (int j = 0; j < hits; ++j)
       blocks.push_back(phys_[static_cast<size_t>(sched_.blocks(r)[static_cast<size_t>(j)])]);
@@ -179,7 +180,7 @@ void Server::keep_attention(const ForwardOutput& out, ServeStep& rec) {
 
 SlotCounts Server::slot_counts() const {
   SlotCounts s;
-  const int B = opt_.sched.block;
+  const int B = opt_.kv.block;
   std::map<int, int> live;  // pool block -> positions it holds (shared blocks once)
   for (int r : sched_.running()) {
     const std::vector<int>& blocks = sched_.blocks(r);

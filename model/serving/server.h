@@ -32,8 +32,10 @@ struct ServeRequest {
 };
 
 struct ServeOptions {
-  KVDtype kv_dtype = KVDtype::kF32;
-  SchedulerConfig sched;  // sched.block = the cache's page size
+  // The cache's layout: its row format and page size (the pool's blocks); serving keeps every position, so
+  // no window or eviction (Server refuses them).
+  KVLayout kv = paged_layout(kDefaultKvBlock);
+  SchedulerConfig sched;
   // Bytes of attention rows the records may keep (ServeEntry::attn), over
   // the whole run: the view's rays. 0 (the CLI's): none, and the forward
   // copies none out.

@@ -53,6 +53,7 @@ struct ServeCounters {
 struct ServeSceneInput {
   const std::vector<ServeRequest>* requests = nullptr;
   SchedulerConfig config;
+  int block = 0;  // positions per pool block
   const std::vector<std::shared_ptr<const ServeStep>>* steps = nullptr;
   int shown = 0;                               // index into *steps
   std::function<std::string(int)> token_text;  // a token's display-safe piece

@@ -209,7 +209,7 @@ void Builder::lanes(float lane_h) {
 // fits), shared blocks white with their number of owners, cached-but-free
 // dim with an outline, free dark.
 void Builder::pool(float cell) {
-  const std::string title = fmt("KV pool: %.0f blocks of %.0f positions", in.config.pool_blocks, in.config.block);
+  const std::string title = fmt("KV pool: %.0f blocks of %.0f positions", in.config.pool_blocks, in.block);
   text(x0_, y, tw(title) <= w_ ? title : fmt("KV pool: %.0f blocks", in.config.pool_blocks), kText);
   y += opt.line_h * 1.1f;
   cells(cell);

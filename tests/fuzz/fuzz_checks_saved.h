@@ -89,7 +89,7 @@ inline std::string check_settings(const std::string& text) {
     return "settings: speed/min_weight/text_scale";
   if (ui.kv_context < 1 || ui.kv_dtype < 0 || ui.kv_dtype > 3 || ui.bottom_tab < 0 || ui.bottom_tab > 4)
     return "settings: KV calculator/tab";
-  const KVSettings& k = ui.kv_layout;
+  const KVLayout& k = ui.kv_layout;
   if (k.window < 0 || k.window > (1 << 20) || k.sinks < 0 || (k.sinks > 0 && k.sinks >= k.window) || k.block < 0 ||
       k.block > 4096)
     return "settings: KV layout out of range";
@@ -103,7 +103,7 @@ inline std::string check_settings(const std::string& text) {
   m.config.vocab_size = 300;
   (void)fit_choices(ui, FitContext{&m, "fuzz/settings.json"});
   try {
-    (void)ui.kv_layout.layout_for(m.config);
+    (void)ui.kv_layout.on_model(m.config);
   } catch (const std::exception& e) {
     return std::string("settings: a fitted KV layout the cache refuses: ") + e.what();
   }

@@ -103,7 +103,7 @@ void flop_plot(const char* id, const char* title, const std::vector<double>& act
 
 // SnapKV's budget (N >= 2), observation window (1..N-1, 0 = the default),
 // pooling kernel (odd) and pooling.
-void snap_controls(KVSettings& k, int budget_hi) {
+void snap_controls(KVLayout& k, int budget_hi) {
   ImGui::SliderInt("##budget", &k.budget, 2, std::max(2, budget_hi), "keeps N %d per K/V head",
                    ImGuiSliderFlags_AlwaysClamp);
   if (k.snap_window >= k.budget) k.snap_window = 0;
@@ -127,7 +127,7 @@ void snap_controls(KVSettings& k, int budget_hi) {
 // layer keeps (instead of a window: choosing one turns the window off). A
 // model with its own sliding window (Mistral's) already evicts by position:
 // one rule at a time, so the choice is off there.
-void evict_controls(KVSettings& k, int budget_hi, int model_window) {
+void evict_controls(KVLayout& k, int budget_hi, int model_window) {
   static const char* const kRules[] = {"off", "TOVA", "H2O", "SnapKV"};
   int rule = static_cast<int>(k.evict);
   ImGui::AlignTextToFramePadding();
@@ -159,7 +159,7 @@ void evict_controls(KVSettings& k, int budget_hi, int model_window) {
 // and what the current one holds, against a dense f32 cache of the same positions.
 void kv_layout_section(const EngineState& engine, UiState& ui) {
   // Open from the start when the settings chose a layout other than dense f32.
-  KVSettings& k = ui.kv_layout;
+  KVLayout& k = ui.kv_layout;
   if (!ImGui::CollapsingHeader(header_label("KV memory layout", "KV layout").c_str(),
                                k.is_default() ? 0 : ImGuiTreeNodeFlags_DefaultOpen))
     return;
@@ -174,7 +174,7 @@ void kv_layout_section(const EngineState& engine, UiState& ui) {
   // The controls reach only what the loaded model's context (--ctx) holds;
   // without a model, sizes a classroom model has.
   const Config* c = engine.model ? &engine.model->config : nullptr;
-  const KvLayoutLimits lim = kv_layout_limits(k, c);
+  const KVLayoutLimits lim = kv_layout_limits(k, c);
   const int window_hi = c ? lim.window_max : 1024, block_hi = std::min(lim.block_max, 256);
   const ImGuiSliderFlags clamp = ImGuiSliderFlags_AlwaysClamp;  // typed values (Ctrl+click) too
   bool win = k.window > 0;

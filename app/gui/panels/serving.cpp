@@ -33,11 +33,11 @@ int shown_index(const ServeRun& r, const UiState& ui) {
   return ui.serving.view_step < 0 ? n - 1 : std::min(ui.serving.view_step, n - 1);
 }
 
-std::string config_line(const SchedulerConfig& c) {
+std::string config_line(const SchedulerConfig& c, int block) {
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "%s batching; pool %d blocks of %d positions; up to %d positions per step, %d running%s",
-                to_string(c.policy), c.pool_blocks, c.block, c.max_batch_tokens, c.max_running,
+                to_string(c.policy), c.pool_blocks, block, c.max_batch_tokens, c.max_running,
                 c.prefix_caching ? "; prefix caching on" : "");
   return buf;
 }
@@ -119,7 +119,7 @@ void controls(const EngineState& engine, UiState& ui, Commands& cmds) {
   heading("Serving many requests");
   preset_buttons(ui, cmds);
   if (!run) return;
-  text_wrapped_words(config_line(run->info->config));
+  text_wrapped_words(config_line(run->info->config, run->info->block));
   const int shown = shown_index(*run, ui);
   if (shown < 0) return;
   heading("Request");
@@ -243,6 +243,7 @@ void canvas(const EngineState& engine, UiState& ui) {
   ServeSceneInput in;
   in.requests = &run->info->requests;
   in.config = run->info->config;
+  in.block = run->info->block;
   in.steps = &run->steps;
   in.shown = shown_index(*run, ui);
   if (engine.serving.runs.size() > 1)  // static vs continuous: both runs' step counts above the one drawn

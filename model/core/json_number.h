@@ -1,5 +1,6 @@
 // A JSON number as the C++ number type that holds it, for the readers of the
-// settings file and saved views (app/session/settings.cpp, choices.cpp).
+// settings file and saved views (app/session/settings.cpp, choices.cpp) and
+// the KV layout's JSON form (model/kv/kv_layout_json.cpp).
 #pragma once
 
 #include <cmath>
