@@ -6,6 +6,8 @@
 // template is dropped (keep_trailing_newline off) and \r\n reads as \n.
 #include "model/chat/jinja_lex.h"
 
+#include <utf8proc.h>
+
 #include <cctype>
 #include <cstring>
 
@@ -32,23 +34,11 @@ std::string normalize_newlines(const std::string& src) {
   return out;
 }
 
-// Appends the UTF-8 form of code point `cp`.
+// Appends the UTF-8 form of code point `cp` (a \x, \u or octal escape).
 void put_utf8(uint32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  utf8proc_uint8_t buf[4];
+  const auto n = utf8proc_encode_char(static_cast<utf8proc_int32_t>(cp), buf);
+  out.append(reinterpret_cast<const char*>(buf), static_cast<size_t>(n));
 }
 
 class Lexer {

@@ -96,6 +96,7 @@ class Parser {
 
  private:
   ExprPtr parse_condexpr();
+  ExprPtr parse_chain(Expr::Op op, const char* word, ExprPtr (Parser::*next)());
   ExprPtr parse_or();
   ExprPtr parse_and();
   ExprPtr parse_not();
@@ -292,26 +293,24 @@ ExprPtr Parser::parse_condexpr() {
   return e;
 }
 
-ExprPtr Parser::parse_or() {
-  ExprPtr e = parse_and();
-  while (skip_name("or")) {
-    auto o = node(Expr::Op::kOr);
-    o->args.push_back(std::move(e));
-    o->args.push_back(parse_and());
-    e = std::move(o);
+// a WORD b WORD c ..., left to right (or, and).
+ExprPtr Parser::parse_chain(Expr::Op op, const char* word, ExprPtr (Parser::*next)()) {
+  ExprPtr e = (this->*next)();
+  while (skip_name(word)) {
+    auto n = node(op);
+    n->args.push_back(std::move(e));
+    n->args.push_back((this->*next)());
+    e = std::move(n);
   }
   return e;
 }
 
+ExprPtr Parser::parse_or() {
+  return parse_chain(Expr::Op::kOr, "or", &Parser::parse_and);
+}
+
 ExprPtr Parser::parse_and() {
-  ExprPtr e = parse_not();
-  while (skip_name("and")) {
-    auto a = node(Expr::Op::kAnd);
-    a->args.push_back(std::move(e));
-    a->args.push_back(parse_not());
-    e = std::move(a);
-  }
-  return e;
+  return parse_chain(Expr::Op::kAnd, "and", &Parser::parse_not);
 }
 
 ExprPtr Parser::parse_not() {

@@ -1,9 +1,9 @@
 // Values as Python prints and compares them (jinja_value.h).
 #include "model/chat/jinja_value.h"
 
-#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace kvscope::jinja {
 
@@ -123,9 +123,14 @@ namespace {
 std::string float_repr(double f) {
   if (std::isnan(f)) return "nan";
   if (std::isinf(f)) return f < 0 ? "-inf" : "inf";
+  // The shortest "%.Ne" that reads back as f (libc++ 14, the page's, has no
+  // floating-point std::to_chars).
   char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, f, std::chars_format::scientific);
-  std::string sci(buf, r.ptr);
+  for (int digits = 0; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*e", digits, f);
+    if (std::strtod(buf, nullptr) == f) break;
+  }
+  std::string sci(buf);
   const size_t e = sci.find('e');
   std::string mant = sci.substr(0, e);
   const int exp = std::stoi(sci.substr(e + 1));
