@@ -239,14 +239,23 @@ void Lexer::string_token() {
       continue;
     }
     c = s_[p_++];
-    const char* simple = std::strchr("nrtabfv\\'\"0", c);
+    const char* simple = c != '\0' ? std::strchr("nrtabfv\\'\"0", c) : nullptr;  // strchr finds a NUL too
     if (simple && c != '0') {
       static const char kTo[] = "\n\r\t\a\b\f\v\\'\"";
       v += kTo[simple - "nrtabfv\\'\"0"];
     } else if (c == 'x' || c == 'u' || c == 'U') {
       const size_t n = c == 'x' ? 2 : c == 'u' ? 4 : 8;
-      if (p_ + n > s_.size()) fail("a truncated \\" + std::string(1, c) + " escape");
-      put_utf8(static_cast<uint32_t>(std::stoul(s_.substr(p_, n), nullptr, 16)), v);
+      // As Python's unicode-escape codec: exactly n hex digits, at most U+10FFFF.
+      uint32_t cp = 0;
+      for (size_t k = 0; k < n; ++k) {
+        const char h = p_ + k < s_.size() ? s_[p_ + k] : '\0';
+        if (!std::isxdigit(static_cast<unsigned char>(h)))
+          fail("a \\" + std::string(1, c) + " escape without its hex digits");
+        cp = cp * 16 +
+             static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (h | 0x20) - 'a' + 10);
+      }
+      if (cp > 0x10FFFF) fail("a \\U escape beyond U+10FFFF");
+      put_utf8(cp, v);
       p_ += n;
     } else if (c >= '0' && c <= '7') {
       uint32_t cp = static_cast<uint32_t>(c - '0');
