@@ -464,7 +464,12 @@ ExprPtr Parser::parse_subscript(ExprPtr e) {
       auto item = node(Expr::Op::kItem);
       item->args.push_back(std::move(e));
       auto idx = node(Expr::Op::kLiteral);
-      idx->value = Value::integer(std::stoll(t_[k_++].value));
+      const Token& t = t_[k_++];
+      try {
+        idx->value = Value::integer(std::stoll(t.value));
+      } catch (const std::exception&) {
+        throw Unsupported("line " + std::to_string(t.line) + ": the index ." + t.value + " (out of range)");
+      }
       item->args.push_back(std::move(idx));
       return item;
     }
