@@ -83,6 +83,21 @@ class Parser {
     return e;
   }
 
+  // A statement node of `kind` at the current tag's name, which it consumes.
+  NodePtr open_statement(Node::Kind kind) {
+    auto n = std::make_unique<Node>();
+    n->kind = kind;
+    n->line = cur().line;
+    ++k_;
+    return n;
+  }
+  // The body up to {% end_tag %}, that closing tag consumed.
+  Body body_until(const char* end_tag) {
+    std::string end;
+    Body b = parse_body({end_tag}, &end);
+    expect_block_end();
+    return b;
+  }
   NodePtr parse_statement();
   NodePtr parse_if();
   NodePtr parse_for();
@@ -165,9 +180,7 @@ NodePtr Parser::parse_statement() {
   if (tag == "continue") return simple(Node::Kind::kContinue);
   if (tag == "generation") {
     auto n = simple(Node::Kind::kScope);
-    std::string end;
-    n->body = parse_body({"endgeneration"}, &end);
-    expect_block_end();
+    n->body = body_until("endgeneration");
     return n;
   }
   throw Unsupported("line " + std::to_string(cur().line) + ": the tag {% " + (tag.empty() ? cur().value : tag) + " %}");
@@ -202,10 +215,7 @@ std::vector<std::string> Parser::parse_targets() {
 }
 
 NodePtr Parser::parse_for() {
-  auto n = std::make_unique<Node>();
-  n->kind = Node::Kind::kFor;
-  n->line = cur().line;
-  ++k_;
+  NodePtr n = open_statement(Node::Kind::kFor);
   n->targets = parse_targets();
   if (!skip_name("in")) fail("'in'");
   n->expr = parse_tuple(false);
@@ -216,17 +226,15 @@ NodePtr Parser::parse_for() {
   n->body = parse_body({"endfor", "else"}, &end);
   if (end == "else") {
     expect_block_end();
-    n->else_body = parse_body({"endfor"}, &end);
+    n->else_body = body_until("endfor");
+    return n;
   }
   expect_block_end();
   return n;
 }
 
 NodePtr Parser::parse_set() {
-  auto n = std::make_unique<Node>();
-  n->kind = Node::Kind::kSet;
-  n->line = cur().line;
-  ++k_;
+  NodePtr n = open_statement(Node::Kind::kSet);
   const std::string first = expect_name();
   if (skip_op(".")) {
     n->targets = {first};
@@ -244,16 +252,12 @@ NodePtr Parser::parse_set() {
   if (is_op("|")) throw Unsupported("line " + std::to_string(cur().line) + ": filtered {% set %} blocks");
   expect_block_end();
   n->kind = Node::Kind::kSetBlock;
-  std::string end;
-  n->body = parse_body({"endset"}, &end);
-  expect_block_end();
+  n->body = body_until("endset");
   return n;
 }
 
 NodePtr Parser::parse_macro() {
-  auto n = std::make_unique<Node>();
-  n->kind = Node::Kind::kMacro;
-  ++k_;
+  NodePtr n = open_statement(Node::Kind::kMacro);
   n->targets = {expect_name()};
   expect_op("(");
   while (!skip_op(")")) {
@@ -262,9 +266,7 @@ NodePtr Parser::parse_macro() {
     n->defaults.push_back(skip_op("=") ? parse_expression() : nullptr);
   }
   expect_block_end();
-  std::string end;
-  n->body = parse_body({"endmacro"}, &end);
-  expect_block_end();
+  n->body = body_until("endmacro");
   return n;
 }
 
