@@ -12,7 +12,7 @@ PKGS=(build-essential cmake pkg-config git
       libgl-dev libegl-dev libgl1-mesa-dri libegl-mesa0 fonts-dejavu-core
       xvfb xauth
       # references for tests, training and benchmarks (/usr/bin/python3)
-      python3-numpy python3-regex
+      python3-numpy python3-regex python3-jinja2
       # function extents for scripts/function-sizes.py
       universal-ctags
       # sanitizer/fuzzer runtimes for clang
