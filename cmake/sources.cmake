@@ -52,6 +52,7 @@ set(KVSCOPE_MODEL_SRC
   model/decoding/beam_search.cpp
   model/decoding/generator.cpp
   model/decoding/kv_eval.cpp
+  model/decoding/needle.cpp
   model/decoding/sampler.cpp
   model/decoding/sampler_json.cpp
   model/decoding/speculative_accept.cpp
@@ -101,6 +102,7 @@ set(KVSCOPE_CLI_SRC
   app/cli/cli_decode.cpp
   app/cli/cli_eval.cpp
   app/cli/cli_kv.cpp
+  app/cli/cli_needle.cpp
   app/cli/cli_flags.cpp
   app/cli/cli_generate.cpp
   app/cli/cli_gguf.cpp
@@ -108,6 +110,7 @@ set(KVSCOPE_CLI_SRC
   app/cli/cli_chat.cpp
   app/cli/cli_out.cpp
   app/cli/cli_serve.cpp
+  app/cli/line_stream.cpp
   app/cli/record_json.cpp)
 
 # app/worker/: the window's engine threads (no GL).

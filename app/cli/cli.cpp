@@ -74,6 +74,28 @@ void add_eval_command(CLI::App& app, EvalCommand& c) {
       ->check(non_empty("a model folder"));
   c.cmd->add_flag("--json", c.args.json, "Print JSON");
   add_kv_flags(c.cmd, c.args.kv);
+  NeedleArgs& n = c.args.needle;
+  auto* on = c.cmd->add_flag("--needle", n.on,
+                             "Needle in a haystack (--file): whether each eviction rule keeps a fact, per depth and budget");
+  c.cmd->add_option("--needle-depths", n.depths, "Where the needle sits in the haystack, 0 (first) .. 1 (last)")
+      ->capture_default_str()
+      ->delimiter(',')
+      ->check(CLI::Range(0.0, 1.0))
+      ->needs(on);
+  c.cmd->add_option("--budgets", n.budgets, "Positions each layer keeps, each rule")
+      ->capture_default_str()
+      ->delimiter(',')
+      ->check(int_in(1, 1 << 20))
+      ->needs(on);
+  c.cmd->add_option("--needle-tokens", n.tokens, "The prompt's length at most, in tokens")
+      ->capture_default_str()
+      ->check(int_in(4, 1 << 20))
+      ->needs(on);
+  c.cmd->add_option("--needle-text", n.needle, "The fact, placed between haystack sentences")->capture_default_str()->needs(on);
+  c.cmd->add_option("--needle-question", n.question, "Ends the prompt")->capture_default_str()->needs(on);
+  c.cmd->add_option("--needle-answer", n.answer, "What continues the question, as the needle spells it")
+      ->capture_default_str()
+      ->needs(on);
 }
 
 // `render`: the window's scene drawn offscreen (by the hook, which has GL).
@@ -209,6 +231,7 @@ int run_parsed(Commands& c, const AppHooks& hooks) {
   if (const std::string p = ThreadPool::threads_env_problem(); !p.empty()) throw UsageError(p);
   if (*c.eval.cmd) {
     check_kv_flags(*c.eval.cmd, c.eval.args.kv);
+    if (c.eval.args.needle.on) return cmd_needle(c.eval.args, default_model_dir());
     return cmd_eval(c.eval.args, default_model_dir());
   }
   if (*c.generate.cmd) return run_generate_command(c.generate);

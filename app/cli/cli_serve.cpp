@@ -9,6 +9,7 @@
 #include "app/cli/cli_flags.h"
 #include "app/cli/cli_json.h"
 #include "app/cli/cli_out.h"
+#include "app/cli/line_stream.h"
 #include "model/arch/model.h"
 #include "model/core/error.h"
 #include "model/kv/kv_cache.h"
@@ -195,7 +196,8 @@ ServeOptions serve_options(const ServeCommand& c) {
 
 void add_serve_command(CLI::App& app, ServeCommand& c) {
   auto* s = c.cmd = app.add_subcommand("serve", "Serve many requests from one paged KV pool (continuous batching)");
-  s->add_option("--requests", c.requests, "JSON Lines: {\"id\", \"prompt\", \"max_new\", \"arrive\", sampling...}")
+  s->add_option("--requests", c.requests, "JSON Lines: {\"id\", \"prompt\", \"max_new\", \"arrive\", sampling...}; - (standard input) or a "
+                "FIFO is served as its lines arrive")
       ->required()
       ->check(non_empty("a requests file"));
   s->add_option("--model", c.model, "Model folder (default: the embedded model)")->check(non_empty("a model folder"));
@@ -219,29 +221,66 @@ void add_serve_command(CLI::App& app, ServeCommand& c) {
                                              std::to_string(kDefaultKvBlock) + ")");
 }
 
-int run_serve_command(const ServeCommand& c) {
-  const ServeOptions opt = serve_options(c);
-  auto model = load_cli_model(c.model, c.ctx, c.bf16_products);
-  check_kv_block(opt.kv.block, model->config);  // the one range, before the requests are sized or the pool built
-  // A malformed line is a usage error (exit 2), a file that cannot be read a runtime one (exit 1).
-  Server server(model, read_requests(c.requests, *model, opt.sched.pool_blocks, opt.kv.block), opt);
-  ServeTotals totals;
-  while (auto r = server.step()) {
-    totals.add(*r);
-    if (c.json) {
-      out_line(step_json(server, *r).dump());
-      for (int f : r->finished) out_line(done_json(server, f).dump());
-    } else {
-      print_step_text(server, *r);
-      for (int f : r->finished) print_done_text(server, f);
-    }
+namespace {
+
+void print_step(const ServeCommand& c, const Server& server, const ServeStep& r) {
+  if (c.json) {
+    out_line(step_json(server, r).dump());
+    for (int f : r.finished) out_line(done_json(server, f).dump());
+  } else {
+    print_step_text(server, r);
+    for (int f : r.finished) print_done_text(server, f);
   }
+}
+
+void print_summary(const ServeCommand& c, const Server& server, const ServeTotals& totals) {
   const json sum = summary_json(server, totals);
   if (c.json) {
     out_line(sum.dump());
   } else {
     print_summary_text(sum);
   }
+}
+
+// Requests from a pipe, a FIFO or standard input: each joins the queue at the
+// step after its line arrives, and serving waits for lines only when it has
+// nothing left to run. The run ends when the stream does and every request is done.
+int serve_stream(const ServeCommand& c, std::shared_ptr<const Model> model, const ServeOptions& opt) {
+  LineStream in(c.requests);
+  RequestLines lines(in.name(), *model, opt.sched.pool_blocks, opt.kv.block);
+  Server server(model, {}, opt);
+  ServeTotals totals;
+  for (;;) {
+    for (const std::string& line : in.read(server.done() ? -1 : 0))
+      if (auto r = lines.next(line)) server.add(std::move(*r));
+    if (server.done()) {
+      if (in.ended()) break;
+      continue;
+    }
+    const auto r = server.step();
+    totals.add(*r);
+    print_step(c, server, *r);
+  }
+  lines.finish();
+  print_summary(c, server, totals);
+  return 0;
+}
+
+}  // namespace
+
+int run_serve_command(const ServeCommand& c) {
+  const ServeOptions opt = serve_options(c);
+  auto model = load_cli_model(c.model, c.ctx, c.bf16_products);
+  check_kv_block(opt.kv.block, model->config);  // the one range, before the requests are sized or the pool built
+  if (is_line_stream(c.requests)) return serve_stream(c, model, opt);
+  // A malformed line is a usage error (exit 2), a file that cannot be read a runtime one (exit 1).
+  Server server(model, read_requests(c.requests, *model, opt.sched.pool_blocks, opt.kv.block), opt);
+  ServeTotals totals;
+  while (auto r = server.step()) {
+    totals.add(*r);
+    print_step(c, server, *r);
+  }
+  print_summary(c, server, totals);
   return 0;
 }
 
