@@ -30,8 +30,11 @@ set(KVSCOPE_MODEL_SRC
   model/arch/safetensors.cpp
   model/arch/gguf.cpp
   model/arch/gguf_config.cpp
+  model/arch/gguf_model.cpp
+  model/arch/gguf_tokenizer.cpp
   model/arch/gguf_types.cpp
   model/arch/gguf_value.cpp
+  model/arch/gguf_weights.cpp
   model/engine/engine.cpp
   model/engine/kernels.cpp
   model/engine/kernel_peaks.cpp
