@@ -305,6 +305,7 @@ MODELS = [
     ("llama.F16", "llama", dict(LLAMA, dtype="F16"), "F16", False),
     ("llama.Q8_0", "llama", dict(LLAMA, dtype="F32"), "Q8_0", False),
     ("llama.Q4_K", "llama", dict(LLAMA, **WIDE, dtype="F32"), "Q4_K", False),
+    ("llama.BF16", "llama", dict(LLAMA, dtype="BF16"), "BF16", False),
     ("qwen2.F32", "qwen2", dict(QWEN2, dtype="F32"), "F32", False),
     ("qwen2.F16", "qwen2", dict(QWEN2, dtype="F16"), "F16", False),
     ("qwen2.Q8_0", "qwen2", dict(QWEN2, dtype="F32"), "Q8_0", False),
@@ -331,8 +332,8 @@ def bad_files(out_dir, llama_dir):
                       ["\"blk.0.attn_norm.weight\"", "Q8_0", "expected F32, F16 or BF16"]),
         "arch": (dict(meta={"general.architecture": (G.STRING, "falcon")}), ["general.architecture", "falcon"]),
         "pre": (dict(meta={"tokenizer.ggml.pre": (G.STRING, "deepseek-llm")}), ["tokenizer.ggml.pre", "deepseek-llm"]),
-        "tokenizer_model": (dict(meta={"tokenizer.ggml.model": (G.STRING, "llama")}),
-                            ["tokenizer.ggml.model", "\"llama\"", "SentencePiece"]),
+        "tokenizer_model": (dict(meta={"tokenizer.ggml.model": (G.STRING, "bert")}),
+                            ["tokenizer.ggml.model", "\"bert\""]),
         "rope_freqs": (dict(extra=[("rope_freqs.weight", np.ones(4))]), ["rope_freqs.weight", "not supported"]),
     }
     out = []
@@ -404,8 +405,101 @@ def tokenizers(out_dir):
         with open(os.path.join(out_dir, "tok_%s.gguf" % pre), "wb") as f:
             f.write(wr.build()[0])
         out.append({"pre": pre, "json": "tok_%s/tokenizer.json" % pre, "gguf": "tok_%s.gguf" % pre, "bos": bos,
-                    "add_bos": llama3})
-    return out
+                    "add_bos": llama3, "specials": ["<|im_start|>", "<tool>"]})
+    return out + [spm_tokenizer(out_dir)]
+
+
+SPM = "\u2581"
+
+
+def spm_pieces(n_merged):
+    """A SentencePiece-style BPE vocabulary learnt from numpy_ref's text (words
+    with U+2581 in front): (tokens, scores, types). <unk>, <s>, </s>, the 256
+    byte pieces <0xNN>, the merged pieces in learning order (score -order),
+    then the single characters (lowest scores), as Llama-2's model lists them."""
+    counts = {}
+    for w in base.CORPUS.split():
+        key = tuple(SPM + w)
+        counts[key] = counts.get(key, 0) + 1
+    chars = sorted({c for w in counts for c in w})
+    merged = []
+    while len(merged) < n_merged:
+        pairs = {}
+        for w, c in counts.items():
+            for a, b in zip(w, w[1:]):
+                pairs[(a, b)] = pairs.get((a, b), 0) + c
+        if not pairs:
+            break
+        best = max(pairs.items(), key=lambda kv: (kv[1], kv[0]))[0]
+        merged.append(best[0] + best[1])
+        new = {}
+        for w, c in counts.items():
+            out, i = [], 0
+            while i < len(w):
+                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
+                    out.append(w[i] + w[i + 1])
+                    i += 2
+                else:
+                    out.append(w[i])
+                    i += 1
+            new[tuple(out)] = new.get(tuple(out), 0) + c
+        counts = new
+    merged = [m for k, m in enumerate(merged) if m not in merged[:k] and m not in chars]
+    tokens = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)] + merged + chars
+    scores = [0.0] * 259 + [-float(k) for k in range(len(merged))] + [-1e6 - k for k in range(len(chars))]
+    types = [2, 3, 3] + [6] * 256 + [NORMAL] * (len(merged) + len(chars))
+    return tokens, scores, types
+
+
+def spm_merges(tokens, scores):
+    """Hugging Face's SentencePieceExtractor: every split of a piece into two
+    pieces, each piece's by (id of l, id of r), all by the piece's score, highest first."""
+    vocab = {t: i for i, t in enumerate(tokens)}
+    merges = []
+    for piece, score in zip(tokens, scores):
+        local = [(piece[:k], piece[k:], score) for k in range(1, len(piece))
+                 if piece[:k] in vocab and piece[k:] in vocab]
+        merges += sorted(local, key=lambda m: (vocab[m[0]], vocab[m[1]]))
+    return [[a, b] for a, b, _ in sorted(merges, key=lambda m: m[2], reverse=True)]
+
+
+def spm_tokenizer(out_dir):
+    """TinyLlama's (Llama-2's) tokenizer.json layout on spm_pieces, and the GGUF of the same vocabulary."""
+    tokens, scores, types = spm_pieces(200)
+    added = [{"id": i, "content": tokens[i], "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": True} for i in range(3)]
+    tj = {"version": "1.0", "added_tokens": added,
+          "normalizer": {"type": "Sequence", "normalizers": [
+              {"type": "Prepend", "prepend": SPM}, {"type": "Replace", "pattern": {"String": " "}, "content": SPM}]},
+          "pre_tokenizer": None,
+          "post_processor": {"type": "TemplateProcessing",
+                             "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                        {"Sequence": {"id": "A", "type_id": 0}}],
+                             "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+          "decoder": {"type": "Sequence", "decoders": [
+              {"type": "Replace", "pattern": {"String": SPM}, "content": " "}, {"type": "ByteFallback"},
+              {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+          "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                    "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True,
+                    "vocab": {t: i for i, t in enumerate(tokens)}, "merges": spm_merges(tokens, scores)}}
+    d = os.path.join(out_dir, "tok_llama")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tj, f, ensure_ascii=False)
+    wr = G.Writer()
+    wr.add("general.architecture", G.STRING, "llama")
+    wr.add("tokenizer.ggml.model", G.STRING, "llama")
+    wr.add("tokenizer.ggml.tokens", G.ARRAY, tokens, G.STRING)
+    wr.add("tokenizer.ggml.scores", G.ARRAY, scores, G.F32)
+    wr.add("tokenizer.ggml.token_type", G.ARRAY, types, G.I32)
+    wr.add("tokenizer.ggml.bos_token_id", G.U32, 1)
+    wr.add("tokenizer.ggml.eos_token_id", G.U32, 2)
+    wr.add("tokenizer.ggml.unknown_token_id", G.U32, 0)
+    wr.add("tokenizer.ggml.add_bos_token", G.BOOL, 1)
+    with open(os.path.join(out_dir, "tok_llama.gguf"), "wb") as f:
+        f.write(wr.build()[0])
+    return {"pre": "llama (SentencePiece)", "json": "tok_llama/tokenizer.json", "gguf": "tok_llama.gguf", "bos": 1,
+            "add_bos": True, "specials": ["<s>", "</s>", "<unk>"]}
 
 
 def suite(out_dir):
@@ -413,7 +507,7 @@ def suite(out_dir):
     models = []
     for k, (name, family, opts, qtype, output_copy) in enumerate(MODELS):
         src = os.path.join(out_dir, "hf_" + name.replace(".", "_"))
-        make(family, opts, src, seed=300 + k // 4 * 10 + (k % 4 >= 3))  # one seed per shape
+        make(family, opts, src, seed=300 + 10 * ["gpt2", "llama", "qwen2"].index(family) + (opts["n_embd"] > 32))
         entry = {"name": name, "family": family, "type": qtype, "gguf": name + ".gguf",
                  "safetensors": os.path.basename(src), "output_copy": output_copy}
         quantized = qtype not in ("F32", "F16", "BF16")

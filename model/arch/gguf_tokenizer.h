@@ -12,13 +12,16 @@ namespace kvscope {
 
 // tokenizer.ggml.model "gpt2" (byte-level BPE): tokenizer.ggml.tokens (in
 // the vocab.json form), .merges ("a b" strings, rank order), .token_type
-// (CONTROL and USER_DEFINED tokens match whole wherever they appear in a
-// text, as Hugging Face's special added tokens do; UNUSED ids are left out),
-// the pre-tokenizer named by tokenizer.ggml.pre (gpt-2, smollm, qwen2,
+// (CONTROL, USER_DEFINED and UNKNOWN tokens match whole wherever they appear
+// in a text, as Hugging Face's special added tokens do; UNUSED ids are left
+// out), the pre-tokenizer named by tokenizer.ggml.pre (gpt-2, smollm, qwen2,
 // llama-bpe: the rules of the tokenizer.json each was converted from), and
-// tokenizer.ggml.add_bos_token (the bos token put before a prompt). Throws
-// kvscope::Error naming the file and the key for a missing or malformed key,
-// another model type ("llama": SentencePiece) or pre-tokenizer.
+// tokenizer.ggml.add_bos_token (the bos token put before a prompt).
+// tokenizer.ggml.model "llama" (SentencePiece-style BPE: pieces with U+2581,
+// .scores instead of merges, <0xNN> byte pieces): as Hugging Face's Llama-2
+// tokenizer.json, the merges derived from the scores as its converter does.
+// Throws kvscope::Error naming the file and the key for a missing or
+// malformed key, another model type or pre-tokenizer.
 Tokenizer tokenizer_from_gguf(const GgufFile& f);
 
 // The GGUF's chat template (tokenizer.chat_template) with its bos and eos

@@ -12,18 +12,10 @@
 namespace kvscope {
 namespace {
 
-// The stored type of a GGUF float type; none for a quantized one.
+// The stored type of a GGUF float type (F32, F16, BF16); none for a quantized one.
 std::optional<StoredType> float_type(GgmlType t) {
-  switch (t) {
-    case GgmlType::kF32:
-      return StoredType::kF32;
-    case GgmlType::kF16:
-      return StoredType::kF16;
-    case GgmlType::kBF16:
-      return StoredType::kBF16;
-    default:
-      return std::nullopt;
-  }
+  const StoredType st = stored_type_of(t);
+  return is_quantized(st) ? std::nullopt : std::optional<StoredType>(st);
 }
 
 std::string dims_str(const std::vector<int64_t>& dims) {
@@ -63,9 +55,7 @@ WeightMatrix quantized_matrix(const GgufFile& f, const GgufTensor& t, std::vecto
                   " at row " + std::to_string(r) + ", column " + std::to_string(bad) + " (expected finite weights)");
     }
   }
-  (void)blocks;
-  throw Error(f.origin() + ": tensor \"" + t.name + "\" is stored as " + ggml_type_info(t.type).name +
-              "; this build of kvscope runs GGUF weight matrices stored as F32, F16 or BF16 only");
+  return WeightMatrix::from_blocks(stored_type_of(t.type), rows, cols, std::move(blocks));
 }
 
 // A matrix tensor at its stored type, rows restored where the converter permuted them.
@@ -118,7 +108,7 @@ void unpermute_head_rows(uint8_t* data, int64_t rows, size_t row_bytes, int head
 GgufTotals check_gguf_tensors(const GgufFile& f, const std::vector<GgufWanted>& wanted, uint64_t wide_max_bytes) {
   GgufTotals t;
   std::vector<StoredMatrix> matrices;
-  uint64_t f32_values = 0, quantized_bytes = 0;
+  uint64_t f32_values = 0;
   std::set<std::string> types;
   for (const GgufWanted& w : wanted) {
     const GgufTensor& g = checked(f, w);
@@ -131,17 +121,10 @@ GgufTotals check_gguf_tensors(const GgufFile& f, const std::vector<GgufWanted>& 
       continue;
     }
     types.insert(ggml_type_info(g.type).name);
-    if (const std::optional<StoredType> ft = float_type(g.type)) {
-      matrices.push_back({*ft, numel, w.use == GgufWanted::Use::kLookup});
-    } else {
-      quantized_bytes += g.n_bytes;  // kept as its blocks, never copied
-    }
+    matrices.push_back({stored_type_of(g.type), numel, w.use == GgufWanted::Use::kLookup});
   }
   t.stored_dtype = types.size() == 1 ? *types.begin() : "mixed";
   t.kept = plan_kept_weights(matrices, f32_values, wide_max_bytes);
-  t.kept.matrix_bytes += quantized_bytes;
-  t.kept.resident += quantized_bytes;
-  if (quantized_bytes) t.kept.products_dtype = t.stored_dtype;
   return t;
 }
 

@@ -35,8 +35,7 @@ struct GgufWanted {
 
 // What the wanted tensors take, known from the header.
 struct GgufTotals {
-  KeptWeights kept;          // the matrices as stored (F32/F16/BF16 through plan_kept_weights, quantized blocks
-                             // added as they are), vectors and tables in f32
+  KeptWeights kept;          // the matrices as stored (plan_kept_weights), vectors and tables in f32
   uint64_t n_params = 0;     // elements of the wanted tensors
   uint64_t file_bytes = 0;   // their bytes in the file
   uint64_t largest = 0;      // the largest tensor's bytes (a temporary of reading it)
