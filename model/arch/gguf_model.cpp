@@ -5,7 +5,7 @@
 // the layout the engine keeps.
 #include "model/arch/gguf_model.h"
 
-#include <cstring>
+#include <algorithm>
 #include <filesystem>
 
 #include "model/arch/gguf_config.h"
