@@ -322,6 +322,12 @@ def make(family, opts, out_dir, seed):
         ref_llama.make_checkpoint(out_dir, seed=seed, **opts)
 
 
+def nan_at(a, i):
+    a = a.copy()
+    a.reshape(-1)[i] = np.nan
+    return a
+
+
 def bad_files(out_dir, llama_dir):
     """Broken copies of the llama file, one fault each, and what the refusal must name."""
     q = np.zeros((32, 32))
@@ -335,6 +341,10 @@ def bad_files(out_dir, llama_dir):
         "tokenizer_model": (dict(meta={"tokenizer.ggml.model": (G.STRING, "bert")}),
                             ["tokenizer.ggml.model", "\"bert\""]),
         "rope_freqs": (dict(extra=[("rope_freqs.weight", np.ones(4))]), ["rope_freqs.weight", "not supported"]),
+        "nan_norm": (dict(replace={"blk.1.ffn_norm.weight": nan_at(np.ones(32), 5)}),
+                     ["\"blk.1.ffn_norm.weight\"", "NaN at element 5"]),
+        "nan_block": (dict(replace={"blk.0.attn_v.weight": nan_at(np.ones((16, 32)), 40)},
+                           types={"blk.0.attn_v.weight": "Q8_0"}), ["\"blk.0.attn_v.weight\"", "NaN", "row 1"]),
     }
     out = []
     for name, (fault, needles) in cases.items():

@@ -1,6 +1,5 @@
 #include "model/arch/gguf_weights.h"
 
-#include <cmath>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -37,37 +36,19 @@ const GgufTensor& checked(const GgufFile& f, const GgufWanted& w) {
   return *t;
 }
 
-// A quantized tensor's blocks as a matrix: the one place quantized weights
-// enter the model. Each row is decoded once here to check it is finite (a
-// NaN scale turns every logit into NaN), one row at a time.
-WeightMatrix quantized_matrix(const GgufFile& f, const GgufTensor& t, std::vector<uint8_t>&& blocks) {
-  const int64_t cols = t.dims[0], rows = t.dims[1];
-  const size_t row_bytes = static_cast<size_t>(t.n_bytes / static_cast<uint64_t>(rows));
-  std::vector<float> row(static_cast<size_t>(cols));
-  for (int64_t r = 0; r < rows; ++r) {
-    dequantize_row(t.type, blocks.data() + static_cast<size_t>(r) * row_bytes, cols, row.data());
-    const size_t bad = first_non_finite(StoredType::kF32, row.data(), row.size());
-    if (bad < row.size()) {
-      throw Error(f.origin() + ": tensor \"" + t.name + "\" (" + ggml_type_info(t.type).name + ") decodes to " +
-                  (std::isnan(row[bad]) ? "NaN"
-                   : row[bad] > 0       ? "+inf"
-                                        : "-inf") +
-                  " at row " + std::to_string(r) + ", column " + std::to_string(bad) + " (expected finite weights)");
-    }
-  }
-  return WeightMatrix::from_blocks(stored_type_of(t.type), rows, cols, std::move(blocks));
-}
-
 // A matrix tensor at its stored type, rows restored where the converter permuted them.
 WeightMatrix read_matrix(const GgufFile& f, const GgufTensor& t, int permuted_heads) {
   const int64_t cols = t.dims[0], rows = t.dims[1];
   const size_t row_bytes = static_cast<size_t>(t.n_bytes / static_cast<uint64_t>(rows));
   const std::optional<StoredType> ft = float_type(t.type);
   if (!ft) {
+    // A quantized matrix keeps the tensor's blocks: the one place they enter the model.
     std::vector<uint8_t> blocks(static_cast<size_t>(t.n_bytes));
     f.read_raw(t, blocks.data());
     if (permuted_heads > 0) unpermute_head_rows(blocks.data(), rows, row_bytes, permuted_heads);
-    return quantized_matrix(f, t, std::move(blocks));
+    const StoredType st = stored_type_of(t.type);
+    check_finite(st, blocks.data(), static_cast<size_t>(rows * cols), f.origin(), t.name, {rows, cols});
+    return WeightMatrix::from_blocks(st, rows, cols, std::move(blocks));
   }
   WeightMatrix m;
   m.type = *ft;
