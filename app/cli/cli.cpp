@@ -28,7 +28,7 @@ namespace {
 void add_window_flags(CLI::App& app, GuiOptions& gui) {
   app.add_option("--model", gui.model_dir,
                  "Model folder: GPT-2 (config.json, model.safetensors, vocab.json, merges.txt) or Llama/Mistral/Qwen2 "
-                 "(config.json, model.safetensors or shards, tokenizer.json)")
+                 "(config.json, model.safetensors or shards, tokenizer.json); or a GGUF file (gpt2, llama, qwen2)")
       ->check(non_empty("a model folder"));
   app.add_option("--prompt", gui.prompt, "Prompt to start with, UTF-8 (default: the first preset)")
       ->check(non_empty("some text to continue"));
@@ -70,7 +70,9 @@ void add_eval_command(CLI::App& app, EvalCommand& c) {
   c.cmd->add_option("--file", c.args.file, "UTF-8 text to score (documents separated by <|endoftext|>)")
       ->required()
       ->check(non_empty("a text file"));
-  c.cmd->add_option("--model", c.args.model, "Model folder, GPT-2 or Llama/Mistral/Qwen2 (default: the embedded model)")
+  c.cmd
+      ->add_option("--model", c.args.model,
+                   "Model folder (GPT-2 or Llama/Mistral/Qwen2) or GGUF file (default: the embedded model)")
       ->check(non_empty("a model folder"));
   c.cmd->add_flag("--json", c.args.json, "Print JSON");
   add_kv_flags(c.cmd, c.args.kv);
@@ -133,7 +135,7 @@ void add_render_view_flags(CLI::App* render, RenderCommand& c) {
 void add_render_command(CLI::App& app, RenderCommand& c) {
   RenderOptions& ro = c.opts;
   auto* render = c.cmd = app.add_subcommand("render", "Render the 3D view to PNG without a window");
-  render->add_option("--model", ro.model_dir, "Model folder (GPT-2, Llama, Mistral, Qwen2)")
+  render->add_option("--model", ro.model_dir, "Model folder (GPT-2, Llama, Mistral, Qwen2) or GGUF file")
       ->check(non_empty("a model folder"));
   render->add_option("--prompt", ro.prompt, "Prompt (UTF-8 text)")
       ->required()
@@ -301,7 +303,7 @@ std::shared_ptr<const Model> load_cli_model(const std::string& dir, int ctx, boo
 
 void check_window_context(const std::string& dir, int ctx) {
   const std::string d = resolve_model_dir(dir.empty() ? default_model_dir() : dir);
-  Config c = load_config((std::filesystem::path(d) / "config.json").string());
+  Config c = load_model_config(d);
   apply_context(c, ctx, d);
 }
 

@@ -200,7 +200,8 @@ void add_serve_command(CLI::App& app, ServeCommand& c) {
                 "FIFO is served as its lines arrive")
       ->required()
       ->check(non_empty("a requests file"));
-  s->add_option("--model", c.model, "Model folder (default: the embedded model)")->check(non_empty("a model folder"));
+  s->add_option("--model", c.model, "Model folder or GGUF file (default: the embedded model)")
+      ->check(non_empty("a model folder"));
   s->add_option("--ctx", c.ctx, kCtxHelp)->check(in_range(setting::kCtx));
   s->add_flag("--bf16-products", c.bf16_products, kBf16ProductsHelp);
   s->add_option("--pool-blocks", c.pool_blocks, "KV pool size in blocks")
