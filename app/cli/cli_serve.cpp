@@ -196,7 +196,8 @@ ServeOptions serve_options(const ServeCommand& c) {
 
 void add_serve_command(CLI::App& app, ServeCommand& c) {
   auto* s = c.cmd = app.add_subcommand("serve", "Serve many requests from one paged KV pool (continuous batching)");
-  s->add_option("--requests", c.requests, "JSON Lines: {\"id\", \"prompt\", \"max_new\", \"arrive\", sampling...}; - (standard input) or a "
+  s->add_option("--requests", c.requests,
+                "JSON Lines: {\"id\", \"prompt\", \"max_new\", \"arrive\", sampling...}; - (standard input) or a "
                 "FIFO is served as its lines arrive")
       ->required()
       ->check(non_empty("a requests file"));
