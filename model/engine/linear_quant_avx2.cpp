@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 #include "model/core/numeric.h"
 
@@ -285,30 +286,48 @@ void rows_direct(const QuantView& W, const float* X, int64_t n, int64_t ldx, con
   }
 }
 
+template <class T>
+void decode_row(const uint8_t* row, int64_t cols, float* out) {
+  for (int64_t j = 0; j < cols / T::kSize; ++j)
+    T::decode(row + j * T::kBytes, [&](int k, const W32& w) {
+      for (int c = 0; c < 4; ++c) _mm256_storeu_ps(out + j * T::kSize + k + 8 * c, w[c]);
+    });
+}
+
+// Calls f with the type's decoder as its argument's type (T{}).
+template <class F>
+void with_decoder(GgmlType type, F&& f) {
+  switch (type) {
+    case GgmlType::kQ8_0:
+      return f(Q8_0{});
+    case GgmlType::kQ4_0:
+      return f(QSym<false>{});
+    case GgmlType::kQ5_0:
+      return f(QSym<true>{});
+    case GgmlType::kQ4_1:
+      return f(QMin<false>{});
+    case GgmlType::kQ5_1:
+      return f(QMin<true>{});
+    case GgmlType::kQ4_K:
+      return f(QK45<false>{});
+    case GgmlType::kQ5_K:
+      return f(QK45<true>{});
+    case GgmlType::kQ6_K:
+      return f(Q6K{});
+    default:
+      throw std::logic_error("quantized kernels: not a quantized type");
+  }
+}
+
 }  // namespace
+
+void quant_decode_row(GgmlType type, const uint8_t* row, int64_t cols, float* out) {
+  with_decoder(type, [&](auto t) { decode_row<decltype(t)>(row, cols, out); });
+}
 
 void quant_rows_avx2(const QuantView& W, const float* X, int64_t n, int64_t ldx, const float* b, float* Y, int64_t ldy,
                      int64_t r0, int64_t r1) {
-  switch (W.type) {
-    case GgmlType::kQ8_0:
-      return rows_direct<Q8_0>(W, X, n, ldx, b, Y, ldy, r0, r1);
-    case GgmlType::kQ4_0:
-      return rows_direct<QSym<false>>(W, X, n, ldx, b, Y, ldy, r0, r1);
-    case GgmlType::kQ5_0:
-      return rows_direct<QSym<true>>(W, X, n, ldx, b, Y, ldy, r0, r1);
-    case GgmlType::kQ4_1:
-      return rows_direct<QMin<false>>(W, X, n, ldx, b, Y, ldy, r0, r1);
-    case GgmlType::kQ5_1:
-      return rows_direct<QMin<true>>(W, X, n, ldx, b, Y, ldy, r0, r1);
-    case GgmlType::kQ4_K:
-      return rows_direct<QK45<false>>(W, X, n, ldx, b, Y, ldy, r0, r1);
-    case GgmlType::kQ5_K:
-      return rows_direct<QK45<true>>(W, X, n, ldx, b, Y, ldy, r0, r1);
-    case GgmlType::kQ6_K:
-      return rows_direct<Q6K>(W, X, n, ldx, b, Y, ldy, r0, r1);
-    default:
-      return quant_rows_portable(W, X, n, ldx, b, Y, ldy, r0, r1);
-  }
+  with_decoder(W.type, [&](auto t) { rows_direct<decltype(t)>(W, X, n, ldx, b, Y, ldy, r0, r1); });
 }
 
 }  // namespace linear_detail
