@@ -39,10 +39,14 @@ struct Rng {
 WeightMatrix random_matrix(StoredType type, int64_t rows, int64_t cols, Rng& rng) {
   const size_t n = static_cast<size_t>(rows * cols);
   if (type == StoredType::kF16) {
-    std::vector<float> v(n);
-    for (float& x : v) x = static_cast<float>(static_cast<int64_t>(rng.next() % 2001) - 1000) * 1e-4f;
-    WeightMatrix m = WeightMatrix::from_f32(v.data(), rows, cols, type);
-    m.keep_for_products(false);
+    WeightMatrix m;
+    m.type = type;
+    m.rows = rows;
+    m.cols = cols;
+    m.half.resize(n);
+    for (uint16_t& h : m.half)
+      h = f32_to_f16(static_cast<float>(static_cast<int64_t>(rng.next() % 2001) - 1000) * 1e-4f);
+    m.keep_for_products(false);  // as the loaders keep it: panels where AVX-512 is built
     return m;
   }
   const GgmlTypeInfo& info = ggml_type_info(type);

@@ -8,6 +8,12 @@
 #if defined(__AVX2__) && defined(__FMA__)
 
 #include <immintrin.h>
+// GCC 12 reports its own _mm512_undefined_ps() inside inlined AVX-512
+// intrinsics (_mm512_reduce_add_ps) as uninitialized (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include <algorithm>
 #include <cstring>
