@@ -27,7 +27,9 @@ namespace {
 namespace fs = std::filesystem;
 using testutil::json;
 
-std::string tool(const std::string& name) { return std::string(KVSCOPE_SOURCE_DIR) + "/tools/" + name; }
+std::string tool(const std::string& name) {
+  return std::string(KVSCOPE_SOURCE_DIR) + "/tools/" + name;
+}
 
 // numpy_quantize_check.py's checkpoints, generated once per version of the scripts it imports.
 const std::string& checkpoints() {
@@ -90,7 +92,9 @@ struct Case {
   const char* checkpoint;
   const char* type;
 };
-std::ostream& operator<<(std::ostream& o, const Case& c) { return o << c.checkpoint << "." << c.type; }
+std::ostream& operator<<(std::ostream& o, const Case& c) {
+  return o << c.checkpoint << "." << c.type;
+}
 
 class Quantize : public ::testing::TestWithParam<Case> {};
 
@@ -154,7 +158,8 @@ INSTANTIATE_TEST_SUITE_P(Checkpoints, Quantize, ::testing::ValuesIn(cases()),
 TEST(QuantizeTokenizer, RoundTripsToTheSameIds) {
   const json s = testutil::read_json(convert_suite() + "/suite.json");
   for (const json& t : s["tokenizers"]) {
-    const std::string pre = t["pre"], dir = fs::path(convert_suite() + "/" + t["json"].get<std::string>()).parent_path();
+    const std::string pre = t["pre"],
+                      dir = fs::path(convert_suite() + "/" + t["json"].get<std::string>()).parent_path();
     const Tokenizer hf = Tokenizer::load(dir);
     Model m;
     m.dir = dir;
@@ -205,12 +210,12 @@ TEST(QuantizeEmbedded, Q8_0SameIdsAndFirstTokens) {
 // Usage errors exit 2 naming the flag; nothing is written.
 TEST(QuantizeCli, RefusesBadTypeAndMissingFolder) {
   testutil::TempDir tmp("quantize-bad");
-  testutil::expect_refused({{"quantize --type q3_k --out " + testutil::shell_quote(tmp / "a.gguf"), {"--type", "q3_k", "q4_k"}},
-                            {"quantize --type q8_0 --out " + testutil::shell_quote(tmp / "no/such/a.gguf"),
-                             {"--out", "does not exist"}},
-                            {"quantize --type q8_0 --out " + testutil::shell_quote(tmp.path()), {"--out", "is a folder"}},
-                            {"quantize --out " + testutil::shell_quote(tmp / "a.gguf"), {"--type"}}},
-                           tmp);
+  testutil::expect_refused(
+      {{"quantize --type q3_k --out " + testutil::shell_quote(tmp / "a.gguf"), {"--type", "q3_k", "q4_k"}},
+       {"quantize --type q8_0 --out " + testutil::shell_quote(tmp / "no/such/a.gguf"), {"--out", "does not exist"}},
+       {"quantize --type q8_0 --out " + testutil::shell_quote(tmp.path()), {"--out", "is a folder"}},
+       {"quantize --out " + testutil::shell_quote(tmp / "a.gguf"), {"--type"}}},
+      tmp);
   EXPECT_FALSE(fs::exists(tmp / "a.gguf"));
 }
 

@@ -37,11 +37,12 @@ uint64_t decode_step_bytes(const GgufFile& f) {
   const bool tied = f.tensor("output.weight") == nullptr;
   uint64_t bytes = 0;
   for (const GgufTensor& t : f.tensors()) {
-    const uint64_t rows = t.dims.size() > 1 ? static_cast<uint64_t>(t.n_elements / t.dims[0]) : 1;
+    // rows of a matrix; an empty tensor (a dim of 0) counts no row
+    const uint64_t rows = t.dims.size() > 1 && t.dims[0] > 0 ? static_cast<uint64_t>(t.n_elements / t.dims[0]) : 1;
     if (t.dims.size() == 1 || t.name == "position_embd.weight") {
       bytes += 4 * static_cast<uint64_t>(t.dims.size() == 1 ? t.n_elements : t.dims[0]);
     } else if (t.name == "token_embd.weight") {
-      bytes += t.n_bytes / rows + (tied ? t.n_bytes : 0);
+      bytes += (rows ? t.n_bytes / rows : 0) + (tied ? t.n_bytes : 0);
     } else {
       bytes += t.n_bytes;
     }
@@ -64,8 +65,13 @@ json listing_json(const GgufFile& f) {
                        {"offset", t.offset},
                        {"bytes", t.n_bytes}});
   }
-  return {{"file", json_safe(f.origin())},  {"version", 3},     {"size", f.file_size()}, {"alignment", f.alignment()},
-          {"data_offset", f.data_offset()}, {"metadata", meta}, {"tensors", tensors},
+  return {{"file", json_safe(f.origin())},
+          {"version", 3},
+          {"size", f.file_size()},
+          {"alignment", f.alignment()},
+          {"data_offset", f.data_offset()},
+          {"metadata", meta},
+          {"tensors", tensors},
           {"decode_step_bytes", decode_step_bytes(f)}};
 }
 
@@ -95,9 +101,10 @@ void print_listing(const GgufFile& f) {
       if (name == t.name) info = &t;
     out_printf("type %-9s %d tensors: %s\n", name.c_str(), n, ggml_block_layout(*info).c_str());
   }
-  out_printf("per decode step %s of weights read (every layer matrix and the head once, one embedding row, the "
-             "norms and biases in f32; the KV cache not counted)\n",
-             format_bytes(static_cast<double>(decode_step_bytes(f))).c_str());
+  out_printf(
+      "per decode step %s of weights read (every layer matrix and the head once, one embedding row, the "
+      "norms and biases in f32; the KV cache not counted)\n",
+      format_bytes(static_cast<double>(decode_step_bytes(f))).c_str());
 }
 
 }  // namespace

@@ -64,9 +64,10 @@ void print_inspect(const Model& m) {
   out_printf("parameters     %" PRIu64 " (%s stored %s, %s resident)\n", m.n_params,
              format_bytes(static_cast<double>(m.file_bytes)).c_str(), m.stored_dtype.c_str(),
              format_bytes(static_cast<double>(m.weight_bytes())).c_str());
-  out_printf("per step       %s of weights read by a decode step (every layer matrix and the head once, one "
-             "embedding row, the norms and biases; the KV cache not counted)\n",
-             format_bytes(static_cast<double>(forward_read_bytes(m, 0))).c_str());
+  out_printf(
+      "per step       %s of weights read by a decode step (every layer matrix and the head once, one "
+      "embedding row, the norms and biases; the KV cache not counted)\n",
+      format_bytes(static_cast<double>(forward_read_bytes(m, 0))).c_str());
   if (c.n_positions < c.max_position_embeddings) {
     out_printf("context        %d positions (the model allows %d; --ctx N reserves for N)\n", c.n_positions,
                c.max_position_embeddings);

@@ -24,9 +24,10 @@ constexpr const char* kQuantizeTypes = "f16, bf16, q8_0, q4_0, q4_k or q6_k";
 
 GgmlType parse_quantize_type(const std::string& name) {
   std::string up = name;
-  std::transform(up.begin(), up.end(), up.begin(), [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
-  for (GgmlType t : {GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K,
-                     GgmlType::kQ6_K})
+  std::transform(up.begin(), up.end(), up.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+  for (GgmlType t :
+       {GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K})
     if (up == ggml_type_info(t).name) return t;
   throw UsageError("--type: found \"" + name + "\", expected " + kQuantizeTypes);
 }
@@ -38,7 +39,8 @@ void check_out_folder(const std::string& out) {
   const fs::path parent = fs::path(out).parent_path();
   if (!parent.empty() && !fs::is_directory(parent, ec))
     throw UsageError("--out: folder \"" + parent.string() + "\" does not exist (expected an existing folder)");
-  if (fs::is_directory(fs::path(out), ec)) throw UsageError("--out: \"" + out + "\" is a folder (expected a file name)");
+  if (fs::is_directory(fs::path(out), ec))
+    throw UsageError("--out: \"" + out + "\" is a folder (expected a file name)");
 }
 
 struct TypeTotal {
@@ -54,8 +56,9 @@ void add_quantize_command(CLI::App& app, QuantizeCommand& c) {
   c.cmd->add_option("--model", c.model, "Model folder, Hugging Face id or GGUF file (default: the embedded model)")
       ->check(non_empty("a model folder"));
   c.cmd->add_option("--type", c.type, std::string("Tensor type of the matrices: ") + kQuantizeTypes)->required();
-  c.cmd->add_option("--out", c.out, "The GGUF file to write (its folder must exist)")->required()->check(
-      non_empty("a file name"));
+  c.cmd->add_option("--out", c.out, "The GGUF file to write (its folder must exist)")
+      ->required()
+      ->check(non_empty("a file name"));
   c.cmd->add_flag("--json", c.json, "Print one JSON record of what was written");
 }
 
@@ -81,16 +84,17 @@ int run_quantize_command(const QuantizeCommand& c) {
     nlohmann::json types = nlohmann::json::object();
     for (const auto& [name, x] : per_type)
       types[name] = {{"tensors", x.tensors}, {"weights", x.weights}, {"bytes", x.bytes}, {"fallback", x.fallback}};
-    out_line(nlohmann::json{{"model", m->name},
-                            {"out", c.out},
-                            {"type", ggml_type_info(type).name},
-                            {"file_bytes", g.bytes.size()},
-                            {"tensors", all.tensors},
-                            {"weights", all.weights},
-                            {"tensor_bytes", all.bytes},
-                            {"bits_per_weight", bpw},
-                            {"types", types}}
-                 .dump());
+    out_line(nlohmann::json{
+        {"model", m->name},
+        {"out", c.out},
+        {"type", ggml_type_info(type).name},
+        {"file_bytes", g.bytes.size()},
+        {"tensors", all.tensors},
+        {"weights", all.weights},
+        {"tensor_bytes", all.bytes},
+        {"bits_per_weight", bpw},
+        {"types",
+         types}}.dump());
     return 0;
   }
   out_printf("wrote %s: %s at %s, %d tensors, %" PRIu64 " weights in %s (%.3f bits per weight), file %s\n",
@@ -100,7 +104,10 @@ int run_quantize_command(const QuantizeCommand& c) {
   for (const auto& [name, x] : per_type) {
     out_printf("  %-5s %3d tensors %12" PRIu64 " weights %12" PRIu64 " bytes  %s%s\n", name.c_str(), x.tensors,
                x.weights, x.bytes, ggml_block_layout(ggml_type_info(x.type)).c_str(),
-               x.fallback ? (" (" + std::to_string(x.fallback) + " as the fallback: rows not a multiple of the asked type's block)").c_str() : "");
+               x.fallback ? (" (" + std::to_string(x.fallback) +
+                             " as the fallback: rows not a multiple of the asked type's block)")
+                                .c_str()
+                          : "");
   }
   return 0;
 }

@@ -13,7 +13,9 @@
 namespace kvscope {
 namespace {
 
-bool k_quant(GgmlType t) { return t == GgmlType::kQ4_K || t == GgmlType::kQ5_K || t == GgmlType::kQ6_K; }
+bool k_quant(GgmlType t) {
+  return t == GgmlType::kQ4_K || t == GgmlType::kQ5_K || t == GgmlType::kQ6_K;
+}
 
 std::string gguf_arch(const Config& c) {
   if (c.arch == Arch::kGpt2) return "gpt2";
@@ -171,14 +173,22 @@ GgmlType export_type(GgmlType asked, int64_t row_length) {
 
 uint32_t gguf_file_type(GgmlType type) {
   switch (type) {
-    case GgmlType::kF32: return 0;
-    case GgmlType::kF16: return 1;
-    case GgmlType::kQ4_0: return 2;
-    case GgmlType::kQ8_0: return 7;
-    case GgmlType::kQ4_K: return 14;
-    case GgmlType::kQ6_K: return 18;
-    case GgmlType::kBF16: return 32;
-    default: throw Error(std::string("no llama.cpp file type for ") + ggml_type_info(type).name);
+    case GgmlType::kF32:
+      return 0;
+    case GgmlType::kF16:
+      return 1;
+    case GgmlType::kQ4_0:
+      return 2;
+    case GgmlType::kQ8_0:
+      return 7;
+    case GgmlType::kQ4_K:
+      return 14;
+    case GgmlType::kQ6_K:
+      return 18;
+    case GgmlType::kBF16:
+      return 32;
+    default:
+      throw Error(std::string("no llama.cpp file type for ") + ggml_type_info(type).name);
   }
 }
 

@@ -35,7 +35,8 @@ struct Vocab {
   std::vector<std::string> tokens;
   std::vector<int32_t> types;
   void set(const std::string& path, int64_t id, const std::string& text, int32_t type) {
-    if (id < 0 || id > (1 << 24)) throw Error(path + ": token id " + std::to_string(id) + " of \"" + text + "\" out of range");
+    if (id < 0 || id > (1 << 24))
+      throw Error(path + ": token id " + std::to_string(id) + " of \"" + text + "\" out of range");
     for (size_t i = tokens.size(); i <= static_cast<size_t>(id); ++i) {
       tokens.push_back("[PAD" + std::to_string(i) + "]");
       types.push_back(kUnused);
@@ -72,8 +73,9 @@ std::string split_regex(const json& p) {
 std::string pre_name(const json& tj, const std::string& path) {
   const json pre = tj.value("pre_tokenizer", json());
   const json steps = pre.is_object() && pre.value("type", "") == "Sequence" ? pre.value("pretokenizers", json::array())
-                                                                               : json::array({pre});
-  const bool nfc = tj.contains("normalizer") && tj["normalizer"].is_object() && tj["normalizer"].value("type", "") == "NFC";
+                                                                            : json::array({pre});
+  const bool nfc =
+      tj.contains("normalizer") && tj["normalizer"].is_object() && tj["normalizer"].value("type", "") == "NFC";
   if (steps.size() == 1 && byte_level_regex(steps[0], true)) return "gpt-2";
   if (steps.size() == 2 && steps[0].is_object() && steps[0].value("type", "") == "Digits" &&
       steps[0].value("individual_digits", false) && byte_level_regex(steps[1], true))
@@ -111,8 +113,8 @@ bool adds_bos(const json& tj) {
 }
 
 bool is_byte_piece(const std::string& t) {
-  return t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' && std::isxdigit(static_cast<unsigned char>(t[3])) &&
-         std::isxdigit(static_cast<unsigned char>(t[4]));
+  return t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' &&
+         std::isxdigit(static_cast<unsigned char>(t[3])) && std::isxdigit(static_cast<unsigned char>(t[4]));
 }
 
 // SentencePiece-style BPE: GGUF keeps scores, from which the loader derives
@@ -141,7 +143,8 @@ void from_tokenizer_json(const Model& m, const std::string& path, GgufWriter& w)
     throw Error(path + ": \"model.type\" is \"" + model.value("type", "") + "\" (expected BPE)");
   const bool spm = model.value("byte_fallback", false);
   Vocab v;
-  const std::string unk = model.contains("unk_token") && model["unk_token"].is_string() ? model["unk_token"].get<std::string>() : "";
+  const std::string unk =
+      model.contains("unk_token") && model["unk_token"].is_string() ? model["unk_token"].get<std::string>() : "";
   const json vocab = model.value("vocab", json::object());  // kept: items() refers into it
   for (const auto& [text, id] : vocab.items()) {
     const int32_t type = spm && text == unk ? kUnknown : spm && is_byte_piece(text) ? kByte : kNormal;
@@ -222,8 +225,10 @@ void tokenizer_export(const Model& m, GgufWriter& w) {
   } else {
     from_vocab_merges(m, m.dir, w);
   }
-  if (m.config.bos_token_id >= 0) w.add_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(m.config.bos_token_id));
-  if (m.config.eos_token_id >= 0) w.add_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(m.config.eos_token_id));
+  if (m.config.bos_token_id >= 0)
+    w.add_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(m.config.bos_token_id));
+  if (m.config.eos_token_id >= 0)
+    w.add_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(m.config.eos_token_id));
   if (has_chat_template(m.dir)) w.add_string("tokenizer.chat_template", load_chat_template(m.dir, std::nullopt).source);
 }
 

@@ -57,7 +57,9 @@ void put_value(std::string& out, const GgufValue& v) {
   }
 }
 
-uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+uint64_t align_up(uint64_t n, uint64_t a) {
+  return (n + a - 1) / a * a;
+}
 
 }  // namespace
 
@@ -80,8 +82,12 @@ void GgufWriter::add_string(const std::string& key, const std::string& v) {
   g.string_ends = {v.size()};
   add(key, std::move(g));
 }
-void GgufWriter::add_u32(const std::string& key, uint32_t v) { add(key, scalar(GgufValueType::kU32, v)); }
-void GgufWriter::add_f32(const std::string& key, float v) { add(key, scalar(GgufValueType::kF32, v)); }
+void GgufWriter::add_u32(const std::string& key, uint32_t v) {
+  add(key, scalar(GgufValueType::kU32, v));
+}
+void GgufWriter::add_f32(const std::string& key, float v) {
+  add(key, scalar(GgufValueType::kF32, v));
+}
 void GgufWriter::add_bool(const std::string& key, bool v) {
   add(key, scalar<uint8_t>(GgufValueType::kBool, v ? 1 : 0));
 }
