@@ -8,6 +8,8 @@
 // stores. Tokenizers round-trip to the same ids.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -207,6 +209,54 @@ TEST(QuantizeEmbedded, Q8_0SameIdsAndFirstTokens) {
   }
 }
 
+// llama_tensor_get_type's fallback (llama.cpp src/llama-quant.cpp): a
+// K-quant needs rows of a multiple of 256 (Q4_K -> Q5_0, Q6_K -> Q8_0), and
+// a row that fits no 32-weight block either is written F16.
+TEST(QuantizeTypes, FallbackAsLlamaQuantize) {
+  EXPECT_EQ(export_type(GgmlType::kQ4_K, 512), GgmlType::kQ4_K);
+  EXPECT_EQ(export_type(GgmlType::kQ4_K, 160), GgmlType::kQ5_0);
+  EXPECT_EQ(export_type(GgmlType::kQ6_K, 640), GgmlType::kQ8_0);
+  EXPECT_EQ(export_type(GgmlType::kQ6_K, 48), GgmlType::kF16);
+  EXPECT_EQ(export_type(GgmlType::kQ4_K, 48), GgmlType::kF16);
+  EXPECT_EQ(export_type(GgmlType::kQ8_0, 48), GgmlType::kF16);
+  EXPECT_EQ(export_type(GgmlType::kQ4_0, 96), GgmlType::kQ4_0);
+  EXPECT_EQ(export_type(GgmlType::kBF16, 7), GgmlType::kBF16);
+}
+
+// A GGUF quantized again at its own type: every tensor's bytes and the
+// tokenizer's metadata as they were (blocks copied, keys copied).
+TEST(QuantizeGguf, SameTypeCopiesBlocksAndTokenizer) {
+  testutil::TempDir tmp("quantize-again");
+  std::string text;
+  const std::string src = checkpoints() + "/llama";
+  ASSERT_EQ(testutil::run_kvscope("quantize --model " + testutil::shell_quote(src) + " --type q8_0 --out " +
+                                      testutil::shell_quote(tmp / "a.gguf"),
+                                  text, tmp),
+            0)
+      << text;
+  ASSERT_EQ(testutil::run_kvscope("quantize --model " + testutil::shell_quote(tmp / "a.gguf") + " --type q8_0 --out " +
+                                      testutil::shell_quote(tmp / "b.gguf"),
+                                  text, tmp),
+            0)
+      << text;
+  const GgufFile a = GgufFile::open(tmp / "a.gguf"), b = GgufFile::open(tmp / "b.gguf");
+  ASSERT_EQ(a.tensors().size(), b.tensors().size());
+  for (const GgufTensor& t : a.tensors()) {
+    const GgufTensor* u = b.tensor(t.name);
+    ASSERT_NE(u, nullptr) << t.name;
+    EXPECT_EQ(u->type, t.type) << t.name;
+    std::vector<uint8_t> x(t.n_bytes), y(u->n_bytes);
+    a.read_raw(t, x.data());
+    b.read_raw(*u, y.data());
+    EXPECT_EQ(x, y) << t.name;
+  }
+  for (const auto& [key, v] : a.metadata()) {
+    if (key.rfind("tokenizer.", 0) != 0) continue;
+    ASSERT_NE(b.find(key), nullptr) << key;
+    EXPECT_EQ(b.find(key)->bytes, v.bytes) << key;
+  }
+}
+
 // Usage errors exit 2 naming the flag; nothing is written.
 TEST(QuantizeCli, RefusesBadTypeAndMissingFolder) {
   testutil::TempDir tmp("quantize-bad");
@@ -217,6 +267,10 @@ TEST(QuantizeCli, RefusesBadTypeAndMissingFolder) {
        {"quantize --out " + testutil::shell_quote(tmp / "a.gguf"), {"--type"}}},
       tmp);
   EXPECT_FALSE(fs::exists(tmp / "a.gguf"));
+  // A destination kvscope must not replace (a FIFO): a runtime error, exit 1, naming it.
+  ASSERT_EQ(mkfifo((tmp / "fifo.gguf").c_str(), 0600), 0);
+  testutil::expect_refused({{"quantize --type q8_0 --out " + testutil::shell_quote(tmp / "fifo.gguf"), {"fifo.gguf"}}},
+                           tmp, 1);
 }
 
 }  // namespace
