@@ -94,7 +94,7 @@ int run_quantize_command(const QuantizeCommand& c) {
         {"tensor_bytes", all.bytes},
         {"bits_per_weight", bpw},
         {"types",
-         types}}.dump());
+         types}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));  // a path's odd bytes as U+FFFD
     return 0;
   }
   out_printf("wrote %s: %s at %s, %d tensors, %" PRIu64 " weights in %s (%.3f bits per weight), file %s\n",
