@@ -132,6 +132,9 @@ TEST_P(Quantize, FileAsLlamaCppWritesItAndLogitsAsNumpy) {
   const std::vector<int> prompt = ref["prompt"];
   const int steps = ref["n_steps"];
   const Greedy a = run(*g, prompt, steps);
+  // inspect's bytes per decode step, from the file's tensor list, are the engine's for the loaded model.
+  ASSERT_EQ(testutil::run_kvscope("inspect --json --model " + testutil::shell_quote(out), text, tmp), 0) << text;
+  EXPECT_EQ(json::parse(text)["decode_step_bytes"].get<uint64_t>(), forward_read_bytes(*g, 0));
   for (int i = 0; i <= steps; ++i)
     EXPECT_LE(max_abs_diff(a.logits[static_cast<size_t>(i)], ref["logits"][static_cast<size_t>(i)]), 1e-4)
         << "step " << i;
@@ -159,7 +162,9 @@ INSTANTIATE_TEST_SUITE_P(Checkpoints, Quantize, ::testing::ValuesIn(cases()),
 // pre-tokenizers and a SentencePiece-style vocabulary (scores from merges).
 TEST(QuantizeTokenizer, RoundTripsToTheSameIds) {
   const json s = testutil::read_json(convert_suite() + "/suite.json");
+  int sentencepiece = 0;
   for (const json& t : s["tokenizers"]) {
+    sentencepiece += t["pre"].get<std::string>().find("SentencePiece") != std::string::npos;
     const std::string pre = t["pre"],
                       dir = fs::path(convert_suite() + "/" + t["json"].get<std::string>()).parent_path();
     const Tokenizer hf = Tokenizer::load(dir);
@@ -181,6 +186,7 @@ TEST(QuantizeTokenizer, RoundTripsToTheSameIds) {
       EXPECT_EQ(g.decode_text(ids), hf.decode_text(ids)) << pre << ": " << x;
     }
   }
+  EXPECT_EQ(sentencepiece, 1);  // and the four byte-level ones
 }
 
 // The embedded model (GPT-2's vocab.json + merges.txt) through a q8_0 file:
