@@ -263,6 +263,23 @@ TEST(QuantizeGguf, SameTypeCopiesBlocksAndTokenizer) {
   }
 }
 
+// general.name is the model's folder name, or NAME for a Hugging Face cache
+// snapshot (models--ORG--NAME/snapshots/HASH).
+TEST(QuantizeGguf, GeneralNameOfACacheSnapshot) {
+  testutil::TempDir tmp("quantize-name");
+  const std::string snap = tmp / "hub/models--acme--tiny-gpt/snapshots/0123abcd";
+  fs::create_directories(snap);
+  for (const auto& e : fs::directory_iterator(checkpoints() + "/gpt2"))
+    fs::copy_file(e.path(), snap + "/" + e.path().filename().string());
+  std::string text;
+  ASSERT_EQ(testutil::run_kvscope("quantize --model " + testutil::shell_quote(snap) + " --type f16 --out " +
+                                      testutil::shell_quote(tmp / "a.gguf"),
+                                  text, tmp),
+            0)
+      << text;
+  EXPECT_EQ(GgufFile::open(tmp / "a.gguf").meta_string("general.name"), "tiny-gpt");
+}
+
 // Usage errors exit 2 naming the flag; nothing is written.
 TEST(QuantizeCli, RefusesBadTypeAndMissingFolder) {
   testutil::TempDir tmp("quantize-bad");

@@ -5,6 +5,7 @@
 #include "model/arch/gguf_export.h"
 
 #include <cstring>
+#include <filesystem>
 
 #include "model/arch/gguf_quantize.h"
 #include "model/arch/gguf_write.h"
@@ -130,6 +131,17 @@ void llama_tensors(const Config& c, const LlamaWeights& w, TensorOut& t) {
   if (!w.lm_head.empty()) t.matrix("output.weight", w.lm_head);
 }
 
+// general.name: the model's name, or for a Hugging Face cache snapshot
+// (.../models--ORG--NAME/snapshots/HASH, whose folder name is the hash) NAME.
+std::string general_name(const Model& m) {
+  std::filesystem::path p = std::filesystem::path(m.dir).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  const std::string repo = p.parent_path().parent_path().filename().string();
+  if (p.parent_path().filename() != "snapshots" || repo.rfind("models--", 0) != 0) return m.name;
+  const size_t sep = repo.rfind("--");
+  return sep >= 8 ? repo.substr(sep + 2) : m.name;
+}
+
 // The inverse of gguf_config.cpp's tables.
 void hparams(const Model& m, const std::string& arch, GgufWriter& w) {
   const Config& c = m.config;
@@ -197,7 +209,7 @@ GgufExport export_gguf(const Model& m, GgmlType type) {
   GgufWriter w(32);
   const std::string arch = gguf_arch(m.config);
   w.add_string("general.architecture", arch);
-  w.add_string("general.name", m.name);
+  w.add_string("general.name", general_name(m));
   w.add_u32("general.file_type", gguf_file_type(type));
   w.add_u32("general.quantization_version", 2);
   hparams(m, arch, w);
