@@ -8,6 +8,7 @@
 
 #include "model/arch/gguf_export.h"
 #include "model/arch/gguf_model.h"
+#include "model/arch/gguf_tokenizer.h"
 #include "model/arch/gguf_write.h"
 #include "model/chat/chat_template.h"
 #include "model/core/error.h"
@@ -21,14 +22,6 @@ using nlohmann::json;
 
 // llama.cpp's token types.
 enum : int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
-
-// The Split regexes of Llama-3's and Qwen2's tokenizer.json (gguf_tokenizer.cpp reads the same).
-constexpr const char* kLlama3Regex =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
-    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-constexpr const char* kQwen2Regex =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
-    "\\s+(?!\\S)|\\s+";
 
 // Tokens by id, "[PADn]" (UNUSED) where no entry has the id, as the converter pads.
 struct Vocab {
@@ -81,8 +74,8 @@ std::string pre_name(const json& tj, const std::string& path) {
       steps[0].value("individual_digits", false) && byte_level_regex(steps[1], true))
     return "smollm";
   if (steps.size() == 2 && byte_level_regex(steps[1], false)) {
-    if (split_regex(steps[0]) == kQwen2Regex && nfc) return "qwen2";
-    if (split_regex(steps[0]) == kLlama3Regex) return "llama-bpe";
+    if (split_regex(steps[0]) == kQwen2SplitRegex && nfc) return "qwen2";
+    if (split_regex(steps[0]) == kLlama3SplitRegex) return "llama-bpe";
   }
   throw Error(path + ": \"pre_tokenizer\" " + pre.dump().substr(0, 200) +
               " has no tokenizer.ggml.pre name kvscope knows (expected the rules of gpt-2, smollm, qwen2 or "
