@@ -34,6 +34,9 @@ set(KVSCOPE_MODEL_SRC
   model/arch/gguf_tokenizer.cpp
   model/arch/gguf_types.cpp
   model/arch/gguf_quantize.cpp
+  model/arch/gguf_write.cpp
+  model/arch/gguf_export.cpp
+  model/arch/gguf_export_tokenizer.cpp
   model/arch/gguf_value.cpp
   model/arch/gguf_weights.cpp
   model/engine/engine.cpp
@@ -116,6 +119,7 @@ set(KVSCOPE_CLI_SRC
   app/cli/cli_gguf.cpp
   app/cli/cli_inspect.cpp
   app/cli/cli_chat.cpp
+  app/cli/cli_quantize.cpp
   app/cli/cli_out.cpp
   app/cli/cli_serve.cpp
   app/cli/line_stream.cpp

@@ -45,6 +45,8 @@ runs=(
   "inspect"
   "inspect --json"
   "tokenize --text ab"
+  "quantize --type q8_0 --out $tmp/m.gguf"
+  "quantize --type q4_0 --out $tmp/m.gguf --json"
   "eval --file $tmp/text.txt"
   "eval --file $tmp/text.txt --json"
   "serve --requests $tmp/reqs.jsonl --kv-block 4"

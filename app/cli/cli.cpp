@@ -227,6 +227,7 @@ struct Commands {
   ServeCommand serve;
   ChatTemplateCommand chat_template;
   ChatCommand chat;
+  QuantizeCommand quantize;
 };
 
 int run_parsed(Commands& c, const AppHooks& hooks) {
@@ -246,6 +247,7 @@ int run_parsed(Commands& c, const AppHooks& hooks) {
   if (*c.serve.cmd) return run_serve_command(c.serve);
   if (*c.chat_template.cmd) return run_chat_template_command(c.chat_template);
   if (*c.chat.cmd) return run_chat_command(c.chat);
+  if (*c.quantize.cmd) return run_quantize_command(c.quantize);
   return run_window(c.gui, hooks);
 }
 
@@ -337,6 +339,7 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   add_serve_command(app, c.serve);
   add_chat_template_command(app, c.chat_template);
   add_chat_command(app, c.chat);
+  add_quantize_command(app, c.quantize);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -82,6 +82,15 @@ struct InspectCommand {
 void add_inspect_command(CLI::App& app, InspectCommand& c);
 int run_inspect_command(const InspectCommand& c);
 
+// `quantize`: the model written as a GGUF file at one tensor type (cli_quantize.cpp).
+struct QuantizeCommand {
+  CLI::App* cmd = nullptr;
+  std::string model, type, out;
+  bool json = false;
+};
+void add_quantize_command(CLI::App& app, QuantizeCommand& c);
+int run_quantize_command(const QuantizeCommand& c);
+
 // `bench`: prefill and decode speed in both modes at several lengths.
 struct BenchCommand {
   CLI::App* cmd = nullptr;

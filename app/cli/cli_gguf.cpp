@@ -27,6 +27,29 @@ std::string json_safe(const std::string& s) {
   return q.substr(1, q.size() - 2);
 }
 
+// Bytes of weights one decode step reads, as the engine reads them
+// (forward_read_bytes): every 2-D tensor the products use once (the layers'
+// matrices and the head: output.weight, or token_embd when there is none),
+// one row of token_embd as stored, GPT-2's position row and every 1-D tensor
+// (norms, biases) in f32, the form the loader keeps them in. The KV cache's
+// reads are not counted.
+uint64_t decode_step_bytes(const GgufFile& f) {
+  const bool tied = f.tensor("output.weight") == nullptr;
+  uint64_t bytes = 0;
+  for (const GgufTensor& t : f.tensors()) {
+    // rows of a matrix; an empty tensor (a dim of 0) counts no row
+    const uint64_t rows = t.dims.size() > 1 && t.dims[0] > 0 ? static_cast<uint64_t>(t.n_elements / t.dims[0]) : 1;
+    if (t.dims.size() == 1 || t.name == "position_embd.weight") {
+      bytes += 4 * static_cast<uint64_t>(t.dims.size() == 1 ? t.n_elements : t.dims[0]);
+    } else if (t.name == "token_embd.weight") {
+      bytes += (rows ? t.n_bytes / rows : 0) + (tied ? t.n_bytes : 0);
+    } else {
+      bytes += t.n_bytes;
+    }
+  }
+  return bytes;
+}
+
 json listing_json(const GgufFile& f) {
   json meta = json::object();
   for (const auto& [key, v] : f.metadata()) meta[json_safe(key)] = v.summary();
@@ -42,8 +65,14 @@ json listing_json(const GgufFile& f) {
                        {"offset", t.offset},
                        {"bytes", t.n_bytes}});
   }
-  return {{"file", json_safe(f.origin())},  {"version", 3},     {"size", f.file_size()}, {"alignment", f.alignment()},
-          {"data_offset", f.data_offset()}, {"metadata", meta}, {"tensors", tensors}};
+  return {{"file", json_safe(f.origin())},
+          {"version", 3},
+          {"size", f.file_size()},
+          {"alignment", f.alignment()},
+          {"data_offset", f.data_offset()},
+          {"metadata", meta},
+          {"tensors", tensors},
+          {"decode_step_bytes", decode_step_bytes(f)}};
 }
 
 void print_listing(const GgufFile& f) {
@@ -72,6 +101,10 @@ void print_listing(const GgufFile& f) {
       if (name == t.name) info = &t;
     out_printf("type %-9s %d tensors: %s\n", name.c_str(), n, ggml_block_layout(*info).c_str());
   }
+  out_printf(
+      "per decode step %s of weights read (every layer matrix and the head once, one embedding row, the "
+      "norms and biases in f32; the KV cache not counted)\n",
+      format_bytes(static_cast<double>(decode_step_bytes(f))).c_str());
 }
 
 }  // namespace

@@ -41,6 +41,7 @@ json inspect_json(const Model& m) {
           {"dtype", m.stored_dtype},
           {"weight_bytes", m.weight_bytes()},
           {"stored_bytes", m.file_bytes},
+          {"decode_step_bytes", forward_read_bytes(m, 0)},
           {"kv_bytes_per_token", kv_bytes_per_position(c)},
           {"kv_bytes_full_context", kv_bytes_per_position(c) * static_cast<uint64_t>(T)},
           {"decode_flops", {{"kv_cache", {{"T1", kv1}, {"Tmax", kvT}}}, {"no_cache", {{"T1", nc1}, {"Tmax", ncT}}}}},
@@ -63,6 +64,10 @@ void print_inspect(const Model& m) {
   out_printf("parameters     %" PRIu64 " (%s stored %s, %s resident)\n", m.n_params,
              format_bytes(static_cast<double>(m.file_bytes)).c_str(), m.stored_dtype.c_str(),
              format_bytes(static_cast<double>(m.weight_bytes())).c_str());
+  out_printf(
+      "per step       %s of weights read by a decode step (every layer matrix and the head once, one "
+      "embedding row, the norms and biases; the KV cache not counted)\n",
+      format_bytes(static_cast<double>(forward_read_bytes(m, 0))).c_str());
   if (c.n_positions < c.max_position_embeddings) {
     out_printf("context        %d positions (the model allows %d; --ctx N reserves for N)\n", c.n_positions,
                c.max_position_embeddings);

@@ -21,17 +21,7 @@ namespace {
 
 using nlohmann::json;
 
-// llama.cpp's token types (tokenizer.ggml.token_type, one i32 per token).
-enum TokenType : int64_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
-
-// Llama-3's and Qwen2's Split regexes, as their tokenizer.json files write them.
-constexpr const char* kLlama3Regex =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
-    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
-    "\\s+(?!\\S)|\\s+";
-constexpr const char* kQwen2Regex =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
-    "\\s+(?!\\S)|\\s+";
+using namespace gguf_token;  // NOLINT: the token types by their names
 
 json byte_level(bool use_regex) {
   return {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", use_regex}};
@@ -52,9 +42,9 @@ void add_pre_tokenizer(const GgufFile& f, const std::string& pre, json& j) {
                           {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}, byte_level(true)}}};
   } else if (pre == "qwen2") {
     j["normalizer"] = {{"type", "NFC"}};
-    j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {split(kQwen2Regex), byte_level(false)}}};
+    j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {split(kQwen2SplitRegex), byte_level(false)}}};
   } else if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") {
-    j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {split(kLlama3Regex), byte_level(false)}}};
+    j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {split(kLlama3SplitRegex), byte_level(false)}}};
     j["model"]["ignore_merges"] = true;
   } else {
     throw Error(f.origin() + ": metadata \"tokenizer.ggml.pre\": found " + gguf_quote(pre) +

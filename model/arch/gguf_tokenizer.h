@@ -3,12 +3,28 @@
 // of its bos / eos tokens).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "model/arch/gguf.h"
 #include "model/tokenizer/tokenizer.h"
 
 namespace kvscope {
+
+// llama.cpp's token types (tokenizer.ggml.token_type, one i32 per token).
+namespace gguf_token {
+enum : int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
+}
+
+// The Split regexes of Llama-3's and Qwen2's tokenizer.json files, as they
+// write them: what tokenizer.ggml.pre "llama-bpe" and "qwen2" stand for (read
+// by tokenizer_from_gguf, recognised when a tokenizer.json is written to GGUF).
+inline constexpr const char* kLlama3SplitRegex =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+inline constexpr const char* kQwen2SplitRegex =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+    "\\s+(?!\\S)|\\s+";
 
 // tokenizer.ggml.model "gpt2" (byte-level BPE): tokenizer.ggml.tokens (in
 // the vocab.json form), .merges ("a b" strings, rank order), .token_type
