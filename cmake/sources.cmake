@@ -126,3 +126,16 @@ set(KVSCOPE_SESSION_DATA_SRC
 
 # app/session/: the window's controller (state, worker, event intake, typed commands, demo).
 set(KVSCOPE_SESSION_SRC app/session/session.cpp app/session/session_serving.cpp app/session/session_start.cpp app/session/demo_script.cpp app/session/json_commands.cpp ${KVSCOPE_SESSION_DATA_SRC})
+
+# `kvscope watch` (desktop only: the page cannot open ZMQ sockets): the KV
+# events, prefix cache and metrics models (model/watch/, headless) and the
+# ZMQ / HTTP transport (app/watch/). app/cli/cli_watch.cpp joins kvscope_cli
+# in the desktop build only (CMakeLists.txt).
+set(KVSCOPE_WATCH_SRC
+  model/watch/kv_events.cpp
+  model/watch/metrics.cpp
+  model/watch/prefix_cache.cpp
+  model/watch/sequence.cpp
+  app/watch/http_get.cpp
+  app/watch/kv_subscriber.cpp)
+set(KVSCOPE_WATCH_CLI_SRC app/cli/cli_watch.cpp)

@@ -11,6 +11,7 @@
 #include "app/cli/cli_commands.h"
 #include "app/cli/cli_flags.h"
 #include "app/cli/cli_out.h"
+#include "app/cli/cli_watch.h"
 #include "app/platform/assets.h"
 #include "app/session/text_scale.h"
 #include "model/arch/hf_cache.h"
@@ -201,7 +202,20 @@ struct Commands {
   ServeCommand serve;
   ChatTemplateCommand chat_template;
   ChatCommand chat;
+  WatchCommand watch;
 };
+
+#ifndef KVSCOPE_WATCH
+// The browser's build (and the fuzz build) has no ZMQ or sockets: `watch`
+// is there only to say so.
+void add_watch_command(CLI::App& app, WatchCommand& c) {
+  c.cmd = app.add_subcommand("watch", "Attach to a running vLLM / SGLang / llama-server (desktop only)");
+  c.cmd->allow_extras();
+}
+int run_watch_command(const WatchCommand&) {
+  throw Error("watch is desktop-only: this kvscope was built without it (a browser cannot open ZMQ sockets)");
+}
+#endif
 
 int run_parsed(Commands& c, const AppHooks& hooks) {
   // Checked here, once, as a flag would be: the pools read it later, where a
@@ -219,6 +233,7 @@ int run_parsed(Commands& c, const AppHooks& hooks) {
   if (*c.serve.cmd) return run_serve_command(c.serve);
   if (*c.chat_template.cmd) return run_chat_template_command(c.chat_template);
   if (*c.chat.cmd) return run_chat_command(c.chat);
+  if (*c.watch.cmd) return run_watch_command(c.watch);
   return run_window(c.gui, hooks);
 }
 
@@ -310,6 +325,7 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   add_serve_command(app, c.serve);
   add_chat_template_command(app, c.chat_template);
   add_chat_command(app, c.chat);
+  add_watch_command(app, c.watch);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,576 @@
+// `kvscope watch`: a live view of a real server's KV block pool, headless.
+// --vllm: the KV events (model/watch/) rebuilt into the prefix cache, gaps
+// replayed, restarts noticed, /metrics scraped beside; --llama-server: its
+// /slots and /metrics scraped. One record per batch or scrape (text or JSON
+// Lines), a summary at the end. Every wait is bounded by --seconds, the
+// connect timeout or the replay timeout: a dead server is an error, not a hang.
+#include "app/cli/cli_watch.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+
+#include "app/cli/cli_flags.h"
+#include "app/cli/cli_out.h"
+#include "app/watch/http_get.h"
+#include "app/watch/kv_subscriber.h"
+#include "model/core/error.h"
+#include "model/watch/kv_events.h"
+#include "model/watch/metrics.h"
+#include "model/watch/prefix_cache.h"
+#include "model/watch/sequence.h"
+
+namespace kvscope {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// What neither server's events or metrics carry: said once at the attach.
+constexpr const char* kNotPublished =
+    "not published by the server: which request holds a block, partially filled blocks, attention";
+
+// tcp://HOST:PORT (or ipc://PATH) for ZMQ.
+void check_zmq_endpoint(const std::string& v, const char* flag, const char* example) {
+  if (v.rfind("ipc://", 0) == 0 && v.size() > 6) return;
+  const size_t colon = v.rfind(':');
+  bool ok = v.rfind("tcp://", 0) == 0 && colon != std::string::npos && colon > 6 && colon + 1 < v.size();
+  if (ok) {
+    const std::string port = v.substr(colon + 1);
+    ok = port.size() <= 5 && std::all_of(port.begin(), port.end(), ::isdigit) && std::stoi(port) >= 1 &&
+         std::stoi(port) <= 65535;
+  }
+  if (!ok)
+    throw UsageError(std::string(flag) + ": \"" + v + "\" is not tcp://HOST:PORT with a port in 1..65535 (e.g. " +
+                     example + ")");
+}
+
+void check_watch_args(const CLI::App& cmd, const WatchArgs& a) {
+  const bool vllm = !a.vllm.empty(), llama = !a.llama_server.empty();
+  if (vllm == llama)
+    throw UsageError(
+        "watch: give --vllm tcp://HOST:PORT (vLLM or SGLang KV events) or --llama-server "
+        "http://HOST:PORT, one of them");
+  if (vllm) check_zmq_endpoint(a.vllm, "--vllm", "tcp://127.0.0.1:5557");
+  if (!a.replay.empty()) check_zmq_endpoint(a.replay, "--replay", "tcp://127.0.0.1:5558");
+  if (!a.metrics.empty()) parse_http_url(a.metrics, "--metrics");
+  if (llama) parse_http_url(a.llama_server, "--llama-server");
+  for (const char* f : {"--replay", "--metrics", "--batches"})
+    if (llama && cmd.get_option(f)->count())
+      throw UsageError(std::string(f) +
+                       ": only with --vllm (llama-server publishes no KV events; its /metrics is "
+                       "read from --llama-server's URL)");
+  if (vllm && a.metrics.empty() && cmd.get_option("--scrapes")->count())
+    throw UsageError("--scrapes: with --vllm only together with --metrics URL (there is nothing else to scrape)");
+}
+
+// The optional numbers of a record: absent when the server did not say.
+void put(json& j, const char* key, const std::optional<double>& v) {
+  if (v && std::isfinite(*v)) j[key] = *v;
+}
+
+std::string pct(const std::optional<double>& num, const std::optional<double>& den) {
+  if (!num || !den || *den <= 0) return "?";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f%%", 100 * *num / *den);
+  return b;
+}
+
+std::string num(const std::optional<double>& v, const char* fmt = "%.0f") {
+  if (!v || !std::isfinite(*v)) return "?";
+  char b[32];
+  std::snprintf(b, sizeof b, fmt, *v);
+  return b;
+}
+
+json vllm_metrics_json(const VllmMetrics& m) {
+  json j = {{"event", "metrics"}};
+  put(j, "running", m.running);
+  put(j, "waiting", m.waiting);
+  put(j, "kv_usage", m.kv_usage);
+  put(j, "prefix_queries", m.prefix_queries);
+  put(j, "prefix_hits", m.prefix_hits);
+  if (m.prefix_queries && m.prefix_hits && *m.prefix_queries > 0)
+    j["prefix_hit_rate"] = *m.prefix_hits / *m.prefix_queries;
+  put(j, "preemptions", m.preemptions);
+  put(j, "num_gpu_blocks", m.num_gpu_blocks);
+  put(j, "block_size", m.block_size);
+  if (m.ttft && m.ttft->count > 0) j["ttft_mean_s"] = m.ttft->sum / m.ttft->count;
+  if (m.itl && m.itl->count > 0) j["itl_mean_s"] = m.itl->sum / m.itl->count;
+  return j;
+}
+
+void print_vllm_metrics(const VllmMetrics& m) {
+  const std::optional<double> ttft_ms =
+      m.ttft && m.ttft->count > 0 ? std::optional<double>(1000 * m.ttft->sum / m.ttft->count) : std::nullopt;
+  out_printf(
+      "metrics: running %s, waiting %s | KV pool %s used of %s blocks (block %s) | prefix hits %s (%s of %s "
+      "tokens) | preemptions %s | mean TTFT %s ms\n",
+      num(m.running).c_str(), num(m.waiting).c_str(), pct(m.kv_usage, 1.0).c_str(), num(m.num_gpu_blocks).c_str(),
+      num(m.block_size).c_str(), pct(m.prefix_hits, m.prefix_queries).c_str(), num(m.prefix_hits).c_str(),
+      num(m.prefix_queries).c_str(), num(m.preemptions).c_str(), num(ttft_ms, "%.1f").c_str());
+}
+
+// One output record: JSON Lines, or a text line.
+class Reporter {
+ public:
+  explicit Reporter(bool as_json) : json_(as_json) {}
+  bool json_mode() const { return json_; }
+  void record(const json& j, const std::string& text) {
+    if (json_) {
+      out_line(j.dump());
+    } else {
+      out_line(text);
+    }
+  }
+
+ private:
+  bool json_;
+};
+
+// Stops the watch: --seconds, --batches, --scrapes.
+struct Limits {
+  Clock::time_point end = Clock::time_point::max();
+  long long batches = 0, scrapes = 0;
+  explicit Limits(const WatchArgs& a) : batches(a.batches), scrapes(a.scrapes) {
+    if (a.seconds > 0)
+      end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
+  }
+  int ms_left(int cap) const {
+    if (end == Clock::time_point::max()) return cap;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
+    return static_cast<int>(std::clamp<long long>(left, 0, cap));
+  }
+  bool expired() const { return Clock::now() >= end; }
+};
+
+// Ctrl-C ends the watch with its summary (the waits below are short enough
+// to notice within a fifth of a second).
+volatile std::sig_atomic_t g_interrupted = 0;
+extern "C" void on_interrupt(int) {
+  g_interrupted = 1;
+}
+
+struct InterruptGuard {
+  void (*previous)(int);
+  InterruptGuard() : previous(std::signal(SIGINT, on_interrupt)) { g_interrupted = 0; }
+  ~InterruptGuard() { std::signal(SIGINT, previous); }
+};
+
+// Scrapes one URL every --interval; the first failure is an error (a wrong
+// URL), later ones records (a restarting server).
+class Scraper {
+ public:
+  Scraper(const std::string& url, const char* flag, double timeout)
+      : url_(parse_http_url(url, flag)), flag_(flag), timeout_(timeout) {}
+  // The body of a 200 answer; none (and `error` set) for a later failure.
+  std::optional<std::string> get(std::string& error, int& status) {
+    status = 0;
+    try {
+      const HttpResponse r = http_get(url_, timeout_);
+      status = r.status;
+      if (r.status == 200) {
+        ok_ = true;
+        return r.body;
+      }
+      error = "HTTP " + std::to_string(r.status);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    if (!ok_ && status == 0) throw Error(std::string(flag_) + " " + error);
+    return std::nullopt;
+  }
+  std::string url() const { return url_.base + url_.path; }
+
+ private:
+  HttpUrl url_;
+  const char* flag_;
+  double timeout_;
+  bool ok_ = false;
+};
+
+struct VllmTotals {
+  long long batches = 0, stored = 0, removed = 0, removed_unseen = 0, clears = 0;
+  long long recovered = 0, before_attach = 0, duplicates = 0, scrapes = 0, scrape_errors = 0;
+};
+
+json tree_json(const PrefixCacheState& s) {
+  json a = json::array();
+  for (const auto& [k, b] : s.blocks()) {
+    json j = {{"hash", to_string(k.hash)}, {"known", b.known}, {"tokens", b.tokens}};
+    j["parent"] = b.parent ? json(to_string(*b.parent)) : json(nullptr);
+    if (!k.medium.empty()) j["medium"] = k.medium;
+    if (k.group >= 0) j["group"] = k.group;
+    a.push_back(j);
+  }
+  return a;
+}
+
+class VllmWatch {
+ public:
+  VllmWatch(const WatchArgs& a, bool tree) : a_(a), tree_(tree), out_(a.json), limits_(a), sub_(a.vllm, a.replay) {
+    if (!a.metrics.empty()) scraper_.emplace(a.metrics, "--metrics", a.connect_timeout);
+  }
+  int run();
+
+ private:
+  void on_message(const RawBatch& b);
+  void apply(const RawBatch& b, bool replayed);
+  void replay(int64_t from, int64_t to, const char* why);
+  void scrape();
+  json summary() const;
+  bool done() const {
+    return g_interrupted || limits_.expired() || (limits_.batches > 0 && t_.batches >= limits_.batches) ||
+           (limits_.scrapes > 0 && t_.scrapes >= limits_.scrapes);
+  }
+
+  const WatchArgs& a_;
+  bool tree_;
+  Reporter out_;
+  Limits limits_;
+  KvSubscriber sub_;
+  std::optional<Scraper> scraper_;
+  PrefixCacheState state_;
+  SequenceTracker seq_;
+  VllmTotals t_;
+};
+
+void VllmWatch::apply(const RawBatch& b, bool replayed) {
+  KvEventBatch batch;
+  try {
+    batch = decode_kv_batch(b.payload);
+  } catch (const Error& e) {
+    throw Error("--vllm " + a_.vllm + ": batch " + std::to_string(b.seq) + ": " + e.what() +
+                " (a server version whose events kvscope cannot read)");
+  }
+  const ApplyCounts c = state_.apply(batch);
+  ++t_.batches;
+  t_.stored += c.stored;
+  t_.removed += c.removed;
+  t_.removed_unseen += c.removed_unseen;
+  t_.clears += c.clears;
+  json j = {{"event", "batch"},
+            {"seq", b.seq},
+            {"ts", batch.ts},
+            {"events", batch.events.size()},
+            {"stored", c.stored},
+            {"removed", c.removed},
+            {"removed_unseen", c.removed_unseen},
+            {"cleared", c.clears},
+            {"blocks", state_.known_count()},
+            {"unknown", state_.unknown_count()},
+            {"replayed", replayed}};
+  if (batch.dp_rank >= 0) j["dp_rank"] = batch.dp_rank;
+  char text[256];
+  std::snprintf(text, sizeof text, "batch %lld%s: +%d stored, -%d removed%s%s | prefix cache %d blocks, %d unknown",
+                static_cast<long long>(b.seq), replayed ? " (replayed)" : "", c.stored, c.removed,
+                c.removed_unseen ? (" (" + std::to_string(c.removed_unseen) + " never seen)").c_str() : "",
+                c.clears ? ", all cleared" : "", state_.known_count(), state_.unknown_count());
+  out_.record(j, text);
+}
+
+void VllmWatch::replay(int64_t from, int64_t to, const char* why) {
+  bool complete = false;
+  std::vector<RawBatch> got = sub_.replay(from, static_cast<int>(a_.replay_timeout * 1000), complete);
+  std::sort(got.begin(), got.end(), [](const RawBatch& x, const RawBatch& y) { return x.seq < y.seq; });
+  long long used = 0;
+  int64_t next = from;
+  for (const RawBatch& r : got) {
+    if (r.seq < next || r.seq >= to) continue;  // duplicates, and what the live socket delivers itself
+    apply(r, true);
+    next = r.seq + 1;
+    ++used;
+  }
+  json j = {{"event", "replay"},  {"why", why},       {"from", from},        {"to", to - 1},
+            {"asked", to - from}, {"received", used}, {"complete", complete}};
+  std::string text = "replay (" + std::string(why) + "): asked for seq " + std::to_string(from) + ".." +
+                     std::to_string(to - 1) + ", got " + std::to_string(used) + " of " + std::to_string(to - from) +
+                     (complete ? "" : " (no end marker within the replay timeout: is --replay the replay_endpoint?)");
+  out_.record(j, text);
+  if (std::string(why) == "gap") {
+    t_.recovered += used;
+  } else {
+    t_.before_attach += used;
+  }
+}
+
+void VllmWatch::on_message(const RawBatch& b) {
+  const SeqStep s = seq_.next(b.seq);
+  switch (s.verdict) {
+    case SeqVerdict::kStale:
+      ++t_.duplicates;
+      return;
+    case SeqVerdict::kRestart:
+      state_.clear();
+      out_.record({{"event", "restart"}, {"seq", b.seq}, {"last", s.last}},
+                  "restart: the sequence went back from " + std::to_string(s.last) +
+                      " to 0: the server restarted, its prefix cache starts empty");
+      break;
+    case SeqVerdict::kGap:
+      out_.record({{"event", "gap"}, {"missed", s.missed}, {"from", s.last + 1}, {"to", b.seq - 1}},
+                  "gap: " + std::to_string(s.missed) + " batch" + (s.missed == 1 ? "" : "es") + " missed (seq " +
+                      std::to_string(s.last + 1) + ".." + std::to_string(b.seq - 1) + ")" +
+                      (sub_.has_replay() ? ", asking the replay socket" : "; no --replay socket to ask"));
+      if (sub_.has_replay()) replay(s.last + 1, b.seq, "gap");
+      break;
+    case SeqVerdict::kFirst:
+      if (b.seq > 0 && sub_.has_replay()) replay(0, b.seq, "before the attach");
+      break;
+    case SeqVerdict::kNext:
+      break;
+  }
+  apply(b, false);
+}
+
+void VllmWatch::scrape() {
+  std::string error;
+  int status = 0;
+  const std::optional<std::string> body = scraper_->get(error, status);
+  ++t_.scrapes;
+  if (!body) {
+    ++t_.scrape_errors;
+    out_.record({{"event", "scrape_error"}, {"url", scraper_->url()}, {"error", error}},
+                "metrics: " + scraper_->url() + ": " + error);
+    return;
+  }
+  const VllmMetrics m = vllm_metrics(parse_prometheus(*body));
+  if (out_.json_mode()) {
+    out_line(vllm_metrics_json(m).dump());
+  } else {
+    print_vllm_metrics(m);
+  }
+}
+
+json VllmWatch::summary() const {
+  json j = {{"event", "summary"},
+            {"batches", t_.batches},
+            {"blocks", state_.known_count()},
+            {"unknown", state_.unknown_count()},
+            {"roots", state_.root_count()},
+            {"leaves", state_.leaf_count()},
+            {"depth", state_.max_depth()},
+            {"block_size", state_.block_size()},
+            {"stored", t_.stored},
+            {"removed", t_.removed},
+            {"removed_unseen", t_.removed_unseen},
+            {"clears", t_.clears},
+            {"missed", seq_.missed()},
+            {"recovered", t_.recovered},
+            {"lost", seq_.missed() - t_.recovered},
+            {"replayed_before_attach", t_.before_attach},
+            {"duplicates", t_.duplicates},
+            {"restarts", seq_.restarts()},
+            {"last_seq", seq_.last()},
+            {"scrapes", t_.scrapes},
+            {"scrape_errors", t_.scrape_errors}};
+  if (tree_) j["tree"] = tree_json(state_);
+  return j;
+}
+
+void print_vllm_summary(const json& j) {
+  out_printf(
+      "summary: %lld batches; prefix cache %d blocks (+%d unknown, from before the attach) in %d trees, "
+      "depth %d, %d leaves; stored %lld, removed %lld (%lld never seen), %lld clears; %lld missed, %lld "
+      "replayed, %lld lost; %d restarts\n",
+      j["batches"].get<long long>(), j["blocks"].get<int>(), j["unknown"].get<int>(), j["roots"].get<int>(),
+      j["depth"].get<int>(), j["leaves"].get<int>(), j["stored"].get<long long>(), j["removed"].get<long long>(),
+      j["removed_unseen"].get<long long>(), j["clears"].get<long long>(), j["missed"].get<long long>(),
+      j["recovered"].get<long long>(), j["lost"].get<long long>(), j["restarts"].get<int>());
+}
+
+int VllmWatch::run() {
+  sub_.wait_connected(a_.seconds > 0 ? std::min(a_.connect_timeout, a_.seconds) : a_.connect_timeout);
+  out_.record(
+      {{"event", "attach"},
+       {"source", "vllm"},
+       {"endpoint", a_.vllm},
+       {"replay", a_.replay},
+       {"metrics", a_.metrics},
+       {"not_published", kNotPublished}},
+      "attached to " + a_.vllm + (a_.replay.empty() ? "" : " (replay " + a_.replay + ")") + "; " + kNotPublished);
+  auto next_scrape = Clock::now();
+  const auto interval = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a_.interval));
+  while (!done()) {
+    int cap = 200;
+    if (scraper_) {
+      if (Clock::now() >= next_scrape) {
+        scrape();
+        next_scrape += interval;
+        continue;
+      }
+      const auto to_scrape = std::chrono::duration_cast<std::chrono::milliseconds>(next_scrape - Clock::now());
+      cap = static_cast<int>(std::clamp<long long>(to_scrape.count(), 1, cap));
+    }
+    if (const auto b = sub_.receive(limits_.ms_left(cap))) on_message(*b);
+  }
+  const json s = summary();
+  if (out_.json_mode()) {
+    out_line(s.dump());
+  } else {
+    print_vllm_summary(s);
+  }
+  return 0;
+}
+
+// --llama-server: /slots and /metrics every --interval.
+class LlamaWatch {
+ public:
+  explicit LlamaWatch(const WatchArgs& a)
+      : a_(a),
+        out_(a.json),
+        limits_(a),
+        slots_(a.llama_server + "/slots", "--llama-server", a.connect_timeout),
+        metrics_(a.llama_server + "/metrics", "--llama-server", a.connect_timeout) {}
+  int run();
+
+ private:
+  void scrape_slots();
+  void scrape_metrics();
+  // A 404/501: the endpoint is off (a flag, a version); said once, then not asked again.
+  bool endpoint_off(int status, const std::string& url, const char* hint, bool& on);
+
+  const WatchArgs& a_;
+  Reporter out_;
+  Limits limits_;
+  Scraper slots_, metrics_;
+  bool slots_on_ = true, metrics_on_ = true;
+  long long scrapes_ = 0, errors_ = 0;
+  int n_slots_ = 0, processing_ = 0;
+};
+
+bool LlamaWatch::endpoint_off(int status, const std::string& url, const char* hint, bool& on) {
+  if (status != 404 && status != 501) return false;
+  on = false;
+  out_.record({{"event", "unavailable"}, {"url", url}, {"status", status}, {"hint", hint}},
+              url + ": HTTP " + std::to_string(status) + ": " + hint);
+  return true;
+}
+
+void LlamaWatch::scrape_slots() {
+  std::string error;
+  int status = 0;
+  const auto body = slots_.get(error, status);
+  if (!body) {
+    if (endpoint_off(status, slots_.url(),
+                     "this llama-server does not serve /slots (start it with --slots; older "
+                     "builds: without --slots-endpoint-disable)",
+                     slots_on_))
+      return;
+    ++errors_;
+    out_.record({{"event", "scrape_error"}, {"url", slots_.url()}, {"error", error}}, slots_.url() + ": " + error);
+    return;
+  }
+  const std::vector<LlamaSlot> slots = parse_llama_slots(*body);
+  n_slots_ = static_cast<int>(slots.size());
+  processing_ = 0;
+  json a = json::array();
+  std::string text;
+  for (const LlamaSlot& s : slots) {
+    processing_ += s.processing ? 1 : 0;
+    json j = {{"id", s.id}, {"n_ctx", s.n_ctx}, {"processing", s.processing}};
+    if (s.n_decoded) j["n_decoded"] = *s.n_decoded;
+    if (s.n_remain) j["n_remain"] = *s.n_remain;
+    if (s.n_prompt_tokens) j["n_prompt_tokens"] = *s.n_prompt_tokens;
+    a.push_back(j);
+    text += " | " + std::to_string(s.id) + ": " + (s.processing ? "busy" : "idle") + ", n_ctx " +
+            std::to_string(s.n_ctx) + (s.n_decoded ? ", " + std::to_string(*s.n_decoded) + " decoded" : "");
+  }
+  out_.record({{"event", "slots"}, {"slots", a}, {"processing", processing_}, {"total", n_slots_}},
+              "slots: " + std::to_string(processing_) + "/" + std::to_string(n_slots_) + " processing" + text);
+}
+
+void LlamaWatch::scrape_metrics() {
+  std::string error;
+  int status = 0;
+  const auto body = metrics_.get(error, status);
+  if (!body) {
+    if (endpoint_off(status, metrics_.url(), "this llama-server does not serve /metrics (start it with --metrics)",
+                     metrics_on_))
+      return;
+    ++errors_;
+    out_.record({{"event", "scrape_error"}, {"url", metrics_.url()}, {"error", error}}, metrics_.url() + ": " + error);
+    return;
+  }
+  const LlamaMetrics m = llama_metrics(parse_prometheus(*body));
+  json j = {{"event", "metrics"}};
+  put(j, "requests_processing", m.processing);
+  put(j, "requests_deferred", m.deferred);
+  put(j, "prompt_tokens", m.prompt_tokens);
+  put(j, "predicted_tokens", m.predicted_tokens);
+  put(j, "kv_usage", m.kv_usage);
+  put(j, "kv_tokens", m.kv_tokens);
+  out_.record(j, "metrics: processing " + num(m.processing) + ", deferred " + num(m.deferred) + " | tokens: prompt " +
+                     num(m.prompt_tokens) + ", predicted " + num(m.predicted_tokens) + " | KV " + pct(m.kv_usage, 1.0) +
+                     " (" + num(m.kv_tokens) + " tokens)");
+}
+
+int LlamaWatch::run() {
+  out_.record(
+      {{"event", "attach"}, {"source", "llama-server"}, {"url", a_.llama_server}, {"not_published", kNotPublished}},
+      "watching " + a_.llama_server + "; " + kNotPublished);
+  const auto interval = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a_.interval));
+  auto next = Clock::now();
+  while (!g_interrupted && !limits_.expired() && !(limits_.scrapes > 0 && scrapes_ >= limits_.scrapes)) {
+    if (Clock::now() < next) {
+      const long long to_next = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(limits_.ms_left(static_cast<int>(std::min(to_next, 200LL)))));
+      continue;
+    }
+    if (slots_on_) scrape_slots();
+    if (metrics_on_) scrape_metrics();
+    if (!slots_on_ && !metrics_on_)
+      throw Error("--llama-server " + a_.llama_server +
+                  ": serves neither /slots nor /metrics: start llama-server "
+                  "with --metrics (and --slots)");
+    ++scrapes_;
+    next += interval;
+  }
+  const json s = {
+      {"event", "summary"},        {"scrapes", scrapes_},         {"scrape_errors", errors_},       {"slots", n_slots_},
+      {"processing", processing_}, {"slots_endpoint", slots_on_}, {"metrics_endpoint", metrics_on_}};
+  out_.record(s, "summary: " + std::to_string(scrapes_) + " scrapes, " + std::to_string(errors_) + " errors; " +
+                     std::to_string(processing_) + "/" + std::to_string(n_slots_) + " slots processing at the end");
+  return 0;
+}
+
+}  // namespace
+
+void add_watch_command(CLI::App& app, WatchCommand& c) {
+  WatchArgs& a = c.args;
+  auto* w = c.cmd = app.add_subcommand(
+      "watch", "Attach to a running vLLM / SGLang (KV cache events) or llama-server and report its KV pool live");
+  w->add_option("--vllm", a.vllm, "vLLM/SGLang KV events publisher, tcp://HOST:PORT (--kv-events-config's endpoint)");
+  w->add_option("--replay", a.replay, "Its replay socket, tcp://HOST:PORT (replay_endpoint): asked after a gap");
+  w->add_option("--metrics", a.metrics,
+                "vLLM's Prometheus URL, e.g. http://HOST:8000/metrics, scraped every --interval");
+  w->add_option("--llama-server", a.llama_server, "llama-server's URL, http://HOST:PORT (its /slots and /metrics)");
+  w->add_flag("--json", a.json, "JSON Lines: attach, batch, gap, replay, restart, metrics, slots, summary");
+  w->add_flag("--tree", c.tree, "With --vllm --json: the summary lists every cached block (hash, parent, known)");
+  w->add_option("--batches", a.batches, "Stop after N batches (with --vllm)")->check(int_in(1, 1LL << 40));
+  w->add_option("--scrapes", a.scrapes, "Stop after N scrapes")->check(int_in(1, 1LL << 40));
+  w->add_option("--seconds", a.seconds, "Stop after S seconds (default: until Ctrl-C)")->check(real_in(0, 1e7, true));
+  w->add_option("--connect-timeout", a.connect_timeout, "Seconds to wait for the server at the start")
+      ->capture_default_str()
+      ->check(real_in(0, 3600, true));
+  w->add_option("--interval", a.interval, "Seconds between scrapes of /metrics and /slots")
+      ->capture_default_str()
+      ->check(real_in(0.01, 3600));
+  w->add_option("--replay-timeout", a.replay_timeout, "Seconds without a reply that end a replay")
+      ->capture_default_str()
+      ->check(real_in(0, 600, true));
+}
+
+int run_watch_command(const WatchCommand& c) {
+  check_watch_args(*c.cmd, c.args);
+  InterruptGuard guard;
+  if (!c.args.llama_server.empty()) return LlamaWatch(c.args).run();
+  return VllmWatch(c.args, c.tree).run();
+}
+
+}  // namespace kvscope
