@@ -204,8 +204,8 @@ json tree_json(const PrefixCacheState& s) {
   for (const auto& [k, b] : s.blocks()) {
     json j = {{"hash", to_string(k.hash)}, {"known", b.known}, {"tokens", b.tokens}};
     j["parent"] = b.parent ? json(to_string(*b.parent)) : json(nullptr);
-    if (!k.medium.empty()) j["medium"] = k.medium;
-    if (k.group >= 0) j["group"] = k.group;
+    j["medium"] = k.medium;
+    j["group"] = k.group;
     a.push_back(j);
   }
   return a;

@@ -69,7 +69,7 @@ std::optional<BlockHash> read_parent(const json& j, const std::string& path) {
 }
 
 std::string read_medium(const json& j, const std::string& path) {
-  if (j.is_null()) return "";
+  if (j.is_null()) return "GPU";
   if (!j.is_string()) bad(path, "a string (the medium: GPU, CPU, ...) or nil", j);
   return j.get<std::string>();
 }
@@ -85,27 +85,27 @@ KvEventKind kind_of(const json& tag, const std::string& path) {
 }
 
 // ["BlockStored", hashes, parent, token_ids, block_size, lora_id?, medium?, ...]
-// ["BlockRemoved", hashes, medium?, ...], ["AllBlocksCleared"].
+// ["BlockRemoved", hashes, medium?, ...], ["AllBlocksCleared"]. Errors name
+// the element by its field ("events[0].block_hashes[1]", position in the array).
 KvEvent read_event_array(const json& j, const std::string& path) {
   if (j.empty()) bad(path, "an event (a type name first)", j);
   KvEvent e;
-  e.kind = kind_of(j[0], path + "[0]");
-  auto at = [&](size_t i) { return path + "[" + std::to_string(i) + "]"; };
+  e.kind = kind_of(j[0], path + ".type");
+  auto at = [&](const char* name) { return path + "." + name; };
   if (e.kind == KvEventKind::kCleared) return e;
-  if (j.size() < 2) throw Error("KV event payload: " + at(1) + ": missing (the block hashes)");
-  e.hashes = read_hashes(j[1], at(1));
+  if (j.size() < 2) throw Error("KV event payload: " + at("block_hashes") + ": missing");
+  e.hashes = read_hashes(j[1], at("block_hashes"));
   if (e.kind == KvEventKind::kRemoved) {
-    if (j.size() > 2) e.medium = read_medium(j[2], at(2));
+    if (j.size() > 2) e.medium = read_medium(j[2], at("medium"));
     return e;
   }
   if (j.size() < 5)
     throw Error("KV event payload: " + path + ": BlockStored has " + std::to_string(j.size()) +
-                " fields, expected at least 5 (type, block_hashes, parent_block_hash, token_ids, "
-                "block_size)");
-  e.parent = read_parent(j[2], at(2));
-  e.token_ids = read_ints(j[3], at(3));
-  e.block_size = read_block_size(j[4], at(4));
-  if (j.size() > 6) e.medium = read_medium(j[6], at(6));
+                " fields, expected at least 5 (type, block_hashes, parent_block_hash, token_ids, block_size)");
+  e.parent = read_parent(j[2], at("parent_block_hash"));
+  e.token_ids = read_ints(j[3], at("token_ids"));
+  e.block_size = read_block_size(j[4], at("block_size"));
+  if (j.size() > 6) e.medium = read_medium(j[6], at("medium"));
   return e;
 }
 

@@ -41,8 +41,10 @@ struct KvEvent {
   std::optional<BlockHash> parent;  // BlockStored: the block before hashes[0], none for a prompt's first
   std::vector<int64_t> token_ids;   // BlockStored: [n_blocks * block_size] (may be empty)
   int block_size = 0;               // BlockStored: tokens per block (0: not given)
-  std::string medium;               // "GPU", "CPU", ... ("" when not given)
-  int64_t group = -1;               // KV cache group index (hybrid models; -1: not given)
+  // Where the blocks are: "GPU" when not given (the versions before offloading
+  // published no medium), "CPU", ... with an offloading connector.
+  std::string medium = "GPU";
+  int64_t group = 0;  // KV cache group (hybrid models); 0 when not given (one group)
 };
 
 struct KvEventBatch {

@@ -21,8 +21,8 @@
 namespace kvscope {
 
 struct CachedBlockKey {
-  std::string medium;  // "" when the server does not say
-  int64_t group = -1;
+  std::string medium;  // KvEvent::medium
+  int64_t group = 0;
   BlockHash hash;
   bool operator<(const CachedBlockKey& o) const {
     if (medium != o.medium) return medium < o.medium;
