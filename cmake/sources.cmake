@@ -61,7 +61,8 @@ set(KVSCOPE_MODEL_SRC
   model/serving/block_pool.cpp
   model/serving/requests.cpp
   model/serving/scheduler.cpp
-  model/serving/server.cpp)
+  model/serving/server.cpp
+  model/serving/trace.cpp)
 
 # render/scene/: the scene builder, pure, no GL.
 set(KVSCOPE_SCENE_SRC
