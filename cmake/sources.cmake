@@ -132,11 +132,13 @@ set(KVSCOPE_SESSION_SRC app/session/session.cpp app/session/session_serving.cpp 
 # events, prefix cache and metrics models (model/watch/, headless) and the
 # ZMQ / HTTP transport (app/watch/). app/cli/cli_watch.cpp joins kvscope_cli
 # in the desktop build only (CMakeLists.txt).
-set(KVSCOPE_WATCH_SRC
+# The headless half is also fuzzed (tests/fuzz: the `watch` target).
+set(KVSCOPE_WATCH_MODEL_SRC
   model/watch/kv_events.cpp
   model/watch/metrics.cpp
   model/watch/prefix_cache.cpp
-  model/watch/sequence.cpp
+  model/watch/sequence.cpp)
+set(KVSCOPE_WATCH_SRC ${KVSCOPE_WATCH_MODEL_SRC}
   app/watch/http_get.cpp
   app/watch/kv_subscriber.cpp)
 set(KVSCOPE_WATCH_CLI_SRC app/cli/cli_watch.cpp)

@@ -135,6 +135,8 @@ TEST(WatchDecode, AnUnreadablePayloadNamesTheField) {
   no_ts.map(1).str("events").array(0);
   EXPECT_NE(message(no_ts.b).find("batch.ts: missing"), std::string::npos);
   EXPECT_NE(message(std::string("\xc1", 1)).find("not msgpack"), std::string::npos);  // 0xc1: never used
+  // A million nested arrays would overflow the reader's stack: refused at 33 levels.
+  EXPECT_NE(message(std::string(1000000, '\x91')).find("nested deeper than 32 levels"), std::string::npos);
   EXPECT_NE(message("").find("not msgpack"), std::string::npos);
 }
 

@@ -135,12 +135,56 @@ KvEvent read_event_map(const json& j, const std::string& path) {
   return e;
 }
 
+// nlohmann's msgpack reader recurses once per nesting level: a payload of a
+// million nested arrays would overflow the stack. This SAX handler builds
+// the document as the DOM parser does and stops the read beyond kMaxDepth
+// levels (a batch nests 5: batch, events, event, extra_keys, a key tuple).
+constexpr int kMaxDepth = 32;
+
+class BoundedSax {
+ public:
+  explicit BoundedSax(json& out) : dom_(out, false) {}
+  bool too_deep() const { return too_deep_; }
+  bool null() { return dom_.null(); }
+  bool boolean(bool v) { return dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& s) { return dom_.number_float(v, s); }
+  bool string(json::string_t& v) { return dom_.string(v); }
+  bool binary(json::binary_t& v) { return dom_.binary(v); }
+  bool key(json::string_t& v) { return dom_.key(v); }
+  bool start_object(std::size_t n) { return deeper() && dom_.start_object(n); }
+  bool end_object() { return --depth_, dom_.end_object(); }
+  bool start_array(std::size_t n) { return deeper() && dom_.start_array(n); }
+  bool end_array() { return --depth_, dom_.end_array(); }
+  template <class E>
+  bool parse_error(std::size_t pos, const std::string& tok, const E& e) {
+    return dom_.parse_error(pos, tok, e);
+  }
+
+ private:
+  bool deeper() {
+    if (++depth_ <= kMaxDepth) return true;
+    too_deep_ = true;
+    return false;
+  }
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  int depth_ = 0;
+  bool too_deep_ = false;
+};
+
 json parse_msgpack(const std::string& payload) {
+  json j;
+  BoundedSax sax(j);
   try {
-    return json::from_msgpack(payload);
+    const bool ok = json::sax_parse(payload, &sax, json::input_format_t::msgpack);
+    if (sax.too_deep())
+      throw Error("KV event payload: nested deeper than " + std::to_string(kMaxDepth) + " levels (a batch nests 5)");
+    if (!ok) throw Error("KV event payload is not msgpack");
   } catch (const json::exception& ex) {
     throw Error(std::string("KV event payload is not msgpack (") + ex.what() + ")");
   }
+  return j;
 }
 
 }  // namespace
