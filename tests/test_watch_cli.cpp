@@ -272,6 +272,20 @@ TEST(WatchCli, LlamaServerSlotsAndMetrics) {
       << out;
   EXPECT_NE(out.find("start it with --metrics"), std::string::npos) << out;
   EXPECT_NE(out.find("slots: 1/2 processing"), std::string::npos) << out;
+  // A page it cannot read is a record naming the URL and what is wrong, and the watch goes on.
+  CannedServer odd({{"/slots", {200, "[{\"id\": 0, \"n_ctx\": \"big\"}]"}}, {"/metrics", {200, "x 1\n"}}});
+  ASSERT_EQ(
+      testutil::run_kvscope("watch --llama-server " + odd.url() + " --json --scrapes 2 --interval 0.05", out, tmp), 0)
+      << out;
+  const std::vector<json> odd_recs = records(out);
+  int errors = 0;
+  for (const json& r : odd_recs)
+    if (r.at("event") == "scrape_error") {
+      ++errors;
+      EXPECT_NE(r.at("error").get<std::string>().find("slots[0].n_ctx: expected an integer"), std::string::npos);
+    }
+  EXPECT_EQ(errors, 2);
+  EXPECT_EQ(odd_recs.back().at("scrape_errors"), 2);
 }
 
 TEST(WatchCli, FlagsAreChecked) {

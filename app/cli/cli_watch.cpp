@@ -194,6 +194,19 @@ class Scraper {
   bool ok_ = false;
 };
 
+// A page the server answered that kvscope cannot read (an odd line in one
+// scrape of a long run) is a record, not the end of the watch.
+template <class T, class Parse>
+std::optional<T> read_page(const Parse& parse, const std::string& url, Reporter& out, long long& errors) {
+  try {
+    return parse();
+  } catch (const Error& e) {
+    ++errors;
+    out.record({{"event", "scrape_error"}, {"url", url}, {"error", e.what()}}, url + ": " + e.what());
+    return std::nullopt;
+  }
+}
+
 struct VllmTotals {
   long long batches = 0, stored = 0, removed = 0, removed_unseen = 0, clears = 0;
   long long recovered = 0, before_attach = 0, duplicates = 0, scrapes = 0, scrape_errors = 0;
@@ -338,7 +351,10 @@ void VllmWatch::scrape() {
                 "metrics: " + scraper_->url() + ": " + error);
     return;
   }
-  const VllmMetrics m = vllm_metrics(parse_prometheus(*body));
+  const std::optional<VllmMetrics> read = read_page<VllmMetrics>([&] { return vllm_metrics(parse_prometheus(*body)); },
+                                                                 scraper_->url(), out_, t_.scrape_errors);
+  if (!read) return;
+  const VllmMetrics& m = *read;
   if (out_.json_mode()) {
     out_line(vllm_metrics_json(m).dump());
   } else {
@@ -465,7 +481,10 @@ void LlamaWatch::scrape_slots() {
     out_.record({{"event", "scrape_error"}, {"url", slots_.url()}, {"error", error}}, slots_.url() + ": " + error);
     return;
   }
-  const std::vector<LlamaSlot> slots = parse_llama_slots(*body);
+  const auto read =
+      read_page<std::vector<LlamaSlot>>([&] { return parse_llama_slots(*body); }, slots_.url(), out_, errors_);
+  if (!read) return;
+  const std::vector<LlamaSlot>& slots = *read;
   n_slots_ = static_cast<int>(slots.size());
   processing_ = 0;
   json a = json::array();
@@ -496,7 +515,10 @@ void LlamaWatch::scrape_metrics() {
     out_.record({{"event", "scrape_error"}, {"url", metrics_.url()}, {"error", error}}, metrics_.url() + ": " + error);
     return;
   }
-  const LlamaMetrics m = llama_metrics(parse_prometheus(*body));
+  const std::optional<LlamaMetrics> read =
+      read_page<LlamaMetrics>([&] { return llama_metrics(parse_prometheus(*body)); }, metrics_.url(), out_, errors_);
+  if (!read) return;
+  const LlamaMetrics& m = *read;
   json j = {{"event", "metrics"}};
   put(j, "requests_processing", m.processing);
   put(j, "requests_deferred", m.deferred);
