@@ -141,4 +141,4 @@ set(KVSCOPE_WATCH_MODEL_SRC
 set(KVSCOPE_WATCH_SRC ${KVSCOPE_WATCH_MODEL_SRC}
   app/watch/http_get.cpp
   app/watch/kv_subscriber.cpp)
-set(KVSCOPE_WATCH_CLI_SRC app/cli/cli_watch.cpp)
+set(KVSCOPE_WATCH_CLI_SRC app/cli/cli_watch.cpp app/cli/cli_watch_llama.cpp)

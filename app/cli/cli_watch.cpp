@@ -6,6 +6,8 @@
 // connect timeout or the replay timeout: a dead server is an error, not a hang.
 #include "app/cli/cli_watch.h"
 
+#include "app/cli/cli_watch_common.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -26,14 +28,20 @@
 #include "model/watch/sequence.h"
 
 namespace kvscope {
+
+namespace watch_detail {
+volatile std::sig_atomic_t g_interrupted = 0;
+extern "C" void kvscope_watch_on_interrupt(int) {
+  g_interrupted = 1;
+}
+}  // namespace watch_detail
+
 namespace {
+
+using namespace watch_detail;
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-// What neither server's events or metrics carry: said once at the attach.
-constexpr const char* kNotPublished =
-    "not published by the server: which request holds a block, partially filled blocks, attention";
 
 // tcp://HOST:PORT (or ipc://PATH) for ZMQ.
 void check_zmq_endpoint(const std::string& v, const char* flag, const char* example) {
@@ -69,25 +77,6 @@ void check_watch_args(const CLI::App& cmd, const WatchArgs& a) {
     throw UsageError("--scrapes: with --vllm only together with --metrics URL (there is nothing else to scrape)");
 }
 
-// The optional numbers of a record: absent when the server did not say.
-void put(json& j, const char* key, const std::optional<double>& v) {
-  if (v && std::isfinite(*v)) j[key] = *v;
-}
-
-std::string pct(const std::optional<double>& num, const std::optional<double>& den) {
-  if (!num || !den || *den <= 0) return "?";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f%%", 100 * *num / *den);
-  return b;
-}
-
-std::string num(const std::optional<double>& v, const char* fmt = "%.0f") {
-  if (!v || !std::isfinite(*v)) return "?";
-  char b[32];
-  std::snprintf(b, sizeof b, fmt, *v);
-  return b;
-}
-
 json vllm_metrics_json(const VllmMetrics& m) {
   json j = {{"event", "metrics"}};
   put(j, "running", m.running);
@@ -115,98 +104,6 @@ void print_vllm_metrics(const VllmMetrics& m) {
       num(m.block_size).c_str(), pct(m.prefix_hits, m.prefix_queries).c_str(), num(m.prefix_hits).c_str(),
       num(m.prefix_queries).c_str(), num(m.preemptions).c_str(), num(ttft_ms, "%.1f").c_str());
 }
-
-// One output record: JSON Lines, or a text line.
-class Reporter {
- public:
-  explicit Reporter(bool as_json) : json_(as_json) {}
-  bool json_mode() const { return json_; }
-  void record(const json& j, const std::string& text) {
-    if (json_) {
-      out_line(j.dump());
-    } else {
-      out_line(text);
-    }
-  }
-
- private:
-  bool json_;
-};
-
-// Stops the watch: --seconds, --batches, --scrapes.
-struct Limits {
-  Clock::time_point end = Clock::time_point::max();
-  long long batches = 0, scrapes = 0;
-  explicit Limits(const WatchArgs& a) : batches(a.batches), scrapes(a.scrapes) {
-    if (a.seconds > 0)
-      end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
-  }
-  int ms_left(int cap) const {
-    if (end == Clock::time_point::max()) return cap;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
-    return static_cast<int>(std::clamp<long long>(left, 0, cap));
-  }
-  bool expired() const { return Clock::now() >= end; }
-};
-
-// Ctrl-C ends the watch with its summary (the waits below are short enough
-// to notice within a fifth of a second).
-volatile std::sig_atomic_t g_interrupted = 0;
-extern "C" void on_interrupt(int) {
-  g_interrupted = 1;
-}
-
-struct InterruptGuard {
-  void (*previous)(int);
-  InterruptGuard() : previous(std::signal(SIGINT, on_interrupt)) { g_interrupted = 0; }
-  ~InterruptGuard() { std::signal(SIGINT, previous); }
-};
-
-// Scrapes one URL every --interval; the first failure is an error (a wrong
-// URL), later ones records (a restarting server).
-class Scraper {
- public:
-  Scraper(const std::string& url, const char* flag, double timeout)
-      : url_(parse_http_url(url, flag)), flag_(flag), timeout_(timeout) {}
-  // The body of a 200 answer; none (and `error` set) for a later failure.
-  std::optional<std::string> get(std::string& error, int& status) {
-    status = 0;
-    try {
-      const HttpResponse r = http_get(url_, timeout_);
-      status = r.status;
-      if (r.status == 200) {
-        ok_ = true;
-        return r.body;
-      }
-      error = "HTTP " + std::to_string(r.status);
-    } catch (const Error& e) {
-      error = e.what();
-    }
-    if (!ok_ && status == 0) throw Error(std::string(flag_) + " " + error);
-    return std::nullopt;
-  }
-  std::string url() const { return url_.base + url_.path; }
-
- private:
-  HttpUrl url_;
-  const char* flag_;
-  double timeout_;
-  bool ok_ = false;
-};
-
-// A page the server answered that kvscope cannot read (an odd line in one
-// scrape of a long run) is a record, not the end of the watch.
-template <class T, class Parse>
-std::optional<T> read_page(const Parse& parse, const std::string& url, Reporter& out, long long& errors) {
-  try {
-    return parse();
-  } catch (const Error& e) {
-    ++errors;
-    out.record({{"event", "scrape_error"}, {"url", url}, {"error", e.what()}}, url + ": " + e.what());
-    return std::nullopt;
-  }
-}
-
 struct VllmTotals {
   long long batches = 0, stored = 0, removed = 0, removed_unseen = 0, clears = 0;
   long long recovered = 0, before_attach = 0, duplicates = 0, scrapes = 0, scrape_errors = 0;
@@ -433,134 +330,6 @@ int VllmWatch::run() {
   return 0;
 }
 
-// --llama-server: /slots and /metrics every --interval.
-class LlamaWatch {
- public:
-  explicit LlamaWatch(const WatchArgs& a)
-      : a_(a),
-        out_(a.json),
-        limits_(a),
-        slots_(a.llama_server + "/slots", "--llama-server", a.connect_timeout),
-        metrics_(a.llama_server + "/metrics", "--llama-server", a.connect_timeout) {}
-  int run();
-
- private:
-  void scrape_slots();
-  void scrape_metrics();
-  // A 404/501: the endpoint is off (a flag, a version); said once, then not asked again.
-  bool endpoint_off(int status, const std::string& url, const char* hint, bool& on);
-
-  const WatchArgs& a_;
-  Reporter out_;
-  Limits limits_;
-  Scraper slots_, metrics_;
-  bool slots_on_ = true, metrics_on_ = true;
-  long long scrapes_ = 0, errors_ = 0;
-  int n_slots_ = 0, processing_ = 0;
-};
-
-bool LlamaWatch::endpoint_off(int status, const std::string& url, const char* hint, bool& on) {
-  if (status != 404 && status != 501) return false;
-  on = false;
-  out_.record({{"event", "unavailable"}, {"url", url}, {"status", status}, {"hint", hint}},
-              url + ": HTTP " + std::to_string(status) + ": " + hint);
-  return true;
-}
-
-void LlamaWatch::scrape_slots() {
-  std::string error;
-  int status = 0;
-  const auto body = slots_.get(error, status);
-  if (!body) {
-    if (endpoint_off(status, slots_.url(),
-                     "this llama-server does not serve /slots (start it with --slots; older "
-                     "builds: without --slots-endpoint-disable)",
-                     slots_on_))
-      return;
-    ++errors_;
-    out_.record({{"event", "scrape_error"}, {"url", slots_.url()}, {"error", error}}, slots_.url() + ": " + error);
-    return;
-  }
-  const auto read =
-      read_page<std::vector<LlamaSlot>>([&] { return parse_llama_slots(*body); }, slots_.url(), out_, errors_);
-  if (!read) return;
-  const std::vector<LlamaSlot>& slots = *read;
-  n_slots_ = static_cast<int>(slots.size());
-  processing_ = 0;
-  json a = json::array();
-  std::string text;
-  for (const LlamaSlot& s : slots) {
-    processing_ += s.processing ? 1 : 0;
-    json j = {{"id", s.id}, {"n_ctx", s.n_ctx}, {"processing", s.processing}};
-    if (s.n_decoded) j["n_decoded"] = *s.n_decoded;
-    if (s.n_remain) j["n_remain"] = *s.n_remain;
-    if (s.n_prompt_tokens) j["n_prompt_tokens"] = *s.n_prompt_tokens;
-    a.push_back(j);
-    text += " | " + std::to_string(s.id) + ": " + (s.processing ? "busy" : "idle") + ", n_ctx " +
-            std::to_string(s.n_ctx) + (s.n_decoded ? ", " + std::to_string(*s.n_decoded) + " decoded" : "");
-  }
-  out_.record({{"event", "slots"}, {"slots", a}, {"processing", processing_}, {"total", n_slots_}},
-              "slots: " + std::to_string(processing_) + "/" + std::to_string(n_slots_) + " processing" + text);
-}
-
-void LlamaWatch::scrape_metrics() {
-  std::string error;
-  int status = 0;
-  const auto body = metrics_.get(error, status);
-  if (!body) {
-    if (endpoint_off(status, metrics_.url(), "this llama-server does not serve /metrics (start it with --metrics)",
-                     metrics_on_))
-      return;
-    ++errors_;
-    out_.record({{"event", "scrape_error"}, {"url", metrics_.url()}, {"error", error}}, metrics_.url() + ": " + error);
-    return;
-  }
-  const std::optional<LlamaMetrics> read =
-      read_page<LlamaMetrics>([&] { return llama_metrics(parse_prometheus(*body)); }, metrics_.url(), out_, errors_);
-  if (!read) return;
-  const LlamaMetrics& m = *read;
-  json j = {{"event", "metrics"}};
-  put(j, "requests_processing", m.processing);
-  put(j, "requests_deferred", m.deferred);
-  put(j, "prompt_tokens", m.prompt_tokens);
-  put(j, "predicted_tokens", m.predicted_tokens);
-  put(j, "kv_usage", m.kv_usage);
-  put(j, "kv_tokens", m.kv_tokens);
-  out_.record(j, "metrics: processing " + num(m.processing) + ", deferred " + num(m.deferred) + " | tokens: prompt " +
-                     num(m.prompt_tokens) + ", predicted " + num(m.predicted_tokens) + " | KV " + pct(m.kv_usage, 1.0) +
-                     " (" + num(m.kv_tokens) + " tokens)");
-}
-
-int LlamaWatch::run() {
-  out_.record(
-      {{"event", "attach"}, {"source", "llama-server"}, {"url", a_.llama_server}, {"not_published", kNotPublished}},
-      "watching " + a_.llama_server + "; " + kNotPublished);
-  const auto interval = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a_.interval));
-  auto next = Clock::now();
-  while (!g_interrupted && !limits_.expired() && !(limits_.scrapes > 0 && scrapes_ >= limits_.scrapes)) {
-    if (Clock::now() < next) {
-      const long long to_next = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
-      std::this_thread::sleep_for(
-          std::chrono::milliseconds(limits_.ms_left(static_cast<int>(std::min(to_next, 200LL)))));
-      continue;
-    }
-    if (slots_on_) scrape_slots();
-    if (metrics_on_) scrape_metrics();
-    if (!slots_on_ && !metrics_on_)
-      throw Error("--llama-server " + a_.llama_server +
-                  ": serves neither /slots nor /metrics: start llama-server "
-                  "with --metrics (and --slots)");
-    ++scrapes_;
-    next += interval;
-  }
-  const json s = {
-      {"event", "summary"},        {"scrapes", scrapes_},         {"scrape_errors", errors_},       {"slots", n_slots_},
-      {"processing", processing_}, {"slots_endpoint", slots_on_}, {"metrics_endpoint", metrics_on_}};
-  out_.record(s, "summary: " + std::to_string(scrapes_) + " scrapes, " + std::to_string(errors_) + " errors; " +
-                     std::to_string(processing_) + "/" + std::to_string(n_slots_) + " slots processing at the end");
-  return 0;
-}
-
 }  // namespace
 
 void add_watch_command(CLI::App& app, WatchCommand& c) {
@@ -591,7 +360,7 @@ void add_watch_command(CLI::App& app, WatchCommand& c) {
 int run_watch_command(const WatchCommand& c) {
   check_watch_args(*c.cmd, c.args);
   InterruptGuard guard;
-  if (!c.args.llama_server.empty()) return LlamaWatch(c.args).run();
+  if (!c.args.llama_server.empty()) return run_llama_watch(c.args);
   return VllmWatch(c.args, c.tree).run();
 }
 
