@@ -249,6 +249,15 @@ TEST(WatchMetrics, VllmPrometheusText) {
   EXPECT_EQ(m.ttft->sum, 0.5);
   EXPECT_EQ(m.ttft->count, 4.0);
   EXPECT_EQ(m.itl->count, 10.0);
+  // Earlier V1 names: gpu_cache_usage_perc, gpu_prefix_cache_*, time_per_output_token_seconds.
+  const VllmMetrics old = vllm_metrics(parse_prometheus(
+      "vllm:gpu_cache_usage_perc{model_name=\"m\"} 0.5\nvllm:gpu_prefix_cache_queries_total{model_name=\"m\"} 10\n"
+      "vllm:gpu_prefix_cache_hits_total{model_name=\"m\"} 4\nvllm:time_per_output_token_seconds_sum 1\n"
+      "vllm:time_per_output_token_seconds_count 8\n"));
+  EXPECT_EQ(*old.kv_usage, 0.5);
+  EXPECT_EQ(*old.prefix_queries, 10.0);
+  EXPECT_EQ(*old.prefix_hits, 4.0);
+  EXPECT_EQ(old.itl->count, 8.0);
   const VllmMetrics none = vllm_metrics(parse_prometheus("# nothing\n\nother_metric 1\n"));
   EXPECT_FALSE(none.running.has_value());
   EXPECT_FALSE(none.ttft.has_value());

@@ -132,8 +132,11 @@ VllmMetrics vllm_metrics(const std::vector<PromSample>& s) {
   m.running = sum_of(s, {"vllm:num_requests_running"});
   m.waiting = sum_of(s, {"vllm:num_requests_waiting"});
   m.kv_usage = mean_of(s, {"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"});
-  m.prefix_queries = sum_of(s, {"vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries"});
-  m.prefix_hits = sum_of(s, {"vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits"});
+  // Earlier V1 releases named the prefix cache's counters gpu_prefix_cache_*.
+  m.prefix_queries = sum_of(
+      s, {"vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total", "vllm:prefix_cache_queries"});
+  m.prefix_hits =
+      sum_of(s, {"vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total", "vllm:prefix_cache_hits"});
   m.preemptions = sum_of(s, {"vllm:num_preemptions_total", "vllm:num_preemptions"});
   m.num_gpu_blocks = label_number(s, "vllm:cache_config_info", "num_gpu_blocks");
   m.block_size = label_number(s, "vllm:cache_config_info", "block_size");
