@@ -182,6 +182,23 @@ TEST(WatchCli, ARestartEmptiesTheCache) {
   EXPECT_TRUE(said) << out;
 }
 
+TEST(WatchCli, AttachingLateAsksTheReplaySocketForWhatCameBefore) {
+  testutil::TempDir tmp("watch-late");
+  const json ports = start_publisher(tmp, "late");
+  const json want = json::parse(testutil::read_file(tmp / "expected.json"));
+  std::string out;
+  ASSERT_EQ(testutil::run_kvscope("watch --vllm " + endpoint(ports, "pub") + " --replay " + endpoint(ports, "replay") +
+                                      " --json --tree --seconds 30 --batches " +
+                                      std::to_string(want.at("batches").get<int>()),
+                                  out, tmp),
+            0)
+      << out;
+  const std::vector<json> recs = records(out);
+  ASSERT_EQ(recs.back().at("event"), "summary") << out;
+  EXPECT_EQ(want.at("replayed_before_attach"), 2);
+  expect_summary_matches(recs.back(), want);
+}
+
 TEST(WatchCli, TextModeSaysWhatHappened) {
   testutil::TempDir tmp("watch-text");
   const json ports = start_publisher(tmp, "full");

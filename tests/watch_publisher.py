@@ -13,7 +13,7 @@ per-block token counts). Some batches are withheld from the live socket
 seq 0. An independent model (a dict of held hashes, below) computes what a
 watcher that replays its gaps must end with: written as expected.json.
 
-Usage: watch_publisher.py DIR [full|restart|bad]   (DIR/ports.json, DIR/expected.json)
+Usage: watch_publisher.py DIR [full|restart|late|bad]   (DIR/ports.json, DIR/expected.json)
 """
 import json
 import os
@@ -75,6 +75,8 @@ if SCENARIO == "restart":  # the server restarts: the sequence begins again, its
                 (1, [3.1, [stored([63], 62, [1, 2, 3, 4], 4), removed([61])]], "array")]
 WITHHELD = {3, 7, 8}      # indices into FIXTURE not sent live
 NOT_BUFFERED = {7}        # nor kept for replay (an old batch the buffer dropped)
+if SCENARIO == "late":    # attached after the server published its first two batches: the replay has them
+    WITHHELD |= {0, 1}
 if SCENARIO == "bad":
     FIXTURE = [(0, [1.0, [stored([11], None, [1, 2, 3, 4], 4)]], "array"),
                (1, [1.1, [["BlockStored", ["not-a-hash"], None, [1, 2, 3, 4], 4]]], "array")]
@@ -90,7 +92,8 @@ def hash_text(h):
 def reference():
     """The watcher's end state from the batches it gets (live + replayed), by a plain dict."""
     held = {}  # (medium, hash text) -> {"parent", "known", "tokens"}
-    t = dict(batches=0, stored=0, removed=0, removed_unseen=0, clears=0, missed=0, recovered=0, restarts=0)
+    t = dict(batches=0, stored=0, removed=0, removed_unseen=0, clears=0, missed=0, recovered=0, restarts=0,
+             replayed_before_attach=0)
     last = -1
     pending = []  # withheld batches the replay can return, since the last live one
     for i, (seq, batch, _) in enumerate(FIXTURE):
@@ -98,7 +101,10 @@ def reference():
             if i not in NOT_BUFFERED:
                 pending.append(batch)
             continue
-        if last >= 0 and seq > last + 1:
+        if last < 0 and seq > 0:  # the first live batch: what came before is asked for from 0
+            t["replayed_before_attach"] += len(pending)
+            todo = pending + [batch]
+        elif last >= 0 and seq > last + 1:
             t["missed"] += seq - last - 1
             t["recovered"] += len(pending)
             todo = pending + [batch]
