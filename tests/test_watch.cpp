@@ -203,12 +203,16 @@ TEST(WatchSequence, GapsRestartsAndStaleNumbers) {
   EXPECT_EQ(gap.verdict, SeqVerdict::kGap);
   EXPECT_EQ(gap.missed, 2);
   EXPECT_EQ(gap.last, 6);
-  EXPECT_EQ(t.next(8).verdict, SeqVerdict::kStale);
-  EXPECT_EQ(t.last(), 9);
   EXPECT_EQ(t.next(0).verdict, SeqVerdict::kRestart);
   EXPECT_EQ(t.next(1).verdict, SeqVerdict::kNext);
   EXPECT_EQ(t.missed(), 2);
   EXPECT_EQ(t.restarts(), 1);
+  // Back, but not to 0: a restart whose first batches were lost.
+  const SeqStep back = t.next(1);
+  EXPECT_EQ(back.verdict, SeqVerdict::kRestart);
+  EXPECT_EQ(back.missed, 1);
+  EXPECT_EQ(t.restarts(), 2);
+  EXPECT_EQ(t.missed(), 3);
 }
 
 // As vLLM's prometheus_client prints them (V1 names; counters with _total).

@@ -72,9 +72,12 @@ FIXTURE = [
 ]
 if SCENARIO == "restart":  # the server restarts: the sequence begins again, its cache is new
     FIXTURE += [(0, [3.0, [stored([61, 62], None, list(range(8)), 4)]], "array"),
-                (1, [3.1, [stored([63], 62, [1, 2, 3, 4], 4), removed([61])]], "array")]
+                (1, [3.1, [stored([63], 62, [1, 2, 3, 4], 4), removed([61])]], "array"),
+                (2, [3.2, [stored([64], 63, [1, 2, 3, 4], 4)]], "array")]
 WITHHELD = {3, 7, 8}      # indices into FIXTURE not sent live
 NOT_BUFFERED = {7}        # nor kept for replay (an old batch the buffer dropped)
+if SCENARIO == "restart":  # and the new run's first batch is missed: seen going back from 12 to 1
+    WITHHELD |= {13}
 if SCENARIO == "late":    # attached after the server published its first two batches: the replay has them
     WITHHELD |= {0, 1}
 if SCENARIO == "bad":
@@ -98,6 +101,8 @@ def reference():
     pending = []  # withheld batches the replay can return, since the last live one
     for i, (seq, batch, _) in enumerate(FIXTURE):
         if i in WITHHELD:
+            if seq == 0:
+                pending = []  # a restarted server's replay buffer starts empty
             if i not in NOT_BUFFERED:
                 pending.append(batch)
             continue
@@ -108,10 +113,12 @@ def reference():
             t["missed"] += seq - last - 1
             t["recovered"] += len(pending)
             todo = pending + [batch]
-        elif last >= 0 and seq == 0:
+        elif last >= 0 and seq <= last:  # back: a restarted server; its first `seq` batches were missed
             t["restarts"] += 1
+            t["missed"] += seq
+            t["recovered"] += len(pending)
             held.clear()
-            todo = [batch]
+            todo = pending + [batch]
         else:
             todo = [batch]
         pending = []

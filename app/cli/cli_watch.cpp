@@ -106,7 +106,7 @@ void print_vllm_metrics(const VllmMetrics& m) {
 }
 struct VllmTotals {
   long long batches = 0, stored = 0, removed = 0, removed_unseen = 0, clears = 0;
-  long long recovered = 0, before_attach = 0, duplicates = 0, scrapes = 0, scrape_errors = 0;
+  long long recovered = 0, before_attach = 0, scrapes = 0, scrape_errors = 0;
 };
 
 json tree_json(const PrefixCacheState& s) {
@@ -202,24 +202,25 @@ void VllmWatch::replay(int64_t from, int64_t to, const char* why) {
                      std::to_string(to - 1) + ", got " + std::to_string(used) + " of " + std::to_string(to - from) +
                      (complete ? "" : " (no end marker within the replay timeout: is --replay the replay_endpoint?)");
   out_.record(j, text);
-  if (std::string(why) == "gap") {
-    t_.recovered += used;
-  } else {
+  if (std::string(why) == "before the attach") {
     t_.before_attach += used;
+  } else {
+    t_.recovered += used;  // a gap, or the first batches after a restart: counted in `missed`
   }
 }
 
 void VllmWatch::on_message(const RawBatch& b) {
   const SeqStep s = seq_.next(b.seq);
   switch (s.verdict) {
-    case SeqVerdict::kStale:
-      ++t_.duplicates;
-      return;
     case SeqVerdict::kRestart:
       state_.clear();
-      out_.record({{"event", "restart"}, {"seq", b.seq}, {"last", s.last}},
-                  "restart: the sequence went back from " + std::to_string(s.last) +
-                      " to 0: the server restarted, its prefix cache starts empty");
+      out_.record({{"event", "restart"}, {"seq", b.seq}, {"last", s.last}, {"missed", s.missed}},
+                  "restart: the sequence went back from " + std::to_string(s.last) + " to " + std::to_string(b.seq) +
+                      ": the server restarted, its prefix cache starts empty" +
+                      (s.missed == 1  ? " (its first batch missed)"
+                       : s.missed > 1 ? " (its first " + std::to_string(s.missed) + " batches missed)"
+                                      : ""));
+      if (s.missed > 0 && sub_.has_replay()) replay(0, b.seq, "restart");
       break;
     case SeqVerdict::kGap:
       out_.record({{"event", "gap"}, {"missed", s.missed}, {"from", s.last + 1}, {"to", b.seq - 1}},
@@ -276,7 +277,6 @@ json VllmWatch::summary() const {
             {"recovered", t_.recovered},
             {"lost", seq_.missed() - t_.recovered},
             {"replayed_before_attach", t_.before_attach},
-            {"duplicates", t_.duplicates},
             {"restarts", seq_.restarts()},
             {"last_seq", seq_.last()},
             {"scrapes", t_.scrapes},

@@ -13,12 +13,11 @@ SeqStep SequenceTracker::next(int64_t seq) {
     s.verdict = SeqVerdict::kGap;
     s.missed = seq - last_ - 1;
     missed_ += s.missed;
-  } else if (seq == 0) {
-    s.verdict = SeqVerdict::kRestart;
-    ++restarts_;
   } else {
-    s.verdict = SeqVerdict::kStale;
-    return s;
+    s.verdict = SeqVerdict::kRestart;
+    s.missed = seq;
+    missed_ += seq;
+    ++restarts_;
   }
   last_ = seq;
   return s;
