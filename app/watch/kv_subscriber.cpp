@@ -53,6 +53,9 @@ KvSubscriber::KvSubscriber(const std::string& endpoint, const std::string& repla
   const std::string mon = "inproc://kvscope-watch-monitor-" + std::to_string(serial++);
   try {
     m.sub.set(zmq::sockopt::linger, 0);
+    // As vLLM's publisher queues (its hwm): a watcher busy printing drops
+    // less (what it drops is a gap, asked of the replay socket).
+    m.sub.set(zmq::sockopt::rcvhwm, 100000);
     m.sub.set(zmq::sockopt::subscribe, "");
     if (zmq_socket_monitor(m.sub.handle(), mon.c_str(), ZMQ_EVENT_ALL) != 0) throw zmq::error_t();
     m.monitor.connect(mon);
@@ -130,6 +133,8 @@ std::vector<RawBatch> KvSubscriber::replay(int64_t from, int timeout_ms, bool& c
   if (!m.replay) return out;
   unsigned char seq[8];
   for (int i = 0; i < 8; ++i) seq[i] = static_cast<unsigned char>((static_cast<uint64_t>(from) >> (56 - 8 * i)) & 0xff);
+  // What an earlier replay left unread (it timed out) would end this one early.
+  while (poll_in(*m.replay, 0)) recv_all(*m.replay);
   m.replay->send(zmq::message_t(), zmq::send_flags::sndmore);
   m.replay->send(zmq::buffer(seq, 8), zmq::send_flags::none);
   while (poll_in(*m.replay, timeout_ms)) {
