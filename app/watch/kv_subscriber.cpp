@@ -1,6 +1,7 @@
 #include "app/watch/kv_subscriber.h"
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -29,9 +30,15 @@ std::vector<zmq::message_t> recv_all(zmq::socket_t& s) {
   return frames;
 }
 
+// Interrupted by a signal (Ctrl-C, which ends the watch with its summary): nothing came.
 bool poll_in(zmq::socket_t& s, int timeout_ms) {
   zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
-  return zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) > 0;
+  try {
+    return zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) > 0;
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR) return false;
+    throw;
+  }
 }
 
 }  // namespace
