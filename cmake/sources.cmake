@@ -30,8 +30,12 @@ set(KVSCOPE_MODEL_SRC
   model/arch/safetensors.cpp
   model/arch/gguf.cpp
   model/arch/gguf_config.cpp
+  model/arch/gguf_model.cpp
+  model/arch/gguf_tokenizer.cpp
   model/arch/gguf_types.cpp
+  model/arch/gguf_quantize.cpp
   model/arch/gguf_value.cpp
+  model/arch/gguf_weights.cpp
   model/engine/engine.cpp
   model/engine/kernels.cpp
   model/engine/kernel_peaks.cpp
@@ -39,6 +43,8 @@ set(KVSCOPE_MODEL_SRC
   model/engine/linear.cpp
   model/engine/linear_bf16.cpp
   model/engine/linear_kernels.cpp
+  model/engine/linear_quant.cpp
+  model/engine/linear_quant_avx2.cpp
   model/engine/linear_simd128.cpp
   model/models/gpt2.cpp
   model/models/llama.cpp
@@ -52,6 +58,7 @@ set(KVSCOPE_MODEL_SRC
   model/decoding/beam_search.cpp
   model/decoding/generator.cpp
   model/decoding/kv_eval.cpp
+  model/decoding/needle.cpp
   model/decoding/sampler.cpp
   model/decoding/sampler_json.cpp
   model/decoding/speculative_accept.cpp
@@ -99,9 +106,11 @@ set(KVSCOPE_CLI_SRC
   app/cli/cli.cpp
   app/cli/cli_bench.cpp
   app/cli/cli_bench_kernels.cpp
+  app/cli/cli_bench_quant.cpp
   app/cli/cli_decode.cpp
   app/cli/cli_eval.cpp
   app/cli/cli_kv.cpp
+  app/cli/cli_needle.cpp
   app/cli/cli_flags.cpp
   app/cli/cli_generate.cpp
   app/cli/cli_gguf.cpp
@@ -109,6 +118,7 @@ set(KVSCOPE_CLI_SRC
   app/cli/cli_chat.cpp
   app/cli/cli_out.cpp
   app/cli/cli_serve.cpp
+  app/cli/line_stream.cpp
   app/cli/record_json.cpp)
 
 # app/worker/: the window's engine threads (no GL).

@@ -29,7 +29,7 @@ namespace {
 void add_window_flags(CLI::App& app, GuiOptions& gui) {
   app.add_option("--model", gui.model_dir,
                  "Model folder: GPT-2 (config.json, model.safetensors, vocab.json, merges.txt) or Llama/Mistral/Qwen2 "
-                 "(config.json, model.safetensors or shards, tokenizer.json)")
+                 "(config.json, model.safetensors or shards, tokenizer.json); or a GGUF file (gpt2, llama, qwen2)")
       ->check(non_empty("a model folder"));
   app.add_option("--prompt", gui.prompt, "Prompt to start with, UTF-8 (default: the first preset)")
       ->check(non_empty("some text to continue"));
@@ -71,10 +71,34 @@ void add_eval_command(CLI::App& app, EvalCommand& c) {
   c.cmd->add_option("--file", c.args.file, "UTF-8 text to score (documents separated by <|endoftext|>)")
       ->required()
       ->check(non_empty("a text file"));
-  c.cmd->add_option("--model", c.args.model, "Model folder, GPT-2 or Llama/Mistral/Qwen2 (default: the embedded model)")
+  c.cmd
+      ->add_option("--model", c.args.model,
+                   "Model folder (GPT-2 or Llama/Mistral/Qwen2) or GGUF file (default: the embedded model)")
       ->check(non_empty("a model folder"));
   c.cmd->add_flag("--json", c.args.json, "Print JSON");
   add_kv_flags(c.cmd, c.args.kv);
+  NeedleArgs& n = c.args.needle;
+  auto* on = c.cmd->add_flag("--needle", n.on,
+                             "Needle in a haystack (--file): whether each eviction rule keeps a fact, per depth and budget");
+  c.cmd->add_option("--needle-depths", n.depths, "Where the needle sits in the haystack, 0 (first) .. 1 (last)")
+      ->capture_default_str()
+      ->delimiter(',')
+      ->check(CLI::Range(0.0, 1.0))
+      ->needs(on);
+  c.cmd->add_option("--budgets", n.budgets, "Positions each layer keeps, each rule")
+      ->capture_default_str()
+      ->delimiter(',')
+      ->check(int_in(1, 1 << 20))
+      ->needs(on);
+  c.cmd->add_option("--needle-tokens", n.tokens, "The prompt's length at most, in tokens")
+      ->capture_default_str()
+      ->check(int_in(4, 1 << 20))
+      ->needs(on);
+  c.cmd->add_option("--needle-text", n.needle, "The fact, placed between haystack sentences")->capture_default_str()->needs(on);
+  c.cmd->add_option("--needle-question", n.question, "Ends the prompt")->capture_default_str()->needs(on);
+  c.cmd->add_option("--needle-answer", n.answer, "What continues the question, as the needle spells it")
+      ->capture_default_str()
+      ->needs(on);
 }
 
 // `render`: the window's scene drawn offscreen (by the hook, which has GL).
@@ -112,7 +136,7 @@ void add_render_view_flags(CLI::App* render, RenderCommand& c) {
 void add_render_command(CLI::App& app, RenderCommand& c) {
   RenderOptions& ro = c.opts;
   auto* render = c.cmd = app.add_subcommand("render", "Render the 3D view to PNG without a window");
-  render->add_option("--model", ro.model_dir, "Model folder (GPT-2, Llama, Mistral, Qwen2)")
+  render->add_option("--model", ro.model_dir, "Model folder (GPT-2, Llama, Mistral, Qwen2) or GGUF file")
       ->check(non_empty("a model folder"));
   render->add_option("--prompt", ro.prompt, "Prompt (UTF-8 text)")
       ->required()
@@ -223,6 +247,7 @@ int run_parsed(Commands& c, const AppHooks& hooks) {
   if (const std::string p = ThreadPool::threads_env_problem(); !p.empty()) throw UsageError(p);
   if (*c.eval.cmd) {
     check_kv_flags(*c.eval.cmd, c.eval.args.kv);
+    if (c.eval.args.needle.on) return cmd_needle(c.eval.args, default_model_dir());
     return cmd_eval(c.eval.args, default_model_dir());
   }
   if (*c.generate.cmd) return run_generate_command(c.generate);
@@ -293,7 +318,7 @@ std::shared_ptr<const Model> load_cli_model(const std::string& dir, int ctx, boo
 
 void check_window_context(const std::string& dir, int ctx) {
   const std::string d = resolve_model_dir(dir.empty() ? default_model_dir() : dir);
-  Config c = load_config((std::filesystem::path(d) / "config.json").string());
+  Config c = load_model_config(d);
   apply_context(c, ctx, d);
 }
 

@@ -258,7 +258,7 @@ int cmd_bench(const BenchCommand& b, const KVLayout& kv_settings, const std::fun
 
 void add_bench_command(CLI::App& app, BenchCommand& c) {
   c.cmd = app.add_subcommand("bench", "Prefill and decode speed in both modes at several lengths");
-  c.cmd->add_option("--model", c.model, "Model folder (GPT-2, Llama, Mistral, Qwen2)")
+  c.cmd->add_option("--model", c.model, "Model folder (GPT-2, Llama, Mistral, Qwen2) or GGUF file")
       ->check(non_empty("a model folder"));
   auto* lengths =
       c.cmd

@@ -3,7 +3,8 @@
 // A forward over n positions multiplies every weight n times; once those
 // products take longer than reading the weights from memory, it costs more
 // than a decode step. These rates say at which n that happens on this machine
-// (docs/batching.md).
+// (docs/batching.md). Then decode-shaped products read from memory at F16
+// and at GGUF's quantized types (cli_bench_quant.cpp).
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "app/cli/cli_bench_quant.h"
 #include "app/cli/cli_commands.h"
 #include "app/cli/cli_out.h"
 #include "model/core/numeric.h"
@@ -116,12 +118,18 @@ void print_table(double fma, double dot, const json& rows) {
 int bench_kernels(int reps, bool as_json) {
   const double fma = fma_peak_macs_per_s(std::max(3, reps)), dot = bf16_dot_peak_macs_per_s(std::max(3, reps));
   const json rows = kernel_rows(reps);
-  if (as_json)
-    out_line(
-        json{{"threads", 1}, {"fma_peak_gmacs", fma / 1e9}, {"bf16_dot_peak_gmacs", dot / 1e9}, {"rows", rows}}.dump(
-            2));
-  else
+  const json products = quant_product_rows(reps);
+  if (as_json) {
+    out_line(json{{"threads", 1},
+                  {"fma_peak_gmacs", fma / 1e9},
+                  {"bf16_dot_peak_gmacs", dot / 1e9},
+                  {"rows", rows},
+                  {"decode_products", products}}
+                 .dump(2));
+  } else {
     print_table(fma, dot, rows);
+    print_quant_products(products);
+  }
   return 0;
 }
 

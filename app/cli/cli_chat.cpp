@@ -43,7 +43,7 @@ std::tm local_now() {
 
 void add_chat_template_command(CLI::App& app, ChatTemplateCommand& c) {
   c.cmd = app.add_subcommand("chat-template", "Print a conversation as the model's chat template renders it");
-  c.cmd->add_option("--model", c.model, "Model folder or Hugging Face id (its tokenizer_config.json's template)")
+  c.cmd->add_option("--model", c.model, "Model folder, Hugging Face id or GGUF file (its chat template)")
       ->check(non_empty("a model folder"));
   c.cmd
       ->add_option("--messages", c.messages,
@@ -101,7 +101,7 @@ void add_chat_command(CLI::App& app, ChatCommand& c) {
       app.add_subcommand("chat",
                          "Talk to an instruct model: one message per line of standard input (/reset starts over, /drop "
                          "drops the oldest turn); the conversation stays one KV cache");
-  cmd->add_option("--model", g.model, "Model folder or Hugging Face id (with a chat template)")
+  cmd->add_option("--model", g.model, "Model folder, Hugging Face id or GGUF file (with a chat template)")
       ->check(non_empty("a model folder"));
   cmd->add_option("--system", c.system, "System prompt (default: the template's own, if it has one)")
       ->check(non_empty("a system prompt"));

@@ -157,7 +157,8 @@ void refuse_no_cache_evict(bool no_cache, const KVLayout& kv) {
 void add_generate_command(CLI::App& app, GenerateCommand& c) {
   GenerateArgs& g = c.args;
   auto* gen = c.cmd = app.add_subcommand("generate", "Generate text (no display needed)");
-  gen->add_option("--model", g.model, "Model folder, GPT-2 or Llama/Mistral/Qwen2 (default: the embedded model)")
+  gen->add_option("--model", g.model,
+                  "Model folder (GPT-2 or Llama/Mistral/Qwen2) or GGUF file (default: the embedded model)")
       ->check(non_empty("a model folder"));
   gen->add_option("--prompt", g.prompt, "Text to continue (UTF-8)")->check(non_empty("some text to continue"));
   gen->add_option("--chat", g.chat, "A message to an instruct model, through its chat template (instead of --prompt)")

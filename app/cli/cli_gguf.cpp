@@ -1,7 +1,6 @@
 #include "app/cli/cli_gguf.h"
 
 #include <cinttypes>
-#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -12,7 +11,6 @@
 namespace kvscope {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 // "[576, 49152]"
@@ -77,20 +75,6 @@ void print_listing(const GgufFile& f) {
 }
 
 }  // namespace
-
-std::string gguf_model_path(const std::string& model) {
-  std::error_code ec;
-  const fs::path p(model);
-  if (fs::is_regular_file(p, ec)) return looks_like_gguf(model) ? model : "";
-  if (!fs::is_directory(p, ec) || fs::exists(p / "config.json", ec)) return "";
-  std::string found;
-  for (const auto& e : fs::directory_iterator(p, ec)) {
-    if (!e.is_regular_file(ec) || e.path().extension() != ".gguf") continue;
-    if (!found.empty()) return "";  // several: the user must name one
-    found = e.path().string();
-  }
-  return found;
-}
 
 int inspect_gguf(const std::string& path, bool as_json) {
   const GgufFile f = GgufFile::open(path);

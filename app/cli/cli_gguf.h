@@ -1,16 +1,12 @@
 // `kvscope inspect --model FILE.gguf`: a GGUF file's metadata and tensors
-// (name, shape, type, block layout, bytes), before kvscope can run one.
+// (name, shape, type, block layout, bytes), as stored.
 #pragma once
 
 #include <string>
 
-namespace kvscope {
+#include "model/arch/gguf_model.h"  // gguf_model_path
 
-// The GGUF file `model` names: the path itself when it is a regular file
-// ending in .gguf or starting with the GGUF magic (an Ollama blob has no
-// extension), or the one .gguf file in a folder that has no config.json.
-// Empty when `model` is none of these.
-std::string gguf_model_path(const std::string& model);
+namespace kvscope {
 
 // Prints the listing (or, with `json`, the same as JSON); 0 on success.
 // Throws kvscope::Error for a bad file.

@@ -10,6 +10,7 @@
 #include "app/cli/cli_gguf.h"
 #include "app/cli/cli_json.h"
 #include "app/cli/cli_out.h"
+#include "model/arch/gguf_tokenizer.h"
 #include "model/arch/model.h"
 #include "model/core/units.h"
 #include "model/engine/engine.h"
@@ -57,11 +58,11 @@ void print_inspect(const Model& m) {
   const uint64_t kv1 = forward_flops(c, 1, 1), kvT = forward_flops(c, 1, T);
   const uint64_t nc1 = forward_flops(c, 1, 1), ncT = forward_flops(c, T, T);
   out_printf("model          %s (%s)\n", m.name.c_str(), m.dir.c_str());
-  out_printf("architecture   %s: %d layers, %d heads x %d (%d K/V heads), width %d, vocab %d\n",
-              c.display_name.c_str(), c.n_layer, c.n_head, c.head_dim(), c.kv_heads(), c.n_embd, c.vocab_size);
+  out_printf("architecture   %s: %d layers, %d heads x %d (%d K/V heads), width %d, vocab %d\n", c.display_name.c_str(),
+             c.n_layer, c.n_head, c.head_dim(), c.kv_heads(), c.n_embd, c.vocab_size);
   out_printf("parameters     %" PRIu64 " (%s stored %s, %s resident)\n", m.n_params,
-              format_bytes(static_cast<double>(m.file_bytes)).c_str(), m.stored_dtype.c_str(),
-              format_bytes(static_cast<double>(m.weight_bytes())).c_str());
+             format_bytes(static_cast<double>(m.file_bytes)).c_str(), m.stored_dtype.c_str(),
+             format_bytes(static_cast<double>(m.weight_bytes())).c_str());
   if (c.n_positions < c.max_position_embeddings) {
     out_printf("context        %d positions (the model allows %d; --ctx N reserves for N)\n", c.n_positions,
                c.max_position_embeddings);
@@ -83,7 +84,7 @@ void print_inspect(const Model& m) {
 
 void add_tokenize_command(CLI::App& app, TokenizeCommand& c) {
   c.cmd = app.add_subcommand("tokenize", "Show the token ids and pieces of a text");
-  c.cmd->add_option("--model", c.model, "Folder with tokenizer.json, or vocab.json and merges.txt")
+  c.cmd->add_option("--model", c.model, "Folder with tokenizer.json, or vocab.json and merges.txt; or a GGUF file")
       ->check(non_empty("a model folder"));
   c.cmd->add_option("--text", c.text, "Text to tokenize (UTF-8)")->required();
   c.cmd->add_flag("--json", c.json, "Print {\"ids\", \"pieces\", \"bytes\", \"decoded\"} as JSON");
@@ -123,7 +124,9 @@ std::string quoted_bytes(const std::string& raw) {
 }  // namespace
 
 int run_tokenize_command(const TokenizeCommand& c) {
-  const Tokenizer tok = Tokenizer::load(c.model.empty() ? default_model_dir() : c.model);
+  const std::string model = c.model.empty() ? default_model_dir() : c.model;
+  const std::string gguf = gguf_model_path(model);
+  const Tokenizer tok = gguf.empty() ? Tokenizer::load(model) : tokenizer_from_gguf(GgufFile::open(gguf));
   require_utf8(c.text, "--text");  // the prompt's rule: what the tokenizer is given is UTF-8 text
   const std::vector<int> ids = tok.encode(c.text);
   std::vector<std::string> pieces;
@@ -153,7 +156,7 @@ void add_inspect_command(CLI::App& app, InspectCommand& c) {
 }
 
 int run_inspect_command(const InspectCommand& c) {
-  // A GGUF file is listed as stored (kvscope cannot run one yet).
+  // A GGUF file is listed as stored: its metadata and every tensor's type and layout.
   if (const std::string gguf = gguf_model_path(c.model); !gguf.empty()) return inspect_gguf(gguf, c.json);
   auto m = load_cli_model(c.model, c.ctx);
   if (c.json) {

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 #include "model/kv/kv_layout.h"
 
@@ -24,10 +25,25 @@ CLI::Option* add_kv_storage_flags(CLI::App* cmd, KVLayout& kv);
 // resolved. Throws UsageError, one line naming the flag and its range.
 void check_kv_flags(const CLI::App& cmd, KVLayout& kv);
 
+// `eval --needle`: the needle-in-a-haystack probe (model/decoding/needle.h)
+// of each eviction rule at each budget and depth, the haystack from --file.
+struct NeedleArgs {
+  bool on = false;
+  std::vector<double> depths{0.0, 0.25, 0.5, 0.75, 1.0};  // where the needle sits in the haystack
+  std::vector<int> budgets{8, 16, 32};                    // positions each layer keeps
+  int tokens = 64;                                        // prompt length at most (what the embedded model still copies across)
+  // The embedded model copies a made-up name it has seen once: the question
+  // ends with the name's first letter, the answer is the rest.
+  std::string needle = " There was also a kind robot named Zubrik.";
+  std::string question = "\nOne day, Z";
+  std::string answer = "ubrik";
+};
+
 struct EvalArgs {
   std::string file, model;
   KVLayout kv;
   bool json = false;
+  NeedleArgs needle;
 };
 
 // Scores a UTF-8 text with the model card's protocol (documents split on
@@ -35,5 +51,8 @@ struct EvalArgs {
 // after a window's first predicted). Throws kvscope::Error for a missing,
 // empty or non-UTF-8 file.
 int cmd_eval(const EvalArgs& a, const std::string& default_model);
+// The needle table: one row per (depth, layout) with whether the answer
+// survives; a.kv must be the default (the probe compares its own layouts).
+int cmd_needle(const EvalArgs& a, const std::string& default_model);
 
 }  // namespace kvscope

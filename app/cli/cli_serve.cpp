@@ -10,6 +10,7 @@
 #include "app/cli/cli_flags.h"
 #include "app/cli/cli_json.h"
 #include "app/cli/cli_out.h"
+#include "app/cli/line_stream.h"
 #include "model/arch/model.h"
 #include "model/core/error.h"
 #include "model/kv/kv_cache.h"
@@ -193,12 +194,17 @@ ServeOptions serve_options(const ServeCommand& c) {
   return o;
 }
 
+// --trace's own flags without --trace.
+void refuse_trace_flags(const ServeCommand& c) {
+  for (const char* f : {"--trace-ms-per-step", "--trace-limit", "--trace-block"})
+    if (c.cmd->get_option(f)->count()) throw UsageError(std::string(f) + ": only with --trace FILE");
+}
+
 // The requests: --requests' file, or --trace's lines replayed (then `trace` holds its sharing).
 std::vector<ServeRequest> load_requests(const ServeCommand& c, const Model& model, const ServeOptions& opt,
                                         std::optional<TraceRequests>& trace) {
   if (c.trace.empty()) {
-    for (const char* f : {"--trace-ms-per-step", "--trace-limit", "--trace-block"})
-      if (c.cmd->get_option(f)->count()) throw UsageError(std::string(f) + ": only with --trace FILE");
+    refuse_trace_flags(c);
     // A malformed line is a usage error (exit 2), a file that cannot be read a runtime one (exit 1).
     return read_requests(c.requests, model, opt.sched.pool_blocks, opt.kv.block);
   }
@@ -228,7 +234,9 @@ json trace_json(const TraceRequests& t, const ServeTotals& totals) {
 void add_serve_command(CLI::App& app, ServeCommand& c) {
   auto* s = c.cmd = app.add_subcommand("serve", "Serve many requests from one paged KV pool (continuous batching)");
   auto* requests =
-      s->add_option("--requests", c.requests, "JSON Lines: {\"id\", \"prompt\", \"max_new\", \"arrive\", sampling...}")
+      s->add_option("--requests", c.requests,
+                    "JSON Lines: {\"id\", \"prompt\", \"max_new\", \"arrive\", sampling...}; - (standard input) or a "
+                    "FIFO is served as its lines arrive")
           ->check(non_empty("a requests file"));
   s->add_option("--trace", c.trace,
                 "A production trace in place of --requests: Mooncake's JSON Lines {\"timestamp\", \"input_length\", "
@@ -243,7 +251,8 @@ void add_serve_command(CLI::App& app, ServeCommand& c) {
   s->add_option("--trace-block", c.trace_block, "With --trace: the trace's tokens per hash")
       ->capture_default_str()
       ->check(int_in(1, 1 << 20));
-  s->add_option("--model", c.model, "Model folder (default: the embedded model)")->check(non_empty("a model folder"));
+  s->add_option("--model", c.model, "Model folder or GGUF file (default: the embedded model)")
+      ->check(non_empty("a model folder"));
   s->add_option("--ctx", c.ctx, kCtxHelp)->check(in_range(setting::kCtx));
   s->add_flag("--bf16-products", c.bf16_products, kBf16ProductsHelp);
   s->add_option("--pool-blocks", c.pool_blocks, "KV pool size in blocks")
@@ -264,25 +273,21 @@ void add_serve_command(CLI::App& app, ServeCommand& c) {
                                              std::to_string(kDefaultKvBlock) + ")");
 }
 
-int run_serve_command(const ServeCommand& c) {
-  if (c.requests.empty() && c.trace.empty())
-    throw UsageError("serve: give --requests FILE.jsonl (or --trace FILE.jsonl, a production trace)");
-  const ServeOptions opt = serve_options(c);
-  auto model = load_cli_model(c.model, c.ctx, c.bf16_products);
-  check_kv_block(opt.kv.block, model->config);  // the one range, before the requests are sized or the pool built
-  std::optional<TraceRequests> trace;
-  Server server(model, load_requests(c, *model, opt, trace), opt);
-  ServeTotals totals;
-  while (auto r = server.step()) {
-    totals.add(*r);
-    if (c.json) {
-      out_line(step_json(server, *r).dump());
-      for (int f : r->finished) out_line(done_json(server, f).dump());
-    } else {
-      print_step_text(server, *r);
-      for (int f : r->finished) print_done_text(server, f);
-    }
+namespace {
+
+void print_step(const ServeCommand& c, const Server& server, const ServeStep& r) {
+  if (c.json) {
+    out_line(step_json(server, r).dump());
+    for (int f : r.finished) out_line(done_json(server, f).dump());
+  } else {
+    print_step_text(server, r);
+    for (int f : r.finished) print_done_text(server, f);
   }
+}
+
+// `trace`: --trace's sharing, stated beside what the pool hit.
+void print_summary(const ServeCommand& c, const Server& server, const ServeTotals& totals,
+                   const std::optional<TraceRequests>& trace = std::nullopt) {
   json sum = summary_json(server, totals);
   if (trace) sum["trace"] = trace_json(*trace, totals);
   if (c.json) {
@@ -297,6 +302,52 @@ int run_serve_command(const ServeCommand& c) {
           100 * sum["trace"]["trace_prefix_hit_rate"].get<double>(),
           100 * sum["trace"]["measured_prefix_hit_rate"].get<double>());
   }
+}
+
+// Requests from a pipe, a FIFO or standard input: each joins the queue at the
+// step after its line arrives, and serving waits for lines only when it has
+// nothing left to run. The run ends when the stream does and every request is done.
+int serve_stream(const ServeCommand& c, std::shared_ptr<const Model> model, const ServeOptions& opt) {
+  LineStream in(c.requests);
+  RequestLines lines(in.name(), *model, opt.sched.pool_blocks, opt.kv.block);
+  Server server(model, {}, opt);
+  ServeTotals totals;
+  for (;;) {
+    for (const std::string& line : in.read(server.done() ? -1 : 0))
+      if (auto r = lines.next(line)) server.add(std::move(*r));
+    if (server.done()) {
+      if (in.ended()) break;
+      continue;
+    }
+    const auto r = server.step();
+    totals.add(*r);
+    print_step(c, server, *r);
+  }
+  lines.finish();
+  print_summary(c, server, totals);
+  return 0;
+}
+
+}  // namespace
+
+int run_serve_command(const ServeCommand& c) {
+  if (c.requests.empty() && c.trace.empty())
+    throw UsageError("serve: give --requests FILE.jsonl (or --trace FILE.jsonl, a production trace)");
+  const ServeOptions opt = serve_options(c);
+  auto model = load_cli_model(c.model, c.ctx, c.bf16_products);
+  check_kv_block(opt.kv.block, model->config);  // the one range, before the requests are sized or the pool built
+  if (c.trace.empty() && is_line_stream(c.requests)) {
+    refuse_trace_flags(c);
+    return serve_stream(c, model, opt);
+  }
+  std::optional<TraceRequests> trace;
+  Server server(model, load_requests(c, *model, opt, trace), opt);
+  ServeTotals totals;
+  while (auto r = server.step()) {
+    totals.add(*r);
+    print_step(c, server, *r);
+  }
+  print_summary(c, server, totals, trace);
   return 0;
 }
 

@@ -152,6 +152,44 @@ const GgmlTypeInfo& ggml_type_info(GgmlType type) {
   return *ggml_type_info(static_cast<uint32_t>(type));
 }
 
+GgmlType ggml_type_of(StoredType t) {
+  switch (t) {
+    case StoredType::kF32:
+      return GgmlType::kF32;
+    case StoredType::kF16:
+      return GgmlType::kF16;
+    case StoredType::kBF16:
+      return GgmlType::kBF16;
+    case StoredType::kQ4_0:
+      return GgmlType::kQ4_0;
+    case StoredType::kQ4_1:
+      return GgmlType::kQ4_1;
+    case StoredType::kQ5_0:
+      return GgmlType::kQ5_0;
+    case StoredType::kQ5_1:
+      return GgmlType::kQ5_1;
+    case StoredType::kQ8_0:
+      return GgmlType::kQ8_0;
+    case StoredType::kQ4_K:
+      return GgmlType::kQ4_K;
+    case StoredType::kQ5_K:
+      return GgmlType::kQ5_K;
+    case StoredType::kQ6_K:
+      return GgmlType::kQ6_K;
+  }
+  return GgmlType::kF32;
+}
+
+StoredType stored_type_of(GgmlType t) {
+  for (uint8_t i = 0; i <= static_cast<uint8_t>(StoredType::kQ6_K); ++i)
+    if (ggml_type_of(static_cast<StoredType>(i)) == t) return static_cast<StoredType>(i);
+  return StoredType::kF32;  // unreachable: every GgmlType has a StoredType
+}
+
+const GgmlTypeInfo& ggml_type_info(StoredType t) {
+  return ggml_type_info(ggml_type_of(t));
+}
+
 std::string ggml_type_name(uint32_t id) {
   // Ids 4, 5, 31-33 and 36-38 were types ggml has since removed.
   static const char* const kNames[] = {

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "model/core/numeric.h"
+
 namespace kvscope {
 
 // ggml's ids of the types kvscope reads (a GGUF tensor info stores the id as
@@ -48,6 +50,13 @@ const GgmlTypeInfo& ggml_type_info(GgmlType type);
 std::string ggml_type_name(uint32_t id);
 // "256 weights in 144 bytes = 4.5 bits each"; "1 weight in 2 bytes = 16 bits".
 std::string ggml_block_layout(const GgmlTypeInfo& t);
+
+// The two enums of one set of types: every StoredType is a GGUF type, and
+// every readable GgmlType a StoredType (a WeightMatrix's `type`).
+GgmlType ggml_type_of(StoredType t);
+StoredType stored_type_of(GgmlType t);
+// The block layout of a StoredType (block_size 1 for F32, F16, BF16).
+const GgmlTypeInfo& ggml_type_info(StoredType t);
 
 // Decodes `n` weights stored as n / block_size blocks at `blocks` into
 // out[0, n), as llama.cpp's dequantize_row_* does. Throws kvscope::Error when

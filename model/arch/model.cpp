@@ -12,6 +12,8 @@
 #endif
 
 #include "model/arch/gguf.h"
+#include "model/arch/gguf_config.h"
+#include "model/arch/gguf_model.h"
 #include "model/arch/hf_cache.h"
 #include "model/arch/model_context.h"
 #include "model/core/error.h"
@@ -95,24 +97,41 @@ void use_bf16_products(Model& m) {
   }
 }
 
+// What every load ends with: the bf16 marks, the time it took.
+std::shared_ptr<const Model> finish_load(const std::shared_ptr<Model>& m, const LoadControl& control,
+                                         std::chrono::steady_clock::time_point t0) {
+  if (control.bf16_products) use_bf16_products(*m);
+  m->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return m;
+}
+
 }  // namespace
+
+Config load_model_config(const std::string& dir_or_id) {
+  const std::string dir = resolve_model_dir(dir_or_id);
+  if (const std::string gguf = gguf_model_path(dir); !gguf.empty()) return config_from_gguf(GgufFile::open(gguf));
+  return load_config((std::filesystem::path(dir) / "config.json").string());
+}
 
 std::shared_ptr<const Model> load_model(const std::string& dir_or_id, const LoadControl& control) {
   namespace fs = std::filesystem;
   const std::string dir = resolve_model_dir(dir_or_id);
   const auto t0 = std::chrono::steady_clock::now();
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec) && looks_like_gguf(dir)) {
-    throw Error(dir + ": a GGUF file, which `kvscope inspect --model " + dir +
-                "` lists but kvscope cannot run yet (expected a model folder: config.json, model.safetensors and "
-                "vocab.json + merges.txt or tokenizer.json)");
+  auto m = std::make_shared<Model>();
+  if (const std::string gguf = gguf_model_path(dir); !gguf.empty()) {
+    // One file: the model's name is the file's, less .gguf (an Ollama blob keeps its sha256 name).
+    m->dir = gguf;
+    m->name = fs::path(gguf).filename().string();
+    if (fs::path(gguf).extension() == ".gguf") m->name = fs::path(gguf).stem().string();
+    load_gguf_model(gguf, *m, control);
+    return finish_load(m, control, t0);
   }
+  std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     throw Error(dir + ": " + why_not_a_folder(dir) +
                 " (expected a model folder: config.json, model.safetensors and vocab.json + "
-                "merges.txt or tokenizer.json)");
+                "merges.txt or tokenizer.json; or a GGUF file)");
   }
-  auto m = std::make_shared<Model>();
   m->dir = dir;
   m->name = fs::path(dir).lexically_normal().filename().string();
   if (m->name.empty()) m->name = fs::path(dir).lexically_normal().parent_path().filename().string();
@@ -128,9 +147,7 @@ std::shared_ptr<const Model> load_model(const std::string& dir_or_id, const Load
       load_llama(dir, *m, control);
       break;
   }
-  if (control.bf16_products) use_bf16_products(*m);
-  m->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return m;
+  return finish_load(m, control, t0);
 }
 
 }  // namespace kvscope

@@ -24,14 +24,14 @@ namespace kvscope {
 using FamilyWeights = std::variant<Gpt2Weights, LlamaWeights>;
 
 struct Model {
-  std::string dir;   // folder it came from
-  std::string name;  // folder basename, for display
+  std::string dir;   // folder it came from, or its GGUF file
+  std::string name;  // folder basename (a GGUF file's name less .gguf), for display
   Config config;
   FamilyWeights weights;  // the family's: Gpt2Weights (Arch::kGpt2), LlamaWeights (Arch::kLlama)
   Tokenizer tokenizer;
   uint64_t n_params = 0;       // as stored (a tied head counted once)
   uint64_t file_bytes = 0;     // those parameters' bytes in the file(s): n_params x 2 for an F16 file
-  std::string stored_dtype;    // "F32", "F16", "BF16" or "mixed" (for display)
+  std::string stored_dtype;    // "F32", "F16", "BF16", a GGUF's "Q4_K" ... or "mixed" (for display)
   bool bf16_products = false;  // its BF16 matrices take bf16 inputs (LoadControl::bf16_products)
   // Resident bytes of the weights: matrices as stored (and their f32 copies
   // where the WebAssembly build keeps them, WeightMatrix::wide), vectors in f32.
@@ -47,7 +47,8 @@ struct Model {
 // and byte range; throws kvscope::Error with the file, tensor, expected and actual on mismatch. Before reading the
 // weights it checks that the file plus the weights kept fit in the memory available, and refuses with a clear
 // message otherwise. A Hugging Face id ("ORG/NAME") that is not a folder here is looked up in the local Hugging
-// Face cache (model/arch/hf_cache.h).
+// Face cache (model/arch/hf_cache.h). A GGUF file, or a folder without config.json holding one, is read by
+// load_gguf_model (model/arch/gguf_model.h) into the same families' weights.
 std::shared_ptr<const Model> load_model(const std::string& dir_or_id, const LoadControl& control = {});
 
 // For the family loaders: m.tokenizer from `dir`, refused (naming `vocab_path`,

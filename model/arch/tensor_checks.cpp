@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/arch/gguf_types.h"
 #include "model/arch/safetensors.h"
 #include "model/core/error.h"
 
@@ -35,7 +36,30 @@ size_t first_all_ones_exponent(const void* data, size_t n, Bits mask) {
   return n;
 }
 
+// Quantized blocks (n values, whole blocks): each block decoded; a weight is
+// finite when its block's f16 scales are, but decoding names the element.
+size_t first_non_finite_block(StoredType type, const void* data, size_t n) {
+  const GgmlTypeInfo& info = ggml_type_info(type);
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  const size_t bs = static_cast<size_t>(info.block_size);
+  float w[256];  // the largest block
+  for (size_t b = 0; b < n / bs; ++b) {
+    dequantize_row(info.type, bytes + b * static_cast<size_t>(info.block_bytes), info.block_size, w);
+    for (size_t i = 0; i < bs; ++i)
+      if (!std::isfinite(w[i])) return b * bs + i;
+  }
+  return n;
+}
+
 float value_at(StoredType type, const void* data, size_t i) {
+  if (is_quantized(type)) {
+    const GgmlTypeInfo& info = ggml_type_info(type);
+    const size_t bs = static_cast<size_t>(info.block_size);
+    float w[256];
+    dequantize_row(info.type, static_cast<const uint8_t*>(data) + i / bs * static_cast<size_t>(info.block_bytes),
+                   info.block_size, w);
+    return w[i % bs];
+  }
   if (type == StoredType::kF32) {
     float x;
     std::memcpy(&x, static_cast<const unsigned char*>(data) + 4 * i, 4);
@@ -56,6 +80,8 @@ size_t first_non_finite(StoredType type, const void* data, size_t n) {
       return first_all_ones_exponent<uint16_t>(data, n, static_cast<uint16_t>(0x7c00u));
     case StoredType::kBF16:
       return first_all_ones_exponent<uint16_t>(data, n, static_cast<uint16_t>(0x7f80u));
+    default:
+      return first_non_finite_block(type, data, n);
   }
   return n;
 }

@@ -15,7 +15,8 @@
 namespace kvscope {
 
 // Index of the first NaN or infinity among the n values at `data` (floats
-// for kF32, the 16-bit patterns for kF16 / kBF16), or n.
+// for kF32, the 16-bit patterns for kF16 / kBF16, n / block_size blocks for
+// a quantized type, whose weights are decoded), or n.
 size_t first_non_finite(StoredType type, const void* data, size_t n);
 
 // Throws kvscope::Error naming `origin` (the file), the tensor, its shape,

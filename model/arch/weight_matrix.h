@@ -1,7 +1,8 @@
 // One weight matrix of either model family, kept at its checkpoint's
-// precision: F32 stays f32, F16 and BF16 stay 16-bit (no f32 copy), so every
-// forward reads each weight once at its stored width. One exception, the
-// WebAssembly build's small models (kWideMaxMatrixBytes below).
+// precision: F32 stays f32, F16 and BF16 stay 16-bit (no f32 copy), and a
+// GGUF file's quantized matrices (Q4_0 ... Q6_K) stay in ggml's blocks, so
+// every forward reads each weight once at its stored width. One exception,
+// the WebAssembly build's small models (kWideMaxMatrixBytes below).
 #pragma once
 
 #include <Eigen/Core>
@@ -50,12 +51,22 @@ inline size_t panel_index(int64_t r, int64_t c, int64_t rows, int64_t cols) {
 }
 
 // A (rows, cols) matrix in its stored dtype, row-major or as panels.
+//
+// Quantized types (is_quantized(type): Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
+// Q5_K, Q6_K) are held as the GGUF tensor's bytes, unchanged: each row is
+// cols / block_size blocks of block_bytes bytes (gguf_types.h), rows back to
+// back (ggml dims [cols, rows]). Always row-major (never panels), never an
+// f32 copy; `at`, `row_to_f32` and `rows_to_f32` decode the blocks they
+// touch (an embedding lookup decodes one row), and `linear` (linear.h)
+// multiplies straight from the blocks (linear_quant.h).
 struct WeightMatrix {
   StoredType type = StoredType::kF32;
   int64_t rows = 0, cols = 0;
   bool panels = false;         // the layout of f32 / half: row-major, or panels (above)
   std::vector<float> f32;      // (rows, cols) when type == kF32
-  std::vector<uint16_t> half;  // (rows, cols) IEEE binary16 or bfloat16 otherwise
+  std::vector<uint16_t> half;  // (rows, cols) IEEE binary16 or bfloat16 when type is kF16 / kBF16
+  // (rows, cols / block_size) blocks when is_quantized(type), as above.
+  std::vector<uint8_t> blocks;
   // An f32 copy of `half` in its layout (row-major or panels), kept only
   // where the loader's plan said so (KeptWeights::wide): the products read it
   // instead (linear.cpp).
@@ -67,15 +78,18 @@ struct WeightMatrix {
 
   bool empty() const { return rows == 0; }
   // Bytes of the values at the stored dtype (what the model's file holds).
-  uint64_t bytes() const { return type == StoredType::kF32 ? f32.size() * 4ull : half.size() * 2ull; }
+  uint64_t bytes() const {
+    return type == StoredType::kF32 ? f32.size() * 4ull : is_quantized(type) ? blocks.size() : half.size() * 2ull;
+  }
   // Bytes held in memory: the stored values and the f32 copy, if kept.
   uint64_t resident_bytes() const;
   // Bytes one product with every row reads (linear): the f32 copy where one
   // is kept, else the stored values.
   uint64_t product_bytes() const { return wide.empty() ? bytes() : wide.size() * 4ull; }
   // Bytes one row lookup reads (row_to_f32, an embedding): a stored row.
-  uint64_t row_bytes() const { return static_cast<uint64_t>(cols) * static_cast<uint64_t>(stored_bytes(type)); }
+  uint64_t row_bytes() const;
   const void* data() const {
+    if (is_quantized(type)) return blocks.data();
     return type == StoredType::kF32 ? static_cast<const void*>(f32.data()) : static_cast<const void*>(half.data());
   }
   // Element (r, c) as f32.
@@ -87,21 +101,33 @@ struct WeightMatrix {
 
   // From f32 values (rows, cols) row-major that `type` holds exactly (the
   // tests build matrices so; the loaders read them at their stored dtype).
+  // A quantized `type` quantizes each row (quantize_row, gguf_quantize.h:
+  // llama.cpp's reference rules), so the matrix holds the values rounded,
+  // not exactly; cols must then be a multiple of the type's block size
+  // (kvscope::Error otherwise).
   static WeightMatrix from_f32(const float* v, int64_t rows, int64_t cols, StoredType type);
+
+  // A quantized (rows, cols) matrix from a GGUF tensor's bytes (ggml dims
+  // [cols, rows]; see above), taken as they are. Throws kvscope::Error when
+  // `type` is not quantized, rows or cols is negative, cols is not a
+  // multiple of the block size, or blocks.size() is not rows * cols /
+  // block_size * block_bytes. F32/F16/BF16 tensors go in `f32` / `half`.
+  static WeightMatrix from_blocks(StoredType type, int64_t rows, int64_t cols, std::vector<uint8_t> blocks);
 
   // The (cols, rows) transpose at the same dtype, of a row-major matrix with
   // no f32 copy (as read from its file: GPT-2's Conv1D weights, stored (in,
-  // out), are kept (out, in)).
+  // out), are kept (out, in)). Float types only (std::logic_error for a
+  // quantized one: its blocks run along rows).
   WeightMatrix transposed() const;
 
   // Reorders a row-major matrix into panels where kPanelWeights holds (the
   // loaders, through keep_for_products, once for each matrix the products
-  // read; a no-op elsewhere and when done). from_f32 and the readers give
-  // row-major.
+  // read; a no-op elsewhere, when done, and for quantized blocks). from_f32
+  // and the readers give row-major.
   void to_panels();
 
   // Fills `wide` from `half` (exact, element by element: the same layout);
-  // an F32 matrix keeps no copy.
+  // an F32 or quantized matrix keeps no copy.
   void widen();
 
   // Keeps a matrix the products read as they read it: panels, then the f32
@@ -125,11 +151,16 @@ constexpr uint64_t kWideMaxMatrixBytes = 64ull << 20;
 constexpr uint64_t kWideMaxMatrixBytes = 0;
 #endif
 
+// Bytes `numel` values of `type` take as stored: numel times the element's
+// bytes, or for a quantized type numel / block_size blocks (numel is then a
+// multiple of block_size, as every row of a quantized matrix is).
+uint64_t stored_values_bytes(StoredType type, uint64_t numel);
+
 // Bytes a (type, numel) matrix holds in memory, with or without an f32 copy
-// of its 16-bit values (an F32 matrix never has one).
+// of its 16-bit values (an F32 or quantized matrix never has one).
 inline uint64_t matrix_resident_bytes(StoredType type, uint64_t numel, bool wide) {
-  const uint64_t copy = wide && type != StoredType::kF32 ? 4ull * numel : 0ull;
-  return numel * static_cast<uint64_t>(stored_bytes(type)) + copy;
+  const bool half = type == StoredType::kF16 || type == StoredType::kBF16;
+  return stored_values_bytes(type, numel) + (wide && half ? 4ull * numel : 0ull);
 }
 
 // A weight matrix the model will read, as its file stores it: known from
@@ -146,7 +177,7 @@ struct KeptWeights {
   bool wide = false;             // keep f32 copies of the 16-bit ones: 0 < matrix_bytes <= the limit
   uint64_t resident = 0;         // bytes held: the matrices (+ copies) and the tensors kept in f32
   uint64_t resident_copies = 0;  // of which the f32 copies (0 for an all-F32 model, even where `wide`)
-  std::string products_dtype;    // of the matrices the products read: "F32", "F16", "BF16" or "mixed"
+  std::string products_dtype;    // of the matrices the products read: to_string(type) ("F32", "Q4_K") or "mixed"
   bool bf16_products = false;    // one of those is BF16 (what LoadControl::bf16_products needs)
   bool copies() const { return resident_copies > 0; }
 };

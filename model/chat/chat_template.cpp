@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "model/arch/gguf_model.h"
+#include "model/arch/gguf_tokenizer.h"
 #include "model/chat/jinja.h"
 #include "model/core/file_io.h"
 #include "model/core/json_quote.h"
@@ -163,6 +165,10 @@ ChatTemplate builtin_chat_template(ChatFormat format, std::vector<std::pair<std:
 
 ChatTemplate load_chat_template(const std::string& dir, std::optional<ChatFormat> format) {
   namespace fs = std::filesystem;
+  if (const std::string gguf = gguf_model_path(dir); !gguf.empty()) {
+    const GgufChatInfo info = gguf_chat_info(GgufFile::open(gguf));
+    return chat_template_from_gguf(info.source, gguf, info.bos_token, info.eos_token, format);
+  }
   const std::string cfg_path = (fs::path(dir) / "tokenizer_config.json").string();
   ojson cfg = ojson::object();
   if (fs::exists(cfg_path)) cfg = read_json_file(cfg_path, "a tokenizer_config.json");
@@ -187,6 +193,18 @@ ChatTemplate load_chat_template(const std::string& dir, std::optional<ChatFormat
               ": the model has no chat template (no chat_template.jinja, chat_template.json or "
               "\"chat_template\" in tokenizer_config.json)" +
               override_hint());
+}
+
+ChatTemplate chat_template_from_gguf(const std::string& source, const std::string& path, const std::string& bos_token,
+                                     const std::string& eos_token, std::optional<ChatFormat> format) {
+  std::vector<std::pair<std::string, std::string>> special;
+  if (!bos_token.empty()) special.emplace_back("bos_token", bos_token);
+  if (!eos_token.empty()) special.emplace_back("eos_token", eos_token);
+  if (format) return builtin_chat_template(*format, std::move(special));
+  if (source.empty()) {
+    throw Error(path + ": the model has no chat template (no metadata \"tokenizer.chat_template\")" + override_hint());
+  }
+  return chat_template_from_text(source, path + ": tokenizer.chat_template", std::move(special));
 }
 
 std::string render_chat_vars(const ChatTemplate& t, const ojson& vars, const std::tm& now) {

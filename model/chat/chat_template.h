@@ -46,10 +46,16 @@ struct ChatTemplate {
   std::vector<std::string> end_of_turn;
 };
 
-// The template of the model folder `dir` (or the built-in `format`). Throws
+// The template of the model folder or GGUF file `dir` (or the built-in `format`). Throws
 // Error naming the file and the field, and naming --chat-format as the
 // override when the folder has no template or one kvscope cannot render.
 ChatTemplate load_chat_template(const std::string& dir, std::optional<ChatFormat> format);
+// A GGUF file's template: `source` (its tokenizer.chat_template, empty when it
+// has none) with its bos and eos tokens' texts as the variables bos_token and
+// eos_token (what tokenizer_config.json names), or the built-in `format`.
+// `path` names the file. load_chat_template takes this path for a GGUF file.
+ChatTemplate chat_template_from_gguf(const std::string& source, const std::string& path, const std::string& bos_token,
+                                     const std::string& eos_token, std::optional<ChatFormat> format);
 // A built-in format with the given special tokens.
 ChatTemplate builtin_chat_template(ChatFormat format, std::vector<std::pair<std::string, std::string>> special_tokens);
 // A template from its text (a test, a chat_template file). Throws as above.

@@ -5,14 +5,11 @@
 namespace kvscope {
 
 const char* to_string(StoredType t) {
-  switch (t) {
-    case StoredType::kF16:
-      return "F16";
-    case StoredType::kBF16:
-      return "BF16";
-    default:
-      return "F32";
-  }
+  // Indexed by the enum's values, in its order.
+  static const char* const kNames[] = {"F32",  "F16",  "BF16", "Q4_0", "Q4_1", "Q5_0",
+                                       "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K"};
+  const auto i = static_cast<size_t>(t);
+  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "F32";
 }
 
 uint16_t f32_to_f16(float f) {

@@ -8,11 +8,20 @@
 
 namespace kvscope {
 
-// A weight's stored element type.
-enum class StoredType : uint8_t { kF32, kF16, kBF16 };
-const char* to_string(StoredType t);  // "F32" / "F16" / "BF16"
+// A weight's stored element type: a float format (F32, F16, BF16), or one of
+// ggml's block-quantized types (GGUF files: model/arch/gguf_types.h has their
+// block layouts, and ggml_type_of / stored_type_of map the two enums).
+enum class StoredType : uint8_t { kF32, kF16, kBF16, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ8_0, kQ4_K, kQ5_K, kQ6_K };
+const char* to_string(StoredType t);  // "F32" / "F16" / "BF16" / "Q4_0" ... "Q6_K" (llama.cpp's names)
+// Stored as blocks of several weights (no per-element width: a matrix's
+// bytes are stored_values_bytes, weight_matrix.h).
+inline bool is_quantized(StoredType t) {
+  return t >= StoredType::kQ4_0;
+}
+// Bytes per element of a float type (F32 4, F16 and BF16 2); quantized
+// types have none (this returns 0 for them).
 inline int64_t stored_bytes(StoredType t) {
-  return t == StoredType::kF32 ? 4 : 2;
+  return t == StoredType::kF32 ? 4 : is_quantized(t) ? 0 : 2;
 }
 
 // Exact for every value (normals, subnormals, inf, NaN with its payload).

@@ -7,6 +7,7 @@
 #include "model/core/error.h"
 #include "model/engine/kernels.h"
 #include "model/engine/linear_kernels.h"
+#include "model/engine/linear_quant.h"
 
 namespace kvscope {
 
@@ -21,10 +22,26 @@ constexpr bool kMatvecForDecode = false;
 constexpr bool kMatvecForDecode = true;
 #endif
 
+// Quantized blocks (linear_quant.h): shares of whole kLinearRowBlock-row
+// blocks, every block read once for all n positions.
+void quant_products(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const float* b, float* Y) {
+  const int64_t n = X.rows(), out = W.rows, in = W.cols;
+  const QuantView view{ggml_type_of(W.type), W.blocks.data(), W.rows, W.cols, static_cast<int64_t>(W.row_bytes())};
+  const int64_t blocks = (out + kLinearRowBlock - 1) / kLinearRowBlock;
+  pool.parallel_for(
+      blocks,
+      [&](int64_t b0, int64_t b1) {
+        quant_rows(view, X.data(), n, in, b, Y, out, b0 * kLinearRowBlock, std::min(out, b1 * kLinearRowBlock));
+      },
+      n * out * in);
+}
+
 // Y = X W^T + b at the weights' stored dtype (linear's checks done).
 void stored_products(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W, const float* b, float* Y) {
   const int64_t n = X.rows(), out = W.rows, in = W.cols;
-  if (n == 1 && kMatvecForDecode && !W.panels) {
+  if (is_quantized(W.type)) {
+    if (n > 0) quant_products(pool, X, W, b, Y);
+  } else if (n == 1 && kMatvecForDecode && !W.panels) {
     // Decode on row-major weights: the matrix-vector kernels (kernels.h),
     // split on rows; the f32 copy where one is kept (WeightMatrix::product_bytes
     // counts what is read).
@@ -39,6 +56,8 @@ void stored_products(ThreadPool& pool, const MatrixRM& X, const WeightMatrix& W,
               return matvec_f16(W.half.data(), in, X.data(), b, Y, r0, r1);
             case StoredType::kBF16:
               return matvec_bf16(W.half.data(), in, X.data(), b, Y, r0, r1);
+            default:
+              return;  // quantized: quant_products
           }
         },
         out * in);

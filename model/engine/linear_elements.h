@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "model/core/numeric.h"
 
@@ -28,7 +30,8 @@ inline float to_f32(Bf16 v) {
   return bf16_to_f32(v.bits);
 }
 
-// Calls f with `data` as a pointer to its element type.
+// Calls f with `data` as a pointer to its element type. Float types only:
+// quantized blocks have no element type (linear_quant.h multiplies them).
 template <typename F>
 void with_type(StoredType dtype, const void* data, F&& f) {
   switch (dtype) {
@@ -38,6 +41,8 @@ void with_type(StoredType dtype, const void* data, F&& f) {
       return f(static_cast<const F16*>(data));
     case StoredType::kBF16:
       return f(static_cast<const Bf16*>(data));
+    default:
+      throw std::logic_error(std::string("linear: no element type for ") + to_string(dtype) + " blocks");
   }
 }
 

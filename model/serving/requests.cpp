@@ -138,23 +138,34 @@ json parse_line(const std::string& line, const LineError& fail) {
 
 }  // namespace
 
+RequestLines::RequestLines(std::string file, const Model& model, int pool_blocks, int block)
+    : file_(std::move(file)), model_(model), pool_blocks_(pool_blocks), block_(block) {}
+
+std::optional<ServeRequest> RequestLines::next(const std::string& line) {
+  ++line_no_;
+  if (line.find_first_not_of(" \t\r") == std::string::npos) return std::nullopt;
+  const LineError fail{file_ + ":" + std::to_string(line_no_)};
+  if (const size_t nul = line.find('\0'); nul != std::string::npos)
+    fail("a NUL byte at column " + std::to_string(nul + 1) +
+         " (expected one JSON object of text; a string writes it as \\u0000)");
+  ServeRequest r = request_of(parse_line(line, fail), model_, pool_blocks_, block_, fail);
+  if (!ids_.insert(r.id).second) fail("duplicate id \"" + r.id + "\"");
+  return r;
+}
+
+void RequestLines::finish() const {
+  if (ids_.empty()) throw UsageError(file_ + ": no requests (expected one JSON object a line)");
+}
+
 std::vector<ServeRequest> parse_requests(const std::string& text, const std::string& file, const Model& model,
                                          int pool_blocks, int block) {
   std::vector<ServeRequest> out;
-  std::set<std::string> ids;
+  RequestLines lines(file, model, pool_blocks, block);
   std::istringstream in(text);
   std::string line;
-  for (int no = 1; std::getline(in, line); ++no) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const LineError fail{file + ":" + std::to_string(no)};
-    if (const size_t nul = line.find('\0'); nul != std::string::npos)
-      fail("a NUL byte at column " + std::to_string(nul + 1) +
-           " (expected one JSON object of text; a string writes it as \\u0000)");
-    ServeRequest r = request_of(parse_line(line, fail), model, pool_blocks, block, fail);
-    if (!ids.insert(r.id).second) fail("duplicate id \"" + r.id + "\"");
-    out.push_back(std::move(r));
-  }
-  if (out.empty()) throw UsageError(file + ": no requests (expected one JSON object a line)");
+  while (std::getline(in, line))
+    if (auto r = lines.next(line)) out.push_back(std::move(*r));
+  lines.finish();
   return out;
 }
 

@@ -7,6 +7,8 @@
 // given). Blank lines are skipped.
 #pragma once
 
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,25 @@ namespace kvscope {
 // outside its range, a duplicate id, an empty prompt, a prompt longer than the
 // model's context, a request that could never fit `pool_blocks` blocks of
 // `block` positions, or no request at all.
+// The same checks one line at a time, for a stream (a pipe, standard input)
+// whose requests are served as their lines arrive; ids are unique across it.
+class RequestLines {
+ public:
+  RequestLines(std::string file, const Model& model, int pool_blocks, int block);
+  // The request on the next line (without its newline), or nullopt for a
+  // blank one. Throws kvscope::UsageError "FILE:LINE: ...".
+  std::optional<ServeRequest> next(const std::string& line);
+  // At the end of the stream: throws UsageError when it held no request.
+  void finish() const;
+
+ private:
+  std::string file_;
+  const Model& model_;
+  int pool_blocks_ = 0, block_ = 0;
+  int line_no_ = 0;
+  std::set<std::string> ids_;
+};
+
 std::vector<ServeRequest> parse_requests(const std::string& text, const std::string& file, const Model& model,
                                          int pool_blocks, int block);
 // The same, from a file (throws kvscope::Error, a runtime error, naming the

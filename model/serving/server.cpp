@@ -36,34 +36,38 @@ KVLayout serve_layout(const Model& m, const KVLayout& kv) {
 
 Server::Server(std::shared_ptr<const Model> model, std::vector<ServeRequest> reqs, const ServeOptions& opt)
     : model_(std::move(model)),
-      reqs_(std::move(reqs)),
       opt_(opt),
       engine_(*model_),
       cache_(serve_layout(*model_, opt.kv)),
       sched_(opt.sched, opt.kv.block),
-      results_(reqs_.size()),
-      seq_(reqs_.size(), -1),
       phys_(static_cast<size_t>(opt.sched.pool_blocks), -1),
       retained_(static_cast<size_t>(opt.sched.pool_blocks), false),
       attention_left_(opt.attention_budget) {
-  const Config& c = model_->config;
-  for (const ServeRequest& r : reqs_) {
-    const int n = static_cast<int>(r.prompt.size());
-    if (n < 1 || n > c.n_positions)
-      throw Error("request " + r.id + ": prompt of " + std::to_string(n) + " tokens (expected 1.." +
-                  std::to_string(c.n_positions) + ", the context)");
-    for (int t : r.prompt)
-      if (t < 0 || t >= c.vocab_size)
-        throw Error("request " + r.id + ": token " + std::to_string(t) + " outside the vocabulary");
-    if (r.max_new < 1) throw Error("request " + r.id + ": max_new must be at least 1");
-    const int need = blocks_needed(n, r.max_new, c.n_positions, opt.kv.block);
-    if (need > opt.sched.pool_blocks)
-      throw Error("request " + r.id + " needs " + std::to_string(need) + " blocks of " + std::to_string(opt.kv.block) +
-                  " positions at its longest, more than the pool's " + std::to_string(opt.sched.pool_blocks));
-    sched_.add(SchedRequest{r.prompt, r.arrive});
-    samplers_.emplace_back(r.sampler);
-  }
+  for (ServeRequest& r : reqs) add(std::move(r));
   t0_ = std::chrono::steady_clock::now();
+}
+
+int Server::add(ServeRequest r) {
+  const Config& c = model_->config;
+  const int n = static_cast<int>(r.prompt.size());
+  if (n < 1 || n > c.n_positions)
+    throw Error("request " + r.id + ": prompt of " + std::to_string(n) + " tokens (expected 1.." +
+                std::to_string(c.n_positions) + ", the context)");
+  for (int t : r.prompt)
+    if (t < 0 || t >= c.vocab_size) throw Error("request " + r.id + ": token " + std::to_string(t) + " outside the vocabulary");
+  if (r.max_new < 1) throw Error("request " + r.id + ": max_new must be at least 1");
+  const int need = blocks_needed(n, r.max_new, c.n_positions, opt_.kv.block);
+  if (need > opt_.sched.pool_blocks)
+    throw Error("request " + r.id + " needs " + std::to_string(need) + " blocks of " + std::to_string(opt_.kv.block) +
+                " positions at its longest, more than the pool's " + std::to_string(opt_.sched.pool_blocks));
+  // A request that comes while serving is under way arrives no earlier than the next step.
+  r.arrive = std::max(r.arrive, step_);
+  sched_.add(SchedRequest{r.prompt, r.arrive});
+  samplers_.emplace_back(r.sampler);
+  reqs_.push_back(std::move(r));
+  results_.emplace_back();
+  seq_.push_back(-1);
+  return static_cast<int>(reqs_.size()) - 1;
 }
 
 double Server::elapsed_ms() const {

@@ -116,6 +116,10 @@ class Server {
   // Throws kvscope::Error for a request the model or the pool cannot take.
   Server(std::shared_ptr<const Model> model, std::vector<ServeRequest> reqs, const ServeOptions& opt);
 
+  // Adds a request (a line of a stream read while serving): it arrives at
+  // its `arrive` step or the next step, whichever is later. Returns its index
+  // (into requests()); throws as the constructor does.
+  int add(ServeRequest r);
   // Runs the next step; nullptr once every request is done.
   std::shared_ptr<const ServeStep> step();
   bool done() const { return sched_.all_done(); }
