@@ -106,6 +106,7 @@ set(KVSCOPE_CLI_SRC
   app/cli/cli.cpp
   app/cli/cli_bench.cpp
   app/cli/cli_bench_kernels.cpp
+  app/cli/cli_bench_serve.cpp
   app/cli/cli_bench_quant.cpp
   app/cli/cli_decode.cpp
   app/cli/cli_eval.cpp

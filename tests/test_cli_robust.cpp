@@ -34,6 +34,34 @@ TEST(CliRobust, BenchPositionsWithATooSmallWindowIsAUsageError) {
   EXPECT_NE(out.find("expected --kv-window 68 or more"), std::string::npos) << out;
 }
 
+// bench --serve: the three measurements of each round, as medians with their
+// ranges (the numbers are the machine's; what is checked is their shape), and
+// the flags it cannot use refused.
+TEST(CliRobust, BenchServeReportsMediansAndRanges) {
+  testutil::TempDir tmp("cli-robust-bench-serve");
+  const std::string gpt2 = testutil::suite_checkpoint("l2h2d32_f32_prefix_buffers");
+  const std::string file = tmp / "reqs.jsonl";
+  testutil::write_file(file,
+                       "{\"id\": \"a\", \"prompt\": \"ab\", \"max_new\": 6}\n"
+                       "{\"id\": \"b\", \"prompt\": \"ba ab\", \"max_new\": 6}\n"
+                       "{\"id\": \"c\", \"prompt\": \"a\", \"max_new\": 6, \"arrive\": 3}\n");
+  std::string out;
+  ASSERT_EQ(run("bench --model " + gpt2 + " --serve " + file + " --reps 2 --json", out, tmp), 0) << out;
+  const auto j = testutil::json::parse(out);
+  EXPECT_EQ(j.at("requests"), 3);
+  EXPECT_EQ(j.at("rounds"), 2);
+  for (const char* k : {"serve_decode_step_ms", "bare_forward_ms", "step_over_forward", "together_over_alone"}) {
+    const auto& s = j.at(k);
+    EXPECT_GT(s.at("min").get<double>(), 0) << k;
+    EXPECT_LE(s.at("min").get<double>(), s.at("median").get<double>()) << k;
+    EXPECT_LE(s.at("median").get<double>(), s.at("max").get<double>()) << k;
+  }
+  EXPECT_EQ(run("bench --model " + gpt2 + " --serve " + file + " --kv-window 4", out, tmp), 2) << out;
+  EXPECT_NE(out.find("--serve: serving keeps every position in its paged pool; drop --kv-window"), std::string::npos)
+      << out;
+  EXPECT_EQ(run("bench --model " + gpt2 + " --serve " + file + " --lengths 8", out, tmp), 2) << out;
+}
+
 TEST(CliRobust, RequestsFileMessages) {
   testutil::TempDir tmp("cli-robust-requests");
   const std::string llama = testutil::llama_suite_dir() + "/llama_gqa1_f32_tied_single";

@@ -484,6 +484,19 @@ TEST(Counters, CliBenchKernelsReportsEveryKernelAtEveryN) {
   EXPECT_GT(j.at("fma_peak_gmacs").get<double>(), 0.0);
 #endif
   EXPECT_EQ(j.at("bf16_dot_peak_gmacs").get<double>() > 0.0, linear_detail::kBf16DotKernel);
+  // The decode-shaped products: 3 shapes x 4 types, each reading its blocks' bytes.
+  ASSERT_EQ(j.at("decode_products").size(), 12u);
+  for (const json& r : j.at("decode_products")) {
+    EXPECT_GT(r.at("ms_n1").get<double>(), 0.0) << r.dump();
+    EXPECT_GT(r.at("ms_n8").get<double>(), 0.0) << r.dump();
+    const uint64_t numel = r.at("rows").get<uint64_t>() * r.at("cols").get<uint64_t>();
+    const std::string t = r.at("type").get<std::string>();
+    const uint64_t bytes = t == "F16"    ? 2 * numel
+                           : t == "Q8_0" ? numel / 32 * 34
+                           : t == "Q6_K" ? numel / 256 * 210
+                                         : numel / 256 * 144;  // Q4_K
+    EXPECT_EQ(r.at("bytes").get<uint64_t>(), bytes) << r.dump();
+  }
 }
 
 }  // namespace

@@ -110,8 +110,8 @@ INSTANTIATE_TEST_SUITE_P(Rules, NeedleP,
                          ::testing::Values(NeedleCase{"l2h2d32_f32_prefix_buffers", false, KVEvict::kTova, 5},
                                            NeedleCase{"l2h2d32_f32_prefix_buffers", false, KVEvict::kH2O, 6},
                                            NeedleCase{"l2h2d32_f32_prefix_buffers", false, KVEvict::kSnapKV, 6},
-                                           NeedleCase{"llama_gqa3_bf16_untied_sharded_llama3", true,
-                                                      KVEvict::kSnapKV, 7}));
+                                           NeedleCase{"llama_gqa3_bf16_untied_sharded_llama3", true, KVEvict::kSnapKV,
+                                                      7}));
 
 TEST(Needle, ProbePlacesTheNeedleAtSentenceBoundariesAndFindsTheAnswer) {
   auto m = load_model(std::string(KVSCOPE_SOURCE_DIR) + "/assets/models/kvscope-tiny");

@@ -442,18 +442,7 @@ def spm_pieces(n_merged):
             break
         best = max(pairs.items(), key=lambda kv: (kv[1], kv[0]))[0]
         merged.append(best[0] + best[1])
-        new = {}
-        for w, c in counts.items():
-            out, i = [], 0
-            while i < len(w):
-                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
-                    out.append(w[i] + w[i + 1])
-                    i += 2
-                else:
-                    out.append(w[i])
-                    i += 1
-            new[tuple(out)] = new.get(tuple(out), 0) + c
-        counts = new
+        counts = base.merge_counts(counts, best)
     merged = [m for k, m in enumerate(merged) if m not in merged[:k] and m not in chars]
     tokens = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)] + merged + chars
     scores = [0.0] * 259 + [-float(k) for k in range(len(merged))] + [-1e6 - k for k in range(len(chars))]

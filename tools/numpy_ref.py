@@ -100,20 +100,25 @@ def learn_merges(n_merges, text=CORPUS):
             break
         best = max(pairs.items(), key=lambda kv: (kv[1], kv[0]))[0]
         merges.append(best)
-        new_counts = {}
-        for w, c in counts.items():
-            out = []
-            i = 0
-            while i < len(w):
-                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
-                    out.append(w[i] + w[i + 1])
-                    i += 2
-                else:
-                    out.append(w[i])
-                    i += 1
-            new_counts[tuple(out)] = new_counts.get(tuple(out), 0) + c
-        counts = new_counts
+        counts = merge_counts(counts, best)
     return merges
+
+
+def merge_counts(counts, pair):
+    """{word (tuple of symbols): count} with every adjacent `pair` joined into one symbol."""
+    new_counts = {}
+    for w, c in counts.items():
+        out = []
+        i = 0
+        while i < len(w):
+            if i + 1 < len(w) and (w[i], w[i + 1]) == pair:
+                out.append(w[i] + w[i + 1])
+                i += 2
+            else:
+                out.append(w[i])
+                i += 1
+        new_counts[tuple(out)] = new_counts.get(tuple(out), 0) + c
+    return new_counts
 
 
 def synthetic_merges(n_merges):

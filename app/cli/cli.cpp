@@ -78,8 +78,8 @@ void add_eval_command(CLI::App& app, EvalCommand& c) {
   c.cmd->add_flag("--json", c.args.json, "Print JSON");
   add_kv_flags(c.cmd, c.args.kv);
   NeedleArgs& n = c.args.needle;
-  auto* on = c.cmd->add_flag("--needle", n.on,
-                             "Needle in a haystack (--file): whether each eviction rule keeps a fact, per depth and budget");
+  auto* on = c.cmd->add_flag(
+      "--needle", n.on, "Needle in a haystack (--file): whether each eviction rule keeps a fact, per depth and budget");
   c.cmd->add_option("--needle-depths", n.depths, "Where the needle sits in the haystack, 0 (first) .. 1 (last)")
       ->capture_default_str()
       ->delimiter(',')
@@ -94,7 +94,9 @@ void add_eval_command(CLI::App& app, EvalCommand& c) {
       ->capture_default_str()
       ->check(int_in(4, 1 << 20))
       ->needs(on);
-  c.cmd->add_option("--needle-text", n.needle, "The fact, placed between haystack sentences")->capture_default_str()->needs(on);
+  c.cmd->add_option("--needle-text", n.needle, "The fact, placed between haystack sentences")
+      ->capture_default_str()
+      ->needs(on);
   c.cmd->add_option("--needle-question", n.question, "Ends the prompt")->capture_default_str()->needs(on);
   c.cmd->add_option("--needle-answer", n.answer, "What continues the question, as the needle spells it")
       ->capture_default_str()

@@ -278,20 +278,33 @@ void add_bench_command(CLI::App& app, BenchCommand& c) {
   c.cmd->add_flag("--kernels", c.kernels,
                   "Instead of a model's speed: one core's multiply-add rates, the linear kernels' at 1-16 positions "
                   "(weights in the CPU's cache) against the f32 FMA and bf16 dot product peaks");
+  c.cmd
+      ->add_option("--serve", c.serve,
+                   "Instead of the lengths table: a requests file served together, its decode step against the bare "
+                   "forward of as many positions and against serving them one at a time (interleaved rounds: --reps)")
+      ->check(non_empty("a requests file"))
+      ->excludes(lengths);
   add_kv_flags(c.cmd, c.kv);
 }
 
 int run_bench_command(const BenchCommand& c, const std::function<double(int)>& read_bandwidth) {
   if (c.kernels) {
-    for (const char* flag :
-         {"--model", "--lengths", "--positions", "--bf16-products", "--ctx", "--kv-window", "--kv-sinks", "--kv-dtype",
-          "--kv-block", "--kv-evict", "--kv-budget", "--kv-snap-window", "--kv-snap-pool", "--kv-snap-pooling"})
+    for (const char* flag : {"--model", "--lengths", "--positions", "--serve", "--bf16-products", "--ctx",
+                             "--kv-window", "--kv-sinks", "--kv-dtype", "--kv-block", "--kv-evict", "--kv-budget",
+                             "--kv-snap-window", "--kv-snap-pool", "--kv-snap-pooling"})
       if (c.cmd && c.cmd->count(flag) > 0)
         throw UsageError(std::string("--kernels: times the kernels alone, with no model; drop ") + flag);
     return bench_kernels(c.reps, c.json);
   }
   KVLayout kv = c.kv;
   check_kv_flags(*c.cmd, kv);
+  if (!c.serve.empty()) {
+    for (const char* flag : {"--positions", "--kv-window", "--kv-sinks", "--kv-evict", "--kv-budget",
+                             "--kv-snap-window", "--kv-snap-pool", "--kv-snap-pooling"})
+      if (c.cmd && c.cmd->count(flag) > 0)
+        throw UsageError(std::string("--serve: serving keeps every position in its paged pool; drop ") + flag);
+    return bench_serve(c, kv);
+  }
   if (kv.evict != KVEvict::kNone)
     throw UsageError("--kv-evict: not available with bench (it times NO CACHE too, which eviction by score refuses)");
   return cmd_bench(c, kv, read_bandwidth ? read_bandwidth : read_bandwidth_gb_per_s);

@@ -93,11 +93,14 @@ struct BenchCommand {
   int ctx = 0;
   bool bf16_products = false;
   bool kernels = false;  // --kernels: one core's multiply-add rates, no model
+  std::string serve;     // --serve FILE: serving's decode step against the bare forward (cli_bench_serve.cpp)
   KVLayout kv;
 };
 void add_bench_command(CLI::App& app, BenchCommand& c);
 // `bench --kernels` (cli_bench_kernels.cpp).
 int bench_kernels(int reps, bool as_json);
+// `bench --serve FILE` (cli_bench_serve.cpp), `kv` checked.
+int bench_serve(const BenchCommand& c, const KVLayout& kv);
 // `read_bandwidth`: GB/s with n threads; null = the real probe.
 int run_bench_command(const BenchCommand& c, const std::function<double(int)>& read_bandwidth);
 

@@ -31,7 +31,7 @@ struct NeedleArgs {
   bool on = false;
   std::vector<double> depths{0.0, 0.25, 0.5, 0.75, 1.0};  // where the needle sits in the haystack
   std::vector<int> budgets{8, 16, 32};                    // positions each layer keeps
-  int tokens = 64;                                        // prompt length at most (what the embedded model still copies across)
+  int tokens = 64;  // prompt length at most (what the embedded model still copies across)
   // The embedded model copies a made-up name it has seen once: the question
   // ends with the name's first letter, the answer is the rest.
   std::string needle = " There was also a kind robot named Zubrik.";

@@ -29,7 +29,8 @@ std::vector<std::string> sentences(std::string text) {
   for (size_t i = 0; i < text.size(); ++i) {
     const char ch = text[i];
     const bool space = ch == ' ' || ch == '\n';
-    const bool ends = !cur.empty() && (cur.back() == '.' || cur.back() == '?' || cur.back() == '!' || cur.back() == '\n');
+    const bool ends =
+        !cur.empty() && (cur.back() == '.' || cur.back() == '?' || cur.back() == '!' || cur.back() == '\n');
     if (space && ends && cur.find_first_not_of(" \n") != std::string::npos) out.push_back(std::move(cur)), cur.clear();
     cur += ch;
   }
@@ -74,9 +75,15 @@ double product(const std::vector<double>& v) {
 }
 
 nlohmann::json row_json(const NeedleRow& r) {
-  return {{"depth", r.depth},        {"budget", r.budget},           {"layout", r.layout},
-          {"correct", r.o.correct},  {"answer_prob", r.o.answer_prob}, {"answer_held", r.o.answer_held},
-          {"needle_held", r.o.needle_held}, {"predicted", r.o.predicted}, {"kv_bytes", r.o.kv_bytes}};
+  return {{"depth", r.depth},
+          {"budget", r.budget},
+          {"layout", r.layout},
+          {"correct", r.o.correct},
+          {"answer_prob", r.o.answer_prob},
+          {"answer_held", r.o.answer_held},
+          {"needle_held", r.o.needle_held},
+          {"predicted", r.o.predicted},
+          {"kv_bytes", r.o.kv_bytes}};
 }
 
 // A grid: one line per layout (dense first, then each budget's), one column
@@ -85,8 +92,8 @@ nlohmann::json row_json(const NeedleRow& r) {
 void print_text(const Model& m, const NeedleArgs& a, const NeedleProbe& p0, const std::vector<NeedleRow>& rows) {
   out_printf("%s: needle %s, question ends %s, answer %s (%zu tokens), prompt %zu tokens\n", m.name.c_str(),
              terminal_safe(nlohmann::json(a.needle).dump()).c_str(),
-             terminal_safe(nlohmann::json(a.question).dump()).c_str(), terminal_safe(nlohmann::json(a.answer).dump()).c_str(),
-             p0.answer.size(), p0.prompt.size());
+             terminal_safe(nlohmann::json(a.question).dump()).c_str(),
+             terminal_safe(nlohmann::json(a.answer).dump()).c_str(), p0.answer.size(), p0.prompt.size());
   out_printf("each cell: answer right/WRONG, p(answer), share of the answer's positions held after the prefill\n");
   std::vector<double> depths;
   std::vector<std::pair<int, std::string>> layouts;  // (budget, name), in order
@@ -117,8 +124,9 @@ void print_text(const Model& m, const NeedleArgs& a, const NeedleProbe& p0, cons
 int cmd_needle(const EvalArgs& a, const std::string& default_model) {
   const NeedleArgs& na = a.needle;
   if (!a.kv.is_default())
-    throw UsageError("--needle compares its own layouts (dense, window, window + 4 sinks, TOVA, H2O, SnapKV at each "
-                     "--budgets value): expected no --kv-* flag with it");
+    throw UsageError(
+        "--needle compares its own layouts (dense, window, window + 4 sinks, TOVA, H2O, SnapKV at each "
+        "--budgets value): expected no --kv-* flag with it");
   const std::string text = read_regular_file(a.file, "a UTF-8 text file for the haystack");
   if (const size_t at = first_invalid_utf8(text); at != std::string::npos)
     throw Error(a.file + ": byte " + std::to_string(at) + " is not valid UTF-8 (expected UTF-8 text for the haystack)");
@@ -128,8 +136,9 @@ int cmd_needle(const EvalArgs& a, const std::string& default_model) {
   const Config& c = m->config;
   const int tokens = na.tokens;
   if (tokens + static_cast<int>(m->tokenizer.encode(na.answer).size()) > c.n_positions)
-    throw UsageError("--needle-tokens " + std::to_string(tokens) + ": the prompt and the answer must fit the context of " +
-                     std::to_string(c.n_positions) + " positions");
+    throw UsageError("--needle-tokens " + std::to_string(tokens) +
+                     ": the prompt and the answer must fit the context of " + std::to_string(c.n_positions) +
+                     " positions");
   for (int n : na.budgets)
     if (n >= tokens)
       throw UsageError("--budgets " + std::to_string(n) + ": expected fewer positions than the prompt's " +

@@ -28,6 +28,7 @@ namespace kvscope {
 // on its own (the file is compiled without fused multiply-adds), which is
 // what makes the bytes reproducible. (A llama.cpp build whose compiler fuses
 // multiply-adds in these loops may differ in the last bit of a scale.)
+// x must be finite (the loaders check every weight; a NaN has no quant).
 // Throws kvscope::Error when n is negative or not a multiple of the block size.
 void quantize_row(GgmlType type, const float* x, int64_t n, uint8_t* blocks);
 

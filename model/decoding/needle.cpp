@@ -44,7 +44,8 @@ NeedleProbe make_needle_probe(const Tokenizer& tok, const NeedleText& t, double 
     if (bytes == at) first = i;
     bytes += tok.token_bytes(needle[i]).size();
     if (first != std::string::npos && bytes == at + t.answer.size()) {
-      p.answer.assign(needle.begin() + static_cast<std::ptrdiff_t>(first), needle.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+      p.answer.assign(needle.begin() + static_cast<std::ptrdiff_t>(first),
+                      needle.begin() + static_cast<std::ptrdiff_t>(i) + 1);
       break;
     }
   }

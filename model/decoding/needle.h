@@ -29,12 +29,12 @@ struct NeedleText {
 };
 
 struct NeedleProbe {
-  std::vector<int> prompt;   // haystack before, needle, haystack after, question
-  std::vector<int> answer;   // the answer's tokens, as the needle spells them
-  int needle_first = 0;      // the needle's tokens in the prompt: [needle_first, needle_end)
+  std::vector<int> prompt;  // haystack before, needle, haystack after, question
+  std::vector<int> answer;  // the answer's tokens, as the needle spells them
+  int needle_first = 0;     // the needle's tokens in the prompt: [needle_first, needle_end)
   int needle_end = 0;
-  int answer_first = 0;      // the answer's tokens inside the needle: [answer_first, answer_first + answer.size())
-  double depth = 0;          // the haystack share before the needle, as placed (0..1)
+  int answer_first = 0;  // the answer's tokens inside the needle: [answer_first, answer_first + answer.size())
+  double depth = 0;      // the haystack share before the needle, as placed (0..1)
 };
 
 // The haystack's first sentences that fit `max_prompt` tokens with the needle
@@ -52,8 +52,8 @@ struct NeedleOutcome {
   // the share of layers (of (layer, K/V head) pairs where heads hold their
   // own positions) that still hold it, averaged over those positions.
   double answer_held = 0;
-  double needle_held = 0;           // the same over every position of the needle
-  uint64_t kv_bytes = 0;            // the cache after the prefill's eviction
+  double needle_held = 0;  // the same over every position of the needle
+  uint64_t kv_bytes = 0;   // the cache after the prefill's eviction
 };
 
 // Runs the probe in `cache` (emptied before and after).

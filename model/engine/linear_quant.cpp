@@ -55,6 +55,10 @@ void quant_rows_avx2(const QuantView& W, const float* X, int64_t n, int64_t ldx,
                      int64_t r0, int64_t r1) {
   quant_rows_portable(W, X, n, ldx, b, Y, ldy, r0, r1);
 }
+
+void quant_decode_row(GgmlType type, const uint8_t* row, int64_t cols, float* out) {
+  dequantize_row(type, row, cols, out);
+}
 #endif
 
 }  // namespace linear_detail
@@ -70,7 +74,7 @@ void decoded_rows(const QuantView& W, const float* X, int64_t n, int64_t ldx, co
     const int64_t m = std::min(r1, (r / kLinearRowBlock + 1) * kLinearRowBlock) - r;
     scratch.resize(static_cast<size_t>(m * W.cols));
     for (int64_t i = 0; i < m; ++i)
-      dequantize_row(W.type, W.blocks + (r + i) * W.row_bytes, W.cols, scratch.data() + i * W.cols);
+      linear_detail::quant_decode_row(W.type, W.blocks + (r + i) * W.row_bytes, W.cols, scratch.data() + i * W.cols);
     const WeightView view{StoredType::kF32, scratch.data(), m, W.cols, 0, false};
     linear_rows(view, X, n, ldx, b ? b + r : nullptr, Y + r, ldy, 0, m);
     r += m;

@@ -54,7 +54,8 @@ int Server::add(ServeRequest r) {
     throw Error("request " + r.id + ": prompt of " + std::to_string(n) + " tokens (expected 1.." +
                 std::to_string(c.n_positions) + ", the context)");
   for (int t : r.prompt)
-    if (t < 0 || t >= c.vocab_size) throw Error("request " + r.id + ": token " + std::to_string(t) + " outside the vocabulary");
+    if (t < 0 || t >= c.vocab_size)
+      throw Error("request " + r.id + ": token " + std::to_string(t) + " outside the vocabulary");
   if (r.max_new < 1) throw Error("request " + r.id + ": max_new must be at least 1");
   const int need = blocks_needed(n, r.max_new, c.n_positions, opt_.kv.block);
   if (need > opt_.sched.pool_blocks)

@@ -48,6 +48,10 @@ const char* to_string(LaneState s) {
   return "?";
 }
 
+std::string position_range(int first, int n) {
+  return n == 1 ? std::to_string(first) : std::to_string(first) + "\xE2\x80\x93" + std::to_string(first + n - 1);
+}
+
 std::vector<ServeLane> serve_lanes(const ServeSceneInput& in) {
   const size_t n = in.requests->size();
   std::vector<ServeLane> lanes(n);

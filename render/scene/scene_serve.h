@@ -20,6 +20,9 @@ namespace kvscope {
 
 enum class LaneState { kNotArrived, kWaiting, kPrefill, kDecoding, kIdle, kPreempted, kDone };
 const char* to_string(LaneState s);  // "not arrived", "waiting", "prefill", ...
+// Positions [first, first + n) as the lane and the banner both write them:
+// "32–45" (inclusive, an en dash), or "32" for one.
+std::string position_range(int first, int n);
 
 // One request at the shown step.
 struct ServeLane {

@@ -150,7 +150,7 @@ void Builder::lane(const ServeLane& l, float ly, float h, float label_w, float s
   rect(pad(), ly + h * 0.2f, opt.line_h * 0.4f, h * 0.6f - 2, serve_owner_colour(l.req, opt.colour_blind));
   text(opt.line_h * 0.8f, ty, q.id, kText);
   std::string state = to_string(l.state);
-  if (l.state == LaneState::kPrefill) state += fmt(" %.0f-%.0f", l.batch_first, l.batch_first + l.batch_n);
+  if (l.state == LaneState::kPrefill) state += " " + position_range(l.batch_first, l.batch_n);
   ServeRect& badge = rect(label_w, ly + 2, state_w - pad(), h - 6, serve_state_colour(l.state, pal) * 0.35f);
   badge.border = serve_state_colour(l.state, pal);
   badge.border_w = 1.5f;

@@ -35,7 +35,6 @@ std::vector<int> tokens_before(const ServeSceneInput& in, int req, int k) {
 void set_banner(const ServeSceneInput& in, int req, int k, const ServeEntry& e, ServeRequestView& v) {
   const ServeStep& s = *(*in.steps)[static_cast<size_t>(k)];
   const std::string id = (*in.requests)[static_cast<size_t>(req)].id;
-  const int end = e.first + e.n;
   const std::string batch = s.entries.size() == 1
                                 ? " in a forward of its own (" + std::to_string(s.positions) +
                                       (s.positions == 1 ? " position)" : " positions)")
@@ -44,7 +43,7 @@ void set_banner(const ServeSceneInput& in, int req, int k, const ServeEntry& e, 
                                       std::to_string(s.positions) + " positions)";
   if (e.prefill) {
     v.banner = "REQUEST " + id + " \xC2\xB7 PREFILL";
-    v.banner_sub = "positions " + std::to_string(e.first) + "\xE2\x80\x93" + std::to_string(end - 1) + batch;
+    v.banner_sub = (e.n == 1 ? "position " : "positions ") + position_range(e.first, e.n) + batch;
     if (e.first > 0) v.banner_sub += " \xC2\xB7 reads " + std::to_string(e.first) + " cached K/V rows";
   } else {
     v.banner = "REQUEST " + id + " \xC2\xB7 DECODE";
