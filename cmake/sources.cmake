@@ -71,7 +71,8 @@ set(KVSCOPE_MODEL_SRC
   model/serving/block_pool.cpp
   model/serving/requests.cpp
   model/serving/scheduler.cpp
-  model/serving/server.cpp)
+  model/serving/server.cpp
+  model/serving/trace.cpp)
 
 # render/scene/: the scene builder, pure, no GL.
 set(KVSCOPE_SCENE_SRC
@@ -141,3 +142,18 @@ set(KVSCOPE_SESSION_DATA_SRC
 
 # app/session/: the window's controller (state, worker, event intake, typed commands, demo).
 set(KVSCOPE_SESSION_SRC app/session/session.cpp app/session/session_serving.cpp app/session/session_start.cpp app/session/demo_script.cpp app/session/json_commands.cpp ${KVSCOPE_SESSION_DATA_SRC})
+
+# `kvscope watch` (desktop only: the page cannot open ZMQ sockets): the KV
+# events, prefix cache and metrics models (model/watch/, headless) and the
+# ZMQ / HTTP transport (app/watch/). app/cli/cli_watch.cpp joins kvscope_cli
+# in the desktop build only (CMakeLists.txt).
+# The headless half is also fuzzed (tests/fuzz: the `watch` target).
+set(KVSCOPE_WATCH_MODEL_SRC
+  model/watch/kv_events.cpp
+  model/watch/metrics.cpp
+  model/watch/prefix_cache.cpp
+  model/watch/sequence.cpp)
+set(KVSCOPE_WATCH_SRC ${KVSCOPE_WATCH_MODEL_SRC}
+  app/watch/http_get.cpp
+  app/watch/kv_subscriber.cpp)
+set(KVSCOPE_WATCH_CLI_SRC app/cli/cli_watch.cpp app/cli/cli_watch_llama.cpp)

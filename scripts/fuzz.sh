@@ -17,7 +17,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 SECONDS_PER_TARGET="${1:-60}"
 shift $(( $# > 0 ? 1 : 0 ))
-ALL_TARGETS=(safetensors config tokenizer_files tokenizer_text cli saved_files gguf chat_template)
+ALL_TARGETS=(safetensors config tokenizer_files tokenizer_text cli saved_files gguf chat_template watch)
 TARGETS=("$@")
 [[ ${#TARGETS[@]} -eq 0 ]] && TARGETS=("${ALL_TARGETS[@]}")
 BUILD="${FUZZ_BUILD:-$ROOT/build-fuzz}"

@@ -7,12 +7,16 @@ set -euo pipefail
 PKGS=(build-essential cmake pkg-config git
       libeigen3-dev nlohmann-json3-dev libutf8proc-dev libpcre2-dev libcli11-dev
       libgtest-dev
+      # `kvscope watch`: ZMQ and an HTTP client
+      libzmq3-dev cppzmq-dev libcpp-httplib-dev
       # desktop app
       libimgui-dev libglfw3-dev python3-glad libglm-dev libstb-dev
       libgl-dev libegl-dev libgl1-mesa-dri libegl-mesa0 fonts-dejavu-core
       xvfb xauth
       # references for tests, training and benchmarks (/usr/bin/python3)
       python3-numpy python3-regex python3-jinja2
+      # the watch tests' publisher and reference (a vLLM-style ZMQ PUB of msgpack batches)
+      python3-msgpack python3-zmq
       # function extents for scripts/function-sizes.py
       universal-ctags
       # sanitizer/fuzzer runtimes for clang

@@ -60,6 +60,24 @@ for r in "${runs[@]}"; do
   closed_pipe "${args[@]}"
 done
 
+# `watch` too, against a llama-server stand-in: Python's http.server serving
+# canned slots and metrics files (each scrape writes a record).
+mkdir -p "$tmp/llama"
+printf '[{"id":0,"n_ctx":64,"is_processing":false}]' >"$tmp/llama/slots"
+printf 'llamacpp:requests_processing 0\n' >"$tmp/llama/metrics"
+/usr/bin/python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$tmp/llama" >"$tmp/http.log" 2>&1 &
+http_pid=$!
+trap 'kill "$http_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+for _ in $(seq 100); do grep -q "port" "$tmp/http.log" && break; sleep 0.05; done
+port=$(sed -n 's/.* port \([0-9]*\).*/\1/p' "$tmp/http.log" | head -1)
+[[ -n "$port" ]] || fail "http.server did not start: $(cat "$tmp/http.log")"
+[[ -n "$port" ]] && for r in "watch --llama-server http://127.0.0.1:$port --scrapes 2 --interval 0.05 --seconds 20" \
+  "watch --llama-server http://127.0.0.1:$port --scrapes 2 --interval 0.05 --seconds 20 --json"; do
+  read -ra args <<<"$r"
+  full "${args[@]}"
+  closed_pipe "${args[@]}"
+done
+
 # The output that does go out is whole lines, one per record, as they happen:
 # --json's first line is a complete record.
 timeout 60 "$kvscope" serve --requests "$tmp/reqs.jsonl" --kv-block 4 --json 2>/dev/null | head -1 >"$tmp/first"

@@ -25,7 +25,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # The pages whose commands are checked (pages written alongside join here).
 pages=(README.md docs/window.md docs/cli.md docs/kv-layouts.md docs/decoding.md docs/counting.md docs/models.md
-       docs/performance.md docs/testing.md docs/architecture.md docs/serving.md docs/eviction.md docs/batching.md)
+       docs/performance.md docs/testing.md docs/architecture.md docs/serving.md docs/eviction.md docs/batching.md
+       docs/watch.md)
 # Synopsis entries of features that land from branches being merged: reported
 # as PENDING while this binary lacks them. Empty this list once they are in.
 pending=()

@@ -15,6 +15,7 @@
 #include "fuzz/fuzz_checks_chat.h"
 #include "fuzz/fuzz_checks_gguf.h"
 #include "fuzz/fuzz_checks_saved.h"
+#include "fuzz/fuzz_checks_watch.h"
 
 namespace kvscope {
 namespace {
@@ -86,6 +87,10 @@ TEST(FuzzRegressions, Gguf) {
 
 TEST(FuzzRegressions, ChatTemplate) {
   replay("chat_template", fuzz::check_chat_template, 0);
+}
+
+TEST(FuzzRegressions, Watch) {
+  replay("watch", fuzz::check_watch, 2);
 }
 
 // The oracles themselves: a check that cannot fail proves nothing.

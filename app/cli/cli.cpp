@@ -11,6 +11,7 @@
 #include "app/cli/cli_commands.h"
 #include "app/cli/cli_flags.h"
 #include "app/cli/cli_out.h"
+#include "app/cli/cli_watch.h"
 #include "app/platform/assets.h"
 #include "app/session/text_scale.h"
 #include "model/arch/hf_cache.h"
@@ -228,7 +229,20 @@ struct Commands {
   ChatTemplateCommand chat_template;
   ChatCommand chat;
   QuantizeCommand quantize;
+  WatchCommand watch;
 };
+
+#ifndef KVSCOPE_WATCH
+// The browser's build (and the fuzz build) has no ZMQ or sockets: `watch`
+// is there only to say so.
+void add_watch_command(CLI::App& app, WatchCommand& c) {
+  c.cmd = app.add_subcommand("watch", "Attach to a running vLLM / SGLang / llama-server (desktop only)");
+  c.cmd->allow_extras();
+}
+int run_watch_command(const WatchCommand&) {
+  throw Error("watch is desktop-only: this kvscope was built without it (a browser cannot open ZMQ sockets)");
+}
+#endif
 
 int run_parsed(Commands& c, const AppHooks& hooks) {
   // Checked here, once, as a flag would be: the pools read it later, where a
@@ -248,6 +262,7 @@ int run_parsed(Commands& c, const AppHooks& hooks) {
   if (*c.chat_template.cmd) return run_chat_template_command(c.chat_template);
   if (*c.chat.cmd) return run_chat_command(c.chat);
   if (*c.quantize.cmd) return run_quantize_command(c.quantize);
+  if (*c.watch.cmd) return run_watch_command(c.watch);
   return run_window(c.gui, hooks);
 }
 
@@ -340,6 +355,7 @@ int run_cli(int argc, char** argv, const AppHooks& hooks) {
   add_chat_template_command(app, c.chat_template);
   add_chat_command(app, c.chat);
   add_quantize_command(app, c.quantize);
+  add_watch_command(app, c.watch);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -117,6 +117,9 @@ int run_bench_command(const BenchCommand& c, const std::function<double(int)>& r
 struct ServeCommand {
   CLI::App* cmd = nullptr;
   std::string requests, model, policy = "continuous";
+  std::string trace;                       // --trace: a Mooncake trace in place of --requests
+  double trace_ms_per_step = 1000;         // --trace-ms-per-step
+  int trace_limit = 0, trace_block = 512;  // --trace-limit (0: all), --trace-block
   int ctx = 0;
   bool bf16_products = false;
   int pool_blocks = SchedulerConfig{}.pool_blocks, max_batch_tokens = SchedulerConfig{}.max_batch_tokens,

@@ -3,6 +3,7 @@
 // forward per engine step, streamed as text or JSON Lines (step, done, summary).
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "app/cli/cli.h"
 #include "app/cli/cli_commands.h"
@@ -15,6 +16,7 @@
 #include "model/kv/kv_cache.h"
 #include "model/serving/requests.h"
 #include "model/serving/server.h"
+#include "model/serving/trace.h"
 #include "model/tokenizer/tokenizer.h"
 
 namespace kvscope {
@@ -192,15 +194,63 @@ ServeOptions serve_options(const ServeCommand& c) {
   return o;
 }
 
+// --trace's own flags without --trace.
+void refuse_trace_flags(const ServeCommand& c) {
+  for (const char* f : {"--trace-ms-per-step", "--trace-limit", "--trace-block"})
+    if (c.cmd->get_option(f)->count()) throw UsageError(std::string(f) + ": only with --trace FILE");
+}
+
+// The requests: --requests' file, or --trace's lines replayed (then `trace` holds its sharing).
+std::vector<ServeRequest> load_requests(const ServeCommand& c, const Model& model, const ServeOptions& opt,
+                                        std::optional<TraceRequests>& trace) {
+  if (c.trace.empty()) {
+    refuse_trace_flags(c);
+    // A malformed line is a usage error (exit 2), a file that cannot be read a runtime one (exit 1).
+    return read_requests(c.requests, model, opt.sched.pool_blocks, opt.kv.block);
+  }
+  TraceOptions o;
+  o.block = opt.kv.block;
+  o.trace_block = c.trace_block;
+  o.ms_per_step = c.trace_ms_per_step;
+  o.limit = c.trace_limit;
+  o.pool_blocks = opt.sched.pool_blocks;
+  trace = read_trace(c.trace, model, o);
+  return trace->requests;
+}
+
+// The trace's own prefix sharing beside what the pool hit.
+json trace_json(const TraceRequests& t, const ServeTotals& totals) {
+  return {{"requests", t.requests.size()},
+          {"truncated", t.truncated},
+          {"full_blocks", t.full_blocks},
+          {"shared_blocks", t.shared_blocks},
+          {"trace_prefix_hit_rate", ratio(static_cast<double>(t.shared_blocks), static_cast<double>(t.full_blocks))},
+          {"measured_prefix_hit_rate",
+           ratio(static_cast<double>(totals.prefix_hit_blocks), static_cast<double>(t.full_blocks))}};
+}
+
 }  // namespace
 
 void add_serve_command(CLI::App& app, ServeCommand& c) {
   auto* s = c.cmd = app.add_subcommand("serve", "Serve many requests from one paged KV pool (continuous batching)");
-  s->add_option("--requests", c.requests,
-                "JSON Lines: {\"id\", \"prompt\", \"max_new\", \"arrive\", sampling...}; - (standard input) or a "
-                "FIFO is served as its lines arrive")
-      ->required()
-      ->check(non_empty("a requests file"));
+  auto* requests =
+      s->add_option("--requests", c.requests,
+                    "JSON Lines: {\"id\", \"prompt\", \"max_new\", \"arrive\", sampling...}; - (standard input) or a "
+                    "FIFO is served as its lines arrive")
+          ->check(non_empty("a requests file"));
+  s->add_option("--trace", c.trace,
+                "A production trace in place of --requests: Mooncake's JSON Lines {\"timestamp\", \"input_length\", "
+                "\"output_length\", \"hash_ids\"} (docs/serving.md)")
+      ->check(non_empty("a trace file"))
+      ->excludes(requests);
+  s->add_option("--trace-ms-per-step", c.trace_ms_per_step, "With --trace: trace milliseconds per engine step")
+      ->capture_default_str()
+      ->check(real_in(0, 1e9, true));
+  s->add_option("--trace-limit", c.trace_limit, "With --trace: replay its first N requests (default: all)")
+      ->check(int_in(1, 1 << 24));
+  s->add_option("--trace-block", c.trace_block, "With --trace: the trace's tokens per hash")
+      ->capture_default_str()
+      ->check(int_in(1, 1 << 20));
   s->add_option("--model", c.model, "Model folder or GGUF file (default: the embedded model)")
       ->check(non_empty("a model folder"));
   s->add_option("--ctx", c.ctx, kCtxHelp)->check(in_range(setting::kCtx));
@@ -235,12 +285,22 @@ void print_step(const ServeCommand& c, const Server& server, const ServeStep& r)
   }
 }
 
-void print_summary(const ServeCommand& c, const Server& server, const ServeTotals& totals) {
-  const json sum = summary_json(server, totals);
+// `trace`: --trace's sharing, stated beside what the pool hit.
+void print_summary(const ServeCommand& c, const Server& server, const ServeTotals& totals,
+                   const std::optional<TraceRequests>& trace = std::nullopt) {
+  json sum = summary_json(server, totals);
+  if (trace) sum["trace"] = trace_json(*trace, totals);
   if (c.json) {
     out_line(sum.dump());
   } else {
     print_summary_text(sum);
+    if (trace)
+      out_printf(
+          "trace: %zu requests (%d cut to the context); prefix-hit rate over %lld full blocks: the trace's own "
+          "%.1f%% (a cache that never evicts), measured %.1f%%\n",
+          trace->requests.size(), trace->truncated, trace->full_blocks,
+          100 * sum["trace"]["trace_prefix_hit_rate"].get<double>(),
+          100 * sum["trace"]["measured_prefix_hit_rate"].get<double>());
   }
 }
 
@@ -271,18 +331,23 @@ int serve_stream(const ServeCommand& c, std::shared_ptr<const Model> model, cons
 }  // namespace
 
 int run_serve_command(const ServeCommand& c) {
+  if (c.requests.empty() && c.trace.empty())
+    throw UsageError("serve: give --requests FILE.jsonl (or --trace FILE.jsonl, a production trace)");
   const ServeOptions opt = serve_options(c);
   auto model = load_cli_model(c.model, c.ctx, c.bf16_products);
   check_kv_block(opt.kv.block, model->config);  // the one range, before the requests are sized or the pool built
-  if (is_line_stream(c.requests)) return serve_stream(c, model, opt);
-  // A malformed line is a usage error (exit 2), a file that cannot be read a runtime one (exit 1).
-  Server server(model, read_requests(c.requests, *model, opt.sched.pool_blocks, opt.kv.block), opt);
+  if (c.trace.empty() && is_line_stream(c.requests)) {
+    refuse_trace_flags(c);
+    return serve_stream(c, model, opt);
+  }
+  std::optional<TraceRequests> trace;
+  Server server(model, load_requests(c, *model, opt, trace), opt);
   ServeTotals totals;
   while (auto r = server.step()) {
     totals.add(*r);
     print_step(c, server, *r);
   }
-  print_summary(c, server, totals);
+  print_summary(c, server, totals, trace);
   return 0;
 }
 
