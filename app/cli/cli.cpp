@@ -23,6 +23,19 @@
 #include "model/tokenizer/tokenizer.h"
 
 namespace kvscope {
+
+#ifndef KVSCOPE_WATCH
+// The browser's build (and the fuzz build) has no ZMQ or sockets: `watch`
+// is there only to say so.
+void add_watch_command(CLI::App& app, WatchCommand& c) {
+  c.cmd = app.add_subcommand("watch", "Attach to a running vLLM / SGLang / llama-server (desktop only)");
+  c.cmd->allow_extras();
+}
+int run_watch_command(const WatchCommand&) {
+  throw Error("watch is desktop-only: this kvscope was built without it (a browser cannot open ZMQ sockets)");
+}
+#endif
+
 namespace {
 
 // Bare `kvscope`: the window's flags on the app itself.
@@ -232,17 +245,6 @@ struct Commands {
   WatchCommand watch;
 };
 
-#ifndef KVSCOPE_WATCH
-// The browser's build (and the fuzz build) has no ZMQ or sockets: `watch`
-// is there only to say so.
-void add_watch_command(CLI::App& app, WatchCommand& c) {
-  c.cmd = app.add_subcommand("watch", "Attach to a running vLLM / SGLang / llama-server (desktop only)");
-  c.cmd->allow_extras();
-}
-int run_watch_command(const WatchCommand&) {
-  throw Error("watch is desktop-only: this kvscope was built without it (a browser cannot open ZMQ sockets)");
-}
-#endif
 
 int run_parsed(Commands& c, const AppHooks& hooks) {
   // Checked here, once, as a flag would be: the pools read it later, where a
