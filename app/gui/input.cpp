@@ -61,7 +61,8 @@ int view_mouse(Session& s, const Scene& scene, const ViewRect& r, bool newest_hi
   }
   // (the strategies' scenes are not one sequence, and the served request's
   // is not the engine's: no per-position tooltip)
-  if (serving || !is_sampling(s.engine.strategy)) return -1;
+  // (nor is the chat's: its records are the conversation's, not the timeline's)
+  if (serving || s.ui.chat.open || !is_sampling(s.engine.strategy)) return -1;
   glm::vec3 origin, dir;
   screen_ray(cam, r.w / r.h, mouse.x - r.x, mouse.y - r.y, r.w, r.h, origin, dir);
   const Pick p = pick(scene, origin, dir);

@@ -39,7 +39,7 @@ Camera from_saved(const SavedCamera& s, Camera c) {
 
 }  // namespace
 
-Session::Session(std::function<void()> wake) : worker_(wake), serve_(wake) {}
+Session::Session(std::function<void()> wake) : worker_(wake), serve_(wake), chat_(wake) {}
 
 void Session::load_model(const std::string& dir, int ctx) {
   worker_.cancel_steps();
@@ -105,6 +105,7 @@ void Session::update(double now) {
   engine.kv_scores = scorer_.result();
   engine.kv_scoring = scorer_.busy();
   serve_update(now);
+  chat_update();
   // A restored view's step, once generated (or the last one, when the
   // generation stopped before reaching it).
   if (engine.pending_view_step >= 0 && engine.stop != StopReason::kNone && !engine.records().empty() &&
@@ -239,7 +240,7 @@ void Session::execute(const Commands& cs, double now) {
 }
 
 void Session::execute(const UiCommand& given, double now) {
-  const UiCommand c = ui.serving.open ? serving_command(given) : given;
+  const UiCommand c = ui.serving.open ? serving_command(given) : ui.chat.open ? chat_command(given) : given;
   std::visit(overloaded{
                  [&](const cmd::Start& s) {
                    if (!engine.model) {
@@ -307,6 +308,12 @@ void Session::execute(const UiCommand& given, double now) {
                  [&](const cmd::ServeStep& st) { serve_step(st.steps); },
                  [&](const cmd::ServePlay&) { serve_play(now); },
                  [&](const cmd::ServeScrubTo& st) { serve_scrub_to(st.step); },
+                 [&](const cmd::ChatOpen& o) { chat_open(o.open); },
+                 [&](const cmd::ChatSend& m) { chat_send(m.text); },
+                 [&](const cmd::ChatReset&) { chat_post(chatjob::Reset{}); },
+                 [&](const cmd::ChatDrop&) { chat_post(chatjob::Drop{}); },
+                 [&](const cmd::ChatSystem& m) { chat_set(m.text, ui.chat_format); },
+                 [&](const cmd::ChatSetFormat& f) { chat_set(ui.chat_system, f.format); },
              },
              c);
 }
