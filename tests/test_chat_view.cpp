@@ -321,25 +321,25 @@ TEST(ChatScene, TokensAreTintedByRoleAndTheTurnsSpansAreOnTheGround) {
   EXPECT_GT(assistant, 0);
   EXPECT_GT(system, 0);
   EXPECT_GT(marker, 0);
-  // On the ground: a strip in its role's colour under each message's content,
-  // a wall where each turn starts, each turn named, then the three spans.
+  // On the ground: the three spans, then a strip in its role's colour under
+  // each message's content, a wall where each turn starts, each turn named.
   const int reply = s.slot + 1 - t.context;
   std::vector<std::string> captions;
   for (const Label& l : s.labels)
     if (l.kind == LabelKind::kCacheMark) captions.push_back(l.text);
-  const std::vector<std::string> want = {"system prompt",
-                                         "turn 1",
-                                         "turn 2",
-                                         "reused from the cache: " + std::to_string(t.reused),
+  const std::vector<std::string> want = {"reused from the cache: " + std::to_string(t.reused),
                                          "prefilled this turn: " + std::to_string(t.prefilled),
-                                         "reply: " + std::to_string(reply)};
+                                         "reply: " + std::to_string(reply),
+                                         "system prompt",
+                                         "turn 1",
+                                         "turn 2"};
   EXPECT_EQ(captions, want);
   std::vector<int> walls, want_walls;
   for (int p = 1; p <= s.slot; ++p)
     if (tags[static_cast<size_t>(p)].turn != tags[static_cast<size_t>(p) - 1].turn) want_walls.push_back(p);
   int strips = 0, content = 0;
   ASSERT_GE(s.cache_marks.size(), 3u);
-  for (size_t i = 0; i + 3 < s.cache_marks.size(); ++i) {
+  for (size_t i = 3; i < s.cache_marks.size(); ++i) {
     const BlockInstance& b = s.cache_marks[i];
     if (b.size.x < 0.1f) {  // a wall
       walls.push_back(b.pos);
@@ -356,7 +356,7 @@ TEST(ChatScene, TokensAreTintedByRoleAndTheTurnsSpansAreOnTheGround) {
   EXPECT_EQ(walls.size(), 2u);  // turn 1 after the system prompt, turn 2 after the first answer
   EXPECT_EQ(strips, 5);         // system, user, assistant, user, assistant
   EXPECT_EQ(content, user + assistant + system + (tags[static_cast<size_t>(s.slot)].role != ChatRole::kTemplate));
-  const BlockInstance* span = &s.cache_marks[s.cache_marks.size() - 3];
+  const BlockInstance* span = &s.cache_marks[0];
   EXPECT_EQ(span[0].pos, 0);
   EXPECT_EQ(span[0].span, t.reused);
   EXPECT_EQ(span[1].pos, t.reused);

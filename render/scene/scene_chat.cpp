@@ -201,7 +201,7 @@ void add_turn_marks(Scene& s, const std::vector<ChatTokenTag>& tags, const Layou
     }
     const std::string name = turn == 0 ? "system prompt" : "turn " + std::to_string(turn);
     add_caption(s, {(x0 + x1) * 0.5f, kBarY, L.block_w * 0.5f + kTurnLabelDz}, name, glm::vec3(0.92f, 0.94f, 1.0f), p0,
-                turn == 0 ? "sys" : "t" + std::to_string(turn));
+                turn == 0 ? "system" : "");  // ("turn 2" has no shorter form)
     p0 = p1;
   }
 }
@@ -226,7 +226,6 @@ void add_chat_marks(Scene& s, const ChatSceneInput& in, const Layout& layout) {
         tags[static_cast<size_t>(l.pos)].role == ChatRole::kTemplate)
       l.colour = glm::vec4(0.55f, 0.58f, 0.66f, 1.0f);
   const int n_pos = std::min(s.slot + 1, static_cast<int>(tags.size()));
-  add_turn_marks(s, tags, L, n_pos);
   const Palette& pal = s.palette;
   const int reused = std::clamp(in.reused, 0, s.seq_len), context = std::clamp(in.context, reused, s.seq_len);
   add_span_bar(s, L, 0, reused, pal.cache_high, 0.0f, "reused from the cache: " + std::to_string(reused),
@@ -237,6 +236,8 @@ void add_chat_marks(Scene& s, const ChatSceneInput& in, const Layout& layout) {
   const int reply_end = std::min(s.slot + 1, n_pos);
   add_span_bar(s, L, context, reply_end, pal.new_kv, 0.3f, "reply: " + std::to_string(reply_end - context),
                "reply " + std::to_string(reply_end - context));
+  // (after the spans: where the ground is crowded, their captions are the ones kept)
+  add_turn_marks(s, tags, L, n_pos);
   s.banner = "CHAT \xC2\xB7 TURN " + std::to_string(in.turn) + " \xC2\xB7 " + s.banner;
   s.bounds_max.z = std::max(s.bounds_max.z, L.block_w * 0.5f + kTurnLabelDz + 0.3f);
 }

@@ -165,8 +165,9 @@ void input_rows(const EngineState& engine, UiState& ui, Commands& cmds) {
   const bool generating = engine.chat.pub.generating;
   const float send_w = ImGui::CalcTextSize("Send").x + 2 * ImGui::GetStyle().FramePadding.x;
   ImGui::SetNextItemWidth(-(send_w + ImGui::GetStyle().ItemSpacing.x));
-  const bool enter = ImGui::InputTextWithHint("##chat_input", "Type a message, Enter sends", &ui.chat.input,
-                                              ImGuiInputTextFlags_EnterReturnsTrue);
+  const bool enter =
+      ImGui::InputTextWithHint("##chat_input", "Your message", &ui.chat.input, ImGuiInputTextFlags_EnterReturnsTrue);
+  if (!ImGui::IsItemActive()) hover_help("Type a message; Enter sends it.");
   if (enter) ImGui::SetKeyboardFocusHere(-1);  // keep typing after Enter
   ImGui::SameLine();
   ImGui::BeginDisabled(generating || ui.chat.input.empty());
@@ -174,11 +175,15 @@ void input_rows(const EngineState& engine, UiState& ui, Commands& cmds) {
     cmds.push_back(cmd::ChatSend{ui.chat.input});
   ImGui::EndDisabled();
   if (generating) ImGui::TextDisabled("generating the reply\xE2\x80\xA6");
-  const ButtonRow row = button_row({"Reset", "Drop oldest turn"});
-  if (ImGui::Button("Reset", row.size)) cmds.push_back(cmd::ChatReset{});
+  // Reset at its own width, Drop oldest turn taking the rest of the row (a shorter label where it would not fit).
+  const float spacing = ImGui::GetStyle().ItemSpacing.x, pad = 2 * ImGui::GetStyle().FramePadding.x;
+  const float reset_w = ImGui::CalcTextSize("Reset").x + pad,
+              room = ImGui::GetContentRegionAvail().x - reset_w - spacing;
+  const char* drop = ImGui::CalcTextSize("Drop oldest turn").x + pad <= room ? "Drop oldest turn" : "Drop oldest";
+  if (ImGui::Button("Reset", ImVec2(reset_w, 0))) cmds.push_back(cmd::ChatReset{});
   hover_help("Start over: only the system prompt stays, and the cache is emptied.");
-  row.next();
-  if (ImGui::Button("Drop oldest turn", row.size)) cmds.push_back(cmd::ChatDrop{});
+  ImGui::SameLine();
+  if (ImGui::Button(drop, ImVec2(-1, 0))) cmds.push_back(cmd::ChatDrop{});
   hover_help("Drop the first question and its answer; the next turn recomputes everything after them.");
 }
 
