@@ -201,6 +201,14 @@ TEST(ChatSession, TheSecondTurnReusesTheFirstsCacheAsKvscopeChatDoes) {
   EXPECT_EQ(c.tags.back().turn, 2);
   // Every position reused from turn 1 keeps the K norms turn 1 computed.
   for (int p = 0; p < c.pub.turns[1].start.reused; ++p) EXPECT_GE(c.seq.knorm(p, 0), 0.0f) << p;
+  // The generation's keys do nothing while the chat is open (a stray R restarts nothing).
+  const uint64_t conversation = c.pub.conversation;
+  r.s.execute(Commands{cmd::Reset{}, cmd::PlayPause{}, cmd::Step{}, cmd::Scrub{1}}, r.clock.now());
+  r.s.update(r.clock.now());
+  EXPECT_FALSE(r.s.ui.playing);
+  EXPECT_EQ(c.pub.conversation, conversation);
+  EXPECT_EQ(c.pub.turns.size(), 2u);
+  EXPECT_EQ(c.seq.tokens.size(), all.size());
 }
 
 TEST(ChatSession, AFullContextRefusesTheMessageUntilTheOldestTurnIsDropped) {

@@ -37,6 +37,18 @@ Camera from_saved(const SavedCamera& s, Camera c) {
   return c;
 }
 
+// While the chat view is open, the generation's playback and timeline keys
+// (Space, arrows, R, C, Enter, P) would act on the generation hidden behind
+// it: they are ignored (a key pressed outside the message box must not, say,
+// restart anything).
+bool hidden_by_chat(const UiCommand& c) {
+  return std::holds_alternative<cmd::PlayPause>(c) || std::holds_alternative<cmd::Step>(c) ||
+         std::holds_alternative<cmd::Scrub>(c) || std::holds_alternative<cmd::ScrubTo>(c) ||
+         std::holds_alternative<cmd::Reset>(c) || std::holds_alternative<cmd::ToggleCache>(c) ||
+         std::holds_alternative<cmd::Reveal>(c) || std::holds_alternative<cmd::Predict>(c) ||
+         std::holds_alternative<cmd::Fork>(c);
+}
+
 }  // namespace
 
 Session::Session(std::function<void()> wake) : worker_(wake), serve_(wake), chat_(wake) {}
@@ -240,7 +252,8 @@ void Session::execute(const Commands& cs, double now) {
 }
 
 void Session::execute(const UiCommand& given, double now) {
-  const UiCommand c = ui.serving.open ? serving_command(given) : ui.chat.open ? chat_command(given) : given;
+  if (ui.chat.open && hidden_by_chat(given)) return;
+  const UiCommand c = ui.serving.open ? serving_command(given) : given;
   std::visit(overloaded{
                  [&](const cmd::Start& s) {
                    if (!engine.model) {

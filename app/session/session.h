@@ -145,8 +145,6 @@ class Session {
   // A new system prompt or template (UiState::chat_format): a new conversation.
   void chat_set(const std::string& system, int format);
   void chat_post(ChatJob job);
-  // While the chat view is open, R starts the conversation over.
-  UiCommand chat_command(const UiCommand& c) const;
 
   EngineWorker worker_;
   LayoutScorer scorer_;  // the Cache panel's loss plot, started only by cmd::ScoreKvLayouts

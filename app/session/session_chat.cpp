@@ -78,11 +78,6 @@ void Session::chat_send(const std::string& text) {
   ui.chat.input.clear();
 }
 
-UiCommand Session::chat_command(const UiCommand& c) const {
-  if (std::holds_alternative<cmd::Reset>(c)) return cmd::ChatReset{};
-  return c;
-}
-
 // The records published since the last frame into the conversation's
 // picture: a new turn's prefill tags its prompt by role (the messages as the
 // template rendered them), each reply token is the assistant's (its
