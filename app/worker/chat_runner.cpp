@@ -47,11 +47,6 @@ void ChatRunner::read(ChatPub& into) const {
   if (into.version != pub_.version) into = pub_;
 }
 
-bool ChatRunner::busy() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return running_job_ || !jobs_.empty();
-}
-
 template <typename F>
 void ChatRunner::publish(F&& change) {
   {
@@ -71,7 +66,6 @@ void ChatRunner::run() {
       if (stop_) return;
       job = std::move(jobs_.front());
       jobs_.pop_front();
-      running_job_ = true;
       // A reply is asked to stop only by a job queued after it.
       stop_reply_ = false;
       for (const ChatJob& j : jobs_) stop_reply_ = stop_reply_ || !std::holds_alternative<chatjob::Send>(j);
@@ -82,7 +76,6 @@ void ChatRunner::run() {
       publish([&](ChatPub& p) { p.errors.push_back(std::string("Chat: ") + e.what()); });
     }
     publish([&](ChatPub& p) {
-      running_job_ = false;
       bool sends = false;
       for (const ChatJob& j : jobs_) sends = sends || std::holds_alternative<chatjob::Send>(j);
       p.generating = sends;

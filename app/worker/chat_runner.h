@@ -75,7 +75,6 @@ class ChatRunner {
   void post(ChatJob job);
   // Everything published so far (copied when it changed since `into.version`).
   void read(ChatPub& into) const;
-  bool busy() const;  // a job queued or running
 
  private:
   void run();
@@ -89,7 +88,6 @@ class ChatRunner {
   std::condition_variable cv_;
   ChatPub pub_;
   std::deque<ChatJob> jobs_;
-  bool running_job_ = false;
   bool stop_reply_ = false;  // a later job asks the reply to end where it is
   bool stop_ = false;
   std::unique_ptr<Conversation> conv_;  // the runner's thread's
