@@ -61,11 +61,15 @@ int view_mouse(Session& s, const Scene& scene, const ViewRect& r, bool newest_hi
   }
   // (the strategies' scenes are not one sequence, and the served request's
   // is not the engine's: no per-position tooltip)
-  // (nor is the chat's: its records are the conversation's, not the timeline's)
-  if (serving || s.ui.chat.open || !is_sampling(s.engine.strategy)) return -1;
+  if (serving || !is_sampling(s.engine.strategy)) return -1;
   glm::vec3 origin, dir;
   screen_ray(cam, r.w / r.h, mouse.x - r.x, mouse.y - r.y, r.w, r.h, origin, dir);
   const Pick p = pick(scene, origin, dir);
+  if (s.ui.chat.open) {  // the conversation's positions, not the timeline's
+    if (p.kind == Pick::kNothing || p.span > 1) return -1;
+    chat_tooltip(s.engine.chat, p.pos);
+    return p.pos;
+  }
   if (p.kind == Pick::kNothing || (newest_hidden && p.pos == s.engine.seq.seq_len())) return -1;
   hover_tooltip(s.engine, p, s.ui.layer, s.ui.head, newest_hidden);
   return p.pos;

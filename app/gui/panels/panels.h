@@ -103,6 +103,10 @@ Commands panel_serving(const EngineState& engine, UiState& ui);
 // each turn's counters, beside the conversation's 3D view while
 // UiState::chat.open (app/gui/panels/chat.cpp).
 Commands panel_chat(const EngineState& engine, UiState& ui);
+// The chat view's tooltip for a position of the conversation's 3D view: its
+// token, who said it, its turn, and whether the cache reused it, this turn
+// prefilled it or the reply generated it.
+void chat_tooltip(const ChatState& chat, int pos);
 // A floating window listing errors until dismissed (nothing when none).
 Commands panel_errors(const UiState& ui);
 // The cache layout's part of a KV block's tooltip: evicted, sink, page,
