@@ -19,6 +19,7 @@ set(KVSCOPE_GUI_SRC
   app/gui/render_subcommand.cpp
   app/gui/soak.cpp
   app/gui/panels/cache.cpp
+  app/gui/panels/chat.cpp
   app/gui/panels/cost.cpp
   app/gui/panels/decode.cpp
   app/gui/panels/heatmaps.cpp

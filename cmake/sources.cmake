@@ -80,6 +80,7 @@ set(KVSCOPE_SCENE_SRC
   render/scene/scene.cpp
   render/scene/scene_beams.cpp
   render/scene/scene_camera.cpp
+  render/scene/scene_chat.cpp
   render/scene/scene_format.cpp
   render/scene/scene_kv.cpp
   render/scene/scene_lod.cpp
@@ -127,7 +128,7 @@ set(KVSCOPE_CLI_SRC
   app/cli/record_json.cpp)
 
 # app/worker/: the window's engine threads (no GL).
-set(KVSCOPE_WORKER_SRC app/worker/worker.cpp app/worker/kv_scoring.cpp app/worker/serve_runner.cpp)
+set(KVSCOPE_WORKER_SRC app/worker/worker.cpp app/worker/kv_scoring.cpp app/worker/serve_runner.cpp app/worker/chat_runner.cpp)
 
 # app/session/'s data: the settings file, the fitting of restored values, the
 # timeline, the branches and saved views. GL-free and thread-free: part of the
@@ -141,7 +142,7 @@ set(KVSCOPE_SESSION_DATA_SRC
   app/session/settings.cpp)
 
 # app/session/: the window's controller (state, worker, event intake, typed commands, demo).
-set(KVSCOPE_SESSION_SRC app/session/session.cpp app/session/session_serving.cpp app/session/session_start.cpp app/session/demo_script.cpp app/session/json_commands.cpp ${KVSCOPE_SESSION_DATA_SRC})
+set(KVSCOPE_SESSION_SRC app/session/session.cpp app/session/session_serving.cpp app/session/session_chat.cpp app/session/session_start.cpp app/session/demo_script.cpp app/session/json_commands.cpp ${KVSCOPE_SESSION_DATA_SRC})
 
 # `kvscope watch` (desktop only: the page cannot open ZMQ sockets): the KV
 # events, prefix cache and metrics models (model/watch/, headless) and the

@@ -33,6 +33,7 @@ shots=(
   "beams        window_beams.png        12"
   "speculative  window_speculative.png  24"
   "serving-prefix window_serving.png    24"
+  "chat         window_chat.png         24"
 )
 for s in "${shots[@]}"; do
   read -r view file max_new <<<"$s"

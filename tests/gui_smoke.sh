@@ -21,7 +21,7 @@ for args in "--demo-frames 5 --screenshot $tmp/bad.png" ""; do
   rc=$?
   set -e
   [[ $rc -eq 2 ]] || { cat "$tmp/bad_err" >&2; echo "FAIL: KVSCOPE_DEMO_VIEW=bogus ${args:-(no flags)} exited $rc, not 2" >&2; exit 1; }
-  grep -q 'KVSCOPE_DEMO_VIEW: expected timeline, .*serving-static or predict, got "bogus"' "$tmp/bad_err" ||
+  grep -q 'KVSCOPE_DEMO_VIEW: expected timeline, .*serving-static, predict or chat, got "bogus"' "$tmp/bad_err" ||
     { cat "$tmp/bad_err" >&2; echo "FAIL: KVSCOPE_DEMO_VIEW=bogus is not named with the views it takes" >&2; exit 1; }
 done
 [[ ! -e "$tmp/bad.png" ]] || { echo "FAIL: a screenshot was written for a bad KVSCOPE_DEMO_VIEW" >&2; exit 1; }

@@ -4,8 +4,10 @@
 // persistence. Part of kvscope_render_tests; the model comes from $MODEL
 // (set by tests/gui_render_pixels.sh).
 #include <gtest/gtest.h>
+#include <imgui_internal.h>
 
 #include <unistd.h>
+#include <cstring>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -344,6 +346,59 @@ TEST(Settings, RoundTripAndBadFiles) {
     EXPECT_EQ(err, path + ": " + said) << bad;
   }
   fs::remove_all(dir);
+}
+
+// The chat view at 1280x720 and text scale 2.5 (a projector), after two
+// turns (one on a model whose context holds only one): its column leaves the conversation's 3D view at least half the
+// window, and the message box and its buttons stay on screen (the messages
+// shrink first). ImGui is driven headless, as above.
+TEST(ChatLayout, TheMessageBoxStaysOnScreenAtTextScale25) {
+  Session s;
+  SessionClock clock{s};
+  s.load_model(model_dir());
+  ASSERT_TRUE(clock.wait([&] { return s.engine.model != nullptr; }));
+  s.ui.chat_format = 1;  // ChatML (the test model has no template)
+  s.ui.chat_max_new = 24;
+  s.execute(Commands{cmd::ChatOpen{true}}, clock.now());
+  ASSERT_TRUE(clock.wait([&] { return s.engine.chat.pub.model != nullptr; })) << s.engine.chat.template_error;
+  for (const char* ask : {"What is the capital of France?", "And of Spain?"}) {
+    s.execute(Commands{cmd::ChatSend{ask}}, clock.now());
+    ASSERT_TRUE(clock.wait([&] { return !s.engine.chat.pub.generating; }));
+  }
+  ASSERT_GE(s.engine.chat.pub.turns.size(), 1u);  // (a 128-position fallback model holds one)
+  for (const float scale : {1.0f, 2.5f}) {
+    SCOPED_TRACE("text scale " + std::to_string(scale));
+    ImGuiContext* ctx = ImGui::CreateContext();
+    ImGuiIO& io = ImGui::GetIO();
+    io.IniFilename = nullptr;
+    io.DisplaySize = ImVec2(1280, 720);
+    load_fonts(scale);
+    ImGui::GetStyle().ScaleAllSizes(scale);
+    s.ui.text_scale = scale;
+    unsigned char* px = nullptr;
+    int tw = 0, th = 0;
+    io.Fonts->GetTexDataAsRGBA32(&px, &tw, &th);
+    ViewRect v{};
+    for (int f = 0; f < 3; ++f) {
+      io.DeltaTime = 1.0f / 60.0f;
+      ImGui::NewFrame();
+      Commands cmds;
+      v = layout_panels(s.engine, s.ui, 1280, 720, cmds);
+      ImGui::EndFrame();
+      EXPECT_TRUE(cmds.empty());
+    }
+    EXPECT_GE(v.w, 640.0f);
+    EXPECT_EQ(v.x + v.w, 1280.0f);
+    // The messages' child window, and under it the box and the row of buttons, fit the window.
+    const ImGuiWindow* list = nullptr;
+    for (const ImGuiWindow* w : ctx->Windows)
+      if (std::strstr(w->Name, "##chat_messages")) list = w;
+    ASSERT_NE(list, nullptr);
+    const float bottom = list->Pos.y + list->Size.y;
+    EXPECT_GE(list->Size.y, 4 * ImGui::GetTextLineHeightWithSpacing());  // at least four lines of messages
+    EXPECT_LE(bottom + 2 * ImGui::GetFrameHeightWithSpacing() + ImGui::GetStyle().ItemSpacing.y, 720.0f);
+    ImGui::DestroyContext(ctx);
+  }
 }
 
 }  // namespace

@@ -9,6 +9,34 @@
 
 namespace kvscope {
 
+namespace {
+
+// The chat view: the conversation as the cache holds it, at its newest record.
+void chat_frame_spec(const EngineState& engine, FrameSpec& f) {
+  const ChatState& c = engine.chat;
+  f.seq = &c.seq;
+  f.timeline = nullptr;
+  f.view.hide_newest = false;
+  f.hud = f.presentation = false;
+  f.step = c.seq.n_records - 1;
+  f.n_steps = c.seq.n_records;
+  f.live = true;
+  f.chat.tags = &c.tags;
+  if (const ChatTurn* t = c.turn()) {
+    f.chat.turn = t->start.turn;
+    f.chat.reused = t->start.reused;
+    f.chat.context = t->start.context;
+  }
+  f.message.clear();
+  if (!c.seq.current)
+    f.message = !c.template_error.empty()
+                    ? "this model has no chat template kvscope can use: choose a built-in format in the chat column"
+                    : "type a message: every turn the model re-reads the whole conversation, and the KV cache keeps "
+                      "what it has read";
+}
+
+}  // namespace
+
 FrameSpec frame_spec(const Session& s, float anim, int hover_pos) {
   const EngineState& engine = s.engine;
   const UiState& ui = s.ui;
@@ -53,6 +81,7 @@ FrameSpec frame_spec(const Session& s, float anim, int hover_pos) {
     f.banner = served.banner;
     f.banner_sub = served.banner_sub;
   }
+  if (ui.chat.open) chat_frame_spec(engine, f);
   return f;
 }
 
@@ -143,6 +172,7 @@ Scene frame_scene(const FrameSpec& f) {
                      [&](const SpecTimeline& its) { return build_spec_scene(its, f.decode_count, f.anim, f.view); },
                  },
                  f.timeline ? *f.timeline : none);
+  if (f.chat.tags) add_chat_marks(s, f.chat);
   if (!f.banner.empty()) {
     s.banner = f.banner;
     s.banner_sub = f.banner_sub;

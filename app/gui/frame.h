@@ -15,6 +15,7 @@
 #include "render/overlay/overlay.h"
 #include "render/scene/scene.h"
 #include "render/scene/scene_camera.h"
+#include "render/scene/scene_chat.h"
 
 namespace kvscope {
 
@@ -39,6 +40,8 @@ struct FrameSpec {
   // checkpoint is loaded ("weights from training step 300 of 7200"), so its
   // odd text reads as the lesson, not as the model.
   std::string weights_note;
+  // The chat view (tags not null): `seq` is the conversation, tinted by role (add_chat_marks).
+  ChatSceneInput chat;
 };
 
 // What the window shows for the session's state.

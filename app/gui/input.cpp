@@ -65,6 +65,11 @@ int view_mouse(Session& s, const Scene& scene, const ViewRect& r, bool newest_hi
   glm::vec3 origin, dir;
   screen_ray(cam, r.w / r.h, mouse.x - r.x, mouse.y - r.y, r.w, r.h, origin, dir);
   const Pick p = pick(scene, origin, dir);
+  if (s.ui.chat.open) {  // the conversation's positions, not the timeline's
+    if (p.kind == Pick::kNothing || p.span > 1) return -1;
+    chat_tooltip(s.engine.chat, p.pos);
+    return p.pos;
+  }
   if (p.kind == Pick::kNothing || (newest_hidden && p.pos == s.engine.seq.seq_len())) return -1;
   hover_tooltip(s.engine, p, s.ui.layer, s.ui.head, newest_hidden);
   return p.pos;

@@ -124,6 +124,12 @@ float left_sidebar(const EngineState& engine, UiState& ui, float W, float H, Com
     hover_help(
         "Many requests served from one paged KV pool by the loaded model: continuous batching, prefix "
         "caching, preemption (the Serving view, over the whole window).");
+    if (ImGui::Button(fit_text("Chat: a conversation \xE2\x96\xB6", ImGui::GetContentRegionAvail().x).c_str(),
+                      ImVec2(-1, 0)))
+      cmds.push_back(cmd::ChatOpen{true});
+    hover_help(
+        "Talk to the loaded model through its chat template: every turn re-reads the whole conversation, and the "
+        "KV cache keeps what it has read (the chat view: messages beside the conversation's 3D view).");
     if (ImGui::CollapsingHeader("Prompt", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_prompt(engine, ui));
     if (ImGui::CollapsingHeader("Playback", ImGuiTreeNodeFlags_DefaultOpen)) append(cmds, panel_playback(engine, ui));
     if (!is_sampling(engine.strategy)) ImGui::SetNextItemOpen(true, ImGuiCond_Once);
@@ -403,10 +409,22 @@ void fold_to_fit(UiState& ui, float W, float H) {
   f.lessons = ui.teach_open;
 }
 
+// The chat view: its column on the left (what its text wants at this scale,
+// between 30 % and half of the window), the conversation's 3D view beside it.
+ViewRect chat_column(const EngineState& engine, UiState& ui, float W, float H, Commands& cmds) {
+  const float w = std::clamp(380.0f * ui.text_scale, std::min(300.0f, W * 0.3f), W * 0.5f);
+  ImGui::SetNextWindowPos(ImVec2(0, 0), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(ImVec2(w, H), ImGuiCond_Always);
+  if (ImGui::Begin("Chat", nullptr, kDocked | ImGuiWindowFlags_NoResize)) append(cmds, panel_chat(engine, ui));
+  ImGui::End();
+  return ViewRect{w, 0, std::max(1.0f, W - w), std::max(1.0f, H)};
+}
+
 }  // namespace
 
 ViewRect layout_panels(const EngineState& engine, UiState& ui, float W, float H, Commands& cmds) {
   ViewRect r{0, 0, std::max(1.0f, W), std::max(1.0f, H)};
+  if (ui.chat.open && W > 0) return chat_column(engine, ui, W, H, cmds);
   if (ui.serving.open) {  // the Serving view takes the window, but for the selected request's 3D view
     append(cmds, panel_serving(engine, ui));
     if (ui.serving.view_w > 0)

@@ -39,6 +39,9 @@ const std::vector<ChoiceRow>& choice_table() {
       {"kv_dtype", "", "KV calculator format", &UiState::kv_dtype, 0, kKvDtypes - 1},
       {"bottom_tab", "", "tab", &UiState::bottom_tab, 0, kBottomTabs - 1},
       {"view_path", "", "the saved view's path", &UiState::view_path},
+      {"chat_system", "", "the chat's system prompt", &UiState::chat_system},
+      {"chat_format", "", "the chat's template", &UiState::chat_format, 0, kChatFormats},
+      {"chat_max_new", "", "the chat's reply length", &UiState::chat_max_new, 1, kMaxNewMax, L::kContext},
   };
   return rows;
 }

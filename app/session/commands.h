@@ -96,6 +96,25 @@ struct ServeScrubTo {
   int step = 0;
 };
 
+// The chat view: open / close it; send a message (refused while a reply is
+// generating); start over (the system prompt stays); drop the oldest
+// question and answer; a new system prompt or template (0 = the model's own,
+// k = built-in format k - 1) starts a new conversation.
+struct ChatOpen {
+  bool open = true;
+};
+struct ChatSend {
+  std::string text;
+};
+struct ChatReset {};
+struct ChatDrop {};
+struct ChatSystem {
+  std::string text;
+};
+struct ChatSetFormat {
+  int format = 0;
+};
+
 }  // namespace cmd
 
 using UiCommand =
@@ -104,7 +123,8 @@ using UiCommand =
                  cmd::SelectHead, cmd::Presentation, cmd::Predict, cmd::Reveal, cmd::Palette, cmd::SaveView,
                  cmd::LoadView, cmd::DismissErrors, cmd::TogglePanels, cmd::SetCamera, cmd::Fit, cmd::Screenshot,
                  cmd::Fullscreen, cmd::TextScale, cmd::LoadCheckpoint, cmd::SetStrategy, cmd::ScoreKvLayouts,
-                 cmd::ServeOpen, cmd::ServeStart, cmd::ServeStep, cmd::ServePlay, cmd::ServeScrubTo>;
+                 cmd::ServeOpen, cmd::ServeStart, cmd::ServeStep, cmd::ServePlay, cmd::ServeScrubTo, cmd::ChatOpen,
+                 cmd::ChatSend, cmd::ChatReset, cmd::ChatDrop, cmd::ChatSystem, cmd::ChatSetFormat>;
 using Commands = std::vector<UiCommand>;
 
 }  // namespace kvscope

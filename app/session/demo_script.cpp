@@ -76,8 +76,21 @@ Commands serving_script(int frame, int total, const EngineState& engine, const s
   return cmds;
 }
 
+// The chat view (with the built-in ChatML format: the embedded model has no
+// template of its own): two questions, the second read from the first's cache.
+Commands chat_script(int frame, int total, const EngineState& engine) {
+  static const char* const kAsk[] = {"What is the capital of France?", "And of Spain?"};
+  const ChatState& c = engine.chat;
+  if (frame < total / 4 || !engine.model) return {};
+  if (c.opened_for != engine.model.get()) return {cmd::ChatOpen{true}};
+  const bool idle = c.pub.model && !c.pub.generating && (c.pub.turns.empty() || c.pub.turns.back().done);
+  if (idle && c.pub.turns.size() < 2) return {cmd::ChatSend{kAsk[c.pub.turns.size()]}};
+  return {};
+}
+
 Commands feature_script(int frame, int total, const EngineState& engine, const std::string& demo_view) {
   if (demo_view.rfind("serving", 0) == 0) return serving_script(frame, total, engine, demo_view);
+  if (demo_view == "chat") return chat_script(frame, total, engine);
   Commands cmds;
   auto at = [&](double f) { return frame == static_cast<int>(f * total); };
   const int n = static_cast<int>(engine.records().size());
@@ -181,6 +194,10 @@ Commands demo_script(int frame, int total, const EngineState& engine, const std:
 
 void setup_demo_view(const std::string& demo_view, UiState& ui) {
   if (demo_view.empty()) return;
+  if (demo_view == "chat") {  // the built-in ChatML (the embedded model has no template), short replies
+    ui.chat_format = 1;
+    ui.chat_max_new = 24;
+  }
   if (demo_view.rfind("serving", 0) == 0) {  // its preset, with the second request's text shown
     ui.serving.preset = serving_demo_preset(demo_view);
     ui.serving.selected = 1;
@@ -244,7 +261,7 @@ std::string apply_demo_view(const char* name, std::string& view) {
   static const char* const kViews[] = {
       "timeline", "pages", "sampling",    "phases", "kv",      "heatmaps",       "training",        "presentation",
       "qkv",      "beams", "speculative", "evict",  "serving", "serving-prefix", "serving-preempt", "serving-static",
-      "predict"};
+      "predict",  "chat"};
   view.clear();
   if (!name || !*name) return "";  // unset or empty: the default run (scripts/screenshots.sh sets it empty)
   for (const char* v : kViews)
@@ -253,7 +270,8 @@ std::string apply_demo_view(const char* name, std::string& view) {
       return "";
     }
   return "KVSCOPE_DEMO_VIEW: expected timeline, sampling, phases, kv, pages, heatmaps, training, presentation, qkv, "
-         "beams, speculative, evict, serving, serving-prefix, serving-preempt, serving-static or predict, got \"" +
+         "beams, speculative, evict, serving, serving-prefix, serving-preempt, serving-static, predict or chat, got "
+         "\"" +
          std::string(name) + "\"";
 }
 

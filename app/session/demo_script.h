@@ -16,7 +16,7 @@ namespace kvscope {
 // Generate as fast as possible, switch the cache off and on, walk through
 // the cameras and the teaching features (scrub, fork, return, present,
 // predict, save and load a view). With `demo_view` (timeline, sampling,
-// phases, kv, pages, heatmaps, presentation, training, beams, speculative) the run
+// phases, kv, pages, heatmaps, presentation, training, beams, speculative, chat) the run
 // instead sets up that feature for a screenshot. With `camera` the run ends
 // on that preset (set late, after the default run's own camera tour).
 Commands demo_script(int frame, int total, const EngineState& engine, const std::string& demo_view,
@@ -38,7 +38,7 @@ void open_demo_sections(const std::string& demo_view, UiState& ui);
 std::string apply_demo_window(const char* text_scale, const char* size, UiState& ui, int& width, int& height);
 // $KVSCOPE_DEMO_VIEW (timeline, sampling, phases, kv, pages, heatmaps,
 // training, presentation, qkv, beams, speculative, serving, serving-prefix,
-// serving-preempt, serving-static or predict; null or empty = unset) into
+// serving-preempt, serving-static, predict or chat; null or empty = unset) into
 // `view`. Returns "" or a message naming the variable and what it expects;
 // a bad value leaves `view` empty (the default run).
 std::string apply_demo_view(const char* name, std::string& view);

@@ -16,6 +16,7 @@
 #include "app/session/fitting.h"
 #include "app/session/session.h"
 #include "app/session/text_scale.h"
+#include "model/chat/chat_template.h"
 #include "model/core/error.h"
 #include "model/core/json_quote.h"
 #include "model/decoding/setting_ranges.h"
@@ -208,6 +209,36 @@ Commands checkpoint_command(const Fields& f, const Session& s) {
   return {cmd::LoadCheckpoint{f.integer("index", 0, n - 1)}};
 }
 
+// The chat view's commands: {"cmd": "chat_open", "open": true|false},
+// chat_send {"text"}, chat_system {"text", "" = the template's own},
+// chat_format {"format": "model"|"chatml"|"llama3"|"zephyr"|"mistral"},
+// chat_reset, chat_drop. False when `name` is none of them.
+bool chat_json_command(const std::string& name, const json& c, const Fields& f, Commands& out) {
+  if (name == "chat_open") {
+    if (f.has("open") && !c.at("open").is_boolean()) f.bad("open", "true or false", c.at("open"));
+    out = {cmd::ChatOpen{!f.has("open") || c.at("open").get<bool>()}};
+  } else if (name == "chat_send") {
+    out = {cmd::ChatSend{f.text("text", "the message")}};
+  } else if (name == "chat_system") {
+    if (!f.has("text") || !c.at("text").is_string())
+      f.bad("text", "the system prompt (\"\" = the template's own)", f.has("text") ? c.at("text") : json());
+    out = {cmd::ChatSystem{c.at("text").get<std::string>()}};
+  } else if (name == "chat_format") {
+    const std::string expected = std::string("model or ") + chat_format_names();
+    const std::string v = f.text("format", expected);
+    const std::optional<ChatFormat> fmt = chat_format_of(v);
+    if (v != "model" && !fmt) f.bad("format", expected, v);
+    out = {cmd::ChatSetFormat{fmt ? static_cast<int>(*fmt) + 1 : 0}};
+  } else if (name == "chat_reset") {
+    out = {cmd::ChatReset{}};
+  } else if (name == "chat_drop") {
+    out = {cmd::ChatDrop{}};
+  } else {
+    return false;
+  }
+  return true;
+}
+
 // The commands that take no field (or, for a few, one string).
 bool plain_command(const std::string& name, const Fields& f, const Session& s, Commands& out) {
   if (name == "reset")
@@ -278,7 +309,13 @@ const std::vector<CommandFields> kCommands = {
     {"palette", {}},
     {"fit", {}},
     {"dismiss_errors", {}},
-    {"toggle_panels", {}}};
+    {"toggle_panels", {}},
+    {"chat_open", {"open"}},
+    {"chat_send", {"text"}},
+    {"chat_system", {"text"}},
+    {"chat_format", {"format"}},
+    {"chat_reset", {}},
+    {"chat_drop", {}}};
 
 // Throws unless `c` is an object naming a known command with only its own fields.
 void check_shape(const json& c) {
@@ -309,7 +346,7 @@ Commands commands_from_json(const json& c, Session& s) {
   const std::string name = c.at("cmd").get<std::string>();
   const Fields f(c, name);
   Commands out;
-  if (plain_command(name, f, s, out)) return out;
+  if (plain_command(name, f, s, out) || chat_json_command(name, c, f, out)) return out;
   if (name == "prompt") return {cmd::Start{f.text("text")}};
   if (name == "cache") return cache_command(f, s);
   if (name == "max_new") {  // as the Generate panel's field: the UI's value, then the command

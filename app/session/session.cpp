@@ -37,9 +37,21 @@ Camera from_saved(const SavedCamera& s, Camera c) {
   return c;
 }
 
+// While the chat view is open, the generation's playback and timeline keys
+// (Space, arrows, R, C, Enter, P) would act on the generation hidden behind
+// it: they are ignored (a key pressed outside the message box must not, say,
+// restart anything).
+bool hidden_by_chat(const UiCommand& c) {
+  return std::holds_alternative<cmd::PlayPause>(c) || std::holds_alternative<cmd::Step>(c) ||
+         std::holds_alternative<cmd::Scrub>(c) || std::holds_alternative<cmd::ScrubTo>(c) ||
+         std::holds_alternative<cmd::Reset>(c) || std::holds_alternative<cmd::ToggleCache>(c) ||
+         std::holds_alternative<cmd::Reveal>(c) || std::holds_alternative<cmd::Predict>(c) ||
+         std::holds_alternative<cmd::Fork>(c);
+}
+
 }  // namespace
 
-Session::Session(std::function<void()> wake) : worker_(wake), serve_(wake) {}
+Session::Session(std::function<void()> wake) : worker_(wake), serve_(wake), chat_(wake) {}
 
 void Session::load_model(const std::string& dir, int ctx) {
   worker_.cancel_steps();
@@ -105,6 +117,7 @@ void Session::update(double now) {
   engine.kv_scores = scorer_.result();
   engine.kv_scoring = scorer_.busy();
   serve_update(now);
+  chat_update();
   // A restored view's step, once generated (or the last one, when the
   // generation stopped before reaching it).
   if (engine.pending_view_step >= 0 && engine.stop != StopReason::kNone && !engine.records().empty() &&
@@ -239,6 +252,7 @@ void Session::execute(const Commands& cs, double now) {
 }
 
 void Session::execute(const UiCommand& given, double now) {
+  if (ui.chat.open && hidden_by_chat(given)) return;
   const UiCommand c = ui.serving.open ? serving_command(given) : given;
   std::visit(overloaded{
                  [&](const cmd::Start& s) {
@@ -307,6 +321,12 @@ void Session::execute(const UiCommand& given, double now) {
                  [&](const cmd::ServeStep& st) { serve_step(st.steps); },
                  [&](const cmd::ServePlay&) { serve_play(now); },
                  [&](const cmd::ServeScrubTo& st) { serve_scrub_to(st.step); },
+                 [&](const cmd::ChatOpen& o) { chat_open(o.open); },
+                 [&](const cmd::ChatSend& m) { chat_send(m.text); },
+                 [&](const cmd::ChatReset&) { chat_post(chatjob::Reset{}); },
+                 [&](const cmd::ChatDrop&) { chat_post(chatjob::Drop{}); },
+                 [&](const cmd::ChatSystem& m) { chat_set(m.text, ui.chat_format); },
+                 [&](const cmd::ChatSetFormat& f) { chat_set(ui.chat_system, f.format); },
              },
              c);
 }

@@ -17,6 +17,7 @@
 #include "app/session/commands.h"
 #include "app/session/fitting.h"
 #include "app/session/state.h"
+#include "app/worker/chat_runner.h"
 #include "app/worker/kv_scoring.h"
 #include "app/worker/serve_runner.h"
 #include "app/worker/worker.h"
@@ -135,9 +136,20 @@ class Session {
   // While the Serving view is open, the playback keys drive it (Space, ←/→, R).
   UiCommand serving_command(const UiCommand& c) const;
 
+  // The chat view (session_chat.cpp).
+  void chat_update();
+  void chat_take_records();
+  void chat_open(bool open);
+  void chat_restart();
+  void chat_send(const std::string& text);
+  // A new system prompt or template (UiState::chat_format): a new conversation.
+  void chat_set(const std::string& system, int format);
+  void chat_post(ChatJob job);
+
   EngineWorker worker_;
   LayoutScorer scorer_;  // the Cache panel's loss plot, started only by cmd::ScoreKvLayouts
   ServeRunner serve_;    // the Serving view's runs, started only by cmd::ServeStart
+  ChatRunner chat_;      // the chat view's conversation, opened only by cmd::ChatOpen
   WindowRequests requests_;
   std::optional<ReplacedGeneration> replaced_;  // while a start is pending over a running generation
   std::string unfitted_origin_;  // a file restored before any model loaded: fitted to the model when one has

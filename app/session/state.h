@@ -17,6 +17,7 @@
 #include "app/session/branches.h"
 #include "app/session/commands.h"
 #include "app/session/saved_view.h"
+#include "app/worker/chat_runner.h"
 #include "app/worker/decoding.h"
 #include "app/worker/kv_scoring.h"
 #include "app/worker/serve_runner.h"
@@ -28,6 +29,7 @@
 #include "model/decoding/speculative_generator.h"
 #include "render/scene/scene.h"
 #include "render/scene/scene_camera.h"
+#include "render/scene/scene_chat.h"
 #include "render/scene/scene_serve.h"
 
 namespace kvscope {
@@ -43,6 +45,26 @@ inline constexpr PromptPreset kPromptPresets[] = {
     {"Fact", "The capital of France is"},
 };
 inline constexpr int kNumPresets = 3;  // index kNumPresets = the custom prompt
+
+// The chat view's engine side (cmd::ChatOpen): what the chat runner
+// published, and the conversation as the cache holds it, built from the
+// records as they arrive.
+struct ChatState {
+  ChatPub pub;
+  SequenceState seq;               // at the newest record (the scene's input)
+  std::vector<ChatTokenTag> tags;  // (position) who said each token of seq
+  uint64_t conversation = 0;       // the pub.conversation `seq` belongs to
+  size_t turns_taken = 0;          // pub.turns whose prefill is in seq
+  size_t records_taken = 0;        // records of the newest turn in seq
+  size_t errors_taken = 0;         // pub.errors already in the error panel
+  std::string refused_seen;        // the pub.refused message already put back into the input box
+  // Why the conversation could not open (no template, one kvscope cannot
+  // render): the panel shows it with the built-in formats to choose from.
+  std::string template_error;
+  const Model* opened_for = nullptr;  // the model the conversation was opened for
+  // The newest turn (null before the first).
+  const ChatTurn* turn() const { return pub.turns.empty() ? nullptr : &pub.turns.back(); }
+};
 
 struct EngineState {
   std::shared_ptr<const Model> model;
@@ -84,6 +106,8 @@ struct EngineState {
   bool kv_scoring = false;
   // The Serving view's runs (cmd::ServeStart): every step's record so far.
   ServeRuns serving;
+  // The chat view's conversation (cmd::ChatOpen).
+  ChatState chat;
 
   // Steps on the timeline, whatever the strategy.
   int timeline_size() const { return tree.timeline_size(); }
@@ -219,8 +243,26 @@ struct UiState : ViewChoices {
     float view_x = 0, view_y = 0, view_w = 0, view_h = 0;
     bool view_hovered = false, folded = false;
   } serving;
+  // The chat view (app/gui/panels/chat.cpp), open in place of the generation's panels.
+  struct Chat {
+    bool open = false;
+    std::string input;          // the message being typed
+    std::string system_edit;    // the system prompt being edited (applied by cmd::ChatSystem)
+    size_t shown_messages = 0;  // messages drawn last frame (a new one scrolls the list to the end)
+    size_t shown_reply = 0;     // the streaming reply's length drawn last frame
+  } chat;
+  // The chat's remembered choices (rows of choice_table()): its system prompt
+  // ("" = the template's own default, if any), its template (0 = the model's
+  // own, k = the built-in format k - 1 of ChatFormat: chatml, llama3, zephyr,
+  // mistral) and the most tokens a reply may have.
+  std::string chat_system = "You are a helpful assistant.";
+  int chat_format = 0;
+  int chat_max_new = 32;
   PanelMemo memo;
 };
+
+// UiState::chat_format's values.
+inline constexpr int kChatFormats = 4;  // the built-in formats after "the model's own"
 
 inline constexpr int kDefaultMaxNew = 200;
 

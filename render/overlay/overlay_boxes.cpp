@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/core/units.h"
+#include "render/scene/scene_chat.h"
 #include "render/scene/scene_format.h"
 #include "render/scene/scene_spec.h"
 
@@ -103,6 +104,12 @@ std::vector<LegendEntry> legend_entries(const Scene& scene, bool terse) {
       {0, pal.generated_token, "generated token"},
       {0, pal.new_token, "newest token (just chosen)"},
   };
+  if (scene.chat)  // the chat view's tokens are tinted by who said them (scene_chat.h)
+    entries = {{0, chat_role_colour(ChatRole::kSystem), "system prompt"},
+               {0, chat_role_colour(ChatRole::kUser), "user"},
+               {0, chat_role_colour(ChatRole::kAssistant), "assistant"},
+               {0, chat_role_colour(ChatRole::kTemplate), "template markers (<|im_start|>, headers)"},
+               {0, pal.new_token, "newest token (just chosen)"}};
   bool held = false, fresh = false, prefill = false, refill = false, recomputed = false, dropped = false;
   for (const BlockInstance& b : scene.kv) {
     held |= b.state == KvState::kResident;

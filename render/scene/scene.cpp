@@ -123,7 +123,8 @@ KvState kv_state(const SequenceState& seq, const StepRecord& r, int pos, int lay
       const bool now = static_cast<size_t>(pos) < seq.evicted_at.size() && seq.evicted_at[pos] == r.index;
       return now ? KvState::kEvicting : KvState::kEvicted;
     }
-    if (r.prefill) return KvState::kPrefill;
+    // (a chat turn's prefill keeps what the cache held of earlier turns: resident, not computed)
+    if (r.prefill) return pos < r.first ? KvState::kResident : KvState::kPrefill;
     if (again) return KvState::kRefill;
     if (computed) return KvState::kNew;
     return KvState::kResident;
@@ -171,9 +172,12 @@ void set_banner(Scene& s, const StepRecord& r) {
   switch (s.phase) {
     case Phase::kPrefill:
       s.banner = "PREFILL";
-      s.banner_sub =
-          std::to_string(T) + " prompt positions computed in one parallel pass" +
-          (r.mode == CacheMode::kKV ? " \xC2\xB7 all kept in the KV cache" : " \xC2\xB7 NO CACHE: nothing kept");
+      s.banner_sub = r.first > 0  // a chat turn: the cache kept the positions before `first`
+                         ? std::to_string(T - r.first) + " new prompt positions computed in one pass \xC2\xB7 " +
+                               std::to_string(r.first) + " reused from the KV cache"
+                         : std::to_string(T) + " prompt positions computed in one parallel pass" +
+                               (r.mode == CacheMode::kKV ? " \xC2\xB7 all kept in the KV cache"
+                                                         : " \xC2\xB7 NO CACHE: nothing kept");
       break;
     case Phase::kDecodeKV:
       s.banner = "DECODE \xC2\xB7 KV CACHE";

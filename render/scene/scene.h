@@ -269,6 +269,8 @@ struct Scene {
   // in the draft's colour; rejected drafts and the K/V rolled back for them.
   bool drafts = false;
   bool rolled_back = false;
+  // The chat view (scene_chat.h): token blocks tinted by role; the legend names the roles.
+  bool chat = false;
   Palette palette = palette_for(false);  // the colours it was built with (the legend and background use them)
 };
 

@@ -99,6 +99,14 @@ Commands panel_training(const EngineState& engine, UiState& ui);
 // The Serving view: many requests from one paged KV pool, over the whole
 // window while UiState::serving.open (app/gui/panels/serving.cpp).
 Commands panel_serving(const EngineState& engine, UiState& ui);
+// The chat view's column: messages, the message box, the context meter and
+// each turn's counters, beside the conversation's 3D view while
+// UiState::chat.open (app/gui/panels/chat.cpp).
+Commands panel_chat(const EngineState& engine, UiState& ui);
+// The chat view's tooltip for a position of the conversation's 3D view: its
+// token, who said it, its turn, and whether the cache reused it, this turn
+// prefilled it or the reply generated it.
+void chat_tooltip(const ChatState& chat, int pos);
 // A floating window listing errors until dismissed (nothing when none).
 Commands panel_errors(const UiState& ui);
 // The cache layout's part of a KV block's tooltip: evicted, sink, page,
