@@ -29,12 +29,14 @@
 #include "model/decoding/generator.h"
 #include "model/engine/engine.h"
 #include "model/kv/kv_cache.h"
+#include "gguf_test_util.h"
 #include "numpy_ref_util.h"
 
 namespace kvscope {
 namespace {
 
 namespace fs = std::filesystem;
+using testutil::Greedy;
 using testutil::json;
 
 // The suite, generated once per version of the converter and of the scripts
@@ -65,30 +67,6 @@ json model_entry(const std::string& name) {
 
 std::string path_of(const std::string& file) {
   return suite_dir() + "/" + file;
-}
-
-// The logits of every step of a greedy continuation of `prompt` (the cache's
-// prefill, then one token a step), and the tokens chosen.
-struct Greedy {
-  std::vector<std::vector<float>> logits;
-  std::vector<int> tokens;
-};
-
-Greedy run(const Model& m, std::vector<int> tokens, int steps) {
-  Engine eng(m);
-  KVCache cache(KVLayout::for_model(m.config));
-  Greedy r;
-  for (int s = 0; s <= steps; ++s) {
-    const int T = static_cast<int>(tokens.size());
-    ForwardOutput out = eng.forward(tokens, s == 0 ? 0 : T - 1, &cache, false);
-    int best = 0;
-    for (int v = 1; v < static_cast<int>(out.logits.size()); ++v)
-      if (out.logits[static_cast<size_t>(v)] > out.logits[static_cast<size_t>(best)]) best = v;
-    r.logits.push_back(out.logits);
-    tokens.push_back(best);
-  }
-  r.tokens = tokens;
-  return r;
 }
 
 double max_abs_diff(const std::vector<float>& a, const std::vector<double>& b) {
@@ -123,7 +101,7 @@ TEST_P(GgufModel, MatchesItsSafetensors) {
     EXPECT_TRUE(std::get<Gpt2Weights>(g->weights).lm_head.empty());
   }
   std::vector<int> prompt = {5, 17, 42, 100, 7, 250};
-  const Greedy a = run(*g, prompt, 10), b = run(*s, prompt, 10);
+  const Greedy a = testutil::greedy_run(*g, prompt, 10), b = testutil::greedy_run(*s, prompt, 10);
   for (size_t i = 0; i < a.logits.size(); ++i) {
     std::vector<double> ref(b.logits[i].begin(), b.logits[i].end());
     EXPECT_LE(max_abs_diff(a.logits[i], ref), 1e-6) << GetParam() << " step " << i;
@@ -147,7 +125,7 @@ TEST_P(GgufQuantized, MatchesNumpyOfDecodedWeights) {
   EXPECT_EQ(g->stored_dtype, e["type"].get<std::string>());
   const std::vector<int> prompt = ref["prompt"];
   const int steps = ref["n_steps"];
-  const Greedy a = run(*g, prompt, steps);
+  const Greedy a = testutil::greedy_run(*g, prompt, steps);
   for (int i = 0; i <= steps; ++i) {
     EXPECT_LE(max_abs_diff(a.logits[static_cast<size_t>(i)], ref["logits"][static_cast<size_t>(i)]), 1e-4)
         << GetParam() << " step " << i;

@@ -21,12 +21,14 @@
 #include "model/arch/model.h"
 #include "model/engine/engine.h"
 #include "model/kv/kv_cache.h"
+#include "gguf_test_util.h"
 #include "numpy_ref_util.h"
 
 namespace kvscope {
 namespace {
 
 namespace fs = std::filesystem;
+using testutil::Greedy;
 using testutil::json;
 
 std::string tool(const std::string& name) {
@@ -56,29 +58,6 @@ const std::string& convert_suite() {
     return testutil::generated_suite(tool("numpy_gguf_convert.py"), tag);
   }();
   return dir;
-}
-
-// Greedy steps from `prompt`: each step's logits and the tokens.
-struct Greedy {
-  std::vector<std::vector<float>> logits;
-  std::vector<int> tokens;
-};
-
-Greedy run(const Model& m, std::vector<int> tokens, int steps) {
-  Engine eng(m);
-  KVCache cache(KVLayout::for_model(m.config));
-  Greedy r;
-  for (int s = 0; s <= steps; ++s) {
-    const int T = static_cast<int>(tokens.size());
-    ForwardOutput out = eng.forward(tokens, s == 0 ? 0 : T - 1, &cache, false);
-    int best = 0;
-    for (int v = 1; v < static_cast<int>(out.logits.size()); ++v)
-      if (out.logits[static_cast<size_t>(v)] > out.logits[static_cast<size_t>(best)]) best = v;
-    r.logits.push_back(out.logits);
-    tokens.push_back(best);
-  }
-  r.tokens = tokens;
-  return r;
 }
 
 double max_abs_diff(const std::vector<float>& a, const json& b) {
@@ -131,7 +110,7 @@ TEST_P(Quantize, FileAsLlamaCppWritesItAndLogitsAsNumpy) {
   const auto g = load_model(out);
   const std::vector<int> prompt = ref["prompt"];
   const int steps = ref["n_steps"];
-  const Greedy a = run(*g, prompt, steps);
+  const Greedy a = testutil::greedy_run(*g, prompt, steps);
   // inspect's bytes per decode step, from the file's tensor list, are the engine's for the loaded model.
   ASSERT_EQ(testutil::run_kvscope("inspect --json --model " + testutil::shell_quote(out), text, tmp), 0) << text;
   EXPECT_EQ(json::parse(text)["decode_step_bytes"].get<uint64_t>(), forward_read_bytes(*g, 0));
@@ -140,7 +119,7 @@ TEST_P(Quantize, FileAsLlamaCppWritesItAndLogitsAsNumpy) {
         << "step " << i;
   EXPECT_EQ(a.tokens, ref["tokens"].get<std::vector<int>>());
   if (upper == "F16" || upper == "BF16") {
-    EXPECT_EQ(a.tokens, run(*load_model(src), prompt, steps).tokens);
+    EXPECT_EQ(a.tokens, testutil::greedy_run(*load_model(src), prompt, steps).tokens);
   }
 }
 
@@ -211,7 +190,7 @@ TEST(QuantizeEmbedded, Q8_0SameIdsAndFirstTokens) {
   }
   for (const char* prompt : {"Once upon a time", "The little dog", "Tom and Mia went to the park. They"}) {
     const std::vector<int> ids = s->tokenizer.encode_prompt(prompt);
-    EXPECT_EQ(run(*g, ids, 15).tokens, run(*s, ids, 15).tokens) << prompt;
+    EXPECT_EQ(testutil::greedy_run(*g, ids, 15).tokens, testutil::greedy_run(*s, ids, 15).tokens) << prompt;
   }
 }
 
