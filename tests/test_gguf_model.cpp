@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "gguf_test_util.h"
 #include "model/arch/gguf.h"
 #include "model/arch/gguf_model.h"
 #include "model/arch/gguf_tokenizer.h"
@@ -29,7 +30,6 @@
 #include "model/decoding/generator.h"
 #include "model/engine/engine.h"
 #include "model/kv/kv_cache.h"
-#include "gguf_test_util.h"
 #include "numpy_ref_util.h"
 
 namespace kvscope {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "gguf_test_util.h"
 #include "model/arch/gguf.h"
 #include "model/arch/gguf_export.h"
 #include "model/arch/gguf_tokenizer.h"
@@ -21,7 +22,6 @@
 #include "model/arch/model.h"
 #include "model/engine/engine.h"
 #include "model/kv/kv_cache.h"
-#include "gguf_test_util.h"
 #include "numpy_ref_util.h"
 
 namespace kvscope {
