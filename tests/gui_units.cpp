@@ -7,9 +7,9 @@
 #include <imgui_internal.h>
 
 #include <unistd.h>
-#include <cstring>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>

@@ -518,7 +518,8 @@ TEST(DemoWindow, EveryBadDemoVariableIsNamedBeforeTheWindowOpens) {
   ASSERT_EQ(p.size(), 1u);
   EXPECT_NE(p[0].find("KVSCOPE_DEMO_VIEW"), std::string::npos) << p[0];
   EXPECT_NE(p[0].find("\"bogus\""), std::string::npos) << p[0];
-  for (const char* view : {"timeline", "beams", "speculative", "serving-static", "predict", "chat"})  // the values it takes
+  for (const char* view :
+       {"timeline", "beams", "speculative", "serving-static", "predict", "chat"})  // the values it takes
     EXPECT_NE(p[0].find(view), std::string::npos) << p[0];
   vars["KVSCOPE_DEMO_CAMERA"] = "above";
   vars["KVSCOPE_DEMO_TEXT_SCALE"] = "9";

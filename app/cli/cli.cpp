@@ -245,7 +245,6 @@ struct Commands {
   WatchCommand watch;
 };
 
-
 int run_parsed(Commands& c, const AppHooks& hooks) {
   // Checked here, once, as a flag would be: the pools read it later, where a
   // bad value could only be passed over.

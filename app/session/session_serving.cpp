@@ -13,7 +13,7 @@ namespace kvscope {
 void Session::serve_open(bool open) {
   ui.serving.open = open;
   if (open) ui.chat.open = false;  // one view over the window at a time
-  if (open) ui.playing = false;  // the generation waits while the server runs
+  if (open) ui.playing = false;    // the generation waits while the server runs
   if (open && engine.serving.runs.empty()) serve_start(ui.serving.preset);
 }
 
