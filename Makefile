@@ -57,7 +57,7 @@ test-asan:
 # load/cancel models) under ThreadSanitizer.
 test-tsan:
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(SAN_FLAGS) -DKVSCOPE_TSAN=ON -DKVSCOPE_GUI=OFF $(CMAKE_ARGS)
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target kvscope_worker_tests
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target kvscope_worker_tests kvscope
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/tests/kvscope_worker_tests
 
 # The browser build (docs/web.md): the same app through Emscripten into
