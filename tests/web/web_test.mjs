@@ -469,6 +469,39 @@ async function runOnly(name, c) {
 
 // Served with COOP/COEP: the records against the CLI's, NO CACHE mid-sequence, screenshots, the KV layout,
 // saved views, presentation mode, an unknown command, the frame time.
+// The chat view in the page: two turns whose cache counts and replies are those of
+// `kvscope chat --json` for the same conversation, and a screenshot of it.
+async function chatChecks(page) {
+  const sys = 'You are a helpful assistant.', ask = ['What is the capital of France?', 'And of Spain?'];
+  await command(page, { cmd: 'pause' });
+  let err = await command(page, { cmd: 'chat_system', text: sys });
+  err ||= await command(page, { cmd: 'chat_format', format: 'chatml' });
+  err ||= await command(page, { cmd: 'chat_open' });
+  await waitFor(page, () => globalThis.kvscope.state().chat.template !== '', null, 60000, 'the chat to open');
+  for (let k = 0; k < ask.length && !err; k++) {
+    err = await command(page, { cmd: 'chat_send', text: ask[k] });
+    await waitFor(page, (n) => { const c = globalThis.kvscope.state().chat;
+      return c.turns.length === n && c.turns[n - 1].done && !c.generating; }, k + 1, 120000, 'reply ' + (k + 1));
+  }
+  const s = await state(page);
+  const out = execFileSync(CLI, ['chat', '--chat-format', 'chatml', '--json', '--max-new',
+    String(s.choices.chat_max_new), '--system', sys], { input: ask.join('\n') + '\n', encoding: 'utf8',
+    env: { ...process.env, KVSCOPE_THREADS: '1' } });
+  const ev = out.trim().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+  const cli = ev.filter((e) => e.event === 'turn').map((t, i) => ({ ...t,
+    reply: ev.filter((e) => e.event === 'reply')[i] }));
+  const page2 = s.chat.turns.map((t) => [t.reused, t.prefilled, t.computed, t.no_cache, t.reply]);
+  const cli2 = cli.map((t) => [t.reused, t.prefilled, t.reply.computed, t.reply.no_cache, t.reply.text]);
+  check('chat: two turns in the page reuse the cache as kvscope chat --json does (reused, prefilled, computed, ' +
+    'NO CACHE, reply)', !err && JSON.stringify(page2) === JSON.stringify(cli2) && page2.length === 2 &&
+    page2[1][0] > 0, `${err || ''} page ${JSON.stringify(page2).slice(0, 300)} cli ${JSON.stringify(cli2).slice(0, 300)}`);
+  await new Promise((r) => setTimeout(r, 500));
+  const png = await page.screenshot({ path: path.join(OUT, 'page-chat-1280x720.png') });
+  const n = await colours(page, png);
+  check('chat: the view is drawn (many colours)', n > 500, `${n} colours`);
+  await command(page, { cmd: 'chat_open', open: false });
+}
+
 async function isolatedChecks(c) {
   const { browser, coi, logs, cliKv, cliNoCache, speedContext } = c;
   const { page, firstTokenS } = await openPage(browser, coi.url, { width: 1280, height: 720, deviceScaleFactor: 1 },
@@ -534,6 +567,7 @@ async function isolatedChecks(c) {
   const ft = await page.evaluate(() => { const t = [...globalThis.kvscopePage.frameTimes].slice(-120).sort((a, b) => a - b);
     return t.length ? t[Math.floor(t.length / 2)] : 0; });
   console.log(`info median frame time (last 120 frames): ${ft.toFixed(1)} ms`);
+  await chatChecks(page);
   await page.close();
 
 }

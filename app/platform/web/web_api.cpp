@@ -72,6 +72,32 @@ json training_json(const Session& s) {
           {"tab_open", s.ui.teach_open && s.ui.bottom_tab == kTrainingTab}};
 }
 
+// The chat view as its panel shows it: the messages, each turn's cache
+// counts (the records' TurnStart / TurnEnd) and the reply streaming.
+json chat_json(const Session& s) {
+  const ChatState& c = s.engine.chat;
+  json messages = json::array();
+  for (const ChatMessage& m : c.pub.messages) messages.push_back({{"role", m.role}, {"content", m.content}});
+  json turns = json::array();
+  for (const ChatTurn& t : c.pub.turns)
+    turns.push_back({{"turn", t.start.turn},
+                     {"reused", t.start.reused},
+                     {"prefilled", t.start.prefilled},
+                     {"context", t.start.context},
+                     {"done", t.done},
+                     {"reply", t.end.text},
+                     {"new_tokens", t.end.new_tokens},
+                     {"computed", t.end.computed},
+                     {"no_cache", t.end.no_cache}});
+  return {{"open", s.ui.chat.open},
+          {"template", c.pub.origin},
+          {"template_error", c.template_error},
+          {"generating", c.pub.generating},
+          {"reply", c.pub.reply},
+          {"messages", messages},
+          {"turns", turns}};
+}
+
 json state_of(const Session& s) {
   json j = json::object();
   const int step = shown_step(s.engine, s.ui);
@@ -110,6 +136,7 @@ json state_of(const Session& s) {
   json remembered = json::object();  // every remembered choice, as the settings file names it
   choices_to_json(s.ui, remembered, /*view=*/false);
   j["choices"] = remembered;
+  j["chat"] = chat_json(s);
   return j;
 }
 
