@@ -55,10 +55,13 @@ test-asan:
 
 # The engine worker against a UI thread (generate, toggle, scrub, reset,
 # load/cancel models) under ThreadSanitizer.
-test-tsan:
+# The chat view's test compares with `kvscope chat`: the release build's binary.
+test-tsan: $(BUILD)/CMakeCache.txt
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(SAN_FLAGS) -DKVSCOPE_TSAN=ON -DKVSCOPE_GUI=OFF $(CMAKE_ARGS)
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target kvscope_worker_tests kvscope
-	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/tests/kvscope_worker_tests
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target kvscope_worker_tests
+	cmake --build $(BUILD) -j $(JOBS) --target kvscope
+	KVSCOPE_EXE=$(CURDIR)/$(BUILD)/kvscope TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  $(TSAN_BUILD)/tests/kvscope_worker_tests
 
 # The browser build (docs/web.md): the same app through Emscripten into
 # $(WEB_BUILD)/site/, a folder any static host can serve.
