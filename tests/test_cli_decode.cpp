@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "json_lines.h"
 #include "model/tokenizer/tokenizer.h"
 #include "numpy_ref_util.h"
 
@@ -40,11 +41,7 @@ CliRun run(const std::string& args) {
   r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   r.out = testutil::read_file(tmp / "out");
   r.err = testutil::read_file(tmp / "err");
-  std::istringstream lines(r.out);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (!line.empty() && line[0] == '{') r.events.push_back(json::parse(line));
-  }
+  r.events = testutil::json_records(r.out);
   return r;
 }
 

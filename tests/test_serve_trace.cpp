@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "json_lines.h"
 #include "model/arch/model.h"
 #include "model/core/error.h"
 #include "model/serving/trace.h"
@@ -44,15 +45,6 @@ std::string trace_text() {
          "\n";
   }
   return s;
-}
-
-std::vector<json> lines_of(const std::string& out) {
-  std::vector<json> v;
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty() && line[0] == '{') v.push_back(json::parse(line));
-  return v;
 }
 
 TEST(ServeTrace, PromptsShareExactlyTheirSharedHashBlocks) {
@@ -99,7 +91,7 @@ TEST(ServeTrace, ReplaysArrivalsAndHitsWhatAPrefixCacheMust) {
     hits += std::min(run, (16 * l.blocks - 1) / 16);
     for (int h : l.hashes) seen.insert(h);
   }
-  const std::vector<json> recs = lines_of(out);
+  const std::vector<json> recs = testutil::json_records(out);
   ASSERT_EQ(recs.back().at("event"), "summary") << out;
   const json& tr = recs.back().at("trace");
   EXPECT_EQ(tr.at("requests"), kTrace.size());
@@ -127,7 +119,7 @@ TEST(ServeTrace, LongPromptsAreCutToTheContextAndBadLinesNamed) {
       json{{"timestamp", 0}, {"input_length", 51200}, {"output_length", 64}, {"hash_ids", many}}.dump());
   std::string out;
   ASSERT_EQ(testutil::run_kvscope("serve --trace " + (tmp / "long.jsonl") + " --json", out, tmp), 0) << out;
-  EXPECT_EQ(lines_of(out).back().at("trace").at("truncated"), 1);
+  EXPECT_EQ(testutil::json_records(out).back().at("trace").at("truncated"), 1);
   testutil::write_file(tmp / "bad1.jsonl", "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1}\n");
   testutil::write_file(tmp / "bad2.jsonl",
                        "{\"timestamp\": 5, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [1]}\n"

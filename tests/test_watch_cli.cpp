@@ -16,21 +16,13 @@
 #include <sstream>
 #include <thread>
 
+#include "json_lines.h"
 #include "numpy_ref_util.h"
 
 namespace kvscope {
 namespace {
 
 using testutil::json;
-
-std::vector<json> records(const std::string& out) {
-  std::vector<json> v;
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty() && line[0] == '{') v.push_back(json::parse(line));
-  return v;
-}
 
 // Starts the publisher in the background; its ports once it has bound them.
 json start_publisher(const testutil::TempDir& tmp, const std::string& scenario) {
@@ -130,7 +122,7 @@ TEST(WatchCli, RebuildsThePublishedPrefixCacheExactly) {
                                            std::to_string(want.at("batches").get<int>()),
                                        out, tmp);
   ASSERT_EQ(rc, 0) << out;
-  const std::vector<json> recs = records(out);
+  const std::vector<json> recs = testutil::json_records(out);
   ASSERT_FALSE(recs.empty()) << out;
   EXPECT_EQ(recs.front().at("event"), "attach");
   ASSERT_EQ(recs.back().at("event"), "summary") << out;
@@ -173,7 +165,7 @@ TEST(WatchCli, ARestartEmptiesTheCache) {
                                   out, tmp),
             0)
       << out;
-  const std::vector<json> recs = records(out);
+  const std::vector<json> recs = testutil::json_records(out);
   ASSERT_EQ(recs.back().at("event"), "summary") << out;
   EXPECT_EQ(want.at("restarts"), 1);
   expect_summary_matches(recs.back(), want);
@@ -193,7 +185,7 @@ TEST(WatchCli, AttachingLateAsksTheReplaySocketForWhatCameBefore) {
                                   out, tmp),
             0)
       << out;
-  const std::vector<json> recs = records(out);
+  const std::vector<json> recs = testutil::json_records(out);
   ASSERT_EQ(recs.back().at("event"), "summary") << out;
   EXPECT_EQ(want.at("replayed_before_attach"), 2);
   expect_summary_matches(recs.back(), want);
@@ -258,7 +250,7 @@ TEST(WatchCli, LlamaServerSlotsAndMetrics) {
       testutil::run_kvscope("watch --llama-server " + server.url() + " --json --scrapes 2 --interval 0.05", out, tmp),
       0)
       << out;
-  const std::vector<json> recs = records(out);
+  const std::vector<json> recs = testutil::json_records(out);
   int slot_records = 0, metric_records = 0;
   for (const json& r : recs) {
     if (r.at("event") == "slots") {
@@ -294,7 +286,7 @@ TEST(WatchCli, LlamaServerSlotsAndMetrics) {
   ASSERT_EQ(
       testutil::run_kvscope("watch --llama-server " + odd.url() + " --json --scrapes 2 --interval 0.05", out, tmp), 0)
       << out;
-  const std::vector<json> odd_recs = records(out);
+  const std::vector<json> odd_recs = testutil::json_records(out);
   int errors = 0;
   for (const json& r : odd_recs)
     if (r.at("event") == "scrape_error") {
