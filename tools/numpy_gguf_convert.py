@@ -434,13 +434,9 @@ def spm_pieces(n_merged):
     chars = sorted({c for w in counts for c in w})
     merged = []
     while len(merged) < n_merged:
-        pairs = {}
-        for w, c in counts.items():
-            for a, b in zip(w, w[1:]):
-                pairs[(a, b)] = pairs.get((a, b), 0) + c
-        if not pairs:
+        best = base.best_pair(counts)
+        if best is None:
             break
-        best = max(pairs.items(), key=lambda kv: (kv[1], kv[0]))[0]
         merged.append(best[0] + best[1])
         counts = base.merge_counts(counts, best)
     merged = [m for k, m in enumerate(merged) if m not in merged[:k] and m not in chars]

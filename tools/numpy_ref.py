@@ -92,16 +92,21 @@ def learn_merges(n_merges, text=CORPUS):
         counts[key] = counts.get(key, 0) + 1
     merges = []
     for _ in range(n_merges):
-        pairs = {}
-        for w, c in counts.items():
-            for a, b in zip(w, w[1:]):
-                pairs[(a, b)] = pairs.get((a, b), 0) + c
-        if not pairs:
+        best = best_pair(counts)
+        if best is None:
             break
-        best = max(pairs.items(), key=lambda kv: (kv[1], kv[0]))[0]
         merges.append(best)
         counts = merge_counts(counts, best)
     return merges
+
+
+def best_pair(counts):
+    """The most frequent adjacent pair of {word (tuple of symbols): count}, ties to the larger pair; None when none."""
+    pairs = {}
+    for w, c in counts.items():
+        for a, b in zip(w, w[1:]):
+            pairs[(a, b)] = pairs.get((a, b), 0) + c
+    return max(pairs.items(), key=lambda kv: (kv[1], kv[0]))[0] if pairs else None
 
 
 def merge_counts(counts, pair):
